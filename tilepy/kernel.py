@@ -1,0 +1,201 @@
+"""`@tilepy.kernel`: the decorator object that holds a kernel's source, signature and specializations."""
+
+from __future__ import annotations
+
+import inspect
+import textwrap
+import typing
+
+from . import dtypes as dt
+from .errors import CompileError, ConstexprError, LaunchError, ResourceError, Span
+from .frontend import KernelSource, Translator
+from .ir import KernelIR
+from .language import TensorSpec, constexpr
+from .targets import DEFAULT_TARGET, get_target
+
+
+class Kernel:
+    """A tilepy kernel. `kernel[grid](*args, **constexprs)` runs it (on the CPU interpreter for numpy arrays
+    and CPU tensors); `kernel.ir(**constexprs)` gives the typed IR of one specialization.
+
+    >>> @kernel(threads=64)
+    ... def scale(X: Tensor[dt.f32, "N"], BLOCK: constexpr = 64): ...
+    """
+
+    def __init__(self, fn, threads=128, target: str | None = None):
+        self.fn = fn
+        self.__name__ = fn.__name__
+        self.__doc__ = fn.__doc__
+        self.name = fn.__name__
+        self.threads = threads
+        self.default_target = target or DEFAULT_TARGET
+        lines, first_line = inspect.getsourcelines(fn)
+        self.file = inspect.getsourcefile(fn) or "<kernel>"
+        self.source = textwrap.dedent("".join(lines))
+        self.first_line = first_line
+        self._src = KernelSource(fn, self.source, self.file, first_line)
+        self.params = self._signature()
+        self._cache: dict = {}
+
+    def _span(self) -> Span:
+        text = self.source.splitlines()[0] if self.source else ""
+        return Span(self.file, self.first_line, 0, text)
+
+    def _signature(self):
+        try:
+            hints = typing.get_type_hints(self.fn)
+        except Exception:
+            hints = dict(getattr(self.fn, "__annotations__", {}))
+        params = []
+        for p in inspect.signature(self.fn).parameters.values():
+            ann = hints.get(p.name, p.annotation)
+            if isinstance(ann, str):
+                try:
+                    ann = eval(ann, self.fn.__globals__)  # noqa: S307 - the user's own annotation
+                except Exception:
+                    ann = inspect.Parameter.empty
+            default = None if p.default is inspect.Parameter.empty else p.default
+            if ann is constexpr:
+                params.append((p.name, "constexpr", default))
+            elif isinstance(ann, TensorSpec):
+                params.append((p.name, ann, default))
+            elif dt.from_any(ann) is not None:
+                params.append((p.name, dt.from_any(ann), default))
+            else:
+                raise CompileError(
+                    f"parameter `{p.name}` of kernel `{self.name}` has no tilepy annotation", self._span(),
+                    "annotate it: X: tp.Tensor[tp.f32, 'N'], n: tp.i32, or BLOCK: tp.constexpr = 128")
+        return params
+
+    @property
+    def constexpr_names(self) -> list[str]:
+        return [n for n, spec, _ in self.params if spec == "constexpr"]
+
+    def resolve_constexprs(self, given: dict) -> dict:
+        values = {}
+        unknown = set(given) - set(self.constexpr_names)
+        if unknown:
+            raise ConstexprError(
+                f"kernel `{self.name}` has no constexpr parameter(s) {', '.join(sorted(unknown))}", self._span(),
+                f"its constexprs are: {', '.join(self.constexpr_names) or 'none'}")
+        for name, spec, default in self.params:
+            if spec != "constexpr":
+                continue
+            value = given.get(name, default)
+            if value is None:
+                raise ConstexprError(f"constexpr `{name}` of kernel `{self.name}` has no value", self._span(),
+                                     f"pass {name}=... or give it a default in the signature")
+            values[name] = value
+        return values
+
+    def num_threads(self, constexprs: dict, target) -> int:
+        n = self.threads(constexprs) if callable(self.threads) else self.threads
+        if not isinstance(n, int) or n <= 0 or n % target.warp_size or n > target.max_threads:
+            raise ResourceError(
+                f"kernel `{self.name}` asks for {n} threads per block; {target.name} needs a multiple of "
+                f"{target.warp_size} up to {target.max_threads}", self._span(),
+                f"use threads={max(target.warp_size, (n // target.warp_size) * target.warp_size) if isinstance(n, int) else 128}")
+        return n
+
+    def ir(self, target: str | None = None, **constexprs) -> KernelIR:
+        """The typed IR of this kernel specialized for `constexprs` on `target` (cached)."""
+        tgt = get_target(target or self.default_target)
+        values = self.resolve_constexprs(constexprs)
+        key = (tgt.name, tuple(sorted((k, _hashable(v)) for k, v in values.items())))
+        if key not in self._cache:
+            threads = self.num_threads(values, tgt)
+            self._cache[key] = Translator(self._src, self.params, values, tgt, threads).translate()
+        return self._cache[key]
+
+    specialize = ir
+
+    def __getitem__(self, grid):
+        return Launcher(self, grid)
+
+    def run(self, grid, *args, target: str | None = None, record: bool = False, tags=None, **constexprs):
+        """Run on the CPU interpreter; returns the interpreter's Trace (accesses when record=True)."""
+        from .interpreter import run_ir
+
+        params, consts = self.bind_args(args, constexprs)
+        kir = self.ir(target, **consts)
+        grid = resolve_grid(grid, self, kir, params)
+        kwargs = {"record": record}
+        if tags is not None:
+            kwargs["tags"] = tags
+        return run_ir(kir, grid, params, **kwargs)
+
+    def bind_args(self, args, kwargs):
+        """Split launch arguments into run-time values (param order) and constexprs."""
+        names = [n for n, _, _ in self.params]
+        if len(args) > len(names):
+            raise LaunchError(f"kernel `{self.name}` takes {len(names)} arguments, got {len(args)}")
+        given = dict(zip(names, args))
+        for k, v in kwargs.items():
+            if k not in names:
+                raise LaunchError(f"kernel `{self.name}` has no parameter `{k}`; parameters: {', '.join(names)}")
+            if k in given:
+                raise LaunchError(f"parameter `{k}` given twice")
+            given[k] = v
+        runtime, consts = [], {}
+        for name, spec, default in self.params:
+            if spec == "constexpr":
+                if name in given:
+                    consts[name] = given[name]
+                continue
+            if name not in given:
+                if default is None:
+                    raise LaunchError(f"kernel `{self.name}` needs argument `{name}`")
+                given[name] = default
+            runtime.append(given[name])
+        return runtime, consts
+
+    def __call__(self, *args, **kwargs):
+        raise LaunchError(f"launch kernel `{self.name}` with a grid: {self.name}[(blocks,)](...)")
+
+    def __repr__(self) -> str:
+        return f"<tilepy.Kernel {self.name} ({self.file}:{self.first_line})>"
+
+
+class Launcher:
+    def __init__(self, kernel: Kernel, grid):
+        self.kernel, self.grid = kernel, grid
+
+    def __call__(self, *args, target: str | None = None, **kwargs):
+        return self.kernel.run(self.grid, *args, target=target, **kwargs)
+
+
+def resolve_grid(grid, kernel: Kernel, kir: KernelIR, args) -> tuple[int, ...]:
+    """A grid tuple, or a callable of {constexpr and symbolic dim name: value} returning one."""
+    if callable(grid):
+        meta = dict(kir.constexprs)
+        for p, a in zip(kir.params, args):
+            shape = getattr(p.type, "shape", None)
+            if shape is not None and hasattr(a, "shape"):
+                for d, n in zip(shape, a.shape):
+                    if isinstance(d, str):
+                        meta[d] = int(n)
+        grid = grid(meta)
+    if isinstance(grid, int):
+        grid = (grid,)
+    grid = tuple(int(g) for g in grid)
+    if not 1 <= len(grid) <= 3 or any(g < 0 for g in grid):
+        raise LaunchError(f"grid must be 1 to 3 non-negative ints, got {grid}")
+    return grid
+
+
+def _hashable(v):
+    try:
+        hash(v)
+        return v
+    except TypeError:
+        return repr(v)
+
+
+def kernel(fn=None, *, threads=128, target: str | None = None):
+    """Decorate a Python function as a tilepy kernel.
+
+    `threads` (int, or a function of the constexprs dict) is the block size; `target` the default target.
+    """
+    if fn is None:
+        return lambda f: Kernel(f, threads=threads, target=target)
+    return Kernel(fn, threads=threads, target=target)

@@ -1,0 +1,98 @@
+"""The op catalogue: every `Call.op` the IR may hold, with its operands, attributes and meaning.
+
+This table is the contract between the front end (which builds and type-checks calls), the interpreter (the
+reference semantics), the verifier and the renderers. `effect` ops appear only in `Eval` statements.
+
+Conventions: "view" = a GlobalTile value (run-time offsets into a global tensor, static shape, masked at the
+tensor's bounds) or a Shared stage value; "reg" = a register tile; T = threads of the block (or of the role
+running the op). Register tiles hold elements by their TVLayout; where a layout is not given the op uses
+`blocked(shape, T, vec)` with 16-byte vectors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class OpInfo:
+    name: str
+    signature: str
+    effect: bool
+    doc: str
+    feature: str | None = None  # target feature the op needs
+
+
+_OPS = [
+    # ids and sizes (uniform unless noted)
+    OpInfo("block_id", "block_id() attrs{axis}", False, "index of this block in the grid along `axis`"),
+    OpInfo("num_blocks", "num_blocks() attrs{axis}", False, "grid size along `axis`"),
+    OpInfo("thread_id", "thread_id()", False, "thread index in the block (per-thread)"),
+    OpInfo("lane_id", "lane_id()", False, "thread index in its warp/wave (per-thread)"),
+    OpInfo("warp_id", "warp_id()", False, "warp/wave index in the block (per-thread, warp-uniform)"),
+    OpInfo("warpgroup_id", "warpgroup_id()", False, "index of the 4-warp group (per-thread, warp-uniform)"),
+    OpInfo("dim", "dim(tensor) attrs{axis}", False, "run-time size of a global tensor's dimension"),
+    OpInfo("cdiv", "cdiv(a, b)", False, "ceil(a / b) on non-negative integers"),
+    OpInfo("min", "min(a, b)", False, "smaller of two scalars"),
+    OpInfo("max", "max(a, b)", False, "larger of two scalars"),
+    # tiles
+    OpInfo("view", "view(tensor, *starts) attrs{sizes, squeeze}", False,
+           "window of a global tensor at run-time `starts` with static `sizes`; dims with squeeze=True were "
+           "indexed by an integer and dropped; elements outside the tensor are masked"),
+    OpInfo("stage", "stage(shared, index)", False, "stage `index` of a multi-stage shared tile"),
+    OpInfo("shared", "shared() attrs{type: SharedType}", False, "allocate a shared-memory tile for the block"),
+    OpInfo("zeros", "zeros() attrs{shape, dtype, layout}", False, "register tile of zeros"),
+    OpInfo("full", "full(value) attrs{shape, dtype, layout}", False, "register tile filled with `value`"),
+    OpInfo("arange", "arange() attrs{n, layout}", False, "register tile [0, 1, ..., n-1] of i32"),
+    OpInfo("expand_dims", "expand_dims(x) attrs{axis}", False, "insert a size-1 axis (x[:, None])"),
+    OpInfo("convert_layout", "convert_layout(x) attrs{layout}", False,
+           "same values, redistributed over threads by `layout` (through shared memory on the GPU)"),
+    # memory
+    OpInfo("load", "load(src, [mask], [other]) attrs{layout}", False,
+           "read a view into a register tile; masked-off or out-of-bounds elements read `other` (0)"),
+    OpInfo("store", "store(dst, value, [mask])", True,
+           "write a register tile into a view; masked or out-of-bounds elements are skipped; an element "
+           "held by several threads is written by the lowest one"),
+    OpInfo("copy", "copy(src, dst)", True, "cooperative synchronous copy between views (global/shared)"),
+    OpInfo("copy_async", "copy_async(src, dst)", True,
+           "asynchronous global->shared copy (cp.async); joins the open group; `dst` is written only when a "
+           "wait_async retires its group", "cp_async"),
+    OpInfo("commit_async", "commit_async()", True, "close the open group of async copies"),
+    OpInfo("wait_async", "wait_async() attrs{n}", True,
+           "wait until at most `n` committed groups are still in flight; retired groups' data is visible to the "
+           "issuing threads (a barrier makes it visible to the others)"),
+    OpInfo("copy_bulk", "copy_bulk(src, dst, mbarrier)", True,
+           "bulk tensor copy global->shared (TMA), issued by one thread; completes a transaction on `mbarrier`",
+           "bulk_copy"),
+    OpInfo("barrier", "barrier()", True, "block-wide barrier (__syncthreads); must be reached by all threads"),
+    OpInfo("mbarrier", "mbarrier() attrs{count}", False, "allocate an mbarrier expecting `count` arrivals",
+           "mbarrier"),
+    OpInfo("mbarrier_arrive", "mbarrier_arrive(bar)", True, "arrive on an mbarrier (one arrival per role)",
+           "mbarrier"),
+    OpInfo("mbarrier_wait", "mbarrier_wait(bar, phase)", True, "wait until phase `phase` of the mbarrier completes",
+           "mbarrier"),
+    # math
+    OpInfo("cast", "cast(x) attrs{dtype}", False, "convert elements to `dtype` (round to nearest even)"),
+    OpInfo("where", "where(cond, a, b)", False, "elementwise select"),
+    OpInfo("maximum", "maximum(a, b)", False, "elementwise max"),
+    OpInfo("minimum", "minimum(a, b)", False, "elementwise min"),
+    *(OpInfo(n, f"{n}(x)", False, f"elementwise {n}") for n in
+      ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "abs", "sin", "cos", "tanh", "sigmoid", "silu", "erf")),
+    OpInfo("sum", "sum(x) attrs{axis, keepdims}", False, "sum along `axis` (a cross-thread reduction tree)"),
+    OpInfo("max_reduce", "max_reduce(x) attrs{axis, keepdims}", False, "max along `axis`"),
+    OpInfo("min_reduce", "min_reduce(x) attrs{axis, keepdims}", False, "min along `axis`"),
+    OpInfo("mma", "mma(a, b, acc) attrs{instr}", False,
+           "acc + a @ b with the instruction `instr`: the tile is covered by the instruction's fragments over the "
+           "accumulator's warp grid; register operands are read through the instruction's operand layouts"),
+    # verification and scheduling: no device code
+    OpInfo("tag", "tag(x) attrs{fn: TagFn}", True, "attach fn(*coords) as the symbolic tag of each element of x"),
+    OpInfo("mma_operands", "mma_operands(acc)", False, "the (a_tag, b_tag) pairs multiplied into each acc element"),
+    OpInfo("assert_tag", "assert_tag(x) attrs{fn: TagFn, message}", True,
+           "state that fn(tag) (or fn(a_tag, b_tag) for mma_operands) holds for every element"),
+    OpInfo("schedule", "schedule() attrs{hints}", True,
+           "instruction scheduling hints for the backend (e.g. interleave=..., unroll=..., priority=...)"),
+]
+
+OPS: dict[str, OpInfo] = {op.name: op for op in _OPS}
+UNARY_MATH = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "abs", "sin", "cos", "tanh", "sigmoid", "silu", "erf")
+REDUCTIONS = ("sum", "max_reduce", "min_reduce")

@@ -1,0 +1,168 @@
+"""Thread-value layouts of register tiles: which thread holds which element.
+
+A `TVLayout` maps (thread, value) to a coordinate of the tile, one `Layout` per tile dimension, all over the
+same domain shape (thread modes, value modes). Keeping one affine layout per dimension (instead of a flat
+offset) makes reductions (drop a dimension), broadcasts and the verifier's symbolic maps direct: evaluating
+each dimension's layout on symbolic (thread, value) gives the element coordinate as an expression.
+Several threads may hold the same element (stride 0 in a thread mode): that is replication, as after a
+reduction or for an MMA operand shared by the warps of one row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from .layout import Layout
+
+
+def _prod(xs) -> int:
+    out = 1
+    for x in xs:
+        out *= x
+    return out
+
+
+@dataclass(frozen=True)
+class TVLayout:
+    tile: tuple[int, ...]
+    thread_shape: tuple[int, ...]
+    value_shape: tuple[int, ...]
+    # per tile dimension: (thread strides, value strides) for that dimension's coordinate
+    strides: tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]
+    name: str = "custom"
+    # (instruction name, operand, warp grid) when this is an MMA fragment layout; () otherwise.
+    origin: tuple = ()
+
+    @property
+    def num_threads(self) -> int:
+        return _prod(self.thread_shape)
+
+    @property
+    def num_values(self) -> int:
+        return _prod(self.value_shape)
+
+    def dim_layout(self, d: int) -> Layout:
+        """The affine layout (thread, value) -> coordinate along tile dimension `d`."""
+        ts, vs = self.strides[d]
+        return Layout((self.thread_shape, self.value_shape), (ts, vs))
+
+    def coord(self, thread, value) -> tuple:
+        """Tile coordinate held by `thread` as its value `value`; ints, numpy arrays or symbolic exprs."""
+        return tuple(self.dim_layout(d)(thread, value) for d in range(len(self.tile)))
+
+    @cached_property
+    def coords(self) -> tuple[np.ndarray, ...]:
+        """Per tile dimension, an int64 array [threads, values] of the coordinate each slot holds."""
+        t = np.arange(self.num_threads, dtype=np.int64)[:, None]
+        v = np.arange(self.num_values, dtype=np.int64)[None, :]
+        return tuple(np.broadcast_to(np.asarray(c, dtype=np.int64), (self.num_threads, self.num_values))
+                     for c in self.coord(t, v))
+
+    @cached_property
+    def flat(self) -> np.ndarray:
+        """Row-major flat element index [threads, values]."""
+        return np.ravel_multi_index(self.coords, self.tile) if self.tile else np.zeros(
+            (self.num_threads, self.num_values), dtype=np.int64)
+
+    def covers_tile(self) -> bool:
+        """Every element of the tile is held by some (thread, value)."""
+        seen = np.zeros(_prod(self.tile), dtype=bool)
+        seen[self.flat.ravel()] = True
+        return bool(seen.all())
+
+    def in_range(self) -> bool:
+        return all(int(c.min()) >= 0 and int(c.max()) < n for c, n in zip(self.coords, self.tile))
+
+    def drop_dim(self, axis: int) -> TVLayout:
+        """Layout of the reduction along `axis` with keepdims: that coordinate becomes 0."""
+        tile = tuple(1 if d == axis else n for d, n in enumerate(self.tile))
+        zero = (tuple(0 for _ in self.thread_shape), tuple(0 for _ in self.value_shape))
+        strides = tuple(zero if d == axis else s for d, s in enumerate(self.strides))
+        return TVLayout(tile, self.thread_shape, self.value_shape, strides, f"reduce({self.name}, {axis})")
+
+    def short(self) -> str:
+        return self.name
+
+    def __str__(self) -> str:
+        return f"{self.name}[T={self.num_threads}, V={self.num_values}]"
+
+
+def blocked(tile: tuple[int, ...], num_threads: int, vec: int = 1) -> TVLayout:
+    """Spread a tile over threads row-major, each thread holding `vec` contiguous elements of the last
+    dimension per step; threads beyond the tile's elements replicate (stride 0).
+
+    >>> blocked((4, 8), 8, vec=4).coord(1, 2)   # thread 1 holds row 0, columns 4..7
+    (0, 6)
+    """
+    tile = tuple(int(n) for n in tile)
+    if not tile:
+        return TVLayout((), (num_threads,), (1,), (), "scalar")
+    last = tile[-1]
+    while vec > 1 and last % vec:
+        vec //= 2
+    # Decompose the row-major flat index space into (vec, thread, rep) chunks.
+    total = _prod(tile)
+    per_step = vec * num_threads
+    used_threads = min(num_threads, max(total // vec, 1))
+    spare = num_threads // used_threads if num_threads % used_threads == 0 else None
+    if spare is None:  # thread count does not divide: fall back to one element at a time, replicated
+        used_threads, vec, spare = 1, 1, num_threads
+    reps = max(total // (vec * used_threads), 1)
+    if vec * used_threads * reps != total:
+        used_threads, vec, spare, reps = 1, 1, num_threads, total
+    del per_step
+    # flat = v0 + vec * t0 + vec * used * r ; coordinates from flat by dividing the tile's row-major strides.
+    # Each tile dimension's coordinate is affine in (v0, t0, r) only if chunks align with dimensions; we build
+    # per-dimension strides by splitting modes at dimension boundaries.
+    thread_modes, value_modes = _split_modes(tile, vec, used_threads, reps)
+    tshape = tuple(n for n, _ in thread_modes) + (spare,)
+    vshape = tuple(n for n, _ in value_modes)
+    strides = []
+    for d in range(len(tile)):
+        ts = tuple(s[d] for _, s in thread_modes) + (0,)
+        vs = tuple(s[d] for _, s in value_modes)
+        strides.append((ts, vs))
+    return TVLayout(tile, tshape, vshape, tuple(strides), f"blocked(vec={vec})")
+
+
+def _split_modes(tile, vec, threads, reps):
+    """Split the row-major index space [vec | threads | reps] (fastest first) into modes that each lie in
+    one tile dimension, returning (size, per-dimension stride vector) for thread and value modes."""
+    dims = list(reversed(range(len(tile))))  # fastest dimension first
+    # remaining capacity in each dimension, walking from the fastest
+    segments = [("v", vec), ("t", threads), ("r", reps)]
+    modes = {"v": [], "t": [], "r": []}
+    d_idx, d_pos = 0, 1  # current dimension (index into dims) and the stride in it of the next element
+    for kind, count in segments:
+        while count > 1:
+            d = dims[d_idx]
+            room = tile[d] // d_pos
+            if room <= 1:
+                d_idx += 1
+                d_pos = 1
+                continue
+            take = _gcd_take(count, room)
+            stride = [0] * len(tile)
+            stride[d] = d_pos
+            modes[kind].append((take, tuple(stride)))
+            count //= take
+            d_pos *= take
+            if d_pos >= tile[d]:
+                d_idx += 1
+                d_pos = 1
+    zero = (1, tuple(0 for _ in tile))
+    thread_modes = modes["t"] or [zero]
+    value_modes = modes["v"] + modes["r"] or [zero]
+    return thread_modes, value_modes
+
+
+def _gcd_take(count: int, room: int) -> int:
+    from math import gcd
+
+    g = gcd(count, room)
+    if g == 1:
+        raise ValueError(f"cannot split {count} across a dimension of {room}")
+    return g

@@ -1,0 +1,126 @@
+"""Types of IR values. Memory spaces are distinct types: a global tensor, a view (tile) of one, a shared
+tile, and a register tile distributed over threads by a thread-value layout."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .dtypes import DType
+from .layout import Layout, Swizzle
+from .tv_layout import TVLayout
+
+
+def _prod(xs) -> int:
+    out = 1
+    for x in xs:
+        out *= x
+    return out
+
+
+@dataclass(frozen=True)
+class ScalarType:
+    """A scalar. `uniform`: the same value in every thread of a block (block ids, loop counters,
+    constexpr arithmetic); thread ids and what derives from them are not."""
+
+    dtype: DType
+    uniform: bool = True
+
+    def __str__(self) -> str:
+        return f"{self.dtype}" + ("" if self.uniform else " (per-thread)")
+
+
+@dataclass(frozen=True)
+class TensorType:
+    """A kernel argument in global memory, row-major; dimensions are ints or symbolic names."""
+
+    dtype: DType
+    shape: tuple  # of int | str
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    def __str__(self) -> str:
+        return f"Tensor[{self.dtype}, {', '.join(map(str, self.shape))}]"
+
+
+@dataclass(frozen=True)
+class GlobalTileType:
+    """A statically shaped window of a global tensor at run-time offsets; out-of-bounds elements are
+    masked (loads read `other`, stores skip them)."""
+
+    dtype: DType
+    shape: tuple[int, ...]
+
+    def __str__(self) -> str:
+        return f"GlobalTile[{self.dtype}, {'x'.join(map(str, self.shape)) or 'scalar'}]"
+
+
+@dataclass(frozen=True)
+class SharedType:
+    """Shared memory (LDS). With `stages` set it is a ring of stage buffers; indexing it by a stage gives
+    the stage's tile (stages=None). `layout` maps coordinates to element offsets inside one stage (row-major
+    unless given); `swizzle` then permutes those offsets."""
+
+    dtype: DType
+    shape: tuple[int, ...]
+    layout: Layout
+    swizzle: Swizzle | None = None
+    stages: int | None = None
+
+    @property
+    def stage_elems(self) -> int:
+        return self.layout.cosize()
+
+    @property
+    def nbytes(self) -> int:
+        return self.stage_elems * (self.stages or 1) * self.dtype.bytes
+
+    def stage(self) -> SharedType:
+        return SharedType(self.dtype, self.shape, self.layout, self.swizzle, None)
+
+    def __str__(self) -> str:
+        extra = f", swizzle={self.swizzle}" if self.swizzle else ""
+        st = f"{self.stages}x" if self.stages else ""
+        return f"Shared[{self.dtype}, {st}{'x'.join(map(str, self.shape))}{extra}]"
+
+
+@dataclass(frozen=True)
+class RegType:
+    """A register tile: each element lives in the registers of the threads `layout` assigns it to."""
+
+    dtype: DType
+    shape: tuple[int, ...]
+    layout: TVLayout
+
+    def __str__(self) -> str:
+        return f"Reg[{self.dtype}, {'x'.join(map(str, self.shape)) or 'scalar'}, {self.layout.short()}]"
+
+
+@dataclass(frozen=True)
+class MBarrierType:
+    """A shared-memory transaction barrier (Hopper mbarrier): `count` arrivals complete a phase."""
+
+    count: int = 1
+
+    def __str__(self) -> str:
+        return f"MBarrier[{self.count}]"
+
+
+@dataclass(frozen=True)
+class NoneType_:
+    def __str__(self) -> str:
+        return "none"
+
+
+NONE = NoneType_()
+
+IRType = ScalarType | TensorType | GlobalTileType | SharedType | RegType | MBarrierType | NoneType_
+
+
+def is_tile(t) -> bool:
+    return isinstance(t, GlobalTileType | SharedType | RegType)
+
+
+def tile_numel(t) -> int:
+    return _prod(t.shape)
