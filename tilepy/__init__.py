@@ -28,7 +28,8 @@ from .errors import (
 )
 from .ir import KernelIR
 from .kernel import Kernel, kernel
-from .language import Tensor, accumulator, blocked, builtins as _builtins, constexpr, mma_layout
+from .language import Tensor, accumulator, blocked, constexpr, mma_layout
+from .language import builtins as _builtins
 from .layout import Layout, Swizzle
 from .printer import format_ir
 from .tv_layout import TVLayout

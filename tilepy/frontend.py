@@ -17,6 +17,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from . import dtypes as dt
 from . import ir
+from .builtins_impl import BoundMethod
 from .errors import (
     CompileError,
     ConstexprError,
@@ -26,7 +27,6 @@ from .errors import (
     UnsupportedConstructError,
 )
 from .language import Builtin, TensorSpec
-from .builtins_impl import BoundMethod
 from .targets import Target
 from .types import NONE, GlobalTileType, RegType, ScalarType, SharedType, TensorType
 
