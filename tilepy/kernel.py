@@ -91,7 +91,8 @@ class Kernel:
     def num_threads(self, constexprs: dict, target) -> int:
         n = self.threads(constexprs) if callable(self.threads) else self.threads
         if not isinstance(n, int) or n <= 0 or n % target.warp_size or n > target.max_threads:
-            suggestion = max(target.warp_size, (n // target.warp_size) * target.warp_size) if isinstance(n, int) else 128
+            warp = target.warp_size
+            suggestion = max(warp, (n // warp) * warp) if isinstance(n, int) else 128
             raise ResourceError(
                 f"kernel `{self.name}` asks for {n} threads per block; {target.name} needs a multiple of "
                 f"{target.warp_size} up to {target.max_threads}", self._span(), f"use threads={suggestion}")
