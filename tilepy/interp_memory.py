@@ -349,26 +349,26 @@ class Recorder:
 
     def add(self, *, block, thread, space, buffer, offset, nbytes, write, interval, interval_end, op, iteration,
             seq):
+        """Rows for one op: `offset` (any shape) and `thread` (broadcastable to it) are arrays; the other
+        fields are one value for the whole chunk. Chunks stay columnar until `finish`."""
         offset = np.asarray(offset)
-        n = offset.size
-        if n == 0:
+        if offset.size == 0:
             return
-        rows = np.empty(n, dtype=ACCESS_DTYPE)
-        rows["block"] = block
-        rows["thread"] = np.broadcast_to(thread, offset.shape).ravel()
-        rows["space"] = space
-        rows["buffer"] = buffer
-        rows["offset"] = offset.ravel()
-        rows["nbytes"] = nbytes
-        rows["write"] = write
-        rows["interval"] = interval
-        rows["interval_end"] = interval_end
-        rows["op"] = op
-        rows["iteration"] = iteration
-        rows["seq"] = seq
-        self.chunks.append(rows)
+        thread = np.broadcast_to(thread, offset.shape).ravel()
+        self.chunks.append((thread, offset.ravel(), (block, space, buffer, nbytes, write, interval, interval_end, op,
+                                                     iteration, seq)))
+
+    _SCALARS = ("block", "space", "buffer", "nbytes", "write", "interval", "interval_end", "op", "iteration", "seq")
 
     def finish(self) -> np.ndarray:
+        """All rows as one structured array (ACCESS_DTYPE), in recording order."""
         if not self.chunks:
             return np.empty(0, dtype=ACCESS_DTYPE)
-        return np.concatenate(self.chunks)
+        sizes = np.fromiter((c[1].size for c in self.chunks), dtype=np.int64, count=len(self.chunks))
+        out = np.empty(int(sizes.sum()), dtype=ACCESS_DTYPE)
+        out["thread"] = np.concatenate([c[0] for c in self.chunks])
+        out["offset"] = np.concatenate([c[1] for c in self.chunks])
+        scalars = np.array([c[2] for c in self.chunks], dtype=np.int64)
+        for j, name in enumerate(self._SCALARS):
+            out[name] = np.repeat(scalars[:, j], sizes)
+        return out

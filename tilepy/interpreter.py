@@ -21,8 +21,11 @@ An `If` of kind "role" (or any `If` whose condition is per-thread and not the sa
 threads) splits the running threads; both branches run as coroutines (generators), round-robin, each
 running until it blocks in `mbarrier_wait` on a phase that has not completed. Inside a branch, tile ops are
 distributed over that branch's threads: a layout over R threads (R = threads in the branch) numbers them
-0..R-1 in increasing real id; a layout over the whole block keeps real ids (only the branch's threads act).
-Recorded thread ids are always real ids.
+0..R-1 in increasing real id; a layout over the whole block keeps real ids (only the branch's threads act,
+and an element held only by threads outside the branch is an error, since hardware would never move it).
+A `barrier()` inside a branch is a deadlock (error); a state where every branch waits is a deadlock (error).
+Variables assigned in branches merge at the join: differing scalars become per-thread values; differing
+tiles become unusable. Recorded thread ids are always real ids.
 
 Memory model
 ------------
@@ -229,6 +232,16 @@ def _same_tv(a: TVLayout, b: TVLayout) -> bool:
 def _owners(layout: TVLayout) -> tuple[np.ndarray, np.ndarray]:
     """(thread, value) slot indices holding each element once: the lowest thread holding it."""
     return _owners_of(layout, None)
+
+
+@lru_cache(maxsize=512)
+def _owner_coords(layout: TVLayout) -> tuple:
+    """(thread index per owned slot, tile coordinates per owned slot) of `_owners(layout)`."""
+    t_idx, v_idx = _owners(layout)
+    coords = tuple(c[t_idx, v_idx] for c in layout.coords)
+    for a in (t_idx, *coords):
+        a.setflags(write=False)
+    return t_idx, coords
 
 
 def _owners_of(layout: TVLayout, active_slots):
@@ -866,7 +879,7 @@ class _Interpreter:
 
     # ------------------------------------------------------------------------------------ memory
 
-    def _gather(self, src, coords, thr, valid, node, ctx, span):
+    def _gather(self, src, coords, thr, valid, node, ctx, span, tv=None):
         """Read `src` at tile coordinates `coords` (arrays of one shape S) by threads `thr` (broadcastable to
         S); `valid` (bool, S, or None) masks the reads. Returns (values in src storage, read mask)."""
         shape = np.broadcast_shapes(*(c.shape for c in coords), np.shape(thr)) if coords else np.shape(thr)
@@ -876,7 +889,7 @@ class _Interpreter:
                 ok = ok & valid
             buf, space, bi = src.buf.flat, GLOBAL, src.buf.index
         elif isinstance(src, SharedRef):
-            off = src.offsets(coords, span)
+            off = src.offsets(span=span, tv=tv) if tv is not None else src.offsets(coords, span)
             ok = np.ones(shape, dtype=bool) if valid is None else np.broadcast_to(valid, shape)
             buf, space, bi = src.buf.array, SHARED, src.buf.index
         else:
@@ -935,7 +948,7 @@ class _Interpreter:
             m = self._tile_operand(mask, e.args[i_mask].type, layout, shape, ctx, e.span)
             m = _at(np.broadcast_to(np.asarray(m, dtype=bool), shape), coords, TV)
             valid = m if valid is None else valid & m
-        vals, ok = self._gather(src, coords, tids[:, None], valid, e, ctx, e.span)
+        vals, ok = self._gather(src, coords, tids[:, None], valid, e, ctx, e.span, tv=layout)
         fill = 0 if other is None else other
         if other is not None and (isinstance(other, np.ndarray) and other.ndim):
             o = self._tile_operand(other, e.args[i_other].type, layout, shape, ctx, e.span)
@@ -1002,8 +1015,7 @@ class _Interpreter:
             raise InterpreterError(f"copy between tiles of different shapes {list(src.shape)} and "
                                    f"{list(dst.shape)}", span)
         layout = self._default_layout(tuple(src.shape), ctx, src.dtype)
-        t_idx, v_idx = _owners(layout)
-        coords = tuple(c[t_idx, v_idx] for c in layout.coords)
+        t_idx, coords = _owner_coords(layout)
         return coords, ctx.tids[t_idx]
 
     def _op_copy(self, e, ctx):

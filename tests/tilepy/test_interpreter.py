@@ -1,12 +1,9 @@
 """Semantics of the CPU interpreter (tilepy.interpreter.run_ir) on hand-built KernelIR programs."""
 
-from __future__ import annotations
-
 import numpy as np
 import pytest
 
 import tilepy as tp
-
 from tilepy import dtypes as dt
 from tilepy.errors import InterpreterError, LaunchError, Span
 from tilepy.instructions import ALL as INSTRS
@@ -759,3 +756,59 @@ def test_stdlib_gemm_on_every_target(target):
     gemm.launch(a, b, c_out, target=target)
     ref = gemm.reference(a, b)
     assert np.linalg.norm(c_out - ref) / np.linalg.norm(ref) < 1e-6
+
+
+def test_copy_bulk_lands_at_mbarrier_wait():
+    n = 64
+    stype = SharedType(dt.f32, (n,), row_major((n,)), None, None)
+    MB = MBarrierType(1)
+    R = reg(dt.f32, (n,), blocked((n,), 32, 4))
+    X, O = v("X", TensorType(dt.f32, (n,))), v("O", TensorType(dt.f32, (2, n)))
+
+    def row(i):
+        return call("view", O, c(i), c(0), ty=GlobalTileType(dt.f32, (n,)), sizes=(1, n), squeeze=(True, False))
+
+    body = [shared_of("s", stype), assign("bar", call("mbarrier", ty=MB, count=1)),
+            ev("copy_bulk", gview(X, [c(0)], (n,), dt.f32), v("s", stype), v("bar", MB)),
+            ev("store", row(0), load(v("s", stype), R)),  # not waited: stale
+            ev("mbarrier_arrive", v("bar", MB)), ev("mbarrier_wait", v("bar", MB), c(0)),
+            ev("store", row(1), load(v("s", stype), R))]
+    k = kernel([tensor("X", dt.f32, n), tensor("O", dt.f32, 2, n)], body, 32)
+    x = np.arange(n, dtype=np.float32)
+    o = np.zeros((2, n), np.float32)
+    run_ir(k, 1, [x, o])
+    assert np.isnan(o[0]).all()
+    np.testing.assert_array_equal(o[1], x)
+
+
+try:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+except ImportError:  # pragma: no cover
+    given = None
+
+if given is not None:
+
+    @settings(max_examples=25, deadline=None)
+    @given(m=st.sampled_from([1, 2, 8, 16]), n=st.sampled_from([8, 32, 64, 128]), warps=st.sampled_from([1, 2, 4]),
+           sw=st.sampled_from([None, (1, 2, 2), (2, 3, 3), (3, 3, 3), (2, 2, 4)]),
+           dtype=st.sampled_from([dt.f16, dt.f32]), seed=st.integers(0, 3))
+    def test_property_shared_round_trip(m, n, warps, sw, dtype, seed):
+        swz = Swizzle(*sw) if sw else None
+        if swz is not None and swz.size() > m * n:
+            return
+        threads = 32 * warps
+        stype = SharedType(dtype, (m, n), row_major((m, n)), swz, None)
+        Lr = blocked((m, n), threads, 1)  # a different register layout than the copy's
+        X, Y = v("X", TensorType(dtype, (m, n))), v("Y", TensorType(dtype, (m, n)))
+        cp = ev("copy", gview(X, [c(0), c(0)], (m, n), dtype), v("s", stype))
+        body = [shared_of("s", stype), cp, ev("barrier"),
+                assign("r", load(v("s", stype), reg(dtype, (m, n), Lr))),
+                ev("store", gview(Y, [c(0), c(0)], (m, n), dtype), v("r", reg(dtype, (m, n), Lr)))]
+        k = kernel([tensor("X", dtype, m, n), tensor("Y", dtype, m, n)], body, threads)
+        x = np.random.default_rng(seed).standard_normal((m, n)).astype(dtype.np)
+        y = np.zeros_like(x)
+        trace = run_ir(k, 1, [x, y], record=True)
+        np.testing.assert_array_equal(y, x)
+        w = acc_rows(trace, cp.call, write=True)
+        assert np.unique(w["offset"]).size == m * n  # a swizzle is a bijection
