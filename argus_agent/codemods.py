@@ -352,7 +352,7 @@ class PersistentRows(Codemod):
             body = list(fn.body.body)
             idx = next((i for i, s in enumerate(body) if m.matches(s, m.SimpleStatementLine(body=[m.Assign(
                 targets=[m.AssignTarget(target=m.Name())], value=m.Call(func=m.Attribute(
-                    value=m.Name("tp"), attr=m.Name("block_id")), args=[]))]))), None)
+                    value=m.Name("tp"), attr=m.Name("block_id")), args=[m.Arg(m.Integer("0"))]))]))), None)
             tensors = tensor_params(fn)
             if idx is None or not tensors or "GRID_CAP" in constexpr_params(fn):
                 continue
@@ -494,7 +494,7 @@ def _drop_epilogue_launch(module: cst.Module) -> cst.Module:
 
     class R(cst.CSTTransformer):
         def leave_SimpleStatementLine(self, orig, node):
-            small = node.body[0]
+            small = orig.body[0]  # names inside `node` are renamed already
             if isinstance(small, cst.Assign) and len(small.targets) == 1 and m.matches(
                     small.targets[0].target, m.Name()) and small.targets[0].target.value in t.renames:
                 return cst.RemoveFromParent()
