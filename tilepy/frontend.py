@@ -13,6 +13,7 @@ import builtins as _py
 from typing import Any
 
 import libcst as cst
+import numpy as np
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from . import dtypes as dt
@@ -47,6 +48,10 @@ PY_BINOPS = {
     "==": lambda a, b: a == b, "!=": lambda a, b: a != b, "and": lambda a, b: a and b, "or": lambda a, b: a or b,
 }
 COMPARISONS = ("<", "<=", ">", ">=", "==", "!=")
+PY_NUMPY_BINOPS = {
+    **{op: PY_BINOPS[op] for op in ("+", "-", "*", "//", "%", "&", "|", "^", "<<", ">>", *COMPARISONS)},
+    "and": np.logical_and, "or": np.logical_or,
+}
 
 # Python statements with a pointer to what to write instead.
 UNSUPPORTED_STMT_HINTS = {
@@ -105,6 +110,8 @@ class Translator:
         self.var_types: dict[str, Any] = {}
         self.block: list = []
         self.shared_bytes = 0
+        self.thread_values: dict[str, Any] = {}
+        self.role_ids = np.arange(num_threads)
         self.mutable = _assigned_in_control_flow(src.func)
         from .builtins_impl import BuiltinRules
 
@@ -235,6 +242,12 @@ class Translator:
         if old is not None and old != value.type:
             value = self.rules.coerce_to(value, old, node, name)
         self.var_types[name] = value.type
+        if isinstance(value.type, ScalarType) and not value.type.uniform:
+            static = self.static_thread_values(value)
+            if static is not None:
+                self.thread_values[name] = static
+            else:
+                self.thread_values.pop(name, None)
         self.emit(ir.Assign(self.span(node), name, value))
         self.scope[name] = ir.Var(value.type, self.span(target), name)
 
@@ -273,10 +286,45 @@ class Translator:
         if not isinstance(cond.type, ScalarType):
             raise self.error(node.test, f"`if` needs a scalar condition, got {cond.type}",
                              "select elementwise with tp.where(cond, a, b)", KernelTypeError)
-        then = self.nested(lambda: self.stmts(_body_statements(node)))
-        orelse = self.nested(lambda: self.stmts(orelse_nodes)) if orelse_nodes is not None else []
         kind = "uniform" if cond.type.uniform else "role"
+        mask = self.static_thread_values(cond) if kind == "role" else None
+        then = self.in_role(mask, lambda: self.stmts(_body_statements(node)))
+        orelse = (self.in_role(None if mask is None else ~mask, lambda: self.stmts(orelse_nodes))
+                  if orelse_nodes is not None else [])
         self.emit(ir.If(self.span(node), cond, then, orelse, kind))
+
+    def in_role(self, mask, fn) -> list:
+        """Translate a warp-role branch. When the condition is a static function of the thread id, tiles
+        inside are laid out over the role's threads only (renumbered from 0), as the hardware runs them."""
+        saved = self.num_threads, self.role_ids
+        if mask is not None:
+            mask = np.broadcast_to(np.asarray(mask, dtype=bool), self.role_ids.shape)
+            if mask.any():
+                self.role_ids = self.role_ids[mask]
+                self.num_threads = len(self.role_ids)
+        try:
+            return self.nested(fn)
+        finally:
+            self.num_threads, self.role_ids = saved
+
+    def static_thread_values(self, e):
+        """The per-thread values of `e` when it depends only on thread/warp ids and constants, else None."""
+        t = self.role_ids  # real thread ids of the threads running here
+        warp = self.target.warp_size
+        leaves = {"thread_id": t, "lane_id": t % warp, "warp_id": t // warp, "warpgroup_id": t // 128}
+        if isinstance(e, ir.Const):
+            return e.value
+        if isinstance(e, ir.Var):
+            return self.thread_values.get(e.name)
+        if isinstance(e, ir.Call) and e.op in leaves and not e.args:
+            return leaves[e.op]
+        if isinstance(e, ir.BinOp) and e.op in PY_NUMPY_BINOPS:
+            a, b = self.static_thread_values(e.lhs), self.static_thread_values(e.rhs)
+            return None if a is None or b is None else PY_NUMPY_BINOPS[e.op](a, b)
+        if isinstance(e, ir.UnOp) and e.op in ("not", "-"):
+            a = self.static_thread_values(e.operand)
+            return None if a is None else (np.logical_not(a) if e.op == "not" else -a)
+        return None
 
     def nested(self, fn) -> list:
         saved = self.block

@@ -48,7 +48,7 @@ _OPS = [
     OpInfo("convert_layout", "convert_layout(x) attrs{layout}", False,
            "same values, redistributed over threads by `layout` (through shared memory on the GPU)"),
     # memory
-    OpInfo("load", "load(src, [mask], [other]) attrs{layout}", False,
+    OpInfo("load", "load(src, other, [mask]) attrs{layout, masked}", False,
            "read a view into a register tile; masked-off or out-of-bounds elements read `other` (0)"),
     OpInfo("store", "store(dst, value, [mask])", True,
            "write a register tile into a view; masked or out-of-bounds elements are skipped; an element "

@@ -10,7 +10,7 @@ reduction or for an MMA operand shared by the warps of one row.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
@@ -32,9 +32,10 @@ class TVLayout:
     value_shape: tuple[int, ...]
     # per tile dimension: (thread strides, value strides) for that dimension's coordinate
     strides: tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]
-    name: str = "custom"
+    # Descriptive fields: two layouts with the same map are equal whatever their names.
+    name: str = field(default="custom", compare=False)
     # (instruction name, operand, warp grid) when this is an MMA fragment layout; () otherwise.
-    origin: tuple = ()
+    origin: tuple = field(default=(), compare=False)
 
     @property
     def num_threads(self) -> int:
@@ -105,7 +106,6 @@ def blocked(tile: tuple[int, ...], num_threads: int, vec: int = 1) -> TVLayout:
         vec //= 2
     # Decompose the row-major flat index space into (vec, thread, rep) chunks.
     total = _prod(tile)
-    per_step = vec * num_threads
     used_threads = min(num_threads, max(total // vec, 1))
     spare = num_threads // used_threads if num_threads % used_threads == 0 else None
     if spare is None:  # thread count does not divide: fall back to one element at a time, replicated
@@ -113,7 +113,6 @@ def blocked(tile: tuple[int, ...], num_threads: int, vec: int = 1) -> TVLayout:
     reps = max(total // (vec * used_threads), 1)
     if vec * used_threads * reps != total:
         used_threads, vec, spare, reps = 1, 1, num_threads, total
-    del per_step
     # flat = v0 + vec * t0 + vec * used * r ; coordinates from flat by dividing the tile's row-major strides.
     # Each tile dimension's coordinate is affine in (v0, t0, r) only if chunks align with dimensions; we build
     # per-dimension strides by splitting modes at dimension boundaries.

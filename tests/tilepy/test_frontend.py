@@ -1,5 +1,7 @@
 """The front end's IR: types, constant folding, specialization caching, loops, roles, tags, printing."""
 
+import numpy as np
+
 import tilepy as tp
 from tilepy import ir
 from tilepy.types import GlobalTileType, RegType, ScalarType, SharedType
@@ -160,3 +162,33 @@ def test_printer_shows_ops_types_and_lines():
     assert "Reg[f32, 16x32" in text
     line = scaled_copy.first_line + 4  # `x = tp.load(...)`
     assert f"# {line}" in text
+
+
+@tp.kernel(threads=256)
+def producer_consumer(X: tp.Tensor[tp.f32, "N"], Y: tp.Tensor[tp.f32, "N"], BLOCK: tp.constexpr = 512):
+    i0 = tp.block_id(0) * BLOCK
+    buf = tp.shared((BLOCK,), tp.f32)
+    full = tp.mbarrier(1)
+    wg = tp.warpgroup_id()
+    if wg == 0:  # producer warpgroup
+        tp.store(buf, tp.load(X[i0:i0 + BLOCK]) * 2.0)
+        tp.mbarrier_arrive(full)
+    else:  # consumer warpgroup
+        tp.mbarrier_wait(full, 0)
+        tp.store(Y[i0:i0 + BLOCK], tp.load(buf) + 1.0)
+
+
+def test_warp_roles_lay_tiles_over_the_role_threads():
+    k = producer_consumer.ir()
+    role = next(s for s in k.body if isinstance(s, ir.If))
+    assert role.kind == "role"
+    load = next(s.call.args[1] for s in role.then if isinstance(s, ir.Eval) and s.call.op == "store")
+    assert load.lhs.type.layout.num_threads == 128  # the producer's 128 threads, not the block's 256
+    x = np.random.default_rng(1).standard_normal(1300).astype(np.float32)
+    y = np.full_like(x, np.nan)
+    trace = producer_consumer[(3,)](x, y, record=True)
+    np.testing.assert_allclose(y, 2 * x + 1, rtol=1e-6)
+    acc = trace.accesses
+    global_reads = acc[(acc["space"] == 0) & ~acc["write"]]
+    global_writes = acc[(acc["space"] == 0) & acc["write"]]
+    assert global_reads["thread"].max() < 128 and global_writes["thread"].min() >= 128
