@@ -1,0 +1,15 @@
+"""The built-in checks. Each is `check(ctx) -> list[Finding]` over one analysis (see tilepy_verify.verify)."""
+
+from . import banks, barrier, bounds, mma, pipeline, race, tags
+
+ALL = {
+    "race": race.check,
+    "barrier_divergence": barrier.check,
+    "out_of_bounds": bounds.check,
+    "bank_conflict": banks.check,
+    "pipeline_hazard": pipeline.check,
+    "mma_layout": mma.check,
+    "tag_assertion": tags.check,
+}
+
+__all__ = ["ALL"]

@@ -1,0 +1,96 @@
+"""Shared-memory bank conflicts, per access op (a performance finding, never an error).
+
+Each thread's slots are grouped into vector accesses (the widest power of two of consecutive values at
+consecutive, aligned addresses, up to 16 bytes). A warp's vector access is served in phases of
+banks * bank_bytes bytes (8 lanes for 16-byte accesses, 16 for 8-byte, all for 4 bytes or less); the
+degree of a phase is the largest number of distinct 4-byte words that fall into one bank (lanes reading one
+word share it). The stage base is taken as stage 0 (stage sizes are multiples of 128 bytes in practice).
+Descriptor-based reads (wgmma) are skipped: the hardware's access pattern is not per lane."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..report import Finding
+
+
+def vector_width(table, eb) -> int:
+    w = max(1, 16 // eb)
+    V = table.shape[1]
+    while w > 1:
+        if V % w == 0:
+            t = table.reshape(table.shape[0], V // w, w)
+            present = t >= 0
+            base = t[:, :, :1]
+            contiguous = (t == base + np.arange(w)[None, None, :]) | ~present
+            aligned = (base % w == 0) | ~present[:, :, :1]
+            full = present.all(axis=2) | ~present.any(axis=2)
+            if contiguous.all() and aligned.all() and full.all():
+                return w
+        w //= 2
+    return 1
+
+
+def analyse(acc, num_threads, target):
+    """(degree, warp, value, lanes, byte address, bank) of the worst phase of one access, or None."""
+    eb = acc.eb
+    V = int(acc.val.max()) + 1 if acc.val.size else 1
+    table = np.full((num_threads, V), -1, dtype=np.int64)
+    table[acc.thr, acc.val] = acc.off
+    w = vector_width(table, eb)
+    nbytes = w * eb
+    words = max(1, nbytes // target.bank_bytes)
+    lanes_per_phase = max(1, (target.banks * target.bank_bytes) // max(nbytes, target.bank_bytes))
+    ws = target.warp_size
+    G = V // w
+    base = table.reshape(num_threads, G, w)[:, :, 0]  # element offset of each vector access, -1 absent
+    t = np.arange(num_threads)
+    warp, lane = t // ws, t % ws
+    phase = lane // lanes_per_phase
+    rows = []
+    for i in range(words):
+        word = (base * eb) // target.bank_bytes + i
+        rows.append(word)
+    word = np.stack(rows, axis=-1)  # [T, G, words]
+    present = np.broadcast_to((base >= 0)[:, :, None], word.shape)
+    W = np.broadcast_to(warp[:, None, None], word.shape)[present]
+    P = np.broadcast_to(phase[:, None, None], word.shape)[present]
+    Gi = np.broadcast_to(np.arange(G)[None, :, None], word.shape)[present]
+    L = np.broadcast_to(lane[:, None, None], word.shape)[present]
+    Wd = word[present]
+    if Wd.size == 0:
+        return None
+    bank = Wd % target.banks
+    key = np.stack([W, Gi, P, bank, Wd], axis=1)
+    uniq = np.unique(key, axis=0)
+    grp, counts = np.unique(uniq[:, :4], axis=0, return_counts=True)
+    worst = int(np.argmax(counts))
+    degree = int(counts[worst])
+    if degree <= 1:
+        return None
+    wv, gv, pv, bv = (int(x) for x in grp[worst].tolist())
+    sel = (W == wv) & (Gi == gv) & (P == pv) & (bank == bv)
+    lanes = sorted(set(int(x) for x in L[sel]))
+    first = int(Wd[sel][0]) * target.bank_bytes
+    return degree, wv, gv * w, lanes, first, bv
+
+
+def check(ctx) -> list:
+    out = []
+    target = ctx.analysis.target
+    for acc in ctx.analysis.accesses:
+        if acc.descriptor or acc.thr.size == 0:
+            continue
+        res = analyse(acc, ctx.analysis.num_threads, target)
+        if res is None:
+            continue
+        degree, warp, value, lanes, address, bank = res
+        verb = "read" if acc.kind == "read" else "write"
+        cex = {"warp": warp, "lane": lanes[0], "thread": warp * target.warp_size + lanes[0], "value": value,
+               "degree": degree, "lanes": lanes, "address": address, "bank": bank}
+        out.append(Finding(
+            "bank_conflict", "performance",
+            f"{degree}-way bank conflict on the shared {verb} of '{ctx.name_of(acc.alloc)}': lanes "
+            f"{', '.join(map(str, lanes[:8]))}{'...' if len(lanes) > 8 else ''} of warp {warp} hit bank {bank} "
+            f"with different words (a swizzle or padding spreads them)", acc.span, cex, acc.alloc.span))
+    return out

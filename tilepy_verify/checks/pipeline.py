@@ -1,0 +1,130 @@
+"""Pipeline hazards of async copies (cp.async groups, bulk copies on mbarriers).
+
+An async copy's shared writes land when a wait retires its group; another thread sees them only after a
+barrier that follows that wait. For every async copy C and every later access R of the same shared tile
+(any thread, any iteration), the query asks for instances with T_C < T_R, the same stage, a common element,
+and no wait W between them that retires C's group (``group(C) + n_W + 1 <= commits before W``) with, when
+R's thread is not C's, a barrier between W and R. Only the latest executions of each wait before R can be
+the one that retires most, so the candidates are W at R's iteration k, k - step and k - 2 step of the
+innermost common loop (and the last iteration of loops R is not in): a quantifier-free query.
+A stage overwritten in the interval where another thread still reads it is reported by the race check
+under this same name."""
+
+from __future__ import annotations
+
+from tilepy.symbolic import Var
+
+from ..counterexample import block_of, counter, instance, iteration_of, rename, thread_fields
+from ..report import Finding
+from ..vc import AND, NOT, OR, cmp, subst
+from .overlap import cross_thread, same_thread, slot_of
+
+
+def check(ctx) -> list:
+    out = []
+    acc = ctx.analysis.accesses
+    for c in acc:
+        if c.kind != "async":
+            continue
+        for r in acc:
+            if r is c or r.alloc is not c.alloc:
+                continue
+            for relation in ("same", "cross"):
+                rel = same_thread(c, r) if relation == "same" else cross_thread(c, r)
+                if rel is None:
+                    continue
+                f = _query(ctx, c, r, relation, rel)
+                if f is not None:
+                    out.append(f)
+                    break
+    return out
+
+
+def wait_instances(ctx, w, r, mr):
+    """[(renaming, validity)] of the latest executions of wait `w` before an instance of `r` (renamed by mr)."""
+    wl, rl = w.point.loops, r.point.loops
+    common = 0
+    while common < min(len(wl), len(rl)) and wl[common] is rl[common]:
+        common += 1
+    base = {}
+    valid = []
+    for lp in wl[:common]:
+        base[lp.var.name] = mr.get(lp.var.name, lp.var)
+        base[lp.trip.name] = mr.get(lp.trip.name, lp.trip)
+    # loops of w that r is not in: their last iteration
+    for lp in wl[common:]:
+        last = lp.start + (lp.trip - 1) * lp.step
+        base[lp.var.name] = subst(last, base)
+        valid.append(cmp(">=", lp.trip, 1))
+    if common == 0:
+        return [(base, AND(*valid))]
+    L = wl[common - 1]
+    k = base[L.var.name]
+    out = []
+    for d in (0, 1, 2):
+        m = dict(base)
+        m[L.var.name] = k - d * L.step
+        out.append((m, AND(cmp(">=", k - d * L.step, subst(L.start, base)), *[subst(v, m) for v in valid])))
+    return out
+
+
+def _query(ctx, c, r, relation, rel):
+    mc, cc = instance(c.point, "@1")
+    mr, cr = instance(r.point, "@2")
+    if not c.point.loops and not r.point.loops and not _before_static(c, r):
+        return None
+    conflict = AND(cc, cr, cmp("<", counter(c.point, "T", mc), counter(r.point, "T", mr)),
+                   cmp("==", rename(c.stage, mc), rename(r.stage, mr)))
+    if conflict is False:
+        return None
+    group = rename(c.group, mc)
+    ok = []
+    thr_c = rel[1] if relation == "cross" else rel[1]
+    thr_r = rel[2] if relation == "cross" else rel[1]
+    for w in ctx.analysis.waits:
+        if w.channel != c.channel:
+            continue
+        bulk = c.channel != "C:async"
+        if w.point.threads is not None and not bulk and thr_c not in set(w.point.threads.tolist()):
+            continue
+        for m, valid in wait_instances(ctx, w, r, mr):
+            cw = counter(w.point, c.channel, m)
+            tw = counter(w.point, "T", m)
+            retire = cmp("<=", group + w.n + 1, cw)
+            seen_directly = relation == "same" or (bulk and (w.point.threads is None or thr_r in set(
+                w.point.threads.tolist())))
+            vis = True if seen_directly else cmp("<", counter(w.point, "B", m), counter(r.point, "B", mr))
+            ok.append(AND(valid, subst(w.point.path, m), cmp("<", counter(c.point, "T", mc), tw),
+                          cmp("<=", tw, counter(r.point, "T", mr)), retire, vis))
+    model = ctx.solver.check(AND(conflict, NOT(OR(*ok))))
+    if model is None:
+        return None
+    ws = ctx.analysis.target.warp_size
+    off = rel[0]
+    vc, cc_ = slot_of(c, off, thr_c)
+    vr, cr_ = slot_of(r, off, thr_r)
+    stage = ctx.eval(rename(c.stage, mc), model)
+    what = "reads" if r.kind == "read" else "writes"
+    cex = {"block": block_of(model), **thread_fields(thr_r, ws), "value": vr, "coords": cr_,
+           "iteration": iteration_of(r.point, model, "@2"), "stage": stage,
+           "address": (stage * c.alloc.stage_elems + off) * c.eb,
+           "other_thread": thr_c, "other_value": vc, "other_coords": cc_,
+           "other_iteration": iteration_of(c.point, model, "@1"),
+           "detail": (f"the async copy issued at iteration {iteration_of(c.point, model, '@1') or '(before loops)'} "
+                      f"by thread {thr_c} has not been " + ("retired by a wait_async" if relation == "same" else
+                                                           "retired by a wait and made visible by a barrier")
+                      + f" when thread {thr_r} {what} stage {stage}")}
+    msg = (f"pipeline hazard on shared tile '{ctx.name_of(c.alloc)}': stage {stage} is {'read' if r.kind == 'read' else 'written'} "
+           f"while an async copy into it may still be in flight")
+    return Finding("pipeline_hazard", "error", msg, r.span, cex, c.span)
+
+
+def _before_static(c, r) -> bool:
+    tc, tr = c.point.counters.get("T", 0), r.point.counters.get("T", 0)
+    try:
+        return int(tc) < int(tr)
+    except TypeError:
+        return True
+
+
+_ = Var

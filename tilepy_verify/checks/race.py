@@ -1,0 +1,80 @@
+"""Shared-memory data races: two distinct threads touch one address in one barrier interval and at least
+one of them writes. Intervals are compared through the symbolic barrier counter (``B1 == B2``) of two
+instances of the ops, each with its own iteration variables, so races between iteration k and any other
+iteration are covered. Where one side is an async copy, the finding is a pipeline hazard (a stage
+overwritten while another thread may still read it)."""
+
+from __future__ import annotations
+
+from tilepy.symbolic import Var
+
+from ..counterexample import block_of, counter, instance, iteration_of, rename, thread_fields
+from ..report import Finding
+from ..vc import AND, OR, cmp
+from .overlap import cross_thread, self_conflict, slot_of
+
+
+def pairs(accesses):
+    by_alloc: dict = {}
+    for a in accesses:
+        by_alloc.setdefault(a.alloc.id, []).append(a)
+    for lst in by_alloc.values():
+        for i, a in enumerate(lst):
+            for b in lst[i:]:
+                yield a, b
+
+
+def check(ctx) -> list:
+    out = []
+    for a, b in pairs(ctx.analysis.accesses):
+        if a.kind == "read" and b.kind == "read":
+            continue
+        f = _pair(ctx, a, b)
+        if f is not None:
+            out.append(f)
+    return out
+
+
+def _pair(ctx, a, b):
+    rel = cross_thread(a, b)
+    if rel is None:
+        return None
+    m1, c1 = instance(a.point, "@1")
+    m2, c2 = instance(b.point, "@2")
+    cond = AND(c1, c2, cmp("==", counter(a.point, "B", m1), counter(b.point, "B", m2)),
+               cmp("==", rename(a.stage, m1), rename(b.stage, m2)))
+    if a is b:
+        distinct = OR(*(cmp("!=", Var(lp.var.name + "@1"), Var(lp.var.name + "@2")) for lp in a.point.loops))
+        if a.kind != "read" and self_conflict(a) is not None:
+            distinct = True
+        cond = AND(cond, distinct)
+    model = ctx.solver.check(cond)
+    if model is None:
+        return None
+    off, ta, tb = rel
+    if a is b and a.kind != "read" and self_conflict(a) is not None and not a.point.loops:
+        off, ta, tb = self_conflict(a)
+    return report(ctx, a, b, off, ta, tb, model, m1)
+
+
+def report(ctx, a, b, off, ta, tb, model, m1):
+    ws = ctx.analysis.target.warp_size
+    va, ca = slot_of(a, off, ta)
+    vb, cb = slot_of(b, off, tb)
+    stage = ctx.eval(rename(a.stage, m1), model)
+    cex = {"block": block_of(model), **thread_fields(ta, ws), "value": va, "coords": ca,
+           "iteration": iteration_of(a.point, model, "@1"), "stage": stage,
+           "address": (stage * a.alloc.stage_elems + off) * a.eb,
+           "other_thread": tb, "other_value": vb, "other_coords": cb,
+           "other_iteration": iteration_of(b.point, model, "@2")}
+    kinds = {a.kind, b.kind}
+    hazard = "async" in kinds
+    what = {"read": "reads", "write": "writes", "async": "async-copies into"}
+    msg = (f"{'pipeline hazard' if hazard else 'data race'} on shared tile '{ctx.name_of(a.alloc)}': thread {ta} "
+           f"{what[a.kind]} the element that thread {tb} {what[b.kind].replace('s ', ' ', 1) if False else what[b.kind]} "
+           f"in the same barrier interval")
+    if hazard:
+        msg += " (the stage is overwritten while it may still be read: add a barrier between them)"
+    else:
+        msg += " (add tp.barrier() between them)"
+    return Finding("pipeline_hazard" if hazard else "race", "error", msg, a.span, cex, b.span)

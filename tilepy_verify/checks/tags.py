@@ -1,0 +1,139 @@
+"""Tag assertions: `tp.assert_tag(x, pred)` must hold for every element of x (and every loop iteration and
+block); `tp.assert_tag(tp.mma_operands(acc), pred)` for every (a_tag, b_tag) pair multiplied into every
+accumulator element by every MMA that produced acc. Each becomes one query per tag alternative: the
+alternative's condition and the negated predicate. Register MMA operands whose layout differs from the
+instruction's are read as the hardware would: element (i, kk) of the instruction's A is whatever the thread
+holding position (i, kk) of the fragment has in that register."""
+
+from __future__ import annotations
+
+from tilepy.symbolic import Var
+
+from ..counterexample import block_of, coord_ranges, dims_of, holder, instance, iteration_of, thread_fields
+from ..domain import MmaOps, Reg
+from ..report import Finding
+from ..tagterms import TOP, Alt, Unknown, has_top, predicate, product, show
+from ..vc import AND, NOT, cmp, in_range, subst
+
+
+def check(ctx) -> list:
+    out = []
+    for a in ctx.analysis.assertions:
+        if isinstance(a.target, MmaOps):
+            out.extend(_mma(ctx, a))
+        elif isinstance(a.target, Reg):
+            out.extend(_elements(ctx, a))
+    return out
+
+
+def _alts_pred(fn, alt_lists):
+    """[(cond, tags, violation term, src)] for every combination of alternatives."""
+    res = []
+    for combo in product(alt_lists, tuple):
+        try:
+            if any(has_top(t) for t in combo.tag):
+                raise Unknown()
+            bad = NOT(predicate(fn, combo.tag))
+        except Unknown:
+            bad = True
+        res.append((combo.cond, combo.tag, bad, combo.src))
+    return res
+
+
+def _elements(ctx, a):
+    reg = a.target
+    shape = reg.type.shape
+    coords = tuple(Var(f"c{d}@a") for d in range(len(shape)))
+    alts = reg.tag(coords) if reg.tag is not None else [Alt(True, None)]
+    m, pc = instance(a.point, "@1")
+    for cond, tags, bad, src in _alts_pred(a.fn, [alts]):
+        q = AND(pc, coord_ranges(coords, shape), subst(cond, m), subst(bad, m))
+        model = ctx.solver.check(q)
+        if model is None:
+            continue
+        env = dict(model)
+        tag = show(subst_tag(tags[0], m), env)
+        cs = tuple(env.get(f"c{d}@a", 0) for d in range(len(shape)))
+        slot = holder(reg.type.layout, cs)
+        cex = {"block": block_of(model), "iteration": iteration_of(a.point, model, "@1"), "coords": cs,
+               "tags": {"x": tag}, "dims": dims_of(model)}
+        if slot is not None:
+            cex.update(thread_fields(slot[0], ctx.analysis.target.warp_size))
+            cex["value"] = slot[1]
+        unknown = has_top(tags[0])
+        msg = (f"tag assertion `{a.fn.source}` fails for element {cs}: tag {tag!r}" if not unknown else
+               f"tag assertion `{a.fn.source}` cannot be proved for element {cs}: its tag is not known "
+               "(untracked through a loop or uninitialized shared memory)")
+        return [Finding("tag_assertion", "error", msg, a.span, cex, src or reg.src)]
+    return []
+
+
+def subst_tag(t, m):
+    from tilepy.symbolic import Sym
+
+    if isinstance(t, Sym):
+        return subst(t, m)
+    if isinstance(t, tuple):
+        return tuple(subst_tag(x, m) for x in t)
+    return t
+
+
+def _operand_alts(op_tag, which, instr, warps, shape, pos, group, suffix):
+    """Alternatives of the tag of the element the instruction uses at position `pos` of operand `which`."""
+    if op_tag.actual is None or op_tag.expected is None or _same(op_tag.actual, op_tag.expected):
+        return op_tag.tag(pos), True
+    t, v = Var(f"t{which}{suffix}"), Var(f"v{which}{suffix}")
+    exp, act = op_tag.expected, op_tag.actual
+    where = AND(in_range(t, 0, exp.num_threads), in_range(v, 0, exp.num_values),
+                cmp("==", t // instr.threads, group),
+                *(cmp("==", x, p) for x, p in zip(exp.coord(t, v), pos)))
+    held = tuple(act.coord(t, v))
+    return [Alt(AND(where, x.cond), x.tag, x.src) for x in op_tag.tag(held)], False
+
+
+def _same(a, b) -> bool:
+    import numpy as np
+
+    if (a.num_threads, a.num_values, tuple(a.tile)) != (b.num_threads, b.num_values, tuple(b.tile)):
+        return False
+    return all(np.array_equal(x, y) for x, y in zip(a.coords, b.coords))
+
+
+def _mma(ctx, a):
+    out = []
+    reg = a.target.reg
+    for contrib in reg.pairs:
+        M, N, K = contrib.shape
+        instr, warps = contrib.instr, contrib.warps
+        i, j, kk = Var("i@m"), Var("j@m"), Var("kk@m")
+        group = (i // instr.m) % warps[0] + warps[0] * ((j // instr.n) % warps[1])
+        alts_a, _ = _operand_alts(contrib.a, "a", instr, warps, (M, K), (i, kk), group, "@m")
+        alts_b, _ = _operand_alts(contrib.b, "b", instr, warps, (K, N), (kk, j), group, "@m")
+        m, pc = instance(contrib.point, "@1")
+        ranges = AND(in_range(i, 0, M), in_range(j, 0, N), in_range(kk, 0, K))
+        for cond, tags, bad, src in _alts_pred(a.fn, [alts_a, alts_b]):
+            q = AND(pc, ranges, subst(cond, m), subst(bad, m))
+            model = ctx.solver.check(q)
+            if model is None:
+                continue
+            env = dict(model)
+            ta, tb = (show(subst_tag(t, m), env) for t in tags)
+            ci, cj, ck = env.get("i@m", 0), env.get("j@m", 0), env.get("kk@m", 0)
+            slot = holder(reg.type.layout, (ci, cj))
+            cex = {"block": block_of(model), "iteration": iteration_of(contrib.point, model, "@1"),
+                   "coords": (ci, cj), "k_index": ck, "tags": {"a": ta, "b": tb}, "dims": dims_of(model)}
+            if slot is not None:
+                cex.update(thread_fields(slot[0], ctx.analysis.target.warp_size))
+                cex["value"] = slot[1]
+            unknown = has_top(tags[0]) or has_top(tags[1])
+            msg = (f"tag assertion `{a.fn.source}` fails for accumulator element ({ci}, {cj}): the MMA at "
+                   f"{contrib.span.file.rsplit('/', 1)[-1]}:{contrib.span.line} multiplies A tag {ta!r} with B tag {tb!r}"
+                   if not unknown else
+                   f"tag assertion `{a.fn.source}` cannot be proved for accumulator element ({ci}, {cj}): an operand "
+                   "tag is not known (uninitialized shared memory or untracked data flow)")
+            out.append(Finding("tag_assertion", "error", msg, a.span, cex, src or contrib.span))
+            break
+    return out
+
+
+_ = TOP
