@@ -380,8 +380,32 @@ class Solver_:
                         pass
         finally:
             self.solver.pop()
+        if model is not None:
+            model = self._small(formula, names, want_vars) or model
         self.cache[formula] = model
         return model
+
+    def _small(self, formula, names, want_vars):
+        """A model with small blocks, sizes and iterations, so a counterexample replays on a small launch."""
+        keys = [n for n in names if n.startswith(("block", "dim:", "p:", "grid")) or "#" in n]
+        if not keys:
+            return None
+        for bound in (2, 4, 16, 64, 256, 1024):
+            conds = AND(*(AND(cmp(">=", Var(n), -bound), cmp("<=", Var(n), bound)) for n in keys),
+                        *(cmp("<=", Var(n), bound) for n in keys if n.startswith("dim:")))
+            self.solver.push()
+            try:
+                self.solver.add_assertion(formula)
+                self.solver.add_assertion(self.enc.bool(conds))
+                if self.solver.solve():
+                    model = {}
+                    for n in names | set(want_vars):
+                        if n in self.enc.vars:
+                            model[n] = int(self.solver.get_value(self.enc.vars[n]).bv_signed_value())
+                    return model
+            finally:
+                self.solver.pop()
+        return None
 
     def close(self):
         self.solver.exit()
