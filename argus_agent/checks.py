@@ -1,0 +1,135 @@
+"""The agent's view of the verifier (tilepy_verify), the compiler (tilepy_hip) and the resource estimate.
+
+Each degrades with a clear status when its package is not there yet: never a faked verdict.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from tilepy.targets import get_target
+
+IR_TARGET = {"cpu": "sm_90a"}  # the interpreter runs the kernels with the default target's semantics
+REG_LIMIT = {"nvidia": 255, "amd": 512}  # registers per thread
+
+
+def ir_target(target: str) -> str:
+    return IR_TARGET.get(target, target)
+
+
+@dataclass
+class Verdict:
+    status: str                 # "verified" | "failed" | "skipped"
+    message: str = ""
+    findings: list = field(default_factory=list)  # dicts: kernel, check, severity, message, span, counterexample
+    elapsed_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.status != "failed"
+
+    def to_dict(self) -> dict:
+        return {"status": self.status, "message": self.message, "findings": self.findings,
+                "elapsed_s": self.elapsed_s}
+
+
+def verify_kernels(kernels: dict, target: str) -> Verdict:
+    """Run tilepy_verify on every kernel (default constexprs); errors fail, performance findings inform."""
+    try:
+        import tilepy_verify
+        verify = tilepy_verify.verify
+    except (ImportError, AttributeError) as e:
+        return Verdict("skipped", f"tilepy_verify is not available yet ({type(e).__name__}: {e}); kernels were "
+                       "tested but not verified")
+    t0 = time.perf_counter()
+    findings, errors = [], 0
+    for name, k in kernels.items():
+        try:
+            report = verify(k, target=ir_target(target))
+        except Exception as e:  # a verifier crash is reported, not hidden
+            findings.append({"kernel": name, "check": "verifier", "severity": "error",
+                             "message": f"tilepy_verify raised {type(e).__name__}: {e}", "span": "",
+                             "counterexample": {}})
+            errors += 1
+            continue
+        for f in getattr(report, "findings", []):
+            sev = getattr(f, "severity", "error")
+            errors += sev == "error"
+            findings.append({"kernel": name, "check": getattr(f, "check", "?"), "severity": sev,
+                             "message": str(f), "span": str(getattr(f, "span", "")),
+                             "counterexample": _plain(getattr(f, "counterexample", {}) or {})})
+        if not getattr(report, "ok", True) and not any(f["kernel"] == name and f["severity"] == "error"
+                                                       for f in findings):
+            errors += 1
+            findings.append({"kernel": name, "check": "verifier", "severity": "error",
+                             "message": "report not ok", "span": "", "counterexample": {}})
+    dt = time.perf_counter() - t0
+    if errors:
+        return Verdict("failed", f"{errors} verification error(s)", findings, dt)
+    return Verdict("verified", f"{len(kernels)} kernel(s) verified", findings, dt)
+
+
+def _plain(d: dict) -> dict:
+    return {str(k): (v if isinstance(v, int | float | str | bool | type(None)) else repr(v)) for k, v in d.items()}
+
+
+@dataclass
+class Resources:
+    threads: int
+    shared_bytes: int
+    registers: int
+    source: str  # "estimate" | "compiled"
+    spills: int = 0
+
+    def to_dict(self):
+        return dict(self.__dict__)
+
+
+def estimate(kernel, target: str, constexprs: dict | None = None) -> Resources:
+    """Before compiling: threads and shared memory from the IR, registers from the register tiles' elements per
+    thread (a rough upper bound: every tile live at once, 32-bit registers). Raises tilepy errors."""
+    from tilepy.types import RegType
+
+    kir = kernel.ir(ir_target(target), **(constexprs or {}))
+    regs = 16
+    for t in kir.var_types.values():
+        if isinstance(t, RegType):
+            n = 1
+            for d in t.shape:
+                n *= int(d)
+            regs += -(-n * max(1, t.dtype.bits // 8) // 4 // kir.num_threads)
+    return Resources(kir.num_threads, kir.shared_bytes, regs, "estimate")
+
+
+def fits(res: Resources, target: str) -> str:
+    """'' when `res` fits the target, else why not."""
+    tgt = get_target(ir_target(target))
+    if res.threads > tgt.max_threads or res.threads % tgt.warp_size:
+        return f"{res.threads} threads per block (limit {tgt.max_threads}, multiple of {tgt.warp_size})"
+    if res.shared_bytes > tgt.shared_bytes:
+        return f"{res.shared_bytes} B of shared memory (limit {tgt.shared_bytes} B)"
+    if res.registers > REG_LIMIT[tgt.vendor]:
+        return f"~{res.registers} registers per thread ({res.source}; limit {REG_LIMIT[tgt.vendor]})"
+    if res.spills:
+        return f"{res.spills} bytes of register spills"
+    return ""
+
+
+def compile_kernel(kernel, target: str, constexprs: dict | None = None):
+    """(Resources from the compiled kernel, '') or (None, why not). Only for GPU targets."""
+    if target == "cpu":
+        return None, "target cpu: kernels run on the interpreter, nothing to compile"
+    try:
+        import tilepy_hip
+        compile_ = tilepy_hip.compile
+    except (ImportError, AttributeError) as e:
+        return None, f"tilepy_hip is not available yet ({type(e).__name__}: {e})"
+    try:
+        ck = compile_(kernel, target=target, **(constexprs or {}))
+    except Exception as e:
+        return None, f"compile error: {type(e).__name__}: {e}"
+    r = getattr(ck, "resources", {}) or {}
+    kir = kernel.ir(target, **(constexprs or {}))
+    return Resources(kir.num_threads, int(r.get("shared", kir.shared_bytes)), int(r.get("registers", 0)),
+                     "compiled", int(r.get("spills", 0))), ""

@@ -1,0 +1,271 @@
+"""The optimize loop: plan -> edit (codemod or LLM edit) -> build and fit -> verify -> test -> time -> reward.
+
+    result = optimize("problem.py", target="cpu", budget=8, out_dir="out/")
+
+Every candidate goes into the history; a run interrupted half way resumes from its recorded candidates (the
+planner replays the recorded steps, so a seeded offline run continues exactly as it would have).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import checks
+from .candidate import CandidateError, load_candidate
+from .capture import UnsupportedOpError, capture
+from .codemods import CodemodError, NotApplicable, apply_codemod
+from .evaluate import Evaluation, evaluate, gpu_status
+from .history import History
+from .kb import load_kb
+from .planner import Context, OfflinePlanner, Step, describe_action, digest
+from .problem import load_problem
+from .templates import generate, tolerance
+
+
+@dataclass
+class Outcome:
+    outcome: str
+    message: str = ""
+    verdict: dict = field(default_factory=dict)
+    evaluation: Evaluation | None = None
+    counterexamples: list = field(default_factory=list)
+
+    @property
+    def correct(self) -> bool:
+        return self.outcome == "correct"
+
+
+class Session:
+    """One problem on one target: its reference, tolerance, candidate directory and evaluation."""
+
+    def __init__(self, problem_path, target: str = "cpu", cpu_scale: int = 1, work_dir: Path | None = None,
+                 warmup: int = 20, runs: int = 100, seed: int = 0):
+        self.gpu, self.gpu_why = gpu_status()
+        self.target = target
+        self.problem = load_problem(problem_path, cpu=not self.gpu or target == "cpu", cpu_scale=cpu_scale)
+        self.pattern = capture(self.problem.make_model(), len(self.problem.base_inputs))
+        self.problem.ops = self.pattern.ops
+        self.tol = tolerance(self.pattern, self.problem.base_inputs)
+        self.work_dir = Path(work_dir or Path.cwd() / ".argus" / "candidates")
+        self.warmup, self.runs, self.seed = warmup, runs, seed
+        self.trials = 0
+
+    def first_source(self) -> str:
+        return generate(self.pattern, self.problem.base_inputs, self.target)
+
+    def check(self, source: str, time_it: bool = True) -> Outcome:
+        """Build, fit, verify and test one candidate source."""
+        try:
+            cand = load_candidate(source, self.work_dir)
+        except CandidateError as e:
+            return Outcome("import-error", str(e))
+        ks = cand.kernels()
+        if not ks:
+            return Outcome("rejected", "the module defines no @tp.kernel")
+        for name, k in ks.items():
+            try:
+                res = checks.estimate(k, self.target)
+            except Exception as e:
+                return Outcome("compile-error", f"{name}: {e}")
+            why = checks.fits(res, self.target)
+            if why:
+                return Outcome("infeasible", f"{name}: {why}")
+            if self.gpu and self.target != "cpu":
+                compiled, err = checks.compile_kernel(k, self.target)
+                if err.startswith("compile error"):
+                    return Outcome("compile-error", f"{name}: {err}")
+        verdict = checks.verify_kernels(ks, self.target)
+        cex = [f["counterexample"] | {"check": f["check"], "at": f["span"]} for f in verdict.findings
+               if f["severity"] == "error"]
+        if not verdict.ok:
+            msgs = "; ".join(f"{f['kernel']}: {f['message']}" for f in verdict.findings if f["severity"] == "error")
+            return Outcome("verify-failed", msgs[:1500], verdict.to_dict(), counterexamples=cex)
+        self.trials += 1
+        ev = evaluate(self.problem, cand.model_class(self.problem), tol=self.tol, seed=self.seed,
+                      time_it=time_it, warmup=self.warmup, runs=self.runs, trial_seed=self.trials)
+        if not ev.correct:
+            return Outcome("test-failed", ev.message, verdict.to_dict(), ev)
+        return Outcome("correct", ev.message, verdict.to_dict(), ev)
+
+
+def reward(out: Outcome, best_speedup: float | None) -> float:
+    """+1 for a correct, verified candidate, plus log(speedup / best so far) when timed; 0 when rejected."""
+    if not out.correct:
+        return 0.0
+    sp = out.evaluation.speedup if out.evaluation else None
+    if sp and best_speedup:
+        return 1.0 + max(-2.0, min(2.0, math.log(sp / best_speedup)))
+    return 1.0
+
+
+@dataclass
+class RunResult:
+    run_id: int
+    status: str
+    best_source: str
+    best_candidate: int | None
+    best_speedup: float | None
+    timing: str
+    steps: list
+    summary: dict
+
+
+def optimize(problem_path, target: str = "cpu", budget: int = 8, out_dir: str | Path | None = None,
+             planner=None, history: History | None = None, seed: int = 0, cpu_scale: int = 1,
+             kb_dir=None, progress=None, resume: bool = True, tune_evals: int | None = None) -> RunResult:
+    """Optimize one problem; raises UnsupportedOpError / ProblemError before any run is recorded."""
+    history = history or History()
+    planner = planner or OfflinePlanner(seed)
+    session = Session(problem_path, target, cpu_scale, seed=seed,
+                      work_dir=Path(history.path).parent / "candidates")
+    kb = load_kb(kb_dir)
+    config = {"budget": budget, "cpu_scale": cpu_scale, "kb": str(kb_dir or "")}
+    problem = session.problem
+    run_id = history.find_unfinished(problem.digest, target, planner.name, seed, config) if resume else None
+    resumed = run_id is not None
+    if run_id is None:
+        run_id = history.start_run(problem.name, str(Path(problem_path).resolve()), problem.digest, target, budget,
+                                   planner.name, seed, config)
+    steps, records = [], history.candidates(run_id)
+    current, current_id, best = None, None, None  # best: (cand id, source, speedup)
+    for rec in records:  # resume: replay what was recorded
+        step = Step(rec["iteration"], rec["action"], rec["evaluation"].get("outcome", rec["verdict"]) or "?",
+                    rec["error"], rec["findings"].get("counterexamples", []) if isinstance(rec["findings"], dict)
+                    else [], rec["speedup"], rec["reward"], rec["evaluation"].get("parent_digest", ""))
+        steps.append(step)
+        planner.observe(step)
+        if rec["correct"]:
+            current, current_id = rec["source"], rec["id"]
+            if best is None or (rec["speedup"] or 0) >= (best[2] or 0):
+                best = (rec["id"], rec["source"], rec["speedup"])
+    timing = session.gpu_why and f"skipped: {session.gpu_why}" or ""
+    tune_evals = tune_evals or (16 if session.gpu else 6)
+
+    def record(iteration, action, source, out: Outcome, parent, parent_digest, extra=None) -> Step:
+        nonlocal current, current_id, best
+        sp = out.evaluation.speedup if out.evaluation else None
+        r = reward(out, best[2] if best else None)
+        ev = (out.evaluation.to_dict() if out.evaluation else {}) | {"outcome": out.outcome,
+                                                                     "parent_digest": parent_digest} | (extra or {})
+        verdict = dict(out.verdict) | {"counterexamples": out.counterexamples,
+                                       "status": out.verdict.get("status", out.outcome)}
+        cid = history.add_candidate(run_id, iteration, parent, action, source, verdict, out.message, out.correct,
+                                    ev, sp, r)
+        step = Step(iteration, action, out.outcome, out.message, out.counterexamples, sp, r, parent_digest)
+        steps.append(step)
+        planner.observe(step)
+        if out.correct:
+            better = best is None or (sp or 0) > (best[2] or 0) or (sp is None and (best[2] is None))
+            if better:
+                best = (cid, source, sp)
+            if sp is None or better:
+                current, current_id = source, cid
+        return step
+
+    iteration = len(records)
+    if iteration == 0:
+        first = session.first_source()
+        out0 = session.check(first)
+        record(0, {"kind": "template", "pattern": session.pattern.describe()}, first, out0, None, "")
+        if progress:
+            progress(steps[-1])
+        iteration = 1
+        if not out0.correct:
+            current = first  # the planner may still repair it (LLM edits)
+    if current is None:
+        current = next((r["source"] for r in records if r["action"].get("kind") == "template"), session.first_source())
+    status = "done"
+    while iteration < budget:
+        applicable = kb.applicable(current, session.pattern.kind, target)
+        ctx = Context(problem.source, current, target, applicable, steps, timing, iteration)
+        action = planner.propose(ctx)
+        here = digest(current)
+        if action["kind"] == "stop":
+            status = "done"
+            break
+        if action["kind"] == "invalid":
+            out = Outcome(action["outcome"], action["message"])
+            record(iteration, {"kind": "invalid", "outcome": action["outcome"]}, current, out, current_id, here)
+        elif action["kind"] == "tune":
+            from .tuner import tune
+
+            res = tune(current, lambda s: session.check(s).evaluation or Evaluation(False, "rejected"), target,
+                       session.work_dir, max_evals=tune_evals, seed=seed)
+            out = session.check(res.best_source)
+            record(iteration, {"kind": "tune", "point": res.best_point, "method": res.method}, res.best_source, out,
+                   current_id, here, {"tuning": res.to_dict()})
+        else:
+            try:
+                if action["kind"] == "skill":
+                    skill = kb.skills[action["skill"]]
+                    new = apply_codemod(current, skill.codemod, skill.variants[action.get("variant", 0)])
+                else:
+                    new = action["source"]
+                out = session.check(new)
+            except NotApplicable as e:
+                new, out = current, Outcome("not-applicable", str(e))
+            except CodemodError as e:
+                new, out = current, Outcome("rejected", str(e))
+            record(iteration, action, new, out, current_id, here)
+        if progress:
+            progress(steps[-1])
+        iteration += 1
+    best_id, best_source, best_speedup = best if best else (None, current, None)
+    summary = {"problem": problem.name, "target": target, "pattern": session.pattern.describe(),
+               "iterations": len(steps), "best_candidate": best_id, "best_speedup": best_speedup,
+               "timing": timing or "timed on the GPU", "resumed": resumed, "correct": best is not None,
+               "steps": [{"iteration": s.iteration, "action": describe_action(s.action), "outcome": s.outcome,
+                          "speedup": s.speedup, "reward": s.reward} for s in steps]}
+    if best is not None:
+        history.set_ablations(run_id, ablate(session, history.candidates(run_id), best_id))
+    history.finish_run(run_id, status if best else "failed", best_id, summary)
+    if out_dir and best is not None:
+        from .emit import write_outputs
+
+        write_outputs(Path(out_dir), problem, best_source, summary)
+    return RunResult(run_id, status if best else "failed", best_source, best_id, best_speedup, timing, steps, summary)
+
+
+def ablate(session: Session, candidates: list, best_id: int) -> list[dict]:
+    """For each skill on the best kernel's lineage: replay the lineage without it and evaluate."""
+    by_id = {c["id"]: c for c in candidates}
+    chain, c = [], by_id.get(best_id)
+    while c is not None:
+        chain.append(c)
+        c = by_id.get(c["parent"])
+    chain.reverse()
+    if not chain or chain[0]["action"].get("kind") != "template":
+        return []
+    kb = load_kb()
+    rows = []
+    for i, c in enumerate(chain[1:], start=1):
+        a = c["action"]
+        if a.get("kind") != "skill":
+            rows.append({"removed": describe_action(a), "correct": False, "speedup": None,
+                         "note": "not replayable (an edit or the tuner)"})
+            continue
+        src = chain[0]["source"]
+        note = ""
+        for j, other in enumerate(chain[1:], start=1):
+            oa = other["action"]
+            if j == i:
+                continue
+            if oa.get("kind") == "skill" and oa["skill"] in kb.skills:
+                sk = kb.skills[oa["skill"]]
+                try:
+                    src = apply_codemod(src, sk.codemod, sk.variants[oa.get("variant", 0)])
+                except (NotApplicable, CodemodError) as e:
+                    note = f"{oa['skill']} no longer applies: {e}"
+        out = session.check(src)
+        rows.append({"removed": describe_action(a), "correct": out.correct,
+                     "speedup": out.evaluation.speedup if out.evaluation else None,
+                     "note": note or out.message[:200]})
+    return rows
+
+
+def dumps(result: RunResult) -> str:
+    return json.dumps({"run_id": result.run_id, "status": result.status, "best_candidate": result.best_candidate,
+                       "best_speedup": result.best_speedup, "timing": result.timing, **result.summary}, indent=2)

@@ -1,0 +1,219 @@
+"""Planners: in-context RL over the skills of the knowledge base.
+
+Both planners see the same context: the problem, the current kernel source, the applicable skills and the
+trajectory so far (actions, verifier counterexamples, compile errors, test failures, speedups, rewards).
+An action is a dict: {"kind": "skill", "skill": NAME, "variant": I} | {"kind": "edit", "source": TEXT} |
+{"kind": "tune"} | {"kind": "stop"}.
+
+`OfflinePlanner` is a seeded UCB1 bandit over (skill, variant) arms plus the tuner; `LLMPlanner` asks any
+OpenAI-compatible chat-completions endpoint and turns every failure (timeout, HTTP error, malformed JSON,
+unknown skill, source that does not parse) into a trajectory step instead of an exception.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import math
+import os
+import random
+import re
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class Step:
+    iteration: int
+    action: dict
+    outcome: str           # correct | rejected | not-applicable | verify-failed | compile-error | test-failed | ...
+    message: str = ""
+    counterexamples: list = field(default_factory=list)
+    speedup: float | None = None
+    reward: float = 0.0
+    source_digest: str = ""
+
+    def line(self) -> str:
+        act = describe_action(self.action)
+        sp = f", speedup {self.speedup:.3f}x" if self.speedup else ""
+        cex = f"; counterexample: {json.dumps(self.counterexamples[0])}" if self.counterexamples else ""
+        return f"#{self.iteration} {act} -> {self.outcome}{sp}, reward {self.reward:+.2f}: {self.message[:400]}{cex}"
+
+
+def describe_action(a: dict) -> str:
+    k = a.get("kind")
+    if k == "skill":
+        return f"skill {a.get('skill')}[{a.get('variant', 0)}]"
+    if k == "edit":
+        return f"edit ({len(a.get('source', ''))} chars)"
+    return str(k)
+
+
+def digest(source: str) -> str:
+    return hashlib.sha256(source.encode()).hexdigest()[:12]
+
+
+@dataclass
+class Context:
+    problem_source: str
+    kernel_source: str
+    target: str
+    skills: list            # applicable Skill objects
+    trajectory: list        # Steps
+    timing: str = ""
+    iteration: int = 0
+
+    def render(self) -> str:
+        skills = "\n".join(
+            f"- {s.name} ({'advisory: write the edit yourself' if s.advisory else f'{len(s.variants)} variant(s): '}"
+            f"{'' if s.advisory else json.dumps(s.variants)}): when {s.when}; effect: {s.effect}"
+            for s in self.skills) or "(none applicable)"
+        traj = "\n".join(s.line() for s in self.trajectory) or "(nothing yet)"
+        return (f"## Problem (PyTorch reference, KernelBench format)\n```python\n{self.problem_source}\n```\n\n"
+                f"## Target\n{self.target}. Timing: {self.timing or 'measured on the GPU'}\n\n"
+                f"## Current kernel module (tilepy kernels + host `argus_forward`)\n```python\n{self.kernel_source}\n"
+                f"```\n\n## Applicable skills\n{skills}\n\n## Trajectory so far\n{traj}\n")
+
+
+class OfflinePlanner:
+    """UCB1 over (skill, variant) arms and the tuner, seeded: the same seed and outcomes give the same
+    choices. Arms that failed or did not apply to the current source are not retried on it."""
+
+    name = "offline"
+
+    def __init__(self, seed: int = 0, c: float = 0.7, use_tuner: bool = True):
+        self.seed, self.c, self.use_tuner = seed, c, use_tuner
+        self.stats: dict = {}   # arm -> [plays, total reward]
+        self.dead: set = set()  # (source digest, arm)
+
+    @staticmethod
+    def _arm(action: dict):
+        if action.get("kind") == "skill":
+            return (action["skill"], int(action.get("variant", 0)))
+        return (action.get("kind"), 0)
+
+    def observe(self, step: Step):
+        arm = self._arm(step.action)
+        plays = self.stats.setdefault(arm, [0, 0.0])
+        plays[0] += 1
+        plays[1] += step.reward
+        if step.outcome != "correct" or arm[0] == "tune":
+            self.dead.add((step.source_digest, arm))
+
+    def propose(self, ctx: Context) -> dict:
+        rng = random.Random(self.seed * 1_000_003 + ctx.iteration)
+        here = digest(ctx.kernel_source)
+        arms = [(s.name, i) for s in ctx.skills if not s.advisory for i in range(len(s.variants))]
+        if self.use_tuner:
+            arms.append(("tune", 0))
+        arms = [a for a in arms if (here, a) not in self.dead]
+        if not arms:
+            return {"kind": "stop", "reason": "every applicable arm was tried on the current kernel"}
+        rng.shuffle(arms)
+        total = sum(p for p, _ in self.stats.values()) + 1
+
+        def score(a):
+            plays, reward = self.stats.get(a, (0, 0.0))
+            if plays == 0:
+                return math.inf
+            return reward / plays + self.c * math.sqrt(math.log(total) / plays)
+
+        best = max(arms, key=score)
+        if best[0] == "tune":
+            return {"kind": "tune"}
+        return {"kind": "skill", "skill": best[0], "variant": best[1]}
+
+
+SYSTEM_PROMPT = """You optimize GPU kernels written in tilepy (a Python tile language) for a PyTorch reference.
+Each turn, choose ONE action and reply with a single JSON object, nothing else:
+  {"kind": "skill", "skill": "<name from Applicable skills>", "variant": <index>}
+  {"kind": "edit", "source": "<the complete new kernel module: tilepy kernels and argus_forward>"}
+  {"kind": "tune"}      (search the kernels' constexpr parameters)
+  {"kind": "stop"}
+Every candidate is verified (counterexamples come back), tested against the reference on fresh inputs, and
+timed. The host `argus_forward(model, *inputs)` may only allocate, reshape and cast with torch; all arithmetic
+must happen in tilepy kernels launched through `launch(kernel, grid, *args)`. Learn from the trajectory:
+repeat what gained, avoid what failed."""
+
+
+class LLMPlanner:
+    """An OpenAI-compatible chat-completions planner (`openai` client; base URL, model, key from the CLI or
+    OPENAI_BASE_URL / ARGUS_MODEL / OPENAI_API_KEY)."""
+
+    name = "llm"
+
+    def __init__(self, base_url: str, model: str, api_key: str | None = None, timeout: float = 60.0,
+                 temperature: float = 0.2):
+        from openai import OpenAI
+
+        self.model, self.temperature = model, temperature
+        self.client = OpenAI(base_url=base_url, api_key=api_key or os.environ.get("OPENAI_API_KEY") or "none",
+                             timeout=timeout, max_retries=0)
+        self.last_error = ""
+
+    def observe(self, step: Step):
+        pass  # the trajectory is in the context: the in-context learner needs no other state
+
+    def propose(self, ctx: Context) -> dict:
+        """An action, or {"kind": "invalid", "outcome": ..., "message": ...} describing what went wrong."""
+        import openai
+
+        try:
+            resp = self.client.chat.completions.create(
+                model=self.model, temperature=self.temperature,
+                messages=[{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": ctx.render()}])
+            text = resp.choices[0].message.content or ""
+        except openai.APITimeoutError as e:
+            return {"kind": "invalid", "outcome": "llm-timeout", "message": f"the LLM did not answer in time: {e}"}
+        except openai.APIError as e:
+            return {"kind": "invalid", "outcome": "llm-error", "message": f"{type(e).__name__}: {e}"}
+        except Exception as e:  # malformed HTTP bodies and the like: fed back, never fatal
+            return {"kind": "invalid", "outcome": "llm-error", "message": f"{type(e).__name__}: {e}"}
+        return parse_reply(text, ctx)
+
+
+def parse_reply(text: str, ctx: Context) -> dict:
+    """Validate an LLM reply into an action, or an {"kind": "invalid", ...} step description."""
+    body = text.strip()
+    fence = re.search(r"```(?:json)?\s*(.*?)```", body, re.S)
+    if fence:
+        body = fence.group(1).strip()
+    if "{" in body:
+        body = body[body.index("{"): body.rindex("}") + 1] if "}" in body else body
+    try:
+        action = json.loads(body)
+    except json.JSONDecodeError as e:
+        return {"kind": "invalid", "outcome": "malformed-reply",
+                "message": f"the reply is not one JSON object ({e.msg} at char {e.pos}): {text[:200]!r}"}
+    if not isinstance(action, dict) or action.get("kind") not in ("skill", "edit", "tune", "stop"):
+        return {"kind": "invalid", "outcome": "malformed-reply",
+                "message": f"`kind` must be skill, edit, tune or stop; got {str(action)[:200]}"}
+    if action["kind"] == "skill":
+        names = {s.name: s for s in ctx.skills}
+        skill = names.get(action.get("skill"))
+        if skill is None:
+            return {"kind": "invalid", "outcome": "malformed-reply",
+                    "message": f"skill {action.get('skill')!r} is not applicable; choose from {sorted(names)}"}
+        if skill.advisory:
+            return {"kind": "invalid", "outcome": "malformed-reply",
+                    "message": f"skill {skill.name} is advisory (no codemod): reply with an edit that applies it"}
+        v = action.get("variant", 0)
+        if not isinstance(v, int) or not 0 <= v < len(skill.variants):
+            return {"kind": "invalid", "outcome": "malformed-reply",
+                    "message": f"variant must be an int in [0, {len(skill.variants)})"}
+        return {"kind": "skill", "skill": skill.name, "variant": v}
+    if action["kind"] == "edit":
+        src = action.get("source")
+        if not isinstance(src, str) or not src.strip():
+            return {"kind": "invalid", "outcome": "malformed-reply", "message": "edit needs a `source` string"}
+        try:
+            ast.parse(src)
+        except SyntaxError as e:
+            return {"kind": "invalid", "outcome": "parse-error",
+                    "message": f"the edited source does not parse: line {e.lineno}: {e.msg}"}
+        return {"kind": "edit", "source": src}
+    return {"kind": action["kind"]}
+
+
+def step_dict(step: Step) -> dict:
+    return asdict(step)
