@@ -1,9 +1,6 @@
-import sys
+"""`python -m argus_agent ...` is the `argus` CLI (`python -m argus_agent demo` runs the built-in example)."""
 
-from .demo import main
+from .cli import main
 
 if __name__ == "__main__":
-    if sys.argv[1:2] not in (["demo"], []):
-        print("usage: python -m argus_agent demo", file=sys.stderr)
-        sys.exit(2)
-    sys.exit(main())
+    main(prog_name="argus")

@@ -1,0 +1,282 @@
+"""The `argus` command line.
+
+Exit codes: 0 success; 1 the work ran but failed (no correct kernel, verification errors, no correct tuning
+point); 2 usage error; 3 the problem cannot be handled (not KernelBench format, or an op no template
+expresses: the message names it); 4 a needed package or service is missing (e.g. tilepy_verify for
+`argus verify`); 5 unknown run, skill or file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import click
+
+EXIT_OK, EXIT_FAILED, EXIT_UNSUPPORTED, EXIT_MISSING, EXIT_UNKNOWN = 0, 1, 3, 4, 5
+TARGETS = ["cpu", "sm_90a", "gfx942", "sm_80"]
+
+
+def _history(db):
+    from .history import History
+
+    return History(db)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="argus-agent")
+def main():
+    """ARGUS: write, verify and tune tilepy kernels for PyTorch references (KernelBench format)."""
+
+
+@main.command()
+@click.argument("problem", type=click.Path(exists=True, dir_okay=False))
+@click.option("--target", type=click.Choice(TARGETS), default="cpu", show_default=True,
+              help="GPU target, or cpu for the interpreter (correctness only).")
+@click.option("--budget", type=int, default=8, show_default=True, help="Candidates to try (template included).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Write model_new.py, kernels.py, summary.")
+@click.option("--llm-base-url", envvar="OPENAI_BASE_URL", help="OpenAI-compatible endpoint (env OPENAI_BASE_URL).")
+@click.option("--model", envvar="ARGUS_MODEL", help="Model name for the endpoint (env ARGUS_MODEL).")
+@click.option("--api-key", envvar="OPENAI_API_KEY", help="API key (env OPENAI_API_KEY).")
+@click.option("--llm-timeout", type=float, default=60.0, show_default=True, help="Seconds per LLM reply.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--cpu-scale", type=int, default=1, show_default=True,
+              help="On the CPU, divide input sizes by this (problems may instead define get_cpu_inputs()).")
+@click.option("--db", type=click.Path(dir_okay=False), help="History database (default $ARGUS_HOME/history.db).")
+@click.option("--no-resume", is_flag=True, help="Start a new run even if an identical one was interrupted.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def optimize(problem, target, budget, out_dir, llm_base_url, model, api_key, llm_timeout, seed, cpu_scale, db,
+             no_resume, as_json):
+    """Produce a verified, tested (and, on a GPU, tuned and timed) tilepy kernel for PROBLEM.py."""
+    from .capture import UnsupportedOpError
+    from .loop import dumps
+    from .loop import optimize as run_optimize
+    from .planner import LLMPlanner, OfflinePlanner
+    from .problem import ProblemError
+
+    if llm_base_url and not model:
+        raise click.UsageError("--llm-base-url needs --model (or ARGUS_MODEL)")
+    planner = (LLMPlanner(llm_base_url, model, api_key, timeout=llm_timeout) if llm_base_url
+               else OfflinePlanner(seed))
+    history = _history(db)
+    with click.progressbar(length=budget, label=f"argus {Path(problem).name}", file=sys.stderr,
+                           show_pos=True) as bar:
+        def progress(step):
+            bar.update(1)
+            if not as_json:
+                click.echo("\n  " + step.line()[:160], err=True)
+
+        try:
+            result = run_optimize(problem, target=target, budget=budget, out_dir=out_dir, planner=planner,
+                                  history=history, seed=seed, cpu_scale=cpu_scale, progress=progress,
+                                  resume=not no_resume)
+        except (UnsupportedOpError, ProblemError) as e:
+            click.echo(f"\nargus: cannot handle {problem}: {e}", err=True)
+            sys.exit(EXIT_UNSUPPORTED)
+    if as_json:
+        click.echo(dumps(result))
+    else:
+        s = result.summary
+        click.echo(f"\nrun {result.run_id}: {result.status}; {s['pattern']}; best candidate #{result.best_candidate}")
+        click.echo("speedup: " + (f"{result.best_speedup:.3f}x (geometric mean)" if result.best_speedup else
+                                  "not measured") + f"; timing: {s['timing']}")
+        if out_dir and result.best_candidate:
+            click.echo(f"wrote {out_dir}/model_new.py, kernels.py, summary.json, summary.md")
+        click.echo(f"report: argus report {result.run_id}")
+    sys.exit(EXIT_OK if result.status == "done" else EXIT_FAILED)
+
+
+@main.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.option("--target", type=click.Choice(TARGETS), default="sm_90a", show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+def verify(file, target, as_json):
+    """Verify every @tp.kernel in FILE with tilepy_verify."""
+    import tilepy as tp
+
+    from .checks import verify_kernels
+    from .problem import load_module
+
+    try:
+        module = load_module(file)
+    except Exception as e:
+        click.echo(f"argus: importing {file} failed: {type(e).__name__}: {e}", err=True)
+        sys.exit(EXIT_UNKNOWN)
+    ks = {k: v for k, v in vars(module).items() if isinstance(v, tp.Kernel)}
+    if not ks:
+        click.echo(f"argus: {file} defines no @tp.kernel", err=True)
+        sys.exit(EXIT_UNKNOWN)
+    verdict = verify_kernels(ks, target)
+    if as_json:
+        click.echo(json.dumps(verdict.to_dict(), indent=2))
+    else:
+        click.echo(f"{verdict.status}: {verdict.message}")
+        for f in verdict.findings:
+            click.echo(f"  [{f['severity']}] {f['kernel']}: {f['check']}: {f['message']}")
+    sys.exit({"verified": EXIT_OK, "failed": EXIT_FAILED, "skipped": EXIT_MISSING}[verdict.status])
+
+
+@main.command()
+@click.argument("kernel_file", type=click.Path(exists=True, dir_okay=False))
+@click.option("--problem", type=click.Path(exists=True, dir_okay=False),
+              help="The reference problem (default: ARGUS_PROBLEM in KERNEL.py, as `argus optimize --out` writes).")
+@click.option("--target", type=click.Choice(TARGETS), default="cpu", show_default=True)
+@click.option("--max-evals", type=int, default=16, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--out", "out_file", type=click.Path(dir_okay=False), help="Write the tuned module here.")
+@click.option("--json", "as_json", is_flag=True)
+def tune(kernel_file, problem, target, max_evals, seed, out_file, as_json):
+    """Tune the constexprs of a candidate module (kernels + argus_forward) against its problem."""
+    from .capture import UnsupportedOpError
+    from .loop import Session
+    from .problem import ProblemError
+    from .tuner import make_template
+    from .tuner import tune as run_tune
+
+    source = Path(kernel_file).read_text()
+    if problem is None:
+        import re
+
+        found = re.search(r"^ARGUS_PROBLEM = ['\"](.+)['\"]$", source, re.M)
+        if not found:
+            raise click.UsageError("pass --problem (KERNEL.py has no ARGUS_PROBLEM line)")
+        problem = found.group(1)
+    try:
+        session = Session(problem, target)
+    except (UnsupportedOpError, ProblemError) as e:
+        click.echo(f"argus: cannot handle {problem}: {e}", err=True)
+        sys.exit(EXIT_UNSUPPORTED)
+    tpl = make_template(source)
+    n = min(max_evals, tpl.size())
+    with click.progressbar(length=n, label="tuning", file=sys.stderr, show_pos=True) as bar:
+        res = run_tune(source, lambda s: session.check(s).evaluation or _rejected(), target, session.work_dir,
+                       max_evals=max_evals, seed=seed, progress=lambda: bar.update(1))
+    if out_file:
+        Path(out_file).write_text(res.best_source)
+    if as_json:
+        click.echo(json.dumps(res.to_dict() | {"space": tpl.params, "fixed": tpl.fixed}, indent=2, default=str))
+    else:
+        click.echo(f"search: {res.method}; space {tpl.size()} points; fixed by the host: {', '.join(tpl.fixed) or '-'}")
+        click.echo(f"timing: {res.timing}")
+        for r in res.rows:
+            status = "infeasible" if not r["feasible"] else ("correct" if r["correct"] else "wrong")
+            sp = f"{r['speedup']:.3f}x" if r["speedup"] else "-"
+            click.echo(f"  {status:<10} {sp:>8}  {r['point']}  {r['note'][:80]}")
+        click.echo(f"best: {res.best_point}" + (f" at {res.best_speedup:.3f}x" if res.best_speedup else
+                                                " (kept: without timings no point beats the current one)"))
+    ok = any(r["correct"] for r in res.rows)
+    sys.exit(EXIT_OK if ok else EXIT_FAILED)
+
+
+def _rejected():
+    from .evaluate import Evaluation
+
+    return Evaluation(False, "rejected before testing")
+
+
+@main.group()
+def kb():
+    """The knowledge base of optimization skills (kb/)."""
+
+
+@kb.command("list")
+@click.option("--dir", "kb_dir", type=click.Path(file_okay=False), help="Another skills directory.")
+@click.option("--json", "as_json", is_flag=True)
+def kb_list(kb_dir, as_json):
+    """List the skills, and any malformed skill files (by file and field)."""
+    from .kb import load_kb
+
+    kbase = load_kb(kb_dir)
+    if as_json:
+        click.echo(json.dumps({"skills": [s.summary() for s in kbase.skills.values()],
+                               "problems": [str(p) for p in kbase.problems]}, indent=2))
+    else:
+        for s in kbase.skills.values():
+            click.echo(f"{s.name:<28} {s.codemod:<22} {s.when[:70]}")
+        for p in kbase.problems:
+            click.echo(f"skipped: {p}", err=True)
+    sys.exit(EXIT_OK if not kbase.problems else EXIT_FAILED)
+
+
+@kb.command("show")
+@click.argument("name")
+@click.option("--dir", "kb_dir", type=click.Path(file_okay=False))
+def kb_show(name, kb_dir):
+    """Show one skill's file."""
+    from .kb import load_kb
+
+    kbase = load_kb(kb_dir)
+    if name not in kbase.skills:
+        click.echo(f"argus: no skill {name!r}; known: {', '.join(kbase.skills)}", err=True)
+        sys.exit(EXIT_UNKNOWN)
+    click.echo(kbase.skills[name].path.read_text())
+
+
+@main.command()
+@click.option("--db", type=click.Path(dir_okay=False))
+@click.option("--limit", type=int, default=30, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+def history(db, limit, as_json):
+    """List recorded runs."""
+    runs = _history(db).runs(limit)
+    if as_json:
+        click.echo(json.dumps(runs, indent=2, default=str))
+        return
+    click.echo(f"{'run':>4}  {'problem':<22} {'target':<7} {'planner':<8} {'status':<8} {'cands':>5}  best")
+    for r in runs:
+        click.echo(f"{r['id']:>4}  {r['problem'][:22]:<22} {r['target']:<7} {r['planner']:<8} {r['status']:<8} "
+                   f"{r['n']:>5}  {r['best_candidate'] or '-'}")
+
+
+@main.command()
+@click.argument("run_id", type=int)
+@click.option("--db", type=click.Path(dir_okay=False))
+@click.option("--out", "out_file", type=click.Path(dir_okay=False), help="Default: argus-run-<id>.html")
+def report(run_id, db, out_file):
+    """Write an HTML report (plots: progress over iterations, ablation of the best kernel)."""
+    from .report import render_report
+
+    h = _history(db)
+    try:
+        page = render_report(h, run_id)
+    except KeyError as e:
+        click.echo(f"argus: {e.args[0]}", err=True)
+        sys.exit(EXIT_UNKNOWN)
+    path = Path(out_file or f"argus-run-{run_id}.html")
+    path.write_text(page)
+    click.echo(str(path))
+
+
+@main.command()
+@click.option("--example", default="scaled_softmax", show_default=True, help="Built-in example problem.")
+@click.option("--budget", type=int, default=6, show_default=True)
+@click.option("--out", "out_dir", default="argus-demo", show_default=True, type=click.Path(file_okay=False))
+def demo(example, budget, out_dir):
+    """The built-in example: stdlib kernels on the interpreter, then the agent on a built-in problem."""
+    from .demo import main as stdlib_demo
+    from .examples import EXAMPLES
+    from .loop import optimize as run_optimize
+
+    code = stdlib_demo()
+    if example not in EXAMPLES:
+        raise click.UsageError(f"unknown example {example!r}; built-in: {', '.join(EXAMPLES)}")
+    click.echo(f"\nargus optimize {EXAMPLES[example].relative_to(Path.cwd()) if EXAMPLES[example].is_relative_to(Path.cwd()) else EXAMPLES[example]} "
+               f"--target cpu --budget {budget} --out {out_dir}   (offline planner, no LLM)")
+    db = Path(out_dir) / "history.db"
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    result = run_optimize(EXAMPLES[example], target="cpu", budget=budget, out_dir=out_dir, history=_history(db),
+                          resume=False, progress=lambda s: click.echo("  " + s.line()[:150]))
+    from .report import render_report
+
+    page = Path(out_dir) / f"report-{result.run_id}.html"
+    page.write_text(render_report(_history(db), result.run_id))
+    click.echo(f"\n{result.status}: best candidate #{result.best_candidate}; speedup "
+               f"{'%.3fx' % result.best_speedup if result.best_speedup else 'not measured'} ({result.timing})")
+    click.echo(f"wrote {out_dir}/model_new.py and {page}")
+    sys.exit(code or (EXIT_OK if result.status == "done" else EXIT_FAILED))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main(prog_name=os.path.basename(sys.argv[0]))
