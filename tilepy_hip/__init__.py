@@ -1,0 +1,29 @@
+"""tilepy_hip: HIP C++ backend for tilepy kernels (sm_90a, sm_80, gfx942).
+
+    import tilepy_hip
+    src = tilepy_hip.render(kernel.ir("sm_90a", BLOCK=1024), "sm_90a")     # HIP C++ text
+    ck = tilepy_hip.compile(kernel, target="sm_90a", BLOCK=1024)          # CompiledKernel (cached on disk)
+    tilepy_hip.launch(kernel, grid, x, y, z, BLOCK=1024)                  # torch CUDA tensors, current stream
+
+NVIDIA code compiles with NVRTC (nvcc as fallback) against `include/tilepy_hip.h`, which maps the HIP names
+onto CUDA; AMD code compiles with an AMDGPU-capable clang (Debian clang-N, hipcc, or the ziglang wheel).
+"""
+
+from __future__ import annotations
+
+from ._version import __version__
+from .build import CompiledKernel, compile, compile_ir, find_amd_clang, toolchain_info
+from .launch import launch
+from .render import RENDER_TARGETS, render_source
+
+
+def render(kir, target=None) -> str:
+    """The HIP C++ source of a specialized kernel (`KernelIR`) for `target` (default: the IR's own target).
+
+    Raises tilepy.CompileError, naming the op's source line and the target, for what the target cannot do.
+    """
+    return render_source(kir, target)[0]
+
+
+__all__ = ["__version__", "render", "compile", "compile_ir", "launch", "CompiledKernel", "RENDER_TARGETS",
+           "find_amd_clang", "toolchain_info"]

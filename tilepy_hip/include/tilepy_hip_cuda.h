@@ -1,0 +1,126 @@
+// tilepy_hip_cuda.h: the HIP runtime and intrinsic names tilepy_hip's generated code uses, mapped onto CUDA,
+// so one HIP source compiles with NVRTC or nvcc. Included by tilepy_hip.h on NVIDIA builds.
+#pragma once
+#define TP_NVIDIA 1
+#define TP_WARP_SIZE 32
+
+#define hipThreadIdx_x threadIdx.x
+#define hipThreadIdx_y threadIdx.y
+#define hipBlockIdx_x blockIdx.x
+#define hipBlockIdx_y blockIdx.y
+#define hipBlockIdx_z blockIdx.z
+#define hipBlockDim_x blockDim.x
+#define hipGridDim_x gridDim.x
+#define hipGridDim_y gridDim.y
+#define hipGridDim_z gridDim.z
+// HIP's width-taking shuffles; CUDA needs the participating mask (all lanes: tilepy reduces in converged code).
+#define __shfl_xor(v, m, w) __shfl_xor_sync(0xffffffffu, (v), (m), (w))
+#define __shfl(v, s, w) __shfl_sync(0xffffffffu, (v), (s), (w))
+#define __shfl_down(v, d, w) __shfl_down_sync(0xffffffffu, (v), (d), (w))
+#define hipLaunchKernelGGL(kernel, grid, block, shmem, stream, ...) kernel<<<(grid), (block), (shmem), (stream)>>>(__VA_ARGS__)
+#define hipStream_t cudaStream_t
+
+static __device__ __forceinline__ unsigned tp_float_as_uint(float f) { return __float_as_uint(f); }
+static __device__ __forceinline__ float tp_uint_as_float(unsigned u) { return __uint_as_float(u); }
+static __device__ __forceinline__ unsigned short tp_f32_to_f16_bits(float f) {
+  unsigned short h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+}
+static __device__ __forceinline__ float tp_f16_bits_to_f32(unsigned short h) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+}
+static __device__ __forceinline__ unsigned tp_smem_addr(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+static __device__ __forceinline__ unsigned tp_lane_id() { unsigned l; asm("mov.u32 %0, %%laneid;" : "=r"(l)); return l; }
+
+#define tp_expf expf
+#define tp_exp2f exp2f
+#define tp_logf logf
+#define tp_log2f log2f
+#define tp_sqrtf sqrtf
+#define tp_rsqrtf rsqrtf
+#define tp_fabsf fabsf
+#define tp_sinf sinf
+#define tp_cosf cosf
+#define tp_tanhf tanhf
+#define tp_erff erff
+#define tp_exp exp
+#define tp_exp2 exp2
+#define tp_log log
+#define tp_log2 log2
+#define tp_sqrt sqrt
+#define tp_fabs fabs
+#define tp_powf powf
+
+// ---------------------------------------------------------------- cp.async (sm_80+)
+template <int BYTES> static __device__ __forceinline__ void tp_cp_async(unsigned dst, const void* src, int src_bytes);
+template <> __device__ __forceinline__ void tp_cp_async<16>(unsigned dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
+template <> __device__ __forceinline__ void tp_cp_async<8>(unsigned dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" :: "r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
+template <> __device__ __forceinline__ void tp_cp_async<4>(unsigned dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" :: "r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
+
+// ---------------------------------------------------------------- ldmatrix and mma.sync (sm_80+)
+static __device__ __forceinline__ void tp_ldmatrix_x4(unsigned a, unsigned& r0, unsigned& r1, unsigned& r2, unsigned& r3) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(a) : "memory");
+}
+static __device__ __forceinline__ void tp_ldmatrix_x4_trans(unsigned a, unsigned& r0, unsigned& r1, unsigned& r2, unsigned& r3) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(a) : "memory");
+}
+static __device__ __forceinline__ void tp_ldmatrix_x2(unsigned a, unsigned& r0, unsigned& r1) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n" : "=r"(r0), "=r"(r1) : "r"(a) : "memory");
+}
+static __device__ __forceinline__ void tp_ldmatrix_x2_trans(unsigned a, unsigned& r0, unsigned& r1) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n" : "=r"(r0), "=r"(r1) : "r"(a) : "memory");
+}
+static __device__ __forceinline__ void tp_mma_m16n8k16_bf16(float& d0, float& d1, float& d2, float& d3, unsigned a0,
+    unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+               "{%0, %1, %2, %3};\n"
+               : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3) : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+static __device__ __forceinline__ void tp_mma_m16n8k16_f16(float& d0, float& d1, float& d2, float& d3, unsigned a0,
+    unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+               "{%0, %1, %2, %3};\n"
+               : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3) : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// ---------------------------------------------------------------- wgmma, mbarrier, bulk copies (sm_90a)
+static __device__ __forceinline__ unsigned long long tp_gmma_desc(unsigned addr, unsigned lbo, unsigned sbo, unsigned mode) {
+  return (unsigned long long)((addr >> 4) & 0x3FFFu) | ((unsigned long long)((lbo >> 4) & 0x3FFFu) << 16) |
+         ((unsigned long long)((sbo >> 4) & 0x3FFFu) << 32) | ((unsigned long long)mode << 62);
+}
+#define tp_wgmma_fence() asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory")
+#define tp_wgmma_commit() asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory")
+#define tp_wgmma_wait0() asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory")
+
+static __device__ __forceinline__ void tp_mbar_init(unsigned long long* bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(tp_smem_addr(bar)), "r"(count) : "memory");
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+static __device__ __forceinline__ void tp_mbar_arrive(unsigned long long* bar) {
+  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" :: "r"(tp_smem_addr(bar)) : "memory");
+}
+static __device__ __forceinline__ void tp_mbar_expect_tx(unsigned long long* bar, unsigned bytes) {
+  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n" :: "r"(tp_smem_addr(bar)), "r"(bytes) : "memory");
+}
+static __device__ __forceinline__ void tp_mbar_wait(unsigned long long* bar, unsigned parity) {
+  unsigned done = 0;
+  while (!done) {
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done) : "r"(tp_smem_addr(bar)), "r"(parity) : "memory");
+  }
+}
+static __device__ __forceinline__ void tp_bulk_g2s(unsigned dst, const void* src, unsigned bytes, unsigned long long* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
+               :: "r"(dst), "l"(src), "r"(bytes), "r"(tp_smem_addr(bar)) : "memory");
+}

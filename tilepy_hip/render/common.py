@@ -1,0 +1,615 @@
+"""The walk over the tile IR that every target shares: declarations, statements, loops and branches, scalar
+expressions, shared-memory placement. Register-tile ops live in `tiles.py`, copies in `copies.py`; what
+differs between targets comes from the target's table (`targets.py`) and its instruction emitters.
+
+Code shape: one `extern "C" __global__` function per kernel. Register tiles are per-thread C arrays
+`T x[V]` indexed only with constants (every loop over values is unrolled here, in Python). All shared
+tiles live in one dynamic shared-memory buffer at offsets fixed at compile time, followed by scratch space
+for reductions and layout conversions. Each statement is preceded by `// tilepy: file:line`, which the build
+uses to map C++ compiler errors back to the kernel's source.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tilepy import dtypes as dt
+from tilepy import ir
+from tilepy.errors import CompileError, Span
+from tilepy.layout import Layout
+from tilepy.types import GlobalTileType, MBarrierType, RegType, ScalarType, SharedType, TensorType
+
+from .cexpr import cast, cname, compute_type, ctype, is_half, literal, sym_c, to_compute, var
+from .copies import CopyOps
+from .tiles import TileOps, TileRef
+
+# Ops that produce a whole register tile at once (written into an array); everything else on tiles is
+# elementwise and rendered value by value.
+MATERIALIZED = frozenset({"load", "sum", "max_reduce", "min_reduce", "mma", "convert_layout"})
+NO_CODE = frozenset({"tag", "assert_tag", "schedule", "mma_operands"})
+
+
+@dataclass
+class TensorRef:
+    ptr: str
+    dtype: dt.DType
+    dims: list  # C expressions of each dimension's size
+
+
+@dataclass
+class ViewRef:
+    """A window of a global tensor: starts per tensor dimension, static sizes, squeezed dimensions."""
+
+    tensor: TensorRef
+    starts: list  # C expressions
+    sizes: tuple
+    squeeze: tuple
+
+    @property
+    def dtype(self):
+        return self.tensor.dtype
+
+    @property
+    def tile_dims(self) -> list[int]:
+        """Tensor dimension of each tile dimension."""
+        return [j for j, q in enumerate(self.squeeze) if not q]
+
+    def stride(self, j: int) -> str:
+        dims = self.tensor.dims[j + 1:]
+        return " * ".join(f"(long long){d}" for d in dims) if dims else "1LL"
+
+
+@dataclass
+class SmemRef:
+    """One stage of a shared tile: `ptr` is a C element pointer, `offset` its byte offset in tp_smem."""
+
+    ptr: str
+    stype: SharedType
+    offset: str
+    align: int = 16
+
+    @property
+    def dtype(self):
+        return self.stype.dtype
+
+    def elem_offset(self, coords):
+        """Element offset (a Sym or int) of a tile coordinate given as Syms/ints, swizzle applied."""
+        off = self.stype.layout(*coords) if len(coords) > 1 else self.stype.layout(coords[0])
+        if self.stype.swizzle is not None:
+            off = self.stype.swizzle(off)
+        return off
+
+
+@dataclass
+class SharedAlloc:
+    name: str
+    stype: SharedType
+    offset: int
+
+
+class Emitter:
+    def __init__(self, depth: int = 1):
+        self.lines: list[str] = []
+        self.depth = depth
+
+    def __call__(self, line: str = ""):
+        self.lines.append("  " * self.depth + line if line else "")
+
+    def open(self, head: str = ""):
+        self(f"{head} {{" if head else "{")
+        self.depth += 1
+
+    def close(self, tail: str = ""):
+        self.depth -= 1
+        self("}" + tail)
+
+
+@dataclass
+class Context:
+    span: Span | None = None
+    loop_depth: int = 0
+    divergent: int = 0  # inside a branch whose condition depends on the thread
+    role: tuple | None = None  # (first thread, count) of a warp-role branch with a static thread range
+
+
+class Renderer(TileOps, CopyOps):
+    """Render one specialized kernel (`KernelIR`) for one target (a `RenderTarget` table)."""
+
+    MATERIALIZED = MATERIALIZED
+    i32 = dt.i32
+
+    def __init__(self, kir: ir.KernelIR, target):
+        self.kir = kir
+        self.t = target
+        self.em = Emitter()
+        self.prologue = Emitter()
+        self.env: dict = {}
+        self.ctx = Context()
+        self._tmp = 0
+        self._hoisted: dict[str, str] = {}
+        self.smem_top = 0  # bytes used so far in tp_smem (user tiles first, then scratch)
+        self.smem_allocs: dict[int, SharedAlloc] = {}
+        self.mbarriers: dict[int, int] = {}
+        self.uses: set[str] = set()
+        self.notes: list[str] = []
+        self.num_threads = kir.num_threads
+        self.num_warps = kir.num_threads // target.warp_size
+        self.tid_name = "tp_tid"
+
+    # ------------------------------------------------------------------ helpers
+    def error(self, message: str, hint: str = "", span: Span | None = None) -> CompileError:
+        return CompileError(f"{message} (target {self.t.name})", span or self.ctx.span, hint)
+
+    def tmp(self, stem: str = "t") -> str:
+        self._tmp += 1
+        return f"tp_{stem}{self._tmp}"
+
+    def hoist(self, expr: str, ctype_: str = "int", stem: str = "tc") -> str:
+        """A per-thread value computed once at the kernel's start (thread coordinates, lane, warp)."""
+        if expr.lstrip("-").isdigit():
+            return expr
+        if expr not in self._hoisted:
+            name = f"tp_{stem}{len(self._hoisted)}"
+            self._hoisted[expr] = name
+            self.prologue(f"const {ctype_} {name} = {expr};")
+        return self._hoisted[expr]
+
+    def scratch(self, nbytes: int, align: int = 16) -> int:
+        """Reserve shared scratch after the user's tiles; returns the byte offset."""
+        off = -(-self.smem_top // align) * align
+        self.smem_top = off + nbytes
+        if self.smem_top > self.t.smem_bytes:
+            raise self.error(f"shared memory use reaches {self.smem_top} bytes with the scratch space for "
+                             f"reductions and layout conversions, over the {self.t.smem_bytes} bytes a block has",
+                             "use smaller register tiles or fewer shared stages")
+        return off
+
+    def thread_part(self, layout, d: int) -> str:
+        """C name of the thread's share of tile coordinate `d` under a thread-value layout."""
+        ts, _ = layout.strides[d]
+        expr = Layout(layout.thread_shape, ts)(var(self.layout_tid(layout)))
+        return self.hoist(sym_c(expr))
+
+    def layout_tid(self, layout) -> str:
+        """The thread index a layout is written over: the block's, or the role's (renumbered from 0)."""
+        n = layout.num_threads
+        if n == self.kir.num_threads:
+            return "tp_tid"
+        lo, size = self.role_range()
+        if n == size:
+            return self.hoist(f"tp_tid - {lo}", stem="rt") if lo else "tp_tid"
+        raise self.error(f"a tile laid out over {n} threads is used where {size} threads run",
+                         "lay the tile out over the threads of the role that uses it")
+
+    def role_range(self) -> tuple[int, int]:
+        """(first thread, thread count) of the threads running the current statement."""
+        return self.ctx.role or (0, self.kir.num_threads)
+
+    def scalar_bar(self, e) -> str:
+        if isinstance(e, ir.Var) and isinstance(self.env.get(e.name), str):
+            return self.env[e.name]
+        raise self.error("expected an mbarrier variable")
+
+    def value_part(self, layout, d: int, v: int) -> int:
+        _, vs = layout.strides[d]
+        return int(Layout(layout.value_shape, vs)(v))
+
+    def barrier(self):
+        self.em(self.t.barrier)
+
+    # ------------------------------------------------------------------ top level
+    def render(self) -> str:
+        kir = self.kir
+        params = self._params()
+        self._place_shared(kir.body)
+        self._declare_vars()
+        self.prologue("const int tp_tid = (int)hipThreadIdx_x;")
+        self.prologue(f"const int tp_lane = tp_tid % {self.t.warp_size};")
+        self.prologue(f"const int tp_warp = tp_tid / {self.t.warp_size};")
+        self.prologue("(void)tp_lane; (void)tp_warp;")
+        self.stmts(kir.body)
+        head = [
+            f"// Generated by tilepy_hip for target {self.t.name} from kernel `{kir.name}` "
+            f"({kir.file}:{kir.line}).",
+            f"// constexprs: {', '.join(f'{k}={v!r}' for k, v in kir.constexprs.items()) or 'none'}",
+            f"// threads per block: {kir.num_threads}; dynamic shared memory: {self.smem_top} bytes",
+            '#include "tilepy_hip.h"',
+            "",
+            f'extern "C" __global__ void {self.t.launch_bounds.format(threads=kir.num_threads)} '
+            f"{kir.name}({', '.join(params)}) {{",
+        ]
+        body = self.prologue.lines + self.decls + [""] + self.em.lines
+        return "\n".join(head + body + ["}", ""])
+
+    @property
+    def smem_bytes(self) -> int:
+        return self.smem_top
+
+    def _params(self) -> list[str]:
+        out = []
+        for p in self.kir.params:
+            name = cname(p.name)
+            if isinstance(p.type, TensorType):
+                dims = []
+                for i, d in enumerate(p.type.shape):
+                    if isinstance(d, int):
+                        dims.append(str(d))
+                    else:
+                        dims.append(f"{name}_d{i}")
+                self.env[p.name] = TensorRef(name, p.type.dtype, dims)
+                out.append(f"{ctype(p.type.dtype)}* {name}")
+                out += [f"int {d}" for d in dims if not d.isdigit()]
+            elif isinstance(p.type, ScalarType):
+                self.env[p.name] = name
+                out.append(f"{ctype(p.type.dtype)} {name}")
+            else:
+                raise self.error(f"kernel parameter `{p.name}` has type {p.type}, which cannot be passed",
+                                 span=p.span)
+        return out
+
+    def _place_shared(self, body):
+        """Fix the offset of every shared tile and mbarrier (they are allocated at the top level)."""
+        self.prologue("extern __shared__ __align__(1024) unsigned char tp_smem[];")
+        for s in ir.walk(body):
+            if not isinstance(s, ir.Assign) or not isinstance(s.value, ir.Call):
+                continue
+            if s.value.op == "shared":
+                st: SharedType = s.value.type
+                align = self.t.shared_align(st)
+                off = -(-self.smem_top // align) * align
+                self.smem_top = off + st.nbytes
+                self.smem_allocs[id(s.value)] = SharedAlloc(cname(s.name), st, off)
+            elif s.value.op == "mbarrier":
+                off = -(-self.smem_top // 8) * 8
+                self.smem_top = off + 8
+                self.mbarriers[id(s.value)] = off
+        if self.smem_top > self.t.smem_bytes:
+            raise self.error(f"shared tiles need {self.smem_top} bytes, over the {self.t.smem_bytes} bytes a block has",
+                             "use smaller tiles or fewer stages", Span(self.kir.file, self.kir.line, 0))
+
+    def _declare_vars(self):
+        """Every variable is declared once at the top (Python scoping: a name lives until the kernel ends)."""
+        self.decls: list[str] = []
+        params = {p.name for p in self.kir.params}
+        for name, t in self.kir.var_types.items():
+            if name in params:
+                continue
+            c = cname(name)
+            if isinstance(t, ScalarType):
+                self.decls.append(f"  {ctype(t.dtype)} {c};")
+                self.env[name] = c
+            elif isinstance(t, RegType):
+                self.decls.append(f"  {ctype(t.dtype)} {c}[{t.layout.num_values}];")
+                self.env[name] = TileRef(c, t.dtype, t.shape, t.layout)
+            elif isinstance(t, GlobalTileType):
+                self.env[name] = None  # bound at its assignment (see _assign_view)
+            elif isinstance(t, SharedType | MBarrierType):
+                self.env[name] = None  # bound at its allocation
+
+    # ------------------------------------------------------------------ statements
+    def stmts(self, stmts):
+        for s in stmts:
+            self.stmt(s)
+
+    def stmt(self, s):
+        prev = self.ctx.span
+        self.ctx.span = s.span
+        if not (isinstance(s, ir.Eval) and s.call.op in NO_CODE):
+            self.em(f"// tilepy: {s.span.file}:{s.span.line}")
+        try:
+            getattr(self, f"stmt_{type(s).__name__}")(s)
+        finally:
+            self.ctx.span = prev
+
+    def stmt_Assign(self, s: ir.Assign):
+        t = s.value.type
+        name = cname(s.name)
+        if isinstance(t, ScalarType):
+            self.em(f"{name} = {self.scalar_as(s.value, t.dtype)};")
+        elif isinstance(t, RegType):
+            self.assign_tile(self.env[s.name], s.value, s.name)
+        elif isinstance(t, SharedType):
+            self._assign_shared(s)
+        elif isinstance(t, GlobalTileType):
+            self._assign_view(s)
+        elif isinstance(t, MBarrierType):
+            self._assign_mbarrier(s)
+        else:
+            raise self.error(f"cannot assign a value of type {t}")
+
+    def stmt_Eval(self, s: ir.Eval):
+        call = s.call
+        if call.op in NO_CODE:
+            return
+        handler = self.t.ops.get(call.op)
+        if handler is None:
+            raise self.error(f"tp.{call.op} has no rendering", self.t.hint(call.op))
+        if isinstance(handler, str):
+            if handler:
+                self.em(handler.format(**call.attrs))
+            if call.op == "wait_async" and self.t.fence_after_async_wait:
+                self.em(self.t.proxy_fence)
+            return
+        handler(self, call)
+
+    def stmt_For(self, s: ir.For):
+        v = cname(s.var)
+        self.ctx.loop_depth += 1
+        try:
+            if s.kind == "static":
+                start, stop, step = (self._const(x) for x in (s.start, s.stop, s.step))
+                for i in range(start, stop, step):
+                    self.em.open()
+                    self.em(f"{v} = {i};")
+                    self.stmts(s.body)
+                    self.em.close()
+                return
+            start, stop = self.scalar_as(s.start, dt.i32), self.scalar_as(s.stop, dt.i32)
+            step = self.scalar_as(s.step, dt.i32) if s.step is not None else "1"
+            self.em.open()
+            end = self.tmp("end")
+            self.em(f"const int {end} = {stop};")
+            self.em.open(f"for ({v} = {start}; {v} < {end}; {v} += {step})")
+            self.stmts(s.body)
+            self.em.close()
+            self.em.close()
+        finally:
+            self.ctx.loop_depth -= 1
+
+    def stmt_If(self, s: ir.If):
+        cond = self.scalar_as(s.cond, dt.bool_)
+        divergent = s.kind == "role" or not getattr(s.cond.type, "uniform", True)
+        then_role = else_role = None
+        if divergent:
+            then_role, else_role = self._role_ranges(s.cond)
+        saved = self.ctx.role
+        self.ctx.divergent += divergent
+        try:
+            self.ctx.role = then_role if divergent else saved
+            self.em.open(f"if ({cond})")
+            self.stmts(s.then)
+            if s.orelse:
+                self.em.close()
+                self.ctx.role = else_role if divergent else saved
+                self.em.open("else")
+                self.stmts(s.orelse)
+            self.em.close()
+        finally:
+            self.ctx.divergent -= divergent
+            self.ctx.role = saved
+
+    def _role_ranges(self, cond):
+        """Thread ranges of the two branches of a role `if`, when the condition is a static function of the
+        thread id selecting a contiguous range (as the front end lays tiles over a role's threads)."""
+        import numpy as np
+
+        lo0, n0 = self.role_range()
+        tids = np.arange(lo0, lo0 + n0)
+        W = self.t.warp_size
+        leaves = {"thread_id": tids, "lane_id": tids % W, "warp_id": tids // W, "warpgroup_id": tids // (4 * W)}
+        ops = {"+": np.add, "-": np.subtract, "*": np.multiply, "//": np.floor_divide, "%": np.mod,
+               "<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal, "==": np.equal,
+               "!=": np.not_equal, "and": np.logical_and, "or": np.logical_or, "&": np.bitwise_and}
+
+        def ev(e):
+            if isinstance(e, ir.Const):
+                return e.value
+            if isinstance(e, ir.Call) and e.op in leaves and not e.args:
+                return leaves[e.op]
+            if isinstance(e, ir.BinOp) and e.op in ops:
+                a, b = ev(e.lhs), ev(e.rhs)
+                return None if a is None or b is None else ops[e.op](a, b)
+            if isinstance(e, ir.UnOp) and e.op == "not":
+                a = ev(e.operand)
+                return None if a is None else np.logical_not(a)
+            return None
+
+        mask = ev(cond)
+        if mask is None:
+            return None, None
+        mask = np.broadcast_to(np.asarray(mask, dtype=bool), tids.shape)
+
+        def rng(m):
+            sel = tids[m]
+            if sel.size == 0 or sel[-1] - sel[0] + 1 != sel.size:
+                return None
+            return int(sel[0]), int(sel.size)
+
+        return rng(mask), rng(~mask)
+
+    def _const(self, x) -> int:
+        if isinstance(x, int):
+            return x
+        if isinstance(x, ir.Const):
+            return int(x.value)
+        raise self.error("a tp.static_range bound is not a compile-time integer")
+
+    # ------------------------------------------------------------------ memory-space values
+    def _assign_shared(self, s: ir.Assign):
+        alloc = self.smem_allocs[id(s.value)]
+        st = alloc.stype
+        self.prologue(f"{ctype(st.dtype)}* const {alloc.name} = ({ctype(st.dtype)}*)(tp_smem + {alloc.offset});")
+        self.env[s.name] = alloc
+
+    def _assign_view(self, s: ir.Assign):
+        call = s.value
+        if not (isinstance(call, ir.Call) and call.op == "view"):
+            view = self.view_ref(call)
+        else:
+            view = self.view_ref(call)
+        name = cname(s.name)
+        bound = self.env.get(s.name)
+        starts = []
+        for j, st in enumerate(view.starts):
+            c = f"{name}_o{j}"
+            if bound is None:
+                self.decls.append(f"  int {c};")
+            self.em(f"{c} = {st};")
+            starts.append(c)
+        if bound is not None and bound.tensor.ptr != view.tensor.ptr:
+            raise self.error(f"`{s.name}` is reassigned to a view of another tensor",
+                             "use one variable per tensor's view")
+        self.env[s.name] = ViewRef(view.tensor, starts, view.sizes, view.squeeze)
+
+    def _assign_mbarrier(self, s: ir.Assign):
+        if self.ctx.loop_depth or self.ctx.divergent:
+            raise self.error("tp.mbarrier() must be allocated at the top level of the kernel")
+        handler = self.t.ops.get("mbarrier")
+        if handler is None:
+            raise self.error("tp.mbarrier has no rendering", self.t.hint("mbarrier"))
+        off = self.mbarriers[id(s.value)]
+        name = cname(s.name)
+        self.prologue(f"unsigned long long* const {name}_p = (unsigned long long*)(tp_smem + {off});")
+        name = f"{name}_p"
+        self.env[s.name] = name
+        handler(self, s.value, name)
+
+    def view_ref(self, e) -> ViewRef:
+        if isinstance(e, ir.Var):
+            ref = self.env.get(e.name)
+            if not isinstance(ref, ViewRef):
+                raise self.error(f"`{e.name}` is not a global view here")
+            return ref
+        if not (isinstance(e, ir.Call) and e.op == "view"):
+            raise self.error(f"expected a view of a global tensor, got {e.type}")
+        tensor = self.env[e.args[0].name]
+        starts = [self.scalar_as(a, dt.i32) for a in e.args[1:]]
+        return ViewRef(tensor, starts, tuple(e.attrs["sizes"]), tuple(e.attrs["squeeze"]))
+
+    def smem_ref(self, e) -> SmemRef:
+        if isinstance(e, ir.Var):
+            alloc = self.env.get(e.name)
+            if isinstance(alloc, SharedAlloc):
+                if alloc.stype.stages is not None:
+                    raise self.error(f"`{e.name}` has {alloc.stype.stages} stages; index one")
+                return SmemRef(alloc.name, alloc.stype, str(alloc.offset), self.t.shared_align(alloc.stype))
+            raise self.error(f"`{e.name}` is not a shared tile here")
+        if isinstance(e, ir.Call) and e.op == "stage":
+            base = e.args[0]
+            alloc = self.env.get(base.name) if isinstance(base, ir.Var) else None
+            if not isinstance(alloc, SharedAlloc):
+                raise self.error("tp stage of something that is not a shared tile")
+            st = alloc.stype.stage()
+            idx = self.scalar_as(e.args[1], dt.i32)
+            elems, nbytes = st.stage_elems, st.stage_elems * st.dtype.bytes
+            return SmemRef(f"({alloc.name} + ({idx}) * {elems})", st, f"({alloc.offset} + ({idx}) * {nbytes})",
+                           self.t.shared_align(alloc.stype) if nbytes % self.t.shared_align(alloc.stype) == 0
+                           else 16)
+        raise self.error(f"expected a shared tile, got {e.type}")
+
+    # ------------------------------------------------------------------ scalar expressions
+    def scalar_as(self, e, dtype: dt.DType) -> str:
+        text, have = self.scalar(e)
+        return cast(text, have, dtype)
+
+    def scalar(self, e) -> tuple[str, dt.DType]:
+        """A scalar expression as (C text, dtype)."""
+        if isinstance(e, int | float | bool):
+            d = dt.bool_ if isinstance(e, bool) else dt.i32 if isinstance(e, int) else dt.f32
+            return literal(e, d), d
+        t = e.type
+        if isinstance(e, ir.Const):
+            return literal(e.value, t.dtype), t.dtype
+        if isinstance(e, ir.Var):
+            ref = self.env.get(e.name)
+            if not isinstance(ref, str):
+                raise self.error(f"`{e.name}` is not a scalar here")
+            return ref, t.dtype
+        if isinstance(e, ir.BinOp):
+            a, ad = self.scalar(e.lhs)
+            b, bd = self.scalar(e.rhs)
+            return self.binop_c(e.op, a, ad, b, bd, t.dtype), t.dtype
+        if isinstance(e, ir.UnOp):
+            a, ad = self.scalar(e.operand)
+            return self.unop_c(e.op, a, ad, t.dtype), t.dtype
+        if isinstance(e, ir.Call):
+            return self.scalar_call(e), t.dtype
+        raise self.error(f"cannot render {e!r}")
+
+    def scalar_call(self, e: ir.Call) -> str:
+        op = e.op
+        axis = "xyz"[e.attrs.get("axis", 0)] if op in ("block_id", "num_blocks") else None
+        if op == "block_id":
+            return f"(int)hipBlockIdx_{axis}"
+        if op == "num_blocks":
+            return f"(int)hipGridDim_{axis}"
+        if op == "thread_id":
+            return "tp_tid"
+        if op == "lane_id":
+            return "tp_lane"
+        if op == "warp_id":
+            return "tp_warp"
+        if op == "warpgroup_id":
+            return f"(tp_tid / {4 * self.t.warp_size})"
+        if op == "dim":
+            tensor = self.env[e.args[0].name]
+            return tensor.dims[e.attrs["axis"]]
+        if op in ("cdiv", "min", "max"):
+            d = e.type.dtype
+            a, b = (self.scalar_as(x, d) for x in e.args)
+            fn = {"cdiv": "tp_cdiv", "min": "tp_min", "max": "tp_max"}[op]
+            return f"{fn}<{ctype(d)}>({a}, {b})"
+        args = [self.scalar(a) for a in e.args]
+        return self.elementwise_c(e, args)
+
+    # ------------------------------------------------------------------ operators (scalars and tile values)
+    def binop_c(self, op: str, a: str, ad: dt.DType, b: str, bd: dt.DType, out: dt.DType) -> str:
+        comp = dt.promote(ad, bd)
+        if op == "/" and not comp.is_float:
+            comp = dt.f32
+        if op in ("and", "or"):
+            comp = dt.bool_
+        A, B = to_compute(a, ad, comp), to_compute(b, bd, comp)
+        ct = compute_type(comp)
+        if op == "//":
+            text = f"tp_floordiv<{ct}>({A}, {B})" if not comp.is_float else f"__builtin_floorf({A} / {B})"
+        elif op == "%":
+            text = f"tp_mod<{ct}>({A}, {B})" if not comp.is_float else f"tp_fmod_py({A}, {B})"
+        elif op == "**":
+            if not comp.is_float:
+                raise self.error("`**` on run-time integers", "compute powers of constants outside the kernel")
+            text = f"tp_powf({A}, {B})"
+        elif op in ("and", "or"):
+            text = f"({A} {'&&' if op == 'and' else '||'} {B})"
+        else:
+            text = f"({A} {op} {B})"
+        if op in ("<", "<=", ">", ">=", "==", "!=", "and", "or"):
+            return text
+        result = comp if not is_half(comp) else dt.f32
+        return cast(text, result, out) if result != out else text
+
+    def unop_c(self, op: str, a: str, ad: dt.DType, out: dt.DType) -> str:
+        if op == "not" or (op == "~" and ad == dt.bool_):
+            return f"(!{a})"
+        A = to_compute(a, ad, ad)
+        text = f"({op}{A})"
+        return cast(text, dt.f32, out) if is_half(ad) else text
+
+    def elementwise_c(self, e: ir.Call, args: list) -> str:
+        """One value of an elementwise op, from its operands' (C text, dtype)."""
+        op, out = e.op, e.type.dtype
+        if op == "cast":
+            (a, ad), = args
+            return cast(a, ad, e.attrs["dtype"])
+        if op == "where":
+            (c, cd), (a, ad), (b, bd) = args
+            return f"({cast(c, cd, dt.bool_)} ? {cast(a, ad, out)} : {cast(b, bd, out)})"
+        if op in ("maximum", "minimum"):
+            (a, ad), (b, bd) = args
+            comp = dt.promote(ad, bd)
+            text = f"tp_{op}({to_compute(a, ad, comp)}, {to_compute(b, bd, comp)})"
+            return cast(text, dt.f32, out) if is_half(comp) else cast(text, comp, out)
+        template = self.t.unary.get(op)
+        if template is not None:
+            (a, ad), = args
+            if ad.name == "f64":
+                tmpl = self.t.unary_f64.get(op)
+                if tmpl is None:
+                    raise self.error(f"tp.{op} on f64 has no rendering", "cast to f32 first")
+                return tmpl.format(x=a)
+            text = template.format(x=to_compute(a, ad, ad))
+            return cast(text, dt.f32, out) if is_half(ad) else text
+        raise self.error(f"tp.{op} has no rendering as an elementwise value", self.t.hint(op))
+
+
+__all__ = ["Renderer", "TensorRef", "ViewRef", "SmemRef", "SharedAlloc", "MATERIALIZED", "compute_type"]

@@ -1,0 +1,199 @@
+"""Hopper-only instructions (sm_90a): warpgroup MMA (wgmma.mma_async m64nNk16) on shared-memory descriptors,
+mbarriers, and bulk copies (cp.async.bulk) that complete transactions on an mbarrier.
+
+wgmma descriptors. A shared tile feeds wgmma when its layout is one of the instruction's canonical forms:
+rows of exactly one swizzle atom (32, 64 or 128 bytes; tp.Swizzle(b, 3, 3) on 2-byte element offsets is the
+hardware's 16<<b byte swizzle), 8-row groups `8 * atom` bytes apart (the stride byte offset), the tile's
+stage aligned to 8 atoms. A is read K-major (row-major (M, K) tile, K == atom width); B either MN-major
+(row-major (K, N) with N == atom width: the transpose bit) or K-major (a column-major (K, N) layout).
+Within an atom, a k-step advances the start address by 32 bytes; across 8-row groups by the stride.
+"""
+
+from __future__ import annotations
+
+from tilepy.symbolic import Var
+
+from .cexpr import sym_c
+
+_MODES = {3: 1, 2: 2, 1: 3}  # swizzle bits -> descriptor layout type (128B, 64B, 32B)
+
+
+def _descriptor_form(r, sref, which: str, mn_extent: int):
+    """(transpose bit, layout type, leading byte offset, stride byte offset, atom elements) or CompileError."""
+    st = sref.stype
+    eb = st.dtype.bytes
+    stride = st.layout.stride
+    sw = st.swizzle
+    problem = None
+    if not (isinstance(stride, tuple) and len(stride) == 2):
+        problem = "it is not a 2-D strided layout"
+    elif sw is None or sw.shift != 3 or (1 << sw.base) * eb != 16 or sw.bits not in _MODES:
+        problem = f"its swizzle {sw} is not a 32/64/128-byte wgmma swizzle (tp.Swizzle(1..3, 3, 3) for 2-byte types)"
+    if problem is None:
+        atom = (16 << sw.bits) // eb  # elements per row of the swizzle atom
+        s0, s1 = stride
+        # (contiguous dim is K?) for each operand; rows are the other dim
+        if which == "a":
+            kmajor, pitch = (True, s0) if s1 == 1 else (False, s1) if s0 == 1 else (None, 0)
+        else:
+            kmajor, pitch = (True, s1) if s0 == 1 else (False, s0) if s1 == 1 else (None, 0)
+        if kmajor is None:
+            problem = "neither dimension is contiguous"
+        elif pitch != atom:
+            problem = (f"its rows are {pitch} elements apart, but the {16 << sw.bits}-byte swizzle atom holds "
+                       f"{atom}: the contiguous dimension must be exactly {atom} elements")
+        elif not kmajor and mn_extent % atom:
+            problem = f"the instruction's {'M' if which == 'a' else 'N'} extent {mn_extent} is not a multiple of {atom}"
+        elif st.stage_elems * eb % (8 * atom * eb):
+            problem = f"a stage of {st.stage_elems * eb} bytes is not a multiple of the {8 * atom * eb}-byte swizzle pattern"
+        elif which == "a" and not kmajor:
+            problem = "A must be K-major (row-major (M, K)) for wgmma from shared memory here"
+    if problem is not None:
+        shape = "(BM, BK)" if which == "a" else "(BK, BN)"
+        raise r.error(f"wgmma operand {which.upper()} cannot be described to the hardware: {problem}",
+                      f"store {which.upper()} as a row-major {shape} shared tile whose last dimension is 64 bf16 "
+                      "(128 bytes) with swizzle=tp.Swizzle(3, 3, 3)")
+    sbo = 8 * atom * eb
+    lbo = 1 if kmajor else 8 * atom * eb * (st.shape[0] // 8 if which == "b" else 1)
+    return (0 if kmajor else 1), _MODES[sw.bits], lbo, sbo, atom
+
+
+def emit_wgmma(r, e, acc, a, b):
+    instr = e.attrs["instr"]
+    gm, gn = e.attrs["warps"]
+    if hasattr(a, "layout") or hasattr(b, "layout"):
+        raise r.error(f"{instr.name} reads both operands from shared memory here", "pass shared tiles")
+    M, N = acc.shape
+    K = a.stype.shape[1]
+    n = instr.n
+    rep_r, rep_c, ksteps = M // (64 * gm), N // (n * gn), K // 16
+    ta, mode_a, lbo_a, sbo_a, _ = _descriptor_form(r, a, "a", 64)
+    tb, mode_b, lbo_b, sbo_b, _ = _descriptor_form(r, b, "b", n)
+    eb = instr.ab.bytes
+    em = r.em
+    wg = r.hoist(f"tp_tid / 128")
+    wm, wn = r.hoist(f"{wg} % {gm}"), r.hoist(f"{wg} / {gm}")
+    em.open()
+    sa, sb = r.tmp("sa"), r.tmp("sb")
+    em(f"const unsigned {sa} = tp_smem_addr({a.ptr});")
+    em(f"const unsigned {sb} = tp_smem_addr({b.ptr});")
+    em("tp_wgmma_fence();")
+    half = n // 2
+    ab = instr.ab.name
+    for ks in range(ksteps):
+        for rr in range(rep_r):
+            a_off = sym_c(a.stype.layout((Var(wm) + gm * rr) * 64, ks * 16))
+            da = r.tmp("da")
+            em(f"const unsigned long long {da} = tp_gmma_desc({sa} + ({a_off}) * {eb}, {lbo_a}, {sbo_a}, {mode_a});")
+            for rc in range(rep_c):
+                b_off = sym_c(b.stype.layout(ks * 16, (Var(wn) + gn * rc) * n))
+                db = r.tmp("db")
+                em(f"const unsigned long long {db} = tp_gmma_desc({sb} + ({b_off}) * {eb}, {lbo_b}, {sbo_b}, {mode_b});")
+                base = half * (rr + rep_r * rc)
+                regs = ", ".join(f"%{i}" for i in range(half))
+                outs = ", ".join(f'"+f"({acc.name}[{base + i}])' for i in range(half))
+                em(f'asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{half + 2}, 0;\\n'
+                   f'wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab} {{{regs}}}, %{half}, %{half + 1}, p, 1, 1, '
+                   f'{ta}, {tb};\\n}}\\n" : {outs} : "l"({da}), "l"({db}), "r"(1) : "memory");')
+    em("tp_wgmma_commit();")
+    em("tp_wgmma_wait0();")
+    em.close()
+
+
+# ---------------------------------------------------------------------- mbarriers and bulk copies
+def emit_mbarrier_init(r, call, name: str):
+    count = call.attrs.get("count", 1)
+    r.em.open("if (tp_tid == 0)")
+    r.em(f"tp_mbar_init({name}, {count});")
+    r.em.close()
+    r.barrier()
+
+
+def emit_mbarrier_arrive(r, call):
+    bar = r.scalar_bar(call.args[0])
+    lo, size = r.role_range()
+    # One arrival per role (the catalogue's rule): the role's threads first finish what they did before it.
+    if size == r.num_threads:
+        r.barrier()
+    elif size > 32:
+        r.em(f'asm volatile("bar.sync %0, %1;" :: "r"({1 + (lo // 32) % 15}), "r"({size}) : "memory");')
+    else:
+        r.em("__syncwarp();")
+    r.em(f"if (tp_tid == {lo}) tp_mbar_arrive({bar});")
+
+
+def emit_mbarrier_wait(r, call):
+    bar = r.scalar_bar(call.args[0])
+    phase = r.scalar_as(call.args[1], r.i32)
+    r.em(f"tp_mbar_wait({bar}, ({phase}) & 1);")
+
+
+def emit_copy_bulk(r, call):
+    """One thread of the role issues the copy: cp.async.bulk per row when rows are whole, aligned and inside
+    the tensor; otherwise that thread copies the elements itself. Either way the mbarrier's phase completes
+    only when the bytes have landed (expect_tx / complete_tx, or the issuing thread's own stores before it
+    arrives)."""
+    src, dst, barv = call.args
+    view, sref = r.view_ref(src), r.smem_ref(dst)
+    bar = r.scalar_bar(barv)
+    lo, _ = r.role_range()
+    st = sref.stype
+    shape, eb = st.shape, st.dtype.bytes
+    rows = 1
+    for s in shape[:-1]:
+        rows *= s
+    row_bytes = shape[-1] * eb
+    strides = st.layout.stride if isinstance(st.layout.stride, tuple) else (st.layout.stride,)
+    row_major = st.swizzle is None and list(strides) == [
+        _prod(shape[d + 1:]) for d in range(len(shape))]
+    tdims = view.tile_dims
+    contiguous = bool(tdims) and tdims[-1] == len(view.starts) - 1
+    em = r.em
+    em.open(f"if (tp_tid == {lo})")
+    from .copies import CopyOps  # the element path is the copies' fallback, run by one thread
+
+    if row_major and contiguous and row_bytes % 16 == 0:
+        idx0, off0 = r._global_terms(view, [0] * len(shape))
+        last = len(view.starts) - 1
+        inb = []
+        for j, i in enumerate(idx0):
+            if j in tdims:
+                size = shape[tdims.index(j)]
+                inb.append(f"(unsigned){i} <= (unsigned)({view.tensor.dims[j]} - {size})")
+            else:
+                inb.append(f"(unsigned){i} < (unsigned)({view.tensor.dims[j]})")
+        ok = " && ".join(inb + [f"tp_aligned({view.tensor.ptr} + {off0}, 16)",
+                                f"({view.tensor.dims[last]} * {eb}) % 16 == 0"])
+        em.open(f"if ({ok})")
+        em(f"tp_mbar_expect_tx({bar}, {rows * row_bytes});")
+        for row in range(rows):
+            coords = _unravel(row, shape[:-1]) + [0]
+            _, off = r._global_terms(view, coords)
+            soff = row * shape[-1]
+            em(f"tp_bulk_g2s(tp_smem_addr({sref.ptr} + {soff}), {view.tensor.ptr} + {off}, {row_bytes}, {bar});")
+        em.close()
+        em.open("else")
+    saved, r.tid_name = r.tid_name, "0"
+    try:
+        CopyOps._copy_elements(r, view, sref, "g2s")
+    finally:
+        r.tid_name = saved
+    em(r.t.proxy_fence)
+    if row_major and contiguous and row_bytes % 16 == 0:
+        em.close()
+    em.close()
+
+
+def _prod(xs) -> int:
+    out = 1
+    for x in xs:
+        out *= x
+    return out
+
+
+def _unravel(i: int, shape) -> list:
+    out = []
+    for n in reversed(shape):
+        out.append(i % n)
+        i //= n
+    return list(reversed(out))
