@@ -11,8 +11,6 @@
 #include "tilepy_hip_cuda.h"
 #endif
 
-#define TP_INF __builtin_huge_valf()
-#define TP_NAN __builtin_nanf("")
 
 // ---------------------------------------------------------------- 16-bit float storage types
 // bf16 and f16 are kept as raw bits; arithmetic converts to float (the interpreter rounds after every op).
@@ -80,31 +78,15 @@ static __device__ __forceinline__ bool tp_aligned(const void* p, unsigned bytes)
   return (((unsigned long long)p) & (unsigned long long)(bytes - 1)) == 0;
 }
 
-// Vector types for 8- and 16-byte accesses.
-struct __align__(8) tp_v2u { unsigned x, y; };
-struct __align__(16) tp_v4u { unsigned x, y, z, w; };
-template <int BYTES> struct tp_vec;
-template <> struct tp_vec<2> { typedef unsigned short type; };
-template <> struct tp_vec<4> { typedef unsigned type; };
-template <> struct tp_vec<8> { typedef tp_v2u type; };
-template <> struct tp_vec<16> { typedef tp_v4u type; };
-
-// Load/store N elements of T as one access of N*sizeof(T) bytes (the address is aligned to that).
-template <class T, int N> struct tp_pack { T v[N]; };
+// N elements of T accessed as one N*sizeof(T)-byte load or store (the address is aligned to that).
+template <class T, int N> struct __align__(sizeof(T) * N) tp_pack { T v[N]; };
 template <class T, int N> static __device__ __forceinline__ tp_pack<T, N> tp_ldvec(const T* p) {
-  typedef typename tp_vec<sizeof(T) * N>::type V;
-  V raw = *(const V*)p;
-  tp_pack<T, N> out;
-  __builtin_memcpy(&out, &raw, sizeof(raw));
-  return out;
+  return *(const tp_pack<T, N>*)p;
 }
-template <class T, int N> static __device__ __forceinline__ void tp_stvec(T* p, const tp_pack<T, N>& in) {
-  typedef typename tp_vec<sizeof(T) * N>::type V;
-  V raw;
-  __builtin_memcpy(&raw, &in, sizeof(raw));
-  *(V*)p = raw;
+template <class T, int N> static __device__ __forceinline__ void tp_stvec(T* p, const tp_pack<T, N>& v) {
+  *(tp_pack<T, N>*)p = v;
 }
 
-static __device__ __forceinline__ float tp_fmod_py(float a, float b) { return a - __builtin_floorf(a / b) * b; }
+static __device__ __forceinline__ float tp_fmod_py(float a, float b) { return a - tp_floorf(a / b) * b; }
 static __device__ __forceinline__ unsigned tp_pack2(tp_bf16 lo, tp_bf16 hi) { return (unsigned)lo.x | ((unsigned)hi.x << 16); }
 static __device__ __forceinline__ unsigned tp_pack2(tp_f16 lo, tp_f16 hi) { return (unsigned)lo.x | ((unsigned)hi.x << 16); }

@@ -4,6 +4,9 @@
 #pragma once
 #define TP_AMD 1
 #define TP_WARP_SIZE 64
+#define TP_INF __builtin_huge_valf()
+#define TP_NAN __builtin_nanf("")
+#define tp_floorf __builtin_floorf
 
 #ifndef __HIP_PLATFORM_AMD__
 #define __global__ __attribute__((global))

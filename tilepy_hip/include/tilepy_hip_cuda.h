@@ -3,6 +3,9 @@
 #pragma once
 #define TP_NVIDIA 1
 #define TP_WARP_SIZE 32
+#define TP_INF __int_as_float(0x7f800000)
+#define TP_NAN __int_as_float(0x7fffffff)
+#define tp_floorf floorf
 
 #define hipThreadIdx_x threadIdx.x
 #define hipThreadIdx_y threadIdx.y

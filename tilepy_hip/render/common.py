@@ -562,7 +562,7 @@ class Renderer(TileOps, CopyOps):
         A, B = to_compute(a, ad, comp), to_compute(b, bd, comp)
         ct = compute_type(comp)
         if op == "//":
-            text = f"tp_floordiv<{ct}>({A}, {B})" if not comp.is_float else f"__builtin_floorf({A} / {B})"
+            text = f"tp_floordiv<{ct}>({A}, {B})" if not comp.is_float else f"tp_floorf({A} / {B})"
         elif op == "%":
             text = f"tp_mod<{ct}>({A}, {B})" if not comp.is_float else f"tp_fmod_py({A}, {B})"
         elif op == "**":
