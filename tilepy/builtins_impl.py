@@ -207,7 +207,7 @@ class BuiltinRules:
             item = items[axis] if axis < len(items) else cst.Slice(lower=None, upper=None)
             dim = t.shape[axis]
             if isinstance(item, cst.Index):
-                starts.append(self.expr(self.tr.expr(item.value), node))
+                starts.append(self._uniform_start(self.tr.expr(item.value), node))
                 sizes.append(1)
                 squeeze.append(True)
                 continue
@@ -229,12 +229,22 @@ class BuiltinRules:
                                    "write it as [start : start + SIZE] with SIZE a constexpr", ConstexprError)
             if size <= 0:
                 raise self.err(node, f"the slice on axis {axis} is empty (size {size})", cls=ShapeError)
-            starts.append(self.expr(lower, node))
+            starts.append(self._uniform_start(lower, node))
             sizes.append(size)
             squeeze.append(False)
         shape = tuple(s for s, q in zip(sizes, squeeze) if not q)
         return self.make("view", GlobalTileType(t.dtype, shape), node, base, *starts,
                          sizes=tuple(sizes), squeeze=tuple(squeeze))
+
+    def _uniform_start(self, value, node) -> ir.Expr:
+        start = self.expr(value, node)
+        if not (isinstance(start.type, ScalarType) and start.type.dtype.is_int):
+            raise self.err(node, f"tensor indices must be integer scalars, got {start.type}", cls=KernelTypeError)
+        if not start.type.uniform:
+            raise self.err(node, "a tile's offset depends on the thread id",
+                           "tiles are block-wide: index with block ids and loop counters; give per-thread work a "
+                           "layout (tp.blocked) or split threads with a warp-role branch", KernelTypeError)
+        return start
 
     # ------------------------------------------------------------ arithmetic
     def binop(self, op: str, lhs, rhs, node):
@@ -455,6 +465,7 @@ class BuiltinRules:
 
     def b_mbarrier(self, node, count=1):
         count = self.const_int(count, node, "mbarrier count")
+        self.tr.shared_bytes += 8  # one 64-bit mbarrier object in shared memory
         return self.make("mbarrier", MBarrierType(count), node, count=count)
 
     # ------------------------------------------------------------ memory
@@ -621,14 +632,14 @@ class BuiltinRules:
         return self._reduce("sum", node, x, axis, keepdims)
 
     def b_max(self, node, x, axis=None, keepdims=False):
-        if isinstance(axis, ir.Expr):
+        if isinstance(axis, ir.Expr | float):
             return self.b_maximum(node, x, axis)
         if axis is None:
             raise self.err(node, "tp.max needs an axis (or two values: tp.maximum(a, b))", cls=KernelTypeError)
         return self._reduce("max_reduce", node, x, axis, keepdims)
 
     def b_min(self, node, x, axis=None, keepdims=False):
-        if isinstance(axis, ir.Expr):
+        if isinstance(axis, ir.Expr | float):
             return self.b_minimum(node, x, axis)
         if axis is None:
             raise self.err(node, "tp.min needs an axis (or two values: tp.minimum(a, b))", cls=KernelTypeError)
@@ -842,6 +853,9 @@ _ = (UNARY_MATH, Any)
 
 def _unary(name):
     def rule(self, node, x):
+        if name == "abs":  # the one math op that also means something on integers
+            x = self.expr(self.tile_value(x, node), node)
+            return self.make(name, x.type, node, x)
         x = self._math_operand(x, node, name)
         return self.make(name, x.type, node, x)
 

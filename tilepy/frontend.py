@@ -311,7 +311,7 @@ class Translator:
         """The per-thread values of `e` when it depends only on thread/warp ids and constants, else None."""
         t = self.role_ids  # real thread ids of the threads running here
         warp = self.target.warp_size
-        leaves = {"thread_id": t, "lane_id": t % warp, "warp_id": t // warp, "warpgroup_id": t // 128}
+        leaves = {"thread_id": t, "lane_id": t % warp, "warp_id": t // warp, "warpgroup_id": t // (4 * warp)}
         if isinstance(e, ir.Const):
             return e.value
         if isinstance(e, ir.Var):

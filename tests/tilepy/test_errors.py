@@ -297,3 +297,14 @@ def test_builtin_called_outside_kernel():
     with pytest.raises(RuntimeError, match="only works inside"):
         tp.load(None)
     assert tp.cdiv(10, 4) == 3  # cdiv also means something in plain Python (grids)
+
+
+def test_per_thread_tile_offset_rejected():
+    @tp.kernel(threads=64)
+    def k(O: tp.Tensor[tp.i32, 4, 64]):
+        t = tp.thread_id()
+        tp.store(O[0, t:t + 1], tp.zeros((1,), tp.i32) + 1)
+
+    with pytest.raises(tp.CompileError) as e:
+        k.ir()
+    _check(e.value, k, "tp.store(O[0, t:t + 1]", tp.KernelTypeError, "warp-role")
