@@ -135,6 +135,7 @@ class Renderer(TileOps, CopyOps):
         self.num_threads = kir.num_threads
         self.num_warps = kir.num_threads // target.warp_size
         self.tid_name = "tp_tid"
+        self.static_values: dict = {}
 
     # ------------------------------------------------------------------ helpers
     def error(self, message: str, hint: str = "", span: Span | None = None) -> CompileError:
@@ -306,6 +307,12 @@ class Renderer(TileOps, CopyOps):
         name = cname(s.name)
         if isinstance(t, ScalarType):
             self.em(f"{name} = {self.scalar_as(s.value, t.dtype)};")
+            if not t.uniform:
+                vals = self._thread_values(s.value) if not self.ctx.divergent else None
+                if vals is None:
+                    self.static_values.pop(s.name, None)
+                else:
+                    self.static_values[s.name] = vals
         elif isinstance(t, RegType):
             self.assign_tile(self.env[s.name], s.value, s.name)
         elif isinstance(t, SharedType):
@@ -378,39 +385,45 @@ class Renderer(TileOps, CopyOps):
             self.ctx.divergent -= divergent
             self.ctx.role = saved
 
+    def _thread_values(self, e):
+        """Values per thread (a numpy array over the block) of an expression of thread ids and constants."""
+        import numpy as np
+
+        tids = np.arange(self.kir.num_threads)
+        W = self.t.warp_size
+        leaves = {"thread_id": tids, "lane_id": tids % W, "warp_id": tids // W, "warpgroup_id": tids // (4 * W)}
+        ops = {"+": np.add, "-": np.subtract, "*": np.multiply, "//": np.floor_divide, "%": np.mod,
+               "<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal, "==": np.equal,
+               "!=": np.not_equal, "and": np.logical_and, "or": np.logical_or, "&": np.bitwise_and}
+        if isinstance(e, ir.Const):
+            return e.value
+        if isinstance(e, ir.Var):
+            return self.static_values.get(e.name)
+        if isinstance(e, ir.Call) and e.op in leaves and not e.args:
+            return leaves[e.op]
+        if isinstance(e, ir.BinOp) and e.op in ops:
+            a, b = self._thread_values(e.lhs), self._thread_values(e.rhs)
+            return None if a is None or b is None else ops[e.op](a, b)
+        if isinstance(e, ir.UnOp) and e.op == "not":
+            a = self._thread_values(e.operand)
+            return None if a is None else np.logical_not(a)
+        return None
+
     def _role_ranges(self, cond):
         """Thread ranges of the two branches of a role `if`, when the condition is a static function of the
         thread id selecting a contiguous range (as the front end lays tiles over a role's threads)."""
         import numpy as np
 
         lo0, n0 = self.role_range()
-        tids = np.arange(lo0, lo0 + n0)
-        W = self.t.warp_size
-        leaves = {"thread_id": tids, "lane_id": tids % W, "warp_id": tids // W, "warpgroup_id": tids // (4 * W)}
-        ops = {"+": np.add, "-": np.subtract, "*": np.multiply, "//": np.floor_divide, "%": np.mod,
-               "<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal, "==": np.equal,
-               "!=": np.not_equal, "and": np.logical_and, "or": np.logical_or, "&": np.bitwise_and}
-
-        def ev(e):
-            if isinstance(e, ir.Const):
-                return e.value
-            if isinstance(e, ir.Call) and e.op in leaves and not e.args:
-                return leaves[e.op]
-            if isinstance(e, ir.BinOp) and e.op in ops:
-                a, b = ev(e.lhs), ev(e.rhs)
-                return None if a is None or b is None else ops[e.op](a, b)
-            if isinstance(e, ir.UnOp) and e.op == "not":
-                a = ev(e.operand)
-                return None if a is None else np.logical_not(a)
-            return None
-
-        mask = ev(cond)
+        mask = self._thread_values(cond)
         if mask is None:
             return None, None
+        tids = np.arange(self.kir.num_threads)
         mask = np.broadcast_to(np.asarray(mask, dtype=bool), tids.shape)
+        here = (tids >= lo0) & (tids < lo0 + n0)
 
         def rng(m):
-            sel = tids[m]
+            sel = tids[m & here]
             if sel.size == 0 or sel[-1] - sel[0] + 1 != sel.size:
                 return None
             return int(sel[0]), int(sel.size)

@@ -1,0 +1,44 @@
+"""Run every GPU kernel once on small inputs with partial tiles, for compute-sanitizer:
+
+    compute-sanitizer --tool memcheck python3 tests/gpu/sanitize.py
+    compute-sanitizer --tool racecheck python3 tests/gpu/sanitize.py
+"""
+
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "hip"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+
+import kernels as extra  # noqa: E402
+
+import tilepy as tp  # noqa: E402
+import tilepy_hip  # noqa: E402
+from stdlib_kernels import gemm, rmsnorm, softmax, vector_add  # noqa: E402
+
+d = torch.device("cuda")
+L = tilepy_hip.launch
+x = torch.randn(5000, device=d)
+L(vector_add.vector_add, (5,), x, x, torch.empty_like(x))
+x2 = torch.randn(37, 1000, device=d)
+L(softmax.softmax, (37,), x2, torch.empty_like(x2), BLOCK_N=1024)
+L(rmsnorm.rmsnorm, (37,), x2, torch.randn(1000, device=d), torch.empty_like(x2), 1e-6, BLOCK_N=1024)
+a = torch.randn(130, 200, device=d).bfloat16()
+b = torch.randn(200, 66, device=d).bfloat16()
+for preset in ("sm_90a", "sm_80"):
+    p = gemm.PRESETS[preset]
+    L(gemm.gemm, (tp.cdiv(130, p["BM"]), tp.cdiv(66, p["BN"])), a, b, torch.empty(130, 66, device=d),
+      target="sm_90a", **p)
+n = 32 * 5 + 7
+L(extra.bulk_ws, (tp.cdiv(n, 32),), torch.randn(n, device=d), torch.empty(n, device=d))
+n = 512 * 3 + 100
+L(extra.producer_consumer, (tp.cdiv(n, 512),), torch.randn(n, device=d), torch.empty(n, device=d))
+n = 16384 + 5
+L(extra.big_smem, (2,), torch.randn(n, device=d), torch.empty(n, device=d))
+x3 = torch.randn(50, 70, device=d)
+L(extra.col_stats, (3,), x3, torch.empty(70, device=d), torch.empty(70, device=d))
+L(extra.row_math, (4,), torch.randn(4, 256, device=d), torch.empty(4, 256, device=d))
+torch.cuda.synchronize()
+print("sanitize.py: all kernels ran")

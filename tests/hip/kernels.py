@@ -1,0 +1,67 @@
+"""Small tilepy kernels that exercise what the stdlib kernels do not: roles, mbarriers, bulk copies, large
+shared memory, shared-memory loads and stores, layout conversions, 2-D reductions, elementwise math."""
+
+import tilepy as tp
+
+
+@tp.kernel(threads=64, target="sm_90a")
+def bulk_ws(X: tp.Tensor[tp.f32, "N"], Y: tp.Tensor[tp.f32, "N"], BLOCK: tp.constexpr = 32):
+    i0 = tp.block_id(0) * BLOCK
+    s = tp.shared((BLOCK,), tp.f32)
+    full = tp.mbarrier(1)
+    if tp.warp_id() == 0:
+        tp.copy_bulk(X[i0:i0 + BLOCK], s, full)
+        tp.mbarrier_arrive(full)
+    else:
+        tp.mbarrier_wait(full, 0)
+        tp.store(Y[i0:i0 + BLOCK], tp.load(s) * 2.0)
+
+
+@tp.kernel(threads=256, target="sm_90a")
+def producer_consumer(X: tp.Tensor[tp.f32, "N"], Y: tp.Tensor[tp.f32, "N"], BLOCK: tp.constexpr = 512):
+    i0 = tp.block_id(0) * BLOCK
+    buf = tp.shared((BLOCK,), tp.f32)
+    full = tp.mbarrier(1)
+    wg = tp.warpgroup_id()
+    if wg == 0:
+        tp.store(buf, tp.load(X[i0:i0 + BLOCK]) * 2.0)
+        tp.mbarrier_arrive(full)
+    else:
+        tp.mbarrier_wait(full, 0)
+        tp.store(Y[i0:i0 + BLOCK], tp.load(buf) + 1.0)
+
+
+@tp.kernel(threads=128)
+def big_smem(X: tp.Tensor[tp.f32, "N"], Y: tp.Tensor[tp.f32, "N"], BLOCK: tp.constexpr = 16384):
+    """64 KB of shared memory: the launch must raise the dynamic shared-memory limit."""
+    i0 = tp.block_id(0) * BLOCK
+    s = tp.shared((BLOCK,), tp.f32)
+    tp.copy(X[i0:i0 + BLOCK], s)
+    tp.barrier()
+    tp.store(Y[i0:i0 + BLOCK], tp.load(s) * 2.0)
+
+
+@tp.kernel(threads=128)
+def col_stats(X: tp.Tensor[tp.f32, "M", "N"], S: tp.Tensor[tp.f32, "N"], Mx: tp.Tensor[tp.f32, "N"],
+              BM: tp.constexpr = 64, BN: tp.constexpr = 32):
+    """Column sums and maxima of a (BM, BN) tile per block: a reduction along axis 0 of a 2-D tile."""
+    n0 = tp.block_id(0) * BN
+    rows = tp.arange(BM)
+    valid = rows[:, None] < X.shape[0]
+    x = tp.load(X[0:BM, n0:n0 + BN])
+    xm = tp.load(X[0:BM, n0:n0 + BN], mask=valid, other=float("-inf"))
+    tp.store(S[n0:n0 + BN], tp.sum(x, axis=0))
+    tp.store(Mx[n0:n0 + BN], tp.max(xm, axis=0))
+
+
+@tp.kernel(threads=128)
+def row_math(X: tp.Tensor[tp.f32, "M", "N"], Y: tp.Tensor[tp.f32, "M", "N"], BN: tp.constexpr = 256):
+    """Elementwise math, where/maximum, a cast round trip through bf16 and a layout conversion."""
+    row = tp.block_id(0)
+    x = tp.load(X[row, 0:BN])
+    a = tp.tanh(x) + tp.sigmoid(x) * tp.silu(x) - tp.erf(x * 0.5)
+    b = tp.where(x > 0, tp.sqrt(tp.abs(x)) + tp.exp2(x * 0.1), tp.log(tp.abs(x) + 1.0))
+    c = tp.maximum(a, b) + tp.minimum(tp.sin(x), tp.cos(x))
+    d = c.to(tp.bf16).to(tp.f32)
+    e = tp.convert_layout(d, tp.blocked((BN,), 128, 1))
+    tp.store(Y[row, 0:BN], e)

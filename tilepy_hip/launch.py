@@ -1,0 +1,215 @@
+"""Launch compiled kernels on torch CUDA tensors, on torch's current stream, through the CUDA driver API
+(cuModuleLoadData / cuLaunchKernel, called through ctypes on libcuda).
+
+Arguments are checked against the kernel's signature first (tilepy.LaunchError names the parameter and what
+is wrong: not a tensor, wrong device, dtype, rank, a static or shared symbolic dimension, not contiguous).
+Kernels asking for more than 48 KB of dynamic shared memory get their limit raised with
+cuFuncSetAttribute. Launches are CUDA-graph capturable: a launch only calls cuLaunchKernel on the current
+stream; module loading happens at the first launch, so launch once before capturing.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+
+from tilepy.errors import LaunchError
+from tilepy.kernel import resolve_grid
+from tilepy.types import ScalarType, TensorType
+
+_TORCH_DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64", "i8": "int8",
+                 "i32": "int32", "i64": "int64", "u32": "uint32", "bool": "bool"}
+_CTYPES = {"f16": None, "bf16": None, "f32": ctypes.c_float, "f64": ctypes.c_double, "i8": ctypes.c_int8,
+           "i32": ctypes.c_int32, "i64": ctypes.c_int64, "u32": ctypes.c_uint32, "bool": ctypes.c_bool}
+CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
+CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97
+CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
+CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
+
+
+@functools.lru_cache(maxsize=None)
+def _driver():
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+    except OSError as exc:
+        raise LaunchError(f"the CUDA driver (libcuda.so.1) is not available: {exc}") from None
+    cuda.cuGetErrorString.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
+    cuda.cuLaunchKernel.argtypes = [ctypes.c_void_p, *([ctypes.c_uint] * 6), ctypes.c_uint, ctypes.c_void_p,
+                                    ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_void_p)]
+    return cuda
+
+
+def _check(rc: int, what: str):
+    if rc != 0:
+        msg = ctypes.c_char_p()
+        _driver().cuGetErrorString(rc, ctypes.byref(msg))
+        raise LaunchError(f"{what} failed: CUDA error {rc} ({(msg.value or b'?').decode()})")
+
+
+def _ensure_context(device_index: int):
+    """torch's primary context for `device_index`, current on this thread."""
+    import torch
+
+    torch.cuda.init()
+    cuda = _driver()
+    ctx = ctypes.c_void_p()
+    _check(cuda.cuCtxGetCurrent(ctypes.byref(ctx)), "cuCtxGetCurrent")
+    if not ctx.value:
+        dev = ctypes.c_int()
+        _check(cuda.cuDeviceGet(ctypes.byref(dev), device_index), "cuDeviceGet")
+        _check(cuda.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev), "cuDevicePrimaryCtxRetain")
+        _check(cuda.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+    return ctx.value
+
+
+def device_target(device_index: int | None = None) -> str:
+    """The tilepy target of a CUDA device: sm_90a for compute capability 9.0, sm_80 for 8.x."""
+    import torch
+
+    major, minor = torch.cuda.get_device_capability(device_index)
+    if major == 9:
+        return "sm_90a"
+    if major >= 8:
+        return "sm_80"
+    raise LaunchError(f"CUDA device of compute capability {major}.{minor} is older than sm_80, which tilepy_hip "
+                      "does not target")
+
+
+_FUNCTIONS: dict = {}
+
+
+def _function(ck, device_index: int):
+    key = (ck.key, device_index)
+    fn = _FUNCTIONS.get(key)
+    if fn is not None:
+        return fn
+    _ensure_context(device_index)
+    cuda = _driver()
+    module = ctypes.c_void_p()
+    _check(cuda.cuModuleLoadData(ctypes.byref(module), ctypes.c_char_p(ck.binary)), f"loading `{ck.name}`")
+    func = ctypes.c_void_p()
+    _check(cuda.cuModuleGetFunction(ctypes.byref(func), module, ck.name.encode()), f"finding `{ck.name}`")
+    if ck.smem_bytes > 48 * 1024:
+        dev = ctypes.c_int()
+        _check(cuda.cuDeviceGet(ctypes.byref(dev), device_index), "cuDeviceGet")
+        limit = ctypes.c_int()
+        _check(cuda.cuDeviceGetAttribute(ctypes.byref(limit), CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+                                         dev), "cuDeviceGetAttribute")
+        if ck.smem_bytes > limit.value:
+            raise LaunchError(f"`{ck.name}` needs {ck.smem_bytes} bytes of shared memory; this device allows "
+                              f"{limit.value} per block")
+        _check(cuda.cuFuncSetAttribute(func, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, ck.smem_bytes),
+               "raising the dynamic shared memory limit")
+    _FUNCTIONS[key] = (module, func)
+    return module, func
+
+
+def pack_args(ck, args, device=None) -> tuple[list, dict]:
+    """Check run-time arguments against the kernel's parameters; (ctypes values, symbolic dims)."""
+    import torch
+
+    values, dims, first_seen = [], {}, {}
+    params = ck.params
+    if len(args) != len(params):
+        raise LaunchError(f"kernel `{ck.name}` takes {len(params)} run-time arguments "
+                          f"({', '.join(p.name for p in params)}), got {len(args)}")
+    for p, a in zip(params, args):
+        t = p.type
+        if isinstance(t, TensorType):
+            if not isinstance(a, torch.Tensor):
+                raise LaunchError(f"argument `{p.name}` of `{ck.name}` must be a torch tensor, got {type(a).__name__}")
+            if not a.is_cuda:
+                raise LaunchError(f"argument `{p.name}` of `{ck.name}` is on {a.device}; tilepy_hip runs on CUDA "
+                                  "tensors (move it with .cuda(), or run the interpreter with kernel[grid](...))")
+            if device is not None and a.device != device:
+                raise LaunchError(f"argument `{p.name}` is on {a.device} but the launch is on {device}; put all "
+                                  "tensors on one device")
+            device = a.device
+            want = getattr(torch, _TORCH_DTYPES[t.dtype.name])
+            if a.dtype != want:
+                raise LaunchError(f"argument `{p.name}` of `{ck.name}` has dtype {a.dtype}; the kernel declares "
+                                  f"{t.dtype} ({want})")
+            if a.dim() != len(t.shape):
+                raise LaunchError(f"argument `{p.name}` of `{ck.name}` has {a.dim()} dimensions {tuple(a.shape)}; "
+                                  f"the kernel declares {len(t.shape)}: {t}")
+            for i, (d, n) in enumerate(zip(t.shape, a.shape)):
+                n = int(n)
+                if isinstance(d, int):
+                    if n != d:
+                        raise LaunchError(f"dimension {i} of `{p.name}` is {n}; the kernel declares {d}")
+                    continue
+                if d in dims and dims[d] != n:
+                    raise LaunchError(f"dimension `{d}` is {dims[d]} in `{first_seen[d]}` but {n} in `{p.name}` "
+                                      f"(dimension {i}); tensors sharing a dimension name must agree")
+                if n >= 2**31:
+                    raise LaunchError(f"dimension {i} of `{p.name}` is {n}, over the 2**31 - 1 tilepy_hip supports")
+                dims.setdefault(d, n)
+                first_seen.setdefault(d, p.name)
+            if not a.is_contiguous():
+                raise LaunchError(f"argument `{p.name}` of `{ck.name}` is not contiguous (strides {a.stride()}); "
+                                  f"pass {p.name}.contiguous()")
+            values.append(ctypes.c_void_p(a.data_ptr()))
+            values += [ctypes.c_int(int(n)) for d, n in zip(t.shape, a.shape) if not isinstance(d, int)]
+        elif isinstance(t, ScalarType):
+            kind = t.dtype
+            if isinstance(a, torch.Tensor):
+                if a.numel() != 1:
+                    raise LaunchError(f"argument `{p.name}` is a scalar {kind}; got a tensor of shape {tuple(a.shape)}")
+                a = a.item()
+            if kind.is_float:
+                if not isinstance(a, int | float) or isinstance(a, bool):
+                    raise LaunchError(f"argument `{p.name}` must be a number ({kind}), got {type(a).__name__}")
+            elif kind.is_int:
+                if not isinstance(a, int) or isinstance(a, bool):
+                    raise LaunchError(f"argument `{p.name}` must be an int ({kind}), got {type(a).__name__}")
+            ct = _CTYPES.get(kind.name)
+            if ct is None:
+                raise LaunchError(f"scalar arguments of type {kind} are not supported; pass f32")
+            values.append(ct(a))
+        else:
+            raise LaunchError(f"parameter `{p.name}` of type {t} cannot be passed at launch")
+    return values, dims, device
+
+
+def launch_compiled(ck, grid, args, stream=None):
+    """Launch a CompiledKernel on `grid` (a tuple or an int) with run-time arguments `args`."""
+    import torch
+
+    values, _dims, device = pack_args(ck, args)
+    if device is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if isinstance(grid, int):
+        grid = (grid,)
+    grid = tuple(int(g) for g in grid) + (1,) * (3 - len(grid))
+    if any(g <= 0 for g in grid):
+        return  # an empty grid launches nothing
+    if any(g >= 2**31 for g in grid) or grid[1] > 65535 or grid[2] > 65535:
+        raise LaunchError(f"grid {grid} is beyond CUDA's limits (x < 2**31, y and z <= 65535)")
+    with torch.cuda.device(index):
+        _, func = _function(ck, index)
+        if stream is None:
+            stream = torch.cuda.current_stream(index).cuda_stream
+        arr = (ctypes.c_void_p * max(len(values), 1))(*[ctypes.cast(ctypes.pointer(v), ctypes.c_void_p) for v in values])
+        _check(_driver().cuLaunchKernel(func, grid[0], grid[1], grid[2], ck.num_threads, 1, 1, ck.smem_bytes,
+                                        ctypes.c_void_p(stream), arr, None), f"launching `{ck.name}`")
+
+
+def launch(kernel, grid, *args, target: str | None = None, stream=None, **kwargs):
+    """Compile (cached) and launch a tilepy kernel on torch CUDA tensors, on the current stream.
+
+    `grid` is a tuple, an int, or a function of {constexpr and dimension name: value} like `kernel[grid]`.
+
+    >>> launch(vector_add, (tp.cdiv(n, 1024),), x, y, z, BLOCK=1024)    # doctest: +SKIP
+    """
+    from .build import compile as build
+
+    import torch
+
+    runtime, consts = kernel.bind_args(args, kwargs)
+    tensors = [a for a in runtime if isinstance(a, torch.Tensor) and a.is_cuda]
+    index = tensors[0].device.index if tensors else torch.cuda.current_device()
+    ck = build(kernel, target=target or device_target(index), **consts)
+    grid = resolve_grid(grid, kernel, ck.kir, runtime)
+    launch_compiled(ck, grid, runtime, stream)
+    return ck
