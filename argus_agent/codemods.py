@@ -13,6 +13,12 @@ import libcst as cst
 import libcst.matchers as m
 
 
+def _kwarg(name: str, value) -> cst.Arg:
+    """`name=value` without spaces around `=` (PEP 8 for keyword arguments)."""
+    return cst.Arg(value, keyword=cst.Name(name), equal=cst.AssignEqual(
+        whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")))
+
+
 class NotApplicable(Exception):
     """The codemod's preconditions do not hold on this source (the message says which)."""
 
@@ -192,7 +198,7 @@ class AddSwizzle(Codemod):
                         a.keyword is not None and a.keyword.value == "swizzle" for a in node.args):
                     count += 1
                     last = node.args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-                    return node.with_changes(args=[*node.args[:-1], last, cst.Arg(value, keyword=cst.Name("swizzle"))])
+                    return node.with_changes(args=[*node.args[:-1], last, _kwarg("swizzle", value)])
                 return node
 
         for fn in _pick_kernels(module, kernel):
@@ -322,7 +328,7 @@ class VectorizeLoads(Codemod):
                     count += 1
                     layout = cst.parse_expression(f"tp.blocked(({size},), {threads}, {int(vec)})")
                     last = node.args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-                    return node.with_changes(args=[*node.args[:-1], last, cst.Arg(layout, keyword=cst.Name("layout"))])
+                    return node.with_changes(args=[*node.args[:-1], last, _kwarg("layout", layout)])
 
             module = _replace_kernel(module, fn, fn.visit(T()))
         if not count:

@@ -142,7 +142,7 @@ def optimize(problem_path, target: str = "cpu", budget: int = 8, out_dir: str | 
             if best is None or (rec["speedup"] or 0) >= (best[2] or 0):
                 best = (rec["id"], rec["source"], rec["speedup"])
     timing = session.gpu_why and f"skipped: {session.gpu_why}" or ""
-    tune_evals = tune_evals or (16 if session.gpu else 6)
+    tune_evals = tune_evals or (16 if session.gpu else 4)
 
     def record(iteration, action, source, out: Outcome, parent, parent_digest, extra=None) -> Step:
         nonlocal current, current_id, best

@@ -1,0 +1,118 @@
+"""The evaluation cannot be gamed: fallbacks to torch, returned inputs, cached outputs, no launches, unwritten
+outputs and modified inputs are all rejected."""
+
+import torch
+
+from argus_agent.candidate import load_candidate
+from argus_agent.evaluate import evaluate
+from argus_agent.loop import Session
+
+
+def _session(examples, name="swish_add"):
+    return Session(examples[name])
+
+
+def _model_new(session, forward):
+    class ModelNew(session.problem.module.Model):
+        def forward(self, *xs):
+            return forward(self, *xs)
+
+    return ModelNew
+
+
+def _real(session, tmp_path):
+    return load_candidate(session.first_source(), tmp_path).module
+
+
+def test_honest_candidate_passes(examples, tmp_path):
+    s = _session(examples)
+    ev = evaluate(s.problem, load_candidate(s.first_source(), tmp_path).model_class(s.problem), tol=s.tol)
+    assert ev.correct and ev.launches >= 4 and ev.timing.startswith("skipped")
+
+
+def test_fallback_to_the_torch_op_is_rejected(examples, tmp_path):
+    s = _session(examples)
+    mod = _real(s, tmp_path)
+
+    def forward(model, x, y):
+        mod.argus_forward(model, x, y)          # launches a kernel for show...
+        return x * torch.sigmoid(x) + y         # ...but returns torch's answer
+
+    ev = evaluate(s.problem, _model_new(s, forward), tol=s.tol)
+    assert not ev.correct and "outside tilepy kernels" in ev.message and "sigmoid" in ev.message
+
+
+def test_no_kernel_launch_is_rejected(examples):
+    s = _session(examples)
+    ev = evaluate(s.problem, _model_new(s, lambda model, x, y: torch.empty_like(x)), tol=s.tol)
+    assert not ev.correct and "launched no tilepy kernel" in ev.message
+
+
+def test_returning_an_input_is_rejected(examples, tmp_path):
+    s = _session(examples)
+    mod = _real(s, tmp_path)
+
+    def forward(model, x, y):
+        mod.argus_forward(model, x, y)
+        return y
+
+    ev = evaluate(s.problem, _model_new(s, forward), tol=s.tol)
+    assert not ev.correct and "returned one of its inputs" in ev.message
+
+
+def test_cached_output_is_rejected(examples, tmp_path):
+    s = _session(examples)
+    mod = _real(s, tmp_path)
+    cache = {}
+
+    def forward(model, x, y):
+        key = tuple(x.shape)
+        if key not in cache:
+            cache[key] = mod.argus_forward(model, x, y)
+        else:
+            mod.argus_forward(model, x, y)
+        return cache[key]
+
+    ev = evaluate(s.problem, _model_new(s, forward), tol=s.tol)
+    assert not ev.correct and ("cached" in ev.message or "wrong result" in ev.message)
+
+
+def test_unwritten_output_is_poisoned(examples, tmp_path):
+    s = _session(examples)
+    mod = _real(s, tmp_path)
+
+    def forward(model, x, y):
+        mod.argus_forward(model, x, y)
+        return torch.empty_like(x)              # never written by a kernel: poisoned with NaN
+
+    ev = evaluate(s.problem, _model_new(s, forward), tol=s.tol)
+    assert not ev.correct and "got nan" in ev.message
+
+
+def test_different_parameters_are_rejected(examples):
+    s = _session(examples, "rms_norm")
+
+    class ModelNew(s.problem.module.Model):
+        def __init__(self, dim):
+            super().__init__(dim)
+            with torch.no_grad():
+                self.norm.weight.add_(1.0)
+
+    ev = evaluate(s.problem, ModelNew, tol=s.tol)
+    assert not ev.correct and "differs from Model's" in ev.message
+
+
+def test_each_trial_draws_fresh_inputs(examples, tmp_path):
+    s = _session(examples)
+    seen = []
+    draw = s.problem.draw_inputs
+
+    def recording_draw(*a, **k):
+        inputs = draw(*a, **k)
+        seen.append(inputs[0].clone())
+        return inputs
+
+    s.problem.draw_inputs = recording_draw
+    cand = load_candidate(s.first_source(), tmp_path)
+    assert evaluate(s.problem, cand.model_class(s.problem), tol=s.tol).correct
+    assert len(seen) == 4 and seen[0].shape == seen[3].shape and not torch.equal(seen[0], seen[3])

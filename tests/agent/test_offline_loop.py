@@ -1,0 +1,68 @@
+"""The offline planner end to end on several problems, reproducibility, resume, outputs."""
+
+import pytest
+
+from argus_agent.candidate import load_model_new
+from argus_agent.evaluate import evaluate
+from argus_agent.loop import optimize
+from argus_agent.planner import OfflinePlanner
+from argus_agent.problem import load_problem
+from argus_agent.templates import tolerance
+
+
+@pytest.mark.parametrize("name", ["swish_add", "scaled_softmax", "rms_norm", "matmul_relu"])
+def test_offline_end_to_end(name, examples, history, tmp_path):
+    out = tmp_path / "out"
+    result = optimize(examples[name], target="cpu", budget=6, history=history, out_dir=out, seed=1, tune_evals=2)
+    assert result.status == "done" and result.best_candidate is not None
+    assert result.best_speedup is None and result.timing.startswith("skipped: no CUDA GPU")
+    assert any(s.action.get("kind") in ("skill", "tune") and s.outcome == "correct" for s in result.steps)
+    for f in ("model_new.py", "kernels.py", "summary.json", "summary.md"):
+        assert (out / f).exists()
+    # the emitted ModelNew passes the same guarded evaluation on its own
+    problem = load_problem(examples[name])
+    from argus_agent.capture import capture
+
+    pattern = capture(problem.make_model(), len(problem.base_inputs))
+    ev = evaluate(problem, load_model_new(out / "model_new.py", problem), tol=tolerance(pattern, problem.base_inputs))
+    assert ev.correct, ev.message
+    assert history.run(result.run_id)["status"] == "done"
+    assert len(history.candidates(result.run_id)) == len(result.steps)
+
+
+def test_seeded_offline_runs_are_reproducible(examples, history):
+    a = optimize(examples["matmul_relu"], budget=5, history=history, seed=3, resume=False, tune_evals=2)
+    b = optimize(examples["matmul_relu"], budget=5, history=history, seed=3, resume=False, tune_evals=2)
+    assert [s.action for s in a.steps] == [s.action for s in b.steps]
+
+
+def test_interrupted_run_resumes_where_it_stopped(examples, history):
+    full = optimize(examples["scaled_softmax"], budget=6, history=history, seed=5, resume=False)
+
+    class Stop(Exception):
+        pass
+
+    def interrupt(step):
+        if step.iteration == 2:
+            raise Stop
+
+    with pytest.raises(Stop):
+        optimize(examples["scaled_softmax"], budget=6, history=history, seed=5, progress=interrupt)
+    run_id = history.runs(1)[0]["id"]
+    assert history.run(run_id)["status"] == "running" and len(history.candidates(run_id)) == 3
+    resumed = optimize(examples["scaled_softmax"], budget=6, history=history, seed=5, planner=OfflinePlanner(5))
+    assert resumed.run_id == run_id and resumed.summary["resumed"]
+    assert len(history.candidates(run_id)) == 6
+    assert [s.action for s in resumed.steps] == [s.action for s in full.steps]
+
+
+def test_unsupported_op_names_the_op(tmp_path, history):
+    from argus_agent.capture import UnsupportedOpError
+
+    p = tmp_path / "conv.py"
+    p.write_text("import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def __init__(self):\n"
+                 "        super().__init__()\n        self.conv = nn.Conv2d(3, 4, 3)\n\n    def forward(self, x):\n"
+                 "        return self.conv(x)\n\ndef get_inputs():\n    return [torch.randn(1, 3, 8, 8)]\n\n"
+                 "def get_init_inputs():\n    return []\n")
+    with pytest.raises(UnsupportedOpError, match="Conv2d"):
+        optimize(p, budget=2, history=history)
