@@ -1,11 +1,11 @@
 """Verification conditions: symbolic integers (`tilepy.symbolic.Sym`) and boolean terms turned into pySMT
 bit-vector formulas, solved with Z3.
 
-Integers are 64-bit two's-complement bit-vectors. `//` and `%` keep Python's floor semantics (the
-interpreter's), encoded with signed division and a correction; XOR/AND/OR/shifts are exact, so swizzles are
-exact. Every free variable carries a range (see `Ranges`) small enough that no term overflows 64 bits: the
-verifier's results hold for tensors below 2**24 elements per dimension and grids below 2**20 blocks per
-axis.
+Integers are mathematical integers (linear integer arithmetic; Z3 also takes the rare product of two
+variables). `//` and `%` keep Python's floor semantics (the interpreter's) through an exact quotient and
+remainder; XOR/AND/OR are exact 32-bit vector operations tied to the integers by bv2nat, so a swizzle in a
+query is exact. Every free variable carries a range (see `Ranges`): results hold for tensor dimensions below
+2**24 and grids below 2**20 blocks per axis.
 
 Boolean terms are small tuples, built with the helpers below (they fold constants):
 ``("cmp", op, a, b)``, ``("and", *ts)``, ``("or", *ts)``, ``("not", t)``, ``("bvar", name)``, ``True``,
@@ -18,10 +18,10 @@ import operator
 from dataclasses import dataclass, field
 
 from pysmt.shortcuts import (
-    BV, And, BVAdd, BVAnd, BVLShl, BVMul, BVNeg, BVOr, BVSDiv, BVSLE, BVSLT, BVSRem, BVSub, BVXor, BVAShr,
-    Equals, FALSE, Iff, Ite, Not, NotEquals, Or, Solver, Symbol, TRUE, get_env,
+    GE, GT, LE, LT, And, BVAnd, BVLShl, BVLShr, BVOr, BVToNatural, BVXor, Equals, FALSE, Int, Minus, Not,
+    NotEquals, Or, Plus, Solver, Symbol, Times, TRUE,
 )
-from pysmt.typing import BOOL, BVType
+from pysmt.typing import BOOL, INT, BVType
 
 from tilepy.symbolic import BinOp, Const, Sym, Var, as_sym, free_vars
 
@@ -221,100 +221,107 @@ class Ranges:
 
 
 class Encoder:
-    """Sym / bool term -> pySMT formula; remembers the variables it met (their ranges become side
-    conditions) so a model can be read back by name."""
+    """Sym / bool term -> pySMT formula over integers (linear integer arithmetic for what layouts, loops and
+    counters produce). Floor division and modulo by a positive constant introduce an exact quotient and
+    remainder (x == c*q + r, 0 <= r < c); XOR/AND/OR (swizzles) are computed exactly on 32-bit vectors
+    tied to the integers by bv2nat. Such definitions are side conditions, returned with each term so a
+    query asserts exactly the definitions it uses. Remembers the variables it met so a model can be read
+    back by name."""
 
     def __init__(self, ranges: Ranges | None = None):
         self.ranges = ranges or Ranges()
-        self.mgr = get_env().formula_manager
         self.vars: dict[str, object] = {}
         self.bvars: dict[str, object] = {}
         self._memo: dict = {}
+        self._aux = 0
 
     def var(self, name: str):
         s = self.vars.get(name)
         if s is None:
-            s = self.vars[name] = Symbol("i:" + name, BV64)
+            s = self.vars[name] = Symbol("i:" + name, INT)
         return s
 
+    def _fresh(self, kind, typ=None):
+        self._aux += 1
+        return Symbol(f"aux:{kind}{self._aux}", typ or INT)
+
     def int(self, e):
+        """(term, side conditions) of an integer Sym."""
         if is_int(e):
-            return BV(e % (1 << WIDTH), WIDTH)
-        key = e
-        hit = self._memo.get(key)
+            return Int(e), frozenset()
+        hit = self._memo.get(e)
         if hit is not None:
             return hit
         if isinstance(e, Const):
-            out = BV(e.value % (1 << WIDTH), WIDTH)
+            out = (Int(e.value), frozenset())
         elif isinstance(e, Var):
-            out = self.var(e.name)
+            out = (self.var(e.name), frozenset())
         elif isinstance(e, BinOp):
             out = self._binop(e.op, e.a, e.b)
         else:
             raise TypeError(f"cannot encode {e!r}")
-        self._memo[key] = out
+        self._memo[e] = out
         return out
 
     def _binop(self, op, a, b):
-        x, y = self.int(a), self.int(b)
+        (x, sx), (y, sy) = self.int(a), self.int(b)
+        side = sx | sy
+        ca, cb = const_of(a), const_of(b)
         if op == "+":
-            return BVAdd(x, y)
+            return Plus(x, y), side
         if op == "-":
-            return BVSub(x, y)
+            return Minus(x, y), side
         if op == "*":
-            return BVMul(x, y)
-        if op == "^":
-            return BVXor(x, y)
-        if op == "&":
-            return BVAnd(x, y)
-        if op == "|":
-            return BVOr(x, y)
-        if op == "<<":
-            return BVLShl(x, y)
-        if op == ">>":
-            return BVAShr(x, y)
-        zero = BV(0, WIDTH)
-        q, r = BVSDiv(x, y), BVSRem(x, y)
-        # floor semantics: when the remainder's sign differs from the divisor's, adjust by one step.
-        fix = And(NotEquals(r, zero), Not(Iff(BVSLT(r, zero), BVSLT(y, zero))))
-        if op == "//":
-            return Ite(fix, BVSub(q, BV(1, WIDTH)), q)
-        if op == "%":
-            return Ite(fix, BVAdd(r, y), r)
+            return Times(x, y), side
+        if op == "<<" and cb is not None:
+            return Times(x, Int(1 << cb)), side
+        if op == ">>" and cb is not None:
+            op, b, cb, y = "//", Const(1 << cb), 1 << cb, Int(1 << cb)
+        if op == "&" and cb is not None and cb >= 0 and cb & (cb + 1) == 0:
+            op, cb, y = "%", cb + 1, Int(cb + 1)
+        if op in ("//", "%"):
+            q, r = self._fresh("q"), self._fresh("r")
+            if cb is not None and cb > 0:
+                defs = And(Equals(x, Plus(Times(Int(cb), q), r)), LE(Int(0), r), LT(r, Int(cb)))
+            else:  # a run-time divisor: assumed positive (loop steps, sizes)
+                defs = And(Equals(x, Plus(Times(y, q), r)), LE(Int(0), r), LT(r, y), LT(Int(0), y))
+            return (q if op == "//" else r), side | {defs}
+        if op in ("^", "&", "|", "<<", ">>"):
+            bx, by = self._fresh("bv", BVType(32)), self._fresh("bv", BVType(32))
+            defs = And(Equals(BVToNatural(bx), x), Equals(BVToNatural(by), y))
+            fn = {"^": BVXor, "&": BVAnd, "|": BVOr, "<<": BVLShl, ">>": BVLShr}[op]
+            return BVToNatural(fn(bx, by)), side | {defs}
         raise ValueError(op)
 
     def bool(self, t):
+        """(formula, side conditions) of a bool term."""
         if t is True:
-            return TRUE()
+            return TRUE(), frozenset()
         if t is False:
-            return FALSE()
+            return FALSE(), frozenset()
         tag = t[0]
         if tag == "cmp":
-            op, a, b = t[1], self.int(t[2]), self.int(t[3])
-            if op == "==":
-                return Equals(a, b)
-            if op == "!=":
-                return NotEquals(a, b)
-            if op == "<":
-                return BVSLT(a, b)
-            if op == "<=":
-                return BVSLE(a, b)
-            if op == ">":
-                return BVSLT(b, a)
-            if op == ">=":
-                return BVSLE(b, a)
-        if tag == "and":
-            return And(*(self.bool(x) for x in t[1:]))
-        if tag == "or":
-            return Or(*(self.bool(x) for x in t[1:]))
+            op = t[1]
+            (a, sa), (b, sb) = self.int(t[2]), self.int(t[3])
+            f = {"==": Equals, "!=": NotEquals, "<": LT, "<=": LE, ">": GT, ">=": GE}[op](a, b)
+            return f, sa | sb
+        if tag in ("and", "or"):
+            parts = [self.bool(x) for x in t[1:]]
+            side = frozenset().union(*(p[1] for p in parts))
+            return (And if tag == "and" else Or)(*(p[0] for p in parts)), side
         if tag == "not":
-            return Not(self.bool(t[1]))
+            f, side = self.bool(t[1])
+            return Not(f), side
         if tag == "bvar":
             s = self.bvars.get(t[1])
             if s is None:
                 s = self.bvars[t[1]] = Symbol("b:" + t[1], BOOL)
-            return s
+            return s, frozenset()
         raise TypeError(f"not a bool term: {t!r}")
+
+    def formula(self, t):
+        f, side = self.bool(t)
+        return And(f, *side) if side else f
 
     def range_conditions(self, names):
         out = []
@@ -358,7 +365,7 @@ class Solver_:
         full = AND(self.enc.range_conditions(sorted(names)), term)
         if full is False:
             return None
-        formula = self.enc.bool(full)
+        formula = self.enc.formula(full)
         if formula in self.cache:
             return self.cache[formula]
         self.queries += 1
@@ -371,7 +378,7 @@ class Solver_:
                 model = {}
                 for n in names | set(want_vars):
                     if n in self.enc.vars:
-                        v = self.solver.get_value(self.enc.vars[n]).bv_signed_value()
+                        v = self.solver.get_value(self.enc.vars[n]).constant_value()
                         model[n] = int(v)
                 for n, s in self.enc.bvars.items():
                     try:
@@ -396,12 +403,12 @@ class Solver_:
             self.solver.push()
             try:
                 self.solver.add_assertion(formula)
-                self.solver.add_assertion(self.enc.bool(conds))
+                self.solver.add_assertion(self.enc.formula(conds))
                 if self.solver.solve():
                     model = {}
                     for n in names | set(want_vars):
                         if n in self.enc.vars:
-                            model[n] = int(self.solver.get_value(self.enc.vars[n]).bv_signed_value())
+                            model[n] = int(self.solver.get_value(self.enc.vars[n]).constant_value())
                     return model
             finally:
                 self.solver.pop()
@@ -411,4 +418,3 @@ class Solver_:
         self.solver.exit()
 
 
-_ = (BVNeg, Symbol)
