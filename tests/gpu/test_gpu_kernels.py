@@ -37,6 +37,7 @@ def _rel(out, ref):
 
 
 def _poison(shape, dtype=torch.float32):
+    shape = (shape,) if isinstance(shape, int) else shape
     return torch.full(shape, float("nan"), dtype=dtype, device=DEV)
 
 

@@ -136,6 +136,8 @@ class Renderer(TileOps, CopyOps):
         self.num_warps = kir.num_threads // target.warp_size
         self.tid_name = "tp_tid"
         self.static_values: dict = {}
+        self.arrival_roles: dict = {}  # mbarrier variable -> sizes of the roles that arrive on it
+        self.mbar_per_thread: dict = {}
 
     # ------------------------------------------------------------------ helpers
     def error(self, message: str, hint: str = "", span: Span | None = None) -> CompileError:
@@ -203,6 +205,7 @@ class Renderer(TileOps, CopyOps):
         kir = self.kir
         params = self._params()
         self._place_shared(kir.body)
+        self._find_arrivals(kir.body)
         self._declare_vars()
         self.prologue("const int tp_tid = (int)hipThreadIdx_x;")
         self.prologue(f"const int tp_lane = tp_tid % {self.t.warp_size};")
@@ -267,6 +270,40 @@ class Renderer(TileOps, CopyOps):
         if self.smem_top > self.t.smem_bytes:
             raise self.error(f"shared tiles need {self.smem_top} bytes, over the {self.t.smem_bytes} bytes a block has",
                              "use smaller tiles or fewer stages", Span(self.kir.file, self.kir.line, 0))
+
+    def _find_arrivals(self, body):
+        """Which roles (by thread count) arrive on each mbarrier: a dry walk tracking role ranges."""
+        saved = dict(self.static_values), self.ctx.role
+
+        def walk(stmts):
+            for s in stmts:
+                if isinstance(s, ir.Assign) and isinstance(s.value.type, ScalarType) and not s.value.type.uniform:
+                    vals = self._thread_values(s.value)
+                    if vals is not None:
+                        self.static_values[s.name] = vals
+                elif isinstance(s, ir.Eval) and s.call.op == "mbarrier_arrive" and isinstance(s.call.args[0], ir.Var):
+                    self.arrival_roles.setdefault(s.call.args[0].name, set()).add(self.role_range()[1])
+                elif isinstance(s, ir.For):
+                    walk(s.body)
+                elif isinstance(s, ir.If):
+                    prev = self.ctx.role
+                    divergent = s.kind == "role" or not getattr(s.cond.type, "uniform", True)
+                    then_role, else_role = self._role_ranges(s.cond) if divergent else (prev, prev)
+                    if divergent and (then_role is None or else_role is None):
+                        then_role = else_role = (-1, -1)  # unknown: forces the elected-thread arrival
+                    self.ctx.role = then_role
+                    walk(s.then)
+                    self.ctx.role = else_role
+                    walk(s.orelse)
+                    self.ctx.role = prev
+
+        try:
+            walk(body)
+        finally:
+            self.static_values, self.ctx.role = saved
+        for name, sizes in self.arrival_roles.items():
+            if any(n <= 0 for n in sizes):
+                self.arrival_roles[name] = {0, -1}
 
     def _declare_vars(self):
         """Every variable is declared once at the top (Python scoping: a name lives until the kernel ends)."""
@@ -475,7 +512,7 @@ class Renderer(TileOps, CopyOps):
         self.prologue(f"unsigned long long* const {name}_p = (unsigned long long*)(tp_smem + {off});")
         name = f"{name}_p"
         self.env[s.name] = name
-        handler(self, s.value, name)
+        handler(self, s.value, name, s.name)
 
     def view_ref(self, e) -> ViewRef:
         if isinstance(e, ir.Var):

@@ -101,10 +101,17 @@ def emit_wgmma(r, e, acc, a, b):
 
 
 # ---------------------------------------------------------------------- mbarriers and bulk copies
-def emit_mbarrier_init(r, call, name: str):
+def emit_mbarrier_init(r, call, name: str, var: str = ""):
+    """One arrival per role in the catalogue is, on the GPU, one arrival per thread of that role: each thread's
+    own release orders its own writes (what race checkers and the memory model both see), so the hardware
+    count is count x (threads of the role that arrives). Roles of different sizes arriving on one mbarrier
+    fall back to one elected thread after a barrier over its role."""
     count = call.attrs.get("count", 1)
+    sizes = r.arrival_roles.get(var, set())
+    per_thread = len(sizes) == 1
+    r.mbar_per_thread[name] = per_thread
     r.em.open("if (tp_tid == 0)")
-    r.em(f"tp_mbar_init({name}, {count});")
+    r.em(f"tp_mbar_init({name}, {count * next(iter(sizes)) if per_thread else count});")
     r.em.close()
     r.barrier()
 
@@ -112,8 +119,11 @@ def emit_mbarrier_init(r, call, name: str):
 def emit_mbarrier_arrive(r, call):
     bar = r.scalar_bar(call.args[0])
     lo, size = r.role_range()
-    # One arrival per role (the catalogue's rule): the role's threads first finish what they did before it.
-    if size == r.num_threads:
+    if r.mbar_per_thread.get(bar):
+        r.em(f"tp_mbar_arrive({bar});")
+        return
+    # One elected arrival: the role's threads first finish what they did before it.
+    if size == r.kir.num_threads:
         r.barrier()
     elif size > 32:
         r.em(f'asm volatile("bar.sync %0, %1;" :: "r"({1 + (lo // 32) % 15}), "r"({size}) : "memory");')
