@@ -262,8 +262,9 @@ def demo(example, budget, out_dir):
     code = stdlib_demo()
     if example not in EXAMPLES:
         raise click.UsageError(f"unknown example {example!r}; built-in: {', '.join(EXAMPLES)}")
-    click.echo(f"\nargus optimize {EXAMPLES[example].relative_to(Path.cwd()) if EXAMPLES[example].is_relative_to(Path.cwd()) else EXAMPLES[example]} "
-               f"--target cpu --budget {budget} --out {out_dir}   (offline planner, no LLM)")
+    path = EXAMPLES[example]
+    shown = path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path
+    click.echo(f"\nargus optimize {shown} --target cpu --budget {budget} --out {out_dir}   (offline planner, no LLM)")
     db = Path(out_dir) / "history.db"
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     result = run_optimize(EXAMPLES[example], target="cpu", budget=budget, out_dir=out_dir, history=_history(db),
@@ -273,7 +274,7 @@ def demo(example, budget, out_dir):
     page = Path(out_dir) / f"report-{result.run_id}.html"
     page.write_text(render_report(_history(db), result.run_id))
     click.echo(f"\n{result.status}: best candidate #{result.best_candidate}; speedup "
-               f"{'%.3fx' % result.best_speedup if result.best_speedup else 'not measured'} ({result.timing})")
+               f"{f'{result.best_speedup:.3f}x' if result.best_speedup else 'not measured'} ({result.timing})")
     click.echo(f"wrote {out_dir}/model_new.py and {page}")
     sys.exit(code or (EXIT_OK if result.status == "done" else EXIT_FAILED))
 

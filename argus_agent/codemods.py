@@ -312,7 +312,7 @@ class VectorizeLoads(Codemod):
                 continue
 
             class T(cst.CSTTransformer):
-                def leave_Call(self, orig, node):
+                def leave_Call(self, orig, node, threads=threads):
                     nonlocal count
                     if not m.matches(node.func, m.Attribute(value=m.Name("tp"), attr=m.Name("load"))):
                         return node
@@ -485,8 +485,8 @@ def _drop_epilogue_launch(module: cst.Module) -> cst.Module:
 
         def leave_SimpleStatementLine(self, orig, node):
             small = node.body[0]
-            if isinstance(small, cst.Expr) and m.matches(small.value, m.Call(func=m.Name("launch"),
-                                                                                 args=[m.Arg(m.Name("epilogue")), m.ZeroOrMore()])):
+            launch_epilogue = m.Call(func=m.Name("launch"), args=[m.Arg(m.Name("epilogue")), m.ZeroOrMore()])
+            if isinstance(small, cst.Expr) and m.matches(small.value, launch_epilogue):
                 args = small.value.args
                 src, dst = _base_name(args[2].value), _base_name(args[3].value)
                 self.renames[dst] = src
@@ -591,7 +591,8 @@ def _find_division(value):
 def _drop_launch_kw(module, kernel: str, kw: str):
     class T(cst.CSTTransformer):
         def leave_Call(self, orig, node):
-            if m.matches(node.func, m.Name("launch")) and node.args and m.matches(node.args[0].value, m.Name(kernel)):
+            if (m.matches(node.func, m.Name("launch")) and node.args
+                    and m.matches(node.args[0].value, m.Name(kernel))):
                 args = [a for a in node.args if not (a.keyword is not None and a.keyword.value == kw)]
                 args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
                 return node.with_changes(args=args)

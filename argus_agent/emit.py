@@ -40,6 +40,10 @@ def write_outputs(out: Path, problem, kernel_source: str, summary: dict) -> list
              f"- timing: {summary['timing']}", "", "| # | action | outcome | speedup |", "|---|---|---|---|"]
     for s in summary["steps"]:
         lines.append(f"| {s['iteration']} | {s['action']} | {s['outcome']} | "
-                     f"{'%.3fx' % s['speedup'] if s['speedup'] else '-'} |")
+                     f"{_x(s['speedup'])} |")
     paths[3].write_text("\n".join(lines) + "\n")
     return paths
+
+
+def _x(speedup) -> str:
+    return f"{speedup:.3f}x" if speedup else "-"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from . import checks
 from .candidate import CandidateError, load_candidate
-from .capture import UnsupportedOpError, capture
+from .capture import capture
 from .codemods import CodemodError, NotApplicable, apply_codemod
 from .evaluate import Evaluation, evaluate, gpu_status
 from .history import History

@@ -101,7 +101,7 @@ def render_report(history, run_id: int) -> str:
         f"<tr><td>{c['iteration']}</td><td>{html.escape(_action(c['action']))}</td>"
         f"<td style='color:{COLORS.get(c['evaluation'].get('outcome', ''), '#333')}'>"
         f"{html.escape(c['evaluation'].get('outcome', ''))}</td><td>{html.escape(c['verdict'] or '')}</td>"
-        f"<td>{'%.3fx' % c['speedup'] if c['speedup'] else '-'}</td><td>{c['reward']:+.2f}</td>"
+        f"<td>{_x(c['speedup'])}</td><td>{c['reward']:+.2f}</td>"
         f"<td><details><summary>{html.escape((c['error'] or '')[:90])}</summary><pre>{html.escape(c['error'] or '')}"
         f"</pre></details></td></tr>" for c in cands)
     best = next((c for c in cands if c["id"] == run["best_candidate"]), None)
@@ -114,7 +114,7 @@ overflow:auto;font-size:12px}}</style></head><body>
 <h1>ARGUS run {run_id}: {html.escape(run['problem'])} on {html.escape(run['target'])}</h1>
 <p>Status <b>{html.escape(run['status'])}</b>; planner {html.escape(run['planner'])} (seed {run['seed']});
 kernel: {html.escape(s.get('pattern', ''))}; best candidate #{run['best_candidate']};
-speedup: <b>{'%.3fx' % best_sp if best_sp else 'not measured'}</b>. Timing: {html.escape(s.get('timing', ''))}</p>
+speedup: <b>{f'{best_sp:.3f}x' if best_sp else 'not measured'}</b>. Timing: {html.escape(s.get('timing', ''))}</p>
 <h2>Progress</h2>{plot1}
 <h2>Ablation</h2>{plot2}
 <h2>Candidates</h2><table><tr><th>#</th><th>action</th><th>outcome</th><th>verifier</th><th>speedup</th>
@@ -130,3 +130,7 @@ def _action(a: dict) -> str:
     if a.get("kind") == "template":
         return f"template: {a.get('pattern', '')}"
     return describe_action(a)
+
+
+def _x(speedup) -> str:
+    return f"{speedup:.3f}x" if speedup else "-"

@@ -17,7 +17,7 @@ GPU_TARGET = {"nvidia": "sm_90a", "amd": "gfx942"}
 def _meta(kernel, args, constexprs: dict) -> dict:
     meta = kernel.resolve_constexprs({k: v for k, v in constexprs.items() if k in kernel.constexpr_names})
     runtime = [(n, spec) for n, spec, _ in kernel.params if spec != "constexpr"]
-    for (name, spec), a in zip(runtime, args):
+    for (_name, spec), a in zip(runtime, args):
         if isinstance(spec, TensorSpec) and hasattr(a, "shape"):
             for d, n in zip(spec.shape, a.shape):
                 if isinstance(d, str):

@@ -151,7 +151,8 @@ def _core(pattern: Pattern, names, target) -> tuple[str, str]:
                 f"    shape = (a.shape[0], b.shape[1])\n"
                 f"    t = torch.empty(shape, dtype=torch.float32, device=a.device)\n"
                 f'    launch(gemm, lambda m: (tp.cdiv(m["M"], m["BM"]), tp.cdiv(m["N"], m["BN"])),\n'
-                f"           a.detach().to(torch.bfloat16).contiguous(), b.detach().to(torch.bfloat16).contiguous(), t)\n")
+                f"           a.detach().to(torch.bfloat16).contiguous(),\n"
+                f"           b.detach().to(torch.bfloat16).contiguous(), t)\n")
         return stdlib_source("gemm"), host
     raise UnsupportedOpError(f"no template for {pattern.kind}")
 

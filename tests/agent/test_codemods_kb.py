@@ -72,7 +72,8 @@ def test_knowledge_base_covers_the_topics(kb):
 
 def test_malformed_skills_are_reported_and_skipped(tmp_path):
     (tmp_path / "good.md").write_text("---\nname: good\nwhen: w\nwhere: x\nconditions: []\n"
-                                      "codemod: {name: set_threads, variants: [{threads: 64}]}\neffect: e\nlineage: l\n---\n")
+                                      "codemod: {name: set_threads, variants: [{threads: 64}]}\n"
+                                      "effect: e\nlineage: l\n---\n")
     (tmp_path / "no_effect.md").write_text("---\nname: bad1\nwhen: w\nwhere: x\nconditions: []\n"
                                            "codemod: advisory\nlineage: l\n---\n")
     (tmp_path / "bad_codemod.md").write_text("---\nname: bad2\nwhen: w\nwhere: x\nconditions: [has_call tp.mma]\n"
