@@ -252,9 +252,12 @@ def report(run_id, db, out_file):
 @main.command()
 @click.option("--example", default="scaled_softmax", show_default=True, help="Built-in example problem.")
 @click.option("--budget", type=int, default=6, show_default=True)
-@click.option("--out", "out_dir", default="argus-demo", show_default=True, type=click.Path(file_okay=False))
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Default: $ARGUS_HOME/demo (~/.argus/demo).")
 def demo(example, budget, out_dir):
     """The built-in example: stdlib kernels on the interpreter, then the agent on a built-in problem."""
+    from .history import default_db
+
+    out_dir = out_dir or str(default_db().parent / "demo")
     from .demo import main as stdlib_demo
     from .examples import EXAMPLES
     from .loop import optimize as run_optimize

@@ -49,7 +49,9 @@ class Session:
         self.pattern = capture(self.problem.make_model(), len(self.problem.base_inputs))
         self.problem.ops = self.pattern.ops
         self.tol = tolerance(self.pattern, self.problem.base_inputs)
-        self.work_dir = Path(work_dir or Path.cwd() / ".argus" / "candidates")
+        from .history import default_db
+
+        self.work_dir = Path(work_dir or default_db().parent / "candidates")
         self.warmup, self.runs, self.seed = warmup, runs, seed
         self.trials = 0
 
