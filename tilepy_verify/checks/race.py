@@ -54,25 +54,25 @@ def _pair(ctx, a, b):
     off, ta, tb = rel
     if a is b and a.kind != "read" and self_conflict(a) is not None and not a.point.loops:
         off, ta, tb = self_conflict(a)
-    return report(ctx, a, b, off, ta, tb, model, m1)
+    # report at the later op (where the missing barrier would go before), the earlier one as the other op
+    return report(ctx, b, a, off, tb, ta, model, m2, "@2", "@1")
 
 
-def report(ctx, a, b, off, ta, tb, model, m1):
+def report(ctx, a, b, off, ta, tb, model, m1, s1="@1", s2="@2"):
     ws = ctx.analysis.target.warp_size
     va, ca = slot_of(a, off, ta)
     vb, cb = slot_of(b, off, tb)
     stage = ctx.eval(rename(a.stage, m1), model)
     cex = {"block": block_of(model), **thread_fields(ta, ws), "value": va, "coords": ca,
-           "iteration": iteration_of(a.point, model, "@1"), "stage": stage,
+           "iteration": iteration_of(a.point, model, s1), "stage": stage,
            "address": (stage * a.alloc.stage_elems + off) * a.eb,
            "other_thread": tb, "other_value": vb, "other_coords": cb,
-           "other_iteration": iteration_of(b.point, model, "@2")}
+           "other_iteration": iteration_of(b.point, model, s2)}
     kinds = {a.kind, b.kind}
     hazard = "async" in kinds
     what = {"read": "reads", "write": "writes", "async": "async-copies into"}
     msg = (f"{'pipeline hazard' if hazard else 'data race'} on shared tile '{ctx.name_of(a.alloc)}': thread {ta} "
-           f"{what[a.kind]} the element that thread {tb} {what[b.kind].replace('s ', ' ', 1) if False else what[b.kind]} "
-           f"in the same barrier interval")
+           f"{what[a.kind]} an element that thread {tb} {what[b.kind]} in the same barrier interval")
     if hazard:
         msg += " (the stage is overwritten while it may still be read: add a barrier between them)"
     else:
