@@ -139,6 +139,7 @@ class Access:
     partial: bool = False  # masked: some slots may not run
     descriptor: bool = False  # wgmma: read by the hardware through a descriptor (no per-lane pattern)
     eb: int = 4
+    uninit: object = False  # bool term: no write reaches this read (set for reads, see reaching.py)
 
 
 @dataclass(eq=False)

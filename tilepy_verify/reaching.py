@@ -81,6 +81,13 @@ def reaching_tag(walker, ref, acc):
     chain = candidates(walker, ref.alloc, acc.point)
     stage = ref.stage if ref.stage is not None else 0
     span = acc.span
+    # when no write reaches the read at all (uninitialized shared memory): a pipeline hazard of its own
+    not_before = []
+    for w, m, cond, definite in chain:
+        match = cond if w is None else AND(cond, cmp("==", subst(w.access.stage, m) if m else w.access.stage, stage))
+        if definite:
+            not_before.append(NOT(match))
+    acc.uninit = AND(*not_before)
 
     def tag(coords):
         alts = []

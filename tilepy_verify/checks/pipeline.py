@@ -23,6 +23,11 @@ from .overlap import cross_thread, same_thread, slot_of
 def check(ctx) -> list:
     out = []
     acc = ctx.analysis.accesses
+    for r in acc:
+        if r.kind == "read" and r.uninit is not False:
+            f = _uninitialized(ctx, r)
+            if f is not None:
+                out.append(f)
     for c in acc:
         if c.kind != "async":
             continue
@@ -117,6 +122,22 @@ def _query(ctx, c, r, relation, rel):
     msg = (f"pipeline hazard on shared tile '{ctx.name_of(c.alloc)}': stage {stage} is {'read' if r.kind == 'read' else 'written'} "
            f"while an async copy into it may still be in flight")
     return Finding("pipeline_hazard", "error", msg, r.span, cex, c.span)
+
+
+def _uninitialized(ctx, r):
+    m, c = instance(r.point, "@1")
+    model = ctx.solver.check(AND(c, rename(r.uninit, m)))
+    if model is None:
+        return None
+    stage = ctx.eval(rename(r.stage, m), model)
+    ws = ctx.analysis.target.warp_size
+    cex = {"block": block_of(model), **thread_fields(int(r.thr[0]), ws), "value": int(r.val[0]),
+           "coords": tuple(int(x[0]) for x in r.coords), "iteration": iteration_of(r.point, model, "@1"),
+           "stage": stage, "detail": f"no copy or store has written stage {stage} of '{ctx.name_of(r.alloc)}' "
+                                     "before this read"}
+    return Finding("pipeline_hazard", "error",
+                   f"pipeline hazard on shared tile '{ctx.name_of(r.alloc)}': stage {stage} is read before anything "
+                   "was written to it", r.span, cex, r.alloc.span)
 
 
 def _before_static(c, r) -> bool:
