@@ -27,11 +27,12 @@ from .errors import (
     UnsupportedConstructError,
 )
 from .ir import KernelIR
-from .kernel import Kernel, kernel
+from .kernel import Kernel, kernel, kernels_from_source
 from .language import Tensor, accumulator, blocked, constexpr, mma_layout
 from .language import builtins as _builtins
 from .layout import Layout, Swizzle
 from .printer import format_ir
+from .resources import Resources, estimate as estimate_resources
 from .tv_layout import TVLayout
 
 nv = _instructions.nv
@@ -40,7 +41,8 @@ globals().update(_builtins)
 
 __all__ = [
     "__version__", "kernel", "Kernel", "KernelIR", "Tensor", "constexpr", "Layout", "Swizzle", "TVLayout",
-    "blocked", "accumulator", "mma_layout", "nv", "amd", "format_ir",
+    "blocked", "accumulator", "mma_layout", "nv", "amd", "format_ir", "kernels_from_source", "Resources",
+    "estimate_resources",
     "bf16", "bool_", "f16", "f32", "f64", "i8", "i32", "i64", "u32",
     "TilepyError", "CompileError", "UnsupportedConstructError", "KernelTypeError", "ShapeError", "ConstexprError",
     "ResourceError", "TargetError", "LaunchError", "InterpreterError",

@@ -192,6 +192,21 @@ def _hashable(v):
         return repr(v)
 
 
+def kernels_from_source(source: str, filename: str, namespace: dict | None = None) -> dict[str, Kernel]:
+    """Execute Python source that defines @tilepy.kernel functions and return them by name.
+
+    The source is registered with `linecache` under `filename`, so kernels built from text (by the agent or
+    a generator) report errors with real lines exactly like kernels in files do."""
+    import linecache
+
+    lines = source.splitlines(keepends=True)
+    linecache.cache[filename] = (len(source), None, lines, filename)
+    env = {"__name__": f"tilepy_source_{abs(hash(filename))}", "__file__": filename}
+    env.update(namespace or {})
+    exec(compile(source, filename, "exec"), env)  # noqa: S102 - the caller's own kernel source
+    return {k: v for k, v in env.items() if isinstance(v, Kernel)}
+
+
 def kernel(fn=None, *, threads=128, target: str | None = None):
     """Decorate a Python function as a tilepy kernel.
 
