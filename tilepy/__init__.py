@@ -32,7 +32,8 @@ from .language import Tensor, accumulator, blocked, constexpr, mma_layout
 from .language import builtins as _builtins
 from .layout import Layout, Swizzle
 from .printer import format_ir
-from .resources import Resources, estimate as estimate_resources
+from .resources import Resources
+from .resources import estimate as estimate_resources
 from .tv_layout import TVLayout
 
 nv = _instructions.nv
