@@ -61,9 +61,15 @@ def main(argv=None):
     props = torch.cuda.get_device_properties(dev)
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", props.name).strip("_")
     scale = 8 if args.quick else 1
-    res = {"device": props.name, "sms": props.multi_processor_count, "torch": torch.__version__,
-           "tilepy_hip": tilepy_hip.__version__, "toolchain": tilepy_hip.toolchain_info()["nvidia"],
-           "time": time.strftime("%Y-%m-%d %H:%M:%S"), "results": {}}
+    res = {
+        "device": props.name,
+        "sms": props.multi_processor_count,
+        "torch": torch.__version__,
+        "tilepy_hip": tilepy_hip.__version__,
+        "toolchain": tilepy_hip.toolchain_info()["nvidia"],
+        "time": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "results": {},
+    }
     out = res["results"]
     g = torch.Generator(device=dev).manual_seed(int.from_bytes(os.urandom(4), "little"))
 
@@ -80,9 +86,17 @@ def main(argv=None):
         err = check()
         t_ours, t_torch = timeit(ours), timeit(theirs)
         bw = bytes_moved / t_ours
-        out[key] = {"bytes": bytes_moved, "seconds": t_ours, "GBps": bw / 1e9, "fraction_of_copy": bw / copy_bw,
-                    "torch_seconds": t_torch, "torch_GBps": bytes_moved / t_torch / 1e9,
-                    "speedup_vs_torch": t_torch / t_ours, "rel_err": err, "meets_80pct": bw / copy_bw >= 0.8}
+        out[key] = {
+            "bytes": bytes_moved,
+            "seconds": t_ours,
+            "GBps": bw / 1e9,
+            "fraction_of_copy": bw / copy_bw,
+            "torch_seconds": t_torch,
+            "torch_GBps": bytes_moved / t_torch / 1e9,
+            "speedup_vs_torch": t_torch / t_ours,
+            "rel_err": err,
+            "meets_80pct": bw / copy_bw >= 0.8,
+        }
 
     # ---- vector add
     x, y = src, torch.randn(n, device=dev, generator=g)
@@ -95,8 +109,13 @@ def main(argv=None):
         launch_compiled(ck, grid, [x, y, z])
         return rel(z, x + y)
 
-    memory_bound("vector_add", 3 * n * 4, lambda: launch_compiled(ck, grid, [x, y, z]),
-                 lambda: torch.add(x, y, out=z), va_check)
+    memory_bound(
+        "vector_add",
+        3 * n * 4,
+        lambda: launch_compiled(ck, grid, [x, y, z]),
+        lambda: torch.add(x, y, out=z),
+        va_check,
+    )
     del x, y, z, src
 
     # ---- softmax and RMSNorm: rows of 4096 f32
@@ -110,8 +129,13 @@ def main(argv=None):
         launch_compiled(cks, (m,), [xs, ys])
         return rel(ys, torch.softmax(xs.double(), dim=1))
 
-    memory_bound("softmax", 2 * m * k * 4, lambda: launch_compiled(cks, (m,), [xs, ys]),
-                 lambda: torch.softmax(xs, dim=1), sm_check)
+    memory_bound(
+        "softmax",
+        2 * m * k * 4,
+        lambda: launch_compiled(cks, (m,), [xs, ys]),
+        lambda: torch.softmax(xs, dim=1),
+        sm_check,
+    )
     w = torch.randn(k, device=dev, generator=g)
     ckr = tilepy_hip.compile(rmsnorm.rmsnorm, target="sm_90a", BLOCK_N=k)
 
@@ -121,8 +145,13 @@ def main(argv=None):
         xd = xs.double()
         return rel(ys, xd / torch.sqrt((xd * xd).mean(1, keepdim=True) + 1e-6) * w.double())
 
-    memory_bound("rmsnorm", 2 * m * k * 4 + k * 4, lambda: launch_compiled(ckr, (m,), [xs, w, ys, 1e-6]),
-                 lambda: torch.nn.functional.rms_norm(xs, (k,), w, 1e-6), rms_check)
+    memory_bound(
+        "rmsnorm",
+        2 * m * k * 4 + k * 4,
+        lambda: launch_compiled(ckr, (m,), [xs, w, ys, 1e-6]),
+        lambda: torch.nn.functional.rms_norm(xs, (k,), w, 1e-6),
+        rms_check,
+    )
     del xs, ys
 
     # ---- GEMM: bf16 in, f32 out, against cuBLAS (torch.matmul, bf16 out)
@@ -141,24 +170,38 @@ def main(argv=None):
         t_blas = timeit(lambda: torch.matmul(a, b), reps=10, batches=5)
         flops = 2 * M * N * K
         out[f"gemm_{preset}_preset"] = {
-            "instr": p["INSTR"].name, "shape": [M, N, K], "seconds": t_ours, "TFLOPs": flops / t_ours / 1e12,
-            "cublas_seconds": t_blas, "cublas_TFLOPs": flops / t_blas / 1e12, "ratio_to_cublas": t_blas / t_ours,
-            "rel_err": err, "registers": ckg.resources.get("registers"), "spills": ckg.resources.get("spill_stores")}
+            "instr": p["INSTR"].name,
+            "shape": [M, N, K],
+            "seconds": t_ours,
+            "TFLOPs": flops / t_ours / 1e12,
+            "cublas_seconds": t_blas,
+            "cublas_TFLOPs": flops / t_blas / 1e12,
+            "ratio_to_cublas": t_blas / t_ours,
+            "rel_err": err,
+            "registers": ckg.resources.get("registers"),
+            "spills": ckg.resources.get("spill_stores"),
+        }
 
     Path(args.out).mkdir(parents=True, exist_ok=True)
     path = Path(args.out) / f"{name}{'-quick' if args.quick else ''}.json"
     path.write_text(json.dumps(res, indent=1))
     print(f"device: {props.name}; copy bandwidth {copy_bw / 1e9:.0f} GB/s; results in {path}")
-    print(f"{'kernel':24s} {'time (us)':>10s} {'GB/s or TF':>11s} {'of copy':>8s} {'torch (us)':>11s} {'rel err':>9s}")
+    print(
+        f"{'kernel':24s} {'time (us)':>10s} {'GB/s or TF':>11s} {'of copy':>8s} {'torch (us)':>11s} {'rel err':>9s}"
+    )
     for key, r in out.items():
         if key == "d2d_copy":
             continue
         if "GBps" in r:
-            print(f"{key:24s} {r['seconds'] * 1e6:10.1f} {r['GBps']:11.0f} {r['fraction_of_copy']:8.1%} "
-                  f"{r['torch_seconds'] * 1e6:11.1f} {r['rel_err']:9.1e}")
+            print(
+                f"{key:24s} {r['seconds'] * 1e6:10.1f} {r['GBps']:11.0f} {r['fraction_of_copy']:8.1%} "
+                f"{r['torch_seconds'] * 1e6:11.1f} {r['rel_err']:9.1e}"
+            )
         else:
-            print(f"{key:24s} {r['seconds'] * 1e6:10.1f} {r['TFLOPs']:11.1f} {r['ratio_to_cublas']:8.1%} "
-                  f"{r['cublas_seconds'] * 1e6:11.1f} {r['rel_err']:9.1e}")
+            print(
+                f"{key:24s} {r['seconds'] * 1e6:10.1f} {r['TFLOPs']:11.1f} {r['ratio_to_cublas']:8.1%} "
+                f"{r['cublas_seconds'] * 1e6:11.1f} {r['rel_err']:9.1e}"
+            )
     return res
 
 

@@ -25,5 +25,14 @@ def render(kir, target=None) -> str:
     return render_source(kir, target)[0]
 
 
-__all__ = ["__version__", "render", "compile", "compile_ir", "launch", "CompiledKernel", "RENDER_TARGETS",
-           "find_amd_clang", "toolchain_info"]
+__all__ = [
+    "__version__",
+    "render",
+    "compile",
+    "compile_ir",
+    "launch",
+    "CompiledKernel",
+    "RENDER_TARGETS",
+    "find_amd_clang",
+    "toolchain_info",
+]

@@ -48,7 +48,9 @@ def _params(items) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m tilepy_hip", description="HIP C++ backend for tilepy kernels")
+    ap = argparse.ArgumentParser(
+        prog="python -m tilepy_hip", description="HIP C++ backend for tilepy kernels"
+    )
     sub = ap.add_subparsers(dest="cmd", required=True)
     e = sub.add_parser("emit", help="write a kernel's generated HIP C++ (and build it with --compile)")
     e.add_argument("file")
@@ -56,7 +58,9 @@ def main(argv=None) -> int:
     e.add_argument("--target", required=True, choices=sorted(RENDER_TARGETS))
     e.add_argument("--param", action="append", metavar="NAME=VALUE", help="a constexpr value (repeatable)")
     e.add_argument("-o", "--out", help="output file (default: stdout)")
-    e.add_argument("--compile", action="store_true", help="also build, write the binary, print resource usage")
+    e.add_argument(
+        "--compile", action="store_true", help="also build, write the binary, print resource usage"
+    )
     sub.add_parser("toolchain", help="print the compilers tilepy_hip found")
     args = ap.parse_args(argv)
 
@@ -67,7 +71,9 @@ def main(argv=None) -> int:
     kernel = getattr(module, args.kernel, None)
     if not isinstance(kernel, tp.Kernel):
         names = [n for n, v in vars(module).items() if isinstance(v, tp.Kernel)]
-        raise SystemExit(f"tilepy_hip: {args.file} has no kernel `{args.kernel}`; kernels: {', '.join(names) or 'none'}")
+        raise SystemExit(
+            f"tilepy_hip: {args.file} has no kernel `{args.kernel}`; kernels: {', '.join(names) or 'none'}"
+        )
     try:
         kir = kernel.ir(args.target, **_params(args.param))
         source, smem = render_source(kir, args.target)
@@ -81,13 +87,18 @@ def main(argv=None) -> int:
         sys.stdout.write(source)
     if ck is not None:
         ext = RENDER_TARGETS[args.target].binary_ext
-        binary = Path(args.out).with_suffix(f".{ext}") if args.out else Path(f"{kir.name}.{args.target}.{ext}")
+        binary = (
+            Path(args.out).with_suffix(f".{ext}") if args.out else Path(f"{kir.name}.{args.target}.{ext}")
+        )
         binary.write_bytes(ck.binary)
         r = ck.resources
         spills = r.get("spill_stores", 0) + r.get("spill_loads", 0) + r.get("scratch_bytes", 0)
-        print(f"{kir.name} [{args.target}, {ck.toolchain}]: registers {r.get('registers')}, shared memory "
-              f"{smem + r.get('static_smem', 0)} bytes, spills {spills} bytes, threads {kir.num_threads}; "
-              f"binary {binary} ({len(ck.binary)} bytes), source {ck.path}", file=sys.stderr)
+        print(
+            f"{kir.name} [{args.target}, {ck.toolchain}]: registers {r.get('registers')}, shared memory "
+            f"{smem + r.get('static_smem', 0)} bytes, spills {spills} bytes, threads {kir.num_threads}; "
+            f"binary {binary} ({len(ck.binary)} bytes), source {ck.path}",
+            file=sys.stderr,
+        )
     return 0
 
 

@@ -71,7 +71,11 @@ class CompiledKernel:
 # ---------------------------------------------------------------------- NVIDIA: NVRTC through ctypes
 def _nvrtc_candidates():
     for entry in sys.path:
-        for pattern in ("nvidia/cu13/lib/libnvrtc.so.*", "nvidia/cuda_nvrtc/lib/libnvrtc.so.*", "nvidia/cu12/lib/libnvrtc.so.*"):
+        for pattern in (
+            "nvidia/cu13/lib/libnvrtc.so.*",
+            "nvidia/cuda_nvrtc/lib/libnvrtc.so.*",
+            "nvidia/cu12/lib/libnvrtc.so.*",
+        ):
             yield from sorted(glob.glob(os.path.join(entry, pattern)))
     for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
         if home:
@@ -100,9 +104,17 @@ class Nvrtc:
     def compile(self, source: str, src_path: Path, rt, options=()) -> tuple[bytes, str]:
         lib = self.lib
         prog = ctypes.c_void_p()
-        self._check(lib.nvrtcCreateProgram(ctypes.byref(prog), source.encode(), str(src_path).encode(), 0, None, None))
-        opts = [f"--gpu-architecture={rt.arch}", "-std=c++17", f"-I{INCLUDE_DIR}", "--ptxas-options=-v",
-                "-lineinfo", *options]
+        self._check(
+            lib.nvrtcCreateProgram(ctypes.byref(prog), source.encode(), str(src_path).encode(), 0, None, None)
+        )
+        opts = [
+            f"--gpu-architecture={rt.arch}",
+            "-std=c++17",
+            f"-I{INCLUDE_DIR}",
+            "--ptxas-options=-v",
+            "-lineinfo",
+            *options,
+        ]
         arr = (ctypes.c_char_p * len(opts))(*[o.encode() for o in opts])
         rc = lib.nvrtcCompileProgram(prog, len(opts), arr)
         size = ctypes.c_size_t()
@@ -141,8 +153,22 @@ class Nvcc:
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "kernel.cubin"
             num = rt.arch.removeprefix("sm_")
-            cmd = [self.path, "-cubin", f"-gencode=arch=compute_{num},code={rt.arch}", "-std=c++17",
-                   f"-I{INCLUDE_DIR}", "-Xptxas", "-v", "-lineinfo", "-x", "cu", str(src_path), "-o", str(out), *options]
+            cmd = [
+                self.path,
+                "-cubin",
+                f"-gencode=arch=compute_{num},code={rt.arch}",
+                "-std=c++17",
+                f"-I{INCLUDE_DIR}",
+                "-Xptxas",
+                "-v",
+                "-lineinfo",
+                "-x",
+                "cu",
+                str(src_path),
+                "-o",
+                str(out),
+                *options,
+            ]
             p = subprocess.run(cmd, capture_output=True, text=True)
             log = p.stdout + p.stderr
             if p.returncode != 0:
@@ -150,7 +176,7 @@ class Nvcc:
             return out.read_bytes(), log
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def nvidia_compiler():
     """The NVIDIA compiler to use (NVRTC, else nvcc), or None."""
     if os.environ.get("TILEPY_HIP_NVCC_ONLY") != "1":
@@ -161,16 +187,23 @@ def nvidia_compiler():
                 return Nvrtc(path)
             except OSError:
                 continue
-    for cand in (shutil.which("nvcc"), os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc")):
+    for cand in (
+        shutil.which("nvcc"),
+        os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc"),
+    ):
         if cand and os.path.exists(cand):
             return Nvcc(cand)
     return None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def find_cuobjdump() -> str | None:
     for entry in sys.path:
-        for pattern in ("nvidia/cu13/bin/cuobjdump", "nvidia/cuda_cuobjdump/bin/cuobjdump", "nvidia/cu12/bin/cuobjdump"):
+        for pattern in (
+            "nvidia/cu13/bin/cuobjdump",
+            "nvidia/cuda_cuobjdump/bin/cuobjdump",
+            "nvidia/cu12/bin/cuobjdump",
+        ):
             hits = glob.glob(os.path.join(entry, pattern))
             if hits:
                 return hits[0]
@@ -190,25 +223,46 @@ class AmdClang:
 
     @property
     def name(self) -> str:
-        return f"clang {self.version} ({os.path.basename(self.cmd[-1]) if self.cmd[-1] != 'clang' else ' '.join(self.cmd)})"
+        tool = os.path.basename(self.cmd[-1]) if self.cmd[-1] != "clang" else " ".join(self.cmd)
+        return f"clang {self.version} ({tool})"
 
     def compile(self, source: str, src_path: Path, rt, options=()) -> tuple[bytes, str, str]:
         with tempfile.TemporaryDirectory() as tmp:
             asm, obj, hsaco = Path(tmp) / "k.s", Path(tmp) / "k.o", Path(tmp) / "k.hsaco"
-            cmd = [*self.cmd, "-x", "hip", f"--offload-arch={rt.arch}", "--cuda-device-only", "-nogpulib",
-                   "-nogpuinc", "-O3", "-std=c++17", f"-I{INCLUDE_DIR}", "-S", str(src_path), "-o", str(asm), *options]
+            cmd = [
+                *self.cmd,
+                "-x",
+                "hip",
+                f"--offload-arch={rt.arch}",
+                "--cuda-device-only",
+                "-nogpulib",
+                "-nogpuinc",
+                "-O3",
+                "-std=c++17",
+                f"-I{INCLUDE_DIR}",
+                "-S",
+                str(src_path),
+                "-o",
+                str(asm),
+                *options,
+            ]
             p = subprocess.run(cmd, capture_output=True, text=True)
             log = p.stdout + p.stderr
             if p.returncode != 0:
                 raise _BuildFailed(log)
             asm_text = asm.read_text()
-            p = subprocess.run([*self.cmd, "--target=amdgcn-amd-amdhsa", f"-mcpu={rt.arch}", "-c", str(asm), "-o",
-                                str(obj)], capture_output=True, text=True)
+            p = subprocess.run(
+                [*self.cmd, "--target=amdgcn-amd-amdhsa", f"-mcpu={rt.arch}", "-c", str(asm), "-o", str(obj)],
+                capture_output=True,
+                text=True,
+            )
             if p.returncode != 0:
                 raise _BuildFailed(log + p.stdout + p.stderr)
             binary = obj.read_bytes()
             if self.lld:
-                p = subprocess.run([*self.lld, "-shared", str(obj), "-o", str(hsaco)], capture_output=True, text=True)
+                p = subprocess.run(
+                    [*self.lld, "-shared", str(obj), "-o", str(hsaco)], capture_output=True, text=True
+                )
                 if p.returncode == 0:
                     binary = hsaco.read_bytes()
             return binary, log, asm_text
@@ -231,7 +285,7 @@ def _has_amdgpu(cmd) -> bool:
     return "amdgcn" in p.stdout
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def find_amd_clang() -> AmdClang | None:
     """An AMDGPU-capable clang, or None (see the module docstring for the search order)."""
     cands = []
@@ -266,9 +320,13 @@ def find_amd_clang() -> AmdClang | None:
 def toolchain_info() -> dict:
     nv = nvidia_compiler()
     amd = find_amd_clang()
-    return {"nvidia": nv.name if nv else None, "nvidia_path": getattr(nv, "path", None),
-            "cuobjdump": find_cuobjdump(), "amd": amd.name if amd else None,
-            "amd_cmd": " ".join(amd.cmd) if amd else None}
+    return {
+        "nvidia": nv.name if nv else None,
+        "nvidia_path": getattr(nv, "path", None),
+        "cuobjdump": find_cuobjdump(),
+        "amd": amd.name if amd else None,
+        "amd_cmd": " ".join(amd.cmd) if amd else None,
+    }
 
 
 # ---------------------------------------------------------------------- resources
@@ -290,10 +348,16 @@ def parse_nvidia_resources(log: str) -> dict:
 
 def parse_amd_resources(asm: str) -> dict:
     res = {}
-    for key, pat in (("vgprs", r"; NumVgprs: (\d+)"), ("agprs", r"; NumAgprs: (\d+)"),
-                     ("sgprs", r"; NumSgprs: (\d+)"), ("scratch_bytes", r"; ScratchSize: (\d+)"),
-                     ("occupancy", r"; Occupancy: (\d+)"), ("static_smem", r"; LDSByteSize: (\d+)"),
-                     ("vgpr_spills", r"\.vgpr_spill_count:\s+(\d+)"), ("sgpr_spills", r"\.sgpr_spill_count:\s+(\d+)")):
+    for key, pat in (
+        ("vgprs", r"; NumVgprs: (\d+)"),
+        ("agprs", r"; NumAgprs: (\d+)"),
+        ("sgprs", r"; NumSgprs: (\d+)"),
+        ("scratch_bytes", r"; ScratchSize: (\d+)"),
+        ("occupancy", r"; Occupancy: (\d+)"),
+        ("static_smem", r"; LDSByteSize: (\d+)"),
+        ("vgpr_spills", r"\.vgpr_spill_count:\s+(\d+)"),
+        ("sgpr_spills", r"\.sgpr_spill_count:\s+(\d+)"),
+    ):
         m = re.search(pat, asm)
         if m:
             res[key] = int(m.group(1))
@@ -330,18 +394,26 @@ def _tilepy_line(source: str, cline: int) -> Span | None:
 
 def _build_error(log: str, source: str, src_path: Path, compiler: str, target: str, kir=None) -> BuildError:
     name = re.escape(src_path.name)
-    m = (re.search(name + r"\((\d+)\): (?:catastrophic )?error", log)
-         or re.search(name + r":(\d+):\d+: (?:fatal )?error", log))
+    m = re.search(name + r"\((\d+)\): (?:catastrophic )?error", log) or re.search(
+        name + r":(\d+):\d+: (?:fatal )?error", log
+    )
     cline = int(m.group(1)) if m else 0
     span = _tilepy_line(source, cline) if cline else None
     errors = [ln for ln in log.splitlines() if "error" in ln][:8]
     where = f"{src_path}:{cline}" if cline else str(src_path)
-    msg = (f"{compiler} could not compile the generated source {where} for {target}"
-           + (f" (the statement at {span.file}:{span.line})" if span else "") + ":\n    " + "\n    ".join(errors))
+    msg = (
+        f"{compiler} could not compile the generated source {where} for {target}"
+        + (f" (the statement at {span.file}:{span.line})" if span else "")
+        + ":\n    "
+        + "\n    ".join(errors)
+    )
     if span is None and kir is not None:
         span = Span(kir.file, kir.line, 0, linecache.getline(kir.file, kir.line).rstrip("\n"))
-    return BuildError(msg, span, "this is a tilepy_hip bug or an unsupported construct; the generated source is "
-                                 f"at {src_path}")
+    return BuildError(
+        msg,
+        span,
+        f"this is a tilepy_hip bug or an unsupported construct; the generated source is at {src_path}",
+    )
 
 
 # ---------------------------------------------------------------------- compile with cache
@@ -357,18 +429,30 @@ def compile_ir(kir, target=None, *, cache_dir=None, options=(), force: bool = Fa
     if rt.vendor == "nvidia":
         tool = nvidia_compiler()
         if tool is None:
-            raise ToolchainMissing(f"no NVIDIA compiler found to build `{kir.name}` for {rt.name}",
-                                   Span(kir.file, kir.line, 0),
-                                   "pip install nvidia-cuda-nvrtc (or put nvcc on PATH)")
+            raise ToolchainMissing(
+                f"no NVIDIA compiler found to build `{kir.name}` for {rt.name}",
+                Span(kir.file, kir.line, 0),
+                "pip install nvidia-cuda-nvrtc (or put nvcc on PATH)",
+            )
     else:
         tool = find_amd_clang()
         if tool is None:
-            raise ToolchainMissing(f"no AMDGPU-capable clang found to build `{kir.name}` for {rt.name}",
-                                   Span(kir.file, kir.line, 0),
-                                   "apt-get install clang-19, or pip install ziglang, or set TILEPY_HIP_CLANG")
-    key = make_key({"ir": format_ir(kir), "constexprs": {k: repr(v) for k, v in kir.constexprs.items()},
-                    "target": rt.name, "compiler": tool.name, "options": list(options), "source": source,
-                    "tilepy_hip": __version__})
+            raise ToolchainMissing(
+                f"no AMDGPU-capable clang found to build `{kir.name}` for {rt.name}",
+                Span(kir.file, kir.line, 0),
+                "apt-get install clang-19, or pip install ziglang, or set TILEPY_HIP_CLANG",
+            )
+    key = make_key(
+        {
+            "ir": format_ir(kir),
+            "constexprs": {k: repr(v) for k, v in kir.constexprs.items()},
+            "target": rt.name,
+            "compiler": tool.name,
+            "options": list(options),
+            "source": source,
+            "tilepy_hip": __version__,
+        }
+    )
     memo = _MEMO.get((key, str(cache_dir)))
     if memo is not None and not force:
         return memo
@@ -394,16 +478,47 @@ def compile_ir(kir, target=None, *, cache_dir=None, options=(), force: bool = Fa
             write_atomic(bin_path.with_suffix(".s"), out[2])
         resources["dynamic_smem"] = smem
         resources["threads"] = kir.num_threads
-        cache.store(key, source, binary, {"resources": resources, "kernel": kir.name, "target": rt.name,
-                                          "compiler": tool.name, "file": kir.file, "line": kir.line})
-    ck = CompiledKernel(kir.name, rt.name, source, binary, resources, str(src_path), str(bin_path), key,
-                        kir.num_threads, smem, list(kir.params), tool.name, kir)
+        cache.store(
+            key,
+            source,
+            binary,
+            {
+                "resources": resources,
+                "kernel": kir.name,
+                "target": rt.name,
+                "compiler": tool.name,
+                "file": kir.file,
+                "line": kir.line,
+            },
+        )
+    ck = CompiledKernel(
+        kir.name,
+        rt.name,
+        source,
+        binary,
+        resources,
+        str(src_path),
+        str(bin_path),
+        key,
+        kir.num_threads,
+        smem,
+        list(kir.params),
+        tool.name,
+        kir,
+    )
     _MEMO[(key, str(cache_dir))] = ck
     return ck
 
 
-def compile(kernel, target: str | None = None, *, cache_dir=None, options=(), force: bool = False,  # noqa: A001
-            **constexprs) -> CompiledKernel:
+def compile(
+    kernel,
+    target: str | None = None,
+    *,
+    cache_dir=None,
+    options=(),
+    force: bool = False,  # noqa: A001
+    **constexprs,
+) -> CompiledKernel:
     """Specialize `kernel` (a tilepy.Kernel) for `target` and the constexprs, render, build and cache it.
 
     >>> ck = compile(stdlib_kernels.vector_add.vector_add, target="sm_90a", BLOCK=1024)   # doctest: +SKIP

@@ -17,25 +17,49 @@ from tilepy.errors import LaunchError
 from tilepy.kernel import resolve_grid
 from tilepy.types import ScalarType, TensorType
 
-_TORCH_DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64", "i8": "int8",
-                 "i32": "int32", "i64": "int64", "u32": "uint32", "bool": "bool"}
-_CTYPES = {"f16": None, "bf16": None, "f32": ctypes.c_float, "f64": ctypes.c_double, "i8": ctypes.c_int8,
-           "i32": ctypes.c_int32, "i64": ctypes.c_int64, "u32": ctypes.c_uint32, "bool": ctypes.c_bool}
+_TORCH_DTYPES = {
+    "f16": "float16",
+    "bf16": "bfloat16",
+    "f32": "float32",
+    "f64": "float64",
+    "i8": "int8",
+    "i32": "int32",
+    "i64": "int64",
+    "u32": "uint32",
+    "bool": "bool",
+}
+_CTYPES = {
+    "f16": None,
+    "bf16": None,
+    "f32": ctypes.c_float,
+    "f64": ctypes.c_double,
+    "i8": ctypes.c_int8,
+    "i32": ctypes.c_int32,
+    "i64": ctypes.c_int64,
+    "u32": ctypes.c_uint32,
+    "bool": ctypes.c_bool,
+}
 CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
 CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97
 CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
 CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _driver():
     try:
         cuda = ctypes.CDLL("libcuda.so.1")
     except OSError as exc:
         raise LaunchError(f"the CUDA driver (libcuda.so.1) is not available: {exc}") from None
     cuda.cuGetErrorString.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
-    cuda.cuLaunchKernel.argtypes = [ctypes.c_void_p, *([ctypes.c_uint] * 6), ctypes.c_uint, ctypes.c_void_p,
-                                    ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_void_p)]
+    cuda.cuLaunchKernel.argtypes = [
+        ctypes.c_void_p,
+        *([ctypes.c_uint] * 6),
+        ctypes.c_uint,
+        ctypes.c_void_p,
+        ctypes.POINTER(ctypes.c_void_p),
+        ctypes.POINTER(ctypes.c_void_p),
+    ]
     return cuda
 
 
@@ -71,8 +95,10 @@ def device_target(device_index: int | None = None) -> str:
         return "sm_90a"
     if major >= 8:
         return "sm_80"
-    raise LaunchError(f"CUDA device of compute capability {major}.{minor} is older than sm_80, which tilepy_hip "
-                      "does not target")
+    raise LaunchError(
+        f"CUDA device of compute capability {major}.{minor} is older than sm_80, which tilepy_hip "
+        "does not target"
+    )
 
 
 _FUNCTIONS: dict = {}
@@ -93,13 +119,21 @@ def _function(ck, device_index: int):
         dev = ctypes.c_int()
         _check(cuda.cuDeviceGet(ctypes.byref(dev), device_index), "cuDeviceGet")
         limit = ctypes.c_int()
-        _check(cuda.cuDeviceGetAttribute(ctypes.byref(limit), CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
-                                         dev), "cuDeviceGetAttribute")
+        _check(
+            cuda.cuDeviceGetAttribute(
+                ctypes.byref(limit), CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev
+            ),
+            "cuDeviceGetAttribute",
+        )
         if ck.smem_bytes > limit.value:
-            raise LaunchError(f"`{ck.name}` needs {ck.smem_bytes} bytes of shared memory; this device allows "
-                              f"{limit.value} per block")
-        _check(cuda.cuFuncSetAttribute(func, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, ck.smem_bytes),
-               "raising the dynamic shared memory limit")
+            raise LaunchError(
+                f"`{ck.name}` needs {ck.smem_bytes} bytes of shared memory; this device allows "
+                f"{limit.value} per block"
+            )
+        _check(
+            cuda.cuFuncSetAttribute(func, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, ck.smem_bytes),
+            "raising the dynamic shared memory limit",
+        )
     _FUNCTIONS[key] = (module, func)
     return module, func
 
@@ -108,30 +142,31 @@ def pack_args(ck, args, device=None) -> tuple[list, dict]:
     """Check run-time arguments against the kernel's parameters; (ctypes values, symbolic dims)."""
     import torch
 
-    values, dims, first_seen = [], {}, {}
+    values, dims, first_seen, on_device = [], {}, {}, []
     params = ck.params
     if len(args) != len(params):
-        raise LaunchError(f"kernel `{ck.name}` takes {len(params)} run-time arguments "
-                          f"({', '.join(p.name for p in params)}), got {len(args)}")
+        raise LaunchError(
+            f"kernel `{ck.name}` takes {len(params)} run-time arguments "
+            f"({', '.join(p.name for p in params)}), got {len(args)}"
+        )
     for p, a in zip(params, args):
         t = p.type
         if isinstance(t, TensorType):
             if not isinstance(a, torch.Tensor):
-                raise LaunchError(f"argument `{p.name}` of `{ck.name}` must be a torch tensor, got {type(a).__name__}")
-            if not a.is_cuda:
-                raise LaunchError(f"argument `{p.name}` of `{ck.name}` is on {a.device}; tilepy_hip runs on CUDA "
-                                  "tensors (move it with .cuda(), or run the interpreter with kernel[grid](...))")
-            if device is not None and a.device != device:
-                raise LaunchError(f"argument `{p.name}` is on {a.device} but the launch is on {device}; put all "
-                                  "tensors on one device")
-            device = a.device
+                raise LaunchError(
+                    f"argument `{p.name}` of `{ck.name}` must be a torch tensor, got {type(a).__name__}"
+                )
             want = getattr(torch, _TORCH_DTYPES[t.dtype.name])
             if a.dtype != want:
-                raise LaunchError(f"argument `{p.name}` of `{ck.name}` has dtype {a.dtype}; the kernel declares "
-                                  f"{t.dtype} ({want})")
+                raise LaunchError(
+                    f"argument `{p.name}` of `{ck.name}` has dtype {a.dtype}; the kernel declares "
+                    f"{t.dtype} ({want})"
+                )
             if a.dim() != len(t.shape):
-                raise LaunchError(f"argument `{p.name}` of `{ck.name}` has {a.dim()} dimensions {tuple(a.shape)}; "
-                                  f"the kernel declares {len(t.shape)}: {t}")
+                raise LaunchError(
+                    f"argument `{p.name}` of `{ck.name}` has {a.dim()} dimensions {tuple(a.shape)}; "
+                    f"the kernel declares {len(t.shape)}: {t}"
+                )
             for i, (d, n) in enumerate(zip(t.shape, a.shape)):
                 n = int(n)
                 if isinstance(d, int):
@@ -139,26 +174,37 @@ def pack_args(ck, args, device=None) -> tuple[list, dict]:
                         raise LaunchError(f"dimension {i} of `{p.name}` is {n}; the kernel declares {d}")
                     continue
                 if d in dims and dims[d] != n:
-                    raise LaunchError(f"dimension `{d}` is {dims[d]} in `{first_seen[d]}` but {n} in `{p.name}` "
-                                      f"(dimension {i}); tensors sharing a dimension name must agree")
+                    raise LaunchError(
+                        f"dimension `{d}` is {dims[d]} in `{first_seen[d]}` but {n} in `{p.name}` "
+                        f"(dimension {i}); tensors sharing a dimension name must agree"
+                    )
                 if n >= 2**31:
-                    raise LaunchError(f"dimension {i} of `{p.name}` is {n}, over the 2**31 - 1 tilepy_hip supports")
+                    raise LaunchError(
+                        f"dimension {i} of `{p.name}` is {n}, over the 2**31 - 1 tilepy_hip supports"
+                    )
                 dims.setdefault(d, n)
                 first_seen.setdefault(d, p.name)
             if not a.is_contiguous():
-                raise LaunchError(f"argument `{p.name}` of `{ck.name}` is not contiguous (strides {a.stride()}); "
-                                  f"pass {p.name}.contiguous()")
+                raise LaunchError(
+                    f"argument `{p.name}` of `{ck.name}` is not contiguous (strides {a.stride()}); "
+                    f"pass {p.name}.contiguous()"
+                )
+            on_device.append((p.name, a.device))
             values.append(ctypes.c_void_p(a.data_ptr()))
             values += [ctypes.c_int(int(n)) for d, n in zip(t.shape, a.shape) if not isinstance(d, int)]
         elif isinstance(t, ScalarType):
             kind = t.dtype
             if isinstance(a, torch.Tensor):
                 if a.numel() != 1:
-                    raise LaunchError(f"argument `{p.name}` is a scalar {kind}; got a tensor of shape {tuple(a.shape)}")
+                    raise LaunchError(
+                        f"argument `{p.name}` is a scalar {kind}; got a tensor of shape {tuple(a.shape)}"
+                    )
                 a = a.item()
             if kind.is_float:
                 if not isinstance(a, int | float) or isinstance(a, bool):
-                    raise LaunchError(f"argument `{p.name}` must be a number ({kind}), got {type(a).__name__}")
+                    raise LaunchError(
+                        f"argument `{p.name}` must be a number ({kind}), got {type(a).__name__}"
+                    )
             elif kind.is_int:
                 if not isinstance(a, int) or isinstance(a, bool):
                     raise LaunchError(f"argument `{p.name}` must be an int ({kind}), got {type(a).__name__}")
@@ -168,6 +214,17 @@ def pack_args(ck, args, device=None) -> tuple[list, dict]:
             values.append(ct(a))
         else:
             raise LaunchError(f"parameter `{p.name}` of type {t} cannot be passed at launch")
+    for name, dev in on_device:  # devices last: the other checks also run without a GPU
+        if dev.type != "cuda":
+            raise LaunchError(
+                f"argument `{name}` of `{ck.name}` is on {dev}; tilepy_hip runs on CUDA tensors "
+                "(move it with .cuda(), or run the interpreter with kernel[grid](...))"
+            )
+        if device is not None and dev != device:
+            raise LaunchError(
+                f"argument `{name}` is on {dev} but the launch is on {device}; put all tensors on one device"
+            )
+        device = dev
     return values, dims, device
 
 
@@ -190,9 +247,25 @@ def launch_compiled(ck, grid, args, stream=None):
         _, func = _function(ck, index)
         if stream is None:
             stream = torch.cuda.current_stream(index).cuda_stream
-        arr = (ctypes.c_void_p * max(len(values), 1))(*[ctypes.cast(ctypes.pointer(v), ctypes.c_void_p) for v in values])
-        _check(_driver().cuLaunchKernel(func, grid[0], grid[1], grid[2], ck.num_threads, 1, 1, ck.smem_bytes,
-                                        ctypes.c_void_p(stream), arr, None), f"launching `{ck.name}`")
+        arr = (ctypes.c_void_p * max(len(values), 1))(
+            *[ctypes.cast(ctypes.pointer(v), ctypes.c_void_p) for v in values]
+        )
+        _check(
+            _driver().cuLaunchKernel(
+                func,
+                grid[0],
+                grid[1],
+                grid[2],
+                ck.num_threads,
+                1,
+                1,
+                ck.smem_bytes,
+                ctypes.c_void_p(stream),
+                arr,
+                None,
+            ),
+            f"launching `{ck.name}`",
+        )
 
 
 def launch(kernel, grid, *args, target: str | None = None, stream=None, **kwargs):
@@ -202,14 +275,21 @@ def launch(kernel, grid, *args, target: str | None = None, stream=None, **kwargs
 
     >>> launch(vector_add, (tp.cdiv(n, 1024),), x, y, z, BLOCK=1024)    # doctest: +SKIP
     """
-    from .build import compile as build
-
     import torch
+
+    from .build import compile as build
 
     runtime, consts = kernel.bind_args(args, kwargs)
     tensors = [a for a in runtime if isinstance(a, torch.Tensor) and a.is_cuda]
-    index = tensors[0].device.index if tensors else torch.cuda.current_device()
-    ck = build(kernel, target=target or device_target(index), **consts)
+    if target is None:
+        if not torch.cuda.is_available():
+            raise LaunchError(
+                f"no CUDA device to launch `{kernel.name}` on; run it on the CPU interpreter with "
+                f"{kernel.name}[grid](...), or pass target= to compile only"
+            )
+        index = tensors[0].device.index if tensors else torch.cuda.current_device()
+        target = device_target(index)
+    ck = build(kernel, target=target, **consts)
     grid = resolve_grid(grid, kernel, ck.kir, runtime)
     launch_compiled(ck, grid, runtime, stream)
     return ck

@@ -1,7 +1,7 @@
 """Run every GPU kernel once on small inputs with partial tiles, for compute-sanitizer:
 
-    compute-sanitizer --tool memcheck python3 tests/gpu/sanitize.py
-    compute-sanitizer --tool racecheck python3 tests/gpu/sanitize.py
+compute-sanitizer --tool memcheck python3 tests/gpu/sanitize.py
+compute-sanitizer --tool racecheck python3 tests/gpu/sanitize.py
 """
 
 import os
@@ -29,8 +29,15 @@ a = torch.randn(130, 200, device=d).bfloat16()
 b = torch.randn(200, 66, device=d).bfloat16()
 for preset in ("sm_90a", "sm_80"):
     p = gemm.PRESETS[preset]
-    L(gemm.gemm, (tp.cdiv(130, p["BM"]), tp.cdiv(66, p["BN"])), a, b, torch.empty(130, 66, device=d),
-      target="sm_90a", **p)
+    L(
+        gemm.gemm,
+        (tp.cdiv(130, p["BM"]), tp.cdiv(66, p["BN"])),
+        a,
+        b,
+        torch.empty(130, 66, device=d),
+        target="sm_90a",
+        **p,
+    )
 n = 32 * 5 + 7
 L(extra.bulk_ws, (tp.cdiv(n, 32),), torch.randn(n, device=d), torch.empty(n, device=d))
 n = 512 * 3 + 100

@@ -12,8 +12,10 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="torch is not installed")
 if not torch.cuda.is_available():
-    pytest.skip("no CUDA GPU here (torch.cuda.is_available() is False): GPU tests need the device machine",
-                allow_module_level=True)
+    pytest.skip(
+        "no CUDA GPU here (torch.cuda.is_available() is False): GPU tests need the device machine",
+        allow_module_level=True,
+    )
 
 import tilepy as tp  # noqa: E402
 import tilepy_hip  # noqa: E402
@@ -187,7 +189,12 @@ def test_launch_errors_on_gpu():
     with pytest.raises(tp.LaunchError, match="dtype"):
         tilepy_hip.launch(vector_add.vector_add, (1,), x.double(), x, x)
     with pytest.raises(tp.LaunchError, match="contiguous"):
-        tilepy_hip.launch(softmax.softmax, (1,), torch.randn(8, 8, device=DEV).t(), torch.empty(8, 8, device=DEV),
-                          BLOCK_N=16)
+        tilepy_hip.launch(
+            softmax.softmax,
+            (1,),
+            torch.randn(8, 8, device=DEV).t(),
+            torch.empty(8, 8, device=DEV),
+            BLOCK_N=16,
+        )
     with pytest.raises(tp.LaunchError, match="cpu"):
         tilepy_hip.launch(vector_add.vector_add, (1,), x.cpu(), x, x)

@@ -10,11 +10,11 @@ def bulk_ws(X: tp.Tensor[tp.f32, "N"], Y: tp.Tensor[tp.f32, "N"], BLOCK: tp.cons
     s = tp.shared((BLOCK,), tp.f32)
     full = tp.mbarrier(1)
     if tp.warp_id() == 0:
-        tp.copy_bulk(X[i0:i0 + BLOCK], s, full)
+        tp.copy_bulk(X[i0 : i0 + BLOCK], s, full)
         tp.mbarrier_arrive(full)
     else:
         tp.mbarrier_wait(full, 0)
-        tp.store(Y[i0:i0 + BLOCK], tp.load(s) * 2.0)
+        tp.store(Y[i0 : i0 + BLOCK], tp.load(s) * 2.0)
 
 
 @tp.kernel(threads=256, target="sm_90a")
@@ -24,11 +24,11 @@ def producer_consumer(X: tp.Tensor[tp.f32, "N"], Y: tp.Tensor[tp.f32, "N"], BLOC
     full = tp.mbarrier(1)
     wg = tp.warpgroup_id()
     if wg == 0:
-        tp.store(buf, tp.load(X[i0:i0 + BLOCK]) * 2.0)
+        tp.store(buf, tp.load(X[i0 : i0 + BLOCK]) * 2.0)
         tp.mbarrier_arrive(full)
     else:
         tp.mbarrier_wait(full, 0)
-        tp.store(Y[i0:i0 + BLOCK], tp.load(buf) + 1.0)
+        tp.store(Y[i0 : i0 + BLOCK], tp.load(buf) + 1.0)
 
 
 @tp.kernel(threads=128)
@@ -36,22 +36,27 @@ def big_smem(X: tp.Tensor[tp.f32, "N"], Y: tp.Tensor[tp.f32, "N"], BLOCK: tp.con
     """64 KB of shared memory: the launch must raise the dynamic shared-memory limit."""
     i0 = tp.block_id(0) * BLOCK
     s = tp.shared((BLOCK,), tp.f32)
-    tp.copy(X[i0:i0 + BLOCK], s)
+    tp.copy(X[i0 : i0 + BLOCK], s)
     tp.barrier()
-    tp.store(Y[i0:i0 + BLOCK], tp.load(s) * 2.0)
+    tp.store(Y[i0 : i0 + BLOCK], tp.load(s) * 2.0)
 
 
 @tp.kernel(threads=128)
-def col_stats(X: tp.Tensor[tp.f32, "M", "N"], S: tp.Tensor[tp.f32, "N"], Mx: tp.Tensor[tp.f32, "N"],
-              BM: tp.constexpr = 64, BN: tp.constexpr = 32):
+def col_stats(
+    X: tp.Tensor[tp.f32, "M", "N"],
+    S: tp.Tensor[tp.f32, "N"],
+    Mx: tp.Tensor[tp.f32, "N"],
+    BM: tp.constexpr = 64,
+    BN: tp.constexpr = 32,
+):
     """Column sums and maxima of a (BM, BN) tile per block: a reduction along axis 0 of a 2-D tile."""
     n0 = tp.block_id(0) * BN
     rows = tp.arange(BM)
     valid = rows[:, None] < X.shape[0]
-    x = tp.load(X[0:BM, n0:n0 + BN])
-    xm = tp.load(X[0:BM, n0:n0 + BN], mask=valid, other=float("-inf"))
-    tp.store(S[n0:n0 + BN], tp.sum(x, axis=0))
-    tp.store(Mx[n0:n0 + BN], tp.max(xm, axis=0))
+    x = tp.load(X[0:BM, n0 : n0 + BN])
+    xm = tp.load(X[0:BM, n0 : n0 + BN], mask=valid, other=float("-inf"))
+    tp.store(S[n0 : n0 + BN], tp.sum(x, axis=0))
+    tp.store(Mx[n0 : n0 + BN], tp.max(xm, axis=0))
 
 
 @tp.kernel(threads=128)

@@ -12,17 +12,26 @@ from tilepy import dtypes as dt
 from tilepy.symbolic import BinOp, Const, Sym, Var, as_sym
 
 C_TYPES = {
-    "f16": "tp_f16", "bf16": "tp_bf16", "f32": "float", "f64": "double", "i8": "signed char", "i32": "int",
-    "i64": "long long", "u32": "unsigned", "bool": "bool",
+    "f16": "tp_f16",
+    "bf16": "tp_bf16",
+    "f32": "float",
+    "f64": "double",
+    "i8": "signed char",
+    "i32": "int",
+    "i64": "long long",
+    "u32": "unsigned",
+    "bool": "bool",
 }
 
-C_KEYWORDS = frozenset("""
+C_KEYWORDS = frozenset(
+    """
 auto bool break case catch char class const constexpr continue default delete do double else enum explicit
 extern false float for friend goto if inline int long mutable namespace new operator private protected public
 register return short signed sizeof static struct switch template this throw true try typedef typename union
 unsigned using virtual void volatile while asm alignas alignof char16_t char32_t decltype noexcept nullptr
 static_assert thread_local and or not xor bitand bitor compl and_eq or_eq xor_eq not_eq main
-""".split())
+""".split()
+)
 
 
 def ctype(dtype: dt.DType) -> str:
@@ -101,7 +110,18 @@ def sym_c(e) -> str:
     return _fmt(as_sym(e))
 
 
-_C_OPS = {"//": "/", "%": "%", "+": "+", "-": "-", "*": "*", "^": "^", "&": "&", "|": "|", ">>": ">>", "<<": "<<"}
+_C_OPS = {
+    "//": "/",
+    "%": "%",
+    "+": "+",
+    "-": "-",
+    "*": "*",
+    "^": "^",
+    "&": "&",
+    "|": "|",
+    ">>": ">>",
+    "<<": "<<",
+}
 
 
 def _fmt(e: Sym) -> str:

@@ -11,7 +11,7 @@ uses to map C++ compiler errors back to the kernel's source.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from tilepy import dtypes as dt
 from tilepy import ir
@@ -55,7 +55,7 @@ class ViewRef:
         return [j for j, q in enumerate(self.squeeze) if not q]
 
     def stride(self, j: int) -> str:
-        dims = self.tensor.dims[j + 1:]
+        dims = self.tensor.dims[j + 1 :]
         return " * ".join(f"(long long){d}" for d in dims) if dims else "1LL"
 
 
@@ -162,9 +162,11 @@ class Renderer(TileOps, CopyOps):
         off = -(-self.smem_top // align) * align
         self.smem_top = off + nbytes
         if self.smem_top > self.t.smem_bytes:
-            raise self.error(f"shared memory use reaches {self.smem_top} bytes with the scratch space for "
-                             f"reductions and layout conversions, over the {self.t.smem_bytes} bytes a block has",
-                             "use smaller register tiles or fewer shared stages")
+            raise self.error(
+                f"shared memory use reaches {self.smem_top} bytes with the scratch space for "
+                f"reductions and layout conversions, over the {self.t.smem_bytes} bytes a block has",
+                "use smaller register tiles or fewer shared stages",
+            )
         return off
 
     def thread_part(self, layout, d: int) -> str:
@@ -181,8 +183,10 @@ class Renderer(TileOps, CopyOps):
         lo, size = self.role_range()
         if n == size:
             return self.hoist(f"tp_tid - {lo}", stem="rt") if lo else "tp_tid"
-        raise self.error(f"a tile laid out over {n} threads is used where {size} threads run",
-                         "lay the tile out over the threads of the role that uses it")
+        raise self.error(
+            f"a tile laid out over {n} threads is used where {size} threads run",
+            "lay the tile out over the threads of the role that uses it",
+        )
 
     def role_range(self) -> tuple[int, int]:
         """(first thread, thread count) of the threads running the current statement."""
@@ -247,8 +251,9 @@ class Renderer(TileOps, CopyOps):
                 self.env[p.name] = name
                 out.append(f"{ctype(p.type.dtype)} {name}")
             else:
-                raise self.error(f"kernel parameter `{p.name}` has type {p.type}, which cannot be passed",
-                                 span=p.span)
+                raise self.error(
+                    f"kernel parameter `{p.name}` has type {p.type}, which cannot be passed", span=p.span
+                )
         return out
 
     def _place_shared(self, body):
@@ -268,8 +273,11 @@ class Renderer(TileOps, CopyOps):
                 self.smem_top = off + 8
                 self.mbarriers[id(s.value)] = off
         if self.smem_top > self.t.smem_bytes:
-            raise self.error(f"shared tiles need {self.smem_top} bytes, over the {self.t.smem_bytes} bytes a block has",
-                             "use smaller tiles or fewer stages", Span(self.kir.file, self.kir.line, 0))
+            raise self.error(
+                f"shared tiles need {self.smem_top} bytes, over the {self.t.smem_bytes} bytes a block has",
+                "use smaller tiles or fewer stages",
+                Span(self.kir.file, self.kir.line, 0),
+            )
 
     def _find_arrivals(self, body):
         """Which roles (by thread count) arrive on each mbarrier: a dry walk tracking role ranges."""
@@ -277,11 +285,19 @@ class Renderer(TileOps, CopyOps):
 
         def walk(stmts):
             for s in stmts:
-                if isinstance(s, ir.Assign) and isinstance(s.value.type, ScalarType) and not s.value.type.uniform:
+                if (
+                    isinstance(s, ir.Assign)
+                    and isinstance(s.value.type, ScalarType)
+                    and not s.value.type.uniform
+                ):
                     vals = self._thread_values(s.value)
                     if vals is not None:
                         self.static_values[s.name] = vals
-                elif isinstance(s, ir.Eval) and s.call.op == "mbarrier_arrive" and isinstance(s.call.args[0], ir.Var):
+                elif (
+                    isinstance(s, ir.Eval)
+                    and s.call.op == "mbarrier_arrive"
+                    and isinstance(s.call.args[0], ir.Var)
+                ):
                     self.arrival_roles.setdefault(s.call.args[0].name, set()).add(self.role_range()[1])
                 elif isinstance(s, ir.For):
                     walk(s.body)
@@ -428,10 +444,28 @@ class Renderer(TileOps, CopyOps):
 
         tids = np.arange(self.kir.num_threads)
         W = self.t.warp_size
-        leaves = {"thread_id": tids, "lane_id": tids % W, "warp_id": tids // W, "warpgroup_id": tids // (4 * W)}
-        ops = {"+": np.add, "-": np.subtract, "*": np.multiply, "//": np.floor_divide, "%": np.mod,
-               "<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal, "==": np.equal,
-               "!=": np.not_equal, "and": np.logical_and, "or": np.logical_or, "&": np.bitwise_and}
+        leaves = {
+            "thread_id": tids,
+            "lane_id": tids % W,
+            "warp_id": tids // W,
+            "warpgroup_id": tids // (4 * W),
+        }
+        ops = {
+            "+": np.add,
+            "-": np.subtract,
+            "*": np.multiply,
+            "//": np.floor_divide,
+            "%": np.mod,
+            "<": np.less,
+            "<=": np.less_equal,
+            ">": np.greater,
+            ">=": np.greater_equal,
+            "==": np.equal,
+            "!=": np.not_equal,
+            "and": np.logical_and,
+            "or": np.logical_or,
+            "&": np.bitwise_and,
+        }
         if isinstance(e, ir.Const):
             return e.value
         if isinstance(e, ir.Var):
@@ -478,7 +512,9 @@ class Renderer(TileOps, CopyOps):
     def _assign_shared(self, s: ir.Assign):
         alloc = self.smem_allocs[id(s.value)]
         st = alloc.stype
-        self.prologue(f"{ctype(st.dtype)}* const {alloc.name} = ({ctype(st.dtype)}*)(tp_smem + {alloc.offset});")
+        self.prologue(
+            f"{ctype(st.dtype)}* const {alloc.name} = ({ctype(st.dtype)}*)(tp_smem + {alloc.offset});"
+        )
         self.env[s.name] = alloc
 
     def _assign_view(self, s: ir.Assign):
@@ -497,8 +533,9 @@ class Renderer(TileOps, CopyOps):
             self.em(f"{c} = {st};")
             starts.append(c)
         if bound is not None and bound.tensor.ptr != view.tensor.ptr:
-            raise self.error(f"`{s.name}` is reassigned to a view of another tensor",
-                             "use one variable per tensor's view")
+            raise self.error(
+                f"`{s.name}` is reassigned to a view of another tensor", "use one variable per tensor's view"
+            )
         self.env[s.name] = ViewRef(view.tensor, starts, view.sizes, view.squeeze)
 
     def _assign_mbarrier(self, s: ir.Assign):
@@ -542,9 +579,12 @@ class Renderer(TileOps, CopyOps):
             st = alloc.stype.stage()
             idx = self.scalar_as(e.args[1], dt.i32)
             elems, nbytes = st.stage_elems, st.stage_elems * st.dtype.bytes
-            return SmemRef(f"({alloc.name} + ({idx}) * {elems})", st, f"({alloc.offset} + ({idx}) * {nbytes})",
-                           self.t.shared_align(alloc.stype) if nbytes % self.t.shared_align(alloc.stype) == 0
-                           else 16)
+            return SmemRef(
+                f"({alloc.name} + ({idx}) * {elems})",
+                st,
+                f"({alloc.offset} + ({idx}) * {nbytes})",
+                self.t.shared_align(alloc.stype) if nbytes % self.t.shared_align(alloc.stype) == 0 else 16,
+            )
         raise self.error(f"expected a shared tile, got {e.type}")
 
     # ------------------------------------------------------------------ scalar expressions
@@ -617,7 +657,9 @@ class Renderer(TileOps, CopyOps):
             text = f"tp_mod<{ct}>({A}, {B})" if not comp.is_float else f"tp_fmod_py({A}, {B})"
         elif op == "**":
             if not comp.is_float:
-                raise self.error("`**` on run-time integers", "compute powers of constants outside the kernel")
+                raise self.error(
+                    "`**` on run-time integers", "compute powers of constants outside the kernel"
+                )
             text = f"tp_powf({A}, {B})"
         elif op in ("and", "or"):
             text = f"({A} {'&&' if op == 'and' else '||'} {B})"
@@ -639,7 +681,7 @@ class Renderer(TileOps, CopyOps):
         """One value of an elementwise op, from its operands' (C text, dtype)."""
         op, out = e.op, e.type.dtype
         if op == "cast":
-            (a, ad), = args
+            ((a, ad),) = args
             return cast(a, ad, e.attrs["dtype"])
         if op == "where":
             (c, cd), (a, ad), (b, bd) = args
@@ -651,7 +693,7 @@ class Renderer(TileOps, CopyOps):
             return cast(text, dt.f32, out) if is_half(comp) else cast(text, comp, out)
         template = self.t.unary.get(op)
         if template is not None:
-            (a, ad), = args
+            ((a, ad),) = args
             if ad.name == "f64":
                 tmpl = self.t.unary_f64.get(op)
                 if tmpl is None:

@@ -22,8 +22,11 @@ class CopyOps:
         saved = self.tid_name, self.num_threads
         if self.ctx.divergent:
             if self.ctx.role is None:
-                raise self.error("a cooperative copy inside a thread-dependent branch whose threads are not a "
-                                 "static range", "branch on warp or warpgroup ids, e.g. if tp.warpgroup_id() == 0")
+                raise self.error(
+                    "a cooperative copy inside a thread-dependent branch whose threads are not a "
+                    "static range",
+                    "branch on warp or warpgroup ids, e.g. if tp.warpgroup_id() == 0",
+                )
             lo, size = self.ctx.role
             self.tid_name = self.hoist(f"tp_tid - {lo}", stem="rt") if lo else "tp_tid"
             self.num_threads = size
@@ -41,7 +44,7 @@ class CopyOps:
         elif isinstance(src.type, SharedType) and isinstance(dst.type, SharedType):
             self.copy_s2s(self.smem_ref(src), self.smem_ref(dst))
         else:
-            raise self.error(f"tp.{call.op} from {src.type} to {dst.type} is not supported")
+            raise self.error(f"a copy from {src.type} to {dst.type} is not supported")
         self.em.close()
         if isinstance(dst.type, SharedType) and not async_ and self.t.fence_after_shared_store:
             self.em(self.t.proxy_fence)
@@ -129,13 +132,19 @@ class CopyOps:
                     em.open(f"if ({guard})")
                 idx, off = self._global_terms(view, coords)
                 soff = sym_c(sref.elem_offset(coords))
-                others = " && ".join(f"(unsigned){i} < (unsigned)({dims[j]})" for j, i in enumerate(idx) if j != last)
+                others = " && ".join(
+                    f"(unsigned){i} < (unsigned)({dims[j]})" for j, i in enumerate(idx) if j != last
+                )
                 n = self.tmp("n")
-                em(f"const int {n} = {f'!({others}) ? 0 : ' if others else ''}"
-                   f"tp_min<int>(tp_max<int>({dims[last]} - {idx[last]}, 0), {vec});")
+                em(
+                    f"const int {n} = {f'!({others}) ? 0 : ' if others else ''}"
+                    f"tp_min<int>(tp_max<int>({dims[last]} - {idx[last]}, 0), {vec});"
+                )
                 if async_:
-                    em(f"tp_cp_async<{vec * eb}>(tp_smem_addr({sref.ptr} + {soff}), {n} > 0 ? (const void*)({ptr} + "
-                       f"{off}) : (const void*){ptr}, {n} * {eb});")
+                    em(
+                        f"tp_cp_async<{vec * eb}>(tp_smem_addr({sref.ptr} + {soff}), {n} > 0 ? (const void*)({ptr} + "
+                        f"{off}) : (const void*){ptr}, {n} * {eb});"
+                    )
                 else:
                     em.open(f"if ({n} == {vec})")
                     em(f"tp_stvec<{T}, {vec}>({sref.ptr} + {soff}, tp_ldvec<{T}, {vec}>({ptr} + {off}));")
@@ -186,10 +195,14 @@ class CopyOps:
                     em.open(f"if ({guard})")
                 idx, off = self._global_terms(view, coords)
                 soff = sym_c(sref.elem_offset(coords))
-                inb = " && ".join(f"(unsigned){i} < (unsigned)({dims[j]})" for j, i in enumerate(idx) if j != last)
+                inb = " && ".join(
+                    f"(unsigned){i} < (unsigned)({dims[j]})" for j, i in enumerate(idx) if j != last
+                )
                 n = self.tmp("n")
-                em(f"const int {n} = {f'!({inb}) ? 0 : ' if inb else ''}"
-                   f"tp_min<int>(tp_max<int>({dims[last]} - {idx[last]}, 0), {vec});")
+                em(
+                    f"const int {n} = {f'!({inb}) ? 0 : ' if inb else ''}"
+                    f"tp_min<int>(tp_max<int>({dims[last]} - {idx[last]}, 0), {vec});"
+                )
                 em.open(f"if ({n} == {vec})")
                 em(f"tp_stvec<{T}, {vec}>({ptr} + {off}, tp_ldvec<{T}, {vec}>({sref.ptr} + {soff}));")
                 em.close()
@@ -211,6 +224,8 @@ class CopyOps:
         for guard, coords in self._chunks(src.stype.shape, 1):
             if guard:
                 self.em.open(f"if ({guard})")
-            self.em(f"{dst.ptr}[{sym_c(dst.elem_offset(coords))}] = {src.ptr}[{sym_c(src.elem_offset(coords))}];")
+            self.em(
+                f"{dst.ptr}[{sym_c(dst.elem_offset(coords))}] = {src.ptr}[{sym_c(src.elem_offset(coords))}];"
+            )
             if guard:
                 self.em.close()

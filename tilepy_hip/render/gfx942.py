@@ -34,8 +34,11 @@ def emit_mfma(r, e, acc, a, b):
     fn, optype, acctype = _BUILTINS[("mfma_32" if mi == 32 else "mfma_16", instr.ab.name)]
     for ref, which, shape in ((a, "a", (M, K)), (b, "b", (K, N))):
         if hasattr(ref, "layout") and ref.layout != mma_operand_layout(instr, which, shape, (gm, gn)):
-            raise r.error(f"MFMA operand {which.upper()} is a register tile whose layout is not the instruction's "
-                          "operand layout", f"load it with layout=tp.mma_layout(INSTR, '{which}', {shape}, {(gm, gn)})")
+            raise r.error(
+                f"MFMA operand {which.upper()} is a register tile whose layout is not the instruction's "
+                "operand layout",
+                f"load it with layout=tp.mma_layout(INSTR, '{which}', {shape}, {(gm, gn)})",
+            )
     em = r.em
     wm, wn = r.hoist(f"tp_warp % {gm}"), r.hoist(f"tp_warp / {gm}")
     lane = Var("tp_lane")
@@ -48,7 +51,9 @@ def emit_mfma(r, e, acc, a, b):
             af.append(name)
             if a_shared:
                 row = (Var(wm) + gm * rr) * mi + lane % mi
-                vals = [f"(short){a.ptr}[{sym_c(a.elem_offset([row, ks * ki + kq + j]))}].x" for j in range(4)]
+                vals = [
+                    f"(short){a.ptr}[{sym_c(a.elem_offset([row, ks * ki + kq + j]))}].x" for j in range(4)
+                ]
             else:
                 base = 4 * (rr + rep_r * ks)
                 vals = [f"(short){a.name}[{base + j}].x" for j in range(4)]
@@ -59,7 +64,9 @@ def emit_mfma(r, e, acc, a, b):
             bf.append(name)
             if b_shared:
                 col = (Var(wn) + gn * rc) * mi + lane % mi
-                vals = [f"(short){b.ptr}[{sym_c(b.elem_offset([ks * ki + kq + j, col]))}].x" for j in range(4)]
+                vals = [
+                    f"(short){b.ptr}[{sym_c(b.elem_offset([ks * ki + kq + j, col]))}].x" for j in range(4)
+                ]
             else:
                 base = 4 * (ks + ksteps * rc)
                 vals = [f"(short){b.name}[{base + j}].x" for j in range(4)]

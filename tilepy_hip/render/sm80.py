@@ -33,18 +33,22 @@ def _ldmatrix_operand(r, sref, which: str):
             return which == "b"  # A row-major: plain; B with n contiguous: .trans
         if s0 == 1 and s1 % 8 == 0:
             return which == "a"
-    raise r.error(f"MMA operand {which.upper()} in shared memory has layout {sref.stype.layout} "
-                  f"(swizzle {sw}); ldmatrix needs one dimension contiguous, the other a multiple of 8 elements "
-                  "apart, and a swizzle that keeps 16-byte chunks whole",
-                  "use a row-major shared tile with tp.Swizzle(b, 3, 3) for 2-byte elements")
+    raise r.error(
+        f"MMA operand {which.upper()} in shared memory has layout {sref.stype.layout} "
+        f"(swizzle {sw}); ldmatrix needs one dimension contiguous, the other a multiple of 8 elements "
+        "apart, and a swizzle that keeps 16-byte chunks whole",
+        "use a row-major shared tile with tp.Swizzle(b, 3, 3) for 2-byte elements",
+    )
 
 
 def _check_reg_operand(r, ref, instr, which, shape, warps):
     want = mma_operand_layout(instr, which, shape, warps)
     if ref.layout != want:
-        raise r.error(f"MMA operand {which.upper()} is a register tile in layout {ref.layout}, not the "
-                      f"instruction's operand layout {want}",
-                      f"load it with layout=tp.mma_layout(INSTR, '{which}', {shape}, {warps})")
+        raise r.error(
+            f"MMA operand {which.upper()} is a register tile in layout {ref.layout}, not the "
+            f"instruction's operand layout {want}",
+            f"load it with layout=tp.mma_layout(INSTR, '{which}', {shape}, {warps})",
+        )
 
 
 def emit_mma_sync(r, e, acc, a, b):
@@ -96,7 +100,7 @@ def emit_mma_sync(r, e, acc, a, b):
                 for i, reg in enumerate(regs):
                     em(f"{reg} = tp_pack2({a.name}[{base + 2 * i}], {a.name}[{base + 2 * i + 1}]);")
         bf = []
-        for rc in range(rep_c):
+        for _ in range(rep_c):
             regs = [r.tmp("b") for _ in range(2)]
             bf.append(regs)
             em(f"unsigned {', '.join(regs)};")

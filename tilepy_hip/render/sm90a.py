@@ -40,19 +40,24 @@ def _descriptor_form(r, sref, which: str, mn_extent: int):
         if kmajor is None:
             problem = "neither dimension is contiguous"
         elif pitch != atom:
-            problem = (f"its rows are {pitch} elements apart, but the {16 << sw.bits}-byte swizzle atom holds "
-                       f"{atom}: the contiguous dimension must be exactly {atom} elements")
+            problem = (
+                f"its rows are {pitch} elements apart, but the {16 << sw.bits}-byte swizzle atom holds "
+                f"{atom}: the contiguous dimension must be exactly {atom} elements"
+            )
         elif not kmajor and mn_extent % atom:
             problem = f"the instruction's {'M' if which == 'a' else 'N'} extent {mn_extent} is not a multiple of {atom}"
         elif st.stage_elems * eb % (8 * atom * eb):
-            problem = f"a stage of {st.stage_elems * eb} bytes is not a multiple of the {8 * atom * eb}-byte swizzle pattern"
+            problem = (f"a stage of {st.stage_elems * eb} bytes is not a multiple of the {8 * atom * eb}-byte "
+                       "swizzle pattern")
         elif which == "a" and not kmajor:
             problem = "A must be K-major (row-major (M, K)) for wgmma from shared memory here"
     if problem is not None:
         shape = "(BM, BK)" if which == "a" else "(BK, BN)"
-        raise r.error(f"wgmma operand {which.upper()} cannot be described to the hardware: {problem}",
-                      f"store {which.upper()} as a row-major {shape} shared tile whose last dimension is 64 bf16 "
-                      "(128 bytes) with swizzle=tp.Swizzle(3, 3, 3)")
+        raise r.error(
+            f"wgmma operand {which.upper()} cannot be described to the hardware: {problem}",
+            f"store {which.upper()} as a row-major {shape} shared tile whose last dimension is 64 bf16 "
+            "(128 bytes) with swizzle=tp.Swizzle(3, 3, 3)",
+        )
     sbo = 8 * atom * eb
     lbo = 1 if kmajor else 8 * atom * eb * (st.shape[0] // 8 if which == "b" else 1)
     return (0 if kmajor else 1), _MODES[sw.bits], lbo, sbo, atom
@@ -71,7 +76,7 @@ def emit_wgmma(r, e, acc, a, b):
     tb, mode_b, lbo_b, sbo_b, _ = _descriptor_form(r, b, "b", n)
     eb = instr.ab.bytes
     em = r.em
-    wg = r.hoist(f"tp_tid / 128")
+    wg = r.hoist("tp_tid / 128")
     wm, wn = r.hoist(f"{wg} % {gm}"), r.hoist(f"{wg} / {gm}")
     em.open()
     sa, sb = r.tmp("sa"), r.tmp("sb")
@@ -84,17 +89,24 @@ def emit_wgmma(r, e, acc, a, b):
         for rr in range(rep_r):
             a_off = sym_c(a.stype.layout((Var(wm) + gm * rr) * 64, ks * 16))
             da = r.tmp("da")
-            em(f"const unsigned long long {da} = tp_gmma_desc({sa} + ({a_off}) * {eb}, {lbo_a}, {sbo_a}, {mode_a});")
+            em(
+                f"const unsigned long long {da} = tp_gmma_desc({sa} + ({a_off}) * {eb}, {lbo_a}, {sbo_a}, {mode_a});"
+            )
             for rc in range(rep_c):
                 b_off = sym_c(b.stype.layout(ks * 16, (Var(wn) + gn * rc) * n))
                 db = r.tmp("db")
-                em(f"const unsigned long long {db} = tp_gmma_desc({sb} + ({b_off}) * {eb}, {lbo_b}, {sbo_b}, {mode_b});")
+                em(
+                    f"const unsigned long long {db} = "
+                    f"tp_gmma_desc({sb} + ({b_off}) * {eb}, {lbo_b}, {sbo_b}, {mode_b});"
+                )
                 base = half * (rr + rep_r * rc)
                 regs = ", ".join(f"%{i}" for i in range(half))
                 outs = ", ".join(f'"+f"({acc.name}[{base + i}])' for i in range(half))
-                em(f'asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{half + 2}, 0;\\n'
-                   f'wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab} {{{regs}}}, %{half}, %{half + 1}, p, 1, 1, '
-                   f'{ta}, {tb};\\n}}\\n" : {outs} : "l"({da}), "l"({db}), "r"(1) : "memory");')
+                em(
+                    f'asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{half + 2}, 0;\\n'
+                    f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab} {{{regs}}}, %{half}, %{half + 1}, p, 1, 1, "
+                    f'{ta}, {tb};\\n}}\\n" : {outs} : "l"({da}), "l"({db}), "r"(1) : "memory");'
+                )
     em("tp_wgmma_commit();")
     em("tp_wgmma_wait0();")
     em.close()
@@ -154,8 +166,7 @@ def emit_copy_bulk(r, call):
         rows *= s
     row_bytes = shape[-1] * eb
     strides = st.layout.stride if isinstance(st.layout.stride, tuple) else (st.layout.stride,)
-    row_major = st.swizzle is None and list(strides) == [
-        _prod(shape[d + 1:]) for d in range(len(shape))]
+    row_major = st.swizzle is None and list(strides) == [_prod(shape[d + 1 :]) for d in range(len(shape))]
     tdims = view.tile_dims
     contiguous = bool(tdims) and tdims[-1] == len(view.starts) - 1
     em = r.em
@@ -172,15 +183,19 @@ def emit_copy_bulk(r, call):
                 inb.append(f"(unsigned){i} <= (unsigned)({view.tensor.dims[j]} - {size})")
             else:
                 inb.append(f"(unsigned){i} < (unsigned)({view.tensor.dims[j]})")
-        ok = " && ".join(inb + [f"tp_aligned({view.tensor.ptr} + {off0}, 16)",
-                                f"({view.tensor.dims[last]} * {eb}) % 16 == 0"])
+        ok = " && ".join(
+            inb
+            + [f"tp_aligned({view.tensor.ptr} + {off0}, 16)", f"({view.tensor.dims[last]} * {eb}) % 16 == 0"]
+        )
         em.open(f"if ({ok})")
         em(f"tp_mbar_expect_tx({bar}, {rows * row_bytes});")
         for row in range(rows):
             coords = _unravel(row, shape[:-1]) + [0]
             _, off = r._global_terms(view, coords)
             soff = row * shape[-1]
-            em(f"tp_bulk_g2s(tp_smem_addr({sref.ptr} + {soff}), {view.tensor.ptr} + {off}, {row_bytes}, {bar});")
+            em(
+                f"tp_bulk_g2s(tp_smem_addr({sref.ptr} + {soff}), {view.tensor.ptr} + {off}, {row_bytes}, {bar});"
+            )
         em.close()
         em.open("else")
     saved, r.tid_name = r.tid_name, "0"

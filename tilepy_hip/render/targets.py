@@ -25,15 +25,30 @@ COMMON_OPS = (
 ELEMENTWISE = frozenset({"cast", "where", "maximum", "minimum", *UNARY_MATH})
 
 UNARY_F32 = {
-    "exp": "tp_expf({x})", "exp2": "tp_exp2f({x})", "log": "tp_logf({x})", "log2": "tp_log2f({x})",
-    "sqrt": "tp_sqrtf({x})", "rsqrt": "tp_rsqrtf({x})", "abs": "tp_fabsf({x})", "sin": "tp_sinf({x})",
-    "cos": "tp_cosf({x})", "tanh": "tp_tanhf({x})", "sigmoid": "tp_sigmoid({x})", "silu": "tp_silu({x})",
+    "exp": "tp_expf({x})",
+    "exp2": "tp_exp2f({x})",
+    "log": "tp_logf({x})",
+    "log2": "tp_log2f({x})",
+    "sqrt": "tp_sqrtf({x})",
+    "rsqrt": "tp_rsqrtf({x})",
+    "abs": "tp_fabsf({x})",
+    "sin": "tp_sinf({x})",
+    "cos": "tp_cosf({x})",
+    "tanh": "tp_tanhf({x})",
+    "sigmoid": "tp_sigmoid({x})",
+    "silu": "tp_silu({x})",
     "erf": "tp_erff({x})",
 }
 UNARY_F64 = {
-    "exp": "tp_exp({x})", "exp2": "tp_exp2({x})", "log": "tp_log({x})", "log2": "tp_log2({x})",
-    "sqrt": "tp_sqrt({x})", "rsqrt": "(1.0 / tp_sqrt({x}))", "abs": "tp_fabs({x})",
-    "sigmoid": "(1.0 / (1.0 + tp_exp(-({x}))))", "silu": "(({x}) / (1.0 + tp_exp(-({x}))))",
+    "exp": "tp_exp({x})",
+    "exp2": "tp_exp2({x})",
+    "log": "tp_log({x})",
+    "log2": "tp_log2({x})",
+    "sqrt": "tp_sqrt({x})",
+    "rsqrt": "(1.0 / tp_sqrt({x}))",
+    "abs": "tp_fabs({x})",
+    "sigmoid": "(1.0 / (1.0 + tp_exp(-({x}))))",
+    "silu": "(({x}) / (1.0 + tp_exp(-({x}))))",
 }
 
 _CP_ASYNC_COMMIT = 'asm volatile("cp.async.commit_group;\\n" ::: "memory");'
@@ -87,8 +102,9 @@ class RenderTarget:
         return self.swizzle_align if stype.swizzle is not None else 128
 
     def hint(self, op: str) -> str:
-        return self.hints.get(op, f"tp.{op} is not available on {self.name}; see docs/backend.md for what each "
-                                  "target renders")
+        return self.hints.get(
+            op, f"tp.{op} is not available on {self.name}; see docs/backend.md for what each target renders"
+        )
 
 
 def _ops(**specific) -> dict:
@@ -101,33 +117,62 @@ def _ops(**specific) -> dict:
 _NV_ASYNC = dict(copy_async=_copy_async, commit_async=_CP_ASYNC_COMMIT, wait_async=_CP_ASYNC_WAIT)
 
 SM_90A = RenderTarget(
-    name="sm_90a", vendor="nvidia", warp_size=32, smem_bytes=TARGETS["sm_90a"].shared_bytes, banks=32,
-    compiler="nvrtc", arch="sm_90a", binary_ext="cubin",
-    ops=_ops(**_NV_ASYNC, copy_bulk=sm90a.emit_copy_bulk, mbarrier=sm90a.emit_mbarrier_init,
-             mbarrier_arrive=sm90a.emit_mbarrier_arrive, mbarrier_wait=sm90a.emit_mbarrier_wait),
+    name="sm_90a",
+    vendor="nvidia",
+    warp_size=32,
+    smem_bytes=TARGETS["sm_90a"].shared_bytes,
+    banks=32,
+    compiler="nvrtc",
+    arch="sm_90a",
+    binary_ext="cubin",
+    ops=_ops(
+        **_NV_ASYNC,
+        copy_bulk=sm90a.emit_copy_bulk,
+        mbarrier=sm90a.emit_mbarrier_init,
+        mbarrier_arrive=sm90a.emit_mbarrier_arrive,
+        mbarrier_wait=sm90a.emit_mbarrier_wait,
+    ),
     mma={"mma_sync": sm80.emit_mma_sync, "wgmma": sm90a.emit_wgmma},
-    proxy_fence=_PROXY_FENCE, fence_after_async_wait=True, fence_after_shared_store=True,
+    proxy_fence=_PROXY_FENCE,
+    fence_after_async_wait=True,
+    fence_after_shared_store=True,
 )
 
 SM_80 = RenderTarget(
-    name="sm_80", vendor="nvidia", warp_size=32, smem_bytes=TARGETS["sm_80"].shared_bytes, banks=32,
-    compiler="nvrtc", arch="sm_80", binary_ext="cubin",
+    name="sm_80",
+    vendor="nvidia",
+    warp_size=32,
+    smem_bytes=TARGETS["sm_80"].shared_bytes,
+    banks=32,
+    compiler="nvrtc",
+    arch="sm_80",
+    binary_ext="cubin",
     ops=_ops(**_NV_ASYNC),
     mma={"mma_sync": sm80.emit_mma_sync},
-    hints={"copy_bulk": "sm_80 has no bulk copy engine: use tp.copy_async with commit/wait",
-           "mbarrier": "synchronize with tp.barrier() on sm_80",
-           "mma": "sm_80 has mma.sync only: use tp.nv.mma_m16n8k16_bf16"},
+    hints={
+        "copy_bulk": "sm_80 has no bulk copy engine: use tp.copy_async with commit/wait",
+        "mbarrier": "synchronize with tp.barrier() on sm_80",
+        "mma": "sm_80 has mma.sync only: use tp.nv.mma_m16n8k16_bf16",
+    },
 )
 
 GFX942 = RenderTarget(
-    name="gfx942", vendor="amd", warp_size=64, smem_bytes=TARGETS["gfx942"].shared_bytes, banks=32,
-    compiler="amdgpu-clang", arch="gfx942", binary_ext="hsaco",
+    name="gfx942",
+    vendor="amd",
+    warp_size=64,
+    smem_bytes=TARGETS["gfx942"].shared_bytes,
+    banks=32,
+    compiler="amdgpu-clang",
+    arch="gfx942",
+    binary_ext="hsaco",
     # LDS staging: copies to shared memory go through registers, so commit/wait have nothing to wait for.
     ops=_ops(copy_async=_copy, commit_async="", wait_async=""),
     mma={"mfma": gfx942.emit_mfma},
-    hints={"copy_bulk": "gfx942 has no bulk tensor copy: use tp.copy_async (LDS staging)",
-           "mbarrier": "synchronize with tp.barrier() on gfx942",
-           "mma": "on gfx942 use tp.amd.mfma_f32_32x32x8_bf16 or tp.amd.mfma_f32_16x16x16_bf16"},
+    hints={
+        "copy_bulk": "gfx942 has no bulk tensor copy: use tp.copy_async (LDS staging)",
+        "mbarrier": "synchronize with tp.barrier() on gfx942",
+        "mma": "on gfx942 use tp.amd.mfma_f32_32x32x8_bf16 or tp.amd.mfma_f32_16x16x16_bf16",
+    },
     swizzle_align=128,
 )
 
@@ -139,7 +184,9 @@ def get_render_target(name) -> RenderTarget:
     try:
         return RENDER_TARGETS[name]
     except KeyError:
-        raise ValueError(f"tilepy_hip cannot render for target {name!r}; targets: {', '.join(RENDER_TARGETS)}") from None
+        raise ValueError(
+            f"tilepy_hip cannot render for target {name!r}; targets: {', '.join(RENDER_TARGETS)}"
+        ) from None
 
 
 def coverage(target: RenderTarget) -> dict:

@@ -82,8 +82,13 @@ class TileOps:
         coords = []
         for d in range(len(layout.tile)):
             tname = self.thread_part(layout, d)
-            coords.append(Coord(None if tname == "0" else tname, [self.value_part(layout, d, v) for v in range(V)],
-                                layout.coords[d]))
+            coords.append(
+                Coord(
+                    None if tname == "0" else tname,
+                    [self.value_part(layout, d, v) for v in range(V)],
+                    layout.coords[d],
+                )
+            )
         return coords
 
     @staticmethod
@@ -142,7 +147,7 @@ class TileOps:
             return self.leaf(self.materialize(e), coords), t.dtype
         if op == "expand_dims":
             axis = e.attrs["axis"]
-            return self.plan(e.args[0], coords[:axis] + coords[axis + 1:])
+            return self.plan(e.args[0], coords[:axis] + coords[axis + 1 :])
         if op == "zeros":
             text = literal(0, t.dtype)
             return (lambda v: text), t.dtype
@@ -176,8 +181,12 @@ class TileOps:
     def assign_tile(self, dst: TileRef, value, name: str):
         V = dst.layout.num_values
         if isinstance(value, ir.Call) and value.op in self.MATERIALIZED:
-            in_place_mma = (value.op == "mma" and isinstance(value.args[2], ir.Var) and value.args[2].name == name
-                            and not any(self.refers(a, name) for a in value.args[:2]))
+            in_place_mma = (
+                value.op == "mma"
+                and isinstance(value.args[2], ir.Var)
+                and value.args[2].name == name
+                and not any(self.refers(a, name) for a in value.args[:2])
+            )
             if self.refers(value, name) and not in_place_mma:
                 tmp = self.materialize(value)
                 self.copy_tile(tmp, dst)
@@ -260,8 +269,10 @@ class TileOps:
             q *= n
         writes = flat[ok][:, keep].ravel()
         if len(np.unique(writes)) != len(writes):
-            raise self.error(f"cannot pick one writer per element for layout {layout}",
-                             "convert_layout to a layout without partial replication first")
+            raise self.error(
+                f"cannot pick one writer per element for layout {layout}",
+                "convert_layout to a layout without partial replication first",
+            )
         cond = " && ".join(f"({c})" for c in conds) or None
         return cond, keep
 
@@ -274,8 +285,11 @@ class TileOps:
 
     def need_uniform(self, what: str):
         if self.ctx.divergent:
-            raise self.error(f"{what} needs every thread of the block (it uses barriers), but this code runs "
-                             "in a branch that depends on the thread", "move it out of the thread-dependent branch")
+            raise self.error(
+                f"{what} needs every thread of the block (it uses barriers), but this code runs "
+                "in a branch that depends on the thread",
+                "move it out of the thread-dependent branch",
+            )
 
     def exchange(self, src: TileRef, coords, out: str):
         """out[v] = the element of `src` at coords(v), through a shared scratch tile (two barriers)."""
@@ -374,7 +388,11 @@ class TileOps:
             em(f"const long long {s} = {view.stride(j)};")
             st.append(s)
         tb = self.tmp("b")
-        em(f"const long long {tb} = " + " + ".join(f"(long long){n} * {s}" for (n, _), s in zip(ti, st)) + ";")
+        em(
+            f"const long long {tb} = "
+            + " + ".join(f"(long long){n} * {s}" for (n, _), s in zip(ti, st))
+            + ";"
+        )
 
         def idx(j, v):
             name, d = ti[j]
@@ -382,7 +400,11 @@ class TileOps:
             return f"({name} + {k})" if k else name
 
         def off(v):
-            parts = [tb] + [f"{coords[d].vals[v]} * {s}" for (n, d), s in zip(ti, st) if d is not None and coords[d].vals[v]]
+            parts = [tb] + [
+                f"{coords[d].vals[v]} * {s}"
+                for (n, d), s in zip(ti, st)
+                if d is not None and coords[d].vals[v]
+            ]
             return " + ".join(parts)
 
         def inb(v, dims_only=None):
@@ -409,8 +431,11 @@ class TileOps:
             conds = []
             if vec_ok:
                 first, lastv = slots[0], slots[-1]
-                conds = [inb(first), f"(unsigned)({idx(last, lastv)}) < (unsigned)({dims[last]})",
-                         f"tp_aligned({ptr} + {off(first)}, {vec * view.dtype.bytes})"]
+                conds = [
+                    inb(first),
+                    f"(unsigned)({idx(last, lastv)}) < (unsigned)({dims[last]})",
+                    f"tp_aligned({ptr} + {off(first)}, {vec * view.dtype.bytes})",
+                ]
                 conds += [ms[v] for v in slots if v in ms]
                 if cond:
                     conds.insert(0, f"({cond})")
@@ -473,12 +498,18 @@ class TileOps:
         for kind, modes in (("value", red_v), ("thread", red_t)):
             for i in modes:
                 if any(L.strides[d][1 if kind == "value" else 0][i] for d in range(rank) if d != axis):
-                    raise self.error(f"cannot reduce layout {L} along axis {axis}: a {kind} mode moves along "
-                                     "several dimensions at once", "convert_layout to a blocked layout first")
+                    raise self.error(
+                        f"cannot reduce layout {L} along axis {axis}: a {kind} mode moves along "
+                        "several dimensions at once",
+                        "convert_layout to a blocked layout first",
+                    )
         ct_dtype = dt.f32 if x.dtype.name in ("f16", "bf16") else x.dtype
         ct = compute_type(x.dtype)
-        comb = {"sum": "({a} + {b})", "max_reduce": "tp_maximum({a}, {b})",
-                "min_reduce": "tp_minimum({a}, {b})"}[e.op]
+        comb = {
+            "sum": "({a} + {b})",
+            "max_reduce": "tp_maximum({a}, {b})",
+            "min_reduce": "tp_minimum({a}, {b})",
+        }[e.op]
         groups: dict = {}
         for v in range(L.num_values):
             idx = _colex(v, L.value_shape)
@@ -500,8 +531,11 @@ class TileOps:
         for i, n in enumerate(L.thread_shape):
             if i in red_t:
                 if not (_is_pow2(n) and _is_pow2(p)):
-                    raise self.error(f"reduction across a thread mode of size {n} at stride {p}: only powers of "
-                                     "two are supported", "use a power-of-two number of threads along the axis")
+                    raise self.error(
+                        f"reduction across a thread mode of size {n} at stride {p}: only powers of "
+                        "two are supported",
+                        "use a power-of-two number of threads along the axis",
+                    )
                 masks += [p << j for j in range(n.bit_length() - 1)]
             p *= n
         W = self.t.warp_size
@@ -523,7 +557,10 @@ class TileOps:
             rw = 0
             for m in warp_masks:
                 rw |= m
-            combos = [sum(b for b, on in zip(warp_masks, bits) if on) for bits in cartesian((0, 1), repeat=len(warp_masks))]
+            combos = [
+                sum(b for b, on in zip(warp_masks, bits) if on)
+                for bits in cartesian((0, 1), repeat=len(warp_masks))
+            ]
             for k in range(K):
                 reads = [f"{buf}[(((tp_warp & ~{rw}) | {c}) * {W} + tp_lane) * {K} + {k}]" for c in combos]
                 em(f"{r}[{k}] = {reads[0]};")
