@@ -21,6 +21,7 @@ class Observed:
     barrier_divergence: list = field(default_factory=list)
     error: str | None = None
     trace: object = None
+    unretired: bool = False
 
     def kinds(self) -> set:
         return {k for k in ("race", "pipeline_hazard", "out_of_bounds", "barrier_divergence") if getattr(self, k)}
@@ -39,6 +40,9 @@ def run(kir, grid, args) -> Observed:
             obs.barrier_divergence.append(msg)
         return obs
     obs.trace = trace
+    # copies still in flight when the block ended (the interpreter never lands them; hardware may land them
+    # at any time after issue): evidence for a hazard on reads after the issue, not a violation by itself
+    obs.unretired = any(e.kind == "async_unretired" for e in trace.events)
     _races(trace, obs)
     _hazards(trace, obs)
     return obs
