@@ -277,19 +277,18 @@ def launch(kernel, grid, *args, target: str | None = None, stream=None, **kwargs
     """
     import torch
 
-    from .build import compile as build
+    from .build import compile_ir
 
     runtime, consts = kernel.bind_args(args, kwargs)
     tensors = [a for a in runtime if isinstance(a, torch.Tensor) and a.is_cuda]
-    if target is None:
-        if not torch.cuda.is_available():
-            raise LaunchError(
-                f"no CUDA device to launch `{kernel.name}` on; run it on the CPU interpreter with "
-                f"{kernel.name}[grid](...), or pass target= to compile only"
-            )
-        index = tensors[0].device.index if tensors else torch.cuda.current_device()
-        target = device_target(index)
-    ck = build(kernel, target=target, **consts)
+    if not torch.cuda.is_available():
+        raise LaunchError(f"no CUDA device to launch `{kernel.name}` on; run it on the CPU interpreter with "
+                          f"{kernel.name}[grid](...), or build it with tilepy_hip.compile")
+    index = tensors[0].device.index if tensors else torch.cuda.current_device()
+    arch = device_target(index)
+    # `target` picks the language target (which instructions the kernel may use); the binary is always built
+    # for the device: an sm_80 kernel runs on an H100 as sm_90a code (its ops are a subset).
+    ck = compile_ir(kernel.ir(target or arch, **consts), arch)
     grid = resolve_grid(grid, kernel, ck.kir, runtime)
     launch_compiled(ck, grid, runtime, stream)
     return ck
