@@ -162,6 +162,11 @@ class Launcher:
         self.kernel, self.grid = kernel, grid
 
     def __call__(self, *args, target: str | None = None, **kwargs):
+        """Run on the GPU through tilepy_hip when the tensors live there, else on the CPU interpreter."""
+        if any(getattr(a, "is_cuda", False) for a in (*args, *kwargs.values())):
+            import tilepy_hip
+
+            return tilepy_hip.launch(self.kernel, self.grid, *args, target=target, **kwargs)
         return self.kernel.run(self.grid, *args, target=target, **kwargs)
 
 
