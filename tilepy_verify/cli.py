@@ -45,6 +45,10 @@ def _value(text: str, mod):
     env = {"tp": tilepy, "tilepy": tilepy, **vars(mod)}
     try:
         return eval(text, env)  # noqa: S307 - the user's own command line
+    except NameError:
+        if text.isidentifier():
+            return text  # a bare word: a string constexpr (BUG=wait)
+        raise UsageError(f"cannot evaluate parameter value {text!r}") from None
     except Exception as exc:
         raise UsageError(f"cannot evaluate parameter value {text!r}: {exc}") from None
 
