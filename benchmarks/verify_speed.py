@@ -1,0 +1,51 @@
+"""Verify time of every stdlib kernel (each GEMM preset), cold (fresh IR, no verifier cache).
+
+    python benchmarks/verify_speed.py [--repeat 3]
+
+Prints one line per kernel: kernel, target, best-of-N seconds, SMT queries, findings. The issue's budget is
+< 2 s per kernel on 2 CPU cores."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+import tilepy_verify  # noqa: E402
+from stdlib_kernels import gemm, rmsnorm, softmax, vector_add  # noqa: E402
+
+
+def cases():
+    for target, params in gemm.PRESETS.items():
+        yield f"gemm[{target}]", gemm.gemm, target, params
+    for k in (softmax.softmax, rmsnorm.rmsnorm, vector_add.vector_add):
+        yield k.name, k, None, {}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args(argv)
+    print(f"{'kernel':18s} {'target':8s} {'verify s':>9s} {'queries':>8s}  findings")
+    worst = 0.0
+    for name, kernel, target, params in cases():
+        best, report = float("inf"), None
+        for _ in range(args.repeat):
+            kernel._cache.clear()  # fresh IR: nothing cached by the verifier either
+            kir = kernel.ir(target, **params)
+            t0 = time.perf_counter()
+            report = tilepy_verify.verify_ir(kir)
+            best = min(best, time.perf_counter() - t0)
+        worst = max(worst, best)
+        summary = "clean" if not report.findings else ", ".join(
+            f"{f.severity}:{f.check}" for f in report.findings)
+        print(f"{name:18s} {report.target:8s} {best:9.3f} {report.stats['queries']:8d}  {summary}")
+    print(f"slowest: {worst:.3f} s (budget 2 s)")
+    return 0 if worst < 2.0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
