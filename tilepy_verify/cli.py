@@ -86,7 +86,7 @@ def main(argv=None) -> int:
             params[k.strip()] = _value(v.strip(), mod)
         checks = [c.strip() for c in args.checks.split(",")] if args.checks else None
         reports = []
-        for name, k in kernels.items():
+        for k in kernels.values():
             mine = {n: v for n, v in params.items() if n in k.constexpr_names}
             unknown = set(params) - set().union(*(set(x.constexpr_names) for x in kernels.values()))
             if unknown:

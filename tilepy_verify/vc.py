@@ -18,8 +18,29 @@ import operator
 from dataclasses import dataclass, field
 
 from pysmt.shortcuts import (
-    GE, GT, LE, LT, And, BVAnd, BVLShl, BVLShr, BVOr, BVToNatural, BVXor, Equals, FALSE, Int, Minus, Not,
-    NotEquals, Or, Plus, Solver, Symbol, Times, TRUE,
+    FALSE,
+    GE,
+    GT,
+    LE,
+    LT,
+    TRUE,
+    And,
+    BVAnd,
+    BVLShl,
+    BVLShr,
+    BVOr,
+    BVToNatural,
+    BVXor,
+    Equals,
+    Int,
+    Minus,
+    Not,
+    NotEquals,
+    Or,
+    Plus,
+    Solver,
+    Symbol,
+    Times,
 )
 from pysmt.typing import BOOL, INT, BVType
 
@@ -266,7 +287,7 @@ class Encoder:
     def _binop(self, op, a, b):
         (x, sx), (y, sy) = self.int(a), self.int(b)
         side = sx | sy
-        ca, cb = const_of(a), const_of(b)
+        cb = const_of(b)
         if op == "+":
             return Plus(x, y), side
         if op == "-":

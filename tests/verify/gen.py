@@ -39,7 +39,7 @@ def pipeline_source(stages, prologue, wait_n, barrier_after_wait, barrier_end, o
     lines = [
         "import tilepy as tp",
         "",
-        "S = %d" % stages,
+        f"S = {stages}",
         "",
         "@tp.kernel(threads=64)",
         "def gen(X: tp.Tensor[tp.f32, 'M', 'N'], Y: tp.Tensor[tp.f32, 'M', 'N']):",

@@ -75,6 +75,10 @@ def _races(trace, obs):
                          "threads": (int(tmin[b]), int(tmax[b]))})
 
 
+def _key(rows):
+    return rows["block"].astype(np.int64) * (1 << 40) + rows["buffer"].astype(np.int64) * (1 << 32) + rows["offset"]
+
+
 def _hazards(trace, obs):
     a = trace.accesses
     a = a[a["space"] == SHARED]
@@ -85,10 +89,10 @@ def _hazards(trace, obs):
     if copies.size == 0:
         return
     waits = [e for e in trace.events if e.kind in ("wait_async", "mbarrier_wait")]
-    key_o = others["block"].astype(np.int64) * (1 << 40) + others["buffer"].astype(np.int64) * (1 << 32) + others["offset"]
+    key_o = _key(others)
     order = np.argsort(key_o, kind="stable")
     key_sorted = key_o[order]
-    key_c = copies["block"].astype(np.int64) * (1 << 40) + copies["buffer"].astype(np.int64) * (1 << 32) + copies["offset"]
+    key_c = _key(copies)
     lo = np.searchsorted(key_sorted, key_c, "left")
     hi = np.searchsorted(key_sorted, key_c, "right")
     for i in range(copies.size):

@@ -17,7 +17,8 @@ def ints(shape):
 def pipe_gemm_args(kir, cex):
     c = kir.constexprs
     b = cex.get("block", (0, 0, 0))
-    it = max([v for v in (cex.get("iteration") or {}).values()] + [v for v in (cex.get("other_iteration") or {}).values()] + [0])
+    its = [*(cex.get("iteration") or {}).values(), *(cex.get("other_iteration") or {}).values(), 0]
+    it = max(its)
     K = max(int(cex.get("dims", {}).get("K", 0)), (it + 2) * c["BK"])
     M, N = c["BM"] * (b[0] + 1), c["BN"] * (b[1] + 1)
     A, B, C = ints((M, K)), ints((K, N)), np.zeros((M, N), np.float32)

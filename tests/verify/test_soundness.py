@@ -19,7 +19,8 @@ import tilepy_verify as tv
 
 from . import gen, oracle
 
-SETTINGS = settings(max_examples=int(os.environ.get("VERIFY_EXAMPLES", 40)), deadline=None, suppress_health_check=list(HealthCheck))
+SETTINGS = settings(max_examples=int(os.environ.get("VERIFY_EXAMPLES", 40)), deadline=None,
+                    suppress_health_check=list(HealthCheck))
 RNG = np.random.default_rng(1)
 
 # what the interpreter shows -> the verifier checks that must report it
@@ -100,8 +101,8 @@ def test_pipeline_family_sound_and_replayable(p, k_tiles):
 
 
 @SETTINGS
-@given(stages=st.integers(2, 4), swizzle=st.sampled_from(list(gen.SWIZZLES)), layout=st.sampled_from(["other", "same"]),
-       barrier_end=st.booleans(), k_tiles=st.integers(1, 5))
+@given(stages=st.integers(2, 4), swizzle=st.sampled_from(list(gen.SWIZZLES)),
+       layout=st.sampled_from(["other", "same"]), barrier_end=st.booleans(), k_tiles=st.integers(1, 5))
 def test_correct_pipelines_verify_clean(stages, swizzle, layout, barrier_end, k_tiles):
     src = gen.pipeline_source(stages, stages - 1, stages - 2, True, barrier_end, "wait_copy_read", 0, 0, True, True, 0,
                               swizzle, layout)

@@ -18,8 +18,6 @@ from ..report import Finding
 def _compare(actual, expected):
     if (actual.num_threads, actual.num_values) != (expected.num_threads, expected.num_values):
         return "shape", None
-    for ca, ce in zip(actual.coords, expected.coords):
-        pass
     diff = np.zeros((actual.num_threads, actual.num_values), dtype=bool)
     for ca, ce in zip(actual.coords, expected.coords):
         diff |= ca != ce

@@ -119,7 +119,8 @@ def _query(ctx, c, r, relation, rel):
                       f"by thread {thr_c} has not been " + ("retired by a wait_async" if relation == "same" else
                                                            "retired by a wait and made visible by a barrier")
                       + f" when thread {thr_r} {what} stage {stage}")}
-    msg = (f"pipeline hazard on shared tile '{ctx.name_of(c.alloc)}': stage {stage} is {'read' if r.kind == 'read' else 'written'} "
+    verb = "read" if r.kind == "read" else "written"
+    msg = (f"pipeline hazard on shared tile '{ctx.name_of(c.alloc)}': stage {stage} is {verb} "
            f"while an async copy into it may still be in flight")
     return Finding("pipeline_hazard", "error", msg, r.span, cex, c.span)
 

@@ -126,8 +126,9 @@ def _mma(ctx, a):
                 cex.update(thread_fields(slot[0], ctx.analysis.target.warp_size))
                 cex["value"] = slot[1]
             unknown = has_top(tags[0]) or has_top(tags[1])
+            where = f"{contrib.span.file.rsplit('/', 1)[-1]}:{contrib.span.line}"
             msg = (f"tag assertion `{a.fn.source}` fails for accumulator element ({ci}, {cj}): the MMA at "
-                   f"{contrib.span.file.rsplit('/', 1)[-1]}:{contrib.span.line} multiplies A tag {ta!r} with B tag {tb!r}"
+                   f"{where} multiplies A tag {ta!r} with B tag {tb!r}"
                    if not unknown else
                    f"tag assertion `{a.fn.source}` cannot be proved for accumulator element ({ci}, {cj}): an operand "
                    "tag is not known (uninitialized shared memory or untracked data flow)")
