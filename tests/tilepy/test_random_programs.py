@@ -58,7 +58,7 @@ import tilepy as tp
 def k(X: tp.Tensor[tp.f32, "M", "N"], Y: tp.Tensor[tp.f32, "M", "N"], Z: tp.Tensor[tp.f32, "M", "N"],
       BM: tp.constexpr = 16, BN: tp.constexpr = 128):
     m0 = tp.block_id(0) * BM
-    keep = tp.arange(BN)[None, :] < Z.shape[1]
+    keep = ((tp.arange(BM)[:, None] + m0) < Z.shape[0]) & (tp.arange(BN)[None, :] < Z.shape[1])
     x = tp.load(X[m0:m0 + BM, 0:BN])
     y = tp.load(Y[m0:m0 + BM, 0:BN])
     z = tp.where(keep, {expr}, 0.0) + x * 0.0
