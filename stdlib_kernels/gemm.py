@@ -48,7 +48,9 @@ PRESETS = {
     "sm_80": dict(BM=64, BN=64, BK=32, STAGES=2, INSTR=tp.nv.mma_m16n8k16_bf16, WARPS=(2, 2)),
     "sm_90a": dict(BM=64, BN=64, BK=64, STAGES=2, INSTR=tp.nv.wgmma_m64n64k16_bf16, WARPS=(1, 1),
                    SWIZZLE_A=tp.Swizzle(3, 3, 3), SWIZZLE_B=tp.Swizzle(3, 3, 3)),
-    "gfx942": dict(BM=64, BN=64, BK=32, STAGES=2, INSTR=tp.amd.mfma_f32_32x32x8_bf16, WARPS=(2, 2)),
+    # 64-byte rows read 8 bytes per lane by MFMA: XOR the 8-byte unit with row // 2 (tilepy-verify: degree 1)
+    "gfx942": dict(BM=64, BN=64, BK=32, STAGES=2, INSTR=tp.amd.mfma_f32_32x32x8_bf16, WARPS=(2, 2),
+                   SWIZZLE_A=tp.Swizzle(3, 2, 4)),
 }
 
 
