@@ -18,6 +18,7 @@ demo: setup
 	$(BIN)/python -m argus_agent demo
 
 test: setup
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q -n 2 tests
 
 lint: setup
