@@ -87,19 +87,12 @@ class Resources:
 
 
 def estimate(kernel, target: str, constexprs: dict | None = None) -> Resources:
-    """Before compiling: threads and shared memory from the IR, registers from the register tiles' elements per
-    thread (a rough upper bound: every tile live at once, 32-bit registers). Raises tilepy errors."""
-    from tilepy.types import RegType
+    """Before compiling: tilepy's estimate from the IR (threads, shared memory, registers with every register
+    tile live at once). Raises tilepy errors."""
+    import tilepy as tp
 
-    kir = kernel.ir(ir_target(target), **(constexprs or {}))
-    regs = 16
-    for t in kir.var_types.values():
-        if isinstance(t, RegType):
-            n = 1
-            for d in t.shape:
-                n *= int(d)
-            regs += -(-n * max(1, t.dtype.bits // 8) // 4 // kir.num_threads)
-    return Resources(kir.num_threads, kir.shared_bytes, regs, "estimate")
+    r = tp.estimate_resources(kernel.ir(ir_target(target), **(constexprs or {})))
+    return Resources(r.threads, r.shared_bytes, r.registers, "estimate")
 
 
 def fits(res: Resources, target: str) -> str:
