@@ -15,14 +15,8 @@ from functools import cached_property
 
 import numpy as np
 
+from .int_tuple import product
 from .layout import Layout
-
-
-def _prod(xs) -> int:
-    out = 1
-    for x in xs:
-        out *= x
-    return out
 
 
 @dataclass(frozen=True)
@@ -39,11 +33,11 @@ class TVLayout:
 
     @property
     def num_threads(self) -> int:
-        return _prod(self.thread_shape)
+        return product(self.thread_shape)
 
     @property
     def num_values(self) -> int:
-        return _prod(self.value_shape)
+        return product(self.value_shape)
 
     def dim_layout(self, d: int) -> Layout:
         """The affine layout (thread, value) -> coordinate along tile dimension `d`."""
@@ -70,7 +64,7 @@ class TVLayout:
 
     def covers_tile(self) -> bool:
         """Every element of the tile is held by some (thread, value)."""
-        seen = np.zeros(_prod(self.tile), dtype=bool)
+        seen = np.zeros(product(self.tile), dtype=bool)
         seen[self.flat.ravel()] = True
         return bool(seen.all())
 
@@ -105,7 +99,7 @@ def blocked(tile: tuple[int, ...], num_threads: int, vec: int = 1) -> TVLayout:
     while vec > 1 and last % vec:
         vec //= 2
     # Decompose the row-major flat index space into (vec, thread, rep) chunks.
-    total = _prod(tile)
+    total = product(tile)
     used_threads = min(num_threads, max(total // vec, 1))
     spare = num_threads // used_threads if num_threads % used_threads == 0 else None
     if spare is None:  # thread count does not divide: fall back to one element at a time, replicated

@@ -6,15 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .dtypes import DType
+from .int_tuple import product
 from .layout import Layout, Swizzle
 from .tv_layout import TVLayout
-
-
-def _prod(xs) -> int:
-    out = 1
-    for x in xs:
-        out *= x
-    return out
 
 
 @dataclass(frozen=True)
@@ -123,4 +117,4 @@ def is_tile(t) -> bool:
 
 
 def tile_numel(t) -> int:
-    return _prod(t.shape)
+    return product(t.shape)
