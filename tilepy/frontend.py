@@ -29,6 +29,7 @@ from .errors import (
 )
 from .language import Builtin, TensorSpec
 from .targets import Target
+from .thread_values import static_thread_values
 from .types import NONE, GlobalTileType, RegType, ScalarType, SharedType, TensorType
 
 BINOPS = {
@@ -48,10 +49,6 @@ PY_BINOPS = {
     "==": lambda a, b: a == b, "!=": lambda a, b: a != b, "and": lambda a, b: a and b, "or": lambda a, b: a or b,
 }
 COMPARISONS = ("<", "<=", ">", ">=", "==", "!=")
-PY_NUMPY_BINOPS = {
-    **{op: PY_BINOPS[op] for op in ("+", "-", "*", "//", "%", "&", "|", "^", "<<", ">>", *COMPARISONS)},
-    "and": np.logical_and, "or": np.logical_or,
-}
 
 # Python statements with a pointer to what to write instead.
 UNSUPPORTED_STMT_HINTS = {
@@ -309,22 +306,7 @@ class Translator:
 
     def static_thread_values(self, e):
         """The per-thread values of `e` when it depends only on thread/warp ids and constants, else None."""
-        t = self.role_ids  # real thread ids of the threads running here
-        warp = self.target.warp_size
-        leaves = {"thread_id": t, "lane_id": t % warp, "warp_id": t // warp, "warpgroup_id": t // (4 * warp)}
-        if isinstance(e, ir.Const):
-            return e.value
-        if isinstance(e, ir.Var):
-            return self.thread_values.get(e.name)
-        if isinstance(e, ir.Call) and e.op in leaves and not e.args:
-            return leaves[e.op]
-        if isinstance(e, ir.BinOp) and e.op in PY_NUMPY_BINOPS:
-            a, b = self.static_thread_values(e.lhs), self.static_thread_values(e.rhs)
-            return None if a is None or b is None else PY_NUMPY_BINOPS[e.op](a, b)
-        if isinstance(e, ir.UnOp) and e.op in ("not", "-"):
-            a = self.static_thread_values(e.operand)
-            return None if a is None else (np.logical_not(a) if e.op == "not" else -a)
-        return None
+        return static_thread_values(e, self.role_ids, self.target.warp_size, self.thread_values)
 
     def nested(self, fn) -> list:
         saved = self.block
