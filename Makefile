@@ -19,7 +19,7 @@ demo: setup
 
 test: setup
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q -n 2 tests
+	$(BIN)/python -m pytest -q -n 2 tests --doctest-modules tilepy
 
 lint: setup
 	$(BIN)/ruff check .

@@ -18,8 +18,10 @@ class Kernel:
     """A tilepy kernel. `kernel[grid](*args, **constexprs)` runs it (on the CPU interpreter for numpy arrays
     and CPU tensors); `kernel.ir(**constexprs)` gives the typed IR of one specialization.
 
-    >>> @kernel(threads=64)
-    ... def scale(X: Tensor[dt.f32, "N"], BLOCK: constexpr = 64): ...
+        @tp.kernel(threads=64)
+        def scale(X: tp.Tensor[tp.f32, "N"], BLOCK: tp.constexpr = 64): ...
+
+        scale[(tp.cdiv(n, 64),)](x)      # x: a numpy array or CPU tensor (interpreter), or a CUDA tensor
     """
 
     def __init__(self, fn, threads=128, target: str | None = None):
