@@ -29,7 +29,7 @@ from tilepy.errors import CompileError, Span
 
 from ._version import __version__
 from .cache import KernelCache, make_key
-from .render import get_render_target, render_source
+from .render import get_render_target, render_kernel
 
 INCLUDE_DIR = Path(__file__).resolve().parent / "include"
 
@@ -62,6 +62,7 @@ class CompiledKernel:
     params: list = field(default_factory=list)  # tilepy.ir.Param list, in launch order
     toolchain: str = ""
     kir: object = None
+    tensor_maps: list = field(default_factory=list)  # render.tma.TensorMapSpec per extra tensor-map parameter
 
     def sass(self) -> str:
         """Disassembly: SASS via cuobjdump (NVIDIA) or the AMDGPU assembly (AMD)."""
@@ -425,7 +426,7 @@ def compile_ir(kir, target=None, *, cache_dir=None, options=(), force: bool = Fa
     from tilepy.printer import format_ir
 
     rt = get_render_target(target or kir.target)
-    source, smem = render_source(kir, rt)
+    source, smem, tensor_maps = render_kernel(kir, rt)
     if rt.vendor == "nvidia":
         tool = nvidia_compiler()
         if tool is None:
@@ -505,6 +506,7 @@ def compile_ir(kir, target=None, *, cache_dir=None, options=(), force: bool = Fa
         list(kir.params),
         tool.name,
         kir,
+        tensor_maps,
     )
     _MEMO[(key, str(cache_dir))] = ck
     return ck

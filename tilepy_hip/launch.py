@@ -4,7 +4,8 @@
 Arguments are checked against the kernel's signature first (tilepy.LaunchError names the parameter and what
 is wrong: not a tensor, wrong device, dtype, rank, a static or shared symbolic dimension, not contiguous).
 Kernels asking for more than 48 KB of dynamic shared memory get their limit raised with
-cuFuncSetAttribute. Launches are CUDA-graph capturable: a launch only calls cuLaunchKernel on the current
+cuFuncSetAttribute. Kernels with bulk tensor copies get their tensor maps (tensor_map.py) after the
+signature's arguments. Launches are CUDA-graph capturable: a launch only calls cuLaunchKernel on the current
 stream; module loading happens at the first launch, so launch once before capturing.
 """
 
@@ -16,6 +17,8 @@ import functools
 from tilepy.errors import LaunchError
 from tilepy.kernel import resolve_grid
 from tilepy.types import ScalarType, TensorType
+
+from .tensor_map import launch_values
 
 _TORCH_DTYPES = {
     "f16": "float16",
@@ -233,6 +236,7 @@ def launch_compiled(ck, grid, args, stream=None):
     import torch
 
     values, _dims, device = pack_args(ck, args)
+    values += launch_values(ck, args)  # tensor maps of bulk tensor copies, then their tp_tma_ok bits
     if device is None:
         device = torch.device("cuda", torch.cuda.current_device())
     index = device.index if device.index is not None else torch.cuda.current_device()

@@ -11,7 +11,7 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
 python3 -c "import tilepy_hip, json; print(json.dumps(tilepy_hip.toolchain_info()))" | tee -a "$OUT/gpu.txt"
 if [[ $what == all || $what == pytest ]]; then
-  python3 -m pytest -q -x -p no:cacheprovider tests/gpu 2>&1 | tee "$OUT/pytest.log" | tail -30
+  python3 -m pytest -q --maxfail=15 -p no:cacheprovider tests/gpu 2>&1 | tee "$OUT/pytest.log" | grep -vE "^(tests|E |  )" | tail -40
 fi
 if [[ $what == all || $what == sanitize ]]; then
   for tool in memcheck racecheck; do

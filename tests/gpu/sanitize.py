@@ -16,7 +16,7 @@ import kernels as extra  # noqa: E402
 
 import tilepy as tp  # noqa: E402
 import tilepy_hip  # noqa: E402
-from stdlib_kernels import gemm, rmsnorm, softmax, vector_add  # noqa: E402
+from stdlib_kernels import gemm, gemm_hopper, rmsnorm, softmax, vector_add  # noqa: E402
 
 d = torch.device("cuda")
 L = tilepy_hip.launch
@@ -38,6 +38,16 @@ for preset in ("sm_90a", "sm_80"):
         target="sm_90a",
         **p,
     )
+for extra_params in ({}, dict(BN=256, INSTR=tp.nv.wgmma_m64n256k16_bf16)):  # TMA + wgmma, ragged
+    p = {**gemm_hopper.PRESETS["sm_90a"], **extra_params}
+    a2 = torch.randn(130, 520, device=d).bfloat16()
+    b2 = torch.randn(520, 264, device=d).bfloat16()
+    L(gemm_hopper.gemm_hopper, (tp.cdiv(130, p["BM"]), tp.cdiv(264, p["BN"])), a2, b2,
+      torch.empty(130, 264, device=d), **p)
+    L(gemm_hopper.gemm_hopper, (tp.cdiv(130, p["BM"]), tp.cdiv(66, p["BN"])), a, b,
+      torch.empty(130, 66, device=d), **p)  # 200 and 66 columns: the element fallback
+xt = torch.randn(150, 136, device=d).bfloat16()
+L(extra.tma_tile, (3, 3), xt, torch.empty(150, 136, device=d))
 n = 32 * 5 + 7
 L(extra.bulk_ws, (tp.cdiv(n, 32),), torch.randn(n, device=d), torch.empty(n, device=d))
 n = 512 * 3 + 100

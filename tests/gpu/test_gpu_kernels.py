@@ -19,7 +19,7 @@ if not torch.cuda.is_available():
 
 import tilepy as tp  # noqa: E402
 import tilepy_hip  # noqa: E402
-from stdlib_kernels import gemm, rmsnorm, softmax, vector_add  # noqa: E402
+from stdlib_kernels import gemm, gemm_hopper, rmsnorm, softmax, vector_add  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "hip"))
 import kernels as extra  # noqa: E402
@@ -106,6 +106,52 @@ def test_gemm(preset, m, k, n, request):
         ci = np.full((m, n), np.nan, np.float32)
         gemm.gemm[grid](a.float().numpy(), b.float().numpy(), ci, target="sm_90a", **p)
         assert _rel(c.cpu(), ci) < 1e-5
+
+
+HOPPER_VARIANTS = {
+    "128x128x4": dict(gemm_hopper.PRESETS["sm_90a"]),
+    "128x256x4": dict(gemm_hopper.PRESETS["sm_90a"], BN=256, INSTR=tp.nv.wgmma_m64n256k16_bf16),
+    "128x256x3": dict(gemm_hopper.PRESETS["sm_90a"], BN=256, STAGES=3, INSTR=tp.nv.wgmma_m64n256k16_bf16),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(HOPPER_VARIANTS))
+@pytest.mark.parametrize(
+    "m,k,n", [(70, 80, 72), (256, 512, 256), (130, 200, 264), (1, 16, 8), (300, 1000, 520), (130, 200, 66)]
+)
+def test_gemm_hopper(variant, m, k, n, request):
+    """TMA producer + wgmma consumers on ragged shapes; n=66 (132-byte rows of B) takes the element fallback."""
+    g = torch.Generator(device="cpu").manual_seed(_seed(request))
+    a = torch.randn(m, k, generator=g).to(torch.bfloat16)
+    b = torch.randn(k, n, generator=g).to(torch.bfloat16)
+    c = _poison((m, n))
+    p = HOPPER_VARIANTS[variant]
+    grid = (tp.cdiv(m, p["BM"]), tp.cdiv(n, p["BN"]))
+    ck = tilepy_hip.launch(gemm_hopper.gemm_hopper, grid, a.to(DEV), b.to(DEV), c, **p)
+    torch.cuda.synchronize()
+    assert len(ck.tensor_maps) == 2
+    assert _rel(c.cpu(), a.double() @ b.double()) < 1e-5
+    if m * n * k <= 800_000:
+        ci = np.full((m, n), np.nan, np.float32)
+        gemm_hopper.gemm_hopper[grid](a.float().numpy(), b.float().numpy(), ci, **p)
+        assert _rel(c.cpu(), ci) < 1e-5
+
+
+@pytest.mark.parametrize("bc,swizzle", [(64, tp.Swizzle(3, 3, 3)), (32, tp.Swizzle(2, 3, 3)),
+                                        (16, tp.Swizzle(1, 3, 3)), (8, tp.Swizzle(0, 3, 3))])
+@pytest.mark.parametrize("m,n,offset", [(150, 136, 0), (150, 50, 0), (150, 136, 1)])
+def test_tma_swizzles_and_fallback(bc, swizzle, m, n, offset):
+    """A tile through the copy engine's swizzle read back through the tile's: equal only if the modes match.
+    n=50 (100-byte rows) and a 2-byte offset base cannot be tensor maps: the kernel's fallback runs."""
+    from tilepy_hip.tensor_map import tensor_map
+
+    flat = torch.randn(m * n + offset).to(torch.bfloat16).to(DEV)
+    x = flat[offset:].view(m, n)
+    y = _poison((m, n))
+    ck = tilepy_hip.launch(extra.tma_tile, (tp.cdiv(m, 64), tp.cdiv(n, bc)), x, y, BC=bc, SWIZZLE=swizzle)
+    torch.cuda.synchronize()
+    assert torch.equal(y.cpu(), x.float().cpu())
+    assert tensor_map(ck.tensor_maps[0], x)[1] == (n % 8 == 0 and offset == 0)
 
 
 def test_bulk_copy_with_mbarrier():

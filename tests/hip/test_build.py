@@ -13,7 +13,7 @@ import pytest
 
 import tilepy as tp
 import tilepy_hip
-from stdlib_kernels import KERNELS, gemm
+from stdlib_kernels import KERNELS, gemm, gemm_hopper
 from tilepy_hip import build
 from tilepy_hip.cache import KernelCache
 
@@ -30,6 +30,12 @@ needs_sass = pytest.mark.skipif(
 
 
 def _constexprs(name, target):
+    if name == "gemm_hopper" and target != "sm_90a":
+        with pytest.raises((tp.TargetError, tp.ResourceError)):  # Hopper-only ops (or 64 KB of LDS)
+            KERNELS[name].ir(target, **gemm_hopper.PRESETS["sm_90a"])
+        pytest.skip("gemm_hopper is an sm_90a kernel")
+    if name == "gemm_hopper":
+        return gemm_hopper.PRESETS[target]
     return gemm.PRESETS[target] if name == "gemm" else {}
 
 
@@ -137,16 +143,16 @@ def test_two_processes_compiling_at_once_do_not_clobber(tmp_path):
 # ------------------------------------------------------------------ errors
 @needs_nv
 def test_cxx_errors_name_the_source_file_and_the_tilepy_line(monkeypatch):
-    real = build.render_source
+    real = build.render_kernel
 
     def broken(kir, target=None):
-        src, smem = real(kir, target)
+        src, smem, maps = real(kir, target)
         marker = "// tilepy: "
         i = src.index(marker, src.index(marker) + 1)  # the second statement
         j = src.index("\n", i)
-        return src[: j + 1] + "  this_is_not_cxx;\n" + src[j + 1 :], smem
+        return src[: j + 1] + "  this_is_not_cxx;\n" + src[j + 1 :], smem, maps
 
-    monkeypatch.setattr(build, "render_source", broken)
+    monkeypatch.setattr(build, "render_kernel", broken)
     with pytest.raises(build.BuildError) as err:
         tilepy_hip.compile(KERNELS["vector_add"], target="sm_90a")
     text = str(err.value)

@@ -6,7 +6,7 @@ import pytest
 
 import tilepy as tp
 import tilepy_hip
-from stdlib_kernels import KERNELS, gemm
+from stdlib_kernels import KERNELS, gemm, gemm_hopper
 from tilepy.ops import OPS
 from tilepy.targets import TARGETS
 from tilepy_hip.render import RENDER_TARGETS, coverage
@@ -15,6 +15,12 @@ TARGET_NAMES = sorted(RENDER_TARGETS)
 
 
 def _constexprs(name, target):
+    if name == "gemm_hopper" and target != "sm_90a":
+        with pytest.raises((tp.TargetError, tp.ResourceError)):  # Hopper-only ops (or 64 KB of LDS)
+            KERNELS[name].ir(target, **gemm_hopper.PRESETS["sm_90a"])
+        pytest.skip("gemm_hopper is an sm_90a kernel")
+    if name == "gemm_hopper":
+        return gemm_hopper.PRESETS[target]
     return gemm.PRESETS[target] if name == "gemm" else {}
 
 

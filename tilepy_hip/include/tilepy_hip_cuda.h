@@ -127,3 +127,28 @@ static __device__ __forceinline__ void tp_bulk_g2s(unsigned dst, const void* src
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
                :: "r"(dst), "l"(src), "r"(bytes), "r"(tp_smem_addr(bar)) : "memory");
 }
+
+// ---------------------------------------------------------------- bulk tensor copies (TMA, sm_90a)
+// A CUtensorMap (cuda.h's opaque 128-byte, 64-byte aligned object), built on the host by cuTensorMapEncodeTiled
+// and passed by value as a `const __grid_constant__` kernel parameter. Coordinates are innermost first.
+struct __align__(64) tp_tensor_map { unsigned long long opaque[16]; };
+static __device__ __forceinline__ void tp_tma_load_1d(unsigned dst, const tp_tensor_map* map, unsigned long long* bar, int c0) {
+  asm volatile("cp.async.bulk.tensor.1d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3}], [%2];\n"
+               :: "r"(dst), "l"(map), "r"(tp_smem_addr(bar)), "r"(c0) : "memory");
+}
+static __device__ __forceinline__ void tp_tma_load_2d(unsigned dst, const tp_tensor_map* map, unsigned long long* bar, int c0, int c1) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];\n"
+               :: "r"(dst), "l"(map), "r"(tp_smem_addr(bar)), "r"(c0), "r"(c1) : "memory");
+}
+static __device__ __forceinline__ void tp_tma_load_3d(unsigned dst, const tp_tensor_map* map, unsigned long long* bar, int c0, int c1, int c2) {
+  asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], [%2];\n"
+               :: "r"(dst), "l"(map), "r"(tp_smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2) : "memory");
+}
+static __device__ __forceinline__ void tp_tma_load_4d(unsigned dst, const tp_tensor_map* map, unsigned long long* bar, int c0, int c1, int c2, int c3) {
+  asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], [%2];\n"
+               :: "r"(dst), "l"(map), "r"(tp_smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2), "r"(c3) : "memory");
+}
+static __device__ __forceinline__ void tp_tma_load_5d(unsigned dst, const tp_tensor_map* map, unsigned long long* bar, int c0, int c1, int c2, int c3, int c4) {
+  asm volatile("cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6, %7}], [%2];\n"
+               :: "r"(dst), "l"(map), "r"(tp_smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4) : "memory");
+}

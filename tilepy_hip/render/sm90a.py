@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from tilepy.symbolic import Var
 
-from .cexpr import sym_c
+from . import tma
+from .cexpr import ctype, sym_c
 
 _MODES = {3: 1, 2: 2, 1: 3}  # swizzle bits -> descriptor layout type (128B, 64B, 32B)
 
@@ -25,8 +26,15 @@ def _descriptor_form(r, sref, which: str, mn_extent: int):
     stride = st.layout.stride
     sw = st.swizzle
     problem = None
-    if not (isinstance(stride, tuple) and len(stride) == 2):
-        problem = "it is not a 2-D strided layout"
+    shape = st.layout.shape
+    blocks = None  # MN-major B split into column blocks of one atom: ((atom, R) : (1, block stride))
+    if (which == "b" and isinstance(stride, tuple) and len(stride) == 2 and isinstance(stride[1], tuple)
+            and isinstance(shape[1], tuple) and len(shape[1]) == 2 and stride[1][0] == 1
+            and isinstance(stride[0], int) and stride[0] == shape[1][0]):
+        blocks = stride[1][1]
+        stride = (stride[0], 1)
+    if not (isinstance(stride, tuple) and len(stride) == 2 and all(isinstance(x, int) for x in stride)):
+        problem = "it is not a 2-D strided layout (or (BK, (atom, BN // atom)) column blocks for B)"
     elif sw is None or sw.shift != 3 or (1 << sw.base) * eb != 16 or sw.bits not in _MODES:
         problem = f"its swizzle {sw} is not a 32/64/128-byte wgmma swizzle (tp.Swizzle(1..3, 3, 3) for 2-byte types)"
     if problem is None:
@@ -44,6 +52,8 @@ def _descriptor_form(r, sref, which: str, mn_extent: int):
                 f"its rows are {pitch} elements apart, but the {16 << sw.bits}-byte swizzle atom holds "
                 f"{atom}: the contiguous dimension must be exactly {atom} elements"
             )
+        elif blocks is not None and (blocks * eb) % 1024:
+            problem = f"its column blocks are {blocks * eb} bytes apart, not a multiple of 1024"
         elif not kmajor and mn_extent % atom:
             problem = f"the instruction's {'M' if which == 'a' else 'N'} extent {mn_extent} is not a multiple of {atom}"
         elif st.stage_elems * eb % (8 * atom * eb):
@@ -59,7 +69,12 @@ def _descriptor_form(r, sref, which: str, mn_extent: int):
             "(128 bytes) with swizzle=tp.Swizzle(3, 3, 3)",
         )
     sbo = 8 * atom * eb
-    lbo = 1 if kmajor else 8 * atom * eb * (st.shape[0] // 8 if which == "b" else 1)
+    if kmajor:
+        lbo = 1
+    elif blocks is not None:
+        lbo = blocks * eb  # between the atom-wide column blocks
+    else:
+        lbo = 8 * atom * eb * (st.shape[0] // 8 if which == "b" else 1)
     return (0 if kmajor else 1), _MODES[sw.bits], lbo, sbo, atom
 
 
@@ -76,8 +91,11 @@ def emit_wgmma(r, e, acc, a, b):
     tb, mode_b, lbo_b, sbo_b, _ = _descriptor_form(r, b, "b", n)
     eb = instr.ab.bytes
     em = r.em
-    wg = r.hoist("tp_tid / 128")
-    wm, wn = r.hoist(f"{wg} % {gm}"), r.hoist(f"{wg} / {gm}")
+    # The warpgroup's place in the warp grid counts from the first thread of the role running the mma (a
+    # consumer role of warp specialization starts at warpgroup 1 or later).
+    wg = r.hoist(f"{r.layout_tid(acc.layout)} / 128")
+    wm = r.hoist(f"{wg} % {gm}") if gm > 1 else 0
+    wn = r.hoist(f"{wg} / {gm}") if gn > 1 else 0
     em.open()
     sa, sb = r.tmp("sa"), r.tmp("sb")
     em(f"const unsigned {sa} = tp_smem_addr({a.ptr});")
@@ -87,13 +105,13 @@ def emit_wgmma(r, e, acc, a, b):
     ab = instr.ab.name
     for ks in range(ksteps):
         for rr in range(rep_r):
-            a_off = sym_c(a.stype.layout((Var(wm) + gm * rr) * 64, ks * 16))
+            a_off = sym_c(a.stype.layout((_v(wm) + gm * rr) * 64, ks * 16))
             da = r.tmp("da")
             em(
                 f"const unsigned long long {da} = tp_gmma_desc({sa} + ({a_off}) * {eb}, {lbo_a}, {sbo_a}, {mode_a});"
             )
             for rc in range(rep_c):
-                b_off = sym_c(b.stype.layout(ks * 16, (Var(wn) + gn * rc) * n))
+                b_off = sym_c(b.stype.layout(ks * 16, (_v(wn) + gn * rc) * n))
                 db = r.tmp("db")
                 em(
                     f"const unsigned long long {db} = "
@@ -151,29 +169,54 @@ def emit_mbarrier_wait(r, call):
 
 
 def emit_copy_bulk(r, call):
-    """One thread of the role issues the copy: cp.async.bulk per row when rows are whole, aligned and inside
-    the tensor; otherwise that thread copies the elements itself. Either way the mbarrier's phase completes
-    only when the bytes have landed (expect_tx / complete_tx, or the issuing thread's own stores before it
-    arrives)."""
+    """One thread of the role issues the copy. Where `tma.plan` accepts it, bulk tensor copies (TMA) through a
+    tensor map the launch builds (one `cp.async.bulk.tensor` per column block), guarded by the launch's
+    `tp_tma_ok` bit for that map; otherwise, or when the bit is clear, cp.async.bulk per row when rows are
+    whole, 16-byte aligned and inside the tensor; otherwise the issuing thread copies the elements itself in a
+    loop. Either way the mbarrier's phase completes only when the bytes have landed (expect_tx / complete_tx,
+    or the issuing thread's own stores, fenced for the async proxy, before it arrives)."""
     src, dst, barv = call.args
     view, sref = r.view_ref(src), r.smem_ref(dst)
     bar = r.scalar_bar(barv)
     lo, _ = r.role_range()
+    em = r.em
+    em.open(f"if (tp_tid == {lo})")
+    tplan, why = tma.plan(view, sref.stype, sref.align)
+    if tplan is None:
+        r.notes.append(f"copy_bulk at line {r.ctx.span.line if r.ctx.span else '?'}: no TMA ({why})")
+        _bulk_rows_or_elements(r, view, sref, bar)
+    else:
+        if tplan.spec not in r.tensor_maps:
+            r.tensor_maps.append(tplan.spec)
+        i = r.tensor_maps.index(tplan.spec)
+        em.open(f"if (tp_tma_ok & {1 << i}u)")
+        em(f"tp_mbar_expect_tx({bar}, {tplan.nbytes});")
+        coords = list(reversed(view.starts))  # innermost first
+        for inner_off, soff in tplan.copies:
+            cs = [f"{coords[0]} + {inner_off}" if inner_off else coords[0], *coords[1:]]
+            em(f"tp_tma_load_{tplan.spec.rank}d(tp_smem_addr({sref.ptr} + {soff}), &tp_tmap{i}, {bar}, "
+               f"{', '.join(cs)});")
+        em.close()
+        em.open("else")
+        _bulk_rows_or_elements(r, view, sref, bar)
+        em.close()
+    em.close()
+
+
+def _bulk_rows_or_elements(r, view, sref, bar):
+    """cp.async.bulk per row when the tile is row-major and the rows are whole, aligned and in bounds; else
+    an element loop by the issuing thread."""
+    em = r.em
     st = sref.stype
     shape, eb = st.shape, st.dtype.bytes
-    rows = 1
-    for s in shape[:-1]:
-        rows *= s
+    rows = _prod(shape[:-1])
     row_bytes = shape[-1] * eb
     strides = st.layout.stride if isinstance(st.layout.stride, tuple) else (st.layout.stride,)
     row_major = st.swizzle is None and list(strides) == [_prod(shape[d + 1 :]) for d in range(len(shape))]
     tdims = view.tile_dims
     contiguous = bool(tdims) and tdims[-1] == len(view.starts) - 1
-    em = r.em
-    em.open(f"if (tp_tid == {lo})")
-    from .copies import CopyOps  # the element path is the copies' fallback, run by one thread
-
-    if row_major and contiguous and row_bytes % 16 == 0:
+    per_row = row_major and contiguous and row_bytes % 16 == 0
+    if per_row:
         idx0, off0 = r._global_terms(view, [0] * len(shape))
         last = len(view.starts) - 1
         inb = []
@@ -198,15 +241,39 @@ def emit_copy_bulk(r, call):
             )
         em.close()
         em.open("else")
-    saved, r.tid_name = r.tid_name, "0"
-    try:
-        CopyOps._copy_elements(r, view, sref, "g2s")
-    finally:
-        r.tid_name = saved
+    _element_loop(r, view, sref)
     em(r.t.proxy_fence)
-    if row_major and contiguous and row_bytes % 16 == 0:
+    if per_row:
         em.close()
+
+
+def _element_loop(r, view, sref):
+    """The issuing thread copies the tile element by element (a run-time loop: tiles can be large), reading
+    zeros outside the tensor, writing through the shared tile's layout and swizzle."""
+    em = r.em
+    shape = sref.stype.shape
+    n = _prod(shape)
+    i = r.tmp("i")
+    em.open(f"for (int {i} = 0; {i} < {n}; ++{i})")
+    names, rem = [], i
+    for d in range(len(shape) - 1, -1, -1):
+        c = r.tmp("c")
+        names.append(c)
+        em(f"const int {c} = {rem} % {shape[d]};" if d else f"const int {c} = {rem};")
+        if d:
+            q = r.tmp("q")
+            em(f"const int {q} = {rem} / {shape[d]};")
+            rem = q
+    coords = [Var(c) for c in reversed(names)]
+    idx, off = r._global_terms(view, coords)
+    soff = sym_c(sref.elem_offset(coords))
+    inb = " && ".join(f"(unsigned){x} < (unsigned)({view.tensor.dims[j]})" for j, x in enumerate(idx))
+    em(f"{sref.ptr}[{soff}] = ({inb}) ? {view.tensor.ptr}[{off}] : {ctype(sref.dtype)}(0);")
     em.close()
+
+
+def _v(x):
+    return x if isinstance(x, int) else Var(x)
 
 
 def _prod(xs) -> int:

@@ -1,0 +1,93 @@
+"""Bulk tensor copies (TMA) on sm_90a: which copy_bulk calls become cp.async.bulk.tensor (swizzle modes, column
+blocks, the per-row / per-element fallback), the kernel's tensor-map parameters, the host's tensor-map
+arguments, and the warp-specialized GEMM's SASS (HGMMA, UTMALDG, no local memory)."""
+
+import re
+
+import kernels as extra
+import pytest
+
+import tilepy as tp
+import tilepy_hip
+from stdlib_kernels import gemm_hopper
+from tilepy_hip import build
+from tilepy_hip.render import render_kernel
+from tilepy_hip.render.tma import TensorMapSpec
+from tilepy_hip.tensor_map import tensor_map_args
+
+needs_sass = pytest.mark.skipif(
+    build.nvidia_compiler() is None or build.find_cuobjdump() is None, reason="no NVRTC/cuobjdump here"
+)
+
+
+@pytest.mark.parametrize(
+    "bc,swizzle,mode",
+    [(64, tp.Swizzle(3, 3, 3), 3), (32, tp.Swizzle(2, 3, 3), 2), (16, tp.Swizzle(1, 3, 3), 1),
+     (8, tp.Swizzle(0, 3, 3), 0)],
+)
+def test_swizzle_modes_become_tensor_maps(bc, swizzle, mode):
+    src, _, maps = render_kernel(extra.tma_tile.ir("sm_90a", BC=bc, SWIZZLE=swizzle))
+    assert maps == [TensorMapSpec("X", "bf16", 2, (bc, 64), mode)]
+    assert "const __grid_constant__ tp_tensor_map tp_tmap0" in src and "const unsigned tp_tma_ok" in src
+    assert "tp_tma_load_2d(" in src and "if (tp_tma_ok & 1u)" in src
+    assert f"tp_mbar_expect_tx(bar_p, {bc * 64 * 2});" in src
+    assert "for (int tp_i" in src  # the run-time fallback when the launch cannot encode the map
+
+
+def test_rows_under_16_bytes_keep_the_fallback():
+    src, _, maps = render_kernel(extra.tma_tile.ir("sm_90a", BC=4, SWIZZLE=tp.Swizzle(0, 3, 3)))
+    assert maps == [] and "tp_tma_load" not in src and "tp_tmap" not in src
+    src, _, maps = render_kernel(extra.bulk_ws.ir("sm_90a", BLOCK=2))  # 8-byte rows
+    assert maps == [] and "tp_tma_load" not in src
+
+
+def test_swizzle_wider_than_the_row_keeps_the_fallback():
+    # 64-byte rows under the 128-byte swizzle: the copy engine's pattern would not be the tile's
+    src, _, maps = render_kernel(extra.tma_tile.ir("sm_90a", BC=32, SWIZZLE=tp.Swizzle(3, 3, 3)))
+    assert maps == [] and "tp_tma_load" not in src
+
+
+def test_1d_bulk_copy_is_a_1d_tensor_copy():
+    src, _, maps = render_kernel(extra.bulk_ws.ir("sm_90a", BLOCK=32))
+    assert maps == [TensorMapSpec("X", "f32", 1, (32,), 0)] and "tp_tma_load_1d(" in src
+    assert "tp_bulk_g2s(" in src  # per-row bulk copy as the aligned fallback
+
+
+def test_gemm_hopper_copies_b_in_64_column_blocks():
+    kir = gemm_hopper.gemm_hopper.ir("sm_90a", **{**gemm_hopper.PRESETS["sm_90a"], "BN": 256,
+                                                  "INSTR": tp.nv.wgmma_m64n256k16_bf16})
+    src, _, maps = render_kernel(kir)
+    assert maps == [TensorMapSpec("A", "bf16", 2, (64, 128), 3), TensorMapSpec("B", "bf16", 2, (64, 64), 3)]
+    assert len(re.findall(r"tp_tma_load_2d\([^;]*&tp_tmap1", src)) == 4 * 4  # 4 blocks x 4 stages
+    assert "n0 + 192" in src
+    # wgmma B descriptor: leading byte offset = one (64 x 64) block = 8192 bytes, stride 1024 (8 rows)
+    assert "8192, 1024, 1)" in src
+    # the consumer warpgroups count from the role's first thread
+    assert "tp_tid - 128" in src
+
+
+def test_tensor_map_arguments_and_run_time_refusals():
+    spec = TensorMapSpec("A", "bf16", 2, (64, 128), 3)
+    args, why = tensor_map_args(spec, (300, 200), 0x10000)
+    assert why == "" and args["dims"] == [200, 300] and args["strides"] == [400] and args["box"] == [64, 128]
+    assert args["dtype"] == 9 and args["swizzle"] == 3
+    assert tensor_map_args(spec, (300, 200), 0x10002)[0] is None  # unaligned base: the fallback path
+    args, why = tensor_map_args(spec, (300, 50), 0x10000)
+    assert args is None and "multiple of 16" in why  # 100-byte rows
+    spec3 = TensorMapSpec("X", "f32", 3, (4, 8, 1), 0)
+    args, _ = tensor_map_args(spec3, (5, 6, 4), 0)
+    assert args["dims"] == [4, 6, 5] and args["strides"] == [16, 96]
+
+
+@needs_sass
+@pytest.mark.parametrize("bn,stages,instr", [(128, 4, tp.nv.wgmma_m64n128k16_bf16),
+                                             (256, 4, tp.nv.wgmma_m64n256k16_bf16)])
+def test_gemm_hopper_sass(bn, stages, instr):
+    ck = tilepy_hip.compile(gemm_hopper.gemm_hopper, target="sm_90a",
+                            **{**gemm_hopper.PRESETS["sm_90a"], "BN": bn, "STAGES": stages, "INSTR": instr})
+    sass = ck.sass()
+    assert f"HGMMA.64x{bn}x16.F32.BF16" in sass and "UTMALDG.2D" in sass
+    assert not re.search(r"\b(LDL|STL)\b", sass)
+    r = ck.resources
+    assert r["spill_stores"] == 0 and r["stack_bytes"] == 0 and ck.num_threads == 384
+    assert len(ck.tensor_maps) == 2
