@@ -184,7 +184,7 @@ def main(argv=None):
 
     # ---- the warp-specialized Hopper GEMM (TMA producer warpgroup, wgmma consumer warpgroups)
     hopper = {
-        "128x128_s4": {},
+        "128x128_s4": gemm_hopper.SMALL_TILE,
         "128x256_s3": dict(BN=256, STAGES=3, INSTR=tp.nv.wgmma_m64n256k16_bf16),
         "128x256_s4": dict(BN=256, STAGES=4, INSTR=tp.nv.wgmma_m64n256k16_bf16),
     }

@@ -75,9 +75,11 @@ def gemm_hopper(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"]
         tp.store(C[m0:m0 + BM, n0:n0 + BN], acc)
 
 
+# H100, 4096^3 bf16: 128x256 s4 690 TFLOP/s (87% of cuBLAS), 128x256 s3 677, 128x128 s4 550 (benchmarks/NOTES.md)
 PRESETS = {
-    "sm_90a": dict(BM=128, BN=128, BK=64, STAGES=4, CONSUMERS=2, INSTR=tp.nv.wgmma_m64n128k16_bf16),
+    "sm_90a": dict(BM=128, BN=256, BK=64, STAGES=4, CONSUMERS=2, INSTR=tp.nv.wgmma_m64n256k16_bf16),
 }
+SMALL_TILE = dict(BN=128, INSTR=tp.nv.wgmma_m64n128k16_bf16)  # the 128x128 variant
 
 
 def launch(a, b, c, target: str = "sm_90a", **constexprs):
@@ -97,6 +99,6 @@ if __name__ == "__main__":
     a = round_bf16(rng.standard_normal((100, 200)).astype(np.float32))
     b = round_bf16(rng.standard_normal((200, 150)).astype(np.float32))
     c = np.full((100, 150), np.nan, np.float32)
-    launch(a, b, c, BM=128, BN=128, STAGES=2)
+    launch(a, b, c, STAGES=2, **SMALL_TILE)
     ref = reference(a, b)
     print("rel err =", float(np.linalg.norm(c - ref) / np.linalg.norm(ref)))

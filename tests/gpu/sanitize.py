@@ -38,7 +38,7 @@ for preset in ("sm_90a", "sm_80"):
         target="sm_90a",
         **p,
     )
-for extra_params in ({}, dict(BN=256, INSTR=tp.nv.wgmma_m64n256k16_bf16)):  # TMA + wgmma, ragged
+for extra_params in (gemm_hopper.SMALL_TILE, {}):  # TMA + wgmma, ragged
     p = {**gemm_hopper.PRESETS["sm_90a"], **extra_params}
     a2 = torch.randn(130, 520, device=d).bfloat16()
     b2 = torch.randn(520, 264, device=d).bfloat16()

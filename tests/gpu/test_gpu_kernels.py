@@ -109,7 +109,7 @@ def test_gemm(preset, m, k, n, request):
 
 
 HOPPER_VARIANTS = {
-    "128x128x4": dict(gemm_hopper.PRESETS["sm_90a"]),
+    "128x128x4": dict(gemm_hopper.PRESETS["sm_90a"], **gemm_hopper.SMALL_TILE),
     "128x256x4": dict(gemm_hopper.PRESETS["sm_90a"], BN=256, INSTR=tp.nv.wgmma_m64n256k16_bf16),
     "128x256x3": dict(gemm_hopper.PRESETS["sm_90a"], BN=256, STAGES=3, INSTR=tp.nv.wgmma_m64n256k16_bf16),
 }

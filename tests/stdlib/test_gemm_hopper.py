@@ -19,9 +19,9 @@ def _rel(out, ref):
 @pytest.mark.parametrize(
     "m,k,n,params",
     [
-        (100, 200, 150, dict(STAGES=2)),  # 4 k-tiles through 2 stages: every stage reused
+        (100, 200, 150, dict(STAGES=2, **gemm_hopper.SMALL_TILE)),  # 4 k-tiles through 2 stages: every stage reused
         (37, 70, 90, dict(STAGES=4)),  # 2 k-tiles, 4 stages: a partial round
-        (130, 64, 129, dict(STAGES=3)),  # M and N one past the tile
+        (130, 64, 129, dict(STAGES=3, **gemm_hopper.SMALL_TILE)),  # M and N one past the tile
         (20, 300, 40, dict(BN=256, STAGES=3, INSTR=tp.nv.wgmma_m64n256k16_bf16)),
         (70, 90, 64, dict(BM=64, CONSUMERS=1, STAGES=2, INSTR=tp.nv.wgmma_m64n64k16_bf16, BN=64)),
     ],
