@@ -140,6 +140,9 @@ class Access:
     descriptor: bool = False  # wgmma: read by the hardware through a descriptor (no per-lane pattern)
     eb: int = 4
     uninit: object = False  # bool term: no write reaches this read (set for reads, see reaching.py)
+    bar: str | None = None  # bulk copy: its mbarrier
+    arr: object = None  # bulk copy: arrivals on `bar` by the issuing role before the issue (see sync.py)
+    arr_valid: object = True  # bool term: `arr` is exact
 
 
 @dataclass(eq=False)
@@ -147,6 +150,21 @@ class Wait:
     point: Point
     channel: str
     n: int
+    span: object
+    bar: str | None = None  # mbarrier_wait: the mbarrier and the phase term (None: not modelled)
+    phase: object = None
+
+
+@dataclass(eq=False)
+class Arrive:
+    """One mbarrier_arrive op: `index` counts the arrivals on `bar` by the same role before it (exact
+    where `valid` holds; see sync.py)."""
+
+    point: Point
+    bar: str
+    key: str  # the arrival counter's name in Point.counters
+    index: object
+    valid: object
     span: object
 
 
@@ -267,6 +285,10 @@ class Analysis:
     allocs: list = field(default_factory=list)
     loops: list = field(default_factory=list)
     unsupported: list = field(default_factory=list)  # (span, what) the analysis over-approximated
+    mbarriers: dict = field(default_factory=dict)  # "mbar:<name>" -> arrival count
+    arrives: list = field(default_factory=list)
+    arrive_roles: dict = field(default_factory=dict)  # "mbar:<name>" -> set of role tuples of its arrive ops
+    wait_nodes: dict = field(default_factory=dict)  # "mbar:<name>" -> number of mbarrier_wait ops on it
 
 
 def analyze(kir) -> Analysis:
@@ -287,6 +309,18 @@ class _Walker:
         self.tid = np.arange(self.T)
         self._ids = itertools.count()
         self.alloc_by_op: dict = {}
+        self.mwaits: list = []  # mbarrier waits of this pass, in program order (reaching.py)
+        self._solver = None
+
+    def solve(self, term):
+        """A model of `term` or None (a walker-side query: prefix-closed guards, monotone phases)."""
+        from .vc import Solver_
+
+        if self._solver is None:
+            self._solver = Solver_()
+        for lp in self._all_loops:
+            self._solver.facts[lp.trip.name] = lp.trip_def()
+        return self._solver.check(term)
 
     # ----------------------------------------------------------------- driver
     def run(self) -> Analysis:
@@ -300,7 +334,15 @@ class _Walker:
                 env[p.name] = UNKNOWN
         counters = {"B": 0, "T": 0, "C:async": 0}
         state = _State(env, counters, True, None, (), ())
-        self.block(self.kir.body, state)
+        self._all_loops = []
+        from .sync import prescan
+
+        prescan(self.kir.body, self.A)
+        try:
+            self.block(self.kir.body, state)
+        finally:
+            if self._solver is not None:
+                self._solver.close()
         return self.A
 
     def point(self, st, span) -> Point:
@@ -329,11 +371,13 @@ class _Walker:
         lid = next(self._ids)
         lp = Loop(lid, s.var, Var(f"{s.var}#{lid}"), start, stop, step, Var(f"trip#{lid}"), s.span, s.stages,
                   st.loops[-1] if st.loops else None)
+        self._all_loops.append(lp)
         carried = _loop_carried(s.body) & set(st.env)
         # Pass 1: measure one iteration (counters from 0) and learn its shared writes and loop-carried values.
-        saved = (self.recording, self.writes)
+        saved = (self.recording, self.writes, self.mwaits)
         self.recording = False
         self.writes = list(saved[1])
+        self.mwaits = list(saved[2])
         env1 = dict(st.env)
         for name in carried:
             if not isinstance(env1[name], Reg):
@@ -345,7 +389,8 @@ class _Walker:
         n0 = len(self.writes)
         self.block(s.body, st1)
         body_writes = [w for w in self.writes[n0:]]
-        self.recording, self.writes = saved
+        self.recording, self.writes, self.mwaits = saved
+        v_iter = {k: v for k, v in st1.avalid.items() if v is not True}
         lp.cost = {k: st1.counters.get(k, 0) for k in set(st1.counters) | set(st.counters)}
         lp.writes = body_writes
         lp.base = dict(st.counters)
@@ -361,12 +406,20 @@ class _Walker:
         ctr = {k: lp.base[k] + n * lp.cost[k] for k in lp.cost}
         st2 = _State(env2, ctr, st.path, st.threads, st.loops + (lp,), st.role)
         st2.divergent = st.divergent
+        closed = {k: self.prefix_closed(lp, v) for k, v in v_iter.items()}
+        st2.avalid = dict(st.avalid)
+        for k, v in v_iter.items():
+            prev = subst(v, {lp.var.name: lp.var - lp.step}) if closed[k] else False
+            st2.avalid[k] = AND(st.avalid.get(k, True), OR(cmp("==", n, 0), prev))
         self.block(s.body, st2)
         if self.recording:
             self.A.loops.append(lp)
         # After the loop: counters advanced by trip * cost; assigned values joined.
         for k in lp.cost:
             st.counters[k] = lp.base[k] + lp.trip * lp.cost[k]
+        for k, v in v_iter.items():
+            last = subst(v, {lp.var.name: lp.start + (lp.trip - 1) * lp.step}) if closed[k] else False
+            st.avalid[k] = AND(st.avalid.get(k, True), OR(cmp("==", lp.trip, 0), last))
         for name in _assigned(s.body):
             if name in st2.env:
                 st.env[name] = _join(st.env.get(name), _after_loop(st2.env[name], lp))
@@ -376,15 +429,24 @@ class _Walker:
     def loop_exit_writes(self, lp):
         pass
 
+    def prefix_closed(self, lp, v) -> bool:
+        """Does `v` (a bool term over lp.var) holding at iteration n imply it held at every earlier one?"""
+        i = fresh("pc")
+        earlier = lp.start + i * lp.step
+        q = AND(lp.constraint(), cmp(">=", i, 0), cmp("<", earlier, lp.var), v,
+                NOT(subst(v, {lp.var.name: earlier})))
+        return self.solve(q) is None
+
     def branch(self, s: ir.If, st):
         cond = self.scalar(s.cond, st)
         per_thread = "tid" in _names(cond)
         if s.kind == "role" or per_thread:
             mask = self.thread_mask(cond, st)
-            rid = next(self._ids)
+            rid = id(s)  # stable over both walks of an enclosing loop (sync.py keys arrival counters by role)
             for branch, body, m in ((0, s.then, mask), (1, s.orelse, None if mask is None else ~mask)):
                 threads = st.threads if m is None else _intersect(st.threads, np.nonzero(m)[0])
                 sub = _State(dict(st.env), st.counters, st.path, threads, st.loops, st.role + ((rid, branch),))
+                sub.avalid = st.avalid
                 sub.divergent = (s, mask)
                 self.block(body, sub)
                 for k, v in sub.env.items():
@@ -395,20 +457,32 @@ class _Walker:
         before = dict(st.counters)
         t_state = _State(dict(st.env), dict(before), AND(st.path, c), st.threads, st.loops, st.role)
         t_state.divergent = st.divergent
+        t_state.avalid = dict(st.avalid)
         self.block(s.then, t_state)
         e_counters = dict(before)
         e_counters["T"] = t_state.counters["T"]
         e_state = _State(dict(st.env), e_counters, AND(st.path, NOT(c)), st.threads, st.loops, st.role)
         e_state.divergent = st.divergent
+        e_state.avalid = dict(st.avalid)
         self.block(s.orelse, e_state)
         for k in set(t_state.counters) | set(e_state.counters):
             a, b = t_state.counters.get(k, 0), e_state.counters.get(k, 0)
+            va, vb = t_state.avalid.get(k, True), e_state.avalid.get(k, True)
             if k == "T":
                 st.counters[k] = b
             elif _same(a, b):
                 st.counters[k] = a
+                if k.startswith("A:"):
+                    st.avalid[k] = OR(AND(c, va), AND(NOT(c), vb))
+            elif k.startswith("A:") and _same(b, before.get(k, 0)):
+                # arrivals only on the then path: exact where the condition held (sync.py, loop validity)
+                st.counters[k], st.avalid[k] = a, AND(c, va)
+            elif k.startswith("A:") and _same(a, before.get(k, 0)):
+                st.counters[k], st.avalid[k] = b, AND(NOT(c), vb)
             else:
                 st.counters[k] = fresh(f"cnt_{k}")
+                if k.startswith("A:"):
+                    st.avalid[k] = False
         for k in set(t_state.env) | set(e_state.env):
             a, b = t_state.env.get(k), e_state.env.get(k)
             st.env[k] = a if a is b else _join(a, b)
@@ -702,6 +776,8 @@ class _Walker:
         tids = np.full(coords.shape[1], first)
         acc = self.access(e, st, "async", dst, tids, np.arange(coords.shape[1]), None, channel=f"C:{bar}",
                           group=st.counters.get(f"C:{bar}", 0), coords=tuple(coords))
+        key = _arr_key(bar, st.role)
+        acc.bar, acc.arr, acc.arr_valid = bar, st.counters.get(key, 0), st.avalid.get(key, True)
         self.bump(st, f"C:{bar}")
         self.record_write(acc, st, self.global_tag(src))
 
@@ -714,9 +790,29 @@ class _Walker:
 
     def eff_mbarrier_wait(self, e, st):
         bar = _bar_name(e.args[0])
+        phase = self.scalar(e.args[1], st) if len(e.args) > 1 else UNKNOWN
+        w = Wait(self.point(st, e.span), f"C:{bar}", 0, e.span, bar, phase if _intlike(phase) else None)
+        self.mwaits.append(w)
         if self.recording:
-            # a completed phase makes every bulk copy issued before it visible to the waiting threads
-            self.A.waits.append(Wait(self.point(st, e.span), f"C:{bar}", 0, e.span))
+            # a completed phase makes the bulk copies tied to it visible to the waiting role (sync.py)
+            self.A.waits.append(w)
+
+    def eff_mbarrier_arrive(self, e, st):
+        bar = _bar_name(e.args[0])
+        key = _arr_key(bar, st.role)
+        ev = Arrive(self.point(st, e.span), bar, key, st.counters.get(key, 0), st.avalid.get(key, True), e.span)
+        if self.recording:
+            self.A.arrives.append(ev)
+        self.bump(st, key)
+
+    def op_mbarrier(self, e, st):
+        count = e.attrs.get("count")
+        if count is None:
+            count = getattr(e.type, "count", 1)
+        name = getattr(self, "name_hint", None)
+        if name is not None and is_int(count):
+            self.A.mbarriers[f"mbar:{name}"] = int(count)
+        return UNKNOWN
 
     def eff_barrier(self, e, st):
         self.bump(st, "B")
@@ -867,6 +963,12 @@ class _State:
         self.env, self.counters, self.path, self.threads, self.loops, self.role = (
             env, counters, path, threads, loops, role)
         self.divergent = None
+        self.avalid: dict = {}  # arrival counter -> bool term under which its value is exact
+
+
+def _arr_key(bar: str, role: tuple) -> str:
+    """Counter of the arrivals on `bar` by one role (each executing role's arrive counts once)."""
+    return f"A:{bar}|{role!r}"
 
 
 def _untagged(c):

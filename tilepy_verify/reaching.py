@@ -7,14 +7,23 @@ out, down to the top level. A candidate is "definite" when it writes the whole s
 alternative of an older candidate requires every newer definite candidate not to match (different stage or
 iteration out of range), so the alternatives are exclusive and, together with the final "unknown" one,
 exhaustive. The pipeline check proves separately that the most recent write has landed and is visible.
+
+A read in one role of a tile that only another, concurrently running role writes, with bulk copies on an
+mbarrier (the producer/consumer ring), is matched to the copy its wait lands (sync.py): the read's role
+waits on the copies' mbarrier for phase q (one wait op, earlier in the same iteration, q non-decreasing over
+iterations); the copies tied to phases <= q are visible, and the most recent of them is the latest instance
+of each copy op whose issuing role had made fewer than (q + 1) * count arrivals (the latest in program order
+among several copy ops). Those candidates come first; the pipeline check proves that every other write to
+the stage is ordered after the read or lands before that one.
 """
 
 from __future__ import annotations
 
 from tilepy.symbolic import Var
 
+from .sync import in_line, latest_counted, sole_role
 from .tagterms import TOP, Alt
-from .vc import AND, NOT, cmp, subst
+from .vc import AND, NOT, OR, cmp, const_of, subst
 
 
 def _subst_tag(t, m):
@@ -76,10 +85,97 @@ def candidates(walker, alloc, P):
     return out
 
 
+def _monotone(walker, w) -> bool:
+    """The wait's phase never decreases from one iteration of its (only) loop to the next."""
+    if not w.point.loops:
+        return True
+    if len(w.point.loops) != 1:
+        return False
+    L = w.point.loops[0]
+    prev = subst(w.phase, {L.var.name: L.var - L.step})
+    q = AND(L.constraint(), cmp(">=", L.var - L.step, L.start), cmp(">", prev, w.phase))
+    return walker.solve(q) is None
+
+
+def _own_later(alloc, P) -> bool:
+    """Does the read's own role write `alloc` in the body of a loop around it (known after the loop's first
+    walk)?"""
+    return any(w.access.alloc is alloc and in_line(w.point.role, P.role) for L in P.loops for w in L.writes)
+
+
+def cross_role(walker, alloc, P, stage):
+    """[(WriteRec, mapping, match, definite)] of the bulk copies of another role a read at P sees (see the
+    module doc), most recent first; [] when the pattern does not apply (the general chain decides). The
+    caller also requires `not _own_later(alloc, P)`."""
+    from .domain import _arr_key
+
+    A = walker.A
+    writes = [w for w in walker.writes if w.access.alloc is alloc]
+    own = [w for w in writes if in_line(w.point.role, P.role)]
+    cross = [w for w in writes if not in_line(w.point.role, P.role)
+             and not (const_of(w.access.stage) is not None and const_of(stage) is not None
+                      and const_of(w.access.stage) != const_of(stage))]  # another stage: never the one read
+    if own or not cross or len({tuple(w.point.role) for w in cross}) != 1:
+        return []
+    found = []
+    for w in cross:
+        acc = w.access
+        bar = acc.bar
+        if acc.kind != "async" or bar is None or acc.arr is None or A.mbarriers.get(bar) is None:
+            return []
+        if sole_role(A, bar) != tuple(acc.point.role) or A.wait_nodes.get(bar) != 1:
+            return []
+        waits = [x for x in walker.mwaits if x.bar == bar and in_line(x.point.role, P.role)]  # so far
+        if len(waits) != 1 or waits[0].phase is None:
+            return []
+        W = waits[0]
+        if tuple(W.point.loops) != tuple(P.loops):
+            return []
+        earlier = cmp("<=", P.counters.get("T", 0), W.point.counters.get("T", 0))  # W not before P: unsat
+        if walker.solve(AND(P.constraint(), earlier)) is not None or not _monotone(walker, W):
+            return []
+        C = A.mbarriers[bar]
+        got = latest_counted(acc.point, acc.arr, _arr_key(bar, acc.point.role), (W.phase + 1) * C)
+        if got is None:
+            return []
+        m, valid = got
+        wstage = subst(acc.stage, m) if m else acc.stage
+        cond = AND(W.point.path, valid, subst(acc.point.path, m), subst(acc.arr_valid, m), cmp("==", wstage, stage))
+        found.append((w, m, cond, subst(acc.point.counters.get("T", 0), m)))
+    out = []
+    for i, (w, m, cond, t) in enumerate(found):
+        newest = [OR(NOT(c2), cmp("<", t2, t)) for j, (_, _, c2, t2) in enumerate(found) if j != i]
+        out.append((w, m, AND(cond, *newest), not w.access.partial))
+    # a definite candidate that matches whenever the read runs hides everything older: stop the chain there
+    for i, (_w, _m, cond, definite) in enumerate(out):
+        if definite and walker.solve(AND(P.constraint(), NOT(cond))) is None:
+            return out[:i + 1] + [(None, {}, False, True)]
+    return out
+
+
 def reaching_tag(walker, ref, acc):
     """callable(coords) -> [Alt] for a read `acc` of `ref` (see module doc)."""
-    chain = candidates(walker, ref.alloc, acc.point)
     stage = ref.stage if ref.stage is not None else 0
+    cross = cross_role(walker, ref.alloc, acc.point, stage)
+    base = candidates(walker, ref.alloc, acc.point)
+    if not cross:
+        return _tag_of(base, acc, stage)
+    if cross[-1][0] is None:  # the cross-role candidates cover every execution of the read
+        base = []
+    if walker.recording:  # the loops around the read were walked once: their writes are known
+        return _tag_of(base if _own_later(ref.alloc, acc.point) else cross + base, acc, stage)
+    # first walk of a loop: its writes are known once the walk is done, when the tag is asked for
+    memo = []
+
+    def tag(coords):
+        if not memo:
+            memo.append(_tag_of(base if _own_later(ref.alloc, acc.point) else cross + base, acc, stage))
+        return memo[0](coords)
+
+    return tag
+
+
+def _tag_of(chain, acc, stage):
     span = acc.span
     # when no write reaches the read at all (uninitialized shared memory): a pipeline hazard of its own
     not_before = []

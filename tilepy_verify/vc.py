@@ -132,34 +132,44 @@ def in_range(x, lo, hi):
 # ------------------------------------------------------------------------------------------ substitution
 
 
-def subst(e, mapping: dict):
-    """Replace variables (by name) in a Sym or a bool term; values are Syms or ints."""
+def subst(e, mapping: dict, memo=None):
+    """Replace variables (by name) in a Sym or a bool term; values are Syms or ints. Shared subterms
+    (by identity) are rewritten once per call."""
     if not mapping:
         return e
+    if memo is None:
+        memo = {}
     if isinstance(e, Sym):
-        return _subst_sym(e, mapping, {})
+        return _subst_sym(e, mapping, memo)
     if isinstance(e, bool) or e is None or is_int(e):
         return e
     if isinstance(e, tuple):
+        hit = memo.get(id(e))
+        if hit is not None and hit[0] is e:
+            return hit[1]
         tag = e[0]
         if tag == "cmp":
-            return cmp(e[1], subst(e[2], mapping), subst(e[3], mapping))
-        if tag == "and":
-            return AND(*(subst(t, mapping) for t in e[1:]))
-        if tag == "or":
-            return OR(*(subst(t, mapping) for t in e[1:]))
-        if tag == "not":
-            return NOT(subst(e[1], mapping))
-        if tag == "bvar":
+            out = cmp(e[1], subst(e[2], mapping, memo), subst(e[3], mapping, memo))
+        elif tag == "and":
+            out = AND(*(subst(t, mapping, memo) for t in e[1:]))
+        elif tag == "or":
+            out = OR(*(subst(t, mapping, memo) for t in e[1:]))
+        elif tag == "not":
+            out = NOT(subst(e[1], mapping, memo))
+        elif tag == "bvar":
             new = mapping.get(e[1])
-            return new if new is not None else e
+            out = new if new is not None else e
+        else:
+            return e
+        memo[id(e)] = (e, out)
+        return out
     return e
 
 
 def _subst_sym(e: Sym, mapping, memo):
     key = id(e)
     if key in memo:
-        return memo[key]
+        return memo[key][1]
     if isinstance(e, Var):
         out = mapping.get(e.name, e)
         out = as_sym(out) if is_int(out) else out
@@ -168,7 +178,7 @@ def _subst_sym(e: Sym, mapping, memo):
         out = e if (a is e.a and b is e.b) else _apply(e.op, a, b)
     else:
         out = e
-    memo[key] = out
+    memo[key] = (e, out)
     return out
 
 
@@ -181,20 +191,23 @@ def _apply(op, a, b):
 def term_vars(t) -> set:
     """Names of the integer variables in a Sym or bool term."""
     out: set = set()
-    _collect(t, out)
+    _collect(t, out, set())
     return out
 
 
-def _collect(t, out):
+def _collect(t, out, seen):
     if isinstance(t, Sym):
         out.update(v.name for v in free_vars(t))
     elif isinstance(t, tuple) and t:
+        if id(t) in seen:  # a subterm shared by identity: visited once
+            return
+        seen.add(id(t))
         if t[0] == "cmp":
-            _collect(t[2], out)
-            _collect(t[3], out)
+            _collect(t[2], out, seen)
+            _collect(t[3], out, seen)
         elif t[0] in ("and", "or", "not"):
             for x in t[1:]:
-                _collect(x, out)
+                _collect(x, out, seen)
 
 
 def evaluate_term(t, env: dict):
@@ -254,6 +267,7 @@ class Encoder:
         self.vars: dict[str, object] = {}
         self.bvars: dict[str, object] = {}
         self._memo: dict = {}
+        self._bmemo: dict = {}  # id(bool term) -> (term, result)
         self._aux = 0
 
     def var(self, name: str):
@@ -315,11 +329,19 @@ class Encoder:
         raise ValueError(op)
 
     def bool(self, t):
-        """(formula, side conditions) of a bool term."""
+        """(formula, side conditions) of a bool term (memoized by identity: queries share subterms)."""
         if t is True:
             return TRUE(), frozenset()
         if t is False:
             return FALSE(), frozenset()
+        hit = self._bmemo.get(id(t))
+        if hit is not None and hit[0] is t:
+            return hit[1]
+        out = self._bool(t)
+        self._bmemo[id(t)] = (t, out)
+        return out
+
+    def _bool(self, t):
         tag = t[0]
         if tag == "cmp":
             op = t[1]

@@ -5,7 +5,7 @@ consecutive, aligned addresses, up to 16 bytes). A warp's vector access is serve
 banks * bank_bytes bytes (8 lanes for 16-byte accesses, 16 for 8-byte, all for 4 bytes or less); the
 degree of a phase is the largest number of distinct 4-byte words that fall into one bank (lanes reading one
 word share it). The stage base is taken as stage 0 (stage sizes are multiples of 128 bytes in practice).
-Descriptor-based reads (wgmma) are skipped: the hardware's access pattern is not per lane."""
+Descriptor-based reads (wgmma) and bulk copies (TMA) are skipped: the hardware's access pattern is not per lane."""
 
 from __future__ import annotations
 
@@ -79,8 +79,8 @@ def check(ctx) -> list:
     out = []
     target = ctx.analysis.target
     for acc in ctx.analysis.accesses:
-        if acc.descriptor or acc.thr.size == 0:
-            continue
+        if acc.descriptor or acc.thr.size == 0 or acc.bar is not None:
+            continue  # descriptors and bulk copies (TMA) have no per-lane access pattern
         res = analyse(acc, ctx.analysis.num_threads, target)
         if res is None:
             continue

@@ -8,7 +8,14 @@ R's thread is not C's, a barrier between W and R. Only the latest executions of 
 the one that retires most, so the candidates are W at R's iteration k, k - step and k - 2 step of the
 innermost common loop (and the last iteration of loops R is not in): a quantifier-free query.
 A stage overwritten in the interval where another thread still reads it is reported by the race check
-under this same name."""
+under this same name.
+
+Bulk copies (`copy_bulk` on an mbarrier) are checked through happens-before (sync.py), in both directions:
+for a copy Y and any other access R of the same stage and element (any role, any iteration), Y's data must
+have landed and be visible at R (a wait on Y's mbarrier for a phase >= Y's, in R's role, before R), or R
+must be over before Y is issued (program order in one role, or an arrive after R that a wait before Y
+waits for); two copies into one element are ordered through the phases (directly, or through a role that
+waits for the first and arrives on a barrier the second waits for)."""
 
 from __future__ import annotations
 
@@ -16,6 +23,7 @@ from tilepy.symbolic import Var
 
 from ..counterexample import block_of, counter, instance, iteration_of, rename, thread_fields
 from ..report import Finding
+from ..sync import Sync, in_line
 from ..vc import AND, NOT, OR, cmp, subst
 from .overlap import cross_thread, same_thread, slot_of
 
@@ -28,8 +36,17 @@ def check(ctx) -> list:
             f = _uninitialized(ctx, r)
             if f is not None:
                 out.append(f)
+    sync = None
     for c in acc:
         if c.kind != "async":
+            continue
+        if c.channel != "C:async":
+            sync = sync or Sync(ctx.analysis)
+            for r in acc:
+                if r.alloc is c.alloc and not (r.kind == "async" and r.channel == "C:async"):
+                    f = _bulk(ctx, sync, c, r)
+                    if f is not None:
+                        out.append(f)
             continue
         for r in acc:
             if r is c or r.alloc is not c.alloc:
@@ -150,3 +167,70 @@ def _before_static(c, r) -> bool:
 
 
 _ = Var
+
+
+def _bulk(ctx, sync, c, r):
+    """A bulk copy c and another access r of one element: ordered by happens-before (module doc)?"""
+    rel = cross_thread(c, r)
+    if rel is None:
+        same = same_thread(c, r)
+        if same is None:
+            return None
+        rel = (same[0], same[1], same[1])
+    off, thr_c, thr_r = rel
+    if r is c:
+        thr_r = thr_c
+    mc, cc = instance(c.point, "@1")
+    mr, cr = instance(r.point, "@2")
+    same_stage = cmp("==", rename(c.stage, mc), rename(r.stage, mr))
+    if same_stage is False:
+        return None
+    base = AND(cc, cr, same_stage)
+    line = in_line(c.point.role, r.point.role)
+    tc, tr = counter(c.point, "T", mc), counter(r.point, "T", mr)
+    if r.kind == "async":  # two copies into one element: the later one must be issued after the first landed
+        if line:
+            base = AND(base, cmp("<", tc, tr))
+            ok = OR(sync.landed(c, mc, r.point, mr), sync.landed_two_hops(c, mc, r.point, mr))
+        else:
+            ok = OR(sync.landed(c, mc, r.point, mr), sync.landed_two_hops(c, mc, r.point, mr),
+                    sync.landed(r, mr, c.point, mc), sync.landed_two_hops(r, mr, c.point, mc))
+    else:
+        before = cmp("<", tr, tc) if line else sync.sync(r.point, mr, c.point, mc)
+        ok = OR(sync.landed(c, mc, r.point, mr), before)
+    if base is False:
+        return None
+    model = ctx.solver.check(AND(base, NOT(ok)))
+    if model is None:
+        return None
+    ws = ctx.analysis.target.warp_size
+    vc_, cc_ = slot_of(c, off, thr_c)
+    vr, cr_ = slot_of(r, off, thr_r)
+    stage = ctx.eval(rename(c.stage, mc), model)
+    C = ctx.analysis.mbarriers.get(c.bar)
+    try:
+        phase = ctx.eval(rename(c.arr, mc), model) // C if C and c.arr is not None else None
+    except Exception:  # noqa: BLE001 - an unknown counter: no phase to name
+        phase = None
+    bar = (c.bar or "?").removeprefix("mbar:")
+    it_c, it_r = iteration_of(c.point, model, "@1"), iteration_of(r.point, model, "@2")
+    what = {"read": "reads", "write": "writes", "async": "bulk-copies into"}[r.kind]
+    cex = {"block": block_of(model), **thread_fields(thr_r, ws), "value": vr, "coords": cr_,
+           "iteration": it_r, "stage": stage, "address": (stage * c.alloc.stage_elems + off) * c.eb,
+           "other_thread": thr_c, "other_value": vc_, "other_coords": cc_, "other_iteration": it_c,
+           "phase": phase, "roles": (_role_name(ctx, r), _role_name(ctx, c)),
+           "detail": (f"thread {thr_r} {what} stage {stage} at iteration {it_r or '(before loops)'}; the bulk copy "
+                      f"issued by thread {thr_c} at iteration {it_c or '(before loops)'} (phase {phase} of "
+                      f"'{bar}') is neither waited for before it nor issued after it is done")}
+    verb = {"read": "read", "write": "written", "async": "bulk-copied into"}[r.kind]
+    msg = (f"pipeline hazard on shared tile '{ctx.name_of(c.alloc)}': stage {stage} is {verb} while a bulk copy "
+           f"into it on mbarrier '{bar}' is not ordered with it (no mbarrier wait for the copy's phase before "
+           "the access, and no arrive/wait pair that makes the copy wait for the access)")
+    return Finding("pipeline_hazard", "error", msg, r.span, cex, c.span)
+
+
+def _role_name(ctx, a) -> str:
+    t = a.point.threads
+    if t is None or not len(t):
+        return "all threads"
+    return f"threads {int(t.min())}..{int(t.max())}"

@@ -10,7 +10,8 @@ from tilepy.symbolic import Var
 
 from ..counterexample import block_of, counter, instance, iteration_of, rename, thread_fields
 from ..report import Finding
-from ..vc import AND, OR, cmp
+from ..sync import Sync, concurrent
+from ..vc import AND, NOT, OR, cmp
 from .overlap import cross_thread, self_conflict, slot_of
 
 
@@ -35,7 +36,13 @@ def check(ctx) -> list:
     return out
 
 
+def _bulk(a) -> bool:
+    return a.kind == "async" and a.channel != "C:async"
+
+
 def _pair(ctx, a, b):
+    if _bulk(a) or _bulk(b):
+        return None  # bulk copies: ordered through mbarriers, checked by the pipeline check
     rel = cross_thread(a, b)
     if rel is None:
         return None
@@ -43,6 +50,9 @@ def _pair(ctx, a, b):
     m2, c2 = instance(b.point, "@2")
     cond = AND(c1, c2, cmp("==", counter(a.point, "B", m1), counter(b.point, "B", m2)),
                cmp("==", rename(a.stage, m1), rename(b.stage, m2)))
+    if concurrent(a.point, b.point):  # roles run concurrently: ordered only through mbarriers
+        sync = ctx.__dict__.setdefault("_sync", Sync(ctx.analysis))
+        cond = AND(cond, NOT(sync.sync(a.point, m1, b.point, m2)), NOT(sync.sync(b.point, m2, a.point, m1)))
     if a is b:
         distinct = OR(*(cmp("!=", Var(lp.var.name + "@1"), Var(lp.var.name + "@2")) for lp in a.point.loops))
         if a.kind != "read" and self_conflict(a) is not None:

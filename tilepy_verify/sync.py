@@ -1,0 +1,280 @@
+"""Happens-before between concurrently running roles through mbarriers (the interpreter's semantics).
+
+An mbarrier `b` with arrival count C completes phase p at its ((p + 1) C)-th arrival; each executing role's
+`mbarrier_arrive` counts once. When all arrivals on `b` come from one role, the arrivals that role made
+before an op are a counter in program order (``A:<bar>|<role>``, affine in the loop indices like every
+other counter; a counter bumped under a uniform `if` is exact where the guard held in this and, when the
+guard is prefix-closed in the loop index, every earlier iteration: `Arrive.valid`). Then:
+
+* an arrive X with index a(X) happens before a `mbarrier_wait(b, q)` W returns iff a(X) < (q + 1) C;
+* a `copy_bulk` Y on `b` is tied to the phase in progress at its issue, a(Y) // C where a(Y) counts the
+  issuing role's arrivals before it, and its data is visible after any wait W(b, q) with a(Y) < (q + 1) C;
+* so an op e1 happens before an op e2 of another role when e1 -> X (program order in e1's role) ->
+  W (b, X's arrival counted) -> e2 (program order in e2's role); a bulk copy's data lands before e2 when
+  Y -> W -> e2; and a bulk copy lands before a later one through two hops (Y1 -> W1 -> X -> W2 -> Y2).
+
+Two ops are in one *line* when one's role is a prefix of the other's (program order relates them: the
+interpreter runs a role's threads in lock step, and a role branch starts after the code before it);
+otherwise they run concurrently. Only the latest executions of a wait before an op (this, the previous and
+the one before that iteration of the innermost common loop; the last iteration of loops the op is not in)
+and the earliest executions of an arrive after it are tried, which keeps every query quantifier-free;
+a chain through other instances is not found (a false alarm at worst). An mbarrier arrived on by several
+roles gives no edges (its phases depend on the interleaving).
+"""
+
+from __future__ import annotations
+
+from tilepy import ir
+from tilepy.symbolic import Var
+
+from .vc import AND, OR, cmp, is_int, subst
+
+THREAD_OPS = {"thread_id", "lane_id", "warp_id", "warpgroup_id"}
+
+
+# ------------------------------------------------------------------------------------------ IR pre-scan
+
+
+def prescan(body, analysis):
+    """Which roles arrive on each mbarrier and how many wait ops each has (before the walk: reaching.py
+    needs them while the walk is still going). A role is the tuple of (id(If), branch) of the enclosing
+    thread-dependent `if`s, as the walker numbers them."""
+    per_thread: set = set()
+
+    def thread_dep(e) -> bool:
+        for x in ir.walk_exprs(e):
+            if isinstance(x, ir.Call) and x.op in THREAD_OPS:
+                return True
+            if isinstance(x, ir.Var) and x.name in per_thread:
+                return True
+        return False
+
+    def go(stmts, role):
+        for s in stmts:
+            if isinstance(s, ir.Assign):
+                if thread_dep(s.value):
+                    per_thread.add(s.name)
+            elif isinstance(s, ir.Eval):
+                c = s.call
+                if c.op in ("mbarrier_arrive", "mbarrier_wait") and c.args and isinstance(c.args[0], ir.Var):
+                    bar = f"mbar:{c.args[0].name}"
+                    if c.op == "mbarrier_arrive":
+                        analysis.arrive_roles.setdefault(bar, set()).add(role)
+                    else:
+                        analysis.wait_nodes[bar] = analysis.wait_nodes.get(bar, 0) + 1
+            elif isinstance(s, ir.For):
+                go(s.body, role)
+            elif isinstance(s, ir.If):
+                if s.kind == "role" or thread_dep(s.cond):
+                    go(s.then, role + ((id(s), 0),))
+                    go(s.orelse, role + ((id(s), 1),))
+                else:
+                    go(s.then, role)
+                    go(s.orelse, role)
+
+    go(body, ())
+
+
+def sole_role(analysis, bar):
+    """The one role that arrives on `bar`, or None (several, or none)."""
+    roles = analysis.arrive_roles.get(bar)
+    if not roles or len(roles) != 1:
+        return None
+    return next(iter(roles))
+
+
+# ------------------------------------------------------------------------------------------ relations
+
+
+def in_line(r1: tuple, r2: tuple) -> bool:
+    n = min(len(r1), len(r2))
+    return tuple(r1[:n]) == tuple(r2[:n])
+
+
+def concurrent(p1, p2) -> bool:
+    return not in_line(p1.role, p2.role)
+
+
+def _T(point, m):
+    t = point.counters.get("T", 0)
+    return subst(t, m) if m else t
+
+
+def _common(a, b) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] is b[n]:
+        n += 1
+    return n
+
+
+def instances_before(ev, ref, mref, depth=3):
+    """[(renaming of ev's loops, validity)] of the latest executions of ev's point before an instance of
+    ref's point (renamed by mref): iterations k, k - step, ... of the innermost common loop; the last
+    iteration of ev's loops that ref is not in. The caller adds the program-order condition."""
+    wl, rl = ev.loops, ref.loops
+    common = _common(wl, rl)
+    base, valid = {}, []
+    for lp in wl[:common]:
+        base[lp.var.name] = mref.get(lp.var.name, lp.var)
+        base[lp.trip.name] = mref.get(lp.trip.name, lp.trip)
+    for lp in wl[common:]:
+        base[lp.var.name] = subst(lp.start + (lp.trip - 1) * lp.step, base)
+        valid.append(cmp(">=", lp.trip, 1))
+    if common == 0:
+        return [(base, AND(*valid))]
+    L = wl[common - 1]
+    k = base[L.var.name]
+    out = []
+    for d in range(depth):
+        m = dict(base)
+        m[L.var.name] = k - d * L.step
+        for lp in wl[common:]:
+            m[lp.var.name] = subst(lp.start + (lp.trip - 1) * lp.step, m)
+        out.append((m, AND(cmp(">=", m[L.var.name], subst(L.start, base)), *[subst(v, m) for v in valid])))
+    return out
+
+
+def instances_after(ev, ref, mref, depth=2):
+    """[(renaming, validity)] of the earliest executions of ev's point after an instance of ref's point:
+    iterations k, k + step of the innermost common loop (while in range); the first iteration of ev's
+    loops that ref is not in."""
+    wl, rl = ev.loops, ref.loops
+    common = _common(wl, rl)
+    base = {}
+    for lp in wl[:common]:
+        base[lp.var.name] = mref.get(lp.var.name, lp.var)
+        base[lp.trip.name] = mref.get(lp.trip.name, lp.trip)
+    shifts = [0] if common == 0 else list(range(depth))
+    out = []
+    for d in shifts:
+        m = dict(base)
+        conds = []
+        if common:
+            L = wl[common - 1]
+            m[L.var.name] = base[L.var.name] + d * L.step
+            if d:
+                conds.append(cmp("<", m[L.var.name], subst(L.stop, base)) if _pos(L.step) else
+                             subst(L.constraint(), m))
+        for lp in wl[common:]:
+            m[lp.var.name] = subst(lp.start, m)
+            conds.append(cmp(">=", lp.trip, 1))
+        out.append((m, AND(*conds)))
+    return out
+
+
+def _pos(step) -> bool:
+    from .vc import const_of
+
+    c = const_of(step)
+    return c is not None and c > 0
+
+
+def latest_counted(ev, index, key, bound):
+    """(renaming, validity) of the latest instance of `ev` (a point in at most one loop, whose arrival
+    counter `key` has value `index` there) with index < bound, or None when that is not expressible."""
+    loops = ev.loops
+    if not loops:
+        return {}, cmp("<", index, bound)
+    if len(loops) != 1:
+        return None
+    L = loops[0]
+    beta = L.cost.get(key, 0)
+    if not is_int(beta) or beta <= 0:
+        return None
+    alpha = subst(index, {L.var.name: L.start})
+    n = (bound - 1 - alpha) // beta
+    k = L.start + n * L.step
+    m = {L.var.name: k}
+    return m, AND(cmp(">=", n, 0), cmp("<", n, L.trip))
+
+
+# ------------------------------------------------------------------------------------------ happens-before
+
+
+class Sync:
+    """Happens-before terms over one analysis (bool terms over the two instances' renamed variables)."""
+
+    def __init__(self, analysis):
+        self.A = analysis
+        self.waits = [w for w in analysis.waits if w.bar is not None and w.phase is not None]
+        self.arrives = analysis.arrives
+
+    def count(self, bar):
+        return self.A.mbarriers.get(bar)
+
+    def exact_arrive(self, x) -> bool:
+        return self.count(x.bar) is not None and sole_role(self.A, x.bar) == tuple(x.point.role)
+
+    def exact_copy(self, y) -> bool:
+        return (y.bar is not None and self.count(y.bar) is not None and y.arr is not None
+                and sole_role(self.A, y.bar) == tuple(y.point.role))
+
+    def waits_before(self, bar, p2, m2):
+        """[(wait, renaming, condition)]: executions of waits on `bar` in p2's line before p2's instance."""
+        out = []
+        for w in self.waits:
+            if w.bar != bar or not in_line(w.point.role, p2.role):
+                continue
+            for mw, vw in instances_before(w.point, p2, m2):
+                out.append((w, mw, AND(vw, subst(w.point.path, mw), cmp("<", _T(w.point, mw), _T(p2, m2)))))
+        return out
+
+    def sync(self, p1, m1, p2, m2):
+        """Bool term: the instance of p1 (renamed by m1) happens before that of p2, through one
+        arrive -> wait edge (p1's role arrives after p1, p2's role waits for that arrival before p2)."""
+        terms = []
+        for x in self.arrives:
+            if not in_line(x.point.role, p1.role) or not self.exact_arrive(x):
+                continue
+            C = self.count(x.bar)
+            waits = self.waits_before(x.bar, p2, m2)
+            if not waits:
+                continue
+            for mx, vx in instances_after(x.point, p1, m1):
+                xc = AND(vx, subst(x.point.path, mx), cmp("<", _T(p1, m1), _T(x.point, mx)), subst(x.valid, mx))
+                if xc is False:
+                    continue
+                for w, mw, wc in waits:
+                    terms.append(AND(xc, wc, cmp("<", subst(x.index, mx), (subst(w.phase, mw) + 1) * C)))
+        return OR(*terms)
+
+    def landed(self, y, my, p2, m2):
+        """Bool term: bulk copy instance y (renamed by my) has landed and is visible at p2's instance."""
+        if not self.exact_copy(y):
+            return False
+        C = self.count(y.bar)
+        yc = subst(AND(y.arr_valid), my)
+        terms = []
+        for w, mw, wc in self.waits_before(y.bar, p2, m2):
+            terms.append(AND(yc, wc, cmp("<", subst(y.arr, my), (subst(w.phase, mw) + 1) * C)))
+        return OR(*terms)
+
+    def landed_two_hops(self, y, my, p2, m2):
+        """Bool term: y lands, a role waits for it (W1), then arrives (X), and p2's role waits for that
+        arrival (W2) before p2 (a refill after the stage was consumed)."""
+        if not self.exact_copy(y):
+            return False
+        C1 = self.count(y.bar)
+        yc = subst(y.arr_valid, my)
+        terms = []
+        for x in self.arrives:
+            if not self.exact_arrive(x) or not concurrent(x.point, y.point):
+                continue
+            C2 = self.count(x.bar)
+            for w2, mw2, wc2 in self.waits_before(x.bar, p2, m2):
+                got = latest_counted(x.point, x.index, x.key, (subst(w2.phase, mw2) + 1) * C2)
+                if got is None:
+                    continue
+                mx, vx = got
+                xc = AND(vx, subst(x.point.path, mx), subst(x.valid, mx))
+                for w1 in self.waits:
+                    if w1.bar != y.bar or not in_line(w1.point.role, x.point.role):
+                        continue
+                    for mw1, vw1 in instances_before(w1.point, x.point, mx):
+                        w1c = AND(vw1, subst(w1.point.path, mw1), cmp("<", _T(w1.point, mw1), _T(x.point, mx)))
+                        terms.append(AND(yc, wc2, xc, w1c,
+                                         cmp("<", subst(y.arr, my), (subst(w1.phase, mw1) + 1) * C1)))
+        return OR(*terms)
+
+
+_ = Var
