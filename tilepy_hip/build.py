@@ -425,6 +425,12 @@ def compile_ir(kir, target=None, *, cache_dir=None, options=(), force: bool = Fa
     """Render, compile (or fetch from the cache) one specialized kernel."""
     from tilepy.printer import format_ir
 
+    # Launch path: the same specialization (kernels cache their KernelIR objects) skips rendering and hashing,
+    # which cost milliseconds per launch. The KernelIR is kept in the entry so its id is never reused.
+    fast_key = (id(kir), target or kir.target, str(cache_dir), tuple(options))
+    fast = _MEMO.get(fast_key)
+    if fast is not None and fast[0] is kir and not force:
+        return fast[1]
     rt = get_render_target(target or kir.target)
     source, smem, tensor_maps = render_kernel(kir, rt)
     if rt.vendor == "nvidia":
@@ -456,6 +462,7 @@ def compile_ir(kir, target=None, *, cache_dir=None, options=(), force: bool = Fa
     )
     memo = _MEMO.get((key, str(cache_dir)))
     if memo is not None and not force:
+        _MEMO[fast_key] = (kir, memo)
         return memo
     cache = KernelCache(cache_dir)
     src_path, bin_path, _ = cache.paths(key)
@@ -509,6 +516,7 @@ def compile_ir(kir, target=None, *, cache_dir=None, options=(), force: bool = Fa
         tensor_maps,
     )
     _MEMO[(key, str(cache_dir))] = ck
+    _MEMO[fast_key] = (kir, ck)
     return ck
 
 
