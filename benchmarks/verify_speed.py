@@ -15,12 +15,15 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import tilepy_verify  # noqa: E402
-from stdlib_kernels import gemm, rmsnorm, softmax, vector_add  # noqa: E402
+from stdlib_kernels import gemm, gemm_hopper, rmsnorm, softmax, vector_add  # noqa: E402
 
 
 def cases():
     for target, params in gemm.PRESETS.items():
         yield f"gemm[{target}]", gemm.gemm, target, params
+    for target, params in gemm_hopper.PRESETS.items():
+        yield f"gemm_hopper[{target}]", gemm_hopper.gemm_hopper, target, params
+        yield f"gemm_hopper[{target}, 128x128]", gemm_hopper.gemm_hopper, target, {**params, **gemm_hopper.SMALL_TILE}
     for k in (softmax.softmax, rmsnorm.rmsnorm, vector_add.vector_add):
         yield k.name, k, None, {}
 
@@ -29,7 +32,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args(argv)
-    print(f"{'kernel':18s} {'target':8s} {'verify s':>9s} {'queries':>8s}  findings")
+    print(f"{'kernel':30s} {'target':8s} {'verify s':>9s} {'queries':>8s}  findings")
     worst = 0.0
     for name, kernel, target, params in cases():
         best, report = float("inf"), None
@@ -42,7 +45,7 @@ def main(argv=None) -> int:
         worst = max(worst, best)
         summary = "clean" if not report.findings else ", ".join(
             f"{f.severity}:{f.check}" for f in report.findings)
-        print(f"{name:18s} {report.target:8s} {best:9.3f} {report.stats['queries']:8d}  {summary}")
+        print(f"{name:30s} {report.target:8s} {best:9.3f} {report.stats['queries']:8d}  {summary}")
     print(f"slowest: {worst:.3f} s (budget 2 s)")
     return 0 if worst < 2.0 else 1
 
