@@ -1,0 +1,196 @@
+"""Type rules of the builtins that allocate tiles and move data (tp.shared, tp.zeros, tp.load, tp.copy_async, ...)."""
+
+
+from __future__ import annotations
+
+from . import dtypes as dt
+from . import ir
+from .builtins_util import _broadcast, _show, row_major_layout, swizzle_span
+from .errors import (
+    ConstexprError,
+    KernelTypeError,
+    ResourceError,
+    ShapeError,
+    UnsupportedConstructError,
+)
+from .layout import Layout, Swizzle
+from .tv_layout import TVLayout
+from .types import NONE, GlobalTileType, MBarrierType, RegType, ScalarType, SharedType, TensorType
+
+
+class MemoryRules:
+    """Mixin of BuiltinRules: allocation, construction and memory ops."""
+
+    # ------------------------------------------------------------ allocation and construction
+    def b_shared(self, node, shape, dtype, stages=None, swizzle=None, layout=None):
+        if self.tr.block is not self.tr.top_block:
+            raise self.err(node, "shared tiles must be allocated at the top level of the kernel",
+                           "move tp.shared(...) before the loops and branches", UnsupportedConstructError)
+        shape = self.const_shape(shape, node, "shared tile shape")
+        dtype = self.dtype(dtype, node)
+        if stages is not None:
+            stages = self.const_int(stages, node, "stages")
+            if stages < 1:
+                raise self.err(node, "stages must be >= 1", cls=ConstexprError)
+        if swizzle is not None and not isinstance(swizzle, Swizzle):
+            raise self.err(node, f"swizzle must be a tp.Swizzle(bits, base, shift), got {_show(swizzle)}",
+                           cls=KernelTypeError)
+        if layout is None:
+            layout = row_major_layout(shape)
+        elif not isinstance(layout, Layout):
+            raise self.err(node, f"layout must be a tp.Layout, got {_show(layout)}", cls=KernelTypeError)
+        t = SharedType(dtype, shape, layout, swizzle, stages)
+        if swizzle is not None and swizzle_span(swizzle) > t.stage_elems:
+            raise self.err(node, f"{swizzle} permutes offsets up to {swizzle_span(swizzle)}, beyond the tile's "
+                           f"{t.stage_elems} elements", "use fewer swizzle bits for this tile", ShapeError)
+        self.tr.shared_bytes += t.nbytes
+        limit = self.tr.target.shared_bytes
+        if self.tr.shared_bytes > limit:
+            raise self.err(node, f"shared memory use reaches {self.tr.shared_bytes} bytes, over the "
+                           f"{limit} bytes a block has on {self.tr.target.name}",
+                           "use smaller tiles or fewer pipeline stages", ResourceError)
+        return self.make("shared", t, node, type=t)
+
+    def _layout_arg(self, layout, shape, dtype, node):
+        if layout is None:
+            return self.default_layout(shape, dtype, node)
+        if not isinstance(layout, TVLayout):
+            raise self.err(node, f"layout must be a thread-value layout (tp.blocked, tp.accumulator, ...), got "
+                           f"{_show(layout)}", cls=KernelTypeError)
+        if tuple(layout.tile) != tuple(shape):
+            raise self.err(node, f"layout covers a {layout.tile} tile, not {shape}", cls=ShapeError)
+        if layout.num_threads != self.tr.num_threads:
+            raise self.err(node, f"layout spreads over {layout.num_threads} threads but the kernel has "
+                           f"{self.tr.num_threads}", "match the warp grid to the kernel's threads", ShapeError)
+        return layout
+
+    def b_zeros(self, node, shape, dtype=dt.f32, layout=None):
+        shape, dtype = self.const_shape(shape, node), self.dtype(dtype, node)
+        layout = self._layout_arg(layout, shape, dtype, node)
+        return self.make("zeros", self.reg(dtype, shape, layout, node), node, shape=shape, dtype=dtype, layout=layout)
+
+    def b_full(self, node, shape, value, dtype=dt.f32, layout=None):
+        shape, dtype = self.const_shape(shape, node), self.dtype(dtype, node)
+        layout = self._layout_arg(layout, shape, dtype, node)
+        v = self.expr(value, node)
+        if not isinstance(v.type, ScalarType) or not v.type.uniform:
+            raise self.err(node, "tp.full needs a uniform scalar value", cls=KernelTypeError)
+        return self.make("full", self.reg(dtype, shape, layout, node), node, v, shape=shape, dtype=dtype,
+                         layout=layout)
+
+    def b_arange(self, node, n, layout=None):
+        n = self.const_int(n, node, "tp.arange length")
+        layout = self._layout_arg(layout, (n,), dt.i32, node)
+        return self.make("arange", self.reg(dt.i32, (n,), layout, node), node, n=n, layout=layout)
+
+    def b_mbarrier(self, node, count=1):
+        count = self.const_int(count, node, "mbarrier count")
+        self.tr.shared_bytes += 8  # one 64-bit mbarrier object in shared memory
+        return self.make("mbarrier", MBarrierType(count), node, count=count)
+
+    # ------------------------------------------------------------ memory
+    def _view_arg(self, value, node, what, spaces=("global", "shared")):
+        t = value.type if isinstance(value, ir.Expr) else None
+        if isinstance(t, GlobalTileType) and "global" in spaces:
+            return value
+        if isinstance(t, SharedType) and "shared" in spaces:
+            if t.stages is not None:
+                raise self.err(node, f"{what} is a multi-stage shared tile", "index the stage: a_s[k % STAGES]",
+                               KernelTypeError)
+            return value
+        if isinstance(t, TensorType):
+            raise self.err(node, f"{what} is a whole tensor", "slice a tile: A[i0:i0 + BM, k0:k0 + BK]",
+                           KernelTypeError)
+        want = " or ".join({"global": "a global tile (A[i:i+B])", "shared": "a shared tile"}[s] for s in spaces)
+        raise self.err(node, f"{what} must be {want}, got {_show(value)}", cls=KernelTypeError)
+
+    def _mask_arg(self, mask, shape, node):
+        if mask is None:
+            return None
+        if not (isinstance(mask, ir.Expr) and isinstance(mask.type, RegType) and mask.type.dtype == dt.bool_):
+            raise self.err(node, f"mask must be a boolean tile, got {_show(mask)}",
+                           "build it from comparisons such as tp.arange(BN) < n", KernelTypeError)
+        if _broadcast(shape, mask.type.shape) != tuple(shape):
+            raise self.err(node, f"mask shape {mask.type.shape} does not broadcast to {shape}", cls=ShapeError)
+        return mask
+
+    def b_load(self, node, src, mask=None, other=0, layout=None):
+        src = self._view_arg(src, node, "tp.load's source")
+        t = src.type
+        layout = self._layout_arg(layout, t.shape, t.dtype, node)
+        args = [src]
+        mask = self._mask_arg(mask, t.shape, node)
+        other_e = self._weak_const(other, t, node) if not isinstance(other, ir.Expr) else other
+        return self.make("load", self.reg(t.dtype, t.shape, layout, node), node, *args, other_e,
+                         *( [mask] if mask is not None else []), layout=layout, masked=mask is not None)
+
+    def b_store(self, node, dst, value, mask=None):
+        dst = self._view_arg(dst, node, "tp.store's destination")
+        t = dst.type
+        value = self.tile_value(value, node, "the stored value")
+        if not isinstance(value, ir.Expr) or isinstance(value.type, ScalarType):
+            value = self.b_full(node, t.shape, value, t.dtype)
+        vt = value.type
+        if not isinstance(vt, RegType):
+            raise self.err(node, f"tp.store writes a register tile, got {vt}", cls=KernelTypeError)
+        if vt.shape != t.shape:
+            raise self.err(node, f"storing a {vt.shape} tile into a {t.shape} destination",
+                           "slice the destination to the tile's shape", ShapeError)
+        if vt.dtype != t.dtype:
+            value = self.make("cast", RegType(t.dtype, vt.shape, vt.layout), node, value, dtype=t.dtype)
+        mask = self._mask_arg(mask, t.shape, node)
+        return self.make("store", NONE, node, dst, value, *([mask] if mask is not None else []),
+                         masked=mask is not None)
+
+    def _check_copy(self, src, dst, node):
+        if src.type.shape != dst.type.shape:
+            raise self.err(node, f"copying a {src.type.shape} tile into {dst.type.shape}", cls=ShapeError)
+        if src.type.dtype != dst.type.dtype:
+            raise self.err(node, f"copy from {src.type.dtype} to {dst.type.dtype}",
+                           "copies move bytes; convert with tp.load + .to(dtype) + tp.store", KernelTypeError)
+
+    def b_copy(self, node, src, dst):
+        src, dst = self._view_arg(src, node, "copy source"), self._view_arg(dst, node, "copy destination")
+        if isinstance(src.type, GlobalTileType) and isinstance(dst.type, GlobalTileType):
+            raise self.err(node, "global-to-global copy", "stage through a register or shared tile",
+                           UnsupportedConstructError)
+        self._check_copy(src, dst, node)
+        return self.make("copy", NONE, node, src, dst)
+
+    def b_copy_async(self, node, src, dst):
+        src = self._view_arg(src, node, "async copy source", ("global",))
+        dst = self._view_arg(dst, node, "async copy destination", ("shared",))
+        self._check_copy(src, dst, node)
+        return self.make("copy_async", NONE, node, src, dst)
+
+    def b_commit_async(self, node):
+        return self.make("commit_async", NONE, node)
+
+    def b_wait_async(self, node, n=0):
+        n = self.const_int(n, node, "tp.wait_async count")
+        if n < 0:
+            raise self.err(node, "tp.wait_async count must be >= 0", cls=ConstexprError)
+        return self.make("wait_async", NONE, node, n=n)
+
+    def b_copy_bulk(self, node, src, dst, mbarrier):
+        src = self._view_arg(src, node, "bulk copy source", ("global",))
+        dst = self._view_arg(dst, node, "bulk copy destination", ("shared",))
+        self._check_copy(src, dst, node)
+        if not (isinstance(mbarrier, ir.Expr) and isinstance(mbarrier.type, MBarrierType)):
+            raise self.err(node, "tp.copy_bulk needs an mbarrier from tp.mbarrier()", cls=KernelTypeError)
+        return self.make("copy_bulk", NONE, node, src, dst, mbarrier)
+
+    def b_barrier(self, node):
+        return self.make("barrier", NONE, node)
+
+    def _bar(self, bar, node):
+        if not (isinstance(bar, ir.Expr) and isinstance(bar.type, MBarrierType)):
+            raise self.err(node, f"expected an mbarrier, got {_show(bar)}", cls=KernelTypeError)
+        return bar
+
+    def b_mbarrier_arrive(self, node, bar):
+        return self.make("mbarrier_arrive", NONE, node, self._bar(bar, node))
+
+    def b_mbarrier_wait(self, node, bar, phase):
+        return self.make("mbarrier_wait", NONE, node, self._bar(bar, node), self.expr(phase, node))
+
