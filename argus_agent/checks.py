@@ -124,5 +124,7 @@ def compile_kernel(kernel, target: str, constexprs: dict | None = None):
         return None, f"compile error: {type(e).__name__}: {e}"
     r = getattr(ck, "resources", {}) or {}
     kir = kernel.ir(target, **(constexprs or {}))
-    return Resources(kir.num_threads, int(r.get("shared", kir.shared_bytes)), int(r.get("registers", 0)),
-                     "compiled", int(r.get("spills", 0))), ""
+    # tilepy_hip reports ptxas/clang figures: spill stores and loads, static and dynamic shared memory.
+    shared = int(r.get("dynamic_smem", kir.shared_bytes)) + int(r.get("static_smem", 0))
+    spills = int(r.get("spill_stores", 0)) + int(r.get("spill_loads", 0))
+    return Resources(kir.num_threads, shared, int(r.get("registers", 0)), "compiled", spills), ""

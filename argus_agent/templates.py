@@ -42,6 +42,8 @@ def tolerance(pattern: Pattern, base_inputs: list) -> float:
     return max(TOLERANCE["matmul"], 0.015 * k ** 0.5)
 
 GEMM_PRESET_TARGET = {"cpu": "sm_80", "sm_80": "sm_80", "sm_90a": "sm_90a", "gfx942": "gfx942"}
+# Hopper gets the warp-specialized TMA + wgmma GEMM; the other targets the pipelined MMA GEMM.
+GEMM_KERNEL = {"sm_90a": "gemm_hopper"}
 
 
 def stdlib_source(name: str) -> str:
@@ -118,9 +120,8 @@ def generate(pattern: Pattern, base_inputs: list, target: str = "cpu") -> str:
         host += "    return t.view(shape)\n"
     text += f"\n\ndef argus_forward({sig}):\n" + host
     if pattern.kind == "matmul" and target in GEMM_PRESET_TARGET:
-        from stdlib_kernels.gemm import PRESETS
-
-        preset = PRESETS[GEMM_PRESET_TARGET[target]]
+        module = __import__(f"stdlib_kernels.{GEMM_KERNEL.get(target, 'gemm')}", fromlist=["PRESETS"])
+        preset = module.PRESETS[GEMM_PRESET_TARGET[target]]
         try:
             text = SetConstexprs().apply(text, values={k: _py_source(v) for k, v in preset.items()})
         except NotApplicable:
@@ -145,15 +146,16 @@ def _core(pattern: Pattern, names, target) -> tuple[str, str]:
                 f"BLOCK_N={pow2})\n")
         return stdlib_source("rmsnorm"), host
     if pattern.kind == "matmul":
+        kernel = GEMM_KERNEL.get(target, "gemm")
         host = (f"    a, b = {a[0]}, {a[1]}\n"
                 f"    if a.dim() != 2 or b.dim() != 2:\n"
                 f'        raise ValueError("the GEMM template multiplies 2-D matrices")\n'
                 f"    shape = (a.shape[0], b.shape[1])\n"
                 f"    t = torch.empty(shape, dtype=torch.float32, device=a.device)\n"
-                f'    launch(gemm, lambda m: (tp.cdiv(m["M"], m["BM"]), tp.cdiv(m["N"], m["BN"])),\n'
+                f'    launch({kernel}, lambda m: (tp.cdiv(m["M"], m["BM"]), tp.cdiv(m["N"], m["BN"])),\n'
                 f"           a.detach().to(torch.bfloat16).contiguous(),\n"
                 f"           b.detach().to(torch.bfloat16).contiguous(), t)\n")
-        return stdlib_source("gemm"), host
+        return stdlib_source(kernel), host
     raise UnsupportedOpError(f"no template for {pattern.kind}")
 
 
