@@ -126,5 +126,5 @@ def compile_kernel(kernel, target: str, constexprs: dict | None = None):
     kir = kernel.ir(target, **(constexprs or {}))
     # tilepy_hip reports ptxas/clang figures: spill stores and loads, static and dynamic shared memory.
     shared = int(r.get("dynamic_smem", kir.shared_bytes)) + int(r.get("static_smem", 0))
-    spills = int(r.get("spill_stores", 0)) + int(r.get("spill_loads", 0))
+    spills = sum(int(r.get(k, 0)) for k in ("spill_stores", "spill_loads", "vgpr_spills", "sgpr_spills"))
     return Resources(kir.num_threads, shared, int(r.get("registers", 0)), "compiled", spills), ""
