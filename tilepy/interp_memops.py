@@ -164,6 +164,8 @@ class _MemoryOps:
         else:
             raise InterpreterError(f"expected a global or shared tile, got {type(src).__name__}", span)
         off = np.broadcast_to(off, shape)
+        if self._hooks["on_read"] is not None:
+            self._hooks["on_read"](node, src, coords, np.broadcast_to(thr, shape), self._tag_info(ctx))
         vals = np.zeros(shape, dtype=buf.dtype)
         vals[ok] = buf[off[ok]]
         if self.recording:
@@ -187,6 +189,8 @@ class _MemoryOps:
         else:
             raise InterpreterError(f"cannot write to {type(dst).__name__}; expected a global or shared tile", span)
         off = np.broadcast_to(off, (n,))
+        if self._hooks["on_write"] is not None:
+            self._hooks["on_write"](node, dst, coords, thr, off, np.broadcast_to(w, (n,)), self._tag_info(ctx))
         buf[off[w]] = _storage(np.asarray(vals)[w], dst.dtype)
         if self.recording:
             op, it, seq = self._rec_ctx(node, ctx)
@@ -301,8 +305,11 @@ class _MemoryOps:
         vals, _ = self._gather(src, coords, thr, None, e, ctx, e.span)
         off = np.broadcast_to(dst.offsets(coords, e.span), thr.shape)
         op, it, seq = self._rec_ctx(e, ctx) if self.recording else (0, 0, 0)
-        self.async_.pending.append(PendingCopy(dst.buf, off, _storage(vals, dst.dtype), thr, op, it,
-                                               self.interval, seq, groups=self.async_.committed[thr]))
+        p = PendingCopy(dst.buf, off, _storage(vals, dst.dtype), thr, op, it, self.interval, seq,
+                        groups=self.async_.committed[thr])
+        self.async_.pending.append(p)
+        if self._hooks["on_pending"] is not None:
+            self._hooks["on_pending"](e, p, self._tag_info(ctx))
 
     def _op_commit_async(self, e, ctx):
         self.async_.committed[ctx.tids] += 1
@@ -318,6 +325,8 @@ class _MemoryOps:
 
     def _land(self, p: PendingCopy):
         p.buf.array[p.offsets] = p.values
+        if self._hooks["on_land"] is not None:
+            self._hooks["on_land"](p)
         if self.recording:
             self.rec.add(block=self.block_lin, thread=p.threads, space=SHARED, buffer=p.buf.index, offset=p.offsets,
                          nbytes=p.buf.type.dtype.bytes, write=True, interval=p.interval,
@@ -337,8 +346,11 @@ class _MemoryOps:
         vals, _ = self._gather(src, coords, thr, None, e, ctx, e.span)
         off = np.broadcast_to(dst.offsets(coords, e.span), thr.shape)
         op, it, seq = self._rec_ctx(e, ctx) if self.recording else (0, 0, 0)
-        bar.pending.append(PendingCopy(dst.buf, off, _storage(vals, dst.dtype), np.array(thr), op, it,
-                                       self.interval, seq, phase=bar.completed))
+        p = PendingCopy(dst.buf, off, _storage(vals, dst.dtype), np.array(thr), op, it, self.interval, seq,
+                        phase=bar.completed)
+        bar.pending.append(p)
+        if self._hooks["on_pending"] is not None:
+            self._hooks["on_pending"](e, p, self._tag_info(ctx))
         self._event("copy_bulk", e, ctx, target=bar.index, value=bar.completed)
 
     def _op_barrier(self, e, ctx):

@@ -236,17 +236,20 @@ def check_stage(buf: SharedBuf, index, span: Span) -> int:
 class PendingCopy:
     """Shared-memory writes of an async or bulk copy that have been issued but have not landed."""
 
-    __slots__ = ("buf", "offsets", "values", "threads", "groups", "op", "iteration", "interval", "seq", "phase")
+    __slots__ = ("buf", "offsets", "values", "threads", "groups", "op", "iteration", "interval", "seq", "phase",
+                 "tags")
 
-    def __init__(self, buf, offsets, values, threads, op, iteration, interval, seq, groups=None, phase=0):
+    def __init__(self, buf, offsets, values, threads, op, iteration, interval, seq, groups=None, phase=0,
+                 tags=None):
         self.buf, self.offsets, self.values, self.threads = buf, offsets, values, threads
         self.groups, self.phase = groups, phase
         self.op, self.iteration, self.interval, self.seq = op, iteration, interval, seq
+        self.tags = tags  # a tag tracker's data parallel to `offsets` (interpreter.TagTracker.on_pending)
 
     def take(self, sel: np.ndarray) -> PendingCopy:
         return PendingCopy(self.buf, self.offsets[sel], self.values[sel], self.threads[sel], self.op,
                            self.iteration, self.interval, self.seq, None if self.groups is None else
-                           self.groups[sel], self.phase)
+                           self.groups[sel], self.phase, None if self.tags is None else self.tags[sel])
 
 
 class MBarrier:

@@ -171,6 +171,7 @@ class _ValueOps:
 
     def _binop(self, e: BinOp, ctx):
         a, b = self.eval(e.lhs, ctx), self.eval(e.rhs, ctx)
+        self._track_args(e, [a, b], ctx)
         arrays = isinstance(a, np.ndarray) or isinstance(b, np.ndarray)
         fn = _ARRAY_BIN.get(e.op) if arrays else _SCALAR_BIN.get(e.op)
         if fn is None:
@@ -181,6 +182,7 @@ class _ValueOps:
 
     def _unop(self, e: UnOp, ctx):
         x = self.eval(e.operand, ctx)
+        self._track_args(e, [x], ctx)
         if isinstance(x, np.ndarray):
             fn = {"-": np.negative, "not": np.logical_not,
                   "~": np.logical_not if x.dtype == bool else np.invert, "+": np.positive}.get(e.op)

@@ -127,7 +127,15 @@ class TagInfo:
 
 class TagTracker(Protocol):
     """Hook for the verifier: the interpreter calls these with concrete values (tiles in logical shape).
-    `on_value` is optional: if present it is called after every Call that produces a value."""
+    `on_value` is optional: if present it is called after every Call, BinOp and UnOp with its result.
+
+    Optional data-movement hooks (tilepy_verify.dynamic_tags uses them), each called only if present:
+    `on_args(node, args, info)` with a Call's evaluated arguments (a BinOp's/UnOp's operands) before the
+    op runs; `on_read(node, src, coords, threads, info)` when an op reads a view at tile coordinates
+    (masked-off and out-of-bounds slots included); `on_write(node, dst, coords, threads, offsets, written,
+    info)` when a store or copy writes `dst` (`written`: which slots reached memory); `on_pending(node,
+    pending, info)` when an async or bulk copy is issued (it may set `pending.tags`, an array parallel to
+    `pending.offsets` that follows the copy until it lands); `on_land(pending)` when such a copy lands."""
 
     def tag(self, node: Call, value: Any, info: TagInfo) -> None: ...
 
@@ -206,6 +214,8 @@ class _Interpreter(_LaunchArgs, _ValueOps, _MemoryOps, _MmaOps):
         self.rec = Recorder(record)
         self.recording = record
         self.tracker = tracker
+        hooks = ("on_args", "on_read", "on_write", "on_pending", "on_land")
+        self._hooks = {h: getattr(tracker, h, None) for h in hooks} if tracker is not None else dict.fromkeys(hooks)
         self.base_env: dict = {}
         self.base_types: dict = {}
         self.shared_allocs: list = []  # (name, SharedType, node)
@@ -386,9 +396,10 @@ class _Interpreter(_LaunchArgs, _ValueOps, _MemoryOps, _MmaOps):
                 if self.tracker is not None and hasattr(self.tracker, "on_value"):
                     self.tracker.on_value(e, out, self._tag_info(ctx))
                 return out
-            if isinstance(e, BinOp):
-                return self._binop(e, ctx)
-            return self._unop(e, ctx)
+            out = self._binop(e, ctx) if isinstance(e, BinOp) else self._unop(e, ctx)
+            if self.tracker is not None and hasattr(self.tracker, "on_value"):
+                self.tracker.on_value(e, out, self._tag_info(ctx))
+            return out
         except TilepyError:
             raise
         except Exception as ex:  # numpy/shape trouble: report it at the op
@@ -396,7 +407,13 @@ class _Interpreter(_LaunchArgs, _ValueOps, _MemoryOps, _MmaOps):
             raise InterpreterError(f"'{what}' failed: {type(ex).__name__}: {ex}", e.span) from ex
 
     def _args(self, e: Call, ctx):
-        return [self.eval(a, ctx) if a is not None else None for a in e.args]
+        vals = [self.eval(a, ctx) if a is not None else None for a in e.args]
+        self._track_args(e, vals, ctx)
+        return vals
+
+    def _track_args(self, e, vals, ctx):
+        if self._hooks["on_args"] is not None:
+            self._hooks["on_args"](e, vals, self._tag_info(ctx))
 
     def _rec_ctx(self, node, ctx):
         """(op index, iteration index, seq) for recording."""
