@@ -13,10 +13,11 @@ from .errors import (
     KernelTypeError,
     ShapeError,
     TargetError,
+    UnsupportedConstructError,
 )
 from .instructions import MmaInstr, mma_operand_layout
 from .ops import UNARY_MATH
-from .types import NONE, RegType, ScalarType, SharedType
+from .types import NONE, RegType, ScalarType, SharedType, TensorType
 
 
 class ComputeRules:
@@ -177,6 +178,10 @@ class ComputeRules:
         if not isinstance(target, ir.Expr):
             raise self.err(node, f"tp.{name} applies to a tensor or tile, got {_show(target)}", cls=KernelTypeError)
         if name == "tag":
+            if isinstance(target.type, TensorType) and self.tr.block is not self.tr.top_block:
+                raise self.err(node, "a global tensor is tagged inside a loop or branch",
+                               "tag tensors once, at the top level of the kernel: a tag names what the data is, "
+                               "for every iteration", UnsupportedConstructError)
             rank = len(getattr(target.type, "shape", ()))
             if len(fn.params) != rank:
                 raise self.err(fn_node, f"tag function takes {len(fn.params)} coordinates; the value has rank {rank}",

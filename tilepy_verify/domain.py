@@ -304,6 +304,9 @@ class _Walker:
         self.ws = self.target.warp_size
         self.A = Analysis(kir, self.target, self.T)
         self.tensor_tags: dict = {}
+        # Tensors the kernel writes: what a later read of them sees may be the kernel's own data, not the
+        # tag function's, so their tags are unknown (sound) rather than taken from the function.
+        self.written_tensors = _written_params(kir)
         self.recording = True
         self.writes: list = []  # WriteRec in program order (this pass)
         self.tid = np.arange(self.T)
@@ -711,6 +714,8 @@ class _Walker:
         fn = self.tensor_tags.get(view.param)
         if fn is None:
             return None
+        if view.param in self.written_tensors:
+            return lambda c, view=view: [Alt(True, TOP, view.span)]
         span = fn.span
 
         def tag(c, view=view, fn=fn, span=span):
@@ -1156,3 +1161,15 @@ def _loop_carried(body) -> set:
 
 
 _ = (GlobalTileType,)
+
+
+def _written_params(kir) -> set:
+    """Names of the tensor parameters some store or copy writes."""
+    out = set()
+    for stmt in ir.walk(kir.body):
+        if not isinstance(stmt, ir.Eval) or stmt.call.op not in ("store", "copy"):
+            continue
+        dst = stmt.call.args[0] if stmt.call.op == "store" else stmt.call.args[1]
+        if isinstance(dst, ir.Call) and dst.op == "view" and isinstance(dst.args[0], ir.Var):
+            out.add(dst.args[0].name)
+    return out

@@ -288,8 +288,8 @@ def test_the_tracker_does_not_change_what_the_kernel_computes():
     np.testing.assert_array_equal(t0.accesses, t1.accesses)
 
 
-# ----------------------------------------------------------------------------------------- known verifier gaps
-# Failures the run shows and the verifier does not report (strict xfails: they start passing when fixed).
+# ----------------------------------------------------------------------------------------- former verifier gaps
+# Failures the run showed and the verifier once missed.
 
 
 @tp.kernel(threads=64)
@@ -301,28 +301,25 @@ def read_back(X: tp.Tensor[tp.f32, "N"], Y: tp.Tensor[tp.f32, "N"]):
     tp.assert_tag(tp.load(Y[0:64]), lambda t: t[0] == "y")         # Y now holds X's elements
 
 
-@tp.kernel(threads=64)
-def late_tag(X: tp.Tensor[tp.f32, "N"], Y: tp.Tensor[tp.f32, "N"]):
-    for it in range(2):
-        x = tp.load(X[0:64])                                         # untagged in iteration 0
-        tp.assert_tag(x, lambda t: t[0] == "x")
-        tp.tag(X, lambda i: ("x", i))
-        tp.store(Y[0:64], x)
+def test_tagging_a_tensor_inside_a_loop_is_rejected():
+    """Tags are unconditional facts about data: the language takes them only at the kernel's top level (a tag
+    applied later in a loop body would leave the first iteration's loads untagged)."""
+
+    @tp.kernel(threads=64)
+    def late_tag(X: tp.Tensor[tp.f32, "N"], Y: tp.Tensor[tp.f32, "N"]):
+        for it in range(2):
+            x = tp.load(X[0:64])
+            tp.assert_tag(x, lambda t: t[0] == "x")
+            tp.tag(X, lambda i: ("x", i))
+            tp.store(Y[0:64], x)
+
+    with pytest.raises(tp.UnsupportedConstructError, match="top level"):
+        late_tag.ir(target="sm_80")
 
 
-@pytest.mark.xfail(strict=True, reason="documented: the verifier takes a global tensor's tags from its tag "
-                   "function even where the kernel stored other data (domain._Walker.global_tag)")
-def test_gap_tags_through_global_memory_the_kernel_wrote():
+def test_tags_of_a_tensor_the_kernel_writes_are_unknown():
+    """Y holds X's elements after the store: the verifier must not trust Y's tag function there."""
     kir = read_back.ir(target="sm_80")
     _, tracker = run(kir, (1,), [f32(80), np.zeros(80, np.float32)])
     assert not tracker.ok
-    assert tv.verify(kir).by_check("tag_assertion")
-
-
-@pytest.mark.xfail(strict=True, reason="domain._Walker.eff_tag: tensor_tags is flow-insensitive in loops, so "
-                   "a tp.tag later in the body tags the loads before it in the first iteration too")
-def test_gap_tag_applied_later_in_a_loop_body():
-    kir = late_tag.ir(target="sm_80")
-    _, tracker = run(kir, (1,), [f32(64), np.zeros(64, np.float32)])
-    assert [v.iteration for v in tracker.violations] == [{"it": 0}]
     assert tv.verify(kir).by_check("tag_assertion")
