@@ -19,7 +19,8 @@ demo: setup
 
 test: setup
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q -n 2 tests --doctest-modules tilepy
+	$(BIN)/python -m pytest -q --doctest-modules tilepy
+	$(BIN)/python -m pytest -q -n 2 tests
 
 lint: setup
 	$(BIN)/ruff check .
