@@ -13,6 +13,7 @@ from .types import RegType
 BASE_REGISTERS = 24  # indices, addresses, loop counters and predicates every kernel keeps live
 REGISTER_FILE = 65536  # 32-bit registers per SM (NVIDIA) / per SIMD's wave slots (AMD: VGPRs per CU / 4)
 MAX_REGISTERS = 255
+NO_DEVICE_CODE = ("tag", "assert_tag", "schedule")  # verification and scheduling ops: no registers
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,8 @@ def estimate(kir: ir.KernelIR) -> Resources:
     for stmt in ir.walk(kir.body):
         roots = [stmt.value] if isinstance(stmt, ir.Assign) else [stmt.call] if isinstance(stmt, ir.Eval) else []
         for root in roots:
+            if isinstance(root, ir.Call) and root.op in NO_DEVICE_CODE:
+                continue
             for e in ir.walk_exprs(root):
                 if e is not root and isinstance(e.type, RegType) and not isinstance(e, ir.Var):
                     temp = max(temp, _regs(e.type))

@@ -56,3 +56,11 @@ def test_kernels_from_source_run_and_report_lines():
         kernels["broken"].ir()
     assert e.value.span.file == "<generated:candidate-1>" and e.value.span.line == 11
     assert "while True:" in str(e.value)
+
+
+def test_estimate_ignores_verification_only_ops_and_tracks_the_compiled_figure():
+    from stdlib_kernels import gemm_hopper
+
+    r = tp.estimate_resources(gemm_hopper.gemm_hopper.ir("sm_90a", **gemm_hopper.PRESETS["sm_90a"]))
+    # the consumer's 128x256 f32 accumulator over 256 threads is 128 registers; ptxas reports 157 in all
+    assert 128 + 24 <= r.registers <= 200 and r.fits
