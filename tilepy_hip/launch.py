@@ -11,6 +11,7 @@ stream; module loading happens at the first launch, so launch once before captur
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 
@@ -89,11 +90,16 @@ def _ensure_context(device_index: int):
     return ctx.value
 
 
-def device_target(device_index: int | None = None) -> str:
-    """The tilepy target of a CUDA device: sm_90a for compute capability 9.0, sm_80 for 8.x."""
+@functools.cache
+def _capability(device_index: int | None) -> tuple[int, int]:
     import torch
 
-    major, minor = torch.cuda.get_device_capability(device_index)
+    return torch.cuda.get_device_capability(device_index)
+
+
+def device_target(device_index: int | None = None) -> str:
+    """The tilepy target of a CUDA device: sm_90a for compute capability 9.0, sm_80 for 8.x."""
+    major, minor = _capability(device_index)
     if major == 9:
         return "sm_90a"
     if major >= 8:
@@ -247,13 +253,14 @@ def launch_compiled(ck, grid, args, stream=None):
         return  # an empty grid launches nothing
     if any(g >= 2**31 for g in grid) or grid[1] > 65535 or grid[2] > 65535:
         raise LaunchError(f"grid {grid} is beyond CUDA's limits (x < 2**31, y and z <= 65535)")
-    with torch.cuda.device(index):
+    # Hot path (host overhead is what small kernels pay): enter the device context only when it differs,
+    # and pass the argument addresses directly.
+    switch = torch.cuda.device(index) if index != torch.cuda.current_device() else contextlib.nullcontext()
+    with switch:
         _, func = _function(ck, index)
         if stream is None:
             stream = torch.cuda.current_stream(index).cuda_stream
-        arr = (ctypes.c_void_p * max(len(values), 1))(
-            *[ctypes.cast(ctypes.pointer(v), ctypes.c_void_p) for v in values]
-        )
+        arr = (ctypes.c_void_p * max(len(values), 1))(*[ctypes.addressof(v) for v in values])
         _check(
             _driver().cuLaunchKernel(
                 func,
@@ -285,7 +292,7 @@ def launch(kernel, grid, *args, target: str | None = None, stream=None, **kwargs
 
     runtime, consts = kernel.bind_args(args, kwargs)
     tensors = [a for a in runtime if isinstance(a, torch.Tensor) and a.is_cuda]
-    if not torch.cuda.is_available():
+    if not tensors and not torch.cuda.is_available():
         raise LaunchError(f"no CUDA device to launch `{kernel.name}` on; run it on the CPU interpreter with "
                           f"{kernel.name}[grid](...), or build it with tilepy_hip.compile")
     index = tensors[0].device.index if tensors else torch.cuda.current_device()
