@@ -307,7 +307,7 @@ class VectorizeLoads(Codemod):
         module = _parse(source)
         count = 0
         for fn in _pick_kernels(module, kernel):
-            threads = _threads_literal(fn)
+            threads = threads_literal(fn)
             if threads is None:
                 continue
 
@@ -336,7 +336,7 @@ class VectorizeLoads(Codemod):
         return module.code
 
 
-def _threads_literal(fn) -> int | None:
+def threads_literal(fn) -> int | None:
     for d in fn.decorators:
         if isinstance(d.decorator, cst.Call):
             for a in d.decorator.args:

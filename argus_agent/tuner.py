@@ -18,7 +18,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from . import checks
-from .codemods import NotApplicable, SetConstexpr, SetThreads, constexpr_params, kernels
+from .codemods import NotApplicable, SetConstexpr, SetThreads, constexpr_params, kernels, threads_literal
 
 VALUES = {
     "BLOCK": ["256", "512", "1024", "2048", "4096"],
@@ -73,19 +73,12 @@ def make_template(source: str) -> Template:
             if name in VALUES and (k, name) not in fixed:
                 vals = [default] + [v for v in VALUES[name] if v != default]
                 params[f"{k}.{name}"] = vals
-        threads = _literal_threads(fn)
+        threads = threads_literal(fn)
         if threads is not None:
             params[f"{k}.threads"] = [str(threads)] + [t for t in THREADS if t != str(threads)]
     return Template(source, params, sorted(f"{k}.{n}" for k, n in fixed))
 
 
-def _literal_threads(fn):
-    for d in fn.decorators:
-        if isinstance(d.decorator, cst.Call):
-            for a in d.decorator.args:
-                if a.keyword is not None and a.keyword.value == "threads" and isinstance(a.value, cst.Integer):
-                    return int(a.value.value)
-    return None
 
 
 def _host_fixed(module) -> set:

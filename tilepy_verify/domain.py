@@ -31,7 +31,7 @@ from tilepy.targets import get_target
 from tilepy.tv_layout import TVLayout, blocked
 from tilepy.types import GlobalTileType, RegType, ScalarType, SharedType, TensorType
 
-from .tagterms import TOP, Alt, product
+from .tagterms import TOP, Alt, product, subst_tag
 from .vc import AND, NOT, OR, cmp, in_range, is_int, subst
 
 UNKNOWN = object()  # a scalar the analysis does not model (floats, data-dependent values)
@@ -1097,7 +1097,7 @@ def _after_loop(v, lp: Loop):
         def tag(c, inner=inner, lp=lp):
             k = fresh(lp.name)
             m = {lp.var.name: k}
-            return [Alt(AND(subst(a.cond, m), subst(lp.constraint(), m)), _subst_tag(a.tag, m), a.src)
+            return [Alt(AND(subst(a.cond, m), subst(lp.constraint(), m)), subst_tag(a.tag, m), a.src)
                     for a in inner(c)]
 
         return Reg(v.type, tag, None, v.pairs, v.src)
@@ -1112,12 +1112,6 @@ def _free(v):
     return free_vars(v)
 
 
-def _subst_tag(t, m):
-    if isinstance(t, Sym):
-        return subst(t, m)
-    if isinstance(t, tuple):
-        return tuple(_subst_tag(x, m) for x in t)
-    return t
 
 
 def _assigned(stmts) -> set:

@@ -22,18 +22,8 @@ from __future__ import annotations
 from tilepy.symbolic import Var
 
 from .sync import in_line, latest_counted, sole_role
-from .tagterms import TOP, Alt
+from .tagterms import TOP, Alt, subst_tag
 from .vc import AND, NOT, OR, cmp, const_of, subst
-
-
-def _subst_tag(t, m):
-    from tilepy.symbolic import Sym
-
-    if isinstance(t, Sym):
-        return subst(t, m)
-    if isinstance(t, tuple):
-        return tuple(_subst_tag(x, m) for x in t)
-    return t
 
 
 def candidates(walker, alloc, P):
@@ -199,7 +189,7 @@ def _tag_of(chain, acc, stage):
                     for a in w.tag(coords):
                         c = AND(match, *not_before, subst(a.cond, m) if m else a.cond)
                         if c is not False:
-                            alts.append(Alt(c, _subst_tag(a.tag, m) if m else a.tag, a.src or w.access.span))
+                            alts.append(Alt(c, subst_tag(a.tag, m) if m else a.tag, a.src or w.access.span))
             if definite:
                 not_before.append(NOT(match))
         # nothing wrote the stage: uninitialized shared memory

@@ -186,3 +186,16 @@ def show(tag, env: dict):
     if isinstance(tag, tuple):
         return tuple(show(x, env) for x in tag)
     return tag
+
+
+def subst_tag(t, m):
+    """`t` with the substitution `m` applied to every symbolic part (tags are nested tuples of Syms/consts)."""
+    from tilepy.symbolic import Sym
+
+    from .vc import subst
+
+    if isinstance(t, Sym):
+        return subst(t, m)
+    if isinstance(t, tuple):
+        return tuple(subst_tag(x, m) for x in t)
+    return t

@@ -444,46 +444,13 @@ class Renderer(TileOps, CopyOps):
             self.ctx.role = saved
 
     def _thread_values(self, e):
-        """Values per thread (a numpy array over the block) of an expression of thread ids and constants."""
+        """Values per thread (a numpy array over the block) of an expression of thread ids and constants:
+        the same evaluation the front end used to lay tiles over the role (tilepy.thread_values)."""
         import numpy as np
 
-        tids = np.arange(self.kir.num_threads)
-        W = self.t.warp_size
-        leaves = {
-            "thread_id": tids,
-            "lane_id": tids % W,
-            "warp_id": tids // W,
-            "warpgroup_id": tids // (4 * W),
-        }
-        ops = {
-            "+": np.add,
-            "-": np.subtract,
-            "*": np.multiply,
-            "//": np.floor_divide,
-            "%": np.mod,
-            "<": np.less,
-            "<=": np.less_equal,
-            ">": np.greater,
-            ">=": np.greater_equal,
-            "==": np.equal,
-            "!=": np.not_equal,
-            "and": np.logical_and,
-            "or": np.logical_or,
-            "&": np.bitwise_and,
-        }
-        if isinstance(e, ir.Const):
-            return e.value
-        if isinstance(e, ir.Var):
-            return self.static_values.get(e.name)
-        if isinstance(e, ir.Call) and e.op in leaves and not e.args:
-            return leaves[e.op]
-        if isinstance(e, ir.BinOp) and e.op in ops:
-            a, b = self._thread_values(e.lhs), self._thread_values(e.rhs)
-            return None if a is None or b is None else ops[e.op](a, b)
-        if isinstance(e, ir.UnOp) and e.op == "not":
-            a = self._thread_values(e.operand)
-            return None if a is None else np.logical_not(a)
-        return None
+        from tilepy.thread_values import static_thread_values
+
+        return static_thread_values(e, np.arange(self.kir.num_threads), self.t.warp_size, self.static_values)
 
     def _role_ranges(self, cond):
         """Thread ranges of the two branches of a role `if`, when the condition is a static function of the

@@ -12,7 +12,7 @@ from tilepy.symbolic import Var
 from ..counterexample import block_of, coord_ranges, dims_of, holder, instance, iteration_of, thread_fields
 from ..domain import MmaOps, Reg
 from ..report import Finding
-from ..tagterms import TOP, Alt, Unknown, has_top, predicate, product, show
+from ..tagterms import TOP, Alt, Unknown, has_top, predicate, product, show, subst_tag
 from ..vc import AND, NOT, cmp, in_range, subst
 
 
@@ -68,14 +68,6 @@ def _elements(ctx, a):
     return []
 
 
-def subst_tag(t, m):
-    from tilepy.symbolic import Sym
-
-    if isinstance(t, Sym):
-        return subst(t, m)
-    if isinstance(t, tuple):
-        return tuple(subst_tag(x, m) for x in t)
-    return t
 
 
 def _operand_alts(op_tag, which, instr, warps, shape, pos, group, suffix):
