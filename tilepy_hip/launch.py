@@ -113,6 +113,14 @@ def device_target(device_index: int | None = None) -> str:
 _FUNCTIONS: dict = {}
 
 
+def _current_stream(index: int) -> int:
+    """The raw handle of torch's current stream on device `index` (the fast accessor where torch has it)."""
+    import torch
+
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    return raw(index) if raw is not None else torch.cuda.current_stream(index).cuda_stream
+
+
 def _function(ck, device_index: int):
     key = (ck.key, device_index)
     fn = _FUNCTIONS.get(key)
@@ -259,7 +267,7 @@ def launch_compiled(ck, grid, args, stream=None):
     with switch:
         _, func = _function(ck, index)
         if stream is None:
-            stream = torch.cuda.current_stream(index).cuda_stream
+            stream = _current_stream(index)
         arr = (ctypes.c_void_p * max(len(values), 1))(*[ctypes.addressof(v) for v in values])
         _check(
             _driver().cuLaunchKernel(
@@ -277,6 +285,9 @@ def launch_compiled(ck, grid, args, stream=None):
             ),
             f"launching `{ck.name}`",
         )
+
+
+_LAUNCHED: dict = {}  # (kernel, target, arch, constexprs) -> CompiledKernel
 
 
 def launch(kernel, grid, *args, target: str | None = None, stream=None, **kwargs):
@@ -299,7 +310,15 @@ def launch(kernel, grid, *args, target: str | None = None, stream=None, **kwargs
     arch = device_target(index)
     # `target` picks the language target (which instructions the kernel may use); the binary is always built
     # for the device: an sm_80 kernel runs on an H100 as sm_90a code (its ops are a subset).
-    ck = compile_ir(kernel.ir(target or arch, **consts), arch)
+    try:  # the hot path: this kernel, these constexprs, this device, launched before
+        key = (kernel, target, arch, tuple(sorted(consts.items())))
+        ck = _LAUNCHED.get(key)
+    except TypeError:  # an unhashable constexpr: resolve it the long way
+        key, ck = None, None
+    if ck is None:
+        ck = compile_ir(kernel.ir(target or arch, **consts), arch)
+        if key is not None:
+            _LAUNCHED[key] = ck
     grid = resolve_grid(grid, kernel, ck.kir, runtime)
     launch_compiled(ck, grid, runtime, stream)
     return ck
