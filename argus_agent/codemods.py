@@ -9,6 +9,8 @@ touch byte for byte, so the user's formatting and comments survive.
 
 from __future__ import annotations
 
+import abc
+
 import libcst as cst
 import libcst.matchers as m
 
@@ -89,12 +91,15 @@ def _pick_kernels(module, kernel: str | None):
     return ks
 
 
-class Codemod:
+class Codemod(abc.ABC):
+    """A skill's action: a libcst transform of tilepy source text (formatting and comments kept)."""
+
     name = ""
     args: tuple = ()
 
+    @abc.abstractmethod
     def apply(self, source: str, **args) -> str:
-        raise NotImplementedError
+        """The transformed source; raises NotApplicable where the kernel offers nothing to change."""
 
     def __repr__(self):
         return f"<codemod {self.name}>"

@@ -426,11 +426,6 @@ class _Walker:
         for name in _assigned(s.body):
             if name in st2.env:
                 st.env[name] = _join(st.env.get(name), _after_loop(st2.env[name], lp))
-        # writes of the loop stay visible to later reads (as "some iteration" of it)
-        self.loop_exit_writes(lp)
-
-    def loop_exit_writes(self, lp):
-        pass
 
     def prefix_closed(self, lp, v) -> bool:
         """Does `v` (a bool term over lp.var) holding at iteration n imply it held at every earlier one?"""
