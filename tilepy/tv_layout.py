@@ -95,30 +95,27 @@ def blocked(tile: tuple[int, ...], num_threads: int, vec: int = 1) -> TVLayout:
     tile = tuple(int(n) for n in tile)
     if not tile:
         return TVLayout((), (num_threads,), (1,), (), "scalar")
-    last = tile[-1]
-    while vec > 1 and last % vec:
+    while vec > 1 and tile[-1] % vec:
         vec //= 2
-    # Decompose the row-major flat index space into (vec, thread, rep) chunks.
+    # The row-major element order is cut into [vec | thread | repeat] (fastest first); each cut must fall on
+    # a dimension boundary or divide a dimension, so that every coordinate stays affine in (thread, value).
     total = product(tile)
-    used_threads = min(num_threads, max(total // vec, 1))
-    spare = num_threads // used_threads if num_threads % used_threads == 0 else None
-    if spare is None:  # thread count does not divide: fall back to one element at a time, replicated
-        used_threads, vec, spare = 1, 1, num_threads
-    reps = max(total // (vec * used_threads), 1)
-    if vec * used_threads * reps != total:
-        used_threads, vec, spare, reps = 1, 1, num_threads, total
-    # flat = v0 + vec * t0 + vec * used * r ; coordinates from flat by dividing the tile's row-major strides.
-    # Each tile dimension's coordinate is affine in (v0, t0, r) only if chunks align with dimensions; we build
-    # per-dimension strides by splitting modes at dimension boundaries.
-    thread_modes, value_modes = _split_modes(tile, vec, used_threads, reps)
+    used = min(num_threads, max(total // vec, 1))
+    try:
+        if num_threads % used or total % (vec * used):
+            raise ValueError("threads do not divide the tile")
+        spare, reps = num_threads // used, total // (vec * used)
+        thread_modes, value_modes = _split_modes(tile, vec, used, reps)
+    except ValueError:
+        # Odd shapes (the front end builds only power-of-two tiles; copies may meet others): one thread
+        # holds every element and the rest replicate it. Correct, not fast.
+        vec, spare = 1, num_threads
+        thread_modes, value_modes = _split_modes(tile, 1, 1, total)
     tshape = tuple(n for n, _ in thread_modes) + (spare,)
     vshape = tuple(n for n, _ in value_modes)
-    strides = []
-    for d in range(len(tile)):
-        ts = tuple(s[d] for _, s in thread_modes) + (0,)
-        vs = tuple(s[d] for _, s in value_modes)
-        strides.append((ts, vs))
-    return TVLayout(tile, tshape, vshape, tuple(strides), f"blocked(vec={vec})")
+    strides = tuple((tuple(s[d] for _, s in thread_modes) + (0,), tuple(s[d] for _, s in value_modes))
+                    for d in range(len(tile)))
+    return TVLayout(tile, tshape, vshape, strides, f"blocked(vec={vec})")
 
 
 def _split_modes(tile, vec, threads, reps):
