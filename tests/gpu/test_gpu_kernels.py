@@ -244,3 +244,20 @@ def test_launch_errors_on_gpu():
         )
     with pytest.raises(tp.LaunchError, match="cpu"):
         tilepy_hip.launch(vector_add.vector_add, (1,), x.cpu(), x, x)
+
+
+def test_gemm_hopper_cooperative_fallback_large():
+    """(2051, 1000, 2045): B's rows (4090 bytes) cannot be a tensor map, so B takes the producer warpgroup's
+    cooperative copy while A goes through TMA: one phase mixes both."""
+    from tilepy_hip.tensor_map import tensor_map
+
+    m, k, n = 2051, 1000, 2045
+    g = torch.Generator(device="cpu").manual_seed(7)
+    a = torch.randn(m, k, generator=g).to(torch.bfloat16).to(DEV)
+    b = torch.randn(k, n, generator=g).to(torch.bfloat16).to(DEV)
+    c = _poison((m, n))
+    p = HOPPER_VARIANTS["128x256x4"]
+    ck = tilepy_hip.launch(gemm_hopper.gemm_hopper, (tp.cdiv(m, p["BM"]), tp.cdiv(n, p["BN"])), a, b, c, **p)
+    torch.cuda.synchronize()
+    assert tensor_map(ck.tensor_maps[0], a)[1] and not tensor_map(ck.tensor_maps[1], b)[1]
+    assert _rel(c.cpu(), a.double().cpu() @ b.double().cpu()) < 1e-5

@@ -31,7 +31,11 @@ def test_swizzle_modes_become_tensor_maps(bc, swizzle, mode):
     assert "const __grid_constant__ tp_tensor_map tp_tmap0" in src and "const unsigned tp_tma_ok" in src
     assert "tp_tma_load_2d(" in src and "if (tp_tma_ok & 1u)" in src
     assert f"tp_mbar_expect_tx(bar_p, {bc * 64 * 2});" in src
-    assert "for (int tp_i" in src  # the run-time fallback when the launch cannot encode the map
+    # the run-time fallback when the launch cannot encode the map: every thread copies (16-byte chunks when
+    # aligned), fences the async proxy and meets the others at a barrier; no transaction bytes are expected
+    fallback = src[src.index("else", src.index("if (tp_tma_ok & 1u)")):]
+    assert "tp_ldvec<tp_bf16, 8>(X + " in fallback and "fence.proxy.async.shared::cta" in fallback
+    assert "__syncthreads();" in fallback and "tp_mbar_expect_tx" not in fallback
 
 
 def test_rows_under_16_bytes_keep_the_fallback():
@@ -64,6 +68,28 @@ def test_gemm_hopper_copies_b_in_64_column_blocks():
     assert "8192, 1024, 1)" in src
     # the consumer warpgroups count from the role's first thread
     assert "tp_tid - 128" in src
+
+
+def test_gemm_hopper_fallback_is_cooperative():
+    """When a map cannot be encoded, the producer warpgroup's 128 threads copy the tile (no single-thread element
+    loop), fence the async proxy and sync on a named barrier of their own before arriving; the phase's TMA copies
+    keep their expect_tx, the fallback adds no transaction bytes."""
+    src, _, _ = render_kernel(gemm_hopper.gemm_hopper.ir("sm_90a", **gemm_hopper.PRESETS["sm_90a"]))
+    body = src[src.index("if (tp_tma_ok & 2u)"):]
+    stage0 = body[: body.index("tp_mbar_arrive(full0_p);")]
+    tma, fallback = stage0[: stage0.index("else")], stage0[stage0.index("else"):]
+    assert "if (tp_tid == 0)" in tma and "tp_mbar_expect_tx(full0_p, 32768);" in tma
+    assert "tp_mbar_expect_tx" not in fallback and "if (tp_tid == 0)" not in fallback
+    assert "tp_ldvec<tp_bf16, 8>(B + " in fallback  # 16-byte chunks when aligned
+    assert "tp_tid + (" in fallback and "* 128;" in fallback  # all 128 producer threads, coalesced
+    sync = 'asm volatile("fence.proxy.async.shared::cta;\\n" ::: "memory");\n'
+    assert re.search(re.escape(sync) + r'\s*asm volatile\("bar.sync %0, %1;" :: "r"\((\d+)\), "r"\(128\)', fallback)
+    assert "for (int tp_i" not in src  # no element loop run by one thread
+
+
+def test_element_loop_only_where_the_role_is_unknown():
+    src, _, _ = render_kernel(extra.bulk_ws.ir("sm_90a", BLOCK=2))  # warp 0 copies: a known role of 32
+    assert "for (int tp_i" not in src and "__syncwarp();" in src
 
 
 def test_tensor_map_arguments_and_run_time_refusals():

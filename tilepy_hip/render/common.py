@@ -140,6 +140,7 @@ class Renderer(TileOps, CopyOps):
         self.arrival_roles: dict = {}  # mbarrier variable -> sizes of the roles that arrive on it
         self.mbar_per_thread: dict = {}
         self.tensor_maps: list = []  # tma.TensorMapSpec per tensor-map parameter, in parameter order
+        self.named_barriers: dict = {}  # (purpose, first thread, count) -> bar.sync id (1..15; 0 is __syncthreads)
 
     # ------------------------------------------------------------------ helpers
     def error(self, message: str, hint: str = "", span: Span | None = None) -> CompileError:
@@ -205,6 +206,17 @@ class Renderer(TileOps, CopyOps):
 
     def barrier(self):
         self.em(self.t.barrier)
+
+    def named_barrier_id(self, purpose: str, lo: int, size: int) -> int:
+        """A hardware named-barrier id (1..15) of its own for each (purpose, thread range): two different
+        thread sets never share one."""
+        key = (purpose, lo, size)
+        if key not in self.named_barriers:
+            if len(self.named_barriers) == 15:
+                raise self.error("more than 15 named barriers (role synchronizations) in one kernel",
+                                 "use fewer distinct warp roles")
+            self.named_barriers[key] = len(self.named_barriers) + 1
+        return self.named_barriers[key]
 
     # ------------------------------------------------------------------ top level
     def render(self) -> str:

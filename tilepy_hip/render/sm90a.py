@@ -153,13 +153,20 @@ def emit_mbarrier_arrive(r, call):
         r.em(f"tp_mbar_arrive({bar});")
         return
     # One elected arrival: the role's threads first finish what they did before it.
+    _role_sync(r, "arrive", lo, size)
+    r.em(f"if (tp_tid == {lo}) tp_mbar_arrive({bar});")
+
+
+def _role_sync(r, purpose: str, lo: int, size: int):
+    """A barrier over the role's threads: __syncthreads for the whole block, else a named barrier of its own
+    (`bar.sync id, size`), or __syncwarp inside one warp."""
     if size == r.kir.num_threads:
         r.barrier()
     elif size > 32:
-        r.em(f'asm volatile("bar.sync %0, %1;" :: "r"({1 + (lo // 32) % 15}), "r"({size}) : "memory");')
+        bid = r.named_barrier_id(purpose, lo, size)
+        r.em(f'asm volatile("bar.sync %0, %1;" :: "r"({bid}), "r"({size}) : "memory");')
     else:
         r.em("__syncwarp();")
-    r.em(f"if (tp_tid == {lo}) tp_mbar_arrive({bar});")
 
 
 def emit_mbarrier_wait(r, call):
@@ -169,43 +176,57 @@ def emit_mbarrier_wait(r, call):
 
 
 def emit_copy_bulk(r, call):
-    """One thread of the role issues the copy. Where `tma.plan` accepts it, bulk tensor copies (TMA) through a
-    tensor map the launch builds (one `cp.async.bulk.tensor` per column block), guarded by the launch's
-    `tp_tma_ok` bit for that map; otherwise, or when the bit is clear, cp.async.bulk per row when rows are
-    whole, 16-byte aligned and inside the tensor; otherwise the issuing thread copies the elements itself in a
-    loop. Either way the mbarrier's phase completes only when the bytes have landed (expect_tx / complete_tx,
-    or the issuing thread's own stores, fenced for the async proxy, before it arrives)."""
+    """Where `tma.plan` accepts the copy, bulk tensor copies (TMA) through a tensor map the launch builds (one
+    `cp.async.bulk.tensor` per column block, issued by the role's first thread after expect_tx), guarded by the
+    launch's `tp_tma_ok` bit for that map. Otherwise, or when the bit is clear: cp.async.bulk per row (same
+    thread) when rows are whole, 16-byte aligned and inside the tensor; otherwise every thread of the role
+    copies its share of the tile (coalesced, 16-byte vectors where the addresses allow, zeros outside the
+    tensor, through the tile's layout and swizzle), fences the async proxy and meets the others at a barrier
+    over the role, with no transaction bytes expected: the phase completes through the arrivals, which follow
+    the writes, plus whatever the copies of the same phase that did go through the copy engine expect. Only
+    where the role's threads are not a known range does the first thread copy the elements alone.
+
+    Every branch between here and the role's threads is uniform over the role (the tensor-map bit, the view's
+    starts), so all of the role's threads take the same one."""
     src, dst, barv = call.args
     view, sref = r.view_ref(src), r.smem_ref(dst)
     bar = r.scalar_bar(barv)
-    lo, _ = r.role_range()
+    lo, size = r.role_range()
+    known = not r.ctx.divergent or r.ctx.role is not None
     em = r.em
-    em.open(f"if (tp_tid == {lo})")
+    if not known:
+        em.open(f"if (tp_tid == {lo})")
     tplan, why = tma.plan(view, sref.stype, sref.align)
     if tplan is None:
         r.notes.append(f"copy_bulk at line {r.ctx.span.line if r.ctx.span else '?'}: no TMA ({why})")
-        _bulk_rows_or_elements(r, view, sref, bar)
+        _bulk_rows_or_elements(r, view, sref, bar, known)
     else:
         if tplan.spec not in r.tensor_maps:
             r.tensor_maps.append(tplan.spec)
         i = r.tensor_maps.index(tplan.spec)
         em.open(f"if (tp_tma_ok & {1 << i}u)")
+        if known:
+            em.open(f"if (tp_tid == {lo})")
         em(f"tp_mbar_expect_tx({bar}, {tplan.nbytes});")
         coords = list(reversed(view.starts))  # innermost first
         for inner_off, soff in tplan.copies:
             cs = [f"{coords[0]} + {inner_off}" if inner_off else coords[0], *coords[1:]]
             em(f"tp_tma_load_{tplan.spec.rank}d(tp_smem_addr({sref.ptr} + {soff}), &tp_tmap{i}, {bar}, "
                f"{', '.join(cs)});")
+        if known:
+            em.close()
         em.close()
         em.open("else")
-        _bulk_rows_or_elements(r, view, sref, bar)
+        _bulk_rows_or_elements(r, view, sref, bar, known)
         em.close()
-    em.close()
+    if not known:
+        em.close()
 
 
-def _bulk_rows_or_elements(r, view, sref, bar):
-    """cp.async.bulk per row when the tile is row-major and the rows are whole, aligned and in bounds; else
-    an element loop by the issuing thread."""
+def _bulk_rows_or_elements(r, view, sref, bar, known: bool):
+    """cp.async.bulk per row (the role's first thread) when the tile is row-major and the rows are whole,
+    aligned and in bounds; else the role's cooperative copy, or the element loop of the issuing thread when the
+    role is not known (the caller then runs this in that thread alone)."""
     em = r.em
     st = sref.stype
     shape, eb = st.shape, st.dtype.bytes
@@ -216,14 +237,15 @@ def _bulk_rows_or_elements(r, view, sref, bar):
     tdims = view.tile_dims
     contiguous = bool(tdims) and tdims[-1] == len(view.starts) - 1
     per_row = row_major and contiguous and row_bytes % 16 == 0
+    lo, size = r.role_range()
     if per_row:
         idx0, off0 = r._global_terms(view, [0] * len(shape))
         last = len(view.starts) - 1
         inb = []
         for j, i in enumerate(idx0):
             if j in tdims:
-                size = shape[tdims.index(j)]
-                inb.append(f"(unsigned){i} <= (unsigned)({view.tensor.dims[j]} - {size})")
+                n = shape[tdims.index(j)]
+                inb.append(f"(unsigned){i} <= (unsigned)({view.tensor.dims[j]} - {n})")
             else:
                 inb.append(f"(unsigned){i} < (unsigned)({view.tensor.dims[j]})")
         ok = " && ".join(
@@ -231,6 +253,8 @@ def _bulk_rows_or_elements(r, view, sref, bar):
             + [f"tp_aligned({view.tensor.ptr} + {off0}, 16)", f"({view.tensor.dims[last]} * {eb}) % 16 == 0"]
         )
         em.open(f"if ({ok})")
+        if known:
+            em.open(f"if (tp_tid == {lo})")
         em(f"tp_mbar_expect_tx({bar}, {rows * row_bytes});")
         for row in range(rows):
             coords = _unravel(row, shape[:-1]) + [0]
@@ -239,12 +263,154 @@ def _bulk_rows_or_elements(r, view, sref, bar):
             em(
                 f"tp_bulk_g2s(tp_smem_addr({sref.ptr} + {soff}), {view.tensor.ptr} + {off}, {row_bytes}, {bar});"
             )
+        if known:
+            em.close()
         em.close()
         em.open("else")
-    _element_loop(r, view, sref)
-    em(r.t.proxy_fence)
+    if known:
+        _cooperative_copy(r, view, sref, lo, size)
+        em(r.t.proxy_fence)  # generic-proxy writes, read next by wgmma / the async proxy
+        _role_sync(r, "copy_bulk", lo, size)
+    else:
+        _element_loop(r, view, sref)
+        em(r.t.proxy_fence)
     if per_row:
         em.close()
+
+
+_BATCH_BYTES = 64  # bytes each thread loads before it stores them: several loads in flight per thread
+
+
+def _cooperative_copy(r, view, sref, lo: int, size: int):
+    """The role's `size` threads copy the tile: consecutive threads take consecutive chunks of the last
+    dimension (16 bytes when the tensor's base, row length and the view's column start allow, checked at run
+    time; single elements otherwise), so loads coalesce. Each thread loads a batch of chunks into registers
+    before storing them to shared memory, zero-filling outside the tensor, through the tile's layout + swizzle."""
+    em = r.em
+    ct = r.hoist(f"tp_tid - {lo}", stem="rt") if lo else "tp_tid"
+    vec = _coop_vec(r, view, sref)
+    if vec > 1:
+        em.open(f"if ({r._uniform_ok(view, vec)})")
+        _cooperative_chunks(r, view, sref, ct, size, vec)
+        em.close()
+        em.open("else")
+        _cooperative_chunks(r, view, sref, ct, size, 1)
+        em.close()
+    else:
+        _cooperative_chunks(r, view, sref, ct, size, 1)
+
+
+def _coop_vec(r, view, sref) -> int:
+    """Elements per chunk (up to 16 bytes) that stay contiguous and aligned in the shared tile: a row-major
+    last dimension, or one split into column blocks `(A, R) : (1, S)` (the wgmma MN-major B form) with A and S
+    multiples of the chunk; the swizzle moves whole chunks."""
+    st = sref.stype
+    shape, eb = st.shape, st.dtype.bytes
+    tdims = view.tile_dims
+    if not tdims or tdims[-1] != len(view.starts) - 1:
+        return 1
+    lay_shape, lay_stride = st.layout.shape, st.layout.stride
+    if not isinstance(lay_stride, tuple):
+        lay_shape, lay_stride = (lay_shape,), (lay_stride,)
+    if len(lay_stride) != len(shape) or any(isinstance(x, tuple) for x in lay_stride[:-1]):
+        return 1
+    last_shape, last_stride = lay_shape[-1], lay_stride[-1]
+    if isinstance(last_stride, tuple):
+        if not (len(last_stride) == 2 and last_stride[0] == 1 and isinstance(last_shape, tuple)
+                and all(isinstance(x, int) for x in (*last_shape, last_stride[1]))):
+            return 1
+        steps = (last_shape[0], last_stride[1])
+    elif last_stride == 1:
+        steps = ()
+    else:
+        return 1
+    vec = 1
+    while True:
+        w = vec * 2
+        if w * eb > 16 or shape[-1] % w or any(x % w for x in (*lay_stride[:-1], *steps)):
+            break
+        if st.swizzle is not None and (1 << st.swizzle.base) % w:
+            break
+        if sref.align % (w * eb) and sref.align < 16:
+            break
+        vec = w
+    return vec
+
+
+def _cooperative_chunks(r, view, sref, ct: str, size: int, vec: int):
+    em = r.em
+    shape = sref.stype.shape
+    eb = sref.dtype.bytes
+    T = ctype(sref.dtype)
+    ptr, dims = view.tensor.ptr, view.tensor.dims
+    last = len(view.starts) - 1
+    per_row = shape[-1] // vec
+    chunks = _prod(shape[:-1]) * per_row
+    per_thread = -(-chunks // size)
+    batch = max(1, min(per_thread, _BATCH_BYTES // (vec * eb)))
+    while per_thread % batch and batch > 1:  # whole batches: no guard on the batch loop's last round
+        batch -= 1
+    ragged = per_thread * size != chunks
+    em.open()
+    b, u, v = r.tmp("b"), r.tmp("u"), r.tmp("v")
+    vtype = f"tp_pack<{T}, {vec}>" if vec > 1 else T
+    em(f"{vtype} {v}[{batch}];")
+    em.open(f"for (int {b} = 0; {b} < {per_thread}; {b} += {batch})")
+
+    def chunk(pass_):
+        em("#pragma unroll")
+        em.open(f"for (int {u} = 0; {u} < {batch}; ++{u})")
+        c = r.tmp("c")
+        em(f"const int {c} = {ct} + ({b} + {u}) * {size};")
+        names, rem = [], c
+        for d in range(len(shape) - 1, -1, -1):
+            n = per_row if d == len(shape) - 1 else shape[d]
+            x = r.tmp("x")
+            names.append(x)
+            em(f"const int {x} = {rem} % {n};" if d else f"const int {x} = {rem};")
+            if d:
+                q = r.tmp("q")
+                em(f"const int {q} = {rem} / {n};")
+                rem = q
+        coords = [Var(x) for x in reversed(names)]
+        if vec > 1:
+            coords[-1] = coords[-1] * vec
+        live = f"{c} < {chunks}" if ragged else ""
+        if pass_ == "load":
+            idx, off = r._global_terms(view, coords)
+            if vec == 1:
+                inb = " && ".join(
+                    [live] * bool(live) + [f"(unsigned){x} < (unsigned)({dims[j]})" for j, x in enumerate(idx)]
+                )
+                em(f"{v}[{u}] = ({inb}) ? {ptr}[{off}] : {T}(0);")
+            else:
+                others = [f"(unsigned){x} < (unsigned)({dims[j]})" for j, x in enumerate(idx) if j != last]
+                cond = " && ".join([live] * bool(live) + others)
+                n = r.tmp("n")
+                em(
+                    f"const int {n} = {f'!({cond}) ? 0 : ' if cond else ''}"
+                    f"tp_min<int>(tp_max<int>({dims[last]} - {idx[last]}, 0), {vec});"
+                )
+                em.open(f"if ({n} == {vec})")
+                em(f"{v}[{u}] = tp_ldvec<{T}, {vec}>({ptr} + {off});")
+                em.close()
+                em.open("else")
+                for k in range(vec):
+                    em(f"{v}[{u}].v[{k}] = {k} < {n} ? {ptr}[{off} + {k}] : {T}(0);")
+                em.close()
+        else:
+            soff = sym_c(sref.elem_offset(coords))
+            guard = f"if ({live}) " if live else ""
+            if vec > 1:
+                em(f"{guard}tp_stvec<{T}, {vec}>({sref.ptr} + {soff}, {v}[{u}]);")
+            else:
+                em(f"{guard}{sref.ptr}[{soff}] = {v}[{u}];")
+        em.close()
+
+    chunk("load")
+    chunk("store")
+    em.close()
+    em.close()
 
 
 def _element_loop(r, view, sref):

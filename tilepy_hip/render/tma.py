@@ -9,7 +9,7 @@ bytes), 3) on element offsets (tp.Swizzle(3, 3, 3) on bf16 is the 128-byte swizz
 tensor are zero-filled, which is the language's masking of a view at the tensor's bounds, and the mbarrier's
 transaction count is always the whole box.
 
-What the planner accepts (anything else keeps the per-row / per-element copy of `sm90a.emit_copy_bulk`):
+What the planner accepts (anything else keeps the per-row / cooperative copy of `sm90a.emit_copy_bulk`):
 * the view's innermost tensor dimension is a tile dimension (not indexed by an integer), tensor rank <= 5;
 * the shared stage is row-major and compact, or row-major with its last dimension split into column blocks
   `(A, R) : (1, S)` (one copy per block, A columns wide: the wgmma MN-major form of a wide B tile);
