@@ -23,14 +23,13 @@ from .errors import (
     CompileError,
     ConstexprError,
     KernelTypeError,
-    ShapeError,
     Span,
     UnsupportedConstructError,
 )
 from .language import Builtin, TensorSpec
 from .targets import Target
 from .thread_values import static_thread_values
-from .types import NONE, GlobalTileType, RegType, ScalarType, SharedType, TensorType
+from .types import NONE, ScalarType, TensorType
 
 BINOPS = {
     cst.Add: "+", cst.Subtract: "-", cst.Multiply: "*", cst.Divide: "/", cst.FloorDivide: "//",
@@ -553,6 +552,3 @@ def _expr_hint(node) -> str:
         "NamedExpr": "assign on its own line",
         "StarredElement": "pass arguments explicitly",
     }.get(type(node).__name__, "use tp.* builtins, arithmetic, comparisons and indexing")
-
-
-_ = (RegType, SharedType, GlobalTileType, ShapeError)

@@ -25,7 +25,6 @@ roles gives no edges (its phases depend on the interleaving).
 from __future__ import annotations
 
 from tilepy import ir
-from tilepy.symbolic import Var
 
 from .vc import AND, OR, cmp, is_int, subst
 
@@ -275,6 +274,3 @@ class Sync:
                         terms.append(AND(yc, wc2, xc, w1c,
                                          cmp("<", subst(y.arr, my), (subst(w1.phase, mw1) + 1) * C1)))
         return OR(*terms)
-
-
-_ = Var

@@ -22,7 +22,7 @@ from tilepy import ir
 from tilepy.ops import REDUCTIONS
 from tilepy.symbolic import Const
 from tilepy.tv_layout import TVLayout
-from tilepy.types import GlobalTileType, RegType, ScalarType, SharedType
+from tilepy.types import GlobalTileType, RegType, SharedType
 
 from .cexpr import cast, compute_type, ctype, literal, sym_c, var
 
@@ -589,6 +589,3 @@ class TileOps:
         if acc_ref.name != dst.name:
             self.copy_tile(acc_ref, dst)
         emitter(self, e, dst, ops[0], ops[1])
-
-
-_ = ScalarType

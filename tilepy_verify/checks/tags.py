@@ -12,7 +12,7 @@ from tilepy.symbolic import Var
 from ..counterexample import block_of, coord_ranges, dims_of, holder, instance, iteration_of, thread_fields
 from ..domain import MmaOps, Reg
 from ..report import Finding
-from ..tagterms import TOP, Alt, Unknown, has_top, predicate, product, show, subst_tag
+from ..tagterms import Alt, Unknown, has_top, predicate, product, show, subst_tag
 from ..vc import AND, NOT, cmp, in_range, subst
 
 
@@ -127,6 +127,3 @@ def _mma(ctx, a):
             out.append(Finding("tag_assertion", "error", msg, a.span, cex, src or contrib.span))
             break
     return out
-
-
-_ = TOP
