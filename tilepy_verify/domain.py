@@ -29,7 +29,7 @@ from tilepy.instructions import mma_operand_layout
 from tilepy.symbolic import Sym, Var
 from tilepy.targets import get_target
 from tilepy.tv_layout import TVLayout, blocked
-from tilepy.types import GlobalTileType, RegType, ScalarType, SharedType, TensorType
+from tilepy.types import RegType, ScalarType, SharedType, TensorType
 
 from .tagterms import TOP, Alt, product, subst_tag
 from .vc import AND, NOT, OR, cmp, in_range, is_int, subst
@@ -1147,9 +1147,6 @@ def _loop_carried(body) -> set:
 
     go(body)
     return exposed & assigned
-
-
-_ = (GlobalTileType,)
 
 
 def _written_params(kir) -> set:

@@ -19,8 +19,6 @@ waits for the first and arrives on a barrier the second waits for)."""
 
 from __future__ import annotations
 
-from tilepy.symbolic import Var
-
 from ..counterexample import block_of, counter, instance, iteration_of, rename, thread_fields
 from ..report import Finding
 from ..sync import Sync, in_line
@@ -164,9 +162,6 @@ def _before_static(c, r) -> bool:
         return int(tc) < int(tr)
     except TypeError:
         return True
-
-
-_ = Var
 
 
 def _bulk(ctx, sync, c, r):
