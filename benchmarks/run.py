@@ -159,49 +159,18 @@ def main(argv=None):
     a = torch.randn(M, K, device=dev, generator=g).to(torch.bfloat16)
     b = torch.randn(K, N, device=dev, generator=g).to(torch.bfloat16)
     c = torch.empty(M, N, device=dev)
-    for preset in ("sm_90a", "sm_80"):
-        p = gemm.PRESETS[preset]
-        ckg = tilepy_hip.compile(gemm.gemm, target="sm_90a", **p)
+    def gemm_row(kernel, p):
+        """Build `kernel` with constexprs `p`, check it against float64, time it and cuBLAS in the same run."""
+        ckg = tilepy_hip.compile(kernel, target="sm_90a", **p)
         gg = (tp.cdiv(M, p["BM"]), tp.cdiv(N, p["BN"]))
         c.fill_(float("nan"))
         launch_compiled(ckg, gg, [a, b, c])
         err = rel(c, a.double() @ b.double())
-        t_ours = timeit(lambda ckg=ckg, gg=gg: launch_compiled(ckg, gg, [a, b, c]), reps=10, batches=5)
+        t_ours = timeit(lambda: launch_compiled(ckg, gg, [a, b, c]), reps=10, batches=5)
         t_blas = timeit(lambda: torch.matmul(a, b), reps=10, batches=5)
         flops = 2 * M * N * K
-        out[f"gemm_{preset}_preset"] = {
+        return {
             "instr": p["INSTR"].name,
-            "shape": [M, N, K],
-            "seconds": t_ours,
-            "TFLOPs": flops / t_ours / 1e12,
-            "cublas_seconds": t_blas,
-            "cublas_TFLOPs": flops / t_blas / 1e12,
-            "ratio_to_cublas": t_blas / t_ours,
-            "rel_err": err,
-            "registers": ckg.resources.get("registers"),
-            "spills": ckg.resources.get("spill_stores"),
-        }
-
-    # ---- the warp-specialized Hopper GEMM (TMA producer warpgroup, wgmma consumer warpgroups)
-    hopper = {
-        "128x128_s4": gemm_hopper.SMALL_TILE,
-        "128x256_s3": dict(BN=256, STAGES=3, INSTR=tp.nv.wgmma_m64n256k16_bf16),
-        "128x256_s4": dict(BN=256, STAGES=4, INSTR=tp.nv.wgmma_m64n256k16_bf16),
-    }
-    for tag, extra in hopper.items():
-        p = {**gemm_hopper.PRESETS["sm_90a"], **extra}
-        ckg = tilepy_hip.compile(gemm_hopper.gemm_hopper, target="sm_90a", **p)
-        gg = (tp.cdiv(M, p["BM"]), tp.cdiv(N, p["BN"]))
-        c.fill_(float("nan"))
-        launch_compiled(ckg, gg, [a, b, c])
-        err = rel(c, a.double() @ b.double())
-        t_ours = timeit(lambda ckg=ckg, gg=gg: launch_compiled(ckg, gg, [a, b, c]), reps=10, batches=5)
-        t_blas = timeit(lambda: torch.matmul(a, b), reps=10, batches=5)
-        flops = 2 * M * N * K
-        out[f"gemm_hopper_{tag}"] = {
-            "instr": p["INSTR"].name,
-            "tile": [p["BM"], p["BN"], p["BK"]],
-            "stages": p["STAGES"],
             "shape": [M, N, K],
             "seconds": t_ours,
             "TFLOPs": flops / t_ours / 1e12,
@@ -213,6 +182,20 @@ def main(argv=None):
             "spills": ckg.resources.get("spill_stores"),
             "tensor_maps": len(ckg.tensor_maps),
         }
+
+    for preset in ("sm_90a", "sm_80"):
+        out[f"gemm_{preset}_preset"] = gemm_row(gemm.gemm, gemm.PRESETS[preset])
+
+    # ---- the warp-specialized Hopper GEMM (TMA producer warpgroup, wgmma consumer warpgroups)
+    hopper = {
+        "128x128_s4": gemm_hopper.SMALL_TILE,
+        "128x256_s3": dict(BN=256, STAGES=3, INSTR=tp.nv.wgmma_m64n256k16_bf16),
+        "128x256_s4": dict(BN=256, STAGES=4, INSTR=tp.nv.wgmma_m64n256k16_bf16),
+    }
+    for tag, extra in hopper.items():
+        p = {**gemm_hopper.PRESETS["sm_90a"], **extra}
+        out[f"gemm_hopper_{tag}"] = {
+            **gemm_row(gemm_hopper.gemm_hopper, p), "tile": [p["BM"], p["BN"], p["BK"]], "stages": p["STAGES"]}
 
     Path(args.out).mkdir(parents=True, exist_ok=True)
     path = Path(args.out) / f"{name}{'-quick' if args.quick else ''}.json"

@@ -1,7 +1,10 @@
 """Small tilepy kernels that exercise what the stdlib kernels do not: roles, mbarriers, bulk copies, large
 shared memory, shared-memory loads and stores, layout conversions, 2-D reductions, elementwise math."""
 
+import pytest
+
 import tilepy as tp
+from stdlib_kernels import KERNELS, gemm, gemm_hopper
 
 
 @tp.kernel(threads=64, target="sm_90a")
@@ -85,3 +88,14 @@ def tma_tile(X: tp.Tensor[tp.bf16, "M", "N"], Y: tp.Tensor[tp.f32, "M", "N"], BR
     tp.mbarrier_arrive(bar)
     tp.mbarrier_wait(bar, 0)
     tp.store(Y[r0 : r0 + BR, c0 : c0 + BC], tp.load(s).to(tp.f32))
+
+
+def stdlib_constexprs(name, target):
+    """The constexprs to build stdlib kernel `name` for `target` with (gemm_hopper exists on sm_90a only)."""
+    if name == "gemm_hopper" and target != "sm_90a":
+        with pytest.raises((tp.TargetError, tp.ResourceError)):  # Hopper-only ops (or 64 KB of LDS)
+            KERNELS[name].ir(target, **gemm_hopper.PRESETS["sm_90a"])
+        pytest.skip("gemm_hopper is an sm_90a kernel")
+    if name == "gemm_hopper":
+        return gemm_hopper.PRESETS[target]
+    return gemm.PRESETS[target] if name == "gemm" else {}

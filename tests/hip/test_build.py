@@ -10,10 +10,11 @@ from pathlib import Path
 
 import kernels as extra
 import pytest
+from kernels import stdlib_constexprs
 
 import tilepy as tp
 import tilepy_hip
-from stdlib_kernels import KERNELS, gemm, gemm_hopper
+from stdlib_kernels import KERNELS, gemm
 from tilepy_hip import build
 from tilepy_hip.cache import KernelCache
 
@@ -29,14 +30,6 @@ needs_sass = pytest.mark.skipif(
 )
 
 
-def _constexprs(name, target):
-    if name == "gemm_hopper" and target != "sm_90a":
-        with pytest.raises((tp.TargetError, tp.ResourceError)):  # Hopper-only ops (or 64 KB of LDS)
-            KERNELS[name].ir(target, **gemm_hopper.PRESETS["sm_90a"])
-        pytest.skip("gemm_hopper is an sm_90a kernel")
-    if name == "gemm_hopper":
-        return gemm_hopper.PRESETS[target]
-    return gemm.PRESETS[target] if name == "gemm" else {}
 
 
 def _no_local_memory(sass: str) -> bool:
@@ -47,7 +40,7 @@ def _no_local_memory(sass: str) -> bool:
 @pytest.mark.parametrize("target", ["sm_90a", "sm_80"])
 @pytest.mark.parametrize("name", sorted(KERNELS))
 def test_stdlib_compiles_for_nvidia_without_spills(name, target):
-    ck = tilepy_hip.compile(KERNELS[name], target=target, **_constexprs(name, target))
+    ck = tilepy_hip.compile(KERNELS[name], target=target, **stdlib_constexprs(name, target))
     r = ck.resources
     assert r["registers"] > 0 and r["spill_stores"] == 0 and r["spill_loads"] == 0 and r["stack_bytes"] == 0
     assert ck.binary[:4] == b"\x7fELF" and Path(ck.path).read_text() == ck.source
@@ -73,7 +66,7 @@ def test_sass_of_the_other_kernels():
 @needs_amd
 @pytest.mark.parametrize("name", sorted(KERNELS))
 def test_stdlib_compiles_for_gfx942(name):
-    ck = tilepy_hip.compile(KERNELS[name], target="gfx942", **_constexprs(name, "gfx942"))
+    ck = tilepy_hip.compile(KERNELS[name], target="gfx942", **stdlib_constexprs(name, "gfx942"))
     asm = ck.sass()
     assert ck.resources.get("scratch_bytes", 0) == 0 and ck.resources["spill_stores"] == 0
     if name == "gemm":

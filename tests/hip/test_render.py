@@ -3,10 +3,11 @@ cannot do is a CompileError naming the op's line and the target."""
 
 import kernels as extra
 import pytest
+from kernels import stdlib_constexprs
 
 import tilepy as tp
 import tilepy_hip
-from stdlib_kernels import KERNELS, gemm, gemm_hopper
+from stdlib_kernels import KERNELS, gemm
 from tilepy.ops import OPS
 from tilepy.targets import TARGETS
 from tilepy_hip.render import RENDER_TARGETS, coverage
@@ -14,20 +15,12 @@ from tilepy_hip.render import RENDER_TARGETS, coverage
 TARGET_NAMES = sorted(RENDER_TARGETS)
 
 
-def _constexprs(name, target):
-    if name == "gemm_hopper" and target != "sm_90a":
-        with pytest.raises((tp.TargetError, tp.ResourceError)):  # Hopper-only ops (or 64 KB of LDS)
-            KERNELS[name].ir(target, **gemm_hopper.PRESETS["sm_90a"])
-        pytest.skip("gemm_hopper is an sm_90a kernel")
-    if name == "gemm_hopper":
-        return gemm_hopper.PRESETS[target]
-    return gemm.PRESETS[target] if name == "gemm" else {}
 
 
 @pytest.mark.parametrize("target", TARGET_NAMES)
 @pytest.mark.parametrize("name", sorted(KERNELS))
 def test_every_stdlib_kernel_renders_on_every_target(name, target):
-    kir = KERNELS[name].ir(target, **_constexprs(name, target))
+    kir = KERNELS[name].ir(target, **stdlib_constexprs(name, target))
     src = tilepy_hip.render(kir, target)
     assert 'extern "C" __global__' in src and f" {kir.name}(" in src
     assert "// tilepy: " in src and '#include "tilepy_hip.h"' in src
