@@ -1,0 +1,365 @@
+"""Render a lowered program as one candidate module: tilepy kernels plus the host `argus_forward`.
+
+Kernels take every tensor flat (1-D, static size); element reads are window loads where the read index is
+the kernel's own flat index, and gathers (index-tile loads) everywhere else. A Pointwise kernel walks the flat
+output in BLOCK-sized tiles; a Reduction kernel holds a (BM, BR) tile of (output, reduction) pairs and loops
+over the reduction in BR steps, computing what does not depend on the reduction index once, before the loop.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from . import values as vals
+from .core import Pointwise, Reduction
+from .index import Div, IExpr, Mod, Sum, Var, variables
+from .values import V, walk
+
+INT32_MAX = 2**31 - 1
+HEADER = '''"""ARGUS candidate: {what}.
+
+Lowered from the reference's core-ATen graph (torch.export). Kernels in tilepy; `argus_forward(model, *inputs)`
+is the host program (allocation and launches only). Precision: {precision}.
+"""
+
+import torch
+
+import tilepy as tp
+from argus_agent.runtime import launch
+'''
+
+_BIN = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "mod": "%", "pow": "**",
+        "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!=", "and": "&", "or": "|", "xor": "^"}
+_FN = {"exp", "log", "sqrt", "rsqrt", "abs", "sin", "cos", "tanh", "sigmoid", "erf", "exp2", "log2", "maximum",
+       "minimum", "where", "silu"}
+
+
+def next_pow2(n: int) -> int:
+    return 1 << max(0, (int(n) - 1).bit_length())
+
+
+def _tp(dtype: torch.dtype) -> str:
+    return "tp." + vals.TP_DTYPE[dtype]
+
+
+def _literal(v, dtype) -> str:
+    if isinstance(v, bool) or dtype == torch.bool:
+        return "True" if v else "False"
+    if isinstance(v, float) or dtype.is_floating_point:
+        v = float(v)
+        if math.isnan(v):
+            return 'float("nan")'
+        if math.isinf(v):
+            return 'float("inf")' if v > 0 else 'float("-inf")'
+        return repr(v)
+    return repr(int(v))
+
+
+class _Emitter:
+    """Names and renders the values of one kernel body."""
+
+    def __init__(self, names: dict, index_dtype: str, shapes: dict):
+        self.names = names            # buffer name -> kernel parameter name
+        self.idt = index_dtype        # "i32" | "i64"
+        self.shapes = shapes          # loop variable name -> rendered tile expression
+        self.lines: list = []
+        self.done: dict = {}
+        self.k = 0
+
+    def index(self, e: IExpr) -> str:
+        if isinstance(e, Var):
+            return e.name
+        if isinstance(e, Div):
+            return f"({self.index(e.x)} // {e.d})"
+        if isinstance(e, Mod):
+            return f"({self.index(e.x)} % {e.m})"
+        if isinstance(e, Sum):
+            if not e.terms:
+                return str(e.c)
+            parts = []
+            for coef, a in e.terms:
+                s = self.index(a)
+                parts.append(s if coef == 1 else f"-{s}" if coef == -1 else f"{coef} * {s}")
+            if e.c:
+                parts.append(str(e.c))
+            text = " + ".join(parts).replace("+ -", "- ")
+            return f"({text})" if len(parts) > 1 else text
+        raise TypeError(e)
+
+    def fresh(self) -> str:
+        self.k += 1
+        return f"t{self.k}"
+
+    def value(self, v: V) -> str:
+        got = self.done.get(v)
+        if got is not None:
+            return got
+        op = v.op
+        if op == "const":
+            return _literal(v.args[0], v.dtype)
+        if op == "index":
+            e = v.args[0]
+            text = self.index(e)
+            if not variables(e):
+                return text
+            return f"{text}.to({_tp(v.dtype)})" if vals.TP_DTYPE[v.dtype] != self.idt else text
+        args = [self.value(a) if isinstance(a, V) else a for a in v.args]
+        if op == "load":
+            text = self._load(v)
+        elif op == "gather":
+            off = self.value(v.args[1])
+            text = f"tp.load({self.names[v.args[0]]}[{off}])"
+            text = _upcast(text, v, self.buf_dtype(v.args[0]))
+        elif op == "cast":
+            src = v.args[0]
+            text = f"{args[0]}.to({_tp(v.dtype)})" if _is_tile(src) else _scalar_cast(args[0], v.dtype)
+        elif op == "roundto":
+            text = f"{args[0]}.to(tp.{v.args[1]}).to(tp.f32)"
+        elif op == "neg":
+            text = f"(-{args[0]})"
+        elif op == "invert" or op == "logical_not":
+            text = f"(~{args[0]})"
+        elif op in _BIN:
+            text = f"({args[0]} {_BIN[op]} {args[1]})"
+        elif op in _FN:
+            text = f"tp.{op}({', '.join(args)})"
+        else:
+            raise NotImplementedError(f"no tilepy rendering of `{op}`")
+        if op in ("const",):
+            return text
+        name = self.fresh()
+        self.lines.append(f"{name} = {text}")
+        self.done[v] = name
+        return name
+
+    def buf_dtype(self, name):
+        return self.buffer_dtypes[name]
+
+    def _load(self, v: V) -> str:
+        buf, idx, conds = v.args
+        param = self.names[buf]
+        window = self.window(idx, buf)
+        mask = self.conds(conds)
+        if window is not None and mask is None:
+            text = f"tp.load({param}[{window}])"
+        else:
+            itext = self.index(idx)
+            if not variables(idx):
+                if mask is None:
+                    text = f"tp.load({param}[{itext}])"
+                    return _upcast(text, v, self.buf_dtype(buf))
+                itext = f"({itext} + 0 * {self.anyvar(conds)})"
+            elif mask is not None and not self.mask_vars(conds) <= {x.name for x in variables(idx)}:
+                extra = self.mask_vars(conds) - {x.name for x in variables(idx)}
+                itext = f"({itext} + " + " + ".join(f"0 * {n}" for n in sorted(extra)) + ")"
+            text = f"tp.load({param}[{itext}]" + (f", mask={mask}" if mask else "") + ")"
+        return _upcast(text, v, self.buf_dtype(buf))
+
+    def anyvar(self, conds):
+        names = self.mask_vars(conds)
+        return sorted(names)[0]
+
+    def mask_vars(self, conds) -> set:
+        out = set()
+        for c in conds:
+            out |= {x.name for x in variables(c[1])}
+        return out
+
+    def conds(self, conds) -> str | None:
+        parts = []
+        for c in conds:
+            e = self.index(c[1])
+            if c[0] == "ge0":
+                parts.append(f"({e} >= 0)")
+            elif c[0] == "lt":
+                parts.append(f"({e} < {c[2]})")
+            elif c[0] == "div":
+                parts.append(f"({e} % {c[2]} == 0)")
+        return " & ".join(parts) if parts else None
+
+    def window(self, idx, buf):
+        return None
+
+
+def _is_tile(v: V) -> bool:
+    return bool(v.vars) or v.op in ("load", "gather")
+
+
+def _scalar_cast(text, dtype) -> str:
+    return f"tp.cast({text}, {_tp(dtype)})"
+
+
+def _upcast(text: str, v: V, storage: torch.dtype) -> str:
+    if vals.compute_dtype(storage) != storage:
+        return f"{text}.to({_tp(v.dtype)})"
+    return text
+
+
+class _PointwiseEmitter(_Emitter):
+    def __init__(self, names, idt, numel, dtypes):
+        super().__init__(names, idt, {})
+        self.numel = numel
+        self.buffer_dtypes = dtypes
+
+    def window(self, idx, buf):
+        if isinstance(idx, Var) and idx.name == "i" and self.sizes[buf] == self.numel:
+            return "i0:i0 + BLOCK"
+        return None
+
+
+class _ReductionEmitter(_Emitter):
+    def __init__(self, names, idt, dtypes):
+        super().__init__(names, idt, {})
+        self.buffer_dtypes = dtypes
+
+
+def _kernel_params(kernel, buffers, extra=()) -> tuple[list, dict]:
+    used = []
+    for v in walk([kernel.value]):
+        if v.op in ("load", "gather") and v.args[0] not in used:
+            used.append(v.args[0])
+    names = {b: f"{b}" for b in used}
+    out = kernel.out
+    names[out.name] = out.name
+    params = [f"{names[b]}: tp.Tensor[{_tp(buffers[b].dtype)}, {max(1, buffers[b].numel)}]" for b in used]
+    params.append(f"{out.name}: tp.Tensor[{_tp(out.dtype)}, {max(1, out.numel)}]")
+    return used, names, params
+
+
+def render_pointwise(k: Pointwise, kname: str, buffers: dict) -> tuple[str, list, dict]:
+    n = max(1, k.out.numel)
+    used, names, params = _kernel_params(k, buffers)
+    idt = "i64" if n > INT32_MAX or any(buffers[b].numel > INT32_MAX for b in used) else "i32"
+    block = min(1024, max(32, next_pow2(n)))
+    em = _PointwiseEmitter(names, idt, n, {b: buffers[b].dtype for b in buffers})
+    em.sizes = {b: max(1, buffers[b].numel) for b in buffers}
+    value = em.value(k.value)
+    store = value if _is_tile(k.value) else f"tp.full((BLOCK,), {value}, {_tp(k.value.dtype)})"
+    out_dt = k.out.dtype
+    if vals.compute_dtype(out_dt) != k.value.dtype or vals.compute_dtype(out_dt) != out_dt:
+        store = f"{store}.to({_tp(out_dt)})"
+    body = ["i0 = tp.block_id(0) * BLOCK"]
+    if idt == "i64":
+        body.append("i = i0.to(tp.i64) + tp.arange(BLOCK).to(tp.i64)")
+    else:
+        body.append("i = i0 + tp.arange(BLOCK)")
+    body += em.lines
+    body.append(f"tp.store({names[k.out.name]}[i0:i0 + BLOCK], {store})")
+    src = (f"@tp.kernel(threads=128)\n"
+           f"def {kname}({', '.join(params)}, BLOCK: tp.constexpr = {block}):\n"
+           + (f"    # {k.what}\n" if k.what else "")
+           + "".join(f"    {line}\n" for line in body))
+    grid = f"lambda m: (tp.cdiv({n}, m['BLOCK']),)"
+    return src, used, {"grid": grid}
+
+
+_INIT = {"sum": 0, "max": -math.inf, "min": math.inf, "prod": 1}
+_COMBINE = {"sum": "{a} + {b}", "max": "tp.maximum({a}, {b})", "min": "tp.minimum({a}, {b})", "prod": "{a} * {b}"}
+_FINAL = {"sum": "tp.sum", "max": "tp.max", "min": "tp.min", "prod": None}
+
+
+def _init_literal(kind, dtype):
+    v = _INIT[kind]
+    if not dtype.is_floating_point:
+        if kind == "max":
+            v = -(2**62) if dtype == torch.int64 else -(2**31)
+        elif kind == "min":
+            v = 2**62 if dtype == torch.int64 else 2**31 - 1
+    return _literal(v, dtype)
+
+
+def render_reduction(k: Reduction, kname: str, buffers: dict) -> tuple[str, list, dict]:
+    M, R = k.M, k.R
+    used, names, params = _kernel_params(k, buffers)
+    idt = "i64" if M * R > INT32_MAX or any(buffers[b].numel > INT32_MAX for b in used) else "i32"
+    final = _FINAL[k.kind]
+    br = 1 if final is None else min(next_pow2(R), 256 if M > 1 else 1024)
+    bm = max(1, min(next_pow2(M), max(1, 2048 // br)))
+    dtype = k.value.dtype
+    em = _ReductionEmitter(names, idt, {b: buffers[b].dtype for b in buffers})
+    # values that do not depend on the reduction index: computed once, before the loop
+    order = walk([k.value])
+    pre = [v for v in order if "r" not in v.vars and v.op not in ("const",)]
+    for v in pre:
+        em.value(v)
+    pre_lines = em.lines
+    em.lines = []
+    val = em.value(k.value)
+    loop_lines = em.lines
+    acc_t = _tp(dtype)
+    init = _init_literal(k.kind, dtype)
+    neutral = init
+    body = ["m0 = tp.block_id(0) * BM"]
+    cast = ".to(tp.i64)" if idt == "i64" else ""
+    body.append(f"m = (m0{'.to(tp.i64)' if idt == 'i64' else ''} + tp.arange(BM){cast})[:, None]")
+    body += pre_lines
+    body.append(f"acc = tp.full((BM, BR), {init}, {acc_t})")
+    body.append("for k in range(tp.cdiv(R, BR)):")
+    inner = [f"r = (k * BR + tp.arange(BR){cast})[None, :]"] + loop_lines
+    v_text = val if _is_tile(k.value) else f"tp.full((BM, BR), {val}, {acc_t})"
+    inner.append(f"acc = tp.where((m < M) & (r < R), {_COMBINE[k.kind].format(a='acc', b=v_text)}, acc)")
+    body += ["    " + line for line in inner]
+    if final is None:
+        body.append("res = tp.sum(acc, axis=1)")  # BR == 1: the column is the result
+    else:
+        body.append(f"res = {final}(acc, axis=1)")
+    out_dt = k.out.dtype
+    res = "res" if vals.compute_dtype(out_dt) == dtype == out_dt else f"res.to({_tp(out_dt)})"
+    body.append(f"tp.store({names[k.out.name]}[m0:m0 + BM], {res})")
+    src = (f"@tp.kernel(threads=128)\n"
+           f"def {kname}({', '.join(params)}, M: tp.constexpr = {M}, R: tp.constexpr = {R}, "
+           f"BM: tp.constexpr = {bm}, BR: tp.constexpr = {br}):\n"
+           + (f"    # {k.what}\n" if k.what else "")
+           + "".join(f"    {line}\n" for line in body))
+    _ = neutral
+    grid = f"lambda m: (tp.cdiv({M}, m['BM']),)"
+    return src, used, {"grid": grid}
+
+
+def render_program(prog, precision: str = "fp32 (as the reference)") -> str:
+    """The candidate module's source for a LoweredProgram."""
+    buffers = {b.name: b for b in prog.buffers}
+    kernels_src, launches = [], []
+    for n, k in enumerate(prog.kernels):
+        base = "pointwise" if isinstance(k, Pointwise) else f"reduce_{k.kind}"
+        kname = f"k{n}_{base}"
+        if isinstance(k, Pointwise):
+            src, used, info = render_pointwise(k, kname, buffers)
+        else:
+            src, used, info = render_reduction(k, kname, buffers)
+        kernels_src.append(src)
+        launches.append((kname, used + [k.out.name], info["grid"]))
+    cap = prog.captured
+    user = [gi for gi in cap.inputs if gi.kind == "input"]
+    arg_names = [f"x{gi.index}" for gi in user]
+    host = [f"def argus_forward(model, {', '.join(arg_names)}):" if arg_names else "def argus_forward(model):"]
+    dev = None
+    for gi in user:
+        b = prog.placeholders.get(gi.name)
+        if b is None:
+            if gi.value is not None:
+                host.append(f"    if x{gi.index} != {gi.value!r}:")
+                host.append(f"        raise ValueError('argument {gi.index} was {gi.value!r} when the program was "
+                            f"lowered; lower it again for x{gi.index}=' + repr(x{gi.index}))")
+            continue
+        host.append(f"    {b.name} = x{gi.index}.contiguous().view(-1)")
+        dev = dev or f"x{gi.index}.device"
+    for gi in cap.inputs:
+        if gi.kind in ("param", "buffer") and gi.name in prog.placeholders:
+            getter = "get_parameter" if gi.kind == "param" else "get_buffer"
+            host.append(f"    {prog.placeholders[gi.name].name} = model.{getter}({gi.target!r}).detach().contiguous().view(-1)")
+            dev = dev or f"{prog.placeholders[gi.name].name}.device"
+    dev = dev or "torch.device('cpu')"
+    host.append(f"    dev = {dev}")
+    for b in prog.buffers:
+        if b.kind == "temp":
+            host.append(f"    {b.name} = torch.empty({max(1, b.numel)}, dtype={b.dtype}, device=dev)")
+    for kname, args, grid in launches:
+        host.append(f"    launch({kname}, {grid}, {', '.join(args)})")
+    outs = [f"{b.name}.view({tuple(s)})" for b, s in zip(prog.outputs, prog.output_shapes)]
+    host.append(f"    return {outs[0]}" if prog.single_output else f"    return ({', '.join(outs)},)")
+    what = f"{len(prog.kernels)} kernel{'s' if len(prog.kernels) != 1 else ''} from {len(prog.ops)} core-ATen ops"
+    return (HEADER.format(what=what, precision=precision) + "\n\n" + "\n\n".join(kernels_src) + "\n\n"
+            + "\n".join(host) + "\n")

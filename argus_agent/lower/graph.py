@@ -1,0 +1,83 @@
+"""Capture: `torch.export` of the reference, brought down to core ATen by torch's own decompositions.
+
+Parameters, buffers and the user's inputs are graph inputs with known shapes and dtypes; every call is a
+core-ATen op overload whose `meta["val"]` holds its result's shape and dtype, and whose `stack_trace` names the
+reference's source line.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import torch
+
+
+class LoweringError(Exception):
+    """The program uses something the lowering cannot express; the message names the op and the source line."""
+
+
+@dataclass
+class GraphInput:
+    name: str            # placeholder name in the graph
+    kind: str            # "input" (the user's k-th forward argument) | "param" | "buffer" | "constant"
+    index: int = -1      # for "input": position in forward's arguments
+    target: str = ""     # for "param"/"buffer": fully qualified name in the module
+    value: object = None  # for non-tensor user inputs: the value export specialized on
+
+
+@dataclass
+class Captured:
+    program: object                       # the decomposed ExportedProgram
+    inputs: list = field(default_factory=list)   # GraphInput per placeholder, in graph order
+    n_user_inputs: int = 0
+
+
+def capture_program(model: torch.nn.Module, inputs: list) -> Captured:
+    """Export `model(*inputs)` and decompose it to core ATen (raises LoweringError with the reason)."""
+    try:
+        with torch.no_grad():
+            ep = torch.export.export(model, tuple(inputs), strict=False)
+        ep = ep.run_decompositions()
+    except Exception as e:  # export failures come in many types; the message is what the user needs
+        msg = str(e).strip().splitlines()
+        raise LoweringError(f"torch.export could not capture Model.forward: {type(e).__name__}: "
+                            f"{msg[0] if msg else ''}") from e
+    sig = ep.graph_signature
+    specs = {s.arg.name: s for s in sig.input_specs}
+    out_kinds = [s.kind.name for s in sig.output_specs]
+    if any(k != "USER_OUTPUT" for k in out_kinds):
+        raise LoweringError("Model.forward mutates an input or a buffer in place; in-place updates of inputs "
+                            "are not lowered (return a new tensor instead)")
+    captured = Captured(ep)
+    user = 0
+    for node in ep.graph.nodes:
+        if node.op != "placeholder":
+            continue
+        spec = specs[node.name]
+        kind = spec.kind.name
+        if kind == "USER_INPUT":
+            value = inputs[user] if user < len(inputs) else None
+            captured.inputs.append(GraphInput(node.name, "input", index=user,
+                                              value=None if isinstance(value, torch.Tensor) else value))
+            user += 1
+        elif kind == "PARAMETER":
+            captured.inputs.append(GraphInput(node.name, "param", target=spec.target))
+        elif kind == "BUFFER":
+            captured.inputs.append(GraphInput(node.name, "buffer", target=spec.target))
+        else:
+            raise LoweringError(f"Model.forward uses a tensor constant ({spec.target}); register it as a buffer "
+                                "(self.register_buffer) so ModelNew receives it")
+    captured.n_user_inputs = user
+    return captured
+
+
+def source_line(node) -> str:
+    """'file.py:LINE: code' of the reference line that produced `node`, from export's stack trace."""
+    trace = node.meta.get("stack_trace") or ""
+    frames = re.findall(r'File "([^"]+)", line (\d+), in \w+\n\s*(.*)', trace)
+    frames = [f for f in frames if "/torch/" not in f[0] and "site-packages" not in f[0]]
+    if not frames:
+        return "Model.forward"
+    path, line, code = frames[-1]
+    return f"{path.rsplit('/', 1)[-1]}:{line}: {code.strip()}"

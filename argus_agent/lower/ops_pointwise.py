@@ -1,0 +1,373 @@
+"""Lowerings of core-ATen pointwise ops: broadcasting, tensor and scalar operands, where, comparisons, casts."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from . import values as vals
+from .core import LTensor, broadcast_coords, broadcast_shapes
+from .registry import register, result_dtype
+from .values import call, const
+
+
+def _operand_dtype(x) -> torch.dtype:
+    if isinstance(x, LTensor):
+        return x.dtype
+    if isinstance(x, bool):
+        return torch.bool
+    if isinstance(x, int):
+        return torch.int64
+    return torch.float32
+
+
+def pointwise(fn, node, *operands, dtype=None) -> LTensor:
+    """out(c) = fn(*operand values at c) over the broadcast shape; scalars are weakly typed constants."""
+    dtype = dtype or result_dtype(node)
+    cdt = vals.compute_dtype(dtype)
+    shapes = [x.shape for x in operands if isinstance(x, LTensor)]
+    shape = broadcast_shapes(*shapes) if shapes else ()
+
+    def value(coords):
+        args = []
+        for x in operands:
+            if isinstance(x, LTensor):
+                args.append(x(broadcast_coords(coords, x.shape, shape)))
+            else:
+                args.append(const(x, cdt if not isinstance(x, bool) else torch.bool))
+        return fn(*args)
+
+    return LTensor(shape, dtype, value)
+
+
+def _math(op, cdt):
+    return lambda *a: call(op, *a, dtype=cdt)
+
+
+def _unary(name: str, build):
+    @register(name)
+    def lower(ctx, node, x, *rest, **kw):
+        cdt = vals.compute_dtype(result_dtype(node))
+        return pointwise(lambda a: build(vals.cast(a, cdt), cdt), node, x)
+    return lower
+
+
+_SIMPLE_UNARY = {"exp": "exp", "log": "log", "sqrt": "sqrt", "rsqrt": "rsqrt", "abs": "abs", "sin": "sin",
+                 "cos": "cos", "tanh": "tanh", "sigmoid": "sigmoid", "erf": "erf", "exp2": "exp2", "log2": "log2",
+                 "neg": "neg"}
+for _name, _op in _SIMPLE_UNARY.items():
+    _unary(f"aten.{_name}", lambda a, cdt, _op=_op: call(_op, a, dtype=cdt))
+
+
+def _c(v, like):
+    return const(v, like.dtype)
+
+
+_unary("aten.relu", lambda a, cdt: call("maximum", a, _c(0, a)))
+_unary("aten.reciprocal", lambda a, cdt: call("div", _c(1, a), a))
+_unary("aten.log1p", lambda a, cdt: call("log", call("add", a, _c(1, a))))
+_unary("aten.expm1", lambda a, cdt: call("sub", call("exp", a), _c(1, a)))
+_unary("aten.log10", lambda a, cdt: call("mul", call("log2", a), _c(math.log10(2.0), a)))
+_unary("aten.tan", lambda a, cdt: call("div", call("sin", a), call("cos", a)))
+_unary("aten.sinh", lambda a, cdt: call("mul", call("sub", call("exp", a), call("exp", call("neg", a))), _c(0.5, a)))
+_unary("aten.cosh", lambda a, cdt: call("mul", call("add", call("exp", a), call("exp", call("neg", a))), _c(0.5, a)))
+_unary("aten.asinh", lambda a, cdt: call("log", call("add", a, call("sqrt", call("add", call("mul", a, a), _c(1, a))))))
+_unary("aten.acosh", lambda a, cdt: call("log", call("add", a, call("sqrt", call("sub", call("mul", a, a), _c(1, a))))))
+_unary("aten.atanh", lambda a, cdt: call("mul", call("log", call("div", call("add", _c(1, a), a),
+                                                                  call("sub", _c(1, a), a))), _c(0.5, a)))
+_unary("aten.floor", lambda a, cdt: a if not cdt.is_floating_point else call("floordiv", a, _c(1, a)))
+_unary("aten.ceil", lambda a, cdt: a if not cdt.is_floating_point else
+       call("neg", call("floordiv", call("neg", a), _c(1, a))))
+_unary("aten.trunc", lambda a, cdt: a if not cdt.is_floating_point else
+       call("where", call("lt", a, _c(0, a)), call("neg", call("floordiv", call("neg", a), _c(1, a))),
+            call("floordiv", a, _c(1, a))))
+_unary("aten.sign", lambda a, cdt: call("sub", vals.cast(call("gt", a, _c(0, a)), cdt),
+                                        vals.cast(call("lt", a, _c(0, a)), cdt)))
+_unary("aten.logical_not", lambda a, cdt: call("eq", a, const(0, a.dtype)))
+_unary("aten.bitwise_not", lambda a, cdt: call("logical_not", a) if cdt == torch.bool else call("invert", a))
+
+
+@register("aten.round")
+def _round(ctx, node, x, decimals=0):
+    if decimals:
+        raise NotImplementedError("round with decimals")
+    cdt = vals.compute_dtype(result_dtype(node))
+
+    def f(a):
+        a = vals.cast(a, cdt)
+        fl = call("floordiv", a, _c(1, a))
+        diff = call("sub", a, fl)
+        half = call("eq", diff, _c(0.5, a))
+        even = call("eq", call("sub", fl, call("mul", call("floordiv", fl, _c(2, a)), _c(2, a))), _c(0, a))
+        up = call("add", fl, _c(1, a))
+        nearest = call("where", call("lt", diff, _c(0.5, a)), fl, up)
+        return call("where", half, call("where", even, fl, up), nearest)
+    return pointwise(f, node, x)
+
+
+@register("aten.isnan")
+def _isnan(ctx, node, x):
+    return pointwise(lambda a: call("ne", a, a), node, x)
+
+
+@register("aten.isinf")
+def _isinf(ctx, node, x):
+    return pointwise(lambda a: call("eq", call("abs", a), const(math.inf, a.dtype)), node, x)
+
+
+_BINARY = {"add": "add", "sub": "sub", "mul": "mul", "maximum": "maximum", "minimum": "minimum",
+           "bitwise_and": "and", "bitwise_or": "or", "bitwise_xor": "xor", "logical_and": "and",
+           "logical_or": "or", "logical_xor": "ne", "fmax": "maximum", "fmin": "minimum"}
+_COMPARE = {"lt": "lt", "le": "le", "gt": "gt", "ge": "ge", "eq": "eq", "ne": "ne"}
+
+
+def _binary(name: str, op: str):
+    @register(f"aten.{name}")
+    def lower(ctx, node, a, b, alpha=1, **kw):
+        dtype = result_dtype(node)
+        cdt = vals.compute_dtype(dtype)
+        if op in ("and", "or", "ne") and name.startswith("logical"):
+            return pointwise(lambda x, y: call(op, call("ne", x, const(0, x.dtype)), call("ne", y, const(0, y.dtype)),
+                                               dtype=torch.bool), node, a, b, dtype=torch.bool)
+        if alpha != 1:
+            return pointwise(lambda x, y: call(op, x, call("mul", y, const(alpha, cdt), dtype=cdt), dtype=cdt),
+                             node, a, b)
+        return pointwise(lambda x, y: call(op, x, y, dtype=cdt), node, a, b)
+    return lower
+
+
+for _name, _op in _BINARY.items():
+    _binary(_name, _op)
+for _name, _op in _COMPARE.items():
+    @register(f"aten.{_name}")
+    def _cmp(ctx, node, a, b, _op=_op):
+        return pointwise(lambda x, y: call(_op, x, y), node, a, b, dtype=torch.bool)
+
+
+@register("aten.rsub")
+def _rsub(ctx, node, a, b, alpha=1):
+    cdt = vals.compute_dtype(result_dtype(node))
+    return pointwise(lambda x, y: call("sub", y, call("mul", x, const(alpha, cdt), dtype=cdt), dtype=cdt), node, a, b)
+
+
+@register("aten.div")
+def _div(ctx, node, a, b, rounding_mode=None):
+    dtype = result_dtype(node)
+    cdt = vals.compute_dtype(dtype)
+    if rounding_mode is None:
+        return pointwise(lambda x, y: call("div", x, y, dtype=cdt), node, a, b)
+    if rounding_mode == "floor":
+        return pointwise(lambda x, y: call("floordiv", x, y, dtype=cdt), node, a, b)
+    if rounding_mode == "trunc":
+        def f(x, y):
+            q = call("div", x, y, dtype=torch.float64 if cdt == torch.float64 else torch.float32)
+            t = call("where", call("lt", q, const(0, q.dtype)), call("neg", call("floordiv", call("neg", q), const(1, q.dtype))),
+                     call("floordiv", q, const(1, q.dtype)))
+            return vals.cast(t, cdt)
+        return pointwise(f, node, a, b)
+    raise NotImplementedError(f"div rounding_mode={rounding_mode!r}")
+
+
+@register("aten.remainder")
+def _remainder(ctx, node, a, b):
+    cdt = vals.compute_dtype(result_dtype(node))
+    return pointwise(lambda x, y: call("mod", x, y, dtype=cdt), node, a, b)
+
+
+@register("aten.fmod")
+def _fmod(ctx, node, a, b):
+    cdt = vals.compute_dtype(result_dtype(node))
+
+    def f(x, y):
+        x, y = vals.cast(x, cdt), vals.cast(y, cdt)
+        q = call("div", x, y) if cdt.is_floating_point else call("div", x, y, dtype=torch.float64)
+        tq = call("where", call("lt", q, const(0, q.dtype)), call("neg", call("floordiv", call("neg", q), const(1, q.dtype))),
+                  call("floordiv", q, const(1, q.dtype)))
+        return call("sub", x, call("mul", vals.cast(tq, cdt), y))
+    return pointwise(f, node, a, b)
+
+
+@register("aten.pow")
+def _pow(ctx, node, a, b):
+    cdt = vals.compute_dtype(result_dtype(node))
+    if not isinstance(b, LTensor):
+        e = float(b)
+        if e == 2.0:
+            return pointwise(lambda x: call("mul", vals.cast(x, cdt), vals.cast(x, cdt)), node, a)
+        if e == 1.0:
+            return pointwise(lambda x: vals.cast(x, cdt), node, a)
+        if e == 0.5:
+            return pointwise(lambda x: call("sqrt", vals.cast(x, cdt)), node, a)
+        if e == -0.5:
+            return pointwise(lambda x: call("rsqrt", vals.cast(x, cdt)), node, a)
+        if e == 3.0:
+            return pointwise(lambda x: call("mul", call("mul", vals.cast(x, cdt), vals.cast(x, cdt)), vals.cast(x, cdt)),
+                             node, a)
+        if e == -1.0:
+            return pointwise(lambda x: call("div", const(1, cdt), vals.cast(x, cdt)), node, a)
+    return pointwise(lambda x, y: call("pow", x, y, dtype=cdt), node, a, b)
+
+
+@register("aten.atan2")
+def _atan2(ctx, node, a, b):
+    raise NotImplementedError("atan2 (tilepy has no arctangent yet)")
+
+
+@register("aten.where")
+def _where(ctx, node, c, a, b):
+    cdt = vals.compute_dtype(result_dtype(node))
+    return pointwise(lambda p, x, y: call("where", p, x, y, dtype=cdt), node, c, a, b)
+
+
+@register("aten.clamp")
+def _clamp(ctx, node, x, lo=None, hi=None):
+    cdt = vals.compute_dtype(result_dtype(node))
+    ops = [x] + [v for v in (lo, hi) if v is not None]
+
+    def f(v, *bounds):
+        v = vals.cast(v, cdt)
+        k = 0
+        if lo is not None:
+            v = call("maximum", v, bounds[k])
+            k += 1
+        if hi is not None:
+            v = call("minimum", v, bounds[k])
+        return v
+    return pointwise(f, node, *ops)
+
+
+@register("aten.clamp_min")
+def _clamp_min(ctx, node, x, lo):
+    return _clamp(ctx, node, x, lo, None)
+
+
+@register("aten.clamp_max")
+def _clamp_max(ctx, node, x, hi):
+    return _clamp(ctx, node, x, None, hi)
+
+
+@register("aten.hardtanh")
+def _hardtanh(ctx, node, x, lo=-1.0, hi=1.0):
+    return _clamp(ctx, node, x, lo, hi)
+
+
+@register("aten.leaky_relu")
+def _leaky(ctx, node, x, slope=0.01):
+    cdt = vals.compute_dtype(result_dtype(node))
+    return pointwise(lambda v: call("where", call("gt", v, const(0, cdt)), v, call("mul", v, const(slope, cdt))),
+                     node, x)
+
+
+@register("aten.elu")
+def _elu(ctx, node, x, alpha=1.0, scale=1.0, input_scale=1.0):
+    cdt = vals.compute_dtype(result_dtype(node))
+
+    def f(v):
+        v = vals.cast(v, cdt)
+        neg = call("mul", call("sub", call("exp", call("mul", v, const(input_scale, cdt))), const(1, cdt)),
+                   const(alpha, cdt))
+        return call("mul", call("where", call("gt", v, const(0, cdt)), v, neg), const(scale, cdt))
+    return pointwise(f, node, x)
+
+
+@register("aten.gelu")
+def _gelu(ctx, node, x, approximate="none"):
+    cdt = vals.compute_dtype(result_dtype(node))
+
+    def f(v):
+        v = vals.cast(v, cdt)
+        half = call("mul", v, const(0.5, cdt))
+        if approximate == "tanh":
+            inner = call("mul", call("add", v, call("mul", call("mul", call("mul", v, v), v), const(0.044715, cdt))),
+                         const(math.sqrt(2.0 / math.pi), cdt))
+            return call("mul", half, call("add", call("tanh", inner), const(1, cdt)))
+        return call("mul", half, call("add", call("erf", call("mul", v, const(1 / math.sqrt(2.0), cdt))), const(1, cdt)))
+    return pointwise(f, node, x)
+
+
+@register("aten.silu")
+def _silu(ctx, node, x):
+    cdt = vals.compute_dtype(result_dtype(node))
+    return pointwise(lambda v: call("mul", vals.cast(v, cdt), call("sigmoid", vals.cast(v, cdt))), node, x)
+
+
+@register("aten.softplus")
+def _softplus(ctx, node, x, beta=1.0, threshold=20.0):
+    cdt = vals.compute_dtype(result_dtype(node))
+
+    def f(v):
+        v = vals.cast(v, cdt)
+        bx = call("mul", v, const(beta, cdt))
+        soft = call("div", call("log", call("add", call("exp", bx), const(1, cdt))), const(beta, cdt))
+        return call("where", call("gt", bx, const(threshold, cdt)), v, soft)
+    return pointwise(f, node, x)
+
+
+@register("aten._to_copy", "aten.to", "aten._convert_element_type", "aten.convert_element_type")
+def _to_copy(ctx, node, x, *a, **kw):
+    dtype = result_dtype(node)
+    return pointwise(lambda v: _cast_like_torch(v, dtype), node, x, dtype=dtype)
+
+
+def _cast_like_torch(v, dtype):
+    cdt = vals.compute_dtype(dtype)
+    if dtype == torch.bool:
+        return call("ne", v, const(0, v.dtype))
+    if dtype in (torch.float16, torch.bfloat16) and v.dtype.is_floating_point:
+        # a value stored as a half type is rounded there; in registers keep it in f32, rounded as torch would
+        return vals.make("roundto", (vals.cast(v, torch.float32), vals.TP_DTYPE[dtype]), torch.float32)
+    return vals.cast(v, cdt)
+
+
+@register("aten.clone", "aten.alias", "aten.lift_fresh_copy", "aten.detach", "aten.contiguous")
+def _identity(ctx, node, x, *a, **kw):
+    return x
+
+
+@register("aten.scalar_tensor")
+def _scalar_tensor(ctx, node, v, **kw):
+    dtype = result_dtype(node)
+    return LTensor((), dtype, lambda c: const(v, dtype))
+
+
+@register("aten.full")
+def _full(ctx, node, size, v, **kw):
+    dtype = result_dtype(node)
+    return LTensor(tuple(size), dtype, lambda c: const(v, dtype))
+
+
+@register("aten.full_like")
+def _full_like(ctx, node, x, v, **kw):
+    dtype = result_dtype(node)
+    return LTensor(x.shape, dtype, lambda c: const(v, dtype))
+
+
+@register("aten.zeros_like", "aten.zeros")
+def _zeros(ctx, node, x, *a, **kw):
+    dtype = result_dtype(node)
+    shape = x.shape if isinstance(x, LTensor) else tuple(x)
+    return LTensor(shape, dtype, lambda c: const(0, dtype))
+
+
+@register("aten.ones_like", "aten.ones")
+def _ones(ctx, node, x, *a, **kw):
+    dtype = result_dtype(node)
+    shape = x.shape if isinstance(x, LTensor) else tuple(x)
+    return LTensor(shape, dtype, lambda c: const(1, dtype))
+
+
+@register("aten.arange")
+def _arange(ctx, node, *args, **kw):
+    dtype = result_dtype(node)
+    n = tuple(node.meta["val"].shape)[0]
+    if len(args) == 1:
+        start, step = 0, 1
+    else:
+        start, step = args[0], args[2] if len(args) > 2 else kw.get("step", 1)
+    cdt = vals.compute_dtype(dtype)
+
+    def f(c):
+        i = vals.index_value(c[0], torch.int64)
+        return call("add", call("mul", vals.cast(i, cdt), const(step, cdt)), const(start, cdt), dtype=cdt)
+    return LTensor((n,), dtype, f)

@@ -1,0 +1,425 @@
+"""Reductions, scans, softmax and norms: Reduction kernels over any dims, with pointwise prologues inlined."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from . import values as vals
+from .core import LTensor
+from .index import const
+from .registry import register, result_dtype
+from .values import call
+
+
+def _dims(dims, rank: int) -> list:
+    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
+        return list(range(rank))
+    if isinstance(dims, int):
+        dims = [dims]
+    return sorted({d + rank if d < 0 else d for d in dims})
+
+
+def merge(out_coords, red_coords, dims, rank):
+    """Full coordinates from the kept dims' and the reduced dims' coordinates."""
+    it_o, it_r = iter(out_coords), iter(red_coords)
+    return [next(it_r) if d in dims else next(it_o) for d in range(rank)]
+
+
+def reduce(ctx, x: LTensor, dims, kind: str, dtype=None, value=None, keepdim=False, base="red") -> LTensor:
+    """combine_{dims} value(x at full coords, full coords) -> tensor (keepdim: reduced dims kept as size 1).
+
+    `value(v, full_coords)` maps the loaded element before combining (default: v itself)."""
+    rank = len(x.shape)
+    dims = _dims(dims, rank)
+    out_shape = tuple(n for d, n in enumerate(x.shape) if d not in dims)
+    red_shape = tuple(x.shape[d] for d in dims)
+    dtype = dtype or x.dtype
+    cdt = vals.compute_dtype(dtype)
+
+    def fn(oc, rc):
+        full = merge(oc, rc, dims, rank)
+        v = x(full)
+        v = value(v, full) if value is not None else v
+        return vals.cast(v, cdt)
+    red = ctx.reduce(kind, out_shape, red_shape, fn, dtype, base=base)
+    return keep(red, dims, rank) if keepdim else red
+
+
+def keep(t: LTensor, dims, rank) -> LTensor:
+    """Re-insert reduced dims as size 1."""
+    shape = []
+    it = iter(t.shape)
+    for d in range(rank):
+        shape.append(1 if d in dims else next(it))
+    return LTensor(tuple(shape), t.dtype, lambda c: t([c[d] for d in range(rank) if d not in dims]))
+
+
+def broadcast_back(red_keep: LTensor, shape):
+    """A keepdim-shaped tensor read at coordinates of `shape`."""
+    return lambda c: red_keep([const(0) if red_keep.shape[d] == 1 and shape[d] != 1 else c[d]
+                               for d in range(len(shape))])
+
+
+def _acc_dtype(dtype):
+    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+
+
+@register("aten.sum")
+def _sum(ctx, node, x, dims=None, keepdim=False, dtype=None):
+    out = result_dtype(node)
+    acc = _acc_dtype(out) if out != torch.bool else torch.int64
+    r = reduce(ctx, x, dims, "sum", acc, keepdim=keepdim, base="sum")
+    return _as(r, out)
+
+
+def _as(t: LTensor, dtype) -> LTensor:
+    if t.dtype == dtype:
+        return t
+    return LTensor(t.shape, dtype, lambda c: vals.cast(t(c), dtype))
+
+
+@register("aten.mean")
+def _mean(ctx, node, x, dims=None, keepdim=False, dtype=None):
+    out = result_dtype(node)
+    rank = len(x.shape)
+    n = math.prod(x.shape[d] for d in _dims(dims, rank))
+    s = reduce(ctx, x, dims, "sum", _acc_dtype(out), keepdim=keepdim, base="mean")
+    cdt = vals.compute_dtype(out)
+    return LTensor(s.shape, out, lambda c: call("div", vals.cast(s(c), cdt), vals.const(n, cdt)))
+
+
+@register("aten.amax", "aten.max.default", "aten.max.dim")
+def _amax(ctx, node, x, dims=None, keepdim=False):
+    if str(node.target) == "aten.max.dim":
+        return _with_index(ctx, node, x, dims, keepdim, "max")
+    return reduce(ctx, x, dims, "max", keepdim=keepdim, base="amax")
+
+
+@register("aten.amin", "aten.min.default", "aten.min.dim")
+def _amin(ctx, node, x, dims=None, keepdim=False):
+    if str(node.target) == "aten.min.dim":
+        return _with_index(ctx, node, x, dims, keepdim, "min")
+    return reduce(ctx, x, dims, "min", keepdim=keepdim, base="amin")
+
+
+def _with_index(ctx, node, x, dim, keepdim, kind):
+    val = reduce(ctx, x, [dim], kind, keepdim=True, base=f"a{kind}")
+    idx = _arg_index(ctx, x, dim, val, keepdim=keepdim)
+    rank = len(x.shape)
+    d = dim + rank if dim < 0 else dim
+    v = val if keepdim else LTensor(tuple(n for k, n in enumerate(val.shape) if k != d), val.dtype,
+                                    lambda c: val(c[:d] + [const(0)] + c[d:]))
+    return v, idx
+
+
+def _arg_index(ctx, x, dim, best_keep: LTensor, keepdim=False) -> LTensor:
+    """The first index along `dim` where x equals the (keepdim) extreme `best_keep` (torch's tie rule)."""
+    rank = len(x.shape)
+    d = dim + rank if dim < 0 else dim
+    n = x.shape[d]
+    read_best = broadcast_back(best_keep, x.shape)
+
+    def value(v, full):
+        b = read_best(full)
+        hit = call("or", call("eq", v, b), call("and", call("ne", b, b), call("ne", v, v), dtype=torch.bool),
+                   dtype=torch.bool)
+        return call("where", hit, vals.index_value(full[d]), vals.const(n, torch.int64), dtype=torch.int64)
+    return reduce(ctx, x, [d], "min", torch.int64, value=value, keepdim=keepdim, base="argidx")
+
+
+def _argext(ctx, node, x, dim, keepdim, kind):
+    if dim is None:
+        flat = LTensor((x.numel,), x.dtype, lambda c: x(_unflat(c[0], x.shape)))
+        best = reduce(ctx, flat, [0], kind, keepdim=True, base=f"a{kind}")
+        out = _arg_index(ctx, flat, 0, best, keepdim=False)
+        if keepdim:
+            return LTensor((1,) * len(x.shape), out.dtype, lambda c: out([]))
+        return out
+    best = reduce(ctx, x, [dim], kind, keepdim=True, base=f"a{kind}")
+    return _arg_index(ctx, x, dim, best, keepdim=keepdim)
+
+
+def _unflat(e, shape):
+    from .index import unflatten
+    return unflatten(e, shape)
+
+
+@register("aten.argmax")
+def _argmax(ctx, node, x, dim=None, keepdim=False):
+    return _argext(ctx, node, x, dim, keepdim, "max")
+
+
+@register("aten.argmin")
+def _argmin(ctx, node, x, dim=None, keepdim=False):
+    return _argext(ctx, node, x, dim, keepdim, "min")
+
+
+@register("aten.prod")
+def _prod(ctx, node, x, dims=None, keepdim=False, dtype=None):
+    out = result_dtype(node)
+    r = reduce(ctx, x, dims, "prod", _acc_dtype(out), keepdim=keepdim, base="prod")
+    return _as(r, out)
+
+
+def _truth(kind):
+    def lower(ctx, node, x, dims=None, keepdim=False):
+        nz = lambda v, full: vals.cast(call("ne", v, vals.const(0, v.dtype)), torch.int32)  # noqa: E731
+        r = reduce(ctx, x, dims, kind, torch.int32, value=nz, keepdim=keepdim, base="any" if kind == "max" else "all")
+        return LTensor(r.shape, torch.bool, lambda c: call("ne", r(c), vals.const(0, torch.int32)))
+    return lower
+
+
+register("aten.any")(_truth("max"))
+register("aten.all")(_truth("min"))
+
+
+def _var_parts(ctx, x, dims, correction, keepdim):
+    """(mean keepdim, var keepdim) by two passes: mean, then the mean of squared deviations."""
+    rank = len(x.shape)
+    dims = _dims(dims, rank)
+    n = math.prod(x.shape[d] for d in dims)
+    acc = _acc_dtype(x.dtype)
+    s = reduce(ctx, x, dims, "sum", acc, keepdim=True, base="vsum")
+    mean = LTensor(s.shape, acc, lambda c: call("div", s(c), vals.const(n, acc)))
+    read_mean = broadcast_back(mean, x.shape)
+
+    def sq(v, full):
+        dlt = call("sub", vals.cast(v, acc), read_mean(full))
+        return call("mul", dlt, dlt)
+    ss = reduce(ctx, x, dims, "sum", acc, value=sq, keepdim=True, base="vsq")
+    denom = max(0, n - correction)
+    var = LTensor(ss.shape, acc, lambda c: call("div", ss(c), vals.const(denom if denom else math.nan, acc)
+                                                 if denom else vals.const(0.0, acc)))
+    if denom == 0:
+        var = LTensor(ss.shape, acc, lambda c: vals.const(math.nan, acc))
+    return mean, var, dims
+
+
+@register("aten.var")
+def _var(ctx, node, x, dims=None, unbiased=None, keepdim=False, correction=None, **kw):
+    if correction is None:
+        correction = 1 if (unbiased is None or unbiased is True) else 0
+    mean, var, dims = _var_parts(ctx, x, dims, correction, True)
+    out = result_dtype(node)
+    if keepdim:
+        return _as(var, out)
+    rank = len(x.shape)
+    shape = tuple(n for d, n in enumerate(x.shape) if d not in dims)
+    return LTensor(shape, out, lambda c: vals.cast(var(_reinsert(c, dims, rank)), out))
+
+
+def _reinsert(c, dims, rank):
+    it = iter(c)
+    return [const(0) if d in dims else next(it) for d in range(rank)]
+
+
+@register("aten.var_mean")
+def _var_mean(ctx, node, x, dims=None, unbiased=None, keepdim=False, correction=None, **kw):
+    if correction is None:
+        correction = 1 if (unbiased is None or unbiased is True) else 0
+    mean, var, dims = _var_parts(ctx, x, dims, correction, True)
+    if keepdim:
+        return var, mean
+    rank = len(x.shape)
+    shape = tuple(n for d, n in enumerate(x.shape) if d not in dims)
+    return (LTensor(shape, var.dtype, lambda c: var(_reinsert(c, dims, rank))),
+            LTensor(shape, mean.dtype, lambda c: mean(_reinsert(c, dims, rank))))
+
+
+@register("aten.linalg_vector_norm")
+def _vnorm(ctx, node, x, ord=2, dims=None, keepdim=False, dtype=None):
+    out = result_dtype(node)
+    acc = _acc_dtype(out)
+    if ord == 2:
+        s = reduce(ctx, x, dims, "sum", acc, value=lambda v, f: call("mul", vals.cast(v, acc), vals.cast(v, acc)),
+                   keepdim=keepdim, base="norm")
+        return LTensor(s.shape, out, lambda c: call("sqrt", s(c)))
+    if ord == 1:
+        return reduce(ctx, x, dims, "sum", acc, value=lambda v, f: call("abs", vals.cast(v, acc)), keepdim=keepdim,
+                      base="norm")
+    if ord == math.inf:
+        return reduce(ctx, x, dims, "max", acc, value=lambda v, f: call("abs", vals.cast(v, acc)), keepdim=keepdim,
+                      base="norm")
+    p = float(ord)
+    s = reduce(ctx, x, dims, "sum", acc, value=lambda v, f: call("pow", call("abs", vals.cast(v, acc)),
+                                                                  vals.const(p, acc)), keepdim=keepdim, base="norm")
+    return LTensor(s.shape, out, lambda c: call("pow", s(c), vals.const(1.0 / p, acc)))
+
+
+def _softmax_parts(ctx, x, dim):
+    acc = _acc_dtype(x.dtype)
+    rank = len(x.shape)
+    d = dim + rank if dim < 0 else dim
+    mx = reduce(ctx, x, [d], "max", acc, value=lambda v, f: vals.cast(v, acc), keepdim=True, base="smax")
+    read_mx = broadcast_back(mx, x.shape)
+
+    def shifted(c):
+        return call("sub", vals.cast(x(c), acc), read_mx(c))
+    sh = LTensor(x.shape, acc, shifted)
+    s = reduce(ctx, sh, [d], "sum", acc, value=lambda v, f: call("exp", v), keepdim=True, base="ssum")
+    return sh, broadcast_back(s, x.shape), acc
+
+
+@register("aten._softmax", "aten.softmax")
+def _softmax(ctx, node, x, dim, half_to_float=False, *a):
+    sh, read_s, acc = _softmax_parts(ctx, x, dim)
+    out = result_dtype(node)
+    return LTensor(x.shape, out, lambda c: call("div", call("exp", sh(c)), read_s(c)))
+
+
+@register("aten._log_softmax", "aten.log_softmax")
+def _log_softmax(ctx, node, x, dim, half_to_float=False, *a):
+    sh, read_s, acc = _softmax_parts(ctx, x, dim)
+    out = result_dtype(node)
+    return LTensor(x.shape, out, lambda c: call("sub", sh(c), call("log", read_s(c))))
+
+
+@register("aten.logsumexp")
+def _logsumexp(ctx, node, x, dims, keepdim=False):
+    acc = _acc_dtype(x.dtype)
+    rank = len(x.shape)
+    dims = _dims(dims, rank)
+    mx = reduce(ctx, x, dims, "max", acc, keepdim=True, base="lmax")
+    read_mx = broadcast_back(mx, x.shape)
+
+    def safe_max(c):
+        m = read_mx(c)
+        return call("where", call("eq", call("abs", m), vals.const(math.inf, acc)), vals.const(0.0, acc), m)
+    s = reduce(ctx, x, dims, "sum", acc, value=lambda v, f: call("exp", call("sub", vals.cast(v, acc), safe_max(f))),
+               keepdim=True, base="lsum")
+    out = LTensor(s.shape, acc, lambda c: call("add", call("log", s(c)), safe_max(c)))
+    if keepdim:
+        return out
+    shape = tuple(n for d, n in enumerate(x.shape) if d not in dims)
+    return LTensor(shape, acc, lambda c: out(_reinsert(c, dims, rank)))
+
+
+def _normalize(ctx, x, dims, eps, weight_fn=None):
+    """(out, mean, rstd) with biased variance over `dims` (two passes); weight_fn(v, coords) applies affine."""
+    mean, var, dims = _var_parts(ctx, x, dims, 0, True)
+    acc = mean.dtype
+    read_mean, read_var = broadcast_back(mean, x.shape), broadcast_back(var, x.shape)
+    rstd = LTensor(var.shape, acc, lambda c: call("rsqrt", call("add", var(c), vals.const(eps, acc))))
+    read_rstd = broadcast_back(rstd, x.shape)
+
+    def f(c):
+        v = call("mul", call("sub", vals.cast(x(c), acc), read_mean(c)), read_rstd(c))
+        return weight_fn(v, c) if weight_fn else v
+    _ = read_var
+    return f, mean, rstd
+
+
+@register("aten.native_layer_norm")
+def _layer_norm(ctx, node, x, normalized_shape, weight, bias, eps):
+    rank = len(x.shape)
+    k = len(normalized_shape)
+    dims = list(range(rank - k, rank))
+
+    def affine(v, c):
+        tail = c[rank - k:]
+        if weight is not None:
+            v = call("mul", v, vals.cast(weight(tail), v.dtype))
+        if bias is not None:
+            v = call("add", v, vals.cast(bias(tail), v.dtype))
+        return v
+    f, mean, rstd = _normalize(ctx, x, dims, eps, affine)
+    out = LTensor(x.shape, result_dtype(node), f)
+    return out, mean, rstd
+
+
+@register("aten.native_group_norm")
+def _group_norm(ctx, node, x, weight, bias, N, C, HxW, group, eps):
+    shape = x.shape
+    g = C // group
+    inner = tuple(shape[2:])
+    # (N, C, *S) viewed as (N, G, C/G * S): normalize over the last dim
+    from .index import flatten, unflatten
+    gshape = (N, group, g * HxW)
+    xg = LTensor(gshape, x.dtype, lambda c: x(unflatten(flatten(c, gshape), shape)))
+    f, mean, rstd = _normalize(ctx, xg, [2], eps)
+
+    def out(c):
+        gc = unflatten(flatten(c, shape), gshape)
+        v = f(gc)
+        ch = [c[1]]
+        if weight is not None:
+            v = call("mul", v, vals.cast(weight(ch), v.dtype))
+        if bias is not None:
+            v = call("add", v, vals.cast(bias(ch), v.dtype))
+        return v
+    _ = inner
+    return LTensor(shape, result_dtype(node), out), mean, rstd
+
+
+@register("aten._native_batch_norm_legit_no_training")
+def _bn_eval(ctx, node, x, weight, bias, running_mean, running_var, momentum, eps):
+    acc = _acc_dtype(x.dtype)
+
+    def f(c):
+        ch = [c[1]]
+        v = call("mul", call("sub", vals.cast(x(c), acc), vals.cast(running_mean(ch), acc)),
+                 call("rsqrt", call("add", vals.cast(running_var(ch), acc), vals.const(eps, acc))))
+        if weight is not None:
+            v = call("mul", v, vals.cast(weight(ch), acc))
+        if bias is not None:
+            v = call("add", v, vals.cast(bias(ch), acc))
+        return v
+    empty = LTensor((0,), acc, lambda c: vals.const(0.0, acc))
+    return LTensor(x.shape, result_dtype(node), f), empty, empty
+
+
+@register("aten._native_batch_norm_legit", "aten._native_batch_norm_legit_functional")
+def _bn_train(ctx, node, x, weight, bias, *rest):
+    eps = rest[-1]
+    dims = [d for d in range(len(x.shape)) if d != 1]
+
+    def affine(v, c):
+        ch = [c[1]]
+        if weight is not None:
+            v = call("mul", v, vals.cast(weight(ch), v.dtype))
+        if bias is not None:
+            v = call("add", v, vals.cast(bias(ch), v.dtype))
+        return v
+    f, mean, rstd = _normalize(ctx, x, dims, eps, affine)
+    c1 = x.shape[1]
+    m1 = LTensor((c1,), mean.dtype, lambda c: mean([const(0), c[0]] + [const(0)] * (len(x.shape) - 2)))
+    r1 = LTensor((c1,), rstd.dtype, lambda c: rstd([const(0), c[0]] + [const(0)] * (len(x.shape) - 2)))
+    out = [LTensor(x.shape, result_dtype(node), f), m1, r1]
+    n_out = len(node.meta["val"]) if isinstance(node.meta.get("val"), (tuple, list)) else 3
+    return tuple(out + [m1] * (n_out - 3))
+
+
+def _scan(ctx, node, x, dim, kind, reverse=False, exclusive=False):
+    """Inclusive scan along `dim` as a masked reduction (each output reduces its prefix)."""
+    rank = len(x.shape)
+    d = dim + rank if dim < 0 else dim
+    n = x.shape[d]
+    out = result_dtype(node)
+    acc = _acc_dtype(out) if out.is_floating_point else torch.int64
+    neutral = 0 if kind == "sum" else 1
+
+    def fn(oc, rc):
+        r = rc[0]
+        j = oc[d]
+        full = list(oc)
+        full[d] = r
+        v = vals.cast(x(full), acc)
+        ri, ji = vals.index_value(r), vals.index_value(j)
+        take = call("le", ri, ji) if not reverse else call("ge", ri, ji)
+        if exclusive:
+            take = call("and", take, call("ne", ri, ji), dtype=torch.bool)
+        return call("where", take, v, vals.const(neutral, acc))
+    red = ctx.reduce(kind, x.shape, (n,), fn, acc, base="cum" + kind)
+    return _as(red, out)
+
+
+@register("aten.cumsum")
+def _cumsum(ctx, node, x, dim, dtype=None):
+    return _scan(ctx, node, x, dim, "sum")
+
+
+@register("aten.cumprod")
+def _cumprod(ctx, node, x, dim, dtype=None):
+    return _scan(ctx, node, x, dim, "prod")

@@ -1,0 +1,289 @@
+"""Views, permutes, slices, indexing, cat and pad: index maps on the consumer's loads, never copies."""
+
+from __future__ import annotations
+
+import torch
+
+from . import values as vals
+from .core import LTensor, broadcast_coords, broadcast_shapes
+from .index import add, const, flatten, floordiv, mod, unflatten
+from .registry import register, result_dtype, result_shape
+from .values import call
+
+
+def _dim(d: int, rank: int) -> int:
+    return d + rank if d < 0 else d
+
+
+@register("aten.view", "aten._unsafe_view", "aten.reshape", "aten.view_copy")
+def _view(ctx, node, x, size, *a):
+    shape = result_shape(node)
+    if shape == x.shape:
+        return x
+    old = x.shape
+    if x.buffer is not None:  # a view of a buffer in memory: read the buffer at the same flat index
+        buf = x.buffer
+        return LTensor(shape, x.dtype, lambda c: vals.load(buf.name, flatten(c, shape), buf.dtype), buffer=buf)
+    return LTensor(shape, x.dtype, lambda c: x(unflatten(flatten(c, shape), old)))
+
+
+@register("aten.permute")
+def _permute(ctx, node, x, dims):
+    dims = [_dim(d, len(x.shape)) for d in dims]
+    inv = [0] * len(dims)
+    for k, d in enumerate(dims):
+        inv[d] = k
+    return LTensor(result_shape(node), x.dtype, lambda c: x([c[inv[d]] for d in range(len(dims))]))
+
+
+@register("aten.t", "aten.transpose", "aten.numpy_T")
+def _transpose(ctx, node, x, d0=0, d1=1):
+    r = len(x.shape)
+    if r < 2:
+        return x
+    d0, d1 = _dim(d0, r), _dim(d1, r)
+
+    def f(c):
+        c = list(c)
+        c[d0], c[d1] = c[d1], c[d0]
+        return x(c)
+    return LTensor(result_shape(node), x.dtype, f)
+
+
+@register("aten.expand", "aten.broadcast_to", "aten.expand_copy")
+def _expand(ctx, node, x, size, *a, **kw):
+    shape = result_shape(node)
+    return LTensor(shape, x.dtype, lambda c: x(broadcast_coords(c, x.shape, shape)))
+
+
+@register("aten.unsqueeze")
+def _unsqueeze(ctx, node, x, d):
+    d = _dim(d, len(x.shape) + 1)
+    return LTensor(result_shape(node), x.dtype, lambda c: x(c[:d] + c[d + 1:]))
+
+
+@register("aten.squeeze")
+def _squeeze(ctx, node, x, dims=None):
+    shape = result_shape(node)
+    r = len(x.shape)
+    if dims is None:
+        drop = [k for k, n in enumerate(x.shape) if n == 1]
+    else:
+        dims = [dims] if isinstance(dims, int) else dims
+        drop = [_dim(d, r) for d in dims if x.shape[_dim(d, r)] == 1]
+
+    def f(c):
+        it = iter(c)
+        return x([const(0) if k in drop else next(it) for k in range(r)])
+    return LTensor(shape, x.dtype, f)
+
+
+@register("aten.slice")
+def _slice(ctx, node, x, dim=0, start=None, end=None, step=1):
+    r = len(x.shape)
+    dim = _dim(dim, r)
+    n = x.shape[dim]
+    start = 0 if start is None else start
+    start = max(0, min(n, start + n if start < 0 else start))
+
+    def f(c):
+        c = list(c)
+        c[dim] = add(c[dim] * step, const(start))
+        return x(c)
+    return LTensor(result_shape(node), x.dtype, f)
+
+
+@register("aten.select")
+def _select(ctx, node, x, dim, index):
+    r = len(x.shape)
+    dim = _dim(dim, r)
+    index = index + x.shape[dim] if index < 0 else index
+    return LTensor(result_shape(node), x.dtype, lambda c: x(c[:dim] + [const(index)] + c[dim:]))
+
+
+@register("aten.flip")
+def _flip(ctx, node, x, dims):
+    dims = {_dim(d, len(x.shape)) for d in dims}
+
+    def f(c):
+        return x([add(const(x.shape[k] - 1), c[k] * -1) if k in dims else c[k] for k in range(len(c))])
+    return LTensor(x.shape, x.dtype, f)
+
+
+@register("aten.cat")
+def _cat(ctx, node, tensors, dim=0):
+    shape = result_shape(node)
+    dtype = result_dtype(node)
+    cdt = vals.compute_dtype(dtype)
+    parts = [t for t in tensors if t.numel > 0 or len(t.shape) == len(shape)]
+    parts = [t for t in parts if len(t.shape) == len(shape)]
+    dim = _dim(dim, len(shape))
+    offsets, o = [], 0
+    for t in parts:
+        offsets.append(o)
+        o += t.shape[dim]
+
+    def f(c):
+        out = None
+        for t, off in reversed(list(zip(parts, offsets))):
+            cc = list(c)
+            cc[dim] = add(c[dim], const(-off))
+            v = vals.cast(t(cc), cdt)
+            if out is None:
+                out = v
+            else:
+                cond = call("lt", vals.index_value(c[dim]), vals.const(off + t.shape[dim], torch.int64))
+                out = call("where", cond, v, out, dtype=cdt)
+        return out
+    return LTensor(shape, dtype, f)
+
+
+@register("aten.constant_pad_nd")
+def _pad(ctx, node, x, pad, value=0.0):
+    shape = result_shape(node)
+    dtype = result_dtype(node)
+    cdt = vals.compute_dtype(dtype)
+    r = len(shape)
+    lows = [0] * r
+    for k in range(len(pad) // 2):
+        lows[r - 1 - k] = pad[2 * k]
+
+    def f(c):
+        cc = [add(c[d], const(-lows[d])) for d in range(r)]
+        conds = []
+        for d in range(r):
+            if lows[d] > 0:
+                conds.append(("ge0", cc[d]))
+            if shape[d] - lows[d] > x.shape[d]:
+                conds.append(("lt", cc[d], x.shape[d]))
+        inner = vals.cast(x(cc), cdt)
+        if not conds:
+            return inner
+        ok = None
+        for cnd in conds:
+            e = vals.index_value(cnd[1])
+            t = call("ge", e, vals.const(0, torch.int64)) if cnd[0] == "ge0" else call(
+                "lt", e, vals.const(cnd[2], torch.int64))
+            ok = t if ok is None else call("and", ok, t, dtype=torch.bool)
+        return call("where", ok, inner, vals.const(value, cdt), dtype=cdt)
+    return LTensor(shape, dtype, f)
+
+
+def _gather_index(idx: LTensor, c, out_shape):
+    """The value of index tensor `idx` at coordinates `c` of the result (broadcast), as an int64 V."""
+    return vals.cast(idx(broadcast_coords(c, idx.shape, out_shape)), torch.int64)
+
+
+@register("aten.index")
+def _index(ctx, node, x, indices):
+    """x[i0, i1, ...] with index tensors (None = a full slice); advanced indices adjacent at the front."""
+    shape = result_shape(node)
+    idx = list(indices) + [None] * (len(x.shape) - len(indices))
+    tensors = [t for t in idx if t is not None]
+    first = next(k for k, t in enumerate(idx) if t is not None)
+    if any(t is None for t in idx[first:first + len(tensors)]):
+        raise NotImplementedError("advanced indices separated by a slice")
+    bshape = broadcast_shapes(*[t.shape for t in tensors])
+    nb = len(bshape)
+    if any(t.dtype == torch.bool for t in tensors):
+        raise NotImplementedError("boolean mask indexing (data-dependent shape)")
+    ctx_x = ctx.realize(x, "indexed")
+
+    def f(c):
+        bc = c[first:first + nb]
+        coords, k = [], 0
+        for d in range(len(x.shape)):
+            if idx[d] is None:
+                coords.append(c[d if d < first else d - len(tensors) + nb])
+            else:
+                coords.append(None)
+                k += 1
+        return _load_at(ctx_x, coords, [(_d, _gather_index(idx[_d], bc, bshape)) for _d in range(len(x.shape))
+                                         if idx[_d] is not None])
+    return LTensor(shape, result_dtype(node), f)
+
+
+def _load_at(buf_t: LTensor, coords, dyn) -> vals.V:
+    """A load of buffer tensor `buf_t` at static coordinates `coords` where some dims take run-time indices
+    (`dyn`: [(dim, int64 V)]); negative indices wrap as in torch."""
+    buf = buf_t.buffer
+    shape = buf_t.shape
+    strides = [1] * len(shape)
+    s = 1
+    for d in range(len(shape) - 1, -1, -1):
+        strides[d] = s
+        s *= shape[d]
+    static = flatten([c if c is not None else const(0) for c in coords], shape)
+    off = vals.index_value(static)
+    for d, v in dyn:
+        v = call("where", call("lt", v, vals.const(0, torch.int64)), call("add", v, vals.const(shape[d], torch.int64)), v)
+        off = call("add", off, call("mul", v, vals.const(strides[d], torch.int64)))
+    return vals.make("gather", (buf.name, off), vals.compute_dtype(buf.dtype))
+
+
+@register("aten.index_select")
+def _index_select(ctx, node, x, dim, index):
+    shape = result_shape(node)
+    dim = _dim(dim, len(x.shape))
+    xb = ctx.realize(x, "selected")
+
+    def f(c):
+        coords = list(c)
+        coords[dim] = None
+        return _load_at(xb, coords, [(dim, vals.cast(index([c[dim]]), torch.int64))])
+    return LTensor(shape, result_dtype(node), f)
+
+
+@register("aten.embedding")
+def _embedding(ctx, node, weight, indices, *a):
+    shape = result_shape(node)
+    wb = ctx.realize(weight, "table")
+    nb = len(indices.shape)
+
+    def f(c):
+        return _load_at(wb, [None, c[nb]], [(0, vals.cast(indices(c[:nb]), torch.int64))])
+    return LTensor(shape, result_dtype(node), f)
+
+
+@register("aten.gather")
+def _gather(ctx, node, x, dim, index, *a):
+    shape = result_shape(node)
+    dim = _dim(dim, len(x.shape))
+    xb = ctx.realize(x, "gathered")
+
+    def f(c):
+        coords = list(c)
+        coords[dim] = None
+        return _load_at(xb, coords, [(dim, vals.cast(index(c), torch.int64))])
+    return LTensor(shape, result_dtype(node), f)
+
+
+@register("aten.split_with_sizes", "aten.split")
+def _split(ctx, node, x, sizes, dim=0):
+    dim = _dim(dim, len(x.shape))
+    if isinstance(sizes, int):
+        n = x.shape[dim]
+        sizes = [min(sizes, n - k) for k in range(0, n, sizes)]
+    outs, off = [], 0
+    for s in sizes:
+        shape = list(x.shape)
+        shape[dim] = s
+
+        def f(c, off=off):
+            c = list(c)
+            c[dim] = add(c[dim], const(off))
+            return x(c)
+        outs.append(LTensor(tuple(shape), x.dtype, f))
+        off += s
+    return tuple(outs)
+
+
+@register("aten.as_strided")
+def _as_strided(ctx, node, x, size, stride, offset=0):
+    xb = ctx.realize(x, "strided")
+    buf = xb.buffer
+    shape = result_shape(node)
+    return LTensor(shape, x.dtype, lambda c: vals.load(buf.name, flatten(c, shape, stride, offset or 0), buf.dtype))
+
+
+_unused = (floordiv, mod)
