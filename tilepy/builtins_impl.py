@@ -15,6 +15,7 @@ import libcst as cst
 from . import dtypes as dt
 from . import ir
 from .builtins_compute import ComputeRules
+from .builtins_gather import GatherRules
 from .builtins_memory import MemoryRules
 from .builtins_util import (
     _broadcast,
@@ -50,7 +51,7 @@ class BoundMethod:
 
 
 
-class BuiltinRules(MemoryRules, ComputeRules):
+class BuiltinRules(MemoryRules, ComputeRules, GatherRules):
     """`b_<name>` handles `tp.<name>`; the memory and compute rules live in their mixins."""
 
     def __init__(self, tr):
@@ -192,6 +193,9 @@ class BuiltinRules(MemoryRules, ComputeRules):
         raise self.err(node, f"cannot index {t}", cls=KernelTypeError)
 
     def _view(self, base: ir.Expr, node: cst.Subscript):
+        gather = self.gather_view(base, node)  # index tiles or strided slices (builtins_gather)
+        if gather is not None:
+            return gather
         t: TensorType = base.type
         items = [e.slice for e in node.slice]
         if len(items) > t.rank:

@@ -15,7 +15,7 @@ from .errors import (
 )
 from .layout import Layout, Swizzle
 from .tv_layout import TVLayout
-from .types import NONE, GlobalTileType, MBarrierType, RegType, ScalarType, SharedType, TensorType
+from .types import NONE, GatherTileType, GlobalTileType, MBarrierType, RegType, ScalarType, SharedType, TensorType
 
 
 class MemoryRules:
@@ -143,6 +143,9 @@ class MemoryRules:
                          masked=mask is not None)
 
     def _check_copy(self, src, dst, node):
+        if isinstance(src.type, GatherTileType) or isinstance(dst.type, GatherTileType):
+            raise self.err(node, "copies move rectangular windows; this is a gather/scatter (or strided) view",
+                           "tp.load the gather into registers, then tp.store it", UnsupportedConstructError)
         if src.type.shape != dst.type.shape:
             raise self.err(node, f"copying a {src.type.shape} tile into {dst.type.shape}", cls=ShapeError)
         if src.type.dtype != dst.type.dtype:

@@ -27,6 +27,7 @@ from .errors import (
     UnsupportedConstructError,
 )
 from .language import Builtin, TensorSpec
+from .ops import ATOMICS
 from .targets import Target
 from .thread_values import static_thread_values
 from .types import NONE, ScalarType, TensorType
@@ -191,8 +192,8 @@ class Translator:
             raise self.error(node, "an expression statement without effect", "assign it or remove it",
                              UnsupportedConstructError)
         value = self.expr(node.value)
-        if isinstance(value, ir.Call) and value.type is NONE:
-            self.emit(ir.Eval(self.span(node), value))
+        if isinstance(value, ir.Call) and (value.type is NONE or value.op in ATOMICS):
+            self.emit(ir.Eval(self.span(node), value))  # an atomic's old values may go unused
 
     def stmt_Assign(self, node: cst.Assign):
         if len(node.targets) != 1:

@@ -108,6 +108,41 @@ class GlobalView:
         return f"<view {self.buf.name}{list(self.shape)} at {self.starts}>"
 
 
+class GatherView(GlobalView):
+    """A gather/scatter view: tile element c is the tensor element at (index[0][c], index[1][c], ...); each
+    index is an int (a uniform scalar) or an int array broadcastable to the tile's logical shape. It has no
+    window: `starts` are 0 and every tensor dimension counts as squeezed."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, buf: TensorBuf, index: tuple, shape: tuple):
+        rank = len(buf.shape)
+        super().__init__(buf, (0,) * rank, (1,) * rank, (True,) * rank)
+        self.index = tuple(np.broadcast_to(np.asarray(ix, dtype=np.int64), shape) if np.ndim(ix) else int(ix)
+                           for ix in index)
+        self.shape = tuple(shape)
+
+    @property
+    def per_thread(self) -> bool:
+        return False
+
+    def indices(self, coords: tuple) -> list:
+        """The tensor index of each dimension at tile coordinates `coords`."""
+        return [ix[coords] if isinstance(ix, np.ndarray) else ix for ix in self.index]
+
+    def locate(self, coords: tuple, tids=None):
+        shape = np.broadcast_shapes(*(np.shape(c) for c in coords)) if coords else np.shape(tids)
+        off = np.zeros(shape, dtype=np.int64)
+        inb = np.ones(shape, dtype=bool)
+        for g, n, stride in zip(self.indices(coords), self.buf.shape, self.buf.rstrides):
+            inb &= (g >= 0) & (g < n)
+            off += np.asarray(g, dtype=np.int64) * stride
+        return np.where(inb, off, 0), inb
+
+    def __repr__(self) -> str:
+        return f"<gather {self.buf.name}{list(self.shape)}>"
+
+
 # --------------------------------------------------------------------------------------------- shared
 
 

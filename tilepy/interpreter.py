@@ -55,6 +55,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from .errors import InterpreterError, Span, TilepyError
+from .interp_gather import _GatherOps
 from .interp_launch import _LaunchArgs, _norm_grid
 from .interp_memops import _blocked as _blocked
 from .interp_memops import _MemoryOps
@@ -200,7 +201,7 @@ class _Ctx:
 # ============================================================================================ interpreter
 
 
-class _Interpreter(_LaunchArgs, _ValueOps, _MemoryOps, _MmaOps):
+class _Interpreter(_LaunchArgs, _ValueOps, _MemoryOps, _MmaOps, _GatherOps):
     """One run of a kernel. The ops are methods of the mixins (interp_launch, interp_ops, interp_memops,
     interp_mma) so that each file stays one responsibility; `_ops` collects every `_op_<name>` of them, and
     `eval` dispatches an IR Call to it by op name."""

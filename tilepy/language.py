@@ -61,7 +61,8 @@ _BUILTINS = (
     "block_id num_blocks thread_id lane_id warp_id warpgroup_id cdiv load store copy copy_async commit_async "
     "wait_async copy_bulk barrier mbarrier mbarrier_arrive mbarrier_wait shared zeros full arange cast where "
     "maximum minimum exp exp2 log log2 sqrt rsqrt abs sin cos tanh sigmoid silu erf sum max min mma "
-    "convert_layout tag assert_tag mma_operands schedule pipeline static_range num_threads warp_size"
+    "convert_layout tag assert_tag mma_operands schedule pipeline static_range num_threads warp_size "
+    "atomic_add atomic_max atomic_min atomic_cas"
 ).split()
 
 def cdiv_const(a: int, b: int) -> int:

@@ -39,6 +39,10 @@ _OPS = [
     OpInfo("view", "view(tensor, *starts) attrs{sizes, squeeze}", False,
            "window of a global tensor at run-time `starts` with static `sizes`; dims with squeeze=True were "
            "indexed by an integer and dropped; elements outside the tensor are masked"),
+    OpInfo("gather_view", "gather_view(tensor, *indices)", False,
+           "gather/scatter view: one index per tensor dimension, an integer register tile or a uniform integer "
+           "scalar; the tiles broadcast to the view's shape; element c is tensor[index_0[c], index_1[c], ...]; "
+           "elements with an index outside the tensor are masked (loads read `other`, stores skip them)"),
     OpInfo("stage", "stage(shared, index)", False, "stage `index` of a multi-stage shared tile"),
     OpInfo("shared", "shared() attrs{type: SharedType}", False, "allocate a shared-memory tile for the block"),
     OpInfo("zeros", "zeros() attrs{shape, dtype, layout}", False, "register tile of zeros"),
@@ -71,6 +75,13 @@ _OPS = [
            "mbarrier"),
     OpInfo("mbarrier_wait", "mbarrier_wait(bar, phase)", True, "wait until phase `phase` of the mbarrier completes",
            "mbarrier"),
+    *(OpInfo(f"atomic_{k}", f"atomic_{k}(dst, value, [mask]) attrs{{sem, masked}}", True,
+             f"atomic read-modify-write ({k}) of every element of a global view (window or gather); returns the "
+             "old values (masked or out-of-bounds elements: 0); relaxed, device scope unless `sem` says more")
+      for k in ("add", "max", "min")),
+    OpInfo("atomic_cas", "atomic_cas(dst, cmp, value, [mask]) attrs{sem, masked}", True,
+           "atomic compare-and-swap of every element of a global view: where the element equals `cmp` it "
+           "becomes `value`; returns the old values"),
     # math
     OpInfo("cast", "cast(x) attrs{dtype}", False, "convert elements to `dtype` (round to nearest even)"),
     OpInfo("where", "where(cond, a, b)", False, "elementwise select"),
@@ -96,3 +107,4 @@ _OPS = [
 OPS: dict[str, OpInfo] = {op.name: op for op in _OPS}
 UNARY_MATH = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "abs", "sin", "cos", "tanh", "sigmoid", "silu", "erf")
 REDUCTIONS = ("sum", "max_reduce", "min_reduce")
+ATOMICS = ("atomic_add", "atomic_max", "atomic_min", "atomic_cas")

@@ -51,6 +51,16 @@ class GlobalTileType:
 
 
 @dataclass(frozen=True)
+class GatherTileType(GlobalTileType):
+    """A gather (or scatter) view of a global tensor: tile element `c` is the tensor element at
+    (index_0[c], index_1[c], ...), one integer tile or uniform scalar per tensor dimension. Elements whose
+    index falls outside the tensor are masked, as for windows. Strided windows are gather views too."""
+
+    def __str__(self) -> str:
+        return f"GlobalGather[{self.dtype}, {'x'.join(map(str, self.shape)) or 'scalar'}]"
+
+
+@dataclass(frozen=True)
 class SharedType:
     """Shared memory (LDS). With `stages` set it is a ring of stage buffers; indexing it by a stage gives
     the stage's tile (stages=None). `layout` maps coordinates to element offsets inside one stage (row-major

@@ -26,11 +26,13 @@ import numpy as np
 
 from tilepy import ir
 from tilepy.instructions import mma_operand_layout
+from tilepy.ops import ATOMICS
 from tilepy.symbolic import Sym, Var
 from tilepy.targets import get_target
 from tilepy.tv_layout import TVLayout, blocked
 from tilepy.types import RegType, ScalarType, SharedType, TensorType
 
+from . import gathers
 from .tagterms import TOP, Alt, product, subst_tag
 from .vc import AND, NOT, OR, cmp, in_range, is_int, subst
 
@@ -289,6 +291,7 @@ class Analysis:
     arrives: list = field(default_factory=list)
     arrive_roles: dict = field(default_factory=dict)  # "mbar:<name>" -> set of role tuples of its arrive ops
     wait_nodes: dict = field(default_factory=dict)  # "mbar:<name>" -> number of mbarrier_wait ops on it
+    global_accesses: list = field(default_factory=list)  # gathers.GAccess: stores, loads, atomics
 
 
 def analyze(kir) -> Analysis:
@@ -702,10 +705,22 @@ class _Walker:
             acc = self.access(e, st, "read", src, tids, vals, layout)
             tag = self.read_tag(src, acc)
             return Reg(e.type, tag, None, (), e.span)
+        gathers.record(self, e, st, "read", src, e.args[2] if e.attrs.get("masked") else None)
         tag = self.global_tag(src)
         return Reg(e.type, tag, None, (), e.span)
 
+    # gather views and atomics: tilepy_verify/gathers.py
+    def op_gather_view(self, e, st):
+        return gathers.gather_view(self, e, st)
+
+    def op_atomic(self, e, st):
+        return gathers.atomic(self, e, st)
+
+    op_atomic_add = op_atomic_max = op_atomic_min = op_atomic_cas = op_atomic
+
     def global_tag(self, view: GView):
+        if isinstance(view, gathers.GGather):
+            return gathers.gather_tag(self, view)
         fn = self.tensor_tags.get(view.param)
         if fn is None:
             return None
@@ -734,6 +749,7 @@ class _Walker:
         dst = self.expr(e.args[0], st)
         val = self.expr(e.args[1], st)
         if not isinstance(dst, SRef):
+            gathers.record(self, e, st, "write", dst, e.args[2] if len(e.args) > 2 else None)
             return
         vt = e.args[1].type
         layout = vt.layout if isinstance(vt, RegType) and tuple(vt.shape) == tuple(dst.alloc.type.shape) else \
@@ -1153,9 +1169,12 @@ def _written_params(kir) -> set:
     """Names of the tensor parameters some store or copy writes."""
     out = set()
     for stmt in ir.walk(kir.body):
-        if not isinstance(stmt, ir.Eval) or stmt.call.op not in ("store", "copy"):
+        if not isinstance(stmt, ir.Eval | ir.Assign):
             continue
-        dst = stmt.call.args[0] if stmt.call.op == "store" else stmt.call.args[1]
-        if isinstance(dst, ir.Call) and dst.op == "view" and isinstance(dst.args[0], ir.Var):
+        call = stmt.call if isinstance(stmt, ir.Eval) else stmt.value
+        if not isinstance(call, ir.Call) or call.op not in ("store", "copy", *ATOMICS):
+            continue
+        dst = call.args[1] if call.op == "copy" else call.args[0]
+        if isinstance(dst, ir.Call) and dst.op in ("view", "gather_view") and isinstance(dst.args[0], ir.Var):
             out.add(dst.args[0].name)
     return out

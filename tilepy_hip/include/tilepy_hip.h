@@ -90,3 +90,59 @@ template <class T, int N> static __device__ __forceinline__ void tp_stvec(T* p, 
 static __device__ __forceinline__ float tp_fmod_py(float a, float b) { return a - tp_floorf(a / b) * b; }
 static __device__ __forceinline__ unsigned tp_pack2(tp_bf16 lo, tp_bf16 hi) { return (unsigned)lo.x | ((unsigned)hi.x << 16); }
 static __device__ __forceinline__ unsigned tp_pack2(tp_f16 lo, tp_f16 hi) { return (unsigned)lo.x | ((unsigned)hi.x << 16); }
+
+// ---------------------------------------------------------------- global atomics (tp.atomic_*)
+// Relaxed, device scope; each returns the old value. f32/i32 add and i32 max/min are hardware atomics; f32
+// max/min, every bf16 op and every compare-and-swap are CAS loops on the 32-bit word holding the element
+// (compare-and-swap compares the stored bits, as the hardware does).
+static __device__ __forceinline__ float tp_atomic_op(int op, float a, float b) {
+  return op == 0 ? a + b : op == 1 ? tp_maximum(a, b) : tp_minimum(a, b);
+}
+static __device__ __forceinline__ float tp_atomic_rmw_f32(float* p, float v, int op) {
+  unsigned* w = (unsigned*)p;
+  unsigned old = tp_atomic_load_u32(w), assumed;
+  do {
+    assumed = old;
+    old = tp_atomic_cas_u32(w, assumed, tp_float_as_uint(tp_atomic_op(op, tp_uint_as_float(assumed), v)));
+  } while (old != assumed);
+  return tp_uint_as_float(old);
+}
+// bf16: `cas` >= 0 means compare-and-swap (replace the half equal to the bits `cas` by v), else op 0/1/2.
+static __device__ __forceinline__ tp_bf16 tp_atomic_rmw_bf16(tp_bf16* p, float v, int op, int cas) {
+  unsigned* w = (unsigned*)((unsigned long long)p & ~3ull);
+  const unsigned shift = ((unsigned long long)p & 2ull) ? 16u : 0u;
+  unsigned old = tp_atomic_load_u32(w), assumed;
+  do {
+    assumed = old;
+    const unsigned short h = (unsigned short)(assumed >> shift);
+    unsigned short nh;
+    if (cas >= 0) {
+      if (h != (unsigned short)cas) break;
+      nh = tp_bf16(v).x;
+    } else {
+      nh = tp_f32_to_bf16_bits(tp_atomic_op(op, tp_uint_as_float((unsigned)h << 16), v));
+    }
+    old = tp_atomic_cas_u32(w, assumed, (assumed & ~(0xffffu << shift)) | ((unsigned)nh << shift));
+  } while (old != assumed);
+  tp_bf16 r;
+  r.x = (unsigned short)(old >> shift);
+  return r;
+}
+static __device__ __forceinline__ float tp_atomic_add(float* p, float v) { return tp_atomic_add_prim(p, v); }
+static __device__ __forceinline__ int tp_atomic_add(int* p, int v) { return tp_atomic_add_prim(p, v); }
+static __device__ __forceinline__ tp_bf16 tp_atomic_add(tp_bf16* p, tp_bf16 v) { return tp_atomic_rmw_bf16(p, (float)v, 0, -1); }
+static __device__ __forceinline__ float tp_atomic_max(float* p, float v) { return tp_atomic_rmw_f32(p, v, 1); }
+static __device__ __forceinline__ int tp_atomic_max(int* p, int v) { return tp_atomic_max_prim(p, v); }
+static __device__ __forceinline__ tp_bf16 tp_atomic_max(tp_bf16* p, tp_bf16 v) { return tp_atomic_rmw_bf16(p, (float)v, 1, -1); }
+static __device__ __forceinline__ float tp_atomic_min(float* p, float v) { return tp_atomic_rmw_f32(p, v, 2); }
+static __device__ __forceinline__ int tp_atomic_min(int* p, int v) { return tp_atomic_min_prim(p, v); }
+static __device__ __forceinline__ tp_bf16 tp_atomic_min(tp_bf16* p, tp_bf16 v) { return tp_atomic_rmw_bf16(p, (float)v, 2, -1); }
+static __device__ __forceinline__ float tp_atomic_cas(float* p, float c, float v) {
+  return tp_uint_as_float(tp_atomic_cas_u32((unsigned*)p, tp_float_as_uint(c), tp_float_as_uint(v)));
+}
+static __device__ __forceinline__ int tp_atomic_cas(int* p, int c, int v) {
+  return (int)tp_atomic_cas_u32((unsigned*)p, (unsigned)c, (unsigned)v);
+}
+static __device__ __forceinline__ tp_bf16 tp_atomic_cas(tp_bf16* p, tp_bf16 c, tp_bf16 v) {
+  return tp_atomic_rmw_bf16(p, (float)v, 0, (int)c.x);
+}

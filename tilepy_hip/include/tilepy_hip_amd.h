@@ -107,3 +107,25 @@ typedef short tp_s4 __attribute__((ext_vector_type(4)));
 typedef _Float16 tp_h4 __attribute__((ext_vector_type(4)));
 typedef float tp_f32x4 __attribute__((ext_vector_type(4)));
 typedef float tp_f32x16 __attribute__((ext_vector_type(16)));
+
+// ---------------------------------------------------------------- global atomics: relaxed, agent (device) scope
+static __device__ __forceinline__ void tp_fence_device() { __builtin_amdgcn_fence(__ATOMIC_SEQ_CST, "agent"); }
+static __device__ __forceinline__ float tp_atomic_add_prim(float* p, float v) {
+  return __hip_atomic_fetch_add(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
+}
+static __device__ __forceinline__ int tp_atomic_add_prim(int* p, int v) {
+  return __hip_atomic_fetch_add(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
+}
+static __device__ __forceinline__ int tp_atomic_max_prim(int* p, int v) {
+  return __hip_atomic_fetch_max(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
+}
+static __device__ __forceinline__ int tp_atomic_min_prim(int* p, int v) {
+  return __hip_atomic_fetch_min(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
+}
+static __device__ __forceinline__ unsigned tp_atomic_cas_u32(unsigned* p, unsigned c, unsigned v) {
+  __hip_atomic_compare_exchange_strong(p, &c, v, __ATOMIC_RELAXED, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
+  return c;
+}
+static __device__ __forceinline__ unsigned tp_atomic_load_u32(unsigned* p) {
+  return __hip_atomic_load(p, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
+}

@@ -57,6 +57,15 @@ static __device__ __forceinline__ unsigned tp_lane_id() { unsigned l; asm("mov.u
 #define tp_fabs fabs
 #define tp_powf powf
 
+// ---------------------------------------------------------------- global atomics: relaxed, device scope
+static __device__ __forceinline__ void tp_fence_device() { __threadfence(); }
+static __device__ __forceinline__ float tp_atomic_add_prim(float* p, float v) { return atomicAdd(p, v); }
+static __device__ __forceinline__ int tp_atomic_add_prim(int* p, int v) { return atomicAdd(p, v); }
+static __device__ __forceinline__ int tp_atomic_max_prim(int* p, int v) { return atomicMax(p, v); }
+static __device__ __forceinline__ int tp_atomic_min_prim(int* p, int v) { return atomicMin(p, v); }
+static __device__ __forceinline__ unsigned tp_atomic_cas_u32(unsigned* p, unsigned c, unsigned v) { return atomicCAS(p, c, v); }
+static __device__ __forceinline__ unsigned tp_atomic_load_u32(unsigned* p) { return *(volatile unsigned*)p; }
+
 // ---------------------------------------------------------------- cp.async (sm_80+)
 template <int BYTES> static __device__ __forceinline__ void tp_cp_async(unsigned dst, const void* src, int src_bytes);
 template <> __device__ __forceinline__ void tp_cp_async<16>(unsigned dst, const void* src, int src_bytes) {

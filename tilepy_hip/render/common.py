@@ -17,15 +17,17 @@ from tilepy import dtypes as dt
 from tilepy import ir
 from tilepy.errors import CompileError, Span
 from tilepy.layout import Layout
-from tilepy.types import GlobalTileType, MBarrierType, RegType, ScalarType, SharedType, TensorType
+from tilepy.ops import ATOMICS
+from tilepy.types import GatherTileType, GlobalTileType, MBarrierType, RegType, ScalarType, SharedType, TensorType
 
 from .cexpr import cast, cname, compute_type, ctype, is_half, literal, sym_c, to_compute, var
 from .copies import CopyOps
+from .gathers import GatherOps
 from .tiles import TileOps, TileRef
 
 # Ops that produce a whole register tile at once (written into an array); everything else on tiles is
 # elementwise and rendered value by value.
-MATERIALIZED = frozenset({"load", "sum", "max_reduce", "min_reduce", "mma", "convert_layout"})
+MATERIALIZED = frozenset({"load", "sum", "max_reduce", "min_reduce", "mma", "convert_layout", *ATOMICS})
 NO_CODE = frozenset({"tag", "assert_tag", "schedule", "mma_operands"})
 
 
@@ -113,7 +115,7 @@ class Context:
     role: tuple | None = None  # (first thread, count) of a warp-role branch with a static thread range
 
 
-class Renderer(TileOps, CopyOps):
+class Renderer(TileOps, CopyOps, GatherOps):
     """Render one specialized kernel (`KernelIR`) for one target (a `RenderTarget` table)."""
 
     MATERIALIZED = MATERIALIZED
@@ -387,6 +389,8 @@ class Renderer(TileOps, CopyOps):
             self.assign_tile(self.env[s.name], s.value, s.name)
         elif isinstance(t, SharedType):
             self._assign_shared(s)
+        elif isinstance(t, GatherTileType):
+            self.assign_gather(s)
         elif isinstance(t, GlobalTileType):
             self._assign_view(s)
         elif isinstance(t, MBarrierType):

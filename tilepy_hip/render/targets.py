@@ -19,7 +19,7 @@ from . import gfx942, sm80, sm90a
 COMMON_OPS = (
     "block_id num_blocks thread_id lane_id warp_id warpgroup_id dim cdiv min max view stage shared zeros full "
     "arange expand_dims convert_layout load store copy barrier cast where maximum minimum sum max_reduce "
-    "min_reduce mma tag mma_operands assert_tag schedule"
+    "min_reduce mma tag mma_operands assert_tag schedule gather_view"
 ).split() + list(UNARY_MATH)
 
 ELEMENTWISE = frozenset({"cast", "where", "maximum", "minimum", *UNARY_MATH})
@@ -68,6 +68,16 @@ def _copy_async(r, call):
     r.emit_copy(call, async_=True)
 
 
+def _atomic(r, call):
+    r.emit_atomic(call, None)  # a statement: the old values are not kept
+
+
+# The C functions of the atomics (tilepy_hip.h overloads them per element type; the vendor headers give the
+# hardware primitives they are built on).
+ATOMIC_FNS = {"atomic_add": "tp_atomic_add", "atomic_max": "tp_atomic_max", "atomic_min": "tp_atomic_min",
+              "atomic_cas": "tp_atomic_cas"}
+
+
 def _barrier(r, call):
     r.need_uniform("tp.barrier()")
     r.barrier()
@@ -96,6 +106,8 @@ class RenderTarget:
     fence_after_shared_store: bool = False
     hints: dict = field(default_factory=dict)
     swizzle_align: int = 1024
+    atomics: dict = field(default_factory=lambda: dict(ATOMIC_FNS))
+    fence: str = "tp_fence_device();"  # the device-scope fence that strengthens an atomic's ordering
 
     def shared_align(self, stype) -> int:
         """Alignment of a shared allocation: swizzled tiles start on a swizzle-pattern boundary (1024 B)."""
@@ -110,6 +122,7 @@ class RenderTarget:
 def _ops(**specific) -> dict:
     table = {op: None for op in OPS}
     table.update({"store": _store, "copy": _copy, "barrier": _barrier})
+    table.update(dict.fromkeys(ATOMIC_FNS, _atomic))
     table.update(specific)
     return table
 

@@ -19,10 +19,10 @@ import numpy as np
 
 from tilepy import dtypes as dt
 from tilepy import ir
-from tilepy.ops import REDUCTIONS
+from tilepy.ops import ATOMICS, REDUCTIONS
 from tilepy.symbolic import Const
 from tilepy.tv_layout import TVLayout
-from tilepy.types import GlobalTileType, RegType, SharedType
+from tilepy.types import GatherTileType, GlobalTileType, RegType, SharedType
 
 from .cexpr import cast, compute_type, ctype, literal, sym_c, var
 
@@ -225,6 +225,8 @@ class TileOps:
             self.emit_reduce(e, dst)
         elif e.op == "mma":
             self.emit_mma(e, dst)
+        elif e.op in ATOMICS:
+            self.emit_atomic(e, dst)
         elif e.op == "convert_layout":
             src = self.operand_ref(e.args[0])
             self.exchange(src, self.out_coords(dst.layout), dst.name)
@@ -325,7 +327,9 @@ class TileOps:
         if e.attrs.get("masked"):
             mask = self.plan(e.args[2], self._bcast(coords, dst.shape, e.args[2]))
         self.em.open()
-        if isinstance(src.type, GlobalTileType):
+        if isinstance(src.type, GatherTileType):
+            self.emit_gather_load(e, dst, coords, mask, other)
+        elif isinstance(src.type, GlobalTileType):
             self.global_access(self.view_ref(src), dst.layout, coords, mask, "load", dst.name, other)
         else:
             self.shared_access(self.smem_ref(src), dst.layout, coords, mask, "load", dst.name, other)
@@ -347,7 +351,9 @@ class TileOps:
         self.em(f"{ctype(dtype)} {vals}[{t.layout.num_values}];")
         for v in range(t.layout.num_values):
             self.em(f"{vals}[{v}] = {cast(f(v), d, dtype)};")
-        if isinstance(dst.type, GlobalTileType):
+        if isinstance(dst.type, GatherTileType):
+            self.emit_gather_store(call, t.layout, coords, t.shape, mask, vals)
+        elif isinstance(dst.type, GlobalTileType):
             self.global_access(self.view_ref(dst), t.layout, coords, mask, "store", vals)
         else:
             self.shared_access(self.smem_ref(dst), t.layout, coords, mask, "store", vals)

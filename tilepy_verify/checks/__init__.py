@@ -1,6 +1,6 @@
 """The built-in checks. Each is `check(ctx) -> list[Finding]` over one analysis (see tilepy_verify.verify)."""
 
-from . import banks, barrier, bounds, mma, pipeline, race, tags
+from . import banks, barrier, bounds, global_race, mma, pipeline, race, tags
 
 ALL = {
     "race": race.check,
@@ -10,6 +10,7 @@ ALL = {
     "pipeline_hazard": pipeline.check,
     "mma_layout": mma.check,
     "tag_assertion": tags.check,
+    "global_race": global_race.check,
 }
 
 __all__ = ["ALL"]

@@ -1,0 +1,108 @@
+"""The verifier on gathers, scatters and atomics: global races between blocks (counterexamples naming both
+blocks), duplicate-index scatters, atomics, and tags through gathers. Each verdict is checked on the
+interpreter too: the counterexample's two blocks really write one element, and a clean kernel has none."""
+
+import numpy as np
+
+import tilepy as tp
+import tilepy_verify
+
+
+@tp.kernel(threads=64)
+def overlap(X: tp.Tensor[tp.f32, "N"], Y: tp.Tensor[tp.f32, "N"], STRIDE: tp.constexpr = 64):
+    i0 = tp.block_id(0) * STRIDE
+    tp.store(Y[i0:i0 + 64], tp.load(X[i0:i0 + 64]))
+
+
+@tp.kernel(threads=64)
+def halves(X: tp.Tensor[tp.f32, "N"], Y: tp.Tensor[tp.f32, "N"], SHIFT: tp.constexpr = 0):
+    i0 = tp.block_id(0) * 64
+    idx = i0 + tp.arange(64) // 2 * 2 + SHIFT * (tp.arange(64) % 2)
+    tp.store(Y[idx], tp.load(X[i0:i0 + 64]))
+
+
+@tp.kernel(threads=64)
+def scatter_add(X: tp.Tensor[tp.f32, "N"], I: tp.Tensor[tp.i32, "N"], Y: tp.Tensor[tp.f32, "M"],
+                ATOMIC: tp.constexpr = True):
+    i0 = tp.block_id(0) * 64
+    idx = tp.load(I[i0:i0 + 64], other=-1)
+    if ATOMIC:
+        tp.atomic_add(Y[idx], tp.load(X[i0:i0 + 64]))
+    else:
+        tp.store(Y[idx], tp.load(X[i0:i0 + 64]))
+
+
+def _writers(kernel, grid, args, **cx):
+    """{(param, element offset): set of blocks} of the global writes of one interpreter run."""
+    trace = kernel[grid](*args, record=True, **cx)
+    acc = trace.accesses
+    w = acc[acc["write"] & (acc["space"] == 0)]
+    out = {}
+    for b, buf, off in zip(w["block"], w["buffer"], w["offset"]):
+        out.setdefault((int(buf), int(off)), set()).add(int(b))
+    return out
+
+
+def test_two_blocks_writing_one_element_is_a_race_naming_both_blocks():
+    r = tilepy_verify.verify(overlap, STRIDE=32)
+    (f,) = r.errors
+    assert f.check == "global_race" and "block" in f.message and "'Y'" in f.message
+    cex = f.counterexample
+    b1, b2 = cex["block"][0], cex["other_block"][0]
+    assert b1 != b2 and cex["block"][1:] == (0, 0) == cex["other_block"][1:]
+    # replay: both blocks write that element on the interpreter
+    n = 32 * (max(b1, b2) + 2)
+    writers = _writers(overlap, (max(b1, b2) + 1,), (np.zeros(n, np.float32), np.zeros(n, np.float32)),
+                       STRIDE=32)
+    assert {b1, b2} <= writers[(1, cex["element"][0])]
+    assert tilepy_verify.verify(overlap, STRIDE=64).ok
+    assert all(len(s) == 1 for s in _writers(overlap, (3,), (np.zeros(192, np.float32),) * 2).values())
+
+
+def test_a_scatter_with_duplicate_indices_races_with_itself():
+    f = tilepy_verify.verify(halves, SHIFT=0).errors[0]
+    assert "duplicate indices" in f.message
+    c1, c2 = f.counterexample["coords"], f.counterexample["other_coords"]
+    assert c1 != c2 and c1[0] // 2 == c2[0] // 2
+    assert tilepy_verify.verify(halves, SHIFT=1).ok
+
+
+def test_data_dependent_scatter_needs_an_atomic():
+    assert tilepy_verify.verify(scatter_add, ATOMIC=True).ok
+    assert {f.check for f in tilepy_verify.verify(scatter_add, ATOMIC=False).errors} == {"global_race"}
+
+
+@tp.kernel(threads=64)
+def gathered(X: tp.Tensor[tp.f32, "N"], Y: tp.Tensor[tp.f32, "N"], Z: tp.Tensor[tp.f32, "N"],
+             SHIFT: tp.constexpr = 0, STEP: tp.constexpr = 2):
+    tp.tag(X, lambda i: ("x", i))
+    tp.tag(Y, lambda i: ("y", i))
+    i0 = tp.block_id(0) * 64
+    flip = i0 + 63 - tp.arange(64)
+    z = tp.load(X[flip]) + tp.load(Y[i0 + 63 + SHIFT - tp.arange(64)])
+    tp.assert_tag(z, lambda t: t[0][1] == t[1][1], message="x[i] meets y[i]")
+    s = tp.load(X[i0 * STEP:i0 * STEP + 64 * STEP:STEP])
+    tp.assert_tag(s, lambda t: t[1] % 2 == 0, message="every other element")
+    tp.store(Z[flip], z + s)
+
+
+def test_a_gathered_element_carries_the_tag_at_its_index():
+    assert tilepy_verify.verify(gathered).ok
+    (f,) = tilepy_verify.verify(gathered, SHIFT=1).errors
+    assert f.check == "tag_assertion" and "'x', 63" in str(f) and "'y', 64" in str(f)
+    (g,) = tilepy_verify.verify(gathered, STEP=3).errors
+    assert "every other element" in g.message or "t[1] % 2" in str(g)
+
+
+@tp.kernel(threads=64)
+def loaded_index(X: tp.Tensor[tp.f32, "N"], I: tp.Tensor[tp.i32, "N"], Z: tp.Tensor[tp.f32, "N"]):
+    tp.tag(X, lambda i: ("x", i))
+    i0 = tp.block_id(0) * 64
+    z = tp.load(X[tp.load(I[i0:i0 + 64])])
+    tp.assert_tag(z, lambda t: t[1] >= 0, message="an element of x")
+    tp.store(Z[i0:i0 + 64], z)
+
+
+def test_a_data_dependent_gather_has_an_unknown_tag():
+    (f,) = tilepy_verify.verify(loaded_index).errors
+    assert f.check == "tag_assertion"

@@ -1,0 +1,172 @@
+"""Gather loads, scatter stores and atomics: element-by-element global accesses whose addresses come from
+index tiles (gather views, strided windows) or from a window's coordinates (atomics on windows).
+
+Each value slot v of the register tile computes its tensor index per dimension (an index tile's value at the
+slot's coordinates, through `plan`, or a window's start plus the coordinate), masks it at the tensor's bounds
+like a window does, and reads, writes or atomically updates that one element. The atomic's C function comes
+from the target's table (`RenderTarget.atomics`); memory-ordering fences from `RenderTarget.fence`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tilepy import dtypes as dt
+from tilepy import ir
+from tilepy.ops import ATOMICS
+from tilepy.types import GatherTileType, RegType
+
+from .cexpr import cast, ctype
+from .tiles import Coord, TileRef
+
+
+@dataclass
+class GatherRef:
+    """A gather view bound to a variable: per tensor dimension a materialized index tile or a scalar."""
+
+    tensor: object  # common.TensorRef
+    index: list  # TileRef | (C text, dtype)
+    shape: tuple
+
+
+class GatherOps:
+    # ------------------------------------------------------------------ views
+    def assign_gather(self, s: ir.Assign):
+        """`g = X[idx...]`: the index tiles are computed now (as the view captures them) and kept in arrays."""
+        call = s.value
+        if not (isinstance(call, ir.Call) and call.op == "gather_view"):
+            raise self.error("a gather view can only be assigned from X[idx, ...]")
+        index = []
+        for a in call.args[1:]:
+            if isinstance(a.type, RegType):
+                ref = self.operand_ref(a)
+                keep = self.new_tile(a.type)
+                self.copy_tile(ref, keep)
+                index.append(keep)
+            else:
+                text, d = self.scalar(a)
+                name = self.tmp("gs")
+                self.em(f"const {ctype(d)} {name} = {text};")
+                index.append((name, d))
+        self.env[s.name] = GatherRef(self.env[call.args[0].name], index, tuple(call.type.shape))
+
+    def _index_fns(self, view, coords, shape):
+        """(tensor, [fn(v) -> (C text, dtype) per tensor dimension]) of a gather view or window at `coords`."""
+        if isinstance(view.type, GatherTileType):
+            if isinstance(view, ir.Var):
+                g = self.env.get(view.name)
+                if not isinstance(g, GatherRef):
+                    raise self.error(f"`{view.name}` is not a gather view here")
+                fns = []
+                for item in g.index:
+                    if isinstance(item, TileRef):
+                        f = self.leaf(item, self._bcast_to(coords, shape, item.shape))
+                        fns.append(lambda v, f=f, d=item.dtype: (f(v), d))
+                    else:
+                        fns.append(lambda v, item=item: item)
+                return g.tensor, fns
+            fns = []
+            for a in view.args[1:]:
+                f, d = self.plan(a, self._bcast(coords, shape, a) if isinstance(a.type, RegType) else coords)
+                fns.append(lambda v, f=f, d=d: (f(v), d))
+            return self.env[view.args[0].name], fns
+        ref = self.view_ref(view)  # a window: start + coordinate on each kept dimension
+        tdims = ref.tile_dims
+        fns = []
+        for j, start in enumerate(ref.starts):
+            if j in tdims:
+                c = coords[tdims.index(j)]
+                fns.append(lambda v, s=start, c=c: (f"({s} + {c.c(v)})", dt.i32))
+            else:
+                fns.append(lambda v, s=start: (f"({s})", dt.i32))
+        return ref.tensor, fns
+
+    @staticmethod
+    def _bcast_to(coords, shape, have):
+        return [c if n == m else Coord(None, [0] * len(c.vals), 0 * c.arr) for c, n, m in zip(coords, have, shape)]
+
+    def element_access(self, view, layout, coords, shape, mask, kind, arr, other=None, values=None, sem="relaxed",
+                       result=True):
+        """One global element per value slot. kind: "load" (arr[v] = element or other), "store" (element =
+        arr[v]), or an atomic op (arr[v] = old value; `values` are the operands' arrays)."""
+        em = self.em
+        tensor, fns = self._index_fns(view, coords, shape)
+        V = layout.num_values
+        cond, keep = self.owner(layout) if kind != "load" else (None, [True] * V)
+        replicated = kind in ATOMICS and result and (cond or not all(keep))
+        if replicated:  # the owner updates each element; the other holders get its old value afterwards
+            final, arr = arr, self.tmp("ao")
+            em(f"{ctype(tensor.dtype)} {arr}[{V}];")
+        strides = []
+        for j in range(len(tensor.dims)):
+            rest = tensor.dims[j + 1:]
+            s = self.tmp("gst")
+            em(f"const long long {s} = {' * '.join(f'(long long){d}' for d in rest) if rest else '1LL'};")
+            strides.append(s)
+        ms = {}
+        if mask is not None:
+            fm, md = mask
+            for v in range(V):
+                ms[v] = self.tmp("m")
+                em(f"const bool {ms[v]} = {cast(fm(v), md, dt.bool_)};")
+        for v in range(V):
+            if not keep[v]:
+                continue
+            idx = []
+            for f in fns:
+                text, d = f(v)
+                name = self.tmp("gi")
+                em(f"const long long {name} = (long long)({text});")
+                idx.append(name)
+            c = [f"(unsigned long long){i} < (unsigned long long)({n})" for i, n in zip(idx, tensor.dims)]
+            c += [ms[v]] if v in ms else []
+            if cond and kind != "load":
+                c.insert(0, f"({cond})")
+            ok = " && ".join(c)
+            zero = cast("0", dt.i32, tensor.dtype)
+            addr = f"{tensor.ptr}[{' + '.join(f'{i} * {s}' for i, s in zip(idx, strides))}]"
+            if kind == "load":
+                em(f"{arr}[{v}] = ({ok}) ? {addr} : {other};")
+            elif kind == "store":
+                em(f"if ({ok}) {addr} = {arr}[{v}];")
+            else:
+                fn = self.t.atomics[kind]
+                args = ", ".join(f"{a}[{v}]" for a in values)
+                call = f"{fn}(&{addr}, {args})"
+                em(f"{arr}[{v}] = ({ok}) ? {call} : {zero};" if result else f"if ({ok}) (void){call};")
+        if replicated:
+            self.exchange(TileRef(arr, tensor.dtype, tuple(shape), layout), coords, final)
+
+    # ------------------------------------------------------------------ loads and stores through gathers
+    def emit_gather_load(self, e: ir.Call, dst: TileRef, coords, mask, other):
+        self.element_access(e.args[0], dst.layout, coords, dst.shape, mask, "load", dst.name, other)
+
+    def emit_gather_store(self, call: ir.Call, layout, coords, shape, mask, vals):
+        self.element_access(call.args[0], layout, coords, shape, mask, "store", vals)
+
+    # ------------------------------------------------------------------ atomics
+    def emit_atomic(self, e: ir.Call, dst: TileRef | None):
+        t: RegType = e.type
+        coords = self.out_coords(t.layout)
+        nvals = 2 if e.op == "atomic_cas" else 1
+        self.em.open()
+        arrays = []
+        for a in e.args[1:1 + nvals]:
+            f, d = self.plan(a, coords)
+            name = self.tmp("av")
+            self.em(f"{ctype(t.dtype)} {name}[{t.layout.num_values}];")
+            for v in range(t.layout.num_values):
+                self.em(f"{name}[{v}] = {cast(f(v), d, t.dtype)};")
+            arrays.append(name)
+        mask = None
+        if e.attrs.get("masked"):
+            m = e.args[1 + nvals]
+            mask = self.plan(m, self._bcast(coords, t.shape, m))
+        sem = e.attrs.get("sem", "relaxed")
+        if sem in ("release", "acq_rel"):
+            self.em(self.t.fence)
+        self.element_access(e.args[0], t.layout, coords, t.shape, mask, e.op, dst.name if dst else None,
+                            values=arrays, sem=sem, result=dst is not None)
+        if sem in ("acquire", "acq_rel"):
+            self.em(self.t.fence)
+        self.em.close()

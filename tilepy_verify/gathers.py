@@ -1,0 +1,136 @@
+"""The abstract values of gather views and atomics, and the global-memory accesses the global race check
+reads (see checks/global_race.py).
+
+A gather view keeps one index per tensor dimension: a `Reg` (an index tile, whose `value` maps symbolic tile
+coordinates to the index when the analysis can compute it) or a scalar term. A gathered element carries the
+tag the tensor's tag function gives at its index; where the index is data (a loaded tile) the tag is TOP.
+Every global store, load and atomic becomes a `GAccess`: its point, and a function from symbolic tile
+coordinates to the tensor indices it touches (None where unknown: any element).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tilepy.types import TensorType
+
+from .tagterms import TOP, Alt
+
+
+@dataclass(eq=False)
+class GGather:
+    param: str
+    type: TensorType
+    dims: tuple  # Syms / ints
+    index: tuple  # per dimension: a Reg (index tile) or a scalar term (UNKNOWN: not modelled)
+    shape: tuple
+    span: object
+
+    def global_coords(self, coords):
+        """The tensor index per dimension at symbolic tile coordinates (None where not modelled)."""
+        from .domain import UNKNOWN, Reg, _intlike
+
+        out = []
+        for ix in self.index:
+            if isinstance(ix, Reg):
+                if ix.value is None:
+                    out.append(None)
+                    continue
+                vs = ix.type.shape
+                cc = tuple(0 if n == 1 and m != 1 else c for c, n, m in zip(coords, vs, self.shape))
+                v = ix.value(cc)
+                out.append(v if v is not UNKNOWN and _intlike(v) else None)
+            else:
+                out.append(ix if ix is not UNKNOWN and _intlike(ix) else None)
+        return tuple(out)
+
+
+@dataclass(eq=False)
+class GAccess:
+    """One global-memory access op: `kind` read | write | atomic over a tile of `shape`; `indices(coords)`
+    gives the tensor index per dimension (None: unknown), `mask(coords)` a bool term (True: unmasked)."""
+
+    op: object
+    span: object
+    point: object
+    kind: str
+    param: str
+    dims: tuple
+    shape: tuple
+    indices: object
+    mask: object
+
+
+def gather_view(walker, e, st) -> GGather:
+    from .domain import UNKNOWN, Var, _intlike
+
+    base = walker.expr(e.args[0], st)
+    index = []
+    for a in e.args[1:]:
+        v = walker.expr(a, st)
+        index.append(v if v is not UNKNOWN and (_intlike(v) or hasattr(v, "type")) else UNKNOWN)
+    dims = tuple(d if isinstance(d, int) else Var(f"dim:{d}") for d in base.type.shape)
+    return GGather(base.param, base.type, dims, tuple(index), tuple(e.type.shape), e.span)
+
+
+def gather_tag(walker, g: GGather):
+    """Tags of a gather's elements: the tensor's tag function at each element's index."""
+    fn = walker.tensor_tags.get(g.param)
+    if fn is None:
+        return None
+    if g.param in walker.written_tensors:
+        return lambda c: [Alt(True, TOP, g.span)]
+
+    def tag(c):
+        from .tagterms import Unknown, eval_tagfn
+
+        idx = g.global_coords(c)
+        if any(i is None for i in idx):
+            return [Alt(True, TOP, g.span)]
+        try:
+            return [Alt(True, eval_tagfn(fn, list(idx)), g.span)]
+        except Unknown:
+            return [Alt(True, TOP, g.span)]
+
+    return tag
+
+
+def atomic(walker, e, st):
+    """An atomic update: a global write; its old values are data (unknown values, TOP tags)."""
+    from .domain import Reg
+
+    dst = walker.expr(e.args[0], st)
+    nvals = 2 if e.op == "atomic_cas" else 1
+    for a in e.args[1:]:
+        walker.expr(a, st)
+    record(walker, e, st, "atomic", dst, e.args[1 + nvals] if e.attrs.get("masked") else None)
+    return Reg(e.type, lambda c: [Alt(True, TOP, e.span)], None, (), e.span)
+
+
+def record(walker, e, st, kind, view, mask_expr=None):
+    """Remember one global access for the global race check (views and gathers; others are ignored). A mask
+    given as a variable restricts the elements (its value map, where known); any other mask is ignored,
+    which over-approximates the elements touched (evaluating it again could record its accesses twice)."""
+    from tilepy import ir
+
+    from .domain import UNKNOWN, GView, Reg
+
+    if not walker.recording:
+        return
+    mask = walker.expr(mask_expr, st) if isinstance(mask_expr, ir.Var) else None
+    if isinstance(view, GGather):
+        indices, shape, param, dims = view.global_coords, view.shape, view.param, view.dims
+    elif isinstance(view, GView):
+        indices, shape, param, dims = view.global_coords, view.shape, view.param, view.dims
+    else:
+        return
+
+    def mask_at(c, mask=mask, shape=shape):
+        if not isinstance(mask, Reg) or mask.value is None:
+            return True
+        cc = tuple(0 if n == 1 and m != 1 else x for x, n, m in zip(c, mask.type.shape, shape))
+        v = mask.value(cc)
+        return True if v is UNKNOWN or isinstance(v, int) and not isinstance(v, bool) else v
+
+    walker.A.global_accesses.append(GAccess(e, e.span, walker.point(st, e.span), kind, param, dims, shape,
+                                            indices, mask_at))
