@@ -37,6 +37,7 @@ class Problem:
     init_inputs: list
     base_inputs: list  # example inputs (after cpu scaling) that define the base shapes
     kept_sizes: set = field(default_factory=set)
+    vary_shapes: bool = False
 
     @property
     def digest(self) -> str:
@@ -49,8 +50,12 @@ class Problem:
         return model.eval()
 
     def shapes(self, n: int = 3) -> list[list]:
-        """Shape signatures of the test set: one per variant, the first being the base shape."""
-        return [self._variant_shapes(v) for v in SHAPE_VARIANTS[:n]]
+        """Shape signatures of the test set: one per variant, the first being the base shape.
+
+        A lowered program is specialized to the base shapes (as Inductor's static-shape mode), so unless
+        `vary_shapes` is set, the test set is the base shape alone; evaluations draw fresh inputs per trial."""
+        variants = SHAPE_VARIANTS[:n] if self.vary_shapes else SHAPE_VARIANTS[:1]
+        return [self._variant_shapes(v) for v in variants]
 
     def _variant_shapes(self, variant) -> list:
         num, den, add = variant

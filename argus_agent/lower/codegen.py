@@ -30,10 +30,42 @@ import tilepy as tp
 from argus_agent.runtime import launch
 '''
 
-_BIN = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "mod": "%", "pow": "**",
-        "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!=", "and": "&", "or": "|", "xor": "^"}
-_FN = {"exp", "log", "sqrt", "rsqrt", "abs", "sin", "cos", "tanh", "sigmoid", "erf", "exp2", "log2", "maximum",
-       "minimum", "where", "silu"}
+_BIN = {
+    "add": "+",
+    "sub": "-",
+    "mul": "*",
+    "div": "/",
+    "floordiv": "//",
+    "mod": "%",
+    "pow": "**",
+    "lt": "<",
+    "le": "<=",
+    "gt": ">",
+    "ge": ">=",
+    "eq": "==",
+    "ne": "!=",
+    "and": "&",
+    "or": "|",
+    "xor": "^",
+}
+_FN = {
+    "exp",
+    "log",
+    "sqrt",
+    "rsqrt",
+    "abs",
+    "sin",
+    "cos",
+    "tanh",
+    "sigmoid",
+    "erf",
+    "exp2",
+    "log2",
+    "maximum",
+    "minimum",
+    "where",
+    "silu",
+}
 
 
 def next_pow2(n: int) -> int:
@@ -61,9 +93,9 @@ class _Emitter:
     """Names and renders the values of one kernel body."""
 
     def __init__(self, names: dict, index_dtype: str, shapes: dict):
-        self.names = names            # buffer name -> kernel parameter name
-        self.idt = index_dtype        # "i32" | "i64"
-        self.shapes = shapes          # loop variable name -> rendered tile expression
+        self.names = names  # buffer name -> kernel parameter name
+        self.idt = index_dtype  # "i32" | "i64"
+        self.shapes = shapes  # loop variable name -> rendered tile expression
         self.lines: list = []
         self.done: dict = {}
         self.k = 0
@@ -247,10 +279,12 @@ def render_pointwise(k: Pointwise, kname: str, buffers: dict) -> tuple[str, list
         body.append("i = i0 + tp.arange(BLOCK)")
     body += em.lines
     body.append(f"tp.store({names[k.out.name]}[i0:i0 + BLOCK], {store})")
-    src = (f"@tp.kernel(threads=128)\n"
-           f"def {kname}({', '.join(params)}, BLOCK: tp.constexpr = {block}):\n"
-           + (f"    # {k.what}\n" if k.what else "")
-           + "".join(f"    {line}\n" for line in body))
+    src = (
+        f"@tp.kernel(threads=128)\n"
+        f"def {kname}({', '.join(params)}, BLOCK: tp.constexpr = {block}):\n"
+        + (f"    # {k.what}\n" if k.what else "")
+        + "".join(f"    {line}\n" for line in body)
+    )
     grid = f"lambda m: (tp.cdiv({n}, m['BLOCK']),)"
     return src, used, {"grid": grid}
 
@@ -308,11 +342,13 @@ def render_reduction(k: Reduction, kname: str, buffers: dict) -> tuple[str, list
     out_dt = k.out.dtype
     res = "res" if vals.compute_dtype(out_dt) == dtype == out_dt else f"res.to({_tp(out_dt)})"
     body.append(f"tp.store({names[k.out.name]}[m0:m0 + BM], {res})")
-    src = (f"@tp.kernel(threads=128)\n"
-           f"def {kname}({', '.join(params)}, M: tp.constexpr = {M}, R: tp.constexpr = {R}, "
-           f"BM: tp.constexpr = {bm}, BR: tp.constexpr = {br}):\n"
-           + (f"    # {k.what}\n" if k.what else "")
-           + "".join(f"    {line}\n" for line in body))
+    src = (
+        f"@tp.kernel(threads=128)\n"
+        f"def {kname}({', '.join(params)}, M: tp.constexpr = {M}, R: tp.constexpr = {R}, "
+        f"BM: tp.constexpr = {bm}, BR: tp.constexpr = {br}):\n"
+        + (f"    # {k.what}\n" if k.what else "")
+        + "".join(f"    {line}\n" for line in body)
+    )
     _ = neutral
     grid = f"lambda m: (tp.cdiv({M}, m['BM']),)"
     return src, used, {"grid": grid}
@@ -341,15 +377,19 @@ def render_program(prog, precision: str = "fp32 (as the reference)") -> str:
         if b is None:
             if gi.value is not None:
                 host.append(f"    if x{gi.index} != {gi.value!r}:")
-                host.append(f"        raise ValueError('argument {gi.index} was {gi.value!r} when the program was "
-                            f"lowered; lower it again for x{gi.index}=' + repr(x{gi.index}))")
+                host.append(
+                    f"        raise ValueError('argument {gi.index} was {gi.value!r} when the program was "
+                    f"lowered; lower it again for x{gi.index}=' + repr(x{gi.index}))"
+                )
             continue
         host.append(f"    {b.name} = x{gi.index}.contiguous().view(-1)")
         dev = dev or f"x{gi.index}.device"
     for gi in cap.inputs:
         if gi.kind in ("param", "buffer") and gi.name in prog.placeholders:
             getter = "get_parameter" if gi.kind == "param" else "get_buffer"
-            host.append(f"    {prog.placeholders[gi.name].name} = model.{getter}({gi.target!r}).detach().contiguous().view(-1)")
+            host.append(
+                f"    {prog.placeholders[gi.name].name} = model.{getter}({gi.target!r}).detach().contiguous().view(-1)"
+            )
             dev = dev or f"{prog.placeholders[gi.name].name}.device"
     dev = dev or "torch.device('cpu')"
     host.append(f"    dev = {dev}")
@@ -361,5 +401,11 @@ def render_program(prog, precision: str = "fp32 (as the reference)") -> str:
     outs = [f"{b.name}.view({tuple(s)})" for b, s in zip(prog.outputs, prog.output_shapes)]
     host.append(f"    return {outs[0]}" if prog.single_output else f"    return ({', '.join(outs)},)")
     what = f"{len(prog.kernels)} kernel{'s' if len(prog.kernels) != 1 else ''} from {len(prog.ops)} core-ATen ops"
-    return (HEADER.format(what=what, precision=precision) + "\n\n" + "\n\n".join(kernels_src) + "\n\n"
-            + "\n".join(host) + "\n")
+    return (
+        HEADER.format(what=what, precision=precision)
+        + "\n\n"
+        + "\n\n".join(kernels_src)
+        + "\n\n"
+        + "\n".join(host)
+        + "\n"
+    )

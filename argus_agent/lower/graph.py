@@ -8,6 +8,7 @@ reference's source line.
 from __future__ import annotations
 
 import re
+import warnings
 from dataclasses import dataclass, field
 
 import torch
@@ -36,9 +37,10 @@ class Captured:
 def capture_program(model: torch.nn.Module, inputs: list) -> Captured:
     """Export `model(*inputs)` and decompose it to core ATen (raises LoweringError with the reason)."""
     try:
-        with torch.no_grad():
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")   # export's internal deprecation chatter is not the user's concern
             ep = torch.export.export(model, tuple(inputs), strict=False)
-        ep = ep.run_decompositions()
+            ep = ep.run_decompositions()
     except Exception as e:  # export failures come in many types; the message is what the user needs
         msg = str(e).strip().splitlines()
         raise LoweringError(f"torch.export could not capture Model.forward: {type(e).__name__}: "

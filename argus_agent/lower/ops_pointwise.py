@@ -50,12 +50,25 @@ def _unary(name: str, build):
     def lower(ctx, node, x, *rest, **kw):
         cdt = vals.compute_dtype(result_dtype(node))
         return pointwise(lambda a: build(vals.cast(a, cdt), cdt), node, x)
+
     return lower
 
 
-_SIMPLE_UNARY = {"exp": "exp", "log": "log", "sqrt": "sqrt", "rsqrt": "rsqrt", "abs": "abs", "sin": "sin",
-                 "cos": "cos", "tanh": "tanh", "sigmoid": "sigmoid", "erf": "erf", "exp2": "exp2", "log2": "log2",
-                 "neg": "neg"}
+_SIMPLE_UNARY = {
+    "exp": "exp",
+    "log": "log",
+    "sqrt": "sqrt",
+    "rsqrt": "rsqrt",
+    "abs": "abs",
+    "sin": "sin",
+    "cos": "cos",
+    "tanh": "tanh",
+    "sigmoid": "sigmoid",
+    "erf": "erf",
+    "exp2": "exp2",
+    "log2": "log2",
+    "neg": "neg",
+}
 for _name, _op in _SIMPLE_UNARY.items():
     _unary(f"aten.{_name}", lambda a, cdt, _op=_op: call(_op, a, dtype=cdt))
 
@@ -74,16 +87,34 @@ _unary("aten.sinh", lambda a, cdt: call("mul", call("sub", call("exp", a), call(
 _unary("aten.cosh", lambda a, cdt: call("mul", call("add", call("exp", a), call("exp", call("neg", a))), _c(0.5, a)))
 _unary("aten.asinh", lambda a, cdt: call("log", call("add", a, call("sqrt", call("add", call("mul", a, a), _c(1, a))))))
 _unary("aten.acosh", lambda a, cdt: call("log", call("add", a, call("sqrt", call("sub", call("mul", a, a), _c(1, a))))))
-_unary("aten.atanh", lambda a, cdt: call("mul", call("log", call("div", call("add", _c(1, a), a),
-                                                                  call("sub", _c(1, a), a))), _c(0.5, a)))
+_unary(
+    "aten.atanh",
+    lambda a, cdt: call(
+        "mul", call("log", call("div", call("add", _c(1, a), a), call("sub", _c(1, a), a))), _c(0.5, a)
+    ),
+)
 _unary("aten.floor", lambda a, cdt: a if not cdt.is_floating_point else call("floordiv", a, _c(1, a)))
-_unary("aten.ceil", lambda a, cdt: a if not cdt.is_floating_point else
-       call("neg", call("floordiv", call("neg", a), _c(1, a))))
-_unary("aten.trunc", lambda a, cdt: a if not cdt.is_floating_point else
-       call("where", call("lt", a, _c(0, a)), call("neg", call("floordiv", call("neg", a), _c(1, a))),
-            call("floordiv", a, _c(1, a))))
-_unary("aten.sign", lambda a, cdt: call("sub", vals.cast(call("gt", a, _c(0, a)), cdt),
-                                        vals.cast(call("lt", a, _c(0, a)), cdt)))
+_unary(
+    "aten.ceil",
+    lambda a, cdt: a if not cdt.is_floating_point else call("neg", call("floordiv", call("neg", a), _c(1, a))),
+)
+_unary(
+    "aten.trunc",
+    lambda a, cdt: (
+        a
+        if not cdt.is_floating_point
+        else call(
+            "where",
+            call("lt", a, _c(0, a)),
+            call("neg", call("floordiv", call("neg", a), _c(1, a))),
+            call("floordiv", a, _c(1, a)),
+        )
+    ),
+)
+_unary(
+    "aten.sign",
+    lambda a, cdt: call("sub", vals.cast(call("gt", a, _c(0, a)), cdt), vals.cast(call("lt", a, _c(0, a)), cdt)),
+)
 _unary("aten.logical_not", lambda a, cdt: call("eq", a, const(0, a.dtype)))
 _unary("aten.bitwise_not", lambda a, cdt: call("logical_not", a) if cdt == torch.bool else call("invert", a))
 
@@ -103,6 +134,7 @@ def _round(ctx, node, x, decimals=0):
         up = call("add", fl, _c(1, a))
         nearest = call("where", call("lt", diff, _c(0.5, a)), fl, up)
         return call("where", half, call("where", even, fl, up), nearest)
+
     return pointwise(f, node, x)
 
 
@@ -116,9 +148,21 @@ def _isinf(ctx, node, x):
     return pointwise(lambda a: call("eq", call("abs", a), const(math.inf, a.dtype)), node, x)
 
 
-_BINARY = {"add": "add", "sub": "sub", "mul": "mul", "maximum": "maximum", "minimum": "minimum",
-           "bitwise_and": "and", "bitwise_or": "or", "bitwise_xor": "xor", "logical_and": "and",
-           "logical_or": "or", "logical_xor": "ne", "fmax": "maximum", "fmin": "minimum"}
+_BINARY = {
+    "add": "add",
+    "sub": "sub",
+    "mul": "mul",
+    "maximum": "maximum",
+    "minimum": "minimum",
+    "bitwise_and": "and",
+    "bitwise_or": "or",
+    "bitwise_xor": "xor",
+    "logical_and": "and",
+    "logical_or": "or",
+    "logical_xor": "ne",
+    "fmax": "maximum",
+    "fmin": "minimum",
+}
 _COMPARE = {"lt": "lt", "le": "le", "gt": "gt", "ge": "ge", "eq": "eq", "ne": "ne"}
 
 
@@ -128,18 +172,28 @@ def _binary(name: str, op: str):
         dtype = result_dtype(node)
         cdt = vals.compute_dtype(dtype)
         if op in ("and", "or", "ne") and name.startswith("logical"):
-            return pointwise(lambda x, y: call(op, call("ne", x, const(0, x.dtype)), call("ne", y, const(0, y.dtype)),
-                                               dtype=torch.bool), node, a, b, dtype=torch.bool)
+            return pointwise(
+                lambda x, y: call(
+                    op, call("ne", x, const(0, x.dtype)), call("ne", y, const(0, y.dtype)), dtype=torch.bool
+                ),
+                node,
+                a,
+                b,
+                dtype=torch.bool,
+            )
         if alpha != 1:
-            return pointwise(lambda x, y: call(op, x, call("mul", y, const(alpha, cdt), dtype=cdt), dtype=cdt),
-                             node, a, b)
+            return pointwise(
+                lambda x, y: call(op, x, call("mul", y, const(alpha, cdt), dtype=cdt), dtype=cdt), node, a, b
+            )
         return pointwise(lambda x, y: call(op, x, y, dtype=cdt), node, a, b)
+
     return lower
 
 
 for _name, _op in _BINARY.items():
     _binary(_name, _op)
 for _name, _op in _COMPARE.items():
+
     @register(f"aten.{_name}")
     def _cmp(ctx, node, a, b, _op=_op):
         return pointwise(lambda x, y: call(_op, x, y), node, a, b, dtype=torch.bool)
@@ -160,11 +214,17 @@ def _div(ctx, node, a, b, rounding_mode=None):
     if rounding_mode == "floor":
         return pointwise(lambda x, y: call("floordiv", x, y, dtype=cdt), node, a, b)
     if rounding_mode == "trunc":
+
         def f(x, y):
             q = call("div", x, y, dtype=torch.float64 if cdt == torch.float64 else torch.float32)
-            t = call("where", call("lt", q, const(0, q.dtype)), call("neg", call("floordiv", call("neg", q), const(1, q.dtype))),
-                     call("floordiv", q, const(1, q.dtype)))
+            t = call(
+                "where",
+                call("lt", q, const(0, q.dtype)),
+                call("neg", call("floordiv", call("neg", q), const(1, q.dtype))),
+                call("floordiv", q, const(1, q.dtype)),
+            )
             return vals.cast(t, cdt)
+
         return pointwise(f, node, a, b)
     raise NotImplementedError(f"div rounding_mode={rounding_mode!r}")
 
@@ -182,9 +242,14 @@ def _fmod(ctx, node, a, b):
     def f(x, y):
         x, y = vals.cast(x, cdt), vals.cast(y, cdt)
         q = call("div", x, y) if cdt.is_floating_point else call("div", x, y, dtype=torch.float64)
-        tq = call("where", call("lt", q, const(0, q.dtype)), call("neg", call("floordiv", call("neg", q), const(1, q.dtype))),
-                  call("floordiv", q, const(1, q.dtype)))
+        tq = call(
+            "where",
+            call("lt", q, const(0, q.dtype)),
+            call("neg", call("floordiv", call("neg", q), const(1, q.dtype))),
+            call("floordiv", q, const(1, q.dtype)),
+        )
         return call("sub", x, call("mul", vals.cast(tq, cdt), y))
+
     return pointwise(f, node, a, b)
 
 
@@ -202,8 +267,9 @@ def _pow(ctx, node, a, b):
         if e == -0.5:
             return pointwise(lambda x: call("rsqrt", vals.cast(x, cdt)), node, a)
         if e == 3.0:
-            return pointwise(lambda x: call("mul", call("mul", vals.cast(x, cdt), vals.cast(x, cdt)), vals.cast(x, cdt)),
-                             node, a)
+            return pointwise(
+                lambda x: call("mul", call("mul", vals.cast(x, cdt), vals.cast(x, cdt)), vals.cast(x, cdt)), node, a
+            )
         if e == -1.0:
             return pointwise(lambda x: call("div", const(1, cdt), vals.cast(x, cdt)), node, a)
     return pointwise(lambda x, y: call("pow", x, y, dtype=cdt), node, a, b)
@@ -234,6 +300,7 @@ def _clamp(ctx, node, x, lo=None, hi=None):
         if hi is not None:
             v = call("minimum", v, bounds[k])
         return v
+
     return pointwise(f, node, *ops)
 
 
@@ -255,8 +322,9 @@ def _hardtanh(ctx, node, x, lo=-1.0, hi=1.0):
 @register("aten.leaky_relu")
 def _leaky(ctx, node, x, slope=0.01):
     cdt = vals.compute_dtype(result_dtype(node))
-    return pointwise(lambda v: call("where", call("gt", v, const(0, cdt)), v, call("mul", v, const(slope, cdt))),
-                     node, x)
+    return pointwise(
+        lambda v: call("where", call("gt", v, const(0, cdt)), v, call("mul", v, const(slope, cdt))), node, x
+    )
 
 
 @register("aten.elu")
@@ -265,9 +333,11 @@ def _elu(ctx, node, x, alpha=1.0, scale=1.0, input_scale=1.0):
 
     def f(v):
         v = vals.cast(v, cdt)
-        neg = call("mul", call("sub", call("exp", call("mul", v, const(input_scale, cdt))), const(1, cdt)),
-                   const(alpha, cdt))
+        neg = call(
+            "mul", call("sub", call("exp", call("mul", v, const(input_scale, cdt))), const(1, cdt)), const(alpha, cdt)
+        )
         return call("mul", call("where", call("gt", v, const(0, cdt)), v, neg), const(scale, cdt))
+
     return pointwise(f, node, x)
 
 
@@ -279,10 +349,16 @@ def _gelu(ctx, node, x, approximate="none"):
         v = vals.cast(v, cdt)
         half = call("mul", v, const(0.5, cdt))
         if approximate == "tanh":
-            inner = call("mul", call("add", v, call("mul", call("mul", call("mul", v, v), v), const(0.044715, cdt))),
-                         const(math.sqrt(2.0 / math.pi), cdt))
+            inner = call(
+                "mul",
+                call("add", v, call("mul", call("mul", call("mul", v, v), v), const(0.044715, cdt))),
+                const(math.sqrt(2.0 / math.pi), cdt),
+            )
             return call("mul", half, call("add", call("tanh", inner), const(1, cdt)))
-        return call("mul", half, call("add", call("erf", call("mul", v, const(1 / math.sqrt(2.0), cdt))), const(1, cdt)))
+        return call(
+            "mul", half, call("add", call("erf", call("mul", v, const(1 / math.sqrt(2.0), cdt))), const(1, cdt))
+        )
+
     return pointwise(f, node, x)
 
 
@@ -301,6 +377,7 @@ def _softplus(ctx, node, x, beta=1.0, threshold=20.0):
         bx = call("mul", v, const(beta, cdt))
         soft = call("div", call("log", call("add", call("exp", bx), const(1, cdt))), const(beta, cdt))
         return call("where", call("gt", bx, const(threshold, cdt)), v, soft)
+
     return pointwise(f, node, x)
 
 
@@ -370,4 +447,10 @@ def _arange(ctx, node, *args, **kw):
     def f(c):
         i = vals.index_value(c[0], torch.int64)
         return call("add", call("mul", vals.cast(i, cdt), const(step, cdt)), const(start, cdt), dtype=cdt)
+
     return LTensor((n,), dtype, f)
+
+
+@register("aten._assert_tensor_metadata", "aten._assert_scalar", "aten.sym_constrain_range_for_size")
+def _no_op(ctx, node, *a, **kw):
+    return None

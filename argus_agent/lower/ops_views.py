@@ -47,6 +47,7 @@ def _transpose(ctx, node, x, d0=0, d1=1):
         c = list(c)
         c[d0], c[d1] = c[d1], c[d0]
         return x(c)
+
     return LTensor(result_shape(node), x.dtype, f)
 
 
@@ -59,7 +60,7 @@ def _expand(ctx, node, x, size, *a, **kw):
 @register("aten.unsqueeze")
 def _unsqueeze(ctx, node, x, d):
     d = _dim(d, len(x.shape) + 1)
-    return LTensor(result_shape(node), x.dtype, lambda c: x(c[:d] + c[d + 1:]))
+    return LTensor(result_shape(node), x.dtype, lambda c: x(c[:d] + c[d + 1 :]))
 
 
 @register("aten.squeeze")
@@ -75,6 +76,7 @@ def _squeeze(ctx, node, x, dims=None):
     def f(c):
         it = iter(c)
         return x([const(0) if k in drop else next(it) for k in range(r)])
+
     return LTensor(shape, x.dtype, f)
 
 
@@ -90,6 +92,7 @@ def _slice(ctx, node, x, dim=0, start=None, end=None, step=1):
         c = list(c)
         c[dim] = add(c[dim] * step, const(start))
         return x(c)
+
     return LTensor(result_shape(node), x.dtype, f)
 
 
@@ -107,6 +110,7 @@ def _flip(ctx, node, x, dims):
 
     def f(c):
         return x([add(const(x.shape[k] - 1), c[k] * -1) if k in dims else c[k] for k in range(len(c))])
+
     return LTensor(x.shape, x.dtype, f)
 
 
@@ -135,6 +139,7 @@ def _cat(ctx, node, tensors, dim=0):
                 cond = call("lt", vals.index_value(c[dim]), vals.const(off + t.shape[dim], torch.int64))
                 out = call("where", cond, v, out, dtype=cdt)
         return out
+
     return LTensor(shape, dtype, f)
 
 
@@ -162,10 +167,14 @@ def _pad(ctx, node, x, pad, value=0.0):
         ok = None
         for cnd in conds:
             e = vals.index_value(cnd[1])
-            t = call("ge", e, vals.const(0, torch.int64)) if cnd[0] == "ge0" else call(
-                "lt", e, vals.const(cnd[2], torch.int64))
+            t = (
+                call("ge", e, vals.const(0, torch.int64))
+                if cnd[0] == "ge0"
+                else call("lt", e, vals.const(cnd[2], torch.int64))
+            )
             ok = t if ok is None else call("and", ok, t, dtype=torch.bool)
         return call("where", ok, inner, vals.const(value, cdt), dtype=cdt)
+
     return LTensor(shape, dtype, f)
 
 
@@ -181,7 +190,7 @@ def _index(ctx, node, x, indices):
     idx = list(indices) + [None] * (len(x.shape) - len(indices))
     tensors = [t for t in idx if t is not None]
     first = next(k for k, t in enumerate(idx) if t is not None)
-    if any(t is None for t in idx[first:first + len(tensors)]):
+    if any(t is None for t in idx[first : first + len(tensors)]):
         raise NotImplementedError("advanced indices separated by a slice")
     bshape = broadcast_shapes(*[t.shape for t in tensors])
     nb = len(bshape)
@@ -190,7 +199,7 @@ def _index(ctx, node, x, indices):
     ctx_x = ctx.realize(x, "indexed")
 
     def f(c):
-        bc = c[first:first + nb]
+        bc = c[first : first + nb]
         coords, k = [], 0
         for d in range(len(x.shape)):
             if idx[d] is None:
@@ -198,8 +207,12 @@ def _index(ctx, node, x, indices):
             else:
                 coords.append(None)
                 k += 1
-        return _load_at(ctx_x, coords, [(_d, _gather_index(idx[_d], bc, bshape)) for _d in range(len(x.shape))
-                                         if idx[_d] is not None])
+        return _load_at(
+            ctx_x,
+            coords,
+            [(_d, _gather_index(idx[_d], bc, bshape)) for _d in range(len(x.shape)) if idx[_d] is not None],
+        )
+
     return LTensor(shape, result_dtype(node), f)
 
 
@@ -216,7 +229,9 @@ def _load_at(buf_t: LTensor, coords, dyn) -> vals.V:
     static = flatten([c if c is not None else const(0) for c in coords], shape)
     off = vals.index_value(static)
     for d, v in dyn:
-        v = call("where", call("lt", v, vals.const(0, torch.int64)), call("add", v, vals.const(shape[d], torch.int64)), v)
+        v = call(
+            "where", call("lt", v, vals.const(0, torch.int64)), call("add", v, vals.const(shape[d], torch.int64)), v
+        )
         off = call("add", off, call("mul", v, vals.const(strides[d], torch.int64)))
     return vals.make("gather", (buf.name, off), vals.compute_dtype(buf.dtype))
 
@@ -231,6 +246,7 @@ def _index_select(ctx, node, x, dim, index):
         coords = list(c)
         coords[dim] = None
         return _load_at(xb, coords, [(dim, vals.cast(index([c[dim]]), torch.int64))])
+
     return LTensor(shape, result_dtype(node), f)
 
 
@@ -242,6 +258,7 @@ def _embedding(ctx, node, weight, indices, *a):
 
     def f(c):
         return _load_at(wb, [None, c[nb]], [(0, vals.cast(indices(c[:nb]), torch.int64))])
+
     return LTensor(shape, result_dtype(node), f)
 
 
@@ -255,6 +272,7 @@ def _gather(ctx, node, x, dim, index, *a):
         coords = list(c)
         coords[dim] = None
         return _load_at(xb, coords, [(dim, vals.cast(index(c), torch.int64))])
+
     return LTensor(shape, result_dtype(node), f)
 
 
@@ -273,6 +291,7 @@ def _split(ctx, node, x, sizes, dim=0):
             c = list(c)
             c[dim] = add(c[dim], const(off))
             return x(c)
+
         outs.append(LTensor(tuple(shape), x.dtype, f))
         off += s
     return tuple(outs)

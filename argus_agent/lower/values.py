@@ -116,7 +116,9 @@ def is_const(x: V, value=None) -> bool:
 
 def call(op: str, *args: V, dtype: torch.dtype | None = None) -> V:
     """An elementwise op; operands are cast to the result dtype first except for comparisons/where."""
-    dtype = compute_dtype(dtype or args[0].dtype)
+    if dtype is None:
+        dtype = promote(args[1].dtype, args[2].dtype) if op == "where" else args[0].dtype
+    dtype = compute_dtype(dtype)
     if op in COMPARE:
         common = promote(*[a.dtype for a in args])
         args = tuple(cast(a, common) for a in args)

@@ -5,9 +5,9 @@ import pytest
 from argus_agent.candidate import load_model_new
 from argus_agent.evaluate import evaluate
 from argus_agent.loop import optimize
+from argus_agent.lower.candidate import lower_problem
 from argus_agent.planner import OfflinePlanner
 from argus_agent.problem import load_problem
-from argus_agent.templates import tolerance
 
 
 @pytest.mark.parametrize("name", ["swish_add", "scaled_softmax", "rms_norm", "matmul_relu"])
@@ -21,10 +21,7 @@ def test_offline_end_to_end(name, examples, history, tmp_path):
         assert (out / f).exists()
     # the emitted ModelNew passes the same guarded evaluation on its own
     problem = load_problem(examples[name])
-    from argus_agent.capture import capture
-
-    pattern = capture(problem.make_model(), len(problem.base_inputs))
-    ev = evaluate(problem, load_model_new(out / "model_new.py", problem), tol=tolerance(pattern, problem.base_inputs))
+    ev = evaluate(problem, load_model_new(out / "model_new.py", problem), tol=lower_problem(problem).tol)
     assert ev.correct, ev.message
     assert history.run(result.run_id)["status"] == "done"
     assert len(history.candidates(result.run_id)) == len(result.steps)
@@ -57,12 +54,11 @@ def test_interrupted_run_resumes_where_it_stopped(examples, history):
 
 
 def test_unsupported_op_names_the_op(tmp_path, history):
-    from argus_agent.capture import UnsupportedOpError
+    from argus_agent.lower import LoweringError
 
-    p = tmp_path / "conv.py"
-    p.write_text("import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def __init__(self):\n"
-                 "        super().__init__()\n        self.conv = nn.Conv2d(3, 4, 3)\n\n    def forward(self, x):\n"
-                 "        return self.conv(x)\n\ndef get_inputs():\n    return [torch.randn(1, 3, 8, 8)]\n\n"
-                 "def get_init_inputs():\n    return []\n")
-    with pytest.raises(UnsupportedOpError, match="Conv2d"):
+    p = tmp_path / "atan2.py"
+    p.write_text("import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def forward(self, x, y):\n"
+                 "        return torch.atan2(x, y) + 1\n\ndef get_inputs():\n"
+                 "    return [torch.randn(4, 8), torch.randn(4, 8)]\n\ndef get_init_inputs():\n    return []\n")
+    with pytest.raises(LoweringError, match=r"atan2.py:5: .*aten\.atan2"):
         optimize(p, budget=2, history=history)

@@ -1,0 +1,66 @@
+"""The agent's first candidate for a problem: its whole program lowered, plus the precision and tolerance.
+
+    first = lower_problem(problem, target="cpu")   # LoweringError names the op and the reference's line
+    first.source, first.tol, first.precision, first.describe()
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from .codegen import render_program
+from .program import LoweredProgram, lower_model
+from .values import compute_dtype
+
+# An fp32 program is matched at fp32 accuracy: reductions only reorder sums (relative error ~1e-6 for the
+# sizes we meet). Where PyTorch itself computes below fp32 (half types; convolutions under cuDNN's default
+# TF32 on a GPU) the comparison can be no tighter than that, and KernelBench's 1e-2 is the ceiling.
+FP32_TOL = 1e-4
+REDUCED_TOL = 1e-2
+
+
+@dataclass
+class LoweredCandidate:
+    source: str
+    tol: float
+    precision: str
+    program: LoweredProgram
+    ops: list = field(default_factory=list)
+    kind: str = "lowered"
+
+    def describe(self) -> str:
+        n = len(self.program.kernels)
+        return f"lowered program: {n} kernel{'s' if n != 1 else ''} from {len(self.program.ops)} core-ATen ops"
+
+
+def precision_of(program: LoweredProgram, inputs: list, on_gpu: bool) -> tuple[str, float]:
+    """The precision the reference computes at, as PyTorch decides it, and the tolerance that follows."""
+    dtypes = {t.dtype for t in inputs if isinstance(t, torch.Tensor)} | {b.dtype for b in program.buffers}
+    half = any(compute_dtype(d) != d for d in dtypes if d.is_floating_point)
+    conv = any("convolution" in op for op in program.ops)
+    mm = any(op.split(".")[1] in ("mm", "bmm", "addmm", "baddbmm") for op in program.ops if op.count(".") >= 1)
+    notes = []
+    tf32 = False
+    if on_gpu and conv and torch.backends.cudnn.allow_tf32:
+        notes.append("the reference's convolutions use TF32 (torch.backends.cudnn.allow_tf32)")
+        tf32 = True
+    if on_gpu and mm and torch.backends.cuda.matmul.allow_tf32:
+        notes.append("the reference's matmuls use TF32 (torch.backends.cuda.matmul.allow_tf32)")
+        tf32 = True
+    if half:
+        notes.append("half-precision tensors (computed in fp32, rounded where stored)")
+    text = "fp32 (kernels accumulate in fp32" + ("; " + "; ".join(notes) if notes else "") + ")"
+    return text, (REDUCED_TOL if (half or tf32) else FP32_TOL)
+
+
+def lower_problem(problem, target: str = "cpu") -> LoweredCandidate:
+    """Lower the problem's Model at its base inputs into a candidate module."""
+    model = problem.make_model()
+    inputs = list(problem.base_inputs)
+    prog = lower_model(model, inputs)
+    precision, tol = precision_of(prog, inputs, target != "cpu" and torch.cuda.is_available())
+    source = render_program(prog, precision)
+    ops = sorted({op.split(".")[1] if op.count(".") >= 1 else op for op in prog.ops})
+    return LoweredCandidate(source, tol, precision, prog, ops)
