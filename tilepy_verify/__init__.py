@@ -5,8 +5,8 @@
     report.ok            # no error-severity findings
     print(report)        # file:line, source line with a caret, the counterexample, the other op
 
-Checks (all on by default; `checks=[...]` picks some): race, barrier_divergence, out_of_bounds,
-bank_conflict (performance), pipeline_hazard, mma_layout, tag_assertion. See docs/verification.md.
+Checks (all on by default; `checks=[...]` picks some): race, barrier_divergence, deadlock,
+out_of_bounds, bank_conflict (performance), pipeline_hazard, mma_layout, tag_assertion. See docs/verification.md.
 """
 
 from __future__ import annotations

@@ -904,6 +904,8 @@ class _Walker:
             coords_r.append(r[sel])
             coords_c.append(c[sel])
         thr = np.concatenate(thr)
+        if st.threads is not None and len(st.threads):  # the role's real threads (renumbered from 0 in it)
+            thr = st.threads[np.minimum(thr, len(st.threads) - 1)]
         return thr, np.arange(thr.size), (np.concatenate(coords_r), np.concatenate(coords_c))
 
     # ----------------------------------------------------------------- access plumbing

@@ -24,6 +24,8 @@ roles gives no edges (its phases depend on the interleaving).
 
 from __future__ import annotations
 
+import numpy as np
+
 from tilepy import ir
 
 from .vc import AND, OR, cmp, is_int, subst
@@ -97,6 +99,21 @@ def concurrent(p1, p2) -> bool:
 def _T(point, m):
     t = point.counters.get("T", 0)
     return subst(t, m) if m else t
+
+
+def _B(point, m):
+    b = point.counters.get("B", 0)
+    return subst(b, m) if m else b
+
+
+def runs_on(ev, p, thread=None) -> bool:
+    """Does every thread that runs p's instance (or `thread`, when given) also execute ev? Program order
+    orders a thread's own ops only: an op of a narrower role than p's covers only some of p's threads."""
+    if ev.threads is None:
+        return True
+    if thread is not None:
+        return int(thread) in set(ev.threads.tolist())
+    return p.threads is not None and bool(np.isin(p.threads, ev.threads).all())
 
 
 def _common(a, b) -> int:
@@ -208,25 +225,32 @@ class Sync:
         return (y.bar is not None and self.count(y.bar) is not None and y.arr is not None
                 and sole_role(self.A, y.bar) == tuple(y.point.role))
 
-    def waits_before(self, bar, p2, m2):
-        """[(wait, renaming, condition)]: executions of waits on `bar` in p2's line before p2's instance."""
+    def waits_before(self, bar, p2, m2, thread=None):
+        """[(wait, renaming, condition)]: executions of waits on `bar` in p2's line before p2's instance.
+        A wait orders what follows it only for the threads that executed it: where `thread` (the thread of
+        p2's instance; None: every thread of p2's point) may not have, a block barrier must follow the wait."""
         out = []
         for w in self.waits:
             if w.bar != bar or not in_line(w.point.role, p2.role):
                 continue
             for mw, vw in instances_before(w.point, p2, m2):
-                out.append((w, mw, AND(vw, subst(w.point.path, mw), cmp("<", _T(w.point, mw), _T(p2, m2)))))
+                c = AND(vw, subst(w.point.path, mw), cmp("<", _T(w.point, mw), _T(p2, m2)))
+                if not runs_on(w.point, p2, thread):
+                    c = AND(c, cmp("<", _B(w.point, mw), _B(p2, m2)))
+                out.append((w, mw, c))
         return out
 
-    def sync(self, p1, m1, p2, m2):
+    def sync(self, p1, m1, p2, m2, t1=None, t2=None):
         """Bool term: the instance of p1 (renamed by m1) happens before that of p2, through one
-        arrive -> wait edge (p1's role arrives after p1, p2's role waits for that arrival before p2)."""
+        arrive -> wait edge (p1's role arrives after p1, p2's role waits for that arrival before p2). `t1`,
+        `t2`: the threads of the two instances (None: any thread of the point); an arrive releases only what
+        the threads that execute it did."""
         terms = []
         for x in self.arrives:
-            if not in_line(x.point.role, p1.role) or not self.exact_arrive(x):
+            if not in_line(x.point.role, p1.role) or not self.exact_arrive(x) or not runs_on(x.point, p1, t1):
                 continue
             C = self.count(x.bar)
-            waits = self.waits_before(x.bar, p2, m2)
+            waits = self.waits_before(x.bar, p2, m2, t2)
             if not waits:
                 continue
             for mx, vx in instances_after(x.point, p1, m1):
@@ -237,14 +261,15 @@ class Sync:
                     terms.append(AND(xc, wc, cmp("<", subst(x.index, mx), (subst(w.phase, mw) + 1) * C)))
         return OR(*terms)
 
-    def landed(self, y, my, p2, m2):
-        """Bool term: bulk copy instance y (renamed by my) has landed and is visible at p2's instance."""
+    def landed(self, y, my, p2, m2, thread=None):
+        """Bool term: bulk copy instance y (renamed by my) has landed and is visible at p2's instance (to
+        `thread`; None: to every thread of p2's point)."""
         if not self.exact_copy(y):
             return False
         C = self.count(y.bar)
         yc = subst(AND(y.arr_valid), my)
         terms = []
-        for w, mw, wc in self.waits_before(y.bar, p2, m2):
+        for w, mw, wc in self.waits_before(y.bar, p2, m2, thread):
             terms.append(AND(yc, wc, cmp("<", subst(y.arr, my), (subst(w.phase, mw) + 1) * C)))
         return OR(*terms)
 

@@ -108,3 +108,62 @@ def tags_source(x_off, y_off, block):
         "    tp.assert_tag(z, lambda t: t[0][1] == t[1][1])",
         f"    tp.store(Z[i0:i0 + {block}], z)",
     ]) + "\n"
+
+
+def bulk_source(stages, roles, wait_off, sync, stage_off, read_layout, producer_waits):
+    """A ring of `stages` shared stages fed by bulk copies on mbarriers `full[s]`, read back and stored.
+
+    roles="uniform": every thread waits for `full[s]`, reads, synchronizes (`sync`: "barrier", "mbar" (an
+    arrive on `empty[s]` and a wait for it by every thread), or "none"), and the first thread issues the next
+    copy into the stage. roles="ws": warp 0 produces (waiting on `empty[s]` when `producer_waits`), warps 1..
+    consume and arrive on `empty[s]`. The correct kernel has wait_off=0, sync != "none", stage_off=0 and
+    producer_waits."""
+    S = stages
+    lines = ["import tilepy as tp", "", f"S = {S}", "", "@tp.kernel(threads=96, target='sm_90a')",
+             "def gen(X: tp.Tensor[tp.f32, 'N'], Y: tp.Tensor[tp.f32, 'R', 32]):",
+             "    buf = tp.shared((32,), tp.f32, stages=S)"]
+    for s in range(S):
+        lines += [f"    full{s} = tp.mbarrier(1)", f"    empty{s} = tp.mbarrier(1)"]
+    lines += [f"    full = ({', '.join(f'full{s}' for s in range(S))},)",
+              f"    empty = ({', '.join(f'empty{s}' for s in range(S))},)",
+              "    rounds = X.shape[0] // (S * 32)"]
+    tgt = "buf[(s + 1) % S]" if stage_off else "buf[s]"
+    if roles == "uniform":
+        threads = 96
+        layout = f"tp.blocked((32,), {threads}, 1)" if read_layout == "other" else f"tp.blocked((32,), {threads}, 4)"
+        lines += ["    for s in tp.static_range(S):",
+                  "        tp.copy_bulk(X[s * 32:(s + 1) * 32], buf[s], full[s])",
+                  "        tp.mbarrier_arrive(full[s])",
+                  "    for j in range(rounds):",
+                  "        for s in tp.static_range(S):",
+                  "            k = j * S + s",
+                  f"            tp.mbarrier_wait(full[s], j + {wait_off})",
+                  f"            y = tp.load(buf[s], layout={layout})",
+                  "            tp.store(Y[k, 0:32], y)"]
+        if sync == "barrier":
+            lines.append("            tp.barrier()")
+        elif sync == "mbar":
+            lines += ["            tp.mbarrier_arrive(empty[s])", "            tp.mbarrier_wait(empty[s], j)"]
+        lines += ["            nk = k + S",
+                  f"            tp.copy_bulk(X[nk * 32:(nk + 1) * 32], {tgt}, full[s])",
+                  "            tp.mbarrier_arrive(full[s])"]
+    else:
+        layout = "tp.blocked((32,), 64, 1)" if read_layout == "other" else "tp.blocked((32,), 64, 4)"
+        lines += ["    if tp.warp_id() == 0:",
+                  "        for j in range(rounds):",
+                  "            for s in tp.static_range(S):",
+                  "                k = j * S + s"]
+        if producer_waits:
+            lines += ["                if j > 0:", "                    tp.mbarrier_wait(empty[s], j - 1)"]
+        lines += [f"                tp.copy_bulk(X[k * 32:(k + 1) * 32], {tgt}, full[s])",
+                  "                tp.mbarrier_arrive(full[s])",
+                  "    else:",
+                  "        for j in range(rounds):",
+                  "            for s in tp.static_range(S):",
+                  "                k = j * S + s",
+                  f"                tp.mbarrier_wait(full[s], j + {wait_off})",
+                  f"                y = tp.load(buf[s], layout={layout})",
+                  "                tp.store(Y[k, 0:32], y)"]
+        if sync != "none":
+            lines.append("                tp.mbarrier_arrive(empty[s])")
+    return "\n".join(lines) + "\n"

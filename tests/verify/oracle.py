@@ -1,5 +1,11 @@
 """Dynamic ground truth for the verifier's tests: run a kernel on the CPU interpreter with access recording
-and read races, pipeline hazards, out-of-bounds accesses and barrier divergence off the trace."""
+and read races, pipeline hazards, out-of-bounds accesses and barrier divergence off the trace.
+
+Bulk copies are judged by happens-before between threads (vector clocks over the trace's barriers and
+mbarrier arrive -> complete -> wait events), never by the interpreter's lock-step order: an access before a
+copy's issue must happen before the issue (same thread, or a barrier / arrive -> wait chain from the
+accessing thread to the issuing one); an access after it must follow a wait for the copy's phase (by the
+accessing thread, or by a thread that happens before the access)."""
 
 from __future__ import annotations
 
@@ -19,12 +25,14 @@ class Observed:
     pipeline_hazard: list = field(default_factory=list)
     out_of_bounds: list = field(default_factory=list)  # error messages
     barrier_divergence: list = field(default_factory=list)
+    deadlock: list = field(default_factory=list)  # an mbarrier wait no arrival completes
     error: str | None = None
     trace: object = None
     unretired: bool = False
 
     def kinds(self) -> set:
-        return {k for k in ("race", "pipeline_hazard", "out_of_bounds", "barrier_divergence") if getattr(self, k)}
+        return {k for k in ("race", "pipeline_hazard", "out_of_bounds", "barrier_divergence", "deadlock")
+                if getattr(self, k)}
 
 
 def run(kir, grid, args) -> Observed:
@@ -36,7 +44,11 @@ def run(kir, grid, args) -> Observed:
         obs.error = msg
         if "out of range" in msg or "outside the stage" in msg:
             obs.out_of_bounds.append(msg)
-        elif "barrier() inside a role branch" in msg or "barrier" in msg and "role" in msg:
+        elif "barrier() inside a role branch" in msg:
+            obs.barrier_divergence.append(msg)
+        elif "deadlock" in msg:
+            obs.deadlock.append(msg)
+        elif "barrier" in msg and "role" in msg:
             obs.barrier_divergence.append(msg)
         return obs
     obs.trace = trace
@@ -48,9 +60,9 @@ def run(kir, grid, args) -> Observed:
     return obs
 
 
-def _is_async(trace, ops):
+def _is_async(trace, ops, kinds=("copy_async", "copy_bulk")):
     names = np.array([getattr(n, "op", "") for n in trace.ops] + [""])
-    return np.isin(names[ops], ["copy_async", "copy_bulk"])
+    return np.isin(names[ops], list(kinds))
 
 
 def _races(trace, obs):
@@ -84,8 +96,9 @@ def _hazards(trace, obs):
     a = a[a["space"] == SHARED]
     if a.size == 0:
         return
-    asy = _is_async(trace, a["op"]) & a["write"]
-    copies, others = a[asy], a
+    _bulk_hazards(trace, obs, a)
+    asy = _is_async(trace, a["op"], ("copy_async",)) & a["write"]
+    copies, others = a[asy], a[~(_is_async(trace, a["op"], ("copy_bulk",)) & a["write"])]
     if copies.size == 0:
         return
     waits = [e for e in trace.events if e.kind in ("wait_async", "mbarrier_wait")]
@@ -122,3 +135,136 @@ def _hazards(trace, obs):
                                         "offset": int(c["offset"]), "copy_thread": tc, "thread": int(r["thread"]),
                                         "copy_iteration": trace.iterations[int(c["iteration"])],
                                         "iteration": trace.iterations[int(r["iteration"])]})
+
+
+# ------------------------------------------------------------------------------------------ happens-before
+
+
+def _threads_of(text: str) -> np.ndarray:
+    """Thread ids of an Event.threads string ('threads 0-31, 64-95')."""
+    out = []
+    for part in text.removeprefix("threads ").split(","):
+        part = part.strip()
+        if not part or part == "no threads":
+            continue
+        lo, _, hi = part.partition("-")
+        out.extend(range(int(lo), int(hi or lo) + 1))
+    return np.array(out, dtype=np.int64)
+
+
+class Clocks:
+    """Vector clocks of one block's threads after each synchronization event (barrier: everyone joins;
+    mbarrier arrive: the arriving threads release into the barrier's clock; phase completion: snapshot;
+    wait for phase q: the waiting threads acquire phase q's snapshot). `at(threads, seqs)` gives the clock
+    rows of those threads just before those points; access (t1, s1) happens before (t2, s2) when
+    at(t2, s2)[t1] >= own(t1, s1)."""
+
+    def __init__(self, trace, block: int):
+        T = trace.num_threads
+        vc = np.full((T, T), -1, dtype=np.int32)
+        np.fill_diagonal(vc, 0)
+        self.seqs, self.snaps = [-1], [vc.copy()]
+        acc: dict = {}
+        phases: dict = {}
+        for e in sorted((e for e in trace.events if e.block == block), key=lambda e: e.seq):
+            if e.kind == "barrier":
+                vc[:] = vc.max(axis=0)
+                vc[np.arange(T), np.arange(T)] += 1
+            elif e.kind == "mbarrier_arrive":
+                t = _threads_of(e.threads)
+                acc[e.target] = np.maximum(acc.get(e.target, np.full(T, -1, np.int32)), vc[t].max(axis=0))
+                vc[t, t] += 1
+            elif e.kind == "mbarrier_complete":
+                phases[(e.target, int(e.value) - 1)] = acc[e.target].copy()
+            elif e.kind == "mbarrier_wait":
+                got = phases.get((e.target, int(e.value)))
+                if got is not None:
+                    t = _threads_of(e.threads)
+                    vc[t] = np.maximum(vc[t], got)
+            else:
+                continue
+            self.seqs.append(e.seq)
+            self.snaps.append(vc.copy())
+        self.seqs = np.array(self.seqs)
+        self.snaps = np.stack(self.snaps)
+
+    def _idx(self, seqs):
+        return np.searchsorted(self.seqs, np.asarray(seqs), "left") - 1
+
+    def rows(self, threads, seqs):
+        return self.snaps[self._idx(seqs), np.asarray(threads)]
+
+    def own(self, threads, seqs):
+        t = np.asarray(threads)
+        return self.snaps[self._idx(seqs), t, t]
+
+    def before(self, t1, s1, t2, s2):
+        """Elementwise: access (t1, s1) happens before (t2, s2) (program order for one thread)."""
+        t1, s1, t2, s2 = (np.broadcast_to(np.asarray(x), np.broadcast_shapes(np.shape(t1), np.shape(t2)))
+                          for x in (t1, s1, t2, s2))
+        same = (t1 == t2) & (s1 < s2)
+        return same | ((s1 < s2) & (self.rows(t2, s2)[np.arange(t1.size).reshape(t1.shape), t1]
+                                    >= self.own(t1, s1)))
+
+
+def _bulk_hazards(trace, obs, a):
+    bulk = _is_async(trace, a["op"], ("copy_bulk",)) & a["write"]
+    if not bulk.any():
+        return
+    issues = {e.seq: e for e in trace.events if e.kind == "copy_bulk"}
+    waits = [e for e in trace.events if e.kind == "mbarrier_wait"]
+    clocks: dict = {}
+    copies = a[bulk]
+    for seq in np.unique(copies["seq"]):
+        c = copies[copies["seq"] == seq]
+        blk, buf, tc = int(c["block"][0]), int(c["buffer"][0]), int(c["thread"][0])
+        ev = next((issues[s] for s in sorted(issues) if s > seq and issues[s].block == blk), None)
+        if ev is None:
+            continue
+        bar, phase = ev.target, int(ev.value)
+        ck = clocks.get(blk) or clocks.setdefault(blk, Clocks(trace, blk))
+        rows = a[(a["block"] == blk) & (a["buffer"] == buf) & np.isin(a["offset"], c["offset"]) & (a["seq"] != seq)]
+        if rows.size == 0:
+            continue
+        r_bulk = _is_async(trace, rows["op"], ("copy_bulk",)) & rows["write"]
+        early = rows["seq"] < seq
+        # before the issue: the access (or, for an earlier bulk copy, its landing) happens before the issue
+        ok_before = ck.before(rows["thread"], rows["seq"], np.full(rows.size, tc), np.full(rows.size, seq))
+        for i in np.nonzero(early & r_bulk)[0]:  # an earlier copy into the element: landed before the issue
+            ok_before[i] = _landed(trace, ck, waits, rows[i], issues, tc, seq)
+        # after the issue: a wait for the copy's phase happens before the access
+        late = ~early
+        ok_after = np.zeros(rows.size, dtype=bool)
+        for w in waits:
+            if w.block != blk or w.target != bar or int(w.value) < phase or w.seq < seq:
+                continue
+            wt = _threads_of(w.threads)
+            sel = late & ~ok_after & (rows["seq"] > w.seq)
+            if not sel.any():
+                continue
+            idx = np.nonzero(sel)[0]
+            direct = np.isin(rows["thread"][idx], wt)
+            rws = ck.rows(rows["thread"][idx], rows["seq"][idx])[:, wt]
+            ok_after[idx] = direct | (rws >= ck.own(wt, np.full(wt.size, w.seq))[None, :]).any(axis=1)
+        bad = (early & ~ok_before) | (late & ~ok_after)
+        if bad.any() and len(obs.pipeline_hazard) < 400:
+            r = rows[np.nonzero(bad)[0][0]]
+            obs.pipeline_hazard.append({"block": blk, "buffer": buf, "offset": int(r["offset"]), "copy_thread": tc,
+                                        "thread": int(r["thread"]), "bulk": True,
+                                        "copy_iteration": trace.iterations[int(c["iteration"][0])],
+                                        "iteration": trace.iterations[int(r["iteration"])]})
+
+
+def _landed(trace, ck, waits, row, issues, t2, s2) -> bool:
+    """Has the bulk copy of landing row `row` landed and become visible to thread t2 before seq s2?"""
+    ev = next((issues[s] for s in sorted(issues) if s > row["seq"] and issues[s].block == row["block"]), None)
+    if ev is None:
+        return False
+    for w in waits:
+        if w.block != ev.block or w.target != ev.target or int(w.value) < int(ev.value) or not (
+                row["seq"] < w.seq < s2):
+            continue
+        wt = _threads_of(w.threads)
+        if t2 in wt or (ck.rows([t2], [s2])[0][wt] >= ck.own(wt, np.full(wt.size, w.seq))).any():
+            return True
+    return False

@@ -71,9 +71,9 @@ CASES = [
     ("nowait", "pipeline_hazard", "the consumer's read", "tp.copy_bulk(X[", "poison"),
     ("noempty", "pipeline_hazard", "the consumer's read", "tp.copy_bulk(X[", "wrong"),
     ("noempty", "pipeline_hazard", "tp.copy_bulk(X[", "tp.copy_bulk(X[", "wrong"),  # and the two copies
-    ("noarrive", "barrier_divergence", "waits for the consumer to release s", None, "deadlock"),
+    ("noarrive", "deadlock", "waits for the consumer to release s", None, "deadlock"),
     ("noarrive", "pipeline_hazard", "the consumer's read", "tp.copy_bulk(X[", "deadlock"),
-    ("count", "barrier_divergence", "tp.mbarrier_wait(full[s], j)", "tp.mbarrier_arrive(full[s])", "deadlock"),
+    ("count", "deadlock", "tp.mbarrier_wait(full[s], j)", "tp.mbarrier_arrive(full[s])", "deadlock"),
 ]
 
 

@@ -34,7 +34,7 @@ RNG = np.random.default_rng(1)
 # what the interpreter shows -> the verifier checks that must report it
 EXPECT = {"race": {"race", "pipeline_hazard"}, "pipeline_hazard": {"pipeline_hazard", "race"},
           "out_of_bounds": {"out_of_bounds"}, "barrier_divergence": {"barrier_divergence"},
-          "poison": {"pipeline_hazard", "race", "out_of_bounds"}}
+          "deadlock": {"deadlock"}, "poison": {"pipeline_hazard", "race", "out_of_bounds"}}
 
 
 def observe(kir, args, evidence=False):
@@ -64,11 +64,12 @@ def assert_replayable(report, kinds, rerun=None):
         dims = f.counterexample.get("dims") or {}
         if rerun is not None and dims:
             kinds = rerun(dims)
-        if kinds & {"out_of_bounds", "barrier_divergence"} and f.check not in kinds:
+        if kinds & {"out_of_bounds", "barrier_divergence", "deadlock"} and f.check not in kinds:
             continue  # the run stopped at that fatal error before reaching this one
         seen = {"race": {"race", "pipeline_hazard"},
                 "pipeline_hazard": {"pipeline_hazard", "race", "poison", "unretired"},
-                "out_of_bounds": {"out_of_bounds"}, "barrier_divergence": {"barrier_divergence"}}[f.check]
+                "out_of_bounds": {"out_of_bounds"}, "barrier_divergence": {"barrier_divergence"},
+                "deadlock": {"deadlock"}}[f.check]
         assert seen & kinds, f"verifier reports {f.check} the run does not show ({sorted(kinds)}):\n{f}"
 
 

@@ -1,10 +1,11 @@
 """The built-in checks. Each is `check(ctx) -> list[Finding]` over one analysis (see tilepy_verify.verify)."""
 
-from . import banks, barrier, bounds, global_race, mma, pipeline, race, tags
+from . import banks, barrier, bounds, deadlock, global_race, mma, pipeline, race, tags
 
 ALL = {
     "race": race.check,
     "barrier_divergence": barrier.check,
+    "deadlock": deadlock.check,
     "out_of_bounds": bounds.check,
     "bank_conflict": banks.check,
     "pipeline_hazard": pipeline.check,

@@ -191,8 +191,13 @@ def _bulk(ctx, sync, c, r):
             ok = OR(sync.landed(c, mc, r.point, mr), sync.landed_two_hops(c, mc, r.point, mr),
                     sync.landed(r, mr, c.point, mc), sync.landed_two_hops(r, mr, c.point, mc))
     else:
-        before = cmp("<", tr, tc) if line else sync.sync(r.point, mr, c.point, mc)
-        ok = OR(sync.landed(c, mc, r.point, mr), before)
+        # r is over before the copy is issued: program order orders one thread's own ops only; another
+        # thread's access needs a block barrier between the two, or an arrive -> wait edge
+        barrier_between = cmp("<", counter(r.point, "B", mr), counter(c.point, "B", mc))
+        before = OR(barrier_between, sync.sync(r.point, mr, c.point, mc, thr_r, thr_c))
+        if line and thr_r == thr_c:
+            before = OR(cmp("<", tr, tc), before)
+        ok = OR(sync.landed(c, mc, r.point, mr, thr_r), before)
     if base is False:
         return None
     model = ctx.solver.check(AND(base, NOT(ok)))

@@ -46,13 +46,15 @@ def _pair(ctx, a, b):
     rel = cross_thread(a, b)
     if rel is None:
         return None
+    _, ta, tb = rel
     m1, c1 = instance(a.point, "@1")
     m2, c2 = instance(b.point, "@2")
     cond = AND(c1, c2, cmp("==", counter(a.point, "B", m1), counter(b.point, "B", m2)),
                cmp("==", rename(a.stage, m1), rename(b.stage, m2)))
     if concurrent(a.point, b.point):  # roles run concurrently: ordered only through mbarriers
         sync = ctx.__dict__.setdefault("_sync", Sync(ctx.analysis))
-        cond = AND(cond, NOT(sync.sync(a.point, m1, b.point, m2)), NOT(sync.sync(b.point, m2, a.point, m1)))
+        cond = AND(cond, NOT(sync.sync(a.point, m1, b.point, m2, ta, tb)),
+                   NOT(sync.sync(b.point, m2, a.point, m1, tb, ta)))
     if a is b:
         distinct = OR(*(cmp("!=", Var(lp.var.name + "@1"), Var(lp.var.name + "@2")) for lp in a.point.loops))
         if a.kind != "read" and self_conflict(a) is not None:

@@ -1,0 +1,153 @@
+"""Deadlocks of mbarrier protocols: a wait that can never return.
+
+An mbarrier `b` with arrival count C completes phase q at its ((q + 1) C)-th arrival; where one role arrives
+on `b` (sync.py), the arrivals it made before an arrive op are a symbolic counter, affine in the loop
+indices, so "the arrive op instance that completes phase q" is a term: the latest instance X of an arrive
+op whose index is (q + 1) C - 1. Two kinds of deadlock, each for all loop iterations and blocks at once:
+
+* **missing arrival**: for an instance of `mbarrier_wait(b, q)` (q >= 0; a negative phase returns at once)
+  no arrive op has an instance with that index that runs (too few arrivals, a wrong count, a guard that
+  skips it);
+* **cycle of waits**: the arrival exists, but its role only gets there after a wait of its own that needs
+  an arrival the first role makes after the first wait. Two roles (A waits at W for B's arrive X; B waits at
+  W2 before X for A's arrive X2, which comes after W in A's program order) or one role (W needs an arrival
+  its own role makes later). The counterexample names the roles, both waits with their mbarriers, phases,
+  iterations and lines. Cycles through three or more roles are not searched.
+
+Waits on an mbarrier several roles arrive on are not checked (its phases depend on the interleaving).
+`tp.barrier()` under thread-dependent control flow is the `barrier_divergence` check; the named barriers the
+backend emits inside a role cover exactly the role's threads, which run the role's body uniformly.
+"""
+
+from __future__ import annotations
+
+from ..counterexample import block_of, instance, iteration_of, rename, thread_fields
+from ..report import Finding
+from ..sync import Sync, in_line, instances_before, latest_counted, sole_role
+from ..vc import AND, NOT, OR, cmp, subst
+
+
+def check(ctx) -> list:
+    A = ctx.analysis
+    sync = Sync(A)
+    out, reported = [], set()
+    for w in sync.waits:
+        C = A.mbarriers.get(w.bar)
+        role = sole_role(A, w.bar)
+        if C is None or (role is None and A.arrive_roles.get(w.bar)):
+            continue
+        mw, cw = instance(w.point, "@1")
+        q = rename(w.phase, mw)
+        need = (q + 1) * C  # arrivals that complete phase q
+        done, cycles = [], []
+        for x in A.arrives:
+            if x.bar != w.bar or not sync.exact_arrive(x):
+                continue
+            got = latest_counted(x.point, x.index, x.key, need)
+            if got is None:
+                done = [True]
+                cycles = []
+                break
+            mx, vx = got
+            hit = AND(vx, subst(x.point.path, mx), subst(x.valid, mx), cmp("==", subst(x.index, mx), need - 1))
+            done.append(hit)
+            cycles += [(AND(hit, c), x, extra) for c, extra in _blocked_before(ctx, sync, w, mw, x, mx)]
+        reached = AND(cw, cmp(">=", q, 0))
+        model = ctx.solver.check(AND(reached, NOT(OR(*done))))
+        if model is not None:
+            out.append(_finding(ctx, w, mw, model, C, None, done))
+            continue
+        for cond, x, extra in cycles:
+            pair = frozenset((str(w.span), str(extra[0].span) if extra else ""))
+            if pair in reported:  # the same cycle seen from its other wait
+                break
+            model = ctx.solver.check(AND(reached, cond))
+            if model is not None:
+                reported.add(pair)
+                out.append(_finding(ctx, w, mw, model, C, (x, extra), done))
+                break
+    return out
+
+
+def _blocked_before(ctx, sync, w, mw, x, mx):
+    """[(condition, (w2, mw2, x2, mx2) or None)]: arrive instance x (renamed by mx) that w needs only comes
+    after w itself in one role, or after a wait w2 of x's role that needs an arrival x2 coming after w."""
+    A = ctx.analysis
+    out = []
+    tw = subst(w.point.counters.get("T", 0), mw)
+    if in_line(x.point.role, w.point.role):  # one role: the arrival it waits for is its own, later
+        out.append((cmp(">", subst(x.point.counters.get("T", 0), mx), tw), None))
+    for w2 in sync.waits:
+        if w2 is w or not in_line(w2.point.role, x.point.role) or in_line(w2.point.role, w.point.role):
+            continue
+        C2 = A.mbarriers.get(w2.bar)
+        if C2 is None or sole_role(A, w2.bar) is None:
+            continue
+        for mw2, vw2 in instances_before(w2.point, x.point, mx):
+            before_x = AND(vw2, subst(w2.point.path, mw2), cmp("<", subst(w2.point.counters.get("T", 0), mw2),
+                                                               subst(x.point.counters.get("T", 0), mx)))
+            need2 = (subst(w2.phase, mw2) + 1) * C2
+            for x2 in A.arrives:
+                if x2.bar != w2.bar or not sync.exact_arrive(x2) or not in_line(x2.point.role, w.point.role):
+                    continue
+                got = latest_counted(x2.point, x2.index, x2.key, need2)
+                if got is None:
+                    continue
+                mx2, vx2 = got
+                hit2 = AND(vx2, subst(x2.point.path, mx2), subst(x2.valid, mx2),
+                           cmp("==", subst(x2.index, mx2), need2 - 1),
+                           cmp(">", subst(x2.point.counters.get("T", 0), mx2), tw))
+                out.append((AND(before_x, cmp(">=", subst(w2.phase, mw2), 0), hit2), (w2, mw2, x2, mx2)))
+    return out
+
+
+def _roles(point) -> str:
+    t = point.threads
+    return f"threads {int(t.min())}..{int(t.max())}" if t is not None and len(t) else "all threads"
+
+
+def _finding(ctx, w, mw, model, C, cyc, done):
+    A = ctx.analysis
+    ws = A.target.warp_size
+    t = w.point.threads
+    first = int(t[0]) if t is not None and len(t) else 0
+    q = ctx.eval(rename(w.phase, mw), model)
+    bar = w.bar.removeprefix("mbar:")
+    its = iteration_of(w.point, model, "@1")
+    who = _roles(w.point)
+    cex = {"block": block_of(model), **thread_fields(first, ws), "iteration": its, "phase": q, "barrier": bar}
+    here = f"{who} wait at line {w.span.line}, iteration {its or '(before loops)'}, for phase {q} of '{bar}'"
+    if cyc is None:
+        cex["roles"] = (who,)
+        cex["detail"] = (f"{here} (count {C}), which needs {(q + 1) * C} arrivals; "
+                         + ("nothing arrives on it" if not done else "the arrive ops on it never make that many"))
+        other = next((x.span for x in A.arrives if x.bar == w.bar), None)
+        msg = f"deadlock: mbarrier_wait on '{bar}' can wait for a phase that never completes"
+        return Finding("deadlock", "error", msg, w.span, cex, other)
+    x, extra = cyc
+    if extra is None:
+        cex["roles"] = (who,)
+        cex["detail"] = (f"{here}; the arrival that completes it is the one at line {x.span.line}, which the same "
+                         "threads only reach after this wait")
+        msg = f"deadlock: mbarrier_wait on '{bar}' waits for an arrival its own role makes only after the wait"
+        return Finding("deadlock", "error", msg, w.span, cex, x.span)
+    w2, mw2, x2, mx2 = extra
+    q2 = _eval_or_none(ctx, subst(w2.phase, mw2), model)
+    bar2 = w2.bar.removeprefix("mbar:")
+    its2 = {lp.name: _eval_or_none(ctx, subst(lp.var, mw2), model) for lp in w2.point.loops}
+    who2 = _roles(w2.point)
+    cex.update({"roles": (who, who2), "other_barrier": bar2, "other_phase": q2, "other_iteration": its2,
+                "detail": (f"{here}, completed by the arrive at line {x.span.line} ({who2}); {who2} first wait at "
+                           f"line {w2.span.line}, iteration {its2 or '(before loops)'}, for phase {q2} of '{bar2}', "
+                           f"completed by the arrive at line {x2.span.line}, which {who} reach only after line "
+                           f"{w.span.line}: a cycle of waits")})
+    msg = (f"deadlock: a cycle of mbarrier waits: '{bar}' (line {w.span.line}) waits for {who2}, which waits on "
+           f"'{bar2}' (line {w2.span.line}) for {who}")
+    return Finding("deadlock", "error", msg, w.span, cex, w2.span)
+
+
+def _eval_or_none(ctx, term, model):
+    try:
+        return ctx.eval(term, model)
+    except Exception:  # noqa: BLE001 - a variable the model does not bind
+        return None
