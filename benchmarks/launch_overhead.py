@@ -1,21 +1,67 @@
-"""Host overhead of launching tilepy kernels through tilepy_hip, next to torch's, on one GPU.
+"""Host overhead of launching tilepy kernels through tilepy_hip, next to torch's, on one GPU; the 1024^3 GEMM
+30 times back-to-back against cuBLAS, eager and graph-replayed.
 
-    python benchmarks/launch_overhead.py [model_new.py]
+    python benchmarks/launch_overhead.py [--paths] [--out DIR] [model_new.py]
 
-Times (CUDA events, median of 200 after warm-up): an empty-ish tilepy launch vs a tiny torch op, the stdlib
-softmax kernel vs torch.softmax at 4096 x 2048, and (if given) a generated ModelNew against its Model.
+* Host time per launch: wall time of 2,000 back-to-back launches of a 256-element vector_add (no
+  synchronization inside the loop), median of 7, for `kernel[grid](...)`, `tilepy_hip.launch`, argus's
+  `runtime.launch` and `torch.add(x, y, out=z)`; also each one's event-to-event time of a single launch.
+* GEMM 1024^3 (bf16 in; gemm_hopper writes f32, cuBLAS through torch.matmul bf16): 30 launches back-to-back,
+  CUDA events around them, median of 20; then the same 30 captured in one CUDA graph and replayed.
+* `--paths`: the ways to reach cuLaunchKernel from Python, on the same prepared arguments (ctypes with
+  argtypes, ctypes with converted arguments, cuda-bindings, a small C extension built here if a C compiler
+  and Python's headers are present).
+* With a model_new.py (KernelBench style): Model vs ModelNew, eager and through tilepy_hip.graphs.
+Writes <out>/launch_<device>.json (default benchmarks/results/).
 """
 
+from __future__ import annotations
+
+import argparse
+import ctypes
+import datetime
+import importlib
+import json
+import os
+import re
 import statistics
 import sys
+import time
+from pathlib import Path
 
-import torch
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
-from stdlib_kernels import softmax as sm
-from stdlib_kernels import vector_add as va
+import torch  # noqa: E402
+
+import tilepy as tp  # noqa: E402
+import tilepy_hip  # noqa: E402
+from argus_agent import runtime  # noqa: E402
+from stdlib_kernels import gemm_hopper  # noqa: E402
+from stdlib_kernels import vector_add as va  # noqa: E402
+from tilepy_hip.graphs import GraphedFunction, capture  # noqa: E402
+
+hip_launch = importlib.import_module("tilepy_hip.launch")
 
 
-def bench(fn, reps=200, warm=20):
+def host_us(fn, n=2000, reps=7, warm=200) -> float:
+    """Median host microseconds per call over `reps` loops of `n` back-to-back calls (synchronized between
+    loops, not inside)."""
+    for _ in range(warm):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        times.append((time.perf_counter() - t0) / n * 1e6)
+        torch.cuda.synchronize()
+    return statistics.median(times)
+
+
+def event_us(fn, reps=200, warm=20) -> float:
+    """Median event-to-event microseconds of one call (launch latency + kernel)."""
     for _ in range(warm):
         fn()
     torch.cuda.synchronize()
@@ -30,29 +76,264 @@ def bench(fn, reps=200, warm=20):
     return statistics.median(times)
 
 
-def main():
+def batch_us(fn, calls=30, reps=20, warm=3) -> float:
+    """Median event-timed microseconds per call of `calls` back-to-back calls."""
+    for _ in range(warm):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        for _ in range(calls):
+            fn()
+        e.record()
+        e.synchronize()
+        times.append(s.elapsed_time(e) * 1e3 / calls)
+    return statistics.median(times)
+
+
+def graph_us(fn, calls=30, reps=20) -> float:
+    """Like batch_us, with the `calls` calls captured in one CUDA graph and replayed."""
+    fn()
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(calls):
+            fn()
+    return batch_us(g.replay, calls=1, reps=reps) / calls
+
+
+def launch_overhead() -> dict:
     x = torch.randn(256, device="cuda")
     y, z = torch.randn_like(x), torch.empty_like(x)
-    print(f"tiny vector_add (256): tilepy {bench(lambda: va.vector_add[(1,)](x, y, z, BLOCK=256)):7.1f} us   "
-          f"torch add {bench(lambda: torch.add(x, y, out=z)):7.1f} us")
-    a = torch.randn(4096, 2048, device="cuda")
-    b = torch.empty_like(a)
-    ours = bench(lambda: sm.softmax[(4096,)](a, b, BLOCK_N=2048))
-    ref = bench(lambda: torch.softmax(a, dim=-1))
-    print(f"softmax 4096x2048: tilepy {ours:7.1f} us   torch {ref:7.1f} us   ratio {ref / ours:.2f}x")
-    if len(sys.argv) > 1:
-        import runpy
+    k = va.vector_add
+    ways = {
+        "kernel[grid](...)": lambda: k[(1,)](x, y, z, BLOCK=256),
+        "tilepy_hip.launch": lambda: tilepy_hip.launch(k, (1,), x, y, z, BLOCK=256),
+        "argus runtime.launch": lambda: runtime.launch(k, lambda m: (tp.cdiv(m["N"], m["BLOCK"]),), x, y, z,
+                                                       BLOCK=256),
+        "torch.add(out=)": lambda: torch.add(x, y, out=z),
+    }
+    k[(1,)](x, y, z, BLOCK=256)
+    torch.cuda.synchronize()
+    assert torch.equal(z, x + y), "vector_add is wrong"
+    out = {}
+    for name, fn in ways.items():
+        out[name] = {"host_us": host_us(fn), "event_us": event_us(fn)}
+    torch_host = out["torch.add(out=)"]["host_us"]
+    for r in out.values():
+        r["host_ratio_to_torch"] = r["host_us"] / torch_host
+    return out
 
-        mod = runpy.run_path(sys.argv[1])
-        torch.manual_seed(0)
-        model = mod["Model"](*mod["get_init_inputs"]()).cuda()
-        torch.manual_seed(0)
-        new = mod["ModelNew"](*mod["get_init_inputs"]()).cuda()
-        inputs = [t.cuda() for t in mod["get_inputs"]()]
-        r, o = bench(lambda: model(*inputs)), bench(lambda: new(*inputs))
-        print(f"{sys.argv[1]}: Model {r:7.1f} us   ModelNew {o:7.1f} us   speedup {r / o:.2f}x")
-        out, ref = new(*inputs).double(), model(*inputs).double()
-        print(f"relative error {float((out - ref).norm() / ref.norm()):.1e} (bf16 GEMM templates land near 3e-3)")
+
+def gemm_1024() -> dict:
+    m = n = kk = 1024
+    g = torch.Generator(device="cpu").manual_seed(0)
+    a = torch.randn(m, kk, generator=g).to(torch.bfloat16).cuda()
+    b = torch.randn(kk, n, generator=g).to(torch.bfloat16).cuda()
+    c = torch.full((m, n), float("nan"), device="cuda")
+    ref = a.double() @ b.double()
+    cublas = {"eager_us": batch_us(lambda: torch.matmul(a, b)), "graph_us": graph_us(lambda: torch.matmul(a, b))}
+    out = {"shape": [m, n, kk], "calls": 30, "cublas": cublas}
+    variants = {"128x256_s4": {}, "128x128_s4": gemm_hopper.SMALL_TILE}
+    for tag, extra in variants.items():
+        p = {**gemm_hopper.PRESETS["sm_90a"], **extra}
+        grid = (tp.cdiv(m, p["BM"]), tp.cdiv(n, p["BN"]))
+        fn = lambda p=p, grid=grid: gemm_hopper.gemm_hopper[grid](a, b, c, **p)  # noqa: E731
+        fn()
+        torch.cuda.synchronize()
+        err = float((c.double() - ref).norm() / ref.norm())
+        r = {"eager_us": batch_us(fn), "graph_us": graph_us(fn), "rel_err": err}
+        r["eager_ratio_to_cublas"] = r["eager_us"] / cublas["eager_us"]
+        r["graph_ratio_to_cublas"] = r["graph_us"] / cublas["graph_us"]
+        out[f"gemm_hopper_{tag}"] = r
+    return out
+
+
+_EXT_SOURCE = r"""
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <dlfcn.h>
+typedef int (*launch_t)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *,
+                        void **, void **);
+static launch_t cu_launch;
+static PyObject *launch(PyObject *self, PyObject *const *a, Py_ssize_t n) {
+  if (n != 8) {
+    PyErr_SetString(PyExc_TypeError, "launch(func, gx, gy, gz, block, smem, stream, params)");
+    return NULL;
+  }
+  void *f = PyLong_AsVoidPtr(a[0]);
+  unsigned gx = PyLong_AsUnsignedLong(a[1]), gy = PyLong_AsUnsignedLong(a[2]), gz = PyLong_AsUnsignedLong(a[3]);
+  unsigned bx = PyLong_AsUnsignedLong(a[4]), smem = PyLong_AsUnsignedLong(a[5]);
+  void *stream = PyLong_AsVoidPtr(a[6]);
+  void **params = (void **)PyLong_AsVoidPtr(a[7]);
+  if (PyErr_Occurred()) return NULL;
+  return PyLong_FromLong(cu_launch(f, gx, gy, gz, bx, 1, 1, smem, stream, params, NULL));
+}
+static PyMethodDef methods[] = {{"launch", (PyCFunction)(void (*)(void))launch, METH_FASTCALL, ""}, {NULL}};
+static struct PyModuleDef mod = {PyModuleDef_HEAD_INIT, "tp_launch_ext", NULL, -1, methods};
+PyMODINIT_FUNC PyInit_tp_launch_ext(void) {
+  void *h = dlopen("libcuda.so.1", RTLD_NOW);
+  cu_launch = h ? (launch_t)dlsym(h, "cuLaunchKernel") : NULL;
+  if (!cu_launch) { PyErr_SetString(PyExc_ImportError, "no cuLaunchKernel"); return NULL; }
+  return PyModule_Create(&mod);
+}
+"""
+
+
+def _build_extension(tmp: Path):
+    import importlib.util
+    import shutil
+    import subprocess
+    import sysconfig
+
+    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    include = sysconfig.get_paths()["include"]
+    if cc is None or not (Path(include) / "Python.h").exists():
+        return None, f"no C compiler ({cc}) or no Python.h in {include}"
+    src, lib = tmp / "tp_launch_ext.c", tmp / f"tp_launch_ext{sysconfig.get_config_var('EXT_SUFFIX')}"
+    src.write_text(_EXT_SOURCE)
+    r = subprocess.run([cc, "-O2", "-shared", "-fPIC", f"-I{include}", str(src), "-o", str(lib), "-ldl"],
+                       capture_output=True, text=True)
+    if r.returncode:
+        return None, r.stderr[-400:]
+    spec = importlib.util.spec_from_file_location("tp_launch_ext", lib)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod, ""
+
+
+def launch_paths(tmp: Path) -> dict:
+    """The same prepared vector_add launch through each way of calling cuLaunchKernel."""
+    x = torch.randn(256, device="cuda")
+    y, z = torch.randn_like(x), torch.empty_like(x)
+    k = va.vector_add
+    k[(1,)](x, y, z, BLOCK=256)
+    table = hip_launch._PREPARED[k]
+    prep = next(iter(table.entries.values()))
+    prep.fill((x, y, z))
+    func, params, threads, smem = prep.func, prep.params, prep.threads, prep.smem
+    raw_stream = hip_launch._raw_stream_fn()
+    out = {}
+    cuda = hip_launch._driver()
+    out["ctypes, argtypes (used)"] = lambda: cuda.cuLaunchKernel(func, 1, 1, 1, threads, 1, 1, smem, raw_stream(0),
+                                                                  params, None)
+    bare = ctypes.CDLL("libcuda.so.1").cuLaunchKernel  # no argtypes: arguments converted by hand
+    cu1, cthreads, csmem = ctypes.c_uint(1), ctypes.c_uint(threads), ctypes.c_uint(smem)
+    out["ctypes, no argtypes"] = lambda: bare(func, cu1, cu1, cu1, cthreads, cu1, cu1, csmem,
+                                              ctypes.c_void_p(raw_stream(0)), params, None)
+    try:
+        from cuda.bindings import driver as cu
+
+        cfunc = cu.CUfunction(func.value)
+        addr = ctypes.addressof(params)
+        out["cuda-bindings"] = lambda: cu.cuLaunchKernel(cfunc, 1, 1, 1, threads, 1, 1, smem,
+                                                         cu.CUstream(raw_stream(0)), addr, 0)
+    except Exception as exc:  # noqa: BLE001 - reported, not fatal
+        out["cuda-bindings"] = f"unavailable: {type(exc).__name__}: {exc}"
+    ext, why = _build_extension(tmp)
+    if ext is not None:
+        f_int, addr = func.value, ctypes.addressof(params)
+        out["C extension"] = lambda: ext.launch(f_int, 1, 1, 1, threads, smem, raw_stream(0), addr)
+    else:
+        out["C extension"] = f"unavailable: {why}"
+    out["raw stream lookup only"] = lambda: raw_stream(0)
+    out["prepared fill only"] = lambda: prep.fill((x, y, z))
+    out["signature key only"] = lambda: table.key(None, {"BLOCK": 256}, x, y, z)
+    res = {}
+    for name, fn in out.items():
+        if isinstance(fn, str):
+            res[name] = fn
+            continue
+        try:
+            if name.startswith(("ctypes", "cuda-b", "C ext")):
+                z.fill_(float("nan"))
+                r = fn()
+                rc = r[0] if isinstance(r, tuple) else r
+                torch.cuda.synchronize()
+                if int(rc) != 0 or not torch.equal(z, x + y):
+                    raise RuntimeError(f"rc {rc} or a wrong result")
+            res[name] = host_us(fn)
+        except Exception as exc:  # noqa: BLE001 - one way failing should not hide the others
+            res[name] = f"failed: {type(exc).__name__}: {exc}"
+    return res
+
+
+def model_new(path: str) -> dict:
+    import runpy
+
+    mod = runpy.run_path(path)
+    torch.manual_seed(0)
+    model = mod["Model"](*mod["get_init_inputs"]()).cuda()
+    torch.manual_seed(0)
+    new = mod["ModelNew"](*mod["get_init_inputs"]()).cuda()
+    inputs = [t.cuda() for t in mod["get_inputs"]()]
+    with torch.no_grad():
+        r = {"model_eager_us": batch_us(lambda: model(*inputs), calls=10),
+             "new_eager_us": batch_us(lambda: new(*inputs), calls=10)}
+        gm, gn = capture(model, *inputs), capture(new, *inputs)
+        r["model_graph_us"] = batch_us(gm.replay, calls=10)
+        r["new_graph_us"] = batch_us(gn.replay, calls=10)
+        fn = GraphedFunction(new)
+        out, ref = fn(*inputs).double(), model(*inputs).double()
+    r["rel_err"] = float((out - ref).norm() / ref.norm())
+    return r
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("model_new", nargs="?")
+    ap.add_argument("--paths", action="store_true", help="compare the ways of calling cuLaunchKernel")
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
+    args = ap.parse_args(argv)
+    props = torch.cuda.get_device_properties(0)
+    res = {
+        "device": props.name,
+        "torch": torch.__version__,
+        "tilepy_hip": tilepy_hip.__version__,
+        "driver": _driver_version(),
+        "python": sys.version.split()[0],
+        "time": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
+        "launch": launch_overhead(),
+    }
+    if args.paths:
+        tmp = Path(os.environ.get("TMPDIR", "/tmp")) / "tp_launch_ext"
+        tmp.mkdir(parents=True, exist_ok=True)
+        res["paths_host_us"] = launch_paths(tmp)
+    res["gemm_1024"] = gemm_1024()
+    if args.model_new:
+        res["model_new"] = {args.model_new: model_new(args.model_new)}
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    path = Path(args.out) / f"launch_{re.sub(r'[^A-Za-z0-9]+', '_', props.name)}.json"
+    path.write_text(json.dumps(res, indent=1))
+    _print(res, path)
+    return res
+
+
+def _driver_version() -> str:
+    v = ctypes.c_int()
+    hip_launch._driver().cuDriverGetVersion(ctypes.byref(v))
+    return f"{v.value // 1000}.{v.value % 1000 // 10}"
+
+
+def _print(res: dict, path: Path):
+    print(f"device: {res['device']}; torch {res['torch']}; CUDA driver {res['driver']}; results in {path}")
+    print(f"{'launch (256-element add)':28s} {'host us':>8s} {'x torch':>8s} {'event us':>9s}")
+    for name, r in res["launch"].items():
+        print(f"{name:28s} {r['host_us']:8.2f} {r['host_ratio_to_torch']:8.2f} {r['event_us']:9.2f}")
+    for name, v in res.get("paths_host_us", {}).items():
+        print(f"  path {name:32s} " + (f"{v:6.2f} us" if isinstance(v, float) else v))
+    g = res["gemm_1024"]
+    print(f"GEMM 1024^3 x30 (us per call)   eager   graph   (cuBLAS {g['cublas']['eager_us']:.1f} / "
+          f"{g['cublas']['graph_us']:.1f})")
+    for name, r in g.items():
+        if name.startswith("gemm_hopper"):
+            print(f"  {name:28s} {r['eager_us']:6.1f} {r['graph_us']:6.1f}   x cuBLAS {r['eager_ratio_to_cublas']:.2f}"
+                  f" / {r['graph_ratio_to_cublas']:.2f}   rel err {r['rel_err']:.1e}")
+    for name, r in res.get("model_new", {}).items():
+        print(f"{name}: Model {r['model_eager_us']:.1f} / {r['model_graph_us']:.1f} us, ModelNew "
+              f"{r['new_eager_us']:.1f} / {r['new_graph_us']:.1f} us (eager / graph), rel err {r['rel_err']:.1e}")
 
 
 if __name__ == "__main__":

@@ -165,11 +165,15 @@ class Launcher:
 
     def __call__(self, *args, target: str | None = None, **kwargs):
         """Run on the GPU through tilepy_hip when the tensors live there, else on the CPU interpreter."""
-        if any(getattr(a, "is_cuda", False) for a in (*args, *kwargs.values())):
-            import tilepy_hip
+        for a in args:  # a plain loop: this is on the path of every GPU launch
+            if getattr(a, "is_cuda", False):
+                break
+        else:
+            if not any(getattr(a, "is_cuda", False) for a in kwargs.values()):
+                return self.kernel.run(self.grid, *args, target=target, **kwargs)
+        import tilepy_hip
 
-            return tilepy_hip.launch(self.kernel, self.grid, *args, target=target, **kwargs)
-        return self.kernel.run(self.grid, *args, target=target, **kwargs)
+        return tilepy_hip.launch(self.kernel, self.grid, *args, target=target, **kwargs)
 
 
 def resolve_grid(grid, kernel: Kernel, kir: KernelIR, args) -> tuple[int, ...]:

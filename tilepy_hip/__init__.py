@@ -4,6 +4,7 @@
     src = tilepy_hip.render(kernel.ir("sm_90a", BLOCK=1024), "sm_90a")     # HIP C++ text
     ck = tilepy_hip.compile(kernel, target="sm_90a", BLOCK=1024)          # CompiledKernel (cached on disk)
     tilepy_hip.launch(kernel, grid, x, y, z, BLOCK=1024)                  # torch CUDA tensors, current stream
+    fwd = tilepy_hip.graphs.GraphedFunction(host_program)                 # CUDA graph per input signature
 
 NVIDIA code compiles with NVRTC (nvcc as fallback) against `include/tilepy_hip.h`, which maps the HIP names
 onto CUDA; AMD code compiles with an AMDGPU-capable clang (Debian clang-N, hipcc, or the ziglang wheel).
@@ -11,6 +12,7 @@ onto CUDA; AMD code compiles with an AMDGPU-capable clang (Debian clang-N, hipcc
 
 from __future__ import annotations
 
+from . import graphs
 from ._version import __version__
 from .build import CompiledKernel, compile, compile_ir, find_amd_clang, toolchain_info
 from .launch import launch
@@ -31,6 +33,7 @@ __all__ = [
     "compile",
     "compile_ir",
     "launch",
+    "graphs",
     "CompiledKernel",
     "RENDER_TARGETS",
     "find_amd_clang",

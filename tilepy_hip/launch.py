@@ -1,6 +1,8 @@
 """Launch compiled kernels on torch CUDA tensors, on torch's current stream, through the CUDA driver API
 (cuModuleLoadData / cuLaunchKernel, called through ctypes on libcuda).
 
+The first call of a signature (dtypes, shapes, devices, contiguity, constexprs) takes the slow path below and
+leaves a prepared launch (`prepared.py`) that later calls of the same signature reuse without checks.
 Arguments are checked against the kernel's signature first (tilepy.LaunchError names the parameter and what
 is wrong: not a tensor, wrong device, dtype, rank, a static or shared symbolic dimension, not contiguous).
 Kernels asking for more than 48 KB of dynamic shared memory get their limit raised with
@@ -16,9 +18,9 @@ import ctypes
 import functools
 
 from tilepy.errors import LaunchError
-from tilepy.kernel import resolve_grid
 from tilepy.types import ScalarType, TensorType
 
+from .prepared import CUDA_ERROR_INVALID_CONTEXT, PreparedLaunch, build_prepared, signature_key
 from .tensor_map import launch_values
 
 _TORCH_DTYPES = {
@@ -113,14 +115,6 @@ def device_target(device_index: int | None = None) -> str:
 _FUNCTIONS: dict = {}
 
 
-def _current_stream(index: int) -> int:
-    """The raw handle of torch's current stream on device `index` (the fast accessor where torch has it)."""
-    import torch
-
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    return raw(index) if raw is not None else torch.cuda.current_stream(index).cuda_stream
-
-
 def _function(ck, device_index: int):
     key = (ck.key, device_index)
     fn = _FUNCTIONS.get(key)
@@ -155,8 +149,25 @@ def _function(ck, device_index: int):
     return module, func
 
 
-def pack_args(ck, args, device=None) -> tuple[list, dict]:
-    """Check run-time arguments against the kernel's parameters; (ctypes values, symbolic dims)."""
+def pack_args(ck, args, device=None) -> tuple[list, dict, object]:
+    """Check run-time arguments against the kernel's parameters; (ctypes values, symbolic dims, device)."""
+    values, dims, on_device = pack_values(ck, args)
+    for name, dev in on_device:  # devices last: the other checks also run without a GPU
+        if dev.type != "cuda":
+            raise LaunchError(
+                f"argument `{name}` of `{ck.name}` is on {dev}; tilepy_hip runs on CUDA tensors "
+                "(move it with .cuda(), or run the interpreter with kernel[grid](...))"
+            )
+        if device is not None and dev != device:
+            raise LaunchError(
+                f"argument `{name}` is on {dev} but the launch is on {device}; put all tensors on one device"
+            )
+        device = dev
+    return values, dims, device
+
+
+def pack_values(ck, args) -> tuple[list, dict, list]:
+    """pack_args's checks that need no GPU: (ctypes values, symbolic dims, [(tensor parameter, device)])."""
     import torch
 
     values, dims, first_seen, on_device = [], {}, {}, []
@@ -231,22 +242,48 @@ def pack_args(ck, args, device=None) -> tuple[list, dict]:
             values.append(ct(a))
         else:
             raise LaunchError(f"parameter `{p.name}` of type {t} cannot be passed at launch")
-    for name, dev in on_device:  # devices last: the other checks also run without a GPU
-        if dev.type != "cuda":
-            raise LaunchError(
-                f"argument `{name}` of `{ck.name}` is on {dev}; tilepy_hip runs on CUDA tensors "
-                "(move it with .cuda(), or run the interpreter with kernel[grid](...))"
-            )
-        if device is not None and dev != device:
-            raise LaunchError(
-                f"argument `{name}` is on {dev} but the launch is on {device}; put all tensors on one device"
-            )
-        device = dev
-    return values, dims, device
+    return values, dims, on_device
 
 
-def launch_compiled(ck, grid, args, stream=None):
-    """Launch a CompiledKernel on `grid` (a tuple or an int) with run-time arguments `args`."""
+def _raw_stream_fn():
+    """torch's accessor for the raw handle of a device's current stream (the fast one where torch has it)."""
+    import torch
+
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    return raw if raw is not None else (lambda index: torch.cuda.current_stream(index).cuda_stream)
+
+
+def _on_launch_error(prep, rc: int, dims, stream):
+    if rc == CUDA_ERROR_INVALID_CONTEXT:  # a thread on which torch never made the context current
+        _ensure_context(prep.index)
+        rc = prep.launch_dims(dims, stream)
+    _check(rc, f"launching `{prep.ck.name}`")
+
+
+def _launch_on_device(prep, dims, stream):
+    """The launch on a machine of several GPUs: enter the tensors' device when it is not the current one."""
+    import torch
+
+    if torch.cuda.current_device() != prep.index:
+        with torch.cuda.device(prep.index):
+            rc = prep.launch_dims(dims, stream)
+    else:
+        rc = prep.launch_dims(dims, stream)
+    if rc:
+        _on_launch_error(prep, rc, dims, stream)
+    return prep.ck
+
+
+@functools.cache
+def _several_devices() -> bool:
+    import torch
+
+    return torch.cuda.device_count() > 1
+
+
+def prepare(ck, args, positions=None) -> PreparedLaunch:
+    """Check `args` (run-time arguments in parameter order) against `ck`'s signature, load the module on their
+    device, and lay out the argument buffer: a PreparedLaunch that launches calls of this signature."""
     import torch
 
     values, _dims, device = pack_args(ck, args)
@@ -254,49 +291,64 @@ def launch_compiled(ck, grid, args, stream=None):
     if device is None:
         device = torch.device("cuda", torch.cuda.current_device())
     index = device.index if device.index is not None else torch.cuda.current_device()
-    if isinstance(grid, int):
-        grid = (grid,)
-    grid = tuple(int(g) for g in grid) + (1,) * (3 - len(grid))
-    if any(g <= 0 for g in grid):
-        return  # an empty grid launches nothing
-    if any(g >= 2**31 for g in grid) or grid[1] > 65535 or grid[2] > 65535:
-        raise LaunchError(f"grid {grid} is beyond CUDA's limits (x < 2**31, y and z <= 65535)")
-    # Hot path (host overhead is what small kernels pay): enter the device context only when it differs,
-    # and pass the argument addresses directly.
     switch = torch.cuda.device(index) if index != torch.cuda.current_device() else contextlib.nullcontext()
     with switch:
         _, func = _function(ck, index)
-        if stream is None:
-            stream = _current_stream(index)
-        arr = (ctypes.c_void_p * max(len(values), 1))(*[ctypes.addressof(v) for v in values])
-        _check(
-            _driver().cuLaunchKernel(
-                func,
-                grid[0],
-                grid[1],
-                grid[2],
-                ck.num_threads,
-                1,
-                1,
-                ck.smem_bytes,
-                ctypes.c_void_p(stream),
-                arr,
-                None,
-            ),
-            f"launching `{ck.name}`",
-        )
+    return build_prepared(
+        ck, args, values, func, index, positions,
+        launch_fn=_driver().cuLaunchKernel, stream_fn=_raw_stream_fn(), on_error=_on_launch_error,
+        switch_device=_launch_on_device if _several_devices() else None,
+    )
+
+
+def launch_compiled(ck, grid, args, stream=None):
+    """Launch a CompiledKernel on `grid` (a tuple, an int, or a callable of the constexprs and dimensions)
+    with run-time arguments `args`, checking them first."""
+    return prepare(ck, args)(grid, args, stream)
 
 
 _LAUNCHED: dict = {}  # (kernel, target, arch, constexprs) -> CompiledKernel
+_PREPARED: dict = {}  # kernel -> _Signatures
+_SIGNATURE_LIMIT = 256  # prepared launches per kernel kept (cleared past it)
+
+
+class _Signatures:
+    """The prepared launches of one kernel, by signature key (`prepared.signature_key`)."""
+
+    def __init__(self, kernel):
+        self.entries: dict = {}
+        self.key = signature_key(kernel.params)
+        self.runtime_at = tuple(i for i, (_, spec, _) in enumerate(kernel.params) if spec != "constexpr")
+        self.runtime_names = frozenset(n for n, spec, _ in kernel.params if spec != "constexpr")
+
+    def cacheable(self, args, kwargs: dict) -> bool:
+        """Whether a call's run-time arguments all come by position (keyword or default ones are bound on the
+        slow path each time)."""
+        return bool(self.runtime_at) and len(args) > self.runtime_at[-1] and not (set(kwargs) & self.runtime_names)
 
 
 def launch(kernel, grid, *args, target: str | None = None, stream=None, **kwargs):
     """Compile (cached) and launch a tilepy kernel on torch CUDA tensors, on the current stream.
 
     `grid` is a tuple, an int, or a function of {constexpr and dimension name: value} like `kernel[grid]`.
+    A call whose arguments have the signature (dtypes, shapes, devices, contiguity, constexprs) of an earlier
+    one reuses its checked, prepared launch (`prepared.py`); any other call is checked in full first.
 
     >>> launch(vector_add, (tp.cdiv(n, 1024),), x, y, z, BLOCK=1024)    # doctest: +SKIP
     """
+    table = _PREPARED.get(kernel)
+    if table is not None:
+        try:
+            prep = table.entries.get(table.key(target, kwargs, *args))
+        except (TypeError, AttributeError):  # an unhashable constexpr, too few arguments, not a tensor
+            prep = None
+        if prep is not None:
+            return prep(grid, args, stream)
+    return _launch_checked(kernel, grid, args, kwargs, target, stream)
+
+
+def _launch_checked(kernel, grid, args, kwargs, target, stream):
+    """The slow path: bind and check the arguments, compile or find the binary, prepare, remember, launch."""
     import torch
 
     from .build import compile_ir
@@ -310,7 +362,7 @@ def launch(kernel, grid, *args, target: str | None = None, stream=None, **kwargs
     arch = device_target(index)
     # `target` picks the language target (which instructions the kernel may use); the binary is always built
     # for the device: an sm_80 kernel runs on an H100 as sm_90a code (its ops are a subset).
-    try:  # the hot path: this kernel, these constexprs, this device, launched before
+    try:  # this kernel, these constexprs, this device, compiled before
         key = (kernel, target, arch, tuple(sorted(consts.items())))
         ck = _LAUNCHED.get(key)
     except TypeError:  # an unhashable constexpr: resolve it the long way
@@ -319,6 +371,32 @@ def launch(kernel, grid, *args, target: str | None = None, stream=None, **kwargs
         ck = compile_ir(kernel.ir(target or arch, **consts), arch)
         if key is not None:
             _LAUNCHED[key] = ck
-    grid = resolve_grid(grid, kernel, ck.kir, runtime)
-    launch_compiled(ck, grid, runtime, stream)
-    return ck
+    table = _PREPARED.get(kernel) or _Signatures(kernel)
+    if not (tensors and table.cacheable(args, kwargs)):
+        prep = prepare(ck, runtime)
+        return prep(grid, _scalars_as_numbers(prep, runtime), stream)
+    prep = prepare(ck, runtime, positions=table.runtime_at)
+    call_args = _scalars_as_numbers(prep, args)
+    if call_args is args:  # a scalar passed as a one-element tensor is read on the host: never cached
+        try:
+            sig = table.key(target, kwargs, *args)
+            if len(table.entries) >= _SIGNATURE_LIMIT:
+                table.entries.clear()
+            table.entries[sig] = prep
+            _PREPARED[kernel] = table
+        except TypeError:
+            pass
+    return prep(grid, call_args, stream)
+
+
+def _scalars_as_numbers(prep, args):
+    """`args` with one-element tensors passed for scalar parameters read out (pack_args checked them)."""
+    import torch
+
+    if not any(isinstance(args[i], torch.Tensor) for _, i in prep.scalar_slots):
+        return args
+    args = list(args)
+    for _, i in prep.scalar_slots:
+        if isinstance(args[i], torch.Tensor):
+            args[i] = args[i].item()
+    return args
