@@ -19,11 +19,38 @@ from ..vc import AND, NOT, cmp, in_range, subst
 def check(ctx) -> list:
     out = []
     for a in ctx.analysis.assertions:
-        if isinstance(a.target, MmaOps):
+        empty = _meaningless(ctx, a)
+        if empty is not None:
+            out.append(empty)
+        elif isinstance(a.target, MmaOps):
             out.extend(_mma(ctx, a))
-        elif isinstance(a.target, Reg):
+        else:
             out.extend(_elements(ctx, a))
     return out
+
+
+def _meaningless(ctx, a):
+    """An assertion that would hold vacuously (no element or operand pair to check) is an error, never a
+    proof: `mma_operands` of a value no `tp.mma` produced, a target the analysis does not model, or an
+    assertion no block and iteration ever reaches."""
+    what = hint = None
+    if isinstance(a.target, MmaOps):
+        if not isinstance(a.target.reg, Reg) or not a.target.reg.pairs:
+            what = "its argument is not the result of a tp.mma, so there are no operand pairs to check"
+            hint = ("pass the accumulator a tp.mma returned (acc = tp.mma(a, b, acc)); to check the elements of "
+                    "a value, write tp.assert_tag(x, lambda t: ...)")
+    elif not isinstance(a.target, Reg):
+        what = "its argument is not a register tile whose tags the verifier follows"
+        hint = "assert on a register tile (tp.load the shared tile or view first)"
+    if what is None:
+        m, pc = instance(a.point, "@1")
+        if ctx.solver.check(pc) is None:
+            what = "no block and no loop iteration ever reaches it"
+            hint = "move the assertion where the value is computed, or fix the loop bounds / condition around it"
+    if what is None:
+        return None
+    return Finding("tag_assertion", "error", f"tag assertion `{a.fn.source}` cannot mean anything: {what}",
+                   a.span, {"detail": what, "hint": hint})
 
 
 def _alts_pred(fn, alt_lists):
