@@ -179,10 +179,9 @@ class _Emitter:
         else:
             itext = self.index(idx)
             if not variables(idx):
-                if mask is None:
-                    text = f"tp.load({param}[{itext}])"
-                    return _upcast(text, v, self.buf_dtype(buf))
-                itext = f"({itext} + 0 * {self.anyvar(conds)})"
+                # one element for the whole tile: index it with a tile anyway, so the value has the tile's shape
+                anchor = self.anyvar(conds) if mask is not None else self.anchor
+                itext = f"({itext} + 0 * {anchor})"
             elif mask is not None and not self.mask_vars(conds) <= {x.name for x in variables(idx)}:
                 extra = self.mask_vars(conds) - {x.name for x in variables(idx)}
                 itext = f"({itext} + " + " + ".join(f"0 * {n}" for n in sorted(extra)) + ")"
@@ -216,7 +215,7 @@ class _Emitter:
 
 
 def _is_tile(v: V) -> bool:
-    return bool(v.vars) or v.op in ("load", "gather")
+    return bool(v.vars) or v.reads
 
 
 def _scalar_cast(text, dtype) -> str:
@@ -232,6 +231,7 @@ def _upcast(text: str, v: V, storage: torch.dtype) -> str:
 class _PointwiseEmitter(_Emitter):
     def __init__(self, names, idt, numel, dtypes):
         super().__init__(names, idt, {})
+        self.anchor = "i"
         self.numel = numel
         self.buffer_dtypes = dtypes
 
@@ -244,6 +244,7 @@ class _PointwiseEmitter(_Emitter):
 class _ReductionEmitter(_Emitter):
     def __init__(self, names, idt, dtypes):
         super().__init__(names, idt, {})
+        self.anchor = "m"
         self.buffer_dtypes = dtypes
 
 

@@ -255,7 +255,7 @@ def _adaptive_avg(ctx, node, x, out_size):
         for d in range(nsp):
             start, end = window(oc, d)
             e = add(start, rc[d])
-            conds.append(("lt", add(e, start * -1 + end * -1), 0))  # e < end
+            conds.append(("lt", add(e, end * -1), 0))  # e < end
             full.append(e)
         ok = None
         for cnd in conds:

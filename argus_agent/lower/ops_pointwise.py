@@ -29,13 +29,24 @@ def pointwise(fn, node, *operands, dtype=None) -> LTensor:
     shapes = [x.shape for x in operands if isinstance(x, LTensor)]
     shape = broadcast_shapes(*shapes) if shapes else ()
 
+    tensor_dts = [vals.compute_dtype(x.dtype) for x in operands if isinstance(x, LTensor)]
+    base = vals.promote(*tensor_dts) if tensor_dts else cdt
+
+    def scalar_dtype(x):
+        # Python numbers are weakly typed (as in torch): they take the tensors' dtype unless a float meets ints
+        if isinstance(x, bool):
+            return torch.bool
+        if isinstance(x, float) and not base.is_floating_point:
+            return torch.float32 if cdt == torch.bool or not cdt.is_floating_point else cdt
+        return base if base != torch.bool else (torch.float32 if isinstance(x, float) else torch.int64)
+
     def value(coords):
         args = []
         for x in operands:
             if isinstance(x, LTensor):
                 args.append(x(broadcast_coords(coords, x.shape, shape)))
             else:
-                args.append(const(x, cdt if not isinstance(x, bool) else torch.bool))
+                args.append(const(x, scalar_dtype(x)))
         return fn(*args)
 
     return LTensor(shape, dtype, value)

@@ -34,7 +34,7 @@ def compute_dtype(dt: torch.dtype) -> torch.dtype:
 class V:
     """One node of the value DAG: `op` with `args`, of torch dtype `dtype` (a compute dtype)."""
 
-    __slots__ = ("op", "args", "dtype", "_hash", "_vars", "__weakref__")
+    __slots__ = ("op", "args", "dtype", "_hash", "_vars", "reads", "__weakref__")
 
     def __init__(self, op: str, args: tuple, dtype: torch.dtype):
         self.op, self.args, self.dtype = op, args, dtype
@@ -50,6 +50,8 @@ class V:
                     if isinstance(b, IExpr):
                         vs |= {v.name for v in variables(b)}
         self._vars = frozenset(vs)
+        # whether the value reads memory (then it is a tile in a kernel even when no loop variable moves it)
+        self.reads = op in ("load", "gather") or any(isinstance(a, V) and a.reads for a in args)
 
     def __hash__(self):
         return self._hash
