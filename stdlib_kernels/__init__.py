@@ -1,7 +1,7 @@
 """Standard-library kernels written in tilepy. Each module defines its kernel(s), a `launch(...)` helper that
 picks the grid, and a numpy reference; each is runnable on its own (`python -m stdlib_kernels.softmax`)."""
 
-from . import gemm, gemm_hopper, rmsnorm, softmax, vector_add
+from . import conv, embedding, gemm, gemm_hopper, max_pool, rmsnorm, scatter_add, softmax, vector_add
 
 KERNELS = {
     "vector_add": vector_add.vector_add,
@@ -9,6 +9,12 @@ KERNELS = {
     "rmsnorm": rmsnorm.rmsnorm,
     "gemm": gemm.gemm,
     "gemm_hopper": gemm_hopper.gemm_hopper,  # sm_90a only: TMA producer + wgmma consumer warpgroups
+    "embedding": embedding.embedding,  # gathers through an index tile
+    "scatter_add": scatter_add.scatter_add,  # atomics through a scatter view
+    "max_pool2d": max_pool.max_pool2d,  # strided windows
+    "conv2d": conv.conv2d,  # implicit GEMM: gathered im2col tiles into MMA (constexprs: conv.PRESETS)
+    "conv_transpose2d": conv.conv_transpose2d,
 }
 
-__all__ = ["KERNELS", "gemm", "gemm_hopper", "rmsnorm", "softmax", "vector_add"]
+__all__ = ["KERNELS", "conv", "embedding", "gemm", "gemm_hopper", "max_pool", "rmsnorm", "scatter_add", "softmax",
+           "vector_add"]

@@ -67,25 +67,19 @@ class _GatherOps:
         flat = dst.buf.flat
         old = np.zeros(n, dtype=flat.dtype)
         sel = np.nonzero(w)[0]
-        if e.op == "atomic_cas":
-            cmp, new = operands
-            for i in sel:  # sequential: a later slot sees an earlier slot's swap
-                o = flat[off[i]]
-                old[i] = o
-                if o == _storage(cmp[i], dtype):
-                    flat[off[i]] = _storage(new[i], dtype)
-        else:
-            fn = _COMBINE[e.op]
-            (v,) = operands
-            uniq = np.unique(off[sel]).size == sel.size
-            if uniq:  # one slot per element: vectorized
-                old[sel] = flat[off[sel]]
-                flat[off[sel]] = _storage(fn(_wide(old[sel]), _wide(v[sel])), dtype)
+        remaining = sel
+        while remaining.size:  # rounds of distinct elements, each slot after the earlier slots on its element
+            _, first = np.unique(off[remaining], return_index=True)
+            now = remaining[np.sort(first)]
+            remaining = np.delete(remaining, first)
+            o = flat[off[now]]
+            old[now] = o
+            if e.op == "atomic_cas":
+                cmp, new = (_storage(x[now], dtype) for x in operands)
+                hit = _bits(o) == _bits(cmp)
+                flat[off[now][hit]] = new[hit]
             else:
-                for i in sel:
-                    o = flat[off[i]]
-                    old[i] = o
-                    flat[off[i]] = _storage(fn(_wide(o), _wide(v[i])), dtype)
+                flat[off[now]] = _storage(_COMBINE[e.op](_wide(o), _wide(operands[0][now])), dtype)
         if self.recording:
             op, it, seq = self._rec_ctx(e, ctx)
             for write in (False, True):
@@ -100,6 +94,12 @@ class _GatherOps:
         return _storage(out, dtype)
 
     _op_atomic_add = _op_atomic_max = _op_atomic_min = _op_atomic_cas = _atomic
+
+
+def _bits(x):
+    """Compare-and-swap compares stored bits, as the hardware does (-0.0 is not 0.0; NaN can match)."""
+    x = np.ascontiguousarray(x)
+    return x.view(np.uint32) if x.dtype == np.float32 else x
 
 
 def _wide(x):

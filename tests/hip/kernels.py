@@ -4,7 +4,7 @@ shared memory, shared-memory loads and stores, layout conversions, 2-D reduction
 import pytest
 
 import tilepy as tp
-from stdlib_kernels import KERNELS, gemm, gemm_hopper
+from stdlib_kernels import KERNELS, conv, gemm, gemm_hopper
 
 
 @tp.kernel(threads=64, target="sm_90a")
@@ -98,4 +98,6 @@ def stdlib_constexprs(name, target):
         pytest.skip("gemm_hopper is an sm_90a kernel")
     if name == "gemm_hopper":
         return gemm_hopper.PRESETS[target]
+    if name in ("conv2d", "conv_transpose2d"):
+        return conv.PRESETS[target]
     return gemm.PRESETS[target] if name == "gemm" else {}

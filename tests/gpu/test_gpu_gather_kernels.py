@@ -1,0 +1,134 @@
+"""Issue 19's bar on a real GPU through tilepy_hip: embedding gather, scatter-add with atomics, 3x3 stride-2
+max-pool, conv2d (stride 2, dilation 2, padding 1) and transposed conv2d (stride 2) as implicit GEMMs, and the
+atomics for every element type, against torch in float64 and against the CPU interpreter. Outputs are
+poisoned with NaN first. Skips without a GPU."""
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed")
+if not torch.cuda.is_available():
+    pytest.skip(
+        "no CUDA GPU here (torch.cuda.is_available() is False): GPU tests need the device machine",
+        allow_module_level=True,
+    )
+
+import tilepy as tp  # noqa: E402
+import tilepy_hip  # noqa: E402
+from stdlib_kernels import conv, embedding, max_pool, scatter_add  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+DEV = torch.device("cuda")
+L = tilepy_hip.launch
+
+
+def _gen(seed):
+    return torch.Generator(device="cpu").manual_seed(seed)
+
+
+@pytest.mark.parametrize("v,d,n", [(1000, 200, 333), (7, 64, 16), (50, 3, 1)])
+def test_embedding(v, d, n):
+    g = _gen(v + n)
+    w, ids = torch.randn(v, d, generator=g), torch.randint(0, v, (n,), generator=g)
+    y = torch.full((n, d), float("nan"), device=DEV)
+    L(embedding.embedding, (tp.cdiv(n, 16),), w.to(DEV), ids.to(DEV), y)
+    torch.cuda.synchronize()
+    assert torch.equal(y.cpu(), torch.nn.functional.embedding(ids, w))
+
+
+@pytest.mark.parametrize("n,d,m", [(500, 70, 40), (4096, 64, 3), (33, 130, 1000)])
+def test_scatter_add(n, d, m):
+    g = _gen(n + m)
+    x, index = torch.randn(n, d, generator=g), torch.randint(0, m, (n,), generator=g)
+    y0 = torch.randn(m, d, generator=g)
+    y = y0.clone().to(DEV)
+    L(scatter_add.scatter_add, (tp.cdiv(n, 16),), x.to(DEV), index.to(DEV), y)
+    torch.cuda.synchronize()
+    ref = y0.double().index_add(0, index, x.double())
+    torch.testing.assert_close(y.cpu().double(), ref, rtol=1e-4, atol=1e-4)  # f32 atomics in any order
+    yi = y0.clone()
+    scatter_add.launch(x, index, yi)
+    torch.testing.assert_close(y.cpu(), yi, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("pad", [0, 1])
+@pytest.mark.parametrize("shape", [(2, 3, 37, 29), (1, 64, 112, 112), (3, 1, 3, 3)])
+def test_max_pool(shape, pad):
+    x = torch.randn(*shape, generator=_gen(sum(shape)))
+    ref = torch.nn.functional.max_pool2d(x, 3, 2, pad)
+    y = torch.full(ref.shape, float("nan"), device=DEV)
+    grid = (tp.cdiv(ref.shape[3], 16), tp.cdiv(ref.shape[2], 16), ref.shape[0] * ref.shape[1])
+    L(max_pool.max_pool2d, grid, x.to(DEV).reshape(-1, *shape[2:]), y.reshape(-1, *ref.shape[2:]), PAD=pad)
+    torch.cuda.synchronize()
+    assert torch.equal(y.cpu(), ref)
+
+
+CONVS = {
+    "conv2d_s2_d2_p1": (conv.conv2d, dict(S=2, P=1, D=2), torch.nn.functional.conv2d, False),
+    "conv_transpose2d_s2": (conv.conv_transpose2d, dict(S=2, P=0, D=1), torch.nn.functional.conv_transpose2d, True),
+    "conv_transpose2d_s2_p1": (conv.conv_transpose2d, dict(S=2, P=1, D=1), torch.nn.functional.conv_transpose2d,
+                               True),
+}
+
+
+@pytest.mark.parametrize("preset", ["sm_90a", "sm_80"])
+@pytest.mark.parametrize("name", sorted(CONVS))
+@pytest.mark.parametrize("n,c,h,w,co", [(2, 6, 19, 14, 36), (1, 64, 32, 32, 64), (4, 3, 7, 9, 5)])
+def test_conv(name, preset, n, c, h, w, co):
+    kernel, cx, ref_fn, transposed = CONVS[name]
+    g = _gen(n * c + h * w + co)
+    x = torch.randn(n, c, h, w, generator=g).to(torch.bfloat16)
+    wt = torch.randn(*((c, co) if transposed else (co, c)), 3, 3, generator=g).to(torch.bfloat16)
+    ref = ref_fn(x.double(), wt.double(), stride=cx["S"], padding=cx["P"], dilation=cx["D"])
+    y = torch.full(ref.shape, float("nan"), device=DEV)
+    p = {**conv.PRESETS[preset], **cx}
+    grid = (tp.cdiv(ref.shape[3], p["BOW"]), tp.cdiv(ref.shape[2], p["BOH"]), n)
+    L(kernel, grid, x.to(DEV), wt.to(DEV), y, target="sm_90a", **p)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(y.cpu().double(), ref, rtol=1e-5, atol=1e-3)
+    if n * co * h * w <= 20000:
+        yi = torch.full(ref.shape, float("nan"))
+        conv.launch(kernel, x, wt, yi, target="sm_90a", **p)
+        torch.testing.assert_close(y.cpu(), yi, rtol=1e-5, atol=1e-4)
+
+
+def _atomics(dtype):
+    @tp.kernel(threads=128)
+    def atomics(X: tp.Tensor[dtype, "N"], I: tp.Tensor[tp.i32, "N"], ADD: tp.Tensor[dtype, "M"],
+                MX: tp.Tensor[dtype, "M"], MN: tp.Tensor[dtype, "M"], LOCK: tp.Tensor[dtype, "M"],
+                WON: tp.Tensor[tp.i32, "N"]):
+        i0 = tp.block_id(0) * 256
+        idx = tp.load(I[i0:i0 + 256], other=-1)
+        x = tp.load(X[i0:i0 + 256])
+        tp.atomic_add(ADD[idx], x)
+        tp.atomic_max(MX[idx], x, sem="release")
+        tp.atomic_min(MN[idx], x, mask=x > -2)
+        old = tp.atomic_cas(LOCK[idx], 0, 1, sem="acq_rel")     # exactly one element per index wins
+        tp.store(WON[i0:i0 + 256], (old == 0).to(tp.i32), mask=idx >= 0)
+
+    return atomics
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16", "i32"])
+def test_atomics(dtype):
+    tdt = {"f32": torch.float32, "bf16": torch.bfloat16, "i32": torch.int32}[dtype]
+    g = _gen(3)
+    n, m = 3000, 37
+    x = torch.randint(-2, 3, (n,), generator=g).to(tdt)   # small integers: bf16 sums (|s| < 256) stay exact
+    idx = torch.randint(0, m, (n,), generator=g, dtype=torch.int32)
+    add, mx, mn, lock = (torch.zeros(m, dtype=tdt), torch.full((m,), -100, dtype=tdt),
+                         torch.full((m,), 100, dtype=tdt), torch.zeros(m, dtype=tdt))
+    won = torch.zeros(n, dtype=torch.int32)
+    dev = [t.to(DEV) for t in (x, idx, add, mx, mn, lock, won)]
+    L(_atomics(getattr(tp, dtype)), (tp.cdiv(n, 256),), *dev)
+    torch.cuda.synchronize()
+    _, _, add, mx, mn, lock, won = (t.cpu() for t in dev)
+    xd = x.double()
+    assert torch.equal(add.double(), torch.zeros(m, dtype=torch.float64).index_add(0, idx.long(), xd))
+    assert torch.equal(mx.double(), torch.full((m,), -100.0, dtype=torch.float64).index_reduce(
+        0, idx.long(), xd, "amax"))
+    keep = xd > -2
+    assert torch.equal(mn.double(), torch.full((m,), 100.0, dtype=torch.float64).index_reduce(
+        0, idx[keep].long(), xd[keep], "amin"))
+    assert torch.equal(lock.double(), torch.ones(m, dtype=torch.float64))
+    assert torch.equal(torch.zeros(m, dtype=torch.int64).index_add(0, idx.long(), won.long()),
+                       torch.ones(m, dtype=torch.int64))
