@@ -85,8 +85,7 @@ def verify_ir(kir, checks=None) -> Report:
     t0 = time.perf_counter()
     analysis = analyze(kir)
     solver = Solver_()
-    for lp in analysis.loops:
-        solver.facts[lp.trip.name] = lp.trip_def()
+    solver.facts.update(analysis.trip_facts)
     ctx = Context(analysis, solver)
     findings = []
     try:

@@ -291,6 +291,9 @@ class Analysis:
     arrives: list = field(default_factory=list)
     arrive_roles: dict = field(default_factory=dict)  # "mbar:<name>" -> set of role tuples of its arrive ops
     wait_nodes: dict = field(default_factory=dict)  # "mbar:<name>" -> number of mbarrier_wait ops on it
+    # trip count definitions of every loop walked, the measuring walks' too (their trips occur in the
+    # counters' per-iteration costs of enclosing loops)
+    trip_facts: dict = field(default_factory=dict)
     global_accesses: list = field(default_factory=list)  # gathers.GAccess: stores, loads, atomics
 
 
@@ -326,7 +329,7 @@ class _Walker:
             self._solver = Solver_()
         for lp in self._all_loops:
             self._solver.facts[lp.trip.name] = lp.trip_def()
-        return self._solver.check(term)
+        return self._solver.check(term, small=False)
 
     # ----------------------------------------------------------------- driver
     def run(self) -> Analysis:
@@ -378,6 +381,7 @@ class _Walker:
         lp = Loop(lid, s.var, Var(f"{s.var}#{lid}"), start, stop, step, Var(f"trip#{lid}"), s.span, s.stages,
                   st.loops[-1] if st.loops else None)
         self._all_loops.append(lp)
+        self.A.trip_facts[lp.trip.name] = lp.trip_def()
         carried = _loop_carried(s.body) & set(st.env)
         # Pass 1: measure one iteration (counters from 0) and learn its shared writes and loop-carried values.
         saved = (self.recording, self.writes, self.mwaits)

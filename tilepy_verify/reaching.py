@@ -149,7 +149,7 @@ def reaching_tag(walker, ref, acc):
     cross = cross_role(walker, ref.alloc, acc.point, stage)
     base = candidates(walker, ref.alloc, acc.point)
     if not cross:
-        return _tag_of(base, acc, stage)
+        return _tag_of(_summary(walker, base, acc, stage), acc, stage)
     if cross[-1][0] is None:  # the cross-role candidates cover every execution of the read
         base = []
     if walker.recording:  # the loops around the read were walked once: their writes are known
@@ -163,6 +163,29 @@ def reaching_tag(walker, ref, acc):
         return memo[0](coords)
 
     return tag
+
+
+def _summary(walker, chain, acc, stage):
+    """The chain reduced to the writes that can reach this read: a loop invariant of the ring, computed once
+    per read instead of once per element query. An entry whose match condition cannot hold where the read
+    runs (another stage at that distance, an iteration before the loop's start) is dropped; a definite
+    entry that matches wherever the read runs and no newer entry matched ends the chain (everything older
+    is hidden). Both keep exactly the satisfiable alternatives, so the tags are unchanged, only fewer."""
+    if not walker.recording or len(chain) < 3:
+        return chain
+    where = acc.point.constraint()
+    out, newer = [], []
+    for entry in chain:
+        w, m, cond, definite = entry
+        match = cond if w is None else AND(cond, cmp("==", subst(w.access.stage, m) if m else w.access.stage, stage))
+        if match is False or walker.solve(AND(where, *newer, match)) is None:
+            continue  # never the most recent write here
+        out.append(entry)
+        if definite:
+            if walker.solve(AND(where, *newer, NOT(match))) is None:
+                return out  # always matches when nothing newer did: nothing older reaches the read
+            newer.append(NOT(match))
+    return out
 
 
 def _tag_of(chain, acc, stage):

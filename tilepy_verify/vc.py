@@ -385,9 +385,9 @@ class Solver_:
         self.queries = 0
         self.facts: dict = {}  # variable name -> a term defining it (trip counts), added when it occurs
 
-    def check(self, term, want_vars=()) -> dict | None:
+    def check(self, term, want_vars=(), small=True) -> dict | None:
         """A model (name -> int, plus bool vars) of `term` together with the ranges of its variables, or
-        None when it is unsatisfiable."""
+        None when it is unsatisfiable. `small=False`: any model (a yes/no question, no counterexample)."""
         if term is False:
             return None
         names = term_vars(term)
@@ -430,7 +430,7 @@ class Solver_:
                         pass
         finally:
             self.solver.pop()
-        if model is not None:
+        if model is not None and small:
             model = self._small(formula, names, want_vars) or model
         self.cache[formula] = model
         return model

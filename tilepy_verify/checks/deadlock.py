@@ -57,6 +57,8 @@ def check(ctx) -> list:
         if model is not None:
             out.append(_finding(ctx, w, mw, model, C, None, done))
             continue
+        if not cycles or ctx.solver.check(AND(reached, OR(*(c for c, _, _ in cycles))), small=False) is None:
+            continue  # one query rules out every cycle through this wait (the usual answer)
         for cond, x, extra in cycles:
             pair = frozenset((str(w.span), str(extra[0].span) if extra else ""))
             if pair in reported:  # the same cycle seen from its other wait
