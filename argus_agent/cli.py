@@ -50,9 +50,9 @@ def main():
 def optimize(problem, target, budget, out_dir, llm_base_url, model, api_key, llm_timeout, seed, cpu_scale, db,
              no_resume, as_json):
     """Produce a verified, tested (and, on a GPU, tuned and timed) tilepy kernel for PROBLEM.py."""
-    from .capture import UnsupportedOpError
     from .loop import dumps
     from .loop import optimize as run_optimize
+    from .lower import LoweringError as UnsupportedOpError
     from .planner import LLMPlanner, OfflinePlanner
     from .problem import ProblemError
 
@@ -129,8 +129,8 @@ def verify(file, target, as_json):
 @click.option("--json", "as_json", is_flag=True)
 def tune(kernel_file, problem, target, max_evals, seed, out_file, as_json):
     """Tune the constexprs of a candidate module (kernels + argus_forward) against its problem."""
-    from .capture import UnsupportedOpError
     from .loop import Session
+    from .lower import LoweringError as UnsupportedOpError
     from .problem import ProblemError
     from .tuner import make_template
     from .tuner import tune as run_tune
@@ -152,7 +152,7 @@ def tune(kernel_file, problem, target, max_evals, seed, out_file, as_json):
     n = min(max_evals, tpl.size())
     with click.progressbar(length=n, label="tuning", file=sys.stderr, show_pos=True) as bar:
         res = run_tune(source, lambda s: session.check(s).evaluation or _rejected(), target, session.work_dir,
-                       max_evals=max_evals, seed=seed, progress=lambda: bar.update(1))
+                       max_evals=max_evals, seed=seed, progress=lambda: bar.update(1), feasible=session.feasibility)
     if out_file:
         Path(out_file).write_text(res.best_source)
     if as_json:

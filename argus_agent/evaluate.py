@@ -1,17 +1,22 @@
-"""Evaluation that cannot be gamed: a `ModelNew` against the reference `Model`, in the same process.
+"""Evaluation that cannot be gamed: a `ModelNew` against the reference `Model`.
 
-Every trial draws fresh random inputs; tensors that ModelNew allocates with `torch.empty*` are poisoned
-(NaN) so an output the kernels did not write shows; the reference runs on its own copy of the inputs; and a
-guard (a TorchFunctionMode) watches ModelNew.forward: it must launch at least one tilepy kernel, may use torch
-only to allocate, reshape, cast and move data (any arithmetic outside a kernel is a fallback to torch and is
-rejected, naming the op), must not return (a view of) an input, must not write its inputs, and must give the
-right answer on the base shape drawn twice (output caching fails the second draw).
+In the optimize loop every candidate runs in a child process (`sandbox.py`); this module holds the parts
+both sides share. The parent draws fresh random inputs per trial and computes the reference itself; the child
+runs ModelNew.forward under a guard and hands back its outputs (and its inputs as they were afterwards); the
+parent judges them with its own torch (`judge_trial`). Tensors ModelNew allocates with `torch.empty*` are
+poisoned (NaN) so an output the kernels did not write shows. The guard (a TorchFunctionMode) watches the host
+program: it must launch at least one tilepy kernel, may use torch only to allocate, reshape, cast and move
+data (any arithmetic outside a kernel is a fallback to torch and is rejected, naming the op; code of the
+candidate that runs inside a launch, like a `threads=` callable, is held to the same rule), must not return (a
+view of) an input, must not write its inputs, and must give the right answer on the base shape drawn twice
+(output caching fails the second draw). `evaluate()` runs both sides in one process, for trusted code.
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
+import sys
 from dataclasses import asdict, dataclass, field
 
 import torch
@@ -38,20 +43,50 @@ def _func_name(func) -> str:
     return name
 
 
-class Guard(TorchFunctionMode):
-    """Watches torch calls made by the host program (not by kernels) and counts tilepy kernel launches."""
+def _counted(guard, fn):
+    def counted(*a, **k):
+        guard.launches += 1
+        guard.in_launch += 1
+        try:
+            return fn(*a, **k)
+        finally:
+            guard.in_launch -= 1
+    return counted
 
-    def __init__(self, poison: bool = True):
+
+_LAUNCH_CODE = _counted(None, None).__code__
+
+
+class Guard(TorchFunctionMode):
+    """Watches torch calls made by the host program (not by kernels) and counts tilepy kernel launches.
+
+    A torch call is the host program's when, walking out from it, a frame of a candidate file (`candidate_files`)
+    comes before a launch: so code of the candidate that tilepy calls back during a launch is watched too."""
+
+    def __init__(self, poison: bool = True, candidate_files=()):
         super().__init__()
         self.poison = poison
+        self.candidate_files = frozenset(candidate_files)
         self.in_launch = 0
         self.launches = 0
         self.forbidden: list[str] = []
 
+    def _inside_launch(self) -> bool:
+        if not self.in_launch:
+            return False
+        f = sys._getframe(2)
+        while f is not None:
+            if f.f_code is _LAUNCH_CODE:
+                return True
+            if f.f_code.co_filename in self.candidate_files:
+                return False
+            f = f.f_back
+        return True
+
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
-        if self.in_launch:
+        if self._inside_launch():
             return out
         name = _func_name(func)
         if name not in ALLOWED:
@@ -79,20 +114,8 @@ class Guard(TorchFunctionMode):
         except ImportError:
             pass
         originals = [(obj, attr, getattr(obj, attr)) for obj, attr in patched]
-        guard = self
-
-        def wrap(fn):
-            def counted(*a, **k):
-                guard.launches += 1
-                guard.in_launch += 1
-                try:
-                    return fn(*a, **k)
-                finally:
-                    guard.in_launch -= 1
-            return counted
-
         for obj, attr, fn in originals:
-            setattr(obj, attr, wrap(fn))
+            setattr(obj, attr, _counted(self, fn))
         try:
             yield self
         finally:
@@ -148,9 +171,64 @@ def _storages(xs) -> set:
     return {x.untyped_storage().data_ptr() for x in xs if isinstance(x, torch.Tensor) and x.numel()}
 
 
+def plan_trials(problem, n_shapes: int = 3, seed: int = 0, trial_seed: int = 0) -> list[tuple[list, list]]:
+    """[(shape signature, CPU inputs)] for one evaluation: the test shapes, then the base shape drawn again
+    (outputs cached across calls fail there). Inputs are fresh per evaluation (`trial_seed`)."""
+    shapes = problem.shapes(n_shapes)
+    gen = torch.Generator().manual_seed(1_000_003 * (trial_seed + 1) + seed)
+    return [(sh, problem.draw_inputs(sh, gen, "cpu")) for sh in shapes + [shapes[0]]]
+
+
+def to_device(xs, device):
+    return [x.to(device) if isinstance(x, torch.Tensor) else x for x in xs]
+
+
+def clone_all(xs):
+    return [x.clone() if isinstance(x, torch.Tensor) else x for x in xs]
+
+
+@dataclass
+class ForwardRun:
+    """What one guarded ModelNew.forward call gave: the output (or the error) and what the guard saw."""
+
+    output: object = None
+    launches: int = 0
+    forbidden: list = field(default_factory=list)
+    error: str = ""
+
+
+def run_forward(new, inputs, candidate_files=()) -> ForwardRun:
+    """Call `new(*inputs)` under the guard (this is what the sandbox's child does per trial)."""
+    guard = Guard(candidate_files=candidate_files)
+    try:
+        with torch.no_grad(), guard.watching_launches(), guard:
+            out = new(*inputs)
+    except Exception as e:
+        return ForwardRun(None, guard.launches, guard.forbidden, f"ModelNew.forward raised {type(e).__name__}: {e}")
+    return ForwardRun(out, guard.launches, guard.forbidden)
+
+
+def check_parameters(ref_state: dict, new_state: dict) -> str:
+    for k, v in ref_state.items():
+        n = new_state.get(k)
+        if not isinstance(n, torch.Tensor) or n.shape != v.shape or not torch.equal(n.to(v.device), v):
+            return (f"ModelNew's parameter `{k}` differs from Model's under the same seed: build them in the same "
+                    "order as Model.__init__ does")
+    return ""
+
+
+def judge_trial(run: ForwardRun, expected, inputs_after, keep, tol, prev_out_storage, problem) -> str:
+    """'' when the trial passes, else why not. Runs in the parent, with the parent's torch: `run.output` and
+    `inputs_after` came back from the child (storage sharing between them survives torch.save/load)."""
+    if run.error:
+        return run.error
+    return _judge(run, run.output, expected, inputs_after, keep, tol, prev_out_storage, problem)
+
+
 def evaluate(problem, model_new_cls, *, tol: float = 1e-2, seed: int = 0, n_shapes: int = 3, time_it: bool = True,
              warmup: int = 20, runs: int = 100, trial_seed: int = 0) -> Evaluation:
-    """Check `model_new_cls` against the problem's Model on fresh inputs per trial; time on a GPU."""
+    """Check `model_new_cls` against the problem's Model on fresh inputs per trial; time on a GPU. In process:
+    for trusted code (a model_new.py the user holds); the optimize loop evaluates candidates in a sandbox."""
     can_time, why = gpu_status()
     device = "cuda" if can_time else "cpu"
     ref = problem.make_model(seed).to(device)
@@ -158,48 +236,42 @@ def evaluate(problem, model_new_cls, *, tol: float = 1e-2, seed: int = 0, n_shap
         new = problem.make_model(seed, cls=model_new_cls).to(device)
     except Exception as e:
         return Evaluation(False, f"constructing ModelNew(*get_init_inputs()) failed: {type(e).__name__}: {e}")
-    ref_state, new_state = ref.state_dict(), new.state_dict()
-    for k, v in ref_state.items():
-        if k not in new_state or new_state[k].shape != v.shape or not torch.equal(new_state[k], v):
-            return Evaluation(False, f"ModelNew's parameter `{k}` differs from Model's under the same seed: build "
-                              "them in the same order as Model.__init__ does")
-    shapes = problem.shapes(n_shapes)
-    plan = shapes + [shapes[0]]  # the base shape drawn again: outputs cached across calls fail here
+    msg = check_parameters(ref.state_dict(), new.state_dict())
+    if msg:
+        return Evaluation(False, msg)
+    plan = plan_trials(problem, n_shapes, seed, trial_seed)
+    n_timed = len(plan) - 1
     trials, launches = [], 0
-    gen = torch.Generator().manual_seed(1_000_003 * (trial_seed + 1) + seed)
     prev_out_storage: set = set()
-    for i, sh in enumerate(plan):
-        inputs = problem.draw_inputs(sh, gen, device)
-        ref_in = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
-        keep = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+    for i, (sh, cpu_inputs) in enumerate(plan):
+        inputs = to_device(cpu_inputs, device)
+        keep = clone_all(inputs)
         with torch.no_grad():
-            expected = ref(*ref_in)
-        guard = Guard()
-        try:
-            with torch.no_grad(), guard.watching_launches(), guard:
-                out = new(*inputs)
-        except Exception as e:
-            trials.append(Trial(_shape_text(sh), False, message=f"ModelNew.forward raised {type(e).__name__}: {e}"))
-            return Evaluation(False, trials[-1].message, trials, launches=launches)
-        launches += guard.launches
-        problem_msg = _judge(guard, out, expected, inputs, keep, tol, prev_out_storage, problem)
+            expected = ref(*clone_all(inputs))
+        run = run_forward(new, inputs)
+        launches += run.launches
+        problem_msg = judge_trial(run, expected, inputs, keep, tol, prev_out_storage, problem)
         if problem_msg:
-            err = _max_err(out, expected)
-            trials.append(Trial(_shape_text(sh), False, err, problem_msg))
+            trials.append(Trial(_shape_text(sh), False, _max_err(run.output, expected), problem_msg))
             return Evaluation(False, problem_msg, trials, launches=launches)
-        prev_out_storage = _storages([out])
-        trial = Trial(_shape_text(sh), True, _max_err(out, expected))
-        if can_time and time_it and i < len(shapes):
+        prev_out_storage |= _storages([run.output])
+        trial = Trial(_shape_text(sh), True, _max_err(run.output, expected))
+        if can_time and time_it and i < n_timed:
             trial.ref_ms = _time(ref, inputs, warmup, runs)
             trial.new_ms = _time(new, inputs, warmup, runs)
         trials.append(trial)
-    if can_time and time_it:
+    return finish(trials, launches, len(plan), n_timed, can_time and time_it, why, warmup, runs)
+
+
+def finish(trials, launches, n_trials, n_shapes, timed, why, warmup, runs) -> Evaluation:
+    """The Evaluation of trials that all passed."""
+    if timed:
         sp = [t.ref_ms / t.new_ms for t in trials if t.new_ms]
         speedup = math.exp(sum(math.log(s) for s in sp) / len(sp)) if sp else None
         timing = f"timed on {torch.cuda.get_device_name()} ({warmup} warm-up, {runs} timed runs per shape)"
     else:
         speedup, timing = None, "skipped: " + (why or "timing not requested")
-    return Evaluation(True, f"correct on {len(plan)} trials ({len(shapes)} shapes, fresh inputs each)", trials,
+    return Evaluation(True, f"correct on {n_trials} trials ({n_shapes} shapes, fresh inputs each)", trials,
                       speedup, timing, launches)
 
 

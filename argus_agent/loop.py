@@ -13,16 +13,14 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import checks
-from .candidate import CandidateError, load_candidate
-from .capture import capture
 from .codemods import CodemodError, NotApplicable, apply_codemod
-from .evaluate import Evaluation, evaluate, gpu_status
+from .evaluate import Evaluation, gpu_status
 from .history import History
 from .kb import load_kb
+from .lower.candidate import lower_problem
 from .planner import Context, OfflinePlanner, Step, describe_action, digest
 from .problem import load_problem
-from .templates import generate, tolerance
+from .sandbox import Sandbox
 
 
 @dataclass
@@ -39,58 +37,39 @@ class Outcome:
 
 
 class Session:
-    """One problem on one target: its reference, tolerance, candidate directory and evaluation."""
+    """One problem on one target: its reference, tolerance, candidate directory and sandbox."""
 
     def __init__(self, problem_path, target: str = "cpu", cpu_scale: int = 1, work_dir: Path | None = None,
-                 warmup: int = 20, runs: int = 100, seed: int = 0):
+                 warmup: int = 20, runs: int = 100, seed: int = 0, stage_timeout=None):
         self.gpu, self.gpu_why = gpu_status()
         self.target = target
-        self.problem = load_problem(problem_path, cpu=not self.gpu or target == "cpu", cpu_scale=cpu_scale)
-        self.pattern = capture(self.problem.make_model(), len(self.problem.base_inputs))
+        cpu = not self.gpu or target == "cpu"
+        self.problem = load_problem(problem_path, cpu=cpu, cpu_scale=cpu_scale)
+        self.pattern = lower_problem(self.problem, target)
         self.problem.ops = self.pattern.ops
-        self.tol = tolerance(self.pattern, self.problem.base_inputs)
+        self.tol = self.pattern.tol
         from .history import default_db
 
         self.work_dir = Path(work_dir or default_db().parent / "candidates")
         self.warmup, self.runs, self.seed = warmup, runs, seed
         self.trials = 0
+        self.sandbox = Sandbox(self.problem, problem_path, target, cpu=cpu, cpu_scale=cpu_scale, gpu=self.gpu,
+                               gpu_why=self.gpu_why, tol=self.tol, seed=seed, work_dir=self.work_dir, warmup=warmup,
+                               runs=runs, limits=stage_timeout)
 
     def first_source(self) -> str:
-        return generate(self.pattern, self.problem.base_inputs, self.target)
+        return self.pattern.source
 
     def check(self, source: str, time_it: bool = True) -> Outcome:
-        """Build, fit, verify and test one candidate source."""
-        try:
-            cand = load_candidate(source, self.work_dir)
-        except CandidateError as e:
-            return Outcome("import-error", str(e))
-        ks = cand.kernels()
-        if not ks:
-            return Outcome("rejected", "the module defines no @tp.kernel")
-        for name, k in ks.items():
-            try:
-                res = checks.estimate(k, self.target)
-            except Exception as e:
-                return Outcome("compile-error", f"{name}: {e}")
-            why = checks.fits(res, self.target)
-            if why:
-                return Outcome("infeasible", f"{name}: {why}")
-            if self.gpu and self.target != "cpu":
-                compiled, err = checks.compile_kernel(k, self.target)
-                if err.startswith("compile error"):
-                    return Outcome("compile-error", f"{name}: {err}")
-        verdict = checks.verify_kernels(ks, self.target)
-        cex = [f["counterexample"] | {"check": f["check"], "at": f["span"]} for f in verdict.findings
-               if f["severity"] == "error"]
-        if not verdict.ok:
-            msgs = "; ".join(f"{f['kernel']}: {f['message']}" for f in verdict.findings if f["severity"] == "error")
-            return Outcome("verify-failed", msgs[:1500], verdict.to_dict(), counterexamples=cex)
+        """Build, fit, verify, test and (on a GPU) time one candidate source, in a child process."""
         self.trials += 1
-        ev = evaluate(self.problem, cand.model_class(self.problem), tol=self.tol, seed=self.seed,
-                      time_it=time_it, warmup=self.warmup, runs=self.runs, trial_seed=self.trials)
-        if not ev.correct:
-            return Outcome("test-failed", ev.message, verdict.to_dict(), ev)
-        return Outcome("correct", ev.message, verdict.to_dict(), ev)
+        res = self.sandbox.check(source, trial_seed=self.trials, time_it=time_it)
+        return Outcome(res.outcome, res.message, res.verdict, res.evaluation, res.counterexamples)
+
+    def feasibility(self, source: str, target: str | None = None, directory=None) -> str:
+        """'' when every kernel of `source` builds and fits the target (the tuner's stage 1), else why not."""
+        res = self.sandbox.check(source, stages=("build",))
+        return "" if res.outcome == "built" else res.message or res.outcome
 
 
 def reward(out: Outcome, best_speedup: float | None) -> float:
@@ -195,7 +174,7 @@ def optimize(problem_path, target: str = "cpu", budget: int = 8, out_dir: str | 
             from .tuner import tune
 
             res = tune(current, lambda s: session.check(s).evaluation or Evaluation(False, "rejected"), target,
-                       session.work_dir, max_evals=tune_evals, seed=seed)
+                       session.work_dir, max_evals=tune_evals, seed=seed, feasible=session.feasibility)
             out = session.check(res.best_source)
             record(iteration, {"kind": "tune", "point": res.best_point, "method": res.method}, res.best_source, out,
                    current_id, here, {"tuning": res.to_dict()})

@@ -135,15 +135,16 @@ class TuneResult:
 
 
 def tune(source: str, evaluate_source, target: str, directory, max_evals: int = 16, seed: int = 0,
-         progress=None) -> TuneResult:
-    """Search the template of `source`. `evaluate_source(src) -> Evaluation` runs stage 2 for one point."""
+         progress=None, feasible=None) -> TuneResult:
+    """Search the template of `source`. `evaluate_source(src) -> Evaluation` runs stage 2 for one point;
+    `feasible(src, target, directory) -> why not` stage 1 (default `feasibility`, in this process)."""
     tpl = make_template(source)
     rows = []
     current = {k: v[0] for k, v in tpl.params.items()}
 
     def run_point(point):
         src = tpl.render(point)
-        why = feasibility(src, target, directory)
+        why = (feasible or feasibility)(src, target, directory)
         if why:
             rows.append({"point": point, "feasible": False, "correct": False, "speedup": None, "note": why})
             return None
