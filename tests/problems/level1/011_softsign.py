@@ -1,0 +1,29 @@
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    """Softsign: x / (1 + |x|)."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return F.softsign(x)
+
+
+def get_inputs():
+    return [torch.randn(4096, 8192)]
+
+
+def get_init_inputs():
+    return []
+
+
+def get_cpu_inputs():
+    return [torch.randn(31, 113)]
+
+
+def get_cpu_init_inputs():
+    return []

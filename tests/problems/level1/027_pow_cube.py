@@ -1,0 +1,28 @@
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """Integer power: x ** 3."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return torch.pow(x, 3)
+
+
+def get_inputs():
+    return [torch.randn(4096, 8192)]
+
+
+def get_init_inputs():
+    return []
+
+
+def get_cpu_inputs():
+    return [torch.randn(53, 71)]
+
+
+def get_cpu_init_inputs():
+    return []
