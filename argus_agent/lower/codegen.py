@@ -99,6 +99,7 @@ class _Emitter:
         self.lines: list = []
         self.done: dict = {}
         self.k = 0
+        self.params: list = []   # (buffer, None | (view name, shape)) in first-use order
 
     def index(self, e: IExpr) -> str:
         if isinstance(e, Var):
@@ -142,6 +143,7 @@ class _Emitter:
             text = self._load(v)
         elif op == "gather":
             off = self.value(v.args[1])
+            self.use(v.args[0])
             text = f"tp.load({self.names[v.args[0]]}[{off}])"
             text = _upcast(text, v, self.buf_dtype(v.args[0]))
         elif op == "cast":
@@ -172,11 +174,13 @@ class _Emitter:
     def _load(self, v: V) -> str:
         buf, idx, conds = v.args
         param = self.names[buf]
-        window = self.window(idx, buf)
+        window = self.window(idx, buf) if not conds else None
         mask = self.conds(conds)
-        if window is not None and mask is None:
-            text = f"tp.load({param}[{window}])"
+        if window is not None:
+            view, text = window
+            self.use(buf, view)
         else:
+            self.use(buf)
             itext = self.index(idx)
             if not variables(idx):
                 # one element for the whole tile: index it with a tile anyway, so the value has the tile's shape
@@ -187,6 +191,12 @@ class _Emitter:
                 itext = f"({itext} + " + " + ".join(f"0 * {n}" for n in sorted(extra)) + ")"
             text = f"tp.load({param}[{itext}]" + (f", mask={mask}" if mask else "") + ")"
         return _upcast(text, v, self.buf_dtype(buf))
+
+    def use(self, buf, view=None):
+        """Record a kernel parameter: the flat buffer, or a view of it (name, shape) passed by the host."""
+        key = (buf, view)
+        if key not in self.params:
+            self.params.append(key)
 
     def anyvar(self, conds):
         names = self.mask_vars(conds)
@@ -237,15 +247,31 @@ class _PointwiseEmitter(_Emitter):
 
     def window(self, idx, buf):
         if isinstance(idx, Var) and idx.name == "i" and self.sizes[buf] == self.numel:
-            return "i0:i0 + BLOCK"
+            return None, f"tp.load({self.names[buf]}[i0:i0 + BLOCK])"
         return None
 
 
 class _ReductionEmitter(_Emitter):
-    def __init__(self, names, idt, dtypes):
+    def __init__(self, names, idt, dtypes, M, R, sizes):
         super().__init__(names, idt, {})
         self.anchor = "m"
         self.buffer_dtypes = dtypes
+        self.M, self.R, self.sizes = M, R, sizes
+
+    def window(self, idx, buf):
+        """Rows of the reduction read in place: index R*m + r on an (M, R) buffer is a 2-D window, index m
+        on an (M,) buffer a 1-D one (as a column)."""
+        M, R = self.M, self.R
+        if isinstance(idx, Var) and idx.name == "m" and self.sizes[buf] == M:
+            return None, f"tp.load({self.names[buf]}[m0:m0 + BM])[:, None]"
+        if isinstance(idx, Sum) and idx.c == 0 and len(idx.terms) == 2 and self.sizes[buf] == M * R:
+            terms = {(a.name if isinstance(a, Var) else None): c for c, a in idx.terms}
+            if terms.get("m") == R and terms.get("r") == 1:
+                name = f"{self.names[buf]}_rows"
+                return (name, (M, R)), f"tp.load({name}[m0:m0 + BM, k * BR:k * BR + BR])"
+        if isinstance(idx, Var) and idx.name == "r" and self.sizes[buf] == R:
+            return None, f"tp.load({self.names[buf]}[k * BR:k * BR + BR])[None, :]"
+        return None
 
 
 def _kernel_params(kernel, buffers, extra=()) -> tuple[list, dict]:
@@ -256,9 +282,25 @@ def _kernel_params(kernel, buffers, extra=()) -> tuple[list, dict]:
     names = {b: f"{b}" for b in used}
     out = kernel.out
     names[out.name] = out.name
-    params = [f"{names[b]}: tp.Tensor[{_tp(buffers[b].dtype)}, {max(1, buffers[b].numel)}]" for b in used]
+    return used, names, None
+
+
+def _signature(em, kernel, buffers) -> tuple[list, list]:
+    """Kernel parameters and the host's launch arguments, from what the emitter read."""
+    params, args = [], []
+    for buf, view in em.params:
+        b = buffers[buf]
+        if view is None:
+            params.append(f"{buf}: tp.Tensor[{_tp(b.dtype)}, {max(1, b.numel)}]")
+            args.append(buf)
+        else:
+            name, shape = view
+            params.append(f"{name}: tp.Tensor[{_tp(b.dtype)}, {', '.join(str(n) for n in shape)}]")
+            args.append(f"{buf}.view({', '.join(str(n) for n in shape)})")
+    out = kernel.out
     params.append(f"{out.name}: tp.Tensor[{_tp(out.dtype)}, {max(1, out.numel)}]")
-    return used, names, params
+    args.append(out.name)
+    return params, args
 
 
 def render_pointwise(k: Pointwise, kname: str, buffers: dict) -> tuple[str, list, dict]:
@@ -280,6 +322,7 @@ def render_pointwise(k: Pointwise, kname: str, buffers: dict) -> tuple[str, list
         body.append("i = i0 + tp.arange(BLOCK)")
     body += em.lines
     body.append(f"tp.store({names[k.out.name]}[i0:i0 + BLOCK], {store})")
+    params, args = _signature(em, k, buffers)
     src = (
         f"@tp.kernel(threads=128)\n"
         f"def {kname}({', '.join(params)}, BLOCK: tp.constexpr = {block}):\n"
@@ -287,7 +330,7 @@ def render_pointwise(k: Pointwise, kname: str, buffers: dict) -> tuple[str, list
         + "".join(f"    {line}\n" for line in body)
     )
     grid = f"lambda m: (tp.cdiv({n}, m['BLOCK']),)"
-    return src, used, {"grid": grid}
+    return src, args, {"grid": grid}
 
 
 _INIT = {"sum": 0, "max": -math.inf, "min": math.inf, "prod": 1}
@@ -313,7 +356,8 @@ def render_reduction(k: Reduction, kname: str, buffers: dict) -> tuple[str, list
     br = 1 if final is None else min(next_pow2(R), 256 if M > 1 else 1024)
     bm = max(1, min(next_pow2(M), max(1, 2048 // br)))
     dtype = k.value.dtype
-    em = _ReductionEmitter(names, idt, {b: buffers[b].dtype for b in buffers})
+    em = _ReductionEmitter(names, idt, {b: buffers[b].dtype for b in buffers}, M, R,
+                           {b: max(1, buffers[b].numel) for b in buffers})
     # values that do not depend on the reduction index: computed once, before the loop
     order = walk([k.value])
     pre = [v for v in order if "r" not in v.vars and v.op not in ("const",)]
@@ -343,6 +387,7 @@ def render_reduction(k: Reduction, kname: str, buffers: dict) -> tuple[str, list
     out_dt = k.out.dtype
     res = "res" if vals.compute_dtype(out_dt) == dtype == out_dt else f"res.to({_tp(out_dt)})"
     body.append(f"tp.store({names[k.out.name]}[m0:m0 + BM], {res})")
+    params, args = _signature(em, k, buffers)
     src = (
         f"@tp.kernel(threads=128)\n"
         f"def {kname}({', '.join(params)}, M: tp.constexpr = {M}, R: tp.constexpr = {R}, "
@@ -352,7 +397,7 @@ def render_reduction(k: Reduction, kname: str, buffers: dict) -> tuple[str, list
     )
     _ = neutral
     grid = f"lambda m: (tp.cdiv({M}, m['BM']),)"
-    return src, used, {"grid": grid}
+    return src, args, {"grid": grid}
 
 
 def render_program(prog, precision: str = "fp32 (as the reference)") -> str:
@@ -363,11 +408,11 @@ def render_program(prog, precision: str = "fp32 (as the reference)") -> str:
         base = "pointwise" if isinstance(k, Pointwise) else f"reduce_{k.kind}"
         kname = f"k{n}_{base}"
         if isinstance(k, Pointwise):
-            src, used, info = render_pointwise(k, kname, buffers)
+            src, args, info = render_pointwise(k, kname, buffers)
         else:
-            src, used, info = render_reduction(k, kname, buffers)
+            src, args, info = render_reduction(k, kname, buffers)
         kernels_src.append(src)
-        launches.append((kname, used + [k.out.name], info["grid"]))
+        launches.append((kname, args, info["grid"]))
     cap = prog.captured
     user = [gi for gi in cap.inputs if gi.kind == "input"]
     arg_names = [f"x{gi.index}" for gi in user]
