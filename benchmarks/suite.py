@@ -43,7 +43,6 @@ def _build(path: str) -> tuple[str, str]:
     warnings.filterwarnings("ignore")
     try:
         import tilepy_hip
-
         from argus_agent.lower.candidate import lower_problem
         from argus_agent.problem import load_problem
 
