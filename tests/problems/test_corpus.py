@@ -384,7 +384,8 @@ def _check_families(level: str, families: dict):
                 where, name = req.split(":", 1)
                 found = name in (pre_names if where == "pre" else core_names)
             if not found:
-                missing.append(f"{family}: {req if isinstance(req, str) else req.__code__.co_firstlineno}")
+                what = req if isinstance(req, str) else f"the predicate at line {req.__code__.co_firstlineno}"
+                missing.append(f"{family}: {what}")
     assert not missing, "families without a problem:\n  " + "\n  ".join(missing)
 
 
