@@ -1,7 +1,7 @@
 """Standard-library kernels written in tilepy. Each module defines its kernel(s), a `launch(...)` helper that
 picks the grid, and a numpy reference; each is runnable on its own (`python -m stdlib_kernels.softmax`)."""
 
-from . import conv, embedding, gemm, gemm_hopper, max_pool, rmsnorm, scatter_add, softmax, vector_add
+from . import conv, cumsum, embedding, gemm, gemm_hopper, max_pool, rmsnorm, scatter_add, softmax, vector_add
 
 KERNELS = {
     "vector_add": vector_add.vector_add,
@@ -14,7 +14,9 @@ KERNELS = {
     "max_pool2d": max_pool.max_pool2d,  # strided windows
     "conv2d": conv.conv2d,  # implicit GEMM: gathered im2col tiles into MMA (constexprs: conv.PRESETS)
     "conv_transpose2d": conv.conv_transpose2d,
+    "cumsum_block_sums": cumsum.block_sums,  # a scan across blocks: two passes
+    "cumsum_block_scan": cumsum.block_scan,
 }
 
-__all__ = ["KERNELS", "conv", "embedding", "gemm", "gemm_hopper", "max_pool", "rmsnorm", "scatter_add", "softmax",
-           "vector_add"]
+__all__ = ["KERNELS", "conv", "cumsum", "embedding", "gemm", "gemm_hopper", "max_pool", "rmsnorm", "scatter_add",
+           "softmax", "vector_add"]

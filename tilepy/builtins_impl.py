@@ -17,6 +17,7 @@ from . import ir
 from .builtins_compute import ComputeRules
 from .builtins_gather import GatherRules
 from .builtins_memory import MemoryRules
+from .builtins_reduce import ReduceRules
 from .builtins_util import (
     _broadcast,
     _feature_hint,
@@ -51,7 +52,7 @@ class BoundMethod:
 
 
 
-class BuiltinRules(MemoryRules, ComputeRules, GatherRules):
+class BuiltinRules(MemoryRules, ComputeRules, GatherRules, ReduceRules):
     """`b_<name>` handles `tp.<name>`; the memory and compute rules live in their mixins."""
 
     def __init__(self, tr):
@@ -151,6 +152,8 @@ class BuiltinRules(MemoryRules, ComputeRules, GatherRules):
             return t.dtype
         if attr == "to":
             return BoundMethod("cast", base)
+        if attr == "T" and isinstance(t, RegType):
+            return self.b_permute(node, base, tuple(reversed(range(len(t.shape)))))
         raise self.err(node, f"{t} has no attribute `{attr}`", cls=KernelTypeError)
 
     def method_call(self, method: BoundMethod, node: cst.Call):

@@ -56,6 +56,7 @@ import numpy as np
 
 from .errors import InterpreterError, Span, TilepyError
 from .interp_gather import _GatherOps
+from .interp_tiles import _TileOps
 from .interp_launch import _LaunchArgs, _norm_grid
 from .interp_memops import _blocked as _blocked
 from .interp_memops import _MemoryOps
@@ -201,7 +202,7 @@ class _Ctx:
 # ============================================================================================ interpreter
 
 
-class _Interpreter(_LaunchArgs, _ValueOps, _MemoryOps, _MmaOps, _GatherOps):
+class _Interpreter(_LaunchArgs, _ValueOps, _MemoryOps, _MmaOps, _GatherOps, _TileOps):
     """One run of a kernel. The ops are methods of the mixins (interp_launch, interp_ops, interp_memops,
     interp_mma) so that each file stays one responsibility; `_ops` collects every `_op_<name>` of them, and
     `eval` dispatches an IR Call to it by op name."""

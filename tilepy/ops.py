@@ -92,6 +92,14 @@ _OPS = [
     OpInfo("sum", "sum(x) attrs{axis, keepdims}", False, "sum along `axis` (a cross-thread reduction tree)"),
     OpInfo("max_reduce", "max_reduce(x) attrs{axis, keepdims}", False, "max along `axis`"),
     OpInfo("min_reduce", "min_reduce(x) attrs{axis, keepdims}", False, "min along `axis`"),
+    OpInfo("prod", "prod(x) attrs{axis, keepdims}", False, "product along `axis`"),
+    *(OpInfo(f"scan_{k}", f"scan_{k}(x) attrs{{axis, reverse, exclusive}}", False,
+             f"running {k} along `axis` (inclusive unless `exclusive`: element i combines 0..i, or 0..i-1 with "
+             "the identity at 0; `reverse` runs from the end)") for k in ("sum", "prod")),
+    OpInfo("permute", "permute(x) attrs{dims}", False,
+           "result axis k is x's axis dims[k]; the layout is permuted with the axes (no data moves)"),
+    OpInfo("reshape", "reshape(x) attrs{shape}", False,
+           "the same elements in row-major order, in a tile of another shape (redistributed over threads)"),
     OpInfo("mma", "mma(a, b, acc) attrs{instr}", False,
            "acc + a @ b with the instruction `instr`: the tile is covered by the instruction's fragments over the "
            "accumulator's warp grid; register operands are read through the instruction's operand layouts"),
@@ -106,5 +114,6 @@ _OPS = [
 
 OPS: dict[str, OpInfo] = {op.name: op for op in _OPS}
 UNARY_MATH = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "abs", "sin", "cos", "tanh", "sigmoid", "silu", "erf")
-REDUCTIONS = ("sum", "max_reduce", "min_reduce")
+REDUCTIONS = ("sum", "max_reduce", "min_reduce", "prod")
+SCANS = ("scan_sum", "scan_prod")
 ATOMICS = ("atomic_add", "atomic_max", "atomic_min", "atomic_cas")

@@ -32,7 +32,7 @@ from tilepy.targets import get_target
 from tilepy.tv_layout import TVLayout, blocked
 from tilepy.types import RegType, ScalarType, SharedType, TensorType
 
-from . import gathers
+from . import gathers, tile_ops
 from .tagterms import TOP, Alt, product, subst_tag
 from .vc import AND, NOT, OR, cmp, in_range, is_int, subst
 
@@ -660,7 +660,19 @@ class _Walker:
 
         return Reg(e.type, tag if x.tag is not None else None, None, (), e.span)
 
-    op_sum = op_max_reduce = op_min_reduce = _reduce
+    op_sum = op_max_reduce = op_min_reduce = op_prod = _reduce
+
+    # scans and shape changes of register tiles: tilepy_verify/tile_ops.py
+    def op_scan_sum(self, e, st):
+        return tile_ops.scan(self, e, st)
+
+    op_scan_prod = op_scan_sum
+
+    def op_permute(self, e, st):
+        return tile_ops.permute(self, e, st)
+
+    def op_reshape(self, e, st):
+        return tile_ops.reshape(self, e, st)
 
     def elementwise(self, e, vals, st):
         shape = e.type.shape

@@ -10,6 +10,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.dirname(__file__))
 
 import tilepy as tp  # noqa: E402
 import tilepy_hip  # noqa: E402
@@ -35,5 +36,15 @@ for preset in ("sm_90a", "sm_80"):
     oh, ow = conv.conv_transpose2d_out(19, 3, 2, 0, 1), conv.conv_transpose2d_out(14, 3, 2, 0, 1)
     L(conv.conv_transpose2d, (tp.cdiv(ow, 8), tp.cdiv(oh, 8), 2), xc, torch.randn(6, 33, 3, 3, device=d).bfloat16(),
       torch.empty(2, 33, oh, ow, device=d), target="sm_90a", **p)
+from test_gpu_gather_kernels import _atomics, tile_ops  # noqa: E402
+
+xs = torch.randn(32, 64, device=d)
+L(tile_ops, (1,), xs, torch.empty(32, device=d), torch.empty(3, 64, dtype=torch.int32, device=d),
+  torch.empty(4, 32, 64, device=d), torch.empty(64, 32, device=d), torch.empty(16, 128, device=d))
+for dt, tdt in ((tp.f32, torch.float32), (tp.bf16, torch.bfloat16), (tp.i32, torch.int32)):
+    n, m = 1000, 13
+    L(_atomics(dt), (tp.cdiv(n, 256),), torch.ones(n, device=d).to(tdt),
+      torch.randint(0, m, (n,), device=d, dtype=torch.int32), *(torch.zeros(m, device=d).to(tdt) for _ in range(4)),
+      torch.zeros(n, dtype=torch.int32, device=d))
 torch.cuda.synchronize()
 print("sanitize_gather.py: all kernels ran")

@@ -132,3 +132,35 @@ def test_atomics(dtype):
     assert torch.equal(lock.double(), torch.ones(m, dtype=torch.float64))
     assert torch.equal(torch.zeros(m, dtype=torch.int64).index_add(0, idx.long(), won.long()),
                        torch.ones(m, dtype=torch.int64))
+
+
+@tp.kernel(threads=128)
+def tile_ops(X: tp.Tensor[tp.f32, 32, 64], P: tp.Tensor[tp.f32, 32], I: tp.Tensor[tp.i32, 3, 64],
+             C: tp.Tensor[tp.f32, 4, 32, 64], T: tp.Tensor[tp.f32, 64, 32], R: tp.Tensor[tp.f32, 16, 128]):
+    x = tp.load(X[0:32, 0:64])
+    tp.store(P[0:32], tp.prod(x, axis=1))
+    tp.store(I[0, 0:64], tp.argmax(x, axis=0))
+    tp.store(I[1, 0:64], tp.argmin(x, axis=0))
+    tp.store(I[2, 0:64], tp.any(x > 2.0, axis=0).to(tp.i32) + 2 * tp.all(x > -2.5, axis=0).to(tp.i32))
+    tp.store(C[0, 0:32, 0:64], tp.cumsum(x, axis=1))
+    tp.store(C[1, 0:32, 0:64], tp.cumsum(x, axis=0, reverse=True))
+    tp.store(C[2, 0:32, 0:64], tp.cumprod(x, axis=1, exclusive=True))
+    tp.store(C[3, 0:32, 0:64], tp.cumsum(x, axis=1, reverse=True, exclusive=True))
+    tp.store(T[0:64, 0:32], x.T)
+    tp.store(R[0:16, 0:128], tp.reshape(x, (16, 128)))
+
+
+@pytest.mark.parametrize("target", ["sm_90a", "sm_80"])
+def test_reductions_scans_and_shape_changes_match_the_interpreter(target):
+    x = torch.randn(32, 64, generator=_gen(9)) * 1.1
+    x[3, 5] = x[20, 5] = 9.0  # a tie: the first index wins
+    shapes = [((32,), torch.float32), ((3, 64), torch.int32), ((4, 32, 64), torch.float32),
+              ((64, 32), torch.float32), ((16, 128), torch.float32)]
+    dev = [torch.full(s, -7, dtype=d, device=DEV) for s, d in shapes]
+    L(tile_ops, (1,), x.to(DEV), *dev, target=target)
+    torch.cuda.synchronize()
+    cpu = [torch.full(s, -7, dtype=d) for s, d in shapes]
+    tile_ops[(1,)](x, *cpu, target=target)
+    for got, want in zip(dev, cpu):
+        torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-5)
+    assert torch.equal(cpu[1][0], torch.argmax(x, 0).int()) and cpu[1][0, 5] == 3

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import tilepy_verify
-from stdlib_kernels import conv, embedding, max_pool, scatter_add
+from stdlib_kernels import conv, cumsum, embedding, max_pool, scatter_add
 
 TARGETS = ("sm_80", "sm_90a", "gfx942")
 
@@ -39,6 +39,15 @@ def test_max_pool_3x3_stride_2_matches_torch(pad):
     assert torch.equal(y, ref)
 
 
+@pytest.mark.parametrize("n,exclusive", [(5000, False), (1024, True), (1, False), (70001, True)])
+def test_cumsum_across_blocks_matches_torch(n, exclusive):
+    x = torch.randn(n, generator=torch.Generator().manual_seed(n))
+    y = torch.full((n,), float("nan"))
+    cumsum.launch(x, y, exclusive=exclusive)
+    ref = torch.cumsum(x.double(), 0) - (x.double() if exclusive else 0)
+    torch.testing.assert_close(y.double(), ref, rtol=1e-4, atol=1e-3)
+
+
 def _bf16(*shape, seed):
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)).to(torch.bfloat16)
 
@@ -62,7 +71,8 @@ def test_conv_transpose2d_stride_2_matches_torch(target):
 
 
 @pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.parametrize("name", ["embedding", "scatter_add", "max_pool2d", "conv2d", "conv_transpose2d"])
+@pytest.mark.parametrize("name", ["embedding", "scatter_add", "max_pool2d", "conv2d", "conv_transpose2d",
+                                  "cumsum_block_sums", "cumsum_block_scan"])
 def test_verified_clean(name, target):
     from stdlib_kernels import KERNELS
 

@@ -17,17 +17,18 @@ from tilepy import dtypes as dt
 from tilepy import ir
 from tilepy.errors import CompileError, Span
 from tilepy.layout import Layout
-from tilepy.ops import ATOMICS
+from tilepy.ops import ATOMICS, REDUCTIONS, SCANS
 from tilepy.types import GatherTileType, GlobalTileType, MBarrierType, RegType, ScalarType, SharedType, TensorType
 
 from .cexpr import cast, cname, compute_type, ctype, is_half, literal, sym_c, to_compute, var
 from .copies import CopyOps
 from .gathers import GatherOps
+from .scans import ScanOps
 from .tiles import TileOps, TileRef
 
 # Ops that produce a whole register tile at once (written into an array); everything else on tiles is
 # elementwise and rendered value by value.
-MATERIALIZED = frozenset({"load", "sum", "max_reduce", "min_reduce", "mma", "convert_layout", *ATOMICS})
+MATERIALIZED = frozenset({"load", "mma", "convert_layout", "reshape", *REDUCTIONS, *ATOMICS, *SCANS})
 NO_CODE = frozenset({"tag", "assert_tag", "schedule", "mma_operands"})
 
 
@@ -115,7 +116,7 @@ class Context:
     role: tuple | None = None  # (first thread, count) of a warp-role branch with a static thread range
 
 
-class Renderer(TileOps, CopyOps, GatherOps):
+class Renderer(TileOps, CopyOps, GatherOps, ScanOps):
     """Render one specialized kernel (`KernelIR`) for one target (a `RenderTarget` table)."""
 
     MATERIALIZED = MATERIALIZED

@@ -19,7 +19,7 @@ import numpy as np
 
 from tilepy import dtypes as dt
 from tilepy import ir
-from tilepy.ops import ATOMICS, REDUCTIONS
+from tilepy.ops import ATOMICS, REDUCTIONS, SCANS
 from tilepy.symbolic import Const
 from tilepy.tv_layout import TVLayout
 from tilepy.types import GatherTileType, GlobalTileType, RegType, SharedType
@@ -148,6 +148,9 @@ class TileOps:
         if op == "expand_dims":
             axis = e.attrs["axis"]
             return self.plan(e.args[0], coords[:axis] + coords[axis + 1 :])
+        if op == "permute":  # x's axis d is the result's axis dims.index(d): only the coordinates move
+            dims = e.attrs["dims"]
+            return self.plan(e.args[0], [coords[dims.index(d)] for d in range(len(dims))])
         if op == "zeros":
             text = literal(0, t.dtype)
             return (lambda v: text), t.dtype
@@ -227,6 +230,10 @@ class TileOps:
             self.emit_mma(e, dst)
         elif e.op in ATOMICS:
             self.emit_atomic(e, dst)
+        elif e.op in SCANS:
+            self.emit_scan(e, dst)
+        elif e.op == "reshape":
+            self.emit_reshape(e, dst)
         elif e.op == "convert_layout":
             src = self.operand_ref(e.args[0])
             self.exchange(src, self.out_coords(dst.layout), dst.name)
@@ -515,6 +522,7 @@ class TileOps:
             "sum": "({a} + {b})",
             "max_reduce": "tp_maximum({a}, {b})",
             "min_reduce": "tp_minimum({a}, {b})",
+            "prod": "({a} * {b})",
         }[e.op]
         groups: dict = {}
         for v in range(L.num_values):

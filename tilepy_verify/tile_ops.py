@@ -1,0 +1,56 @@
+"""Abstract values of the scans and shape changes of register tiles (tp.cumsum/cumprod, tp.permute,
+tp.reshape): the tag of a result element is composed from the tags of the elements it comes from.
+
+A scan element stands for some elements along its axis (like a reduction's, over-approximated to the whole
+axis); a permuted or reshaped element is one element of the source at the mapped coordinates, and an
+integer tile's value map goes through the same coordinate map."""
+
+from __future__ import annotations
+
+from .tagterms import Alt
+from .vc import AND, in_range
+
+
+def scan(walker, e, st):
+    from .domain import Reg, fresh
+
+    x = walker.expr(e.args[0], st)
+    ax, n = e.attrs["axis"], e.type.shape[e.attrs["axis"]]
+
+    def tag(c, x=x):
+        r = fresh("scan")
+        return [Alt(AND(a.cond, in_range(r, 0, n)), a.tag, a.src) for a in x.tag(c[:ax] + (r,) + c[ax + 1:])]
+
+    return Reg(e.type, tag if isinstance(x, Reg) and x.tag is not None else None, None, (), e.span)
+
+
+def _moved(walker, e, st, f):
+    from .domain import Reg
+
+    x = walker.expr(e.args[0], st)
+    if not isinstance(x, Reg):
+        return Reg(e.type, None, None, (), e.span)
+    tag = None if x.tag is None else (lambda c: x.tag(f(c)))
+    value = None if x.value is None else (lambda c: x.value(f(c)))
+    return Reg(e.type, tag, value, (), x.src)
+
+
+def permute(walker, e, st):
+    dims = e.attrs["dims"]
+    return _moved(walker, e, st, lambda c: tuple(c[dims.index(d)] for d in range(len(dims))))
+
+
+def reshape(walker, e, st):
+    new, old = tuple(e.type.shape), tuple(e.args[0].type.shape)
+
+    def f(c):
+        flat = 0
+        for x, n in zip(c, new):
+            flat = flat * n + x
+        out = []
+        for n in reversed(old):
+            out.append(flat % n)
+            flat = flat // n
+        return tuple(reversed(out))
+
+    return _moved(walker, e, st, f)
