@@ -59,7 +59,7 @@ def lower_problem(problem, target: str = "cpu") -> LoweredCandidate:
     """Lower the problem's Model at its base inputs into a candidate module."""
     model = problem.make_model()
     inputs = list(problem.base_inputs)
-    prog = lower_model(model, inputs)
+    prog = lower_model(model, inputs, "cpu" if target == "cpu" else target)
     precision, tol = precision_of(prog, inputs, target != "cpu" and torch.cuda.is_available())
     source = render_program(prog, precision)
     ops = sorted({op.split(".")[1] if op.count(".") >= 1 else op for op in prog.ops})

@@ -15,6 +15,7 @@ import torch
 from . import values as vals
 from .core import Pointwise, Reduction
 from .index import Div, IExpr, Mod, Sum, Var, variables
+from .templates import MatmulTemplate, render_template
 from .values import V, walk
 
 INT32_MAX = 2**31 - 1
@@ -404,7 +405,15 @@ def render_program(prog, precision: str = "fp32 (as the reference)") -> str:
     """The candidate module's source for a LoweredProgram."""
     buffers = {b.name: b for b in prog.buffers}
     kernels_src, launches = [], []
+    templates_done = set()
     for n, k in enumerate(prog.kernels):
+        if isinstance(k, MatmulTemplate):
+            src, line = render_template(k, prog.target)
+            if k.kernel not in templates_done:
+                kernels_src.append(src)
+                templates_done.add(k.kernel)
+            launches.append((None, line, None))
+            continue
         base = "pointwise" if isinstance(k, Pointwise) else f"reduce_{k.kind}"
         kname = f"k{n}_{base}"
         if isinstance(k, Pointwise):
@@ -443,7 +452,10 @@ def render_program(prog, precision: str = "fp32 (as the reference)") -> str:
         if b.kind == "temp":
             host.append(f"    {b.name} = torch.empty({max(1, b.numel)}, dtype={b.dtype}, device=dev)")
     for kname, args, grid in launches:
-        host.append(f"    launch({kname}, {grid}, {', '.join(args)})")
+        if kname is None:
+            host.append(f"    {args}")
+        else:
+            host.append(f"    launch({kname}, {grid}, {', '.join(args)})")
     outs = [f"{b.name}.view({tuple(s)})" for b, s in zip(prog.outputs, prog.output_shapes)]
     host.append(f"    return {outs[0]}" if prog.single_output else f"    return ({', '.join(outs)},)")
     what = f"{len(prog.kernels)} kernel{'s' if len(prog.kernels) != 1 else ''} from {len(prog.ops)} core-ATen ops"

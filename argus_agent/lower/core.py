@@ -92,7 +92,8 @@ def buffer_tensor(buf: Buffer) -> LTensor:
 class Context:
     """Buffers and kernels produced while lowering one graph."""
 
-    def __init__(self):
+    def __init__(self, target: str = "cpu"):
+        self.target = target
         self.buffers: list[Buffer] = []
         self.kernels: list = []
         self._names: set = set()
@@ -122,6 +123,16 @@ class Context:
         value = t(unflatten(i, t.shape)) if t.shape else t([])
         self.kernels.append(Pointwise(buf, value, self.note))
         return buffer_tensor(buf)
+
+    def contiguous(self, t: LTensor, base: str = "buf") -> LTensor:
+        """`t` as a buffer holding exactly its elements in row-major order (a copy kernel only if needed)."""
+        if t.buffer is not None and t.numel == t.buffer.numel and t.shape:
+            i = Var("i", t.numel)
+            v = t(unflatten(i, t.shape))
+            if v.op == "load" and v.args[0] == t.buffer.name and v.args[1] == i and not v.args[2]:
+                return t
+        plain = LTensor(t.shape, t.dtype, t._fn)
+        return self.realize(plain, base)
 
     def reduce(self, kind: str, out_shape, red_shape, fn, dtype: torch.dtype, base: str = "red",
                **extra) -> LTensor:

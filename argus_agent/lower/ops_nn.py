@@ -11,9 +11,10 @@ import math
 import torch
 
 from . import values as vals
-from .core import LTensor
+from .core import LTensor, buffer_tensor
 from .index import add, const, floordiv
 from .registry import register, result_dtype, result_shape
+from .templates import MatmulTemplate, gemm_for
 from .values import call
 
 
@@ -28,6 +29,12 @@ def matmul(ctx, a: LTensor, b: LTensor, out_dtype, base="mm") -> LTensor:
     N = b.shape[-1]
     acc = _acc(out_dtype)
     nb = len(batch)
+    gemm = gemm_for(ctx.target, a.dtype, M, N, K) if not batch and a.dtype == b.dtype else None
+    if gemm is not None:
+        ab, bb = ctx.contiguous(a, "mm_a"), ctx.contiguous(b, "mm_b")
+        buf = ctx.add_buffer(base, (M, N), torch.float32)
+        ctx.kernels.append(MatmulTemplate(buf, ab.buffer, bb.buffer, M, N, K, gemm, ctx.note))
+        return buffer_tensor(buf)
 
     def fn(oc, rc):
         bc, m, n = oc[:nb], oc[nb], oc[nb + 1]
@@ -230,10 +237,24 @@ def _avg_pool(ctx, node, x, kernel, stride=None, padding=0, ceil_mode=False, cou
     return LTensor(shape, x.dtype, lambda c: vals.cast(call("div", total(c), count(c)), x.dtype))
 
 
+@register("aten.adaptive_max_pool1d", "aten.adaptive_max_pool2d", "aten.adaptive_max_pool3d")
+def _adaptive_max(ctx, node, x, out_size):
+    out = _adaptive(ctx, node, x, out_size, "max")
+
+    def no_indices(c):
+        raise NotImplementedError("adaptive max-pooling indices (return_indices=True)")
+    return out, LTensor(out.shape, torch.int64, no_indices)
+
+
 @register("aten._adaptive_avg_pool1d", "aten._adaptive_avg_pool2d", "aten._adaptive_avg_pool3d",
           "aten.adaptive_avg_pool1d")
 def _adaptive_avg(ctx, node, x, out_size):
-    shape = result_shape(node)
+    return _adaptive(ctx, node, x, out_size, "sum")
+
+
+def _adaptive(ctx, node, x, out_size, kind):
+    val = node.meta["val"]
+    shape = tuple(val[0].shape if isinstance(val, (tuple, list)) else val.shape)
     nsp = len(out_size)
     lead = len(x.shape) - nsp
     ins = x.shape[lead:]
@@ -262,8 +283,10 @@ def _adaptive_avg(ctx, node, x, out_size):
             t = call("lt", vals.index_value(cnd[1]), vals.const(0, torch.int64))
             ok = t if ok is None else call("and", ok, t, dtype=torch.bool)
         v = vals.cast(vals.load(buf.name, flatten(full, x.shape), buf.dtype), acc)
-        return call("where", ok, v, vals.const(0.0, acc))
-    total = ctx.reduce("sum", shape, kmax, fn, acc, base="adaptive")
+        return call("where", ok, v, vals.const(0.0 if kind == "sum" else -math.inf, acc))
+    total = ctx.reduce(kind, shape, kmax, fn, acc, base="adaptive")
+    if kind == "max":
+        return total if x.dtype == acc else LTensor(shape, x.dtype, lambda c: vals.cast(total(c), x.dtype))
 
     def f(c):
         cnt = None

@@ -25,18 +25,20 @@ class LoweredProgram:
     output_shapes: list
     single_output: bool
     ops: list = field(default_factory=list)   # ATen ops of the reference (what ModelNew may not call)
+    target: str = "cpu"
     placeholders: dict = field(default_factory=dict)   # graph input name -> Buffer
 
 
-def lower_model(model: torch.nn.Module, inputs: list) -> LoweredProgram:
-    """torch.export `model(*inputs)`, decompose to core ATen, and lower every node (LoweringError otherwise)."""
+def lower_model(model: torch.nn.Module, inputs: list, target: str = "cpu") -> LoweredProgram:
+    """torch.export `model(*inputs)`, decompose to core ATen, and lower every node (LoweringError otherwise).
+    `target` picks template kernels (tensor-core GEMMs) where it has them."""
     captured = capture_program(model, inputs)
-    return lower_captured(captured)
+    return lower_captured(captured, target)
 
 
-def lower_captured(captured: Captured) -> LoweredProgram:
+def lower_captured(captured: Captured, target: str = "cpu") -> LoweredProgram:
     ep = captured.program
-    ctx = Context()
+    ctx = Context(target)
     env: dict = {}
     by_name = {gi.name: gi for gi in captured.inputs}
     ops = []
@@ -79,7 +81,7 @@ def lower_captured(captured: Captured) -> LoweredProgram:
             buf = _force_realize(ctx, t, "out")
         outputs.append(buf)
         shapes.append(t.shape)
-    return LoweredProgram(captured, ctx.buffers, ctx.kernels, outputs, shapes, single, ops, placeholders)
+    return LoweredProgram(captured, ctx.buffers, ctx.kernels, outputs, shapes, single, ops, ctx.target, placeholders)
 
 
 def _is_plain(t: LTensor) -> bool:

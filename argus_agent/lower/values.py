@@ -129,10 +129,21 @@ def call(op: str, *args: V, dtype: torch.dtype | None = None) -> V:
         args = (cast(args[0], torch.bool), cast(args[1], dtype), cast(args[2], dtype))
     elif op not in ("isnan", "isinf"):
         args = tuple(cast(a, dtype) for a in args)
+    if op in ("floordiv", "mod") and dtype.is_floating_point:
+        q = floor(call("div", args[0], args[1]))
+        return q if op == "floordiv" else call("sub", args[0], call("mul", q, args[1]))
     folded = _fold(op, args, dtype)
     if folded is not None:
         return folded
     return make(op, tuple(args), dtype)
+
+
+def floor(x: V) -> V:
+    """floor of a float: truncate through an integer cast, step down where that rounded up; magnitudes of
+    2^23 and beyond are integers already (and may not fit the integer)."""
+    t = cast(cast(x, torch.int32), x.dtype)
+    down = call("sub", t, cast(call("gt", t, x), x.dtype))
+    return call("where", call("ge", call("abs", x), const(8388608.0, x.dtype)), x, down)
 
 
 COMPARE = {"lt", "le", "gt", "ge", "eq", "ne"}
