@@ -16,7 +16,7 @@ import itertools
 
 from tilepy.symbolic import Var
 
-from ..counterexample import iteration_of
+from ..counterexample import dims_of, iteration_of
 from ..report import Finding
 from ..vc import AND, OR, cmp, subst
 
@@ -96,7 +96,7 @@ def _pair(ctx, a, b):
     cex = {"block": blk1, "coords": tuple(int(model.get(f"gc{d}@1", 0)) for d in range(len(a.shape))),
            "iteration": iteration_of(a.point, model, "@1"), "other_block": blk2,
            "other_coords": tuple(int(model.get(f"gc{d}@2", 0)) for d in range(len(b.shape))),
-           "other_iteration": iteration_of(b.point, model, "@2"), "element": elem}
+           "other_iteration": iteration_of(b.point, model, "@2"), "element": elem, "dims": dims_of(model)}
     msg = (f"data race on global tensor '{a.param}': block {blk1} {verbs[a.kind]} element {elem} that block "
            f"{blk2} {verbs[b.kind]}; blocks run concurrently in any order "
            "(give each block its own elements, or update them with tp.atomic_*)")
@@ -122,7 +122,7 @@ def _duplicates(ctx, a):
     cex = {"block": tuple(int(model.get(f"block{k}", 0)) for k in range(3)),
            "coords": tuple(int(model.get(f"gc{d}@1", 0)) for d in range(len(a.shape))),
            "other_coords": tuple(int(model.get(f"gc{d}@2", 0)) for d in range(len(a.shape))),
-           "iteration": iteration_of(a.point, model, "@1"), "element": elem}
+           "iteration": iteration_of(a.point, model, "@1"), "element": elem, "dims": dims_of(model)}
     msg = (f"data race on global tensor '{a.param}': two elements of one scatter store write element {elem} "
            "(duplicate indices: which value lands depends on the schedule; use tp.atomic_* to combine them)")
     return Finding("global_race", "error", msg, a.span, cex)
