@@ -1,9 +1,11 @@
 """The `argus` command line.
 
 Exit codes: 0 success; 1 the work ran but failed (no correct kernel, verification errors, no correct tuning
-point); 2 usage error; 3 the problem cannot be handled (not KernelBench format, or an op no template
-expresses: the message names it); 4 a needed package or service is missing (e.g. tilepy_verify for
-`argus verify`); 5 unknown run, skill or file.
+point); 2 usage error (also: `--out` holds another problem's outputs, without `--force`); 3 the problem cannot
+be handled (not KernelBench format, its code raises, or an op that cannot be lowered: the message names it);
+4 a needed package or service is missing (e.g. tilepy_verify for `argus verify`, an unreachable LLM
+endpoint); 5 unknown run, skill or file; 6 an identical run is in progress; 130 interrupted (Ctrl-C: the same
+command resumes the run).
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from pathlib import Path
 
 import click
 
-EXIT_OK, EXIT_FAILED, EXIT_UNSUPPORTED, EXIT_MISSING, EXIT_UNKNOWN = 0, 1, 3, 4, 5
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNSUPPORTED, EXIT_MISSING, EXIT_UNKNOWN = 0, 1, 2, 3, 4, 5
+EXIT_BUSY, EXIT_INTERRUPTED = 6, 130
 TARGETS = ["cpu", "sm_90a", "gfx942", "sm_80"]
 
 
@@ -47,45 +50,75 @@ def main():
 @click.option("--db", type=click.Path(dir_okay=False), help="History database (default $ARGUS_HOME/history.db).")
 @click.option("--no-resume", is_flag=True, help="Start a new run even if an identical one was interrupted.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.option("--force", is_flag=True, help="Replace another problem's outputs in --out (a backup is kept).")
+@click.option("--stage-timeout", type=float, help="Seconds each candidate may spend per stage (build, verify, test, "
+              "time); default 300/300/600/300.")
+@click.option("--llm-max-failures", type=int, default=3, show_default=True,
+              help="Stop after this many consecutive connection failures to the LLM endpoint.")
 def optimize(problem, target, budget, out_dir, llm_base_url, model, api_key, llm_timeout, seed, cpu_scale, db,
-             no_resume, as_json):
-    """Produce a verified, tested (and, on a GPU, tuned and timed) tilepy kernel for PROBLEM.py."""
-    from .loop import dumps
+             no_resume, as_json, force, stage_timeout, llm_max_failures):
+    """Produce a verified, tested (and, on a GPU, tuned and timed) tilepy kernel for PROBLEM.py.
+
+    Outputs go to --out, by default $ARGUS_HOME/runs/<run id>-<problem>/ (~/.argus)."""
+    from .history import RunBusy
+    from .loop import RunAborted, dumps
     from .loop import optimize as run_optimize
     from .lower import LoweringError as UnsupportedOpError
+    from .outdir import OutDirError
     from .planner import LLMPlanner, OfflinePlanner
     from .problem import ProblemError
 
     if llm_base_url and not model:
         raise click.UsageError("--llm-base-url needs --model (or ARGUS_MODEL)")
-    planner = (LLMPlanner(llm_base_url, model, api_key, timeout=llm_timeout) if llm_base_url
-               else OfflinePlanner(seed))
+    planner = (LLMPlanner(llm_base_url, model, api_key, timeout=llm_timeout, max_connection_failures=llm_max_failures)
+               if llm_base_url else OfflinePlanner(seed))
     history = _history(db)
     with click.progressbar(length=budget, label=f"argus {Path(problem).name}", file=sys.stderr,
                            show_pos=True) as bar:
         def progress(step):
             bar.update(1)
             if not as_json:
-                click.echo("\n  " + step.line()[:160], err=True)
+                click.echo("\n  " + step.line(), err=True)
+
+        def on_ablation(i, n, row):
+            if not as_json:
+                click.echo(f"\n  ablation {i}/{n}: without {row['removed']} -> "
+                           f"{'correct' if row['correct'] else 'fails'}"
+                           + (f", {row['speedup']:.3f}x" if row["speedup"] else ""), err=True)
 
         try:
             result = run_optimize(problem, target=target, budget=budget, out_dir=out_dir, planner=planner,
                                   history=history, seed=seed, cpu_scale=cpu_scale, progress=progress,
-                                  resume=not no_resume)
+                                  resume=not no_resume, force=force, stage_timeout=stage_timeout,
+                                  on_ablation=on_ablation)
         except (UnsupportedOpError, ProblemError) as e:
-            click.echo(f"\nargus: cannot handle {problem}: {e}", err=True)
-            sys.exit(EXIT_UNSUPPORTED)
+            _fail(f"cannot handle {problem}: {e}", EXIT_UNSUPPORTED)
+        except OutDirError as e:
+            _fail(str(e), EXIT_USAGE)
+        except RunBusy as e:
+            _fail(f"{problem}: {e}", EXIT_BUSY)
+        except RunAborted as e:
+            _fail(f"run stopped: {e}", EXIT_MISSING)
+        except KeyboardInterrupt:
+            _fail("interrupted; the run is marked so, and the same command resumes it", EXIT_INTERRUPTED)
     if as_json:
         click.echo(dumps(result))
     else:
         s = result.summary
-        click.echo(f"\nrun {result.run_id}: {result.status}; {s['pattern']}; best candidate #{result.best_candidate}")
+        best = f"best candidate #{result.best_candidate}" if result.best_candidate is not None else "no correct kernel"
+        click.echo(f"\nrun {result.run_id}: {result.status}; {s['pattern']}; {best}")
         click.echo("speedup: " + (f"{result.best_speedup:.3f}x (geometric mean)" if result.best_speedup else
                                   "not measured") + f"; timing: {s['timing']}")
-        if out_dir and result.best_candidate:
-            click.echo(f"wrote {out_dir}/model_new.py, kernels.py, summary.json, summary.md")
+        if result.out_dir:
+            click.echo(f"wrote {result.out_dir}/model_new.py, kernels.py, summary.json, summary.md")
         click.echo(f"report: argus report {result.run_id}")
     sys.exit(EXIT_OK if result.status == "done" else EXIT_FAILED)
+
+
+def _fail(message: str, code: int):
+    """One line (plus the hint lines a located error carries) on stderr, and the exit code."""
+    click.echo(f"\nargus: {message}", err=True)
+    sys.exit(code)
 
 
 @main.command()
@@ -163,11 +196,19 @@ def tune(kernel_file, problem, target, max_evals, seed, out_file, as_json):
         for r in res.rows:
             status = "infeasible" if not r["feasible"] else ("correct" if r["correct"] else "wrong")
             sp = f"{r['speedup']:.3f}x" if r["speedup"] else "-"
-            click.echo(f"  {status:<10} {sp:>8}  {r['point']}  {r['note'][:80]}")
+            click.echo(f"  {status:<10} {sp:>8}  {r['point']}  {_one_line(r['note'])}")
         click.echo(f"best: {res.best_point}" + (f" at {res.best_speedup:.3f}x" if res.best_speedup else
                                                 " (kept: without timings no point beats the current one)"))
     ok = any(r["correct"] for r in res.rows)
     sys.exit(EXIT_OK if ok else EXIT_FAILED)
+
+
+def _one_line(note: str) -> str:
+    """A multi-line located message (file:line:col: kind: message / source / caret / hint) on one line."""
+    lines = [ln.strip() for ln in (note or "").splitlines() if ln.strip() and set(ln.strip()) != {"^"}]
+    if len(lines) >= 3 and lines[-1].startswith("hint:"):
+        lines = [lines[0], lines[-1]]   # drop the source excerpt, keep what and what to do
+    return " | ".join(lines)
 
 
 def _rejected():
@@ -224,16 +265,18 @@ def history(db, limit, as_json):
     if as_json:
         click.echo(json.dumps(runs, indent=2, default=str))
         return
-    click.echo(f"{'run':>4}  {'problem':<22} {'target':<7} {'planner':<8} {'status':<8} {'cands':>5}  best")
+    click.echo(f"{'run':>4}  {'problem':<22} {'target':<7} {'planner':<8} {'status':<11} {'cands':>5}  best")
     for r in runs:
-        click.echo(f"{r['id']:>4}  {r['problem'][:22]:<22} {r['target']:<7} {r['planner']:<8} {r['status']:<8} "
-                   f"{r['n']:>5}  {r['best_candidate'] or '-'}")
+        best = "-" if r["best_candidate"] is None else f"#{r['best_candidate']}"
+        click.echo(f"{r['id']:>4}  {r['problem'][:22]:<22} {r['target']:<7} {r['planner']:<8} {r['status']:<11} "
+                   f"{r['n']:>5}  {best}")
 
 
 @main.command()
 @click.argument("run_id", type=int)
 @click.option("--db", type=click.Path(dir_okay=False))
-@click.option("--out", "out_file", type=click.Path(dir_okay=False), help="Default: argus-run-<id>.html")
+@click.option("--out", "out_file", type=click.Path(dir_okay=False),
+              help="Default: $ARGUS_HOME/reports/argus-run-<id>.html")
 def report(run_id, db, out_file):
     """Write an HTML report (plots: progress over iterations, ablation of the best kernel)."""
     from .report import render_report
@@ -244,7 +287,10 @@ def report(run_id, db, out_file):
     except KeyError as e:
         click.echo(f"argus: {e.args[0]}", err=True)
         sys.exit(EXIT_UNKNOWN)
-    path = Path(out_file or f"argus-run-{run_id}.html")
+    from .history import default_home
+
+    path = Path(out_file) if out_file else default_home() / "reports" / f"argus-run-{run_id}.html"
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(page)
     click.echo(str(path))
 
@@ -271,7 +317,7 @@ def demo(example, budget, out_dir):
     db = Path(out_dir) / "history.db"
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     result = run_optimize(EXAMPLES[example], target="cpu", budget=budget, out_dir=out_dir, history=_history(db),
-                          resume=False, progress=lambda s: click.echo("  " + s.line()[:150]))
+                          resume=False, force=True, progress=lambda s: click.echo("  " + s.line()))
     from .report import render_report
 
     page = Path(out_dir) / f"report-{result.run_id}.html"

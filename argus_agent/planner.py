@@ -77,14 +77,19 @@ class Context:
 
 class OfflinePlanner:
     """UCB1 over (skill, variant) arms and the tuner, seeded: the same seed and outcomes give the same
-    choices. Arms that failed or did not apply to the current source are not retried on it."""
+    choices. An arm is played at most once on a given source (whatever it gave, it would give again), so
+    arms never tried there come first; the planner stops when every arm was tried on the current kernel, or
+    when `patience` steps in a row brought no improvement (a first correct kernel, or a faster one)."""
 
     name = "offline"
 
-    def __init__(self, seed: int = 0, c: float = 0.7, use_tuner: bool = True):
-        self.seed, self.c, self.use_tuner = seed, c, use_tuner
+    def __init__(self, seed: int = 0, c: float = 0.7, use_tuner: bool = True, patience: int = 6):
+        self.seed, self.c, self.use_tuner, self.patience = seed, c, use_tuner, patience
         self.stats: dict = {}   # arm -> [plays, total reward]
-        self.dead: set = set()  # (source digest, arm)
+        self.dead: set = set()  # (source digest, arm): already played there
+        self.best: float | None = None
+        self.have_correct = False
+        self.since_improved = 0
 
     @staticmethod
     def _arm(action: dict):
@@ -97,10 +102,18 @@ class OfflinePlanner:
         plays = self.stats.setdefault(arm, [0, 0.0])
         plays[0] += 1
         plays[1] += step.reward
-        if step.outcome != "correct" or arm[0] == "tune":
-            self.dead.add((step.source_digest, arm))
+        self.dead.add((step.source_digest, arm))
+        improved = step.outcome == "correct" and (not self.have_correct or (
+            step.speedup is not None and (self.best is None or step.speedup > self.best * 1.01)))
+        if step.outcome == "correct":
+            self.have_correct = True
+            if step.speedup is not None and (self.best is None or step.speedup > self.best):
+                self.best = step.speedup
+        self.since_improved = 0 if improved else self.since_improved + 1
 
     def propose(self, ctx: Context) -> dict:
+        if self.patience and self.since_improved >= self.patience:
+            return {"kind": "stop", "reason": f"no improvement in the last {self.since_improved} steps"}
         rng = random.Random(self.seed * 1_000_003 + ctx.iteration)
         here = digest(ctx.kernel_source)
         arms = [(s.name, i) for s in ctx.skills if not s.advisory for i in range(len(s.variants))]
@@ -143,13 +156,15 @@ class LLMPlanner:
     name = "llm"
 
     def __init__(self, base_url: str, model: str, api_key: str | None = None, timeout: float = 60.0,
-                 temperature: float = 0.2):
+                 temperature: float = 0.2, max_connection_failures: int = 3):
         from openai import OpenAI
 
-        self.model, self.temperature = model, temperature
+        self.model, self.temperature, self.base_url = model, temperature, base_url
         self.client = OpenAI(base_url=base_url, api_key=api_key or os.environ.get("OPENAI_API_KEY") or "none",
                              timeout=timeout, max_retries=0)
         self.last_error = ""
+        self.max_connection_failures = max_connection_failures
+        self.connection_failures = 0
 
     def observe(self, step: Step):
         pass  # the trajectory is in the context: the in-context learner needs no other state
@@ -162,14 +177,47 @@ class LLMPlanner:
             resp = self.client.chat.completions.create(
                 model=self.model, temperature=self.temperature,
                 messages=[{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": ctx.render()}])
-            text = resp.choices[0].message.content or ""
+            self.connection_failures = 0
+            text = content_text(resp.choices[0].message.content)
         except openai.APITimeoutError as e:
+            self.connection_failures = 0
             return {"kind": "invalid", "outcome": "llm-timeout", "message": f"the LLM did not answer in time: {e}"}
+        except openai.APIConnectionError as e:
+            self.connection_failures += 1
+            if self.connection_failures >= self.max_connection_failures:
+                return {"kind": "abort", "outcome": "llm-unreachable",
+                        "message": f"the LLM endpoint {self.base_url} could not be reached "
+                                   f"{self.connection_failures} times in a row ({e}); check --llm-base-url and "
+                                   "that the server is running"}
+            return {"kind": "invalid", "outcome": "llm-error", "message": f"{type(e).__name__}: {e}"}
         except openai.APIError as e:
+            self.connection_failures = 0
             return {"kind": "invalid", "outcome": "llm-error", "message": f"{type(e).__name__}: {e}"}
         except Exception as e:  # malformed HTTP bodies and the like: fed back, never fatal
             return {"kind": "invalid", "outcome": "llm-error", "message": f"{type(e).__name__}: {e}"}
         return parse_reply(text, ctx)
+
+
+def content_text(content) -> str:
+    """A message's `content` as text, whatever shape the server sent: a string, None, a number, or a list of
+    parts (strings, or dicts with a `text`)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list | tuple):
+        parts = []
+        for p in content:
+            if isinstance(p, dict):
+                parts.append(content_text(p.get("text", p.get("content"))))
+            elif hasattr(p, "text"):
+                parts.append(content_text(p.text))
+            else:
+                parts.append(content_text(p))
+        return "".join(parts)
+    if isinstance(content, dict):
+        return content_text(content.get("text", content.get("content")))
+    return str(content)
 
 
 def parse_reply(text: str, ctx: Context) -> dict:

@@ -46,7 +46,7 @@ def test_interrupted_run_resumes_where_it_stopped(examples, history):
     with pytest.raises(Stop):
         optimize(examples["scaled_softmax"], budget=6, history=history, seed=5, progress=interrupt)
     run_id = history.runs(1)[0]["id"]
-    assert history.run(run_id)["status"] == "running" and len(history.candidates(run_id)) == 3
+    assert history.run(run_id)["status"] == "interrupted" and len(history.candidates(run_id)) == 3
     resumed = optimize(examples["scaled_softmax"], budget=6, history=history, seed=5, planner=OfflinePlanner(5))
     assert resumed.run_id == run_id and resumed.summary["resumed"]
     assert len(history.candidates(run_id)) == 6
