@@ -14,6 +14,11 @@ GPU_TARGET = {"nvidia": "sm_90a", "amd": "gfx942"}
 
 def launch(kernel, grid, *args, target: str | None = None, **constexprs):
     """Run `kernel` over `grid` on `args` (CUDA tensors: compiled through tilepy_hip; else interpreted)."""
+    fast = kernel.gpu_launch  # tilepy_hip's prepared launch of a signature it has checked before
+    if fast is not None:
+        out = fast(grid, None, constexprs, args)
+        if out is not None:
+            return out
     for a in args:
         if getattr(a, "is_cuda", False):
             import tilepy_hip  # the launch resolves a callable grid itself, once per argument signature

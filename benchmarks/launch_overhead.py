@@ -4,13 +4,14 @@
     python benchmarks/launch_overhead.py [--paths] [--out DIR] [model_new.py]
 
 * Host time per launch: wall time of 2,000 back-to-back launches of a 256-element vector_add (no
-  synchronization inside the loop), median of 7, for `kernel[grid](...)`, `tilepy_hip.launch`, argus's
-  `runtime.launch` and `torch.add(x, y, out=z)`; also each one's event-to-event time of a single launch.
+  synchronization inside the loop), median of 9 loops interleaved across the ways, for `kernel[grid](...)`,
+  `tilepy_hip.launch`, argus's `runtime.launch` and `torch.add(x, y, out=z)`; also each one's event-to-event
+  time of a single launch.
 * GEMM 1024^3 (bf16 in; gemm_hopper writes f32, cuBLAS through torch.matmul bf16): 30 launches back-to-back,
   CUDA events around them, median of 20; then the same 30 captured in one CUDA graph and replayed.
 * `--paths`: the ways to reach cuLaunchKernel from Python, on the same prepared arguments (ctypes with
-  argtypes, ctypes with converted arguments, cuda-bindings, a small C extension built here if a C compiler
-  and Python's headers are present).
+  argtypes, ctypes with arguments converted by hand, cuda-bindings, tilepy_hip's C extension), and the parts
+  of the fast path (signature key, prepared call without the driver, current-stream lookup).
 * With a model_new.py (KernelBench style): Model vs ModelNew, eager and through tilepy_hip.graphs.
 Writes <out>/launch_<device>.json (default benchmarks/results/).
 """
@@ -22,7 +23,6 @@ import ctypes
 import datetime
 import importlib
 import json
-import os
 import re
 import statistics
 import sys
@@ -58,6 +58,23 @@ def host_us(fn, n=2000, reps=7, warm=200) -> float:
         times.append((time.perf_counter() - t0) / n * 1e6)
         torch.cuda.synchronize()
     return statistics.median(times)
+
+
+def interleaved_host_us(ways: dict, n=2000, reps=9, warm=500) -> dict:
+    """host_us for several ways at once, their loops interleaved, so drift (clocks, other load) hits all alike."""
+    for fn in ways.values():
+        for _ in range(warm):
+            fn()
+    torch.cuda.synchronize()
+    times: dict = {name: [] for name in ways}
+    for _ in range(reps):
+        for name, fn in ways.items():
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn()
+            times[name].append((time.perf_counter() - t0) / n * 1e6)
+            torch.cuda.synchronize()
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def event_us(fn, reps=200, warm=20) -> float:
@@ -118,9 +135,8 @@ def launch_overhead() -> dict:
     k[(1,)](x, y, z, BLOCK=256)
     torch.cuda.synchronize()
     assert torch.equal(z, x + y), "vector_add is wrong"
-    out = {}
-    for name, fn in ways.items():
-        out[name] = {"host_us": host_us(fn), "event_us": event_us(fn)}
+    host = interleaved_host_us(ways)
+    out = {name: {"host_us": host[name], "event_us": event_us(fn)} for name, fn in ways.items()}
     torch_host = out["torch.add(out=)"]["host_us"]
     for r in out.values():
         r["host_ratio_to_torch"] = r["host_us"] / torch_host
@@ -136,7 +152,12 @@ def gemm_1024() -> dict:
     ref = a.double() @ b.double()
     cublas = {"eager_us": batch_us(lambda: torch.matmul(a, b)), "graph_us": graph_us(lambda: torch.matmul(a, b))}
     out = {"shape": [m, n, kk], "calls": 30, "cublas": cublas}
-    variants = {"128x256_s4": {}, "128x128_s4": gemm_hopper.SMALL_TILE}
+    variants = {  # the preset, and tiles that give 1024^2 outputs more CTAs (64 and 128 of 132 SMs)
+        "128x256_s4": {},
+        "128x128_s4": gemm_hopper.SMALL_TILE,
+        "128x64_s4": dict(BN=64, INSTR=tp.nv.wgmma_m64n64k16_bf16),
+        "64x128_s4_1consumer": dict(BM=64, BN=128, CONSUMERS=1, INSTR=tp.nv.wgmma_m64n128k16_bf16),
+    }
     for tag, extra in variants.items():
         p = {**gemm_hopper.PRESETS["sm_90a"], **extra}
         grid = (tp.cdiv(m, p["BM"]), tp.cdiv(n, p["BN"]))
@@ -151,96 +172,44 @@ def gemm_1024() -> dict:
     return out
 
 
-_EXT_SOURCE = r"""
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <dlfcn.h>
-typedef int (*launch_t)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *,
-                        void **, void **);
-static launch_t cu_launch;
-static PyObject *launch(PyObject *self, PyObject *const *a, Py_ssize_t n) {
-  if (n != 8) {
-    PyErr_SetString(PyExc_TypeError, "launch(func, gx, gy, gz, block, smem, stream, params)");
-    return NULL;
-  }
-  void *f = PyLong_AsVoidPtr(a[0]);
-  unsigned gx = PyLong_AsUnsignedLong(a[1]), gy = PyLong_AsUnsignedLong(a[2]), gz = PyLong_AsUnsignedLong(a[3]);
-  unsigned bx = PyLong_AsUnsignedLong(a[4]), smem = PyLong_AsUnsignedLong(a[5]);
-  void *stream = PyLong_AsVoidPtr(a[6]);
-  void **params = (void **)PyLong_AsVoidPtr(a[7]);
-  if (PyErr_Occurred()) return NULL;
-  return PyLong_FromLong(cu_launch(f, gx, gy, gz, bx, 1, 1, smem, stream, params, NULL));
-}
-static PyMethodDef methods[] = {{"launch", (PyCFunction)(void (*)(void))launch, METH_FASTCALL, ""}, {NULL}};
-static struct PyModuleDef mod = {PyModuleDef_HEAD_INIT, "tp_launch_ext", NULL, -1, methods};
-PyMODINIT_FUNC PyInit_tp_launch_ext(void) {
-  void *h = dlopen("libcuda.so.1", RTLD_NOW);
-  cu_launch = h ? (launch_t)dlsym(h, "cuLaunchKernel") : NULL;
-  if (!cu_launch) { PyErr_SetString(PyExc_ImportError, "no cuLaunchKernel"); return NULL; }
-  return PyModule_Create(&mod);
-}
-"""
+def launch_paths() -> dict:
+    """The same prepared vector_add launch through each way of calling cuLaunchKernel, and the fast path's
+    parts."""
+    from tilepy_hip import native
 
-
-def _build_extension(tmp: Path):
-    import importlib.util
-    import shutil
-    import subprocess
-    import sysconfig
-
-    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-    include = sysconfig.get_paths()["include"]
-    if cc is None or not (Path(include) / "Python.h").exists():
-        return None, f"no C compiler ({cc}) or no Python.h in {include}"
-    src, lib = tmp / "tp_launch_ext.c", tmp / f"tp_launch_ext{sysconfig.get_config_var('EXT_SUFFIX')}"
-    src.write_text(_EXT_SOURCE)
-    r = subprocess.run([cc, "-O2", "-shared", "-fPIC", f"-I{include}", str(src), "-o", str(lib), "-ldl"],
-                       capture_output=True, text=True)
-    if r.returncode:
-        return None, r.stderr[-400:]
-    spec = importlib.util.spec_from_file_location("tp_launch_ext", lib)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod, ""
-
-
-def launch_paths(tmp: Path) -> dict:
-    """The same prepared vector_add launch through each way of calling cuLaunchKernel."""
     x = torch.randn(256, device="cuda")
     y, z = torch.randn_like(x), torch.empty_like(x)
     k = va.vector_add
-    k[(1,)](x, y, z, BLOCK=256)
-    table = hip_launch._PREPARED[k]
-    prep = next(iter(table.entries.values()))
-    prep.fill((x, y, z))
-    func, params, threads, smem = prep.func, prep.params, prep.threads, prep.smem
+    ck = k[(1,)](x, y, z, BLOCK=256)
+    prep = hip_launch.prepare(ck, [x, y, z])
+    prep.call((1,), (x, y, z))
+    func, addr, threads, smem = prep.func, prep.params_addr, prep.threads, prep.smem
     raw_stream = hip_launch._raw_stream_fn()
     out = {}
-    cuda = hip_launch._driver()
-    out["ctypes, argtypes (used)"] = lambda: cuda.cuLaunchKernel(func, 1, 1, 1, threads, 1, 1, smem, raw_stream(0),
-                                                                  params, None)
-    bare = ctypes.CDLL("libcuda.so.1").cuLaunchKernel  # no argtypes: arguments converted by hand
-    cu1, cthreads, csmem = ctypes.c_uint(1), ctypes.c_uint(threads), ctypes.c_uint(smem)
-    out["ctypes, no argtypes"] = lambda: bare(func, cu1, cu1, cu1, cthreads, cu1, cu1, csmem,
-                                              ctypes.c_void_p(raw_stream(0)), params, None)
+    typed = ctypes.CDLL("libcuda.so.1").cuLaunchKernel
+    typed.argtypes = [ctypes.c_void_p, *([ctypes.c_uint] * 7), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    out["ctypes, argtypes"] = lambda: typed(func, 1, 1, 1, threads, 1, 1, smem, raw_stream(0), addr, None)
+    by_hand = native._ctypes_launch()
+    out["ctypes, converted by hand (fallback)"] = lambda: by_hand(func, 1, 1, 1, threads, smem, raw_stream(0), addr)
     try:
         from cuda.bindings import driver as cu
 
-        cfunc = cu.CUfunction(func.value)
-        addr = ctypes.addressof(params)
+        cfunc = cu.CUfunction(func)
         out["cuda-bindings"] = lambda: cu.cuLaunchKernel(cfunc, 1, 1, 1, threads, 1, 1, smem,
                                                          cu.CUstream(raw_stream(0)), addr, 0)
     except Exception as exc:  # noqa: BLE001 - reported, not fatal
         out["cuda-bindings"] = f"unavailable: {type(exc).__name__}: {exc}"
-    ext, why = _build_extension(tmp)
-    if ext is not None:
-        f_int, addr = func.value, ctypes.addressof(params)
-        out["C extension"] = lambda: ext.launch(f_int, 1, 1, 1, threads, smem, raw_stream(0), addr)
+    launch_fn, what = native.launcher()
+    if what == "C extension":
+        out["C extension (used)"] = lambda: launch_fn(func, 1, 1, 1, threads, smem, raw_stream(0), addr)
     else:
-        out["C extension"] = f"unavailable: {why}"
+        out["C extension (used)"] = f"unavailable: {what}"
     out["raw stream lookup only"] = lambda: raw_stream(0)
-    out["prepared fill only"] = lambda: prep.fill((x, y, z))
-    out["signature key only"] = lambda: table.key(None, {"BLOCK": 256}, x, y, z)
+    table = hip_launch._PREPARED[k]
+    out["signature key only"] = lambda: table.key(None, {"BLOCK": 256}, (x, y, z))
+    noop = hip_launch.build_prepared(ck, [x, y, z], prep.values, func, 0, launch_fn=lambda *a: 0,
+                                     stream_fn=raw_stream, on_error=None)
+    out["prepared call, no-op launch"] = lambda: noop.call((1,), (x, y, z))
     res = {}
     for name, fn in out.items():
         if isinstance(fn, str):
@@ -294,13 +263,12 @@ def main(argv=None):
         "tilepy_hip": tilepy_hip.__version__,
         "driver": _driver_version(),
         "python": sys.version.split()[0],
+        "launcher": tilepy_hip.native.launcher()[1],
         "time": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
         "launch": launch_overhead(),
     }
     if args.paths:
-        tmp = Path(os.environ.get("TMPDIR", "/tmp")) / "tp_launch_ext"
-        tmp.mkdir(parents=True, exist_ok=True)
-        res["paths_host_us"] = launch_paths(tmp)
+        res["paths_host_us"] = launch_paths()
     res["gemm_1024"] = gemm_1024()
     if args.model_new:
         res["model_new"] = {args.model_new: model_new(args.model_new)}

@@ -12,7 +12,7 @@ onto CUDA; AMD code compiles with an AMDGPU-capable clang (Debian clang-N, hipcc
 
 from __future__ import annotations
 
-from . import graphs
+from . import graphs, native
 from ._version import __version__
 from .build import CompiledKernel, compile, compile_ir, find_amd_clang, toolchain_info
 from .launch import launch
@@ -34,6 +34,7 @@ __all__ = [
     "compile_ir",
     "launch",
     "graphs",
+    "native",
     "CompiledKernel",
     "RENDER_TARGETS",
     "find_amd_clang",

@@ -1,5 +1,5 @@
 """Launch compiled kernels on torch CUDA tensors, on torch's current stream, through the CUDA driver API
-(cuModuleLoadData / cuLaunchKernel, called through ctypes on libcuda).
+(cuModuleLoadData through ctypes on libcuda; cuLaunchKernel through `native.py`'s small C extension).
 
 The first call of a signature (dtypes, shapes, devices, contiguity, constexprs) takes the slow path below and
 leaves a prepared launch (`prepared.py`) that later calls of the same signature reuse without checks.
@@ -16,12 +16,15 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
+import sys
 
 from tilepy.errors import LaunchError
 from tilepy.types import ScalarType, TensorType
 
-from .prepared import CUDA_ERROR_INVALID_CONTEXT, PreparedLaunch, build_prepared, signature_key
+from .prepared import CUDA_ERROR_INVALID_CONTEXT, PreparedLaunch, build_prepared, fast_path, signature_key
 from .tensor_map import launch_values
+
+_package = sys.modules[__name__.rpartition(".")[0]]  # tilepy_hip, whose `launch` attribute a guard may wrap
 
 _TORCH_DTYPES = {
     "f16": "float16",
@@ -58,14 +61,6 @@ def _driver():
     except OSError as exc:
         raise LaunchError(f"the CUDA driver (libcuda.so.1) is not available: {exc}") from None
     cuda.cuGetErrorString.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
-    cuda.cuLaunchKernel.argtypes = [
-        ctypes.c_void_p,
-        *([ctypes.c_uint] * 6),
-        ctypes.c_uint,
-        ctypes.c_void_p,
-        ctypes.POINTER(ctypes.c_void_p),
-        ctypes.POINTER(ctypes.c_void_p),
-    ]
     return cuda
 
 
@@ -261,13 +256,10 @@ def _on_launch_error(prep, rc: int, dims, stream):
 
 
 def _launch_on_device(prep, dims, stream):
-    """The launch on a machine of several GPUs: enter the tensors' device when it is not the current one."""
+    """The launch on a machine of several GPUs when the tensors' device is not the current one."""
     import torch
 
-    if torch.cuda.current_device() != prep.index:
-        with torch.cuda.device(prep.index):
-            rc = prep.launch_dims(dims, stream)
-    else:
+    with torch.cuda.device(prep.index):
         rc = prep.launch_dims(dims, stream)
     if rc:
         _on_launch_error(prep, rc, dims, stream)
@@ -283,8 +275,11 @@ def _several_devices() -> bool:
 
 def prepare(ck, args, positions=None) -> PreparedLaunch:
     """Check `args` (run-time arguments in parameter order) against `ck`'s signature, load the module on their
-    device, and lay out the argument buffer: a PreparedLaunch that launches calls of this signature."""
+    device, and lay out the argument buffer: a PreparedLaunch whose `.call(grid, args, stream)` launches calls
+    of this signature."""
     import torch
+
+    from .native import launcher
 
     values, _dims, device = pack_args(ck, args)
     values += launch_values(ck, args)  # tensor maps of bulk tensor copies, then their tp_tma_ok bits
@@ -294,17 +289,19 @@ def prepare(ck, args, positions=None) -> PreparedLaunch:
     switch = torch.cuda.device(index) if index != torch.cuda.current_device() else contextlib.nullcontext()
     with switch:
         _, func = _function(ck, index)
+    several = _several_devices()
     return build_prepared(
         ck, args, values, func, index, positions,
-        launch_fn=_driver().cuLaunchKernel, stream_fn=_raw_stream_fn(), on_error=_on_launch_error,
-        switch_device=_launch_on_device if _several_devices() else None,
+        launch_fn=launcher()[0], stream_fn=_raw_stream_fn(), on_error=_on_launch_error,
+        current_device=torch.cuda.current_device if several else None,
+        switch_device=_launch_on_device if several else None,
     )
 
 
 def launch_compiled(ck, grid, args, stream=None):
     """Launch a CompiledKernel on `grid` (a tuple, an int, or a callable of the constexprs and dimensions)
     with run-time arguments `args`, checking them first."""
-    return prepare(ck, args)(grid, args, stream)
+    return prepare(ck, args).call(grid, args, stream)
 
 
 _LAUNCHED: dict = {}  # (kernel, target, arch, constexprs) -> CompiledKernel
@@ -313,11 +310,17 @@ _SIGNATURE_LIMIT = 256  # prepared launches per kernel kept (cleared past it)
 
 
 class _Signatures:
-    """The prepared launches of one kernel, by signature key (`prepared.signature_key`)."""
+    """The prepared launches of one kernel by signature key (`prepared.signature_key`), and the kernel's fast
+    path over them (`Kernel.gpu_launch`, which `kernel[grid](...)` tries first). The fast path steps aside
+    while `tilepy_hip.launch` is wrapped (an evaluation guard counting launches, a profiler): the wrapper must
+    see every call."""
 
     def __init__(self, kernel):
         self.entries: dict = {}
         self.key = signature_key(kernel.params)
+        from .native import native_fast
+
+        self.fast = fast_path(kernel.params, self.entries, _package, launch, native_fast())
         self.runtime_at = tuple(i for i, (_, spec, _) in enumerate(kernel.params) if spec != "constexpr")
         self.runtime_names = frozenset(n for n, spec, _ in kernel.params if spec != "constexpr")
 
@@ -336,14 +339,11 @@ def launch(kernel, grid, *args, target: str | None = None, stream=None, **kwargs
 
     >>> launch(vector_add, (tp.cdiv(n, 1024),), x, y, z, BLOCK=1024)    # doctest: +SKIP
     """
-    table = _PREPARED.get(kernel)
-    if table is not None:
-        try:
-            prep = table.entries.get(table.key(target, kwargs, *args))
-        except (TypeError, AttributeError):  # an unhashable constexpr, too few arguments, not a tensor
-            prep = None
-        if prep is not None:
-            return prep(grid, args, stream)
+    fast = kernel.gpu_launch
+    if fast is not None:
+        ck = fast(grid, target, kwargs, args, stream)
+        if ck is not None:
+            return ck
     return _launch_checked(kernel, grid, args, kwargs, target, stream)
 
 
@@ -374,19 +374,20 @@ def _launch_checked(kernel, grid, args, kwargs, target, stream):
     table = _PREPARED.get(kernel) or _Signatures(kernel)
     if not (tensors and table.cacheable(args, kwargs)):
         prep = prepare(ck, runtime)
-        return prep(grid, _scalars_as_numbers(prep, runtime), stream)
+        return prep.call(grid, _scalars_as_numbers(prep, runtime), stream)
     prep = prepare(ck, runtime, positions=table.runtime_at)
     call_args = _scalars_as_numbers(prep, args)
     if call_args is args:  # a scalar passed as a one-element tensor is read on the host: never cached
         try:
-            sig = table.key(target, kwargs, *args)
+            sig = table.key(target, kwargs, args)
             if len(table.entries) >= _SIGNATURE_LIMIT:
                 table.entries.clear()
-            table.entries[sig] = prep
+            table.entries[sig] = prep.record()
             _PREPARED[kernel] = table
+            kernel.gpu_launch = table.fast
         except TypeError:
             pass
-    return prep(grid, call_args, stream)
+    return prep.call(grid, call_args, stream)
 
 
 def _scalars_as_numbers(prep, args):

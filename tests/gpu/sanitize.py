@@ -59,3 +59,29 @@ L(extra.col_stats, (3,), x3, torch.empty(70, device=d), torch.empty(70, device=d
 L(extra.row_math, (4,), torch.randn(4, 256, device=d), torch.empty(4, 256, device=d))
 torch.cuda.synchronize()
 print("sanitize.py: all kernels ran")
+
+# The launch fast path: the same signatures again on new tensors (pointers, scalars and tensor maps refilled),
+# then a CUDA graph of a host program replayed on new data.
+x = torch.randn(5000, device=d)
+vector_add.vector_add[(5,)](x, x, torch.empty_like(x))
+x2 = torch.randn(37, 1000, device=d)
+L(rmsnorm.rmsnorm, (37,), x2, torch.randn(1000, device=d), torch.empty_like(x2), 0.5, BLOCK_N=1024)
+p = {**gemm_hopper.PRESETS["sm_90a"], **gemm_hopper.SMALL_TILE}
+for _ in range(2):
+    a2 = torch.randn(130, 520, device=d).bfloat16()
+    b2 = torch.randn(520, 264, device=d).bfloat16()
+    L(gemm_hopper.gemm_hopper, (tp.cdiv(130, p["BM"]), tp.cdiv(264, p["BN"])), a2, b2,
+      torch.empty(130, 264, device=d), **p)
+
+
+def host(x):
+    y = torch.empty_like(x)
+    softmax.softmax[(x.shape[0],)](x, y, BLOCK_N=1024)
+    return y
+
+
+g = tilepy_hip.graphs.capture(host, x2)
+g.inputs[0].copy_(torch.randn(37, 1000, device=d))
+g.replay()
+torch.cuda.synchronize()
+print("sanitize.py: the fast path and a graph replay ran")
