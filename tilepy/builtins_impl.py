@@ -18,6 +18,7 @@ from .builtins_compute import ComputeRules
 from .builtins_gather import GatherRules
 from .builtins_memory import MemoryRules
 from .builtins_reduce import ReduceRules
+from .builtins_shared import SharedViewRules
 from .builtins_util import (
     _broadcast,
     _feature_hint,
@@ -52,7 +53,7 @@ class BoundMethod:
 
 
 
-class BuiltinRules(MemoryRules, ComputeRules, GatherRules, ReduceRules):
+class BuiltinRules(SharedViewRules, MemoryRules, ComputeRules, GatherRules, ReduceRules):
     """`b_<name>` handles `tp.<name>`; the memory and compute rules live in their mixins."""
 
     def __init__(self, tr):
@@ -152,6 +153,8 @@ class BuiltinRules(MemoryRules, ComputeRules, GatherRules, ReduceRules):
             return t.dtype
         if attr == "to":
             return BoundMethod("cast", base)
+        if attr == "T" and isinstance(t, SharedType):
+            return self.shared_permute(node, base, tuple(reversed(range(len(t.shape)))))
         if attr == "T" and isinstance(t, RegType):
             return self.b_permute(node, base, tuple(reversed(range(len(t.shape)))))
         raise self.err(node, f"{t} has no attribute `{attr}`", cls=KernelTypeError)

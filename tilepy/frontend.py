@@ -30,7 +30,7 @@ from .language import Builtin, TensorSpec
 from .ops import ATOMICS
 from .targets import Target
 from .thread_values import static_thread_values
-from .types import NONE, ScalarType, TensorType
+from .types import NONE, RegType, ScalarType, TensorType
 
 BINOPS = {
     cst.Add: "+", cst.Subtract: "-", cst.Multiply: "*", cst.Divide: "/", cst.FloorDivide: "//",
@@ -378,6 +378,21 @@ class Translator:
                              "use ==, !=, <, <=, >, >=", UnsupportedConstructError)
         return self.binop(op, self.expr(node.left), self.expr(target.comparator), node)
 
+    def expr_IfExp(self, node: cst.IfExp):
+        """`a if c else b`: a compile-time `c` picks one branch while compiling (only that one is translated);
+        a run-time `c` (uniform or per-thread scalar, or a boolean tile) selects elementwise, as
+        tp.where(c, a, b) (both sides are evaluated: kernel expressions have no side effects)."""
+        test = self.expr(node.test)
+        if not isinstance(test, ir.Expr):
+            return self.expr(node.body if test else node.orelse)
+        body, orelse = self.expr(node.body), self.expr(node.orelse)
+        for v in (body, orelse):
+            if isinstance(v, ir.Expr) and not isinstance(v.type, RegType | ScalarType):
+                raise self.error(node, f"a run-time condition selects between values, not {v.type}",
+                                 "load the tiles first (tp.load), or choose with a compile-time condition",
+                                 KernelTypeError)
+        return self.rules.b_where(node, test, body, orelse)
+
     def expr_BooleanOperation(self, node: cst.BooleanOperation):
         op = "and" if isinstance(node.operator, cst.And) else "or"
         lhs, rhs = self.expr(node.left), self.expr(node.right)
@@ -542,7 +557,6 @@ def _describe(node) -> str:
 
 def _expr_hint(node) -> str:
     return {
-        "IfExp": "select with tp.where(cond, a, b)",
         "ListComp": "build tiles with tp.arange/tp.zeros and elementwise ops",
         "GeneratorExp": "build tiles with tp.arange/tp.zeros and elementwise ops",
         "DictComp": "kernels have no dicts",

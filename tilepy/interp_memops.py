@@ -146,6 +146,12 @@ class _MemoryOps:
             raise InterpreterError(f"stage() needs a shared tile, got {type(s).__name__}", e.span)
         return SharedRef(s.buf, s.type, check_stage(s.buf, i, e.span))
 
+    def _op_shared_permute(self, e, ctx):
+        (s,) = self._args(e, ctx)[:1]
+        if not isinstance(s, SharedRef):
+            raise InterpreterError(f"permute of a shared tile needs a shared tile, got {type(s).__name__}", e.span)
+        return SharedRef(s.buf, s.type.permute(tuple(e.attrs["dims"])), s.stage)
+
     # ------------------------------------------------------------------------------------ memory
 
     def _gather(self, src, coords, thr, valid, node, ctx, span, tv=None):

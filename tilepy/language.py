@@ -62,7 +62,7 @@ _BUILTINS = (
     "wait_async copy_bulk barrier mbarrier mbarrier_arrive mbarrier_wait shared zeros full arange cast where "
     "maximum minimum exp exp2 log log2 sqrt rsqrt abs sin cos tanh sigmoid silu erf sum max min mma "
     "convert_layout tag assert_tag mma_operands schedule pipeline static_range num_threads warp_size "
-    "atomic_add atomic_max atomic_min atomic_cas prod any all argmax argmin cumsum cumprod permute reshape "
+    "atomic_add atomic_max atomic_min atomic_cas prod any all argmax argmin cumsum cumprod permute reshape transpose "
     "broadcast_to"
 ).split()
 

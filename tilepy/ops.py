@@ -44,6 +44,9 @@ _OPS = [
            "scalar; the tiles broadcast to the view's shape; element c is tensor[index_0[c], index_1[c], ...]; "
            "elements with an index outside the tensor are masked (loads read `other`, stores skip them)"),
     OpInfo("stage", "stage(shared, index)", False, "stage `index` of a multi-stage shared tile"),
+    OpInfo("shared_permute", "shared_permute(shared) attrs{dims}", False,
+           "the shared tile with its axes permuted (axis k is axis dims[k]): the same memory, the layout's "
+           "modes permuted (SharedType.permute); no data moves"),
     OpInfo("shared", "shared() attrs{type: SharedType}", False, "allocate a shared-memory tile for the block"),
     OpInfo("zeros", "zeros() attrs{shape, dtype, layout}", False, "register tile of zeros"),
     OpInfo("full", "full(value) attrs{shape, dtype, layout}", False, "register tile filled with `value`"),

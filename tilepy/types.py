@@ -83,6 +83,14 @@ class SharedType:
     def stage(self) -> SharedType:
         return SharedType(self.dtype, self.shape, self.layout, self.swizzle, None)
 
+    def permute(self, dims: tuple) -> SharedType:
+        """The same memory seen with its axes permuted: axis k of the result is axis dims[k] (the layout's
+        modes move with the axes, so every element keeps its offset; the swizzle and stages are unchanged)."""
+        shape = self.layout.shape if isinstance(self.layout.shape, tuple) else (self.layout.shape,)
+        stride = self.layout.stride if isinstance(self.layout.stride, tuple) else (self.layout.stride,)
+        layout = type(self.layout)(tuple(shape[d] for d in dims), tuple(stride[d] for d in dims))
+        return SharedType(self.dtype, tuple(self.shape[d] for d in dims), layout, self.swizzle, self.stages)
+
     def __str__(self) -> str:
         extra = f", swizzle={self.swizzle}" if self.swizzle else ""
         st = f"{self.stages}x" if self.stages else ""

@@ -145,6 +145,7 @@ class Access:
     bar: str | None = None  # bulk copy: its mbarrier
     arr: object = None  # bulk copy: arrivals on `bar` by the issuing role before the issue (see sync.py)
     arr_valid: object = True  # bool term: `arr` is exact
+    perm: tuple | None = None  # a permuted view: axis k of `coords` is axis perm[k] of the allocation
 
 
 @dataclass(eq=False)
@@ -233,6 +234,7 @@ class Reg:
     value: object = None  # callable(coords) -> Sym / bool term for int/bool tiles, else None
     pairs: tuple = ()  # MmaContrib accumulated into this tile
     src: object = None  # span of the op that made it
+    from_pairs: bool = False  # `tag` is mma_result_tag(pairs): an MMA result's (a, b) products
 
 
 @dataclass(eq=False)
@@ -263,6 +265,12 @@ class GView:
 class SRef:
     alloc: SharedAlloc
     stage: object  # Sym/int, or None for the whole (multi-stage) allocation
+    view: SharedType | None = None  # tp.permute / tp.transpose: the permuted stage type
+    perm: tuple | None = None  # axis k of the view is axis perm[k] of the allocation
+
+    @property
+    def shape(self) -> tuple:
+        return tuple((self.view or self.alloc.type).shape)
 
 
 @dataclass(eq=False)
@@ -612,6 +620,13 @@ class _Walker:
             self.A.allocs.append(a)
         return SRef(a, None)
 
+    def op_shared_permute(self, e, st):
+        ref = self.expr(e.args[0], st)
+        dims = tuple(e.attrs["dims"])
+        base = ref.view or (ref.alloc.type.stage() if ref.alloc.type.stages else ref.alloc.type)
+        perm = tuple((ref.perm or tuple(range(len(dims))))[d] for d in dims)
+        return SRef(ref.alloc, ref.stage, base.permute(dims), perm)
+
     def op_stage(self, e, st):
         ref = self.expr(e.args[0], st)
         idx = self.expr(e.args[1], st)
@@ -640,12 +655,12 @@ class _Walker:
 
     def op_convert_layout(self, e, st):
         x = self.expr(e.args[0], st)
-        return Reg(e.type, x.tag, x.value, x.pairs, x.src)
+        return Reg(e.type, x.tag, x.value, x.pairs, x.src, x.from_pairs)
 
     def op_cast(self, e, st):
         x = self.expr(e.args[0], st)
         if isinstance(x, Reg):
-            return Reg(e.type, x.tag, x.value, x.pairs, x.src)
+            return Reg(e.type, x.tag, x.value, x.pairs, x.src, x.from_pairs)
         return x if _intlike(x) and e.type.dtype.is_int else UNKNOWN
 
     def _reduce(self, e, st):
@@ -768,8 +783,8 @@ class _Walker:
             gathers.record(self, e, st, "write", dst, e.args[2] if len(e.args) > 2 else None)
             return
         vt = e.args[1].type
-        layout = vt.layout if isinstance(vt, RegType) and tuple(vt.shape) == tuple(dst.alloc.type.shape) else \
-            blocked(tuple(dst.alloc.type.shape), self.branch_threads(st), max(16 // dst.alloc.type.dtype.bytes, 1))
+        layout = vt.layout if isinstance(vt, RegType) and tuple(vt.shape) == dst.shape else \
+            blocked(dst.shape, self.branch_threads(st), max(16 // dst.alloc.type.dtype.bytes, 1))
         tids, vals = self.slots(layout, st, owners=True)
         acc = self.access(e, st, "write", dst, tids, vals, layout, partial=len(e.args) > 2)
         tag = val.tag if isinstance(val, Reg) else None
@@ -862,7 +877,7 @@ class _Walker:
                 st.env[name] = Reg(x.type, _tagfn_tag(fn, e.span), x.value, x.pairs, x.src)
         elif isinstance(x, SRef):
             n = len(x.alloc.type.shape)
-            tids, vals = self.slots(blocked(tuple(x.alloc.type.shape), self.T, 1), st, owners=True)
+            tids, vals = self.slots(blocked(x.shape, self.T, 1), st, owners=True)
             acc = self.access(e, st, "tag", x if x.stage is not None else SRef(x.alloc, 0), tids, vals, None)
             del n
             self.record_write(acc, st, _tagfn_tag(fn, e.span))
@@ -906,7 +921,8 @@ class _Walker:
             self.A.mma_ops.append(MmaOp(e, e.span, pt, instr, warps, operands))
         contrib = MmaContrib(e, e.span, pt, instr, warps, (M, N, K), tags["a"], tags["b"])
         pairs = tuple(p for p in c.pairs if p.op is not e) + (contrib,) if isinstance(c, Reg) else (contrib,)
-        return Reg(e.type, c.tag if isinstance(c, Reg) else None, None, pairs, e.span)
+        prev = c.tag if isinstance(c, Reg) and c.from_pairs else None
+        return Reg(e.type, _products_tag(contrib, prev), None, pairs, e.span, True)
 
     def wgmma_slots(self, instr, which, shape, warps, st):
         gm, gn = warps
@@ -954,7 +970,7 @@ class _Walker:
     def access(self, e, st, kind, ref: SRef, tids, vals, layout, channel="C:async", group=None, coords=None,
                partial=False, descriptor=False):
         alloc = ref.alloc
-        stype = alloc.type.stage() if alloc.type.stages else alloc.type
+        stype = ref.view or (alloc.type.stage() if alloc.type.stages else alloc.type)
         if coords is None:
             # slots were chosen from `layout`; recover their (thread index in layout, value) coordinates
             coords = self._slot_coords(layout, tids, vals, st)
@@ -967,6 +983,7 @@ class _Walker:
         a = Access(next(self._ids), e, e.span, kind, alloc, stage, self.point(st, e.span), np.asarray(tids),
                    np.asarray(vals), off, coords, layout, channel, group, partial, descriptor,
                    alloc.type.dtype.bytes)
+        a.perm = ref.perm
         if self.recording and kind != "tag":
             self.A.accesses.append(a)
         return a
@@ -1105,6 +1122,9 @@ def _join(a, b):
         return a
     if isinstance(a, Reg) and isinstance(b, Reg):
         pairs = tuple(a.pairs) + tuple(p for p in b.pairs if all(p.op is not q.op for q in a.pairs))
+        if pairs and all(r.from_pairs or (r.tag is None and not r.pairs) for r in (a, b)):
+            # MMA results (or an untagged initial accumulator): the products of every MMA that produced it
+            return Reg(b.type, mma_result_tag(pairs), None, pairs, b.src, True)
         tag = a.tag if a.tag is b.tag else (None if a.tag is None and b.tag is None else _top_tag)
         return Reg(b.type, tag, None, pairs, b.src)
     if _same(a, b):
@@ -1118,6 +1138,47 @@ def _top_tag(c):
     return [Alt(True, TOP)]
 
 
+def mma_result_tag(pairs):
+    """Tag of an MMA result: element (i, j) carries (A tag at (i, r), B tag at (r, j)) for every contraction
+    index r of every MMA in `pairs` that accumulated into it, at any of its iterations (each MMA's loop
+    variables are fresh, constrained to their ranges). The accumulator's contents before the first of them
+    are not part of it. Operands are taken by their logical coordinates (a register operand in another
+    layout than the instruction's is an mma_layout error of its own)."""
+
+    def tag(c, pairs=pairs):
+        out = []
+        for p in pairs:
+            m = {}
+            for lp in p.point.loops:
+                m[lp.var.name], m[lp.trip.name] = fresh(lp.name), fresh("trip")
+            out += _products(p, c, m, p.point.constraint())
+        return out
+
+    return tag
+
+
+def _products(p, c, m, where):
+    i, j = c
+    r = fresh("r")
+    where = AND(in_range(r, 0, p.shape[2]), subst(where, m) if m else where)
+    out = []
+    for alt in product([p.a.tag((i, r)), p.b.tag((r, j))], tuple):
+        cond = AND(where, subst(alt.cond, m) if m else alt.cond)
+        if cond is not False:
+            out.append(Alt(cond, subst_tag(alt.tag, m) if m else alt.tag, alt.src or p.span))
+    return out
+
+
+def _products_tag(contrib, prev):
+    """Tag of the result of one MMA where it is computed: its own products at this iteration, then those of
+    the MMAs that produced the accumulator it added to (`prev`)."""
+
+    def tag(c, contrib=contrib, prev=prev):
+        return _products(contrib, c, {}, True) + (prev(c) if prev is not None else [])
+
+    return tag
+
+
 def _after_loop(v, lp: Loop):
     """A value computed in a loop body, seen after the loop: its iteration is some valid one."""
     if isinstance(v, Reg) and v.tag is not None:
@@ -1129,7 +1190,7 @@ def _after_loop(v, lp: Loop):
             return [Alt(AND(subst(a.cond, m), subst(lp.constraint(), m)), subst_tag(a.tag, m), a.src)
                     for a in inner(c)]
 
-        return Reg(v.type, tag, None, v.pairs, v.src)
+        return Reg(v.type, tag, None, v.pairs, v.src, v.from_pairs)
     if isinstance(v, Sym) and lp.var in _free(v):
         return fresh("after")
     return v

@@ -165,6 +165,18 @@ def reaching_tag(walker, ref, acc):
     return tag
 
 
+def reframe(coords, perm_from, perm_to):
+    """Coordinates of one element in an access through permuted view `perm_from` (axis k of the view is
+    axis perm[k] of the allocation; None: unpermuted), re-expressed in the frame of view `perm_to`."""
+    if perm_from == perm_to:
+        return coords
+    base = list(coords)
+    if perm_from is not None:
+        for k, d in enumerate(perm_from):
+            base[d] = coords[k]
+    return tuple(base) if perm_to is None else tuple(base[d] for d in perm_to)
+
+
 def _summary(walker, chain, acc, stage):
     """The chain reduced to the writes that can reach this read: a loop invariant of the ring, computed once
     per read instead of once per element query. An entry whose match condition cannot hold where the read
@@ -209,7 +221,7 @@ def _tag_of(chain, acc, stage):
                 wstage = subst(w.access.stage, m) if m else w.access.stage
                 match = AND(cond, cmp("==", wstage, stage))
                 if match is not False:
-                    for a in w.tag(coords):
+                    for a in w.tag(reframe(coords, acc.perm, w.access.perm)):
                         c = AND(match, *not_before, subst(a.cond, m) if m else a.cond)
                         if c is not False:
                             alts.append(Alt(c, subst_tag(a.tag, m) if m else a.tag, a.src or w.access.span))

@@ -60,16 +60,15 @@ def test_print_rejected():
     _check(e.value, k, 'print("hello")', tp.UnsupportedConstructError, "interpreter")
 
 
-def test_conditional_expression_rejected():
+def test_conditional_expression_between_views_rejected():
     @tp.kernel
-    def k(X: tp.Tensor[tp.f32, "N"], BLOCK: tp.constexpr = 128):
-        x = tp.load(X[0:BLOCK])
-        y = x if BLOCK > 4 else x * 2.0
-        tp.store(X[0:BLOCK], y)
+    def k(X: tp.Tensor[tp.f32, "N"], n: tp.i32, BLOCK: tp.constexpr = 128):
+        v = X[0:BLOCK] if n > 4 else X[BLOCK:2 * BLOCK]
+        tp.store(X[0:BLOCK], tp.load(v))
 
     with pytest.raises(tp.CompileError) as e:
         k.ir()
-    _check(e.value, k, "y = x if BLOCK", tp.UnsupportedConstructError, "tp.where")
+    _check(e.value, k, "v = X[0:BLOCK] if n", tp.KernelTypeError, "tp.load")
 
 
 def test_wrong_dtype_for_mma():

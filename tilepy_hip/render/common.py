@@ -499,6 +499,9 @@ class Renderer(TileOps, CopyOps, GatherOps, ScanOps):
 
     # ------------------------------------------------------------------ memory-space values
     def _assign_shared(self, s: ir.Assign):
+        if s.value.op != "shared":  # a view of a shared tile (tp.transpose / tp.permute): bound, no code
+            self.env[s.name] = self.smem_ref(s.value)
+            return
         alloc = self.smem_allocs[id(s.value)]
         st = alloc.stype
         self.prologue(
@@ -553,8 +556,13 @@ class Renderer(TileOps, CopyOps, GatherOps, ScanOps):
         return ViewRef(tensor, starts, tuple(e.attrs["sizes"]), tuple(e.attrs["squeeze"]))
 
     def smem_ref(self, e) -> SmemRef:
+        if isinstance(e, ir.Call) and e.op == "shared_permute":  # same memory, the layout's modes permuted
+            base = self.smem_ref(e.args[0])
+            return SmemRef(base.ptr, base.stype.permute(tuple(e.attrs["dims"])), base.offset, base.align)
         if isinstance(e, ir.Var):
             alloc = self.env.get(e.name)
+            if isinstance(alloc, SmemRef):
+                return alloc
             if isinstance(alloc, SharedAlloc):
                 if alloc.stype.stages is not None:
                     raise self.error(f"`{e.name}` has {alloc.stype.stages} stages; index one")
