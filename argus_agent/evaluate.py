@@ -131,6 +131,9 @@ class Trial:
     message: str = ""
     ref_ms: float | None = None
     new_ms: float | None = None
+    ref_graph_ms: float | None = None  # the forward captured once in a CUDA graph, per replay
+    new_graph_ms: float | None = None
+    graph_note: str = ""               # why ModelNew has no graph figure (its capture failed, or it is not static)
 
 
 @dataclass
@@ -141,6 +144,7 @@ class Evaluation:
     speedup: float | None = None   # geometric mean over the test shapes (None when not timed)
     timing: str = ""               # "timed (20 warm-up, 100 runs)" or "skipped: <why>"
     launches: int = 0
+    graph_speedup: float | None = None  # the same from CUDA-graph replays of both forwards (None: not captured)
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -259,20 +263,30 @@ def evaluate(problem, model_new_cls, *, tol: float = 1e-2, seed: int = 0, n_shap
         if can_time and time_it and i < n_timed:
             trial.ref_ms = _time(ref, inputs, warmup, runs)
             trial.new_ms = _time(new, inputs, warmup, runs)
+            trial.ref_graph_ms, _ = _time_graph(ref, inputs, warmup, runs)
+            trial.new_graph_ms, trial.graph_note = _time_graph(new, inputs, warmup, runs)
         trials.append(trial)
     return finish(trials, launches, len(plan), n_timed, can_time and time_it, why, warmup, runs)
 
 
 def finish(trials, launches, n_trials, n_shapes, timed, why, warmup, runs) -> Evaluation:
     """The Evaluation of trials that all passed."""
+    graph_speedup = None
     if timed:
         sp = [t.ref_ms / t.new_ms for t in trials if t.new_ms]
         speedup = math.exp(sum(math.log(s) for s in sp) / len(sp)) if sp else None
         timing = f"timed on {torch.cuda.get_device_name()} ({warmup} warm-up, {runs} timed runs per shape)"
+        gp = [t.ref_graph_ms / t.new_graph_ms for t in trials if t.new_graph_ms and t.ref_graph_ms]
+        if gp and len(gp) == len(sp):
+            graph_speedup = math.exp(sum(math.log(s) for s in gp) / len(gp))
+            timing += f"; CUDA-graph replay {graph_speedup:.3f}x"
+        else:
+            notes = sorted({t.graph_note for t in trials if t.graph_note})
+            timing += "; no CUDA-graph figure" + (f" ({notes[0]})" if notes else " (not measured on this path)")
     else:
         speedup, timing = None, "skipped: " + (why or "timing not requested")
     return Evaluation(True, f"correct on {n_trials} trials ({n_shapes} shapes, fresh inputs each)", trials,
-                      speedup, timing, launches)
+                      speedup, timing, launches, graph_speedup)
 
 
 def _judge(guard, out, expected, inputs, keep, tol, prev_out_storage, problem) -> str:
@@ -313,6 +327,14 @@ def _max_err(out, expected) -> float | None:
         return float(d.max()) if d.numel() else 0.0
     except Exception:
         return None
+
+
+def _time_graph(model, inputs, warmup: int, runs: int) -> tuple[float | None, str]:
+    """Milliseconds per replay of the forward captured once in a CUDA graph (a static host program launches the
+    same kernels for the same shapes, so one capture per shape replays it with no host work), or (None, why)."""
+    from tilepy_hip.graphs import replay_ms
+
+    return replay_ms(model, list(inputs), warmup, runs)
 
 
 def _time(model, inputs, warmup: int, runs: int) -> float:

@@ -216,9 +216,14 @@ def _child_work(job: dict, send, conn):
     if not order.get("time"):
         return None
     send(stage="time")
-    ms = [time_forward(new, to_device(clone_all(cpu_inputs), device), job["warmup"], job["runs"])
-          for cpu_inputs in trials[:order["shapes"]]]
-    return send(outcome="timed", new_ms=ms)
+    from .evaluate import _time_graph
+
+    ms, graph = [], []
+    for cpu_inputs in trials[:order["shapes"]]:
+        inputs = to_device(clone_all(cpu_inputs), device)
+        ms.append(time_forward(new, inputs, job["warmup"], job["runs"]))
+        graph.append(_time_graph(new, inputs, job["warmup"], job["runs"]))  # (ms or None, why not)
+    return send(outcome="timed", new_ms=ms, new_graph=graph)
 
 
 def time_forward(model, inputs, warmup: int, runs: int) -> float:
@@ -249,6 +254,7 @@ class Sandbox:
         self.ref = problem.make_model(seed).to(self.device)
         self.ref_state = {k: v.detach().clone() for k, v in self.ref.state_dict().items()}
         self.ref_ms: dict = {}   # shape text -> ms: the reference does not change between candidates
+        self.ref_graph_ms: dict = {}  # the same, per CUDA-graph replay
 
     def job(self, source: str, stages, inputs: str = "", outputs: str = "") -> dict:
         return {"problem": self.problem_path, "cpu": self.cpu, "cpu_scale": self.cpu_scale, "source": source,
@@ -331,9 +337,12 @@ class Sandbox:
                     return SandboxResult(msg.get("outcome", "crashed"), msg.get("message", ""), verdict, [],
                                          None, child.seconds)
                 child.close()
-                for t, (sh, cpu_inputs), new_ms in zip(trials, plan, msg["new_ms"]):
+                graphs = msg.get("new_graph") or [(None, "")] * len(msg["new_ms"])
+                for t, (sh, cpu_inputs), new_ms, (graph_ms, note) in zip(trials, plan, msg["new_ms"], graphs):
                     t.new_ms = new_ms
                     t.ref_ms = self.reference_ms(sh, cpu_inputs)
+                    t.new_graph_ms, t.graph_note = graph_ms, note
+                    t.ref_graph_ms = self.reference_graph_ms(sh, cpu_inputs)
             ev = finish(trials, launches, len(plan), n_shapes, timed, self.gpu_why, self.warmup, self.runs)
             return SandboxResult("correct", ev.message, verdict, [], ev, child.seconds)
         finally:
@@ -346,6 +355,16 @@ class Sandbox:
         if key not in self.ref_ms:
             self.ref_ms[key] = time_forward(self.ref, to_device(cpu_inputs, self.device), self.warmup, self.runs)
         return self.ref_ms[key]
+
+    def reference_graph_ms(self, shape, cpu_inputs) -> float | None:
+        """The reference's forward per CUDA-graph replay (None where torch's ops cannot be captured)."""
+        from .evaluate import _shape_text, _time_graph, to_device
+
+        key = _shape_text(shape)
+        if key not in self.ref_graph_ms:
+            inputs = to_device(cpu_inputs, self.device)
+            self.ref_graph_ms[key] = _time_graph(self.ref, inputs, self.warmup, self.runs)[0]
+        return self.ref_graph_ms[key]
 
     @staticmethod
     def _failed(why, verdict, trials, launches, child) -> SandboxResult:
