@@ -117,7 +117,9 @@ class MemoryRules:
     def b_load(self, node, src, mask=None, other=0, layout=None):
         src = self._view_arg(src, node, "tp.load's source")
         t = src.type
-        layout = self._layout_arg(layout, t.shape, t.dtype, node)
+        # a gather reads element by element (no vector width to serve): lay it out as f32 tiles are, the
+        # usual next step (x.to(tp.f32) then arithmetic) then needs no redistribution
+        layout = self._layout_arg(layout, t.shape, dt.f32 if isinstance(t, GatherTileType) else t.dtype, node)
         args = [src]
         mask = self._mask_arg(mask, t.shape, node)
         other_e = self._weak_const(other, t, node) if not isinstance(other, ir.Expr) else other

@@ -164,3 +164,40 @@ def test_reductions_scans_and_shape_changes_match_the_interpreter(target):
     for got, want in zip(dev, cpu):
         torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-5)
     assert torch.equal(cpu[1][0], torch.argmax(x, 0).int()) and cpu[1][0, 5] == 3
+
+
+@tp.kernel(threads=64)
+def carried(X: tp.Tensor[tp.bf16, 64], Y: tp.Tensor[tp.bf16, 4, 64], base: tp.i32, MOVE: tp.constexpr = True):
+    b = base
+    i = (b + tp.arange(64)) % 64                 # an i32 index tile used in the bf16 tile's layout
+    for k in range(4):
+        tp.store(Y[k, (i + k * MOVE) % 64], tp.load(X[0:64]))
+        if MOVE:
+            b = b + 1                            # `i` keeps the value it had before the loop
+
+
+@pytest.mark.parametrize("move", [True, False])
+def test_recomputed_and_carried_index_tiles(move):
+    x = torch.randn(64, generator=_gen(4)).to(torch.bfloat16)
+    y = torch.zeros(4, 64, dtype=torch.bfloat16, device=DEV)
+    L(carried, (1,), x.to(DEV), y, 5, MOVE=move)
+    torch.cuda.synchronize()
+    yi = torch.zeros(4, 64, dtype=torch.bfloat16)
+    carried[(1,)](x, yi, 5, MOVE=move)
+    assert torch.equal(y.cpu(), yi)
+
+
+@pytest.mark.parametrize("n,exclusive", [(5000, False), (1 << 20, True), (1, False)])
+def test_cumsum_across_blocks(n, exclusive):
+    from stdlib_kernels import cumsum
+
+    x = torch.randn(n, generator=_gen(n))
+    y = torch.full((n,), float("nan"), device=DEV)
+    nb = tp.cdiv(n, 1024)
+    part = torch.empty(nb, device=DEV)
+    xd = x.to(DEV)
+    L(cumsum.block_sums, (nb,), xd, part)
+    L(cumsum.block_scan, (nb,), xd, part, y, EXCLUSIVE=exclusive)
+    torch.cuda.synchronize()
+    ref = torch.cumsum(x.double(), 0) - (x.double() if exclusive else 0)
+    torch.testing.assert_close(y.cpu().double(), ref, rtol=1e-4, atol=2e-3 * max(1.0, (n / 1e4) ** 0.5))

@@ -91,3 +91,37 @@ def test_compiles_for_nvidia(name, target, tmp_path):
 def test_compiles_for_gfx942(name, tmp_path):
     ck = build.compile_ir(KERNELS[name].ir("gfx942"), cache_dir=tmp_path)
     assert ck.binary
+
+
+@tp.kernel(threads=128)
+def rowsum(X: tp.Tensor[tp.bf16, "MR"], Y: tp.Tensor[tp.f32, "M"], M: tp.constexpr = 100, R: tp.constexpr = 300,
+           BM: tp.constexpr = 8, BR: tp.constexpr = 64):
+    m0 = tp.block_id(0) * BM
+    m = (m0 + tp.arange(BM))[:, None]                  # index tiles in their own (1-D) layouts
+    acc = tp.zeros((BM, BR), tp.f32)
+    for k in range(tp.cdiv(R, BR)):
+        r = (k * BR + tp.arange(BR))[None, :]
+        acc = acc + tp.load(X[m * R + r], mask=(m < M) & (r < R)).to(tp.f32)
+    tp.store(Y[m0:m0 + BM], tp.sum(acc, axis=1))
+
+
+@tp.kernel(threads=64)
+def carried(X: tp.Tensor[tp.bf16, 64], Y: tp.Tensor[tp.bf16, 4, 64], base: tp.i32, MOVE: tp.constexpr = True):
+    b = base
+    i = (b + tp.arange(64)) % 64                       # an i32 index tile; the stored bf16 tile has another layout
+    for k in range(4):
+        tp.store(Y[k, i], tp.load(X[0:64]))
+        if MOVE:
+            b = b + 1                                  # the next iteration's `b`: `i` must not be recomputed
+
+
+def test_index_tiles_are_recomputed_in_the_layout_of_their_use():
+    src = tilepy_hip.render(rowsum.ir("sm_90a"))
+    loop = src[src.index("for (k = "):]
+    assert "tp_smem +" not in loop.split("__syncthreads")[0]  # the loop body moves no index through smem
+
+
+def test_an_index_tile_whose_inputs_change_in_the_loop_is_not_recomputed():
+    moving = tilepy_hip.render(carried.ir("sm_90a", MOVE=True))
+    fixed = tilepy_hip.render(carried.ir("sm_90a", MOVE=False))
+    assert "tp_smem +" in moving and "tp_smem +" not in fixed.replace("extern __shared__", "")

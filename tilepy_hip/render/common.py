@@ -23,6 +23,7 @@ from tilepy.types import GatherTileType, GlobalTileType, MBarrierType, RegType, 
 from .cexpr import cast, cname, compute_type, ctype, is_half, literal, sym_c, to_compute, var
 from .copies import CopyOps
 from .gathers import GatherOps
+from .remat import RematOps
 from .scans import ScanOps
 from .tiles import TileOps, TileRef
 
@@ -116,7 +117,7 @@ class Context:
     role: tuple | None = None  # (first thread, count) of a warp-role branch with a static thread range
 
 
-class Renderer(TileOps, CopyOps, GatherOps, ScanOps):
+class Renderer(TileOps, CopyOps, GatherOps, ScanOps, RematOps):
     """Render one specialized kernel (`KernelIR`) for one target (a `RenderTarget` table)."""
 
     MATERIALIZED = MATERIALIZED
@@ -398,6 +399,7 @@ class Renderer(TileOps, CopyOps, GatherOps, ScanOps):
             self._assign_mbarrier(s)
         else:
             raise self.error(f"cannot assign a value of type {t}")
+        self.note_assign(s.name, s.value)
 
     def stmt_Eval(self, s: ir.Eval):
         call = s.call
@@ -417,10 +419,13 @@ class Renderer(TileOps, CopyOps, GatherOps, ScanOps):
     def stmt_For(self, s: ir.For):
         v = cname(s.var)
         self.ctx.loop_depth += 1
+        self.note_assign(s.var, None)
+        self.enter_loop(s.body + [s])
         try:
             if s.kind == "static":
                 start, stop, step = (self._const(x) for x in (s.start, s.stop, s.step))
                 for i in range(start, stop, step):
+                    self.note_assign(s.var, None)  # each unrolled copy sees a new value
                     self.em.open()
                     self.em(f"{v} = {i};")
                     self.stmts(s.body)
@@ -437,6 +442,8 @@ class Renderer(TileOps, CopyOps, GatherOps, ScanOps):
             self.em.close()
         finally:
             self.ctx.loop_depth -= 1
+            self.exit_loop()
+            self.after_branches(s.body)
 
     def stmt_If(self, s: ir.If):
         cond = self.scalar_as(s.cond, dt.bool_)
@@ -459,6 +466,7 @@ class Renderer(TileOps, CopyOps, GatherOps, ScanOps):
         finally:
             self.ctx.divergent -= divergent
             self.ctx.role = saved
+            self.after_branches(s.then + s.orelse)
 
     def _thread_values(self, e):
         """Values per thread (a numpy array over the block) of an expression of thread ids and constants:

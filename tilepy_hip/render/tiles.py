@@ -132,7 +132,12 @@ class TileOps:
             return (lambda v: text), d
         shape = t.shape
         if isinstance(e, ir.Var):
-            return self.leaf(self.env[e.name], coords), t.dtype
+            ref = self.env[e.name]
+            if self.slot_map(ref, coords) is None:  # held in another layout: recompute it if it is cheap
+                again = self.rematerialize(e.name)
+                if again is not None:
+                    return self.plan(again, coords)
+            return self.leaf(ref, coords), t.dtype
         if isinstance(e, ir.BinOp):
             fa, ad = self.plan(e.lhs, self._bcast(coords, shape, e.lhs))
             fb, bd = self.plan(e.rhs, self._bcast(coords, shape, e.rhs))
