@@ -36,7 +36,9 @@ for preset in ("sm_90a", "sm_80"):
     oh, ow = conv.conv_transpose2d_out(19, 3, 2, 0, 1), conv.conv_transpose2d_out(14, 3, 2, 0, 1)
     L(conv.conv_transpose2d, (tp.cdiv(ow, 8), tp.cdiv(oh, 8), 2), xc, torch.randn(6, 33, 3, 3, device=d).bfloat16(),
       torch.empty(2, 33, oh, ow, device=d), target="sm_90a", **p)
-from test_gpu_gather_kernels import _atomics, tile_ops  # noqa: E402
+from test_gpu_gather_kernels import _atomics, carried, tile_ops  # noqa: E402
+
+from stdlib_kernels import cumsum  # noqa: E402
 
 xs = torch.randn(32, 64, device=d)
 L(tile_ops, (1,), xs, torch.empty(32, device=d), torch.empty(3, 64, dtype=torch.int32, device=d),
@@ -46,5 +48,11 @@ for dt, tdt in ((tp.f32, torch.float32), (tp.bf16, torch.bfloat16), (tp.i32, tor
     L(_atomics(dt), (tp.cdiv(n, 256),), torch.ones(n, device=d).to(tdt),
       torch.randint(0, m, (n,), device=d, dtype=torch.int32), *(torch.zeros(m, device=d).to(tdt) for _ in range(4)),
       torch.zeros(n, dtype=torch.int32, device=d))
+for move in (True, False):
+    L(carried, (1,), torch.randn(64, device=d).bfloat16(), torch.empty(4, 64, device=d).bfloat16(), 3, MOVE=move)
+xv = torch.randn(3000, device=d)
+part = torch.empty(3, device=d)
+L(cumsum.block_sums, (3,), xv, part)
+L(cumsum.block_scan, (3,), xv, part, torch.empty(3000, device=d))
 torch.cuda.synchronize()
 print("sanitize_gather.py: all kernels ran")
