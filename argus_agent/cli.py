@@ -277,22 +277,65 @@ def history(db, limit, as_json):
 @click.option("--db", type=click.Path(dir_okay=False))
 @click.option("--out", "out_file", type=click.Path(dir_okay=False),
               help="Default: $ARGUS_HOME/reports/argus-run-<id>.html")
-def report(run_id, db, out_file):
-    """Write an HTML report (plots: progress over iterations, ablation of the best kernel)."""
-    from .report import render_report
+@click.option("--suite", "is_suite", is_flag=True, help="RUN_ID is a suite id (`argus suite` prints it).")
+def report(run_id, db, out_file, is_suite):
+    """Write an HTML report (plots: progress over iterations, ablation of the best kernel; for a suite: fast_p
+    and a speedup histogram)."""
+    from .report import render_report, render_suite_report
 
     h = _history(db)
     try:
-        page = render_report(h, run_id)
+        page = render_suite_report(h, run_id) if is_suite else render_report(h, run_id)
     except KeyError as e:
         click.echo(f"argus: {e.args[0]}", err=True)
         sys.exit(EXIT_UNKNOWN)
     from .history import default_home
 
-    path = Path(out_file) if out_file else default_home() / "reports" / f"argus-run-{run_id}.html"
+    name = f"argus-suite-{run_id}.html" if is_suite else f"argus-run-{run_id}.html"
+    path = Path(out_file) if out_file else default_home() / "reports" / name
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(page)
     click.echo(str(path))
+
+
+@main.command()
+@click.argument("directory", type=click.Path(exists=True, file_okay=False))
+@click.option("--target", type=click.Choice(TARGETS), default="cpu", show_default=True)
+@click.option("--budget", type=int, default=8, show_default=True, help="Candidates per problem.")
+@click.option("--json", "as_json", is_flag=True, help='Print {"problems": [...], "fast_p": {...}}.')
+@click.option("--workers", type=int, help="Local worker processes (default: one per GPU for a GPU target, else 1).")
+@click.option("--ray", "ray_address", help="Run one Ray task per problem (num_gpus=1 on a GPU target) on the "
+              "cluster at this address ('auto', 'ray://host:10001'), or 'local' to start a local Ray instance. "
+              "Needs argus-agent[cluster].")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--db", type=click.Path(dir_okay=False), help="History database (default $ARGUS_HOME/history.db).")
+@click.option("--no-resume", is_flag=True, help="Start a new suite even if an identical one is unfinished.")
+@click.option("--stage-timeout", type=float, help="Seconds each candidate may spend per stage.")
+def suite(directory, target, budget, as_json, workers, ray_address, seed, db, no_resume, stage_timeout):
+    """Run every problem file in DIRECTORY through optimize; print a table, fast_p and the solved share."""
+    from .suite import SuiteError, run_suite, suite_json, suite_table
+
+    def progress(i, n, row):
+        if not as_json:
+            status = "correct" if row["correct"] else f"failed: {row.get('error') or ''}"
+            sp = f" {row['speedup_eager']:.3f}x" if row.get("speedup_eager") else ""
+            click.echo(f"[{i}/{n}] {row['name']}: {status}{sp} ({row.get('worker', '')}, "
+                       f"{row.get('seconds', 0):.1f} s)", err=True)
+
+    try:
+        suite_id, rows, _ = run_suite(directory, target, budget, history=_history(db), seed=seed, workers=workers,
+                                      ray_address=ray_address, resume=not no_resume, stage_timeout=stage_timeout,
+                                      progress=progress)
+    except SuiteError as e:
+        _fail(str(e), EXIT_MISSING if "Ray" in str(e) else EXIT_USAGE)
+    except KeyboardInterrupt:
+        _fail("interrupted; the same command resumes the suite", EXIT_INTERRUPTED)
+    if as_json:
+        click.echo(json.dumps(suite_json(rows) | {"suite_id": suite_id}, indent=2))
+    else:
+        click.echo(suite_table(rows))
+        click.echo(f"suite {suite_id}; report: argus report --suite {suite_id}")
+    sys.exit(EXIT_OK)
 
 
 @main.command()

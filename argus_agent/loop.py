@@ -19,7 +19,7 @@ from .history import History
 from .kb import load_kb
 from .lower.candidate import lower_problem
 from .planner import Context, OfflinePlanner, Step, describe_action, digest
-from .problem import load_problem
+from .problem import ProblemError, load_problem
 from .sandbox import Sandbox
 
 
@@ -44,7 +44,12 @@ class Session:
         self.gpu, self.gpu_why = gpu_status()
         self.target = target
         cpu = not self.gpu or target == "cpu"
-        self.problem = load_problem(problem_path, cpu=cpu, cpu_scale=cpu_scale)
+        try:
+            self.problem = load_problem(problem_path, cpu=cpu, cpu_scale=cpu_scale)
+        except ProblemError:
+            raise
+        except Exception as e:  # the problem's own code raised (get_inputs, Model.__init__...): say where
+            raise ProblemError(located(e, problem_path)) from e
         self.pattern = lower_problem(self.problem, target)
         self.problem.ops = self.pattern.ops
         self.tol = self.pattern.tol
@@ -70,6 +75,19 @@ class Session:
         """'' when every kernel of `source` builds and fits the target (the tuner's stage 1), else why not."""
         res = self.sandbox.check(source, stages=("build",))
         return "" if res.outcome == "built" else res.message or res.outcome
+
+
+def located(e: BaseException, path) -> str:
+    """`file:line: <what raised>` for an exception raised by the problem file's code, with a hint."""
+    import traceback
+
+    target = str(Path(path).resolve())
+    frames = [f for f in traceback.extract_tb(e.__traceback__) if str(Path(f.filename).resolve()) == target]
+    where = f"{path}:{frames[-1].lineno}" if frames else str(path)
+    func = f"{frames[-1].name}() " if frames else ""
+    first = str(e).splitlines()[0] if str(e) else ""
+    return (f"{where}: {func}raised {type(e).__name__}: {first}; hint: run the file's get_inputs(), "
+            "get_init_inputs() and Model(*get_init_inputs()) on their own to debug it")
 
 
 def reward(out: Outcome, best_speedup: float | None) -> float:

@@ -56,20 +56,55 @@ def _svg_line(points, title, ylabel, width=640, height=240, log=False) -> str:
     return "".join(parts)
 
 
-def _svg_bars(rows, title, width=640) -> str:
+def _svg_bars(rows, title, width=760) -> str:
+    """Horizontal bars; labels are never cut (the label column is as wide as the longest label)."""
     height = 40 + 26 * max(1, len(rows))
     vals = [r["value"] for r in rows if r["value"] is not None]
     top = max(vals) if vals else 1.0
+    label_w = 16 + 6.2 * max([len(r["label"]) for r in rows] or [10])
+    width = max(width, int(label_w) + 360)
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img">',
              f'<text x="{width / 2}" y="18" text-anchor="middle" font-size="14">{html.escape(title)}</text>']
     for i, r in enumerate(rows):
         y = 32 + 26 * i
-        w = 0 if r["value"] is None else (r["value"] / top) * (width - 300)
+        w = 0 if r["value"] is None else (r["value"] / top) * (width - label_w - 100)
         color = "#2a9d4b" if r["ok"] else "#d62828"
-        parts.append(f'<text x="200" y="{y + 14}" font-size="11" text-anchor="end">{html.escape(r["label"])}</text>')
-        parts.append(f'<rect x="206" y="{y}" width="{max(w, 3):.1f}" height="18" fill="{color}"/>')
-        parts.append(f'<text x="{212 + w:.1f}" y="{y + 14}" font-size="11">{html.escape(r["text"])}</text>')
+        parts.append(f'<text x="{label_w - 6:.0f}" y="{y + 14}" font-size="11" text-anchor="end">'
+                     f'{html.escape(r["label"])}<title>{html.escape(r.get("note", r["label"]))}</title></text>')
+        parts.append(f'<rect x="{label_w:.0f}" y="{y}" width="{max(w, 3):.1f}" height="18" fill="{color}"/>')
+        parts.append(f'<text x="{label_w + 6 + w:.1f}" y="{y + 14}" font-size="11">{html.escape(r["text"])}</text>')
     parts.append("</svg>")
+    return "".join(parts)
+
+
+def _svg_histogram(values, title, edges=(0, 0.5, 0.8, 1.0, 1.5, 2.0, 4.0), width=640, height=240,
+                   failed: int = 0) -> str:
+    """Counts of `values` per bin [edges[i], edges[i+1]) (the last bin open), plus a bar for `failed`."""
+    bins = [(f"{a:g}-{b:g}x", a, b) for a, b in zip(edges, edges[1:])] + [(f">={edges[-1]:g}x", edges[-1], math.inf)]
+    counts = [sum(1 for v in values if lo <= v < hi) for _, lo, hi in bins]
+    labels = [b[0] for b in bins]
+    if failed:
+        labels.append("failed")
+        counts.append(failed)
+    pad_l, pad_b, pad_t = 40, 36, 28
+    top = max(counts + [1])
+    bw = (width - pad_l - 10) / len(counts)
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img">',
+             f'<text x="{width / 2}" y="18" text-anchor="middle" font-size="14">{html.escape(title)}</text>',
+             f'<line x1="{pad_l}" y1="{height - pad_b}" x2="{width - 8}" y2="{height - pad_b}" stroke="#333"/>']
+    for i, (label, n) in enumerate(zip(labels, counts)):
+        h = n / top * (height - pad_t - pad_b)
+        x = pad_l + i * bw
+        color = "#d62828" if label == "failed" else ("#2a9d4b" if label[0] == ">" or bins[i][1] >= 1.0 else
+                                                    "#f4a261")
+        parts.append(f'<rect x="{x + 4:.1f}" y="{height - pad_b - h:.1f}" width="{bw - 8:.1f}" height="{h:.1f}" '
+                     f'fill="{color}"><title>{html.escape(label)}: {n}</title></rect>')
+        parts.append(f'<text x="{x + bw / 2:.1f}" y="{height - pad_b + 14}" font-size="11" '
+                     f'text-anchor="middle">{html.escape(label)}</text>')
+        parts.append(f'<text x="{x + bw / 2:.1f}" y="{height - pad_b - h - 4:.1f}" font-size="11" '
+                     f'text-anchor="middle">{n}</text>')
+    parts.append(f'<text x="{width / 2}" y="{height - 4}" font-size="11" text-anchor="middle">speedup over eager '
+                 "(problems per bin)</text></svg>")
     return "".join(parts)
 
 
@@ -93,7 +128,8 @@ def render_report(history, run_id: int) -> str:
     bars = [{"label": "best kernel (all skills)", "value": best_sp or 1.0, "ok": True,
              "text": f"{best_sp:.3f}x" if best_sp else "correct"}]
     for a in abl:
-        bars.append({"label": f"without {a['removed']}"[:34], "value": a["speedup"] or (1.0 if a["correct"] else 0.0),
+        bars.append({"label": f"without {a['removed']}", "note": a.get("note") or "",
+                     "value": a["speedup"] or (1.0 if a["correct"] else 0.0),
                      "ok": bool(a["correct"]), "text": (f"{a['speedup']:.3f}x" if a["speedup"] else
                                                         ("correct" if a["correct"] else "fails")) })
     plot2 = _svg_bars(bars, "ablation of the best kernel" + ("" if timed else " (correctness; timing skipped)"))
@@ -104,8 +140,11 @@ def render_report(history, run_id: int) -> str:
         f"<td>{_x(c['speedup'])}</td><td>{c['reward']:+.2f}</td>"
         f"<td><details><summary>{html.escape((c['error'] or '')[:90])}</summary><pre>{html.escape(c['error'] or '')}"
         f"</pre></details></td></tr>" for c in cands)
-    best = next((c for c in cands if c["id"] == run["best_candidate"]), None)
+    best = next((c for c in cands if c["iteration"] == run["best_candidate"]), None)
     s = run["summary"]
+    best_text = (f"best candidate #{run['best_candidate']}" if run["best_candidate"] is not None else
+                 "no correct kernel" + (f" ({run['status']}: the same command resumes it)"
+                                        if run["status"] in ("interrupted", "running") else ""))
     return f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>ARGUS run {run_id}: {html.escape(run['problem'])}</title>
 <style>body{{font-family:system-ui,sans-serif;margin:24px;max-width:1000px}} table{{border-collapse:collapse}}
@@ -113,7 +152,7 @@ td,th{{border:1px solid #ccc;padding:3px 6px;font-size:13px;vertical-align:top}}
 overflow:auto;font-size:12px}}</style></head><body>
 <h1>ARGUS run {run_id}: {html.escape(run['problem'])} on {html.escape(run['target'])}</h1>
 <p>Status <b>{html.escape(run['status'])}</b>; planner {html.escape(run['planner'])} (seed {run['seed']});
-kernel: {html.escape(s.get('pattern', ''))}; best candidate #{run['best_candidate']};
+kernel: {html.escape(s.get('pattern', ''))}; {best_text};
 speedup: <b>{f'{best_sp:.3f}x' if best_sp else 'not measured'}</b>. Timing: {html.escape(s.get('timing', ''))}</p>
 <h2>Progress</h2>{plot1}
 <h2>Ablation</h2>{plot2}
@@ -134,3 +173,63 @@ def _action(a: dict) -> str:
 
 def _x(speedup) -> str:
     return f"{speedup:.3f}x" if speedup else "-"
+
+
+FAST_P = (0.0, 0.8, 1.0, 1.5, 2.0)
+
+
+def fast_p(rows: list[dict], ps=FAST_P) -> dict:
+    """KernelBench's fast_p: the share of problems that are correct with speedup over eager > p (p = 0: just
+    correct). Without a timing only fast_0 is defined; the others are None."""
+    n = len(rows)
+    out = {}
+    for p in ps:
+        if p == 0:
+            out[f"fast_{p:g}"] = sum(1 for r in rows if r.get("correct")) / n if n else 0.0
+        elif any(r.get("speedup_eager") is not None for r in rows):
+            out[f"fast_{p:g}"] = sum(1 for r in rows if r.get("correct") and (r.get("speedup_eager") or 0) > p) / n
+        else:
+            out[f"fast_{p:g}"] = None
+    return out
+
+
+def solved_share(rows: list[dict]) -> float | None:
+    """Correct and at least 0.8x eager; None without timings."""
+    if not rows or not any(r.get("speedup_eager") is not None for r in rows):
+        return None
+    return sum(1 for r in rows if r.get("correct") and (r.get("speedup_eager") or 0) >= 0.8) / len(rows)
+
+
+def render_suite_report(history, suite_id: int) -> str:
+    """One page per suite: fast_p, the solved share, a speedup histogram and one row per problem."""
+    suite = history.suite(suite_id)
+    if suite is None:
+        raise KeyError(f"no suite {suite_id} in {history.path}")
+    rows = history.suite_problems(suite_id)
+    fp = fast_p(rows)
+    solved = solved_share(rows)
+    speeds = [r["speedup_eager"] for r in rows if r["correct"] and r["speedup_eager"] is not None]
+    failed = sum(1 for r in rows if not r["correct"])
+    if speeds:
+        hist = _svg_histogram(speeds, f"suite {suite_id}: speedup over eager", failed=failed)
+    else:
+        hist = _svg_histogram([], f"suite {suite_id}: no timings (target {suite['target']}); failed problems",
+                              failed=failed)
+    table = "".join(
+        f"<tr><td>{html.escape(r['name'])}</td><td>{'yes' if r['correct'] else 'no'}</td>"
+        f"<td>{_x(r['speedup_eager'])}</td><td>{_x(r['speedup_compile'])}</td>"
+        f"<td>{html.escape(r['precision'] or '')}</td><td>{'' if r['run_id'] is None else r['run_id']}</td>"
+        f"<td>{html.escape(r['error'] or '')}</td></tr>" for r in rows)
+    summary = ", ".join(f"{k} {'-' if v is None else f'{v:.0%}'}" for k, v in fp.items())
+    return f"""<!doctype html>
+<html><head><meta charset="utf-8"><title>ARGUS suite {suite_id}</title>
+<style>body{{font-family:system-ui,sans-serif;margin:24px;max-width:1100px}} table{{border-collapse:collapse}}
+td,th{{border:1px solid #ccc;padding:3px 6px;font-size:13px;vertical-align:top}}</style></head><body>
+<h1>ARGUS suite {suite_id}: {html.escape(suite['directory'])} on {html.escape(suite['target'])}</h1>
+<p>{len(rows)} problems; status {html.escape(suite['status'])}; {summary}; solved (correct, &ge;0.8x eager):
+{'-' if solved is None else f'{solved:.0%}'}</p>
+{hist}
+<table><tr><th>problem</th><th>correct</th><th>vs eager</th><th>vs torch.compile</th><th>precision</th>
+<th>run</th><th>error</th></tr>{table}</table>
+</body></html>
+"""
