@@ -804,6 +804,8 @@ class _Walker:
         if isinstance(dst, SRef):
             wacc = self.access(e, st, "write", dst, tids, vals, layout)
             self.record_write(wacc, st, tag)
+        gathers.record(self, e, st, "read", src)  # global sides (for the global race check)
+        gathers.record(self, e, st, "write", dst)
 
     def eff_copy_async(self, e, st):
         src, dst = self.expr(e.args[0], st), self.expr(e.args[1], st)
@@ -813,9 +815,11 @@ class _Walker:
         acc = self.access(e, st, "async", dst, tids, vals, layout, channel="C:async",
                           group=st.counters.get("C:async", 0))
         self.record_write(acc, st, self.global_tag(src))
+        gathers.record(self, e, st, "read", src)
 
     def eff_copy_bulk(self, e, st):
         src, dst = self.expr(e.args[0], st), self.expr(e.args[1], st)
+        gathers.record(self, e, st, "read", src)
         bar = _bar_name(e.args[2])
         shape = tuple(e.args[0].type.shape)
         coords = np.indices(shape).reshape(len(shape), -1) if shape else np.zeros((0, 1), dtype=np.int64)

@@ -106,3 +106,26 @@ def loaded_index(X: tp.Tensor[tp.f32, "N"], I: tp.Tensor[tp.i32, "N"], Z: tp.Ten
 def test_a_data_dependent_gather_has_an_unknown_tag():
     (f,) = tilepy_verify.verify(loaded_index).errors
     assert f.check == "tag_assertion"
+
+
+@tp.kernel(threads=64, target="sm_80")
+def copies(X: tp.Tensor[tp.f32, "N"], Y: tp.Tensor[tp.f32, "N"], STRIDE: tp.constexpr = 64, RD: tp.constexpr = -1):
+    s = tp.shared((64,), tp.f32)
+    i0 = tp.block_id(0) * STRIDE
+    if RD >= 0:
+        tp.copy_async(Y[i0 + RD:i0 + RD + 64], s)   # RD > 0: reads elements the next block writes
+    else:
+        tp.copy_async(X[i0:i0 + 64], s)
+    tp.commit_async()
+    tp.wait_async(0)
+    tp.barrier()
+    tp.copy(s, Y[i0:i0 + 64])                       # STRIDE < 64: two blocks copy into one element
+
+
+def test_copies_to_and_from_global_memory_take_part():
+    assert tilepy_verify.verify(copies).ok and tilepy_verify.verify(copies, RD=0).ok
+    (f,) = tilepy_verify.verify(copies, STRIDE=60).errors
+    assert f.check == "global_race" and "writes element" in f.message
+    (f,) = tilepy_verify.verify(copies, RD=32).errors
+    assert f.check == "global_race" and "reads" in f.message
+    assert f.counterexample["block"] != f.counterexample["other_block"]

@@ -5,8 +5,8 @@ asks for two blocks, two loop iterations and two tile elements with equal tensor
 tensor and not masked off. A second query per non-atomic scatter asks for two elements of one store, in one
 block and iteration, that land on one address (a scatter with duplicate indices).
 
-What is not covered: ordering inside a block between different ops (global memory made visible by
-barriers), and copies that read global memory (only loads are taken as reads). An index the analysis cannot
+Stores, atomics and copies into global memory are the writes; loads and copies out of it the reads. What is
+not covered: ordering inside a block between different ops (global memory made visible by barriers). An index the analysis cannot
 compute (a loaded index tile, an unmodelled mask) may be anything: sound, possibly a false alarm.
 """
 
