@@ -8,6 +8,7 @@ import argparse
 import ast
 import importlib.util
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -54,6 +55,21 @@ def _value(text: str, mod):
 
 
 def main(argv=None) -> int:
+    try:
+        code = _main(argv)
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        # `tilepy-verify ... --json | head`: the reader closed the pipe. Point stdout at /dev/null so the
+        # interpreter's final flush does not fail again, and keep the verdict's exit status.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return _LAST_STATUS[0]
+
+
+_LAST_STATUS = [0]
+
+
+def _main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="tilepy-verify", description="Verify tilepy kernels at compile time.")
     ap.add_argument("file", help="a Python file defining @tilepy.kernel functions")
     ap.add_argument("--kernel", help="which kernel (default: every kernel in the file)")
@@ -105,6 +121,7 @@ def main(argv=None) -> int:
         _fail(args, f"{exc.filename}:{exc.lineno}: syntax error: {exc.msg}")
         return 2
     ok = all(r.ok for r in reports)
+    _LAST_STATUS[0] = 0 if ok else 1
     if args.json:
         print(json.dumps({"ok": ok, "reports": [r.to_dict() for r in reports]}, indent=2))
     else:
