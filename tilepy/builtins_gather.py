@@ -1,6 +1,7 @@
 """Type rules of gather/scatter views, strided windows and atomics.
 
-`X[i_idx, j_idx]` with integer register tiles (numpy advanced indexing: the index tiles broadcast together;
+`X[i_idx, j_idx]` with integer register tiles (numpy advanced indexing: the index tiles broadcast together,
+a lower-rank one with leading size-1 axes;
 uniform integer scalars may stand in for any index) is a gather view (`gather_view`). A strided slice
 `X[n, h0:h0 + BH * S:S]` is the same view with index tiles `start + arange(size) * step`, so loads, stores
 and atomics through both share one implementation in every consumer. `tp.atomic_*` read-modify-write the
@@ -56,8 +57,11 @@ class GatherRules:
             raise self.err(node, f"a gather indexes every dimension: {len(parsed)} indices for a tensor of rank "
                            f"{t.rank}", "add an index (a scalar or a tile) for each dimension", ShapeError)
         indices, shape = [], None
+        rank = max(len(v.type.shape) for _, v in parsed if isinstance(v, ir.Expr) and isinstance(v.type, RegType))
         for axis, (_, v) in enumerate(parsed):
             if isinstance(v, ir.Expr) and isinstance(v.type, RegType):
+                while len(v.type.shape) < rank:  # numpy: a lower-rank index gets leading size-1 axes
+                    v = self._expand(v, 0, node)
                 if not v.type.dtype.is_int:
                     raise self.err(node, f"index tile on axis {axis} is {v.type.dtype}; gathers take integer tiles",
                                    "cast it: idx.to(tp.i32)", KernelTypeError)
@@ -67,8 +71,8 @@ class GatherRules:
                     b = _broadcast(shape, v.type.shape)
                     if b is None:
                         raise self.err(node, f"index tiles of shapes {shape} and {v.type.shape} do not broadcast",
-                                       "give each index tile the same rank, with size-1 axes where it is constant "
-                                       "(idx[:, None])", ShapeError)
+                                       "give the index tiles size-1 axes where they are constant (idx[:, None])",
+                                       ShapeError)
                     shape = b
                 indices.append(v)
             else:

@@ -243,3 +243,17 @@ def test_atomic_statement_is_kept_in_the_ir():
 
     ops = [s.call.op for s in ir.walk(scatter_add.ir().body) if isinstance(s, ir.Eval)]
     assert ops == ["atomic_add"]
+
+
+@tp.kernel(threads=64)
+def mixed_ranks(X: tp.Tensor[tp.f32, "M", "N"], Y: tp.Tensor[tp.f32, 8, 16]):
+    rows = tp.arange(8)[:, None] * 2                 # (8, 1)
+    cols = tp.arange(16)                            # (16,): numpy gives it a leading size-1 axis
+    tp.store(Y[0:8, 0:16], tp.load(X[rows, cols]))
+
+
+def test_index_tiles_of_lower_rank_broadcast_like_numpy():
+    x = RNG.standard_normal((16, 16)).astype(np.float32)
+    y = np.zeros((8, 16), np.float32)
+    mixed_ranks[(1,)](x, y)
+    assert np.array_equal(y, x[(np.arange(8)[:, None] * 2), np.arange(16)])
