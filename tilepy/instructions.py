@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from . import dtypes as dt
 from .tv_layout import TVLayout
 
@@ -27,6 +29,7 @@ class MmaInstr:
     b: TVLayout | None
     c: TVLayout
     smem_operands: bool = False
+    fmt: str = ""  # the operands' format when it is not `ab` itself: "tf32" reads f32 registers/shared tiles
 
     def __repr__(self) -> str:
         return f"tp.{self.name}"
@@ -36,6 +39,42 @@ class MmaInstr:
 
     def operand_shape(self, which: str) -> tuple[int, int]:
         return {"a": (self.m, self.k), "b": (self.k, self.n), "c": (self.m, self.n)}[which]
+
+    @property
+    def format(self) -> str:
+        """The operand format the hardware multiplies: "tf32", or `ab`'s name."""
+        return self.fmt or self.ab.name
+
+    def read_operand(self, x):
+        """Operand values as the tensor cores see them (float32): tf32 instructions read f32 bit patterns and
+        ignore the low 13 mantissa bits (truncation toward zero); other formats read their own dtype."""
+        if self.fmt == "tf32":
+            return truncate_tf32(x)
+        return dt.to_storage(x, self.ab).astype(np.float32)
+
+
+def truncate_tf32(x) -> np.ndarray:
+    """float32 values with the low 13 mantissa bits cleared: what a tf32 MMA reads from an f32 register.
+
+    >>> float(truncate_tf32(np.float32(1 + 2**-10 + 2**-11))[()])
+    1.0009765625
+    """
+    bits = np.array(x, dtype=np.float32).view(np.uint32)
+    return (bits & np.uint32(0xFFFFE000)).view(np.float32)
+
+
+def round_tf32(x) -> np.ndarray:
+    """float32 values rounded to the nearest tf32 (10 mantissa bits), ties away from zero: `cvt.rna.tf32.f32`.
+    The split x = hi + lo with hi = round_tf32(x) and lo = round_tf32(x - hi) keeps 21 of float32's 24 bits.
+
+    >>> float(round_tf32(np.float32(1 + 2**-11))[()]), float(round_tf32(np.float32(1 + 2**-12))[()])
+    (1.0009765625, 1.0)
+    """
+    a = np.array(x, dtype=np.float32)
+    bits = a.view(np.uint32)
+    finite = (bits & np.uint32(0x7F800000)) != np.uint32(0x7F800000)
+    up = ((bits + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(np.float32)
+    return np.where(finite, up, a).astype(np.float32)
 
 
 def _frag(tile, tshape, vshape, row, col, name):
@@ -51,12 +90,23 @@ def _mma_sync(ab: dt.DType) -> MmaInstr:
     return MmaInstr(f"nv.mma_m16n8k16_{ab.name}", "mma_sync", 16, 8, 16, ab, dt.f32, 32, a, b, c)
 
 
-def _wgmma(n: int, ab: dt.DType) -> MmaInstr:
+def _mma_sync_tf32() -> MmaInstr:
+    # PTX "mma.m16n8k8" .tf32 fragments: a0 (g, t), a1 (g+8, t), a2 (g, t+4), a3 (g+8, t+4); b0 (k=t, n=g),
+    # b1 (t+4, g); C as m16n8k16's. lane = t + 4*g.
+    t = (4, 8)
+    a = _frag((16, 8), t, (2, 2), ((0, 1), (8, 0)), ((1, 0), (0, 4)), "mma1688tf32.A")
+    b = _frag((8, 8), t, (2,), ((1, 0), (4,)), ((0, 1), (0,)), "mma1688tf32.B")
+    c = _frag((16, 8), t, (2, 2), ((0, 1), (0, 8)), ((2, 0), (1, 0)), "mma16816.C")
+    return MmaInstr("nv.mma_m16n8k8_tf32", "mma_sync", 16, 8, 8, dt.f32, dt.f32, 32, a, b, c, fmt="tf32")
+
+
+def _wgmma(n: int, ab: dt.DType, fmt: str = "") -> MmaInstr:
     # thread = l0 + 4*l1 + 32*warp; warp w owns rows 16w..16w+15; value = v0 + 2*v1 + 4*chunk (8 columns each).
     t = (4, 8, 4)
     c = _frag((64, n), t, (2, 2, n // 8), ((0, 1, 16), (0, 8, 0)), ((2, 0, 0), (1, 0, 8)), f"wgmma64x{n}.C")
-    return MmaInstr(f"nv.wgmma_m64n{n}k16_{ab.name}", "wgmma", 64, n, 16, ab, dt.f32, 128, None, None, c,
-                    smem_operands=True)
+    k = 8 if fmt == "tf32" else 16  # 32 bytes of K per instruction
+    return MmaInstr(f"nv.wgmma_m64n{n}k{k}_{fmt or ab.name}", "wgmma", 64, n, k, ab, dt.f32, 128, None, None, c,
+                    smem_operands=True, fmt=fmt)
 
 
 def _mfma32(ab: dt.DType) -> MmaInstr:
@@ -91,8 +141,9 @@ class _Namespace:
 
 ALL: dict[str, MmaInstr] = {}
 for _ins in (
-    _mma_sync(dt.bf16), _mma_sync(dt.f16),
+    _mma_sync(dt.bf16), _mma_sync(dt.f16), _mma_sync_tf32(),
     *(_wgmma(n, ab) for n in (8, 16, 32, 64, 128, 256) for ab in (dt.bf16, dt.f16)),
+    *(_wgmma(n, dt.f32, "tf32") for n in (8, 16, 32, 64, 128, 256)),
     _mfma32(dt.bf16), _mfma32(dt.f16), _mfma16(dt.bf16), _mfma16(dt.f16),
 ):
     ALL[_ins.name] = _ins

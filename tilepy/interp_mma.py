@@ -119,7 +119,7 @@ class _MmaOps:
                 raise InterpreterError(f"mma operand {which.upper()} is a {list(x.shape)} shared tile; expected "
                                        f"{list(shape)}", e.span)
             off = x.offsets(None, e.span)  # [shape], every element: what the instruction reads
-            full = _storage(x.buf.array[off], instr.ab).astype(np.float32)
+            full = instr.read_operand(x.buf.array[off])  # tf32: the low mantissa bits are ignored
             if self.recording:
                 self._record_mma_reads(instr, which, x, shape, warps, tids, act, off, e, ctx)
             return ("full", full)
@@ -132,7 +132,7 @@ class _MmaOps:
             Lexp = _mma_layout(instr, which, tuple(shape), warps)
         except ValueError as ex:
             raise InterpreterError(str(ex), e.span) from None
-        vals = _storage(np.asarray(x), instr.ab).astype(np.float32)
+        vals = instr.read_operand(np.asarray(x))
         return self._reg_operand(instr, which, vals, t.layout, Lexp, e)
 
     def _record_mma_reads(self, instr, which, x, shape, warps, tids, act, off_all, e, ctx):

@@ -15,6 +15,7 @@ import numpy as np
 
 from . import dtypes as dt
 from .errors import InterpreterError, Span
+from .instructions import round_tf32
 from .interp_memory import GlobalView, MBarrier, SharedRef, TensorBuf
 from .ir import BinOp, UnOp
 from .ops import UNARY_MATH
@@ -96,7 +97,7 @@ def _sigmoid(x):
 _MATH = {
     "exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "sqrt": np.sqrt,
     "rsqrt": lambda x: 1.0 / np.sqrt(x), "abs": np.abs, "sin": np.sin, "cos": np.cos, "tanh": np.tanh,
-    "sigmoid": _sigmoid, "silu": lambda x: x * _sigmoid(x), "erf": _erf,
+    "sigmoid": _sigmoid, "silu": lambda x: x * _sigmoid(x), "erf": _erf, "round_tf32": round_tf32,
 }
 assert set(_MATH) == set(UNARY_MATH)
 

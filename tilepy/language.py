@@ -60,7 +60,7 @@ class constexpr:  # noqa: N801 - spelled like the annotation users know from Tri
 _BUILTINS = (
     "block_id num_blocks thread_id lane_id warp_id warpgroup_id cdiv load store copy copy_async commit_async "
     "wait_async copy_bulk barrier mbarrier mbarrier_arrive mbarrier_wait shared zeros full arange cast where "
-    "maximum minimum exp exp2 log log2 sqrt rsqrt abs sin cos tanh sigmoid silu erf sum max min mma "
+    "maximum minimum exp exp2 log log2 sqrt rsqrt abs sin cos tanh sigmoid silu erf round_tf32 sum max min mma "
     "convert_layout tag assert_tag mma_operands schedule pipeline static_range num_threads warp_size "
     "atomic_add atomic_max atomic_min atomic_cas prod any all argmax argmin cumsum cumprod permute reshape transpose "
     "broadcast_to"

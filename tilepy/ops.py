@@ -92,6 +92,9 @@ _OPS = [
     OpInfo("minimum", "minimum(a, b)", False, "elementwise min"),
     *(OpInfo(n, f"{n}(x)", False, f"elementwise {n}") for n in
       ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "abs", "sin", "cos", "tanh", "sigmoid", "silu", "erf")),
+    OpInfo("round_tf32", "round_tf32(x)", False,
+           "round f32 elements to tf32 precision (10 mantissa bits, ties away from zero: cvt.rna.tf32.f32), kept "
+           "as f32; x - round_tf32(x) is exact, the low half of a split tf32 product"),
     OpInfo("sum", "sum(x) attrs{axis, keepdims}", False, "sum along `axis` (a cross-thread reduction tree)"),
     OpInfo("max_reduce", "max_reduce(x) attrs{axis, keepdims}", False, "max along `axis`"),
     OpInfo("min_reduce", "min_reduce(x) attrs{axis, keepdims}", False, "min along `axis`"),
@@ -116,7 +119,8 @@ _OPS = [
 ]
 
 OPS: dict[str, OpInfo] = {op.name: op for op in _OPS}
-UNARY_MATH = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "abs", "sin", "cos", "tanh", "sigmoid", "silu", "erf")
+UNARY_MATH = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "abs", "sin", "cos", "tanh", "sigmoid", "silu", "erf",
+              "round_tf32")
 REDUCTIONS = ("sum", "max_reduce", "min_reduce", "prod")
 SCANS = ("scan_sum", "scan_prod")
 ATOMICS = ("atomic_add", "atomic_max", "atomic_min", "atomic_cas")

@@ -99,6 +99,12 @@ static __device__ __forceinline__ void tp_mma_m16n8k16_bf16(float& d0, float& d1
                "{%0, %1, %2, %3};\n"
                : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3) : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
+static __device__ __forceinline__ void tp_mma_m16n8k8_tf32(float& d0, float& d1, float& d2, float& d3, unsigned a0,
+    unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
+  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+               "{%0, %1, %2, %3};\n"
+               : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3) : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
 static __device__ __forceinline__ void tp_mma_m16n8k16_f16(float& d0, float& d1, float& d2, float& d3, unsigned a0,
     unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
   asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "

@@ -86,9 +86,16 @@ def emit_wgmma(r, e, acc, a, b):
     M, N = acc.shape
     K = a.stype.shape[1]
     n = instr.n
-    rep_r, rep_c, ksteps = M // (64 * gm), N // (n * gn), K // 16
+    kk = instr.k
+    rep_r, rep_c, ksteps = M // (64 * gm), N // (n * gn), K // kk
     ta, mode_a, lbo_a, sbo_a, _ = _descriptor_form(r, a, "a", 64)
     tb, mode_b, lbo_b, sbo_b, _ = _descriptor_form(r, b, "b", n)
+    fmt = instr.format
+    transposable = fmt in ("bf16", "f16")  # the transpose bits exist for 16-bit types only
+    if not transposable and tb:
+        raise r.error(f"{instr.name} reads B K-major only, but this B tile is MN-major (row-major (K, N))",
+                      "store B as a column-major (K, N) tile: layout=tp.Layout((BK, BN), (1, BK)) with the "
+                      "swizzle of BK-element rows (an (N, K) weight copies in as it is)")
     eb = instr.ab.bytes
     em = r.em
     # The warpgroup's place in the warp grid counts from the first thread of the role running the mma (a
@@ -102,16 +109,15 @@ def emit_wgmma(r, e, acc, a, b):
     em(f"const unsigned {sb} = tp_smem_addr({b.ptr});")
     em("tp_wgmma_fence();")
     half = n // 2
-    ab = instr.ab.name
     for ks in range(ksteps):
         for rr in range(rep_r):
-            a_off = sym_c(a.stype.layout((_v(wm) + gm * rr) * 64, ks * 16))
+            a_off = sym_c(a.stype.layout((_v(wm) + gm * rr) * 64, ks * kk))
             da = r.tmp("da")
             em(
                 f"const unsigned long long {da} = tp_gmma_desc({sa} + ({a_off}) * {eb}, {lbo_a}, {sbo_a}, {mode_a});"
             )
             for rc in range(rep_c):
-                b_off = sym_c(b.stype.layout(ks * 16, (_v(wn) + gn * rc) * n))
+                b_off = sym_c(b.stype.layout(ks * kk, (_v(wn) + gn * rc) * n))
                 db = r.tmp("db")
                 em(
                     f"const unsigned long long {db} = "
@@ -120,10 +126,11 @@ def emit_wgmma(r, e, acc, a, b):
                 base = half * (rr + rep_r * rc)
                 regs = ", ".join(f"%{i}" for i in range(half))
                 outs = ", ".join(f'"+f"({acc.name}[{base + i}])' for i in range(half))
+                tail = f"p, 1, 1, {ta}, {tb}" if transposable else "p, 1, 1"
                 em(
                     f'asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{half + 2}, 0;\\n'
-                    f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab} {{{regs}}}, %{half}, %{half + 1}, p, 1, 1, "
-                    f'{ta}, {tb};\\n}}\\n" : {outs} : "l"({da}), "l"({db}), "r"(1) : "memory");'
+                    f"wgmma.mma_async.sync.aligned.m64n{n}k{kk}.f32.{fmt}.{fmt} {{{regs}}}, %{half}, %{half + 1}, "
+                    f'{tail};\\n}}\\n" : {outs} : "l"({da}), "l"({db}), "r"(1) : "memory");'
                 )
     em("tp_wgmma_commit();")
     em("tp_wgmma_wait0();")

@@ -38,6 +38,8 @@ UNARY_F32 = {
     "sigmoid": "tp_sigmoid({x})",
     "silu": "tp_silu({x})",
     "erf": "tp_erff({x})",
+    # cvt.rna.tf32.f32: round to 10 mantissa bits, ties away from zero (inf stays inf, quiet NaNs stay NaN)
+    "round_tf32": "tp_uint_as_float((tp_float_as_uint({x}) + 0x1000u) & 0xffffe000u)",
 }
 UNARY_F64 = {
     "exp": "tp_exp({x})",

@@ -1,0 +1,195 @@
+"""GEMM against cuBLAS on every shape of issue 15, in one run; writes benchmarks/results/gemm-<device>.json.
+
+    python benchmarks/gemm.py [--only f32out|fp32] [--shapes 4096,4096,4096 ...] [--sweep] [--out DIR]
+
+Rows, each compared like with like, on the same random inputs, in the same run:
+* f32out: `gemm_hopper` (bf16 in, f32 accumulate and out) against `torch.mm(a, b, out_dtype=torch.float32)`
+  where this torch has it, else against `torch.matmul` bf16 (bf16 out: a slightly cheaper epilogue).
+* fp32: `gemm_fp32` (f32 in and out, 3xTF32 on the tensor cores) against cuBLAS SGEMM (`torch.matmul` f32 with
+  TF32 off); the row holds both errors against float64, ours and SGEMM's, and the speed-up.
+Every output is checked against float64 (computed on the GPU) before it is timed; a timing is the median of
+CUDA-graph replays (GPU time only), the fp32 rows both with the splits and without (operands split
+beforehand). `--sweep` adds the fp32 kernel's tile/stage variants at 4096^3.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+
+import tilepy as tp  # noqa: E402
+import tilepy_hip  # noqa: E402
+from stdlib_kernels import gemm_fp32, gemm_hopper  # noqa: E402
+from tilepy_hip.launch import launch_compiled  # noqa: E402
+
+SHAPES = [  # (M, N, K)
+    (4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 1024), (4096, 14336, 4096), (4096, 4096, 14336),
+    (128, 4096, 4096), (1024, 1024, 1024), (2051, 2045, 1000), (3000, 5000, 4096),
+]
+
+FP32_SWEEP = {  # b_layout, constexprs over the preset (128x128x32, 3 stages, promoted accumulation)
+    "nk_preset": ("nk", {}),
+    "kn_s2": ("kn", dict(STAGES=2)),
+    "kn_one_accumulator": ("kn", dict(PROMOTE=False)),
+    "kn_128x256_s2_one_accumulator": ("kn", dict(BN=256, STAGES=2, PROMOTE=False,
+                                                 INSTR=tp.nv.wgmma_m64n256k8_tf32)),
+}
+
+
+def timeit(fn, reps: int = 10, batches: int = 5) -> float:
+    """Seconds per call of the GPU work: the best of `batches` replays of a CUDA graph of `reps` calls (no
+    host overhead: the launch path's own cost is benchmarks/launch_overhead.py's subject)."""
+    fn()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(graph):
+            for _ in range(reps):
+                fn()
+        replay = graph.replay
+    except RuntimeError as e:  # a launch path that cannot be captured: time it eagerly, and say so
+        print(f"  (no CUDA graph: {str(e).splitlines()[0][:100]}; eager timing)", flush=True)
+        torch.cuda.synchronize()
+
+        def replay():
+            for _ in range(reps):
+                fn()
+    replay()
+    torch.cuda.synchronize()
+    best = float("inf")
+    for _ in range(batches):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        replay()
+        end.record()
+        end.synchronize()
+        best = min(best, start.elapsed_time(end) / 1e3 / reps)
+    return best
+
+
+def rel(x, ref) -> float:
+    x = x.double()
+    if not torch.isfinite(x).all():
+        return float("inf")
+    return float((x - ref).norm() / ref.norm())
+
+
+def _mm_f32out():
+    """torch.mm with out_dtype=float32 for bf16 inputs, where this torch has it; else None."""
+    a = torch.ones(16, 16, device="cuda", dtype=torch.bfloat16)
+    try:
+        torch.mm(a, a, out_dtype=torch.float32)
+    except (TypeError, RuntimeError):
+        return None
+    return lambda x, y: torch.mm(x, y, out_dtype=torch.float32)
+
+
+def f32out_row(M, N, K, g, mm_f32):
+    p = gemm_hopper.PRESETS["sm_90a"]
+    a = torch.randn(M, K, device="cuda", generator=g).bfloat16()
+    b = torch.randn(K, N, device="cuda", generator=g).bfloat16()
+    c = torch.full((M, N), float("nan"), device="cuda")
+    ck = tilepy_hip.compile(gemm_hopper.gemm_hopper, target="sm_90a", **p)
+    grid = (tp.cdiv(M, p["BM"]), tp.cdiv(N, p["BN"]))
+    launch_compiled(ck, grid, [a, b, c])
+    ref = a.double() @ b.double()
+    err = rel(c, ref)
+    torch_fn = mm_f32 or (lambda x, y: torch.matmul(x, y))
+    err_torch = rel(torch_fn(a, b), ref)
+    t_ours = timeit(lambda: launch_compiled(ck, grid, [a, b, c]))
+    t_torch = timeit(lambda: torch_fn(a, b))
+    return _row(M, N, K, t_ours, t_torch, err, err_torch, ck,
+                against="torch.mm(out_dtype=float32)" if mm_f32 else "torch.matmul bf16 (bf16 out)")
+
+
+def fp32_row(M, N, K, g, b_layout="kn", **constexprs):
+    p = {**gemm_fp32.PRESETS["sm_90a"], **constexprs}
+    a = torch.randn(M, K, device="cuda", generator=g)
+    b = torch.randn((K, N) if b_layout == "kn" else (N, K), device="cuda", generator=g)
+    c = torch.full((M, N), float("nan"), device="cuda")
+    ck = tilepy_hip.compile(gemm_fp32.gemm_fp32, target="sm_90a", **p)
+    gemm_fp32.launch(a, b, c, b_layout, **constexprs)
+    bb = b if b_layout == "kn" else b.t()
+    ref = a.double() @ bb.double()
+    err = rel(c, ref)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    err_sgemm = rel(torch.matmul(a, bb), ref)
+    (ah, al), (bh, bl) = gemm_fp32.split(a), gemm_fp32.split(b, b_layout)
+    grid = gemm_fp32.grid(a, c, **constexprs)
+    args = [ah, al, bh, bl, c[None]]
+    t_all = timeit(lambda: gemm_fp32.launch(a, b, c, b_layout, **constexprs))
+    t_gemm = timeit(lambda: launch_compiled(ck, grid, args))    # operands split beforehand (a weight, say)
+    t_sgemm = timeit(lambda: torch.matmul(a, bb))
+    return {**_row(M, N, K, t_all, t_sgemm, err, err_sgemm, ck, against="SGEMM (torch.matmul f32, TF32 off)"),
+            "b_layout": b_layout, "tile": [p["BM"], p["BN"], p["BK"]], "stages": p["STAGES"],
+            "promote": p.get("PROMOTE", True), "gemm_only_us": t_gemm * 1e6, "gemm_only_ratio": t_sgemm / t_gemm,
+            "error_no_worse": err <= err_sgemm}
+
+
+def _row(M, N, K, t_ours, t_torch, err, err_torch, ck, against):
+    flops = 2 * M * N * K
+    return {"shape": [M, N, K], "us": t_ours * 1e6, "torch_us": t_torch * 1e6, "ratio": t_torch / t_ours,
+            "TFLOPs": flops / t_ours / 1e12, "torch_TFLOPs": flops / t_torch / 1e12, "rel_err": err,
+            "torch_rel_err": err_torch, "against": against, "registers": ck.resources.get("registers"),
+            "spills": ck.resources.get("spill_stores"), "tensor_maps": len(ck.tensor_maps)}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", choices=("f32out", "fp32"), default=None)
+    ap.add_argument("--shapes", nargs="*", default=None, help="M,N,K triples (default: the issue's table)")
+    ap.add_argument("--sweep", action="store_true", help="also the fp32 kernel's variants at 4096^3")
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
+    args = ap.parse_args(argv)
+    shapes = [tuple(int(x) for x in s.split(",")) for s in args.shapes] if args.shapes else SHAPES
+    props = torch.cuda.get_device_properties(0)
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", props.name).strip("_")
+    g = torch.Generator(device="cuda").manual_seed(15)
+    mm_f32 = _mm_f32out()
+    res = {"device": props.name, "torch": torch.__version__, "toolchain": tilepy_hip.toolchain_info()["nvidia"],
+           "time": time.strftime("%Y-%m-%d %H:%M:%S"), "f32out": [], "fp32": [], "fp32_sweep": {}}
+    print(f"{props.name}, torch {torch.__version__}; f32-out baseline: "
+          f"{'torch.mm(out_dtype=float32)' if mm_f32 else 'torch.matmul bf16'}")
+    print(f"{'kind':8} {'M x N x K':22} {'ours us':>9} {'torch us':>9} {'ratio':>6} {'TFLOP/s':>8} "
+          f"{'rel err':>9} {'torch err':>9} {'gemm-only us':>12} {'ratio':>6}")
+
+    def show(kind, r):
+        M, N, K = r["shape"]
+        print(f"{kind:8} {f'{M} x {N} x {K}':22} {r['us']:9.1f} {r['torch_us']:9.1f} {r['ratio']:6.2f} "
+              f"{r['TFLOPs']:8.1f} {r['rel_err']:9.2e} {r['torch_rel_err']:9.2e}"
+              + (f" {r['gemm_only_us']:12.1f} {r['gemm_only_ratio']:6.2f}" if "gemm_only_us" in r else ""),
+              flush=True)
+
+    for M, N, K in shapes:
+        if args.only in (None, "f32out"):
+            r = f32out_row(M, N, K, g, mm_f32)
+            res["f32out"].append(r)
+            show("f32out", r)
+        if args.only in (None, "fp32"):
+            r = fp32_row(M, N, K, g, "kn")
+            res["fp32"].append(r)
+            show("fp32", r)
+        torch.cuda.empty_cache()
+    if args.sweep:
+        for tag, (lay, extra) in FP32_SWEEP.items():
+            r = fp32_row(4096, 4096, 4096, g, lay, **extra)
+            res["fp32_sweep"][tag] = r
+            show(tag[:8], r)
+            print(f"         {tag}: {r['registers']} registers, {r['spills']} spills", flush=True)
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    path = Path(args.out) / f"gemm-{name}.json"
+    path.write_text(json.dumps(res, indent=1))
+    print("wrote", path)
+
+
+if __name__ == "__main__":
+    main()

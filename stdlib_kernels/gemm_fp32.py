@@ -1,0 +1,226 @@
+"""fp32-accurate GEMM on tensor cores (sm_90a): C = A @ B in float32 from three TF32 products per k-tile.
+
+Every f32 input is split into a TF32 head and a TF32 tail, x = hi + lo with hi = round_tf32(x) and
+lo = round_tf32(x - hi) (together 21 of float32's 24 significand bits); the product keeps the three terms
+that matter, smallest first,
+
+    C += a_lo @ b_hi + a_hi @ b_lo + a_hi @ b_hi        (wgmma m64nBNk8 .tf32)
+
+so its error against float64 matches an SGEMM's while the work runs on the tensor cores (3x the TF32 FLOPs).
+The tensor cores' f32 accumulation is not round-to-nearest (its error grows with the chain's length), so
+each k-tile's three products go into a fresh accumulator `part` that is added into `acc` with ordinary f32
+adds: the long sum over K is rounded as an SGEMM rounds it (PROMOTE=False keeps one accumulator).
+
+Two passes. `split_tf32` (or `split_tf32_t`, which also transposes a (K, N) B into (N, K)) writes hi and lo
+of each operand once, K-major, with K padded to a multiple of 4 (zeros), so every row is 16-byte aligned and
+the GEMM's tiles always go through the bulk tensor copy engine. `gemm_fp32` is warp-specialized like
+`gemm_hopper.py`: warpgroup 0 streams the four tiles of a stage with TMA (`full[s]`), warpgroups
+1..CONSUMERS run the three wgmma chains, 64 rows each, and release the stage (`empty[s]`). wgmma reads TF32
+K-major only: B lives in shared memory as the (BN, BK) tile and reaches the instruction as its transpose `.T`.
+
+Host API (what a lowering calls; torch tensors on a CUDA device, or numpy arrays on the interpreter):
+
+    launch(a, b, c, b_layout="kn" | "nk", target="sm_90a", **constexprs)
+
+* a: f32 (M, K) or (BATCH, M, K); c: f32 (M, N) or (BATCH, M, N), written (not accumulated into).
+* b_layout="kn": b is (K, N) or (BATCH | 1, K, N) -- torch.mm / bmm / matmul(a, b).
+  b_layout="nk": b is (N, K) or (BATCH | 1, N, K) -- an nn.Linear weight: c = a @ b.T (F.linear).
+  A b with a batch of 1 (or none) serves every batch of a.
+* Any M, N, K >= 1 (edges are masked); contiguous (row-major) tensors. Three launches: the two splits (into
+  workspace tensors of (BATCH, M, KP) and (BB, N, KP) f32 x 2, KP = K rounded up to 4) and the GEMM on the
+  grid (cdiv(M, BM), cdiv(N, BN), BATCH). A weight used many times may be split once with `split(b, ...)` and
+  passed to `launch_split`.
+* addmm (beta * bias + alpha * a @ b) is this GEMM followed by an elementwise kernel.
+"""
+
+import numpy as np
+
+import tilepy as tp
+
+MAX_STAGES = 4
+
+
+def _threads(c):
+    return 128 * (1 + c["CONSUMERS"])
+
+
+@tp.kernel(threads=128)
+def split_tf32(X: tp.Tensor[tp.f32, "R", "C"], HI: tp.Tensor[tp.f32, "R", "CP"], LO: tp.Tensor[tp.f32, "R", "CP"],
+               BR: tp.constexpr = 16, BC: tp.constexpr = 128):
+    """HI, LO = round_tf32(X), round_tf32(X - HI), columns C..CP of both zero (X reads 0 past its edge)."""
+    r0 = tp.block_id(0) * BR
+    c0 = tp.block_id(1) * BC
+    x = tp.load(X[r0:r0 + BR, c0:c0 + BC])
+    hi = tp.round_tf32(x)
+    tp.store(HI[r0:r0 + BR, c0:c0 + BC], hi)
+    tp.store(LO[r0:r0 + BR, c0:c0 + BC], tp.round_tf32(x - hi))
+
+
+@tp.kernel(threads=128)
+def split_tf32_t(X: tp.Tensor[tp.f32, "Z", "R", "C"], HI: tp.Tensor[tp.f32, "Z", "C", "RP"],
+                 LO: tp.Tensor[tp.f32, "Z", "C", "RP"], T: tp.constexpr = 32):
+    """The split of X[z].T: a (K, N) operand becomes the K-major (N, KP) hi and lo (the transpose goes through
+    shared memory, so both the reads and the writes are whole rows)."""
+    z = tp.block_id(2)
+    r0 = tp.block_id(0) * T
+    c0 = tp.block_id(1) * T
+    x = tp.load(X[z, r0:r0 + T, c0:c0 + T])
+    hi = tp.round_tf32(x)
+    lo = tp.round_tf32(x - hi)
+    rows = tp.blocked((T, T), 128, 4)
+    tp.store(HI[z, c0:c0 + T, r0:r0 + T], tp.convert_layout(hi.T, rows))
+    tp.store(LO[z, c0:c0 + T, r0:r0 + T], tp.convert_layout(lo.T, rows))
+
+
+@tp.kernel(threads=_threads, target="sm_90a")
+def gemm_fp32(AH: tp.Tensor[tp.f32, "BA", "M", "K"], AL: tp.Tensor[tp.f32, "BA", "M", "K"],
+              BH: tp.Tensor[tp.f32, "BB", "N", "K"], BL: tp.Tensor[tp.f32, "BB", "N", "K"],
+              C: tp.Tensor[tp.f32, "BA", "M", "N"],
+              BM: tp.constexpr = 128, BN: tp.constexpr = 128, BK: tp.constexpr = 32, STAGES: tp.constexpr = 3,
+              CONSUMERS: tp.constexpr = 2, INSTR: tp.constexpr = tp.nv.wgmma_m64n128k8_tf32,
+              PROMOTE: tp.constexpr = True, SWIZZLE: tp.constexpr = tp.Swizzle(3, 2, 3)):
+    """C[z] = (AH + AL)[z] @ (BH + BL)[zb].T from the TF32 halves (K-major, K % 4 == 0); zb = min(z, BB - 1)."""
+    z = tp.block_id(2)
+    zb = tp.min(z, BH.shape[0] - 1)     # a B with one batch serves them all
+    m0 = tp.block_id(0) * BM
+    n0 = tp.block_id(1) * BN
+    a_hi = tp.shared((BM, BK), tp.f32, stages=STAGES, swizzle=SWIZZLE)
+    a_lo = tp.shared((BM, BK), tp.f32, stages=STAGES, swizzle=SWIZZLE)
+    b_hi = tp.shared((BN, BK), tp.f32, stages=STAGES, swizzle=SWIZZLE)   # K-major: the (N, K) tile
+    b_lo = tp.shared((BN, BK), tp.f32, stages=STAGES, swizzle=SWIZZLE)
+    # full[s]: the four copies into stage s landed; empty[s]: the consumers are done reading stage s.
+    full0 = tp.mbarrier(1)
+    full1 = tp.mbarrier(1)
+    full2 = tp.mbarrier(1)
+    full3 = tp.mbarrier(1)
+    empty0 = tp.mbarrier(1)
+    empty1 = tp.mbarrier(1)
+    empty2 = tp.mbarrier(1)
+    empty3 = tp.mbarrier(1)
+    full = (full0, full1, full2, full3)
+    empty = (empty0, empty1, empty2, empty3)
+    tp.tag(AH, lambda b, i, k: ("A", i, k))
+    tp.tag(AL, lambda b, i, k: ("A", i, k))
+    tp.tag(BH, lambda b, j, k: ("B", k, j))
+    tp.tag(BL, lambda b, j, k: ("B", k, j))
+    k_tiles = tp.cdiv(AH.shape[2], BK)
+    rounds = tp.cdiv(k_tiles, STAGES)   # round j uses every stage once: tile k = j * STAGES + s
+    if tp.warpgroup_id() == 0:          # producer warpgroup: one thread issues the bulk tensor copies
+        for j in range(rounds):
+            for s in tp.static_range(STAGES):
+                k = j * STAGES + s
+                if k < k_tiles:
+                    if j > 0:
+                        tp.mbarrier_wait(empty[s], j - 1)    # the consumers released stage s (round j - 1)
+                    k0 = k * BK
+                    tp.copy_bulk(AH[z, m0:m0 + BM, k0:k0 + BK], a_hi[s], full[s])
+                    tp.copy_bulk(AL[z, m0:m0 + BM, k0:k0 + BK], a_lo[s], full[s])
+                    tp.copy_bulk(BH[zb, n0:n0 + BN, k0:k0 + BK], b_hi[s], full[s])
+                    tp.copy_bulk(BL[zb, n0:n0 + BN, k0:k0 + BK], b_lo[s], full[s])
+                    tp.mbarrier_arrive(full[s])
+    else:                               # consumers: three TF32 products per k-tile, small terms first
+        acc = tp.zeros((BM, BN), tp.f32, layout=tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1)))
+        for j in range(rounds):
+            for s in tp.static_range(STAGES):
+                k = j * STAGES + s
+                if k < k_tiles:
+                    tp.mbarrier_wait(full[s], j)             # stage s holds tile k
+                    if PROMOTE:
+                        part = tp.zeros((BM, BN), tp.f32, layout=tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1)))
+                        part = tp.mma(a_lo[s], b_hi[s].T, part)
+                        part = tp.mma(a_hi[s], b_lo[s].T, part)
+                        part = tp.mma(a_hi[s], b_hi[s].T, part)
+                        tp.assert_tag(tp.mma_operands(part), lambda a, b: a[2] == b[1])
+                        tp.mbarrier_arrive(empty[s])         # the chains completed: stage s is free
+                        acc = acc + part                     # round-to-nearest f32 adds across k-tiles
+                    else:
+                        acc = tp.mma(a_lo[s], b_hi[s].T, acc)
+                        acc = tp.mma(a_hi[s], b_lo[s].T, acc)
+                        acc = tp.mma(a_hi[s], b_hi[s].T, acc)
+                        tp.assert_tag(tp.mma_operands(acc), lambda a, b: a[2] == b[1])
+                        tp.mbarrier_arrive(empty[s])
+        tp.store(C[z, m0:m0 + BM, n0:n0 + BN], acc)
+
+
+PRESETS = {
+    # 128x128 tiles, 3 stages of a_hi, a_lo, b_hi, b_lo (16 KB each): 192 KB of shared memory
+    "sm_90a": dict(BM=128, BN=128, BK=32, STAGES=3, CONSUMERS=2, INSTR=tp.nv.wgmma_m64n128k8_tf32),
+}
+
+
+def _as3(x):
+    return x if x.ndim == 3 else x.reshape(1, *x.shape)
+
+
+def _empty(like, shape):
+    if isinstance(like, np.ndarray):
+        return np.zeros(shape, np.float32)
+    import torch
+
+    return torch.empty(shape, dtype=torch.float32, device=like.device)
+
+
+def split(x, b_layout: str = "nk"):
+    """(hi, lo): the TF32 halves of an operand, 3-D, K-major, K padded to a multiple of 4. `x` is an A
+    ((BATCH,) M, K) or an "nk" B ((BATCH,) N, K) as it is, or a "kn" B ((BATCH,) K, N), transposed."""
+    x3 = _as3(x)
+    if b_layout == "kn":
+        Z, K, N = x3.shape
+        KP = -(-K // 4) * 4
+        hi, lo = _empty(x, (Z, N, KP)), _empty(x, (Z, N, KP))
+        split_tf32_t[(tp.cdiv(KP, 32), tp.cdiv(N, 32), Z)](x3, hi, lo)
+        return hi, lo
+    if b_layout != "nk":
+        raise ValueError(f"b_layout is 'kn' ((K, N), torch.matmul) or 'nk' ((N, K), F.linear), not {b_layout!r}")
+    Z, R, K = x3.shape
+    KP = -(-K // 4) * 4
+    hi, lo = _empty(x, (Z, R, KP)), _empty(x, (Z, R, KP))
+    split_tf32[(tp.cdiv(Z * R, 16), tp.cdiv(KP, 128))](x3.reshape(Z * R, K), hi.reshape(Z * R, KP),
+                                                        lo.reshape(Z * R, KP))
+    return hi, lo
+
+
+def grid(a, c, **constexprs):
+    """The GEMM's launch grid: (cdiv(M, BM), cdiv(N, BN), BATCH)."""
+    p = {**PRESETS["sm_90a"], **constexprs}
+    a3, c3 = _as3(a), _as3(c)
+    return (tp.cdiv(a3.shape[1], p["BM"]), tp.cdiv(c3.shape[2], p["BN"]), a3.shape[0])
+
+
+def launch_split(a_split, b_split, c, target: str = "sm_90a", **constexprs):
+    """c = a @ b from `split` halves: a_split = split(a), b_split = split(b, b_layout)."""
+    (ah, al), (bh, bl) = a_split, b_split
+    c3 = _as3(c)
+    if (ah.shape[2] != bh.shape[2] or bh.shape[1] != c3.shape[2] or c3.shape[:2] != ah.shape[:2]
+            or bh.shape[0] not in (1, ah.shape[0])):
+        raise ValueError(f"shapes do not agree: a halves {tuple(ah.shape)}, b halves {tuple(bh.shape)} (N, K), "
+                         f"c {tuple(c.shape)}")
+    params = {**PRESETS["sm_90a"], **constexprs}
+    return gemm_fp32[grid(ah, c3, **constexprs)](ah, al, bh, bl, c3, target=target, **params)
+
+
+def launch(a, b, c, b_layout: str = "kn", target: str = "sm_90a", **constexprs):
+    """c = a @ b (b_layout="kn") or a @ b.T (b_layout="nk") in fp32 accuracy; see the module docstring."""
+    if b_layout not in ("kn", "nk"):
+        raise ValueError(f"b_layout is 'kn' ((K, N), torch.matmul) or 'nk' ((N, K), F.linear), not {b_layout!r}")
+    a3, b3 = _as3(a), _as3(b)
+    kb = b3.shape[1] if b_layout == "kn" else b3.shape[2]
+    if kb != a3.shape[2]:
+        raise ValueError(f"shapes do not agree: a {tuple(a.shape)}, b {tuple(b.shape)} ({b_layout}), c "
+                         f"{tuple(c.shape)}")
+    return launch_split(split(a), split(b, b_layout), c, target=target, **constexprs)
+
+
+def reference(a, b, b_layout: str = "kn"):
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return a @ (b if b_layout == "kn" else np.swapaxes(b, -1, -2))
+
+
+if __name__ == "__main__":
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((100, 72)).astype(np.float32)
+    b = rng.standard_normal((72, 90)).astype(np.float32)
+    c = np.full((100, 90), np.nan, np.float32)
+    launch(a, b, c, STAGES=2)
+    ref = reference(a, b)
+    print("rel err =", float(np.linalg.norm(c - ref) / np.linalg.norm(ref)))

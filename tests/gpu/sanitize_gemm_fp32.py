@@ -1,0 +1,25 @@
+"""The fp32-accurate GEMM once per B layout on ragged shapes (TMA and the producer's own copies), for
+compute-sanitizer:
+
+compute-sanitizer --tool memcheck python3 tests/gpu/sanitize_gemm_fp32.py
+compute-sanitizer --tool racecheck python3 tests/gpu/sanitize_gemm_fp32.py
+"""
+
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+
+from stdlib_kernels import gemm_fp32  # noqa: E402
+
+d = torch.device("cuda")
+for lay in ("kn", "nk"):
+    for m, n, k in ((300, 200, 136), (70, 66, 99)):
+        a = torch.randn(2, m, k, device=d)
+        b = torch.randn((1, k, n) if lay == "kn" else (1, n, k), device=d)
+        c = torch.empty(2, m, n, device=d)
+        gemm_fp32.launch(a, b, c, b_layout=lay)
+torch.cuda.synchronize()
+print("ok")

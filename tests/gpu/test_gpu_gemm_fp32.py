@@ -1,0 +1,88 @@
+"""The TF32 tensor-core instructions and the fp32-accurate GEMM (stdlib_kernels/gemm_fp32.py) on a real GPU:
+the interpreter's model of a tf32 operand (low 13 mantissa bits ignored) against the hardware, and the 3xTF32
+GEMM's error against float64 next to cuBLAS SGEMM's on the same inputs, over ragged, unaligned and batched
+shapes in both B layouts. Outputs are poisoned with NaN first. Skips without a GPU."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed")
+if not torch.cuda.is_available():
+    pytest.skip(
+        "no CUDA GPU here (torch.cuda.is_available() is False): GPU tests need the device machine",
+        allow_module_level=True,
+    )
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "stdlib"))
+
+from tf32_kernels import mma_sync_tf32, mma_sync_tf32_smem, tf32_probe  # noqa: E402
+
+import tilepy_hip  # noqa: E402
+from stdlib_kernels import gemm_fp32  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+DEV = torch.device("cuda")
+
+
+def test_tf32_operands_are_truncated_as_the_interpreter_says():
+    rng = np.random.default_rng(1)
+    # 1 + 2^-11 is a tie for round-to-nearest and loses its low bit to truncation; random low bits besides
+    a = (1 + 2.0**-11 + rng.integers(0, 2**12, (64, 32)) * 2.0**-23).astype(np.float32)
+    b = rng.standard_normal((64, 32)).astype(np.float32)
+    c_gpu = torch.full((64, 64), float("nan"), device=DEV)
+    tilepy_hip.launch(tf32_probe, (1,), torch.from_numpy(a).to(DEV), torch.from_numpy(b).to(DEV), c_gpu)
+    c_int = np.full((64, 64), np.nan, np.float32)
+    tf32_probe[(1,)](a, b, c_int)
+    got = c_gpu.cpu().numpy()
+    np.testing.assert_allclose(got, c_int, rtol=2e-6, atol=2e-6)
+    rounded = (np.full_like(a, 1 + 2.0**-10)).astype(np.float64) @ b.T.astype(np.float64)
+    assert np.abs(got - rounded).max() > 1e-3  # the probe tells truncation from rounding
+
+
+@pytest.mark.parametrize("kernel,shapes", [(mma_sync_tf32, ((32, 16), (16, 16))),
+                                           (mma_sync_tf32_smem, ((32, 32), (64, 32)))])
+def test_mma_sync_tf32_matches_the_interpreter(kernel, shapes):
+    rng = np.random.default_rng(3)
+    a = (rng.standard_normal(shapes[0]) * (1 + rng.integers(0, 2**13, shapes[0]) * 2.0**-23)).astype(np.float32)
+    b = rng.standard_normal(shapes[1]).astype(np.float32)
+    m, n = shapes[0][0], (shapes[1][1] if kernel is mma_sync_tf32 else shapes[1][0])
+    c_gpu = torch.full((m, n), float("nan"), device=DEV)
+    tilepy_hip.launch(kernel, (1,), torch.from_numpy(a).to(DEV), torch.from_numpy(b).to(DEV), c_gpu,
+                      target="sm_90a")
+    c_int = np.full((m, n), np.nan, np.float32)
+    kernel[(1,)](a, b, c_int)
+    np.testing.assert_allclose(c_gpu.cpu().numpy(), c_int, rtol=2e-6, atol=2e-6)
+
+
+def _rel(x, ref):
+    x = x.double()
+    assert torch.isfinite(x).all(), "NaN/inf in the output (an element not written?)"
+    return float((x - ref).norm() / ref.norm())
+
+
+@pytest.mark.parametrize("b_layout", ["kn", "nk"])
+@pytest.mark.parametrize("batch,bb,m,n,k", [
+    (0, 0, 128, 128, 32), (0, 0, 130, 70, 100), (0, 0, 257, 300, 516), (0, 0, 1000, 1000, 1000),
+    (0, 0, 100, 60, 99),                    # K % 4 != 0: rows not 16-byte aligned, the producer copies
+    (3, 3, 130, 70, 100), (3, 1, 65, 200, 64),   # bmm, and one B for every batch
+])
+def test_gemm_fp32_error_no_worse_than_sgemm(b_layout, batch, bb, m, n, k):
+    g = torch.Generator(device=DEV).manual_seed(m * 7 + n * 13 + k)
+    lead = (batch,) if batch else ()
+    a = torch.randn(*lead, m, k, device=DEV, generator=g)
+    bshape = (k, n) if b_layout == "kn" else (n, k)
+    b = torch.randn(*((bb,) if batch else ()), *bshape, device=DEV, generator=g)
+    c = torch.full((*lead, m, n), float("nan"), device=DEV)
+    gemm_fp32.launch(a, b, c, b_layout=b_layout)
+    torch.cuda.synchronize()
+    bt = b if b_layout == "kn" else b.transpose(-1, -2)
+    ref = a.double() @ bt.double()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    err, err_sgemm = _rel(c, ref), _rel(a @ bt, ref)
+    assert err <= 1.25 * err_sgemm + 1e-9, (err, err_sgemm)
