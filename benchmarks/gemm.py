@@ -3,6 +3,8 @@
     python benchmarks/gemm.py [--only f32out|fp32] [--shapes 4096,4096,4096 ...] [--sweep] [--out DIR]
 
 Rows, each compared like with like, on the same random inputs, in the same run:
+* bf16out: `gemm_hopper_bf16` (bf16 in, f32 accumulate, bf16 out: the epilogue rounds) against `torch.matmul`
+  bf16.
 * f32out: `gemm_hopper` (bf16 in, f32 accumulate and out) against `torch.mm(a, b, out_dtype=torch.float32)`
   where this torch has it, else against `torch.matmul` bf16 (bf16 out: a slightly cheaper epilogue).
 * fp32: `gemm_fp32` (f32 in and out, 3xTF32 on the tensor cores) against cuBLAS SGEMM (`torch.matmul` f32 with
@@ -93,12 +95,15 @@ def _mm_f32out():
     return lambda x, y: torch.mm(x, y, out_dtype=torch.float32)
 
 
-def f32out_row(M, N, K, g, mm_f32):
+def f32out_row(M, N, K, g, mm_f32, out=torch.float32):
     p = gemm_hopper.PRESETS["sm_90a"]
     a = torch.randn(M, K, device="cuda", generator=g).bfloat16()
     b = torch.randn(K, N, device="cuda", generator=g).bfloat16()
-    c = torch.full((M, N), float("nan"), device="cuda")
-    ck = tilepy_hip.compile(gemm_hopper.gemm_hopper, target="sm_90a", **p)
+    c = torch.full((M, N), float("nan"), device="cuda", dtype=out)
+    kernel = gemm_hopper.gemm_hopper if out == torch.float32 else gemm_hopper.gemm_hopper_bf16
+    if out != torch.float32:
+        mm_f32 = None
+    ck = tilepy_hip.compile(kernel, target="sm_90a", **p)
     grid = (tp.cdiv(M, p["BM"]), tp.cdiv(N, p["BN"]))
     launch_compiled(ck, grid, [a, b, c])
     ref = a.double() @ b.double()
@@ -109,6 +114,10 @@ def f32out_row(M, N, K, g, mm_f32):
     t_torch = timeit(lambda: torch_fn(a, b))
     return _row(M, N, K, t_ours, t_torch, err, err_torch, ck,
                 against="torch.mm(out_dtype=float32)" if mm_f32 else "torch.matmul bf16 (bf16 out)")
+
+
+def bf16out_row(M, N, K, g):
+    return f32out_row(M, N, K, g, None, out=torch.bfloat16)
 
 
 def fp32_row(M, N, K, g, b_layout="kn", **constexprs):
@@ -145,7 +154,7 @@ def _row(M, N, K, t_ours, t_torch, err, err_torch, ck, against):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", choices=("f32out", "fp32"), default=None)
+    ap.add_argument("--only", choices=("bf16out", "f32out", "fp32"), default=None)
     ap.add_argument("--shapes", nargs="*", default=None, help="M,N,K triples (default: the issue's table)")
     ap.add_argument("--sweep", action="store_true", help="also the fp32 kernel's variants at 4096^3")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
@@ -156,7 +165,7 @@ def main(argv=None):
     g = torch.Generator(device="cuda").manual_seed(15)
     mm_f32 = _mm_f32out()
     res = {"device": props.name, "torch": torch.__version__, "toolchain": tilepy_hip.toolchain_info()["nvidia"],
-           "time": time.strftime("%Y-%m-%d %H:%M:%S"), "f32out": [], "fp32": [], "fp32_sweep": {}}
+           "time": time.strftime("%Y-%m-%d %H:%M:%S"), "bf16out": [], "f32out": [], "fp32": [], "fp32_sweep": {}}
     print(f"{props.name}, torch {torch.__version__}; f32-out baseline: "
           f"{'torch.mm(out_dtype=float32)' if mm_f32 else 'torch.matmul bf16'}")
     print(f"{'kind':8} {'M x N x K':22} {'ours us':>9} {'torch us':>9} {'ratio':>6} {'TFLOP/s':>8} "
@@ -170,6 +179,10 @@ def main(argv=None):
               flush=True)
 
     for M, N, K in shapes:
+        if args.only in (None, "bf16out"):
+            r = bf16out_row(M, N, K, g)
+            res["bf16out"].append(r)
+            show("bf16out", r)
         if args.only in (None, "f32out"):
             r = f32out_row(M, N, K, g, mm_f32)
             res["f32out"].append(r)

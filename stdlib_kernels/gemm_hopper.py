@@ -1,4 +1,5 @@
-"""Warp-specialized Hopper GEMM C = A @ B (bf16 in, f32 accumulate), the CUTLASS 3 / FlashAttention-3 shape:
+"""Warp-specialized Hopper GEMM C = A @ B (bf16 in, f32 accumulate; f32 or bf16 out), the CUTLASS 3 /
+FlashAttention-3 shape:
 
 * one producer warpgroup (warpgroup 0) streams A and B tiles with bulk tensor copies (TMA) into a ring of
   STAGES shared-memory stages; `full[s]` completes when stage s has landed (expect_tx on the bytes),
@@ -10,6 +11,9 @@ row-major (BM, BK) with the 128-byte swizzle (K-major for wgmma); B as BN / 64 c
 row-major with the 128-byte swizzle (MN-major for wgmma: the descriptor's leading offset steps between blocks),
 which is also what a TMA box of 64 columns writes. Tiles past M, N or K are zero-filled by the copies, so
 ragged shapes need no masks until the final store.
+
+The output dtype is the C tensor's: `gemm_hopper` writes f32, `gemm_hopper_bf16` (the same source retyped)
+rounds the accumulator to bf16 in the epilogue's store; `launch` picks by c's dtype (or `out_dtype=`).
 """
 
 import numpy as np
@@ -75,6 +79,10 @@ def gemm_hopper(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"]
         tp.store(C[m0:m0 + BM, n0:n0 + BN], acc)
 
 
+gemm_hopper_bf16 = gemm_hopper.retyped(C=tp.Tensor[tp.bf16, "M", "N"])  # bf16 out: tp.store rounds
+KERNELS = {tp.f32: gemm_hopper, tp.bf16: gemm_hopper_bf16}
+
+
 # H100, 4096^3 bf16: 128x256 s4 690 TFLOP/s (87% of cuBLAS), 128x256 s3 677, 128x128 s4 550 (benchmarks/NOTES.md)
 PRESETS = {
     "sm_90a": dict(BM=128, BN=256, BK=64, STAGES=4, CONSUMERS=2, INSTR=tp.nv.wgmma_m64n256k16_bf16),
@@ -82,10 +90,16 @@ PRESETS = {
 SMALL_TILE = dict(BN=128, INSTR=tp.nv.wgmma_m64n128k16_bf16)  # the 128x128 variant
 
 
-def launch(a, b, c, target: str = "sm_90a", **constexprs):
+def launch(a, b, c, target: str = "sm_90a", out_dtype=None, **constexprs):
+    """c = a @ b; the output dtype is c's (f32 or bf16; for a float32 numpy c standing for bf16, out_dtype=tp.bf16)."""
+    from tilepy.dtypes import from_any
+
+    out = out_dtype or from_any(c.dtype)
+    if out not in KERNELS:
+        raise ValueError(f"gemm_hopper writes f32 or bf16, not {out}")
     params = {**PRESETS[target], **constexprs}
     grid = (tp.cdiv(a.shape[0], params["BM"]), tp.cdiv(b.shape[1], params["BN"]))
-    return gemm_hopper[grid](a, b, c, target=target, **params)
+    return KERNELS[out][grid](a, b, c, target=target, **params)
 
 
 def reference(a, b):

@@ -73,6 +73,27 @@ class Kernel:
                     "annotate it: X: tp.Tensor[tp.f32, 'N'], n: tp.i32, or BLOCK: tp.constexpr = 128")
         return params
 
+    def retyped(self, **annotations) -> Kernel:
+        """The same source with some tensor or scalar parameters retyped: one kernel body, several signatures,
+        each its own kernel object (own specialization cache, own binaries). `gemm.retyped(C=tp.Tensor[tp.bf16,
+        "M", "N"])` stores the f32 accumulator into a bf16 C (tp.store casts to the view's dtype)."""
+        specs = {n: s for n, s, _ in self.params}
+        new = {}
+        for name, ann in annotations.items():
+            spec = ann if isinstance(ann, TensorSpec) else dt.from_any(ann)
+            if name not in specs or specs[name] == "constexpr" or spec is None or (
+                    isinstance(spec, TensorSpec) != isinstance(specs[name], TensorSpec)):
+                raise CompileError(
+                    f"kernel `{self.name}` cannot retype `{name}` as {ann!r}", self._span(),
+                    f"retype a tensor parameter as a tp.Tensor[...] and a scalar as a dtype; parameters: "
+                    f"{', '.join(n for n, s in specs.items() if s != 'constexpr')}")
+            new[name] = spec
+        clone = object.__new__(type(self))
+        clone.__dict__.update({k: v for k, v in self.__dict__.items() if k != "gpu_launch"})
+        clone.params = [(n, new.get(n, s), d) for n, s, d in self.params]
+        clone._cache = {}
+        return clone
+
     @property
     def constexpr_names(self) -> list[str]:
         return [n for n, spec, _ in self.params if spec == "constexpr"]

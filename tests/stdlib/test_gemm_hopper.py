@@ -38,3 +38,18 @@ def test_gemm_hopper_on_the_interpreter(m, k, n, params):
 def test_b_tile_is_stored_in_64_column_blocks():
     lay = gemm_hopper.b_layout(64, 256)
     assert lay(0, 64) == 64 * 64 and lay(1, 0) == 64 and lay(3, 65) == 64 * 64 + 3 * 64 + 1
+
+
+@pytest.mark.parametrize("m,k,n", [(100, 200, 150), (37, 70, 90)])
+def test_gemm_hopper_bf16_out(m, k, n):
+    rng = np.random.default_rng(m + k + n)
+    a = round_bf16(rng.standard_normal((m, k)).astype(np.float32))
+    b = round_bf16(rng.standard_normal((k, n)).astype(np.float32))
+    c = np.full((m, n), np.nan, np.float32)            # a float32 array standing for the bf16 C
+    gemm_hopper.launch(a, b, c, out_dtype=tp.bf16, STAGES=2, **gemm_hopper.SMALL_TILE)
+    ref = gemm_hopper.reference(a, b)
+    assert not np.isnan(c).any()
+    np.testing.assert_array_equal(c, round_bf16(c))    # the epilogue rounded to bf16
+    assert np.abs(c - ref).max() <= 2.0**-8 * np.abs(ref).max()
+    assert gemm_hopper.gemm_hopper_bf16.params[2][1].dtype == tp.bf16
+    assert gemm_hopper.gemm_hopper.params[2][1].dtype == tp.f32
