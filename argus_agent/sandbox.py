@@ -21,8 +21,10 @@ JSON over a pipe (never pickles: nothing the child sends can run code in the par
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing
+import sys
 import tempfile
 import time
 import traceback
@@ -68,6 +70,21 @@ def limits_from(stage_timeout: float | dict | None) -> dict:
     return {s: float(stage_timeout) for s in STAGES}
 
 
+@contextlib.contextmanager
+def without_main():
+    """Start processes without re-importing the parent's `__main__` in them: the child's entry point lives in
+    this package, and the main script may be `<stdin>`, `-c`, or a script with work at its top level."""
+    main = sys.modules.get("__main__")
+    saved = {k: main.__dict__[k] for k in ("__file__", "__spec__") if main is not None and k in main.__dict__}
+    try:
+        for k in saved:
+            setattr(main, k, None) if k == "__spec__" else delattr(main, k)
+        yield
+    finally:
+        for k, v in saved.items():
+            setattr(main, k, v)
+
+
 class Child:
     """One child process running `_child_main(job)`; `wait()` enforces the per-stage deadlines."""
 
@@ -75,7 +92,8 @@ class Child:
         ctx = context()
         self.conn, child_conn = ctx.Pipe(duplex=True)
         self.proc = ctx.Process(target=_child_main, args=(json.dumps(job), child_conn), daemon=True)
-        self.proc.start()
+        with without_main():
+            self.proc.start()
         child_conn.close()
         self.limits = limits
         self.stage, self.entered = "build", time.monotonic()

@@ -198,8 +198,11 @@ def _run_local(tasks: list[dict], workers: int, gpus: int, on_result):
     n = workers
     # Not daemonic: a worker starts the sandbox's children (joined or killed below).
     procs = [ctx.Process(target=_worker_main, args=(i if gpus else None, q_tasks, q_results)) for i in range(n)]
-    for p in procs:
-        p.start()
+    from .sandbox import without_main
+
+    with without_main():
+        for p in procs:
+            p.start()
     got = 0
     try:
         while got < len(tasks):

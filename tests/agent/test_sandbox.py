@@ -140,3 +140,16 @@ def test_a_dying_child_is_a_crash_not_a_hang(box, monkeypatch):
     source = HONEST + FORWARD.replace("    return out\n", "    import os\n    os._exit(7)\n")
     out = box().check(source)
     assert out.outcome == "crashed" and "exit code 7" in out.message
+
+
+def test_the_sandbox_works_from_a_script_on_stdin(examples, tmp_path):
+    import subprocess
+    import sys
+
+    script = (f"from argus_agent.problem import load_problem\nfrom argus_agent.sandbox import Sandbox\n"
+              f"p = {str(examples['swish_add'])!r}\n"
+              f"box = Sandbox(load_problem(p), p, 'cpu', cpu=True, cpu_scale=1, gpu=False, gpu_why='', tol=1e-4, "
+              f"seed=0, work_dir={str(tmp_path)!r}, warmup=1, runs=1)\n"
+              f"print(box.check({HONEST + FORWARD!r}).outcome)\n")
+    r = subprocess.run([sys.executable, "-"], input=script, capture_output=True, text=True, timeout=300)
+    assert r.stdout.strip().endswith("correct"), r.stderr[-2000:]
