@@ -156,7 +156,9 @@ def gemm_1024() -> dict:
         "128x256_s4": {},
         "128x128_s4": gemm_hopper.SMALL_TILE,
         "128x64_s4": dict(BN=64, INSTR=tp.nv.wgmma_m64n64k16_bf16),
+        "128x64_s3": dict(BN=64, STAGES=3, INSTR=tp.nv.wgmma_m64n64k16_bf16),
         "64x128_s4_1consumer": dict(BM=64, BN=128, CONSUMERS=1, INSTR=tp.nv.wgmma_m64n128k16_bf16),
+        "64x64_s4_1consumer": dict(BM=64, BN=64, CONSUMERS=1, INSTR=tp.nv.wgmma_m64n64k16_bf16),
     }
     for tag, extra in variants.items():
         p = {**gemm_hopper.PRESETS["sm_90a"], **extra}

@@ -1,11 +1,12 @@
 """The call that reaches cuLaunchKernel: a small C extension (`include/tilepy_hip_launch.c`), built on first use
 with the system C compiler into the tilepy_hip cache, or ctypes on libcuda where it cannot be built.
 
-Both take `(func, gx, gy, gz, block_x, shared_bytes, stream, params)` as ints and return the CUresult. On the
-H100 machine (benchmarks/launch_overhead.py --paths) a launch through the extension cost 3.0 us of host time,
-through cuda-bindings 3.5, through ctypes with converted arguments 4.0 and through ctypes with `argtypes` 6.5:
-the extension is the fastest, and needs only a C compiler and Python's headers (no CUDA headers: it finds the
-driver with dlopen). `TILEPY_HIP_LAUNCHER=ctypes` forces the ctypes path.
+The extension's `launch(func, gx, gy, gz, block_x, shared_bytes, stream, params)` takes ints and returns the
+CUresult; its `fast(...)` is the whole fast path of a signature of tensors (key, lookup, pointers, launch; see
+prepared.py). Host time per launch on the H100 machine (benchmarks/launch_overhead.py --paths, same prepared
+arguments): the extension 2.9-3.8 us, cuda-bindings 3.5-5.1 us, ctypes 4.5-7.3 us; it is the fastest and needs
+only a C compiler and Python's headers (no CUDA headers: it finds the driver with dlopen).
+`TILEPY_HIP_LAUNCHER=ctypes` forces the ctypes path.
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ctypes
 import struct
+import threading
 
 from tilepy.errors import LaunchError
 from tilepy.language import TensorSpec
@@ -152,6 +153,7 @@ class PreparedLaunch:
         self.stream_fn = stream_fn
         self.on_error = on_error
         self.switches = current_device is not None
+        self.lock = threading.Lock()
         self.call = self._generate(current_device, switch_device)
 
     def _generate(self, current_device, switch_device):
@@ -159,7 +161,7 @@ class PreparedLaunch:
                "launch": self.launch_fn, "raw_stream": self.stream_fn, "on_error": self.on_error,
                "func": self.func, "threads": self.threads, "smem": self.smem, "params": self.params_addr,
                "index": self.index, "set_maps": self._set_maps, "current_device": current_device,
-               "switch_device": switch_device}
+               "switch_device": switch_device, "lock": self.lock}
         lines = [
             "def call(grid, args, stream=None):",
             "    if callable(grid):",
@@ -171,22 +173,25 @@ class PreparedLaunch:
             "    if dims is None:",
             "        return ck",
         ]
+        # the fill and the launch under the prepared launch's lock: another thread filling the same buffer
+        # between them would launch this call on its pointers
+        lines.append("    with lock:")
         for k, (slot, pos) in enumerate(self.pointer_slots):
             env[f"v{k}"] = self.values[slot]
-            lines += [f"    p{k} = args[{pos}].data_ptr()", f"    v{k}.value = p{k}"]
+            lines += [f"        p{k} = args[{pos}].data_ptr()", f"        v{k}.value = p{k}"]
         for k, (slot, pos) in enumerate(self.scalar_slots):
             env[f"s{k}"] = self.values[slot]
-            lines.append(f"    s{k}.value = args[{pos}]")
+            lines.append(f"        s{k}.value = args[{pos}]")
         if self.map_slots:
-            lines.append(f"    set_maps(({''.join(f'p{k}, ' for k in self.map_source)}), args)")
+            lines.append(f"        set_maps(({''.join(f'p{k}, ' for k in self.map_source)}), args)")
         if current_device is not None:
-            lines += ["    if current_device() != index:", "        return switch_device(prep, dims, stream)"]
+            lines += ["        if current_device() != index:", "            return switch_device(prep, dims, stream)"]
         lines += [
-            "    if stream is None:",
-            "        stream = raw_stream(index)",
-            "    rc = launch(func, dims[0], dims[1], dims[2], threads, smem, stream, params)",
-            "    if rc:",
-            "        on_error(prep, rc, dims, stream)",
+            "        if stream is None:",
+            "            stream = raw_stream(index)",
+            "        rc = launch(func, dims[0], dims[1], dims[2], threads, smem, stream, params)",
+            "        if rc:",
+            "            on_error(prep, rc, dims, stream)",
             "    return ck",
         ]
         return _define("\n".join(lines) + "\n", env, "call")

@@ -241,3 +241,20 @@ def test_replay_ms_times_static_programs_and_names_dynamic_ones():
 
     ms, why = replay_ms(dynamic, [x, w], warmup=2, runs=5)
     assert ms is None and "capturing dynamic failed" in why
+
+
+def test_evaluation_times_a_model_eagerly_and_by_graph_replay():
+    from argus_agent.evaluate import _time, _time_graph
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.randn(256, device=DEV))
+
+        def forward(self, x):
+            return _host_program(x, self.w.detach())
+
+    net, x = Net(), torch.randn(64, 256, device=DEV)
+    eager = _time(net, [x], 2, 10)
+    graph, note = _time_graph(net, [x], 2, 10)
+    assert note == "" and 0 < graph and 0 < eager
