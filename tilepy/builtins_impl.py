@@ -170,6 +170,8 @@ class BuiltinRules(SharedViewRules, MemoryRules, ComputeRules, GatherRules, Redu
         if isinstance(t, TensorType):
             return self._view(base, node)
         if isinstance(t, SharedType):
+            if t.stages is None or any(isinstance(e.slice, cst.Slice) for e in node.slice):
+                return self.shared_window(base, node)
             if t.stages is None:
                 raise self.err(node, "this shared tile has no stages to index",
                                "allocate it with tp.shared(shape, dtype, stages=N) to index stages",

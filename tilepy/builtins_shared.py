@@ -1,12 +1,16 @@
 """Type rules of shared-tile views: `tp.permute(s, dims)`, `tp.transpose(s)` and `s.T` on a shared tile (or
 one stage of it) give the same memory with its axes permuted, as a `shared_permute` op whose type is
-`SharedType.permute(dims)`. Register tiles go on to the register-tile rules (builtins_reduce)."""
+`SharedType.permute(dims)`; `s[r0:r0 + R, c0:c0 + C]` (compile-time starts and sizes, an integer index fixes
+an axis and drops it) is a window of it, a `shared_window` op typed by `SharedType.window`. Register tiles go
+on to the register-tile rules (builtins_reduce)."""
 
 from __future__ import annotations
 
+import libcst as cst
+
 from . import ir
-from .builtins_util import _show
-from .errors import KernelTypeError, ShapeError
+from .builtins_util import _show, affine_difference
+from .errors import ConstexprError, KernelTypeError, ShapeError, UnsupportedConstructError
 from .types import SharedType
 
 
@@ -36,3 +40,41 @@ class SharedViewRules:
         if rank < 2:
             raise self.err(node, f"tp.transpose takes a tile of rank >= 2, got {_show(x)}", cls=KernelTypeError)
         return self.b_permute(node, x, tuple(reversed(range(rank))))
+
+    def shared_window(self, base, node):
+        """`s[a:a + n, b]`: the window of a shared tile (or of one stage) at compile-time starts."""
+        t = base.type
+        if t.stages is not None:
+            raise self.err(node, "take a window of one stage of a multi-stage shared tile",
+                           "a_s[k % STAGES][r0:r0 + R, :]", KernelTypeError)
+        items = [e.slice for e in node.slice]
+        if len(items) > len(t.shape):
+            raise self.err(node, f"{len(items)} indices for a shared tile of rank {len(t.shape)}", cls=ShapeError)
+        starts, sizes, squeeze = [], [], []
+        for axis, dim in enumerate(t.shape):
+            item = items[axis] if axis < len(items) else cst.Slice(lower=None, upper=None)
+            if isinstance(item, cst.Index):
+                lower, size, fixed = self.tr.expr(item.value), 1, True
+            else:
+                if item.step is not None:
+                    raise self.err(node, "strided windows of shared tiles are not supported",
+                                   "permute the tile (tp.permute) or use a padded layout", UnsupportedConstructError)
+                lower = self.tr.expr(item.lower) if item.lower is not None else 0
+                size = dim - lower if item.upper is None and not isinstance(lower, ir.Expr) else (
+                    affine_difference(self.tr.expr(item.upper), lower) if item.upper is not None else None)
+                fixed = False
+            if isinstance(lower, ir.Expr) or size is None:
+                raise self.err(node, f"the window's start on axis {axis} is not a compile-time constant",
+                               "shared windows start at constants or constexprs (s[1:1 + BN], "
+                               "tp.static_range indices); select stages at run time with a_s[k % STAGES]",
+                               ConstexprError)
+            starts.append(self.const_int(lower, node, "window start"))
+            sizes.append(size)
+            squeeze.append(fixed)
+        try:
+            wtype, _ = t.window(tuple(starts), tuple(sizes), tuple(squeeze))
+        except ValueError as ex:
+            raise self.err(node, f"shared window out of range or not expressible: {ex}",
+                           "keep windows inside the tile (pad the allocation for a halo)", ShapeError) from None
+        return self.make("shared_window", wtype, node, base, starts=tuple(starts), sizes=tuple(sizes),
+                         squeeze=tuple(squeeze))

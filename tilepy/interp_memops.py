@@ -150,7 +150,14 @@ class _MemoryOps:
         (s,) = self._args(e, ctx)[:1]
         if not isinstance(s, SharedRef):
             raise InterpreterError(f"permute of a shared tile needs a shared tile, got {type(s).__name__}", e.span)
-        return SharedRef(s.buf, s.type.permute(tuple(e.attrs["dims"])), s.stage)
+        return SharedRef(s.buf, s.type.permute(tuple(e.attrs["dims"])), s.stage, s.origin)
+
+    def _op_shared_window(self, e, ctx):
+        (s,) = self._args(e, ctx)[:1]
+        if not isinstance(s, SharedRef):
+            raise InterpreterError(f"a window of a shared tile needs a shared tile, got {type(s).__name__}", e.span)
+        wtype, origin = s.type.window(tuple(e.attrs["starts"]), tuple(e.attrs["sizes"]), tuple(e.attrs["squeeze"]))
+        return SharedRef(s.buf, wtype, s.stage, s.origin + origin)
 
     # ------------------------------------------------------------------------------------ memory
 

@@ -210,10 +210,11 @@ class SharedRef:
     """A shared value: the allocation, the (single-stage) SharedType seen, and the stage (None for an
     allocation without stages)."""
 
-    __slots__ = ("buf", "type", "stage")
+    __slots__ = ("buf", "type", "stage", "origin")
 
-    def __init__(self, buf: SharedBuf, stype: SharedType, stage: int | None):
+    def __init__(self, buf: SharedBuf, stype: SharedType, stage: int | None, origin: int = 0):
         self.buf, self.type, self.stage = buf, stype, stage
+        self.origin = origin  # a window (SharedType.window): element offset of its element 0
 
     @property
     def shape(self) -> tuple:
@@ -238,6 +239,8 @@ class SharedRef:
             off = _stage_offsets_all(st)
         else:
             off = stage_offsets(st, coords)
+        if self.origin:
+            off = off + self.origin
         n = self.buf.stage_elems
         if off.size and (int(off.min()) < 0 or int(off.max()) >= n):
             bad = int(off.max()) if int(off.max()) >= n else int(off.min())

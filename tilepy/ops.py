@@ -47,6 +47,9 @@ _OPS = [
     OpInfo("shared_permute", "shared_permute(shared) attrs{dims}", False,
            "the shared tile with its axes permuted (axis k is axis dims[k]): the same memory, the layout's "
            "modes permuted (SharedType.permute); no data moves"),
+    OpInfo("shared_window", "shared_window(shared) attrs{starts, sizes, squeeze}", False,
+           "the sub-tile of a shared tile at compile-time `starts` with `sizes` (squeezed axes fixed and dropped): "
+           "element c at offset origin + layout(c) (SharedType.window); no data moves"),
     OpInfo("shared", "shared() attrs{type: SharedType}", False, "allocate a shared-memory tile for the block"),
     OpInfo("zeros", "zeros() attrs{shape, dtype, layout}", False, "register tile of zeros"),
     OpInfo("full", "full(value) attrs{shape, dtype, layout}", False, "register tile filled with `value`"),

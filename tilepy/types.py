@@ -91,6 +91,26 @@ class SharedType:
         layout = type(self.layout)(tuple(shape[d] for d in dims), tuple(stride[d] for d in dims))
         return SharedType(self.dtype, tuple(self.shape[d] for d in dims), layout, self.swizzle, self.stages)
 
+    def window(self, starts: tuple, sizes: tuple, squeeze: tuple) -> tuple[SharedType, int]:
+        """(type, origin) of the sub-tile at `starts` with `sizes` (axes with squeeze=True are fixed at their
+        start and dropped): element c of the window is at offset origin + layout(c) before the swizzle, which
+        needs the layout's modes flat (one stride per axis) and, with a swizzle, an origin that the swizzle
+        does not mix (a multiple of its period). Raises ValueError with the reason otherwise."""
+        shape = self.layout.shape if isinstance(self.layout.shape, tuple) else (self.layout.shape,)
+        stride = self.layout.stride if isinstance(self.layout.stride, tuple) else (self.layout.stride,)
+        if not all(isinstance(x, int) for x in shape + stride):
+            raise ValueError(f"the layout {self.layout} has nested modes; a window needs one stride per axis")
+        for d, (a, n, q) in enumerate(zip(starts, sizes, squeeze)):
+            if a < 0 or a + (1 if q else n) > self.shape[d]:
+                raise ValueError(f"the window [{a}:{a + n}] leaves axis {d} of size {self.shape[d]}")
+        origin = sum(a * st for a, st in zip(starts, stride))
+        if self.swizzle is not None and origin % (1 << (self.swizzle.base + self.swizzle.bits + abs(
+                self.swizzle.shift))):
+            raise ValueError(f"the window starts at offset {origin}, inside a period of {self.swizzle}")
+        keep = [d for d, q in enumerate(squeeze) if not q]
+        layout = type(self.layout)(tuple(sizes[d] for d in keep), tuple(stride[d] for d in keep))
+        return SharedType(self.dtype, tuple(sizes[d] for d in keep), layout, self.swizzle, None), origin
+
     def __str__(self) -> str:
         extra = f", swizzle={self.swizzle}" if self.swizzle else ""
         st = f"{self.stages}x" if self.stages else ""

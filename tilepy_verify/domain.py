@@ -145,7 +145,8 @@ class Access:
     bar: str | None = None  # bulk copy: its mbarrier
     arr: object = None  # bulk copy: arrivals on `bar` by the issuing role before the issue (see sync.py)
     arr_valid: object = True  # bool term: `arr` is exact
-    perm: tuple | None = None  # a permuted view: axis k of `coords` is axis perm[k] of the allocation
+    frame: tuple | None = None  # a view (permute / window): reaching.frame_* maps its coords to the tile's
+    window: bool = False  # through a window: only part of the stage
 
 
 @dataclass(eq=False)
@@ -265,8 +266,9 @@ class GView:
 class SRef:
     alloc: SharedAlloc
     stage: object  # Sym/int, or None for the whole (multi-stage) allocation
-    view: SharedType | None = None  # tp.permute / tp.transpose: the permuted stage type
-    perm: tuple | None = None  # axis k of the view is axis perm[k] of the allocation
+    view: SharedType | None = None  # tp.permute / tp.transpose / a window: the view's stage type
+    frame: tuple | None = None  # its coordinates in the allocation's (reaching.frame_*; None: the same)
+    origin: int = 0  # a window: element offset of its element 0
 
     @property
     def shape(self) -> tuple:
@@ -621,11 +623,23 @@ class _Walker:
         return SRef(a, None)
 
     def op_shared_permute(self, e, st):
+        from .reaching import frame_of, frame_permute
+
         ref = self.expr(e.args[0], st)
         dims = tuple(e.attrs["dims"])
         base = ref.view or (ref.alloc.type.stage() if ref.alloc.type.stages else ref.alloc.type)
-        perm = tuple((ref.perm or tuple(range(len(dims))))[d] for d in dims)
-        return SRef(ref.alloc, ref.stage, base.permute(dims), perm)
+        frame = frame_permute(ref.frame or frame_of(base.shape), dims)
+        return SRef(ref.alloc, ref.stage, base.permute(dims), frame, ref.origin)
+
+    def op_shared_window(self, e, st):
+        from .reaching import frame_of, frame_window
+
+        ref = self.expr(e.args[0], st)
+        starts, sizes, squeeze = (tuple(e.attrs[k]) for k in ("starts", "sizes", "squeeze"))
+        base = ref.view or (ref.alloc.type.stage() if ref.alloc.type.stages else ref.alloc.type)
+        wtype, origin = base.window(starts, sizes, squeeze)
+        frame = frame_window(ref.frame or frame_of(base.shape), starts, sizes, squeeze)
+        return SRef(ref.alloc, ref.stage, wtype, frame, ref.origin + origin)
 
     def op_stage(self, e, st):
         ref = self.expr(e.args[0], st)
@@ -983,11 +997,14 @@ class _Walker:
 
         off = np.asarray(stage_offsets(stype, coords), dtype=np.int64).ravel() if coords else np.zeros(
             len(tids), dtype=np.int64)
+        off = off + ref.origin if ref.origin else off
         stage = ref.stage if ref.stage is not None else 0
         a = Access(next(self._ids), e, e.span, kind, alloc, stage, self.point(st, e.span), np.asarray(tids),
                    np.asarray(vals), off, coords, layout, channel, group, partial, descriptor,
                    alloc.type.dtype.bytes)
-        a.perm = ref.perm
+        a.frame = ref.frame
+        if ref.frame is not None:
+            a.window = any(k is None or off or n != dim for (k, off, n), dim in zip(ref.frame, stype_shape(alloc)))
         if self.recording and kind != "tag":
             self.A.accesses.append(a)
         return a
@@ -1019,6 +1036,10 @@ class _State:
             env, counters, path, threads, loops, role)
         self.divergent = None
         self.avalid: dict = {}  # arrival counter -> bool term under which its value is exact
+
+
+def stype_shape(alloc) -> tuple:
+    return tuple(alloc.type.shape)
 
 
 def _arr_key(bar: str, role: tuple) -> str:

@@ -23,7 +23,7 @@ from tilepy.symbolic import Var
 
 from .sync import in_line, latest_counted, sole_role
 from .tagterms import TOP, Alt, subst_tag
-from .vc import AND, NOT, OR, cmp, const_of, subst
+from .vc import AND, NOT, OR, cmp, const_of, in_range, subst
 
 
 def candidates(walker, alloc, P):
@@ -42,7 +42,7 @@ def candidates(walker, alloc, P):
             if len(wl) > level and wl[level] is inner:
                 continue  # handled at the deeper level
             if len(wl) == level:
-                out.append((w, {}, w.point.path, not w.access.partial))
+                out.append((w, {}, w.point.path, _definite(w)))
             else:  # a loop that already finished: its last write to the stage is from some iteration
                 m = {}
                 conds = []
@@ -64,7 +64,7 @@ def candidates(walker, alloc, P):
                     continue
                 m = {L.var.name: shifted}
                 conds = [valid]
-                definite = not w.access.partial and len(wl) == level
+                definite = _definite(w) and len(wl) == level
                 for lp in wl[level:]:
                     k, t = Var(f"{lp.var.name}~d{d}"), Var(f"{lp.trip.name}~d{d}")
                     m[lp.var.name], m[lp.trip.name] = k, t
@@ -135,7 +135,7 @@ def cross_role(walker, alloc, P, stage):
     out = []
     for i, (w, m, cond, t) in enumerate(found):
         newest = [OR(NOT(c2), cmp("<", t2, t)) for j, (_, _, c2, t2) in enumerate(found) if j != i]
-        out.append((w, m, AND(cond, *newest), not w.access.partial))
+        out.append((w, m, AND(cond, *newest), _definite(w)))
     # a definite candidate that matches whenever the read runs hides everything older: stop the chain there
     for i, (_w, _m, cond, definite) in enumerate(out):
         if definite and walker.solve(AND(P.constraint(), NOT(cond))) is None:
@@ -165,16 +165,62 @@ def reaching_tag(walker, ref, acc):
     return tag
 
 
-def reframe(coords, perm_from, perm_to):
-    """Coordinates of one element in an access through permuted view `perm_from` (axis k of the view is
-    axis perm[k] of the allocation; None: unpermuted), re-expressed in the frame of view `perm_to`."""
-    if perm_from == perm_to:
-        return coords
-    base = list(coords)
-    if perm_from is not None:
-        for k, d in enumerate(perm_from):
-            base[d] = coords[k]
-    return tuple(base) if perm_to is None else tuple(base[d] for d in perm_to)
+# A view's frame says where its coordinates sit in the allocation's: one entry per allocation axis d,
+# (k, off, n): coordinate d is c[k] + off with c[k] in [0, n), or (None, off, 1): coordinate d is off.
+def frame_of(shape) -> tuple:
+    return tuple((d, 0, n) for d, n in enumerate(shape))
+
+
+def frame_permute(frame, dims) -> tuple:
+    """Frame of the parent's axes permuted (axis k of the view is axis dims[k] of the parent)."""
+    where = {j: k for k, j in enumerate(dims)}
+    return tuple((where[k], off, n) if k is not None else (None, off, n) for k, off, n in frame)
+
+
+def frame_window(frame, starts, sizes, squeeze) -> tuple:
+    """Frame of the parent's window at `starts` (squeezed axes fixed at their start)."""
+    kept = {j: i for i, j in enumerate(j for j, q in enumerate(squeeze) if not q)}
+    out = []
+    for k, off, n in frame:
+        if k is None:
+            out.append((None, off, n))
+        elif squeeze[k]:
+            out.append((None, off + starts[k], 1))
+        else:
+            out.append((kept[k], off + starts[k], sizes[k]))
+    return tuple(out)
+
+
+def _to_base(frame, coords):
+    return tuple(coords[k] + off if k is not None else off for k, off, _ in frame)
+
+
+def reframe(coords, frame_from, frame_to):
+    """(coordinates in view `frame_to`, condition that the element is inside that view) of the element at
+    `coords` of view `frame_from` (None: the allocation itself)."""
+    if frame_from == frame_to:
+        return coords, True
+    base = tuple(coords) if frame_from is None else _to_base(frame_from, coords)
+    if frame_to is None:
+        return base, True
+    out, inside = [None] * sum(1 for k, _, _ in frame_to if k is not None), []
+    for b, (k, off, n) in zip(base, frame_to):
+        if k is None:
+            inside.append(cmp("==", b, off))
+        else:
+            out[k] = b - off
+            inside.append(in_range(b - off, 0, n))
+    return tuple(out), AND(*inside)
+
+
+def _definite(w) -> bool:
+    """The write covers the whole stage, unmasked."""
+    return not w.access.partial and not w.access.window
+
+
+def _whole_window(w) -> bool:
+    """An unmasked write through a window: it writes every element of its window."""
+    return w.access.window and not w.access.partial
 
 
 def _summary(walker, chain, acc, stage):
@@ -202,13 +248,17 @@ def _summary(walker, chain, acc, stage):
 
 def _tag_of(chain, acc, stage):
     span = acc.span
-    # when no write reaches the read at all (uninitialized shared memory): a pipeline hazard of its own
+    # when no write reaches an element of the read (uninitialized shared memory): a pipeline hazard of its own
     not_before = []
+    shape = [int(c.max()) + 1 if c.size else 1 for c in acc.coords]
+    cv = tuple(Var(f"uc{d}#{acc.id}") for d in range(len(acc.coords)))
     for w, m, cond, definite in chain:
         match = cond if w is None else AND(cond, cmp("==", subst(w.access.stage, m) if m else w.access.stage, stage))
         if definite:
             not_before.append(NOT(match))
-    acc.uninit = AND(*not_before)
+        elif w is not None and _whole_window(w):
+            not_before.append(NOT(AND(match, reframe(cv, acc.frame, w.access.frame)[1])))
+    acc.uninit = AND(*not_before, *(in_range(c, 0, n) for c, n in zip(cv, shape)))
 
     def tag(coords):
         alts = []
@@ -220,11 +270,14 @@ def _tag_of(chain, acc, stage):
             else:
                 wstage = subst(w.access.stage, m) if m else w.access.stage
                 match = AND(cond, cmp("==", wstage, stage))
+                wc, inside = reframe(coords, acc.frame, w.access.frame)
                 if match is not False:
-                    for a in w.tag(reframe(coords, acc.perm, w.access.perm)):
-                        c = AND(match, *not_before, subst(a.cond, m) if m else a.cond)
+                    for a in w.tag(wc):
+                        c = AND(match, inside, *not_before, subst(a.cond, m) if m else a.cond)
                         if c is not False:
                             alts.append(Alt(c, subst_tag(a.tag, m) if m else a.tag, a.src or w.access.span))
+                if not definite and _whole_window(w):  # hides older writes of the elements it covers
+                    not_before.append(NOT(AND(match, inside)))
             if definite:
                 not_before.append(NOT(match))
         # nothing wrote the stage: uninitialized shared memory

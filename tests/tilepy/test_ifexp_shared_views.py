@@ -1,6 +1,6 @@
-"""Conditional expressions and permuted shared-tile views (issue 17): interpreter semantics against numpy,
-the renderer's C, and what the verifier proves through them (tags through a transposed shared read and
-through MMA results)."""
+"""Conditional expressions, permuted shared-tile views and shared windows (issue 17): interpreter semantics
+against numpy, the renderer's C, and what the verifier proves through them (tags through a transposed shared
+read, through halo windows and through MMA results; windows bounds-checked; uninitialized halo elements)."""
 
 import numpy as np
 import pytest
@@ -137,3 +137,96 @@ def test_tags_flow_through_mma_results():
     chained[(1,)](a, b, v, o)
     ref = round_bf16((a.astype(np.float64) @ b).astype(np.float32)).astype(np.float64) @ v
     assert np.allclose(o, ref, rtol=1e-4, atol=1e-4)
+
+
+# ----------------------------------------------------------------------------- shared windows
+@tp.kernel(threads=64, target="sm_80")
+def halo1d(X: tp.Tensor[tp.f32, "N"], Y: tp.Tensor[tp.f32, "N"], BN: tp.constexpr = 64, BUG: tp.constexpr = "none"):
+    tp.tag(X, lambda i: ("X", i))
+    i0 = tp.block_id(0) * BN
+    s = tp.shared((BN + 2,), tp.f32)                      # the tile and its two halo elements
+    tp.copy(X[i0 - 1:i0 - 1 + BN], s[0:BN])
+    if BUG != "nohalo":
+        tp.copy(X[i0 - 1 + BN:i0 + 1 + BN], s[BN:BN + 2])
+    if BUG != "nobarrier":
+        tp.barrier()
+    left = tp.load(s[0:BN])
+    mid = tp.load(s[1:1 + BN])
+    right = tp.load(s[1:1 + BN]) if BUG == "shift" else tp.load(s[2:2 + BN])
+    y = left + mid + right
+    tp.assert_tag(y, lambda t: t[0][0][1] + 1 == t[0][1][1] and t[0][1][1] + 1 == t[1][1])
+    tp.store(Y[i0:i0 + BN], y)
+
+
+@tp.kernel(threads=128, target="sm_80")
+def halo2d(X: tp.Tensor[tp.f32, "M", "N"], Y: tp.Tensor[tp.f32, "M", "N"], B: tp.constexpr = 16,
+           BUG: tp.constexpr = "none"):
+    tp.tag(X, lambda i, j: ("X", i, j))
+    r0 = tp.block_id(0) * B
+    c0 = tp.block_id(1) * B
+    s = tp.shared((B + 2, 2 * B), tp.f32, stages=2)       # rows r0 - 1 .. r0 + B, columns c0 - 1 .. c0 + 2B - 2
+    tp.copy(X[r0 - 1:r0 - 1 + B, c0 - 1:c0 - 1 + 2 * B], s[1][0:B, :])
+    tp.copy(X[r0 - 1 + B:r0 + 1 + B, c0 - 1:c0 - 1 + 2 * B], s[1][B:B + 2, :])
+    tp.barrier()
+    acc = tp.zeros((B, B), tp.f32)
+    for di in tp.static_range(3):
+        for dj in tp.static_range(3):
+            if BUG == "row" and di == 2:
+                acc += tp.load(s[1][1:1 + B, dj:dj + B])
+            else:
+                acc += tp.load(s[1][di:di + B, dj:dj + B])
+    t = tp.load(tp.transpose(s[1][1:1 + B, 1:1 + B]))     # the center, transposed
+    tp.assert_tag(t, lambda x: x[1] % 16 == 0 or x[1] >= 0)
+    tp.store(Y[r0:r0 + B, c0:c0 + B], acc)
+
+
+def test_halo_windows_interpreter():
+    x = (np.arange(200, dtype=np.float32) * 0.37) ** 1.5
+    y = np.zeros_like(x)
+    halo1d[(tp.cdiv(200, 64),)](x, y)
+    xp = np.pad(x, 1)
+    assert np.allclose(y, xp[:-2] + xp[1:-1] + xp[2:], rtol=1e-6)
+    x2 = np.random.default_rng(4).standard_normal((40, 50)).astype(np.float32)
+    y2 = np.zeros_like(x2)
+    halo2d[(tp.cdiv(40, 16), tp.cdiv(50, 16))](x2, y2)
+    xp = np.pad(x2.astype(np.float64), 1)
+    ref = sum(xp[di:di + 40, dj:dj + 50] for di in range(3) for dj in range(3))
+    assert np.allclose(y2, ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("bug, checks", [("none", set()), ("nohalo", {"pipeline_hazard"}),
+                                         ("nobarrier", {"race"}), ("shift", {"tag_assertion"})])
+def test_halo_windows_verifier(bug, checks):
+    report = tv.verify(halo1d, BUG=bug)
+    assert checks <= {f.check for f in report.errors} and (checks or report.ok), str(report)
+    if bug == "nohalo":  # the uninitialized element is a right-halo element, named in the counterexample
+        f = next(f for f in report.errors if "before anything was written" in f.message)
+        assert f.counterexample["coords"][0] >= 62
+
+
+def test_halo2d_verifies_and_renders():
+    assert tv.verify(halo2d).ok
+    src = tilepy_hip.render(halo2d.ir())
+    # window (di, dj) of stage 1: the stage base (1 * 576 elements) plus the window's origin di * 32 + dj
+    assert "((s + (1) * 576) + 33)[((tp_tc0 * 32) + tp_tc1)]" in src and "((s + (1) * 576) + 66)[" in src
+
+
+def test_window_errors():
+    @tp.kernel(threads=64, target="sm_80")
+    def bad(X: tp.Tensor[tp.f32, 64], n: tp.i32, HOW: tp.constexpr = "runtime"):
+        s = tp.shared((66,), tp.f32)
+        w = tp.shared((8, 8), tp.f32, stages=2)
+        if HOW == "runtime":
+            tp.store(s[n:n + 64], tp.load(X[0:64]))
+        elif HOW == "range":
+            tp.store(s[4:4 + 64], tp.load(X[0:64]))
+        else:
+            tp.store(w[0:4, :], tp.load(X[0:32]))
+
+    with pytest.raises(tp.ConstexprError, match="compile-time") as e:
+        bad.ir()
+    assert "a_s[k % STAGES]" in e.value.hint
+    with pytest.raises(tp.ShapeError, match="leaves axis 0"):
+        bad.ir(HOW="range")
+    with pytest.raises(tp.KernelTypeError, match="one stage"):
+        bad.ir(HOW="staged")

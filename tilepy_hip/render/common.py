@@ -567,6 +567,15 @@ class Renderer(TileOps, CopyOps, GatherOps, ScanOps, RematOps):
         if isinstance(e, ir.Call) and e.op == "shared_permute":  # same memory, the layout's modes permuted
             base = self.smem_ref(e.args[0])
             return SmemRef(base.ptr, base.stype.permute(tuple(e.attrs["dims"])), base.offset, base.align)
+        if isinstance(e, ir.Call) and e.op == "shared_window":  # the window's element 0 as the base pointer
+            base = self.smem_ref(e.args[0])
+            wtype, origin = base.stype.window(tuple(e.attrs["starts"]), tuple(e.attrs["sizes"]),
+                                              tuple(e.attrs["squeeze"]))
+            if not origin:
+                return SmemRef(base.ptr, wtype, base.offset, base.align)
+            nbytes = origin * wtype.dtype.bytes
+            return SmemRef(f"({base.ptr} + {origin})", wtype, f"({base.offset} + {nbytes})",
+                           min(base.align, nbytes & -nbytes))
         if isinstance(e, ir.Var):
             alloc = self.env.get(e.name)
             if isinstance(alloc, SmemRef):

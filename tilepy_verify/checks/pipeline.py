@@ -19,6 +19,8 @@ waits for the first and arrives on a barrier the second waits for)."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..counterexample import block_of, counter, instance, iteration_of, rename, thread_fields
 from ..report import Finding
 from ..sync import Sync, in_line
@@ -147,8 +149,11 @@ def _uninitialized(ctx, r):
         return None
     stage = ctx.eval(rename(r.stage, m), model)
     ws = ctx.analysis.target.warp_size
-    cex = {"block": block_of(model), **thread_fields(int(r.thr[0]), ws), "value": int(r.val[0]),
-           "coords": tuple(int(x[0]) for x in r.coords), "iteration": iteration_of(r.point, model, "@1"),
+    coords = tuple(int(model.get(f"uc{d}#{r.id}", x[0])) for d, x in enumerate(r.coords))
+    hit = np.nonzero(np.all([c == v for c, v in zip(r.coords, coords)], axis=0))[0] if r.coords else []
+    i = int(hit[0]) if len(hit) else 0
+    cex = {"block": block_of(model), **thread_fields(int(r.thr[i]), ws), "value": int(r.val[i]),
+           "coords": coords, "iteration": iteration_of(r.point, model, "@1"),
            "stage": stage, "detail": f"no copy or store has written stage {stage} of '{ctx.name_of(r.alloc)}' "
                                      "before this read"}
     return Finding("pipeline_hazard", "error",
