@@ -9,12 +9,16 @@ proof of tests/verify/window_kernels.py (issue 17: 7.9 s before per-read summari
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
+import pkgutil
 import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
+import stdlib_kernels  # noqa: E402
+import tilepy  # noqa: E402
 import tilepy_verify  # noqa: E402
 from stdlib_kernels import gemm, gemm_hopper, rmsnorm, softmax, vector_add  # noqa: E402
 from tests.verify.window_kernels import window3  # noqa: E402
@@ -28,6 +32,13 @@ def cases():
         yield f"gemm_hopper[{target}, 128x128]", gemm_hopper.gemm_hopper, target, {**params, **gemm_hopper.SMALL_TILE}
     for k in (softmax.softmax, rmsnorm.rmsnorm, vector_add.vector_add):
         yield k.name, k, None, {}
+    seen = {gemm.gemm, gemm_hopper.gemm_hopper, softmax.softmax, rmsnorm.rmsnorm, vector_add.vector_add}
+    for m in pkgutil.iter_modules(stdlib_kernels.__path__):  # every other stdlib kernel, default constexprs
+        mod = importlib.import_module(f"stdlib_kernels.{m.name}")
+        for k in vars(mod).values():
+            if isinstance(k, tilepy.Kernel) and k not in seen:
+                seen.add(k)
+                yield f"{m.name}.{k.name}", k, None, {}
     for asy in (False, True):
         yield f"window3[{'cp.async' if asy else 'copy'}]", window3, None, {"ASYNC": asy}
 
