@@ -23,3 +23,11 @@ for lay in ("kn", "nk"):
         gemm_fp32.launch(a, b, c, b_layout=lay)
 torch.cuda.synchronize()
 print("ok")
+
+from stdlib_kernels import gemm_hopper  # noqa: E402
+
+a16 = torch.randn(130, 520, device=d).bfloat16()
+b16 = torch.randn(520, 264, device=d).bfloat16()
+gemm_hopper.launch(a16, b16, torch.empty(130, 264, device=d, dtype=torch.bfloat16))   # bf16 out
+torch.cuda.synchronize()
+print("ok bf16 out")

