@@ -25,11 +25,18 @@ DEV = torch.device("cuda")
 L = tilepy_hip.launch
 
 
-def _run(kernel, grid, args, **cx):
-    dev = [torch.from_numpy(np.ascontiguousarray(a)).to(DEV) if isinstance(a, np.ndarray) else a for a in args]
+def _run(kernel, grid, args, out=-1, **cx):
+    """Launch with numpy `args` moved to the GPU (bf16 parameters as torch.bfloat16); returns args[out]."""
+    dev = []
+    for a, (_, spec, _) in zip(args, kernel.params):
+        if isinstance(a, np.ndarray):
+            t = torch.from_numpy(np.ascontiguousarray(a)).to(DEV)
+            dev.append(t.to(torch.bfloat16) if getattr(spec, "dtype", None) == tp.bf16 else t)
+        else:
+            dev.append(a)
     L(kernel, grid, *dev, **cx)
     torch.cuda.synchronize()
-    return dev[-1].cpu().numpy()
+    return dev[out].float().cpu().numpy()
 
 
 @pytest.mark.parametrize("via", ["fn", "attr", "permute"])
@@ -55,7 +62,7 @@ def test_halo_windows():
 @pytest.mark.parametrize("n", [3, 90, 200])
 def test_conditional_expressions(n):
     x = np.arange(128, dtype=np.float32) - 20
-    y = _run(ifexp, (2,), [x, np.full_like(x, np.nan), n])
+    y = _run(ifexp, (2,), [x, np.full_like(x, np.nan), n], out=1)
     i = np.arange(128)
     ref = np.where(i < min(n, 100), x * 2 if n > 5 else x, 0)
     assert np.array_equal(y, np.where(i >= 64, ref, -ref))
