@@ -15,7 +15,7 @@ import torch
 from . import values as vals
 from .core import Pointwise, Reduction
 from .index import Div, IExpr, Mod, Sum, Var, variables
-from .templates import MatmulTemplate, render_template
+from .templates import Fp32GemmTemplate, MatmulTemplate, preset_source, render_fp32_gemm, render_template
 from .values import V, walk
 
 INT32_MAX = 2**31 - 1
@@ -407,6 +407,13 @@ def render_program(prog, precision: str = "fp32 (as the reference)") -> str:
     kernels_src, launches = [], []
     templates_done = set()
     for n, k in enumerate(prog.kernels):
+        if isinstance(k, Fp32GemmTemplate):
+            if k.kernel not in templates_done:
+                kernels_src.append(preset_source("gemm_fp32", prog.target))
+                templates_done.add(k.kernel)
+            for line in render_fp32_gemm(k, n):
+                launches.append((None, line, None))
+            continue
         if isinstance(k, MatmulTemplate):
             src, line = render_template(k, prog.target)
             if k.kernel not in templates_done:

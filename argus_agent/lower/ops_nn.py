@@ -12,9 +12,9 @@ import torch
 
 from . import values as vals
 from .core import LTensor, buffer_tensor
-from .index import add, const, floordiv
+from .index import Sum, Var, add, const, floordiv
 from .registry import register, result_dtype, result_shape
-from .templates import MatmulTemplate, gemm_for
+from .templates import Fp32GemmTemplate, MatmulTemplate, fp32_gemm_ok, gemm_for
 from .values import call
 
 
@@ -29,6 +29,9 @@ def matmul(ctx, a: LTensor, b: LTensor, out_dtype, base="mm") -> LTensor:
     N = b.shape[-1]
     acc = _acc(out_dtype)
     nb = len(batch)
+    nbatch = math.prod(batch) if batch else 1
+    if a.dtype == b.dtype == torch.float32 and fp32_gemm_ok(ctx.target, M, N, K, nbatch):
+        return _fp32_gemm(ctx, a, b, batch, M, N, K, base)
     gemm = gemm_for(ctx.target, a.dtype, M, N, K) if not batch and a.dtype == b.dtype else None
     if gemm is not None:
         ab, bb = ctx.contiguous(a, "mm_a"), ctx.contiguous(b, "mm_b")
@@ -41,6 +44,60 @@ def matmul(ctx, a: LTensor, b: LTensor, out_dtype, base="mm") -> LTensor:
         k = rc[0]
         return call("mul", vals.cast(a(bc + [m, k]), acc), vals.cast(b(bc + [k, n]), acc))
     return ctx.reduce("sum", batch + (M, N), (K,), fn, acc, base=base, matmul=True)
+
+
+def _strides(t: LTensor):
+    """(buffer, strides, offset) when `t` reads a buffer at an affine index of its coordinates, else None."""
+    if t.buffer is None and not t.shape:
+        return None
+    names = [f"d{k}" for k in range(len(t.shape))]
+    coords = [Var(nm, n) if n > 1 else const(0) for nm, n in zip(names, t.shape)]
+    v = t(coords)
+    if v.op != "load" or v.args[2]:
+        return None
+    idx = v.args[1]
+    terms = [(1, idx)] if isinstance(idx, Var) else list(idx.terms) if isinstance(idx, Sum) else None
+    if terms is None or any(not isinstance(a, Var) for _, a in terms):
+        return None
+    by = {a.name: c for c, a in terms}
+    strides = [by.get(nm, 0) for nm in names]
+    return v.args[0], strides, (idx.c if isinstance(idx, Sum) else 0)
+
+
+def _fp32_gemm(ctx, a, b, batch, M, N, K, base):
+    """a @ b through the fp32-accurate tensor-core GEMM; operands read in place where their layout allows."""
+    nbatch = math.prod(batch) if batch else 1
+    bufs = {x.name: x for x in ctx.buffers}
+    sa = _strides(a)
+    if not (sa and sa[2] == 0 and sa[1][-1] == 1 and (M == 1 or sa[1][-2] == K)
+            and all(s == st for s, st in zip(sa[1][:-2], _contig(batch + (M, K))[:-2]))):
+        a = ctx.contiguous(LTensor(a.shape, a.dtype, a._fn), "mm_a")
+        sa = (a.buffer.name, None, 0)
+    sb = _strides(b)
+    layout, bb = None, nbatch
+    if sb and sb[2] == 0:
+        st = sb[1]
+        zs = st[:-2]
+        bb = 1 if all(z == 0 for z in zs) else nbatch
+        if bb == nbatch and any(z != c for z, c in zip(zs, _contig(batch + (K, N))[:-2])):
+            bb = None
+        if bb is not None and bufs[sb[0]].numel == bb * K * N:
+            if (K == 1 or st[-2] == N) and (N == 1 or st[-1] == 1):
+                layout = "kn"
+            elif (K == 1 or st[-2] == 1) and (N == 1 or st[-1] == K):
+                layout = "nk"
+    if layout is None:
+        b = ctx.contiguous(LTensor(b.shape, b.dtype, b._fn), "mm_b")
+        sb, layout, bb = (b.buffer.name, None, 0), "kn", nbatch
+    out = ctx.add_buffer(base, batch + (M, N), torch.float32)
+    bufs = {x.name: x for x in ctx.buffers}
+    ctx.kernels.append(Fp32GemmTemplate(out, bufs[sa[0]], bufs[sb[0]], nbatch, M, N, K, bb, layout, ctx.note))
+    return buffer_tensor(out)
+
+
+def _contig(shape):
+    from .index import contiguous_strides
+    return list(contiguous_strides(shape))
 
 
 @register("aten.mm", "aten.bmm", "aten.matmul")
@@ -125,10 +182,54 @@ def _convolution(ctx, node, x, w, bias, stride, padding, dilation, transposed, o
             wi = flatten([ci, co_l] + list(ks), w.shape)
         wv = vals.load(wbuf.name, wi, wbuf.dtype)
         return call("mul", vals.cast(xv, acc), vals.cast(wv, acc))
-    red = ctx.reduce("sum", shape, [cig] + ksz, fn, acc, base="conv")
+    osz = list(shape[2:])
+    npix, kred = N * math.prod(osz), cig * math.prod(ksz)
+    if (x.dtype == w.dtype == torch.float32 and fp32_gemm_ok(ctx.target, npix, cog, kred, groups)
+            and groups * npix * kred <= 2**30):
+        red = _conv_as_gemm(ctx, fn, shape, groups, N, osz, cig, ksz, cog, Co, w, wbuf, transposed)
+    else:
+        red = ctx.reduce("sum", shape, [cig] + ksz, fn, acc, base="conv")
     if bias is None:
         return red if out == acc else LTensor(shape, out, lambda c: vals.cast(red(c), out))
     return LTensor(shape, out, lambda c: vals.cast(call("add", red(c), vals.cast(bias([c[1]]), acc)), out))
+
+
+def _conv_as_gemm(ctx, fn, shape, groups, N, osz, cig, ksz, cog, Co, w, wbuf, transposed):
+    """A convolution as a GEMM per group: the im2col matrix (G, pixels, Cin/G * kernel) gathered once, times
+    the weight read as (G, Cout/G, Cin/G * kernel) (in place for a direct convolution), on the fp32-accurate
+    tensor-core GEMM. The product of the reduction's element function (x * w) is split into its two loads."""
+    from .index import flatten, unflatten
+    npix, kred = N * math.prod(osz), cig * math.prod(ksz)
+
+    def operands(g, pix, kr):
+        oc = unflatten(pix, [N] + osz)
+        rc = unflatten(kr, [cig] + ksz)
+        prod = fn([oc[0], add(g * cog, const(0))] + oc[1:], rc)
+        return prod.args[0], prod.args[1]     # (x element, w element), as cast to the accumulator type
+
+    a = LTensor((groups, npix, kred), torch.float32, lambda c: operands(c[0], c[1], c[2])[0])
+    if not transposed:
+        wk = list(w.shape[1:])
+
+        def wval(c):
+            return vals.load(wbuf.name, flatten([add(c[0] * cog, c[2])] + unflatten(c[1], wk), w.shape), wbuf.dtype)
+    else:
+        def wval(c):
+            return operands_w(c)
+
+        def operands_w(c):
+            rc = unflatten(c[1], [cig] + ksz)
+            ci = add(rc[0], c[0] * cig)
+            return vals.load(wbuf.name, flatten([ci, c[2]] + rc[1:], w.shape), wbuf.dtype)
+    b = LTensor((groups, kred, cog), torch.float32, wval)
+    prod = _fp32_gemm(ctx, a, b, (groups,), npix, cog, kred, "conv")
+    P = math.prod(osz)
+
+    def out(c):
+        n, co, osp = c[0], c[1], c[2:]
+        pix = add(n * P, flatten(osp, osz))
+        return prod([floordiv(co, cog), pix, add(co, floordiv(co, cog) * -cog)])
+    return LTensor(shape, torch.float32, out)
 
 
 def _pool_windows(x, shape, kernel, stride, padding, dilation):

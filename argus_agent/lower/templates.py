@@ -47,6 +47,30 @@ def gemm_for(target: str, dtype: torch.dtype, M: int, N: int, K: int) -> str | N
     return name
 
 
+@dataclass
+class Fp32GemmTemplate:
+    """out (BATCH, M, N) f32 = a (BATCH, M, K) @ b, fp32-accurate on tensor cores (stdlib gemm_fp32: 3xTF32).
+
+    b is a buffer read as (BB, K, N) row-major (b_layout "kn") or (BB, N, K) ("nk": an nn.Linear weight, read
+    in place), BB = 1 when one b serves every batch."""
+
+    out: Buffer
+    a: Buffer
+    b: Buffer
+    batch: int
+    M: int
+    N: int
+    K: int
+    b_batch: int
+    b_layout: str
+    what: str = ""
+    kernel: str = "gemm_fp32"
+
+
+def fp32_gemm_ok(target: str, M: int, N: int, K: int, batch: int) -> bool:
+    return target == "sm_90a" and batch * M * N * K >= 64**3 and min(M, N) >= 16
+
+
 def stdlib_source(name: str) -> str:
     """The kernel part of `stdlib_kernels/<name>.py`: helpers and kernels, without imports, docstring, PRESETS,
     the numpy `launch`/`reference` helpers and the __main__ block."""
@@ -55,10 +79,12 @@ def stdlib_source(name: str) -> str:
     path = Path(stdlib_kernels.__file__).parent / f"{name}.py"
     module = cst.parse_module(path.read_text())
     keep = []
+    kernel_code = "".join(cst.Module([]).code_for_node(st) for st in module.body
+                          if isinstance(st, cst.FunctionDef) and st.decorators)
     for stmt in module.body:
         code = cst.Module([]).code_for_node(stmt).lstrip()
-        if isinstance(stmt, cst.FunctionDef) and stmt.name.value in ("launch", "reference"):
-            continue
+        if isinstance(stmt, cst.FunctionDef) and not stmt.decorators and stmt.name.value not in kernel_code:
+            continue   # host helpers (numpy launch, reference, splits): the candidate's host program is its own
         if isinstance(stmt, cst.If) and "__name__" in code:
             continue
         if code.startswith(("import ", "from ", "PRESETS", "SMALL_TILE")) or _is_docstring(stmt):
@@ -106,3 +132,26 @@ def render_template(t: MatmulTemplate, target: str) -> tuple[str, str]:
     launch = (f"launch({t.kernel}, {grid}, {t.a.name}.view({t.M}, {t.K}), {t.b.name}.view({t.K}, {t.N}), "
               f"{t.out.name}.view({t.M}, {t.N}))")
     return src, launch
+
+
+def render_fp32_gemm(t: Fp32GemmTemplate, n: int) -> list[str]:
+    """Host lines: split both operands into TF32 halves (K padded to 4), then the GEMM over (M, N, BATCH)."""
+    kp = -(-t.K // 4) * 4
+    a_rows = t.batch * t.M
+    ah, al, bh, bl = (f"ws{n}_{x}" for x in ("ah", "al", "bh", "bl"))
+    nb = t.b_batch
+    lines = [f"{ah} = torch.empty(({t.batch}, {t.M}, {kp}), dtype=torch.float32, device=dev)",
+             f"{al} = torch.empty(({t.batch}, {t.M}, {kp}), dtype=torch.float32, device=dev)",
+             f"{bh} = torch.empty(({nb}, {t.N}, {kp}), dtype=torch.float32, device=dev)",
+             f"{bl} = torch.empty(({nb}, {t.N}, {kp}), dtype=torch.float32, device=dev)",
+             f"launch(split_tf32, ({-(-a_rows // 16)}, {-(-kp // 128)}), {t.a.name}.view({a_rows}, {t.K}), "
+             f"{ah}.view({a_rows}, {kp}), {al}.view({a_rows}, {kp}))"]
+    if t.b_layout == "nk":
+        lines.append(f"launch(split_tf32, ({-(-nb * t.N // 16)}, {-(-kp // 128)}), {t.b.name}.view({nb * t.N}, "
+                     f"{t.K}), {bh}.view({nb * t.N}, {kp}), {bl}.view({nb * t.N}, {kp}))")
+    else:
+        lines.append(f"launch(split_tf32_t, ({-(-kp // 32)}, {-(-t.N // 32)}, {nb}), {t.b.name}.view({nb}, {t.K}, "
+                     f"{t.N}), {bh}, {bl})")
+    grid = f"lambda m: (tp.cdiv({t.M}, m['BM']), tp.cdiv({t.N}, m['BN']), {t.batch})"
+    lines.append(f"launch(gemm_fp32, {grid}, {ah}, {al}, {bh}, {bl}, {t.out.name}.view({t.batch}, {t.M}, {t.N}))")
+    return lines
