@@ -41,6 +41,7 @@ SHAPES = [  # (M, N, K)
 FP32_SWEEP = {  # b_layout, constexprs over the preset (128x128x32, 3 stages, promoted accumulation)
     "nk_preset": ("nk", {}),
     "kn_s2": ("kn", dict(STAGES=2)),
+    "kn_row_order": ("kn", dict(GROUP_M=1)),
     "kn_one_accumulator": ("kn", dict(PROMOTE=False)),
     "kn_128x256_s2_one_accumulator": ("kn", dict(BN=256, STAGES=2, PROMOTE=False,
                                                  INSTR=tp.nv.wgmma_m64n256k8_tf32)),

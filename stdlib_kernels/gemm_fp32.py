@@ -28,8 +28,8 @@ Host API (what a lowering calls; torch tensors on a CUDA device, or numpy arrays
   A b with a batch of 1 (or none) serves every batch of a.
 * Any M, N, K >= 1 (edges are masked); contiguous (row-major) tensors. Three launches: the two splits (into
   workspace tensors of (BATCH, M, KP) and (BB, N, KP) f32 x 2, KP = K rounded up to 4) and the GEMM on the
-  grid (cdiv(M, BM), cdiv(N, BN), BATCH). A weight used many times may be split once with `split(b, ...)` and
-  passed to `launch_split`.
+  grid (cdiv(M, BM) * cdiv(N, BN), 1, BATCH), which visits its tiles GROUP_M row tiles at a time. A weight
+  used many times may be split once with `split(b, b_layout)` and passed to `launch_split`.
 * addmm (beta * bias + alpha * a @ b) is this GEMM followed by an elementwise kernel.
 """
 
@@ -78,12 +78,20 @@ def gemm_fp32(AH: tp.Tensor[tp.f32, "BA", "M", "K"], AL: tp.Tensor[tp.f32, "BA",
               C: tp.Tensor[tp.f32, "BA", "M", "N"],
               BM: tp.constexpr = 128, BN: tp.constexpr = 128, BK: tp.constexpr = 32, STAGES: tp.constexpr = 3,
               CONSUMERS: tp.constexpr = 2, INSTR: tp.constexpr = tp.nv.wgmma_m64n128k8_tf32,
-              PROMOTE: tp.constexpr = True, SWIZZLE: tp.constexpr = tp.Swizzle(3, 2, 3)):
+              PROMOTE: tp.constexpr = True, SWIZZLE: tp.constexpr = tp.Swizzle(3, 2, 3),
+              GROUP_M: tp.constexpr = 8):
     """C[z] = (AH + AL)[z] @ (BH + BL)[zb].T from the TF32 halves (K-major, K % 4 == 0); zb = min(z, BB - 1)."""
     z = tp.block_id(2)
     zb = tp.min(z, BH.shape[0] - 1)     # a B with one batch serves them all
-    m0 = tp.block_id(0) * BM
-    n0 = tp.block_id(1) * BN
+    # Grouped (L2-friendly) tile order over a 1-D grid: GROUP_M row tiles sweep the columns together, so
+    # the blocks running at once share their A rows and B columns in L2.
+    pid = tp.block_id(0)
+    num_m = tp.cdiv(AH.shape[1], BM)
+    in_group = GROUP_M * tp.cdiv(C.shape[2], BN)
+    first_m = (pid // in_group) * GROUP_M
+    group_m = num_m - first_m if num_m - first_m < GROUP_M else GROUP_M   # the last group may be short
+    m0 = (first_m + (pid % in_group) % group_m) * BM
+    n0 = ((pid % in_group) // group_m) * BN
     a_hi = tp.shared((BM, BK), tp.f32, stages=STAGES, swizzle=SWIZZLE)
     a_lo = tp.shared((BM, BK), tp.f32, stages=STAGES, swizzle=SWIZZLE)
     b_hi = tp.shared((BN, BK), tp.f32, stages=STAGES, swizzle=SWIZZLE)   # K-major: the (N, K) tile
@@ -181,10 +189,10 @@ def split(x, b_layout: str = "nk"):
 
 
 def grid(a, c, **constexprs):
-    """The GEMM's launch grid: (cdiv(M, BM), cdiv(N, BN), BATCH)."""
+    """The GEMM's launch grid: (cdiv(M, BM) * cdiv(N, BN), 1, BATCH) (the kernel orders the tiles itself)."""
     p = {**PRESETS["sm_90a"], **constexprs}
     a3, c3 = _as3(a), _as3(c)
-    return (tp.cdiv(a3.shape[1], p["BM"]), tp.cdiv(c3.shape[2], p["BN"]), a3.shape[0])
+    return (tp.cdiv(a3.shape[1], p["BM"]) * tp.cdiv(c3.shape[2], p["BN"]), 1, a3.shape[0])
 
 
 def launch_split(a_split, b_split, c, target: str = "sm_90a", **constexprs):

@@ -157,3 +157,14 @@ def test_gemm_fp32_single_accumulator_is_also_right_on_the_interpreter():
     c = np.full((64, 40), np.nan, np.float32)
     gemm_fp32.launch(a, b, c, b_layout="nk", STAGES=2, PROMOTE=False)
     assert _rel(c, gemm_fp32.reference(a, b, "nk")) < 3e-7
+
+
+@pytest.mark.parametrize("group_m", [1, 2, 3])
+def test_gemm_fp32_grouped_tile_order_covers_every_tile(group_m):
+    rng = np.random.default_rng(6)
+    a = rng.standard_normal((5 * 64 - 3, 40)).astype(np.float32)   # 5 row tiles: a partial last group
+    b = rng.standard_normal((3 * 64 - 1, 40)).astype(np.float32)
+    c = np.full((a.shape[0], b.shape[0]), np.nan, np.float32)
+    gemm_fp32.launch(a, b, c, b_layout="nk", BM=64, BN=64, CONSUMERS=1, STAGES=2, GROUP_M=group_m,
+                     INSTR=tp.nv.wgmma_m64n64k8_tf32)
+    assert _rel(c, gemm_fp32.reference(a, b, "nk")) < 3e-7
