@@ -83,9 +83,10 @@ def gemm_fp32(AH: tp.Tensor[tp.f32, "BA", "M", "K"], AL: tp.Tensor[tp.f32, "BA",
     """C[z] = (AH + AL)[z] @ (BH + BL)[zb].T from the TF32 halves (K-major, K % 4 == 0); zb = min(z, BB - 1)."""
     z = tp.block_id(2)
     zb = tp.min(z, BH.shape[0] - 1)     # a B with one batch serves them all
-    # Grouped (L2-friendly) tile order over a 1-D grid: GROUP_M row tiles sweep the columns together, so
-    # the blocks running at once share their A rows and B columns in L2.
-    pid = tp.block_id(0)
+    # Grouped (L2-friendly) tile order: GROUP_M row tiles sweep the columns together, so the blocks running
+    # at once share their A rows and B columns in L2. Any grid of cdiv(M, BM) * cdiv(N, BN) blocks in x and y
+    # serves: (tiles, 1) or (row tiles, column tiles) alike.
+    pid = tp.block_id(0) + tp.num_blocks(0) * tp.block_id(1)
     num_m = tp.cdiv(AH.shape[1], BM)
     in_group = GROUP_M * tp.cdiv(C.shape[2], BN)
     first_m = (pid // in_group) * GROUP_M
@@ -189,7 +190,8 @@ def split(x, b_layout: str = "nk"):
 
 
 def grid(a, c, **constexprs):
-    """The GEMM's launch grid: (cdiv(M, BM) * cdiv(N, BN), 1, BATCH) (the kernel orders the tiles itself)."""
+    """The GEMM's launch grid: (cdiv(M, BM) * cdiv(N, BN), 1, BATCH) (the kernel orders the tiles itself;
+    (cdiv(M, BM), cdiv(N, BN), BATCH) works as well)."""
     p = {**PRESETS["sm_90a"], **constexprs}
     a3, c3 = _as3(a), _as3(c)
     return (tp.cdiv(a3.shape[1], p["BM"]) * tp.cdiv(c3.shape[2], p["BN"]), 1, a3.shape[0])

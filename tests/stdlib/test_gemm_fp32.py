@@ -168,3 +168,14 @@ def test_gemm_fp32_grouped_tile_order_covers_every_tile(group_m):
     gemm_fp32.launch(a, b, c, b_layout="nk", BM=64, BN=64, CONSUMERS=1, STAGES=2, GROUP_M=group_m,
                      INSTR=tp.nv.wgmma_m64n64k8_tf32)
     assert _rel(c, gemm_fp32.reference(a, b, "nk")) < 3e-7
+
+
+def test_gemm_fp32_two_dimensional_grid_also_covers_every_tile():
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((1, 200, 40)).astype(np.float32)
+    b = rng.standard_normal((1, 130, 40)).astype(np.float32)
+    c = np.full((1, 200, 130), np.nan, np.float32)
+    (ah, al), (bh, bl) = gemm_fp32.split(a), gemm_fp32.split(b)
+    p = dict(BM=64, BN=64, CONSUMERS=1, STAGES=2, GROUP_M=2, INSTR=tp.nv.wgmma_m64n64k8_tf32)
+    gemm_fp32.gemm_fp32[(4, 3, 1)](ah, al, bh, bl, c, **p)     # (row tiles, column tiles, batch)
+    assert _rel(c, gemm_fp32.reference(a, b, "nk")) < 3e-7
