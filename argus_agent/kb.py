@@ -78,8 +78,8 @@ class KnowledgeBase:
 def _holds(cond: str, source: str, kind: str, target: str) -> bool:
     what, _, arg = cond.partition(" ")
     arg = arg.strip()
-    if what == "kernel_kind":
-        return kind in arg.split("|")
+    if what == "kernel_kind":   # a lowered program has several kinds of kernel: "elementwise|reduction|matmul"
+        return bool(set(kind.split("|")) & set(arg.split("|")))
     if what == "has_constexpr":
         return f"{arg}: tp.constexpr" in source
     if what == "has_call":

@@ -28,7 +28,22 @@ class LoweredCandidate:
     precision: str
     program: LoweredProgram
     ops: list = field(default_factory=list)
-    kind: str = "lowered"
+
+    @property
+    def kind(self) -> str:
+        """The kinds of kernel the program holds (what the knowledge base's `kernel_kind` conditions match)."""
+        from .core import Pointwise, Reduction
+        kinds = set()
+        for k in self.program.kernels:
+            if isinstance(k, Pointwise):
+                kinds.add("elementwise")
+            elif isinstance(k, Reduction):
+                kinds.add("reduction")
+                if k.extra.get("matmul"):
+                    kinds.add("matmul")
+            else:
+                kinds.add("matmul")
+        return "|".join(sorted(kinds)) or "elementwise"
 
     def describe(self) -> str:
         n = len(self.program.kernels)

@@ -27,7 +27,7 @@ def _real(session, tmp_path):
 def test_honest_candidate_passes(examples, tmp_path):
     s = _session(examples)
     ev = evaluate(s.problem, load_candidate(s.first_source(), tmp_path).model_class(s.problem), tol=s.tol)
-    assert ev.correct and ev.launches >= 4 and ev.timing.startswith("skipped")
+    assert ev.correct and ev.launches >= 2 and ev.timing.startswith("skipped")   # a kernel per trial
 
 
 def test_fallback_to_the_torch_op_is_rejected(examples, tmp_path):
@@ -115,4 +115,5 @@ def test_each_trial_draws_fresh_inputs(examples, tmp_path):
     s.problem.draw_inputs = recording_draw
     cand = load_candidate(s.first_source(), tmp_path)
     assert evaluate(s.problem, cand.model_class(s.problem), tol=s.tol).correct
-    assert len(seen) == 4 and seen[0].shape == seen[3].shape and not torch.equal(seen[0], seen[3])
+    # a lowered program is specialized to the base shape: the base shape, drawn afresh twice
+    assert len(seen) == 2 and seen[0].shape == seen[1].shape and not torch.equal(seen[0], seen[1])

@@ -7,7 +7,7 @@ from argus_agent.planner import LLMPlanner
 
 
 def test_llm_run_survives_every_kind_of_bad_reply(fake_openai, history, examples, tmp_path):
-    good = json.dumps({"kind": "skill", "skill": "epilogue-fusion", "variant": 0})
+    good = json.dumps({"kind": "skill", "skill": "elementwise-block-size", "variant": 0})
     server = fake_openai([
         good,                                                   # 1: a good edit
         "I think you should fuse things {not json",             # 2: malformed JSON
@@ -20,12 +20,12 @@ def test_llm_run_survives_every_kind_of_bad_reply(fake_openai, history, examples
     planner = LLMPlanner(server.base_url, "fake-model", api_key="test", timeout=0.3)
     problem = examples["scaled_softmax"]
 
-    # Script reply 5 from the candidate after fusion: same module, the normalization dropped.
+    # Script reply 5 from the current candidate: same module, exp replaced by exp2 (a wrong result).
     original_propose = planner.propose
 
     def propose(ctx):
         if len(server.requests) == 4 and server.replies and server.replies[0] == "PLACEHOLDER":
-            wrong = ctx.kernel_source.replace("e / denom", "e")
+            wrong = ctx.kernel_source.replace("tp.exp(", "tp.exp2(")
             server.replies[0] = json.dumps({"kind": "edit", "source": wrong})
         return original_propose(ctx)
 
@@ -41,8 +41,8 @@ def test_llm_run_survives_every_kind_of_bad_reply(fake_openai, history, examples
     assert outcomes[6] == "llm-error"
     assert outcomes[7] == "malformed-reply"
     assert result.status == "done"
-    # the accepted kernel is the fused one, not the broken edit
-    assert "def epilogue" not in result.best_source and "e / denom" in result.best_source
+    # the accepted kernel is the skill's, not the broken edit
+    assert "tp.exp2(" not in result.best_source and "tp.exp(" in result.best_source
     # in-context RL: later prompts carry the trajectory with the failures fed back
     last = server.requests[-1]["body"]["messages"][-1]["content"]
     assert "malformed-reply" in last and "parse-error" in last and "llm-timeout" in last

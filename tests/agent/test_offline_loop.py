@@ -60,5 +60,5 @@ def test_unsupported_op_names_the_op(tmp_path, history):
     p.write_text("import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def forward(self, x, y):\n"
                  "        return torch.atan2(x, y) + 1\n\ndef get_inputs():\n"
                  "    return [torch.randn(4, 8), torch.randn(4, 8)]\n\ndef get_init_inputs():\n    return []\n")
-    with pytest.raises(LoweringError, match=r"atan2.py:5: .*aten\.atan2"):
+    with pytest.raises(LoweringError, match=r"atan2.py:6: .*aten\.atan2"):
         optimize(p, budget=2, history=history)
