@@ -258,11 +258,16 @@ class _ReductionEmitter(_Emitter):
         self.anchor = "m"
         self.buffer_dtypes = dtypes
         self.M, self.R, self.sizes = M, R, sizes
+        self.cols = False
 
     def window(self, idx, buf):
         """Rows of the reduction read in place: index R*m + r on an (M, R) buffer is a 2-D window, index m
         on an (M,) buffer a 1-D one (as a column)."""
         M, R = self.M, self.R
+        if self.cols:
+            if isinstance(idx, Var) and idx.name == "m" and self.sizes[buf] == M:
+                return None, f"tp.load({self.names[buf]}[m0:m0 + BM])[None, :]"
+            return None
         if isinstance(idx, Var) and idx.name == "m" and self.sizes[buf] == M:
             return None, f"tp.load({self.names[buf]}[m0:m0 + BM])[:, None]"
         if isinstance(idx, Sum) and idx.c == 0 and len(idx.terms) == 2 and self.sizes[buf] == M * R:
@@ -349,16 +354,41 @@ def _init_literal(kind, dtype):
     return _literal(v, dtype)
 
 
+def _column_reduction(value: V) -> bool:
+    """Whether the reduction's main loads step by 1 along the outputs but not along the reduced index."""
+    votes = 0
+    for v in walk([value]):
+        if v.op != "load" or not isinstance(v.args[1], Sum):
+            continue
+        coef = {a.name: c for c, a in v.args[1].terms if isinstance(a, Var)}
+        if "r" in v.vars:
+            if coef.get("m") == 1 and coef.get("r", 0) != 1:
+                votes += 1
+            elif coef.get("r") == 1:
+                votes -= 1
+    return votes > 0
+
+
 def render_reduction(k: Reduction, kname: str, buffers: dict) -> tuple[str, list, dict]:
     M, R = k.M, k.R
     used, names, params = _kernel_params(k, buffers)
     idt = "i64" if M * R > INT32_MAX or any(buffers[b].numel > INT32_MAX for b in used) else "i32"
     final = _FINAL[k.kind]
-    br = 1 if final is None else min(next_pow2(R), 256 if M > 1 else 1024)
-    bm = max(1, min(next_pow2(M), max(1, 2048 // br)))
+    cols = _column_reduction(k.value)
+    if cols and final is not None:
+        # the outputs are contiguous in memory, the reduced index strided: outputs along the tile's fast axis
+        bm = min(next_pow2(M), 128)
+        br = max(1, min(next_pow2(R), 2048 // bm, 32))
+    else:
+        br = 1 if final is None else min(next_pow2(R), 256 if M > 1 else 1024)
+        bm = max(1, min(next_pow2(M), max(1, 2048 // br)))
     dtype = k.value.dtype
     em = _ReductionEmitter(names, idt, {b: buffers[b].dtype for b in buffers}, M, R,
                            {b: max(1, buffers[b].numel) for b in buffers})
+    em.cols = cols and final is not None
+    mx, rx = ("[None, :]", "[:, None]") if em.cols else ("[:, None]", "[None, :]")
+    tile = "(BR, BM)" if em.cols else "(BM, BR)"
+    axis = 0 if em.cols else 1
     # values that do not depend on the reduction index: computed once, before the loop
     order = walk([k.value])
     pre = [v for v in order if "r" not in v.vars and v.op not in ("const",)]
@@ -373,18 +403,18 @@ def render_reduction(k: Reduction, kname: str, buffers: dict) -> tuple[str, list
     neutral = init
     body = ["m0 = tp.block_id(0) * BM"]
     cast = ".to(tp.i64)" if idt == "i64" else ""
-    body.append(f"m = (m0{'.to(tp.i64)' if idt == 'i64' else ''} + tp.arange(BM){cast})[:, None]")
+    body.append(f"m = (m0{'.to(tp.i64)' if idt == 'i64' else ''} + tp.arange(BM){cast}){mx}")
     body += pre_lines
-    body.append(f"acc = tp.full((BM, BR), {init}, {acc_t})")
+    body.append(f"acc = tp.full({tile}, {init}, {acc_t})")
     body.append("for k in range(tp.cdiv(R, BR)):")
-    inner = [f"r = (k * BR + tp.arange(BR){cast})[None, :]"] + loop_lines
-    v_text = val if _is_tile(k.value) else f"tp.full((BM, BR), {val}, {acc_t})"
+    inner = [f"r = (k * BR + tp.arange(BR){cast}){rx}"] + loop_lines
+    v_text = val if _is_tile(k.value) else f"tp.full({tile}, {val}, {acc_t})"
     inner.append(f"acc = tp.where((m < M) & (r < R), {_COMBINE[k.kind].format(a='acc', b=v_text)}, acc)")
     body += ["    " + line for line in inner]
     if final is None:
-        body.append("res = tp.sum(acc, axis=1)")  # BR == 1: the column is the result
+        body.append(f"res = tp.sum(acc, axis={axis})")  # BR == 1: the column is the result
     else:
-        body.append(f"res = {final}(acc, axis=1)")
+        body.append(f"res = {final}(acc, axis={axis})")
     out_dt = k.out.dtype
     res = "res" if vals.compute_dtype(out_dt) == dtype == out_dt else f"res.to({_tp(out_dt)})"
     body.append(f"tp.store({names[k.out.name]}[m0:m0 + BM], {res})")
