@@ -140,13 +140,40 @@ class Context:
         out_shape = tuple(int(n) for n in out_shape)
         red_shape = tuple(int(n) for n in red_shape)
         M, R = max(1, numel(out_shape)), numel(red_shape)
-        buf = self.add_buffer(base, out_shape, dtype)
         if R == 0:
             raise NotImplementedError("reduction over an empty range")
+        if self.target != "cpu" and M < 256 and R >= 1 << 16 and kind in ("sum", "max", "min") \
+                and dtype.is_floating_point:
+            return self._split_reduce(kind, out_shape, red_shape, fn, dtype, base, M, R)
+        buf = self.add_buffer(base, out_shape, dtype)
         m, r = Var("m", M), Var("r", R)
         value = fn(unflatten(m, out_shape), unflatten(r, red_shape))
         self.kernels.append(Reduction(buf, kind, value, M, R, self.note, extra))
         return buffer_tensor(buf)
+
+
+def _neutral(kind, dtype):
+    return vals.const({"sum": 0.0, "max": float("-inf"), "min": float("inf")}[kind], dtype)
+
+
+def _split_reduce(self, kind, out_shape, red_shape, fn, dtype, base, M, R):
+    """Few outputs over a long range: partial results over S chunks of the range (enough blocks to fill
+    the GPU), then a second reduction over the chunks."""
+    S = max(2, min(1024, R // 4096, 2048 // M))
+    C = -(-R // S)
+
+    def fn1(oc, rc):
+        s_idx, j = rc[0], rc[1]
+        flat = s_idx * C + j
+        v = fn(oc, unflatten(flat, red_shape))
+        ok = vals.call("lt", vals.index_value(flat), vals.const(R, torch.int64))
+        return vals.call("where", ok, v, _neutral(kind, v.dtype))
+    partial = self.reduce(kind, tuple(out_shape) + (S,), (C,), lambda oc, rc: fn1(oc[:-1], [oc[-1], rc[0]]),
+                          dtype, base + "_part")
+    return self.reduce(kind, out_shape, (S,), lambda oc, rc: partial(list(oc) + [rc[0]]), dtype, base)
+
+
+Context._split_reduce = _split_reduce
 
 
 def broadcast_shapes(*shapes) -> tuple:
