@@ -185,6 +185,8 @@ class Kernel:
 
 
 class Launcher:
+    __slots__ = ("kernel", "grid")  # made per `kernel[grid]`: on the path of every launch
+
     def __init__(self, kernel: Kernel, grid):
         self.kernel, self.grid = kernel, grid
 
