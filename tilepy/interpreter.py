@@ -56,7 +56,6 @@ import numpy as np
 
 from .errors import InterpreterError, Span, TilepyError
 from .interp_gather import _GatherOps
-from .interp_tiles import _TileOps
 from .interp_launch import _LaunchArgs, _norm_grid
 from .interp_memops import _blocked as _blocked
 from .interp_memops import _MemoryOps
@@ -80,6 +79,7 @@ from .interp_ops import _scalar as _scalar
 from .interp_ops import _scatter as _scatter
 from .interp_ops import _sigmoid as _sigmoid
 from .interp_ops import _storage as _storage
+from .interp_tiles import _TileOps
 from .ir import Assign, BinOp, Call, Const, Eval, For, If, KernelIR, UnOp, Var
 from .ops import UNARY_MATH
 from .targets import get_target

@@ -6,8 +6,9 @@ tensor and not masked off. A second query per non-atomic scatter asks for two el
 block and iteration, that land on one address (a scatter with duplicate indices).
 
 Stores, atomics and copies into global memory are the writes; loads and copies out of it the reads. What is
-not covered: ordering inside a block between different ops (global memory made visible by barriers). An index the analysis cannot
-compute (a loaded index tile, an unmodelled mask) may be anything: sound, possibly a false alarm.
+not covered: ordering inside a block between different ops (global memory made visible by barriers). An
+index the analysis cannot compute (a loaded index tile, an unmodelled mask) may be anything: sound, possibly a
+false alarm.
 """
 
 from __future__ import annotations
