@@ -177,12 +177,19 @@ def main():
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--compile", action="store_true", help="also time torch.compile(Model)")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--merge", default=None, help="a results JSON: problems it holds (not skipped) are kept, "
+                    "the rest are run, and the merged results are written")
     ap.add_argument("--time-budget", type=float, default=None, help="seconds: start no new problem after this")
     args = ap.parse_args()
     import torch
 
     per_dir = [problem_files([d]) for d in args.dirs]
     files = [f for group in itertools.zip_longest(*per_dir) for f in group if f is not None]  # interleaved
+    kept = []
+    if args.merge:
+        kept = [r for r in json.loads(Path(args.merge).read_text())["problems"] if not r.get("skipped")]
+        done = {r["name"] for r in kept}
+        files = [f for f in files if f"{f.parent.name}/{f.stem}" not in done]
     t0 = time.time()
     with mp.get_context("spawn").Pool(args.jobs) as pool:
         built = dict(pool.map(_build, [str(f) for f in files], chunksize=1))
@@ -204,6 +211,7 @@ def main():
         gsp = r.get("speedup_graph")
         print(f"{r['name']:50s} {'ok ' if r['correct'] else 'BAD'} eager {sp or 0:6.2f}x graph {gsp or 0:6.2f}x "
               f"{(r.get('error') or '')[:160]}", flush=True)
+    rows = kept + rows
     summary = summarize(rows)
     print(json.dumps(summary, indent=1))
     device = torch.cuda.get_device_name().replace(" ", "_")
