@@ -386,7 +386,7 @@ def _launch_checked(kernel, grid, args, kwargs, target, stream):
             _PREPARED[kernel] = table
             kernel.gpu_launch = table.fast
         except TypeError:
-            pass
+            pass  # an unhashable argument or constexpr: no fast-path entry, every call takes the checked path
     return prep.call(grid, call_args, stream)
 
 

@@ -280,15 +280,14 @@ class _ReductionEmitter(_Emitter):
         return None
 
 
-def _kernel_params(kernel, buffers, extra=()) -> tuple[list, dict]:
+def _kernel_params(kernel) -> tuple[list, dict]:
+    """The buffers a kernel reads, and their parameter names (the buffers' own)."""
     used = []
     for v in walk([kernel.value]):
         if v.op in ("load", "gather") and v.args[0] not in used:
             used.append(v.args[0])
-    names = {b: f"{b}" for b in used}
-    out = kernel.out
-    names[out.name] = out.name
-    return used, names, None
+    names = {b: b for b in used + [kernel.out.name]}
+    return used, names
 
 
 def _signature(em, kernel, buffers) -> tuple[list, list]:
@@ -311,7 +310,7 @@ def _signature(em, kernel, buffers) -> tuple[list, list]:
 
 def render_pointwise(k: Pointwise, kname: str, buffers: dict) -> tuple[str, list, dict]:
     n = max(1, k.out.numel)
-    used, names, params = _kernel_params(k, buffers)
+    used, names = _kernel_params(k)
     idt = "i64" if n > INT32_MAX or any(buffers[b].numel > INT32_MAX for b in used) else "i32"
     block = min(1024, max(32, next_pow2(n)))
     em = _PointwiseEmitter(names, idt, n, {b: buffers[b].dtype for b in buffers})
@@ -371,7 +370,7 @@ def _column_reduction(value: V) -> bool:
 
 def render_reduction(k: Reduction, kname: str, buffers: dict) -> tuple[str, list, dict]:
     M, R = k.M, k.R
-    used, names, params = _kernel_params(k, buffers)
+    used, names = _kernel_params(k)
     idt = "i64" if M * R > INT32_MAX or any(buffers[b].numel > INT32_MAX for b in used) else "i32"
     final = _FINAL[k.kind]
     cols = _column_reduction(k.value)
@@ -400,7 +399,6 @@ def render_reduction(k: Reduction, kname: str, buffers: dict) -> tuple[str, list
     loop_lines = em.lines
     acc_t = _tp(dtype)
     init = _init_literal(k.kind, dtype)
-    neutral = init
     body = ["m0 = tp.block_id(0) * BM"]
     cast = ".to(tp.i64)" if idt == "i64" else ""
     body.append(f"m = (m0{'.to(tp.i64)' if idt == 'i64' else ''} + tp.arange(BM){cast}){mx}")
@@ -426,7 +424,6 @@ def render_reduction(k: Reduction, kname: str, buffers: dict) -> tuple[str, list
         + (f"    # {k.what}\n" if k.what else "")
         + "".join(f"    {line}\n" for line in body)
     )
-    _ = neutral
     grid = f"lambda m: (tp.cdiv({M}, m['BM']),)"
     return src, args, {"grid": grid}
 

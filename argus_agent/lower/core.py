@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import torch
 
 from . import values as vals
-from .index import IExpr, Var, const, flatten, numel, unflatten
+from .index import Var, const, flatten, numel, unflatten
 from .values import V
 
 
@@ -199,6 +199,3 @@ def expand_to(t, shape, dtype=None) -> LTensor:
     v = vals.const(t, dt)
     return LTensor(shape, dt, lambda c: v)
 
-
-def index_expr(x) -> IExpr:
-    return x if isinstance(x, IExpr) else const(int(x))

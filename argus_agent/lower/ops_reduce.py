@@ -190,10 +190,10 @@ def _var_parts(ctx, x, dims, correction, keepdim):
         return call("mul", dlt, dlt)
     ss = reduce(ctx, x, dims, "sum", acc, value=sq, keepdim=True, base="vsq")
     denom = max(0, n - correction)
-    var = LTensor(ss.shape, acc, lambda c: call("div", ss(c), vals.const(denom if denom else math.nan, acc)
-                                                 if denom else vals.const(0.0, acc)))
-    if denom == 0:
+    if denom == 0:   # torch: the variance of fewer values than the correction is nan
         var = LTensor(ss.shape, acc, lambda c: vals.const(math.nan, acc))
+    else:
+        var = LTensor(ss.shape, acc, lambda c: call("div", ss(c), vals.const(denom, acc)))
     return mean, var, dims
 
 
@@ -300,14 +300,13 @@ def _normalize(ctx, x, dims, eps, weight_fn=None):
     """(out, mean, rstd) with biased variance over `dims` (two passes); weight_fn(v, coords) applies affine."""
     mean, var, dims = _var_parts(ctx, x, dims, 0, True)
     acc = mean.dtype
-    read_mean, read_var = broadcast_back(mean, x.shape), broadcast_back(var, x.shape)
+    read_mean = broadcast_back(mean, x.shape)
     rstd = LTensor(var.shape, acc, lambda c: call("rsqrt", call("add", var(c), vals.const(eps, acc))))
     read_rstd = broadcast_back(rstd, x.shape)
 
     def f(c):
         v = call("mul", call("sub", vals.cast(x(c), acc), read_mean(c)), read_rstd(c))
         return weight_fn(v, c) if weight_fn else v
-    _ = read_var
     return f, mean, rstd
 
 
@@ -333,7 +332,6 @@ def _layer_norm(ctx, node, x, normalized_shape, weight, bias, eps):
 def _group_norm(ctx, node, x, weight, bias, N, C, HxW, group, eps):
     shape = x.shape
     g = C // group
-    inner = tuple(shape[2:])
     # (N, C, *S) viewed as (N, G, C/G * S): normalize over the last dim
     from .index import flatten, unflatten
     gshape = (N, group, g * HxW)
@@ -349,7 +347,6 @@ def _group_norm(ctx, node, x, weight, bias, N, C, HxW, group, eps):
         if bias is not None:
             v = call("add", v, vals.cast(bias(ch), v.dtype))
         return v
-    _ = inner
     return LTensor(shape, result_dtype(node), out), mean, rstd
 
 

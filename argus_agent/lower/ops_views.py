@@ -6,7 +6,7 @@ import torch
 
 from . import values as vals
 from .core import LTensor, broadcast_coords, broadcast_shapes
-from .index import add, const, flatten, floordiv, mod, unflatten
+from .index import add, const, flatten, unflatten
 from .registry import register, result_dtype, result_shape
 from .values import call
 
@@ -304,5 +304,3 @@ def _as_strided(ctx, node, x, size, stride, offset=0):
     shape = result_shape(node)
     return LTensor(shape, x.dtype, lambda c: vals.load(buf.name, flatten(c, shape, stride, offset or 0), buf.dtype))
 
-
-_unused = (floordiv, mod)
