@@ -10,6 +10,8 @@ touch byte for byte, so the user's formatting and comments survive.
 from __future__ import annotations
 
 import abc
+import re
+from contextvars import ContextVar
 
 import libcst as cst
 import libcst.matchers as m
@@ -36,16 +38,98 @@ def _parse(source: str) -> cst.Module:
         raise NotApplicable(f"the source does not parse: {e}") from e
 
 
-def _is_kernel(fn: cst.FunctionDef) -> bool:
+class TilepyNames:
+    """How a module names tilepy: aliases bound to the module (`import tilepy as tl`) and members imported
+    from it (`from tilepy import kernel as k`); `prefix` is the alias new code is written with."""
+
+    def __init__(self, aliases: set, members: dict):
+        self.aliases = aliases
+        self.members = members          # local name -> tilepy attribute
+        self.prefix = "tp" if "tp" in aliases or not aliases else sorted(aliases)[0]
+        self.missing = not aliases      # new code needs `import tilepy as tp`
+
+    @classmethod
+    def of(cls, module: cst.Module) -> TilepyNames:
+        aliases, members = set(), {}
+        for node in _imports(module):
+            if isinstance(node, cst.Import):
+                for a in node.names:
+                    dotted = _code(a.name)
+                    if dotted == "tilepy":
+                        aliases.add(a.asname.name.value if a.asname else "tilepy")
+            elif node.module is not None and _code(node.module) == "tilepy" and not node.relative \
+                    and not isinstance(node.names, cst.ImportStar):
+                for a in node.names:
+                    members[a.asname.name.value if a.asname else a.name.value] = a.name.value
+        return cls(aliases, members)
+
+    def refers(self, node, attr: str) -> bool:
+        """Does `node` name `tilepy.<attr>`?"""
+        if isinstance(node, cst.Attribute):
+            return node.attr.value == attr and isinstance(node.value, cst.Name) and node.value.value in self.aliases
+        return isinstance(node, cst.Name) and self.members.get(node.value) == attr
+
+    def qualify(self, text: str) -> str:
+        """Source written with `tp.` (our templates, codemod arguments) in this module's spelling."""
+        return text if self.prefix == "tp" else re.sub(r"(?<![\w.])tp\.", self.prefix + ".", text)
+
+    def with_import(self, source: str) -> str:
+        """Add `import tilepy as tp` when new code uses `tp.` and the module binds no tilepy alias."""
+        if not self.missing or not re.search(r"(?<![\w.])tp\.", source):
+            return source
+        module = cst.parse_module(source)
+        body = list(module.body)
+        at = max((i + 1 for i, st in enumerate(body) if isinstance(st, cst.SimpleStatementLine)
+                  and any(isinstance(x, (cst.Import, cst.ImportFrom)) for x in st.body)), default=0)
+        body.insert(at, cst.parse_statement("import tilepy as tp\n"))
+        return module.with_changes(body=body).code
+
+
+def _imports(module: cst.Module):
+    class V(cst.CSTVisitor):
+        def __init__(self):
+            self.found = []
+
+        def visit_Import(self, node):
+            self.found.append(node)
+
+        def visit_ImportFrom(self, node):
+            self.found.append(node)
+
+    v = V()
+    module.visit(v)
+    return v.found
+
+
+_NAMES: ContextVar[TilepyNames | None] = ContextVar("tilepy_names", default=None)
+_PLAIN = TilepyNames({"tp"}, {})   # outside `apply`: the usual `import tilepy as tp`
+
+
+def _tp(attr: str):
+    """Matcher for `tilepy.<attr>` however this module spells it (`tp.load`, `tl.load`, `load`)."""
+    def names():
+        return _NAMES.get() or _PLAIN
+    return m.OneOf(m.Attribute(value=m.Name(value=m.MatchIfTrue(lambda v: v in names().aliases)), attr=m.Name(attr)),
+                   m.Name(value=m.MatchIfTrue(lambda v: names().members.get(v) == attr)))
+
+
+def _q(text: str) -> str:
+    """Source written with `tp.` in the current module's spelling."""
+    return (_NAMES.get() or _PLAIN).qualify(text)
+
+
+def _is_kernel(fn: cst.FunctionDef, names: TilepyNames) -> bool:
     for d in fn.decorators:
         expr = d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator
-        if m.matches(expr, m.Attribute(value=m.Name("tp"), attr=m.Name("kernel"))):
+        if names.refers(expr, "kernel"):
             return True
     return False
 
 
 def kernels(module: cst.Module) -> list[cst.FunctionDef]:
-    return [s for s in module.body if isinstance(s, cst.FunctionDef) and _is_kernel(s)]
+    """The module's top-level `@tilepy.kernel` functions, however it spells tilepy."""
+    names = _NAMES.get() or TilepyNames.of(module)
+    return [s for s in module.body if isinstance(s, cst.FunctionDef) and _is_kernel(s, names)]
 
 
 def _annotation_text(param: cst.Param) -> str:
@@ -66,7 +150,7 @@ def tensor_params(fn: cst.FunctionDef) -> list[tuple[str, str]]:
     out = []
     for p in fn.params.params:
         ann = p.annotation.annotation if p.annotation else None
-        if isinstance(ann, cst.Subscript) and m.matches(ann.value, m.Attribute(attr=m.Name("Tensor"))):
+        if isinstance(ann, cst.Subscript) and m.matches(ann.value, _tp("Tensor")):
             dtype = cst.Module([]).code_for_node(ann.slice[0].slice.value)
             out.append((p.name.value, dtype))
     return out
@@ -97,9 +181,22 @@ class Codemod(abc.ABC):
     name = ""
     args: tuple = ()
 
-    @abc.abstractmethod
     def apply(self, source: str, **args) -> str:
-        """The transformed source; raises NotApplicable where the kernel offers nothing to change."""
+        """The transformed source; raises NotApplicable where the kernel offers nothing to change.
+
+        tilepy is found by qualified name: `import tilepy as tl` or `from tilepy import kernel` work as
+        `import tilepy as tp` does, and new code is written with the module's own alias."""
+        names = TilepyNames.of(_parse(source))
+        token = _NAMES.set(names)
+        try:
+            out = self._apply(source, **args)
+        finally:
+            _NAMES.reset(token)
+        return names.with_import(out)
+
+    @abc.abstractmethod
+    def _apply(self, source: str, **args) -> str:
+        """`apply`'s work, with `_tp(...)` and `_q(...)` resolving tilepy's names for this source."""
 
     def __repr__(self):
         return f"<codemod {self.name}>"
@@ -114,10 +211,10 @@ class SetConstexpr(Codemod):
     name = "set_constexpr"
     args = ("name", "value", "kernel")
 
-    def apply(self, source, name, value, kernel=None):
+    def _apply(self, source, name, value, kernel=None):
         module = _parse(source)
         try:
-            new_default = cst.parse_expression(str(value))
+            new_default = cst.parse_expression(_q(str(value)))
         except cst.ParserSyntaxError as e:
             raise CodemodError(f"value {value!r} is not a Python expression") from e
         changed = False
@@ -143,7 +240,7 @@ class SetConstexprs(Codemod):
     name = "set_constexprs"
     args = ("values", "kernel")
 
-    def apply(self, source, values, kernel=None):
+    def _apply(self, source, values, kernel=None):
         changed = False
         for k, v in values.items():
             try:
@@ -162,7 +259,7 @@ class SetThreads(Codemod):
     name = "set_threads"
     args = ("threads", "kernel")
 
-    def apply(self, source, threads, kernel=None):
+    def _apply(self, source, threads, kernel=None):
         module = _parse(source)
         changed = False
         for fn in _pick_kernels(module, kernel):
@@ -191,15 +288,15 @@ class AddSwizzle(Codemod):
     name = "add_swizzle"
     args = ("swizzle", "kernel")
 
-    def apply(self, source, swizzle="tp.Swizzle(2, 3, 3)", kernel=None):
+    def _apply(self, source, swizzle="tp.Swizzle(2, 3, 3)", kernel=None):
         module = _parse(source)
-        value = cst.parse_expression(swizzle)
+        value = cst.parse_expression(_q(swizzle))
         count = 0
 
         class T(cst.CSTTransformer):
             def leave_Call(self, orig, node):
                 nonlocal count
-                if m.matches(node.func, m.Attribute(value=m.Name("tp"), attr=m.Name("shared"))) and not any(
+                if m.matches(node.func, _tp("shared")) and not any(
                         a.keyword is not None and a.keyword.value == "swizzle" for a in node.args):
                     count += 1
                     last = node.args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
@@ -220,7 +317,7 @@ class StageThroughShared(Codemod):
     name = "stage_through_shared"
     args = ("var", "kernel")
 
-    def apply(self, source, var=None, kernel=None):
+    def _apply(self, source, var=None, kernel=None):
         module = _parse(source)
         for fn in _pick_kernels(module, kernel):
             dtypes = dict(tensor_params(fn))
@@ -238,11 +335,11 @@ class StageThroughShared(Codemod):
                 if size is None:
                     continue
                 dtype, view = dtypes[sub.value.value], _code(sub)
-                new = [cst.parse_statement(f"{target}_s = tp.shared(({size},), {dtype})\n"),
-                       cst.parse_statement(f"tp.copy({view}, {target}_s)\n"),
-                       cst.parse_statement("tp.barrier()\n"),
+                new = [cst.parse_statement(_q(f"{target}_s = tp.shared(({size},), {dtype})\n")),
+                       cst.parse_statement(_q(f"tp.copy({view}, {target}_s)\n")),
+                       cst.parse_statement(_q("tp.barrier()\n")),
                        stmt.with_changes(body=[stmt.body[0].with_changes(
-                           value=cst.parse_expression(f"tp.load({target}_s)"))])]
+                           value=cst.parse_expression(_q(f"tp.load({target}_s)")))])]
                 body[i:i + 1] = new
                 module = _replace_kernel(module, fn, fn.with_changes(body=fn.body.with_changes(body=body)))
                 return module.code
@@ -255,7 +352,7 @@ def _load_assignment(stmt):
     a = stmt.body[0]
     if len(a.targets) != 1 or not isinstance(a.targets[0].target, cst.Name):
         return None, None
-    if isinstance(a.value, cst.Call) and m.matches(a.value.func, m.Attribute(value=m.Name("tp"), attr=m.Name("load"))):
+    if isinstance(a.value, cst.Call) and m.matches(a.value.func, _tp("load")):
         return a.targets[0].target.value, a.value
     return None, None
 
@@ -279,11 +376,11 @@ class InsertSchedule(Codemod):
     name = "insert_schedule"
     args = ("hints", "kernel")
 
-    def apply(self, source, hints="interleave=True", kernel=None):
-        if "tp.schedule(" in source:
+    def _apply(self, source, hints="interleave=True", kernel=None):
+        if _q("tp.schedule(") in source:
             raise NotApplicable("the kernel already has scheduling hints")
         module = _parse(source)
-        stmt = cst.parse_statement(f"tp.schedule({hints})\n")
+        stmt = cst.parse_statement(_q(f"tp.schedule({hints})\n"))
         done = False
 
         class T(cst.CSTTransformer):
@@ -308,7 +405,7 @@ class VectorizeLoads(Codemod):
     name = "vectorize_loads"
     args = ("vec", "kernel")
 
-    def apply(self, source, vec=4, kernel=None):
+    def _apply(self, source, vec=4, kernel=None):
         module = _parse(source)
         count = 0
         for fn in _pick_kernels(module, kernel):
@@ -319,7 +416,7 @@ class VectorizeLoads(Codemod):
             class T(cst.CSTTransformer):
                 def leave_Call(self, orig, node, threads=threads):
                     nonlocal count
-                    if not m.matches(node.func, m.Attribute(value=m.Name("tp"), attr=m.Name("load"))):
+                    if not m.matches(node.func, _tp("load")):
                         return node
                     if any(a.keyword is not None and a.keyword.value == "layout" for a in node.args):
                         return node
@@ -331,7 +428,7 @@ class VectorizeLoads(Codemod):
                     if size is None:
                         return node
                     count += 1
-                    layout = cst.parse_expression(f"tp.blocked(({size},), {threads}, {int(vec)})")
+                    layout = cst.parse_expression(_q(f"tp.blocked(({size},), {threads}, {int(vec)})"))
                     last = node.args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
                     return node.with_changes(args=[*node.args[:-1], last, _kwarg("layout", layout)])
 
@@ -357,22 +454,22 @@ class PersistentRows(Codemod):
     name = "persistent_rows"
     args = ("cap", "kernel")
 
-    def apply(self, source, cap=264, kernel=None):
+    def _apply(self, source, cap=264, kernel=None):
         module = _parse(source)
         for fn in _pick_kernels(module, kernel):
             body = list(fn.body.body)
             idx = next((i for i, s in enumerate(body) if m.matches(s, m.SimpleStatementLine(body=[m.Assign(
-                targets=[m.AssignTarget(target=m.Name())], value=m.Call(func=m.Attribute(
-                    value=m.Name("tp"), attr=m.Name("block_id")), args=[m.Arg(m.Integer("0"))]))]))), None)
+                targets=[m.AssignTarget(target=m.Name())], value=m.Call(func=_tp("block_id"),
+                                                                       args=[m.Arg(m.Integer("0"))]))]))), None)
             tensors = tensor_params(fn)
             if idx is None or not tensors or "GRID_CAP" in constexpr_params(fn):
                 continue
             row = body[idx].body[0].targets[0].target.value
             loop = cst.parse_statement(
-                f"for {row} in range(tp.block_id(0), {tensors[0][0]}.shape[0], tp.num_blocks(0)):\n    pass\n")
+                _q(f"for {row} in range(tp.block_id(0), {tensors[0][0]}.shape[0], tp.num_blocks(0)):\n    pass\n"))
             loop = loop.with_changes(body=loop.body.with_changes(body=body[idx + 1:]))
             new_body = body[:idx] + [loop]
-            param = cst.parse_module(f"def f(GRID_CAP: tp.constexpr = {int(cap)}): pass\n").body[0].params.params[0]
+            param = cst.parse_module(_q(f"def f(GRID_CAP: tp.constexpr = {int(cap)}): pass\n")).body[0].params.params[0]
             params = fn.params.with_changes(params=[*fn.params.params, param])
             new_fn = fn.with_changes(body=fn.body.with_changes(body=new_body), params=params)
             module = _replace_kernel(module, fn, new_fn)
@@ -404,7 +501,7 @@ class FuseEpilogue(Codemod):
     name = "fuse_epilogue"
     args = ("kernel",)
 
-    def apply(self, source, kernel=None):
+    def _apply(self, source, kernel=None):
         module = _parse(source)
         epi = next((k for k in kernels(module) if k.name.value == "epilogue"), None)
         if epi is None:
@@ -433,7 +530,7 @@ class FuseEpilogue(Codemod):
 
 def _is_store(s) -> bool:
     return (isinstance(s, cst.SimpleStatementLine) and len(s.body) == 1 and isinstance(s.body[0], cst.Expr)
-            and m.matches(s.body[0].value, m.Call(func=m.Attribute(value=m.Name("tp"), attr=m.Name("store")))))
+            and m.matches(s.body[0].value, m.Call(func=_tp("store"))))
 
 
 def _last_store(fn):
@@ -553,13 +650,13 @@ class OnlineSoftmax(Codemod):
     name = "online_softmax"
     args = ("block", "kernel")
 
-    def apply(self, source, block=256, kernel=None):
+    def _apply(self, source, block=256, kernel=None):
         module = _parse(source)
         for fn in _pick_kernels(module, kernel):
             text = _code(fn.body)
             tensors = tensor_params(fn)
             consts = constexpr_params(fn)
-            if not ("tp.max(" in text and "tp.exp(" in text and "tp.sum(" in text) or "m_i" in text:
+            if not all(_q(f"tp.{f}(") in text for f in ("max", "exp", "sum")) or "m_i" in text:
                 continue
             if len(tensors) != 2 or "BLOCK_N" not in consts:
                 continue
@@ -568,9 +665,9 @@ class OnlineSoftmax(Codemod):
             quotient = _find_division(value)
             if quotient is None:
                 continue
-            new_value = _code(value.visit(_ReplaceNode(quotient, cst.parse_expression("tp.exp(x - m_i) / l_i"))))
+            new_value = _code(value.visit(_ReplaceNode(quotient, cst.parse_expression(_q("tp.exp(x - m_i) / l_i")))))
             X, Y = tensors[0][0], tensors[1][0]
-            body_src = _ONLINE_SOFTMAX.format(X=X, Y=Y, B="BLOCK_N", VALUE=new_value)
+            body_src = _q(_ONLINE_SOFTMAX).format(X=X, Y=Y, B="BLOCK_N", VALUE=new_value)
             body = cst.parse_module(body_src).body
             new_fn = fn.with_changes(body=fn.body.with_changes(body=body))
             module = _replace_kernel(module, fn, new_fn)

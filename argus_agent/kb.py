@@ -18,12 +18,15 @@ and skipped, never fatal.
 
 from __future__ import annotations
 
+import functools
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import libcst as cst
 import yaml
 
-from .codemods import CODEMODS
+from .codemods import CODEMODS, TilepyNames
 
 KB_DIR = Path(__file__).resolve().parent.parent / "kb"
 REQUIRED = ("name", "when", "where", "conditions", "codemod", "effect", "lineage")
@@ -75,26 +78,40 @@ class KnowledgeBase:
         return [s for s in self.skills.values() if s.applicable(source, kind, target)]
 
 
+@functools.lru_cache(maxsize=64)
+def _names(source: str) -> TilepyNames:
+    """How `source` imports tilepy (`import tilepy as tl`, `from tilepy import load`); plain `tp` if unparsable."""
+    try:
+        return TilepyNames.of(cst.parse_module(source))
+    except cst.ParserSyntaxError:
+        return TilepyNames({"tp"}, {})
+
+
+def _calls(fn: str, source: str) -> bool:
+    """Does `source` call `fn`? `tp.X` means tilepy's X under any alias or from-import."""
+    if not fn.startswith("tp."):
+        return f"{fn}(" in source
+    names, attr = _names(source), fn[3:]
+    spellings = [f"{a}.{attr}" for a in names.aliases] + [k for k, v in names.members.items() if v == attr]
+    return any(re.search(rf"(?<![\w.]){re.escape(sp)}\s*\(", source) for sp in spellings)
+
+
 def _holds(cond: str, source: str, kind: str, target: str) -> bool:
     what, _, arg = cond.partition(" ")
     arg = arg.strip()
     if what == "kernel_kind":   # a lowered program has several kinds of kernel: "elementwise|reduction|matmul"
         return bool(set(kind.split("|")) & set(arg.split("|")))
     if what == "has_constexpr":
-        return f"{arg}: tp.constexpr" in source
-    if what == "has_call":
-        return f"{arg}(" in source
-    if what == "lacks_call":
-        return f"{arg}(" not in source
+        return re.search(rf"\b{re.escape(arg)}\s*:\s*(\w+\.)*constexpr\b", source) is not None
+    if what in ("has_call", "lacks_call"):
+        return _calls(arg, source) == (what == "has_call")
     if what == "has_kernel":
         return f"def {arg}(" in source
     if what == "target":
         vendor = {"sm_80": "nvidia", "sm_90a": "nvidia", "gfx942": "amd", "cpu": "cpu"}.get(target, target)
         return any(t in (target, vendor) for t in arg.split("|"))
-    if what == "source_has":
-        return arg in source
-    if what == "source_lacks":
-        return arg not in source
+    if what in ("source_has", "source_lacks"):   # `tp.` in the argument means tilepy, however it is imported
+        return (_names(source).qualify(arg) in source) == (what == "source_has")
     return False
 
 
