@@ -32,10 +32,6 @@ get_device type __format__ __repr__ __hash__ dtype device shape untyped_storage 
 POISON = frozenset({"empty", "empty_like", "new_empty", "empty_strided"})
 
 
-class GameError(Exception):
-    """ModelNew tried something the evaluation forbids (the message says what)."""
-
-
 def _func_name(func) -> str:
     name = getattr(func, "__name__", None) or str(func)
     if name == "__get__":

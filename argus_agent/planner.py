@@ -19,7 +19,7 @@ import math
 import os
 import random
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 
 @dataclass
@@ -261,7 +261,3 @@ def parse_reply(text: str, ctx: Context) -> dict:
                     "message": f"the edited source does not parse: line {e.lineno}: {e.msg}"}
         return {"kind": "edit", "source": src}
     return {"kind": action["kind"]}
-
-
-def step_dict(step: Step) -> dict:
-    return asdict(step)

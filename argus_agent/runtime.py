@@ -9,8 +9,6 @@ with the overrides), so a tuned tile size moves the grid with it.
 
 from __future__ import annotations
 
-GPU_TARGET = {"nvidia": "sm_90a", "amd": "gfx942"}
-
 
 def launch(kernel, grid, *args, target: str | None = None, **constexprs):
     """Run `kernel` over `grid` on `args` (CUDA tensors: compiled through tilepy_hip; else interpreted)."""

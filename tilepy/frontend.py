@@ -48,7 +48,6 @@ PY_BINOPS = {
     "<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
     "==": lambda a, b: a == b, "!=": lambda a, b: a != b, "and": lambda a, b: a and b, "or": lambda a, b: a or b,
 }
-COMPARISONS = ("<", "<=", ">", ">=", "==", "!=")
 
 # Python statements with a pointer to what to write instead.
 UNSUPPORTED_STMT_HINTS = {

@@ -60,11 +60,3 @@ def static_thread_values(e, thread_ids: np.ndarray, warp_size: int, known: dict 
         return None
 
     return go(e)
-
-
-def contiguous_range(mask) -> tuple[int, int] | None:
-    """(first, end) when the True entries of `mask` form one contiguous run, else None."""
-    idx = np.flatnonzero(np.asarray(mask, dtype=bool))
-    if len(idx) == 0 or idx[-1] - idx[0] + 1 != len(idx):
-        return None
-    return int(idx[0]), int(idx[-1]) + 1

@@ -75,6 +75,3 @@ class KernelCache:
         write_atomic(bin_path, binary)
         write_atomic(meta_path, json.dumps(meta, indent=1, sort_keys=True))
         return meta
-
-    def source_path(self, key: str) -> Path:
-        return self.paths(key)[0]

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from tilepy.symbolic import Var
-
 from .vc import AND, cmp, subst
 
 
@@ -59,10 +57,6 @@ def holder(layout, coords) -> tuple[int, int] | None:
     if idx.size == 0:
         return None
     return int(idx[0][0]), int(idx[0][1])
-
-
-def fresh_coords(prefix: str, shape) -> tuple:
-    return tuple(Var(f"{prefix}{d}") for d in range(len(shape)))
 
 
 def coord_ranges(coords, shape):

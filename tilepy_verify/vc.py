@@ -47,7 +47,6 @@ from pysmt.typing import BOOL, INT, BVType
 from tilepy.symbolic import BinOp, Const, Sym, Var, as_sym, free_vars
 
 WIDTH = 64
-BV64 = BVType(WIDTH)
 MAX_DIM = 1 << 24
 MAX_GRID = 1 << 20
 
