@@ -42,8 +42,7 @@ Modules
 This file: the public API, the block driver, statements, control flow and the role scheduler. The ops are
 mixins of `_Interpreter`: interp_ops (register values: elementwise, math, casts, reductions, construction),
 interp_memops (views, loads/stores, copies, barriers, mbarriers), interp_mma (mma), interp_launch (argument
-checks); interp_memory holds the memory state and the recorder. The `name as name` imports re-export the
-helpers this file defined before the split, so imports of them from tilepy.interpreter keep working.
+checks); interp_memory holds the memory state and the recorder.
 """
 
 from __future__ import annotations
@@ -57,28 +56,10 @@ import numpy as np
 from .errors import InterpreterError, Span, TilepyError
 from .interp_gather import _GatherOps
 from .interp_launch import _LaunchArgs, _norm_grid
-from .interp_memops import _blocked as _blocked
 from .interp_memops import _MemoryOps
-from .interp_memops import _owner_coords as _owner_coords
-from .interp_memops import _owners as _owners
-from .interp_memops import _owners_of as _owners_of
-from .interp_memops import _Wait as _Wait
 from .interp_memory import AsyncGroups, Event, MBarrier, Recorder, SharedBuf, thread_ranges
-from .interp_mma import _mma_layout as _mma_layout
 from .interp_mma import _MmaOps
-from .interp_mma import _same_tv as _same_tv
-from .interp_ops import _ARRAY_BIN as _ARRAY_BIN
-from .interp_ops import _AXES as _AXES
-from .interp_ops import _MATH as _MATH
-from .interp_ops import _SCALAR_BIN as _SCALAR_BIN
 from .interp_ops import I32, _Divergent, _is_scalar_value, _ValueOps
-from .interp_ops import _at as _at
-from .interp_ops import _compute_float as _compute_float
-from .interp_ops import _erf as _erf
-from .interp_ops import _scalar as _scalar
-from .interp_ops import _scatter as _scatter
-from .interp_ops import _sigmoid as _sigmoid
-from .interp_ops import _storage as _storage
 from .interp_tiles import _TileOps
 from .ir import Assign, BinOp, Call, Const, Eval, For, If, KernelIR, UnOp, Var
 from .ops import UNARY_MATH
