@@ -145,12 +145,50 @@ class ComputeRules:
         if acc.type.dtype != instr.acc:
             raise self.err(node, f"accumulator is {acc.type.dtype}; {instr.name} accumulates in {instr.acc}",
                            cls=KernelTypeError)
-        if instr.smem_operands and not all(isinstance(x.type, SharedType) for x in (a, b)):
-            raise self.err(node, f"{instr.name} reads A and B from shared memory", "pass shared tiles", KernelTypeError)
+        if instr.smem_operands:
+            for x, which in ((a, "a"), (b, "b")):
+                frag = instr.operand(which)
+                if frag is None and not isinstance(x.type, SharedType):
+                    raise self.err(node, f"{instr.name} reads {which.upper()} from shared memory", "pass a shared tile"
+                                   + (f" or use {instr.name}_rs (A in registers)" if which == "a" else ""),
+                                   KernelTypeError)
+                if frag is not None and not isinstance(x.type, RegType):
+                    raise self.err(node, f"{instr.name} reads {which.upper()} from registers",
+                                   f"tp.load it with layout=tp.mma_layout({instr!r}, '{which}', shape, warps), or use "
+                                   f"{instr.name.removesuffix('_rs')} for a shared {which.upper()}", KernelTypeError)
         expected = mma_operand_layout(instr, "c", (M, N), warps)
         if acc.type.layout.num_threads != expected.num_threads:
             raise self.err(node, "accumulator layout does not fit the instruction's warp grid", cls=ShapeError)
         return self.make("mma", acc.type, node, a, b, acc, instr=instr, warps=tuple(warps))
+
+    def b_mma_async(self, node, a, b, acc, instr=None):
+        """tp.mma issued as one asynchronous wgmma group (no wait): retire it with tp.mma_wait(n) before the
+        operands' shared stages are released or the result is read."""
+        call = self.b_mma(node, a, b, acc, instr)
+        if call.attrs["instr"].family != "wgmma":
+            raise self.err(node, f"tp.mma_async issues wgmma groups; {call.attrs['instr'].name} is synchronous",
+                           "use tp.mma, or a tp.nv.wgmma_* instruction on sm_90a", TargetError)
+        call.attrs["async_"] = True
+        return call
+
+    def b_mma_wait(self, node, n=0):
+        n = self.const_int(n, node, "tp.mma_wait count")
+        if not 0 <= n <= 7:
+            raise self.err(node, f"tp.mma_wait count must be 0..7 (wgmma.wait_group), got {n}", cls=ConstexprError)
+        if not self.tr.target.has("wgmma"):
+            raise self.err(node, f"tp.mma_wait waits for wgmma groups, which target {self.tr.target.name} lacks",
+                           "use tp.mma (synchronous) on this target", TargetError)
+        return self.make("mma_wait", NONE, node, n=n)
+
+    def b_setmaxnreg(self, node, n):
+        n = self.const_int(n, node, "tp.setmaxnreg register count")
+        if not (24 <= n <= 256 and n % 8 == 0):
+            raise self.err(node, f"tp.setmaxnreg takes 24..256 registers in steps of 8, got {n}",
+                           "producers commonly take 40, consumers 232 (two consumer warpgroups)", ConstexprError)
+        if not self.tr.target.has("wgmma"):
+            raise self.err(node, f"setmaxnreg exists on sm_90a only, not on {self.tr.target.name}",
+                           "drop tp.setmaxnreg on this target", TargetError)
+        return self.make("setmaxnreg", NONE, node, n=n)
 
     def b_mma_operands(self, node, acc):
         if not (isinstance(acc, ir.Expr) and isinstance(acc.type, RegType)):

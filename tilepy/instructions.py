@@ -25,10 +25,10 @@ class MmaInstr:
     ab: dt.DType
     acc: dt.DType
     threads: int
-    a: TVLayout | None  # None: operand read from shared memory through a descriptor (wgmma)
+    a: TVLayout | None  # None: operand read from shared memory through a descriptor (wgmma); wgmma "_rs": registers
     b: TVLayout | None
     c: TVLayout
-    smem_operands: bool = False
+    smem_operands: bool = False  # wgmma: operands without a fragment layout come from shared memory
     fmt: str = ""  # the operands' format when it is not `ab` itself: "tf32" reads f32 registers/shared tiles
 
     def __repr__(self) -> str:
@@ -109,6 +109,19 @@ def _wgmma(n: int, ab: dt.DType, fmt: str = "") -> MmaInstr:
                     smem_operands=True, fmt=fmt)
 
 
+def _wgmma_rs(n: int, ab: dt.DType) -> MmaInstr:
+    """wgmma with A in registers ("RS": register A, shared B through a descriptor). PTX "wgmma .m64nNk16 register
+    fragment for matrix A": warp w holds rows 16w..16w+15 with mma.m16n8k16's A map inside the warp (a0,a1: row g,
+    columns 2t, 2t+1; a2,a3: row g+8; a4..a7: the same 8 columns on). That is the accumulator's map of two 8-column
+    chunks, so an f32 accumulator cast to bf16 is, register for register, the A operand of the next product (the
+    FlashAttention P @ V step)."""
+    t = (4, 8, 4)
+    a = _frag((64, 16), t, (2, 2, 2), ((0, 1, 16), (0, 8, 0)), ((2, 0, 0), (1, 0, 8)), "wgmma64x16.A")
+    base = _wgmma(n, ab)
+    return MmaInstr(f"nv.wgmma_m64n{n}k16_{ab.name}_rs", "wgmma", 64, n, 16, ab, dt.f32, 128, a, None, base.c,
+                    smem_operands=True)
+
+
 def _mfma32(ab: dt.DType) -> MmaInstr:
     # lane = l0 + 32*l1; "v_mfma_f32_32x32x8_bf16_1k": 4 k-values per lane, 16 accumulators.
     t = (32, 2)
@@ -144,6 +157,7 @@ for _ins in (
     _mma_sync(dt.bf16), _mma_sync(dt.f16), _mma_sync_tf32(),
     *(_wgmma(n, ab) for n in (8, 16, 32, 64, 128, 256) for ab in (dt.bf16, dt.f16)),
     *(_wgmma(n, dt.f32, "tf32") for n in (8, 16, 32, 64, 128, 256)),
+    *(_wgmma_rs(n, ab) for n in (8, 16, 32, 64, 128, 256) for ab in (dt.bf16, dt.f16)),
     _mfma32(dt.bf16), _mfma32(dt.f16), _mfma16(dt.bf16), _mfma16(dt.f16),
 ):
     ALL[_ins.name] = _ins

@@ -11,6 +11,7 @@ Within an atom, a k-step advances the start address by 32 bytes; across 8-row gr
 
 from __future__ import annotations
 
+from tilepy.instructions import mma_operand_layout
 from tilepy.symbolic import Var
 
 from . import tma
@@ -81,14 +82,20 @@ def _descriptor_form(r, sref, which: str, mn_extent: int):
 def emit_wgmma(r, e, acc, a, b):
     instr = e.attrs["instr"]
     gm, gn = e.attrs["warps"]
-    if hasattr(a, "layout") or hasattr(b, "layout"):
-        raise r.error(f"{instr.name} reads both operands from shared memory here", "pass shared tiles")
+    a_regs = hasattr(a, "layout")
+    if hasattr(b, "layout") or a_regs != (instr.a is not None):
+        raise r.error(f"{instr.name} reads A from {'registers' if instr.a is not None else 'shared memory'} and B "
+                      "from shared memory", "pass a shared B (and for A, a shared tile or a register tile with an "
+                      "_rs instruction)")
     M, N = acc.shape
-    K = a.stype.shape[1]
+    K = a.shape[1] if a_regs else a.stype.shape[1]
     n = instr.n
     kk = instr.k
     rep_r, rep_c, ksteps = M // (64 * gm), N // (n * gn), K // kk
-    ta, mode_a, lbo_a, sbo_a, _ = _descriptor_form(r, a, "a", 64)
+    if a_regs:
+        a_slots = _register_a_slots(r, a, instr, (M, K), (gm, gn))
+    else:
+        ta, mode_a, lbo_a, sbo_a, _ = _descriptor_form(r, a, "a", 64)
     tb, mode_b, lbo_b, sbo_b, _ = _descriptor_form(r, b, "b", n)
     fmt = instr.format
     transposable = fmt in ("bf16", "f16")  # the transpose bits exist for 16-bit types only
@@ -105,17 +112,26 @@ def emit_wgmma(r, e, acc, a, b):
     wn = r.hoist(f"{wg} / {gm}") if gn > 1 else 0
     em.open()
     sa, sb = r.tmp("sa"), r.tmp("sb")
-    em(f"const unsigned {sa} = tp_smem_addr({a.ptr});")
+    if not a_regs:
+        em(f"const unsigned {sa} = tp_smem_addr({a.ptr});")
     em(f"const unsigned {sb} = tp_smem_addr({b.ptr});")
     em("tp_wgmma_fence();")
     half = n // 2
     for ks in range(ksteps):
         for rr in range(rep_r):
-            a_off = sym_c(a.stype.layout((_v(wm) + gm * rr) * 64, ks * kk))
             da = r.tmp("da")
-            em(
-                f"const unsigned long long {da} = tp_gmma_desc({sa} + ({a_off}) * {eb}, {lbo_a}, {sbo_a}, {mode_a});"
-            )
+            if a_regs:  # four 32-bit registers, two 16-bit values each, in the fragment's value order
+                base = instr.a.num_values * (rr + rep_r * ks)
+                vals = [a_slots[base + i] for i in range(instr.a.num_values)]
+                em(f"unsigned {da}[4];")
+                for i in range(4):
+                    em(f"{da}[{i}] = tp_pack2({a.name}[{vals[2 * i]}], {a.name}[{vals[2 * i + 1]}]);")
+            else:
+                a_off = sym_c(a.stype.layout((_v(wm) + gm * rr) * 64, ks * kk))
+                em(
+                    f"const unsigned long long {da} = "
+                    f"tp_gmma_desc({sa} + ({a_off}) * {eb}, {lbo_a}, {sbo_a}, {mode_a});"
+                )
             for rc in range(rep_c):
                 b_off = sym_c(b.stype.layout(ks * kk, (_v(wn) + gn * rc) * n))
                 db = r.tmp("db")
@@ -126,6 +142,16 @@ def emit_wgmma(r, e, acc, a, b):
                 base = half * (rr + rep_r * rc)
                 regs = ", ".join(f"%{i}" for i in range(half))
                 outs = ", ".join(f'"+f"({acc.name}[{base + i}])' for i in range(half))
+                if a_regs:  # A: %half..%half+3 (registers), B: %half+4, scale-d: %half+5; no A transpose
+                    tail = f"p, 1, 1, {tb}" if transposable else "p, 1, 1"
+                    ar = ", ".join(f"%{half + i}" for i in range(4))
+                    ins = ", ".join(f'"r"({da}[{i}])' for i in range(4))
+                    em(
+                        f'asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{half + 5}, 0;\\n'
+                        f"wgmma.mma_async.sync.aligned.m64n{n}k{kk}.f32.{fmt}.{fmt} {{{regs}}}, {{{ar}}}, "
+                        f'%{half + 4}, {tail};\\n}}\\n" : {outs} : {ins}, "l"({db}), "r"(1) : "memory");'
+                    )
+                    continue
                 tail = f"p, 1, 1, {ta}, {tb}" if transposable else "p, 1, 1"
                 em(
                     f'asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{half + 2}, 0;\\n'
@@ -135,6 +161,31 @@ def emit_wgmma(r, e, acc, a, b):
     em("tp_wgmma_commit();")
     em("tp_wgmma_wait0();")
     em.close()
+
+
+def _register_a_slots(r, a, instr, shape, warps) -> list[int]:
+    """For each value slot of the instruction's A fragment layout tiled over `shape`, the value index of the
+    register tile `a` that holds the same element in the same thread (any layout that is the same function,
+    such as an accumulator of 8-column chunks cast to 16 bits); a CompileError when some element sits in
+    another thread."""
+    import numpy as np
+
+    want = mma_operand_layout(instr, "a", tuple(shape), tuple(warps))
+    have = a.layout
+    if have is None or (have.num_threads, have.num_values) != (want.num_threads, want.num_values):
+        raise r.error(f"wgmma register operand A has layout {have}, not {instr.name}'s A fragment layout {want}",
+                      f"convert it with tp.convert_layout(x, tp.mma_layout({instr!r}, 'a', {shape}, {warps}))")
+    hk = np.ravel_multi_index(have.coords, shape)
+    wk = np.ravel_multi_index(want.coords, shape)
+    table = {}
+    for v in range(hk.shape[1]):
+        table.setdefault(np.ascontiguousarray(hk[:, v]).tobytes(), v)
+    out = [table.get(np.ascontiguousarray(wk[:, v]).tobytes()) for v in range(wk.shape[1])]
+    if None in out:
+        raise r.error(f"wgmma register operand A has layout {have}: some thread holds other elements than "
+                      f"{instr.name}'s A fragment layout {want} gives it",
+                      f"convert it with tp.convert_layout(x, tp.mma_layout({instr!r}, 'a', {shape}, {warps}))")
+    return out
 
 
 # ---------------------------------------------------------------------- mbarriers and bulk copies

@@ -1,0 +1,180 @@
+"""Forward attention O = softmax(Q K^T * scale) V on Hopper (sm_90a), FlashAttention-3 shaped: bf16 in and out,
+fp32 softmax statistics, head dims 64 and 128, causal or not, grouped-query attention.
+
+Tensors are flattened over (batch, head): Q, O are (B * H, SQ, D), K, V are (B * HKV, SKV, D) with
+H = GROUP * HKV, so query head bh reads KV head bh // GROUP. LSE (B * H, SQ) receives each row's natural-log
+sum of exponentials (what a split-KV merge needs). Causal masking is top-left aligned (key j is visible to
+query i when j <= i), as torch's `is_causal`.
+
+One block computes BM = 64 * CONSUMERS query rows of one head:
+
+* warpgroup 0 is the producer: one thread loads the Q tile once (bulk tensor copies, TMA), then streams K and V
+  tiles of BN keys into a ring of STAGES shared-memory stages; `full[s]` completes when stage s has landed,
+* warpgroups 1.. are the consumers, 64 query rows each: S = Q K^T on wgmma from shared-memory descriptors (Q and
+  K in 64-column pieces: a 128-byte swizzle atom per row, K read K-major through `.T`), the online softmax in
+  registers (running row max m and sum l in fp32; exp2 with the scale folded in; earlier partial outputs
+  rescaled by exp2(m_old - m_new)), then O += P V with P as the register A operand of wgmma (`..._rs`: the
+  accumulator of S cast to bf16 is, register for register, the A fragment), and release the stage through
+  `empty[s]`,
+* causal blocks stop at the diagonal (keys past the block's last row are never loaded), and the heaviest
+  row blocks start first; only tiles that cross the diagonal or the end of the keys pay for the mask.
+
+Invariants stated as tags and checked by tilepy-verify: every S product pairs a query and a key element of
+the same head-dim index, with the query head reading its own KV head; every P V product pairs a key position
+of S with the same row of V.
+"""
+
+import math
+
+import numpy as np
+
+import tilepy as tp
+
+MAX_STAGES = 4
+NEG = -1.0e30  # the running max before any key: finite, so exp2(NEG - m) is 0, never NaN
+
+
+def _threads(c):
+    return 128 * (1 + c["CONSUMERS"])
+
+
+def v_layout(BN, D, atom=64):
+    """(BN, D) V tile stored as D // atom blocks of row-major (BN, atom): the wgmma MN-major B form."""
+    return tp.Layout((BN, (atom, D // atom)), (atom, (1, atom * BN)))
+
+
+def row_layout(consumers):
+    """The rows of a (64 * consumers, N) wgmma accumulator, one value per row a thread holds (rows l1 + 8 v +
+    16 warp + 64 warpgroup, replicated over the 4 threads of a quad): the running max and sum, 2 registers."""
+    return tp.TVLayout((64 * consumers,), (4, 8, 4, consumers, 1), (2,), (((0, 1, 16, 64, 0), (8,)),), "wgmma.rows")
+
+
+def s_instr(BN):
+    return getattr(tp.nv, f"wgmma_m64n{BN}k16_bf16")
+
+
+def o_instr(D):
+    return getattr(tp.nv, f"wgmma_m64n{D}k16_bf16_rs")
+
+
+@tp.kernel(threads=_threads, target="sm_90a")
+def attention_fwd(Q: tp.Tensor[tp.bf16, "BH", "SQ", "D"], K: tp.Tensor[tp.bf16, "BHKV", "SKV", "D"],
+                  V: tp.Tensor[tp.bf16, "BHKV", "SKV", "D"], O: tp.Tensor[tp.bf16, "BH", "SQ", "D"],
+                  LSE: tp.Tensor[tp.f32, "BH", "SQ"], scale_log2: tp.f32,
+                  HEAD_DIM: tp.constexpr = 128, BN: tp.constexpr = 128, STAGES: tp.constexpr = 2,
+                  CONSUMERS: tp.constexpr = 2, CAUSAL: tp.constexpr = False, GROUP: tp.constexpr = 1):
+    BM = 64 * CONSUMERS
+    DP = HEAD_DIM // 64                 # 64-column pieces of the head dimension
+    SW = tp.Swizzle(3, 3, 3)
+    ACC_S = tp.accumulator(s_instr(BN), (BM, BN), (CONSUMERS, 1))
+    ACC_O = tp.accumulator(o_instr(HEAD_DIM), (BM, HEAD_DIM), (CONSUMERS, 1))
+    bh = tp.block_id(1)
+    kvh = bh // GROUP
+    seq_q = Q.shape[1]
+    seq_k = K.shape[1]
+    m_blocks = tp.cdiv(seq_q, BM)
+    mb = m_blocks - 1 - tp.block_id(0) if CAUSAL else tp.block_id(0)   # causal: the longest rows first
+    m0 = mb * BM
+    n_blocks = tp.cdiv(tp.minimum(seq_k, m0 + BM), BN) if CAUSAL else tp.cdiv(seq_k, BN)
+    # key tiles j < n_full need no mask: all their keys exist and (causal) lie at or left of the block's first row
+    n_full = tp.minimum(seq_k // BN, (m0 + 1) // BN) if CAUSAL else seq_k // BN
+    q_s = tp.shared((BM, 64), tp.bf16, stages=DP, swizzle=SW)
+    k_s = tp.shared((BN, 64), tp.bf16, stages=STAGES * DP, swizzle=SW)
+    v_s = tp.shared((BN, HEAD_DIM), tp.bf16, stages=STAGES, swizzle=SW, layout=v_layout(BN, HEAD_DIM))
+    qbar = tp.mbarrier(1)
+    full0 = tp.mbarrier(1)
+    full1 = tp.mbarrier(1)
+    full2 = tp.mbarrier(1)
+    full3 = tp.mbarrier(1)
+    empty0 = tp.mbarrier(1)
+    empty1 = tp.mbarrier(1)
+    empty2 = tp.mbarrier(1)
+    empty3 = tp.mbarrier(1)
+    full = (full0, full1, full2, full3)
+    empty = (empty0, empty1, empty2, empty3)
+    tp.tag(Q, lambda b, i, d: ("Q", b, i, d))
+    tp.tag(K, lambda b, j, d: ("K", b, j, d))
+    tp.tag(V, lambda b, j, d: ("V", b, j, d))
+    rounds = tp.cdiv(n_blocks, STAGES)  # round r uses every stage once: key tile j = r * STAGES + s
+    if tp.warpgroup_id() == 0:          # producer warpgroup: one thread issues the bulk tensor copies
+        for p in tp.static_range(DP):
+            tp.copy_bulk(Q[bh, m0:m0 + BM, p * 64:(p + 1) * 64], q_s[p], qbar)
+        tp.mbarrier_arrive(qbar)
+        for r in range(rounds):
+            for s in tp.static_range(STAGES):
+                j = r * STAGES + s
+                if j < n_blocks:
+                    if r > 0:
+                        tp.mbarrier_wait(empty[s], r - 1)    # the consumers released stage s (round r - 1)
+                    for p in tp.static_range(DP):
+                        tp.copy_bulk(K[kvh, j * BN:(j + 1) * BN, p * 64:(p + 1) * 64], k_s[s * DP + p], full[s])
+                    tp.copy_bulk(V[kvh, j * BN:(j + 1) * BN, 0:HEAD_DIM], v_s[s], full[s])
+                    tp.mbarrier_arrive(full[s])
+    else:                               # consumer warpgroups: 64 query rows each
+        o = tp.zeros((BM, HEAD_DIM), tp.f32, layout=ACC_O)
+        m_i = tp.full((BM,), NEG, layout=row_layout(CONSUMERS))     # running row max (log2 units)
+        l_i = tp.zeros((BM,), tp.f32, layout=row_layout(CONSUMERS))   # running row sum
+        tp.mbarrier_wait(qbar, 0)
+        for r in range(rounds):
+            for s in tp.static_range(STAGES):
+                j = r * STAGES + s
+                if j < n_blocks:
+                    tp.mbarrier_wait(full[s], r)             # stage s holds key tile j
+                    sc = tp.zeros((BM, BN), tp.f32, layout=ACC_S)
+                    for p in tp.static_range(DP):
+                        sc = tp.mma(q_s[p], k_s[s * DP + p].T, sc)
+                    tp.assert_tag(tp.mma_operands(sc), lambda a, b: a[3] == b[3] and a[1] // GROUP == b[1])
+                    sc = sc * scale_log2
+                    if j >= n_full:                          # the keys' end or the diagonal crosses this tile
+                        cols = (j * BN + tp.arange(BN))[None, :]
+                        if CAUSAL:
+                            sc = tp.where((cols < seq_k) & (cols <= (m0 + tp.arange(BM))[:, None]), sc, float("-inf"))
+                        else:
+                            sc = tp.where(cols < seq_k, sc, float("-inf"))
+                    m_new = tp.maximum(m_i, tp.max(sc, axis=1))
+                    pr = tp.exp2(sc - m_new[:, None])
+                    alpha = tp.exp2(m_i - m_new)
+                    l_i = l_i * alpha + tp.sum(pr, axis=1)
+                    m_i = m_new
+                    o = o * alpha[:, None]
+                    o = tp.mma(pr.to(tp.bf16), v_s[s], o)
+                    tp.assert_tag(tp.mma_operands(o), lambda a, b: b[0] == "V")
+                    tp.mbarrier_arrive(empty[s])
+        tp.store(O[bh, m0:m0 + BM, 0:HEAD_DIM], o / l_i[:, None])
+        tp.store(LSE[bh, m0:m0 + BM], (m_i + tp.log2(l_i)) * 0.6931471805599453)
+
+
+PRESETS = {
+    64: dict(HEAD_DIM=64, BN=128, STAGES=4, CONSUMERS=2),
+    128: dict(HEAD_DIM=128, BN=128, STAGES=2, CONSUMERS=2),
+}
+
+
+def launch(q, k, v, o, lse, causal=False, scale=None, **constexprs):
+    """o, lse = attention(q, k, v): q, o (BH, SQ, D), k, v (BHKV, SKV, D) with BH a multiple of BHKV."""
+    bh, sq, d = q.shape
+    bhkv = k.shape[0]
+    if bh % bhkv:
+        raise ValueError(f"query heads ({bh}) must be a multiple of KV heads ({bhkv})")
+    if d not in PRESETS:
+        raise ValueError(f"head dim {d} is not supported (64 or 128)")
+    params = {**PRESETS[d], "CAUSAL": bool(causal), "GROUP": bh // bhkv, **constexprs}
+    scale = 1.0 / math.sqrt(d) if scale is None else scale
+    grid = (tp.cdiv(sq, 64 * params["CONSUMERS"]), bh)
+    return attention_fwd[grid](q, k, v, o, lse, scale * math.log2(math.e), **params)
+
+
+def reference(q, k, v, causal=False, scale=None):
+    """(out, lse) in float64: q (BH, SQ, D), k, v (BHKV, SKV, D)."""
+    q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
+    g = q.shape[0] // k.shape[0]
+    k, v = np.repeat(k, g, axis=0), np.repeat(v, g, axis=0)
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    s = q @ k.transpose(0, 2, 1) * scale
+    if causal:
+        i, j = np.indices(s.shape[1:])
+        s = np.where(j <= i, s, -np.inf)
+    mx = s.max(axis=-1, keepdims=True)
+    e = np.exp(s - mx)
+    den = e.sum(axis=-1, keepdims=True)
+    return e @ v / den, (mx + np.log(den))[..., 0]
