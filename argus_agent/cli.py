@@ -129,7 +129,7 @@ def verify(file, target, as_json):
     """Verify every @tp.kernel in FILE with tilepy_verify."""
     import tilepy as tp
 
-    from .checks import verify_kernels
+    from .gates import verify_kernels
     from .problem import load_module
 
     try:

@@ -35,7 +35,7 @@ import torch
 
 STAGES = ("build", "verify", "test", "time")
 DEFAULT_LIMITS = {"build": 300.0, "verify": 300.0, "test": 600.0, "time": 300.0}
-PRELOAD = ["torch", "tilepy", "argus_agent.checks", "argus_agent.candidate", "argus_agent.evaluate",
+PRELOAD = ["torch", "tilepy", "argus_agent.gates", "argus_agent.candidate", "argus_agent.evaluate",
            "argus_agent.runtime"]
 _CONTEXT = None
 
@@ -166,7 +166,7 @@ def _child_main(job_json: str, conn):
 
 
 def _child_work(job: dict, send, conn):
-    from . import checks
+    from . import gates
     from .candidate import CandidateError, load_candidate
     from .evaluate import clone_all, run_forward, to_device
     from .problem import load_problem
@@ -183,22 +183,22 @@ def _child_work(job: dict, send, conn):
     target = job["target"]
     for name, k in ks.items():
         try:
-            res = checks.estimate(k, target)
+            res = gates.estimate(k, target)
         except Exception as e:
             return send(outcome="compile-error", message=f"{name}: {e}")
-        why = checks.fits(res, target)
+        why = gates.fits(res, target)
         if why:
             return send(outcome="infeasible", message=f"{name}: {why}")
         if job["gpu"] and target != "cpu":
-            compiled, err = checks.compile_kernel(k, target)
+            compiled, err = gates.compile_kernel(k, target)
             if err.startswith("compile error"):
                 return send(outcome="compile-error", message=f"{name}: {err}")
-            if compiled is not None and checks.fits(compiled, target):
-                return send(outcome="infeasible", message=f"{name}: compiled: {checks.fits(compiled, target)}")
+            if compiled is not None and gates.fits(compiled, target):
+                return send(outcome="infeasible", message=f"{name}: compiled: {gates.fits(compiled, target)}")
     if "verify" not in job["stages"]:
         return send(outcome="built")
     send(stage="verify")
-    verdict = checks.verify_kernels(ks, target)
+    verdict = gates.verify_kernels(ks, target)
     cex = [f["counterexample"] | {"check": f["check"], "at": f["span"]} for f in verdict.findings
            if f["severity"] == "error"]
     if not verdict.ok:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 import libcst.matchers as m
 
-from . import checks
+from . import gates
 from .codemods import NotApplicable, SetConstexpr, SetThreads, constexpr_params, kernels, threads_literal
 
 VALUES = {
@@ -105,18 +105,18 @@ def feasibility(source: str, target: str, directory) -> str:
         return str(e)
     for name, k in cand.kernels().items():
         try:
-            res = checks.estimate(k, target)
+            res = gates.estimate(k, target)
         except Exception as e:
             return f"{name}: {type(e).__name__}: {str(e).splitlines()[0]}"
-        why = checks.fits(res, target)
+        why = gates.fits(res, target)
         if why:
             return f"{name}: {why}"
         if target != "cpu":
-            compiled, err = checks.compile_kernel(k, target)
+            compiled, err = gates.compile_kernel(k, target)
             if err.startswith("compile error"):
                 return f"{name}: {err}"
-            if compiled is not None and checks.fits(compiled, target):
-                return f"{name}: compiled: {checks.fits(compiled, target)}"
+            if compiled is not None and gates.fits(compiled, target):
+                return f"{name}: compiled: {gates.fits(compiled, target)}"
     return ""
 
 

@@ -11,8 +11,6 @@ from .targets import get_target
 from .types import RegType
 
 BASE_REGISTERS = 24  # indices, addresses, loop counters and predicates every kernel keeps live
-REGISTER_FILE = 65536  # 32-bit registers per SM (NVIDIA) / per SIMD's wave slots (AMD: VGPRs per CU / 4)
-MAX_REGISTERS = 255
 NO_DEVICE_CODE = ("tag", "assert_tag", "schedule")  # verification and scheduling ops: no registers
 
 
@@ -53,10 +51,10 @@ def estimate(kir: ir.KernelIR) -> Resources:
     reasons = []
     if kir.shared_bytes > target.shared_bytes:
         reasons.append(f"shared memory {kir.shared_bytes} B > {target.shared_bytes} B")
-    if registers > MAX_REGISTERS:
-        reasons.append(f"~{registers} registers per thread > {MAX_REGISTERS}")
-    if registers * kir.num_threads > REGISTER_FILE:
-        reasons.append(f"~{registers} registers x {kir.num_threads} threads > {REGISTER_FILE}")
+    if registers > target.max_registers:
+        reasons.append(f"~{registers} registers per thread > {target.max_registers}")
+    if registers * kir.num_threads > target.register_file:
+        reasons.append(f"~{registers} registers x {kir.num_threads} threads > {target.register_file}")
     if kir.num_threads > target.max_threads:
         reasons.append(f"{kir.num_threads} threads > {target.max_threads}")
     return Resources(kir.num_threads, kir.shared_bytes, registers, not reasons, tuple(reasons))

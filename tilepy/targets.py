@@ -1,5 +1,6 @@
-"""Per-target facts the front end, interpreter, verifier and backends share: warp size, shared-memory
-capacity and banks, and which instructions exist. Differences between targets live here as data."""
+"""Per-target facts the front end, interpreter, verifier, backends and the agent share: warp size,
+shared-memory capacity and banks, register limits, and which instructions exist. Differences between targets
+live here as data; this is the one target model (tilepy_hip's `RenderTarget` adds only how to spell things)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ class Target:
     bank_bytes: int
     max_threads: int
     features: frozenset = field(default_factory=frozenset)  # instruction families available
+    max_registers: int = 255  # 32-bit registers one thread may hold (NVIDIA 255; AMD 512 VGPRs with AGPRs)
+    register_file: int = 65536  # 32-bit registers per SM (NVIDIA) / per SIMD's wave slots (AMD: VGPRs per CU / 4)
 
     def has(self, feature: str) -> bool:
         return feature in self.features
@@ -26,7 +29,7 @@ SM_90A = Target(
     "sm_90a", "nvidia", 32, 227 * 1024, 32, 4, 1024,
     frozenset({"mma_sync", "cp_async", "ldmatrix", "wgmma", "bulk_copy", "mbarrier"}),
 )
-GFX942 = Target("gfx942", "amd", 64, 64 * 1024, 32, 4, 1024, frozenset({"mfma", "lds", "cp_async"}))
+GFX942 = Target("gfx942", "amd", 64, 64 * 1024, 32, 4, 1024, frozenset({"mfma", "lds", "cp_async"}), max_registers=512)
 
 TARGETS = {t.name: t for t in (SM_80, SM_90A, GFX942)}
 DEFAULT_TARGET = "sm_90a"

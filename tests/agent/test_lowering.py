@@ -100,7 +100,7 @@ def test_corpus_problem_lowers_and_matches_eager(path, tmp_path):
 @pytest.mark.parametrize("path", CORPUS[::20], ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_generated_kernels_verify_clean(path, tmp_path):
     """tilepy-verify proves the generated kernels race-free and in bounds (a sample of the corpus)."""
-    from argus_agent.checks import verify_kernels
+    from argus_agent.gates import verify_kernels
 
     problem = load_problem(path, cpu=True)
     mod = _load(lower_problem(problem).source, tmp_path, path.stem)

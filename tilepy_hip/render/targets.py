@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tilepy.ops import OPS, UNARY_MATH
-from tilepy.targets import TARGETS
+from tilepy.targets import TARGETS, Target
 
 from . import gfx942, sm80, sm90a
 
@@ -88,11 +88,7 @@ def _barrier(r, call):
 
 @dataclass(frozen=True)
 class RenderTarget:
-    name: str
-    vendor: str
-    warp_size: int
-    smem_bytes: int
-    banks: int
+    target: Target  # the machine facts (warp size, shared memory, banks): tilepy's one target model
     compiler: str  # "nvrtc" (NVRTC, nvcc fallback) | "amdgpu-clang"
     arch: str
     binary_ext: str
@@ -111,6 +107,26 @@ class RenderTarget:
     swizzle_align: int = 1024
     atomics: dict = field(default_factory=lambda: dict(ATOMIC_FNS))
     fence: str = "tp_fence_device();"  # the device-scope fence that strengthens an atomic's ordering
+
+    @property
+    def name(self) -> str:
+        return self.target.name
+
+    @property
+    def vendor(self) -> str:
+        return self.target.vendor
+
+    @property
+    def warp_size(self) -> int:
+        return self.target.warp_size
+
+    @property
+    def smem_bytes(self) -> int:
+        return self.target.shared_bytes
+
+    @property
+    def banks(self) -> int:
+        return self.target.banks
 
     def shared_align(self, stype) -> int:
         """Alignment of a shared allocation: swizzled tiles start on a swizzle-pattern boundary (1024 B)."""
@@ -133,11 +149,7 @@ def _ops(**specific) -> dict:
 _NV_ASYNC = dict(copy_async=_copy_async, commit_async=_CP_ASYNC_COMMIT, wait_async=_CP_ASYNC_WAIT)
 
 SM_90A = RenderTarget(
-    name="sm_90a",
-    vendor="nvidia",
-    warp_size=32,
-    smem_bytes=TARGETS["sm_90a"].shared_bytes,
-    banks=32,
+    target=TARGETS["sm_90a"],
     compiler="nvrtc",
     arch="sm_90a",
     binary_ext="cubin",
@@ -155,11 +167,7 @@ SM_90A = RenderTarget(
 )
 
 SM_80 = RenderTarget(
-    name="sm_80",
-    vendor="nvidia",
-    warp_size=32,
-    smem_bytes=TARGETS["sm_80"].shared_bytes,
-    banks=32,
+    target=TARGETS["sm_80"],
     compiler="nvrtc",
     arch="sm_80",
     binary_ext="cubin",
@@ -173,11 +181,7 @@ SM_80 = RenderTarget(
 )
 
 GFX942 = RenderTarget(
-    name="gfx942",
-    vendor="amd",
-    warp_size=64,
-    smem_bytes=TARGETS["gfx942"].shared_bytes,
-    banks=32,
+    target=TARGETS["gfx942"],
     compiler="amdgpu-clang",
     arch="gfx942",
     binary_ext="hsaco",

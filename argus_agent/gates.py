@@ -1,6 +1,7 @@
-"""The agent's view of the verifier (tilepy_verify), the compiler (tilepy_hip) and the resource estimate.
+"""The gates a candidate passes before it is tested: the verifier (tilepy_verify), the resource estimate and
+the limits of the target (tilepy.targets), and the compiler (tilepy_hip).
 
-Each degrades with a clear status when its package is not there yet: never a faked verdict.
+(Named gates, not checks: the verifier's own analyses are its checks, `tilepy_verify/checks/`.)
 """
 
 from __future__ import annotations
@@ -8,10 +9,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+import tilepy_hip
+import tilepy_verify
 from tilepy.targets import get_target
 
 IR_TARGET = {"cpu": "sm_90a"}  # the interpreter runs the kernels with the default target's semantics
-REG_LIMIT = {"nvidia": 255, "amd": 512}  # registers per thread
 
 
 def ir_target(target: str) -> str:
@@ -36,12 +38,7 @@ class Verdict:
 
 def verify_kernels(kernels: dict, target: str) -> Verdict:
     """Run tilepy_verify on every kernel (default constexprs); errors fail, performance findings inform."""
-    try:
-        import tilepy_verify
-        verify = tilepy_verify.verify
-    except (ImportError, AttributeError) as e:
-        return Verdict("skipped", f"tilepy_verify is not available yet ({type(e).__name__}: {e}); kernels were "
-                       "tested but not verified")
+    verify = tilepy_verify.verify
     t0 = time.perf_counter()
     findings, errors = [], 0
     for name, k in kernels.items():
@@ -102,8 +99,8 @@ def fits(res: Resources, target: str) -> str:
         return f"{res.threads} threads per block (limit {tgt.max_threads}, multiple of {tgt.warp_size})"
     if res.shared_bytes > tgt.shared_bytes:
         return f"{res.shared_bytes} B of shared memory (limit {tgt.shared_bytes} B)"
-    if res.registers > REG_LIMIT[tgt.vendor]:
-        return f"~{res.registers} registers per thread ({res.source}; limit {REG_LIMIT[tgt.vendor]})"
+    if res.registers > tgt.max_registers:
+        return f"~{res.registers} registers per thread ({res.source}; limit {tgt.max_registers})"
     if res.spills:
         return f"{res.spills} bytes of register spills"
     return ""
@@ -114,12 +111,7 @@ def compile_kernel(kernel, target: str, constexprs: dict | None = None):
     if target == "cpu":
         return None, "target cpu: kernels run on the interpreter, nothing to compile"
     try:
-        import tilepy_hip
-        compile_ = tilepy_hip.compile
-    except (ImportError, AttributeError) as e:
-        return None, f"tilepy_hip is not available yet ({type(e).__name__}: {e})"
-    try:
-        ck = compile_(kernel, target=target, **(constexprs or {}))
+        ck = tilepy_hip.compile(kernel, target=target, **(constexprs or {}))
     except Exception as e:
         return None, f"compile error: {type(e).__name__}: {e}"
     r = getattr(ck, "resources", {}) or {}
