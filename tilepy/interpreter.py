@@ -112,7 +112,7 @@ class TagTracker(Protocol):
     """Hook for the verifier: the interpreter calls these with concrete values (tiles in logical shape).
     `on_value` is optional: if present it is called after every Call, BinOp and UnOp with its result.
 
-    Optional data-movement hooks (tilepy_verify.dynamic_tags uses them), each called only if present:
+    Optional data-movement hooks (tests/verify/dynamic_tags.py uses them), each called only if present:
     `on_args(node, args, info)` with a Call's evaluated arguments (a BinOp's/UnOp's operands) before the
     op runs; `on_read(node, src, coords, threads, info)` when an op reads a view at tile coordinates
     (masked-off and out-of-bounds slots included); `on_write(node, dst, coords, threads, offsets, written,

@@ -1,4 +1,4 @@
-"""tilepy_verify.dynamic_tags: the actual tag of every element on the interpreter, and tp.assert_tag evaluated
+"""tests/verify/dynamic_tags.py: the actual tag of every element on the interpreter, and tp.assert_tag evaluated
 on it. These are the dynamic ground truth the soundness tests hold the verifier's tag_assertion check to."""
 
 import numpy as np
@@ -8,10 +8,10 @@ import tilepy as tp
 import tilepy_verify as tv
 from stdlib_kernels import gemm
 from tilepy.interpreter import run_ir
-from tilepy_verify.dynamic_tags import UNINIT, Alts, DynamicTagTracker, run
 
 from . import replay
 from . import seeded_kernels as S
+from .dynamic_tags import UNINIT, Alts, DynamicTagTracker, run
 
 RNG = np.random.default_rng(7)
 I16 = tp.nv.mma_m16n8k16_bf16

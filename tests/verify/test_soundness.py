@@ -9,7 +9,7 @@ verifier reports must be replayable: the interpreter run shows a violation of th
 Tagged kernels (elementwise kernels staged through registers, shared memory, async copies, role stores and
 cp.async rings, with index offsets, transposed tags, layouts, swizzles, broadcasts and reductions; MMA kernels
 with register/shared/async operands, fragment layouts, warp grids, offsets and contraction-index predicates)
-run with tilepy_verify.dynamic_tags.DynamicTagTracker, which computes the actual tag of every element and
+run with tests/verify/dynamic_tags.py (DynamicTagTracker), which computes the actual tag of every element and
 evaluates every tp.assert_tag on it: every assertion failure it observes must be a tag_assertion finding,
 correct-by-construction kernels get none, and every tag_assertion counterexample replays (the tracker sees
 that assertion fail at that block, element, contraction index and iteration)."""
@@ -139,13 +139,13 @@ def test_staging_family_sound_and_precise(loops, barrier_mid, barrier_end, same_
 
 # ------------------------------------------------------------------------------------------ tags, dynamically
 #
-# Ground truth for tag assertions: tilepy_verify.dynamic_tags.DynamicTagTracker runs alongside the interpreter
+# Ground truth for tag assertions: tests/verify/dynamic_tags.py (DynamicTagTracker) runs alongside the interpreter
 # and computes the actual tag of every element (through global and shared memory, async copies, elementwise
 # ops, reductions and MMA fragment reinterpretation) and evaluates every tp.assert_tag on the concrete tags.
 
 
 def run_tags(kir, grid, args):
-    from tilepy_verify.dynamic_tags import run
+    from .dynamic_tags import run
 
     return run(kir, grid, args)[1]
 

@@ -1,6 +1,6 @@
 """Dynamic tags: the actual tag of every element, observed while the CPU interpreter runs a kernel.
 
-    from tilepy_verify.dynamic_tags import run
+    from tests.verify.dynamic_tags import run
     trace, tracker = run(kir, grid, args)          # run_ir(..., tags=DynamicTagTracker())
     tracker.ok                                      # no tp.assert_tag failed
     tracker.violations                              # [Violation]: assertion, block, iteration, failing elements
