@@ -1,0 +1,383 @@
+"""Fused LLM ops, each one memory-bound kernel (bf16 tensors, f32 arithmetic; f32 variants by retyping):
+
+* `silu_and_mul`: y = silu(x[:, :d]) * x[:, d:] (the gated MLP's activation), x read as (M, 2, d);
+* `fused_add_rmsnorm`: residual = x + residual (in the residual's dtype, both written); y = rmsnorm(residual) * w;
+* `layer_norm`: y = (x - mean) / sqrt(var + eps) * w + b (biased variance, as torch);
+* `merge_attn_states_lse`: merge two partial attention outputs over disjoint key sets with their log-sum-exps
+  (split-KV decode): o = (e^{l_p} o_p + e^{l_s} o_s) / (e^{l_p} + e^{l_s}), l = log(e^{l_p} + e^{l_s});
+* `rotary_neox` / `rotary_gptj`: rotary embedding of q and k in place, cos/sin cache indexed by positions; the
+  neox style rotates the halves (x[:r/2], x[r/2:r]), the GPT-J style the interleaved pairs (x[2i], x[2i+1]).
+
+Row ops put one row per block (the whole row in one register tile, 16-byte vectors), the style of
+`rmsnorm.py`/`softmax.py`. Each kernel states its data flow as tag assertions (`tilepy-verify` proves them):
+which input elements meet in every output element. Tag tuples follow the expression tree: a binary op is
+(left, right), a unary op (arg,), a reduction stands for every element it reduced, a scalar is None.
+"""
+
+import numpy as np
+
+import tilepy as tp
+
+# ---------------------------------------------------------------- silu_and_mul
+
+
+@tp.kernel(threads=128)
+def silu_and_mul(X: tp.Tensor[tp.bf16, "M", 2, "D"], Y: tp.Tensor[tp.bf16, "M", "D"], BLOCK: tp.constexpr = 2048):
+    c0 = tp.block_id(0) * BLOCK
+    row = tp.block_id(1)
+    tp.tag(X, lambda i, h, j: ("x", i, h, j))
+    gate = tp.load(X[row, 0, c0:c0 + BLOCK]).to(tp.f32)
+    up = tp.load(X[row, 1, c0:c0 + BLOCK]).to(tp.f32)
+    y = tp.silu(gate) * up
+    # y[j] = silu(x[i, 0, j]) * x[i, 1, j]: the gate half and the up half of the same row and column
+    tp.assert_tag(y, lambda t: (t[0][0][1] == t[1][1] and t[0][0][3] == t[1][3] and t[0][0][2] == 0
+                                and t[1][2] == 1), message="gate and up of the same row and column")
+    tp.store(Y[row, c0:c0 + BLOCK], y)
+
+
+# ---------------------------------------------------------------- fused_add_rmsnorm
+
+
+@tp.kernel(threads=128)
+def fused_add_rmsnorm(X: tp.Tensor[tp.bf16, "M", "N"], RES: tp.Tensor[tp.bf16, "M", "N"], W: tp.Tensor[tp.bf16, "N"],
+                      Y: tp.Tensor[tp.bf16, "M", "N"], RES_OUT: tp.Tensor[tp.bf16, "M", "N"], eps: tp.f32,
+                      BLOCK_N: tp.constexpr = 4096):
+    row = tp.block_id(0)
+    tp.tag(X, lambda i, j: ("x", i, j))
+    tp.tag(RES, lambda i, j: ("r", i, j))
+    tp.tag(W, lambda j: ("w", j))
+    r = tp.load(X[row, 0:BLOCK_N]) + tp.load(RES[row, 0:BLOCK_N])   # in the tensors' dtype, as torch
+    tp.store(RES_OUT[row, 0:BLOCK_N], r)
+    rf = r.to(tp.f32)                                                 # columns past N are 0: add nothing
+    ms = tp.sum(rf * rf, axis=0, keepdims=True) / X.shape[1]
+    y = rf * tp.rsqrt(ms + eps) * tp.load(W[0:BLOCK_N]).to(tp.f32)
+    # tag of y[j]: ((r_j, rsqrt((sum_k r_k r_k) / n + eps)), w_j), r_j = (x[i, j], res[i, j])
+    tp.assert_tag(y, lambda t: (t[0][0][0][1] == t[0][0][1][1] and t[0][0][0][2] == t[0][0][1][2]
+                                and t[0][0][0][2] == t[1][1]), message="x, residual and w of the same column")
+    tp.assert_tag(y, lambda t: (t[0][1][0][0][0][0][0][1] == t[0][0][0][1]
+                                and t[0][1][0][0][0][1][1][1] == t[0][0][0][1]),
+                  message="the mean square reads this row only")
+    tp.store(Y[row, 0:BLOCK_N], y)
+
+
+# ---------------------------------------------------------------- layer_norm
+
+
+@tp.kernel(threads=128)
+def layer_norm(X: tp.Tensor[tp.bf16, "M", "N"], W: tp.Tensor[tp.bf16, "N"], B: tp.Tensor[tp.bf16, "N"],
+               Y: tp.Tensor[tp.bf16, "M", "N"], eps: tp.f32, BLOCK_N: tp.constexpr = 4096):
+    row = tp.block_id(0)
+    n = X.shape[1]
+    tp.tag(X, lambda i, j: ("x", i, j))
+    tp.tag(W, lambda j: ("w", j))
+    tp.tag(B, lambda j: ("b", j))
+    x = tp.load(X[row, 0:BLOCK_N]).to(tp.f32)
+    mean = tp.sum(x, axis=0, keepdims=True) / n
+    d = tp.where(tp.arange(BLOCK_N, layout=tp.blocked((BLOCK_N,), 128, vec=8)) < n, x - mean, 0.0)  # 0 past n
+    var = tp.sum(d * d, axis=0, keepdims=True) / n
+    y = d * tp.rsqrt(var + eps) * tp.load(W[0:BLOCK_N]).to(tp.f32) + tp.load(B[0:BLOCK_N]).to(tp.f32)
+    # tag of y[j]: (((d_j, rsqrt(...)), w_j), b_j) with d_j = (mask, (x[i, j], mean)): x, w, b of one column
+    tp.assert_tag(y, lambda t: t[0][0][0][1][0][2] == t[0][1][1] and t[1][1] == t[0][1][1],
+                  message="x, w and b of the same column")
+    tp.assert_tag(y, lambda t: (t[0][0][0][1][1][0][1] == t[0][0][0][1][0][1]
+                                and t[0][0][1][0][0][0][0][1][0][1] == t[0][0][0][1][0][1]),
+                  message="the mean and the variance read this row only")
+    tp.store(Y[row, 0:BLOCK_N], y)
+
+
+# ---------------------------------------------------------------- merge_attn_states_lse
+
+
+@tp.kernel(threads=128)
+def merge_attn_states_lse(PO: tp.Tensor[tp.bf16, "R", "D"], PL: tp.Tensor[tp.f32, "R"],
+                          SO: tp.Tensor[tp.bf16, "R", "D"], SL: tp.Tensor[tp.f32, "R"],
+                          O: tp.Tensor[tp.bf16, "R", "D"], OL: tp.Tensor[tp.f32, "R"],
+                          BR: tp.constexpr = 16, BD: tp.constexpr = 128):
+    """Rows are (token, head) pairs. l = -inf marks an empty partial (weight 0); a row whose two partials are
+    both empty is 0 with l = -inf. The lse tiles are loaded in the layout of the rows each thread holds of the
+    output tile, so the weights broadcast in registers."""
+    r0 = tp.block_id(0) * BR
+    tp.tag(PO, lambda r, c: ("po", r, c))
+    tp.tag(SO, lambda r, c: ("so", r, c))
+    tp.tag(PL, lambda r: ("pl", r))
+    tp.tag(SL, lambda r: ("sl", r))
+    tile = tp.blocked((BR, BD), 128, vec=8)
+    rows = _rows_of(tile)
+    pl = tp.load(PL[r0:r0 + BR], layout=rows)[:, None]
+    sl = tp.load(SL[r0:r0 + BR], layout=rows)[:, None]
+    m = tp.maximum(tp.maximum(pl, sl), -3.0e38)      # finite: two empty partials give exp(-inf) = 0 below
+    tp.assert_tag(m, lambda t: t[0][0][1] == t[0][1][1], message="both log-sum-exps of one row")
+    pe = tp.exp(pl - m)
+    se = tp.exp(sl - m)
+    tot = pe + se                                     # >= 1 unless both partials are empty (then 0)
+    inv = 1.0 / tp.maximum(tot, 1.0)
+    o = tp.load(PO[r0:r0 + BR, 0:BD], layout=tile).to(tp.f32) * (pe * inv) \
+        + tp.load(SO[r0:r0 + BR, 0:BD], layout=tile).to(tp.f32) * (se * inv)
+    # tag of o[r, c]: ((po, (pe, inv)), (so, (se, inv))), pe = ((pl, m),): one row, one column, that row's weights
+    tp.assert_tag(o, lambda t: (t[0][0][1] == t[1][0][1] and t[0][0][2] == t[1][0][2]),
+                  message="both partial outputs at the same row and column")
+    tp.assert_tag(o, lambda t: (t[0][1][0][0][0][1] == t[0][0][1] and t[1][1][0][0][0][1] == t[0][0][1]
+                                and t[0][1][0][0][1][0][0][1] == t[0][0][1]),
+                  message="the weights are this row's")
+    tp.store(O[r0:r0 + BR, 0:BD], o)
+    tp.store(OL[r0:r0 + BR], tp.sum(tp.log(tot) + m, axis=1))
+
+
+def _rows_of(tv):
+    """The (rows,) layout holding, in every thread, the rows that thread holds of the 2-D tile `tv`."""
+    return tp.TVLayout(tv.tile[:1], tv.thread_shape, tv.value_shape, tv.strides[:1], "rows")
+
+
+# ---------------------------------------------------------------- rotary embedding
+
+
+def _pairs(bh, bhalf, threads=128):
+    """Layout of a (bh, bhalf, 2) tile of interleaved pairs: each thread holds 4 whole pairs (16 bytes of
+    bf16), consecutive threads the next pairs of a row; rows repeat over the values past the threads."""
+    tpr = max(bhalf // 4, 1)                    # threads along one row of pairs
+    per = min(4, bhalf)                         # pairs per thread
+    tr = max(min(bh, threads // tpr), 1)        # rows covered by the threads at once
+    spare = threads // (tpr * tr)
+    reps = bh // tr
+    return tp.TVLayout(
+        (bh, bhalf, 2), (tpr, tr, spare), (2, per, reps),
+        (((0, 1, 0), (0, 0, tr)), ((per, 0, 0), (0, 1, 0)), ((0, 0, 0), (1, 0, 0))), "pairs")
+
+
+@tp.kernel(threads=128)
+def rotary_neox(POS: tp.Tensor[tp.i64, "T"], Q: tp.Tensor[tp.bf16, "T", "HQ", "HD"],
+                K: tp.Tensor[tp.bf16, "T", "HK", "HD"], CS: tp.Tensor[tp.f32, "P", "ROT"],
+                QO: tp.Tensor[tp.bf16, "T", "HQ", "HD"], KO: tp.Tensor[tp.bf16, "T", "HK", "HD"],
+                HALF: tp.constexpr = 64, BHALF: tp.constexpr = 64, BHQ: tp.constexpr = 32, BHK: tp.constexpr = 8):
+    """One token per block: all of its q heads, then all of its k heads. CS[p] is (cos[0:HALF], sin[0:HALF])
+    for position p; columns from 2 * HALF up (partial rotary) are left as they are. QO/KO may be Q/K."""
+    t = tp.block_id(0)
+    tp.tag(Q, lambda i, h, j: ("q", i, h, j))
+    tp.tag(K, lambda i, h, j: ("k", i, h, j))
+    tp.tag(CS, lambda p, j: ("cs", p, j))
+    lc = _bcast(tp.blocked((BHQ, BHALF), 128, vec=8), (1, BHALF))     # cos/sin where each thread uses them
+    j = tp.arange(BHALF)
+    keep = (j < HALF)[None, :]
+    p = tp.load(POS[t:t + 1])
+    cos = tp.load(CS[p[:, None], j[None, :]], mask=keep, layout=lc)
+    sin = tp.load(CS[p[:, None], j[None, :] + HALF], mask=keep, layout=lc)
+    x1 = tp.load(Q[t, 0:BHQ, 0:BHALF]).to(tp.f32)
+    x2 = tp.load(Q[t, 0:BHQ, HALF:HALF + BHALF]).to(tp.f32)
+    o1 = x1 * cos - x2 * sin
+    o2 = x2 * cos + x1 * sin
+    # o1[h, j] = x[h, j] cos[j] - x[h, j + HALF] sin[j] at one token and head; cos and sin of the same angle
+    tp.assert_tag(x1 - x2, lambda t: (t[0][1] == t[1][1] and t[0][2] == t[1][2] and t[1][3] == t[0][3] + HALF), message="neox pairs, q")
+    tp.store(QO[t, 0:BHQ, 0:BHALF], o1, mask=keep)
+    tp.store(QO[t, 0:BHQ, HALF:HALF + BHALF], o2, mask=keep)
+    y1 = tp.load(K[t, 0:BHK, 0:BHALF]).to(tp.f32)
+    y2 = tp.load(K[t, 0:BHK, HALF:HALF + BHALF]).to(tp.f32)
+    p1 = y1 * cos - y2 * sin
+    tp.assert_tag(y1 - y2, lambda t: (t[0][1] == t[1][1] and t[0][2] == t[1][2] and t[1][3] == t[0][3] + HALF), message="neox pairs, k")
+    tp.store(KO[t, 0:BHK, 0:BHALF], p1, mask=keep)
+    tp.store(KO[t, 0:BHK, HALF:HALF + BHALF], y2 * cos + y1 * sin, mask=keep)
+
+
+def _bcast(tv, shape):
+    """`tv` (a layout of a tile of the same rank) with the axes where `shape` is 1 broadcast: every thread holds
+    the elements of the axes kept that it holds of `tv`'s tile."""
+    zero = (tuple(0 for _ in tv.thread_shape), tuple(0 for _ in tv.value_shape))
+    return tp.TVLayout(tuple(shape), tv.thread_shape, tv.value_shape,
+                       tuple(st if n > 1 else zero for n, st in zip(shape, tv.strides)), "broadcast")
+
+
+@tp.kernel(threads=128)
+def rotary_gptj(POS: tp.Tensor[tp.i64, "T"], Q: tp.Tensor[tp.bf16, "T", "HQ", "HD2", 2],
+                K: tp.Tensor[tp.bf16, "T", "HK", "HD2", 2], CS: tp.Tensor[tp.f32, "P", "ROT"],
+                QO: tp.Tensor[tp.bf16, "T", "HQ", "HD2", 2], KO: tp.Tensor[tp.bf16, "T", "HK", "HD2", 2],
+                HALF: tp.constexpr = 64, BHALF: tp.constexpr = 64, BHQ: tp.constexpr = 32, BHK: tp.constexpr = 8):
+    """GPT-J style: pair i is (x[2i], x[2i + 1]), rotated by angle i. q is read as (T, HQ, HD / 2, 2) and loaded
+    whole (16-byte vectors, each thread holding whole pairs), so a pair's partner is in the same thread:
+    partner = (x0 + x1) - x (exact for bf16 data: the f32 sum of two bf16 values is exact), and
+    out = x * cos + partner * (-sin, +sin)."""
+    t = tp.block_id(0)
+    tp.tag(Q, lambda i, h, j, e: ("q", i, h, j, e))
+    tp.tag(K, lambda i, h, j, e: ("k", i, h, j, e))
+    lq = _pairs(BHQ, BHALF)
+    lk = _pairs(BHK, BHALF)
+    e = tp.reshape(tp.arange(2), (1, 1, 2))
+    jj = tp.convert_layout(tp.reshape(tp.arange(BHALF), (1, BHALF, 1)) + 0 * e, _bcast(lq, (1, BHALF, 2)))
+    keep = jj < HALF
+    p = tp.reshape(tp.load(POS[t:t + 1]), (1, 1, 1))
+    cos = tp.load(CS[p, jj], mask=keep, layout=_bcast(lq, (1, BHALF, 2)))        # cos of pair jj, both elements
+    sin = tp.load(CS[p, jj + HALF], mask=keep, layout=_bcast(lq, (1, BHALF, 2))) * tp.where(e == 0, -1.0, 1.0)
+    x = tp.load(Q[t, 0:BHQ, 0:BHALF, 0:2], layout=lq).to(tp.f32)
+    xp = tp.sum(x, axis=2, keepdims=True) - x                                     # in-thread: the partner
+    # the partner is from the same token, head and pair (a reduction's tag stands for each reduced element)
+    tp.assert_tag(xp, lambda t: (t[0][1] == t[1][1] and t[0][2] == t[1][2] and t[0][3] == t[1][3]),
+                  message="GPT-J pairs, q")
+    tp.store(QO[t, 0:BHQ, 0:BHALF, 0:2], x * cos + xp * sin, mask=keep)
+    y = tp.load(K[t, 0:BHK, 0:BHALF, 0:2], layout=lk).to(tp.f32)
+    yp = tp.sum(y, axis=2, keepdims=True) - y
+    tp.assert_tag(yp, lambda t: (t[0][1] == t[1][1] and t[0][2] == t[1][2] and t[0][3] == t[1][3]),
+                  message="GPT-J pairs, k")
+    tp.store(KO[t, 0:BHK, 0:BHALF, 0:2], y * cos + yp * sin, mask=keep)
+
+
+# ---------------------------------------------------------------- f32 variants, launch helpers, references
+
+
+def _f32(kernel, skip=()):
+    """The same kernel with every bf16 tensor parameter retyped to f32."""
+    from tilepy.language import TensorSpec
+
+    return kernel.retyped(**{n: tp.Tensor[(tp.f32, *s.shape)] for n, s, _ in kernel.params
+                             if isinstance(s, TensorSpec) and s.dtype == tp.bf16 and n not in skip})
+
+
+KERNELS = {
+    "silu_and_mul": {tp.bf16: silu_and_mul, tp.f32: _f32(silu_and_mul)},
+    "fused_add_rmsnorm": {tp.bf16: fused_add_rmsnorm, tp.f32: _f32(fused_add_rmsnorm)},
+    "layer_norm": {tp.bf16: layer_norm, tp.f32: _f32(layer_norm)},
+    "merge_attn_states_lse": {tp.bf16: merge_attn_states_lse, tp.f32: _f32(merge_attn_states_lse)},
+    "rotary_neox": {tp.bf16: rotary_neox, tp.f32: _f32(rotary_neox)},
+    "rotary_gptj": {tp.bf16: rotary_gptj, tp.f32: _f32(rotary_gptj)},
+}
+
+
+def _dtype(x):
+    from tilepy.dtypes import from_any
+
+    d = from_any(x.dtype)
+    if d not in (tp.bf16, tp.f32):
+        raise TypeError(f"llm_ops take bf16 or f32 tensors, not {x.dtype}")
+    return d
+
+
+def _pow2(n, lo=16):
+    return max(lo, 1 << (int(n) - 1).bit_length())
+
+
+def _row_block(n):
+    if n > 16384:
+        raise ValueError(f"rows of {n} elements do not fit one block's registers (at most 16384): split the row")
+    return _pow2(n)
+
+
+def _rows(m):
+    """Launch `m` rows (grid y is at most 65535): yields (first row, count)."""
+    for r0 in range(0, int(m), 65535):
+        yield r0, min(65535, int(m) - r0)
+
+
+def launch_silu_and_mul(x, y, BLOCK=2048, **kw):
+    """y[m, :] = silu(x[m, :d]) * x[m, d:] for x of shape (M, 2d) and y (M, d)."""
+    m, d = y.shape
+    if tuple(x.shape) != (m, 2 * d):
+        raise ValueError(f"silu_and_mul: x must be (M, 2d) = ({m}, {2 * d}) for y of shape {tuple(y.shape)}, "
+                         f"got {tuple(x.shape)}")
+    k = KERNELS["silu_and_mul"][_dtype(x)]
+    block = min(BLOCK, _pow2(d, 128))
+    x3 = x.reshape(m, 2, d)
+    for r0, n in _rows(m):
+        k[(tp.cdiv(d, block), n)](x3[r0:r0 + n], y[r0:r0 + n], BLOCK=block, **kw)
+
+
+def launch_fused_add_rmsnorm(x, residual, w, y, residual_out, eps=1e-6, **kw):
+    """residual_out = x + residual; y = rmsnorm(residual_out) * w (y/residual_out may be x/residual)."""
+    k = KERNELS["fused_add_rmsnorm"][_dtype(x)]
+    return k[(x.shape[0],)](x, residual, w, y, residual_out, eps, BLOCK_N=_row_block(x.shape[1]), **kw)
+
+
+def launch_layer_norm(x, w, b, y, eps=1e-5, **kw):
+    k = KERNELS["layer_norm"][_dtype(x)]
+    return k[(x.shape[0],)](x, w, b, y, eps, BLOCK_N=_row_block(x.shape[1]), **kw)
+
+
+def launch_merge_attn_states_lse(po, pl, so, sl, o, ol, BR=None, **kw):
+    """Partial outputs (T, H, D) with their log-sum-exps (T, H), f32; writes o (T, H, D) and ol (T, H)."""
+    t, h, d = po.shape
+    k = KERNELS["merge_attn_states_lse"][_dtype(po)]
+    bd = _pow2(d, 8)
+    br = BR or max(1, 2048 // bd)
+    r = t * h
+    return k[(tp.cdiv(r, br),)](po.reshape(r, d), pl.reshape(r), so.reshape(r, d), sl.reshape(r),
+                                o.reshape(r, d), ol.reshape(r), BR=br, BD=bd, **kw)
+
+
+def launch_rotary(positions, q, k, cos_sin_cache, head_size, is_neox=True, q_out=None, k_out=None, **kw):
+    """Rotary embedding of q (T, HQ * head_size) and k (T, HK * head_size), in place unless q_out/k_out are
+    given; cos_sin_cache (max_position, rot_dim) f32 holds cos then sin of the rot_dim / 2 angles."""
+    t = q.shape[0]
+    rot = int(cos_sin_cache.shape[1])
+    if rot % 2 or rot > head_size:
+        raise ValueError(f"rotary: the cache's rot_dim {rot} must be even and at most head_size {head_size}")
+    half = rot // 2
+    hq, hk = q.shape[-1] // head_size if q.ndim == 2 else q.shape[1], k.shape[-1] // head_size if k.ndim == 2 \
+        else k.shape[1]
+    q_out = q if q_out is None else q_out
+    k_out = k if k_out is None else k_out
+    style = "rotary_neox" if is_neox else "rotary_gptj"
+    kern = KERNELS[style][_dtype(q)]
+    c = dict(HALF=half, BHALF=_pow2(half, 4), BHQ=_pow2(hq, 1), BHK=_pow2(hk, 1))
+    shape = (lambda a, h: a.reshape(t, h, head_size)) if is_neox else (
+        lambda a, h: a.reshape(t, h, head_size // 2, 2))
+    return kern[(t,)](positions, shape(q, hq), shape(k, hk), cos_sin_cache, shape(q_out, hq), shape(k_out, hk),
+                      **c, **kw)
+
+
+def _f64(a):
+    import torch
+
+    if isinstance(a, torch.Tensor):
+        return a.detach().cpu().double().numpy()
+    return np.asarray(a, np.float64)
+
+
+def ref_silu_and_mul(x):
+    x = _f64(x)
+    d = x.shape[1] // 2
+    g = x[:, :d]
+    return g / (1 + np.exp(-g)) * x[:, d:]
+
+
+def ref_fused_add_rmsnorm(x, residual, w, eps=1e-6, round_residual=None):
+    """(y, residual_out) in float64; `round_residual` (e.g. to bf16) models the residual's dtype."""
+    r = _f64(x) + _f64(residual)
+    if round_residual is not None:
+        r = _f64(round_residual(r))
+    return r / np.sqrt((r * r).mean(axis=1, keepdims=True) + eps) * _f64(w), r
+
+
+def ref_layer_norm(x, w, b, eps=1e-5):
+    x = _f64(x)
+    mu = x.mean(axis=1, keepdims=True)
+    var = ((x - mu) ** 2).mean(axis=1, keepdims=True)
+    return (x - mu) / np.sqrt(var + eps) * _f64(w) + _f64(b)
+
+
+def ref_merge_attn_states_lse(po, pl, so, sl):
+    po, pl, so, sl = _f64(po), _f64(pl), _f64(so), _f64(sl)
+    m = np.maximum(np.maximum(pl, sl), -3e38)
+    pe, se = np.exp(pl - m), np.exp(sl - m)
+    tot = pe + se
+    with np.errstate(divide="ignore"):
+        lse = np.log(tot) + m
+    inv = 1 / np.maximum(tot, 1.0)
+    return po * (pe * inv)[..., None] + so * (se * inv)[..., None], lse
+
+
+def ref_rotary(positions, q, k, cos_sin_cache, head_size, is_neox=True):
+    """(q, k) rotated, float64, shaped as given."""
+    pos = np.asarray(_f64(positions), np.int64)
+    cs = _f64(cos_sin_cache)
+    half = cs.shape[1] // 2
+    cos, sin = cs[pos, :half][:, None, :], cs[pos, half:][:, None, :]
+
+    def rot(a):
+        a = _f64(a)
+        t = a.shape[0]
+        a = a.reshape(t, -1, head_size).copy()
+        if is_neox:
+            x1, x2 = a[..., :half].copy(), a[..., half:2 * half].copy()
+            a[..., :half], a[..., half:2 * half] = x1 * cos - x2 * sin, x2 * cos + x1 * sin
+        else:
+            x1, x2 = a[..., 0:2 * half:2].copy(), a[..., 1:2 * half:2].copy()
+            a[..., 0:2 * half:2], a[..., 1:2 * half:2] = x1 * cos - x2 * sin, x2 * cos + x1 * sin
+        return a.reshape(t, -1)
+
+    return rot(q), rot(k)

@@ -1,0 +1,169 @@
+"""The fused LLM ops (stdlib_kernels/llm_ops.py) on the CPU interpreter against float64 references, on ragged
+sizes (rows not multiples of the tiles, partial rotary, odd head counts), bf16 and f32; outputs poisoned with NaN
+so an unwritten element fails. The tag assertions are proved by the verifier, fast, and a broken pairing in the
+same kernel source is caught."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+import torch
+
+import tilepy_verify as tv
+from stdlib_kernels import llm_ops as L
+
+# bf16 outputs are rounded once (relative error up to 2^-9 per element, ~2^-10 in norm); f32 ones agree to ~1e-7
+TOL = {torch.bfloat16: 4e-3, torch.float32: 1e-6}
+DTYPES = [torch.bfloat16, torch.float32]
+
+
+def rel(out, ref) -> float:
+    out, ref = L._f64(out), np.asarray(ref, np.float64)
+    assert np.isfinite(out).all(), "NaN/inf in the output (an element not written?)"
+    return float(np.linalg.norm(out - ref) / max(np.linalg.norm(ref), 1e-30))
+
+
+def nan_like(x):
+    return torch.full_like(x, float("nan"))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("m,d", [(1, 1), (3, 300), (2, 2048), (5, 2049)])
+def test_silu_and_mul(dtype, m, d):
+    g = torch.Generator().manual_seed(m * 7919 + d)
+    x = (torch.randn(m, 2 * d, generator=g) * 2).to(dtype)
+    y = torch.full((m, d), float("nan"), dtype=dtype)
+    L.launch_silu_and_mul(x, y)
+    assert rel(y, L.ref_silu_and_mul(x)) < TOL[dtype]
+
+
+def test_silu_and_mul_shape_error():
+    with pytest.raises(ValueError, match=r"\(M, 2d\)"):
+        L.launch_silu_and_mul(torch.zeros(2, 10), torch.zeros(2, 4))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("m,n", [(1, 1), (3, 700), (2, 1024), (4, 1025)])
+def test_fused_add_rmsnorm(dtype, m, n):
+    g = torch.Generator().manual_seed(m * 31 + n)
+    x, r = (torch.randn(m, n, generator=g).to(dtype) for _ in range(2))
+    w = torch.randn(n, generator=g).to(dtype)
+    y, ro = nan_like(x), nan_like(x)
+    L.launch_fused_add_rmsnorm(x, r, w, y, ro, 1e-6)
+    ref_y, ref_r = L.ref_fused_add_rmsnorm(x, r, w, 1e-6, round_residual=lambda a: torch.from_numpy(a).to(dtype))
+    assert rel(ro, ref_r) == 0.0                      # the residual is x + residual rounded once to its dtype
+    assert rel(y, ref_y) < TOL[dtype]
+
+
+def test_fused_add_rmsnorm_in_place():
+    """vLLM's convention: x becomes the normalized output, residual the sum."""
+    g = torch.Generator().manual_seed(5)
+    x, r, w = torch.randn(3, 500, generator=g), torch.randn(3, 500, generator=g), torch.randn(500, generator=g)
+    ref_y, ref_r = L.ref_fused_add_rmsnorm(x, r, w, 1e-5)
+    L.launch_fused_add_rmsnorm(x, r, w, x, r, 1e-5)
+    assert rel(x, ref_y) < 1e-6 and rel(r, ref_r) < 1e-7
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("m,n", [(1, 1), (3, 700), (2, 4096), (4, 33)])
+def test_layer_norm(dtype, m, n):
+    g = torch.Generator().manual_seed(m * 17 + n)
+    x = (torch.randn(m, n, generator=g) * 3 + 1.5).to(dtype)            # a mean far from 0
+    w, b = torch.randn(n, generator=g).to(dtype), torch.randn(n, generator=g).to(dtype)
+    y = nan_like(x)
+    L.launch_layer_norm(x, w, b, y, 1e-5)
+    ref = L.ref_layer_norm(x, w, b, 1e-5)
+    assert rel(y, ref) < TOL[dtype]               # n == 1: the centred row is 0, the output the bias alone
+    torch.testing.assert_close(torch.from_numpy(ref), torch.nn.functional.layer_norm(
+        x.double(), (n,), w.double(), b.double(), 1e-5), rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("t,h,d", [(3, 5, 100), (1, 1, 128), (4, 3, 64), (2, 7, 8)])
+def test_merge_attn_states_lse(dtype, t, h, d):
+    g = torch.Generator().manual_seed(t * 100 + h * 10 + d)
+    po, so = torch.randn(t, h, d, generator=g).to(dtype), torch.randn(t, h, d, generator=g).to(dtype)
+    pl, sl = torch.randn(t, h, generator=g) * 4, torch.randn(t, h, generator=g) * 4
+    pl.view(-1)[0] = float("-inf")                                  # an empty prefix
+    if t * h > 2:
+        pl.view(-1)[2] = sl.view(-1)[2] = float("-inf")              # both empty: 0, lse -inf
+    o, ol = nan_like(po), torch.full_like(pl, float("nan"))
+    L.launch_merge_attn_states_lse(po, pl, so, sl, o, ol)
+    ref_o, ref_l = L.ref_merge_attn_states_lse(po, pl, so, sl)
+    assert rel(o, ref_o) < TOL[dtype]
+    finite = np.isfinite(ref_l)
+    assert np.array_equal(np.isfinite(ol.numpy()), finite)
+    np.testing.assert_allclose(ol.numpy()[finite], ref_l[finite], rtol=1e-6, atol=1e-6)
+    # against the definition, with torch's logaddexp
+    torch.testing.assert_close(torch.from_numpy(ref_l)[torch.from_numpy(finite)],
+                               torch.logaddexp(pl.double(), sl.double())[torch.from_numpy(finite)])
+
+
+@pytest.mark.parametrize("neox", [True, False])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("t,hq,hk,hs,rot", [(5, 4, 2, 64, 64), (3, 6, 1, 64, 32), (2, 3, 3, 128, 128),
+                                            (4, 2, 1, 80, 80), (1, 1, 1, 16, 8)])
+def test_rotary(neox, dtype, t, hq, hk, hs, rot):
+    g = torch.Generator().manual_seed(t * 1000 + hq * 100 + hs + rot)
+    pos = torch.randint(0, 40, (t,), generator=g)
+    ang = torch.rand(40, rot // 2, generator=g, dtype=torch.float64) * 6.3
+    cs = torch.cat([ang.cos(), ang.sin()], dim=1).float()
+    q, k = torch.randn(t, hq * hs, generator=g).to(dtype), torch.randn(t, hk * hs, generator=g).to(dtype)
+    ref_q, ref_k = L.ref_rotary(pos, q, k, cs, hs, neox)
+    qo, ko = torch.full_like(q, float("nan")), torch.full_like(k, float("nan"))
+    L.launch_rotary(pos, q, k, cs, hs, neox, q_out=qo, k_out=ko)
+    # columns past rot_dim are not written to q_out: compare the rotated part, then check in place
+    rq = qo.reshape(t, hq, hs)[..., :rot]
+    assert rel(rq, ref_q.reshape(t, hq, hs)[..., :rot]) < TOL[dtype]
+    assert rel(ko.reshape(t, hk, hs)[..., :rot], ref_k.reshape(t, hk, hs)[..., :rot]) < TOL[dtype]
+    L.launch_rotary(pos, q, k, cs, hs, neox)                          # in place: the rest stays as it was
+    assert rel(q, ref_q) < TOL[dtype] and rel(k, ref_k) < TOL[dtype]
+
+
+def test_rotary_styles_differ():
+    """The two styles pair different elements: each one's reference disagrees with the other's kernel."""
+    g = torch.Generator().manual_seed(1)
+    pos = torch.arange(3)
+    ang = torch.rand(3, 8, generator=g, dtype=torch.float64) * 3 + 0.5
+    cs = torch.cat([ang.cos(), ang.sin()], dim=1).float()
+    q, k = torch.randn(3, 16, generator=g), torch.randn(3, 16, generator=g)
+    gq, gk = q.clone(), k.clone()
+    L.launch_rotary(pos, gq, gk, cs, 16, is_neox=False)
+    assert rel(gq, L.ref_rotary(pos, q, k, cs, 16, False)[0]) < 1e-6
+    assert rel(gq, L.ref_rotary(pos, q, k, cs, 16, True)[0]) > 0.1
+
+
+KERNEL_NAMES = ["silu_and_mul", "fused_add_rmsnorm", "layer_norm", "merge_attn_states_lse", "rotary_neox",
+                "rotary_gptj"]
+
+
+@pytest.mark.parametrize("name", KERNEL_NAMES)
+def test_verifies_clean_and_fast(name):
+    kernel = L.KERNELS[name][L.tp.bf16]
+    kernel._cache.clear()
+    t0 = time.perf_counter()
+    report = tv.verify(kernel)
+    assert report.ok and not report.errors, str(report)
+    assert time.perf_counter() - t0 < 2.0
+    assert report.stats["queries"] > 0
+
+
+def test_broken_pairing_is_caught(tmp_path):
+    """The neox kernel with its second half read one column off (x2 at j + 1 instead of j + HALF) fails its
+    pairing assertion: the assertions are not vacuous."""
+    import importlib.util
+    from pathlib import Path
+
+    src = Path(L.__file__).read_text()
+    good = "x2 = tp.load(Q[t, 0:BHQ, HALF:HALF + BHALF])"
+    assert good in src
+    path = tmp_path / "broken_llm_ops.py"
+    path.write_text(src.replace(good, "x2 = tp.load(Q[t, 0:BHQ, 1:1 + BHALF])"))
+    spec = importlib.util.spec_from_file_location("broken_llm_ops", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    report = tv.verify(mod.rotary_neox)
+    assert not report.ok
+    assert any("neox pairs, q" in str(f) for f in report.errors), str(report)
