@@ -62,7 +62,8 @@ def attention_fwd(Q: tp.Tensor[tp.bf16, "BH", "SQ", "D"], K: tp.Tensor[tp.bf16, 
                   V: tp.Tensor[tp.bf16, "BHKV", "SKV", "D"], O: tp.Tensor[tp.bf16, "BH", "SQ", "D"],
                   LSE: tp.Tensor[tp.f32, "BH", "SQ"], scale_log2: tp.f32,
                   HEAD_DIM: tp.constexpr = 128, BN: tp.constexpr = 128, STAGES: tp.constexpr = 2,
-                  CONSUMERS: tp.constexpr = 2, CAUSAL: tp.constexpr = False, GROUP: tp.constexpr = 1):
+                  CONSUMERS: tp.constexpr = 2, CAUSAL: tp.constexpr = False, GROUP: tp.constexpr = 1,
+                  PRODUCER_REGS: tp.constexpr = 24, CONSUMER_REGS: tp.constexpr = 240):
     BM = 64 * CONSUMERS
     DP = HEAD_DIM // 64                 # 64-column pieces of the head dimension
     SW = tp.Swizzle(3, 3, 3)
@@ -97,6 +98,7 @@ def attention_fwd(Q: tp.Tensor[tp.bf16, "BH", "SQ", "D"], K: tp.Tensor[tp.bf16, 
     tp.tag(V, lambda b, j, d: ("V", b, j, d))
     rounds = tp.cdiv(n_blocks, STAGES)  # round r uses every stage once: key tile j = r * STAGES + s
     if tp.warpgroup_id() == 0:          # producer warpgroup: one thread issues the bulk tensor copies
+        tp.schedule(maxnreg=PRODUCER_REGS)   # registers move to the consumers (setmaxnreg)
         for p in tp.static_range(DP):
             tp.copy_bulk(Q[bh, m0:m0 + BM, p * 64:(p + 1) * 64], q_s[p], qbar)
         tp.mbarrier_arrive(qbar)
@@ -111,6 +113,7 @@ def attention_fwd(Q: tp.Tensor[tp.bf16, "BH", "SQ", "D"], K: tp.Tensor[tp.bf16, 
                     tp.copy_bulk(V[kvh, j * BN:(j + 1) * BN, 0:HEAD_DIM], v_s[s], full[s])
                     tp.mbarrier_arrive(full[s])
     else:                               # consumer warpgroups: 64 query rows each
+        tp.schedule(maxnreg=CONSUMER_REGS)
         o = tp.zeros((BM, HEAD_DIM), tp.f32, layout=ACC_O)
         m_i = tp.full((BM,), NEG, layout=row_layout(CONSUMERS))     # running row max (log2 units)
         l_i = tp.zeros((BM,), tp.f32, layout=row_layout(CONSUMERS))   # running row sum
@@ -127,8 +130,9 @@ def attention_fwd(Q: tp.Tensor[tp.bf16, "BH", "SQ", "D"], K: tp.Tensor[tp.bf16, 
                     sc = sc * scale_log2
                     if j >= n_full:                          # the keys' end or the diagonal crosses this tile
                         cols = (j * BN + tp.arange(BN))[None, :]
-                        if CAUSAL:
-                            sc = tp.where((cols < seq_k) & (cols <= (m0 + tp.arange(BM))[:, None]), sc, float("-inf"))
+                        if CAUSAL:  # (sc first: the sum keeps the accumulator's layout, no registers move)
+                            sc = sc + tp.where((cols < seq_k) & (cols <= (m0 + tp.arange(BM))[:, None]), 0.0,
+                                               float("-inf"))
                         else:
                             sc = tp.where(cols < seq_k, sc, float("-inf"))
                     m_new = tp.maximum(m_i, tp.max(sc, axis=1))

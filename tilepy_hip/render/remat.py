@@ -61,7 +61,8 @@ class RematOps:
         remat, versions, loops = self._remat_state()
         versions[name] = versions.get(name, 0) + 1
         remat.pop(name, None)
-        if isinstance(getattr(value, "type", None), RegType) and _cheap(value):
+        # `x = f(x)` reads the value it replaces: it cannot be recomputed later, when only the new x exists
+        if isinstance(getattr(value, "type", None), RegType) and _cheap(value) and name not in _names(value):
             deps = _names(value) | {name}
             remat[name] = Definition(value, {d: versions.get(d, 0) for d in deps}, len(loops))
 
