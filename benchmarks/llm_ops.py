@@ -1,0 +1,201 @@
+"""Fused LLM ops (stdlib_kernels/llm_ops.py) against torch eager and torch.compile, in one run, bf16.
+
+    python benchmarks/llm_ops.py [--quick] [--out DIR]
+
+Each op moves a known number of bytes (every tensor it must read and write, once); the figure is achieved
+bandwidth as a share of a device-to-device copy measured in the same run, and the time ratio to each peer.
+Inputs are random; each output is checked against float64 first; timings are medians of CUDA-event-timed
+batches after a warm-up (benchmarks/run.py's `timeit`). Writes <out>/llm_ops-<device>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import tilepy_hip  # noqa: E402
+from benchmarks.run import timeit  # noqa: E402
+from stdlib_kernels import llm_ops as L  # noqa: E402
+
+
+def rel(a, b) -> float:
+    a, b = a.double(), b.double()
+    return float((a - b).norm() / b.norm())
+
+
+# ---- the peers: the same math in torch (eager, and compiled by torch.compile)
+
+
+def t_silu_and_mul(x):
+    d = x.shape[1] // 2
+    return F.silu(x[:, :d]) * x[:, d:]
+
+
+def t_fused_add_rmsnorm(x, r, w, eps: float = 1e-6):
+    r = x + r
+    return F.rms_norm(r, (r.shape[1],), w, eps), r
+
+
+def t_layer_norm(x, w, b, eps: float = 1e-5):
+    return F.layer_norm(x, (x.shape[1],), w, b, eps)
+
+
+def t_merge(po, pl, so, sl):
+    m = torch.maximum(torch.maximum(pl, sl), torch.tensor(-3e38, device=pl.device))
+    pe, se = torch.exp(pl - m), torch.exp(sl - m)
+    tot = pe + se
+    inv = 1 / torch.clamp(tot, min=1.0)
+    o = po.float() * (pe * inv)[..., None] + so.float() * (se * inv)[..., None]
+    return o.to(po.dtype), torch.log(tot) + m
+
+
+def t_rotary_neox(pos, q, k, cs, head_size: int):
+    half = cs.shape[1] // 2
+    c, s = cs[pos, :half][:, None, :], cs[pos, half:][:, None, :]
+
+    def rot(a):
+        a = a.view(a.shape[0], -1, head_size).float()
+        x1, x2 = a[..., :half], a[..., half:2 * half]
+        return torch.cat([x1 * c - x2 * s, x2 * c + x1 * s, a[..., 2 * half:]], dim=-1)
+
+    return rot(q).to(q.dtype), rot(k).to(k.dtype)
+
+
+def t_rotary_gptj(pos, q, k, cs, head_size: int):
+    half = cs.shape[1] // 2
+    c, s = cs[pos, :half][:, None, :], cs[pos, half:][:, None, :]
+
+    def rot(a):
+        a = a.view(a.shape[0], -1, head_size).float()
+        x1, x2 = a[..., 0:2 * half:2], a[..., 1:2 * half:2]
+        r = torch.stack([x1 * c - x2 * s, x2 * c + x1 * s], dim=-1).flatten(-2)
+        return torch.cat([r, a[..., 2 * half:]], dim=-1)
+
+    return rot(q).to(q.dtype), rot(k).to(k.dtype)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="smaller sizes (a smoke test)")
+    ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile peer")
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
+    args = ap.parse_args(argv)
+    dev = torch.device("cuda")
+    props = torch.cuda.get_device_properties(dev)
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", props.name).strip("_")
+    s = 8 if args.quick else 1
+    res = {"device": props.name, "sms": props.multi_processor_count, "torch": torch.__version__,
+           "tilepy_hip": tilepy_hip.__version__, "toolchain": tilepy_hip.toolchain_info()["nvidia"],
+           "time": time.strftime("%Y-%m-%d %H:%M:%S"), "dtype": "bf16", "results": {}}
+    out = res["results"]
+    g = torch.Generator(device=dev).manual_seed(int.from_bytes(os.urandom(4), "little"))
+    bf = torch.bfloat16
+
+    def rn(*shape, dtype=bf):
+        return torch.randn(*shape, device=dev, generator=g).to(dtype)
+
+    n = (1 << 28) // s
+    src = torch.randn(n, device=dev, generator=g)
+    dst = torch.empty_like(src)
+    copy_bw = 2 * n * 4 / timeit(lambda: dst.copy_(src))
+    out["d2d_copy"] = {"bytes": 2 * n * 4, "GBps": copy_bw / 1e9}
+    del src, dst
+
+    def row(key, shape, nbytes, ours, eager, compiled, err):
+        t = timeit(ours)
+        te = timeit(eager)
+        r = {"shape": shape, "bytes": nbytes, "seconds": t, "GBps": nbytes / t / 1e9,
+             "fraction_of_copy": nbytes / t / copy_bw, "eager_seconds": te, "speedup_vs_eager": te / t,
+             "rel_err_vs_f64": err}
+        if compiled is not None:
+            tc = timeit(compiled)
+            r.update(compile_seconds=tc, speedup_vs_compile=tc / t)
+        out[key] = r
+        print(f"{key:24s} {t * 1e6:9.1f} us {r['GBps']:7.0f} GB/s {r['fraction_of_copy']:6.1%} of copy; "
+              f"eager {te / t:5.2f}x" + (f", compile {r['speedup_vs_compile']:5.2f}x" if compiled else "")
+              + f"; rel err {err:.1e}", flush=True)
+
+    def comp(fn):
+        return None if args.no_compile else torch.compile(fn, dynamic=False)
+
+    # silu_and_mul: Mixtral's ffn (d = 14336) over 8192 tokens
+    m, d = 8192 // s, 14336
+    x = rn(m, 2 * d)
+    y = torch.empty(m, d, device=dev, dtype=bf)
+    L.launch_silu_and_mul(x, y)
+    err = rel(y, t_silu_and_mul(x.double()))
+    cf = comp(t_silu_and_mul)
+    row("silu_and_mul", [m, d], 3 * m * d * 2, lambda: L.launch_silu_and_mul(x, y), lambda: t_silu_and_mul(x),
+        cf and (lambda: cf(x)), err)
+    del x, y
+
+    # fused_add_rmsnorm and layer norm: 32768 rows of 4096
+    m, k = 32768 // s, 4096
+    x, r, w, b = rn(m, k), rn(m, k), rn(k), rn(k)
+    y, ro = torch.empty_like(x), torch.empty_like(x)
+    L.launch_fused_add_rmsnorm(x, r, w, y, ro, 1e-6)
+    rd = (x.double() + r.double()).to(bf).double()
+    err = max(rel(y, F.rms_norm(rd, (k,), w.double(), 1e-6)), rel(ro, rd))
+    cf = comp(t_fused_add_rmsnorm)
+    row("fused_add_rmsnorm", [m, k], 4 * m * k * 2 + k * 2, lambda: L.launch_fused_add_rmsnorm(x, r, w, y, ro, 1e-6),
+        lambda: t_fused_add_rmsnorm(x, r, w), cf and (lambda: cf(x, r, w)), err)
+    L.launch_layer_norm(x, w, b, y, 1e-5)
+    err = rel(y, F.layer_norm(x.double(), (k,), w.double(), b.double(), 1e-5))
+    cf = comp(t_layer_norm)
+    row("layer_norm", [m, k], 2 * m * k * 2 + 2 * k * 2, lambda: L.launch_layer_norm(x, w, b, y, 1e-5),
+        lambda: t_layer_norm(x, w, b), cf and (lambda: cf(x, w, b)), err)
+    del x, r, y, ro
+
+    # merge_attn_states_lse: 16384 tokens x 32 heads x 128
+    t, h, hd = 16384 // s, 32, 128
+    po, so = rn(t, h, hd), rn(t, h, hd)
+    pl, sl = rn(t, h, dtype=torch.float32) * 3, rn(t, h, dtype=torch.float32) * 3
+    o, ol = torch.empty_like(po), torch.empty_like(pl)
+    L.launch_merge_attn_states_lse(po, pl, so, sl, o, ol)
+    ro_, rl = t_merge(po.double(), pl.double(), so.double(), sl.double())
+    err = max(rel(o, ro_), rel(ol, rl))
+    cf = comp(t_merge)
+    row("merge_attn_states_lse", [t, h, hd], 3 * t * h * hd * 2 + 3 * t * h * 4,
+        lambda: L.launch_merge_attn_states_lse(po, pl, so, sl, o, ol), lambda: t_merge(po, pl, so, sl),
+        cf and (lambda: cf(po, pl, so, sl)), err)
+    del po, so, o
+
+    # rotary: 32768 tokens, 32 q heads, 8 k heads, head 128, cache of 32768 positions
+    t, hq, hk, hs = 32768 // s, 32, 8, 128
+    pos = torch.randint(0, t, (t,), device=dev, generator=g)
+    ang = torch.rand(t, hs // 2, device=dev, generator=g, dtype=torch.float64) * 6.3
+    cs = torch.cat([ang.cos(), ang.sin()], dim=1).float()
+    q, kk = rn(t, hq * hs), rn(t, hk * hs)
+    nbytes = 2 * t * (hq + hk) * hs * 2 + t * 8 + t * hs * 4
+    for style, fn in (("neox", t_rotary_neox), ("gptj", t_rotary_gptj)):
+        neox = style == "neox"
+        q2, k2 = q.clone(), kk.clone()
+        L.launch_rotary(pos, q2, k2, cs, hs, neox)
+        rq, rk = fn(pos, q.double(), kk.double(), cs.double(), hs)
+        err = max(rel(q2, rq), rel(k2, rk))
+        cf = comp(fn)
+        row(f"rotary_{style}", [t, hq, hk, hs], nbytes,
+            lambda q2=q2, k2=k2, neox=neox: L.launch_rotary(pos, q2, k2, cs, hs, neox),
+            lambda fn=fn: fn(pos, q, kk, cs, hs), cf and (lambda cf=cf: cf(pos, q, kk, cs, hs)), err)
+
+    print(f"device: {props.name}; copy {copy_bw / 1e9:.0f} GB/s")
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    path = Path(args.out) / f"llm_ops-{name}{'-quick' if args.quick else ''}.json"
+    path.write_text(json.dumps(res, indent=1))
+    print("results in", path)
+    return res
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,124 @@
+"""The fused LLM ops (stdlib_kernels/llm_ops.py) on the GPU through tilepy_hip, on fresh random inputs with
+ragged sizes, against float64 references and (small sizes) the CPU interpreter. Outputs are poisoned with NaN
+first, so an element the kernel forgets to write fails the test. Skips without a GPU."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed")
+if not torch.cuda.is_available():
+    pytest.skip(
+        "no CUDA GPU here (torch.cuda.is_available() is False): GPU tests need the device machine",
+        allow_module_level=True,
+    )
+
+from stdlib_kernels import llm_ops as L  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+DEV = torch.device("cuda")
+TOL = {torch.bfloat16: 4e-3, torch.float32: 1e-6}
+DTYPES = [torch.bfloat16, torch.float32]
+
+
+def _gen(request):
+    seed = abs(hash(request.node.nodeid)) % 2**31 + int.from_bytes(os.urandom(2), "little")
+    return torch.Generator().manual_seed(seed)
+
+
+def rel(out, ref) -> float:
+    out, ref = L._f64(out), np.asarray(L._f64(ref), np.float64)
+    assert np.isfinite(out).all(), "NaN/inf in the output (an element not written?)"
+    return float(np.linalg.norm(out - ref) / max(np.linalg.norm(ref), 1e-30))
+
+
+def nan(shape, dtype):
+    return torch.full(shape, float("nan"), dtype=dtype, device=DEV)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("m,d", [(1, 1), (37, 1000), (8, 14336), (3, 2049)])
+def test_silu_and_mul(dtype, m, d, request):
+    x = (torch.randn(m, 2 * d, generator=_gen(request)) * 2).to(dtype)
+    y = nan((m, d), dtype)
+    L.launch_silu_and_mul(x.to(DEV), y)
+    torch.cuda.synchronize()
+    assert rel(y, L.ref_silu_and_mul(x)) < TOL[dtype]
+    if m * d <= 4000:
+        yi = torch.full((m, d), float("nan"), dtype=dtype)
+        L.launch_silu_and_mul(x, yi)
+        assert rel(y, yi) < TOL[dtype] / 4
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("m,n", [(1, 1), (19, 700), (64, 4096), (3, 8193)])
+def test_fused_add_rmsnorm(dtype, m, n, request):
+    g = _gen(request)
+    x, r = torch.randn(m, n, generator=g).to(dtype), torch.randn(m, n, generator=g).to(dtype)
+    w = torch.randn(n, generator=g).to(dtype)
+    y, ro = nan((m, n), dtype), nan((m, n), dtype)
+    L.launch_fused_add_rmsnorm(x.to(DEV), r.to(DEV), w.to(DEV), y, ro, 1e-6)
+    torch.cuda.synchronize()
+    ref_y, ref_r = L.ref_fused_add_rmsnorm(x, r, w, 1e-6, round_residual=lambda a: torch.from_numpy(a).to(dtype))
+    assert rel(ro, ref_r) == 0.0
+    assert rel(y, ref_y) < TOL[dtype]
+    xd, rd = x.to(DEV), r.to(DEV)                     # in place, as vLLM calls it
+    L.launch_fused_add_rmsnorm(xd, rd, w.to(DEV), xd, rd, 1e-6)
+    torch.cuda.synchronize()
+    assert torch.equal(xd, y) and torch.equal(rd, ro)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("m,n", [(1, 1), (19, 700), (64, 4096), (5, 33)])
+def test_layer_norm(dtype, m, n, request):
+    g = _gen(request)
+    x = (torch.randn(m, n, generator=g) * 3 + 1.5).to(dtype)
+    w, b = torch.randn(n, generator=g).to(dtype), torch.randn(n, generator=g).to(dtype)
+    y = nan((m, n), dtype)
+    L.launch_layer_norm(x.to(DEV), w.to(DEV), b.to(DEV), y, 1e-5)
+    torch.cuda.synchronize()
+    assert rel(y, L.ref_layer_norm(x, w, b, 1e-5)) < TOL[dtype]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("t,h,d", [(37, 5, 100), (1, 1, 128), (300, 32, 128), (4, 3, 64)])
+def test_merge_attn_states_lse(dtype, t, h, d, request):
+    g = _gen(request)
+    po, so = torch.randn(t, h, d, generator=g).to(dtype), torch.randn(t, h, d, generator=g).to(dtype)
+    pl, sl = torch.randn(t, h, generator=g) * 4, torch.randn(t, h, generator=g) * 4
+    pl.view(-1)[0] = float("-inf")
+    if t * h > 2:
+        pl.view(-1)[2] = sl.view(-1)[2] = float("-inf")
+    o, ol = nan((t, h, d), dtype), nan((t, h), torch.float32)
+    L.launch_merge_attn_states_lse(po.to(DEV), pl.to(DEV), so.to(DEV), sl.to(DEV), o, ol)
+    torch.cuda.synchronize()
+    ref_o, ref_l = L.ref_merge_attn_states_lse(po, pl, so, sl)
+    assert rel(o, ref_o) < TOL[dtype]
+    olc = ol.cpu().numpy()
+    finite = np.isfinite(ref_l)
+    assert np.array_equal(np.isfinite(olc), finite)
+    np.testing.assert_allclose(olc[finite], ref_l[finite], rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("neox", [True, False])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("t,hq,hk,hs,rot", [(37, 32, 8, 128, 128), (5, 6, 1, 64, 32), (3, 3, 3, 80, 80),
+                                            (1, 1, 1, 16, 8)])
+def test_rotary(neox, dtype, t, hq, hk, hs, rot, request):
+    g = _gen(request)
+    pos = torch.randint(0, 4096, (t,), generator=g)
+    ang = torch.rand(4096, rot // 2, generator=g, dtype=torch.float64) * 6.3
+    cs = torch.cat([ang.cos(), ang.sin()], dim=1).float()
+    q, k = torch.randn(t, hq * hs, generator=g).to(dtype), torch.randn(t, hk * hs, generator=g).to(dtype)
+    ref_q, ref_k = L.ref_rotary(pos, q, k, cs, hs, neox)
+    qd, kd = q.to(DEV), k.to(DEV)
+    L.launch_rotary(pos.to(DEV), qd, kd, cs.to(DEV), hs, neox)
+    torch.cuda.synchronize()
+    assert rel(qd, ref_q) < TOL[dtype] and rel(kd, ref_k) < TOL[dtype]
+    if t * hq * hs <= 2000:
+        qi, ki = q.clone(), k.clone()
+        L.launch_rotary(pos, qi, ki, cs, hs, neox)
+        assert rel(qd, qi) < TOL[dtype] / 4 and rel(kd, ki) < TOL[dtype] / 4
