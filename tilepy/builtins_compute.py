@@ -226,7 +226,17 @@ class ComputeRules:
                                cls=KernelTypeError)
             return self.make("tag", NONE, node, target, fn=fn)
         message = self.tr.expr(kw["message"]) if "message" in kw else ""
-        return self.make("assert_tag", NONE, node, target, fn=fn, message=message)
+        at = self.tr.expr(kw["at"]) if "at" in kw else ()
+        at = at if isinstance(at, tuple) else (at,)
+        for x in at:  # integer tiles whose element values follow the tag into the predicate
+            if not (isinstance(x, ir.Expr) and isinstance(x.type, RegType | ScalarType) and x.type.dtype.is_int):
+                raise self.err(node, f"tp.assert_tag(..., at=...) takes integer tiles or scalars, got {_show(x)}",
+                               "at=(i,) with i = i0 + tp.arange(BLOCK): the predicate gets each element's i",
+                               KernelTypeError)
+        if at and len(fn.params) != 1 + len(at):
+            raise self.err(fn_node, f"the predicate takes {len(fn.params)} parameters; with {len(at)} `at` tiles "
+                           f"it takes {1 + len(at)} (the tag, then one value per tile)", cls=KernelTypeError)
+        return self.make("assert_tag", NONE, node, target, *at, fn=fn, message=message)
 
     def tag_fn(self, node: cst.Lambda):
         from .tagfn import build_tag_fn

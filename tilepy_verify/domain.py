@@ -223,6 +223,7 @@ class Assertion:
     fn: object
     target: object  # Reg or MmaOps
     message: str
+    at: tuple = ()  # `at=` tiles: Regs (or UNKNOWN) whose element values are the predicate's further arguments
 
 
 # ------------------------------------------------------------------------------------------ values
@@ -902,9 +903,10 @@ class _Walker:
 
     def eff_assert_tag(self, e, st):
         x = self.expr(e.args[0], st)
+        at = tuple(self.expr(a, st) for a in e.args[1:])
         if self.recording:
             self.A.assertions.append(Assertion(e, e.span, self.point(st, e.span), e.attrs["fn"], x,
-                                               e.attrs.get("message", "")))
+                                               e.attrs.get("message", ""), at))
 
     def op_mma_operands(self, e, st):
         return MmaOps(self.expr(e.args[0], st))

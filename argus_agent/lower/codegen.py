@@ -12,6 +12,7 @@ import math
 
 import torch
 
+from . import tags as lower_tags
 from . import values as vals
 from .core import Pointwise, Reduction
 from .index import Div, IExpr, Mod, Sum, Var, variables
@@ -327,6 +328,7 @@ def render_pointwise(k: Pointwise, kname: str, buffers: dict) -> tuple[str, list
         body.append("i = i0 + tp.arange(BLOCK)")
     body += em.lines
     body.append(f"tp.store({names[k.out.name]}[i0:i0 + BLOCK], {store})")
+    body = lower_tags.annotate_pointwise(body, em, n)
     params, args = _signature(em, k, buffers)
     src = (
         f"@tp.kernel(threads=128)\n"
@@ -416,6 +418,7 @@ def render_reduction(k: Reduction, kname: str, buffers: dict) -> tuple[str, list
     out_dt = k.out.dtype
     res = "res" if vals.compute_dtype(out_dt) == dtype == out_dt else f"res.to({_tp(out_dt)})"
     body.append(f"tp.store({names[k.out.name]}[m0:m0 + BM], {res})")
+    body = lower_tags.annotate_reduction(body, em, M, R)
     params, args = _signature(em, k, buffers)
     src = (
         f"@tp.kernel(threads=128)\n"

@@ -10,7 +10,7 @@ from __future__ import annotations
 from tilepy.symbolic import Var
 
 from ..counterexample import block_of, coord_ranges, dims_of, holder, instance, iteration_of, thread_fields
-from ..domain import MmaOps, Reg
+from ..domain import UNKNOWN, MmaOps, Reg, _intlike
 from ..report import Finding
 from ..tagterms import Alt, Unknown, has_top, predicate, product, show, subst_tag
 from ..vc import AND, NOT, cmp, in_range, subst
@@ -42,6 +42,8 @@ def _meaningless(ctx, a):
     elif not isinstance(a.target, Reg):
         what = "its argument is not a register tile whose tags the verifier follows"
         hint = "assert on a register tile (tp.load the shared tile or view first)"
+    if what is None and a.at:
+        what, hint = _bad_at(a)
     if what is None:
         m, pc = instance(a.point, "@1")
         if ctx.solver.check(pc) is None:
@@ -53,14 +55,57 @@ def _meaningless(ctx, a):
                    a.span, {"detail": what, "hint": hint})
 
 
-def _alts_pred(fn, alt_lists):
-    """[(cond, tags, violation term, src)] for every combination of alternatives."""
+def _bad_at(a):
+    """(what, hint) when the `at=` tiles of an element assertion cannot give the predicate its arguments."""
+    if isinstance(a.target, MmaOps):
+        return ("`at=` tiles apply to element assertions, not to tp.mma_operands",
+                "assert on the MMA's operands' elements instead, or drop at=")
+    shape = tuple(a.target.type.shape)
+    for k, x in enumerate(a.at):
+        if not isinstance(x, Reg) and x is not UNKNOWN and _intlike(x):
+            continue  # a block-uniform integer: the same value for every element
+        if not isinstance(x, Reg) or x.value is None:
+            return (f"the values of `at` tile {k} are not known to the verifier",
+                    "pass index tiles computed from tp.arange, tp.block_id, loop variables and constants "
+                    "by + - * // %")
+        xs = tuple(x.type.shape)
+        probe = x.value(tuple(Var(f"c{d}@a") for d in range(len(xs))))
+        if probe is UNKNOWN or not _intlike(probe):
+            return (f"the values of `at` tile {k} are not known to the verifier",
+                    "pass index tiles computed from tp.arange, tp.block_id, loop variables and constants "
+                    "by + - * // %")
+        if len(xs) != len(shape) or any(p != q and 1 not in (p, q) for p, q in zip(xs, shape)):
+            return (f"`at` tile {k} of shape {xs} does not broadcast with the asserted value's shape {shape}",
+                    "give the index tiles the value's rank ([:, None] / [None, :])")
+    return None, None
+
+
+def _bshape(a):
+    shape = list(a.target.type.shape)
+    for x in a.at:
+        if isinstance(x, Reg):
+            shape = [max(p, q) for p, q in zip(shape, x.type.shape)]
+    return tuple(shape)
+
+
+def _at(reg, c, shape):
+    """Coordinates of broadcast element c in `reg` (size-1 axes read element 0)."""
+    return tuple(0 if n == 1 and m != 1 else x for x, n, m in zip(c, reg.type.shape, shape))
+
+
+def _at_value(x, c, shape):
+    return x.value(_at(x, c, shape)) if isinstance(x, Reg) else x
+
+
+def _alts_pred(fn, alt_lists, extra=()):
+    """[(cond, tags, violation term, src)] for every combination of alternatives; `extra` are further
+    predicate arguments (the values of `at=` tiles)."""
     res = []
     for combo in product(alt_lists, tuple):
         try:
             if any(has_top(t) for t in combo.tag):
                 raise Unknown()
-            bad = NOT(predicate(fn, combo.tag))
+            bad = NOT(predicate(fn, tuple(combo.tag) + tuple(extra)))
         except Unknown:
             bad = True
         res.append((combo.cond, combo.tag, bad, combo.src))
@@ -69,11 +114,12 @@ def _alts_pred(fn, alt_lists):
 
 def _elements(ctx, a):
     reg = a.target
-    shape = reg.type.shape
+    shape = _bshape(a) if a.at else reg.type.shape
     coords = tuple(Var(f"c{d}@a") for d in range(len(shape)))
-    alts = reg.tag(coords) if reg.tag is not None else [Alt(True, None)]
+    alts = reg.tag(_at(reg, coords, shape)) if reg.tag is not None else [Alt(True, None)]
+    extra = tuple(_at_value(x, coords, shape) for x in a.at)
     m, pc = instance(a.point, "@1")
-    for cond, tags, bad, src in _alts_pred(a.fn, [alts]):
+    for cond, tags, bad, src in _alts_pred(a.fn, [alts], extra):
         q = AND(pc, coord_ranges(coords, shape), subst(cond, m), subst(bad, m))
         model = ctx.solver.check(q)
         if model is None:
@@ -81,14 +127,17 @@ def _elements(ctx, a):
         env = dict(model)
         tag = show(subst_tag(tags[0], m), env)
         cs = tuple(env.get(f"c{d}@a", 0) for d in range(len(shape)))
-        slot = holder(reg.type.layout, cs)
+        slot = holder(reg.type.layout, _at(reg, cs, shape))
         cex = {"block": block_of(model), "iteration": iteration_of(a.point, model, "@1"), "coords": cs,
                "tags": {"x": tag}, "dims": dims_of(model)}
+        if a.at:
+            cex["at"] = tuple(show(subst_tag(v, m), env) for v in extra)
         if slot is not None:
             cex.update(thread_fields(slot[0], ctx.analysis.target.warp_size))
             cex["value"] = slot[1]
         unknown = has_top(tags[0])
-        msg = (f"tag assertion `{a.fn.source}` fails for element {cs}: tag {tag!r}" if not unknown else
+        where = f" ({', '.join(f'{p}={v}' for p, v in zip(a.fn.params[1:], cex['at']))})" if a.at else ""
+        msg = (f"tag assertion `{a.fn.source}` fails for element {cs}{where}: tag {tag!r}" if not unknown else
                f"tag assertion `{a.fn.source}` cannot be proved for element {cs}: its tag is not known "
                "(untracked through a loop or uninitialized shared memory)")
         return [Finding("tag_assertion", "error", msg, a.span, cex, src or reg.src)]
