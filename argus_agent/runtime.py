@@ -11,15 +11,6 @@ from __future__ import annotations
 
 
 def launch(kernel, grid, *args, target: str | None = None, **constexprs):
-    """Run `kernel` over `grid` on `args` (CUDA tensors: compiled through tilepy_hip; else interpreted)."""
-    fast = kernel.gpu_launch  # tilepy_hip's prepared launch of a signature it has checked before
-    if fast is not None:
-        out = fast(grid, None, constexprs, args)
-        if out is not None:
-            return out
-    for a in args:
-        if getattr(a, "is_cuda", False):
-            import tilepy_hip  # the launch resolves a callable grid itself, once per argument signature
-
-            return tilepy_hip.launch(kernel, grid, *args, **constexprs)
+    """Run `kernel` over `grid` on `args`: exactly `kernel[grid](*args, target=target, **constexprs)` (CUDA
+    tensors go through tilepy_hip's prepared launch, anything else runs on the interpreter)."""
     return kernel[grid](*args, target=target, **constexprs)

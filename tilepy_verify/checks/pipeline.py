@@ -23,7 +23,7 @@ import numpy as np
 
 from ..counterexample import block_of, counter, instance, iteration_of, rename, thread_fields
 from ..report import Finding
-from ..sync import Sync, in_line
+from ..sync import Sync, in_line, instances_before
 from ..vc import AND, NOT, OR, cmp, subst
 from .overlap import cross_thread, same_thread, slot_of
 
@@ -62,34 +62,6 @@ def check(ctx) -> list:
     return out
 
 
-def wait_instances(ctx, w, r, mr):
-    """[(renaming, validity)] of the latest executions of wait `w` before an instance of `r` (renamed by mr)."""
-    wl, rl = w.point.loops, r.point.loops
-    common = 0
-    while common < min(len(wl), len(rl)) and wl[common] is rl[common]:
-        common += 1
-    base = {}
-    valid = []
-    for lp in wl[:common]:
-        base[lp.var.name] = mr.get(lp.var.name, lp.var)
-        base[lp.trip.name] = mr.get(lp.trip.name, lp.trip)
-    # loops of w that r is not in: their last iteration
-    for lp in wl[common:]:
-        last = lp.start + (lp.trip - 1) * lp.step
-        base[lp.var.name] = subst(last, base)
-        valid.append(cmp(">=", lp.trip, 1))
-    if common == 0:
-        return [(base, AND(*valid))]
-    L = wl[common - 1]
-    k = base[L.var.name]
-    out = []
-    for d in (0, 1, 2):
-        m = dict(base)
-        m[L.var.name] = k - d * L.step
-        out.append((m, AND(cmp(">=", k - d * L.step, subst(L.start, base)), *[subst(v, m) for v in valid])))
-    return out
-
-
 def _query(ctx, c, r, relation, rel):
     mc, cc = instance(c.point, "@1")
     mr, cr = instance(r.point, "@2")
@@ -109,7 +81,7 @@ def _query(ctx, c, r, relation, rel):
         bulk = c.channel != "C:async"
         if w.point.threads is not None and not bulk and thr_c not in set(w.point.threads.tolist()):
             continue
-        for m, valid in wait_instances(ctx, w, r, mr):
+        for m, valid in instances_before(w.point, r.point, mr, depth=3):
             cw = counter(w.point, c.channel, m)
             tw = counter(w.point, "T", m)
             retire = cmp("<=", group + w.n + 1, cw)
