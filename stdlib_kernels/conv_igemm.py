@@ -1,0 +1,241 @@
+"""Convolution (1-3D, direct or transposed, grouped, strided, padded, dilated) as an implicit GEMM on the
+tensor cores (sm_90a, TF32 wgmma), fp32 in and out. The im2col matrix never exists in global memory: the
+producer warpgroup gathers each (BM, BK) tile of it from the input straight into shared memory.
+
+GEMM view, one GEMM per group g (grid z): rows p are output pixels (n, od, oh, ow), columns output channels
+co of the group, the reduction runs over k = (ci, kd, kh, kw), ci the group's input channel:
+
+    direct:      A[p, k] = X[n, g * CIG + ci, od * S - P + kd * D, oh * S - P + kh * D, ow * S - P + kw * D]
+    transposed:  A[p, k] = X[n, g * CIG + ci, (od + P - kd * D) / S, ...]   where every division is exact
+    B[k, co]     = WH[g, co, k] (+ WL[g, co, k]): the weight as (G, Cout/G, K), K-major, K padded to 4
+
+1-D and 2-D convolutions are 3-D ones with unit leading sizes (X and Y viewed as 5-D). Padding, the tile
+edges and k past K are indices outside X or masked: they read 0. A transposed convolution is the gradient
+form of a direct one: output pixel o takes tap kd from input (o + P - kd * D) / S when that is a whole
+number, so it is the same GEMM with another gather and no zero-inserted input.
+
+Precision. `SPLIT=True` (3xTF32, fp32-accurate): every element is split into a TF32 head and tail as it is
+gathered (hi = round_tf32(x), lo = round_tf32(x - hi); the weight once, by `gemm_fp32.split_tf32`), and each
+k-tile adds a_lo b_hi + a_hi b_lo + a_hi b_hi into a fresh accumulator that is added to the long sum with
+f32 adds (as `gemm_fp32.py`). `SPLIT=False`: one TF32 product (what cuDNN computes for fp32 convolutions
+while `torch.backends.cudnn.allow_tf32` is on, PyTorch's default); the inputs are rounded to TF32.
+
+Warp roles (as `gemm_fp32.py`): warpgroup 0 produces a ring of STAGES stages: the weight tile by bulk tensor
+copy (TMA) and the input tile by gather loads (threads along the pixels, so the loads coalesce along the
+output row) stored into the swizzled K-major A tile, then one arrival on `full[s]`; warpgroups 1..CONSUMERS
+run wgmma on 64 rows each and release the stage on `empty[s]`. The epilogue scatters the accumulator into
+Y viewed as (N, G, Cout/G, output pixels), which is the (N, Cout, *spatial) output itself (a lowering may
+replace that store by a fused pointwise epilogue: see `argus_agent/lower/templates.py`).
+
+Host API: `launch(x, w, y, stride, padding, dilation, groups, transposed, split=True)` on torch tensors
+(CUDA: compiled; CPU: the interpreter) or numpy arrays; `y` has the size torch gives.
+"""
+
+import numpy as np
+
+import tilepy as tp
+
+MAX_STAGES = 4
+
+
+def _threads(c):
+    return 128 * (1 + c["CONSUMERS"])
+
+
+@tp.kernel(threads=_threads, target="sm_90a")
+def conv_igemm(X: tp.Tensor[tp.f32, "N", "C", "ID", "IH", "IW"], WH: tp.Tensor[tp.f32, "G", "COG", "KP"],
+               WL: tp.Tensor[tp.f32, "G", "COG", "KP"], Y: tp.Tensor[tp.f32, "N", "G", "COG", "OV"],
+               OS: tp.constexpr = (1, 8, 8), KS: tp.constexpr = (1, 3, 3), ST: tp.constexpr = (1, 1, 1),
+               PA: tp.constexpr = (0, 1, 1), DI: tp.constexpr = (1, 1, 1), CIG: tp.constexpr = 4,
+               TRANSPOSED: tp.constexpr = False, SPLIT: tp.constexpr = True,
+               BM: tp.constexpr = 128, BN: tp.constexpr = 128, BK: tp.constexpr = 32, STAGES: tp.constexpr = 3,
+               CONSUMERS: tp.constexpr = 2, INSTR: tp.constexpr = tp.nv.wgmma_m64n128k8_tf32,
+               SWIZZLE: tp.constexpr = tp.Swizzle(3, 2, 3), GROUP_M: tp.constexpr = 8):
+    """Y[:, group z] = the convolution of X with the weight halves (WH + WL if SPLIT, else WH)."""
+    OVOL = OS[0] * OS[1] * OS[2]
+    KVOL = KS[0] * KS[1] * KS[2]
+    KRED = CIG * KVOL
+    g = tp.block_id(2)
+    cog = WH.shape[1]
+    npix = X.shape[0] * OVOL
+    m0 = tp.block_id(0) * BM            # pixel tiles along x: the blocks running at once share weight tiles
+    n0 = tp.block_id(1) * BN
+    a_hi = tp.shared((BM, BK), tp.f32, stages=STAGES, swizzle=SWIZZLE)
+    a_lo = tp.shared((BM, BK), tp.f32, stages=STAGES if SPLIT else 1, swizzle=SWIZZLE)
+    b_hi = tp.shared((BN, BK), tp.f32, stages=STAGES, swizzle=SWIZZLE)   # K-major: the (N, K) tile
+    b_lo = tp.shared((BN, BK), tp.f32, stages=STAGES if SPLIT else 1, swizzle=SWIZZLE)
+    # full[s]: stage s holds its A and B tiles; empty[s]: the consumers are done reading stage s.
+    full0 = tp.mbarrier(1)
+    full1 = tp.mbarrier(1)
+    full2 = tp.mbarrier(1)
+    full3 = tp.mbarrier(1)
+    empty0 = tp.mbarrier(1)
+    empty1 = tp.mbarrier(1)
+    empty2 = tp.mbarrier(1)
+    empty3 = tp.mbarrier(1)
+    full = (full0, full1, full2, full3)
+    empty = (empty0, empty1, empty2, empty3)
+    k_tiles = tp.cdiv(KRED, BK)
+    rounds = tp.cdiv(k_tiles, STAGES)   # round j uses every stage once: tile k = j * STAGES + s
+    LG = rows_layout(BM, BK)            # the gathered tile: thread t holds pixel row t (a warp reads 32 neighbours)
+    LC = tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1))
+    if tp.warpgroup_id() == 0:          # producer: weight tiles by TMA, input tiles gathered
+        px = m0 + tp.arange(BM)[:, None]
+        nb = px // OVOL
+        od = px % OVOL // (OS[1] * OS[2])
+        oh = px % (OS[1] * OS[2]) // OS[2]
+        ow = px % OS[2]
+        for j in range(rounds):
+            for s in tp.static_range(STAGES):
+                kt = j * STAGES + s
+                if kt < k_tiles:
+                    if j > 0:
+                        tp.mbarrier_wait(empty[s], j - 1)    # the consumers released stage s (round j - 1)
+                    k0 = kt * BK
+                    tp.copy_bulk(WH[g, n0:n0 + BN, k0:k0 + BK], b_hi[s], full[s])
+                    if SPLIT:
+                        tp.copy_bulk(WL[g, n0:n0 + BN, k0:k0 + BK], b_lo[s], full[s])
+                    kk = k0 + tp.arange(BK)[None, :]
+                    ci = kk // KVOL
+                    kd = kk % KVOL // (KS[1] * KS[2])
+                    kh = kk % (KS[1] * KS[2]) // KS[2]
+                    kw = kk % KS[2]
+                    ok = (kk < KRED) & (px < npix)
+                    if TRANSPOSED:
+                        td = od + PA[0] - kd * DI[0]
+                        th = oh + PA[1] - kh * DI[1]
+                        tw = ow + PA[2] - kw * DI[2]
+                        ok = ok & (td % ST[0] == 0) & (th % ST[1] == 0) & (tw % ST[2] == 0)
+                        x = tp.load(X[nb, g * CIG + ci, td // ST[0], th // ST[1], tw // ST[2]], mask=ok,
+                                    layout=LG)
+                    else:
+                        x = tp.load(X[nb, g * CIG + ci, od * ST[0] - PA[0] + kd * DI[0],
+                                      oh * ST[1] - PA[1] + kh * DI[1], ow * ST[2] - PA[2] + kw * DI[2]],
+                                    mask=ok, layout=LG)
+                    hi = tp.round_tf32(x)
+                    tp.store(a_hi[s], hi)
+                    if SPLIT:
+                        tp.store(a_lo[s], tp.round_tf32(x - hi))
+                    tp.mbarrier_arrive(full[s])              # the gathered tile and the copies: stage s is full
+    else:                               # consumers: wgmma on 64 rows each
+        acc = tp.zeros((BM, BN), tp.f32, layout=LC)
+        for j in range(rounds):
+            for s in tp.static_range(STAGES):
+                kt = j * STAGES + s
+                if kt < k_tiles:
+                    tp.mbarrier_wait(full[s], j)             # stage s holds tile kt
+                    if SPLIT:
+                        part = tp.zeros((BM, BN), tp.f32, layout=LC)
+                        part = tp.mma(a_lo[s], b_hi[s].T, part)
+                        part = tp.mma(a_hi[s], b_lo[s].T, part)
+                        part = tp.mma(a_hi[s], b_hi[s].T, part)
+                        tp.mbarrier_arrive(empty[s])
+                        acc = acc + part                     # round-to-nearest f32 adds across k-tiles
+                    else:
+                        acc = tp.mma(a_hi[s], b_hi[s].T, acc)
+                        tp.mbarrier_arrive(empty[s])
+        # epilogue: output element (pixel p, channel g * COG + c); a lowering may fuse a pointwise chain here
+        p = m0 + tp.arange(BM)[:, None]
+        c = n0 + tp.arange(BN)[None, :]
+        keep = (p < npix) & (c < cog)
+        tp.store(Y[p // OVOL, g, c, p % OVOL], acc, mask=keep)
+
+
+PRESETS = {
+    # 128x128 tiles, 3 stages of a_hi, a_lo, b_hi, b_lo (16 KB each): 192 KB of shared memory
+    "sm_90a": dict(BM=128, BN=128, BK=32, STAGES=3, CONSUMERS=2, INSTR=tp.nv.wgmma_m64n128k8_tf32),
+}
+
+
+def rows_layout(bm: int, bk: int):
+    """A (bm, bk) tile over bm threads, thread t holding row t (bk values)."""
+    return tp.TVLayout((bm, bk), (bm, 1), (bk,), (((1, 0), (0,)), ((0, 0), (1,))))
+
+
+def tile_n(cog: int) -> dict:
+    """BN and the wgmma instruction for Cout/G output channels per group (the smallest tile >= cog, 32..128)."""
+    bn = 32
+    while bn < min(cog, 128):
+        bn *= 2
+    return dict(BN=bn, INSTR=getattr(tp.nv, f"wgmma_m64n{bn}k8_tf32"))
+
+
+def geometry(x_shape, w_shape, y_shape, stride, padding, dilation, groups, transposed) -> dict:
+    """The kernel's constexprs for a convolution (spatial tuples padded to 3-D at the front)."""
+    nsp = len(x_shape) - 2
+
+    def three(v, fill):
+        v = list(v) if isinstance(v, (list, tuple)) else [v] * nsp
+        v = v * nsp if len(v) == 1 else v
+        return tuple([fill] * (3 - nsp) + [int(e) for e in v])
+
+    cig = int(x_shape[1]) // groups
+    return dict(OS=three(y_shape[2:], 1), KS=three(w_shape[2:], 1), ST=three(stride, 1), PA=three(padding, 0),
+                DI=three(dilation, 1), CIG=cig, TRANSPOSED=bool(transposed))
+
+
+def as5d(t):
+    """A (N, C, *spatial) tensor viewed as (N, C, D, H, W)."""
+    shape = tuple(t.shape)
+    return t.reshape(shape[:2] + (1,) * (5 - len(shape)) + shape[2:])
+
+
+def weight_gck(w, groups: int, transposed: bool):
+    """The weight as the GEMM's B operand (G, Cout/G, Cin/G * kernel volume), K-major."""
+    if not transposed:                      # (Cout, Cin/G, *k): already (G, Cout/G, K)
+        return w.reshape(groups, w.shape[0] // groups, -1)
+    ci, cog = w.shape[0], w.shape[1]         # (Cin, Cout/G, *k) -> (G, Cout/G, Cin/G, *k)
+    wg = w.reshape(groups, ci // groups, cog, -1)
+    wg = wg.transpose(0, 2, 1, 3) if isinstance(wg, np.ndarray) else wg.permute(0, 2, 1, 3)
+    return wg.reshape(groups, cog, -1)
+
+
+def launch(x, w, y, stride=1, padding=0, dilation=1, groups=1, transposed=False, split=True,
+           target: str = "sm_90a", **constexprs):
+    """y = conv(x, w) (or conv_transpose), fp32 out; `split` picks 3xTF32 (fp32-accurate) or one TF32 pass."""
+    from stdlib_kernels import gemm_fp32
+
+    wk = weight_gck(w, groups, transposed)
+    if not isinstance(wk, np.ndarray):
+        wk = wk.contiguous()
+    else:
+        wk = np.ascontiguousarray(wk)
+    wh, wl = gemm_fp32.split(wk, "nk")
+    params = {**PRESETS["sm_90a"], **tile_n(int(wk.shape[1])),
+              **geometry(x.shape, w.shape, y.shape, stride, padding, dilation, groups, transposed),
+              "SPLIT": bool(split), **constexprs}
+    cog = int(wk.shape[1])
+    y4 = y.reshape(y.shape[0], groups, cog, -1)       # (N, G, Cout/G, output pixels): a view of y
+    return conv_igemm[grid(x.shape[0], params, cog, groups)](as5d(x), wh, wl if split else wh, y4, target=target,
+                                                             **params)
+
+
+def grid(batch: int, params: dict, cog: int, groups: int) -> tuple:
+    npix = batch * params["OS"][0] * params["OS"][1] * params["OS"][2]
+    return (tp.cdiv(npix, params["BM"]), tp.cdiv(cog, params["BN"]), groups)
+
+
+def reference(x, w, stride=1, padding=0, dilation=1, groups=1, transposed=False, output_padding=0):
+    """torch's convolution in float64."""
+    import torch
+
+    x = torch.as_tensor(np.asarray(x, np.float64))
+    w = torch.as_tensor(np.asarray(w, np.float64))
+    nsp = x.dim() - 2
+    if transposed:
+        fn = (torch.nn.functional.conv_transpose1d, torch.nn.functional.conv_transpose2d,
+              torch.nn.functional.conv_transpose3d)[nsp - 1]
+        return fn(x, w, stride=stride, padding=padding, output_padding=output_padding, groups=groups,
+                  dilation=dilation).numpy()
+    fn = (torch.nn.functional.conv1d, torch.nn.functional.conv2d, torch.nn.functional.conv3d)[nsp - 1]
+    return fn(x, w, stride=stride, padding=padding, dilation=dilation, groups=groups).numpy()
+
+
+if __name__ == "__main__":
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 6, 9, 11)).astype(np.float32)
+    w = rng.standard_normal((8, 3, 3, 3)).astype(np.float32)
+    ref = reference(x, w, 2, 1, 1, 2)
+    y = np.full(ref.shape, np.nan, np.float32)
+    launch(x, w, y, 2, 1, 1, 2, STAGES=2)
+    print("rel err =", float(np.linalg.norm(y - ref) / np.linalg.norm(ref)))
