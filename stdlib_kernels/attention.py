@@ -76,9 +76,13 @@ def attention_fwd(Q: tp.Tensor[tp.bf16, "BH", "SQ", "D"], K: tp.Tensor[tp.bf16, 
     m_blocks = tp.cdiv(seq_q, BM)
     mb = m_blocks - 1 - tp.block_id(0) if CAUSAL else tp.block_id(0)   # causal: the longest rows first
     m0 = mb * BM
-    n_blocks = tp.cdiv(tp.minimum(seq_k, m0 + BM), BN) if CAUSAL else tp.cdiv(seq_k, BN)
-    # key tiles j < n_full need no mask: all their keys exist and (causal) lie at or left of the block's first row
-    n_full = tp.minimum(seq_k // BN, (m0 + 1) // BN) if CAUSAL else seq_k // BN
+    # Key tile j runs when j < n_kv (keys exist) and j < n_diag (causal: it starts at or left of the block's last
+    # row); it needs no mask when j < full_kv (all its keys exist) and j < full_diag (causal: it ends at or left
+    # of the block's first row). Two linear bounds rather than a min: the verifier relates them in both roles.
+    n_kv = tp.cdiv(seq_k, BN)
+    n_diag = tp.cdiv(m0 + BM, BN) if CAUSAL else n_kv
+    full_kv = seq_k // BN
+    full_diag = (m0 + 1) // BN if CAUSAL else full_kv
     q_s = tp.shared((BM, 64), tp.bf16, stages=DP, swizzle=SW)
     k_s = tp.shared((BN, 64), tp.bf16, stages=STAGES * DP, swizzle=SW)
     v_s = tp.shared((BN, HEAD_DIM), tp.bf16, stages=STAGES, swizzle=SW, layout=v_layout(BN, HEAD_DIM))
@@ -96,7 +100,7 @@ def attention_fwd(Q: tp.Tensor[tp.bf16, "BH", "SQ", "D"], K: tp.Tensor[tp.bf16, 
     tp.tag(Q, lambda b, i, d: ("Q", b, i, d))
     tp.tag(K, lambda b, j, d: ("K", b, j, d))
     tp.tag(V, lambda b, j, d: ("V", b, j, d))
-    rounds = tp.cdiv(n_blocks, STAGES)  # round r uses every stage once: key tile j = r * STAGES + s
+    rounds = tp.cdiv(n_diag, STAGES)    # round r uses every stage once: key tile j = r * STAGES + s
     if tp.warpgroup_id() == 0:          # producer warpgroup: one thread issues the bulk tensor copies
         tp.schedule(maxnreg=PRODUCER_REGS)   # registers move to the consumers (setmaxnreg)
         for p in tp.static_range(DP):
@@ -105,7 +109,7 @@ def attention_fwd(Q: tp.Tensor[tp.bf16, "BH", "SQ", "D"], K: tp.Tensor[tp.bf16, 
         for r in range(rounds):
             for s in tp.static_range(STAGES):
                 j = r * STAGES + s
-                if j < n_blocks:
+                if j < n_kv and j < n_diag:
                     if r > 0:
                         tp.mbarrier_wait(empty[s], r - 1)    # the consumers released stage s (round r - 1)
                     for p in tp.static_range(DP):
@@ -117,18 +121,18 @@ def attention_fwd(Q: tp.Tensor[tp.bf16, "BH", "SQ", "D"], K: tp.Tensor[tp.bf16, 
         o = tp.zeros((BM, HEAD_DIM), tp.f32, layout=ACC_O)
         m_i = tp.full((BM,), NEG, layout=row_layout(CONSUMERS))     # running row max (log2 units)
         l_i = tp.zeros((BM,), tp.f32, layout=row_layout(CONSUMERS))   # running row sum
-        tp.mbarrier_wait(qbar, 0)
         for r in range(rounds):
+            tp.mbarrier_wait(qbar, 0)           # Q has landed (returns at once after the first round)
             for s in tp.static_range(STAGES):
                 j = r * STAGES + s
-                if j < n_blocks:
+                if j < n_kv and j < n_diag:
                     tp.mbarrier_wait(full[s], r)             # stage s holds key tile j
                     sc = tp.zeros((BM, BN), tp.f32, layout=ACC_S)
                     for p in tp.static_range(DP):
                         sc = tp.mma(q_s[p], k_s[s * DP + p].T, sc)
                     tp.assert_tag(tp.mma_operands(sc), lambda a, b: a[3] == b[3] and a[1] // GROUP == b[1])
                     sc = sc * scale_log2
-                    if j >= n_full:                          # the keys' end or the diagonal crosses this tile
+                    if j >= full_kv or j >= full_diag:    # the keys' end or the diagonal crosses this tile
                         cols = (j * BN + tp.arange(BN))[None, :]
                         if CAUSAL:  # (sc first: the sum keeps the accumulator's layout, no registers move)
                             sc = sc + tp.where((cols < seq_k) & (cols <= (m0 + tp.arange(BM))[:, None]), 0.0,
@@ -141,8 +145,10 @@ def attention_fwd(Q: tp.Tensor[tp.bf16, "BH", "SQ", "D"], K: tp.Tensor[tp.bf16, 
                     l_i = l_i * alpha + tp.sum(pr, axis=1)
                     m_i = m_new
                     o = o * alpha[:, None]
-                    o = tp.mma(pr.to(tp.bf16), v_s[s], o)
-                    tp.assert_tag(tp.mma_operands(o), lambda a, b: b[0] == "V")
+                    p16 = pr.to(tp.bf16)
+                    tp.tag(p16, lambda i, c: ("P", i, c))    # P[i, c] weighs key j * BN + c
+                    o = tp.mma(p16, v_s[s], o)
+                    tp.assert_tag(tp.mma_operands(o), lambda a, b: a[0] == "P" and b[0] == "V" and a[2] == b[2] % BN)
                     tp.mbarrier_arrive(empty[s])
         tp.store(O[bh, m0:m0 + BM, 0:HEAD_DIM], o / l_i[:, None])
         tp.store(LSE[bh, m0:m0 + BM], (m_i + tp.log2(l_i)) * 0.6931471805599453)
