@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from . import graphs, native
 from ._version import __version__
-from .build import CompiledKernel, compile, compile_ir, find_amd_clang, toolchain_info
+from .build import CompiledKernel, compile, compile_ir
 from .launch import launch
 from .render import RENDER_TARGETS, render_source
+from .toolchains import find_amd_clang, toolchain_info
 
 
 def render(kir, target=None) -> str:

@@ -25,8 +25,9 @@ from pathlib import Path
 
 import tilepy as tp
 
-from .build import compile_ir, toolchain_info
+from .build import compile_ir
 from .render import RENDER_TARGETS, render_source
+from .toolchains import toolchain_info
 
 
 class InputError(Exception):
