@@ -124,11 +124,6 @@ class KernelIR:
     shared_bytes: int = 0
     var_types: dict = field(default_factory=dict)
 
-    def __str__(self) -> str:
-        from .printer import format_ir
-
-        return format_ir(self)
-
     def param(self, name: str) -> Param:
         return next(p for p in self.params if p.name == name)
 

@@ -60,3 +60,8 @@ def format_ir(k: ir.KernelIR) -> str:
     head = [f"kernel {k.name}({params}) [{consts}] threads={k.num_threads} target={k.target} "
             f"shared={k.shared_bytes}B  # {k.file}:{k.line}"]
     return "\n".join(head + format_stmts(k.body))
+
+
+# str(kir) prints the IR: the printer installs itself on the IR class (importing tilepy imports this module),
+# so the data model does not import its printer.
+ir.KernelIR.__str__ = format_ir
