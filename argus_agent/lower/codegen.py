@@ -14,7 +14,7 @@ import torch
 
 from . import tags as lower_tags
 from . import values as vals
-from .core import Pointwise, Reduction
+from .core import Buffer, Pointwise, Reduction, RowFused, Scan, window
 from .index import Div, IExpr, Mod, Sum, Var, variables
 from .templates import Fp32GemmTemplate, MatmulTemplate, preset_source, render_fp32_gemm, render_template
 from .values import V, walk
@@ -102,6 +102,7 @@ class _Emitter:
         self.done: dict = {}
         self.k = 0
         self.params: list = []   # (buffer, None | (view name, shape)) in first-use order
+        self.scalar_vars: set = set()   # loop variables that are one value per block (not tiles)
 
     def index(self, e: IExpr) -> str:
         if isinstance(e, Var):
@@ -139,6 +140,8 @@ class _Emitter:
             text = self.index(e)
             if not variables(e):
                 return text
+            if not _is_tile(v):
+                return _scalar_cast(text, v.dtype)
             return f"{text}.to({_tp(v.dtype)})" if vals.TP_DTYPE[v.dtype] != self.idt else text
         args = [self.value(a) if isinstance(a, V) else a for a in v.args]
         if op == "load":
@@ -184,7 +187,7 @@ class _Emitter:
         else:
             self.use(buf)
             itext = self.index(idx)
-            if not variables(idx):
+            if not ({x.name for x in variables(idx)} - self.scalar_vars):
                 # one element for the whole tile: index it with a tile anyway, so the value has the tile's shape
                 anchor = self.anyvar(conds) if mask is not None else self.anchor
                 itext = f"({itext} + 0 * {anchor})"
@@ -227,7 +230,7 @@ class _Emitter:
 
 
 def _is_tile(v: V) -> bool:
-    return bool(v.vars) or v.reads
+    return bool(v.vars - {"o"}) or v.reads
 
 
 def _scalar_cast(text, dtype) -> str:
@@ -279,6 +282,52 @@ class _ReductionEmitter(_Emitter):
         if isinstance(idx, Var) and idx.name == "r" and self.sizes[buf] == R:
             return None, f"tp.load({self.names[buf]}[k * BR:k * BR + BR])[None, :]"
         return None
+
+
+class _TileEmitter(_Emitter):
+    """A 2-D tile over named loop variables: `axes` (tile order) with start and block names, and block-uniform
+    `scalars`; loads whose index is a window of some view of their buffer (`core.window`) read that window."""
+
+    def __init__(self, names, idt, dtypes, sizes, numels, axes, scalars=()):
+        super().__init__(names, idt, {})
+        self.buffer_dtypes = dtypes
+        self.var_sizes = sizes          # loop variable -> its range
+        self.numels = numels            # buffer -> numel
+        self.axes = axes                # ((var, start text, block name), (var, start text, block name))
+        self.scalar_vars = set(scalars)
+        self.anchor = axes[0][0]
+        self.views: dict = {}
+
+    def view(self, buf, shape) -> str:
+        shape = tuple(shape)
+        if len(shape) == 1:
+            return self.names[buf]
+        key = (buf, shape)
+        if key not in self.views:
+            self.views[key] = f"{self.names[buf]}_v{len(self.views)}"
+        return self.views[key]
+
+    def window(self, idx, buf):
+        names = tuple(a[0] for a in self.axes)
+        got = window(idx, self.var_sizes, names, tuple(self.scalar_vars), self.numels[buf])
+        if got is None:
+            return None
+        shape, dims, scal = got
+        info = {a[0]: a for a in self.axes}
+        subs = []
+        for k, (var, off) in enumerate(dims):
+            _, start, block = info[var]
+            parts = [start] + ([str(off)] if off else [])
+            if k == 0:
+                parts += [name if c == 1 else f"{c} * {name}" for name, c in sorted(scal.items())]
+            st = " + ".join(parts)
+            subs.append(f"{st}:{st} + {block}")
+        name = self.view(buf, shape)
+        text = f"tp.load({name}[{', '.join(subs)}])"
+        present = [v for v, _ in dims]
+        if len(present) == 1:
+            text += "[:, None]" if present[0] == names[0] else "[None, :]"
+        return ((name, tuple(shape)) if len(shape) > 1 else None), text
 
 
 def _kernel_params(kernel) -> tuple[list, dict]:
@@ -431,10 +480,17 @@ def render_reduction(k: Reduction, kname: str, buffers: dict) -> tuple[str, list
     return src, args, {"grid": grid}
 
 
+def _needs_i64(k, buffers) -> bool:
+    """Whether a kernel's indices may pass int32 (then it takes the generic path, whose indices are i64)."""
+    sizes = [k.M * k.R] + [buffers[v.args[0]].numel for v in walk([k.value]) if v.op in ("load", "gather")]
+    return max(sizes) > INT32_MAX
+
+
 def render_program(prog, precision: str = "fp32 (as the reference)") -> str:
     """The candidate module's source for a LoweredProgram."""
     buffers = {b.name: b for b in prog.buffers}
     kernels_src, launches = [], []
+    extra_temps: list = []
     templates_done = set()
     for n, k in enumerate(prog.kernels):
         if isinstance(k, Fp32GemmTemplate):
@@ -450,6 +506,20 @@ def render_program(prog, precision: str = "fp32 (as the reference)") -> str:
                 kernels_src.append(src)
                 templates_done.add(k.kernel)
             launches.append((None, line, None))
+            continue
+        if isinstance(k, (Scan, RowFused)) or (isinstance(k, Reduction) and k.mode != "generic"
+                                                and not _needs_i64(k, buffers)):
+            render = render_scan if isinstance(k, Scan) else render_row_fused if isinstance(k, RowFused) \
+                else render_tiled_reduction
+            base = f"scan_{k.kind}" if isinstance(k, Scan) else "fused_rows" if isinstance(k, RowFused) \
+                else f"reduce_{k.kind}"
+            parts, temps = render(k, f"k{n}_{base}", buffers)
+            for b in temps:
+                buffers[b.name] = b
+                extra_temps.append(b)
+            for src, kname, args, grid in parts:
+                kernels_src.append(src)
+                launches.append((kname, args, grid))
             continue
         base = "pointwise" if isinstance(k, Pointwise) else f"reduce_{k.kind}"
         kname = f"k{n}_{base}"
@@ -485,9 +555,22 @@ def render_program(prog, precision: str = "fp32 (as the reference)") -> str:
             dev = dev or f"{prog.placeholders[gi.name].name}.device"
     dev = dev or "torch.device('cpu')"
     host.append(f"    dev = {dev}")
+    # intermediates are allocated once per (device, input shapes) and reused; outputs are fresh per call
+    out_names = {b.name for b in prog.outputs}
+    temps = [b for b in list(prog.buffers) + extra_temps if b.kind == "temp" and b.name not in out_names]
     for b in prog.buffers:
-        if b.kind == "temp":
+        if b.kind == "temp" and b.name in out_names:
             host.append(f"    {b.name} = torch.empty({max(1, b.numel)}, dtype={b.dtype}, device=dev)")
+    if temps:
+        shapes = ", ".join(f"tuple(x{gi.index}.shape)" for gi in user if prog.placeholders.get(gi.name))
+        host.append(f"    key = (str(dev), {shapes})" if shapes else "    key = (str(dev),)")
+        host.append("    got = _TEMPS.get(key)")
+        host.append("    if got is None:")
+        host.append("        got = _TEMPS[key] = (")
+        for b in temps:
+            host.append(f"            torch.empty({max(1, b.numel)}, dtype={b.dtype}, device=dev),")
+        host.append("        )")
+        host.append(f"    {', '.join(b.name for b in temps)}, = got")
     for kname, args, grid in launches:
         if kname is None:
             host.append(f"    {args}")
@@ -501,6 +584,313 @@ def render_program(prog, precision: str = "fp32 (as the reference)") -> str:
         + "\n\n"
         + "\n\n".join(kernels_src)
         + "\n\n"
+        + ("# intermediates per (device, input shapes): allocated on the first call, reused after\n_TEMPS = {}\n\n\n"
+           if "_TEMPS" in "\n".join(host) else "")
         + "\n".join(host)
         + "\n"
     )
+
+
+# ---------------------------------------------------------------- tiled reductions, scans, fused rows
+TILE_ELEMS = 4096       # elements of a reduction tile per loop step (16 per thread at 256 threads)
+TARGET_BLOCKS = 1024    # blocks that keep an H100 busy (132 SMs, several blocks of 256 threads each)
+ROW_MAX = 16384         # the longest row a fused row kernel holds in registers (32 values per thread at 512)
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-int(a) // int(b))
+
+
+def _uses(lines, name) -> bool:
+    import re
+
+    pat = re.compile(rf"\b{name}\b")
+    return any(pat.search(line) for line in lines)
+
+
+def _kernel_src(kname, params, consts: dict, threads: int, what: str, body: list) -> str:
+    cs = "".join(f", {k}: tp.constexpr = {v}" for k, v in consts.items())
+    return (f"@tp.kernel(threads={threads})\n"
+            f"def {kname}({', '.join(params)}{cs}):\n"
+            + (f"    # {what}\n" if what else "")
+            + "".join(f"    {line}\n" for line in body))
+
+
+def _view_signature(em, out_views, buffers) -> tuple[list, list]:
+    """Parameters and launch arguments: what the emitter read, then the stores' targets (buffer, shape)."""
+    params, args = [], []
+    for buf, view in list(em.params) + [(b, v) for b, v in out_views]:
+        b = buffers[buf]
+        if view is None:
+            params.append(f"{buf}: tp.Tensor[{_tp(b.dtype)}, {max(1, b.numel)}]")
+            args.append(buf)
+        else:
+            name, shape = view
+            params.append(f"{name}: tp.Tensor[{_tp(b.dtype)}, {', '.join(str(n) for n in shape)}]")
+            args.append(f"{buf}.view({', '.join(str(n) for n in shape)})")
+    # one parameter per name (a buffer read and stored through the same view)
+    seen, p2, a2 = set(), [], []
+    for p, a in zip(params, args):
+        if p.split(":")[0] not in seen:
+            seen.add(p.split(":")[0])
+            p2.append(p)
+            a2.append(a)
+    return p2, a2
+
+
+def _out_view(em, buf: Buffer, shape) -> tuple:
+    shape = tuple(int(n) for n in shape)
+    if len(shape) == 1:
+        return buf.name, (buf.name, None)
+    name = em.view(buf.name, shape)
+    return name, (buf.name, (name, shape))
+
+
+def _split_plan(k: Reduction) -> tuple:
+    """(BM or BI, BR, S, C): the tile, and S chunks of C reduced elements when the outputs alone give too
+    few blocks (a second kernel then combines the S partial results)."""
+    E = TILE_ELEMS
+    if k.mode == "row":
+        br = min(next_pow2(k.R), E)
+        bm = min(next_pow2(k.M), max(1, E // br))
+        nblk = _cdiv(k.M, bm)
+    else:
+        bm = min(next_pow2(k.I), 128)
+        br = min(next_pow2(k.R), max(1, E // bm))
+        nblk = _cdiv(k.I, bm) * k.O
+    S = 1
+    if nblk < TARGET_BLOCKS and k.R >= 4 * br and not k.extra.get("no_split"):
+        S = max(1, min(_cdiv(TARGET_BLOCKS, nblk), k.R // (2 * br), 1024))
+    C = _cdiv(_cdiv(k.R, S), br) * br
+    return bm, br, _cdiv(k.R, C), C
+
+
+def _threads(elems: int, most: int = 256) -> int:
+    return max(32, min(most, next_pow2(max(1, elems // 16))))
+
+
+def render_tiled_reduction(k: Reduction, kname: str, buffers: dict) -> tuple[list, list]:
+    """A row- or column-mode reduction: [(source, kernel name, launch args, grid)], extra temp buffers."""
+    bm, br, S, C = _split_plan(k)
+    partial = None
+    if S > 1:
+        partial = Buffer(f"{k.out.name}_part", (S, k.M), k.value.dtype, "temp")
+        buffers = dict(buffers, **{partial.name: partial})
+    src, args, grid = _tiled_kernel(k, kname, buffers, bm, br, S, C, partial)
+    out = [(src, kname, args, grid)]
+    if partial is None:
+        return out, []
+    from .index import Var, add, scale
+
+    M = k.M
+    r, i = Var("r", S), Var("i", M)
+    if M == 1:
+        value = vals.load(partial.name, r, partial.dtype)
+        second = Reduction(k.out, k.kind, value, 1, S, k.what, dict(k.extra, no_split=True), mode="row")
+    else:
+        value = vals.load(partial.name, add(scale(r, M), i), partial.dtype)
+        second = Reduction(k.out, k.kind, value, M, S, k.what, dict(k.extra, no_split=True), mode="col", O=1, I=M)
+    b2, r2, _, c2 = _split_plan(second)
+    src2, args2, grid2 = _tiled_kernel(second, kname + "_combine", buffers, b2, r2, 1, c2, None)
+    return out + [(src2, kname + "_combine", args2, grid2)], [partial]
+
+
+def _tiled_kernel(k: Reduction, kname, buffers, bm, br, S, C, partial):
+    row = k.mode == "row"
+    used, names = _kernel_params(k)
+    names = dict(names, **({partial.name: partial.name} if partial else {}))
+    dtypes = {b: buffers[b].dtype for b in buffers}
+    numels = {b: max(1, buffers[b].numel) for b in buffers}
+    if row:
+        axes, scalars, sizes = (("m", "m0", "BM"), ("r", "r0", "BR")), (), {"m": k.M, "r": k.R}
+    else:
+        axes, scalars, sizes = (("r", "r0", "BR"), ("i", "i0", "BI")), ("o",), {"o": k.O, "i": k.I, "r": k.R}
+    em = _TileEmitter(names, "i32", dtypes, sizes, numels, axes, scalars)
+    order = walk([k.value])
+    for v in order:
+        if "r" not in v.vars and v.op != "const":
+            em.value(v)
+    pre_lines, em.lines = em.lines, []
+    val = em.value(k.value)
+    loop_lines = em.lines
+    dtype = k.value.dtype
+    acc_t = _tp(dtype)
+    tile = "(BM, BR)" if row else "(BR, BI)"
+    v_text = val if _is_tile(k.value) else f"tp.full({tile}, {val}, {acc_t})"
+    comb = _COMBINE[k.kind].format(a="acc", b=v_text)
+    if S * C != k.R:
+        comb = f"tp.where(r < R, {comb}, acc)"
+    rx = "[None, :]" if row else "[:, None]"
+    inner = [f"r0 = {'s * C + ' if S > 1 else ''}k * BR", f"r = (r0 + tp.arange(BR)){rx}"] + loop_lines
+    inner.append(f"acc = {comb}")
+    body = []
+    if row:
+        body.append("m0 = tp.block_id(0) * BM")
+        if _uses(pre_lines + inner, "m"):
+            body.append("m = (m0 + tp.arange(BM))[:, None]")
+    else:
+        body += ["pid = tp.block_id(0)", "o = pid // NI", "i0 = (pid % NI) * BI"]
+        if _uses(pre_lines + inner, "i"):
+            body.append("i = (i0 + tp.arange(BI))[None, :]")
+    if S > 1:
+        body.append("s = tp.block_id(1)")
+    body += pre_lines
+    body.append(f"acc = tp.full({tile}, {_init_literal(k.kind, dtype)}, {acc_t})")
+    body.append("for k in range(tp.cdiv(C, BR)):")
+    body += ["    " + line for line in inner]
+    final = _FINAL[k.kind] or "tp.prod"
+    body.append(f"res = {final}(acc, axis={1 if row else 0})")
+    target = partial if partial is not None else k.out
+    if row:
+        if partial is not None:
+            name, ov = _out_view(em, target, (S, k.M))
+            body.append(f"tp.store({name}[s, m0:m0 + BM], res)")
+        else:
+            name, ov = _out_view(em, target, (k.M,))
+            body.append(f"tp.store({name}[m0:m0 + BM], res)")
+    else:
+        name, ov = _out_view(em, target, (S * k.O, k.I))
+        body.append(f"tp.store({name}[{'s * O + ' if partial is not None else ''}o, i0:i0 + BI], res)")
+    params, args = _view_signature(em, [ov], buffers)
+    consts = {"M": k.M, "R": k.R, "C": C}
+    if row:
+        consts.update(BM=bm, BR=br)
+        grid = f"lambda m: (tp.cdiv({k.M}, m['BM']), {S})"
+        threads = _threads(bm * br)
+    else:
+        consts.update(O=k.O, I=k.I, NI=_cdiv(k.I, bm), BI=bm, BR=br)
+        grid = f"lambda m: (tp.cdiv({k.I}, m['BI']) * {k.O}, {S})"
+        threads = _threads(bm * br)
+    return _kernel_src(kname, params, consts, threads, k.what, body), args, grid
+
+
+_SCAN_FN = {"sum": ("tp.cumsum", "tp.sum", "+", 0), "prod": ("tp.cumprod", "tp.prod", "*", 1)}
+
+
+def render_scan(k: Scan, kname: str, buffers: dict) -> tuple[list, list]:
+    """A scan along rows (I == 1) or along a strided axis (columns): chunks of the scanned axis in order
+    (reverse: from the end), each a tile scan plus the carry of the chunks before it."""
+    row = k.I == 1
+    scan_fn, red_fn, op, neutral = _SCAN_FN[k.kind]
+    dtypes = {b: buffers[b].dtype for b in buffers}
+    numels = {b: max(1, buffers[b].numel) for b in buffers}
+    used = []
+    for v in walk([k.value]):
+        if v.op in ("load", "gather") and v.args[0] not in used:
+            used.append(v.args[0])
+    names = {b: b for b in used + [k.out.name]}
+    if row:
+        bn = min(next_pow2(k.N), 2048)
+        bm = min(next_pow2(k.O), max(1, 2048 // bn))
+        axes, scalars, sizes = (("m", "m0", "BM"), ("r", "r0", "BN")), (), {"m": k.O, "r": k.N}
+    else:
+        bm = min(next_pow2(k.I), 128)
+        bn = min(next_pow2(k.N), max(1, 2048 // bm))
+        axes, scalars, sizes = (("r", "r0", "BN"), ("i", "i0", "BI")), ("o",), {"o": k.O, "i": k.I, "r": k.N}
+    em = _TileEmitter(names, "i32", dtypes, sizes, numels, axes, scalars)
+    for v in walk([k.value]):
+        if "r" not in v.vars and v.op != "const":
+            em.value(v)
+    pre_lines, em.lines = em.lines, []
+    val = em.value(k.value)
+    loop_lines = em.lines
+    dtype = k.value.dtype
+    acc_t = _tp(dtype)
+    tile = "(BM, BN)" if row else "(BN, BI)"
+    v_text = val if _is_tile(k.value) else f"tp.full({tile}, {val}, {acc_t})"
+    nk = _cdiv(k.N, bn)
+    axis = 1 if row else 0
+    rx = "[None, :]" if row else "[:, None]"
+    inner = [f"r0 = {'(NK - 1 - k)' if k.reverse else 'k'} * BN", f"r = (r0 + tp.arange(BN)){rx}"] + loop_lines
+    lit = _literal(neutral, dtype)
+    inner.append(f"v = tp.where(r < N, {v_text}, {lit})" if k.N % bn else f"v = {v_text}")
+    flags = (", reverse=True" if k.reverse else "") + (", exclusive=True" if k.exclusive else "")
+    inner.append(f"c = {scan_fn}(v, axis={axis}{flags}) {op} carry")
+    if row:
+        name, ov = _out_view(em, k.out, (k.O, k.N))
+        inner.append(f"tp.store({name}[m0:m0 + BM, r0:r0 + BN], c)")
+    else:
+        name, ov = _out_view(em, k.out, (k.O, k.N, k.I))
+        inner.append(f"tp.store({name}[o, r0:r0 + BN, i0:i0 + BI], c)")
+    inner.append(f"carry = carry {op} {red_fn}(v, axis={axis}, keepdims=True)")
+    body = []
+    if row:
+        body.append("m0 = tp.block_id(0) * BM")
+        if _uses(pre_lines + inner, "m"):
+            body.append("m = (m0 + tp.arange(BM))[:, None]")
+    else:
+        body += ["pid = tp.block_id(0)", "o = pid // NI", "i0 = (pid % NI) * BI"]
+        if _uses(pre_lines + inner, "i"):
+            body.append("i = (i0 + tp.arange(BI))[None, :]")
+    body += pre_lines
+    body.append(f"carry = tp.full({'(BM, 1)' if row else '(1, BI)'}, {lit}, {acc_t})")
+    body.append("for k in range(NK):")
+    body += ["    " + line for line in inner]
+    params, args = _view_signature(em, [ov], buffers)
+    if row:
+        consts = {"N": k.N, "NK": nk, "BM": bm, "BN": bn}
+        grid = f"lambda m: (tp.cdiv({k.O}, m['BM']),)"
+    else:
+        consts = {"N": k.N, "NK": nk, "NI": _cdiv(k.I, bm), "BI": bm, "BN": bn}
+        grid = f"lambda m: (tp.cdiv({k.I}, m['BI']) * {k.O},)"
+    src = _kernel_src(kname, params, consts, _threads(bm * bn), k.what, body)
+    return [(src, kname, args, grid)], []
+
+
+def render_row_fused(k: RowFused, kname: str, buffers: dict) -> tuple[list, list]:
+    """Whole rows in registers: each stage reduces the row tile (earlier stages' results are registers),
+    then the output is stored per element (or per row): one read of the rows, one write."""
+    M, R = k.M, k.R
+    br = next_pow2(R)
+    bm = max(1, min(next_pow2(M), 2048 // br))
+    dtypes = {b: buffers[b].dtype for b in buffers}
+    numels = {b: max(1, buffers[b].numel) for b in buffers}
+    used = []
+    for v in walk([st.value for st in k.stages] + [k.value]):
+        if v.op in ("load", "gather") and v.args[0] not in used:
+            used.append(v.args[0])
+    names = {b: b for b in used + [k.out.name] + [st.out.name for st in k.stages]}
+    from .index import Var
+
+    em = _TileEmitter(names, "i32", dtypes, {"m": M, "r": R}, numels, (("m", "m0", "BM"), ("r", "r0", "BR")))
+    em.lines = []
+    stores = []
+    outs = []
+    m_var = Var("m", M)
+    for j, st in enumerate(k.stages):
+        val = em.value(st.value)
+        dtype = st.value.dtype
+        v_text = val if _is_tile(st.value) else f"tp.full((BM, BR), {val}, {_tp(dtype)})"
+        if R != br:
+            v_text = f"tp.where(r < R, {v_text}, {_init_literal(st.kind, dtype)})"
+        name = f"s{j}"
+        em.lines.append(f"{name} = {_FINAL[st.kind] or 'tp.prod'}({v_text}, axis=1, keepdims=True)")
+        store_dt = st.out.dtype
+        if vals.compute_dtype(store_dt) != store_dt:      # read back from a half buffer: round as stored
+            em.lines.append(f"{name} = {name}.to({_tp(store_dt)}).to({_tp(dtype)})")
+        em.done[vals.load(st.out.name, m_var, store_dt)] = name
+        if st.out.name in k.keep:
+            vname, ov = _out_view(em, st.out, (M, 1))
+            stores.append(f"tp.store({vname}[m0:m0 + BM, 0:1], {name})")
+            outs.append(ov)
+    val = em.value(k.value)
+    tile = "(BM, 1)" if k.per_row else "(BM, BR)"
+    v_text = val if _is_tile(k.value) else f"tp.full({tile}, {val}, {_tp(k.value.dtype)})"
+    if k.per_row:
+        vname, ov = _out_view(em, k.out, (M, 1))
+        stores.append(f"tp.store({vname}[m0:m0 + BM, 0:1], {v_text})")
+    else:
+        vname, ov = _out_view(em, k.out, (M, R))
+        stores.append(f"tp.store({vname}[m0:m0 + BM, 0:BR], {v_text})")
+    outs.append(ov)
+    lines = em.lines + stores
+    body = ["m0 = tp.block_id(0) * BM", "r0 = 0"]
+    if _uses(lines, "m"):
+        body.append("m = (m0 + tp.arange(BM))[:, None]")
+    if _uses(lines, "r"):
+        body.append("r = tp.arange(BR)[None, :]")
+    body += lines
+    params, args = _view_signature(em, outs, buffers)
+    consts = {"M": M, "R": R, "BM": bm, "BR": br}
+    src = _kernel_src(kname, params, consts, max(128, min(512, next_pow2(bm * br // 32))), k.what, body)
+    return [(src, kname, args, f"lambda m: (tp.cdiv({M}, m['BM']),)")], []

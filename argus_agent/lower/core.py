@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import torch
 
 from . import values as vals
-from .index import Var, const, flatten, numel, unflatten
+from .index import Sum, Var, add, as_index, const, flatten, numel, scale, unflatten
 from .values import V
 
 
@@ -70,9 +70,14 @@ class Pointwise:
 
 @dataclass
 class Reduction:
-    """out[m] = combine over r in [0, R) of value(m, r), for m in [0, M): `value` reads "m" and "r".
+    """out[m] = combine over r in [0, R) of value(m, r), for m in [0, M).
 
-    kind: sum | max | min | prod | argmax-style helpers are built from these by the lowerings.
+    kind: sum | max | min | prod (argmax-style helpers are built from these by the lowerings).
+    mode: how the value's loads tile (`Context.reduce` decides it):
+      "row"      value reads "m" and "r"; its r-dependent loads are windows whose fast axis is r
+      "col"      m = o * I + i; value reads "o" (one per block), "i" and "r"; its loads' fast axis is i
+                 (the outputs), the reduced index strided: a reduction over a leading or middle dim
+      "generic"  value reads "m" and "r", loads are gathers
     """
 
     out: Buffer
@@ -82,7 +87,42 @@ class Reduction:
     R: int
     what: str = ""
     extra: dict = field(default_factory=dict)
+    mode: str = "generic"
+    O: int = 1
+    I: int = 1
 
+
+@dataclass
+class Scan:
+    """out[o, j, i] = combine over j' <= j (reverse: j' >= j; exclusive: strictly) of value, along the middle
+    axis of an (O, N, I) geometry: I == 1 reads "m" (= o) and "r" (= j), else "o", "i" and "r"."""
+
+    out: Buffer
+    kind: str          # sum | prod
+    value: V
+    O: int
+    N: int
+    I: int
+    reverse: bool = False
+    exclusive: bool = False
+    what: str = ""
+
+
+@dataclass
+class RowFused:
+    """One kernel for a chain on the same rows: reductions `stages` (row mode, equal M and R; a stage reads
+    an earlier one's result at index "m"), then `value` stored to `out`: per element of the (M, R) rows
+    (`per_row` False, value reads "m" and "r") or per row (value reads "m"). Rows are held whole in registers.
+    `keep` names the stage buffers other kernels read (their results are stored as well)."""
+
+    stages: list
+    out: Buffer
+    value: V
+    M: int
+    R: int
+    per_row: bool
+    keep: set = field(default_factory=set)
+    what: str = ""
 
 def buffer_tensor(buf: Buffer) -> LTensor:
     shape = buf.shape
@@ -142,38 +182,139 @@ class Context:
         M, R = max(1, numel(out_shape)), numel(red_shape)
         if R == 0:
             raise NotImplementedError("reduction over an empty range")
+        buf = self.add_buffer(base, out_shape, dtype)
+        r = Var("r", R)
+        rc = unflatten(r, red_shape)
+        m = Var("m", M)
+        value = fn(unflatten(m, out_shape), rc)
+        if tiles(value, {"m": M, "r": R}, ("m", "r"), ()):
+            self.kernels.append(Reduction(buf, kind, value, M, R, self.note, extra, mode="row"))
+            return buffer_tensor(buf)
+        for p in range(len(out_shape)):
+            O, I = numel(out_shape[:p]), numel(out_shape[p:])
+            if I == 1:
+                break
+            o, i = Var("o", O), Var("i", I)
+            cval = fn(unflatten(o, out_shape[:p]) + unflatten(i, out_shape[p:]), rc)
+            if tiles(cval, {"o": O, "i": I, "r": R}, ("r", "i"), ("o",)):
+                self.kernels.append(Reduction(buf, kind, cval, M, R, self.note, extra, mode="col", O=O, I=I))
+                return buffer_tensor(buf)
         if self.target != "cpu" and M < 256 and R >= 1 << 16 and kind in ("sum", "max", "min") \
                 and dtype.is_floating_point:
+            self._names.discard(buf.name)
+            self.buffers.remove(buf)
             return self._split_reduce(kind, out_shape, red_shape, fn, dtype, base, M, R)
-        buf = self.add_buffer(base, out_shape, dtype)
-        m, r = Var("m", M), Var("r", R)
-        value = fn(unflatten(m, out_shape), unflatten(r, red_shape))
         self.kernels.append(Reduction(buf, kind, value, M, R, self.note, extra))
         return buffer_tensor(buf)
 
+    def scan(self, kind: str, shape, dim: int, fn, dtype: torch.dtype, reverse=False, base: str = "scan"):
+        """out = scan along `dim` of fn(coords) (a Scan kernel); a value read backwards along `dim` (a flip)
+        scans in reverse over the unflipped positions, and the result is returned flipped (a view)."""
+        shape = tuple(int(n) for n in shape)
+        O, N, I = numel(shape[:dim]), shape[dim], numel(shape[dim + 1:])
+        buf = self.add_buffer(base, shape, dtype)
 
-def _neutral(kind, dtype):
-    return vals.const({"sum": 0.0, "max": float("-inf"), "min": float("inf")}[kind], dtype)
+        def coords(flip, at=None):
+            r = Var("r", N)
+            j = add(const(N - 1), scale(r, -1)) if flip else r if at is None else at
+            if I == 1:
+                return unflatten(Var("m", O), shape[:dim]) + [j]
+            return unflatten(Var("o", O), shape[:dim]) + [j] + unflatten(Var("i", I), shape[dim + 1:])
+        sizes = {"m": O, "o": O, "r": N, "i": I}
+        axes, scalars = (("m", "r"), ()) if I == 1 else (("r", "i"), ("o",))
+        value = fn(coords(False))
+        flipped = exclusive = False
+        if not tiles(value, sizes, axes, scalars):
+            alt = fn(coords(True))
+            if tiles(alt, sizes, axes, scalars):
+                value, flipped, reverse = alt, True, not reverse
+            elif N > 1 and not reverse:
+                # a scan of [identity, x[..., :-1]] (a concatenation) is the exclusive scan of x
+                first = fn(coords(False, at=const(0)))
+                shifted = fn(coords(False, at=add(Var("r", N), const(1))))
+                neutral = 0 if kind == "sum" else 1
+                if vals.is_const(first) and first.args[0] == neutral and tiles(shifted, sizes, axes, scalars):
+                    value, exclusive = shifted, True
+        self.kernels.append(Scan(buf, kind, value, O, N, I, reverse=reverse, exclusive=exclusive,
+                                 what=self.note))
+        t = buffer_tensor(buf)
+        if not flipped:
+            return t
+
+        def read(c):
+            c = list(c)
+            c[dim] = add(const(N - 1), scale(as_index(c[dim]), -1))
+            return t(c)
+        return LTensor(shape, dtype, read)
 
 
-def _split_reduce(self, kind, out_shape, red_shape, fn, dtype, base, M, R):
-    """Few outputs over a long range: partial results over S chunks of the range (enough blocks to fill
-    the GPU), then a second reduction over the chunks."""
-    S = max(2, min(1024, R // 4096, 2048 // M))
-    C = -(-R // S)
-
-    def fn1(oc, rc):
-        s_idx, j = rc[0], rc[1]
-        flat = s_idx * C + j
-        v = fn(oc, unflatten(flat, red_shape))
-        ok = vals.call("lt", vals.index_value(flat), vals.const(R, torch.int64))
-        return vals.call("where", ok, v, _neutral(kind, v.dtype))
-    partial = self.reduce(kind, tuple(out_shape) + (S,), (C,), lambda oc, rc: fn1(oc[:-1], [oc[-1], rc[0]]),
-                          dtype, base + "_part")
-    return self.reduce(kind, out_shape, (S,), lambda oc, rc: partial(list(oc) + [rc[0]]), dtype, base)
+def tiles(value: V, sizes: dict, axes: tuple, scalars: tuple) -> bool:
+    """Whether every load of `value` that moves along the tile's axes is a window load (see `window`)."""
+    found = False
+    for v in vals.walk([value]):
+        if v.op == "gather" and v.vars & set(axes):
+            return False
+        if v.op != "load" or not (v.vars & set(axes)):
+            continue
+        if v.args[2] or window(v.args[1], sizes, axes, scalars, None) is None:
+            return False
+        found = True
+    return found
 
 
-Context._split_reduce = _split_reduce
+def window(idx, sizes: dict, axes: tuple, scalars: tuple, numel_: int | None):
+    """A load index as a window of a view of the flat buffer, or None.
+
+    The index must be `c + sum(coef * var)` over the tile's axis variables (`axes`, in tile order) and
+    block-uniform scalars (`scalars`); the tile variables' strides must nest (each divides the next larger
+    one, the smallest is 1) and decrease in tile order. The view has one dim per tile variable (sizes: the
+    buffer's numel over the largest stride, then the ratios of consecutive strides); the scalars and the
+    constant shift the window's start. A variable other than the first may not run past its dim (that would
+    wrap into the next row). Returns (view shape, [(var, offset) per dim], {scalar: coef in dim 0}).
+    `numel_` None: the leading size is not checked (None in the shape)."""
+    if isinstance(idx, Var):
+        terms, c = [(1, idx)], 0
+    elif isinstance(idx, Sum):
+        terms, c = list(idx.terms), idx.c
+    else:
+        return None
+    coef_t, coef_s = {}, {}
+    for k, a in terms:
+        if not isinstance(a, Var):
+            return None
+        if a.name in axes:
+            coef_t[a.name] = k
+        elif a.name in scalars:
+            coef_s[a.name] = k
+        else:
+            return None
+    if not coef_t or c < 0 or any(k <= 0 for k in coef_t.values()):
+        return None
+    order = sorted(coef_t, key=lambda n: -coef_t[n])
+    if [n for n in axes if n in coef_t] != order:
+        return None        # the tile's axes are not in memory order (a transpose): left to gathers
+    strides = [coef_t[n] for n in order]
+    if strides[-1] != 1 or len(set(strides)) != len(strides) or any(a % b for a, b in zip(strides, strides[1:])):
+        return None
+    lead = strides[0]
+    if any(k % lead for k in coef_s.values()):
+        return None
+    shape, dims = [], []
+    for k, n in enumerate(order):
+        st = strides[k]
+        if k == 0:
+            off = c // st
+            size = None if numel_ is None else numel_ // st
+        else:
+            off = (c % strides[k - 1]) // st
+            size = strides[k - 1] // st
+            if off + sizes[n] > size:
+                return None
+        shape.append(size)
+        dims.append((n, off))
+    if numel_ is not None and numel_ % lead:
+        return None
+    return shape, dims, {n: k // lead for n, k in coef_s.items()}
 
 
 def broadcast_shapes(*shapes) -> tuple:

@@ -33,6 +33,14 @@ def reduce(ctx, x: LTensor, dims, kind: str, dtype=None, value=None, keepdim=Fal
     `value(v, full_coords)` maps the loaded element before combining (default: v itself)."""
     rank = len(x.shape)
     dims = _dims(dims, rank)
+    runs = _runs([d for d in dims if x.shape[d] != 1])
+    if len(runs) > 1 and kind in ("sum", "max", "min", "prod"):
+        # reduced dims in several runs (e.g. dims 0 and 2): reduce the innermost run first (a row or column
+        # reduction that reads the input once), then the rest of the (much smaller) result
+        inner = runs[-1]
+        part = reduce(ctx, x, inner, kind, dtype, value, keepdim=True, base=base + "_part")
+        rest = [d for d in dims if d not in inner]
+        return reduce(ctx, part, rest + inner, kind, dtype, None, keepdim=keepdim, base=base)
     out_shape = tuple(n for d, n in enumerate(x.shape) if d not in dims)
     red_shape = tuple(x.shape[d] for d in dims)
     dtype = dtype or x.dtype
@@ -45,6 +53,17 @@ def reduce(ctx, x: LTensor, dims, kind: str, dtype=None, value=None, keepdim=Fal
         return vals.cast(v, cdt)
     red = ctx.reduce(kind, out_shape, red_shape, fn, dtype, base=base)
     return keep(red, dims, rank) if keepdim else red
+
+
+def _runs(dims) -> list:
+    """Sorted dims as runs of consecutive ones: [0, 2, 3] -> [[0], [2, 3]]."""
+    out = []
+    for d in dims:
+        if out and out[-1][-1] == d - 1:
+            out[-1].append(d)
+        else:
+            out.append([d])
+    return out
 
 
 def keep(t: LTensor, dims, rank) -> LTensor:
@@ -388,27 +407,16 @@ def _bn_train(ctx, node, x, weight, bias, *rest):
     return tuple(out + [m1] * (n_out - 3))
 
 
-def _scan(ctx, node, x, dim, kind, reverse=False, exclusive=False):
-    """Inclusive scan along `dim` as a masked reduction (each output reduces its prefix)."""
+def _scan(ctx, node, x, dim, kind):
+    """Inclusive scan along `dim`: a Scan kernel (tile scans over chunks of the axis plus a carry); a flipped
+    input scans in reverse over the unflipped positions (see `Context.scan`)."""
     rank = len(x.shape)
     d = dim + rank if dim < 0 else dim
-    n = x.shape[d]
     out = result_dtype(node)
     acc = _acc_dtype(out) if out.is_floating_point else torch.int64
-    neutral = 0 if kind == "sum" else 1
-
-    def fn(oc, rc):
-        r = rc[0]
-        j = oc[d]
-        full = list(oc)
-        full[d] = r
-        v = vals.cast(x(full), acc)
-        ri, ji = vals.index_value(r), vals.index_value(j)
-        take = call("le", ri, ji) if not reverse else call("ge", ri, ji)
-        if exclusive:
-            take = call("and", take, call("ne", ri, ji), dtype=torch.bool)
-        return call("where", take, v, vals.const(neutral, acc))
-    red = ctx.reduce(kind, x.shape, (n,), fn, acc, base="cum" + kind)
+    if not x.shape or x.shape[d] == 0:
+        raise NotImplementedError("a scan of an empty or 0-d tensor")
+    red = ctx.scan(kind, x.shape, d, lambda c: vals.cast(x(c), acc), acc, base="cum" + kind)
     return _as(red, out)
 
 

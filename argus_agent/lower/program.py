@@ -8,7 +8,8 @@ import torch
 import torch.fx as fx
 
 from . import ops_nn, ops_pointwise, ops_reduce, ops_views  # noqa: F401  (registrations)
-from .core import Buffer, Context, LTensor, buffer_tensor
+from . import values as vals
+from .core import Buffer, Context, LTensor, Pointwise, Reduction, RowFused, Scan, buffer_tensor
 from .graph import Captured, LoweringError, capture_program, source_line
 from .registry import lookup
 from .values import STORAGE_OK
@@ -75,22 +76,154 @@ def lower_captured(captured: Captured, target: str = "cpu") -> LoweredProgram:
         if not isinstance(t, LTensor):
             raise LoweringError("Model.forward returns a value that is not a tensor")
         ctx.note = f"output {r.name}"
-        if t.buffer is not None and t.buffer.kind == "temp" and t.buffer.shape == t.shape and _is_plain(t):
-            buf = t.buffer
+        plain = _plain_buffer(ctx, t)
+        if plain is not None and plain.kind == "temp" and plain not in outputs:
+            buf = plain
         else:
             buf = _force_realize(ctx, t, "out")
         outputs.append(buf)
         shapes.append(t.shape)
-    return LoweredProgram(captured, ctx.buffers, ctx.kernels, outputs, shapes, single, ops, ctx.target, placeholders)
+    kernels = fuse_rows(ctx.kernels, outputs)
+    kernels = drop_dead(kernels, outputs)
+    used = {b.name for k in kernels for b in kernel_buffers(k)} | {b.name for b in outputs}
+    buffers = [b for b in ctx.buffers if b.kind != "temp" or b.name in used]
+    return LoweredProgram(captured, buffers, kernels, outputs, shapes, single, ops, ctx.target, placeholders)
 
 
-def _is_plain(t: LTensor) -> bool:
+def _plain_buffer(ctx: Context, t: LTensor):
+    """The temp buffer `t` reads element for element in row-major order (a view that composes to the
+    identity, e.g. a flip of a reversed scan), or None."""
     from .index import Var, unflatten
     if not t.shape:
-        return False
+        return None
     i = Var("i", t.numel)
     v = t(unflatten(i, t.shape))
-    return v.op == "load" and v.args[0] == t.buffer.name and v.args[1] == i and not v.args[2]
+    if v.op != "load" or v.args[1] != i or v.args[2]:
+        return None
+    buf = next((b for b in ctx.buffers if b.name == v.args[0]), None)
+    if buf is None or buf.numel != t.numel or vals.compute_dtype(buf.dtype) != buf.dtype or buf.dtype != t.dtype:
+        return None
+    return buf
+
+
+def kernel_buffers(k) -> list:
+    """Every Buffer a kernel spec reads or writes."""
+    out = []
+    for x in vars(k).values():
+        if isinstance(x, Buffer):
+            out.append(x)
+        elif isinstance(x, (list, tuple)):
+            out += [b for b in x if isinstance(b, Buffer)]
+    return out
+
+
+def _reads(k) -> set:
+    """Names of the buffers a kernel spec reads."""
+    if isinstance(k, (Pointwise, Reduction, Scan)):
+        return {v.args[0] for v in vals.walk([k.value]) if v.op in ("load", "gather")}
+    if isinstance(k, RowFused):
+        names = {v.args[0] for v in vals.walk([st.value for st in k.stages] + [k.value])
+                 if v.op in ("load", "gather")}
+        return names - {st.out.name for st in k.stages}
+    return {b.name for b in kernel_buffers(k) if b is not getattr(k, "out", None)}
+
+
+def drop_dead(kernels: list, outputs: list) -> list:
+    """Kernels whose results nothing reads (e.g. the indices of a max whose values alone are used)."""
+    need = {b.name for b in outputs}
+    kept = []
+    for k in reversed(kernels):
+        outs = {k.out.name} | ({st.out.name for st in k.stages if st.out.name in k.keep}
+                               if isinstance(k, RowFused) else set())
+        if isinstance(k, (Pointwise, Reduction, Scan, RowFused)) and not (outs & need):
+            continue
+        need |= _reads(k)
+        kept.append(k)
+    return kept[::-1]
+
+
+def fuse_rows(kernels: list, outputs: list) -> list:
+    """A Pointwise kernel over (M, R) rows (or over M rows) that reads row reductions of the same rows
+    becomes one RowFused kernel with them when a row fits in registers (`codegen.ROW_MAX`): the rows are
+    read once instead of once per reduction (softmax, log_softmax, layer/RMS norm, variance, l2-normalize)."""
+    from .codegen import ROW_MAX, next_pow2
+    from .core import tiles
+    from .index import Var, add, scale, substitute
+
+    kernels = list(kernels)
+    out_names = {b.name for b in outputs}
+    for pi in range(len(kernels)):
+        P = kernels[pi]
+        if not isinstance(P, Pointwise):
+            continue
+        n = P.out.numel
+        reds = {k.out.name: (j, k) for j, k in enumerate(kernels[:pi])
+                if isinstance(k, Reduction) and k.mode == "row" and k.kind in ("sum", "max", "min", "prod")}
+        for name in sorted(_reads(P) & set(reds)):
+            M, R = reds[name][1].M, reds[name][1].R
+            if R < 2 or next_pow2(R) > ROW_MAX or (M * R != n and M != n):
+                continue
+            per_row = M == n
+            m, r = Var("m", M), Var("r", R)
+            i = m if per_row else add(scale(m, R), r)
+            value = _subst(P.value, {"i": i})
+            same = {nm for nm, (_, k) in reds.items() if k.M == M and k.R == R}
+            stages = _row_stages([value], same, reds, m)
+            if not stages:
+                continue
+            if not per_row and not tiles(value, {"m": M, "r": R}, ("m", "r"), ()):
+                continue
+            first = min(reds[nm][0] for nm in stages)
+            snames = set(stages)
+            # a kernel between the first stage and P that reads a stage's result would now run before it
+            if any(_reads(k) & snames for k in kernels[first:pi] if k.out.name not in snames):
+                continue
+            later = set().union(*[_reads(k) for k in kernels[pi + 1:]]) if pi + 1 < len(kernels) else set()
+            keep = {nm for nm in snames if nm in later or nm in out_names}
+            st_specs = [reds[nm][1] for nm in sorted(snames, key=lambda nm: reds[nm][0])]
+            kernels[pi] = RowFused(st_specs, P.out, value, M, R, per_row, keep, P.what)
+            for spec in st_specs:
+                kernels[kernels.index(spec)] = None
+            break
+    return [k for k in kernels if k is not None]
+
+
+def _row_stages(roots, same: set, reds: dict, m) -> list:
+    """The row reductions (names in `same`) that `roots` read at the row index `m`, and those they read,
+    transitively; [] when one of them is also read at another index."""
+    found, todo = [], list(roots)
+    while todo:
+        v0 = todo.pop()
+        for v in vals.walk([v0]):
+            if v.op in ("load", "gather") and v.args[0] in same:
+                if v.op == "gather" or v.args[1] != m or v.args[2]:
+                    return []
+                if v.args[0] not in found:
+                    found.append(v.args[0])
+                    todo.append(reds[v.args[0]][1].value)
+    return found
+
+
+def _subst(v, mapping: dict, memo=None):
+    """The value with loop variables replaced by index expressions (loads, index values, conditions)."""
+    from .index import IExpr, substitute
+    memo = {} if memo is None else memo
+    got = memo.get(id(v))
+    if got is not None:
+        return got
+    args = []
+    for a in v.args:
+        if isinstance(a, vals.V):
+            args.append(_subst(a, mapping, memo))
+        elif isinstance(a, IExpr):
+            args.append(substitute(a, mapping))
+        elif isinstance(a, tuple) and v.op == "load":
+            args.append(tuple((c[0], substitute(c[1], mapping)) + tuple(c[2:]) for c in a))
+        else:
+            args.append(a)
+    out = vals.make(v.op, tuple(args), v.dtype)
+    memo[id(v)] = out
+    return out
 
 
 def _force_realize(ctx: Context, t: LTensor, base: str) -> Buffer:

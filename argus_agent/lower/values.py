@@ -173,11 +173,34 @@ def _fold(op, args, dtype):
         return args[0]
     if op == "where" and args[0].op == "const":
         return args[1] if args[0].args[0] else args[2]
+    if op in COMPARE and args[0].op == "index" and args[1].op == "const":
+        known = _compare_bounds(op, args[0].args[0], args[1].args[0])
+        if known is not None:
+            return const(known, torch.bool)
     if all(a.op == "const" for a in args) and op in _PY:
         try:
             return const(_PY[op](*[a.args[0] for a in args]), dtype)
         except (ArithmeticError, ValueError):
             return None
+    return None
+
+
+def _compare_bounds(op, e, c):
+    """`e op c` when the index expression's bounds decide it (a concatenation's seam that a shifted view
+    never crosses), else None."""
+    lo, hi = e.lo, e.hi
+    if lo is None or hi is None:
+        return None
+    if op == "lt":
+        return True if hi < c else False if lo >= c else None
+    if op == "le":
+        return True if hi <= c else False if lo > c else None
+    if op == "gt":
+        return True if lo > c else False if hi <= c else None
+    if op == "ge":
+        return True if lo >= c else False if hi < c else None
+    if op == "eq" and lo == hi:
+        return lo == c
     return None
 
 
