@@ -15,6 +15,11 @@
 // ---------------------------------------------------------------- 16-bit float storage types
 // bf16 and f16 are kept as raw bits; arithmetic converts to float (the interpreter rounds after every op).
 static __device__ __forceinline__ unsigned short tp_f32_to_bf16_bits(float f) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  unsigned short h;  // one instruction: round to nearest even, NaN stays NaN
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+#endif
   unsigned u = tp_float_as_uint(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);  // NaN stays NaN
   u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest even

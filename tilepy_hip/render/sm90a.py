@@ -11,6 +11,7 @@ Within an atom, a k-step advances the start address by 32 bytes; across 8-row gr
 
 from __future__ import annotations
 
+from tilepy import ir
 from tilepy.instructions import mma_operand_layout
 from tilepy.symbolic import Var
 
@@ -115,18 +116,26 @@ def emit_wgmma(r, e, acc, a, b):
     if not a_regs:
         em(f"const unsigned {sa} = tp_smem_addr({a.ptr});")
     em(f"const unsigned {sb} = tp_smem_addr({b.ptr});")
+    # Register A: every fragment is packed before the fence; a register written between the fence and the
+    # wgmma reading it would make ptxas wait for each wgmma before issuing the next.
+    packed = {}
+    if a_regs:
+        for ks in range(ksteps):
+            for rr in range(rep_r):
+                da = packed[ks, rr] = r.tmp("da")
+                base = instr.a.num_values * (rr + rep_r * ks)
+                vals = [a_slots[base + i] for i in range(instr.a.num_values)]
+                em(f"unsigned {da}[4];")  # four 32-bit registers, two 16-bit values each, in fragment order
+                for i in range(4):
+                    em(f"{da}[{i}] = tp_pack2({a.name}[{vals[2 * i]}], {a.name}[{vals[2 * i + 1]}]);")
     em("tp_wgmma_fence();")
     half = n // 2
     for ks in range(ksteps):
         for rr in range(rep_r):
-            da = r.tmp("da")
-            if a_regs:  # four 32-bit registers, two 16-bit values each, in the fragment's value order
-                base = instr.a.num_values * (rr + rep_r * ks)
-                vals = [a_slots[base + i] for i in range(instr.a.num_values)]
-                em(f"unsigned {da}[4];")
-                for i in range(4):
-                    em(f"{da}[{i}] = tp_pack2({a.name}[{vals[2 * i]}], {a.name}[{vals[2 * i + 1]}]);")
+            if a_regs:
+                da = packed[ks, rr]
             else:
+                da = r.tmp("da")
                 a_off = sym_c(a.stype.layout((_v(wm) + gm * rr) * 64, ks * kk))
                 em(
                     f"const unsigned long long {da} = "
@@ -159,8 +168,30 @@ def emit_wgmma(r, e, acc, a, b):
                     f'{tail};\\n}}\\n" : {outs} : "l"({da}), "l"({db}), "r"(1) : "memory");'
                 )
     em("tp_wgmma_commit();")
-    em("tp_wgmma_wait0();")
+    if not e.attrs.get("async_"):
+        em("tp_wgmma_wait0();")
     em.close()
+
+
+def emit_mma_wait(r, call):
+    """wgmma.wait_group n: at most n of the warpgroup's wgmma groups stay in flight."""
+    r.em(f'asm volatile("wgmma.wait_group.sync.aligned %0;\\n" :: "n"({int(call.attrs.get("n", 0))}) : "memory");')
+
+
+def emit_setmaxnreg(r, call):
+    """setmaxnreg.inc / .dec for the executing warpgroup: a role whose threads are whole warpgroups; the
+    direction is taken from the kernel's register ceiling (65536 / threads, capped at 255, rounded down to 8):
+    a budget above it increases, one below decreases."""
+    n = int(call.attrs["n"])
+    lo, size = r.role_range()
+    if lo % 128 or size % 128:
+        raise r.error("tp.setmaxnreg applies to whole warpgroups: call it in a role branch of whole warpgroups "
+                      "(tp.warpgroup_id() == ...)", "move it into the producer's or the consumers' branch")
+    ceiling = min(255, 65536 // r.kir.num_threads) // 8 * 8
+    if n == ceiling:
+        return
+    op = "inc" if n > ceiling else "dec"
+    r.em(f'asm volatile("setmaxnreg.{op}.sync.aligned.u32 %0;\\n" :: "n"({n}));')
 
 
 def _register_a_slots(r, a, instr, shape, warps) -> list[int]:
@@ -195,19 +226,34 @@ def emit_mbarrier_init(r, call, name: str, var: str = ""):
     count is count x (threads of the role that arrives). Roles of different sizes arriving on one mbarrier
     fall back to one elected thread after a barrier over its role."""
     count = call.attrs.get("count", 1)
+    stages = call.attrs.get("stages")
     sizes = r.arrival_roles.get(var, set())
     per_thread = len(sizes) == 1
     r.mbar_per_thread[name] = per_thread
-    r.em.open("if (tp_tid == 0)")
-    r.em(f"tp_mbar_init({name}, {count * next(iter(sizes)) if per_thread else count});")
+    n = count * next(iter(sizes)) if per_thread else count
+    if stages is None:
+        r.em.open("if (tp_tid == 0)")
+        r.em(f"tp_mbar_init({name}, {n});")
+    else:  # an array: the first `stages` threads initialize one each
+        r.em.open(f"if (tp_tid < {stages})")
+        r.em(f"tp_mbar_init({name} + tp_tid, {n});")
     r.em.close()
     r.barrier()
 
 
+def _bar(r, e) -> tuple[str, str]:
+    """(C pointer to the mbarrier, the pointer of its allocation): `bars[i]` of an array is `bars_p + i`."""
+    if isinstance(e, ir.Call) and e.op == "mbarrier_at":
+        base = r.scalar_bar(e.args[0])
+        return f"({base} + ({r.scalar_as(e.args[1], r.i32)}))", base
+    b = r.scalar_bar(e)
+    return b, b
+
+
 def emit_mbarrier_arrive(r, call):
-    bar = r.scalar_bar(call.args[0])
+    bar, base = _bar(r, call.args[0])
     lo, size = r.role_range()
-    if r.mbar_per_thread.get(bar):
+    if r.mbar_per_thread.get(base):
         r.em(f"tp_mbar_arrive({bar});")
         return
     # One elected arrival: the role's threads first finish what they did before it.
@@ -228,7 +274,7 @@ def _role_sync(r, purpose: str, lo: int, size: int):
 
 
 def emit_mbarrier_wait(r, call):
-    bar = r.scalar_bar(call.args[0])
+    bar, _ = _bar(r, call.args[0])
     phase = r.scalar_as(call.args[1], r.i32)
     r.em(f"tp_mbar_wait({bar}, ({phase}) & 1);")
 
@@ -248,7 +294,7 @@ def emit_copy_bulk(r, call):
     starts), so all of the role's threads take the same one."""
     src, dst, barv = call.args
     view, sref = r.view_ref(src), r.smem_ref(dst)
-    bar = r.scalar_bar(barv)
+    bar, _ = _bar(r, barv)
     lo, size = r.role_range()
     known = not r.ctx.divergent or r.ctx.role is not None
     em = r.em

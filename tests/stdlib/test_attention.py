@@ -1,0 +1,196 @@
+"""Forward attention (stdlib_kernels/attention.py) and wgmma with A in registers on the CPU interpreter, against
+float64 numpy: ragged sequence lengths (partial query and key tiles), causal and not, grouped-query attention,
+both head dims; the log-sum-exp output; the verifier's proof of the kernel's operand pairings; register-A
+wgmma on its own (exact against numpy, a mislaid fragment caught by the interpreter's numbers and the
+verifier), and its rendering. Outputs are poisoned with NaN first."""
+
+import numpy as np
+import pytest
+
+import tilepy as tp
+from stdlib_kernels import attention
+from tilepy.dtypes import round_bf16
+
+
+def _bf16(rng, shape, scale=1.0):
+    return round_bf16((rng.standard_normal(shape) * scale).astype(np.float32))
+
+
+def _run(bh, bhkv, sq, sk, d, causal, seed, **constexprs):
+    rng = np.random.default_rng(seed)
+    q, k, v = _bf16(rng, (bh, sq, d)), _bf16(rng, (bhkv, sk, d)), _bf16(rng, (bhkv, sk, d))
+    o = np.full((bh, sq, d), np.nan, np.float32)
+    lse = np.full((bh, sq), np.nan, np.float32)
+    attention.launch(q, k, v, o, lse, causal=causal, **constexprs)
+    ref_o, ref_lse = attention.reference(q, k, v, causal)
+    assert not np.isnan(o).any() and not np.isnan(lse).any(), "some output element was never written"
+    np.testing.assert_array_equal(o, round_bf16(o))  # the epilogue stores bf16
+    return o, lse, ref_o, ref_lse
+
+
+def _rel(x, ref):
+    return float(np.linalg.norm(np.asarray(x, np.float64) - ref) / np.linalg.norm(ref))
+
+
+# bf16 P (the PV operand) and the bf16 output each round at 2^-9 relative: the error sits near 2e-3; fp32
+# statistics keep the log-sum-exp within a few fp32 ulps of a sum of SKV terms.
+CASES = [
+    # bh, bhkv, sq, sk, d, causal, constexprs
+    (2, 1, 100, 150, 64, False, dict(BN=64, STAGES=2, CONSUMERS=1)),   # GQA 2:1, ragged tiles, 3 key tiles
+    (2, 1, 100, 150, 64, True, dict(BN=64, STAGES=2, CONSUMERS=1)),
+    (4, 2, 130, 130, 128, True, dict(BN=64, STAGES=2)),                 # one row past a 128-row block
+    (2, 2, 200, 333, 128, False, dict(STAGES=3)),                        # stages reused, keys end mid-tile
+    (2, 1, 257, 257, 64, True, {}),                                      # the D=64 preset, diagonal tiles
+    (1, 1, 70, 20, 128, True, dict(BN=64)),                              # fewer keys than query rows
+]
+
+
+@pytest.mark.parametrize("bh,bhkv,sq,sk,d,causal,cfg", CASES)
+def test_attention_on_the_interpreter(bh, bhkv, sq, sk, d, causal, cfg):
+    o, lse, ref_o, ref_lse = _run(bh, bhkv, sq, sk, d, causal, seed=sq * 7 + sk + d, **cfg)
+    assert _rel(o, ref_o) < 4e-3
+    assert np.abs(lse - ref_lse).max() < 1e-5 * max(1.0, np.abs(ref_lse).max())
+
+
+def test_large_scores_keep_the_softmax_stable():
+    """Scores of several hundred: without the running max, exp overflows; with a wrong rescale the rows that
+    meet their max late go wrong."""
+    rng = np.random.default_rng(4)
+    q = _bf16(rng, (1, 64, 64), 4.0)
+    k = _bf16(rng, (1, 300, 64), 4.0)
+    v = _bf16(rng, (1, 300, 64))
+    k[0, 250] = round_bf16(q[0, 5] * 3)  # row 5's maximum arrives in the last key tile
+    o = np.full((1, 64, 64), np.nan, np.float32)
+    lse = np.full((1, 64), np.nan, np.float32)
+    attention.launch(q, k, v, o, lse, BN=64, STAGES=2, CONSUMERS=1)
+    ref_o, ref_lse = attention.reference(q, k, v)
+    assert ref_lse.max() > 100
+    assert _rel(o, ref_o) < 4e-3
+    assert np.abs(lse - ref_lse).max() < 1e-5 * np.abs(ref_lse).max()
+
+
+def test_gqa_heads_read_their_own_kv_head():
+    """4 query heads on 2 KV heads: heads 0, 1 read KV 0 and heads 2, 3 read KV 1 (as torch's enable_gqa)."""
+    rng = np.random.default_rng(9)
+    q = _bf16(rng, (4, 64, 64))
+    k, v = _bf16(rng, (2, 64, 64)), _bf16(rng, (2, 64, 64))
+    o = np.full((4, 64, 64), np.nan, np.float32)
+    lse = np.full((4, 64), np.nan, np.float32)
+    attention.launch(q, k, v, o, lse, BN=64, CONSUMERS=1)
+    for h in range(4):
+        ref, _ = attention.reference(q[h:h + 1], k[h // 2:h // 2 + 1], v[h // 2:h // 2 + 1])
+        assert _rel(o[h:h + 1], ref) < 4e-3
+        other, _ = attention.reference(q[h:h + 1], k[1 - h // 2:2 - h // 2], v[1 - h // 2:2 - h // 2])
+        assert _rel(o[h:h + 1], other) > 0.1
+
+
+def test_bad_arguments_are_named():
+    q = np.zeros((3, 64, 64), np.float32)
+    k = np.zeros((2, 64, 64), np.float32)
+    with pytest.raises(ValueError, match="multiple of KV heads"):
+        attention.launch(q, k, k, q.copy(), np.zeros((3, 64), np.float32))
+    q96 = np.zeros((2, 64, 96), np.float32)
+    with pytest.raises(ValueError, match="head dim 96"):
+        attention.launch(q96, q96, q96, q96.copy(), np.zeros((2, 64), np.float32))
+
+
+@pytest.mark.parametrize("cfg", [dict(attention.PRESETS[128], CAUSAL=False),
+                                 dict(attention.PRESETS[64], CAUSAL=True, GROUP=4)])
+def test_verifier_proves_the_operand_pairings(cfg):
+    tilepy_verify = pytest.importorskip("tilepy_verify")
+    rep = tilepy_verify.verify(attention.attention_fwd, target="sm_90a", **cfg)  # its time: verify_speed.py
+    assert not rep.errors, str(rep)
+    assert {"tag_assertion", "deadlock", "pipeline_hazard"} <= set(rep.checks)
+
+
+# --------------------------------------------------------------------------- wgmma with A in registers
+RS = tp.nv.wgmma_m64n64k16_bf16_rs
+SS = tp.nv.wgmma_m64n64k16_bf16
+WRONG_LAYOUT = tp.blocked((64, 32), 128, vec=2)  # 16 values per thread, as the fragment, elsewhere
+
+
+@tp.kernel(threads=128, target="sm_90a")
+def rs_product(A: tp.Tensor[tp.bf16, 64, 32], B: tp.Tensor[tp.bf16, 32, 64], C: tp.Tensor[tp.f32, 64, 64],
+               WRONG: tp.constexpr = False):
+    b_s = tp.shared((32, 64), tp.bf16, swizzle=tp.Swizzle(3, 3, 3))
+    tp.copy(B[0:32, 0:64], b_s)
+    tp.barrier()
+    a = tp.load(A[0:64, 0:32], layout=WRONG_LAYOUT if WRONG else tp.mma_layout(RS, "a", (64, 32)))
+    acc = tp.zeros((64, 64), tp.f32, layout=tp.accumulator(RS, (64, 64)))
+    tp.store(C[0:64, 0:64], tp.mma(a, b_s, acc))
+
+
+@tp.kernel(threads=128, target="sm_90a")
+def chained(A: tp.Tensor[tp.bf16, 64, 16], B: tp.Tensor[tp.bf16, 16, 32], D: tp.Tensor[tp.bf16, 32, 64],
+            C: tp.Tensor[tp.f32, 64, 64]):
+    """(A @ B) cast to bf16 feeds the next product as a register A, with no layout conversion: the
+    accumulator's 8-column chunks are the A fragment's registers (the attention P @ V step)."""
+    a_s = tp.shared((64, 16), tp.bf16, swizzle=tp.Swizzle(1, 3, 3))
+    b_s = tp.shared((16, 32), tp.bf16, swizzle=tp.Swizzle(2, 3, 3))
+    d_s = tp.shared((32, 64), tp.bf16, swizzle=tp.Swizzle(3, 3, 3))
+    tp.copy(A[0:64, 0:16], a_s)
+    tp.copy(B[0:16, 0:32], b_s)
+    tp.copy(D[0:32, 0:64], d_s)
+    tp.barrier()
+    s = tp.mma(a_s, b_s, tp.zeros((64, 32), tp.f32, layout=tp.accumulator(tp.nv.wgmma_m64n32k16_bf16, (64, 32))))
+    acc = tp.zeros((64, 64), tp.f32, layout=tp.accumulator(RS, (64, 64)))
+    tp.store(C[0:64, 0:64], tp.mma(s.to(tp.bf16), d_s, acc))
+
+
+def _ints(rng, shape):
+    return rng.integers(-4, 5, shape).astype(np.float32)  # exact in bf16 and in every f32 sum here
+
+
+def test_register_a_wgmma_is_exact():
+    rng = np.random.default_rng(0)
+    a, b = _ints(rng, (64, 32)), _ints(rng, (32, 64))
+    c = np.full((64, 64), np.nan, np.float32)
+    rs_product[(1,)](a, b, c)
+    np.testing.assert_array_equal(c, a.astype(np.float64) @ b)
+
+
+def test_accumulator_feeds_register_a_without_conversion():
+    rng = np.random.default_rng(1)
+    a, b, d = _ints(rng, (64, 16)), _ints(rng, (16, 32)), _ints(rng, (32, 64))
+    c = np.full((64, 64), np.nan, np.float32)
+    chained[(1,)](a, b, d, c)
+    s = a.astype(np.float64) @ b
+    np.testing.assert_array_equal(c, round_bf16(s.astype(np.float32)).astype(np.float64) @ d)
+
+
+def test_mislaid_register_a_gives_wrong_numbers_and_a_finding():
+    """A register A in another layout with as many values per thread is reinterpreted as the hardware would:
+    the product is wrong, and the verifier's mma_layout check names the slot."""
+    rng = np.random.default_rng(2)
+    a, b = _ints(rng, (64, 32)), _ints(rng, (32, 64))
+    c = np.full((64, 64), np.nan, np.float32)
+    rs_product[(1,)](a, b, c, WRONG=True)
+    assert np.abs(c - a.astype(np.float64) @ b).max() > 1
+    tilepy_verify = pytest.importorskip("tilepy_verify")
+    rep = tilepy_verify.verify(rs_product, target="sm_90a", WRONG=True)
+    assert any(f.check == "mma_layout" for f in rep.errors), str(rep)
+    assert not tilepy_verify.verify(rs_product, target="sm_90a").errors
+
+
+def test_register_a_needs_the_rs_instruction_and_shared_b():
+    @tp.kernel(threads=128, target="sm_90a")
+    def ss_with_regs(A: tp.Tensor[tp.bf16, 64, 16], B: tp.Tensor[tp.bf16, 16, 64], C: tp.Tensor[tp.f32, 64, 64]):
+        b_s = tp.shared((16, 64), tp.bf16, swizzle=tp.Swizzle(3, 3, 3))
+        a = tp.load(A[0:64, 0:16], layout=tp.mma_layout(RS, "a", (64, 16)))
+        acc = tp.zeros((64, 64), tp.f32, layout=tp.accumulator(SS, (64, 64)))
+        tp.store(C[0:64, 0:64], tp.mma(a, b_s, acc))
+
+    with pytest.raises(tp.KernelTypeError, match="_rs"):
+        ss_with_regs.ir()
+
+
+def test_register_a_renders_as_wgmma_with_a_registers():
+    import tilepy_hip
+
+    src = tilepy_hip.render(chained.ir())
+    assert "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16" in src
+    line = next(x for x in src.splitlines() if "m64n64k16" in x)
+    assert "{%32, %33, %34, %35}, %36" in line  # 32 accumulators, then four A registers, then B's descriptor
+    # the fragments are packed before the fence, so the wgmmas of one product issue back to back
+    body = src[src.index("tp_wgmma_fence();", src.index("tp_pack2")) - 2000:]
+    assert body.index("tp_pack2") < body.index("tp_wgmma_fence();")
