@@ -1,0 +1,200 @@
+"""Forward attention (stdlib_kernels/attention.py) against torch's SDPA flash and cuDNN backends, in one run;
+writes benchmarks/results/attention-<device>.json.
+
+    python benchmarks/attention.py [--quick] [--out DIR]
+
+Rows: bf16, head dims 128 (16 heads) and 64 (32 heads), sequence lengths 512 to 16k at 16k tokens per
+batch (batch = 16384 / seqlen: batch x heads x row blocks fill the chip), causal and not, plus grouped-query
+rows (32 query heads on 8 KV heads). Every kernel gets the same random inputs; our output is checked against
+float64 (one head, all rows) and against the flash backend's before timing. A timing is the best of 5
+replays of a CUDA graph of 10 calls (GPU time only). TFLOP/s count 4 * B * H * SQ * SKV * D, halved when
+causal (the FlashAttention convention). Ratios are flash_time / ours and cudnn_time / ours.
+Each kernel variant's registers, spills and HGMMA count (from its SASS) go into the JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
+
+import tilepy_hip  # noqa: E402
+from stdlib_kernels import attention  # noqa: E402
+
+TOKENS = 16384
+
+
+def configs(quick: bool):
+    seqs128 = (512, 2048, 8192, 16384) if quick else (512, 1024, 2048, 4096, 8192, 16384)
+    seqs64 = (512, 4096, 16384) if quick else (512, 2048, 8192, 16384)
+    out = []
+    for causal in (False, True):
+        out += [(TOKENS // s, 16, 16, s, 128, causal) for s in seqs128]
+        out += [(TOKENS // s, 32, 32, s, 64, causal) for s in seqs64]
+        out.append((4, 32, 8, 4096, 128, causal))  # GQA 4:1
+    return out
+
+
+def timeit(fn, reps: int = 10, batches: int = 5) -> float:
+    fn()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(graph):
+            for _ in range(reps):
+                fn()
+        replay = graph.replay
+    except RuntimeError as e:  # a launch path that cannot be captured: time it eagerly, and say so
+        print(f"  (no CUDA graph: {str(e).splitlines()[0][:100]}; eager timing)", flush=True)
+        torch.cuda.synchronize()
+
+        def replay():
+            for _ in range(reps):
+                fn()
+    replay()
+    torch.cuda.synchronize()
+    best = float("inf")
+    for _ in range(batches):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        replay()
+        end.record()
+        end.synchronize()
+        best = min(best, start.elapsed_time(end) / 1e3 / reps)
+    return best
+
+
+def ref_one_head(q, k, v, causal, h):
+    """float64 output of head h (query rows in chunks)."""
+    g = q.shape[0] // k.shape[0]
+    qh, kh, vh = q[h].double(), k[h // g].double(), v[h // g].double()
+    outs = []
+    for r0 in range(0, qh.shape[0], 2048):
+        s = qh[r0:r0 + 2048] @ kh.T / math.sqrt(q.shape[-1])
+        if causal:
+            i = torch.arange(r0, r0 + s.shape[0], device=s.device)[:, None]
+            s = s.masked_fill(torch.arange(s.shape[1], device=s.device)[None, :] > i, float("-inf"))
+        outs.append(torch.softmax(s, -1) @ vh)
+    return torch.cat(outs)
+
+
+def rel(x, ref) -> float:
+    x = x.double()
+    if not torch.isfinite(x).all():
+        return float("inf")
+    return float((x - ref).norm() / ref.norm())
+
+
+def sdpa(backend, q4, k4, v4, causal, gqa):
+    with sdpa_kernel(backend):
+        return F.scaled_dot_product_attention(q4, k4, v4, is_causal=causal, enable_gqa=gqa)
+
+
+def peer(backend, q4, k4, v4, causal, gqa):
+    """(fn, note) for a torch backend; for GQA a backend without enable_gqa gets K and V expanded beforehand
+    (outside the timing); None when the backend refuses the shape."""
+    try:
+        sdpa(backend, q4, k4, v4, causal, gqa)
+        return (lambda: sdpa(backend, q4, k4, v4, causal, gqa)), ""
+    except RuntimeError:
+        if not gqa:
+            return None, "unsupported"
+    g = q4.shape[1] // k4.shape[1]
+    ke, ve = k4.repeat_interleave(g, 1), v4.repeat_interleave(g, 1)
+    try:
+        sdpa(backend, q4, ke, ve, causal, False)
+    except RuntimeError:
+        return None, "unsupported"
+    return (lambda: sdpa(backend, q4, ke, ve, causal, False)), "kv expanded beforehand"
+
+
+def kernel_facts(params) -> dict:
+    ck = tilepy_hip.compile(attention.attention_fwd, target="sm_90a", **params)
+    sass = ck.sass() or ""
+    return {"registers": ck.resources.get("registers"), "spill_stores": ck.resources.get("spill_stores"),
+            "spill_loads": ck.resources.get("spill_loads"), "smem": ck.smem_bytes,
+            "hgmma": len(re.findall(r"\bHGMMA\b", sass)), "ldl_stl": len(re.findall(r"\b(LDL|STL)\b", sass))}
+
+
+def row(b, h, hkv, s, d, causal, g, facts):
+    q = torch.randn(b * h, s, d, device="cuda", generator=g).bfloat16()
+    k = torch.randn(b * hkv, s, d, device="cuda", generator=g).bfloat16()
+    v = torch.randn(b * hkv, s, d, device="cuda", generator=g).bfloat16()
+    o = torch.full_like(q, float("nan"))
+    lse = torch.empty(b * h, s, device="cuda")
+    params = {**attention.PRESETS[d], "CAUSAL": causal, "GROUP": h // hkv}
+    key = json.dumps(params, sort_keys=True)
+    if key not in facts:
+        facts[key] = {"params": params, **kernel_facts(params)}
+
+    def ours():
+        attention.launch(q, k, v, o, lse, causal=causal)
+
+    ours()
+    torch.cuda.synchronize()
+    err = rel(o[0], ref_one_head(q, k, v, causal, 0))
+    q4, k4, v4 = (x.view(b, -1, s, d) for x in (q, k, v))
+    gqa = h != hkv
+    flash, flash_note = peer(SDPBackend.FLASH_ATTENTION, q4, k4, v4, causal, gqa)
+    cudnn, cudnn_note = peer(SDPBackend.CUDNN_ATTENTION, q4, k4, v4, causal, gqa)
+    err_flash = rel(flash().reshape(o.shape)[0], ref_one_head(q, k, v, causal, 0)) if flash else None
+    t = timeit(ours)
+    t_flash = timeit(flash) if flash else None
+    t_cudnn = timeit(cudnn) if cudnn else None
+    flops = 4 * b * h * s * s * d * (0.5 if causal else 1.0)
+    tf = lambda x: flops / x / 1e12 if x else None  # noqa: E731
+    return {"batch": b, "heads": h, "kv_heads": hkv, "seqlen": s, "head_dim": d, "causal": causal,
+            "us": t * 1e6, "TFLOPs": tf(t), "flash_TFLOPs": tf(t_flash), "cudnn_TFLOPs": tf(t_cudnn),
+            "vs_flash": t_flash / t if t_flash else None, "vs_cudnn": t_cudnn / t if t_cudnn else None,
+            "rel_err": err, "flash_rel_err": err_flash, "flash_note": flash_note, "cudnn_note": cudnn_note,
+            "kernel": key}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="fewer sequence lengths")
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
+    args = ap.parse_args(argv)
+    props = torch.cuda.get_device_properties(0)
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", props.name).strip("_")
+    g = torch.Generator(device="cuda").manual_seed(16)
+    res = {"device": props.name, "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
+           "toolchain": tilepy_hip.toolchain_info()["nvidia"], "time": time.strftime("%Y-%m-%d %H:%M:%S"),
+           "rows": [], "kernels": {}}
+    print(f"{props.name}, torch {torch.__version__}, cuDNN {res['cudnn']}")
+    print(f"{'B x H/Hkv x S x D':24} {'causal':6} {'ours TF/s':>9} {'flash':>7} {'cudnn':>7} {'vs flash':>8} "
+          f"{'vs cudnn':>8} {'err':>8} {'flash err':>9}")
+    fmt = lambda x, f: format(x, f) if x is not None else "-"  # noqa: E731
+    for b, h, hkv, s, d, causal in configs(args.quick):
+        r = row(b, h, hkv, s, d, causal, g, res["kernels"])
+        res["rows"].append(r)
+        print(f"{f'{b} x {h}/{hkv} x {s} x {d}':24} {str(causal):6} {r['TFLOPs']:9.1f} "
+              f"{fmt(r['flash_TFLOPs'], '7.1f')} {fmt(r['cudnn_TFLOPs'], '7.1f')} {fmt(r['vs_flash'], '8.2f')} "
+              f"{fmt(r['vs_cudnn'], '8.2f')} {r['rel_err']:8.1e} {fmt(r['flash_rel_err'], '9.1e')}", flush=True)
+        torch.cuda.empty_cache()
+    for k, f in res["kernels"].items():
+        print("kernel", k, {x: f[x] for x in f if x != "params"})
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"attention-{name}.json"
+    path.write_text(json.dumps(res, indent=1))
+    print("wrote", path)
+    vs = [r["vs_flash"] for r in res["rows"] if r["vs_flash"]]
+    vc = [r["vs_cudnn"] for r in res["rows"] if r["vs_cudnn"]]
+    if vs:
+        print(f"vs flash: min {min(vs):.2f} max {max(vs):.2f}; vs cudnn: min {min(vc):.2f} max {max(vc):.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,27 @@
+"""Forward attention at small, ragged sizes (both head dims, causal and not, GQA), for compute-sanitizer:
+
+compute-sanitizer --tool memcheck python3 tests/gpu/sanitize_attention.py
+compute-sanitizer --tool racecheck python3 tests/gpu/sanitize_attention.py
+"""
+
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+
+from stdlib_kernels import attention  # noqa: E402
+
+d = torch.device("cuda")
+for hd, causal, (bh, bhkv, sq, sk) in ((128, False, (2, 1, 200, 333)), (64, True, (2, 2, 257, 257)),
+                                       (128, True, (1, 1, 130, 70))):
+    q = torch.randn(bh, sq, hd, device=d).bfloat16()
+    k = torch.randn(bhkv, sk, hd, device=d).bfloat16()
+    v = torch.randn(bhkv, sk, hd, device=d).bfloat16()
+    o = torch.empty_like(q)
+    lse = torch.empty(bh, sq, device=d)
+    attention.launch(q, k, v, o, lse, causal=causal)
+    torch.cuda.synchronize()
+    assert torch.isfinite(o.float()).all()
+print("ok")
