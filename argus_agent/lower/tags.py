@@ -24,16 +24,21 @@ from .index import IExpr, variables
 ENABLED = True  # module switch (tests and benchmarks compare with and without)
 
 
-def _param_tags(em, buffers) -> list:
+def _param_tags(em) -> list:
+    """`tp.tag` lines: each parameter's elements by their flat index in the buffer (a view's parameter is a
+    contiguous reshape of it: row-major)."""
     out = []
     for buf, view in em.params:
         if view is None:
             out.append(f'tp.tag({buf}, lambda j: ("{buf}", j))')
-        else:
-            name, shape = view
-            if len(shape) != 2:
-                continue
-            out.append(f'tp.tag({name}, lambda a, b: ("{buf}", {int(shape[1])} * a + b))')
+            continue
+        name, shape = view
+        params = [f"a{d}" for d in range(len(shape))]
+        flat, stride = [], 1
+        for p, n in reversed(list(zip(params, shape))):
+            flat.append(p if stride == 1 else f"{stride} * {p}")
+            stride *= int(n)
+        out.append(f'tp.tag({name}, lambda {", ".join(params)}: ("{buf}", {" + ".join(reversed(flat))}))')
     return out
 
 
@@ -50,43 +55,68 @@ def _assertions(em, loop_vars: dict, at_of) -> dict:
             continue
         buf, idx, _conds = v.args
         at = at_of(v)
-        guard = " or ".join(f"{x} >= {loop_vars[x]}" for x in at)
+        guard = " or ".join(f"{x} >= {loop_vars[x]}" for x in at if loop_vars.get(x) is not None)
         pred = f'("{buf}", {_render(idx)})'
         body = f"{guard} or t == {pred}" if guard else f"t == {pred}"
+        if not at:
+            out[name] = f"tp.assert_tag({name}, lambda t: {body})"
+            continue
         tiles = f"({at[0]},)" if len(at) == 1 else f"({', '.join(at)})"
         out[name] = f"tp.assert_tag({name}, lambda t, {', '.join(at)}: {body}, at={tiles})"
     return out
 
 
-def _insert(body: list, asserts: dict, tags: list) -> list:
+def _defined(body: list) -> set:
+    return {line.lstrip().split(" = ", 1)[0] for line in body if " = " in line}
+
+
+def _insert(body: list, asserts: dict, tags: list, defs: dict | None = None) -> list:
+    """Tags first; each assertion after the line that defines its value; a loop variable's tile the
+    assertions need but the kernel never wrote (a window load does not mention it) after the line `defs`
+    names for it: {var: (line prefix after which, definition)}."""
+    need = set()
+    for text in asserts.values():
+        if "at=(" in text:
+            need |= {x.strip() for x in text.rsplit("at=(", 1)[1].rstrip(")").split(",") if x.strip()}
+    have = _defined(body)
+    add = {}
+    for x, (after, line) in (defs or {}).items():
+        if x in need and x not in have:
+            add.setdefault(after, []).append(line)
     res = list(tags)
     for line in body:
         res.append(line)
         head = line.lstrip()
-        name = head.split(" = ", 1)[0] if " = " in head else None
+        indent = line[: len(line) - len(head)]
+        for after, extra in add.items():
+            if head.startswith(after):
+                res += [indent + e for e in extra]
+        name = head.split(" = ", 1)[0] if " = " in head and "tp.load(" in head else None
         got = asserts.get(name)
         if got is not None:
-            res.append(line[: len(line) - len(head)] + got)
+            res.append(indent + got)
     return res
 
 
-def annotate_pointwise(body: list, em, numel: int) -> list:
-    """`body` (the kernel's lines, unindented) with tensor tags first and an assertion after every load."""
-    if not ENABLED:
-        return body
-    asserts = _assertions(em, {"i": numel}, lambda v: ("i",))
-    return _insert(body, asserts, _param_tags(em, None))
-
-
-def annotate_reduction(body: list, em, M: int, R: int) -> list:
-    """As annotate_pointwise for a Reduction kernel: loads before the loop relate to the output index m,
-    loads in the loop to (m, r)."""
+def annotate(body: list, em, sizes: dict, order: tuple, defs: dict | None = None) -> list:
+    """General form: `sizes` {loop variable: range} (None: no range guard, e.g. a block-uniform scalar),
+    `order` the variables in the predicate's parameter order; each load's assertion takes the variables its
+    index map reads. `defs` as in `_insert`."""
     if not ENABLED:
         return body
 
     def at_of(v):
-        names = {x.name for x in variables(v.args[1])} | set(v.vars)
-        return ("m", "r") if "r" in names else ("m",)
+        names = {x.name for x in variables(v.args[1])}
+        return tuple(x for x in order if x in names)
 
-    asserts = _assertions(em, {"m": M, "r": R}, at_of)
-    return _insert(body, asserts, _param_tags(em, None))
+    return _insert(body, _assertions(em, sizes, at_of), _param_tags(em), defs)
+
+
+def annotate_pointwise(body: list, em, numel: int) -> list:
+    """`body` (the kernel's lines, unindented) with tensor tags first and an assertion after every load."""
+    return annotate(body, em, {"i": numel}, ("i",))
+
+
+def annotate_reduction(body: list, em, M: int, R: int) -> list:
+    """As annotate_pointwise for a Reduction kernel over (m, r)."""
+    return annotate(body, em, {"m": M, "r": R}, ("m", "r"))
