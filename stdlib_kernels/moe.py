@@ -302,7 +302,7 @@ def reference(x, logits, w13, w2, topk, round_to=None):
     def rnd(a):
         return a if round_to is None else a.to(round_to).double()
 
-    x, logits, w13, w2 = (a.detach().cpu().double() for a in (x, logits, w13, w2))
+    x, logits = x.detach().double(), logits.detach().double()     # on their device; weights per expert below
     p = torch.softmax(logits, dim=1)
     wv, ids = torch.topk(p, topk, dim=1)
     wv = wv / wv.sum(dim=1, keepdim=True)
@@ -312,7 +312,7 @@ def reference(x, logits, w13, w2, topk, round_to=None):
         tok, slot = torch.nonzero(ids == e, as_tuple=True)
         if tok.numel() == 0:
             continue
-        hh = x[tok] @ w13[e]
-        y = rnd(rnd(torch.nn.functional.silu(hh[:, :f]) * hh[:, f:]) @ w2[e])
+        hh = x[tok] @ w13[e].double()
+        y = rnd(rnd(torch.nn.functional.silu(hh[:, :f]) * hh[:, f:]) @ w2[e].double())
         out.index_add_(0, tok, y * wv[tok, slot][:, None])
     return out, ids, wv
