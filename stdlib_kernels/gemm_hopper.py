@@ -36,47 +36,67 @@ def b_layout(BK, BN, atom=64):
 def gemm_hopper(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"], C: tp.Tensor[tp.f32, "M", "N"],
                 BM: tp.constexpr = 128, BN: tp.constexpr = 128, BK: tp.constexpr = 64, STAGES: tp.constexpr = 4,
                 CONSUMERS: tp.constexpr = 2, INSTR: tp.constexpr = tp.nv.wgmma_m64n128k16_bf16,
-                SWIZZLE: tp.constexpr = tp.Swizzle(3, 3, 3)):
+                SWIZZLE: tp.constexpr = tp.Swizzle(3, 3, 3), IN_FLIGHT: tp.constexpr = 0,
+                PRODUCER_REGS: tp.constexpr = 0, CONSUMER_REGS: tp.constexpr = 0, SPLIT_K: tp.constexpr = 1):
     m0 = tp.block_id(0) * BM
     n0 = tp.block_id(1) * BN
     a_s = tp.shared((BM, BK), tp.bf16, stages=STAGES, swizzle=SWIZZLE)
     b_s = tp.shared((BK, BN), tp.bf16, stages=STAGES, swizzle=SWIZZLE, layout=b_layout(BK, BN))
     # full[s]: the producer's copies into stage s landed; empty[s]: the consumers are done reading stage s.
-    full0 = tp.mbarrier(1)
-    full1 = tp.mbarrier(1)
-    full2 = tp.mbarrier(1)
-    full3 = tp.mbarrier(1)
-    empty0 = tp.mbarrier(1)
-    empty1 = tp.mbarrier(1)
-    empty2 = tp.mbarrier(1)
-    empty3 = tp.mbarrier(1)
-    full = (full0, full1, full2, full3)
-    empty = (empty0, empty1, empty2, empty3)
+    # Tile k lives in stage k % STAGES; its round k // STAGES is the phase of both mbarriers.
+    full = tp.mbarrier(1, stages=STAGES)
+    empty = tp.mbarrier(1, stages=STAGES)
     tp.tag(A, lambda i, k: ("A", i, k))
     tp.tag(B, lambda k, j: ("B", k, j))
-    k_tiles = tp.cdiv(A.shape[1], BK)
-    rounds = tp.cdiv(k_tiles, STAGES)   # round j uses every stage once: tile k = j * STAGES + s
+    if SPLIT_K > 1:
+        # split-K: block z sums k-tiles [k_first, k_first + k_tiles) and adds its partial tile into C (zeroed
+        # by the caller) with f32 atomics; tiles past K read zeros (the copies zero-fill), so every split runs
+        # the same count
+        k_tiles = tp.cdiv(tp.cdiv(A.shape[1], BK), SPLIT_K)
+        k_first = tp.block_id(2) * k_tiles
+    else:
+        k_first = 0
+        k_tiles = tp.cdiv(A.shape[1], BK)
     if tp.warpgroup_id() == 0:          # producer warpgroup: one thread issues the bulk tensor copies
-        for j in range(rounds):
-            for s in tp.static_range(STAGES):
-                k = j * STAGES + s
-                if k < k_tiles:
-                    if j > 0:
-                        tp.mbarrier_wait(empty[s], j - 1)    # the consumers released stage s (round j - 1)
-                    tp.copy_bulk(A[m0:m0 + BM, k * BK:(k + 1) * BK], a_s[s], full[s])
-                    tp.copy_bulk(B[k * BK:(k + 1) * BK, n0:n0 + BN], b_s[s], full[s])
-                    tp.mbarrier_arrive(full[s])
+        if PRODUCER_REGS > 0:
+            tp.setmaxnreg(PRODUCER_REGS)
+        for k in range(k_tiles):
+            if IN_FLIGHT == 0:
+                if k >= STAGES:
+                    tp.mbarrier_wait(empty[k % STAGES], k // STAGES - 1)   # tile k - STAGES was released
+            else:
+                tp.mbarrier_wait(empty[k % STAGES], k // STAGES)       # (the consumers pre-release every stage)
+            k0 = (k_first + k) * BK
+            tp.copy_bulk(A[m0:m0 + BM, k0:k0 + BK], a_s[k % STAGES], full[k % STAGES])
+            tp.copy_bulk(B[k0:k0 + BK, n0:n0 + BN], b_s[k % STAGES], full[k % STAGES])
+            tp.mbarrier_arrive(full[k % STAGES])
     else:                               # consumer warpgroups: wgmma over their own threads, 64 rows each
+        if CONSUMER_REGS > 0:
+            tp.setmaxnreg(CONSUMER_REGS)
         acc = tp.zeros((BM, BN), tp.f32, layout=tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1)))
-        for j in range(rounds):
-            for s in tp.static_range(STAGES):
-                k = j * STAGES + s
-                if k < k_tiles:
-                    tp.mbarrier_wait(full[s], j)             # stage s holds tile k
-                    acc = tp.mma(a_s[s], b_s[s], acc)
-                    tp.assert_tag(tp.mma_operands(acc), lambda a, b: a[2] == b[1])
-                    tp.mbarrier_arrive(empty[s])
-        tp.store(C[m0:m0 + BM, n0:n0 + BN], acc)
+        if IN_FLIGHT == 0:
+            for k in range(k_tiles):
+                tp.mbarrier_wait(full[k % STAGES], k // STAGES)        # stage k % STAGES holds tile k
+                acc = tp.mma(a_s[k % STAGES], b_s[k % STAGES], acc)
+                tp.mbarrier_arrive(empty[k % STAGES])
+        else:
+            # One wgmma group stays in flight while the next tile lands: tile k's group is issued, then
+            # wait_group 1 retires tile k - 1's, and only then is tile k - 1's stage released. Every stage but
+            # the last is released once up front, and iteration 0 releases the last, so the producer's wait for
+            # tile k is phase k // STAGES of empty[k % STAGES] with no first-round special case.
+            for s in tp.static_range(STAGES - 1):
+                tp.mbarrier_arrive(empty[s])
+            for k in range(k_tiles):
+                tp.mbarrier_wait(full[k % STAGES], k // STAGES)
+                acc = tp.mma_async(a_s[k % STAGES], b_s[k % STAGES], acc)
+                tp.mma_wait(1)
+                tp.mbarrier_arrive(empty[(k + STAGES - 1) % STAGES])   # tile k - 1's stage
+            tp.mma_wait(0)
+        tp.assert_tag(tp.mma_operands(acc), lambda a, b: a[2] == b[1])
+        if SPLIT_K > 1:
+            tp.atomic_add(C[m0:m0 + BM, n0:n0 + BN], acc)
+        else:
+            tp.store(C[m0:m0 + BM, n0:n0 + BN], acc)
 
 
 gemm_hopper_bf16 = gemm_hopper.retyped(C=tp.Tensor[tp.bf16, "M", "N"])  # bf16 out: tp.store rounds
@@ -88,18 +108,81 @@ PRESETS = {
     "sm_90a": dict(BM=128, BN=256, BK=64, STAGES=4, CONSUMERS=2, INSTR=tp.nv.wgmma_m64n256k16_bf16),
 }
 SMALL_TILE = dict(BN=128, INSTR=tp.nv.wgmma_m64n128k16_bf16)  # the 128x128 variant
+NUM_SMS = 132  # H100 SXM; the policy table sizes grids against it
+
+# The policy per shape class (`policy(M, N, K)` picks one; constexprs over PRESETS).
+POLICIES = {
+    "large": dict(IN_FLIGHT=1),
+    "small": dict(IN_FLIGHT=1, **SMALL_TILE),              # <= 1024^3: more CTAs, split-K where they are few
+    "skinny": dict(IN_FLIGHT=1, **SMALL_TILE),             # M <= 256 (decode): split-K over the SMs
+}
+
+
+def shape_class(M: int, N: int, K: int) -> str:
+    if M <= 256:
+        return "skinny"
+    if M * N * K <= 1024 ** 3:
+        return "small"
+    return "large"
+
+
+def policy(M: int, N: int, K: int) -> dict:
+    """The constexprs for an (M, N, K) GEMM: the shape class's policy, plus SPLIT_K where the output tiles
+    alone fill less than half the SMs and K has enough k-tiles to share (each split keeps >= 4)."""
+    p = {**PRESETS["sm_90a"], **POLICIES[shape_class(M, N, K)]}
+    tiles = tp.cdiv(M, p["BM"]) * tp.cdiv(N, p["BN"])
+    k_tiles = tp.cdiv(K, p["BK"])
+    split = 1
+    if 2 * tiles <= NUM_SMS:
+        split = max(1, min(NUM_SMS // tiles, k_tiles // 4))
+    if split > 1:
+        p["SPLIT_K"] = split
+    return p
+
+
+def grid_of(M: int, N: int, params: dict) -> tuple:
+    return (tp.cdiv(M, params["BM"]), tp.cdiv(N, params["BN"]), params.get("SPLIT_K", 1))
 
 
 def launch(a, b, c, target: str = "sm_90a", out_dtype=None, **constexprs):
-    """c = a @ b; the output dtype is c's (f32 or bf16; for a float32 numpy c standing for bf16, out_dtype=tp.bf16)."""
+    """c = a @ b; the output dtype is c's (f32 or bf16; for a float32 numpy c standing for bf16, out_dtype=tp.bf16).
+    Constexprs not given come from the shape's policy (`policy`). With SPLIT_K > 1 the kernel adds f32 partial
+    tiles atomically: an f32 c is zeroed first; a bf16 c gets them through an f32 workspace, rounded once."""
     from tilepy.dtypes import from_any
 
     out = out_dtype or from_any(c.dtype)
     if out not in KERNELS:
         raise ValueError(f"gemm_hopper writes f32 or bf16, not {out}")
-    params = {**PRESETS[target], **constexprs}
-    grid = (tp.cdiv(a.shape[0], params["BM"]), tp.cdiv(b.shape[1], params["BN"]))
-    return KERNELS[out][grid](a, b, c, target=target, **params)
+    M, K = a.shape
+    N = b.shape[1]
+    params = {**policy(M, N, K), **constexprs} if target == "sm_90a" else {**PRESETS[target], **constexprs}
+    grid = grid_of(M, N, params)
+    if params.get("SPLIT_K", 1) <= 1:
+        return KERNELS[out][grid](a, b, c, target=target, **params)
+    if out == tp.f32:
+        c[...] = 0
+        return gemm_hopper[grid](a, b, c, target=target, **params)
+    ws = _zeros_f32(c)
+    r = gemm_hopper[grid](a, b, ws, target=target, **params)
+    _round_into(c, ws)
+    return r
+
+
+def _zeros_f32(like):
+    if isinstance(like, np.ndarray):
+        return np.zeros(like.shape, np.float32)
+    import torch
+
+    return torch.zeros(like.shape, dtype=torch.float32, device=like.device)
+
+
+def _round_into(c, ws):
+    if isinstance(c, np.ndarray):
+        from tilepy.dtypes import round_bf16
+
+        c[...] = round_bf16(ws) if c.dtype == np.float32 else ws
+    else:
+        c.copy_(ws)
 
 
 def reference(a, b):

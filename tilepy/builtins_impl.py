@@ -185,6 +185,20 @@ class BuiltinRules(SharedViewRules, MemoryRules, ComputeRules, GatherRules, Redu
                 if not 0 <= index < t.stages:
                     raise self.err(node, f"stage {index} is outside 0..{t.stages - 1}", cls=ShapeError)
             return self.make("stage", t.stage(), node, base, self.expr(index, node))
+        if isinstance(t, MBarrierType) and t.stages is not None:
+            if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
+                raise self.err(node, "index an mbarrier array by one stage index: full[k % STAGES]",
+                               cls=UnsupportedConstructError)
+            index = self.tr.expr(node.slice[0].slice.value)
+            if not isinstance(index, ir.Expr):
+                self.const_int(index, node, "mbarrier index")
+                if not 0 <= index < t.stages:
+                    raise self.err(node, f"mbarrier {index} is outside 0..{t.stages - 1}", cls=ShapeError)
+            index = self.expr(index, node)
+            if not (isinstance(index.type, ScalarType) and index.type.dtype.is_int and index.type.uniform):
+                raise self.err(node, "an mbarrier array's index must be a uniform integer (the same in every "
+                               "thread of the role)", "index by the stage: full[k % STAGES]", KernelTypeError)
+            return self.make("mbarrier_at", MBarrierType(t.count), node, base, index)
         if isinstance(t, RegType):
             items = [e.slice for e in node.slice]
             none_at = [i for i, s in enumerate(items) if isinstance(s, cst.Index) and _is_none(s.value)]

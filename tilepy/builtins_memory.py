@@ -83,10 +83,14 @@ class MemoryRules:
         layout = self._layout_arg(layout, (n,), dt.i32, node)
         return self.make("arange", self.reg(dt.i32, (n,), layout, node), node, n=n, layout=layout)
 
-    def b_mbarrier(self, node, count=1):
+    def b_mbarrier(self, node, count=1, stages=None):
         count = self.const_int(count, node, "mbarrier count")
-        self.tr.shared_bytes += 8  # one 64-bit mbarrier object in shared memory
-        return self.make("mbarrier", MBarrierType(count), node, count=count)
+        if stages is not None:
+            stages = self.const_int(stages, node, "mbarrier stages")
+            if stages < 1:
+                raise self.err(node, f"an mbarrier array needs stages >= 1, got {stages}", cls=ConstexprError)
+        self.tr.shared_bytes += 8 * (stages or 1)  # one 64-bit mbarrier object in shared memory per stage
+        return self.make("mbarrier", MBarrierType(count, stages), node, count=count, stages=stages)
 
     # ------------------------------------------------------------ memory
     def _view_arg(self, value, node, what, spaces=("global", "shared")):
@@ -183,6 +187,7 @@ class MemoryRules:
         self._check_copy(src, dst, node)
         if not (isinstance(mbarrier, ir.Expr) and isinstance(mbarrier.type, MBarrierType)):
             raise self.err(node, "tp.copy_bulk needs an mbarrier from tp.mbarrier()", cls=KernelTypeError)
+        self._bar(mbarrier, node)
         return self.make("copy_bulk", NONE, node, src, dst, mbarrier)
 
     def b_barrier(self, node):
@@ -191,6 +196,9 @@ class MemoryRules:
     def _bar(self, bar, node):
         if not (isinstance(bar, ir.Expr) and isinstance(bar.type, MBarrierType)):
             raise self.err(node, f"expected an mbarrier, got {_show(bar)}", cls=KernelTypeError)
+        if bar.type.stages is not None:
+            raise self.err(node, f"this is an array of {bar.type.stages} mbarriers, not one",
+                           "index it by the stage: full[k % STAGES]", KernelTypeError)
         return bar
 
     def b_mbarrier_arrive(self, node, bar):

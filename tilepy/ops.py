@@ -75,8 +75,10 @@ _OPS = [
            "bulk tensor copy global->shared (TMA), issued by one thread; completes a transaction on `mbarrier`",
            "bulk_copy"),
     OpInfo("barrier", "barrier()", True, "block-wide barrier (__syncthreads); must be reached by all threads"),
-    OpInfo("mbarrier", "mbarrier() attrs{count}", False, "allocate an mbarrier expecting `count` arrivals",
-           "mbarrier"),
+    OpInfo("mbarrier", "mbarrier() attrs{count, stages}", False,
+           "allocate an mbarrier expecting `count` arrivals (with `stages`: an array of that many)", "mbarrier"),
+    OpInfo("mbarrier_at", "mbarrier_at(bars, index)", False,
+           "the mbarrier at a uniform run-time `index` (0 <= index < stages) of an mbarrier array", "mbarrier"),
     OpInfo("mbarrier_arrive", "mbarrier_arrive(bar)", True, "arrive on an mbarrier (one arrival per role)",
            "mbarrier"),
     OpInfo("mbarrier_wait", "mbarrier_wait(bar, phase)", True, "wait until phase `phase` of the mbarrier completes",
@@ -109,9 +111,16 @@ _OPS = [
            "result axis k is x's axis dims[k]; the layout is permuted with the axes (no data moves)"),
     OpInfo("reshape", "reshape(x) attrs{shape}", False,
            "the same elements in row-major order, in a tile of another shape (redistributed over threads)"),
-    OpInfo("mma", "mma(a, b, acc) attrs{instr}", False,
+    OpInfo("mma", "mma(a, b, acc) attrs{instr, async_}", False,
            "acc + a @ b with the instruction `instr`: the tile is covered by the instruction's fragments over the "
-           "accumulator's warp grid; register operands are read through the instruction's operand layouts"),
+           "accumulator's warp grid; register operands are read through the instruction's operand layouts. "
+           "With async_ (tp.mma_async, wgmma only) it is issued as one asynchronous group: its shared operands "
+           "may be read until a later mma_wait retires the group, and the result is used only after that"),
+    OpInfo("mma_wait", "mma_wait() attrs{n}", True,
+           "wait until at most `n` of the role's mma_async groups are in flight (wgmma.wait_group n)", "wgmma"),
+    OpInfo("setmaxnreg", "setmaxnreg() attrs{n}", True,
+           "the executing warpgroup's register budget becomes `n` per thread (setmaxnreg.inc/dec); no effect on "
+           "values", "wgmma"),
     # verification and scheduling: no device code
     OpInfo("tag", "tag(x) attrs{fn: TagFn}", True, "attach fn(*coords) as the symbolic tag of each element of x"),
     OpInfo("mma_operands", "mma_operands(acc)", False, "the (a_tag, b_tag) pairs multiplied into each acc element"),

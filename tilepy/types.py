@@ -131,12 +131,14 @@ class RegType:
 
 @dataclass(frozen=True)
 class MBarrierType:
-    """A shared-memory transaction barrier (Hopper mbarrier): `count` arrivals complete a phase."""
+    """A shared-memory transaction barrier (Hopper mbarrier): `count` arrivals complete a phase. With
+    `stages`, an array of that many mbarriers, indexed at run time (`full[k % STAGES]`) to give one."""
 
     count: int = 1
+    stages: int | None = None
 
     def __str__(self) -> str:
-        return f"MBarrier[{self.count}]"
+        return f"MBarrier[{self.count}]" + (f" x {self.stages}" if self.stages is not None else "")
 
 
 @dataclass(frozen=True)

@@ -83,11 +83,14 @@ def verify_ir(kir, checks=None) -> Report:
     if hit is not None and hit[0] is kir:
         return hit[1]
     t0 = time.perf_counter()
-    analysis = analyze(kir)
+    from .mbarrier_arrays import expand
+
+    early: list = []  # releases of stages an asynchronous wgmma group may still read (mbarrier_arrays.py)
+    analysis = analyze(expand(kir, early))  # mbarrier arrays in the analysis's terms
     solver = Solver_()
     solver.facts.update(analysis.trip_facts)
     ctx = Context(analysis, solver)
-    findings = []
+    findings = [f for f in early if f.check in names]
     try:
         for name in names:
             findings.extend(ALL[name](ctx))

@@ -62,7 +62,9 @@ def test_gemm_hopper_copies_b_in_64_column_blocks():
                                                   "INSTR": tp.nv.wgmma_m64n256k16_bf16})
     src, _, maps = render_kernel(kir)
     assert maps == [TensorMapSpec("A", "bf16", 2, (64, 128), 3), TensorMapSpec("B", "bf16", 2, (64, 64), 3)]
-    assert len(re.findall(r"tp_tma_load_2d\([^;]*&tp_tmap1", src)) == 4 * 4  # 4 blocks x 4 stages
+    # 4 column blocks, in one flat k loop whose stage is k % STAGES (mbarrier arrays: full_p + stage)
+    assert len(re.findall(r"tp_tma_load_2d\([^;]*&tp_tmap1", src)) == 4
+    assert "tp_mbar_init(full_p + tp_tid, 128);" in src and "if (tp_tid < 4)" in src
     assert "n0 + 192" in src
     # wgmma B descriptor: leading byte offset = one (64 x 64) block = 8192 bytes, stride 1024 (8 rows)
     assert "8192, 1024, 1)" in src
@@ -76,9 +78,9 @@ def test_gemm_hopper_fallback_is_cooperative():
     keep their expect_tx, the fallback adds no transaction bytes."""
     src, _, _ = render_kernel(gemm_hopper.gemm_hopper.ir("sm_90a", **gemm_hopper.PRESETS["sm_90a"]))
     body = src[src.index("if (tp_tma_ok & 2u)"):]
-    stage0 = body[: body.index("tp_mbar_arrive(full0_p);")]
+    stage0 = body[: body.index("tp_mbar_arrive((full_p + (tp_mod<int>(k, 4))));")]
     tma, fallback = stage0[: stage0.index("else")], stage0[stage0.index("else"):]
-    assert "if (tp_tid == 0)" in tma and "tp_mbar_expect_tx(full0_p, 32768);" in tma
+    assert "if (tp_tid == 0)" in tma and "tp_mbar_expect_tx((full_p + (tp_mod<int>(k, 4))), 32768);" in tma
     assert "tp_mbar_expect_tx" not in fallback and "if (tp_tid == 0)" not in fallback
     assert "tp_ldvec<tp_bf16, 8>(B + " in fallback  # 16-byte chunks when aligned
     assert "tp_tid + (" in fallback and "* 128;" in fallback  # all 128 producer threads, coalesced

@@ -314,7 +314,7 @@ class Renderer(TileOps, CopyOps, GatherOps, ScanOps, RematOps):
                 self.smem_allocs[id(s.value)] = SharedAlloc(cname(s.name), st, off)
             elif s.value.op == "mbarrier":
                 off = -(-self.smem_top // 8) * 8
-                self.smem_top = off + 8
+                self.smem_top = off + 8 * (s.value.attrs.get("stages") or 1)  # an array: one per stage
                 self.mbarriers[id(s.value)] = off
         if self.smem_top > self.t.smem_bytes:
             raise self.error(
@@ -337,12 +337,12 @@ class Renderer(TileOps, CopyOps, GatherOps, ScanOps, RematOps):
                     vals = self._thread_values(s.value)
                     if vals is not None:
                         self.static_values[s.name] = vals
-                elif (
-                    isinstance(s, ir.Eval)
-                    and s.call.op == "mbarrier_arrive"
-                    and isinstance(s.call.args[0], ir.Var)
-                ):
-                    self.arrival_roles.setdefault(s.call.args[0].name, set()).add(self.role_range()[1])
+                elif isinstance(s, ir.Eval) and s.call.op == "mbarrier_arrive":
+                    bar = s.call.args[0]
+                    if isinstance(bar, ir.Call) and bar.op == "mbarrier_at":  # one mbarrier of an array
+                        bar = bar.args[0]
+                    if isinstance(bar, ir.Var):
+                        self.arrival_roles.setdefault(bar.name, set()).add(self.role_range()[1])
                 elif isinstance(s, ir.For):
                     walk(s.body)
                 elif isinstance(s, ir.If):
@@ -564,6 +564,9 @@ class Renderer(TileOps, CopyOps, GatherOps, ScanOps, RematOps):
         self.env[s.name] = ViewRef(view.tensor, starts, view.sizes, view.squeeze)
 
     def _assign_mbarrier(self, s: ir.Assign):
+        if isinstance(s.value, ir.Call) and s.value.op == "mbarrier_at":
+            raise self.error("an mbarrier of an array is not a variable of its own",
+                             "pass full[k % STAGES] to the mbarrier op directly")
         if self.ctx.loop_depth or self.ctx.divergent:
             raise self.error("tp.mbarrier() must be allocated at the top level of the kernel")
         handler = self.t.ops.get("mbarrier")

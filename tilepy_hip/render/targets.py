@@ -159,6 +159,8 @@ SM_90A = RenderTarget(
         mbarrier=sm90a.emit_mbarrier_init,
         mbarrier_arrive=sm90a.emit_mbarrier_arrive,
         mbarrier_wait=sm90a.emit_mbarrier_wait,
+        mma_wait=sm90a.emit_mma_wait,
+        setmaxnreg=sm90a.emit_setmaxnreg,
     ),
     mma={"mma_sync": sm80.emit_mma_sync, "wgmma": sm90a.emit_wgmma},
     proxy_fence=_PROXY_FENCE,
