@@ -12,7 +12,9 @@ op whose index is (q + 1) C - 1. Two kinds of deadlock, each for all loop iterat
   an arrival the first role makes after the first wait. Two roles (A waits at W for B's arrive X; B waits at
   W2 before X for A's arrive X2, which comes after W in A's program order) or one role (W needs an arrival
   its own role makes later). The counterexample names the roles, both waits with their mbarriers, phases,
-  iterations and lines. Cycles through three or more roles are not searched.
+  iterations and lines. Longer cycles (A waits for B, B for C, ..., the last for an arrival A makes after
+  its wait) are searched the same way, hop by hop, through up to MAX_ROLES roles; the counterexample names
+  every role, wait, mbarrier, phase, iteration and line of the ring.
 
 Waits on an mbarrier several roles arrive on are not checked (its phases depend on the interleaving).
 `tp.barrier()` under thread-dependent control flow is the `barrier_divergence` check; the named barriers the
@@ -60,7 +62,7 @@ def check(ctx) -> list:
         if not cycles or ctx.solver.check(AND(reached, OR(*(c for c, _, _ in cycles))), small=False) is None:
             continue  # one query rules out every cycle through this wait (the usual answer)
         for cond, x, extra in cycles:
-            pair = frozenset((str(w.span), str(extra[0].span) if extra else ""))
+            pair = frozenset([str(w.span)] + [str(h[0].span) for h in extra or []])
             if pair in reported:  # the same cycle seen from its other wait
                 break
             model = ctx.solver.check(AND(reached, cond))
@@ -71,16 +73,30 @@ def check(ctx) -> list:
     return out
 
 
+MAX_ROLES = 4  # cycles through up to this many roles are searched
+
+
 def _blocked_before(ctx, sync, w, mw, x, mx):
-    """[(condition, (w2, mw2, x2, mx2) or None)]: arrive instance x (renamed by mx) that w needs only comes
-    after w itself in one role, or after a wait w2 of x's role that needs an arrival x2 coming after w."""
-    A = ctx.analysis
+    """[(condition, hops or None)]: arrive instance x (renamed by mx) that w needs only comes after w itself
+    in one role (hops None), or after a chain of waits through other roles that closes at an arrival w's
+    role makes after w: hops [(w2, mw2, x2, mx2), ...], w2 in x's role before x waiting for x2, and so on,
+    the last x in w's role (two roles: one hop; up to MAX_ROLES roles)."""
     out = []
     tw = subst(w.point.counters.get("T", 0), mw)
     if in_line(x.point.role, w.point.role):  # one role: the arrival it waits for is its own, later
         out.append((cmp(">", subst(x.point.counters.get("T", 0), mx), tw), None))
+        return out
+    out += _chain(ctx, sync, w, tw, x, mx, [tuple(w.point.role)], MAX_ROLES - 1)
+    return out
+
+
+def _chain(ctx, sync, w, tw, x, mx, visited, depth):
+    """Hops from arrive instance x: a wait w2 of x's role before x, the arrive x2 that completes the phase
+    w2 needs; closing where x2 is in w's role after w, else on through x2's role (a role not yet visited)."""
+    A = ctx.analysis
+    out = []
     for w2 in sync.waits:
-        if w2 is w or not in_line(w2.point.role, x.point.role) or in_line(w2.point.role, w.point.role):
+        if w2 is w or not in_line(w2.point.role, x.point.role) or any(in_line(w2.point.role, r) for r in visited):
             continue
         C2 = A.mbarriers.get(w2.bar)
         if C2 is None or sole_role(A, w2.bar) is None:
@@ -90,16 +106,25 @@ def _blocked_before(ctx, sync, w, mw, x, mx):
                                                                subst(x.point.counters.get("T", 0), mx)))
             need2 = (subst(w2.phase, mw2) + 1) * C2
             for x2 in A.arrives:
-                if x2.bar != w2.bar or not sync.exact_arrive(x2) or not in_line(x2.point.role, w.point.role):
+                if x2.bar != w2.bar or not sync.exact_arrive(x2):
+                    continue
+                closes = in_line(x2.point.role, w.point.role)
+                if not closes and (depth <= 1 or in_line(x2.point.role, w2.point.role)
+                                   or any(in_line(x2.point.role, r) for r in visited)):
                     continue
                 got = latest_counted(x2.point, x2.index, x2.key, need2)
                 if got is None:
                     continue
                 mx2, vx2 = got
                 hit2 = AND(vx2, subst(x2.point.path, mx2), subst(x2.valid, mx2),
-                           cmp("==", subst(x2.index, mx2), need2 - 1),
-                           cmp(">", subst(x2.point.counters.get("T", 0), mx2), tw))
-                out.append((AND(before_x, cmp(">=", subst(w2.phase, mw2), 0), hit2), (w2, mw2, x2, mx2)))
+                           cmp("==", subst(x2.index, mx2), need2 - 1))
+                base = AND(before_x, cmp(">=", subst(w2.phase, mw2), 0), hit2)
+                hop = (w2, mw2, x2, mx2)
+                if closes:
+                    out.append((AND(base, cmp(">", subst(x2.point.counters.get("T", 0), mx2), tw)), [hop]))
+                    continue
+                for c, rest in _chain(ctx, sync, w, tw, x2, mx2, visited + [tuple(w2.point.role)], depth - 1):
+                    out.append((AND(base, c), [hop] + rest))
     return out
 
 
@@ -133,19 +158,43 @@ def _finding(ctx, w, mw, model, C, cyc, done):
                          "threads only reach after this wait")
         msg = f"deadlock: mbarrier_wait on '{bar}' waits for an arrival its own role makes only after the wait"
         return Finding("deadlock", "error", msg, w.span, cex, x.span)
-    w2, mw2, x2, mx2 = extra
-    q2 = _eval_or_none(ctx, subst(w2.phase, mw2), model)
-    bar2 = w2.bar.removeprefix("mbar:")
-    its2 = {lp.name: _eval_or_none(ctx, subst(lp.var, mw2), model) for lp in w2.point.loops}
-    who2 = _roles(w2.point)
-    cex.update({"roles": (who, who2), "other_barrier": bar2, "other_phase": q2, "other_iteration": its2,
-                "detail": (f"{here}, completed by the arrive at line {x.span.line} ({who2}); {who2} first wait at "
-                           f"line {w2.span.line}, iteration {its2 or '(before loops)'}, for phase {q2} of '{bar2}', "
-                           f"completed by the arrive at line {x2.span.line}, which {who} reach only after line "
-                           f"{w.span.line}: a cycle of waits")})
-    msg = (f"deadlock: a cycle of mbarrier waits: '{bar}' (line {w.span.line}) waits for {who2}, which waits on "
-           f"'{bar2}' (line {w2.span.line}) for {who}")
-    return Finding("deadlock", "error", msg, w.span, cex, w2.span)
+    hops = []
+    for w2, mw2, x2, _mx2 in extra:
+        hops.append({"role": _roles(w2.point), "barrier": w2.bar.removeprefix("mbar:"),
+                     "phase": _eval_or_none(ctx, subst(w2.phase, mw2), model),
+                     "iteration": {lp.name: _eval_or_none(ctx, subst(lp.var, mw2), model) for lp in w2.point.loops},
+                     "line": w2.span.line, "arrive_line": x2.span.line})
+    first = hops[0]
+    cex.update({"roles": (who,) + tuple(h["role"] for h in hops), "other_barrier": first["barrier"],
+                "other_phase": first["phase"], "other_iteration": first["iteration"],
+                "chain": tuple(f"{h['role']} wait at line {h['line']}, iteration {h['iteration'] or '(before loops)'}, "
+                               f"for phase {h['phase']} of '{h['barrier']}' (arrive at line {h['arrive_line']})"
+                               for h in hops)})
+    if len(hops) == 1:
+        h = first
+        cex["detail"] = (f"{here}, completed by the arrive at line {x.span.line} ({h['role']}); {h['role']} first "
+                         f"wait at line {h['line']}, iteration {h['iteration'] or '(before loops)'}, for phase "
+                         f"{h['phase']} of '{h['barrier']}', completed by the arrive at line {h['arrive_line']}, "
+                         f"which {who} reach only after line {w.span.line}: a cycle of waits")
+        msg = (f"deadlock: a cycle of mbarrier waits: '{bar}' (line {w.span.line}) waits for {h['role']}, which "
+               f"waits on '{h['barrier']}' (line {h['line']}) for {who}")
+        return Finding("deadlock", "error", msg, w.span, cex, w2_span(extra))
+    steps = [f"{here}, completed by the arrive at line {x.span.line} ({first['role']})"]
+    for k, h in enumerate(hops):
+        nxt = hops[k + 1]["role"] if k + 1 < len(hops) else who
+        steps.append(f"{h['role']} first wait at line {h['line']}, iteration {h['iteration'] or '(before loops)'}, "
+                     f"for phase {h['phase']} of '{h['barrier']}', completed by the arrive at line "
+                     f"{h['arrive_line']} ({nxt})")
+    cex["detail"] = "; ".join(steps) + f", which {who} reach only after line {w.span.line}: a cycle of waits"
+    ring = "".join(f", which waits on '{h['barrier']}' (line {h['line']}) for "
+                   f"{hops[k + 1]['role'] if k + 1 < len(hops) else who}" for k, h in enumerate(hops))
+    msg = (f"deadlock: a cycle of mbarrier waits through {len(hops) + 1} roles: '{bar}' (line {w.span.line}) "
+           f"waits for {first['role']}{ring}")
+    return Finding("deadlock", "error", msg, w.span, cex, w2_span(extra))
+
+
+def w2_span(extra):
+    return extra[0][0].span
 
 
 def _eval_or_none(ctx, term, model):
