@@ -38,7 +38,18 @@ def silu_and_mul(X: tp.Tensor[tp.bf16, "M", 2, "D"], Y: tp.Tensor[tp.bf16, "M", 
 # ---------------------------------------------------------------- fused_add_rmsnorm
 
 
-@tp.kernel(threads=128)
+def _row_threads(c):
+    """128 threads (a row of 4096 in 32 values each, as rmsnorm.py), more for longer rows (at most 1024)."""
+    return min(1024, max(128, c["BLOCK_N"] // 32))
+
+
+def _row(n, threads):
+    """The layout of every row tile: 8 contiguous elements per thread (16 bytes of bf16), so bf16 and f32 tiles,
+    the index tile and the weights all agree and elementwise ops stay in registers."""
+    return tp.blocked((n,), threads, vec=8)
+
+
+@tp.kernel(threads=_row_threads)
 def fused_add_rmsnorm(X: tp.Tensor[tp.bf16, "M", "N"], RES: tp.Tensor[tp.bf16, "M", "N"], W: tp.Tensor[tp.bf16, "N"],
                       Y: tp.Tensor[tp.bf16, "M", "N"], RES_OUT: tp.Tensor[tp.bf16, "M", "N"], eps: tp.f32,
                       BLOCK_N: tp.constexpr = 4096):
@@ -46,11 +57,12 @@ def fused_add_rmsnorm(X: tp.Tensor[tp.bf16, "M", "N"], RES: tp.Tensor[tp.bf16, "
     tp.tag(X, lambda i, j: ("x", i, j))
     tp.tag(RES, lambda i, j: ("r", i, j))
     tp.tag(W, lambda j: ("w", j))
-    r = tp.load(X[row, 0:BLOCK_N]) + tp.load(RES[row, 0:BLOCK_N])   # in the tensors' dtype, as torch
+    lay = _row(BLOCK_N, tp.num_threads())
+    r = tp.load(X[row, 0:BLOCK_N], layout=lay) + tp.load(RES[row, 0:BLOCK_N], layout=lay)   # in their dtype
     tp.store(RES_OUT[row, 0:BLOCK_N], r)
     rf = r.to(tp.f32)                                                 # columns past N are 0: add nothing
     ms = tp.sum(rf * rf, axis=0, keepdims=True) / X.shape[1]
-    y = rf * tp.rsqrt(ms + eps) * tp.load(W[0:BLOCK_N]).to(tp.f32)
+    y = rf * tp.rsqrt(ms + eps) * tp.load(W[0:BLOCK_N], layout=lay).to(tp.f32)
     # tag of y[j]: ((r_j, rsqrt((sum_k r_k r_k) / n + eps)), w_j), r_j = (x[i, j], res[i, j])
     tp.assert_tag(y, lambda t: (t[0][0][0][1] == t[0][0][1][1] and t[0][0][0][2] == t[0][0][1][2]
                                 and t[0][0][0][2] == t[1][1]), message="x, residual and w of the same column")
@@ -63,7 +75,7 @@ def fused_add_rmsnorm(X: tp.Tensor[tp.bf16, "M", "N"], RES: tp.Tensor[tp.bf16, "
 # ---------------------------------------------------------------- layer_norm
 
 
-@tp.kernel(threads=128)
+@tp.kernel(threads=_row_threads)
 def layer_norm(X: tp.Tensor[tp.bf16, "M", "N"], W: tp.Tensor[tp.bf16, "N"], B: tp.Tensor[tp.bf16, "N"],
                Y: tp.Tensor[tp.bf16, "M", "N"], eps: tp.f32, BLOCK_N: tp.constexpr = 4096):
     row = tp.block_id(0)
@@ -71,11 +83,13 @@ def layer_norm(X: tp.Tensor[tp.bf16, "M", "N"], W: tp.Tensor[tp.bf16, "N"], B: t
     tp.tag(X, lambda i, j: ("x", i, j))
     tp.tag(W, lambda j: ("w", j))
     tp.tag(B, lambda j: ("b", j))
-    x = tp.load(X[row, 0:BLOCK_N]).to(tp.f32)
+    lay = _row(BLOCK_N, tp.num_threads())
+    x = tp.load(X[row, 0:BLOCK_N], layout=lay).to(tp.f32)
     mean = tp.sum(x, axis=0, keepdims=True) / n
-    d = tp.where(tp.arange(BLOCK_N, layout=tp.blocked((BLOCK_N,), 128, vec=8)) < n, x - mean, 0.0)  # 0 past n
+    d = tp.where(tp.arange(BLOCK_N, layout=lay) < n, x - mean, 0.0)              # centred; 0 past the row
     var = tp.sum(d * d, axis=0, keepdims=True) / n
-    y = d * tp.rsqrt(var + eps) * tp.load(W[0:BLOCK_N]).to(tp.f32) + tp.load(B[0:BLOCK_N]).to(tp.f32)
+    y = d * tp.rsqrt(var + eps) * tp.load(W[0:BLOCK_N], layout=lay).to(tp.f32) \
+        + tp.load(B[0:BLOCK_N], layout=lay).to(tp.f32)
     # tag of y[j]: (((d_j, rsqrt(...)), w_j), b_j) with d_j = (mask, (x[i, j], mean)): x, w, b of one column
     tp.assert_tag(y, lambda t: t[0][0][0][1][0][2] == t[0][1][1] and t[1][1] == t[0][1][1],
                   message="x, w and b of the same column")
@@ -155,14 +169,16 @@ def rotary_neox(POS: tp.Tensor[tp.i64, "T"], Q: tp.Tensor[tp.bf16, "T", "HQ", "H
     tp.tag(Q, lambda i, h, j: ("q", i, h, j))
     tp.tag(K, lambda i, h, j: ("k", i, h, j))
     tp.tag(CS, lambda p, j: ("cs", p, j))
-    lc = _bcast(tp.blocked((BHQ, BHALF), 128, vec=8), (1, BHALF))     # cos/sin where each thread uses them
+    lx = tp.blocked((BHQ, BHALF), 128, vec=8)
+    lkx = tp.blocked((BHK, BHALF), 128, vec=8)
+    lc = _bcast(lx, (1, BHALF))                                        # cos/sin where each thread uses them
     j = tp.arange(BHALF)
     keep = (j < HALF)[None, :]
     p = tp.load(POS[t:t + 1])
     cos = tp.load(CS[p[:, None], j[None, :]], mask=keep, layout=lc)
     sin = tp.load(CS[p[:, None], j[None, :] + HALF], mask=keep, layout=lc)
-    x1 = tp.load(Q[t, 0:BHQ, 0:BHALF]).to(tp.f32)
-    x2 = tp.load(Q[t, 0:BHQ, HALF:HALF + BHALF]).to(tp.f32)
+    x1 = tp.load(Q[t, 0:BHQ, 0:BHALF], layout=lx).to(tp.f32)
+    x2 = tp.load(Q[t, 0:BHQ, HALF:HALF + BHALF], layout=lx).to(tp.f32)
     o1 = x1 * cos - x2 * sin
     o2 = x2 * cos + x1 * sin
     # o1[h, j] = x[h, j] cos[j] - x[h, j + HALF] sin[j]: the pair is of one token and head (cos/sin are gathered
@@ -171,8 +187,8 @@ def rotary_neox(POS: tp.Tensor[tp.i64, "T"], Q: tp.Tensor[tp.bf16, "T", "HQ", "H
                                  and t[1][3] == t[0][3] + HALF), message="neox pairs, q")
     tp.store(QO[t, 0:BHQ, 0:BHALF], o1, mask=keep)
     tp.store(QO[t, 0:BHQ, HALF:HALF + BHALF], o2, mask=keep)
-    y1 = tp.load(K[t, 0:BHK, 0:BHALF]).to(tp.f32)
-    y2 = tp.load(K[t, 0:BHK, HALF:HALF + BHALF]).to(tp.f32)
+    y1 = tp.load(K[t, 0:BHK, 0:BHALF], layout=lkx).to(tp.f32)
+    y2 = tp.load(K[t, 0:BHK, HALF:HALF + BHALF], layout=lkx).to(tp.f32)
     p1 = y1 * cos - y2 * sin
     tp.assert_tag(y1 - y2, lambda t: (t[0][1] == t[1][1] and t[0][2] == t[1][2]
                                  and t[1][3] == t[0][3] + HALF), message="neox pairs, k")

@@ -157,10 +157,10 @@ def test_broken_pairing_is_caught(tmp_path):
     from pathlib import Path
 
     src = Path(L.__file__).read_text()
-    good = "x2 = tp.load(Q[t, 0:BHQ, HALF:HALF + BHALF])"
+    good = "x2 = tp.load(Q[t, 0:BHQ, HALF:HALF + BHALF], layout=lx)"
     assert good in src
     path = tmp_path / "broken_llm_ops.py"
-    path.write_text(src.replace(good, "x2 = tp.load(Q[t, 0:BHQ, 1:1 + BHALF])"))
+    path.write_text(src.replace(good, "x2 = tp.load(Q[t, 0:BHQ, 1:1 + BHALF], layout=lx)"))
     spec = importlib.util.spec_from_file_location("broken_llm_ops", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
