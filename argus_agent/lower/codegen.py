@@ -751,6 +751,7 @@ def _tiled_kernel(k: Reduction, kname, buffers, bm, br, S, C, partial):
     else:
         name, ov = _out_view(em, target, (S * k.O, k.I))
         body.append(f"tp.store({name}[{'s * O + ' if partial is not None else ''}o, i0:i0 + BI], res)")
+    body = lower_tags.annotate_tile(body, em)
     params, args = _view_signature(em, [ov], buffers)
     consts = {"M": k.M, "R": k.R, "C": C}
     if row:
@@ -826,6 +827,7 @@ def render_scan(k: Scan, kname: str, buffers: dict) -> tuple[list, list]:
     body.append(f"carry = tp.full({'(BM, 1)' if row else '(1, BI)'}, {lit}, {acc_t})")
     body.append("for k in range(NK):")
     body += ["    " + line for line in inner]
+    body = lower_tags.annotate_tile(body, em)
     params, args = _view_signature(em, [ov], buffers)
     if row:
         consts = {"N": k.N, "NK": nk, "BM": bm, "BN": bn}
@@ -890,6 +892,7 @@ def render_row_fused(k: RowFused, kname: str, buffers: dict) -> tuple[list, list
     if _uses(lines, "r"):
         body.append("r = tp.arange(BR)[None, :]")
     body += lines
+    body = lower_tags.annotate_tile(body, em)
     params, args = _view_signature(em, outs, buffers)
     consts = {"M": M, "R": R, "BM": bm, "BR": br}
     src = _kernel_src(kname, params, consts, max(128, min(512, next_pow2(bm * br // 32))), k.what, body)

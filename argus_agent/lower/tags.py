@@ -24,11 +24,20 @@ from .index import IExpr, variables
 ENABLED = True  # module switch (tests and benchmarks compare with and without)
 
 
-def _param_tags(em) -> list:
+def _stored(body: list) -> set:
+    """Parameter names the kernel stores into (their tags would not say what a read sees: not tagged)."""
+    import re
+
+    return {m.group(1) for line in body for m in re.finditer(r"tp\.store\((\w+)\[", line)}
+
+
+def _param_tags(em, stored=frozenset()) -> list:
     """`tp.tag` lines: each parameter's elements by their flat index in the buffer (a view's parameter is a
     contiguous reshape of it: row-major)."""
     out = []
     for buf, view in em.params:
+        if buf in stored or (view is not None and view[0] in stored):
+            continue
         if view is None:
             out.append(f'tp.tag({buf}, lambda j: ("{buf}", j))')
             continue
@@ -47,11 +56,11 @@ def _render(e: IExpr) -> str:
     return str(e)
 
 
-def _assertions(em, loop_vars: dict, at_of) -> dict:
+def _assertions(em, loop_vars: dict, at_of, skip=frozenset()) -> dict:
     """{value name: assertion line} for every load rendered from an index map."""
     out = {}
     for v, name in em.done.items():
-        if v.op != "load":
+        if v.op != "load" or v.args[0] in skip:
             continue
         buf, idx, _conds = v.args
         at = at_of(v)
@@ -109,7 +118,23 @@ def annotate(body: list, em, sizes: dict, order: tuple, defs: dict | None = None
         names = {x.name for x in variables(v.args[1])}
         return tuple(x for x in order if x in names)
 
-    return _insert(body, _assertions(em, sizes, at_of), _param_tags(em), defs)
+    stored = _stored(body)
+    skip = {buf for buf, view in em.params if buf in stored or (view is not None and view[0] in stored)}
+    return _insert(body, _assertions(em, sizes, at_of, skip), _param_tags(em, stored), defs)
+
+
+def annotate_tile(body: list, em) -> list:
+    """For the tiled emitters (row/column reductions, scans, row-persistent kernels): the loop variables
+    are the emitter's (`var_sizes`, block-uniform `scalar_vars`), the tile axes' index tiles are defined
+    where a window load left them out (axis 0 as a column, axis 1 as a row)."""
+    sizes = dict(em.var_sizes)
+    order = tuple(x for x in ("m", "o", "i", "r") if x in sizes)
+    defs = {}
+    for k, (var, start, block) in enumerate(em.axes):
+        if var in em.scalar_vars:
+            continue
+        defs[var] = (f"{start} = ", f"{var} = ({start} + tp.arange({block})){'[:, None]' if k == 0 else '[None, :]'}")
+    return annotate(body, em, sizes, order, defs)
 
 
 def annotate_pointwise(body: list, em, numel: int) -> list:
