@@ -8,6 +8,7 @@ over the reduction in BR steps, computing what does not depend on the reduction 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import torch
@@ -676,7 +677,8 @@ def render_tiled_reduction(k: Reduction, kname: str, buffers: dict) -> tuple[lis
     if S > 1:
         partial = Buffer(f"{k.out.name}_part", (S, k.M), k.value.dtype, "temp")
         buffers = dict(buffers, **{partial.name: partial})
-    src, args, grid = _tiled_kernel(k, kname, buffers, bm, br, S, C, partial)
+    first = k if partial is None else dataclasses.replace(k, epilogue=None)
+    src, args, grid = _tiled_kernel(first, kname, buffers, bm, br, S, C, partial)
     out = [(src, kname, args, grid)]
     if partial is None:
         return out, []
@@ -690,6 +692,7 @@ def render_tiled_reduction(k: Reduction, kname: str, buffers: dict) -> tuple[lis
     else:
         value = vals.load(partial.name, add(scale(r, M), i), partial.dtype)
         second = Reduction(k.out, k.kind, value, M, S, k.what, dict(k.extra, no_split=True), mode="col", O=1, I=M)
+    second.epilogue = k.epilogue
     b2, r2, _, c2 = _split_plan(second)
     src2, args2, grid2 = _tiled_kernel(second, kname + "_combine", buffers, b2, r2, 1, c2, None)
     return out + [(src2, kname + "_combine", args2, grid2)], [partial]
@@ -699,6 +702,9 @@ def _tiled_kernel(k: Reduction, kname, buffers, bm, br, S, C, partial):
     row = k.mode == "row"
     used, names = _kernel_params(k)
     names = dict(names, **({partial.name: partial.name} if partial else {}))
+    if k.epilogue is not None:
+        names.update({v.args[0]: v.args[0] for v in walk([k.epilogue[1]]) if v.op in ("load", "gather")})
+        names[k.epilogue[0].name] = k.epilogue[0].name
     dtypes = {b: buffers[b].dtype for b in buffers}
     numels = {b: max(1, buffers[b].numel) for b in buffers}
     if row:
@@ -739,6 +745,8 @@ def _tiled_kernel(k: Reduction, kname, buffers, bm, br, S, C, partial):
     body.append("for k in range(tp.cdiv(C, BR)):")
     body += ["    " + line for line in inner]
     final = _FINAL[k.kind] or "tp.prod"
+    if k.epilogue is not None:
+        return _tiled_epilogue(k, kname, buffers, em, body, final, row, bm, br, C)
     body.append(f"res = {final}(acc, axis={1 if row else 0})")
     target = partial if partial is not None else k.out
     if row:
@@ -748,9 +756,12 @@ def _tiled_kernel(k: Reduction, kname, buffers, bm, br, S, C, partial):
         else:
             name, ov = _out_view(em, target, (k.M,))
             body.append(f"tp.store({name}[m0:m0 + BM], res)")
+    elif partial is not None:
+        name, ov = _out_view(em, target, (S, k.O, k.I))
+        body.append(f"tp.store({name}[s, o, i0:i0 + BI], res)")
     else:
-        name, ov = _out_view(em, target, (S * k.O, k.I))
-        body.append(f"tp.store({name}[{'s * O + ' if partial is not None else ''}o, i0:i0 + BI], res)")
+        name, ov = _out_view(em, target, (k.O, k.I))
+        body.append(f"tp.store({name}[o, i0:i0 + BI], res)")
     body = lower_tags.annotate_tile(body, em)
     params, args = _view_signature(em, [ov], buffers)
     consts = {"M": k.M, "R": k.R, "C": C}
@@ -763,6 +774,41 @@ def _tiled_kernel(k: Reduction, kname, buffers, bm, br, S, C, partial):
         grid = f"lambda m: (tp.cdiv({k.I}, m['BI']) * {k.O}, {S})"
         threads = _threads(bm * br)
     return _kernel_src(kname, params, consts, threads, k.what, body), args, grid
+
+
+def _tiled_epilogue(k, kname, buffers, em, body, final, row, bm, br, C):
+    """The end of a tiled reduction whose outputs feed a per-output pointwise epilogue: the result as a
+    (BM, 1) or (1, BI) tile, the epilogue computed on it and stored (the result too if others read it)."""
+    out_buf, value, key, store_result = k.epilogue
+    body.append(f"res = {final}(acc, axis={1 if row else 0}, keepdims=True)")
+    dtype = k.value.dtype
+    if vals.compute_dtype(k.out.dtype) != k.out.dtype:      # read back from a half buffer: round as stored
+        body.append(f"res = res.to({_tp(k.out.dtype)}).to({_tp(dtype)})")
+    em.done[vals.load(k.out.name, key, k.out.dtype)] = "res"
+    em.lines = []
+    val = em.value(value)
+    body += em.lines
+    tile = "(BM, 1)" if row else "(1, BI)"
+    v_text = val if _is_tile(value) else f"tp.full({tile}, {val}, {_tp(value.dtype)})"
+    outs = []
+    for buf, text in ([(k.out, "res")] if store_result else []) + [(out_buf, v_text)]:
+        if row:
+            name, ov = _out_view(em, buf, (k.M, 1))
+            body.append(f"tp.store({name}[m0:m0 + BM, 0:1], {text})")
+        else:
+            name, ov = _out_view(em, buf, (k.O, 1, k.I))
+            body.append(f"tp.store({name}[o, 0:1, i0:i0 + BI], {text})")
+        outs.append(ov)
+    body = lower_tags.annotate_tile(body, em)
+    params, args = _view_signature(em, outs, buffers)
+    consts = {"M": k.M, "R": k.R, "C": C}
+    if row:
+        consts.update(BM=bm, BR=br)
+        grid = f"lambda m: (tp.cdiv({k.M}, m['BM']), 1)"
+    else:
+        consts.update(O=k.O, I=k.I, NI=_cdiv(k.I, bm), BI=bm, BR=br)
+        grid = f"lambda m: (tp.cdiv({k.I}, m['BI']) * {k.O}, 1)"
+    return _kernel_src(kname, params, consts, _threads(bm * br), k.what, body), args, grid
 
 
 _SCAN_FN = {"sum": ("tp.cumsum", "tp.sum", "+", 0), "prod": ("tp.cumprod", "tp.prod", "*", 1)}

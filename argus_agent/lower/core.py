@@ -90,6 +90,9 @@ class Reduction:
     mode: str = "generic"
     O: int = 1
     I: int = 1
+    # (out Buffer, value, index of the result in value, also store `out`?): a per-output pointwise epilogue
+    # computed at the store (row/col modes); value reads the result as a load of `out` at that index
+    epilogue: tuple | None = None
 
 
 @dataclass

@@ -228,6 +228,10 @@ def floordiv(a: IExpr, d: int) -> IExpr:
     if isinstance(a, Mod) and a.m % d == 0:
         return mod(floordiv(a.x, d), a.m // d)
     c, terms = _terms(a)
+    split = _split_digit(c, terms, d)
+    if split is not None:    # (k*x + rest) // d = x // (d/k) when d is a multiple of k and 0 <= rest < k
+        k, atom, _ = split
+        return floordiv(atom, d // k)
     q = [(coef // d, atom) for coef, atom in terms if coef % d == 0]
     r = [(coef, atom) for coef, atom in terms if coef % d != 0]
     if q:
@@ -252,10 +256,28 @@ def mod(a: IExpr, m: int) -> IExpr:
     if isinstance(a, Mod) and a.m % m == 0:
         return mod(a.x, m)
     c, terms = _terms(a)
+    split = _split_digit(c, terms, m)
+    if split is not None:    # (k*x + rest) % m = k * (x % (m/k)) + rest when m is a multiple of k, 0 <= rest < k
+        k, atom, rest = split
+        return add(scale(mod(atom, m // k), k), rest)
     kept = [(coef, atom) for coef, atom in terms if coef % m != 0]
     if len(kept) != len(terms) or c % m != c:
         return mod(_make(c % m, kept), m)  # multiples of m drop out of a modulus, whatever the signs
     return Mod(a, m)
+
+
+def _split_digit(c, terms, d):
+    """(k, x, rest) when the expression is k*x + rest with d a proper multiple of k (k > 1) and rest within
+    [0, k): a digit split of a mixed-radix index."""
+    if len(terms) < 1:
+        return None
+    for j, (k, atom) in enumerate(terms):
+        if k <= 1 or k >= d or d % k:
+            continue
+        rest = _make(c, [t for i, t in enumerate(terms) if i != j])
+        if rest.lo is not None and rest.hi is not None and rest.lo >= 0 and rest.hi < k:
+            return k, atom, rest
+    return None
 
 
 def contiguous_strides(shape) -> tuple:

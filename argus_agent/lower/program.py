@@ -86,6 +86,8 @@ def lower_captured(captured: Captured, target: str = "cpu") -> LoweredProgram:
     kernels = fuse_rows(ctx.kernels, outputs)
     kernels = drop_dead(kernels, outputs)
     used = {b.name for k in kernels for b in kernel_buffers(k)} | {b.name for b in outputs}
+    used |= set().union(set(), *[_reads(k) for k in kernels])
+    used |= {nm for k in kernels if isinstance(k, RowFused) for nm in k.keep}
     buffers = [b for b in ctx.buffers if b.kind != "temp" or b.name in used]
     return LoweredProgram(captured, buffers, kernels, outputs, shapes, single, ops, ctx.target, placeholders)
 
@@ -93,11 +95,9 @@ def lower_captured(captured: Captured, target: str = "cpu") -> LoweredProgram:
 def _plain_buffer(ctx: Context, t: LTensor):
     """The temp buffer `t` reads element for element in row-major order (a view that composes to the
     identity, e.g. a flip of a reversed scan), or None."""
-    from .index import Var, unflatten
-    if not t.shape:
-        return None
-    i = Var("i", t.numel)
-    v = t(unflatten(i, t.shape))
+    from .index import Var, const, unflatten
+    i = Var("i", t.numel) if t.shape else const(0)
+    v = t(unflatten(i, t.shape)) if t.shape else t([])
     if v.op != "load" or v.args[1] != i or v.args[2]:
         return None
     buf = next((b for b in ctx.buffers if b.name == v.args[0]), None)
@@ -109,6 +109,8 @@ def _plain_buffer(ctx: Context, t: LTensor):
 def kernel_buffers(k) -> list:
     """Every Buffer a kernel spec reads or writes."""
     out = []
+    if isinstance(k, Reduction) and k.epilogue is not None:
+        out.append(k.epilogue[0])
     for x in vars(k).values():
         if isinstance(x, Buffer):
             out.append(x)
@@ -119,6 +121,8 @@ def kernel_buffers(k) -> list:
 
 def _reads(k) -> set:
     """Names of the buffers a kernel spec reads."""
+    if isinstance(k, Reduction) and k.epilogue is not None:
+        return {v.args[0] for v in vals.walk([k.value, k.epilogue[1]]) if v.op in ("load", "gather")} - {k.out.name}
     if isinstance(k, (Pointwise, Reduction, Scan)):
         return {v.args[0] for v in vals.walk([k.value]) if v.op in ("load", "gather")}
     if isinstance(k, RowFused):
@@ -135,6 +139,8 @@ def drop_dead(kernels: list, outputs: list) -> list:
     for k in reversed(kernels):
         outs = {k.out.name} | ({st.out.name for st in k.stages if st.out.name in k.keep}
                                if isinstance(k, RowFused) else set())
+        if isinstance(k, Reduction) and k.epilogue is not None:
+            outs = {k.epilogue[0].name} | (outs if k.epilogue[3] else set())
         if isinstance(k, (Pointwise, Reduction, Scan, RowFused)) and not (outs & need):
             continue
         need |= _reads(k)
@@ -185,6 +191,45 @@ def fuse_rows(kernels: list, outputs: list) -> list:
             for spec in st_specs:
                 kernels[kernels.index(spec)] = None
             break
+    kernels = [k for k in kernels if k is not None]
+    return _fuse_output_epilogues(kernels, out_names)
+
+
+def _fuse_output_epilogues(kernels: list, out_names: set) -> list:
+    """A Pointwise kernel over a tiled reduction's outputs (mean's division, var's denominator, any/all's
+    test) is computed in the reduction's store instead (`Reduction.epilogue`)."""
+    import dataclasses
+
+    from .index import Var, add, scale, substitute
+
+    producer = {k.out.name: j for j, k in enumerate(kernels) if hasattr(k, "out")}
+    for pi in range(len(kernels)):
+        P = kernels[pi]
+        if not isinstance(P, Pointwise):
+            continue
+        n = P.out.numel
+        reads = _reads(P)
+        cands = [producer[nm] for nm in reads if nm in producer and producer[nm] < pi]
+        if not cands:
+            continue
+        kj = max(cands)
+        K = kernels[kj]
+        if not (isinstance(K, Reduction) and K.mode in ("row", "col") and K.M == n and K.epilogue is None
+                and K.kind in ("sum", "max", "min", "prod")):
+            continue
+        if K.mode == "row":
+            i_to = Var("m", K.M)
+        else:
+            i_to = add(scale(Var("o", K.O), K.I), Var("i", K.I))
+        value = _subst(P.value, {"i": i_to})
+        key = substitute(Var("i", n), {"i": i_to})
+        if any(v.op == "gather" and v.args[0] == K.out.name or v.op == "load" and v.args[0] == K.out.name
+               and (v.args[1] != key or v.args[2]) for v in vals.walk([value])):
+            continue
+        later = set().union(*[_reads(k) for k in kernels[kj + 1:] if k is not P]) if kj + 1 < len(kernels) else set()
+        store_result = K.out.name in later or K.out.name in out_names
+        kernels[kj] = dataclasses.replace(K, epilogue=(P.out, value, key, store_result))
+        kernels[pi] = None
     return [k for k in kernels if k is not None]
 
 
