@@ -119,12 +119,30 @@ def peer(backend, q4, k4, v4, causal, gqa):
     return (lambda: sdpa(backend, q4, ke, ve, causal, False)), "kv expanded beforehand"
 
 
+def sass_regions(sass: str) -> dict:
+    """Instruction counts per warp-role region of the SASS: ptxas lays out the consumers' code after their
+    USETMAXREG.TRY_ALLOC and the producer's after its USETMAXREG.DEALLOC. Local-memory traffic (LDL/STL)
+    in the consumer region would be spills in the hot loop."""
+    cur, out = "entry", {}
+    for line in sass.splitlines():
+        if not re.search(r"/\*[0-9a-f]{4,}\*/", line):
+            continue
+        if "USETMAXREG.TRY_ALLOC" in line:
+            cur = "consumer"
+        elif "USETMAXREG.DEALLOC" in line:
+            cur = "producer"
+        d = out.setdefault(cur, {"instructions": 0, "LDL": 0, "STL": 0, "HGMMA": 0, "MUFU.EX2": 0})
+        d["instructions"] += 1
+        for k in ("LDL", "STL", "HGMMA", "MUFU.EX2"):
+            d[k] += bool(re.search(rf"\b{re.escape(k)}\b", line))
+    return out
+
+
 def kernel_facts(params) -> dict:
     ck = tilepy_hip.compile(attention.attention_fwd, target="sm_90a", **params)
-    sass = ck.sass() or ""
     return {"registers": ck.resources.get("registers"), "spill_stores": ck.resources.get("spill_stores"),
             "spill_loads": ck.resources.get("spill_loads"), "smem": ck.smem_bytes,
-            "hgmma": len(re.findall(r"\bHGMMA\b", sass)), "ldl_stl": len(re.findall(r"\b(LDL|STL)\b", sass))}
+            "sass": sass_regions(ck.sass() or "")}
 
 
 def row(b, h, hkv, s, d, causal, g, facts):

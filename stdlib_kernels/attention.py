@@ -154,6 +154,126 @@ def attention_fwd(Q: tp.Tensor[tp.bf16, "BH", "SQ", "D"], K: tp.Tensor[tp.bf16, 
         tp.store(LSE[bh, m0:m0 + BM], (m_i + tp.log2(l_i)) * 0.6931471805599453)
 
 
+@tp.kernel(threads=_threads, target="sm_90a")
+def attention_decode(Q: tp.Tensor[tp.bf16, "BHKV", "M", "D"], K: tp.Tensor[tp.bf16, "BHKV", "SKV", "D"],
+                     V: tp.Tensor[tp.bf16, "BHKV", "SKV", "D"], OP: tp.Tensor[tp.f32, "NS", "BHKV", "M", "D"],
+                     LP: tp.Tensor[tp.f32, "NS", "BHKV", "M"], scale_log2: tp.f32, chunk: tp.i32,
+                     HEAD_DIM: tp.constexpr = 128, BN: tp.constexpr = 128, STAGES: tp.constexpr = 4,
+                     CONSUMERS: tp.constexpr = 1, QLEN: tp.constexpr = 1, CAUSAL: tp.constexpr = False,
+                     PRODUCER_REGS: tp.constexpr = 40, CONSUMER_REGS: tp.constexpr = 232):
+    """One split of split-KV decoding: the queries of one KV head (its GROUP query heads x QLEN new tokens,
+    packed as M = GROUP * QLEN rows: row r is query position r % QLEN) against keys [split * chunk, split *
+    chunk + chunk) of the cache; writes the split's normalized output and log-sum-exp (natural log) for
+    `attention_merge`. Causal: query position p sees keys up to SKV - QLEN + p (the new tokens are the
+    cache's last QLEN). A split in which a row sees no key writes output 0 and log-sum-exp -inf."""
+    BM = 64 * CONSUMERS
+    DP = HEAD_DIM // 64
+    SW = tp.Swizzle(3, 3, 3)
+    ACC_S = tp.accumulator(s_instr(BN), (BM, BN), (CONSUMERS, 1))
+    ACC_O = tp.accumulator(o_instr(HEAD_DIM), (BM, HEAD_DIM), (CONSUMERS, 1))
+    split = tp.block_id(0)
+    bh = tp.block_id(1)
+    m0 = tp.block_id(2) * BM
+    seq_k = K.shape[1]
+    k0 = split * chunk                   # this split's keys: k0 .. k0 + chunk - 1 (chunk: a multiple of BN)
+    t0 = k0 // BN
+    n_kv = tp.cdiv(seq_k, BN)            # key tile j runs when t0 <= j < t0 + chunk / BN and j < n_kv
+    t1 = t0 + chunk // BN
+    full_kv = (seq_k - QLEN + 1) // BN if CAUSAL else seq_k // BN   # tiles every row sees whole
+    q_s = tp.shared((BM, 64), tp.bf16, stages=DP, swizzle=SW)
+    k_s = tp.shared((BN, 64), tp.bf16, stages=STAGES * DP, swizzle=SW)
+    v_s = tp.shared((BN, HEAD_DIM), tp.bf16, stages=STAGES, swizzle=SW, layout=v_layout(BN, HEAD_DIM))
+    qbar = tp.mbarrier(1)
+    full0 = tp.mbarrier(1)
+    full1 = tp.mbarrier(1)
+    full2 = tp.mbarrier(1)
+    full3 = tp.mbarrier(1)
+    empty0 = tp.mbarrier(1)
+    empty1 = tp.mbarrier(1)
+    empty2 = tp.mbarrier(1)
+    empty3 = tp.mbarrier(1)
+    full = (full0, full1, full2, full3)
+    empty = (empty0, empty1, empty2, empty3)
+    tp.tag(Q, lambda b, i, d: ("Q", b, i, d))
+    tp.tag(K, lambda b, j, d: ("K", b, j, d))
+    tp.tag(V, lambda b, j, d: ("V", b, j, d))
+    rounds = tp.cdiv(chunk // BN, STAGES)
+    if tp.warpgroup_id() == 0:
+        tp.schedule(maxnreg=PRODUCER_REGS)
+        for p in tp.static_range(DP):
+            tp.copy_bulk(Q[bh, m0:m0 + BM, p * 64:(p + 1) * 64], q_s[p], qbar)
+        tp.mbarrier_arrive(qbar)
+        for r in range(rounds):
+            for s in tp.static_range(STAGES):
+                j = t0 + r * STAGES + s
+                if j < t1 and j < n_kv:
+                    if r > 0:
+                        tp.mbarrier_wait(empty[s], r - 1)
+                    for p in tp.static_range(DP):
+                        tp.copy_bulk(K[bh, j * BN:(j + 1) * BN, p * 64:(p + 1) * 64], k_s[s * DP + p], full[s])
+                    tp.copy_bulk(V[bh, j * BN:(j + 1) * BN, 0:HEAD_DIM], v_s[s], full[s])
+                    tp.mbarrier_arrive(full[s])
+    else:
+        tp.schedule(maxnreg=CONSUMER_REGS)
+        o = tp.zeros((BM, HEAD_DIM), tp.f32, layout=ACC_O)
+        m_i = tp.full((BM,), NEG, layout=row_layout(CONSUMERS))
+        l_i = tp.zeros((BM,), tp.f32, layout=row_layout(CONSUMERS))
+        for r in range(rounds):
+            tp.mbarrier_wait(qbar, 0)
+            for s in tp.static_range(STAGES):
+                j = t0 + r * STAGES + s
+                if j < t1 and j < n_kv:
+                    tp.mbarrier_wait(full[s], r)
+                    sc = tp.zeros((BM, BN), tp.f32, layout=ACC_S)
+                    for p in tp.static_range(DP):
+                        sc = tp.mma(q_s[p], k_s[s * DP + p].T, sc)
+                    tp.assert_tag(tp.mma_operands(sc), lambda a, b: a[3] == b[3] and a[1] == b[1])
+                    sc = sc * scale_log2
+                    if j >= full_kv:
+                        cols = (j * BN + tp.arange(BN))[None, :]
+                        if CAUSAL:
+                            sc = sc + tp.where(cols <= seq_k - QLEN + ((m0 + tp.arange(BM)) % QLEN)[:, None], 0.0,
+                                               float("-inf"))
+                        else:
+                            sc = tp.where(cols < seq_k, sc, float("-inf"))
+                    m_new = tp.maximum(m_i, tp.max(sc, axis=1))
+                    pr = tp.exp2(sc - m_new[:, None])
+                    alpha = tp.exp2(m_i - m_new)
+                    l_i = l_i * alpha + tp.sum(pr, axis=1)
+                    m_i = m_new
+                    o = o * alpha[:, None]
+                    p16 = pr.to(tp.bf16)
+                    tp.tag(p16, lambda i, c: ("P", i, c))
+                    o = tp.mma(p16, v_s[s], o)
+                    tp.assert_tag(tp.mma_operands(o), lambda a, b: a[0] == "P" and b[0] == "V" and a[2] == b[2] % BN)
+                    tp.mbarrier_arrive(empty[s])
+        tp.store(OP[split, bh, m0:m0 + BM, 0:HEAD_DIM], o / tp.where(l_i > 0.0, l_i, 1.0)[:, None])
+        tp.store(LP[split, bh, m0:m0 + BM], (m_i + tp.log2(l_i)) * 0.6931471805599453)
+
+
+@tp.kernel(threads=128, target="sm_90a")
+def attention_merge(OP: tp.Tensor[tp.f32, "NS", "BHKV", "M", "D"], LP: tp.Tensor[tp.f32, "NS", "BHKV", "M"],
+                    O: tp.Tensor[tp.bf16, "BHKV", "M", "D"], LSE: tp.Tensor[tp.f32, "BHKV", "M"],
+                    HEAD_DIM: tp.constexpr = 128, BR: tp.constexpr = 16):
+    """O = sum_s exp(lse_s - lse) O_s with lse = log sum_s exp(lse_s): the splits' outputs weighed by their
+    share of each row's softmax denominator (natural-log LSE in and out)."""
+    bh = tp.block_id(0)
+    r0 = tp.block_id(1) * BR
+    ns = OP.shape[0]
+    mx = tp.full((BR,), float("-inf"))
+    for s in range(ns):
+        mx = tp.maximum(mx, tp.load(LP[s, bh, r0:r0 + BR], other=float("-inf")))
+    mx = tp.where(mx == float("-inf"), 0.0, mx)     # rows past M: nothing to weigh
+    den = tp.zeros((BR,))
+    acc = tp.zeros((BR, HEAD_DIM))
+    for s in range(ns):
+        w = tp.exp(tp.load(LP[s, bh, r0:r0 + BR], other=float("-inf")) - mx)
+        den = den + w
+        acc = acc + w[:, None] * tp.load(OP[s, bh, r0:r0 + BR, 0:HEAD_DIM])
+    tp.store(O[bh, r0:r0 + BR, 0:HEAD_DIM], acc / tp.where(den > 0.0, den, 1.0)[:, None])
+    tp.store(LSE[bh, r0:r0 + BR], mx + tp.log(den))
+
+
 PRESETS = {
     64: dict(HEAD_DIM=64, BN=128, STAGES=4, CONSUMERS=2),
     128: dict(HEAD_DIM=128, BN=128, STAGES=2, CONSUMERS=2),
@@ -184,6 +304,68 @@ def reference(q, k, v, causal=False, scale=None):
     if causal:
         i, j = np.indices(s.shape[1:])
         s = np.where(j <= i, s, -np.inf)
+    mx = s.max(axis=-1, keepdims=True)
+    e = np.exp(s - mx)
+    den = e.sum(axis=-1, keepdims=True)
+    return e @ v / den, (mx + np.log(den))[..., 0]
+
+
+def decode(q, k, v, o, lse, causal=False, scale=None, splits=None, num_sms=132, **constexprs):
+    """Split-KV decoding: o, lse = attention(q, k, v) for q, o (B * H, QLEN, D) with QLEN <= 16 new tokens
+    against k, v (B * HKV, SKV, D), H = GROUP * HKV. The GROUP query heads of a KV head share its blocks (their
+    QLEN rows each are packed into one tile of GROUP * QLEN rows); the keys are cut into `splits` chunks
+    (default: enough blocks for two waves of `num_sms`), each split writes its output and log-sum-exp in
+    float32, and `attention_merge` combines them. Returns the partials (o_parts, lse_parts)."""
+    bh, qlen, d = q.shape
+    bhkv, skv, _ = k.shape
+    if bh % bhkv:
+        raise ValueError(f"query heads ({bh}) must be a multiple of KV heads ({bhkv})")
+    if d not in PRESETS:
+        raise ValueError(f"head dim {d} is not supported (64 or 128)")
+    if qlen > 16:
+        raise ValueError(f"decode takes up to 16 new tokens per sequence, not {qlen}: use launch()")
+    group = bh // bhkv
+    rows = group * qlen
+    params = dict(HEAD_DIM=d, BN=128, STAGES=4 if d == 64 else 3, CONSUMERS=1 if rows <= 64 else 2, QLEN=qlen,
+                  CAUSAL=bool(causal),
+                  **constexprs)
+    bn = params["BN"]
+    tiles = tp.cdiv(skv, bn)
+    m_blocks = tp.cdiv(rows, 64 * params["CONSUMERS"])
+    if splits is None:
+        splits = max(1, min(tiles, tp.cdiv(2 * num_sms, bhkv * m_blocks)))
+    chunk = tp.cdiv(tiles, splits) * bn
+    splits = tp.cdiv(skv, chunk)          # every split holds at least one key
+    scale = 1.0 / math.sqrt(d) if scale is None else scale
+    qp = q.reshape(bhkv, rows, d)         # (b, kv head, group, qlen) rows: the heads of a KV head are adjacent
+    op_shape, lp_shape = (splits, bhkv, rows, d), (splits, bhkv, rows)
+    if hasattr(q, "new_empty"):           # torch
+        import torch
+
+        o_parts = torch.empty(op_shape, device=q.device, dtype=torch.float32)
+        lse_parts = torch.empty(lp_shape, device=q.device, dtype=torch.float32)
+    else:
+        o_parts = np.full(op_shape, np.nan, np.float32)
+        lse_parts = np.full(lp_shape, np.nan, np.float32)
+    attention_decode[(splits, bhkv, m_blocks)](qp, k, v, o_parts, lse_parts, scale * math.log2(math.e), chunk,
+                                               **params)
+    o_view = o.reshape(bhkv, rows, d)
+    lse_view = lse.reshape(bhkv, rows)
+    attention_merge[(bhkv, tp.cdiv(rows, 16))](o_parts, lse_parts, o_view, lse_view, HEAD_DIM=d)
+    return o_parts, lse_parts
+
+
+def reference_decode(q, k, v, causal=False, scale=None):
+    """float64 (out, lse) of QLEN new tokens that are the cache's last QLEN positions (bottom-right causal)."""
+    q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
+    g = q.shape[0] // k.shape[0]
+    k, v = np.repeat(k, g, axis=0), np.repeat(v, g, axis=0)
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    s = q @ k.transpose(0, 2, 1) * scale
+    if causal:
+        qlen, skv = s.shape[1:]
+        i, j = np.indices((qlen, skv))
+        s = np.where(j <= skv - qlen + i, s, -np.inf)
     mx = s.max(axis=-1, keepdims=True)
     e = np.exp(s - mx)
     den = e.sum(axis=-1, keepdims=True)
