@@ -102,7 +102,7 @@ def attention_fwd(Q: tp.Tensor[tp.bf16, "BH", "SQ", "D"], K: tp.Tensor[tp.bf16, 
     tp.tag(V, lambda b, j, d: ("V", b, j, d))
     rounds = tp.cdiv(n_diag, STAGES)    # round r uses every stage once: key tile j = r * STAGES + s
     if tp.warpgroup_id() == 0:          # producer warpgroup: one thread issues the bulk tensor copies
-        tp.schedule(maxnreg=PRODUCER_REGS)   # registers move to the consumers (setmaxnreg)
+        tp.setmaxnreg(PRODUCER_REGS)        # registers move to the consumers
         for p in tp.static_range(DP):
             tp.copy_bulk(Q[bh, m0:m0 + BM, p * 64:(p + 1) * 64], q_s[p], qbar)
         tp.mbarrier_arrive(qbar)
@@ -117,7 +117,7 @@ def attention_fwd(Q: tp.Tensor[tp.bf16, "BH", "SQ", "D"], K: tp.Tensor[tp.bf16, 
                     tp.copy_bulk(V[kvh, j * BN:(j + 1) * BN, 0:HEAD_DIM], v_s[s], full[s])
                     tp.mbarrier_arrive(full[s])
     else:                               # consumer warpgroups: 64 query rows each
-        tp.schedule(maxnreg=CONSUMER_REGS)
+        tp.setmaxnreg(CONSUMER_REGS)
         o = tp.zeros((BM, HEAD_DIM), tp.f32, layout=ACC_O)
         m_i = tp.full((BM,), NEG, layout=row_layout(CONSUMERS))     # running row max (log2 units)
         l_i = tp.zeros((BM,), tp.f32, layout=row_layout(CONSUMERS))   # running row sum
@@ -199,7 +199,7 @@ def attention_decode(Q: tp.Tensor[tp.bf16, "BHKV", "M", "D"], K: tp.Tensor[tp.bf
     tp.tag(V, lambda b, j, d: ("V", b, j, d))
     rounds = tp.cdiv(chunk // BN, STAGES)
     if tp.warpgroup_id() == 0:
-        tp.schedule(maxnreg=PRODUCER_REGS)
+        tp.setmaxnreg(PRODUCER_REGS)
         for p in tp.static_range(DP):
             tp.copy_bulk(Q[bh, m0:m0 + BM, p * 64:(p + 1) * 64], q_s[p], qbar)
         tp.mbarrier_arrive(qbar)
@@ -214,7 +214,7 @@ def attention_decode(Q: tp.Tensor[tp.bf16, "BHKV", "M", "D"], K: tp.Tensor[tp.bf
                     tp.copy_bulk(V[bh, j * BN:(j + 1) * BN, 0:HEAD_DIM], v_s[s], full[s])
                     tp.mbarrier_arrive(full[s])
     else:
-        tp.schedule(maxnreg=CONSUMER_REGS)
+        tp.setmaxnreg(CONSUMER_REGS)
         o = tp.zeros((BM, HEAD_DIM), tp.f32, layout=ACC_O)
         m_i = tp.full((BM,), NEG, layout=row_layout(CONSUMERS))
         l_i = tp.zeros((BM,), tp.f32, layout=row_layout(CONSUMERS))

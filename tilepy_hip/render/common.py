@@ -222,21 +222,6 @@ class Renderer(TileOps, CopyOps, GatherOps, ScanOps, RematOps):
             self.named_barriers[key] = len(self.named_barriers) + 1
         return self.named_barriers[key]
 
-    def _entry_regs(self) -> int:
-        """Registers per thread at entry when the block must fit once per multiprocessor."""
-        return min(255, 65536 // self.kir.num_threads) // 8 * 8
-
-    def _setmaxnreg(self, n):
-        """`tp.schedule(maxnreg=N)` at the top of a warp role (sm_90a): the role's warps give back or take
-        registers (setmaxnreg.dec / .inc); the kernel then caps registers at entry (__launch_bounds__(T, 1))."""
-        if not self.t.mma.get("wgmma"):
-            return  # a hint: other targets have no register reallocation
-        if not (isinstance(n, int) and 24 <= n <= 256 and n % 8 == 0):
-            raise self.error(f"maxnreg={n!r}: setmaxnreg takes a multiple of 8 between 24 and 256",
-                             "e.g. tp.schedule(maxnreg=240) in the consumer role, maxnreg=24 in the producer")
-        op = "dec" if n < self._entry_regs() else "inc"
-        self.em(f'asm volatile("setmaxnreg.{op}.sync.aligned.u32 {n};\\n" ::: "memory");')
-
     # ------------------------------------------------------------------ top level
     def render(self) -> str:
         kir = self.kir
@@ -267,9 +252,8 @@ class Renderer(TileOps, CopyOps, GatherOps, ScanOps, RematOps):
 
     def _launch_bounds(self) -> str:
         text = self.t.launch_bounds.format(threads=self.kir.num_threads)
-        uses = any(isinstance(x, ir.Eval) and x.call.op == "schedule" and "maxnreg" in x.call.attrs.get("hints", {})
-                   for x in ir.walk(self.kir.body))
-        if uses and self.t.mma.get("wgmma") and text.endswith(")"):
+        uses = any(isinstance(x, ir.Eval) and x.call.op == "setmaxnreg" for x in ir.walk(self.kir.body))
+        if uses and text.endswith(")"):
             text = text[:-1] + ", 1)"  # setmaxnreg needs a register cap at entry: one block per multiprocessor
         return text
 
@@ -426,8 +410,6 @@ class Renderer(TileOps, CopyOps, GatherOps, ScanOps, RematOps):
 
     def stmt_Eval(self, s: ir.Eval):
         call = s.call
-        if call.op == "schedule" and "maxnreg" in call.attrs.get("hints", {}):
-            self._setmaxnreg(call.attrs["hints"]["maxnreg"])
         if call.op in NO_CODE:
             return
         handler = self.t.ops.get(call.op)
