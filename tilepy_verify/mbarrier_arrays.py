@@ -16,11 +16,14 @@ are rewritten (start a constant, step 1); an array index that does not fold to a
 naming its line (index the array by the loop counter: `bars[k % S]` or `bars[(k - 1) % S]`).
 
 Asynchronous wgmma (`tp.mma_async`, `tp.mma_wait(n)`): a group's shared operands may be read by the tensor
-cores until a wait retires it. The analysis records an mma's reads where the op is; here each retirement is
-made visible by a second read of the same operands at the retiring wait: in a loop over k with one mma_async
-per iteration, `mma_wait(n)` retires group k - n (a read of the operands with k := k - n, when k - n >= start),
-and the first wait after the loop retires the last groups still in flight. A release (mbarrier_arrive) of a
-stage before the wait that retires the group reading it is then a race between that read and the refill.
+cores until a wait retires it. The analysis records an mma's reads where the op is, so what it cannot see is
+a stage released (mbarrier_arrive, which lets the producer refill it) while the group reading it is still in
+flight. That is checked here, before the analysis: in a loop over k with one mma_async per iteration reading
+stage (k - d0) % S, followed by `mma_wait(n)`, an arrive on `bars[(k - d) % S]` releases tile k - d's stage,
+which is safe after the wait when (d - d0) mod S >= n (tiles k - n + 1 .. k may be in flight) and before it
+when (d - d0) mod S >= n + 1; an arrive whose index is not of that form, an arrive after the loop before
+`mma_wait(0)`, or a loop's groups never retired are pipeline hazards (reported as findings, with the mma as
+the other op). With `mma_wait(0)` in the loop the mma is synchronous and nothing is added.
 """
 
 from __future__ import annotations
@@ -330,9 +333,9 @@ class _Expander:
         prev = None  # an async mma at this level not yet retired: (assign, its stage offset in the next loop)
         for i, s in enumerate(stmts):
             if isinstance(s, ir.For):
-                self._release_loop(s, prev, out)
+                in_flight = self._release_loop(s, prev, out)
                 prev = None
-                if any(isinstance(x, ir.Assign) and _is_async(x.value) for x in s.body):
+                if in_flight:
                     # the loop's last groups stay in flight until the next wait at this level
                     self._until_wait(stmts[i + 1:], s, out)
                 continue
@@ -361,14 +364,15 @@ class _Expander:
                             "after the loop): its result is used while the tensor cores may still write it",
                             mma.span))
 
-    def _release_loop(self, loop: ir.For, prev, out):
+    def _release_loop(self, loop: ir.For, prev, out) -> int:
+        """Check the releases in `loop`; returns how many of its groups may be in flight after it."""
         body = loop.body
         asyncs = [i for i, s in enumerate(body) if isinstance(s, ir.Assign) and _is_async(s.value)]
         nested = [s for s in ir.walk(body) if isinstance(s, ir.Assign) and _is_async(s.value)
                   and not any(s is body[i] for i in asyncs)]
         if not asyncs:
             self.releases(body, out)
-            return
+            return 0
         if len(asyncs) > 1 or nested:
             sp = body[asyncs[1]].span if len(asyncs) > 1 else nested[0].span
             raise self.error(sp, "the verifier follows one mma_async per loop iteration, at the loop body's top "
@@ -416,6 +420,7 @@ class _Expander:
                            "the verifier cannot tell which tile's stage it releases (index an mbarrier array by "
                            "the loop counter: empty[(k - 1) % STAGES])")
                     out.append(self._premature(x, mma, why))
+        return n
 
     def _stages_of(self, e):
         if isinstance(e, ir.Call) and e.op == "stage":

@@ -119,3 +119,35 @@ def test_gemm_hopper_sass(bn, stages, instr):
     r = ck.resources
     assert r["spill_stores"] == 0 and r["stack_bytes"] == 0 and ck.num_threads == 384
     assert len(ck.tensor_maps) == 2
+
+
+def test_gemm_hopper_wait_group_1_and_setmaxnreg_render():
+    p = {**gemm_hopper.PRESETS["sm_90a"], "IN_FLIGHT": 1, "PRODUCER_REGS": 56, "CONSUMER_REGS": 224}
+    src, _, _ = render_kernel(gemm_hopper.gemm_hopper.ir("sm_90a", **p))
+    assert 'wgmma.wait_group.sync.aligned %0;\\n" :: "n"(1)' in src
+    assert 'wgmma.wait_group.sync.aligned %0;\\n" :: "n"(0)' in src
+    loop = src[src.index("tp_mbar_arrive((empty_p + (0)));"):]
+    assert "tp_wgmma_wait0();" not in loop[: loop.index('"n"(0)')]   # no wait_group 0 inside the k loop
+    assert 'setmaxnreg.dec.sync.aligned.u32 %0;\\n" :: "n"(56)' in src
+    assert 'setmaxnreg.inc.sync.aligned.u32 %0;\\n" :: "n"(224)' in src
+
+
+def test_setmaxnreg_over_the_register_file_is_refused():
+    p = {**gemm_hopper.PRESETS["sm_90a"], "IN_FLIGHT": 1, "PRODUCER_REGS": 56, "CONSUMER_REGS": 232}
+    with pytest.raises(tp.CompileError, match="66560 registers, over the 65536"):
+        render_kernel(gemm_hopper.gemm_hopper.ir("sm_90a", **p))
+
+
+@needs_sass
+@pytest.mark.parametrize("extra,regs", [(dict(IN_FLIGHT=1), None),
+                                        (dict(IN_FLIGHT=1, PRODUCER_REGS=64, CONSUMER_REGS=224), (64, 224)),
+                                        (dict(IN_FLIGHT=1, SPLIT_K=4, **gemm_hopper.SMALL_TILE), None)])
+def test_gemm_hopper_policies_sass(extra, regs):
+    ck = tilepy_hip.compile(gemm_hopper.gemm_hopper, target="sm_90a", **{**gemm_hopper.PRESETS["sm_90a"], **extra})
+    sass = ck.sass()
+    assert "HGMMA.64x" in sass and "WARPGROUP.DEPBAR.LE gsb0, 0x1" in sass
+    assert not re.search(r"\b(LDL|STL)\b", sass) and ck.resources["spill_stores"] == 0
+    if regs:
+        assert sass.count("USETMAXREG") >= 2
+    if extra.get("SPLIT_K"):
+        assert "RED.E.ADD.F32" in sass or "REDG.E.ADD.F32" in sass

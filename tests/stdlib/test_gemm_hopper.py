@@ -53,3 +53,41 @@ def test_gemm_hopper_bf16_out(m, k, n):
     assert np.abs(c - ref).max() <= 2.0**-8 * np.abs(ref).max()
     assert gemm_hopper.gemm_hopper_bf16.params[2][1].dtype == tp.bf16
     assert gemm_hopper.gemm_hopper.params[2][1].dtype == tp.f32
+
+
+@pytest.mark.parametrize("m,k,n,params", [
+    (100, 200, 150, dict(STAGES=2, IN_FLIGHT=0, **gemm_hopper.SMALL_TILE)),   # wait_group 0
+    (100, 330, 150, dict(STAGES=2, IN_FLIGHT=1, **gemm_hopper.SMALL_TILE)),   # one group in flight, 2 stages
+    (37, 70, 90, dict(STAGES=4, IN_FLIGHT=1)),                                # fewer k-tiles than stages
+    (130, 520, 70, dict(STAGES=3, IN_FLIGHT=1, PRODUCER_REGS=56, CONSUMER_REGS=224, **gemm_hopper.SMALL_TILE)),
+    (70, 700, 129, dict(STAGES=2, SPLIT_K=3, **gemm_hopper.SMALL_TILE)),      # 11 k-tiles in 3 splits of 4
+    (70, 200, 129, dict(STAGES=2, SPLIT_K=5, IN_FLIGHT=1, **gemm_hopper.SMALL_TILE)),  # splits past K add 0
+])
+@pytest.mark.parametrize("out", [tp.f32, tp.bf16])
+def test_gemm_hopper_policies_on_the_interpreter(m, k, n, params, out):
+    rng = np.random.default_rng(m * 7 + k + n)
+    a = round_bf16(rng.standard_normal((m, k)).astype(np.float32))
+    b = round_bf16(rng.standard_normal((k, n)).astype(np.float32))
+    c = np.full((m, n), np.nan, np.float32)
+    gemm_hopper.launch(a, b, c, out_dtype=out, **params)
+    ref = gemm_hopper.reference(a, b)
+    if out == tp.f32:
+        assert _rel(c, ref) < 1e-6
+    else:
+        assert not np.isnan(c).any()
+        np.testing.assert_array_equal(c, round_bf16(c))
+        assert np.abs(c - ref).max() <= 2.0**-8 * np.abs(ref).max()
+
+
+def test_policy_table_by_shape_class():
+    assert gemm_hopper.shape_class(128, 4096, 4096) == "skinny"
+    assert gemm_hopper.shape_class(1024, 1024, 1024) == "small"
+    assert gemm_hopper.shape_class(4096, 4096, 4096) == "large"
+    big = gemm_hopper.policy(4096, 4096, 4096)
+    assert big["BN"] == 256 and big.get("SPLIT_K", 1) == 1            # 128 output tiles: no split
+    skinny = gemm_hopper.policy(128, 4096, 4096)
+    tiles = 32                                                          # 1 x 32 tiles of 128 x 128
+    assert skinny["BN"] == 128 and skinny["SPLIT_K"] == gemm_hopper.NUM_SMS // tiles
+    assert gemm_hopper.grid_of(128, 4096, skinny) == (1, 32, skinny["SPLIT_K"])
+    # a short K keeps >= 4 k-tiles per split
+    assert gemm_hopper.policy(128, 4096, 512).get("SPLIT_K", 1) == 2

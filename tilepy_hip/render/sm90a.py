@@ -188,6 +188,16 @@ def emit_setmaxnreg(r, call):
         raise r.error("tp.setmaxnreg applies to whole warpgroups: call it in a role branch of whole warpgroups "
                       "(tp.warpgroup_id() == ...)", "move it into the producer's or the consumers' branch")
     ceiling = min(255, 65536 // r.kir.num_threads) // 8 * 8
+    budgets = r.__dict__.setdefault("_maxnreg", {})
+    budgets[(lo, size)] = n
+    total = sum(b * sz for (_, sz), b in budgets.items())
+    total += (r.kir.num_threads - sum(sz for _, sz in budgets)) * ceiling
+    if total > 65536:
+        raise r.error(f"setmaxnreg budgets need {total} registers, over the 65536 an SM has "
+                      f"({', '.join(f'{b} x {sz} threads' for (_, sz), b in budgets.items())}; other threads keep "
+                      f"{ceiling}): an increase would wait forever",
+                      "lower the budgets (e.g. producer 40 or 56, consumers 232 or 224 for 3 warpgroups); the "
+                      "role that decreases should come first in the kernel")
     if n == ceiling:
         return
     op = "inc" if n > ceiling else "dec"
