@@ -107,8 +107,14 @@ def moe_gemm13(XS: tp.Tensor[tp.bf16, "E", "C", "H"], W13: tp.Tensor[tp.bf16, "E
                HS: tp.Tensor[tp.bf16, "E", "C", "F"],
                BM: tp.constexpr = 128, BN: tp.constexpr = 128, BK: tp.constexpr = 64, STAGES: tp.constexpr = 4,
                CONSUMERS: tp.constexpr = 2, INSTR: tp.constexpr = tp.nv.wgmma_m64n128k16_bf16,
-               SWIZZLE: tp.constexpr = tp.Swizzle(3, 3, 3)):
-    """HS[e, m-tile, n-tile] = silu(XS[e] @ W13[e, :, n-tile]) * (XS[e] @ W13[e, :, F + n-tile])."""
+               SWIZZLE: tp.constexpr = tp.Swizzle(3, 3, 3), PRODUCER_REGS: tp.constexpr = 0,
+               CONSUMER_REGS: tp.constexpr = 0):
+    """HS[e, m-tile, n-tile] = silu(XS[e] @ W13[e, :, n-tile]) * (XS[e] @ W13[e, :, F + n-tile]).
+
+    Stage k % STAGES holds tile k of A and of the gate and up columns of B; its round k // STAGES is the phase
+    of `full` and `empty`. The gate product is issued as an asynchronous wgmma group and the up product right
+    behind it, so one wait covers both (the verifier follows one mma_async per iteration, so a group cannot
+    also stay in flight across k-tiles here, as in gemm_hopper's IN_FLIGHT)."""
     m0 = tp.block_id(0) * BM
     n0 = tp.block_id(1) * BN
     e = tp.block_id(2)
@@ -116,48 +122,37 @@ def moe_gemm13(XS: tp.Tensor[tp.bf16, "E", "C", "H"], W13: tp.Tensor[tp.bf16, "E
     a_s = tp.shared((BM, BK), tp.bf16, stages=STAGES, swizzle=SWIZZLE)
     g_s = tp.shared((BK, BN), tp.bf16, stages=STAGES, swizzle=SWIZZLE, layout=b_layout(BK, BN))
     u_s = tp.shared((BK, BN), tp.bf16, stages=STAGES, swizzle=SWIZZLE, layout=b_layout(BK, BN))
-    full0 = tp.mbarrier(1)
-    full1 = tp.mbarrier(1)
-    full2 = tp.mbarrier(1)
-    full3 = tp.mbarrier(1)
-    empty0 = tp.mbarrier(1)
-    empty1 = tp.mbarrier(1)
-    empty2 = tp.mbarrier(1)
-    empty3 = tp.mbarrier(1)
-    full = (full0, full1, full2, full3)
-    empty = (empty0, empty1, empty2, empty3)
+    full = tp.mbarrier(1, stages=STAGES)
+    empty = tp.mbarrier(1, stages=STAGES)
     tp.tag(XS, lambda x, i, k: ("A", x, i, k))
     tp.tag(W13, lambda x, k, j: ("B", x, k, j))
     k_tiles = tp.cdiv(XS.shape[2], BK)
-    rounds = tp.cdiv(k_tiles, STAGES)
     if tp.warpgroup_id() == 0:          # producer: one thread issues the bulk tensor copies
-        for j in range(rounds):
-            for s in tp.static_range(STAGES):
-                k = j * STAGES + s
-                if k < k_tiles:
-                    if j > 0:
-                        tp.mbarrier_wait(empty[s], j - 1)
-                    tp.copy_bulk(XS[e, m0:m0 + BM, k * BK:(k + 1) * BK], a_s[s], full[s])
-                    tp.copy_bulk(W13[e, k * BK:(k + 1) * BK, n0:n0 + BN], g_s[s], full[s])
-                    tp.copy_bulk(W13[e, k * BK:(k + 1) * BK, f + n0:f + n0 + BN], u_s[s], full[s])
-                    tp.mbarrier_arrive(full[s])
+        if PRODUCER_REGS > 0:
+            tp.setmaxnreg(PRODUCER_REGS)
+        for k in range(k_tiles):
+            if k >= STAGES:
+                tp.mbarrier_wait(empty[k % STAGES], k // STAGES - 1)       # tile k - STAGES was released
+            k0 = k * BK
+            tp.copy_bulk(XS[e, m0:m0 + BM, k0:k0 + BK], a_s[k % STAGES], full[k % STAGES])
+            tp.copy_bulk(W13[e, k0:k0 + BK, n0:n0 + BN], g_s[k % STAGES], full[k % STAGES])
+            tp.copy_bulk(W13[e, k0:k0 + BK, f + n0:f + n0 + BN], u_s[k % STAGES], full[k % STAGES])
+            tp.mbarrier_arrive(full[k % STAGES])
     else:                               # consumers: gate and up accumulators over the same A stage
+        if CONSUMER_REGS > 0:
+            tp.setmaxnreg(CONSUMER_REGS)
         gate = tp.zeros((BM, BN), tp.f32, layout=tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1)))
         up = tp.zeros((BM, BN), tp.f32, layout=tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1)))
-        for j in range(rounds):
-            for s in tp.static_range(STAGES):
-                k = j * STAGES + s
-                if k < k_tiles:
-                    tp.mbarrier_wait(full[s], j)
-                    gate = tp.mma(a_s[s], g_s[s], gate)
-                    up = tp.mma(a_s[s], u_s[s], up)
-                    # one expert, and the contraction index agrees
-                    tp.assert_tag(tp.mma_operands(gate), lambda a, b: a[1] == b[1] and a[3] == b[2])
-                    tp.assert_tag(tp.mma_operands(up), lambda a, b: a[1] == b[1] and a[3] == b[2])
-                    tp.mbarrier_arrive(empty[s])
-        h = tp.silu(gate) * up
-        # element (i, j): gate column j and up column j (+ F: the up half) of the same row
-        tp.store(HS[e, m0:m0 + BM, n0:n0 + BN], h)
+        for k in range(k_tiles):
+            tp.mbarrier_wait(full[k % STAGES], k // STAGES)
+            gate = tp.mma_async(a_s[k % STAGES], g_s[k % STAGES], gate)   # both products issued back to back,
+            up = tp.mma(a_s[k % STAGES], u_s[k % STAGES], up)              # one wait retires both
+            tp.mma_wait(0)
+            tp.mbarrier_arrive(empty[k % STAGES])
+        # one expert, and the contraction index agrees, in both products
+        tp.assert_tag(tp.mma_operands(gate), lambda a, b: a[1] == b[1] and a[3] == b[2])
+        tp.assert_tag(tp.mma_operands(up), lambda a, b: a[1] == b[1] and a[3] == b[2])
+        tp.store(HS[e, m0:m0 + BM, n0:n0 + BN], tp.silu(gate) * up)
 
 
 @tp.kernel(threads=_threads, target="sm_90a")
@@ -165,54 +160,65 @@ def moe_gemm2(HS: tp.Tensor[tp.bf16, "E", "C", "F"], W2: tp.Tensor[tp.bf16, "E",
               YS: tp.Tensor[tp.bf16, "E", "C", "H"],
               BM: tp.constexpr = 128, BN: tp.constexpr = 256, BK: tp.constexpr = 64, STAGES: tp.constexpr = 4,
               CONSUMERS: tp.constexpr = 2, INSTR: tp.constexpr = tp.nv.wgmma_m64n256k16_bf16,
-              SWIZZLE: tp.constexpr = tp.Swizzle(3, 3, 3)):
-    """YS[e, m-tile, n-tile] = HS[e, m-tile] @ W2[e, :, n-tile] (f32 accumulation, bf16 out)."""
+              SWIZZLE: tp.constexpr = tp.Swizzle(3, 3, 3), IN_FLIGHT: tp.constexpr = 0,
+              PRODUCER_REGS: tp.constexpr = 0, CONSUMER_REGS: tp.constexpr = 0):
+    """YS[e, m-tile, n-tile] = HS[e, m-tile] @ W2[e, :, n-tile] (f32 accumulation, bf16 out); gemm_hopper's
+    ring: with IN_FLIGHT, tile k's wgmma group is issued, `mma_wait(1)` retires tile k - 1's, and only then is
+    tile k - 1's stage released (every stage but the last is released up front)."""
     m0 = tp.block_id(0) * BM
     n0 = tp.block_id(1) * BN
     e = tp.block_id(2)
     a_s = tp.shared((BM, BK), tp.bf16, stages=STAGES, swizzle=SWIZZLE)
     b_s = tp.shared((BK, BN), tp.bf16, stages=STAGES, swizzle=SWIZZLE, layout=b_layout(BK, BN))
-    full0 = tp.mbarrier(1)
-    full1 = tp.mbarrier(1)
-    full2 = tp.mbarrier(1)
-    full3 = tp.mbarrier(1)
-    empty0 = tp.mbarrier(1)
-    empty1 = tp.mbarrier(1)
-    empty2 = tp.mbarrier(1)
-    empty3 = tp.mbarrier(1)
-    full = (full0, full1, full2, full3)
-    empty = (empty0, empty1, empty2, empty3)
+    full = tp.mbarrier(1, stages=STAGES)
+    empty = tp.mbarrier(1, stages=STAGES)
     tp.tag(HS, lambda x, i, k: ("A", x, i, k))
     tp.tag(W2, lambda x, k, j: ("B", x, k, j))
     k_tiles = tp.cdiv(HS.shape[2], BK)
-    rounds = tp.cdiv(k_tiles, STAGES)
     if tp.warpgroup_id() == 0:
-        for j in range(rounds):
-            for s in tp.static_range(STAGES):
-                k = j * STAGES + s
-                if k < k_tiles:
-                    if j > 0:
-                        tp.mbarrier_wait(empty[s], j - 1)
-                    tp.copy_bulk(HS[e, m0:m0 + BM, k * BK:(k + 1) * BK], a_s[s], full[s])
-                    tp.copy_bulk(W2[e, k * BK:(k + 1) * BK, n0:n0 + BN], b_s[s], full[s])
-                    tp.mbarrier_arrive(full[s])
+        if PRODUCER_REGS > 0:
+            tp.setmaxnreg(PRODUCER_REGS)
+        for k in range(k_tiles):
+            if IN_FLIGHT == 0:
+                if k >= STAGES:
+                    tp.mbarrier_wait(empty[k % STAGES], k // STAGES - 1)
+            else:
+                tp.mbarrier_wait(empty[k % STAGES], k // STAGES)
+            k0 = k * BK
+            tp.copy_bulk(HS[e, m0:m0 + BM, k0:k0 + BK], a_s[k % STAGES], full[k % STAGES])
+            tp.copy_bulk(W2[e, k0:k0 + BK, n0:n0 + BN], b_s[k % STAGES], full[k % STAGES])
+            tp.mbarrier_arrive(full[k % STAGES])
     else:
+        if CONSUMER_REGS > 0:
+            tp.setmaxnreg(CONSUMER_REGS)
         acc = tp.zeros((BM, BN), tp.f32, layout=tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1)))
-        for j in range(rounds):
-            for s in tp.static_range(STAGES):
-                k = j * STAGES + s
-                if k < k_tiles:
-                    tp.mbarrier_wait(full[s], j)
-                    acc = tp.mma(a_s[s], b_s[s], acc)
-                    tp.assert_tag(tp.mma_operands(acc), lambda a, b: a[1] == b[1] and a[3] == b[2])
-                    tp.mbarrier_arrive(empty[s])
+        if IN_FLIGHT == 0:
+            for k in range(k_tiles):
+                tp.mbarrier_wait(full[k % STAGES], k // STAGES)
+                acc = tp.mma(a_s[k % STAGES], b_s[k % STAGES], acc)
+                tp.mbarrier_arrive(empty[k % STAGES])
+        else:
+            for s in tp.static_range(STAGES - 1):
+                tp.mbarrier_arrive(empty[s])
+            for k in range(k_tiles):
+                tp.mbarrier_wait(full[k % STAGES], k // STAGES)
+                acc = tp.mma_async(a_s[k % STAGES], b_s[k % STAGES], acc)
+                tp.mma_wait(1)
+                tp.mbarrier_arrive(empty[(k + STAGES - 1) % STAGES])
+            tp.mma_wait(0)
+        tp.assert_tag(tp.mma_operands(acc), lambda a, b: a[1] == b[1] and a[3] == b[2])
         tp.store(YS[e, m0:m0 + BM, n0:n0 + BN], acc)
 
 
-# H100 tiles: gate/up 128x128 (two accumulators), down 128x256; both 4 stages, 2 consumer warpgroups
+# H100 tiles: gate/up 128x128 (two accumulators: a 128x256 tile's MMA work per k-tile), down 128x256; 4 stages,
+# 2 consumer warpgroups. Read off the SASS with NVRTC 13.0 (not yet timed on the GPU): gemm13 issues its 4 + 4
+# HGMMA of a k-tile back to back under one wait, 155 registers, no local memory; gemm2 with IN_FLIGHT=1 gets
+# ptxas's C7514 ("wgmma serialized: non-wgmma instructions read the accumulators"), a wait after every HGMMA, so
+# the preset keeps IN_FLIGHT=0 (4 HGMMA, one wait). setmaxnreg (PRODUCER_REGS=40, CONSUMER_REGS=232) makes
+# ptxas spill (its allocation stays at the 168-register cap of 384 threads), so it is off.
 PRESETS = {
     "gemm13": dict(BM=128, BN=128, BK=64, STAGES=4, CONSUMERS=2, INSTR=tp.nv.wgmma_m64n128k16_bf16),
-    "gemm2": dict(BM=128, BN=256, BK=64, STAGES=4, CONSUMERS=2, INSTR=tp.nv.wgmma_m64n256k16_bf16),
+    "gemm2": dict(BM=128, BN=256, BK=64, STAGES=4, CONSUMERS=2, INSTR=tp.nv.wgmma_m64n256k16_bf16, IN_FLIGHT=0),
 }
 # small tiles for the CPU interpreter's tests
 TINY = {
