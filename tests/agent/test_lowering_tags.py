@@ -130,11 +130,44 @@ def mutants(source: str):
             yield "\n".join(out) + "\n", n, f"{text!r} -> {mutated!r}"
 
 
+def _launches(mod, model, inputs) -> dict:
+    """{kernel name: (grid, arguments before the launch, arguments after)} of one run of the program."""
+    real, seen = mod.launch, {}
+
+    def spy(kernel, grid, *args):
+        before = [a.clone() for a in args]
+        real(kernel, grid, *args)
+        seen[kernel.name] = (grid, before, [a.clone() for a in args])
+
+    mod.launch = spy
+    try:
+        with torch.no_grad():
+            mod.argus_forward(model, *inputs)
+    finally:
+        mod.launch = real
+    return seen
+
+
+def _kernel_differs(mod, kname, launches) -> bool:
+    """Whether the mutated kernel, run on the original kernel's inputs, writes other values than it did."""
+    grid, before, after = launches[kname]
+    args = [a.clone() for a in before]
+    try:
+        mod.launch(_kernels(mod)[kname], grid, *args)
+    except Exception:  # noqa: BLE001 - a mutant that reads out of its tensor: wrong, not a test error
+        return True
+    return any(not torch.equal(a, b) for a, b in zip(args, after))
+
+
 @pytest.mark.parametrize("case", list(CASES))
 def test_a_wrong_index_in_the_generated_source_is_caught(case, tmp_path):
+    """Each mutant the verifier reports writes other values than the correct kernel on the same inputs (the
+    bug is real, even where the program's result hides it: a softmax is invariant to the row maximum it
+    subtracts); each mutant it passes leaves the program's result right."""
     model, inputs, source = _lower(case)
     with torch.no_grad():
         ref = model(*inputs)
+    launches = _launches(_module(source, tmp_path, f"{case}_orig"), model, inputs)
     caught = clean = 0
     for j, (src, n, what) in enumerate(mutants(source)):
         mod = _module(src, tmp_path, f"{case}_m{j}")
@@ -142,23 +175,22 @@ def test_a_wrong_index_in_the_generated_source_is_caught(case, tmp_path):
         kname = next(name for name, k in _kernels(mod).items() if line in k.source)
         report = tv.verify(_kernels(mod)[kname], target="sm_90a")
         found = [f for f in report.errors if f.check == "tag_assertion"]
-        try:
-            with torch.no_grad():
-                out = mod.argus_forward(model, *inputs)
-            right = torch.allclose(out, ref, atol=1e-5, rtol=1e-5)
-        except Exception:  # noqa: BLE001 - a mutant that reads out of its tensor: wrong, not a test error
-            right = False
         if not found:
             clean += 1
+            try:
+                with torch.no_grad():
+                    right = torch.allclose(mod.argus_forward(model, *inputs), ref, atol=1e-5, rtol=1e-5)
+            except Exception:  # noqa: BLE001
+                right = False
             assert right, f"{what}: verified clean but computes a wrong result"
             continue
         caught += 1
+        assert _kernel_differs(mod, kname, launches), f"{what}: reported but the kernel writes the same values"
         f = found[0]
         assert f.span.line == n + 2 and f.other_span.line == n + 1, (what, str(f))   # the assertion, the load
         cex = f.counterexample
         assert "at" in cex and cex["tags"]["x"][0].startswith("b_"), str(f)
         assert "fails for element" in f.message
-        assert not right, f"{what}: reported but computes the right result: {f}"
     assert caught >= 3 and caught >= 2 * clean, (caught, clean)
 
 
