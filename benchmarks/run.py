@@ -197,6 +197,15 @@ def main(argv=None):
         out[f"gemm_hopper_{tag}"] = {
             **gemm_row(gemm_hopper.gemm_hopper, p), "tile": [p["BM"], p["BN"], p["BK"]], "stages": p["STAGES"]}
 
+    # ---- fused LLM ops (vs torch eager and torch.compile) and the MoE layer (vs torch._grouped_mm and a
+    # per-expert loop): their own scripts, same timing; their tables print as they run, their rows land here too
+    from benchmarks import llm_ops as llm_bench
+    from benchmarks import moe as moe_bench
+
+    sub = ["--out", args.out] + (["--quick"] if args.quick else [])
+    res["llm_ops"] = llm_bench.main(sub)["results"]
+    res["moe"] = moe_bench.main(sub)["results"]
+
     Path(args.out).mkdir(parents=True, exist_ok=True)
     path = Path(args.out) / f"{name}{'-quick' if args.quick else ''}.json"
     path.write_text(json.dumps(res, indent=1))

@@ -146,3 +146,17 @@ def test_numpy_free_of_device_assumptions():
     out = moe.moe(x, logits, w13, w2, 2, presets=moe.TINY)
     assert out.dtype == torch.bfloat16 and tuple(out.shape) == (3, 64)
     assert np.isfinite(out.float().numpy()).all()
+
+
+def test_down_gemm_in_flight_variant():
+    """moe_gemm2 with one wgmma group kept in flight (IN_FLIGHT=1, the stage released a k-tile late) computes the
+    same products on ragged K (F = 200: four k-tiles, the last partial) over two stages."""
+    g = torch.Generator().manual_seed(11)
+    e, c, f, h = 3, 64, 200, 128
+    hs = torch.randn(e, c, f, generator=g).bfloat16()
+    w2 = (torch.randn(e, f, h, generator=g) / 16).bfloat16()
+    ys = torch.full((e, c, h), float("nan")).bfloat16()
+    p = dict(moe.TINY["gemm2"], IN_FLIGHT=1)
+    moe.moe_gemm2[(c // p["BM"], h // p["BN"], e)](hs, w2, ys, **p)
+    assert rel(ys, hs.double() @ w2.double()) < 4e-3
+    assert tv.verify(moe.moe_gemm2, **p).ok
