@@ -241,3 +241,22 @@ def k(X: tp.Tensor[tp.f32, 64], I: tp.Tensor[tp.i32, 64], Y: tp.Tensor[tp.f32, 6
     assert f.counterexample["hint"]
     with pytest.raises(tp.CompileError, match=r"takes 3 parameters; with 1 `at` tiles it takes 2"):
         _module(src.replace("lambda t, j:", "lambda t, j, q:"), tmp_path, "bad_arity").k.ir()
+
+
+ROOT = Path(__file__).resolve().parents[2]
+CORPUS = sorted((ROOT / "tests" / "problems").glob("level*/[0-9]*.py"))
+
+
+@pytest.mark.parametrize("path", CORPUS[7::20], ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_corpus_kernels_carry_proved_index_maps(path, tmp_path):
+    """A sample of the corpus (the whole corpus: benchmarks/verify_lowered.py): every generated kernel that
+    loads through an index map asserts it, and the assertions are proved."""
+    from argus_agent.lower.candidate import lower_problem
+    from argus_agent.problem import load_problem
+
+    source = lower_problem(load_problem(path, cpu=True)).source
+    mod = _module(source, tmp_path, path.stem)
+    for name, k in _kernels(mod).items():
+        assert "tp.load(" not in k.source or "tp.assert_tag(" in k.source, k.source
+        report = tv.verify(k, target="sm_90a")
+        assert report.ok, str(report)
