@@ -52,7 +52,7 @@ def t_layer_norm(x, w, b, eps: float = 1e-5):
 
 
 def t_merge(po, pl, so, sl):
-    m = torch.maximum(torch.maximum(pl, sl), torch.tensor(-3e38, device=pl.device))
+    m = torch.clamp(torch.maximum(pl, sl), min=-3e38)
     pe, se = torch.exp(pl - m), torch.exp(sl - m)
     tot = pe + se
     inv = 1 / torch.clamp(tot, min=1.0)
