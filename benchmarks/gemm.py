@@ -1,6 +1,7 @@
 """GEMM against cuBLAS on every shape of issue 15, in one run; writes benchmarks/results/gemm-<device>.json.
 
-    python benchmarks/gemm.py [--only f32out|fp32] [--shapes 4096,4096,4096 ...] [--sweep] [--out DIR]
+    python benchmarks/gemm.py [--only bf16out|f32out|fp32] [--shapes 4096,4096,4096 ...] [--sweep] [--policies]
+                              [--out DIR]
 
 Rows, each compared like with like, on the same random inputs, in the same run:
 * bf16out: `gemm_hopper_bf16` (bf16 in, f32 accumulate, bf16 out: the epilogue rounds) against `torch.matmul`
@@ -12,6 +13,11 @@ Rows, each compared like with like, on the same random inputs, in the same run:
 Every output is checked against float64 (computed on the GPU) before it is timed; a timing is the median of
 CUDA-graph replays (GPU time only), the fp32 rows both with the splits and without (operands split
 beforehand). `--sweep` adds the fp32 kernel's tile/stage variants at 4096^3.
+
+`gemm_hopper` runs with the policy its shape class gets from `gemm_hopper.policy` (large / small / skinny: tile,
+stages, wait_group 1, split-K); a split-K call includes zeroing its f32 accumulation target (and for bf16 out,
+the rounding copy). `--policies` adds a sweep of the policies per shape (bf16 out), and the 1024^3 GEMM's 30
+back-to-back calls eager and graph-replayed against cuBLAS (issue 14's bar).
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -96,29 +103,146 @@ def _mm_f32out():
     return lambda x, y: torch.mm(x, y, out_dtype=torch.float32)
 
 
-def f32out_row(M, N, K, g, mm_f32, out=torch.float32):
-    p = gemm_hopper.PRESETS["sm_90a"]
+def ours_fn(a, b, c, params):
+    """(callable doing c = a @ b with gemm_hopper under `params`, the compiled kernel). Split-K accumulates into
+    an f32 target zeroed in the call (c itself, or a workspace rounded into a bf16 c)."""
+    M, K = a.shape
+    N = b.shape[1]
+    grid = gemm_hopper.grid_of(M, N, params)
+    split = params.get("SPLIT_K", 1) > 1
+    kernel = gemm_hopper.gemm_hopper if (c.dtype == torch.float32 or split) else gemm_hopper.gemm_hopper_bf16
+    ck = tilepy_hip.compile(kernel, target="sm_90a", **params)
+    if not split:
+        return (lambda: launch_compiled(ck, grid, [a, b, c])), ck
+    if c.dtype == torch.float32:
+        def fn():
+            c.zero_()
+            launch_compiled(ck, grid, [a, b, c])
+        return fn, ck
+    ws = torch.empty(c.shape, device=c.device, dtype=torch.float32)
+
+    def fn_ws():
+        ws.zero_()
+        launch_compiled(ck, grid, [a, b, ws])
+        c.copy_(ws)
+    return fn_ws, ck
+
+
+def f32out_row(M, N, K, g, mm_f32, out=torch.float32, params=None):
+    p = params or gemm_hopper.policy(M, N, K)
     a = torch.randn(M, K, device="cuda", generator=g).bfloat16()
     b = torch.randn(K, N, device="cuda", generator=g).bfloat16()
     c = torch.full((M, N), float("nan"), device="cuda", dtype=out)
-    kernel = gemm_hopper.gemm_hopper if out == torch.float32 else gemm_hopper.gemm_hopper_bf16
     if out != torch.float32:
         mm_f32 = None
-    ck = tilepy_hip.compile(kernel, target="sm_90a", **p)
-    grid = (tp.cdiv(M, p["BM"]), tp.cdiv(N, p["BN"]))
-    launch_compiled(ck, grid, [a, b, c])
+    fn, ck = ours_fn(a, b, c, p)
+    fn()
     ref = a.double() @ b.double()
     err = rel(c, ref)
     torch_fn = mm_f32 or (lambda x, y: torch.matmul(x, y))
     err_torch = rel(torch_fn(a, b), ref)
-    t_ours = timeit(lambda: launch_compiled(ck, grid, [a, b, c]))
+    t_ours = timeit(fn)
     t_torch = timeit(lambda: torch_fn(a, b))
-    return _row(M, N, K, t_ours, t_torch, err, err_torch, ck,
-                against="torch.mm(out_dtype=float32)" if mm_f32 else "torch.matmul bf16 (bf16 out)")
+    return {**_row(M, N, K, t_ours, t_torch, err, err_torch, ck,
+                   against="torch.mm(out_dtype=float32)" if mm_f32 else "torch.matmul bf16 (bf16 out)"),
+            "shape_class": gemm_hopper.shape_class(M, N, K), "policy": _policy_text(p)}
 
 
-def bf16out_row(M, N, K, g):
-    return f32out_row(M, N, K, g, None, out=torch.bfloat16)
+def _policy_text(p) -> str:
+    keys = ("BM", "BN", "STAGES", "CONSUMERS", "IN_FLIGHT", "PRODUCER_REGS", "CONSUMER_REGS", "SPLIT_K")
+    return " ".join(f"{k}={p[k]}" for k in keys if k in p and p[k] not in (0, None))
+
+
+def bf16out_row(M, N, K, g, params=None):
+    return f32out_row(M, N, K, g, None, out=torch.bfloat16, params=params)
+
+
+I64, I128, I256 = tp.nv.wgmma_m64n64k16_bf16, tp.nv.wgmma_m64n128k16_bf16, tp.nv.wgmma_m64n256k16_bf16
+POLICY_SWEEP = {  # bf16 out; constexprs over gemm_hopper.PRESETS (128x256, 4 stages, 2 consumers)
+    "128x256_s4_wait0": dict(IN_FLIGHT=0),
+    "128x256_s4_wait1": dict(IN_FLIGHT=1),
+    "128x256_s3_wait1": dict(IN_FLIGHT=1, STAGES=3),
+    "128x256_s4_wait1_regs64_216": dict(IN_FLIGHT=1, PRODUCER_REGS=64, CONSUMER_REGS=216),
+    "128x128_s4_wait1": dict(IN_FLIGHT=1, BN=128, INSTR=I128),
+    "128x128_s6_wait1": dict(IN_FLIGHT=1, BN=128, STAGES=6, INSTR=I128),
+    "128x64_s6_wait1": dict(IN_FLIGHT=1, BN=64, STAGES=6, INSTR=I64),
+    "64x128_s6_wait1_1consumer": dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=I128),
+    "128x128_s4_wait1_splitk2": dict(IN_FLIGHT=1, BN=128, INSTR=I128, SPLIT_K=2),
+    "128x128_s4_wait1_splitk4": dict(IN_FLIGHT=1, BN=128, INSTR=I128, SPLIT_K=4),
+}
+SWEEP_SHAPES = [(4096, 4096, 4096), (8192, 8192, 1024), (128, 4096, 4096), (1024, 1024, 1024),
+                (2051, 2045, 1000), (3000, 5000, 4096)]
+
+
+def policy_sweep(g, shapes) -> dict:
+    out = {}
+    for M, N, K in shapes:
+        row = {}
+        for tag, extra in POLICY_SWEEP.items():
+            p = {**gemm_hopper.PRESETS["sm_90a"], **extra}
+            if p.get("SPLIT_K", 1) > 1 and M * N > 4096 * 4096:
+                continue
+            r = bf16out_row(M, N, K, g, params=p)
+            row[tag] = {k: r[k] for k in ("us", "torch_us", "ratio", "rel_err", "registers", "spills")}
+            print(f"  sweep {M}x{N}x{K} {tag:30s} {r['us']:8.1f} us  x cuBLAS {r['ratio']:.2f}  "
+                  f"regs {r['registers']} spills {r['spills']}  err {r['rel_err']:.1e}", flush=True)
+        out[f"{M}x{N}x{K}"] = row
+    return out
+
+
+def back_to_back_1024(g, calls=30, reps=20) -> dict:
+    """Issue 14's bar: the 1024^3 GEMM (bf16 in and out) 30 times back to back, eager (kernel[grid] through
+    gemm_hopper.launch's constexprs, as a user calls it) and graph-replayed, against torch.matmul."""
+    M = N = K = 1024
+    a = torch.randn(M, K, device="cuda", generator=g).bfloat16()
+    b = torch.randn(K, N, device="cuda", generator=g).bfloat16()
+    c = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
+
+    def per_call(fn, graph: bool) -> float:
+        fn()
+        torch.cuda.synchronize()
+        run = fn
+        if graph:
+            gr = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(gr):
+                for _ in range(calls):
+                    fn()
+            run = gr.replay
+        times = []
+        for _ in range(reps):
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            if graph:
+                run()
+            else:
+                for _ in range(calls):
+                    run()
+            e.record()
+            e.synchronize()
+            times.append(s.elapsed_time(e) * 1e3 / calls)
+        return statistics.median(times)
+
+    res = {"calls": calls, "cublas": {"eager_us": per_call(lambda: torch.matmul(a, b), False),
+                                      "graph_us": per_call(lambda: torch.matmul(a, b), True)}}
+    ref = a.double() @ b.double()
+    variants = {"policy": gemm_hopper.policy(M, N, K)}
+    for tag in ("128x128_s4_wait1", "128x64_s6_wait1", "64x128_s6_wait1_1consumer", "128x128_s4_wait1_splitk2"):
+        variants[tag] = {**gemm_hopper.PRESETS["sm_90a"], **POLICY_SWEEP[tag]}
+    for tag, p in variants.items():
+        eager = lambda p=p: gemm_hopper.launch(a, b, c, **p)  # noqa: E731
+        fast, _ = ours_fn(a, b, c, p)
+        eager()
+        torch.cuda.synchronize()
+        r = {"policy": _policy_text(p), "rel_err": rel(c, ref), "eager_us": per_call(eager, False),
+             "eager_fast_us": per_call(fast, False), "graph_us": per_call(fast, True)}
+        r["eager_ratio"] = r["eager_us"] / res["cublas"]["eager_us"]
+        r["graph_ratio"] = r["graph_us"] / res["cublas"]["graph_us"]
+        res[tag] = r
+        print(f"  1024^3 x{calls} {tag:28s} eager {r['eager_us']:6.1f} us ({r['eager_ratio']:.2f}x cuBLAS's time), "
+              f"launch_compiled {r['eager_fast_us']:6.1f}, graph {r['graph_us']:6.1f} ({r['graph_ratio']:.2f}x)",
+              flush=True)
+    print(f"  1024^3 x{calls} cuBLAS eager {res['cublas']['eager_us']:.1f} us, graph {res['cublas']['graph_us']:.1f}")
+    return res
 
 
 def fp32_row(M, N, K, g, b_layout="kn", **constexprs):
@@ -155,9 +279,10 @@ def _row(M, N, K, t_ours, t_torch, err, err_torch, ck, against):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", choices=("bf16out", "f32out", "fp32"), default=None)
+    ap.add_argument("--only", choices=("bf16out", "f32out", "fp32", "none"), default=None)
     ap.add_argument("--shapes", nargs="*", default=None, help="M,N,K triples (default: the issue's table)")
     ap.add_argument("--sweep", action="store_true", help="also the fp32 kernel's variants at 4096^3")
+    ap.add_argument("--policies", action="store_true", help="also the policy sweep and 1024^3 x30 back to back")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     args = ap.parse_args(argv)
     shapes = [tuple(int(x) for x in s.split(",")) for s in args.shapes] if args.shapes else SHAPES
@@ -176,8 +301,8 @@ def main(argv=None):
         M, N, K = r["shape"]
         print(f"{kind:8} {f'{M} x {N} x {K}':22} {r['us']:9.1f} {r['torch_us']:9.1f} {r['ratio']:6.2f} "
               f"{r['TFLOPs']:8.1f} {r['rel_err']:9.2e} {r['torch_rel_err']:9.2e}"
-              + (f" {r['gemm_only_us']:12.1f} {r['gemm_only_ratio']:6.2f}" if "gemm_only_us" in r else ""),
-              flush=True)
+              + (f" {r['gemm_only_us']:12.1f} {r['gemm_only_ratio']:6.2f}" if "gemm_only_us" in r else "")
+              + (f"  [{r['shape_class']}: {r['policy']}]" if "policy" in r else ""), flush=True)
 
     for M, N, K in shapes:
         if args.only in (None, "bf16out"):
@@ -199,6 +324,9 @@ def main(argv=None):
             res["fp32_sweep"][tag] = r
             show(tag[:8], r)
             print(f"         {tag}: {r['registers']} registers, {r['spills']} spills", flush=True)
+    if args.policies:
+        res["policy_sweep"] = policy_sweep(g, SWEEP_SHAPES if not args.shapes else shapes)
+        res["back_to_back_1024"] = back_to_back_1024(g)
     Path(args.out).mkdir(parents=True, exist_ok=True)
     path = Path(args.out) / f"gemm-{name}.json"
     path.write_text(json.dumps(res, indent=1))

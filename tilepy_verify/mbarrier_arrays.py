@@ -32,7 +32,7 @@ from dataclasses import replace
 
 from tilepy import dtypes as dt
 from tilepy import ir
-from tilepy.errors import Span, UnsupportedConstructError
+from tilepy.errors import UnsupportedConstructError
 from tilepy.types import MBarrierType, ScalarType
 
 I32 = ScalarType(dt.i32)
@@ -276,8 +276,8 @@ class _Expander:
             kf = {j: S, 1: a0 + c}
             body_env = dict(inner)
             body_env[s.var] = kf
-            k_expr = _build(kf, sp)
-            subst_k = map_stmts(s.body, lambda x: k_expr if isinstance(x, ir.Var) and x.name == s.var else None)
+            subst_k = map_stmts(s.body, lambda x, kf=kf: _build(kf, x.span)
+                                if isinstance(x, ir.Var) and x.name == s.var else None)
             body = [ir.Assign(sp, s.var, _build(kf, sp))] + self.stmts(subst_k, body_env)
             rounds.append(ir.If(sp, _bin("<", _build(kf, sp), stop, sp, BOOL), body, [], "uniform"))
         for name in _assigned(s.body):

@@ -140,7 +140,7 @@ def test_setmaxnreg_over_the_register_file_is_refused():
 
 @needs_sass
 @pytest.mark.parametrize("extra,regs", [(dict(IN_FLIGHT=1), None),
-                                        (dict(IN_FLIGHT=1, PRODUCER_REGS=64, CONSUMER_REGS=224), (64, 224)),
+                                        (dict(IN_FLIGHT=1, PRODUCER_REGS=64, CONSUMER_REGS=216), (64, 216)),
                                         (dict(IN_FLIGHT=1, SPLIT_K=4, **gemm_hopper.SMALL_TILE), None)])
 def test_gemm_hopper_policies_sass(extra, regs):
     ck = tilepy_hip.compile(gemm_hopper.gemm_hopper, target="sm_90a", **{**gemm_hopper.PRESETS["sm_90a"], **extra})

@@ -1,0 +1,28 @@
+"""gemm_hopper's policies once each on small ragged inputs, for compute-sanitizer (memcheck, racecheck):
+
+compute-sanitizer --tool racecheck python3 tests/gpu/sanitize_gemm_policies.py
+"""
+
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+
+import tilepy as tp  # noqa: E402
+from stdlib_kernels import gemm_hopper  # noqa: E402
+
+d = torch.device("cuda")
+P = gemm_hopper.PRESETS["sm_90a"]
+I128 = tp.nv.wgmma_m64n128k16_bf16
+a = torch.randn(130, 520, device=d).bfloat16()
+b = torch.randn(520, 264, device=d).bfloat16()
+for extra in (dict(IN_FLIGHT=1), dict(IN_FLIGHT=1, STAGES=2, BN=128, INSTR=I128),
+              dict(IN_FLIGHT=1, PRODUCER_REGS=64, CONSUMER_REGS=216),
+              dict(IN_FLIGHT=1, BN=128, INSTR=I128, SPLIT_K=3), dict(IN_FLIGHT=0, STAGES=3)):
+    for out in (torch.float32, torch.bfloat16):
+        gemm_hopper.launch(a, b, torch.empty(130, 264, device=d, dtype=out), **{**P, **extra})
+gemm_hopper.launch(a[:, :200].contiguous(), b[:200, :66].contiguous(), torch.empty(130, 66, device=d))  # fallback
+torch.cuda.synchronize()
+print("ok")
