@@ -98,8 +98,7 @@ def test_plan_capacity_and_waste():
     assert cap == 256 and waste == pytest.approx(1 - 135 / 768)
 
 
-@pytest.fixture(scope="module")
-def gemm_hopper_verify_seconds():
+def _gemm_hopper_verify_seconds():
     """gemm_hopper's verify time on this machine now (the issue's figure: 0.75 s on 2 idle cores)."""
     gemm_hopper.gemm_hopper._cache.clear()
     t0 = time.perf_counter()
@@ -110,9 +109,9 @@ def gemm_hopper_verify_seconds():
 @pytest.mark.parametrize("name,params", [("moe_route", dict(TOPK=6, BE=64)), ("moe_permute", {}),
                                          ("moe_combine", dict(BK=8)), ("moe_gemm13", moe.PRESETS["gemm13"]),
                                          ("moe_gemm2", moe.PRESETS["gemm2"])])
-def test_kernels_verify_clean_and_fast(name, params, gemm_hopper_verify_seconds):
+def test_kernels_verify_clean_and_fast(name, params):
     """Clean (the GEMMs' expert and contraction-index assertions proved), in under 2 s or, on a loaded
-    machine, within twice gemm_hopper's time measured here."""
+    machine, within twice gemm_hopper's time measured right after (the two share the machine's load)."""
     k = getattr(moe, name)
     k._cache.clear()
     t0 = time.perf_counter()
@@ -120,7 +119,9 @@ def test_kernels_verify_clean_and_fast(name, params, gemm_hopper_verify_seconds)
     took = time.perf_counter() - t0
     assert report.ok, str(report)
     assert report.stats["queries"] > 0
-    assert took < max(2.0, 2 * gemm_hopper_verify_seconds), (took, gemm_hopper_verify_seconds)
+    if took >= 2.0:
+        base = _gemm_hopper_verify_seconds()
+        assert took < 2 * base, (took, base)
 
 
 def test_grouped_gemm_expert_assertion_is_not_vacuous(tmp_path):
