@@ -57,13 +57,14 @@ def main(argv=None) -> int:
         try:
             kernels = generated_kernels(path, tmp)
         except Exception as e:  # noqa: BLE001 - reported, not fatal: the lowering tests own lowering errors
-            failed_lowering.append((pname, f"{type(e).__name__}: {str(e)[:200]}"))
+            failed_lowering.append((pname, f"{type(e).__name__}: {str(e).replace(str(tmp) + '/', '')[:200]}"))
             continue
         for kname, k in kernels.items():
             try:
                 kir = k.ir("sm_90a")
             except Exception as e:  # noqa: BLE001 - a generated kernel that does not compile: the lowering's bug
-                failed_lowering.append((f"{pname} {kname}", f"{type(e).__name__}: {str(e)[:300]}"))
+                msg = str(e).replace(str(tmp) + "/", "")
+                failed_lowering.append((f"{pname} {kname}", f"{type(e).__name__}: {msg[:300]}"))
                 continue
             n_assert = sum(1 for s in tilepy.ir.walk(kir.body) if isinstance(s, tilepy.ir.Eval)
                            and s.call.op == "assert_tag")
