@@ -220,6 +220,12 @@ PRESETS = {
     "gemm13": dict(BM=128, BN=128, BK=64, STAGES=4, CONSUMERS=2, INSTR=tp.nv.wgmma_m64n128k16_bf16),
     "gemm2": dict(BM=128, BN=256, BK=64, STAGES=4, CONSUMERS=2, INSTR=tp.nv.wgmma_m64n256k16_bf16, IN_FLIGHT=0),
 }
+# few rows per expert (decode, fine-grained at small T): 64-row tiles, one consumer warpgroup, so the A tiles and
+# the MMA work on empty rows halve; `moe` picks them when no expert has more than 64 rows
+SMALL_M = {
+    "gemm13": dict(BM=64, BN=128, BK=64, STAGES=4, CONSUMERS=1, INSTR=tp.nv.wgmma_m64n128k16_bf16),
+    "gemm2": dict(BM=64, BN=256, BK=64, STAGES=4, CONSUMERS=1, INSTR=tp.nv.wgmma_m64n256k16_bf16, IN_FLIGHT=0),
+}
 # small tiles for the CPU interpreter's tests
 TINY = {
     "gemm13": dict(BM=64, BN=64, BK=64, STAGES=2, CONSUMERS=1, INSTR=tp.nv.wgmma_m64n64k16_bf16),
@@ -267,10 +273,9 @@ def plan(counts, bm):
 def moe(x, logits, w13, w2, topk, presets=None, return_parts=False, **kw):
     """The MoE layer: x (T, H) bf16, router logits (T, E) f32, w13 (E, H, 2F) (gate columns, then up columns),
     w2 (E, F, H); returns (T, H) bf16. Runs on the GPU for CUDA tensors, on the interpreter for CPU tensors
-    (then pass presets=TINY)."""
+    (then pass presets=TINY). Without `presets`, SMALL_M where no expert has more than 64 rows, else PRESETS."""
     import torch
 
-    presets = presets or PRESETS
     t, h = x.shape
     e, _, f2 = w13.shape
     f = f2 // 2
@@ -278,8 +283,11 @@ def moe(x, logits, w13, w2, topk, presets=None, return_parts=False, **kw):
         raise ValueError(f"moe: shapes x {tuple(x.shape)}, logits {tuple(logits.shape)}, w13 {tuple(w13.shape)}, "
                          f"w2 {tuple(w2.shape)} do not fit (T, H), (T, E), (E, H, 2F), (E, F, H)")
     ids, wts, rank, counts, src = route(logits, topk, **kw)
+    counts_host = counts.cpu()                             # the one device-to-host read
+    if presets is None:
+        presets = SMALL_M if int(counts_host.max()) <= SMALL_M["gemm13"]["BM"] else PRESETS
     bm = max(presets["gemm13"]["BM"], presets["gemm2"]["BM"])
-    cap, waste = plan(counts, bm)                          # the one device-to-host read
+    cap, waste = plan(counts_host, bm)
     dev = x.device
     xs = torch.empty(e, cap, h, dtype=x.dtype, device=dev)
     bk = _pow2(topk, 2)
@@ -295,7 +303,7 @@ def moe(x, logits, w13, w2, topk, presets=None, return_parts=False, **kw):
     moe_combine[(t, tp.cdiv(h, bh))](ys, ids, rank, wts, out, BK=bk, BH=bh, **kw)
     if return_parts:
         return out, dict(ids=ids, weights=wts, rank=rank, counts=counts, capacity=cap, waste=waste, xs=xs, hs=hs,
-                         ys=ys)
+                         ys=ys, presets=presets)
     return out
 
 

@@ -26,10 +26,11 @@ if [[ $what == all || $what == sass ]]; then
   python3 - <<'PY' 2>&1 | tee "$OUT/sass.txt"
 import re, tilepy_hip
 from stdlib_kernels import moe
-for name in ("gemm13", "gemm2"):
-    ck = tilepy_hip.compile(getattr(moe, "moe_" + name), target="sm_90a", **moe.PRESETS[name])
-    s = ck.sass()
-    print(name, ck.resources, {op: len(re.findall(op, s)) for op in ("HGMMA", "UTMALDG", "LDL", "STL")})
+for table in ("PRESETS", "SMALL_M"):
+    for name in ("gemm13", "gemm2"):
+        ck = tilepy_hip.compile(getattr(moe, "moe_" + name), target="sm_90a", **getattr(moe, table)[name])
+        s = ck.sass()
+        print(table, name, ck.resources, {op: len(re.findall(op, s)) for op in ("HGMMA", "UTMALDG", "LDL", "STL")})
 PY
 fi
 if [[ $what == all || $what == bench ]]; then

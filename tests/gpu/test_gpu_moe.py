@@ -50,6 +50,8 @@ def test_moe_layer(t, h, f, e, k, request):
     x, logits, w13, w2 = make(t, h, f, e, request)
     out, parts = moe.moe(x, logits, w13, w2, k, return_parts=True)
     torch.cuda.synchronize()
+    small = int(parts["counts"].max()) <= 64
+    assert parts["presets"] is (moe.SMALL_M if small else moe.PRESETS)
     ids, rank, counts = parts["ids"].long(), parts["rank"].long(), parts["counts"]
     wv, ref_ids = torch.topk(torch.softmax(logits.double(), dim=1), k, dim=1)
     assert torch.equal(ids, ref_ids)

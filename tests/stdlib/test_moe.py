@@ -93,6 +93,16 @@ def test_shape_errors():
         moe.moe(x, logits, w13, w2[:, :32], 2, presets=moe.TINY)
 
 
+def test_small_m_tiles_on_the_interpreter():
+    """The SMALL_M tiles (64 rows, one consumer warpgroup, 4 stages) the layer picks when no expert has more
+    than 64 rows: the gate/up GEMM with BN = 128 and the down GEMM with BN = 256 on a ragged shape."""
+    x, logits, w13, w2 = make(9, 136, 200, 3, 5)
+    out, parts = moe.moe(x, logits, w13, w2, 2, return_parts=True)
+    assert parts["presets"] is moe.SMALL_M and parts["capacity"] == 64
+    ref, _, _ = moe.reference(x, logits, w13, w2, 2, round_to=torch.bfloat16)
+    assert rel(out, ref) < 4e-3
+
+
 def test_plan_capacity_and_waste():
     cap, waste = moe.plan(torch.tensor([0, 130, 5]), 128)
     assert cap == 256 and waste == pytest.approx(1 - 135 / 768)
