@@ -596,6 +596,8 @@ def render_program(prog, precision: str = "fp32 (as the reference)") -> str:
 TILE_ELEMS = 4096       # elements of a reduction tile per loop step (16 per thread at 256 threads)
 TARGET_BLOCKS = 1024    # blocks that keep an H100 busy (132 SMs, several blocks of 256 threads each)
 ROW_MAX = 16384         # the longest row a fused row kernel holds in registers (32 values per thread at 512)
+SCAN_SEGMENT = 512      # a long row's scan runs as segments of this many elements, one block each
+SCAN_CHUNK = 16         # elements of a row scanned per tile scan (tilepy_hip scans cost O(n) per element)
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -826,9 +828,22 @@ def render_scan(k: Scan, kname: str, buffers: dict) -> tuple[list, list]:
         if v.op in ("load", "gather") and v.args[0] not in used:
             used.append(v.args[0])
     names = {b: b for b in used + [k.out.name]}
+    segs, extra_parts, extra_temps = 1, [], []
     if row:
-        bn = min(next_pow2(k.N), 2048)
-        bm = min(next_pow2(k.O), max(1, 2048 // bn))
+        # the GPU's tile scan reads O(n) shared elements per element of an n-long axis: short chunks along
+        # the row (the carry makes the chunks one scan); long rows split into segments scanned by their own
+        # blocks, after a first kernel sums each segment (the two-pass block scan)
+        bn = min(next_pow2(k.N), SCAN_CHUNK)
+        bm = min(next_pow2(k.O), 32)
+        if k.N >= 2 * SCAN_SEGMENT and _cdiv(k.O, bm) < TARGET_BLOCKS:
+            segs = _cdiv(k.N, SCAN_SEGMENT)
+            part = Buffer(f"{k.out.name}_seg", (segs, k.O), k.value.dtype, "temp")
+            buffers = dict(buffers, **{part.name: part})
+            red = Reduction(k.out, k.kind, k.value, k.O, k.N, k.what, {}, mode="row")
+            b1 = min(next_pow2(k.O), max(1, TILE_ELEMS // SCAN_SEGMENT))
+            src1, args1, grid1 = _tiled_kernel(red, kname + "_segments", buffers, b1, SCAN_SEGMENT, segs,
+                                               SCAN_SEGMENT, part)
+            extra_parts, extra_temps = [(src1, kname + "_segments", args1, grid1)], [part]
         axes, scalars, sizes = (("m", "m0", "BM"), ("r", "r0", "BN")), (), {"m": k.O, "r": k.N}
     else:
         bm = min(next_pow2(k.I), 128)
@@ -845,12 +860,14 @@ def render_scan(k: Scan, kname: str, buffers: dict) -> tuple[list, list]:
     acc_t = _tp(dtype)
     tile = "(BM, BN)" if row else "(BN, BI)"
     v_text = val if _is_tile(k.value) else f"tp.full({tile}, {val}, {acc_t})"
-    nk = _cdiv(k.N, bn)
+    nk = _cdiv(k.N, bn) if segs == 1 else SCAN_SEGMENT // bn
     axis = 1 if row else 0
     rx = "[None, :]" if row else "[:, None]"
-    inner = [f"r0 = {'(NK - 1 - k)' if k.reverse else 'k'} * BN", f"r = (r0 + tp.arange(BN)){rx}"] + loop_lines
+    seg0 = "s * L + " if segs > 1 else ""
+    inner = [f"r0 = {seg0}{'(NK - 1 - k)' if k.reverse else 'k'} * BN", f"r = (r0 + tp.arange(BN)){rx}"] + loop_lines
     lit = _literal(neutral, dtype)
-    inner.append(f"v = tp.where(r < N, {v_text}, {lit})" if k.N % bn else f"v = {v_text}")
+    ragged = k.N % bn or (segs > 1 and segs * SCAN_SEGMENT != k.N)
+    inner.append(f"v = tp.where(r < N, {v_text}, {lit})" if ragged else f"v = {v_text}")
     flags = (", reverse=True" if k.reverse else "") + (", exclusive=True" if k.exclusive else "")
     inner.append(f"c = {scan_fn}(v, axis={axis}{flags}) {op} carry")
     if row:
@@ -871,18 +888,27 @@ def render_scan(k: Scan, kname: str, buffers: dict) -> tuple[list, list]:
             body.append("i = (i0 + tp.arange(BI))[None, :]")
     body += pre_lines
     body.append(f"carry = tp.full({'(BM, 1)' if row else '(1, BI)'}, {lit}, {acc_t})")
+    if segs > 1:
+        em.names[extra_temps[0].name] = extra_temps[0].name
+        pname, pov = _out_view(em, extra_temps[0], (segs, k.O))
+        em.params.append(pov)
+        body.append("s = tp.block_id(1)")
+        body.append("for q in range(s + 1, S):" if k.reverse else "for q in range(s):")
+        body.append(f"    carry = carry {op} tp.load({pname}[q, m0:m0 + BM])[:, None]")
     body.append("for k in range(NK):")
     body += ["    " + line for line in inner]
     body = lower_tags.annotate_tile(body, em)
     params, args = _view_signature(em, [ov], buffers)
     if row:
         consts = {"N": k.N, "NK": nk, "BM": bm, "BN": bn}
-        grid = f"lambda m: (tp.cdiv({k.O}, m['BM']),)"
+        if segs > 1:
+            consts.update(S=segs, L=SCAN_SEGMENT)
+        grid = f"lambda m: (tp.cdiv({k.O}, m['BM']), {segs})"
     else:
         consts = {"N": k.N, "NK": nk, "NI": _cdiv(k.I, bm), "BI": bm, "BN": bn}
         grid = f"lambda m: (tp.cdiv({k.I}, m['BI']) * {k.O},)"
     src = _kernel_src(kname, params, consts, _threads(bm * bn), k.what, body)
-    return [(src, kname, args, grid)], []
+    return extra_parts + [(src, kname, args, grid)], extra_temps
 
 
 def render_row_fused(k: RowFused, kname: str, buffers: dict) -> tuple[list, list]:

@@ -192,7 +192,7 @@ class _Fn(torch.nn.Module):
 
 
 @pytest.mark.parametrize("case", ["cumsum_last", "cumsum_dim0", "cumsum_mid", "cumprod", "reverse",
-                                  "exclusive", "exclusive_prod", "reverse_col", "int_cumsum"])
+                                  "exclusive", "exclusive_prod", "reverse_col", "int_cumsum", "reverse_exp"])
 def test_scans_are_linear_scan_kernels_matching_float64(case, tmp_path):
     """Every scan form lowers to one Scan kernel (no O(n^2) prefix reduction) and matches torch in float64;
     rows longer than one chunk carry across chunks (4500 > 2048), columns scan along a strided axis."""
@@ -209,6 +209,8 @@ def test_scans_are_linear_scan_kernels_matching_float64(case, tmp_path):
                            x),
         "reverse_col": (lambda t: t.flip(0).cumsum(0).flip(0), torch.randn(40, 3, 17, generator=g)),
         "int_cumsum": (lambda t: (t > 0).to(torch.int32).cumsum(1), x),
+        # past the row's end the value would be exp(0) = 1, not the identity: the ragged last segment is masked
+        "reverse_exp": (lambda t: torch.exp(0.01 * t).flip(1).cumsum(1).flip(1), x),
     }
     fn, inp = fns[case]
     model = _Fn(fn)
@@ -216,6 +218,7 @@ def test_scans_are_linear_scan_kernels_matching_float64(case, tmp_path):
     assert [type(k).__name__ for k in prog.kernels] == ["Scan"]   # flips fold into the scan's direction
     scan = prog.kernels[0]
     assert scan.reverse == case.startswith("reverse") and scan.exclusive == case.startswith("exclusive")
+    assert "_segments" in render_program(prog) if inp.shape[-1] == 4500 and "dim" not in case else True
     ref = fn(inp.double()) if case != "int_cumsum" else fn(inp)
     assert out.dtype == fn(inp).dtype
     assert torch.allclose(out.double(), ref.double(), rtol=1e-5, atol=1e-4), (out.double() - ref.double()).abs().max()
@@ -279,6 +282,17 @@ def test_reduction_and_its_row_epilogue_are_one_kernel(case, tmp_path):
     tol = 1e-2 if inp.dtype == torch.bfloat16 else 1e-5
     assert out.dtype == fn(inp, w, b).dtype
     assert torch.allclose(out.double(), ref, rtol=tol, atol=tol), (out.double() - ref).abs().max()
+
+
+def test_fp32_tolerance_grows_with_a_scans_length():
+    """A running sum of N terms carries an N-term sum's rounding: the fp32 tolerance follows the scan's
+    length as it follows a reduction's (and never passes 1e-2)."""
+    from argus_agent.lower.candidate import precision_of
+
+    short = lower_model(_Fn(lambda t: t.cumsum(1)), [torch.randn(2, 100)])
+    long = lower_model(_Fn(lambda t: t.cumsum(1)), [torch.randn(2, 8192)])
+    assert precision_of(short, [], False)[1] == 1e-4
+    assert precision_of(long, [], False)[1] == pytest.approx(8192 * 2.0**-24 * 8)
 
 
 def test_rows_too_long_for_registers_keep_the_multi_kernel_form(tmp_path):
