@@ -23,7 +23,10 @@ back-to-back calls eager and graph-replayed against cuBLAS (issue 14's bar).
 from __future__ import annotations
 
 import argparse
+import cProfile
+import io
 import json
+import pstats
 import re
 import statistics
 import sys
@@ -104,28 +107,15 @@ def _mm_f32out():
 
 
 def ours_fn(a, b, c, params):
-    """(callable doing c = a @ b with gemm_hopper under `params`, the compiled kernel). Split-K accumulates into
-    an f32 target zeroed in the call (c itself, or a workspace rounded into a bf16 c)."""
+    """(callable doing c = a @ b through gemm_hopper.launch under `params`: padding, split-K zeroing and rounding
+    included, the compiled GEMM kernel for its register facts)."""
     M, K = a.shape
     N = b.shape[1]
-    grid = gemm_hopper.grid_of(M, N, params)
     split = params.get("SPLIT_K", 1) > 1
-    kernel = gemm_hopper.gemm_hopper if (c.dtype == torch.float32 or split) else gemm_hopper.gemm_hopper_bf16
+    out = tp.f32 if (c.dtype == torch.float32 or split) else tp.bf16
+    kernel = gemm_hopper.kernel_for(out, (2 * K) % 16 != 0, (2 * N) % 16 != 0)
     ck = tilepy_hip.compile(kernel, target="sm_90a", **params)
-    if not split:
-        return (lambda: launch_compiled(ck, grid, [a, b, c])), ck
-    if c.dtype == torch.float32:
-        def fn():
-            c.zero_()
-            launch_compiled(ck, grid, [a, b, c])
-        return fn, ck
-    ws = torch.empty(c.shape, device=c.device, dtype=torch.float32)
-
-    def fn_ws():
-        ws.zero_()
-        launch_compiled(ck, grid, [a, b, ws])
-        c.copy_(ws)
-    return fn_ws, ck
+    return (lambda: gemm_hopper.launch(a, b, c, **params)), ck
 
 
 def f32out_row(M, N, K, g, mm_f32, out=torch.float32, params=None):
@@ -169,9 +159,11 @@ POLICY_SWEEP = {  # bf16 out; constexprs over gemm_hopper.PRESETS (128x256, 4 st
     "64x128_s6_wait1_1consumer": dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=I128),
     "128x128_s4_wait1_splitk2": dict(IN_FLIGHT=1, BN=128, INSTR=I128, SPLIT_K=2),
     "128x128_s4_wait1_splitk4": dict(IN_FLIGHT=1, BN=128, INSTR=I128, SPLIT_K=4),
+    "128x64_s6_wait1_splitk2": dict(IN_FLIGHT=1, BN=64, STAGES=6, INSTR=I64, SPLIT_K=2),
+    "64x128_s6_wait1_1consumer_splitk2": dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=I128,
+                                              SPLIT_K=2),
 }
-SWEEP_SHAPES = [(4096, 4096, 4096), (8192, 8192, 1024), (128, 4096, 4096), (1024, 1024, 1024),
-                (2051, 2045, 1000), (3000, 5000, 4096)]
+SWEEP_SHAPES = [(4096, 4096, 4096), (128, 4096, 4096), (1024, 1024, 1024), (2051, 2045, 1000)]
 
 
 def policy_sweep(g, shapes) -> dict:
@@ -188,6 +180,19 @@ def policy_sweep(g, shapes) -> dict:
                   f"regs {r['registers']} spills {r['spills']}  err {r['rel_err']:.1e}", flush=True)
         out[f"{M}x{N}x{K}"] = row
     return out
+
+
+def host_us(fn, n=300) -> float:
+    """Host microseconds per call, no synchronization (the launch path's own cost)."""
+    for _ in range(20):
+        fn()
+    torch.cuda.synchronize()
+    t = time.perf_counter()
+    for _ in range(n):
+        fn()
+    dt = time.perf_counter() - t
+    torch.cuda.synchronize()
+    return dt / n * 1e6
 
 
 def back_to_back_1024(g, calls=30, reps=20) -> dict:
@@ -224,24 +229,43 @@ def back_to_back_1024(g, calls=30, reps=20) -> dict:
 
     res = {"calls": calls, "cublas": {"eager_us": per_call(lambda: torch.matmul(a, b), False),
                                       "graph_us": per_call(lambda: torch.matmul(a, b), True)}}
+    print(f"  1024^3 x{calls} cuBLAS eager {res['cublas']['eager_us']:.1f} us, graph {res['cublas']['graph_us']:.1f}",
+          flush=True)
     ref = a.double() @ b.double()
     variants = {"policy": gemm_hopper.policy(M, N, K)}
-    for tag in ("128x128_s4_wait1", "128x64_s6_wait1", "64x128_s6_wait1_1consumer", "128x128_s4_wait1_splitk2"):
+    for tag in ("128x64_s6_wait1", "128x128_s4_wait1"):
         variants[tag] = {**gemm_hopper.PRESETS["sm_90a"], **POLICY_SWEEP[tag]}
     for tag, p in variants.items():
-        eager = lambda p=p: gemm_hopper.launch(a, b, c, **p)  # noqa: E731
-        fast, _ = ours_fn(a, b, c, p)
-        eager()
+        fn, _ = ours_fn(a, b, c, p)
+        fn()
         torch.cuda.synchronize()
-        r = {"policy": _policy_text(p), "rel_err": rel(c, ref), "eager_us": per_call(eager, False),
-             "eager_fast_us": per_call(fast, False), "graph_us": per_call(fast, True)}
+        plan = next(v for k, v in gemm_hopper._PLANS.items() if k[:3] == (M, N, K) and dict(k[6:]) == p)
+        direct = (lambda plan=plan: plan.launcher(a, b, c, target="sm_90a", **plan.params)) \
+            if not plan.split else fn  # kernel[grid](...) with the plan's constexprs, no planning
+        r = {"policy": _policy_text(p), "rel_err": rel(c, ref), "eager_us": per_call(fn, False),
+             "eager_kernel_grid_us": per_call(direct, False), "graph_us": per_call(fn, True),
+             "host_us_launch": host_us(fn), "host_us_kernel_grid": host_us(direct)}
         r["eager_ratio"] = r["eager_us"] / res["cublas"]["eager_us"]
         r["graph_ratio"] = r["graph_us"] / res["cublas"]["graph_us"]
         res[tag] = r
-        print(f"  1024^3 x{calls} {tag:28s} eager {r['eager_us']:6.1f} us ({r['eager_ratio']:.2f}x cuBLAS's time), "
-              f"launch_compiled {r['eager_fast_us']:6.1f}, graph {r['graph_us']:6.1f} ({r['graph_ratio']:.2f}x)",
+        print(f"  1024^3 x{calls} {tag:28s} eager {r['eager_us']:6.1f} us ({r['eager_ratio']:.2f}x cuBLAS's time; "
+              f"kernel[grid] {r['eager_kernel_grid_us']:.1f}), graph {r['graph_us']:6.1f} ({r['graph_ratio']:.2f}x); "
+              f"host per call: launch {r['host_us_launch']:.1f} us, kernel[grid] {r['host_us_kernel_grid']:.1f}",
               flush=True)
-    print(f"  1024^3 x{calls} cuBLAS eager {res['cublas']['eager_us']:.1f} us, graph {res['cublas']['graph_us']:.1f}")
+    res["cublas"]["host_us"] = host_us(lambda: torch.matmul(a, b))
+    prof = cProfile.Profile()
+    fn, _ = ours_fn(a, b, c, variants["policy"])
+    prof.enable()
+    for _ in range(300):
+        fn()
+    prof.disable()
+    torch.cuda.synchronize()
+    text = io.StringIO()
+    pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(8)
+    res["profile_launch"] = text.getvalue()[-3000:]
+    print("  host profile of 300 gemm_hopper.launch calls (tottime):\n" + "\n".join(
+        line for line in text.getvalue().splitlines() if "{" in line or ".py" in line)[:1800])
+    print(f"  cuBLAS host per call {res['cublas']['host_us']:.1f} us")
     return res
 
 
@@ -279,7 +303,7 @@ def _row(M, N, K, t_ours, t_torch, err, err_torch, ck, against):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", choices=("bf16out", "f32out", "fp32", "none"), default=None)
+    ap.add_argument("--only", default=None, help="comma-separated kinds among bf16out,f32out,fp32 (or none)")
     ap.add_argument("--shapes", nargs="*", default=None, help="M,N,K triples (default: the issue's table)")
     ap.add_argument("--sweep", action="store_true", help="also the fp32 kernel's variants at 4096^3")
     ap.add_argument("--policies", action="store_true", help="also the policy sweep and 1024^3 x30 back to back")
@@ -305,15 +329,15 @@ def main(argv=None):
               + (f"  [{r['shape_class']}: {r['policy']}]" if "policy" in r else ""), flush=True)
 
     for M, N, K in shapes:
-        if args.only in (None, "bf16out"):
+        if args.only is None or "bf16out" in args.only.split(","):
             r = bf16out_row(M, N, K, g)
             res["bf16out"].append(r)
             show("bf16out", r)
-        if args.only in (None, "f32out"):
+        if args.only is None or "f32out" in args.only.split(","):
             r = f32out_row(M, N, K, g, mm_f32)
             res["f32out"].append(r)
             show("f32out", r)
-        if args.only in (None, "fp32"):
+        if args.only is None or "fp32" in args.only.split(","):
             r = fp32_row(M, N, K, g, "kn")
             res["fp32"].append(r)
             show("fp32", r)

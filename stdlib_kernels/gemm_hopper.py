@@ -110,17 +110,30 @@ PRESETS = {
 SMALL_TILE = dict(BN=128, INSTR=tp.nv.wgmma_m64n128k16_bf16)  # the 128x128 variant
 NUM_SMS = 132  # H100 SXM; the policy table sizes grids against it
 
-# The policy per shape class (`policy(M, N, K)` picks one; constexprs over PRESETS).
+# The policy per shape class (`policy(M, N, K)` picks one; constexprs over PRESETS). Measured on the H100
+# (benchmarks/NOTES.md, policy sweep): wait_group 1 does not pay at 128x256 with two consumer warpgroups (they
+# already cover each other's waits: 0.97x at 4096^3), so the large class keeps wait_group 0; <= 1024^3 wants more
+# CTAs than 128x128 tiles give (64 x 128 tiles, one consumer warpgroup, 6 stages: 1.7x faster than 128x256);
+# skinny M wants split-K over the SMs; rows that TMA cannot describe are padded once per call.
 POLICIES = {
-    "large": dict(IN_FLIGHT=1),
-    "small": dict(IN_FLIGHT=1, **SMALL_TILE),              # <= 1024^3: more CTAs, split-K where they are few
-    "skinny": dict(IN_FLIGHT=1, **SMALL_TILE),             # M <= 256 (decode): split-K over the SMs
+    "large": dict(IN_FLIGHT=0),
+    "small": dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=tp.nv.wgmma_m64n128k16_bf16),
+    "skinny": dict(IN_FLIGHT=1, **SMALL_TILE),
+    "unaligned": dict(IN_FLIGHT=1, BN=64, STAGES=6, INSTR=tp.nv.wgmma_m64n64k16_bf16),
 }
 
 
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
 def shape_class(M: int, N: int, K: int) -> str:
+    """skinny (M <= 256, decode), unaligned (A's or B's rows not a multiple of 16 bytes: padded), small
+    (<= 1024^3), large."""
     if M <= 256:
         return "skinny"
+    if (2 * K) % 16 or (2 * N) % 16:
+        return "unaligned"
     if M * N * K <= 1024 ** 3:
         return "small"
     return "large"
@@ -130,8 +143,8 @@ def policy(M: int, N: int, K: int) -> dict:
     """The constexprs for an (M, N, K) GEMM: the shape class's policy, plus SPLIT_K where the output tiles
     alone fill less than half the SMs and K has enough k-tiles to share (each split keeps >= 4)."""
     p = {**PRESETS["sm_90a"], **POLICIES[shape_class(M, N, K)]}
-    tiles = tp.cdiv(M, p["BM"]) * tp.cdiv(N, p["BN"])
-    k_tiles = tp.cdiv(K, p["BK"])
+    tiles = _cdiv(M, p["BM"]) * _cdiv(N, p["BN"])
+    k_tiles = _cdiv(K, p["BK"])
     split = 1
     if 2 * tiles <= NUM_SMS:
         split = max(1, min(NUM_SMS // tiles, k_tiles // 4))
@@ -141,39 +154,119 @@ def policy(M: int, N: int, K: int) -> dict:
 
 
 def grid_of(M: int, N: int, params: dict) -> tuple:
-    return (tp.cdiv(M, params["BM"]), tp.cdiv(N, params["BN"]), params.get("SPLIT_K", 1))
+    return (_cdiv(M, params["BM"]), _cdiv(N, params["BN"]), params.get("SPLIT_K", 1))
+
+
+_VARIANTS: dict = {}
+
+
+def kernel_for(out, pad_a: bool = False, pad_b: bool = False):
+    """gemm_hopper retyped for the output dtype and for padded operands: a padded A is (M, KA) with KA >= K
+    (its extra columns zero; k_tiles follows A), a padded B is (K, NB) with NB >= N (extra columns zero, never
+    stored: C's bounds mask them)."""
+    key = (out, pad_a, pad_b)
+    k = _VARIANTS.get(key)
+    if k is None:
+        ann = {}
+        if pad_a:
+            ann["A"] = tp.Tensor[tp.bf16, "M", "KA"]
+        if pad_b:
+            ann["B"] = tp.Tensor[tp.bf16, "K", "NB"]
+        if out == tp.bf16:
+            ann["C"] = tp.Tensor[tp.bf16, "M", "N"]
+        k = _VARIANTS[key] = gemm_hopper.retyped(**ann) if ann else gemm_hopper
+    return k
+
+
+class _Plan:
+    """One (shape, output dtype, constexprs) call of `launch`, worked out once: the kernel, its grid and
+    constexprs, which operands are padded, and the buffers (padded copies, the split-K f32 workspace) reused
+    by later calls on the same device."""
+
+    __slots__ = ("launcher", "params", "pad_a", "pad_b", "split", "out", "bufs")
+
+    def __init__(self, M, N, K, out, params):
+        self.params = params
+        self.pad_a, self.pad_b = (2 * K) % 16 != 0, (2 * N) % 16 != 0
+        self.split = params.get("SPLIT_K", 1) > 1
+        self.out = out
+        kernel = kernel_for(tp.f32 if self.split else out, self.pad_a, self.pad_b)
+        self.launcher = kernel[grid_of(M, N, params)]
+        self.bufs: dict = {}
+
+    def buffer(self, name, like, shape, dtype):
+        key = (name, getattr(like, "device", None))
+        buf = self.bufs.get(key)
+        if buf is None:
+            if isinstance(like, np.ndarray):
+                buf = np.zeros(shape, np.float32)
+            else:
+                import torch
+
+                buf = torch.zeros(shape, dtype=dtype, device=like.device)
+            self.bufs[key] = buf
+        return buf
+
+    def __call__(self, a, b, c, target):
+        M, K = a.shape
+        N = b.shape[1]
+        if self.pad_a:
+            ap = self.buffer("a", a, (M, _cdiv(K, 8) * 8), getattr(a, "dtype", None))
+            ap[:, :K] = a
+            a = ap
+        if self.pad_b:
+            bp = self.buffer("b", b, (K, _cdiv(N, 8) * 8), getattr(b, "dtype", None))
+            bp[:, :N] = b
+            b = bp
+        if not self.split:
+            return self.launcher(a, b, c, target=target, **self.params)
+        if self.out == tp.f32:
+            c[...] = 0
+            return self.launcher(a, b, c, target=target, **self.params)
+        import_torch = not isinstance(c, np.ndarray)
+        ws = self.buffer("ws", c, tuple(c.shape), _f32(import_torch))
+        ws[...] = 0
+        r = self.launcher(a, b, ws, target=target, **self.params)
+        _round_into(c, ws)
+        return r
+
+
+_PLANS: dict = {}
 
 
 def launch(a, b, c, target: str = "sm_90a", out_dtype=None, **constexprs):
     """c = a @ b; the output dtype is c's (f32 or bf16; for a float32 numpy c standing for bf16, out_dtype=tp.bf16).
     Constexprs not given come from the shape's policy (`policy`). With SPLIT_K > 1 the kernel adds f32 partial
-    tiles atomically: an f32 c is zeroed first; a bf16 c gets them through an f32 workspace, rounded once."""
-    from tilepy.dtypes import from_any
-
-    out = out_dtype or from_any(c.dtype)
-    if out not in KERNELS:
-        raise ValueError(f"gemm_hopper writes f32 or bf16, not {out}")
+    tiles atomically: an f32 c is zeroed first; a bf16 c gets them through an f32 workspace, rounded once. A's or
+    B's rows that are not a multiple of 16 bytes are copied into zero-padded buffers first (TMA needs 16-byte
+    rows). The work per (shapes, dtype, constexprs) is planned once (`_Plan`): a repeated call is a dictionary
+    lookup and the kernel's launch."""
     M, K = a.shape
     N = b.shape[1]
-    params = {**policy(M, N, K), **constexprs} if target == "sm_90a" else {**PRESETS[target], **constexprs}
-    grid = grid_of(M, N, params)
-    if params.get("SPLIT_K", 1) <= 1:
-        return KERNELS[out][grid](a, b, c, target=target, **params)
-    if out == tp.f32:
-        c[...] = 0
-        return gemm_hopper[grid](a, b, c, target=target, **params)
-    ws = _zeros_f32(c)
-    r = gemm_hopper[grid](a, b, ws, target=target, **params)
-    _round_into(c, ws)
-    return r
+    try:
+        key = (M, N, K, c.dtype, out_dtype, target, *constexprs.items())
+        plan = _PLANS.get(key)
+    except TypeError:
+        key, plan = None, None
+    if plan is None:
+        from tilepy.dtypes import from_any
+
+        out = out_dtype or from_any(c.dtype)
+        if out not in KERNELS:
+            raise ValueError(f"gemm_hopper writes f32 or bf16, not {out}")
+        params = {**policy(M, N, K), **constexprs} if target == "sm_90a" else {**PRESETS[target], **constexprs}
+        plan = _Plan(M, N, K, out, params)
+        if key is not None:
+            _PLANS[key] = plan
+    return plan(a, b, c, target)
 
 
-def _zeros_f32(like):
-    if isinstance(like, np.ndarray):
-        return np.zeros(like.shape, np.float32)
+def _f32(is_torch: bool):
+    if not is_torch:
+        return None
     import torch
 
-    return torch.zeros(like.shape, dtype=torch.float32, device=like.device)
+    return torch.float32
 
 
 def _round_into(c, ws):

@@ -59,7 +59,7 @@ def test_gemm_hopper_bf16_out(m, k, n):
     (100, 200, 150, dict(STAGES=2, IN_FLIGHT=0, **gemm_hopper.SMALL_TILE)),   # wait_group 0
     (100, 330, 150, dict(STAGES=2, IN_FLIGHT=1, **gemm_hopper.SMALL_TILE)),   # one group in flight, 2 stages
     (37, 70, 90, dict(STAGES=4, IN_FLIGHT=1)),                                # fewer k-tiles than stages
-    (130, 520, 70, dict(STAGES=3, IN_FLIGHT=1, PRODUCER_REGS=56, CONSUMER_REGS=224, **gemm_hopper.SMALL_TILE)),
+    (130, 520, 70, dict(STAGES=3, IN_FLIGHT=1, PRODUCER_REGS=56, CONSUMER_REGS=216, **gemm_hopper.SMALL_TILE)),
     (70, 700, 129, dict(STAGES=2, SPLIT_K=3, **gemm_hopper.SMALL_TILE)),      # 11 k-tiles in 3 splits of 4
     (70, 200, 129, dict(STAGES=2, SPLIT_K=5, IN_FLIGHT=1, **gemm_hopper.SMALL_TILE)),  # splits past K add 0
 ])
@@ -82,6 +82,8 @@ def test_gemm_hopper_policies_on_the_interpreter(m, k, n, params, out):
 def test_policy_table_by_shape_class():
     assert gemm_hopper.shape_class(128, 4096, 4096) == "skinny"
     assert gemm_hopper.shape_class(1024, 1024, 1024) == "small"
+    assert gemm_hopper.shape_class(2051, 2045, 1000) == "unaligned"           # 4090-byte rows of B
+    assert gemm_hopper.policy(1024, 1024, 1024)["BM"] == 64                   # 128 tiles of 64 x 128
     assert gemm_hopper.shape_class(4096, 4096, 4096) == "large"
     big = gemm_hopper.policy(4096, 4096, 4096)
     assert big["BN"] == 256 and big.get("SPLIT_K", 1) == 1            # 128 output tiles: no split
@@ -91,3 +93,19 @@ def test_policy_table_by_shape_class():
     assert gemm_hopper.grid_of(128, 4096, skinny) == (1, 32, skinny["SPLIT_K"])
     # a short K keeps >= 4 k-tiles per split
     assert gemm_hopper.policy(128, 4096, 512).get("SPLIT_K", 1) == 2
+
+
+@pytest.mark.parametrize("m,k,n", [(300, 100, 90), (300, 70, 130)])
+def test_unaligned_rows_are_padded(m, k, n):
+    """Rows of A (K = 100: 200 bytes) or B (N = 90, 130) that are no multiple of 16 bytes go through zero-padded
+    copies; the padding never reaches C, and a second call reuses the plan's buffers."""
+    rng = np.random.default_rng(m + k + n)
+    a = round_bf16(rng.standard_normal((m, k)).astype(np.float32))
+    b = round_bf16(rng.standard_normal((k, n)).astype(np.float32))
+    for _ in range(2):
+        c = np.full((m, n), np.nan, np.float32)
+        gemm_hopper.launch(a, b, c, STAGES=2)
+        assert _rel(c, gemm_hopper.reference(a, b)) < 1e-6
+        a, b = -a, b  # new values through the same (cached) padded buffers
+    plan = next(p for key, p in gemm_hopper._PLANS.items() if key[:3] == (m, n, k))
+    assert plan.pad_a == ((2 * k) % 16 != 0) and plan.pad_b == ((2 * n) % 16 != 0)
