@@ -307,6 +307,7 @@ def main(argv=None):
     ap.add_argument("--shapes", nargs="*", default=None, help="M,N,K triples (default: the issue's table)")
     ap.add_argument("--sweep", action="store_true", help="also the fp32 kernel's variants at 4096^3")
     ap.add_argument("--policies", action="store_true", help="also the policy sweep and 1024^3 x30 back to back")
+    ap.add_argument("--b2b", action="store_true", help="also the 1024^3 x30 back to back (no sweep)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     args = ap.parse_args(argv)
     shapes = [tuple(int(x) for x in s.split(",")) for s in args.shapes] if args.shapes else SHAPES
@@ -348,11 +349,13 @@ def main(argv=None):
             res["fp32_sweep"][tag] = r
             show(tag[:8], r)
             print(f"         {tag}: {r['registers']} registers, {r['spills']} spills", flush=True)
-    if args.policies:
-        res["policy_sweep"] = policy_sweep(g, SWEEP_SHAPES if not args.shapes else shapes)
-        res["back_to_back_1024"] = back_to_back_1024(g)
     Path(args.out).mkdir(parents=True, exist_ok=True)
     path = Path(args.out) / f"gemm-{name}.json"
+    path.write_text(json.dumps(res, indent=1))  # the table so far, should a later part not finish
+    if args.policies:
+        res["policy_sweep"] = policy_sweep(g, SWEEP_SHAPES if not args.shapes else shapes)
+    if args.policies or args.b2b:
+        res["back_to_back_1024"] = back_to_back_1024(g)
     path.write_text(json.dumps(res, indent=1))
     print("wrote", path)
 
