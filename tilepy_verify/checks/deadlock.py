@@ -13,7 +13,7 @@ op whose index is (q + 1) C - 1. Two kinds of deadlock, each for all loop iterat
   W2 before X for A's arrive X2, which comes after W in A's program order) or one role (W needs an arrival
   its own role makes later). The counterexample names the roles, both waits with their mbarriers, phases,
   iterations and lines. Longer cycles (A waits for B, B for C, ..., the last for an arrival A makes after
-  its wait) are searched the same way, hop by hop, through up to MAX_ROLES roles; the counterexample names
+  its wait) are searched the same way, hop by hop, through every role; the counterexample names
   every role, wait, mbarrier, phase, iteration and line of the ring.
 
 Waits on an mbarrier several roles arrive on are not checked (its phases depend on the interleaving).
@@ -73,26 +73,33 @@ def check(ctx) -> list:
     return out
 
 
-MAX_ROLES = 4  # cycles through up to this many roles are searched
+MAX_ROLES = None  # cycles through up to this many roles are searched (None: through every role)
 
 
 def _blocked_before(ctx, sync, w, mw, x, mx):
     """[(condition, hops or None)]: arrive instance x (renamed by mx) that w needs only comes after w itself
     in one role (hops None), or after a chain of waits through other roles that closes at an arrival w's
     role makes after w: hops [(w2, mw2, x2, mx2), ...], w2 in x's role before x waiting for x2, and so on,
-    the last x in w's role (two roles: one hop; up to MAX_ROLES roles)."""
+    the last x in w's role (two roles: one hop; a simple cycle visits each role once, so searching as many
+    hops as there are roles finds every one)."""
     out = []
     tw = subst(w.point.counters.get("T", 0), mw)
     if in_line(x.point.role, w.point.role):  # one role: the arrival it waits for is its own, later
         out.append((cmp(">", subst(x.point.counters.get("T", 0), mx), tw), None))
         return out
-    out += _chain(ctx, sync, w, tw, x, mx, [tuple(w.point.role)], MAX_ROLES - 1)
+    roles = {tuple(v.point.role) for v in list(sync.waits) + list(ctx.analysis.arrives)}
+    limit = len(roles) if MAX_ROLES is None else min(MAX_ROLES, len(roles))
+    out += _chain(ctx, sync, w, tw, x, mx, [tuple(w.point.role)], max(1, limit - 1), first=True)
     return out
 
 
-def _chain(ctx, sync, w, tw, x, mx, visited, depth):
+def _chain(ctx, sync, w, tw, x, mx, visited, depth, first=False):
     """Hops from arrive instance x: a wait w2 of x's role before x, the arrive x2 that completes the phase
-    w2 needs; closing where x2 is in w's role after w, else on through x2's role (a role not yet visited)."""
+    w2 needs; closing where x2 is in w's role after w, else on through x2's role (a role not yet visited).
+    The first hop tries the latest three executions of w2 before x; later hops the latest one (this
+    iteration where w2 comes before x in the loop body, else the previous one), which keeps a ring's
+    disjunction linear in its length (a chain through an earlier execution is not found: a missed
+    deadlock at worst, never a false one)."""
     A = ctx.analysis
     out = []
     for w2 in sync.waits:
@@ -101,9 +108,14 @@ def _chain(ctx, sync, w, tw, x, mx, visited, depth):
         C2 = A.mbarriers.get(w2.bar)
         if C2 is None or sole_role(A, w2.bar) is None:
             continue
-        for mw2, vw2 in instances_before(w2.point, x.point, mx):
-            before_x = AND(vw2, subst(w2.point.path, mw2), cmp("<", subst(w2.point.counters.get("T", 0), mw2),
-                                                               subst(x.point.counters.get("T", 0), mx)))
+        tried = instances_before(w2.point, x.point, mx, depth=3 if first else 2)
+        if not first and len(tried) == 2:
+            tried = tried[:1] if _precedes(ctx, w2, x) else tried[1:]
+        for mw2, vw2 in tried:
+            order = cmp("<", subst(w2.point.counters.get("T", 0), mw2), subst(x.point.counters.get("T", 0), mx))
+            before_x = AND(vw2, subst(w2.point.path, mw2), order)
+            if before_x is False:
+                continue
             need2 = (subst(w2.phase, mw2) + 1) * C2
             for x2 in A.arrives:
                 if x2.bar != w2.bar or not sync.exact_arrive(x2):
@@ -126,6 +138,16 @@ def _chain(ctx, sync, w, tw, x, mx, visited, depth):
                 for c, rest in _chain(ctx, sync, w, tw, x2, mx2, visited + [tuple(w2.point.role)], depth - 1):
                     out.append((AND(base, c), [hop] + rest))
     return out
+
+
+def _precedes(ctx, w2, x) -> bool:
+    """Whether w2 comes before x in one iteration of their innermost common loop (one cached query)."""
+    key = ("precedes", id(w2), id(x))
+    memo = ctx.__dict__.setdefault("_deadlock_memo", {})
+    if key not in memo:
+        late = cmp(">=", w2.point.counters.get("T", 0), x.point.counters.get("T", 0))
+        memo[key] = ctx.solver.check(AND(*(lp.constraint() for lp in x.point.loops), late), small=False) is None
+    return memo[key]
 
 
 def _roles(point) -> str:
