@@ -113,18 +113,24 @@ def main(argv=None):
     del src, dst
 
     def row(key, shape, nbytes, ours, eager, compiled, err):
-        t = timeit(ours)
+        """`ours`: {variant label: callable}; every variant is timed, the fastest is the row's figure (chosen in
+        this run, as torch.compile picks its own configs), and all of them are kept under "variants"."""
+        ts = {label: timeit(fn) for label, fn in ours.items()}
+        best = min(ts, key=ts.get)
+        t = ts[best]
         te = timeit(eager)
-        r = {"shape": shape, "bytes": nbytes, "seconds": t, "GBps": nbytes / t / 1e9,
+        r = {"shape": shape, "bytes": nbytes, "variant": best, "seconds": t, "GBps": nbytes / t / 1e9,
              "fraction_of_copy": nbytes / t / copy_bw, "eager_seconds": te, "speedup_vs_eager": te / t,
-             "rel_err_vs_f64": err}
+             "rel_err_vs_f64": err,
+             "variants": {label: {"seconds": v, "fraction_of_copy": nbytes / v / copy_bw} for label, v in ts.items()}}
         if compiled is not None:
             tc = timeit(compiled)
-            r.update(compile_seconds=tc, speedup_vs_compile=tc / t)
+            r.update(compile_seconds=tc, speedup_vs_compile=tc / t, compile_fraction_of_copy=nbytes / tc / copy_bw)
         out[key] = r
         print(f"{key:24s} {t * 1e6:9.1f} us {r['GBps']:7.0f} GB/s {r['fraction_of_copy']:6.1%} of copy; "
               f"eager {te / t:5.2f}x" + (f", compile {r['speedup_vs_compile']:5.2f}x" if compiled else "")
-              + f"; rel err {err:.1e}", flush=True)
+              + f"; rel err {err:.1e}; {best} (" + ", ".join(f"{k} {nbytes / v / copy_bw:.1%}" for k, v in ts.items())
+              + ")", flush=True)
 
     def comp(fn):
         return None if args.no_compile else torch.compile(fn, dynamic=False)
@@ -136,8 +142,10 @@ def main(argv=None):
     L.launch_silu_and_mul(x, y)
     err = rel(y, t_silu_and_mul(x.double()))
     cf = comp(t_silu_and_mul)
-    row("silu_and_mul", [m, d], 3 * m * d * 2, lambda: L.launch_silu_and_mul(x, y), lambda: t_silu_and_mul(x),
-        cf and (lambda: cf(x)), err)
+    row("silu_and_mul", [m, d], 3 * m * d * 2,
+        {f"BLOCK={b},THREADS={th}": (lambda b=b, th=th: L.launch_silu_and_mul(x, y, BLOCK=b, THREADS=th))
+         for b, th in ((1024, 128), (2048, 128), (2048, 256), (4096, 256), (4096, 512))},
+        lambda: t_silu_and_mul(x), cf and (lambda: cf(x)), err)
     del x, y
 
     # fused_add_rmsnorm and layer norm: 32768 rows of 4096
@@ -148,12 +156,15 @@ def main(argv=None):
     rd = (x.double() + r.double()).to(bf).double()
     err = max(rel(y, F.rms_norm(rd, (k,), w.double(), 1e-6)), rel(ro, rd))
     cf = comp(t_fused_add_rmsnorm)
-    row("fused_add_rmsnorm", [m, k], 4 * m * k * 2 + k * 2, lambda: L.launch_fused_add_rmsnorm(x, r, w, y, ro, 1e-6),
+    row("fused_add_rmsnorm", [m, k], 4 * m * k * 2 + k * 2,
+        {f"THREADS={th}": (lambda th=th: L.launch_fused_add_rmsnorm(x, r, w, y, ro, 1e-6, THREADS=th))
+         for th in (128, 256, 512)},
         lambda: t_fused_add_rmsnorm(x, r, w), cf and (lambda: cf(x, r, w)), err)
     L.launch_layer_norm(x, w, b, y, 1e-5)
     err = rel(y, F.layer_norm(x.double(), (k,), w.double(), b.double(), 1e-5))
     cf = comp(t_layer_norm)
-    row("layer_norm", [m, k], 2 * m * k * 2 + 2 * k * 2, lambda: L.launch_layer_norm(x, w, b, y, 1e-5),
+    row("layer_norm", [m, k], 2 * m * k * 2 + 2 * k * 2,
+        {f"THREADS={th}": (lambda th=th: L.launch_layer_norm(x, w, b, y, 1e-5, THREADS=th)) for th in (128, 256, 512)},
         lambda: t_layer_norm(x, w, b), cf and (lambda: cf(x, w, b)), err)
     del x, r, y, ro
 
@@ -167,7 +178,10 @@ def main(argv=None):
     err = max(rel(o, ro_), rel(ol, rl))
     cf = comp(t_merge)
     row("merge_attn_states_lse", [t, h, hd], 3 * t * h * hd * 2 + 3 * t * h * 4,
-        lambda: L.launch_merge_attn_states_lse(po, pl, so, sl, o, ol), lambda: t_merge(po, pl, so, sl),
+        {f"BR={br},THREADS={th}": (lambda br=br, th=th: L.launch_merge_attn_states_lse(po, pl, so, sl, o, ol, BR=br,
+                                                                                       THREADS=th))
+         for br, th in ((16, 128), (32, 128), (32, 256), (64, 256))},
+        lambda: t_merge(po, pl, so, sl),
         cf and (lambda: cf(po, pl, so, sl)), err)
     del po, so, o
 
@@ -183,10 +197,12 @@ def main(argv=None):
         q2, k2 = q.clone(), kk.clone()
         L.launch_rotary(pos, q2, k2, cs, hs, neox)
         rq, rk = fn(pos, q.double(), kk.double(), cs.double(), hs)
-        err = max(rel(q2, rq), rel(k2, rk))
+        err = max(rel(q2, rq.reshape(q2.shape)), rel(k2, rk.reshape(k2.shape)))
         cf = comp(fn)
         row(f"rotary_{style}", [t, hq, hk, hs], nbytes,
-            lambda q2=q2, k2=k2, neox=neox: L.launch_rotary(pos, q2, k2, cs, hs, neox),
+            {f"THREADS={th}": (lambda q2=q2, k2=k2, neox=neox, th=th: L.launch_rotary(pos, q2, k2, cs, hs, neox,
+                                                                                      THREADS=th))
+             for th in (128, 256)},
             lambda fn=fn: fn(pos, q, kk, cs, hs), cf and (lambda cf=cf: cf(pos, q, kk, cs, hs)), err)
 
     print(f"device: {props.name}; copy {copy_bw / 1e9:.0f} GB/s")

@@ -18,11 +18,17 @@ import numpy as np
 
 import tilepy as tp
 
+
+def _threads(c):
+    return c["THREADS"]
+
+
 # ---------------------------------------------------------------- silu_and_mul
 
 
-@tp.kernel(threads=128)
-def silu_and_mul(X: tp.Tensor[tp.bf16, "M", 2, "D"], Y: tp.Tensor[tp.bf16, "M", "D"], BLOCK: tp.constexpr = 2048):
+@tp.kernel(threads=_threads)
+def silu_and_mul(X: tp.Tensor[tp.bf16, "M", 2, "D"], Y: tp.Tensor[tp.bf16, "M", "D"], BLOCK: tp.constexpr = 2048,
+                 THREADS: tp.constexpr = 128):
     c0 = tp.block_id(0) * BLOCK
     row = tp.block_id(1)
     tp.tag(X, lambda i, h, j: ("x", i, h, j))
@@ -39,8 +45,8 @@ def silu_and_mul(X: tp.Tensor[tp.bf16, "M", 2, "D"], Y: tp.Tensor[tp.bf16, "M", 
 
 
 def _row_threads(c):
-    """128 threads (a row of 4096 in 32 values each, as rmsnorm.py), more for longer rows (at most 1024)."""
-    return min(1024, max(128, c["BLOCK_N"] // 32))
+    """THREADS, or (0) 16 values a thread: 256 threads for a row of 4096, between 128 and 1024."""
+    return c["THREADS"] or min(1024, max(128, c["BLOCK_N"] // 16))
 
 
 def _row(n, threads):
@@ -52,7 +58,7 @@ def _row(n, threads):
 @tp.kernel(threads=_row_threads)
 def fused_add_rmsnorm(X: tp.Tensor[tp.bf16, "M", "N"], RES: tp.Tensor[tp.bf16, "M", "N"], W: tp.Tensor[tp.bf16, "N"],
                       Y: tp.Tensor[tp.bf16, "M", "N"], RES_OUT: tp.Tensor[tp.bf16, "M", "N"], eps: tp.f32,
-                      BLOCK_N: tp.constexpr = 4096):
+                      BLOCK_N: tp.constexpr = 4096, THREADS: tp.constexpr = 0):
     row = tp.block_id(0)
     tp.tag(X, lambda i, j: ("x", i, j))
     tp.tag(RES, lambda i, j: ("r", i, j))
@@ -77,7 +83,8 @@ def fused_add_rmsnorm(X: tp.Tensor[tp.bf16, "M", "N"], RES: tp.Tensor[tp.bf16, "
 
 @tp.kernel(threads=_row_threads)
 def layer_norm(X: tp.Tensor[tp.bf16, "M", "N"], W: tp.Tensor[tp.bf16, "N"], B: tp.Tensor[tp.bf16, "N"],
-               Y: tp.Tensor[tp.bf16, "M", "N"], eps: tp.f32, BLOCK_N: tp.constexpr = 4096):
+               Y: tp.Tensor[tp.bf16, "M", "N"], eps: tp.f32, BLOCK_N: tp.constexpr = 4096,
+               THREADS: tp.constexpr = 0):
     row = tp.block_id(0)
     n = X.shape[1]
     tp.tag(X, lambda i, j: ("x", i, j))
@@ -102,11 +109,11 @@ def layer_norm(X: tp.Tensor[tp.bf16, "M", "N"], W: tp.Tensor[tp.bf16, "N"], B: t
 # ---------------------------------------------------------------- merge_attn_states_lse
 
 
-@tp.kernel(threads=128)
+@tp.kernel(threads=_threads)
 def merge_attn_states_lse(PO: tp.Tensor[tp.bf16, "R", "D"], PL: tp.Tensor[tp.f32, "R"],
                           SO: tp.Tensor[tp.bf16, "R", "D"], SL: tp.Tensor[tp.f32, "R"],
                           O: tp.Tensor[tp.bf16, "R", "D"], OL: tp.Tensor[tp.f32, "R"],
-                          BR: tp.constexpr = 16, BD: tp.constexpr = 128):
+                          BR: tp.constexpr = 16, BD: tp.constexpr = 128, THREADS: tp.constexpr = 128):
     """Rows are (token, head) pairs. l = -inf marks an empty partial (weight 0); a row whose two partials are
     both empty is 0 with l = -inf. The lse tiles are loaded in the layout of the rows each thread holds of the
     output tile, so the weights broadcast in registers."""
@@ -115,7 +122,7 @@ def merge_attn_states_lse(PO: tp.Tensor[tp.bf16, "R", "D"], PL: tp.Tensor[tp.f32
     tp.tag(SO, lambda r, c: ("so", r, c))
     tp.tag(PL, lambda r: ("pl", r))
     tp.tag(SL, lambda r: ("sl", r))
-    tile = tp.blocked((BR, BD), 128, vec=8)
+    tile = tp.blocked((BR, BD), THREADS, vec=8)
     rows = _rows_of(tile)
     pl = tp.load(PL[r0:r0 + BR], layout=rows)[:, None]
     sl = tp.load(SL[r0:r0 + BR], layout=rows)[:, None]
@@ -158,19 +165,20 @@ def _pairs(bh, bhalf, threads=128):
         (((0, 1, 0), (0, 0, tr)), ((per, 0, 0), (0, 1, 0)), ((0, 0, 0), (1, 0, 0))), "pairs")
 
 
-@tp.kernel(threads=128)
+@tp.kernel(threads=_threads)
 def rotary_neox(POS: tp.Tensor[tp.i64, "T"], Q: tp.Tensor[tp.bf16, "T", "HQ", "HD"],
                 K: tp.Tensor[tp.bf16, "T", "HK", "HD"], CS: tp.Tensor[tp.f32, "P", "ROT"],
                 QO: tp.Tensor[tp.bf16, "T", "HQ", "HD"], KO: tp.Tensor[tp.bf16, "T", "HK", "HD"],
-                HALF: tp.constexpr = 64, BHALF: tp.constexpr = 64, BHQ: tp.constexpr = 32, BHK: tp.constexpr = 8):
+                HALF: tp.constexpr = 64, BHALF: tp.constexpr = 64, BHQ: tp.constexpr = 32, BHK: tp.constexpr = 8,
+                THREADS: tp.constexpr = 128):
     """One token per block: all of its q heads, then all of its k heads. CS[p] is (cos[0:HALF], sin[0:HALF])
     for position p; columns from 2 * HALF up (partial rotary) are left as they are. QO/KO may be Q/K."""
     t = tp.block_id(0)
     tp.tag(Q, lambda i, h, j: ("q", i, h, j))
     tp.tag(K, lambda i, h, j: ("k", i, h, j))
     tp.tag(CS, lambda p, j: ("cs", p, j))
-    lx = tp.blocked((BHQ, BHALF), 128, vec=8)
-    lkx = tp.blocked((BHK, BHALF), 128, vec=8)
+    lx = tp.blocked((BHQ, BHALF), THREADS, vec=8)
+    lkx = tp.blocked((BHK, BHALF), THREADS, vec=8)
     lc = _bcast(lx, (1, BHALF))                                        # cos/sin where each thread uses them
     j = tp.arange(BHALF)
     keep = (j < HALF)[None, :]
@@ -204,11 +212,12 @@ def _bcast(tv, shape):
                        tuple(st if n > 1 else zero for n, st in zip(shape, tv.strides)), "broadcast")
 
 
-@tp.kernel(threads=128)
+@tp.kernel(threads=_threads)
 def rotary_gptj(POS: tp.Tensor[tp.i64, "T"], Q: tp.Tensor[tp.bf16, "T", "HQ", "HD2", 2],
                 K: tp.Tensor[tp.bf16, "T", "HK", "HD2", 2], CS: tp.Tensor[tp.f32, "P", "ROT"],
                 QO: tp.Tensor[tp.bf16, "T", "HQ", "HD2", 2], KO: tp.Tensor[tp.bf16, "T", "HK", "HD2", 2],
-                HALF: tp.constexpr = 64, BHALF: tp.constexpr = 64, BHQ: tp.constexpr = 32, BHK: tp.constexpr = 8):
+                HALF: tp.constexpr = 64, BHALF: tp.constexpr = 64, BHQ: tp.constexpr = 32, BHK: tp.constexpr = 8,
+                THREADS: tp.constexpr = 128):
     """GPT-J style: pair i is (x[2i], x[2i + 1]), rotated by angle i. q is read as (T, HQ, HD / 2, 2) and loaded
     whole (16-byte vectors, each thread holding whole pairs), so a pair's partner is in the same thread:
     partner = (x0 + x1) - x (exact for bf16 data: the f32 sum of two bf16 values is exact), and
@@ -216,8 +225,8 @@ def rotary_gptj(POS: tp.Tensor[tp.i64, "T"], Q: tp.Tensor[tp.bf16, "T", "HQ", "H
     t = tp.block_id(0)
     tp.tag(Q, lambda i, h, j, e: ("q", i, h, j, e))
     tp.tag(K, lambda i, h, j, e: ("k", i, h, j, e))
-    lq = _pairs(BHQ, BHALF)
-    lk = _pairs(BHK, BHALF)
+    lq = _pairs(BHQ, BHALF, THREADS)
+    lk = _pairs(BHK, BHALF, THREADS)
     e = tp.reshape(tp.arange(2), (1, 1, 2))
     jj = tp.convert_layout(tp.reshape(tp.arange(BHALF), (1, BHALF, 1)) + 0 * e, _bcast(lq, (1, BHALF, 2)))
     keep = jj < HALF
