@@ -296,7 +296,8 @@ class _TileEmitter(_Emitter):
         self.numels = numels            # buffer -> numel
         self.axes = axes                # ((var, start text, block name), (var, start text, block name))
         self.scalar_vars = set(scalars)
-        self.anchor = axes[0][0]
+        # a load of one element is indexed with a tile anyway: a kept axis (defined before the loop)
+        self.anchor = axes[0][0] if axes[0][0] != "r" else axes[1][0]
         self.views: dict = {}
 
     def view(self, buf, shape) -> str:
@@ -511,7 +512,7 @@ def render_program(prog, precision: str = "fp32 (as the reference)") -> str:
         if isinstance(k, (Scan, RowFused)) or (isinstance(k, Reduction) and k.mode != "generic"
                                                 and not _needs_i64(k, buffers)):
             render = render_scan if isinstance(k, Scan) else render_row_fused if isinstance(k, RowFused) \
-                else render_tiled_reduction
+                else render_arg_reduction if k.kind.startswith("arg") else render_tiled_reduction
             base = f"scan_{k.kind}" if isinstance(k, Scan) else "fused_rows" if isinstance(k, RowFused) \
                 else f"reduce_{k.kind}"
             parts, temps = render(k, f"k{n}_{base}", buffers)
@@ -969,3 +970,83 @@ def render_row_fused(k: RowFused, kname: str, buffers: dict) -> tuple[list, list
     consts = {"M": M, "R": R, "BM": bm, "BR": br}
     src = _kernel_src(kname, params, consts, max(128, min(512, next_pow2(bm * br // 32))), k.what, body)
     return [(src, kname, args, f"lambda m: (tp.cdiv({M}, m['BM']),)")], []
+
+
+def render_arg_reduction(k: Reduction, kname: str, buffers: dict) -> tuple[list, list]:
+    """argmax/argmin along a strided axis in one pass: each tile lane keeps its extreme value and the first
+    index holding it (a NaN is the extreme, as in torch); the lanes then agree on the smallest index of the
+    extreme. Too few outputs for the GPU: S partial (value, index) pairs, combined by a second kernel."""
+    from .index import Var, add, scale
+
+    bi, br, S, C = _split_plan(k)
+    if S == 1:
+        return [_arg_kernel(k, kname, buffers, bi, br, 1, C, None, (k.out2, k.out))], []
+    pv = Buffer(f"{k.out2.name}_part", (S, k.M), k.value.dtype, "temp")
+    pi = Buffer(f"{k.out.name}_part", (S, k.M), torch.int64, "temp")
+    buffers = dict(buffers, **{pv.name: pv, pi.name: pi})
+    first = _arg_kernel(k, kname, buffers, bi, br, S, C, None, (pv, pi))
+    idx = add(scale(Var("r", S), k.M), Var("i", k.M))
+    second = Reduction(k.out, k.kind, vals.load(pv.name, idx, pv.dtype), k.M, S, k.what, {"no_split": True},
+                       mode="col", O=1, I=k.M, out2=k.out2)
+    b2, r2, _, c2 = _split_plan(second)
+    combine = _arg_kernel(second, kname + "_combine", buffers, b2, r2, 1, c2, vals.load(pi.name, idx, torch.int64),
+                          (k.out2, k.out))
+    return [first, combine], [pv, pi]
+
+
+def _arg_kernel(k, kname, buffers, bi, br, S, C, index_v, targets):
+    names = {}
+    for v in walk([k.value] + ([index_v] if index_v is not None else [])):
+        if v.op in ("load", "gather"):
+            names[v.args[0]] = v.args[0]
+    for b in targets:
+        names[b.name] = b.name
+    dtypes = {b: buffers[b].dtype for b in buffers}
+    numels = {b: max(1, buffers[b].numel) for b in buffers}
+    em = _TileEmitter(names, "i32", dtypes, {"o": k.O, "i": k.I, "r": k.R}, numels,
+                      (("r", "r0", "BR"), ("i", "i0", "BI")), ("o",))
+    for v in walk([k.value]):
+        if "r" not in v.vars and v.op != "const":
+            em.value(v)
+    pre_lines, em.lines = em.lines, []
+    val = em.value(k.value)
+    ind = em.value(index_v) if index_v is not None else "r.to(tp.i64)"
+    loop_lines = em.lines
+    cmp = ">" if k.kind == "argmax" else "<"
+    dt = _tp(k.value.dtype)
+    init = 'float("-inf")' if k.kind == "argmax" else 'float("inf")'
+    inner = [f"r0 = {'s * C + ' if S > 1 else ''}k * BR", "r = (r0 + tp.arange(BR))[:, None]"] + loop_lines
+    inner.append(f"v = {val}")
+    # the first valid element of a lane is always taken; after it a strictly better one, or the first NaN
+    take = f"(v {cmp} accv) | ((v != v) & (accv == accv)) | (acci < 0)"
+    if S * C != k.R:
+        take = f"({take}) & (r < R)"
+    inner += [f"take = {take}", "accv = tp.where(take, v, accv)", f"acci = tp.where(take, {ind}, acci)"]
+    body = ["pid = tp.block_id(0)", "o = pid // NI", "i0 = (pid % NI) * BI"]
+    if _uses(pre_lines + inner, "i"):
+        body.append("i = (i0 + tp.arange(BI))[None, :]")
+    if S > 1:
+        body.append("s = tp.block_id(1)")
+    body += pre_lines
+    body += [f"accv = tp.full((BR, BI), {init}, {dt})", "acci = tp.full((BR, BI), -1, tp.i64)",
+             "for k in range(tp.cdiv(C, BR)):"]
+    body += ["    " + line for line in inner]
+    body += ["isnan = tp.max((accv != accv).to(tp.i32), axis=0, keepdims=True)",
+             f"best = tp.{'max' if k.kind == 'argmax' else 'min'}(accv, axis=0, keepdims=True)",
+             "hit = tp.where(isnan != 0, accv != accv, accv == best) & (acci >= 0)",
+             "res_i = tp.min(tp.where(hit, acci, 2147483647), axis=0)",
+             f"res_v = tp.where(tp.max((accv != accv).to(tp.i32), axis=0) != 0, float(\"nan\"), "
+             f"tp.{'max' if k.kind == 'argmax' else 'min'}(accv, axis=0))"]
+    outs = []
+    for buf, text in zip(targets, ("res_v", "res_i")):
+        if S > 1:
+            name, ov = _out_view(em, buf, (S, k.O, k.I))
+            body.append(f"tp.store({name}[s, o, i0:i0 + BI], {text})")
+        else:
+            name, ov = _out_view(em, buf, (k.O, k.I))
+            body.append(f"tp.store({name}[o, i0:i0 + BI], {text})")
+        outs.append(ov)
+    params, args = _view_signature(em, outs, buffers)
+    consts = {"M": k.M, "R": k.R, "C": C, "O": k.O, "I": k.I, "NI": _cdiv(k.I, bi), "BI": bi, "BR": br}
+    grid = f"lambda m: (tp.cdiv({k.I}, m['BI']) * {k.O}, {S})"
+    return _kernel_src(kname, params, consts, _threads(bi * br), k.what, body), kname, args, grid

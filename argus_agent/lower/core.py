@@ -93,6 +93,7 @@ class Reduction:
     # (out Buffer, value, index of the result in value, also store `out`?): a per-output pointwise epilogue
     # computed at the store (row/col modes); value reads the result as a load of `out` at that index
     epilogue: tuple | None = None
+    out2: Buffer | None = None   # argmax/argmin kinds: the extreme values (`out` holds the first indices)
 
 
 @dataclass
@@ -209,6 +210,24 @@ class Context:
             return self._split_reduce(kind, out_shape, red_shape, fn, dtype, base, M, R)
         self.kernels.append(Reduction(buf, kind, value, M, R, self.note, extra))
         return buffer_tensor(buf)
+
+    def reduce_arg(self, kind: str, out_shape, n: int, fn, vdtype: torch.dtype):
+        """(extreme values, first indices) along one reduced axis of length n in ONE column-mode kernel
+        (kind "max" | "min"), or None when the loads do not tile as columns (then the caller reduces twice)."""
+        out_shape = tuple(int(x) for x in out_shape)
+        M, r = max(1, numel(out_shape)), Var("r", n)
+        for p in range(len(out_shape)):
+            O, I = numel(out_shape[:p]), numel(out_shape[p:])
+            if I == 1:
+                break
+            cval = fn(unflatten(Var("o", O), out_shape[:p]) + unflatten(Var("i", I), out_shape[p:]), [r])
+            if cval.dtype.is_floating_point and tiles(cval, {"o": O, "i": I, "r": n}, ("r", "i"), ("o",)):
+                ibuf = self.add_buffer("argidx", out_shape, torch.int64)
+                vbuf = self.add_buffer("a" + kind, out_shape, vdtype)
+                self.kernels.append(Reduction(ibuf, "arg" + kind, cval, M, n, self.note, {}, mode="col", O=O, I=I,
+                                              out2=vbuf))
+                return buffer_tensor(vbuf), buffer_tensor(ibuf)
+        return None
 
     def scan(self, kind: str, shape, dim: int, fn, dtype: torch.dtype, reverse=False, base: str = "scan"):
         """out = scan along `dim` of fn(coords) (a Scan kernel); a value read backwards along `dim` (a flip)

@@ -123,7 +123,31 @@ def _amin(ctx, node, x, dims=None, keepdim=False):
     return reduce(ctx, x, dims, "min", keepdim=keepdim, base="amin")
 
 
+def _fused_arg(ctx, x, dim, kind):
+    """(values, indices), both keepdim, from one column-mode kernel; None where that does not apply."""
+    rank = len(x.shape)
+    d = dim + rank if dim < 0 else dim
+    if not x.dtype.is_floating_point or x.shape[d] < 2:
+        return None
+    cdt = vals.compute_dtype(x.dtype)
+    out_shape = tuple(n for k, n in enumerate(x.shape) if k != d)
+    got = ctx.reduce_arg(kind, out_shape, x.shape[d], lambda oc, rc: vals.cast(x(merge(oc, rc, [d], rank)), cdt),
+                         x.dtype)
+    if got is None:
+        return None
+    return keep(got[0], [d], rank), keep(got[1], [d], rank)
+
+
+def _drop(t: LTensor, d: int) -> LTensor:
+    """A keepdim tensor without its size-1 dim `d`."""
+    return LTensor(tuple(n for k, n in enumerate(t.shape) if k != d), t.dtype, lambda c: t(c[:d] + [const(0)] + c[d:]))
+
+
 def _with_index(ctx, node, x, dim, keepdim, kind):
+    fused = _fused_arg(ctx, x, dim, kind)
+    if fused is not None:
+        d = dim + len(x.shape) if dim < 0 else dim
+        return fused if keepdim else (_drop(fused[0], d), _drop(fused[1], d))
     val = reduce(ctx, x, [dim], kind, keepdim=True, base=f"a{kind}")
     idx = _arg_index(ctx, x, dim, val, keepdim=keepdim)
     rank = len(x.shape)
@@ -156,6 +180,9 @@ def _argext(ctx, node, x, dim, keepdim, kind):
         if keepdim:
             return LTensor((1,) * len(x.shape), out.dtype, lambda c: out([]))
         return out
+    fused = _fused_arg(ctx, x, dim, kind)
+    if fused is not None:
+        return fused[1] if keepdim else _drop(fused[1], dim + len(x.shape) if dim < 0 else dim)
     best = reduce(ctx, x, [dim], kind, keepdim=True, base=f"a{kind}")
     return _arg_index(ctx, x, dim, best, keepdim=keepdim)
 

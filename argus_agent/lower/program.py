@@ -141,6 +141,8 @@ def drop_dead(kernels: list, outputs: list) -> list:
                                if isinstance(k, RowFused) else set())
         if isinstance(k, Reduction) and k.epilogue is not None:
             outs = {k.epilogue[0].name} | (outs if k.epilogue[3] else set())
+        if isinstance(k, Reduction) and k.out2 is not None:
+            outs.add(k.out2.name)
         if isinstance(k, (Pointwise, Reduction, Scan, RowFused)) and not (outs & need):
             continue
         need |= _reads(k)
@@ -154,7 +156,7 @@ def fuse_rows(kernels: list, outputs: list) -> list:
     read once instead of once per reduction (softmax, log_softmax, layer/RMS norm, variance, l2-normalize)."""
     from .codegen import ROW_MAX, next_pow2
     from .core import tiles
-    from .index import Var, add, scale, substitute
+    from .index import Var, add, scale
 
     kernels = list(kernels)
     out_names = {b.name for b in outputs}
@@ -182,9 +184,9 @@ def fuse_rows(kernels: list, outputs: list) -> list:
             first = min(reds[nm][0] for nm in stages)
             snames = set(stages)
             # a kernel between the first stage and P that reads a stage's result would now run before it
-            if any(_reads(k) & snames for k in kernels[first:pi] if k.out.name not in snames):
+            if any(_reads(k) & snames for k in kernels[first:pi] if k is not None and k.out.name not in snames):
                 continue
-            later = set().union(*[_reads(k) for k in kernels[pi + 1:]]) if pi + 1 < len(kernels) else set()
+            later = set().union(set(), *[_reads(k) for k in kernels[pi + 1:] if k is not None])
             keep = {nm for nm in snames if nm in later or nm in out_names}
             st_specs = [reds[nm][1] for nm in sorted(snames, key=lambda nm: reds[nm][0])]
             kernels[pi] = RowFused(st_specs, P.out, value, M, R, per_row, keep, P.what)
@@ -192,7 +194,40 @@ def fuse_rows(kernels: list, outputs: list) -> list:
                 kernels[kernels.index(spec)] = None
             break
     kernels = [k for k in kernels if k is not None]
+    kernels = _fuse_reduction_chains(kernels, out_names)
     return _fuse_output_epilogues(kernels, out_names)
+
+
+def _fuse_reduction_chains(kernels: list, out_names: set) -> list:
+    """A row reduction that reads earlier row reductions of the same rows at its row (argmin: the minimum,
+    then the first index holding it) becomes one RowFused kernel whose output is its own result."""
+    from .codegen import ROW_MAX, next_pow2
+    from .index import Var
+
+    for pi in range(len(kernels)):
+        K = kernels[pi]
+        if not (isinstance(K, Reduction) and K.mode == "row" and K.kind in ("sum", "max", "min", "prod")
+                and 2 <= K.R and next_pow2(K.R) <= ROW_MAX):
+            continue
+        reds = {k.out.name: (j, k) for j, k in enumerate(kernels[:pi])
+                if isinstance(k, Reduction) and k.mode == "row" and k.kind in ("sum", "max", "min", "prod")
+                and k.M == K.M and k.R == K.R and k.epilogue is None}
+        m = Var("m", K.M)
+        stages = _row_stages([K.value], set(reds), reds, m)
+        if not stages:
+            continue
+        snames = set(stages)
+        first = min(reds[nm][0] for nm in stages)
+        if any(_reads(k) & snames for k in kernels[first:pi] if k is not None and k.out.name not in snames):
+            continue
+        later = set().union(set(), *[_reads(k) for k in kernels[pi + 1:] if k is not None])
+        keep = {nm for nm in snames if nm in later or nm in out_names}
+        specs = [reds[nm][1] for nm in sorted(snames, key=lambda nm: reds[nm][0])]
+        value = vals.load(K.out.name, m, K.out.dtype)      # the last stage's result, stored per row
+        kernels[pi] = RowFused(specs + [K], K.out, value, K.M, K.R, True, keep, K.what)
+        for spec in specs:
+            kernels[kernels.index(spec)] = None
+    return [k for k in kernels if k is not None]
 
 
 def _fuse_output_epilogues(kernels: list, out_names: set) -> list:
