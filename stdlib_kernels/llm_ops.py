@@ -45,8 +45,9 @@ def silu_and_mul(X: tp.Tensor[tp.bf16, "M", 2, "D"], Y: tp.Tensor[tp.bf16, "M", 
 
 
 def _row_threads(c):
-    """THREADS, or (0) 16 values a thread: 256 threads for a row of 4096, between 128 and 1024."""
-    return c["THREADS"] or min(1024, max(128, c["BLOCK_N"] // 16))
+    """THREADS, or (0) 32 values a thread: 128 threads for a row of 4096, between 128 and 1024 (past 16384
+    elements a row, 1024 threads would hold more than 64 registers of data each: `_row_block` refuses)."""
+    return c["THREADS"] or min(1024, max(128, c["BLOCK_N"] // 32))
 
 
 def _row(n, threads):
