@@ -61,14 +61,16 @@ def o_instr(D):
 def attention_fwd(Q: tp.Tensor[tp.bf16, "BH", "SQ", "D"], K: tp.Tensor[tp.bf16, "BHKV", "SKV", "D"],
                   V: tp.Tensor[tp.bf16, "BHKV", "SKV", "D"], O: tp.Tensor[tp.bf16, "BH", "SQ", "D"],
                   LSE: tp.Tensor[tp.f32, "BH", "SQ"], scale_log2: tp.f32,
-                  HEAD_DIM: tp.constexpr = 128, BN: tp.constexpr = 128, STAGES: tp.constexpr = 2,
+                  HEAD_DIM: tp.constexpr = 128, BN: tp.constexpr = 128, STAGES: tp.constexpr = 3,
                   CONSUMERS: tp.constexpr = 2, CAUSAL: tp.constexpr = False, GROUP: tp.constexpr = 1,
-                  PRODUCER_REGS: tp.constexpr = 24, CONSUMER_REGS: tp.constexpr = 240):
+                  PIPELINE: tp.constexpr = True, PRODUCER_REGS: tp.constexpr = 24,
+                  CONSUMER_REGS: tp.constexpr = 240):
     BM = 64 * CONSUMERS
     DP = HEAD_DIM // 64                 # 64-column pieces of the head dimension
     SW = tp.Swizzle(3, 3, 3)
     ACC_S = tp.accumulator(s_instr(BN), (BM, BN), (CONSUMERS, 1))
     ACC_O = tp.accumulator(o_instr(HEAD_DIM), (BM, HEAD_DIM), (CONSUMERS, 1))
+    ROWS = row_layout(CONSUMERS)
     bh = tp.block_id(1)
     kvh = bh // GROUP
     seq_q = Q.shape[1]
@@ -86,50 +88,98 @@ def attention_fwd(Q: tp.Tensor[tp.bf16, "BH", "SQ", "D"], K: tp.Tensor[tp.bf16, 
     q_s = tp.shared((BM, 64), tp.bf16, stages=DP, swizzle=SW)
     k_s = tp.shared((BN, 64), tp.bf16, stages=STAGES * DP, swizzle=SW)
     v_s = tp.shared((BN, HEAD_DIM), tp.bf16, stages=STAGES, swizzle=SW, layout=v_layout(BN, HEAD_DIM))
+    # Key tile j lives in stage j % STAGES; its round j // STAGES is the phase of both mbarriers.
     qbar = tp.mbarrier(1)
-    full0 = tp.mbarrier(1)
-    full1 = tp.mbarrier(1)
-    full2 = tp.mbarrier(1)
-    full3 = tp.mbarrier(1)
-    empty0 = tp.mbarrier(1)
-    empty1 = tp.mbarrier(1)
-    empty2 = tp.mbarrier(1)
-    empty3 = tp.mbarrier(1)
-    full = (full0, full1, full2, full3)
-    empty = (empty0, empty1, empty2, empty3)
+    full = tp.mbarrier(1, stages=STAGES)
+    empty = tp.mbarrier(1, stages=STAGES)
+    vfull = tp.mbarrier(1, stages=STAGES)   # (PIPELINE) V_j landed; full[s] then covers K_j only
     tp.tag(Q, lambda b, i, d: ("Q", b, i, d))
     tp.tag(K, lambda b, j, d: ("K", b, j, d))
     tp.tag(V, lambda b, j, d: ("V", b, j, d))
-    rounds = tp.cdiv(n_diag, STAGES)    # round r uses every stage once: key tile j = r * STAGES + s
     if tp.warpgroup_id() == 0:          # producer warpgroup: one thread issues the bulk tensor copies
-        tp.setmaxnreg(PRODUCER_REGS)        # registers move to the consumers
+        tp.setmaxnreg(PRODUCER_REGS)    # registers move to the consumers
         for p in tp.static_range(DP):
             tp.copy_bulk(Q[bh, m0:m0 + BM, p * 64:(p + 1) * 64], q_s[p], qbar)
         tp.mbarrier_arrive(qbar)
-        for r in range(rounds):
-            for s in tp.static_range(STAGES):
-                j = r * STAGES + s
-                if j < n_kv and j < n_diag:
-                    if r > 0:
-                        tp.mbarrier_wait(empty[s], r - 1)    # the consumers released stage s (round r - 1)
-                    for p in tp.static_range(DP):
-                        tp.copy_bulk(K[kvh, j * BN:(j + 1) * BN, p * 64:(p + 1) * 64], k_s[s * DP + p], full[s])
-                    tp.copy_bulk(V[kvh, j * BN:(j + 1) * BN, 0:HEAD_DIM], v_s[s], full[s])
-                    tp.mbarrier_arrive(full[s])
+        for j in range(n_diag):
+            if j < n_kv:
+                if PIPELINE:
+                    tp.mbarrier_wait(empty[j % STAGES], j // STAGES)       # (the consumers pre-release stages)
+                elif j >= STAGES:
+                    tp.mbarrier_wait(empty[j % STAGES], j // STAGES - 1)   # tile j - STAGES was released
+                for p in tp.static_range(DP):
+                    tp.copy_bulk(K[kvh, j * BN:(j + 1) * BN, p * 64:(p + 1) * 64], k_s[(j % STAGES) * DP + p],
+                                 full[j % STAGES])
+                if PIPELINE:                    # V on its own mbarrier: S_j need not wait for it
+                    tp.mbarrier_arrive(full[j % STAGES])
+                    tp.copy_bulk(V[kvh, j * BN:(j + 1) * BN, 0:HEAD_DIM], v_s[j % STAGES], vfull[j % STAGES])
+                    tp.mbarrier_arrive(vfull[j % STAGES])
+                else:
+                    tp.copy_bulk(V[kvh, j * BN:(j + 1) * BN, 0:HEAD_DIM], v_s[j % STAGES], full[j % STAGES])
+                    tp.mbarrier_arrive(full[j % STAGES])
     else:                               # consumer warpgroups: 64 query rows each
         tp.setmaxnreg(CONSUMER_REGS)
         o = tp.zeros((BM, HEAD_DIM), tp.f32, layout=ACC_O)
-        m_i = tp.full((BM,), NEG, layout=row_layout(CONSUMERS))     # running row max (log2 units)
-        l_i = tp.zeros((BM,), tp.f32, layout=row_layout(CONSUMERS))   # running row sum
-        for r in range(rounds):
-            tp.mbarrier_wait(qbar, 0)           # Q has landed (returns at once after the first round)
-            for s in tp.static_range(STAGES):
-                j = r * STAGES + s
+        m_i = tp.full((BM,), NEG, layout=ROWS)      # running row max (log2 units)
+        l_i = tp.zeros((BM,), tp.f32, layout=ROWS)  # running row sum
+        tp.mbarrier_wait(qbar, 0)               # Q has landed
+        if PIPELINE:
+            # FlashAttention-3's intra-warpgroup overlap. Iteration j issues S_j = Q K_j^T, then O += P_{j-1} V_{j-1},
+            # as asynchronous wgmma groups; waits for S_j only (wait_group 1) and computes softmax(S_j) while the
+            # tensor cores run P_{j-1} V_{j-1}; retires that (wait_group 0), releases tile j - 1's stage, rescales
+            # O. One iteration more issues the last tile's P V. V lands on its own mbarrier (vfull) so that S_j
+            # never waits for V_j, and each tile's V is waited for at one place, right before its P V. Stages
+            # 0 .. STAGES - 2 are released up front and iteration 0 releases the last: the producer's wait for
+            # tile j is phase j // STAGES of empty[j % STAGES] from the first round on. (ptxas keeps wgmma groups
+            # asynchronous only where each group's issue and its wait lie on one path: S_j, P V and wait_group 1
+            # share a branch.)
+            for s in tp.static_range(STAGES - 1):
+                tp.mbarrier_arrive(empty[s])
+            p16 = tp.zeros((BM, BN), tp.bf16, layout=ACC_S)
+            for j in range(n_diag + 1):
+                if j > 0 and j - 1 < n_kv:
+                    tp.mbarrier_wait(vfull[(j - 1) % STAGES], (j - 1) // STAGES)   # V_{j-1} has landed
                 if j < n_kv and j < n_diag:
-                    tp.mbarrier_wait(full[s], r)             # stage s holds key tile j
+                    tp.mbarrier_wait(full[j % STAGES], j // STAGES)        # K_j has landed
                     sc = tp.zeros((BM, BN), tp.f32, layout=ACC_S)
                     for p in tp.static_range(DP):
-                        sc = tp.mma(q_s[p], k_s[s * DP + p].T, sc)
+                        sc = tp.mma_async(q_s[p], k_s[(j % STAGES) * DP + p].T, sc)
+                    if j > 0:
+                        tp.tag(p16, lambda i, c: ("P", i, c))             # P[i, c] weighs key (j - 1) * BN + c
+                        o = tp.mma_async(p16, v_s[(j - 1) % STAGES], o)
+                        tp.mma_wait(1)                                     # S_j is done; P V runs on
+                    else:
+                        tp.mma_wait(0)
+                    tp.assert_tag(tp.mma_operands(sc), lambda a, b: a[3] == b[3] and a[1] // GROUP == b[1])
+                    sc = sc * scale_log2
+                    if j >= full_kv or j >= full_diag:                     # the keys' end or the diagonal
+                        cols = (j * BN + tp.arange(BN))[None, :]
+                        if CAUSAL:
+                            sc = sc + tp.where((cols < seq_k) & (cols <= (m0 + tp.arange(BM))[:, None]), 0.0,
+                                               float("-inf"))
+                        else:
+                            sc = tp.where(cols < seq_k, sc, float("-inf"))
+                    m_new = tp.maximum(m_i, tp.max(sc, axis=1))
+                    pr = tp.exp2(sc - m_new[:, None])
+                    alpha = tp.exp2(m_i - m_new)
+                    l_i = l_i * alpha + tp.sum(pr, axis=1)
+                    m_i = m_new
+                    tp.mma_wait(0)                                         # P_{j-1} V_{j-1} is done
+                    tp.mbarrier_arrive(empty[(j + STAGES - 1) % STAGES])   # tile j - 1's stage
+                    o = o * alpha[:, None]
+                    p16 = pr.to(tp.bf16)
+                elif j > 0 and j - 1 < n_kv:                               # after the last tile: its P V
+                    tp.tag(p16, lambda i, c: ("P", i, c))
+                    o = tp.mma(p16, v_s[(j - 1) % STAGES], o)
+            tp.assert_tag(tp.mma_operands(o), lambda a, b: a[0] == "P" and b[0] == "V" and a[2] == b[2] % BN)
+        else:
+            # one tile at a time: S = Q K^T, softmax, O += P V, each wgmma waited for before the next step
+            for j in range(n_diag):
+                if j < n_kv:
+                    tp.mbarrier_wait(full[j % STAGES], j // STAGES)
+                    sc = tp.zeros((BM, BN), tp.f32, layout=ACC_S)
+                    for p in tp.static_range(DP):
+                        sc = tp.mma(q_s[p], k_s[(j % STAGES) * DP + p].T, sc)
                     tp.assert_tag(tp.mma_operands(sc), lambda a, b: a[3] == b[3] and a[1] // GROUP == b[1])
                     sc = sc * scale_log2
                     if j >= full_kv or j >= full_diag:    # the keys' end or the diagonal crosses this tile
@@ -147,9 +197,9 @@ def attention_fwd(Q: tp.Tensor[tp.bf16, "BH", "SQ", "D"], K: tp.Tensor[tp.bf16, 
                     o = o * alpha[:, None]
                     p16 = pr.to(tp.bf16)
                     tp.tag(p16, lambda i, c: ("P", i, c))    # P[i, c] weighs key j * BN + c
-                    o = tp.mma(p16, v_s[s], o)
+                    o = tp.mma(p16, v_s[j % STAGES], o)
                     tp.assert_tag(tp.mma_operands(o), lambda a, b: a[0] == "P" and b[0] == "V" and a[2] == b[2] % BN)
-                    tp.mbarrier_arrive(empty[s])
+                    tp.mbarrier_arrive(empty[j % STAGES])
         tp.store(O[bh, m0:m0 + BM, 0:HEAD_DIM], o / l_i[:, None])
         tp.store(LSE[bh, m0:m0 + BM], (m_i + tp.log2(l_i)) * 0.6931471805599453)
 
@@ -276,7 +326,7 @@ def attention_merge(OP: tp.Tensor[tp.f32, "NS", "BHKV", "M", "D"], LP: tp.Tensor
 
 PRESETS = {
     64: dict(HEAD_DIM=64, BN=128, STAGES=4, CONSUMERS=2),
-    128: dict(HEAD_DIM=128, BN=128, STAGES=2, CONSUMERS=2),
+    128: dict(HEAD_DIM=128, BN=128, STAGES=3, CONSUMERS=2),
 }
 
 

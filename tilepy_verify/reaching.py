@@ -54,6 +54,8 @@ def candidates(walker, alloc, P):
         if level == 0:
             break
         L = loops[level - 1]
+        if not any(x.access.alloc is alloc for x in L.writes):
+            continue  # no iteration of L writes the tile: a read in L sees what was there when L began
         window = max(alloc.stages, 1) + 1
         for d in range(1, window + 1):
             shifted = L.var - d * L.step
