@@ -80,30 +80,26 @@ def _defined(body: list) -> set:
 
 
 def _insert(body: list, asserts: dict, tags: list, defs: dict | None = None) -> list:
-    """Tags first; each assertion after the line that defines its value; a loop variable's tile the
-    assertions need but the kernel never wrote (a window load does not mention it) after the line `defs`
-    names for it: {var: (line prefix after which, definition)}."""
-    need = set()
-    for text in asserts.values():
-        if "at=(" in text:
-            need |= {x.strip() for x in text.rsplit("at=(", 1)[1].rstrip(")").split(",") if x.strip()}
+    """Tags first; each assertion after the line that defines its value. A loop variable's tile the
+    assertions need but the kernel never wrote (a window load does not mention it) is written in place in
+    the `at` tuple from `defs` {var: expression}: an assertion's arguments emit no device code."""
     have = _defined(body)
-    add = {}
-    for x, (after, line) in (defs or {}).items():
-        if x in need and x not in have:
-            add.setdefault(after, []).append(line)
+    inline = {x: e for x, e in (defs or {}).items() if x not in have}
     res = list(tags)
     for line in body:
         res.append(line)
         head = line.lstrip()
         indent = line[: len(line) - len(head)]
-        for after, extra in add.items():
-            if head.startswith(after):
-                res += [indent + e for e in extra]
         name = head.split(" = ", 1)[0] if " = " in head and "tp.load(" in head else None
         got = asserts.get(name)
-        if got is not None:
-            res.append(indent + got)
+        if got is None:
+            continue
+        if inline and "at=(" in got:
+            pre, tup = got.rsplit("at=(", 1)     # "m, r))": the tuple's and the call's parentheses
+            names = [x.strip() for x in tup[:-2].split(",") if x.strip()]
+            vals = [inline.get(x, x) for x in names]
+            got = pre + "at=(" + (f"{vals[0]},))" if len(vals) == 1 else ", ".join(vals) + "))")
+        res.append(indent + got)
     return res
 
 
@@ -125,15 +121,15 @@ def annotate(body: list, em, sizes: dict, order: tuple, defs: dict | None = None
 
 def annotate_tile(body: list, em) -> list:
     """For the tiled emitters (row/column reductions, scans, row-persistent kernels): the loop variables
-    are the emitter's (`var_sizes`, block-uniform `scalar_vars`), the tile axes' index tiles are defined
-    where a window load left them out (axis 0 as a column, axis 1 as a row)."""
+    are the emitter's (`var_sizes`, block-uniform `scalar_vars`); where a window load left a tile axis's
+    index tile out of the kernel, the assertion computes it in its `at` tuple (axis 0 as a column, axis 1
+    as a row)."""
     sizes = dict(em.var_sizes)
     order = tuple(x for x in ("m", "o", "i", "r") if x in sizes)
     defs = {}
     for k, (var, start, block) in enumerate(em.axes):
-        if var in em.scalar_vars:
-            continue
-        defs[var] = (f"{start} = ", f"{var} = ({start} + tp.arange({block})){'[:, None]' if k == 0 else '[None, :]'}")
+        if var not in em.scalar_vars:
+            defs[var] = f"({start} + tp.arange({block})){'[:, None]' if k == 0 else '[None, :]'}"
     return annotate(body, em, sizes, order, defs)
 
 
