@@ -260,3 +260,22 @@ def test_corpus_kernels_carry_proved_index_maps(path, tmp_path):
         assert "tp.load(" not in k.source or "tp.assert_tag(" in k.source, k.source
         report = tv.verify(k, target="sm_90a")
         assert report.ok, str(report)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_tags_emit_no_device_code(case, tmp_path, monkeypatch):
+    """The CUDA each generated kernel renders to is the same with and without its tags and assertions."""
+    from argus_agent.lower import tags
+    from tilepy_hip.render import render_source
+
+    def rendered(flag):
+        monkeypatch.setattr(tags, "ENABLED", flag)
+        _, _, source = _lower(case)
+        mod = _module(source, tmp_path, f"{case}_{flag}")
+        return source, {n: re.sub(r"//.*|#line.*", "", render_source(k.ir("sm_90a"), "sm_90a")[0])
+                        for n, k in _kernels(mod).items()}
+
+    with_src, with_tags = rendered(True)
+    without_src, without = rendered(False)
+    assert "tp.assert_tag(" in with_src and "tp.assert_tag(" not in without_src
+    assert with_tags == without
