@@ -251,6 +251,12 @@ def emit_mbarrier_init(r, call, name: str, var: str = ""):
     r.barrier()
 
 
+def emit_mbarrier_at(r, call):
+    """`bars[i]` is rendered where an mbarrier op takes it (`_bar`: the array's pointer + i), never alone."""
+    raise r.error("an mbarrier of an array is used only as the argument of an mbarrier op or copy_bulk",
+                  "pass full[k % STAGES] to the op directly")
+
+
 def _bar(r, e) -> tuple[str, str]:
     """(C pointer to the mbarrier, the pointer of its allocation): `bars[i]` of an array is `bars_p + i`."""
     if isinstance(e, ir.Call) and e.op == "mbarrier_at":

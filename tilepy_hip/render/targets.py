@@ -159,6 +159,7 @@ SM_90A = RenderTarget(
         mbarrier=sm90a.emit_mbarrier_init,
         mbarrier_arrive=sm90a.emit_mbarrier_arrive,
         mbarrier_wait=sm90a.emit_mbarrier_wait,
+        mbarrier_at=sm90a.emit_mbarrier_at,
         mma_wait=sm90a.emit_mma_wait,
         setmaxnreg=sm90a.emit_setmaxnreg,
     ),
