@@ -164,7 +164,9 @@ def main(argv=None):
     err = rel(y, F.layer_norm(x.double(), (k,), w.double(), b.double(), 1e-5))
     cf = comp(t_layer_norm)
     row("layer_norm", [m, k], 2 * m * k * 2 + 2 * k * 2,
-        {f"THREADS={th}": (lambda th=th: L.launch_layer_norm(x, w, b, y, 1e-5, THREADS=th)) for th in (128, 256, 512)},
+        {f"THREADS={th},ONE_PASS={op}": (lambda th=th, op=op: L.launch_layer_norm(x, w, b, y, 1e-5, THREADS=th,
+                                                                                  ONE_PASS=op))
+         for th in (128, 256, 512) for op in (False, True)},
         lambda: t_layer_norm(x, w, b), cf and (lambda: cf(x, w, b)), err)
     del x, r, y, ro
 

@@ -85,7 +85,9 @@ def fused_add_rmsnorm(X: tp.Tensor[tp.bf16, "M", "N"], RES: tp.Tensor[tp.bf16, "
 @tp.kernel(threads=_row_threads)
 def layer_norm(X: tp.Tensor[tp.bf16, "M", "N"], W: tp.Tensor[tp.bf16, "N"], B: tp.Tensor[tp.bf16, "N"],
                Y: tp.Tensor[tp.bf16, "M", "N"], eps: tp.f32, BLOCK_N: tp.constexpr = 4096,
-               THREADS: tp.constexpr = 0):
+               THREADS: tp.constexpr = 0, ONE_PASS: tp.constexpr = False):
+    """ONE_PASS: the variance as E[x^2] - mean^2 (both sums in one pass; relative error about 2^-24 (mean / std)^2,
+    below bf16's rounding while |mean| < ~100 std); otherwise the centred two-pass form."""
     row = tp.block_id(0)
     n = X.shape[1]
     tp.tag(X, lambda i, j: ("x", i, j))
@@ -94,16 +96,25 @@ def layer_norm(X: tp.Tensor[tp.bf16, "M", "N"], W: tp.Tensor[tp.bf16, "N"], B: t
     lay = _row(BLOCK_N, tp.num_threads())
     x = tp.load(X[row, 0:BLOCK_N], layout=lay).to(tp.f32)
     mean = tp.sum(x, axis=0, keepdims=True) / n
-    d = tp.where(tp.arange(BLOCK_N, layout=lay) < n, x - mean, 0.0)              # centred; 0 past the row
-    var = tp.sum(d * d, axis=0, keepdims=True) / n
+    if ONE_PASS:
+        var = tp.maximum(tp.sum(x * x, axis=0, keepdims=True) / n - mean * mean, 0.0)
+        d = tp.where(tp.arange(BLOCK_N, layout=lay) < n, x - mean, 0.0)
+    else:
+        d = tp.where(tp.arange(BLOCK_N, layout=lay) < n, x - mean, 0.0)          # centred; 0 past the row
+        var = tp.sum(d * d, axis=0, keepdims=True) / n
     y = d * tp.rsqrt(var + eps) * tp.load(W[0:BLOCK_N], layout=lay).to(tp.f32) \
         + tp.load(B[0:BLOCK_N], layout=lay).to(tp.f32)
     # tag of y[j]: (((d_j, rsqrt(...)), w_j), b_j) with d_j = (mask, (x[i, j], mean)): x, w, b of one column
     tp.assert_tag(y, lambda t: t[0][0][0][1][0][2] == t[0][1][1] and t[1][1] == t[0][1][1],
                   message="x, w and b of the same column")
-    tp.assert_tag(y, lambda t: (t[0][0][0][1][1][0][1] == t[0][0][0][1][0][1]
-                                and t[0][0][1][0][0][0][0][1][0][1] == t[0][0][0][1][0][1]),
-                  message="the mean and the variance read this row only")
+    if ONE_PASS:   # the variance's tag: max(sum(x x) / n - mean mean, 0) + eps
+        tp.assert_tag(y, lambda t: (t[0][0][0][1][1][0][1] == t[0][0][0][1][0][1]
+                                    and t[0][0][1][0][0][0][0][0][0][1] == t[0][0][0][1][0][1]),
+                      message="the mean and the mean square read this row only")
+    else:
+        tp.assert_tag(y, lambda t: (t[0][0][0][1][1][0][1] == t[0][0][0][1][0][1]
+                                    and t[0][0][1][0][0][0][0][1][0][1] == t[0][0][0][1][0][1]),
+                      message="the mean and the variance read this row only")
     tp.store(Y[row, 0:BLOCK_N], y)
 
 
@@ -181,13 +192,16 @@ def rotary_neox(POS: tp.Tensor[tp.i64, "T"], Q: tp.Tensor[tp.bf16, "T", "HQ", "H
     lx = tp.blocked((BHQ, BHALF), THREADS, vec=8)
     lkx = tp.blocked((BHK, BHALF), THREADS, vec=8)
     lc = _bcast(lx, (1, BHALF))                                        # cos/sin where each thread uses them
+    # every load of q and k first: the stores to QO (which may be Q) would otherwise order the k loads after them
+    x1 = tp.load(Q[t, 0:BHQ, 0:BHALF], layout=lx).to(tp.f32)
+    x2 = tp.load(Q[t, 0:BHQ, HALF:HALF + BHALF], layout=lx).to(tp.f32)
+    y1 = tp.load(K[t, 0:BHK, 0:BHALF], layout=lkx).to(tp.f32)
+    y2 = tp.load(K[t, 0:BHK, HALF:HALF + BHALF], layout=lkx).to(tp.f32)
     j = tp.arange(BHALF)
     keep = (j < HALF)[None, :]
     p = tp.load(POS[t:t + 1])
     cos = tp.load(CS[p[:, None], j[None, :]], mask=keep, layout=lc)
     sin = tp.load(CS[p[:, None], j[None, :] + HALF], mask=keep, layout=lc)
-    x1 = tp.load(Q[t, 0:BHQ, 0:BHALF], layout=lx).to(tp.f32)
-    x2 = tp.load(Q[t, 0:BHQ, HALF:HALF + BHALF], layout=lx).to(tp.f32)
     o1 = x1 * cos - x2 * sin
     o2 = x2 * cos + x1 * sin
     # o1[h, j] = x[h, j] cos[j] - x[h, j + HALF] sin[j]: the pair is of one token and head (cos/sin are gathered
@@ -196,8 +210,6 @@ def rotary_neox(POS: tp.Tensor[tp.i64, "T"], Q: tp.Tensor[tp.bf16, "T", "HQ", "H
                                  and t[1][3] == t[0][3] + HALF), message="neox pairs, q")
     tp.store(QO[t, 0:BHQ, 0:BHALF], o1, mask=keep)
     tp.store(QO[t, 0:BHQ, HALF:HALF + BHALF], o2, mask=keep)
-    y1 = tp.load(K[t, 0:BHK, 0:BHALF], layout=lkx).to(tp.f32)
-    y2 = tp.load(K[t, 0:BHK, HALF:HALF + BHALF], layout=lkx).to(tp.f32)
     p1 = y1 * cos - y2 * sin
     tp.assert_tag(y1 - y2, lambda t: (t[0][1] == t[1][1] and t[0][2] == t[1][2]
                                  and t[1][3] == t[0][3] + HALF), message="neox pairs, k")
@@ -228,19 +240,20 @@ def rotary_gptj(POS: tp.Tensor[tp.i64, "T"], Q: tp.Tensor[tp.bf16, "T", "HQ", "H
     tp.tag(K, lambda i, h, j, e: ("k", i, h, j, e))
     lq = _pairs(BHQ, BHALF, THREADS)
     lk = _pairs(BHK, BHALF, THREADS)
+    # q and k are loaded first: the index tiles' reshapes below synchronize the block, which would hold the loads
+    x = tp.load(Q[t, 0:BHQ, 0:BHALF, 0:2], layout=lq).to(tp.f32)
+    y = tp.load(K[t, 0:BHK, 0:BHALF, 0:2], layout=lk).to(tp.f32)
     e = tp.reshape(tp.arange(2), (1, 1, 2))
     jj = tp.convert_layout(tp.reshape(tp.arange(BHALF), (1, BHALF, 1)) + 0 * e, _bcast(lq, (1, BHALF, 2)))
     keep = jj < HALF
     p = tp.reshape(tp.load(POS[t:t + 1]), (1, 1, 1))
     cos = tp.load(CS[p, jj], mask=keep, layout=_bcast(lq, (1, BHALF, 2)))        # cos of pair jj, both elements
     sin = tp.load(CS[p, jj + HALF], mask=keep, layout=_bcast(lq, (1, BHALF, 2))) * tp.where(e == 0, -1.0, 1.0)
-    x = tp.load(Q[t, 0:BHQ, 0:BHALF, 0:2], layout=lq).to(tp.f32)
     xp = tp.sum(x, axis=2, keepdims=True) - x                                     # in-thread: the partner
     # the partner is from the same token, head and pair (a reduction's tag stands for each reduced element)
     tp.assert_tag(xp, lambda t: (t[0][1] == t[1][1] and t[0][2] == t[1][2] and t[0][3] == t[1][3]),
                   message="GPT-J pairs, q")
     tp.store(QO[t, 0:BHQ, 0:BHALF, 0:2], x * cos + xp * sin, mask=keep)
-    y = tp.load(K[t, 0:BHK, 0:BHALF, 0:2], layout=lk).to(tp.f32)
     yp = tp.sum(y, axis=2, keepdims=True) - y
     tp.assert_tag(yp, lambda t: (t[0][1] == t[1][1] and t[0][2] == t[1][2] and t[0][3] == t[1][3]),
                   message="GPT-J pairs, k")

@@ -71,14 +71,15 @@ def test_fused_add_rmsnorm(dtype, m, n, request):
     assert torch.equal(xd, y) and torch.equal(rd, ro)
 
 
+@pytest.mark.parametrize("one_pass", [False, True])
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("m,n", [(1, 1), (19, 700), (64, 4096), (5, 33)])
-def test_layer_norm(dtype, m, n, request):
+def test_layer_norm(dtype, m, n, one_pass, request):
     g = _gen(request)
     x = (torch.randn(m, n, generator=g) * 3 + 1.5).to(dtype)
     w, b = torch.randn(n, generator=g).to(dtype), torch.randn(n, generator=g).to(dtype)
     y = nan((m, n), dtype)
-    L.launch_layer_norm(x.to(DEV), w.to(DEV), b.to(DEV), y, 1e-5)
+    L.launch_layer_norm(x.to(DEV), w.to(DEV), b.to(DEV), y, 1e-5, ONE_PASS=one_pass)
     torch.cuda.synchronize()
     assert rel(y, L.ref_layer_norm(x, w, b, 1e-5)) < TOL[dtype]
 

@@ -66,14 +66,15 @@ def test_fused_add_rmsnorm_in_place():
     assert rel(x, ref_y) < 1e-6 and rel(r, ref_r) < 1e-7
 
 
+@pytest.mark.parametrize("one_pass", [False, True])
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("m,n", [(1, 1), (3, 700), (2, 4096), (4, 33)])
-def test_layer_norm(dtype, m, n):
+def test_layer_norm(dtype, m, n, one_pass):
     g = torch.Generator().manual_seed(m * 17 + n)
     x = (torch.randn(m, n, generator=g) * 3 + 1.5).to(dtype)            # a mean far from 0
     w, b = torch.randn(n, generator=g).to(dtype), torch.randn(n, generator=g).to(dtype)
     y = nan_like(x)
-    L.launch_layer_norm(x, w, b, y, 1e-5)
+    L.launch_layer_norm(x, w, b, y, 1e-5, ONE_PASS=one_pass)
     ref = L.ref_layer_norm(x, w, b, 1e-5)
     assert rel(y, ref) < TOL[dtype]               # n == 1: the centred row is 0, the output the bias alone
     torch.testing.assert_close(torch.from_numpy(ref), torch.nn.functional.layer_norm(
@@ -139,12 +140,12 @@ KERNEL_NAMES = ["silu_and_mul", "fused_add_rmsnorm", "layer_norm", "merge_attn_s
                 "rotary_gptj"]
 
 
-@pytest.mark.parametrize("name", KERNEL_NAMES)
-def test_verifies_clean_and_fast(name):
+@pytest.mark.parametrize("name,params", [(n, {}) for n in KERNEL_NAMES] + [("layer_norm", {"ONE_PASS": True})])
+def test_verifies_clean_and_fast(name, params):
     kernel = L.KERNELS[name][L.tp.bf16]
     kernel._cache.clear()
     t0 = time.perf_counter()
-    report = tv.verify(kernel)
+    report = tv.verify(kernel, **params)
     assert report.ok and not report.errors, str(report)
     assert time.perf_counter() - t0 < 2.0
     assert report.stats["queries"] > 0
