@@ -179,6 +179,40 @@ def row(b, h, hkv, s, d, causal, g, facts):
             "kernel": key}
 
 
+DECODE = [(16, 32, 8, 8192, 128), (4, 32, 8, 32768, 128)]  # batch, heads, kv heads, cache length, head dim
+
+
+def decode_row(b, h, hkv, skv, d, g):
+    """One new token per sequence against a cache of skv (split-KV + merge) vs SDPA on the same shapes; the
+    figure is the K/V cache read rate (the bytes every implementation must move)."""
+    q = torch.randn(b * h, 1, d, device="cuda", generator=g).bfloat16()
+    k = torch.randn(b * hkv, skv, d, device="cuda", generator=g).bfloat16()
+    v = torch.randn(b * hkv, skv, d, device="cuda", generator=g).bfloat16()
+    o = torch.full_like(q, float("nan"))
+    lse = torch.empty(b * h, 1, device="cuda")
+
+    def ours():
+        attention.decode(q, k, v, o, lse)
+
+    ours()
+    torch.cuda.synchronize()
+    grp = h // hkv
+    ref = torch.softmax(q[:grp].double() @ k[0].double().T / math.sqrt(d), -1) @ v[0].double()
+    err = rel(o[:grp], ref)
+    q4, k4, v4 = q.view(b, h, 1, d), k.view(b, hkv, skv, d), v.view(b, hkv, skv, d)
+    flash, flash_note = peer(SDPBackend.FLASH_ATTENTION, q4, k4, v4, False, True)
+    cudnn, cudnn_note = peer(SDPBackend.CUDNN_ATTENTION, q4, k4, v4, False, True)
+    t = timeit(ours)
+    t_flash = timeit(flash) if flash else None
+    t_cudnn = timeit(cudnn) if cudnn else None
+    nbytes = 2 * b * hkv * skv * d * 2
+    gbs = lambda x: nbytes / x / 1e9 if x else None  # noqa: E731
+    return {"batch": b, "heads": h, "kv_heads": hkv, "cache": skv, "head_dim": d, "us": t * 1e6,
+            "kv_GBs": gbs(t), "flash_kv_GBs": gbs(t_flash), "cudnn_kv_GBs": gbs(t_cudnn),
+            "vs_flash": t_flash / t if t_flash else None, "vs_cudnn": t_cudnn / t if t_cudnn else None,
+            "rel_err": err, "flash_note": flash_note, "cudnn_note": cudnn_note}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer sequence lengths")
@@ -200,6 +234,15 @@ def main(argv=None):
         print(f"{f'{b} x {h}/{hkv} x {s} x {d}':24} {str(causal):6} {r['TFLOPs']:9.1f} "
               f"{fmt(r['flash_TFLOPs'], '7.1f')} {fmt(r['cudnn_TFLOPs'], '7.1f')} {fmt(r['vs_flash'], '8.2f')} "
               f"{fmt(r['vs_cudnn'], '8.2f')} {r['rel_err']:8.1e} {fmt(r['flash_rel_err'], '9.1e')}", flush=True)
+        torch.cuda.empty_cache()
+    res["decode"] = []
+    for b, h, hkv, skv, d in DECODE:
+        r = decode_row(b, h, hkv, skv, d, g)
+        res["decode"].append(r)
+        print(f"decode {b} x {h}/{hkv} x 1 vs {skv} x {d}: {r['us']:.1f} us, KV {r['kv_GBs']:.0f} GB/s, "
+              f"flash {fmt(r['flash_kv_GBs'], '.0f')}, cudnn {fmt(r['cudnn_kv_GBs'], '.0f')} GB/s, "
+              f"vs flash {fmt(r['vs_flash'], '.2f')}, vs cudnn {fmt(r['vs_cudnn'], '.2f')}, err {r['rel_err']:.1e}",
+              flush=True)
         torch.cuda.empty_cache()
     for k, f in res["kernels"].items():
         print("kernel", k, {x: f[x] for x in f if x != "params"})
