@@ -512,7 +512,8 @@ def render_program(prog, precision: str = "fp32 (as the reference)") -> str:
         if isinstance(k, (Scan, RowFused)) or (isinstance(k, Reduction) and k.mode != "generic"
                                                 and not _needs_i64(k, buffers)):
             render = render_scan if isinstance(k, Scan) else render_row_fused if isinstance(k, RowFused) \
-                else render_arg_reduction if k.kind.startswith("arg") else render_tiled_reduction
+                else render_arg_reduction if k.kind.startswith("arg") else render_welford if k.kind == "welford" \
+                else render_tiled_reduction
             base = f"scan_{k.kind}" if isinstance(k, Scan) else "fused_rows" if isinstance(k, RowFused) \
                 else f"reduce_{k.kind}"
             parts, temps = render(k, f"k{n}_{base}", buffers)
@@ -1046,7 +1047,117 @@ def _arg_kernel(k, kname, buffers, bi, br, S, C, index_v, targets):
             name, ov = _out_view(em, buf, (k.O, k.I))
             body.append(f"tp.store({name}[o, i0:i0 + BI], {text})")
         outs.append(ov)
+    body = lower_tags.annotate_tile(body, em)
     params, args = _view_signature(em, outs, buffers)
     consts = {"M": k.M, "R": k.R, "C": C, "O": k.O, "I": k.I, "NI": _cdiv(k.I, bi), "BI": bi, "BR": br}
     grid = f"lambda m: (tp.cdiv({k.I}, m['BI']) * {k.O}, {S})"
     return _kernel_src(kname, params, consts, _threads(bi * br), k.what, body), kname, args, grid
+
+
+def render_welford(k: Reduction, kname: str, buffers: dict) -> tuple[list, list]:
+    """Mean and sum of squared deviations in one read: each tile lane folds its elements in (Welford, as
+    Chan's pairwise update with weight 1), the lanes are combined with Chan's formula through tile sums; too
+    few outputs for the GPU: S partial (count, mean, M2) triples and a combine kernel that folds them the same
+    way."""
+    from .index import Var, add, scale
+
+    bm, br, S, C = _split_plan(k)
+    if S == 1:
+        return [_welford_kernel(k, kname, buffers, bm, br, 1, C, None, (k.out, k.out2))], []
+    parts = [Buffer(f"{k.out.name}_{n}", (S, k.M), torch.float32, "temp") for n in ("cnt", "mean", "m2")]
+    buffers = dict(buffers, **{b.name: b for b in parts})
+    first = _welford_kernel(k, kname, buffers, bm, br, S, C, None, tuple(parts))
+    idx = add(scale(Var("r", S), k.M), Var("i", k.M)) if k.M > 1 else Var("r", S)
+    loads = tuple(vals.load(b.name, idx, b.dtype) for b in parts)
+    second = Reduction(k.out, "welford", loads[1], k.M, S, k.what, {"no_split": True},
+                       **(dict(mode="col", O=1, I=k.M) if k.M > 1 else dict(mode="row")), out2=k.out2)
+    b2, r2, _, c2 = _split_plan(second)
+    combine = _welford_kernel(second, kname + "_combine", buffers, b2, r2, 1, c2, loads, (k.out, k.out2))
+    return [first, combine], parts
+
+
+def _welford_kernel(k, kname, buffers, bm, br, S, C, partials, targets):
+    row = k.mode == "row"
+    roots = [k.value] if partials is None else list(partials)
+    names = {v.args[0]: v.args[0] for v in walk(roots) if v.op in ("load", "gather")}
+    names.update({b.name: b.name for b in targets})
+    dtypes = {b: buffers[b].dtype for b in buffers}
+    numels = {b: max(1, buffers[b].numel) for b in buffers}
+    if row:
+        axes, scalars, sizes = (("m", "m0", "BM"), ("r", "r0", "BR")), (), {"m": k.M, "r": k.R}
+    else:
+        axes, scalars, sizes = (("r", "r0", "BR"), ("i", "i0", "BI")), ("o",), {"o": k.O, "i": k.I, "r": k.R}
+    em = _TileEmitter(names, "i32", dtypes, sizes, numels, axes, scalars)
+    for v in walk(roots):
+        if "r" not in v.vars and v.op != "const":
+            em.value(v)
+    pre_lines, em.lines = em.lines, []
+    texts = [em.value(v) for v in roots]
+    loop_lines = em.lines
+    tile = "(BM, BR)" if row else "(BR, BI)"
+    A = 1 if row else 0
+    masked = S * C != k.R
+    rx = "[None, :]" if row else "[:, None]"
+    inner = [f"r0 = {'s * C + ' if S > 1 else ''}k * BR", f"r = (r0 + tp.arange(BR)){rx}"] + loop_lines
+    if partials is None:
+        v = texts[0] if _is_tile(k.value) else f"tp.full({tile}, {texts[0]}, tp.f32)"
+        if masked:
+            inner += ["ok = r < R", "c = tp.where(ok, 1.0, 0.0)", f"x = tp.where(ok, {v}, mean)", "q = 0.0"]
+        else:
+            inner += ["c = 1.0", f"x = {v}", "q = 0.0"]
+    else:
+        c_t, m_t, q_t = texts
+        if masked:
+            inner += ["ok = r < R", f"c = tp.where(ok, {c_t}, 0.0)", f"x = tp.where(ok, {m_t}, mean)",
+                      f"q = tp.where(ok, {q_t}, 0.0)"]
+        else:
+            inner += [f"c = {c_t}", f"x = {m_t}", f"q = {q_t}"]
+    inner += ["n = cnt + c", "delta = x - mean", "w = c / tp.maximum(n, 1.0)", "mean = mean + delta * w",
+              "m2 = m2 + q + delta * delta * cnt * w", "cnt = n"]
+    body = []
+    if row:
+        body.append("m0 = tp.block_id(0) * BM")
+        if _uses(pre_lines + inner, "m"):
+            body.append("m = (m0 + tp.arange(BM))[:, None]")
+    else:
+        body += ["pid = tp.block_id(0)", "o = pid // NI", "i0 = (pid % NI) * BI"]
+        if _uses(pre_lines + inner, "i"):
+            body.append("i = (i0 + tp.arange(BI))[None, :]")
+    if S > 1:
+        body.append("s = tp.block_id(1)")
+    body += pre_lines
+    body += [f"cnt = tp.zeros({tile}, tp.f32)", f"mean = tp.zeros({tile}, tp.f32)", f"m2 = tp.zeros({tile}, tp.f32)",
+             "for k in range(tp.cdiv(C, BR)):"]
+    body += ["    " + line for line in inner]
+    body += [f"tot = tp.sum(cnt, axis={A}, keepdims=True)",
+             f"mu = tp.sum(cnt * mean, axis={A}, keepdims=True) / tp.maximum(tot, 1.0)",
+             "dm = mean - mu",
+             f"res_n = tp.sum(cnt, axis={A})",
+             f"res_mean = tp.sum(cnt * mean, axis={A}) / tp.maximum(res_n, 1.0)",
+             f"res_m2 = tp.sum(m2 + cnt * dm * dm, axis={A})"]
+    results = ("res_n", "res_mean", "res_m2") if len(targets) == 3 else ("res_mean", "res_m2")
+    outs = []
+    for buf, text in zip(targets, results):
+        if row and S > 1:
+            name, ov = _out_view(em, buf, (S, k.M))
+            body.append(f"tp.store({name}[s, m0:m0 + BM], {text})")
+        elif row:
+            name, ov = _out_view(em, buf, (k.M,))
+            body.append(f"tp.store({name}[m0:m0 + BM], {text})")
+        elif S > 1:
+            name, ov = _out_view(em, buf, (S, k.O, k.I))
+            body.append(f"tp.store({name}[s, o, i0:i0 + BI], {text})")
+        else:
+            name, ov = _out_view(em, buf, (k.O, k.I))
+            body.append(f"tp.store({name}[o, i0:i0 + BI], {text})")
+        outs.append(ov)
+    body = lower_tags.annotate_tile(body, em)
+    params, args = _view_signature(em, outs, buffers)
+    consts = {"M": k.M, "R": k.R, "C": C}
+    if row:
+        consts.update(BM=bm, BR=br)
+        grid = f"lambda m: (tp.cdiv({k.M}, m['BM']), {S})"
+    else:
+        consts.update(O=k.O, I=k.I, NI=_cdiv(k.I, bm), BI=bm, BR=br)
+        grid = f"lambda m: (tp.cdiv({k.I}, m['BI']) * {k.O}, {S})"
+    return _kernel_src(kname, params, consts, _threads(bm * br), k.what, body), kname, args, grid

@@ -229,6 +229,41 @@ class Context:
                 return buffer_tensor(vbuf), buffer_tensor(ibuf)
         return None
 
+    def reduce_welford(self, out_shape, red_shape, fn, dtype: torch.dtype):
+        """(mean, sum of squared deviations) over `red_shape` in ONE read (Welford per tile lane, Chan's
+        combination across lanes and split partials), for reductions the row fusion does not hold in registers:
+        column reductions and rows longer than ROW_MAX. None otherwise (the caller takes two passes, which a
+        fused row kernel does in registers, or gathers)."""
+        from .codegen import ROW_MAX, next_pow2
+
+        out_shape, red_shape = tuple(int(n) for n in out_shape), tuple(int(n) for n in red_shape)
+        M, R = max(1, numel(out_shape)), numel(red_shape)
+        if R < 2:
+            return None
+        r = Var("r", R)
+        rc = unflatten(r, red_shape)
+        value = fn(unflatten(Var("m", M), out_shape), rc)
+        if tiles(value, {"m": M, "r": R}, ("m", "r"), ()):
+            if next_pow2(R) <= ROW_MAX:
+                return None
+            spec = dict(mode="row")
+        else:
+            spec = None
+            for p in range(len(out_shape)):
+                O, I = numel(out_shape[:p]), numel(out_shape[p:])
+                if I == 1:
+                    break
+                cval = fn(unflatten(Var("o", O), out_shape[:p]) + unflatten(Var("i", I), out_shape[p:]), rc)
+                if tiles(cval, {"o": O, "i": I, "r": R}, ("r", "i"), ("o",)):
+                    value, spec = cval, dict(mode="col", O=O, I=I)
+                    break
+            if spec is None:
+                return None
+        mbuf = self.add_buffer("wmean", out_shape, dtype)
+        qbuf = self.add_buffer("wm2", out_shape, dtype)
+        self.kernels.append(Reduction(mbuf, "welford", value, M, R, self.note, {}, out2=qbuf, **spec))
+        return buffer_tensor(mbuf), buffer_tensor(qbuf)
+
     def scan(self, kind: str, shape, dim: int, fn, dtype: torch.dtype, reverse=False, base: str = "scan"):
         """out = scan along `dim` of fn(coords) (a Scan kernel); a value read backwards along `dim` (a flip)
         scans in reverse over the unflipped positions, and the result is returned flipped (a view)."""

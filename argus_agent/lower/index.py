@@ -240,6 +240,8 @@ def floordiv(a: IExpr, d: int) -> IExpr:
             return _make(c // d, q)
         if not r and c % d == 0:
             return _make(c // d, q)
+        # (Q*d + rest) // d = Q + rest // d for integers: the multiples of d leave the division
+        return add(_make(0, q), floordiv(_make(c, r), d))
     return Div(a, d)
 
 

@@ -227,14 +227,23 @@ def _var_parts(ctx, x, dims, correction, keepdim):
     dims = _dims(dims, rank)
     n = math.prod(x.shape[d] for d in dims)
     acc = _acc_dtype(x.dtype)
-    s = reduce(ctx, x, dims, "sum", acc, keepdim=True, base="vsum")
-    mean = LTensor(s.shape, acc, lambda c: call("div", s(c), vals.const(n, acc)))
-    read_mean = broadcast_back(mean, x.shape)
+    one_pass = None
+    if acc.is_floating_point and len(_runs([d for d in dims if x.shape[d] != 1])) == 1:
+        out_shape = tuple(k for d, k in enumerate(x.shape) if d not in dims)
+        one_pass = ctx.reduce_welford(out_shape, tuple(x.shape[d] for d in dims),
+                                      lambda oc, rc: vals.cast(x(merge(oc, rc, dims, rank)), acc), acc)
+    if one_pass is not None:
+        # Welford in one read of x (a column reduction, or rows too long for registers)
+        mean, ss = keep(one_pass[0], dims, rank), keep(one_pass[1], dims, rank)
+    else:
+        s = reduce(ctx, x, dims, "sum", acc, keepdim=True, base="vsum")
+        mean = LTensor(s.shape, acc, lambda c: call("div", s(c), vals.const(n, acc)))
+        read_mean = broadcast_back(mean, x.shape)
 
-    def sq(v, full):
-        dlt = call("sub", vals.cast(v, acc), read_mean(full))
-        return call("mul", dlt, dlt)
-    ss = reduce(ctx, x, dims, "sum", acc, value=sq, keepdim=True, base="vsq")
+        def sq(v, full):
+            dlt = call("sub", vals.cast(v, acc), read_mean(full))
+            return call("mul", dlt, dlt)
+        ss = reduce(ctx, x, dims, "sum", acc, value=sq, keepdim=True, base="vsq")
     denom = max(0, n - correction)
     if denom == 0:   # torch: the variance of fewer values than the correction is nan
         var = LTensor(ss.shape, acc, lambda c: vals.const(math.nan, acc))

@@ -375,3 +375,37 @@ def test_column_argmax_is_one_pass_with_torch_tie_and_nan_rules(case, tmp_path):
     for o, r in zip(outs, refs):
         assert o.shape == r.shape and o.dtype == r.dtype
         assert torch.equal(o, r) or torch.allclose(o, r, equal_nan=True), (o, r)
+
+
+@pytest.mark.parametrize("case", ["var_dim0_split", "std_dim0_keepdim", "var_dims_1_2", "var_offset",
+                                  "group_norm_long_rows", "layer_norm_long_rows", "var_mean_col"])
+def test_one_pass_welford_variance_where_rows_do_not_fit(case, tmp_path):
+    """Variance over a strided axis, or over rows longer than ROW_MAX, reads x once (Welford per lane, Chan's
+    combination across lanes and split partials) and matches float64, also on data far from zero."""
+    from argus_agent.lower.codegen import ROW_MAX
+
+    g = torch.Generator().manual_seed(8)
+    long = ROW_MAX * 2 + 3
+    gn = torch.nn.GroupNorm(2, 4)
+    cases = {
+        "var_dim0_split": (lambda t: t.var(0), torch.randn(9001, 5, generator=g)),
+        "std_dim0_keepdim": (lambda t: t.std(0, keepdim=True), torch.randn(700, 33, generator=g)),
+        "var_dims_1_2": (lambda t: t.var((1, 2), unbiased=False), torch.randn(2, 9, 13, 8, generator=g)),
+        "var_offset": (lambda t: (t + 1000.0).var(0), torch.randn(3000, 7, generator=g)),
+        "group_norm_long_rows": (gn, torch.randn(2, 4, 9, long // 9 // 2 * 2, generator=g)),
+        "layer_norm_long_rows": (lambda t: torch.nn.functional.layer_norm(t, (long,)),
+                                 torch.randn(3, long, generator=g)),
+        "var_mean_col": (lambda t: torch.var_mean(t, dim=0), torch.randn(500, 6, generator=g)),
+    }
+    fn, inp = cases[case]
+    model = fn if isinstance(fn, torch.nn.Module) else _Fn(fn)
+    prog, mod, out = _run_lowered(model, [inp], tmp_path, f"welford_{case}")
+    assert any(getattr(k, "kind", "") == "welford" for k in prog.kernels), _kinds(prog)
+    assert not any(getattr(k, "kind", "") == "sum" for k in prog.kernels)   # no second pass over x
+    with torch.no_grad():
+        ref = model.double()(inp.double()) if isinstance(fn, torch.nn.Module) else fn(inp.double())
+    outs = out if isinstance(out, tuple) else (out,)
+    refs = ref if isinstance(ref, tuple) else (ref,)
+    for o, r in zip(outs, refs):
+        assert o.shape == r.shape
+        assert torch.allclose(o.double(), r, rtol=2e-5, atol=2e-5), (o.double() - r).abs().max()
