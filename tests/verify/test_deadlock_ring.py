@@ -10,6 +10,8 @@ import textwrap
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import tilepy as tp
 import tilepy_verify as tv
@@ -110,34 +112,33 @@ def test_three_role_ring_twin_is_clean_and_runs():
 # ------------------------------------------------------------------------------------------ a seeded family
 
 
-def ring_source(n_roles: int, late: int, shift: int) -> str:
+def ring_source(n_roles: int, late: int, shift: int, shifts=None, after=()) -> str:
     """A ring of `n_roles` roles (one warp each): role 0 copies tile j and arrives on t0; role r waits on
-    t{r-1} for phase j and arrives on t{r}; role 0 waits on the last one (t{n-1}) for phase j - 1 + `shift`
-    before refilling (and on `empty` from role 1, which reads the tile). `late` is the role whose wait is
-    shifted (0: role 0's ring wait; r > 0: role r waits for phase j + shift)."""
+    t{r-1} for phase j and arrives on t{r}; role 0 waits on the last one (t{n-1}) for phase j - 1 before
+    refilling (and on `empty` from role 1, which reads the tile). `late` is the role whose wait is shifted by
+    `shift` phases (or `shifts`: one shift per role); a role r > 0 in `after` arrives before it waits."""
     n = n_roles
+    sh = list(shifts) if shifts is not None else [shift if r == late else 0 for r in range(n)]
     bars = "\n".join(f"    t{r} = tp.mbarrier(1)" for r in range(n))
-    ph0 = f"j - 1 + {shift if late == 0 else 0}"
     body = [
         "    if tp.warp_id() == 0:",
         "        for j in range(rounds):",
         "            if j > 0:",
         "                tp.mbarrier_wait(empty, j - 1)",
-        f"                tp.mbarrier_wait(t{n - 1}, {ph0})",
+        f"                tp.mbarrier_wait(t{n - 1}, j - 1 + {sh[0]})",
         "            tp.copy_bulk(X[j * 32:(j + 1) * 32], a, t0)",
         "            tp.mbarrier_arrive(t0)",
     ]
     for r in range(1, n):
-        kw = "elif" if r < n - 1 else "else"
-        head = f"    elif tp.warp_id() == {r}:" if kw == "elif" else "    else:"
-        ph = f"j + {shift if late == r else 0}"
+        head = f"    elif tp.warp_id() == {r}:" if r < n - 1 else "    else:"
         body += [head]
         if r == 1:
             body += ["        acc = tp.zeros((32,), tp.f32)"]
-        body += ["        for j in range(rounds):", f"            tp.mbarrier_wait(t{r - 1}, {ph})"]
+        wait = [f"            tp.mbarrier_wait(t{r - 1}, j + {sh[r]})"]
         if r == 1:
-            body += ["            acc += tp.load(a)", "            tp.mbarrier_arrive(empty)"]
-        body += [f"            tp.mbarrier_arrive(t{r})"]
+            wait += ["            acc += tp.load(a)", "            tp.mbarrier_arrive(empty)"]
+        arrive = [f"            tp.mbarrier_arrive(t{r})"]
+        body += ["        for j in range(rounds):"] + (arrive + wait if r in after and r > 1 else wait + arrive)
         if r == 1:
             body += ["        tp.store(Y[0:32], acc)"]
     return textwrap.dedent(f'''
@@ -184,3 +185,24 @@ def test_seeded_rings_reported_iff_the_interpreter_deadlocks(n_roles, tmp_path):
             (f,) = dl
             assert len(f.counterexample["roles"]) == n_roles, str(f)
             assert len(f.counterexample["chain"]) == n_roles - 1
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.integers(2, 5), st.data())
+def test_random_rings_deadlock_iff_the_interpreter_does(tmp_path_factory, n_roles, data):
+    """Hypothesis: rings of 2..5 roles, every wait shifted by -1, 0 or +1 phases (a late wait deadlocks
+    unless an early wait further along the ring lets it through), relay roles that arrive before they wait.
+    A reported deadlock replays on the interpreter at the counterexample's iteration; a clean ring runs
+    without deadlock on 1..4 rounds."""
+    shifts = data.draw(st.lists(st.sampled_from([-1, 0, 1]), min_size=n_roles, max_size=n_roles), "shifts")
+    after = data.draw(st.sets(st.integers(2, n_roles - 1)) if n_roles > 2 else st.just(set()), "arrive first")
+    k = _load(ring_source(n_roles, 0, 0, shifts, after), tmp_path_factory.mktemp("ring"), "ring")
+    dl = [f for f in tv.verify(k).errors if f.check == "deadlock"]
+    if dl:
+        its = [f.counterexample.get("iteration") or {} for f in dl]
+        tiles = max([it.get("j", 0) for it in its] + [0]) + 2
+        assert deadlocks(k.ir(), tiles=tiles), (shifts, after, [str(f) for f in dl])
+        for f in dl:
+            assert len(f.counterexample["roles"]) >= 1 and f.span.line
+    else:
+        assert not any(deadlocks(k.ir(), tiles=t) for t in range(1, 5)), (shifts, after)
