@@ -30,6 +30,10 @@ def cases():
     for target, params in gemm_hopper.PRESETS.items():
         yield f"gemm_hopper[{target}]", gemm_hopper.gemm_hopper, target, params
         yield f"gemm_hopper[{target}, 128x128]", gemm_hopper.gemm_hopper, target, {**params, **gemm_hopper.SMALL_TILE}
+    for cls in gemm_hopper.POLICIES:  # the policy table's classes (wait_group 1, 6 stages, split-K)
+        M, N, K = {"large": (4096,) * 3, "small": (1024,) * 3, "skinny": (128, 4096, 4096),
+                   "unaligned": (2051, 2045, 1000)}[cls]
+        yield f"gemm_hopper[policy {cls}]", gemm_hopper.gemm_hopper, "sm_90a", gemm_hopper.policy(M, N, K)
     for k in (softmax.softmax, rmsnorm.rmsnorm, vector_add.vector_add):
         yield k.name, k, None, {}
     seen = {gemm.gemm, gemm_hopper.gemm_hopper, softmax.softmax, rmsnorm.rmsnorm, vector_add.vector_add}
