@@ -168,7 +168,7 @@ def test_a_dynamic_index_the_verifier_cannot_name_is_an_error():
     dict(STAGES=2, **gemm_hopper.SMALL_TILE),
     dict(STAGES=3, IN_FLIGHT=1, **gemm_hopper.SMALL_TILE),
     dict(IN_FLIGHT=1),
-    dict(IN_FLIGHT=1, PRODUCER_REGS=56, CONSUMER_REGS=224),
+    dict(IN_FLIGHT=1, PRODUCER_REGS=56, CONSUMER_REGS=216),
     dict(STAGES=2, IN_FLIGHT=1, SPLIT_K=3, **gemm_hopper.SMALL_TILE),
     dict(STAGES=4, IN_FLIGHT=0, SPLIT_K=2, **gemm_hopper.SMALL_TILE),
 ])
