@@ -19,6 +19,12 @@ One block computes BM = 64 * CONSUMERS query rows of one head:
 * causal blocks stop at the diagonal (keys past the block's last row are never loaded), and the heaviest
   row blocks start first; only tiles that cross the diagonal or the end of the keys pay for the mask.
 
+Policies (constexprs): PIPELINE (FlashAttention-3's intra-warpgroup overlap: S_j and P_{j-1} V_{j-1} as
+asynchronous wgmma groups, softmax(S_j) under wait_group 1; False waits for every wgmma), STAGES, BN,
+CONSUMERS, PRODUCER_REGS / CONSUMER_REGS (setmaxnreg budgets; 0 leaves the registers as they are).
+`attention_decode` + `attention_merge` (`decode()`) are split-KV decoding for up to 16 new tokens.
+docs/kernels.md has the structure, the invariants and the H100 figures.
+
 Invariants stated as tags and checked by tilepy-verify: every S product pairs a query and a key element of
 the same head-dim index, with the query head reading its own KV head; every P V product pairs a key position
 of S with the same row of V.
@@ -97,7 +103,8 @@ def attention_fwd(Q: tp.Tensor[tp.bf16, "BH", "SQ", "D"], K: tp.Tensor[tp.bf16, 
     tp.tag(K, lambda b, j, d: ("K", b, j, d))
     tp.tag(V, lambda b, j, d: ("V", b, j, d))
     if tp.warpgroup_id() == 0:          # producer warpgroup: one thread issues the bulk tensor copies
-        tp.setmaxnreg(PRODUCER_REGS)    # registers move to the consumers
+        if PRODUCER_REGS > 0:
+            tp.setmaxnreg(PRODUCER_REGS)    # registers move to the consumers
         for p in tp.static_range(DP):
             tp.copy_bulk(Q[bh, m0:m0 + BM, p * 64:(p + 1) * 64], q_s[p], qbar)
         tp.mbarrier_arrive(qbar)
@@ -118,7 +125,8 @@ def attention_fwd(Q: tp.Tensor[tp.bf16, "BH", "SQ", "D"], K: tp.Tensor[tp.bf16, 
                     tp.copy_bulk(V[kvh, j * BN:(j + 1) * BN, 0:HEAD_DIM], v_s[j % STAGES], full[j % STAGES])
                     tp.mbarrier_arrive(full[j % STAGES])
     else:                               # consumer warpgroups: 64 query rows each
-        tp.setmaxnreg(CONSUMER_REGS)
+        if CONSUMER_REGS > 0:
+            tp.setmaxnreg(CONSUMER_REGS)
         o = tp.zeros((BM, HEAD_DIM), tp.f32, layout=ACC_O)
         m_i = tp.full((BM,), NEG, layout=ROWS)      # running row max (log2 units)
         l_i = tp.zeros((BM,), tp.f32, layout=ROWS)  # running row sum
