@@ -306,6 +306,7 @@ class Analysis:
     # counters' per-iteration costs of enclosing loops)
     trip_facts: dict = field(default_factory=dict)
     global_accesses: list = field(default_factory=list)  # gathers.GAccess: stores, loads, atomics
+    store_values: dict = field(default_factory=dict)  # id(GAccess of a store) -> the stored value
 
 
 def analyze(kir) -> Analysis:
@@ -795,7 +796,10 @@ class _Walker:
         dst = self.expr(e.args[0], st)
         val = self.expr(e.args[1], st)
         if not isinstance(dst, SRef):
+            n = len(self.A.global_accesses)
             gathers.record(self, e, st, "write", dst, e.args[2] if len(e.args) > 2 else None)
+            if len(self.A.global_accesses) > n:  # the stored value, for tp.assert_tag on the tensor
+                self.A.store_values[id(self.A.global_accesses[-1])] = val
             return
         vt = e.args[1].type
         layout = vt.layout if isinstance(vt, RegType) and tuple(vt.shape) == dst.shape else \

@@ -133,9 +133,81 @@ def annotate_tile(body: list, em) -> list:
     return annotate(body, em, sizes, order, defs)
 
 
+TREE_LIMIT = 256  # leaves of a stored value's tag tree beyond which the store is not asserted
+
+
+class _NoTree(Exception):
+    pass
+
+
+def _is_tile(v) -> bool:
+    return bool(v.vars - {"o"}) or v.reads
+
+
+def _tree(v, memo: dict, count: list):
+    """The tag the verifier gives a rendered value (docs/verification.md: an elementwise result is the tuple
+    of its operands' tags, None for a constant, a scalar or an untagged operand; untagged when no operand is
+    tagged; casts pass tags through), as tag-lambda source over the loop variables, or None (untagged)."""
+    from .values import V
+
+    got = memo.get(v)
+    if got is not None or v in memo:
+        if got is not None:
+            count[0] += got.count('("b')
+        return got
+    op = v.op
+    if op in ("const", "index") or not _is_tile(v):
+        text = None
+    elif op == "load":
+        text = f'("{v.args[0]}", {_render(v.args[1])})'
+        count[0] += 1
+    elif op == "gather":
+        raise _NoTree()  # the index is a value: its tag is the tensor's tag at data the verifier may not follow
+    elif op in ("cast", "roundto"):
+        text = _tree(v.args[0], memo, count)
+    else:
+        subs = [_tree(a, memo, count) if isinstance(a, V) else None for a in v.args]
+        if op in ("cast",):
+            subs = subs[:1]
+        text = None if all(x is None for x in subs) else "(" + ", ".join(
+            "None" if x is None else x for x in subs) + ("," if len(subs) == 1 else "") + ")"
+    if count[0] > TREE_LIMIT:
+        raise _NoTree()
+    memo[v] = text
+    return text
+
+
+def _store_assertion(body: list, em, numel: int) -> list:
+    """`tp.assert_tag(out, lambda t, i: i >= N or t == <tree>)`: every element the kernel stores into its
+    output at index i carries the tags of the lowering's value at i (which input elements, combined by which
+    operations). Nothing when the value reads through a gather or is untagged."""
+    import re
+
+    stores = [m for line in body for m in [re.match(r"\s*tp\.store\((\w+)\[i0:i0 \+ BLOCK\], (\w+)", line)] if m]
+    if len(stores) != 1:
+        return []
+    out, name = stores[0].group(1), stores[0].group(2)
+    root = next((v for v, n in em.done.items() if n == name), None)
+    if root is None:
+        return []
+    try:
+        tree = _tree(root, {}, [0])
+    except _NoTree:
+        return []
+    if tree is None:
+        return []
+    return [f"tp.assert_tag({out}, lambda t, i: i >= {numel} or t == {tree})"]
+
+
 def annotate_pointwise(body: list, em, numel: int) -> list:
-    """`body` (the kernel's lines, unindented) with tensor tags first and an assertion after every load."""
-    return annotate(body, em, {"i": numel}, ("i",))
+    """`body` (the kernel's lines, unindented) with tensor tags first, an assertion after every load and one
+    on the output: what each stored element is computed from."""
+    got = annotate(body, em, {"i": numel}, ("i",))
+    if not ENABLED:
+        return got
+    extra = _store_assertion(body, em, numel)
+    n = len(_param_tags(em, _stored(body)))
+    return got[:n] + extra + got[n:]
 
 
 def annotate_reduction(body: list, em, M: int, R: int) -> list:

@@ -88,7 +88,7 @@ def test_generated_kernels_carry_tags_and_verify_clean(case, tmp_path):
         asserted += n
         if n:
             assert report.stats["queries"] >= n     # proved, not skipped
-    assert asserted == len(loads)
+    assert asserted >= len(loads)     # one per load, and one per Pointwise output
     with torch.no_grad():
         assert torch.allclose(mod.argus_forward(model, *inputs), model(*inputs), atol=1e-5, rtol=1e-5)
 
@@ -186,8 +186,10 @@ def test_a_wrong_index_in_the_generated_source_is_caught(case, tmp_path):
             continue
         caught += 1
         assert _kernel_differs(mod, kname, launches), f"{what}: reported but the kernel writes the same values"
-        f = found[0]
-        assert f.span.line == n + 2 and f.other_span.line == n + 1, (what, str(f))   # the assertion, the load
+        at_load = [f for f in found if f.span.line == n + 2]     # the assertion after the mutated load
+        assert at_load, (what, [str(f) for f in found])
+        f = at_load[0]
+        assert f.other_span.line == n + 1, (what, str(f))           # names the load
         cex = f.counterexample
         assert "at" in cex and cex["tags"]["x"][0].startswith("b_"), str(f)
         assert "fails for element" in f.message
@@ -207,7 +209,7 @@ def test_counterexample_names_the_index_and_both_elements(tmp_path):
     mod = _module("\n".join(lines) + "\n", tmp_path, "cex")
     (k,) = [k for k in _kernels(mod).values() if lines[n] in k.source]
     report = tv.verify(k, target="sm_90a")
-    (f,) = [f for f in report.errors if f.check == "tag_assertion"]
+    (f,) = [f for f in report.errors if f.check == "tag_assertion" and "at" in f.counterexample]
     (i,) = f.counterexample["at"]
     buf, got = f.counterexample["tags"]["x"]
     pred = re.search(r't == \("(\w+)", (.*)\), at=', lines[n + 1])
@@ -279,3 +281,22 @@ def test_tags_emit_no_device_code(case, tmp_path, monkeypatch):
     without_src, without = rendered(False)
     assert "tp.assert_tag(" in with_src and "tp.assert_tag(" not in without_src
     assert with_tags == without
+
+
+def test_pointwise_store_is_asserted_and_a_shifted_store_window_is_caught(tmp_path):
+    """A Pointwise kernel also asserts what each stored element is computed from (which inputs, combined by
+    which operations); a store window shifted by one element is caught there (every load is still right for
+    its i), and the mutant writes other values."""
+    model, inputs, source = _lower("permute_add")
+    assert re.search(r"tp\.assert_tag\(b_\w+, lambda t, i: i >= \d+ or t == ", source), source
+    store = re.search(r"tp\.store\((\w+)\[i0:i0 \+ BLOCK\]", source)
+    bad = source.replace(store.group(0), f"tp.store({store.group(1)}[i0 + 1:i0 + 1 + BLOCK]")
+    mod = _module(bad, tmp_path, "shifted_store")
+    (k,) = [k for k in _kernels(mod).values() if "i0 + 1:i0 + 1 + BLOCK" in k.source]
+    found = [f for f in tv.verify(k, target="sm_90a").errors if f.check == "tag_assertion"]
+    assert len(found) == 1 and "stored at" in found[0].message, [str(f) for f in found]
+    (i,) = found[0].counterexample["index"]
+    assert i >= 1 and found[0].other_span.line == next(
+        n + 1 for n, line in enumerate(bad.splitlines()) if "i0 + 1:i0 + 1 + BLOCK" in line)
+    launches = _launches(_module(source, tmp_path, "store_orig"), model, inputs)
+    assert _kernel_differs(mod, k.name, launches)

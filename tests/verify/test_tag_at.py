@@ -126,3 +126,50 @@ def test_predicate_arity_must_match_the_at_tiles(extra, tmp_path):
         "lambda t, i:", "lambda t, i" + "".join(f", q{j}" for j in range(extra)) + ":")
     with pytest.raises(tp.CompileError, match=f"takes {2 + extra} parameters"):
         _load(src, tmp_path, f"arity{extra}").ir()
+
+
+STORE = '''
+import tilepy as tp
+
+
+@tp.kernel(threads=128)
+def k(X: tp.Tensor[tp.f32, 60], W: tp.Tensor[tp.f32, 4], Y: tp.Tensor[tp.f32, 60], BLOCK: tp.constexpr = 64,
+      BUG: tp.constexpr = "none"):
+    tp.tag(X, lambda j: ("X", j))
+    tp.tag(W, lambda j: ("W", j))
+    tp.assert_tag(Y, lambda t, i: t == (("X", i), ("W", i % 4)))
+    i0 = tp.block_id(0) * BLOCK
+    i = i0 + tp.arange(BLOCK)
+    x = tp.load(X[i0:i0 + BLOCK])
+    w = tp.load(W[i % 4])
+    if BUG == "swap":
+        tp.store(Y[i0:i0 + BLOCK], w * x)
+    elif BUG == "shift":
+        tp.store(Y[i0 + 1:i0 + 1 + BLOCK], x * w)
+    else:
+        tp.store(Y[i0:i0 + BLOCK], x * w)
+'''
+
+
+def test_assertion_on_a_tensor_checks_every_store_into_it(tmp_path):
+    """tp.assert_tag(Y, lambda t, i: ...): every element stored into Y carries a tag that satisfies the
+    predicate at its coordinates in Y. Swapped operands and a store window shifted by one are caught; the
+    counterexample names the element's index in Y and the stored tag."""
+    k = _load(STORE, tmp_path, "store")
+    assert tv.verify(k).ok
+    (f,) = tv.verify(k, BUG="swap").errors
+    (i,) = f.counterexample["index"]
+    assert f.counterexample["tags"]["stored"] == (("W", i % 4), ("X", i)) and f"element ({i},)" in f.message
+    (f,) = [f for f in tv.verify(k, BUG="shift").errors if f.check == "tag_assertion"]
+    (i,) = f.counterexample["index"]
+    assert f.counterexample["tags"]["stored"] == (("X", i - 1), ("W", (i - 1) % 4)) and 1 <= i < 60
+
+
+def test_assertion_on_a_tensor_that_means_nothing_is_an_error(tmp_path):
+    """No store into the tensor, or a predicate without one parameter per coordinate: errors with a hint."""
+    src = STORE.replace("tp.assert_tag(Y, lambda t, i:", "tp.assert_tag(X, lambda t, i:")
+    (f,) = tv.verify(_load(src, tmp_path, "nostore")).errors
+    assert "cannot mean anything" in f.message and "no tp.store writes" in f.message and f.counterexample["hint"]
+    src = STORE.replace("tp.assert_tag(Y, lambda t, i:", "tp.assert_tag(Y, lambda t, i, j:")
+    (f,) = tv.verify(_load(src, tmp_path, "arity")).errors
+    assert "cannot mean anything" in f.message and "1 coordinate" in f.message

@@ -10,7 +10,7 @@ from __future__ import annotations
 from tilepy.symbolic import Var
 
 from ..counterexample import block_of, coord_ranges, dims_of, holder, instance, iteration_of, thread_fields
-from ..domain import UNKNOWN, MmaOps, Reg, _intlike
+from ..domain import UNKNOWN, MmaOps, Reg, TensorVal, _intlike
 from ..report import Finding
 from ..tagterms import Alt, Unknown, has_top, predicate, product, show, subst_tag
 from ..vc import AND, NOT, cmp, in_range, subst
@@ -24,6 +24,8 @@ def check(ctx) -> list:
             out.append(empty)
         elif isinstance(a.target, MmaOps):
             out.extend(_mma(ctx, a))
+        elif isinstance(a.target, TensorVal):
+            out.extend(_stores(ctx, a))
         else:
             out.extend(_elements(ctx, a))
     return out
@@ -39,12 +41,24 @@ def _meaningless(ctx, a):
             what = "its argument is not the result of a tp.mma, so there are no operand pairs to check"
             hint = ("pass the accumulator a tp.mma returned (acc = tp.mma(a, b, acc)); to check the elements of "
                     "a value, write tp.assert_tag(x, lambda t: ...)")
+    elif isinstance(a.target, TensorVal):
+        rank = len(a.target.type.shape)
+        if a.at:
+            what = "`at=` tiles apply to register tiles"
+            hint = "a tensor's predicate gets the stored element's coordinates"
+        elif len(a.fn.params) != 1 + rank:
+            what = (f"an assertion on the {rank}-d tensor `{a.target.param}` takes the stored tag and {rank} "
+                    f"coordinate(s); the predicate takes {len(a.fn.params)} parameter(s)")
+            hint = "lambda t, " + ", ".join(f"i{d}" for d in range(rank)) + ": ..."
+        elif not _stores_into(ctx, a.target.param):
+            what = f"no tp.store writes the tensor `{a.target.param}`, so there is no stored element to check"
+            hint = "assert on the tensor the kernel stores into, or on the register tile before the store"
     elif not isinstance(a.target, Reg):
         what = "its argument is not a register tile whose tags the verifier follows"
         hint = "assert on a register tile (tp.load the shared tile or view first)"
-    if what is None and a.at:
+    if what is None and a.at and not isinstance(a.target, TensorVal):
         what, hint = _bad_at(a)
-    if what is None:
+    if what is None and not isinstance(a.target, TensorVal):
         m, pc = instance(a.point, "@1")
         if ctx.solver.check(pc) is None:
             what = "no block and no loop iteration ever reaches it"
@@ -201,5 +215,61 @@ def _mma(ctx, a):
                    f"tag assertion `{a.fn.source}` cannot be proved for accumulator element ({ci}, {cj}): an operand "
                    "tag is not known (uninitialized shared memory or untracked data flow)")
             out.append(Finding("tag_assertion", "error", msg, a.span, cex, src or contrib.span))
+            break
+    return out
+
+
+def _stores_into(ctx, param) -> list:
+    """[(GAccess, stored value)] of the stores into global tensor `param`."""
+    A = ctx.analysis
+    return [(g, A.store_values[id(g)]) for g in A.global_accesses
+            if g.kind == "write" and g.param == param and id(g) in A.store_values]
+
+
+def _stores(ctx, a):
+    """`tp.assert_tag(T, lambda t, *idx: ...)` on a global tensor: for every store into T (anywhere in the
+    kernel), every stored element inside T and its mask, pred(the stored value's tag, its coordinates in T)."""
+    out = []
+    for g, val in _stores_into(ctx, a.target.param):
+        shape = tuple(g.shape)
+        coords = tuple(Var(f"c{d}@s") for d in range(len(shape)))
+        idx = g.indices(coords)
+        m, pc = instance(g.point, "@1")
+        if any(x is None for x in idx) or not isinstance(val, Reg):
+            tagged = [(True, None, True, None)]
+            unknown_index = True
+        else:
+            vs = tuple(val.type.shape)
+            cc = tuple(0 if n == 1 and k != 1 else c for c, n, k in zip(coords, vs, shape))
+            alts = val.tag(cc) if val.tag is not None else [Alt(True, None)]
+            tagged = _alts_pred(a.fn, [alts], tuple(idx))
+            unknown_index = False
+        inside = AND(*(AND(cmp(">=", x, 0), cmp("<", x, d)) for x, d in zip(idx, g.dims) if x is not None))
+        for cond, tags, bad, _src in tagged:
+            q = AND(pc, coord_ranges(coords, shape), subst(AND(inside, g.mask(coords), cond, bad), m))
+            model = ctx.solver.check(q)
+            if model is None:
+                continue
+            env = dict(model)
+            cs = tuple(env.get(f"c{d}@s", 0) for d in range(len(shape)))
+            at = tuple(show(subst_tag(x, m), env) for x in idx) if not unknown_index else None
+            tag = show(subst_tag(tags[0], m), env) if tags is not None else None
+            cex = {"block": block_of(model), "iteration": iteration_of(g.point, model, "@1"), "coords": cs,
+                   "index": at, "tags": {"stored": tag}, "dims": dims_of(model)}
+            slot = holder(val.type.layout, cs) if isinstance(val, Reg) and len(val.type.shape) == len(cs) else None
+            if slot is not None:
+                cex.update(thread_fields(slot[0], ctx.analysis.target.warp_size))
+                cex["value"] = slot[1]
+            where = f"{g.span.file.rsplit('/', 1)[-1]}:{g.span.line}"
+            if unknown_index:
+                msg = (f"tag assertion `{a.fn.source}` on `{a.target.param}` cannot be proved for the store at "
+                       f"{where}: the stored elements' coordinates or tags are not known")
+            elif has_top(tags[0]):
+                msg = (f"tag assertion `{a.fn.source}` on `{a.target.param}` cannot be proved for element {at} stored "
+                       f"at {where}: its tag is not known (untracked through a loop, a gather by data, or memory)")
+            else:
+                msg = (f"tag assertion `{a.fn.source}` fails for element {at} of `{a.target.param}` stored at {where}: "
+                       f"tag {tag!r}")
+            out.append(Finding("tag_assertion", "error", msg, a.span, cex, g.span))
             break
     return out
