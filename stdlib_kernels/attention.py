@@ -173,13 +173,16 @@ def attention_fwd(Q: tp.Tensor[tp.bf16, "BH", "SQ", "D"], K: tp.Tensor[tp.bf16, 
                     l_i = l_i * alpha + tp.sum(pr, axis=1)
                     m_i = m_new
                     tp.mma_wait(0)                                         # P_{j-1} V_{j-1} is done
+                    if j > 0:                                              # (its pairs, before the rescale)
+                        tp.assert_tag(tp.mma_operands(o),
+                                      lambda a, b: a[0] == "P" and b[0] == "V" and a[2] == b[2] % BN)
                     tp.mbarrier_arrive(empty[(j + STAGES - 1) % STAGES])   # tile j - 1's stage
                     o = o * alpha[:, None]
                     p16 = pr.to(tp.bf16)
                 elif j > 0 and j - 1 < n_kv:                               # after the last tile: its P V
                     tp.tag(p16, lambda i, c: ("P", i, c))
                     o = tp.mma(p16, v_s[(j - 1) % STAGES], o)
-            tp.assert_tag(tp.mma_operands(o), lambda a, b: a[0] == "P" and b[0] == "V" and a[2] == b[2] % BN)
+                    tp.assert_tag(tp.mma_operands(o), lambda a, b: a[0] == "P" and b[0] == "V" and a[2] == b[2] % BN)
         else:
             # one tile at a time: S = Q K^T, softmax, O += P V, each wgmma waited for before the next step
             for j in range(n_diag):
