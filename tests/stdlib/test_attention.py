@@ -271,3 +271,45 @@ def test_one_tile_at_a_time_variant(causal):
                                   PRODUCER_REGS=0, CONSUMER_REGS=0)
     assert _rel(o, ref_o) < 4e-3
     assert np.abs(lse - ref_lse).max() < 1e-5 * max(1.0, np.abs(ref_lse).max())
+
+
+# --------------------------------------------------------------------------- seeded bugs
+MUTATIONS = {
+    # name: (original text, mutated text, the verifier check that must report it, wrong numbers on the interpreter)
+    "k_of_the_query_head": ("tp.copy_bulk(K[kvh, j * BN:(j + 1) * BN, p * 64:(p + 1) * 64]",
+                            "tp.copy_bulk(K[bh, j * BN:(j + 1) * BN, p * 64:(p + 1) * 64]", "tag_assertion", True),
+    "v_rows_shifted": ("tp.copy_bulk(V[kvh, j * BN:(j + 1) * BN, 0:HEAD_DIM], v_s[j % STAGES], vfull[j % STAGES])",
+                       "tp.copy_bulk(V[kvh, j * BN + 1:(j + 1) * BN + 1, 0:HEAD_DIM], v_s[j % STAGES], "
+                       "vfull[j % STAGES])", "tag_assertion", True),
+    "stage_released_in_flight": ("                    tp.mma_wait(0)                                         # P_{j-1}",
+                                 "                    # (dropped)                                            # P_{j-1}",
+                                 "pipeline_hazard", False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MUTATIONS))
+def test_seeded_bugs_are_caught(name, tmp_path):
+    """Each mutation of the shipped kernel is reported by tilepy-verify (with the check that should see it),
+    and those that change the numbers do so on the interpreter: the invariants are not vacuous."""
+    import importlib.util
+    import inspect
+
+    tilepy_verify = pytest.importorskip("tilepy_verify")
+    old, new, check, wrong = MUTATIONS[name]
+    src = inspect.getsource(attention)
+    assert src.count(old) == 1, old
+    path = tmp_path / f"attention_{name}.py"
+    path.write_text(src.replace(old, new))
+    spec = importlib.util.spec_from_file_location(f"attention_{name}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    cfg = dict(mod.PRESETS[64], CAUSAL=False, GROUP=2)
+    rep = tilepy_verify.verify(mod.attention_fwd, target="sm_90a", **cfg)
+    assert any(f.check == check for f in rep.errors), str(rep)
+    if wrong:
+        rng = np.random.default_rng(3)
+        q, k, v = _bf16(rng, (2, 64, 64)), _bf16(rng, (1, 300, 64)), _bf16(rng, (1, 300, 64))
+        o = np.full((2, 64, 64), np.nan, np.float32)
+        lse = np.full((2, 64), np.nan, np.float32)
+        mod.launch(q, k, v, o, lse)
+        assert _rel(np.nan_to_num(o, nan=1e3), attention.reference(q, k, v)[0]) > 0.05
