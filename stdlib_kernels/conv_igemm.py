@@ -50,7 +50,7 @@ def conv_igemm(X: tp.Tensor[tp.f32, "N", "C", "ID", "IH", "IW"], WH: tp.Tensor[t
                TRANSPOSED: tp.constexpr = False, SPLIT: tp.constexpr = True,
                BM: tp.constexpr = 128, BN: tp.constexpr = 128, BK: tp.constexpr = 32, STAGES: tp.constexpr = 3,
                CONSUMERS: tp.constexpr = 2, INSTR: tp.constexpr = tp.nv.wgmma_m64n128k8_tf32,
-               SWIZZLE: tp.constexpr = tp.Swizzle(3, 2, 3), GROUP_M: tp.constexpr = 8):
+               SWIZZLE: tp.constexpr = tp.Swizzle(3, 2, 3)):
     """Y[:, group z] = the convolution of X with the weight halves (WH + WL if SPLIT, else WH)."""
     OVOL = OS[0] * OS[1] * OS[2]
     KVOL = KS[0] * KS[1] * KS[2]
@@ -100,18 +100,17 @@ def conv_igemm(X: tp.Tensor[tp.f32, "N", "C", "ID", "IH", "IW"], WH: tp.Tensor[t
                     kd = kk % KVOL // (KS[1] * KS[2])
                     kh = kk % (KS[1] * KS[2]) // KS[2]
                     kw = kk % KS[2]
-                    ok = (kk < KRED) & (px < npix)
                     if TRANSPOSED:
                         td = od + PA[0] - kd * DI[0]
                         th = oh + PA[1] - kh * DI[1]
                         tw = ow + PA[2] - kw * DI[2]
-                        ok = ok & (td % ST[0] == 0) & (th % ST[1] == 0) & (tw % ST[2] == 0)
-                        x = tp.load(X[nb, g * CIG + ci, td // ST[0], th // ST[1], tw // ST[2]], mask=ok,
-                                    layout=LG)
+                        x = tp.load(X[nb, g * CIG + ci, td // ST[0], th // ST[1], tw // ST[2]],
+                                    mask=(kk < KRED) & (px < npix) & (td % ST[0] == 0) & (th % ST[1] == 0)
+                                    & (tw % ST[2] == 0), layout=LG)
                     else:
                         x = tp.load(X[nb, g * CIG + ci, od * ST[0] - PA[0] + kd * DI[0],
                                       oh * ST[1] - PA[1] + kh * DI[1], ow * ST[2] - PA[2] + kw * DI[2]],
-                                    mask=ok, layout=LG)
+                                    mask=(kk < KRED) & (px < npix), layout=LG)
                     hi = tp.round_tf32(x)
                     tp.store(a_hi[s], hi)
                     if SPLIT:
@@ -138,7 +137,7 @@ def conv_igemm(X: tp.Tensor[tp.f32, "N", "C", "ID", "IH", "IW"], WH: tp.Tensor[t
         p = m0 + tp.arange(BM)[:, None]
         c = n0 + tp.arange(BN)[None, :]
         keep = (p < npix) & (c < cog)
-        tp.store(Y[p // OVOL, g, c, p % OVOL], acc, mask=keep)
+        tp.store(Y[p // OVOL, g, c, p % OVOL], acc, mask=keep)   # EPILOGUE
 
 
 PRESETS = {

@@ -30,6 +30,9 @@ Host API (what a lowering calls; torch tensors on a CUDA device, or numpy arrays
   workspace tensors of (BATCH, M, KP) and (BB, N, KP) f32 x 2, KP = K rounded up to 4) and the GEMM on the
   grid (cdiv(M, BM) * cdiv(N, BN), 1, BATCH), which visits its tiles GROUP_M row tiles at a time. A weight
   used many times may be split once with `split(b, b_layout)` and passed to `launch_split`.
+* Split-K (`KSPLIT=S`): too few output tiles to fill the GPU and a long K (256 x 256 x 131072) run S blocks
+  per tile, each over a share of the k-tiles, into S partial products (grid z = BATCH * S) that are added
+  up afterwards.
 * addmm (beta * bias + alpha * a @ b) is this GEMM followed by an elementwise kernel.
 """
 
@@ -75,20 +78,23 @@ def split_tf32_t(X: tp.Tensor[tp.f32, "Z", "R", "C"], HI: tp.Tensor[tp.f32, "Z",
 @tp.kernel(threads=_threads, target="sm_90a")
 def gemm_fp32(AH: tp.Tensor[tp.f32, "BA", "M", "K"], AL: tp.Tensor[tp.f32, "BA", "M", "K"],
               BH: tp.Tensor[tp.f32, "BB", "N", "K"], BL: tp.Tensor[tp.f32, "BB", "N", "K"],
-              C: tp.Tensor[tp.f32, "BA", "M", "N"],
+              C: tp.Tensor[tp.f32, "BC", "M", "N"],
               BM: tp.constexpr = 128, BN: tp.constexpr = 128, BK: tp.constexpr = 32, STAGES: tp.constexpr = 3,
               CONSUMERS: tp.constexpr = 2, INSTR: tp.constexpr = tp.nv.wgmma_m64n128k8_tf32,
               PROMOTE: tp.constexpr = True, SWIZZLE: tp.constexpr = tp.Swizzle(3, 2, 3),
-              GROUP_M: tp.constexpr = 8):
-    """C[z] = (AH + AL)[z] @ (BH + BL)[zb].T from the TF32 halves (K-major, K % 4 == 0); zb = min(z, BB - 1)."""
-    z = tp.block_id(2)
+              GROUP_M: tp.constexpr = 8, KSPLIT: tp.constexpr = 1):
+    """C[z] = (AH + AL)[z] @ (BH + BL)[zb].T from the TF32 halves (K-major, K % 4 == 0); zb = min(z, BB - 1).
+    Split-K (KSPLIT > 1): block z' = z * KSPLIT + q of the grid's z sums the q-th share of the k-tiles into
+    C[z'] (C holds BA * KSPLIT partial products; the caller adds them up)."""
+    zc = tp.block_id(2)
+    z = zc // KSPLIT
     zb = tp.min(z, BH.shape[0] - 1)     # a B with one batch serves them all
     # Grouped (L2-friendly) tile order: GROUP_M row tiles sweep the columns together, so the blocks running
     # at once share their A rows and B columns in L2. Any grid of cdiv(M, BM) * cdiv(N, BN) blocks in x and y
     # serves: (tiles, 1) or (row tiles, column tiles) alike.
     pid = tp.block_id(0) + tp.num_blocks(0) * tp.block_id(1)
     num_m = tp.cdiv(AH.shape[1], BM)
-    in_group = GROUP_M * tp.cdiv(C.shape[2], BN)
+    in_group = GROUP_M * tp.cdiv(BH.shape[1], BN)
     first_m = (pid // in_group) * GROUP_M
     group_m = num_m - first_m if num_m - first_m < GROUP_M else GROUP_M   # the last group may be short
     m0 = (first_m + (pid % in_group) % group_m) * BM
@@ -112,8 +118,11 @@ def gemm_fp32(AH: tp.Tensor[tp.f32, "BA", "M", "K"], AL: tp.Tensor[tp.f32, "BA",
     tp.tag(AL, lambda b, i, k: ("A", i, k))
     tp.tag(BH, lambda b, j, k: ("B", k, j))
     tp.tag(BL, lambda b, j, k: ("B", k, j))
-    k_tiles = tp.cdiv(AH.shape[2], BK)
+    k_share = tp.cdiv(tp.cdiv(AH.shape[2], BK), KSPLIT)
+    k_first = (zc % KSPLIT) * k_share        # this block's k-tiles: k_first .. k_first + k_tiles - 1
+    k_tiles = tp.min(k_share, tp.cdiv(AH.shape[2], BK) - k_first)
     rounds = tp.cdiv(k_tiles, STAGES)   # round j uses every stage once: tile k = j * STAGES + s
+    LC = tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1))   # the accumulator's layout (also an epilogue's)
     if tp.warpgroup_id() == 0:          # producer warpgroup: one thread issues the bulk tensor copies
         for j in range(rounds):
             for s in tp.static_range(STAGES):
@@ -121,21 +130,21 @@ def gemm_fp32(AH: tp.Tensor[tp.f32, "BA", "M", "K"], AL: tp.Tensor[tp.f32, "BA",
                 if k < k_tiles:
                     if j > 0:
                         tp.mbarrier_wait(empty[s], j - 1)    # the consumers released stage s (round j - 1)
-                    k0 = k * BK
+                    k0 = (k_first + k) * BK
                     tp.copy_bulk(AH[z, m0:m0 + BM, k0:k0 + BK], a_hi[s], full[s])
                     tp.copy_bulk(AL[z, m0:m0 + BM, k0:k0 + BK], a_lo[s], full[s])
                     tp.copy_bulk(BH[zb, n0:n0 + BN, k0:k0 + BK], b_hi[s], full[s])
                     tp.copy_bulk(BL[zb, n0:n0 + BN, k0:k0 + BK], b_lo[s], full[s])
                     tp.mbarrier_arrive(full[s])
     else:                               # consumers: three TF32 products per k-tile, small terms first
-        acc = tp.zeros((BM, BN), tp.f32, layout=tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1)))
+        acc = tp.zeros((BM, BN), tp.f32, layout=LC)
         for j in range(rounds):
             for s in tp.static_range(STAGES):
                 k = j * STAGES + s
                 if k < k_tiles:
                     tp.mbarrier_wait(full[s], j)             # stage s holds tile k
                     if PROMOTE:
-                        part = tp.zeros((BM, BN), tp.f32, layout=tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1)))
+                        part = tp.zeros((BM, BN), tp.f32, layout=LC)
                         part = tp.mma(a_lo[s], b_hi[s].T, part)
                         part = tp.mma(a_hi[s], b_lo[s].T, part)
                         part = tp.mma(a_hi[s], b_hi[s].T, part)
@@ -148,7 +157,7 @@ def gemm_fp32(AH: tp.Tensor[tp.f32, "BA", "M", "K"], AL: tp.Tensor[tp.f32, "BA",
                         acc = tp.mma(a_hi[s], b_hi[s].T, acc)
                         tp.assert_tag(tp.mma_operands(acc), lambda a, b: a[2] == b[1])
                         tp.mbarrier_arrive(empty[s])
-        tp.store(C[z, m0:m0 + BM, n0:n0 + BN], acc)
+        tp.store(C[zc, m0:m0 + BM, n0:n0 + BN], acc)   # EPILOGUE (a lowering may fuse a pointwise chain here)
 
 
 PRESETS = {
@@ -206,7 +215,15 @@ def launch_split(a_split, b_split, c, target: str = "sm_90a", **constexprs):
         raise ValueError(f"shapes do not agree: a halves {tuple(ah.shape)}, b halves {tuple(bh.shape)} (N, K), "
                          f"c {tuple(c.shape)}")
     params = {**PRESETS["sm_90a"], **constexprs}
-    return gemm_fp32[grid(ah, c3, **constexprs)](ah, al, bh, bl, c3, target=target, **params)
+    ks = params.get("KSPLIT", 1)
+    if ks == 1:
+        return gemm_fp32[grid(ah, c3, **constexprs)](ah, al, bh, bl, c3, target=target, **params)
+    # split-K: KSPLIT partial products per batch, added up here (a lowering adds them with a reduction kernel)
+    part = _empty(c3, (c3.shape[0] * ks,) + tuple(c3.shape[1:]))
+    g = grid(ah, c3, **constexprs)
+    trace = gemm_fp32[(g[0], g[1], g[2] * ks)](ah, al, bh, bl, part, target=target, **params)
+    c3[...] = part.reshape(c3.shape[0], ks, *c3.shape[1:]).sum(1)
+    return trace
 
 
 def launch(a, b, c, b_layout: str = "kn", target: str = "sm_90a", **constexprs):

@@ -77,13 +77,13 @@ def precision_of(program: LoweredProgram, inputs: list, on_gpu: bool) -> tuple[s
 
 def _reduction_length(kernel) -> int:
     from .core import Reduction, RowFused, Scan
-    from .templates import Fp32GemmTemplate, MatmulTemplate
+    from .templates import ConvTemplate, Fp32GemmTemplate, MatmulTemplate
 
     if isinstance(kernel, (Reduction, RowFused)):
         return kernel.R
     if isinstance(kernel, Scan):      # a running sum of N terms carries the error of an N-term sum
         return kernel.N
-    if isinstance(kernel, (Fp32GemmTemplate, MatmulTemplate)):
+    if isinstance(kernel, (ConvTemplate, Fp32GemmTemplate, MatmulTemplate)):
         return kernel.K
     return 1
 

@@ -14,7 +14,7 @@ from . import values as vals
 from .core import LTensor, buffer_tensor
 from .index import Sum, Var, add, const, floordiv
 from .registry import register, result_dtype, result_shape
-from .templates import Fp32GemmTemplate, MatmulTemplate, fp32_gemm_ok, gemm_for
+from .templates import ConvTemplate, Fp32GemmTemplate, MatmulTemplate, conv_igemm_ok, fp32_gemm_ok, gemm_for
 from .values import call
 
 
@@ -89,10 +89,32 @@ def _fp32_gemm(ctx, a, b, batch, M, N, K, base):
     if layout is None:
         b = ctx.contiguous(LTensor(b.shape, b.dtype, b._fn), "mm_b")
         sb, layout, bb = (b.buffer.name, None, 0), "kn", nbatch
-    out = ctx.add_buffer(base, batch + (M, N), torch.float32)
     bufs = {x.name: x for x in ctx.buffers}
-    ctx.kernels.append(Fp32GemmTemplate(out, bufs[sa[0]], bufs[sb[0]], nbatch, M, N, K, bb, layout, ctx.note))
-    return buffer_tensor(out)
+    ks = split_k(nbatch, M, N, K)
+    if ks == 1:
+        out = ctx.add_buffer(base, batch + (M, N), torch.float32)
+        ctx.kernels.append(Fp32GemmTemplate(out, bufs[sa[0]], bufs[sb[0]], nbatch, M, N, K, bb, layout, ctx.note))
+        return buffer_tensor(out)
+    # split-K: KS partial products per output tile (enough blocks to fill the GPU), then their sum
+    part = ctx.add_buffer(base + "_part", (nbatch, ks, M, N), torch.float32)
+    ctx.kernels.append(Fp32GemmTemplate(part, bufs[sa[0]], bufs[sb[0]], nbatch, M, N, K, bb, layout, ctx.note,
+                                        ksplit=ks))
+    pt = buffer_tensor(part)
+    red = ctx.reduce("sum", (nbatch, M, N), (ks,), lambda oc, rc: pt([oc[0], rc[0], oc[1], oc[2]]), torch.float32,
+                     base=base)
+    if not batch:
+        return LTensor((M, N), torch.float32, lambda c: red([const(0)] + list(c)))
+    from .index import flatten
+    return LTensor(batch + (M, N), torch.float32, lambda c: red([flatten(c[:-2], batch)] + list(c[-2:])))
+
+
+def split_k(nbatch: int, M: int, N: int, K: int, sms: int = 132) -> int:
+    """How many shares of K each 128 x 128 output tile of the fp32 GEMM is split into: 1 while the tiles fill
+    the GPU or K is short; else enough blocks for two waves, each share at least 2048 long."""
+    tiles = nbatch * -(-M // 128) * -(-N // 128)
+    if tiles >= sms or K < 8192:
+        return 1
+    return max(1, min(-(-2 * sms // tiles), K // 2048))
 
 
 def _contig(shape):
@@ -183,10 +205,10 @@ def _convolution(ctx, node, x, w, bias, stride, padding, dilation, transposed, o
         wv = vals.load(wbuf.name, wi, wbuf.dtype)
         return call("mul", vals.cast(xv, acc), vals.cast(wv, acc))
     osz = list(shape[2:])
-    npix, kred = N * math.prod(osz), cig * math.prod(ksz)
-    if (x.dtype == w.dtype == torch.float32 and fp32_gemm_ok(ctx.target, npix, cog, kred, groups)
-            and groups * npix * kred <= 2**30):
-        red = _conv_as_gemm(ctx, fn, shape, groups, N, osz, cig, ksz, cog, Co, w, wbuf, transposed)
+    npix = N * math.prod(osz)
+    if x.dtype == w.dtype and conv_igemm_ok(ctx.target, x.dtype, npix, cig, cog, math.prod(ksz), groups,
+                                            x.numel, math.prod(shape)):
+        red = _conv_igemm(ctx, xb, wb, shape, stride, padding, dilation, transposed, groups)
     else:
         red = ctx.reduce("sum", shape, [cig] + ksz, fn, acc, base="conv")
     if bias is None:
@@ -194,42 +216,30 @@ def _convolution(ctx, node, x, w, bias, stride, padding, dilation, transposed, o
     return LTensor(shape, out, lambda c: vals.cast(call("add", red(c), vals.cast(bias([c[1]]), acc)), out))
 
 
-def _conv_as_gemm(ctx, fn, shape, groups, N, osz, cig, ksz, cog, Co, w, wbuf, transposed):
-    """A convolution as a GEMM per group: the im2col matrix (G, pixels, Cin/G * kernel) gathered once, times
-    the weight read as (G, Cout/G, Cin/G * kernel) (in place for a direct convolution), on the fp32-accurate
-    tensor-core GEMM. The product of the reduction's element function (x * w) is split into its two loads."""
-    from .index import flatten, unflatten
-    npix, kred = N * math.prod(osz), cig * math.prod(ksz)
+def _conv_igemm(ctx, x, w, shape, stride, padding, dilation, transposed, groups):
+    """The convolution as an implicit GEMM on the tensor cores (stdlib conv_igemm): the input read in place
+    (no im2col buffer), the weight as B (G, Cout/G, Cin/G * kernel): in place for a direct convolution, a
+    permuted copy for a transposed one. One TF32 pass where PyTorch's cuDNN takes TF32 for fp32 convolutions
+    (`torch.backends.cudnn.allow_tf32`, on by default), else 3xTF32 at fp32 accuracy."""
+    from stdlib_kernels import conv_igemm
 
-    def operands(g, pix, kr):
-        oc = unflatten(pix, [N] + osz)
-        rc = unflatten(kr, [cig] + ksz)
-        prod = fn([oc[0], add(g * cog, const(0))] + oc[1:], rc)
-        return prod.args[0], prod.args[1]     # (x element, w element), as cast to the accumulator type
-
-    a = LTensor((groups, npix, kred), torch.float32, lambda c: operands(c[0], c[1], c[2])[0])
+    from .index import unflatten
+    xb = ctx.contiguous(x, "conv_in")
+    cig, cog = x.shape[1] // groups, shape[1] // groups
+    ksz = list(w.shape[2:])
+    K = cig * math.prod(ksz)
     if not transposed:
-        wk = list(w.shape[1:])
-
-        def wval(c):
-            return vals.load(wbuf.name, flatten([add(c[0] * cog, c[2])] + unflatten(c[1], wk), w.shape), wbuf.dtype)
+        wb = ctx.contiguous(w, "conv_w")
     else:
-        def wval(c):
-            return operands_w(c)
-
-        def operands_w(c):
-            rc = unflatten(c[1], [cig] + ksz)
-            ci = add(rc[0], c[0] * cig)
-            return vals.load(wbuf.name, flatten([ci, c[2]] + rc[1:], w.shape), wbuf.dtype)
-    b = LTensor((groups, kred, cog), torch.float32, wval)
-    prod = _fp32_gemm(ctx, a, b, (groups,), npix, cog, kred, "conv")
-    P = math.prod(osz)
-
-    def out(c):
-        n, co, osp = c[0], c[1], c[2:]
-        pix = add(n * P, flatten(osp, osz))
-        return prod([floordiv(co, cog), pix, add(co, floordiv(co, cog) * -cog)])
-    return LTensor(shape, torch.float32, out)
+        def wval(c):    # B[g, co, (ci, *k)] = w[g * cig + ci, co, *k]
+            rc = unflatten(c[2], [cig] + ksz)
+            return w([add(rc[0], c[0] * cig), c[1]] + rc[1:])
+        wb = ctx.contiguous(LTensor((groups, cog, K), w.dtype, lambda c: wval(c)), "conv_wt")
+    geo = conv_igemm.geometry(x.shape, w.shape, shape, stride, padding, dilation, groups, transposed)
+    out = ctx.add_buffer("conv", shape, torch.float32)
+    split = not torch.backends.cudnn.allow_tf32
+    ctx.kernels.append(ConvTemplate(out, xb.buffer, wb.buffer, groups, cog, K, geo, split, ctx.note))
+    return buffer_tensor(out)
 
 
 def _pool_windows(x, shape, kernel, stride, padding, dilation):

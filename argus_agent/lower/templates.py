@@ -9,6 +9,8 @@ cast) reads its f32 result like any buffer and is fused into the next kernel.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,6 +67,8 @@ class Fp32GemmTemplate:
     b_layout: str
     what: str = ""
     kernel: str = "gemm_fp32"
+    epilogue: object = None     # a fused Pointwise kernel spec (fuse_epilogues), written instead of `out`
+    ksplit: int = 1             # split-K: out holds (BATCH, KSPLIT, M, N) partial products
 
 
 def fp32_gemm_ok(target: str, M: int, N: int, K: int, batch: int) -> bool:
@@ -98,6 +102,7 @@ def _is_docstring(stmt) -> bool:
             and isinstance(stmt.body[0].value, cst.SimpleString))
 
 
+@functools.lru_cache(maxsize=32)
 def preset_source(name: str, target: str) -> str:
     """The stdlib kernel's source with the target's preset written in as the constexpr defaults."""
     import importlib
@@ -152,6 +157,233 @@ def render_fp32_gemm(t: Fp32GemmTemplate, n: int) -> list[str]:
     else:
         lines.append(f"launch(split_tf32_t, ({-(-kp // 32)}, {-(-t.N // 32)}, {nb}), {t.b.name}.view({nb}, {t.K}, "
                      f"{t.N}), {bh}, {bl})")
-    grid = f"lambda m: (tp.cdiv({t.M}, m['BM']), tp.cdiv({t.N}, m['BN']), {t.batch})"
-    lines.append(f"launch(gemm_fp32, {grid}, {ah}, {al}, {bh}, {bl}, {t.out.name}.view({t.batch}, {t.M}, {t.N}))")
+    zc = t.batch * t.ksplit
+    grid = f"lambda m: (tp.cdiv({t.M}, m['BM']), tp.cdiv({t.N}, m['BN']), {zc})"
+    ks = f", KSPLIT={t.ksplit}" if t.ksplit > 1 else ""
+    lines.append(f"launch(gemm_fp32, {grid}, {ah}, {al}, {bh}, {bl}, {t.out.name}.view({zc}, {t.M}, {t.N}){ks})")
+    return lines
+
+
+@dataclass
+class ConvTemplate:
+    """out (N, Cout, *spatial) f32 = a convolution of x (N, Cin, *spatial) on the tensor cores (stdlib
+    conv_igemm: an implicit GEMM whose producer gathers the im2col tiles; no im2col buffer).
+
+    w is the GEMM's B operand as a buffer of (G, Cout/G, Cin/G * kernel volume) row-major: the weight itself
+    for a direct convolution, a permuted copy for a transposed one. `split`: 3xTF32 (fp32-accurate) or one
+    TF32 pass (PyTorch's cuDNN default for fp32 convolutions)."""
+
+    out: Buffer
+    x: Buffer
+    w: Buffer
+    groups: int
+    cog: int
+    K: int
+    geometry: dict
+    split: bool
+    what: str = ""
+    kernel: str = "conv_igemm"
+    epilogue: object = None     # a fused Pointwise kernel spec (fuse_epilogues), written instead of `out`
+
+
+def conv_igemm_ok(target: str, dtype: torch.dtype, npix: int, cig: int, cog: int, kvol: int, groups: int,
+                  x_numel: int, y_numel: int) -> bool:
+    """Whether a convolution takes the implicit-GEMM kernel: fp32 on sm_90a, enough work for the tensor cores,
+    not depthwise (one input and one output channel per group is a stencil: the reduction serves it better),
+    and 32-bit indices."""
+    return (target == "sm_90a" and dtype == torch.float32 and groups * npix * cog * cig * kvol >= 32**3
+            and cig * cog >= 16 and max(x_numel, y_numel) < 2**31)
+
+
+# ---------------------------------------------------------------------------------------------- epilogues
+# The flat index `i` of the output element each accumulator element becomes, in the stdlib kernel's own names
+# (what a fused Pointwise kernel's value reads), and the parameter its store writes.
+_EPILOGUE_INDEX = {
+    "gemm_fp32": ("C", "i = (z * AH.shape[1] + m0 + tp.arange(BM)[:, None]) * BH.shape[1] + n0 "
+                       "+ tp.arange(BN)[None, :]"),
+    "conv_igemm": ("Y", "i = ((p // OVOL * WH.shape[0] + g) * cog + c) * OVOL + p % OVOL"),
+}
+
+
+def _reads(k) -> set:
+    from .core import Pointwise, Reduction
+    from .values import walk
+
+    if isinstance(k, (Pointwise, Reduction)) or hasattr(k, "value"):
+        names = {v.args[0] for v in walk([k.value]) if v.op in ("load", "gather")}
+        for st in getattr(k, "stages", ()) or ():
+            names |= {v.args[0] for v in walk([st.value]) if v.op in ("load", "gather")}
+        return names
+    names = {b.name for b in vars(k).values() if isinstance(b, Buffer) and b is not getattr(k, "out", None)}
+    epi = getattr(k, "epilogue", None)
+    return names | (_reads(epi) - {k.out.name} if epi is not None else set())
+
+
+def _writes(k) -> set:
+    out = {k.out.name} if isinstance(getattr(k, "out", None), Buffer) else set()
+    for st in getattr(k, "stages", ()) or ():
+        out.add(st.out.name)
+    epi = getattr(k, "epilogue", None)
+    return out | ({epi.out.name} if epi is not None else set())
+
+
+def fuse_epilogues(kernels: list, buffers: list, outputs: list) -> tuple[list, list]:
+    """Pointwise kernels that read a GEMM or convolution template's result element for element (and nothing
+    else of it) run in that template's epilogue: the result never goes to memory, the Pointwise kernel's
+    output is stored from the accumulator. (kernels, buffers) with the fused ones removed."""
+    from .core import Pointwise
+    from .index import Var
+    from .values import walk
+
+    kernels = list(kernels)
+    out_names = {b.name for b in outputs}
+    dropped = set()
+    for t in [k for k in kernels if isinstance(k, (Fp32GemmTemplate, ConvTemplate)) and k.epilogue is None
+              and getattr(k, "ksplit", 1) == 1]:
+        name = t.out.name
+        if name in out_names:
+            continue
+        readers = [k for k in kernels if name in _reads(k)]
+        if len(readers) != 1 or not isinstance(readers[0], Pointwise):
+            continue
+        p = readers[0]
+        if p.out.numel != t.out.numel or p.out.numel >= 2**31:
+            continue
+        nodes = walk([p.value])
+        if any(v.op == "gather" for v in nodes):
+            continue
+        if any(v.op == "load" and v.args[0] == name and not (v.args[1] == Var("i", p.out.numel) and not v.args[2])
+               for v in nodes):
+            continue
+        # the Pointwise kernel moves up to the template: what it reads must be ready there
+        ti, pi = kernels.index(t), kernels.index(p)
+        later = set().union(*[_writes(k) for k in kernels[ti + 1:pi]]) if pi > ti + 1 else set()
+        if _reads(p) & later or p.out.name in set().union(*[_reads(k) for k in kernels[ti + 1:pi]] or [set()]):
+            continue
+        kernels[ti] = dataclasses.replace(t, epilogue=p)   # the program's own specs stay as they are
+        kernels.remove(p)
+        dropped.add(name)
+    return kernels, [b for b in buffers if b.name not in dropped]
+
+
+def _epilogue(t, buffers: dict) -> tuple[list, str, list]:
+    """(body lines, the value to store, extra kernel parameters) of a template's fused epilogue."""
+    from .codegen import _Emitter, _tp, _upcast
+    from .index import variables
+    from .values import walk
+
+    p = t.epilogue
+
+    class _Epi(_Emitter):
+        def _load(self, v):
+            buf, idx, conds = v.args
+            mask = self.conds(conds)
+            self.use(buf)
+            itext = self.index(idx)
+            if not variables(idx):
+                itext = f"({itext} + 0 * i)"
+            text = f"tp.load({self.names[buf]}[{itext}]" + (f", mask={mask}" if mask else "") + ", layout=LC)"
+            return _upcast(text, v, self.buf_dtype(buf))
+
+    used = sorted({v.args[0] for v in walk([p.value]) if v.op == "load"} - {t.out.name})
+    names = {b: f"E_{b}" for b in used}
+    em = _Epi(names, "i32", {})
+    em.anchor = "i"
+    em.buffer_dtypes = {b: buffers[b].dtype for b in buffers}
+    for v in walk([p.value]):
+        if v.op == "load" and v.args[0] == t.out.name:
+            em.done[v] = "acc"
+    val = em.value(p.value)
+    params = [f"{names[b]}: tp.Tensor[{_tp(buffers[b].dtype)}, {max(1, buffers[b].numel)}]"
+              for b, _ in em.params]
+    return em.lines, val, params + [b for b, _ in em.params]
+
+
+def _fused_source(t, n: int, target: str, buffers: dict) -> tuple[str, str, list]:
+    """(kernel source, kernel name, extra launch arguments) of the template's kernel with its epilogue."""
+    import re
+
+    from .codegen import _tp
+
+    lines, val, extra = _epilogue(t, buffers)
+    params, args = extra[:len(extra) // 2], extra[len(extra) // 2:]
+    src = _kernel_only(preset_source(t.kernel, target), t.kernel)
+    out_param, index_line = _EPILOGUE_INDEX[t.kernel]
+    kname = f"{t.kernel}_e{n}"
+    src = src.replace(f"def {t.kernel}(", f"def {kname}(", 1)
+    # the output parameter takes the fused kernel's output dtype; the extra tensors follow it
+    pat = re.compile(rf"({out_param}: tp\.Tensor\[)tp\.f32(, [^\]]*\])")
+    src, k = pat.subn(lambda m: f"{m.group(1)}{_tp(t.epilogue.out.dtype)}{m.group(2)}"
+                      + "".join(f", {q}" for q in params), src, count=1)
+    if k != 1:
+        raise AssertionError(f"{t.kernel}: output parameter {out_param} not found")
+    out = []
+    for line in src.splitlines():
+        if "# EPILOGUE" in line:
+            pad = line[:len(line) - len(line.lstrip())]
+            out += [pad + index_line] + [pad + q for q in lines]
+            line = line.split("  # EPILOGUE")[0].rstrip().replace(", acc", f", {val}", 1)
+        out.append(line)
+    return "\n".join(out) + "\n", kname, args
+
+
+def _kernel_only(src: str, name: str) -> str:
+    """The decorated function `name` of a module's source (decorators included)."""
+    module = cst.parse_module(src)
+    for st in module.body:
+        if isinstance(st, cst.FunctionDef) and st.name.value == name:
+            return cst.Module([]).code_for_node(st)
+    raise AssertionError(f"no kernel {name}")
+
+
+def render_gemm_template(t, n: int, target: str, buffers: dict, done: set) -> tuple[list, list]:
+    """(kernel sources to add, host lines) for an Fp32GemmTemplate or a ConvTemplate, fused epilogue or not."""
+    srcs = []
+    if "gemm_fp32" not in done:         # split_tf32 serves both
+        srcs.append(preset_source("gemm_fp32", target))
+        done.add("gemm_fp32")
+    if isinstance(t, ConvTemplate) and "conv_igemm" not in done:
+        srcs.append(preset_source("conv_igemm", target))
+        done.add("conv_igemm")
+    kname, extra = t.kernel, []
+    if t.epilogue is not None:
+        src, kname, extra = _fused_source(t, n, target, buffers)
+        srcs.append(src)
+    out = t.epilogue.out if t.epilogue is not None else t.out
+    if isinstance(t, Fp32GemmTemplate):
+        lines = render_fp32_gemm(t, n)
+        last = lines[-1]
+        view = f"{t.out.name}.view({t.batch * t.ksplit}, {t.M}, {t.N})"
+        assert view in last
+        lines[-1] = (last.replace("launch(gemm_fp32,", f"launch({kname},")
+                     .replace(view, f"{out.name}.view({t.batch * t.ksplit}, {t.M}, {t.N})"
+                              + "".join(f", {a}" for a in extra)))
+        return srcs, lines
+    return srcs, render_conv(t, n, kname, out, extra)
+
+
+def render_conv(t: ConvTemplate, n: int, kname: str, out: Buffer, extra: list) -> list:
+    """Host lines: the weight's TF32 halves (K padded to 4), then the implicit GEMM over (pixels, channels, G)."""
+    from stdlib_kernels import conv_igemm
+
+    g, cog, K = t.groups, t.cog, t.K
+    kp = -(-K // 4) * 4
+    wh, wl = f"ws{n}_wh", f"ws{n}_wl"
+    rows = g * cog
+    lines = [f"{wh} = torch.empty(({g}, {cog}, {kp}), dtype=torch.float32, device=dev)"]
+    if t.split:
+        lines.append(f"{wl} = torch.empty(({g}, {cog}, {kp}), dtype=torch.float32, device=dev)")
+    else:
+        wl = f"ws{n}_wl"
+        lines.append(f"{wl} = torch.empty(({g}, {cog}, {kp}), dtype=torch.float32, device=dev)")
+    lines.append(f"launch(split_tf32, ({-(-rows // 16)}, {-(-kp // 128)}), {t.w.name}.view({rows}, {K}), "
+                 f"{wh}.view({rows}, {kp}), {wl}.view({rows}, {kp}))")
+    x5 = tuple(t.x.shape[:2]) + (1,) * (5 - len(t.x.shape)) + tuple(t.x.shape[2:])
+    params = {**conv_igemm.PRESETS["sm_90a"], **conv_igemm.tile_n(cog), **t.geometry, "SPLIT": t.split}
+    ov = t.geometry["OS"][0] * t.geometry["OS"][1] * t.geometry["OS"][2]
+    grid = conv_igemm.grid(t.x.shape[0], params, cog, g)
+    kw = ", ".join(f"{k}={_py_source(v)}" for k, v in params.items())
+    lines.append(f"launch({kname}, {grid}, {t.x.name}.view{x5}, {wh}, {wl if t.split else wh}, "
+                 f"{out.name}.view({t.x.shape[0]}, {g}, {cog}, {ov})" + "".join(f", {a}" for a in extra)
+                 + f", {kw})")
     return lines

@@ -179,3 +179,15 @@ def test_gemm_fp32_two_dimensional_grid_also_covers_every_tile():
     p = dict(BM=64, BN=64, CONSUMERS=1, STAGES=2, GROUP_M=2, INSTR=tp.nv.wgmma_m64n64k8_tf32)
     gemm_fp32.gemm_fp32[(4, 3, 1)](ah, al, bh, bl, c, **p)     # (row tiles, column tiles, batch)
     assert _rel(c, gemm_fp32.reference(a, b, "nk")) < 3e-7
+
+
+@pytest.mark.parametrize("ksplit,k", [(3, 300), (4, 70)])   # 10 k-tiles in shares of 4; 3 tiles: one empty share
+def test_gemm_fp32_split_k(ksplit, k):
+    """Split-K: the partial products over shares of K add up to the fp32-accurate product (a share with no
+    k-tiles contributes zeros)."""
+    rng = np.random.default_rng(k)
+    a = rng.standard_normal((2, 40, k)).astype(np.float32)
+    b = rng.standard_normal((k, 24)).astype(np.float32)
+    c = np.full((2, 40, 24), np.nan, np.float32)
+    gemm_fp32.launch(a, b, c, b_layout="kn", STAGES=2, BN=64, INSTR=tp.nv.wgmma_m64n64k8_tf32, KSPLIT=ksplit)
+    assert _rel(c, gemm_fp32.reference(a, b)) < 3e-7

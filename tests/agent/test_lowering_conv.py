@@ -1,0 +1,157 @@
+"""Convolutions and fp32 GEMMs lowered for sm_90a (implicit-GEMM convolution, fused epilogues), run on the CPU
+interpreter against torch in float64: every conv form, TF32 where PyTorch's flag allows it and fp32 accuracy
+where it does not, and pointwise chains that become the GEMM's or convolution's store."""
+
+import importlib.util
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from argus_agent.lower import lower_model, render_program
+from argus_agent.lower.templates import ConvTemplate, Fp32GemmTemplate, fuse_epilogues
+
+
+@pytest.fixture
+def tf32(request):
+    old = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = request.param
+    yield request.param
+    torch.backends.cudnn.allow_tf32 = old
+
+
+def _run(model, inputs, tmp_path, name):
+    prog = lower_model(model, inputs, "sm_90a")
+    src = render_program(prog)
+    p = tmp_path / f"{name}.py"
+    p.write_text(src)
+    spec = importlib.util.spec_from_file_location(f"lowered_conv_{name}", p)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    with torch.no_grad():
+        out = mod.argus_forward(model, *inputs)
+        ref = model.double()(*[x.double() for x in inputs])
+    model.float()
+    return prog, src, out, ref
+
+
+def _close(out, ref, tol):
+    assert out.shape == ref.shape and out.dtype == torch.float32
+    err = (out.double() - ref).abs().max().item()
+    assert torch.allclose(out.double(), ref, atol=tol, rtol=tol), f"max error {err:.3g} at tolerance {tol}"
+
+
+class ConvChain(nn.Module):
+    """conv -> relu -> + per-channel bias -> * 2 -> clamp: one kernel with the conv."""
+
+    def __init__(self, conv):
+        super().__init__()
+        self.conv = conv
+        co = conv.out_channels
+        self.bias = nn.Parameter(torch.randn(co, *([1] * (conv.weight.dim() - 2))) * 0.1)
+
+    def forward(self, x):
+        return torch.clamp(torch.relu(self.conv(x)) + self.bias, max=1.5) * 2.0
+
+
+CONVS = [
+    ("conv1d_dilated", lambda: nn.Conv1d(8, 16, 5, padding=4, dilation=2), (2, 8, 60)),
+    ("conv2d_strided_grouped", lambda: nn.Conv2d(8, 32, 3, stride=2, padding=1, groups=2), (2, 8, 22, 20)),
+    ("conv2d_asym", lambda: nn.Conv2d(12, 16, (3, 2), padding=(1, 0), bias=False), (1, 12, 16, 15)),
+    ("conv3d", lambda: nn.Conv3d(4, 16, 3, padding=1), (1, 4, 6, 8, 8)),
+    ("convT1d", lambda: nn.ConvTranspose1d(16, 8, 4, stride=2, padding=1), (2, 16, 30)),
+    ("convT2d_grouped_dilated", lambda: nn.ConvTranspose2d(8, 16, 3, stride=2, padding=2, dilation=2, groups=2,
+                                                           output_padding=1), (1, 8, 9, 10)),
+    ("convT3d", lambda: nn.ConvTranspose3d(8, 16, (2, 3, 3), stride=(1, 2, 2), padding=(0, 1, 1)), (1, 8, 3, 5, 5)),
+]
+
+
+@pytest.mark.parametrize("tf32", [False], indirect=True)
+@pytest.mark.parametrize("name,make,xs", CONVS, ids=[c[0] for c in CONVS])
+def test_conv_forms_with_fused_epilogue_fp32(name, make, xs, tf32, tmp_path):
+    torch.manual_seed(0)
+    model = ConvChain(make())
+    x = torch.randn(xs)
+    prog, src, out, ref = _run(model, [x], tmp_path, name)
+    convs = [k for k in prog.kernels if isinstance(k, ConvTemplate)]
+    assert len(convs) == 1 and convs[0].split, "an fp32 convolution on the 3xTF32 implicit GEMM"
+    kernels, _ = fuse_epilogues(prog.kernels, prog.buffers, prog.outputs)
+    assert [k for k in kernels if isinstance(k, ConvTemplate)][0].epilogue is not None
+    assert len(kernels) == len(prog.kernels) - 1, "the pointwise chain runs in the convolution's store"
+    assert "im2col" not in src and "conv_igemm_e" in src
+    _close(out, ref, 1e-4)
+
+
+@pytest.mark.parametrize("tf32", [True], indirect=True)
+def test_conv_takes_tf32_where_pytorch_does(tf32, tmp_path):
+    """torch.backends.cudnn.allow_tf32 (PyTorch's default): one TF32 pass, matched at 1e-2 (and not bit-equal
+    to fp32)."""
+    torch.manual_seed(1)
+    model = ConvChain(nn.Conv2d(16, 32, 3, padding=1))
+    x = torch.randn(2, 16, 12, 12)
+    prog, src, out, ref = _run(model, [x], tmp_path, "tf32")
+    assert [k.split for k in prog.kernels if isinstance(k, ConvTemplate)] == [False]
+    assert "SPLIT=False" in src
+    _close(out, ref, 1e-2)
+    assert (out.double() - ref).abs().max() > 1e-6
+
+
+@pytest.mark.parametrize("tf32", [False], indirect=True)
+def test_conv_result_used_twice_is_stored(tf32, tmp_path):
+    """A convolution whose result feeds two consumers (an output and a reduction) keeps its buffer."""
+    class Two(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(8, 16, 3)
+
+        def forward(self, x):
+            y = self.conv(x)
+            return y, torch.tanh(y).mean(dim=(2, 3))
+
+    torch.manual_seed(2)
+    model = Two()
+    x = torch.randn(2, 8, 14, 14)
+    prog, src, out, ref = _run(model, [x], tmp_path, "two")
+    _close(out[0], ref[0], 1e-4)
+    _close(out[1], ref[1], 1e-4)
+
+
+class LinearChain(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(96, 80)
+        self.scale = nn.Parameter(torch.rand(80) + 0.5)
+
+    def forward(self, x, r):
+        return F.gelu(self.fc(x)) * self.scale + r
+
+
+def test_fp32_gemm_epilogue_bias_activation_scale_residual(tmp_path):
+    torch.manual_seed(3)
+    model = LinearChain()
+    x, r = torch.randn(70, 96), torch.randn(70, 80)
+    prog, src, out, ref = _run(model, [x, r], tmp_path, "linear")
+    kernels, _ = fuse_epilogues(prog.kernels, prog.buffers, prog.outputs)
+    gemms = [k for k in kernels if isinstance(k, Fp32GemmTemplate)]
+    assert len(gemms) == 1 and gemms[0].epilogue is not None
+    assert "gemm_fp32_e" in src
+    _close(out, ref, 1e-4)
+
+
+def test_fp32_mm_with_long_k_splits_k(tmp_path):
+    """Few output tiles over a long K (level1/077's shape class): split-K partial products and their sum."""
+    from argus_agent.lower.ops_nn import split_k
+
+    assert split_k(1, 256, 256, 131072) == 64 and split_k(1, 4096, 4096, 131072) == 1 and split_k(1, 64, 64, 4096) == 1
+
+    class MM(nn.Module):
+        def forward(self, a, b):
+            return torch.mm(a, b) * 0.5
+
+    torch.manual_seed(4)
+    a, b = torch.randn(20, 8192), torch.randn(8192, 24)
+    prog, src, out, ref = _run(MM(), [a, b], tmp_path, "splitk")
+    gemms = [k for k in prog.kernels if isinstance(k, Fp32GemmTemplate)]
+    assert [g.ksplit for g in gemms] == [4] and "KSPLIT=4" in src
+    _close(out, ref, 1e-4)
