@@ -255,6 +255,7 @@ def main(argv=None):
     vc = [r["vs_cudnn"] for r in res["rows"] if r["vs_cudnn"]]
     if vs:
         print(f"vs flash: min {min(vs):.2f} max {max(vs):.2f}; vs cudnn: min {min(vc):.2f} max {max(vc):.2f}")
+    return res
 
 
 if __name__ == "__main__":

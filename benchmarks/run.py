@@ -197,14 +197,17 @@ def main(argv=None):
         out[f"gemm_hopper_{tag}"] = {
             **gemm_row(gemm_hopper.gemm_hopper, p), "tile": [p["BM"], p["BN"], p["BK"]], "stages": p["STAGES"]}
 
-    # ---- fused LLM ops (vs torch eager and torch.compile) and the MoE layer (vs torch._grouped_mm and a
-    # per-expert loop): their own scripts, same timing; their tables print as they run, their rows land here too
+    # ---- fused LLM ops (vs torch eager and torch.compile), the MoE layer (vs torch._grouped_mm and a
+    # per-expert loop) and attention (vs the SDPA flash and cuDNN backends): their own scripts, same timing;
+    # their tables print as they run, their rows land here too
+    from benchmarks import attention as attention_bench
     from benchmarks import llm_ops as llm_bench
     from benchmarks import moe as moe_bench
 
     sub = ["--out", args.out] + (["--quick"] if args.quick else [])
     res["llm_ops"] = llm_bench.main(sub)["results"]
     res["moe"] = moe_bench.main(sub)["results"]
+    res["attention"] = {k: v for k, v in attention_bench.main(sub).items() if k in ("rows", "decode", "kernels")}
 
     Path(args.out).mkdir(parents=True, exist_ok=True)
     path = Path(args.out) / f"{name}{'-quick' if args.quick else ''}.json"
