@@ -313,3 +313,16 @@ def test_seeded_bugs_are_caught(name, tmp_path):
         lse = np.full((2, 64), np.nan, np.float32)
         mod.launch(q, k, v, o, lse)
         assert _rel(np.nan_to_num(o, nan=1e3), attention.reference(q, k, v)[0]) > 0.05
+
+
+def test_setmaxnreg_caps_registers_at_entry():
+    """With tp.setmaxnreg the kernel is built for one block per multiprocessor (__launch_bounds__(T, 1)), which
+    ptxas needs to honour the budgets; without it the launch bounds stay as they were."""
+    import tilepy_hip
+
+    src = tilepy_hip.render(attention.attention_fwd.ir(**attention.PRESETS[128]))
+    assert "__launch_bounds__(384, 1)" in src
+    assert '"setmaxnreg.dec.sync.aligned.u32 %0;\\n" :: "n"(24)' in src
+    assert '"setmaxnreg.inc.sync.aligned.u32 %0;\\n" :: "n"(240)' in src
+    plain = tilepy_hip.render(attention.attention_fwd.ir(**attention.PRESETS[128], PRODUCER_REGS=0, CONSUMER_REGS=0))
+    assert "__launch_bounds__(384)" in plain and "setmaxnreg" not in plain
