@@ -17,14 +17,7 @@ from . import tags as lower_tags
 from . import values as vals
 from .core import Buffer, Pointwise, Reduction, RowFused, Scan, window
 from .index import Div, IExpr, Mod, Sum, Var, variables
-from .templates import (
-    ConvTemplate,
-    Fp32GemmTemplate,
-    MatmulTemplate,
-    fuse_epilogues,
-    render_gemm_template,
-    render_template,
-)
+from .templates import Fp32GemmTemplate, MatmulTemplate, preset_source, render_fp32_gemm, render_template
 from .values import V, walk
 
 INT32_MAX = 2**31 - 1
@@ -497,17 +490,17 @@ def _needs_i64(k, buffers) -> bool:
 
 def render_program(prog, precision: str = "fp32 (as the reference)") -> str:
     """The candidate module's source for a LoweredProgram."""
-    kernels, kept = fuse_epilogues(prog.kernels, prog.buffers, prog.outputs)   # pointwise into GEMM/conv stores
-    prog = dataclasses.replace(prog, kernels=kernels, buffers=kept)
     buffers = {b.name: b for b in prog.buffers}
     kernels_src, launches = [], []
     extra_temps: list = []
     templates_done = set()
     for n, k in enumerate(prog.kernels):
-        if isinstance(k, (Fp32GemmTemplate, ConvTemplate)):
-            srcs, lines = render_gemm_template(k, n, prog.target, buffers, templates_done)
-            kernels_src += srcs
-            launches += [(None, line, None) for line in lines]
+        if isinstance(k, Fp32GemmTemplate):
+            if k.kernel not in templates_done:
+                kernels_src.append(preset_source("gemm_fp32", prog.target))
+                templates_done.add(k.kernel)
+            for line in render_fp32_gemm(k, n):
+                launches.append((None, line, None))
             continue
         if isinstance(k, MatmulTemplate):
             src, line = render_template(k, prog.target)
@@ -677,6 +670,27 @@ def _split_plan(k: Reduction) -> tuple:
     return bm, br, _cdiv(k.R, C), C
 
 
+def _partial_layout(k: Reduction, S: int):
+    """Where split partials live: (M, S) for rows, (O, S, I) for columns, and the combine kernel's index
+    of them in the reduction's own loop variables (so the combine kernel keeps the geometry, and an
+    epilogue's variables mean what they meant)."""
+    from .index import Var, add, scale
+
+    r = Var("r", S)
+    if k.mode == "row":   # (S, M): the store pattern of a row's partials; the small combine gathers them
+        return (S, k.M), add(scale(r, k.M), Var("m", k.M))
+    return (k.O, S, k.I), add(add(scale(Var("o", k.O), S * k.I), scale(r, k.I)), Var("i", k.I))
+
+
+def _partial_store(em, buf, k, S, text) -> tuple[str, tuple]:
+    """The first pass's store of its partial result `text` (1-D over the tile's outputs)."""
+    if k.mode == "row":
+        name, ov = _out_view(em, buf, (S, k.M))
+        return f"tp.store({name}[s, m0:m0 + BM], {text})", ov
+    name, ov = _out_view(em, buf, (k.O, S, k.I))
+    return f"tp.store({name}[o, s, i0:i0 + BI], {text})", ov
+
+
 def _threads(elems: int, most: int = 256) -> int:
     return max(32, min(most, next_pow2(max(1, elems // 16))))
 
@@ -686,24 +700,16 @@ def render_tiled_reduction(k: Reduction, kname: str, buffers: dict) -> tuple[lis
     bm, br, S, C = _split_plan(k)
     partial = None
     if S > 1:
-        partial = Buffer(f"{k.out.name}_part", (S, k.M), k.value.dtype, "temp")
+        shape, pidx = _partial_layout(k, S)
+        partial = Buffer(f"{k.out.name}_part", shape, k.value.dtype, "temp")
         buffers = dict(buffers, **{partial.name: partial})
     first = k if partial is None else dataclasses.replace(k, epilogue=None)
     src, args, grid = _tiled_kernel(first, kname, buffers, bm, br, S, C, partial)
     out = [(src, kname, args, grid)]
     if partial is None:
         return out, []
-    from .index import Var, add, scale
-
-    M = k.M
-    r, i = Var("r", S), Var("i", M)
-    if M == 1:
-        value = vals.load(partial.name, r, partial.dtype)
-        second = Reduction(k.out, k.kind, value, 1, S, k.what, dict(k.extra, no_split=True), mode="row")
-    else:
-        value = vals.load(partial.name, add(scale(r, M), i), partial.dtype)
-        second = Reduction(k.out, k.kind, value, M, S, k.what, dict(k.extra, no_split=True), mode="col", O=1, I=M)
-    second.epilogue = k.epilogue
+    second = dataclasses.replace(k, value=vals.load(partial.name, pidx, partial.dtype), R=S,
+                                 extra=dict(k.extra, no_split=True))
     b2, r2, _, c2 = _split_plan(second)
     src2, args2, grid2 = _tiled_kernel(second, kname + "_combine", buffers, b2, r2, 1, c2, None)
     return out + [(src2, kname + "_combine", args2, grid2)], [partial]
@@ -759,19 +765,14 @@ def _tiled_kernel(k: Reduction, kname, buffers, bm, br, S, C, partial):
     if k.epilogue is not None:
         return _tiled_epilogue(k, kname, buffers, em, body, final, row, bm, br, C)
     body.append(f"res = {final}(acc, axis={1 if row else 0})")
-    target = partial if partial is not None else k.out
-    if row:
-        if partial is not None:
-            name, ov = _out_view(em, target, (S, k.M))
-            body.append(f"tp.store({name}[s, m0:m0 + BM], res)")
-        else:
-            name, ov = _out_view(em, target, (k.M,))
-            body.append(f"tp.store({name}[m0:m0 + BM], res)")
-    elif partial is not None:
-        name, ov = _out_view(em, target, (S, k.O, k.I))
-        body.append(f"tp.store({name}[s, o, i0:i0 + BI], res)")
+    if partial is not None:
+        line, ov = _partial_store(em, partial, k, S, "res")
+        body.append(line)
+    elif row:
+        name, ov = _out_view(em, k.out, (k.M,))
+        body.append(f"tp.store({name}[m0:m0 + BM], res)")
     else:
-        name, ov = _out_view(em, target, (k.O, k.I))
+        name, ov = _out_view(em, k.out, (k.O, k.I))
         body.append(f"tp.store({name}[o, i0:i0 + BI], res)")
     body = lower_tags.annotate_tile(body, em)
     params, args = _view_signature(em, [ov], buffers)
@@ -846,7 +847,7 @@ def render_scan(k: Scan, kname: str, buffers: dict) -> tuple[list, list]:
         bm = min(next_pow2(k.O), 32)
         if k.N >= 2 * SCAN_SEGMENT and _cdiv(k.O, bm) < TARGET_BLOCKS:
             segs = _cdiv(k.N, SCAN_SEGMENT)
-            part = Buffer(f"{k.out.name}_seg", (segs, k.O), k.value.dtype, "temp")
+            part = Buffer(f"{k.out.name}_seg", (segs, k.O), k.value.dtype, "temp")   # as split partials
             buffers = dict(buffers, **{part.name: part})
             red = Reduction(k.out, k.kind, k.value, k.O, k.N, k.what, {}, mode="row")
             b1 = min(next_pow2(k.O), max(1, TILE_ELEMS // SCAN_SEGMENT))
@@ -984,18 +985,16 @@ def render_arg_reduction(k: Reduction, kname: str, buffers: dict) -> tuple[list,
     """argmax/argmin along a strided axis in one pass: each tile lane keeps its extreme value and the first
     index holding it (a NaN is the extreme, as in torch); the lanes then agree on the smallest index of the
     extreme. Too few outputs for the GPU: S partial (value, index) pairs, combined by a second kernel."""
-    from .index import Var, add, scale
 
     bi, br, S, C = _split_plan(k)
     if S == 1:
         return [_arg_kernel(k, kname, buffers, bi, br, 1, C, None, (k.out2, k.out))], []
-    pv = Buffer(f"{k.out2.name}_part", (S, k.M), k.value.dtype, "temp")
-    pi = Buffer(f"{k.out.name}_part", (S, k.M), torch.int64, "temp")
+    shape, idx = _partial_layout(k, S)
+    pv = Buffer(f"{k.out2.name}_part", shape, k.value.dtype, "temp")
+    pi = Buffer(f"{k.out.name}_part", shape, torch.int64, "temp")
     buffers = dict(buffers, **{pv.name: pv, pi.name: pi})
     first = _arg_kernel(k, kname, buffers, bi, br, S, C, None, (pv, pi))
-    idx = add(scale(Var("r", S), k.M), Var("i", k.M))
-    second = Reduction(k.out, k.kind, vals.load(pv.name, idx, pv.dtype), k.M, S, k.what, {"no_split": True},
-                       mode="col", O=1, I=k.M, out2=k.out2)
+    second = dataclasses.replace(k, value=vals.load(pv.name, idx, pv.dtype), R=S, extra={"no_split": True})
     b2, r2, _, c2 = _split_plan(second)
     combine = _arg_kernel(second, kname + "_combine", buffers, b2, r2, 1, c2, vals.load(pi.name, idx, torch.int64),
                           (k.out2, k.out))
@@ -1048,8 +1047,8 @@ def _arg_kernel(k, kname, buffers, bi, br, S, C, index_v, targets):
     outs = []
     for buf, text in zip(targets, ("res_v", "res_i")):
         if S > 1:
-            name, ov = _out_view(em, buf, (S, k.O, k.I))
-            body.append(f"tp.store({name}[s, o, i0:i0 + BI], {text})")
+            line, ov = _partial_store(em, buf, k, S, text)
+            body.append(line)
         else:
             name, ov = _out_view(em, buf, (k.O, k.I))
             body.append(f"tp.store({name}[o, i0:i0 + BI], {text})")
@@ -1066,18 +1065,17 @@ def render_welford(k: Reduction, kname: str, buffers: dict) -> tuple[list, list]
     Chan's pairwise update with weight 1), the lanes are combined with Chan's formula through tile sums; too
     few outputs for the GPU: S partial (count, mean, M2) triples and a combine kernel that folds them the same
     way."""
-    from .index import Var, add, scale
 
     bm, br, S, C = _split_plan(k)
     if S == 1:
         return [_welford_kernel(k, kname, buffers, bm, br, 1, C, None, (k.out, k.out2))], []
-    parts = [Buffer(f"{k.out.name}_{n}", (S, k.M), torch.float32, "temp") for n in ("cnt", "mean", "m2")]
+    shape, idx = _partial_layout(k, S)
+    parts = [Buffer(f"{k.out.name}_{n}", shape, torch.float32, "temp") for n in ("cnt", "mean", "m2")]
     buffers = dict(buffers, **{b.name: b for b in parts})
-    first = _welford_kernel(k, kname, buffers, bm, br, S, C, None, tuple(parts))
-    idx = add(scale(Var("r", S), k.M), Var("i", k.M)) if k.M > 1 else Var("r", S)
+    first = _welford_kernel(dataclasses.replace(k, epilogue=None), kname, buffers, bm, br, S, C, None,
+                            tuple(parts))
     loads = tuple(vals.load(b.name, idx, b.dtype) for b in parts)
-    second = Reduction(k.out, "welford", loads[1], k.M, S, k.what, {"no_split": True},
-                       **(dict(mode="col", O=1, I=k.M) if k.M > 1 else dict(mode="row")), out2=k.out2)
+    second = dataclasses.replace(k, value=loads[1], R=S, extra={"no_split": True})
     b2, r2, _, c2 = _split_plan(second)
     combine = _welford_kernel(second, kname + "_combine", buffers, b2, r2, 1, c2, loads, (k.out, k.out2))
     return [first, combine], parts
@@ -1088,6 +1086,9 @@ def _welford_kernel(k, kname, buffers, bm, br, S, C, partials, targets):
     roots = [k.value] if partials is None else list(partials)
     names = {v.args[0]: v.args[0] for v in walk(roots) if v.op in ("load", "gather")}
     names.update({b.name: b.name for b in targets})
+    if k.epilogue is not None:
+        names[k.epilogue[0].name] = k.epilogue[0].name
+        names.update({v.args[0]: v.args[0] for v in walk([k.epilogue[1]]) if v.op in ("load", "gather")})
     dtypes = {b: buffers[b].dtype for b in buffers}
     numels = {b: max(1, buffers[b].numel) for b in buffers}
     if row:
@@ -1144,16 +1145,32 @@ def _welford_kernel(k, kname, buffers, bm, br, S, C, partials, targets):
              f"res_m2 = tp.sum(m2 + cnt * dm * dm, axis={A})"]
     results = ("res_n", "res_mean", "res_m2") if len(targets) == 3 else ("res_mean", "res_m2")
     outs = []
+    if len(targets) == 2 and k.epilogue is not None:
+        # var/std's per-output step computed here: the results as (BM, 1) / (1, BI) tiles
+        out_buf, value, key, store_result = k.epilogue
+        body.append(f"q_k = tp.sum(m2 + cnt * dm * dm, axis={A}, keepdims=True)")
+        em.done[vals.load(k.out.name, key, k.out.dtype)] = "mu"
+        em.done[vals.load(k.out2.name, key, k.out2.dtype)] = "q_k"
+        em.lines = []
+        val = em.value(value)
+        body += em.lines
+        v_text = val if _is_tile(value) else f"tp.full({'(BM, 1)' if row else '(1, BI)'}, {val}, {_tp(value.dtype)})"
+        if row:
+            name, ov = _out_view(em, out_buf, (k.M, 1))
+            body.append(f"tp.store({name}[m0:m0 + BM, 0:1], {v_text})")
+        else:
+            name, ov = _out_view(em, out_buf, (k.O, 1, k.I))
+            body.append(f"tp.store({name}[o, 0:1, i0:i0 + BI], {v_text})")
+        outs.append(ov)
+        if not store_result:
+            targets, results = (), ()
     for buf, text in zip(targets, results):
-        if row and S > 1:
-            name, ov = _out_view(em, buf, (S, k.M))
-            body.append(f"tp.store({name}[s, m0:m0 + BM], {text})")
+        if S > 1:
+            line, ov = _partial_store(em, buf, k, S, text)
+            body.append(line)
         elif row:
             name, ov = _out_view(em, buf, (k.M,))
             body.append(f"tp.store({name}[m0:m0 + BM], {text})")
-        elif S > 1:
-            name, ov = _out_view(em, buf, (S, k.O, k.I))
-            body.append(f"tp.store({name}[s, o, i0:i0 + BI], {text})")
         else:
             name, ov = _out_view(em, buf, (k.O, k.I))
             body.append(f"tp.store({name}[o, i0:i0 + BI], {text})")

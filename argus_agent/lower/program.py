@@ -238,6 +238,7 @@ def _fuse_output_epilogues(kernels: list, out_names: set) -> list:
     from .index import Var, add, scale, substitute
 
     producer = {k.out.name: j for j, k in enumerate(kernels) if hasattr(k, "out")}
+    producer.update({k.out2.name: j for j, k in enumerate(kernels) if getattr(k, "out2", None) is not None})
     for pi in range(len(kernels)):
         P = kernels[pi]
         if not isinstance(P, Pointwise):
@@ -250,7 +251,7 @@ def _fuse_output_epilogues(kernels: list, out_names: set) -> list:
         kj = max(cands)
         K = kernels[kj]
         if not (isinstance(K, Reduction) and K.mode in ("row", "col") and K.M == n and K.epilogue is None
-                and K.kind in ("sum", "max", "min", "prod")):
+                and K.kind in ("sum", "max", "min", "prod", "welford")):
             continue
         if K.mode == "row":
             i_to = Var("m", K.M)
@@ -258,11 +259,12 @@ def _fuse_output_epilogues(kernels: list, out_names: set) -> list:
             i_to = add(scale(Var("o", K.O), K.I), Var("i", K.I))
         value = _subst(P.value, {"i": i_to})
         key = substitute(Var("i", n), {"i": i_to})
-        if any(v.op == "gather" and v.args[0] == K.out.name or v.op == "load" and v.args[0] == K.out.name
+        results = {K.out.name} | ({K.out2.name} if K.out2 is not None else set())
+        if any(v.op == "gather" and v.args[0] in results or v.op == "load" and v.args[0] in results
                and (v.args[1] != key or v.args[2]) for v in vals.walk([value])):
             continue
-        later = set().union(*[_reads(k) for k in kernels[kj + 1:] if k is not P]) if kj + 1 < len(kernels) else set()
-        store_result = K.out.name in later or K.out.name in out_names
+        later = set().union(set(), *[_reads(k) for k in kernels[kj + 1:] if k is not P and k is not None])
+        store_result = bool(results & (later | out_names))
         kernels[kj] = dataclasses.replace(K, epilogue=(P.out, value, key, store_result))
         kernels[pi] = None
     return [k for k in kernels if k is not None]

@@ -315,6 +315,25 @@ def test_fused_stage_read_elsewhere_is_still_stored(tmp_path):
         assert torch.allclose(o.double(), r, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("case", ["row_split", "col_split", "welford_col_split"])
+def test_split_reductions_keep_their_geometry_for_epilogues(case, tmp_path):
+    """A split reduction's combine kernel runs over the same (rows | O x I columns) as its first pass, so an
+    epilogue reading other tensors by those indices (a per-row or per-column scale) reads the right ones."""
+    g = torch.Generator().manual_seed(6)
+    cases = {
+        "row_split": (lambda t, w: t.sum(1) * w, torch.randn(4, 70000, generator=g), torch.randn(4, generator=g)),
+        "col_split": (lambda t, w: t.amax(1) * w, torch.randn(3, 9000, 5, generator=g), torch.randn(5, generator=g)),
+        "welford_col_split": (lambda t, w: t.std(1) + w, torch.randn(3, 9000, 5, generator=g),
+                              torch.randn(5, generator=g)),
+    }
+    fn, x, w = cases[case]
+    prog, mod, out = _run_lowered(_Fn(fn), [x, w], tmp_path, f"split_epi_{case}")
+    assert len(prog.kernels) == 1 and prog.kernels[0].epilogue is not None, _kinds(prog)
+    assert "_combine" in render_program(prog)
+    ref = fn(x.double(), w.double())
+    assert torch.allclose(out.double(), ref, rtol=1e-5, atol=1e-4), (out.double() - ref).abs().max()
+
+
 def test_intermediates_are_allocated_once_per_shape_and_outputs_are_fresh(tmp_path):
     """The host program keeps its intermediates between calls (per device and input shapes) but returns a
     new output tensor every call."""
