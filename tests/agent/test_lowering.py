@@ -350,12 +350,14 @@ def test_intermediates_are_allocated_once_per_shape_and_outputs_are_fresh(tmp_pa
 
 
 def test_new_kernel_forms_verify_clean(tmp_path):
-    """tilepy-verify proves the scan, column (split) reduction and fused-row kernels in bounds and race-free."""
+    """tilepy-verify proves the scan, column (split) reduction, one-pass argmax, Welford and fused-row kernels
+    in bounds and race-free."""
     import tilepy as tp
     from argus_agent.gates import verify_kernels
 
     g = torch.Generator().manual_seed(1)
-    fn = lambda a, b: (a.cumsum(1), b.amax(0), torch.softmax(a, -1), a.flip(1).cumsum(1).flip(1))  # noqa: E731
+    fn = lambda a, b: (a.cumsum(1), b.amax(0), torch.softmax(a, -1), a.flip(1).cumsum(1).flip(1),  # noqa: E731
+                       b.argmax(0), b.std(0), a.argmin(1))
     a, b = torch.randn(3, 300, generator=g), torch.randn(9000, 6, generator=g)
     mod = _load(render_program(lower_model(_Fn(fn), [a, b])), tmp_path, "verify_new")
     kernels = {k: v for k, v in vars(mod).items() if isinstance(v, tp.Kernel)}
