@@ -159,7 +159,6 @@ def attention_fwd(Q: tp.Tensor[tp.bf16, "BH", "SQ", "D"], K: tp.Tensor[tp.bf16, 
                     else:
                         tp.mma_wait(0)
                     tp.assert_tag(tp.mma_operands(sc), lambda a, b: a[3] == b[3] and a[1] // GROUP == b[1])
-                    sc = sc * scale_log2
                     if j >= full_kv or j >= full_diag:                     # the keys' end or the diagonal
                         cols = (j * BN + tp.arange(BN))[None, :]
                         if CAUSAL:
@@ -167,8 +166,8 @@ def attention_fwd(Q: tp.Tensor[tp.bf16, "BH", "SQ", "D"], K: tp.Tensor[tp.bf16, 
                                                float("-inf"))
                         else:
                             sc = tp.where(cols < seq_k, sc, float("-inf"))
-                    m_new = tp.maximum(m_i, tp.max(sc, axis=1))
-                    pr = tp.exp2(sc - m_new[:, None])
+                    m_new = tp.maximum(m_i, tp.max(sc, axis=1) * scale_log2)   # (scale > 0: the max commutes)
+                    pr = tp.exp2(sc * scale_log2 - m_new[:, None])          # one FFMA and an ex2 per element
                     alpha = tp.exp2(m_i - m_new)
                     l_i = l_i * alpha + tp.sum(pr, axis=1)
                     m_i = m_new
@@ -192,7 +191,6 @@ def attention_fwd(Q: tp.Tensor[tp.bf16, "BH", "SQ", "D"], K: tp.Tensor[tp.bf16, 
                     for p in tp.static_range(DP):
                         sc = tp.mma(q_s[p], k_s[(j % STAGES) * DP + p].T, sc)
                     tp.assert_tag(tp.mma_operands(sc), lambda a, b: a[3] == b[3] and a[1] // GROUP == b[1])
-                    sc = sc * scale_log2
                     if j >= full_kv or j >= full_diag:    # the keys' end or the diagonal crosses this tile
                         cols = (j * BN + tp.arange(BN))[None, :]
                         if CAUSAL:  # (sc first: the sum keeps the accumulator's layout, no registers move)
@@ -200,8 +198,8 @@ def attention_fwd(Q: tp.Tensor[tp.bf16, "BH", "SQ", "D"], K: tp.Tensor[tp.bf16, 
                                                float("-inf"))
                         else:
                             sc = tp.where(cols < seq_k, sc, float("-inf"))
-                    m_new = tp.maximum(m_i, tp.max(sc, axis=1))
-                    pr = tp.exp2(sc - m_new[:, None])
+                    m_new = tp.maximum(m_i, tp.max(sc, axis=1) * scale_log2)   # (scale > 0: the max commutes)
+                    pr = tp.exp2(sc * scale_log2 - m_new[:, None])          # one FFMA and an ex2 per element
                     alpha = tp.exp2(m_i - m_new)
                     l_i = l_i * alpha + tp.sum(pr, axis=1)
                     m_i = m_new
@@ -289,7 +287,6 @@ def attention_decode(Q: tp.Tensor[tp.bf16, "BHKV", "M", "D"], K: tp.Tensor[tp.bf
                     for p in tp.static_range(DP):
                         sc = tp.mma(q_s[p], k_s[s * DP + p].T, sc)
                     tp.assert_tag(tp.mma_operands(sc), lambda a, b: a[3] == b[3] and a[1] == b[1])
-                    sc = sc * scale_log2
                     if j >= full_kv:
                         cols = (j * BN + tp.arange(BN))[None, :]
                         if CAUSAL:
@@ -297,8 +294,8 @@ def attention_decode(Q: tp.Tensor[tp.bf16, "BHKV", "M", "D"], K: tp.Tensor[tp.bf
                                                float("-inf"))
                         else:
                             sc = tp.where(cols < seq_k, sc, float("-inf"))
-                    m_new = tp.maximum(m_i, tp.max(sc, axis=1))
-                    pr = tp.exp2(sc - m_new[:, None])
+                    m_new = tp.maximum(m_i, tp.max(sc, axis=1) * scale_log2)   # (scale > 0: the max commutes)
+                    pr = tp.exp2(sc * scale_log2 - m_new[:, None])          # one FFMA and an ex2 per element
                     alpha = tp.exp2(m_i - m_new)
                     l_i = l_i * alpha + tp.sum(pr, axis=1)
                     m_i = m_new
