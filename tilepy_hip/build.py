@@ -8,6 +8,8 @@ error is in (from the `// tilepy: file:line` comments the renderer writes).
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import linecache
 import os
 import re
@@ -20,7 +22,7 @@ from tilepy.errors import CompileError, Span
 from ._version import __version__
 from .cache import KernelCache, make_key
 from .render import get_render_target, render_kernel
-from .toolchains import BuildFailed, find_amd_clang, find_cuobjdump, nvidia_compiler
+from .toolchains import INCLUDE_DIR, BuildFailed, find_amd_clang, find_cuobjdump, nvidia_compiler
 
 
 class BuildError(CompileError):
@@ -149,6 +151,16 @@ def _build_error(log: str, source: str, src_path: Path, compiler: str, target: s
 _MEMO: dict = {}
 
 
+@functools.cache
+def _headers_digest() -> str:
+    """sha256 over the runtime headers (tilepy_hip/include), part of every kernel's cache key."""
+    h = hashlib.sha256()
+    for path in sorted(INCLUDE_DIR.iterdir()):
+        if path.is_file():
+            h.update(path.name.encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
+
+
 def compile_ir(kir, target=None, *, cache_dir=None, options=(), force: bool = False) -> CompiledKernel:
     """Render, compile (or fetch from the cache) one specialized kernel."""
     from tilepy.printer import format_ir
@@ -186,6 +198,7 @@ def compile_ir(kir, target=None, *, cache_dir=None, options=(), force: bool = Fa
             "options": list(options),
             "source": source,
             "tilepy_hip": __version__,
+            "headers": _headers_digest(),  # the kernel #includes them: a header edit must not reuse old binaries
         }
     )
     memo = _MEMO.get((key, str(cache_dir)))
