@@ -491,12 +491,20 @@ class DynamicTagTracker:
                 self._check_pairs(node, fn, rec, it)
             return
         t = node.args[0].type
+        args = self._args.pop(id(node), None) or []
         if not isinstance(t, RegType) or not isinstance(value, np.ndarray):
             return  # as the verifier: only register tiles (and mma_operands) are asserted on
         ids = self._tags(value)
         shape = tuple(t.shape)
+        at = [np.asarray(a) for a in args[1:len(node.args)]]   # at= tiles: their element values follow the tag
+        for a in at:
+            shape = tuple(np.broadcast_shapes(shape, a.shape)) if a.ndim else shape
         ids = np.zeros(shape, dtype=np.int64) if ids is None else np.broadcast_to(ids, shape)
-        ok, failing = self._predicate(fn, [ids.ravel()])
+        cols = [ids.ravel()]
+        for a in at:
+            vals = np.broadcast_to(a, shape).ravel()
+            cols.append(np.array([self.table.intern(int(v)) for v in vals], dtype=np.int64))
+        ok, failing = self._predicate(fn, cols)
         if ok.all():
             return
         rows = np.nonzero(~ok)[0]
@@ -504,7 +512,8 @@ class DynamicTagTracker:
         holder = self._holders(t.layout, shape, info)
         thr = holder[tuple(where.T)] if holder is not None else np.full(len(where), -1)
         self.violations.append(Violation(node, "element", tuple(info.block), it, it, where, thr,
-                                         _Tags(self.table, ("x",), failing[rows])))
+                                         _Tags(self.table, ("x",) + tuple(fn.params[1:len(cols)]),
+                                               failing[rows])))
 
     def on_value(self, node, out, info):
         args = self._args.pop(id(node), None)

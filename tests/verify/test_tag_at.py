@@ -4,7 +4,7 @@ values. Hypothesis draws index maps as the lowering builds them (a permuted view
 permutation, an offset, another divisor), and asserts the map at each output index. The interpreter is the
 oracle: run on X = arange, the kernel's output says which element each index read; the verifier must report
 exactly when some in-range index reads another element than the map names, with a counterexample that is
-one of them."""
+one of them, and the dynamic tag oracle (tests/verify/dynamic_tags.py, given the at= values) must agree."""
 
 import importlib.util
 import re
@@ -53,10 +53,13 @@ def _load(src, tmp_path, name):
 
 
 def _reads(kernel, nx, n, block):
+    """(the element each output index read, whether the dynamic tag oracle saw every assertion hold)."""
+    from .dynamic_tags import run
+
     x = np.arange(nx, dtype=np.float32)
     y = np.full(n, -1, np.float32)
-    kernel[(-(-n // block),)](x, y)
-    return y.astype(np.int64)
+    _, tracker = run(kernel.ir(), (-(-n // block),), [x, y])
+    return y.astype(np.int64), tracker.ok
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -79,12 +82,13 @@ def test_verifier_reports_exactly_the_index_maps_the_kernel_breaks(tmp_path_fact
     block = 32 if n <= 32 else 128
     tmp = tmp_path_factory.mktemp("at")
     k = _load(TEMPLATE.format(nx=n, n=n, block=block, kernel=kernel, want=want), tmp, "k")
-    reads = _reads(k, n, n, block)
+    reads, dynamic_ok = _reads(k, n, n, block)
     expect = eval(f"lambda i: {want} + 0 * i")(np.arange(n))            # the map, in numpy
     wrong = np.nonzero(reads != expect)[0]
     report = tv.verify(k)
     found = [f for f in report.errors if f.check == "tag_assertion"]
     assert bool(found) == bool(wrong.size), (kernel, str(want), wrong[:5], str(report))
+    assert dynamic_ok == (not wrong.size)         # the interpreter's tag oracle, on one launch, agrees
     if found:
         (i,) = found[0].counterexample["at"]
         assert i in set(wrong.tolist()), (i, wrong[:10])
