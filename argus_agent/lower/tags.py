@@ -7,14 +7,21 @@ lowering rendered from an index map (an `IExpr` over the kernel's loop variables
 
     tp.assert_tag(t3, lambda t, i: i >= N or t == ("b_x", <index map at i>), at=(i,))
 
-in a Pointwise kernel (i: the output's flat index), or, in a Reduction kernel, with `at=(m, r)` (the output
-index and the reduction index; `at=(m,)` before the reduction loop). The predicate's index map is rendered
-from the `IExpr` independently of the emitter's rendering of the load, so a wrong index in the generated
-source (a wrong stride, divisor, offset, a swapped window) is a `tag_assertion` error with a counterexample
-naming the output (and reduction) index, the element the kernel reads and the one the map says.
+in a Pointwise kernel (i: the output's flat index), or, in reductions, scans and row kernels, with the
+loop variables the map reads (`at=(m, r)`: the output index and the reduction index; `o`, `i` in column
+mode). The predicate's index map is rendered from the `IExpr` independently of the emitter's rendering of
+the load, so a wrong index in the generated source (a wrong stride, divisor, offset, a swapped window) is a
+`tag_assertion` error with a counterexample naming the output (and reduction) index, the element the kernel
+reads and the one the map says. A Pointwise kernel also asserts its output,
 
-Tags and assertions emit no device code. Loads whose index is data (`gather` values: embedding lookups,
-indices read from memory) are not asserted: their index is not an index map.
+    tp.assert_tag(b_out, lambda t, i: i >= N or t == <the value's tag tree at i>)
+
+so every stored element is proved to combine the right input elements by the right operations, at the
+right place (a store window or an `i` off by one, swapped operands).
+
+Tags and assertions emit no device code (an index tile only an assertion needs is computed inside its `at`
+tuple). Loads whose index is data (`gather` values: embedding lookups, reflect padding) are not asserted:
+their index is not an index map; buffers the kernel also stores into are not tagged.
 """
 
 from __future__ import annotations

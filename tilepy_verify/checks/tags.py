@@ -3,7 +3,9 @@ block); `tp.assert_tag(tp.mma_operands(acc), pred)` for every (a_tag, b_tag) pai
 accumulator element by every MMA that produced acc. Each becomes one query per tag alternative: the
 alternative's condition and the negated predicate. Register MMA operands whose layout differs from the
 instruction's are read as the hardware would: element (i, kk) of the instruction's A is whatever the thread
-holding position (i, kk) of the fragment has in that register."""
+holding position (i, kk) of the fragment has in that register. With `at=(tiles...)` the predicate also gets
+each element's values of those index tiles; on a global tensor, `tp.assert_tag(T, lambda t, *coords: ...)`
+holds for every element any store writes into T, at its coordinates in T."""
 
 from __future__ import annotations
 
