@@ -17,7 +17,14 @@ from . import tags as lower_tags
 from . import values as vals
 from .core import Buffer, Pointwise, Reduction, RowFused, Scan, window
 from .index import Div, IExpr, Mod, Sum, Var, variables
-from .templates import Fp32GemmTemplate, MatmulTemplate, preset_source, render_fp32_gemm, render_template
+from .templates import (
+    ConvTemplate,
+    Fp32GemmTemplate,
+    MatmulTemplate,
+    fuse_epilogues,
+    render_gemm_template,
+    render_template,
+)
 from .values import V, walk
 
 INT32_MAX = 2**31 - 1
@@ -490,17 +497,17 @@ def _needs_i64(k, buffers) -> bool:
 
 def render_program(prog, precision: str = "fp32 (as the reference)") -> str:
     """The candidate module's source for a LoweredProgram."""
+    kernels, kept = fuse_epilogues(prog.kernels, prog.buffers, prog.outputs)   # pointwise into GEMM/conv stores
+    prog = dataclasses.replace(prog, kernels=kernels, buffers=kept)
     buffers = {b.name: b for b in prog.buffers}
     kernels_src, launches = [], []
     extra_temps: list = []
     templates_done = set()
     for n, k in enumerate(prog.kernels):
-        if isinstance(k, Fp32GemmTemplate):
-            if k.kernel not in templates_done:
-                kernels_src.append(preset_source("gemm_fp32", prog.target))
-                templates_done.add(k.kernel)
-            for line in render_fp32_gemm(k, n):
-                launches.append((None, line, None))
+        if isinstance(k, (Fp32GemmTemplate, ConvTemplate)):
+            srcs, lines = render_gemm_template(k, n, prog.target, buffers, templates_done)
+            kernels_src += srcs
+            launches += [(None, line, None) for line in lines]
             continue
         if isinstance(k, MatmulTemplate):
             src, line = render_template(k, prog.target)
