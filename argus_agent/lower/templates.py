@@ -197,11 +197,15 @@ def conv_igemm_ok(target: str, dtype: torch.dtype, npix: int, cig: int, cog: int
 
 # ---------------------------------------------------------------------------------------------- epilogues
 # The flat index `i` of the output element each accumulator element becomes, in the stdlib kernel's own names
-# (what a fused Pointwise kernel's value reads), and the parameter its store writes.
+# (what a fused Pointwise kernel's value reads), and the parameter its store writes. The index is written out
+# wherever it is used, never assigned: an index tile of aranges and scalars is recomputed in the layout of each
+# access (the accumulator's), while a named one would be converted there, with barriers the consumer role
+# cannot run.
 _EPILOGUE_INDEX = {
-    "gemm_fp32": ("C", "i = (z * AH.shape[1] + m0 + tp.arange(BM)[:, None]) * BH.shape[1] + n0 "
-                       "+ tp.arange(BN)[None, :]"),
-    "conv_igemm": ("Y", "i = ((p // OVOL * WH.shape[0] + g) * cog + c) * OVOL + p % OVOL"),
+    "gemm_fp32": ("C", "((z * AH.shape[1] + m0 + tp.arange(BM)[:, None]) * BH.shape[1] + n0 "
+                       "+ tp.arange(BN)[None, :])"),
+    "conv_igemm": ("Y", "((((m0 + tp.arange(BM)[:, None]) // OVOL * WH.shape[0] + g) * cog + n0 "
+                        "+ tp.arange(BN)[None, :]) * OVOL + (m0 + tp.arange(BM)[:, None]) % OVOL)"),
 }
 
 
@@ -250,7 +254,7 @@ def fuse_epilogues(kernels: list, buffers: list, outputs: list) -> tuple[list, l
         if p.out.numel != t.out.numel or p.out.numel >= 2**31:
             continue
         nodes = walk([p.value])
-        if any(v.op == "gather" for v in nodes):
+        if any(v.op == "gather" or (v.op == "index" and v.vars) for v in nodes):
             continue
         if any(v.op == "load" and v.args[0] == name and not (v.args[1] == Var("i", p.out.numel) and not v.args[2])
                for v in nodes):
@@ -269,19 +273,23 @@ def fuse_epilogues(kernels: list, buffers: list, outputs: list) -> tuple[list, l
 def _epilogue(t, buffers: dict) -> tuple[list, str, list]:
     """(body lines, the value to store, extra kernel parameters) of a template's fused epilogue."""
     from .codegen import _Emitter, _tp, _upcast
-    from .index import variables
+    from .index import Var, variables
     from .values import walk
 
     p = t.epilogue
+    index_text = _EPILOGUE_INDEX[t.kernel][1]
 
     class _Epi(_Emitter):
+        def index(self, e):
+            return index_text if isinstance(e, Var) and e.name == "i" else super().index(e)
+
         def _load(self, v):
             buf, idx, conds = v.args
             mask = self.conds(conds)
             self.use(buf)
             itext = self.index(idx)
             if not variables(idx):
-                itext = f"({itext} + 0 * i)"
+                itext = f"({itext} + 0 * {index_text})"
             text = f"tp.load({self.names[buf]}[{itext}]" + (f", mask={mask}" if mask else "") + ", layout=LC)"
             return _upcast(text, v, self.buf_dtype(buf))
 
@@ -308,7 +316,7 @@ def _fused_source(t, n: int, target: str, buffers: dict) -> tuple[str, str, list
     lines, val, extra = _epilogue(t, buffers)
     params, args = extra[:len(extra) // 2], extra[len(extra) // 2:]
     src = _kernel_only(preset_source(t.kernel, target), t.kernel)
-    out_param, index_line = _EPILOGUE_INDEX[t.kernel]
+    out_param = _EPILOGUE_INDEX[t.kernel][0]
     kname = f"{t.kernel}_e{n}"
     src = src.replace(f"def {t.kernel}(", f"def {kname}(", 1)
     # the output parameter takes the fused kernel's output dtype; the extra tensors follow it
@@ -321,7 +329,7 @@ def _fused_source(t, n: int, target: str, buffers: dict) -> tuple[str, str, list
     for line in src.splitlines():
         if "# EPILOGUE" in line:
             pad = line[:len(line) - len(line.lstrip())]
-            out += [pad + index_line] + [pad + q for q in lines]
+            out += [pad + q for q in lines]
             line = line.split("  # EPILOGUE")[0].rstrip().replace(", acc", f", {val}", 1)
         out.append(line)
     return "\n".join(out) + "\n", kname, args

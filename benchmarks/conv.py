@@ -1,0 +1,99 @@
+"""Implicit-GEMM convolution (stdlib conv_igemm) against torch's (cuDNN) at full size on the GPU: fp32 with TF32
+(PyTorch's default for convolutions: cuDNN TF32 vs one TF32 pass) and fp32 without (cuDNN fp32 vs 3xTF32).
+Median of --runs timed calls after warm-up, random data; JSON into benchmarks/results/ (or --out).
+
+    python benchmarks/conv.py [--runs 20] [--out DIR]
+"""
+
+import argparse
+import datetime
+import json
+import os
+import statistics
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from stdlib_kernels import conv_igemm  # noqa: E402
+
+SHAPES = [  # name, x, w, stride, padding, dilation, groups, transposed, output_padding
+    ("l2_007 conv2d 32->64 3x3", (64, 32, 128, 128), (64, 32, 3, 3), 1, 0, 1, 1, False, 0),
+    ("l1_091 conv2d s2 d2", (16, 32, 256, 256), (64, 32, 3, 3), 2, 2, 2, 1, False, 0),
+    ("l1_093 conv2d g4", (16, 128, 64, 64), (256, 32, 3, 3), 1, 1, 1, 4, False, 0),
+    ("l1_089 conv1d k5", (32, 64, 16384), (128, 64, 5), 1, 2, 1, 1, False, 0),
+    ("l1_096 conv3d", (8, 32, 32, 64, 64), (64, 32, 3, 3, 3), 1, 1, 1, 1, False, 0),
+    ("l1_099 convT2d s2", (16, 64, 128, 128), (64, 32, 3, 3), 2, 1, 1, 1, True, 1),
+]
+
+
+def median_ms(fn, runs):
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(runs):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        ts.append(a.elapsed_time(b))
+    return statistics.median(ts)
+
+
+def bench(shape, d, runs):
+    name, xs, ws, s, p, dl, g, tr, op = shape
+    x, w = torch.randn(xs, device=d), torch.randn(ws, device=d)
+    fn = torch.nn.functional
+    nsp = len(xs) - 2
+    if tr:
+        ref_fn = [fn.conv_transpose1d, fn.conv_transpose2d, fn.conv_transpose3d][nsp - 1]
+
+        def call():
+            return ref_fn(x, w, stride=s, padding=p, output_padding=op, groups=g, dilation=dl)
+    else:
+        ref_fn = [fn.conv1d, fn.conv2d, fn.conv3d][nsp - 1]
+
+        def call():
+            return ref_fn(x, w, stride=s, padding=p, dilation=dl, groups=g)
+    y = torch.empty_like(call())
+    rows = []
+    for tf32 in (True, False):
+        torch.backends.cudnn.allow_tf32 = tf32
+        ref = call()
+
+        def ours(split=not tf32):
+            conv_igemm.launch(x, w, y, s, p, dl, g, tr, split=split)
+        ours()
+        torch.cuda.synchronize()
+        err = ((y - ref).abs().max() / ref.abs().max()).item()
+        t_ref, t_ours = median_ms(call, runs), median_ms(ours, runs)
+        row = dict(name=name, precision="tf32" if tf32 else "fp32 (3xTF32 vs cuDNN fp32)", torch_ms=t_ref,
+                   ours_ms=t_ours, ratio=t_ref / t_ours, rel_err=err)
+        rows.append(row)
+        print(f"{name:28s} {row['precision'][:5]:5s} torch {t_ref:8.3f} ms  ours {t_ours:8.3f} ms  "
+              f"{row['ratio']:.2f}x  err {err:.2e}", flush=True)
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
+    args = ap.parse_args()
+    d = torch.device("cuda")
+    rows = []
+    for shape in SHAPES:
+        rows += bench(shape, d, args.runs)
+    torch.backends.cudnn.allow_tf32 = True
+    dev = torch.cuda.get_device_name().replace(" ", "_")
+    out = dict(device=torch.cuda.get_device_name(), torch=torch.__version__, cudnn=torch.backends.cudnn.version(),
+               date=datetime.date.today().isoformat(), rows=rows)
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, f"conv-{dev}.json"), "w") as f:
+        json.dump(out, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
