@@ -9,10 +9,10 @@ co of the group, the reduction runs over k = (ci, kd, kh, kw), ci the group's in
     transposed:  A[p, k] = X[n, g * CIG + ci, (od + P - kd * D) / S, ...]   where every division is exact
     B[k, co]     = WH[g, co, k] (+ WL[g, co, k]): the weight as (G, Cout/G, K), K-major, K padded to 4
 
-1-D and 2-D convolutions are 3-D ones with unit leading sizes (X and Y viewed as 5-D). Padding, the tile
-edges and k past K are indices outside X or masked: they read 0. A transposed convolution is the gradient
-form of a direct one: output pixel o takes tap kd from input (o + P - kd * D) / S when that is a whole
-number, so it is the same GEMM with another gather and no zero-inserted input.
+1-D and 2-D convolutions are 3-D ones with unit leading sizes. X is read flat, at offsets computed from the
+compile-time sizes (NB, CI, IS); padding, the tile edges and k past K are masked: they read 0. A transposed
+convolution is the gradient form of a direct one: output pixel o takes tap kd from input (o + P - kd * D) / S
+when that is a whole number, so it is the same GEMM with another gather and no zero-inserted input.
 
 Precision. `SPLIT=True` (3xTF32, fp32-accurate): every element is split into a TF32 head and tail as it is
 gathered (hi = round_tf32(x), lo = round_tf32(x - hi); the weight once, by `gemm_fp32.split_tf32`), and each
@@ -43,11 +43,12 @@ def _threads(c):
 
 
 @tp.kernel(threads=_threads, target="sm_90a")
-def conv_igemm(X: tp.Tensor[tp.f32, "N", "C", "ID", "IH", "IW"], WH: tp.Tensor[tp.f32, "G", "COG", "KP"],
+def conv_igemm(X: tp.Tensor[tp.f32, "XN"], WH: tp.Tensor[tp.f32, "G", "COG", "KP"],
                WL: tp.Tensor[tp.f32, "G", "COG", "KP"], Y: tp.Tensor[tp.f32, "N", "G", "COG", "OV"],
                OS: tp.constexpr = (1, 8, 8), KS: tp.constexpr = (1, 3, 3), ST: tp.constexpr = (1, 1, 1),
                PA: tp.constexpr = (0, 1, 1), DI: tp.constexpr = (1, 1, 1), CIG: tp.constexpr = 4,
-               TRANSPOSED: tp.constexpr = False, SPLIT: tp.constexpr = True,
+               TRANSPOSED: tp.constexpr = False, SPLIT: tp.constexpr = True, NB: tp.constexpr = 1,
+               CI: tp.constexpr = 4, IS: tp.constexpr = (1, 8, 8),
                BM: tp.constexpr = 128, BN: tp.constexpr = 128, BK: tp.constexpr = 32, STAGES: tp.constexpr = 3,
                CONSUMERS: tp.constexpr = 2, INSTR: tp.constexpr = tp.nv.wgmma_m64n128k8_tf32,
                SWIZZLE: tp.constexpr = tp.Swizzle(3, 2, 3)):
@@ -57,7 +58,7 @@ def conv_igemm(X: tp.Tensor[tp.f32, "N", "C", "ID", "IH", "IW"], WH: tp.Tensor[t
     KRED = CIG * KVOL
     g = tp.block_id(2)
     cog = WH.shape[1]
-    npix = X.shape[0] * OVOL
+    npix = NB * OVOL
     m0 = tp.block_id(0) * BM            # pixel tiles along x: the blocks running at once share weight tiles
     n0 = tp.block_id(1) * BN
     a_hi = tp.shared((BM, BK), tp.f32, stages=STAGES, swizzle=SWIZZLE)
@@ -100,17 +101,24 @@ def conv_igemm(X: tp.Tensor[tp.f32, "N", "C", "ID", "IH", "IW"], WH: tp.Tensor[t
                     kd = kk % KVOL // (KS[1] * KS[2])
                     kh = kk % (KS[1] * KS[2]) // KS[2]
                     kw = kk % KS[2]
+                    # the input element of (pixel, k), flat, with 32-bit arithmetic on compile-time sizes (a
+                    # 5-D view would cost 64-bit strides per element, and the producer's registers spill)
                     if TRANSPOSED:
-                        td = od + PA[0] - kd * DI[0]
+                        td = od + PA[0] - kd * DI[0]        # = id * S where the tap meets input row id
                         th = oh + PA[1] - kh * DI[1]
                         tw = ow + PA[2] - kw * DI[2]
-                        x = tp.load(X[nb, g * CIG + ci, td // ST[0], th // ST[1], tw // ST[2]],
+                        x = tp.load(X[(((nb * CI + g * CIG + ci) * IS[0] + td // ST[0]) * IS[1] + th // ST[1]) * IS[2]
+                                      + tw // ST[2]],
                                     mask=(kk < KRED) & (px < npix) & (td % ST[0] == 0) & (th % ST[1] == 0)
-                                    & (tw % ST[2] == 0), layout=LG)
+                                    & (tw % ST[2] == 0) & (td >= 0) & (td // ST[0] < IS[0]) & (th >= 0)
+                                    & (th // ST[1] < IS[1]) & (tw >= 0) & (tw // ST[2] < IS[2]), layout=LG)
                     else:
-                        x = tp.load(X[nb, g * CIG + ci, od * ST[0] - PA[0] + kd * DI[0],
-                                      oh * ST[1] - PA[1] + kh * DI[1], ow * ST[2] - PA[2] + kw * DI[2]],
-                                    mask=(kk < KRED) & (px < npix), layout=LG)
+                        idd = od * ST[0] - PA[0] + kd * DI[0]
+                        ih = oh * ST[1] - PA[1] + kh * DI[1]
+                        iw = ow * ST[2] - PA[2] + kw * DI[2]
+                        x = tp.load(X[(((nb * CI + g * CIG + ci) * IS[0] + idd) * IS[1] + ih) * IS[2] + iw],
+                                    mask=(kk < KRED) & (px < npix) & (idd >= 0) & (idd < IS[0]) & (ih >= 0)
+                                    & (ih < IS[1]) & (iw >= 0) & (iw < IS[2]), layout=LG)
                     hi = tp.round_tf32(x)
                     tp.store(a_hi[s], hi)
                     if SPLIT:
@@ -170,13 +178,8 @@ def geometry(x_shape, w_shape, y_shape, stride, padding, dilation, groups, trans
 
     cig = int(x_shape[1]) // groups
     return dict(OS=three(y_shape[2:], 1), KS=three(w_shape[2:], 1), ST=three(stride, 1), PA=three(padding, 0),
-                DI=three(dilation, 1), CIG=cig, TRANSPOSED=bool(transposed))
-
-
-def as5d(t):
-    """A (N, C, *spatial) tensor viewed as (N, C, D, H, W)."""
-    shape = tuple(t.shape)
-    return t.reshape(shape[:2] + (1,) * (5 - len(shape)) + shape[2:])
+                DI=three(dilation, 1), CIG=cig, TRANSPOSED=bool(transposed), NB=int(x_shape[0]), CI=int(x_shape[1]),
+                IS=three(x_shape[2:], 1))
 
 
 def weight_gck(w, groups: int, transposed: bool):
@@ -205,8 +208,10 @@ def launch(x, w, y, stride=1, padding=0, dilation=1, groups=1, transposed=False,
               "SPLIT": bool(split), **constexprs}
     cog = int(wk.shape[1])
     y4 = y.reshape(y.shape[0], groups, cog, -1)       # (N, G, Cout/G, output pixels): a view of y
-    return conv_igemm[grid(x.shape[0], params, cog, groups)](as5d(x), wh, wl if split else wh, y4, target=target,
-                                                             **params)
+    if (x.numel() if callable(getattr(x, "numel", None)) else x.size) >= 2**31:
+        raise ValueError(f"conv_igemm indexes the input with 32-bit offsets: {tuple(x.shape)} is too large")
+    return conv_igemm[grid(x.shape[0], params, cog, groups)](x.reshape(-1), wh, wl if split else wh, y4,
+                                                             target=target, **params)
 
 
 def grid(batch: int, params: dict, cog: int, groups: int) -> tuple:

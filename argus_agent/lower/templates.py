@@ -386,12 +386,11 @@ def render_conv(t: ConvTemplate, n: int, kname: str, out: Buffer, extra: list) -
         lines.append(f"{wl} = torch.empty(({g}, {cog}, {kp}), dtype=torch.float32, device=dev)")
     lines.append(f"launch(split_tf32, ({-(-rows // 16)}, {-(-kp // 128)}), {t.w.name}.view({rows}, {K}), "
                  f"{wh}.view({rows}, {kp}), {wl}.view({rows}, {kp}))")
-    x5 = tuple(t.x.shape[:2]) + (1,) * (5 - len(t.x.shape)) + tuple(t.x.shape[2:])
     params = {**conv_igemm.PRESETS["sm_90a"], **conv_igemm.tile_n(cog), **t.geometry, "SPLIT": t.split}
     ov = t.geometry["OS"][0] * t.geometry["OS"][1] * t.geometry["OS"][2]
     grid = conv_igemm.grid(t.x.shape[0], params, cog, g)
     kw = ", ".join(f"{k}={_py_source(v)}" for k, v in params.items())
-    lines.append(f"launch({kname}, {grid}, {t.x.name}.view{x5}, {wh}, {wl if t.split else wh}, "
+    lines.append(f"launch({kname}, {grid}, {t.x.name}, {wh}, {wl if t.split else wh}, "
                  f"{out.name}.view({t.x.shape[0]}, {g}, {cog}, {ov})" + "".join(f", {a}" for a in extra)
                  + f", {kw})")
     return lines

@@ -89,3 +89,32 @@ def test_conv_igemm_verifies_clean(geometry):
     report = tilepy_verify.verify(conv_igemm.conv_igemm, target="sm_90a", checks=checks, **geometry)
     errors = [str(f) for f in report.findings if getattr(f, "severity", "error") == "error"]
     assert report.ok and not errors, errors
+
+
+def _toolchain():
+    try:
+        from tilepy_hip import build
+        return build.nvidia_compiler() is not None and build.find_cuobjdump() is not None
+    except Exception:
+        return False
+
+
+@pytest.mark.skipif(not _toolchain(), reason="no NVRTC/cuobjdump here (pip install nvidia-cuda-nvrtc "
+                                             "nvidia-cuda-cuobjdump): the SASS check needs them, not a GPU")
+@pytest.mark.parametrize("geometry", [
+    dict(OS=(1, 126, 126), CIG=32, NB=64, CI=32, IS=(1, 128, 128), SPLIT=False, BN=64,
+         INSTR=conv_igemm.tp.nv.wgmma_m64n64k8_tf32),                                    # level2/007's conv
+    dict(OS=(1, 256, 256), ST=(1, 2, 2), PA=(0, 1, 1), CIG=64, NB=16, CI=64, IS=(1, 128, 128), TRANSPOSED=True,
+         SPLIT=True, BN=32, INSTR=conv_igemm.tp.nv.wgmma_m64n32k8_tf32),                 # level1/099's
+], ids=["direct_tf32", "transposed_3xtf32"])
+def test_conv_igemm_sass_has_hgmma_and_no_spills(geometry):
+    """Built for sm_90a: the products are HGMMA and nothing spills to local memory (the gather's flat 32-bit
+    offsets keep the producer in registers; a 5-D view's 64-bit strides spilled ~55 LDL)."""
+    import re
+
+    import tilepy_hip
+
+    ck = tilepy_hip.compile(conv_igemm.conv_igemm, "sm_90a", **{**conv_igemm.PRESETS["sm_90a"], **geometry})
+    sass = ck.sass()
+    assert len(re.findall(r"\bHGMMA", sass)) >= 4
+    assert not re.findall(r"\b(LDL|STL)\b", sass) and ck.resources["spill_stores"] == 0
