@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,8 +92,12 @@ def stdlib_source(name: str) -> str:
             continue   # host helpers (numpy launch, reference, splits): the candidate's host program is its own
         if isinstance(stmt, cst.If) and "__name__" in code:
             continue
-        if code.startswith(("import ", "from ", "PRESETS", "SMALL_TILE")) or _is_docstring(stmt):
+        if code.startswith(("import ", "from ")) or _is_docstring(stmt):
             continue
+        if isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], cst.Assign) and not any(
+                isinstance(t.target, cst.Name) and re.search(rf"\b{t.target.value}\b", kernel_code)
+                for t in stmt.body[0].targets):
+            continue   # host-side tables (PRESETS, policy tables, retyped variants) the kernels do not read
         keep.append(stmt)
     return module.with_changes(body=keep, header=[]).code.strip() + "\n"
 
