@@ -201,17 +201,24 @@ def conv_igemm_ok(target: str, dtype: torch.dtype, npix: int, cig: int, cog: int
 
 
 # ---------------------------------------------------------------------------------------------- epilogues
-# The flat index `i` of the output element each accumulator element becomes, in the stdlib kernel's own names
-# (what a fused Pointwise kernel's value reads), and the parameter its store writes. The index is written out
-# wherever it is used, never assigned: an index tile of aranges and scalars is recomputed in the layout of each
-# access (the accumulator's), while a named one would be converted there, with barriers the consumer role
-# cannot run.
-_EPILOGUE_INDEX = {
-    "gemm_fp32": ("C", "((z * AH.shape[1] + m0 + tp.arange(BM)[:, None]) * BH.shape[1] + n0 "
-                       "+ tp.arange(BN)[None, :])"),
-    "conv_igemm": ("Y", "((((m0 + tp.arange(BM)[:, None]) // OVOL * WH.shape[0] + g) * cog + n0 "
-                        "+ tp.arange(BN)[None, :]) * OVOL + (m0 + tp.arange(BM)[:, None]) % OVOL)"),
-}
+# The output element each accumulator element becomes, as coordinates of a row-major shape whose flat index is
+# the fused Pointwise kernel's `i`: (name, size, text in the stdlib kernel's own names) per coordinate, and the
+# parameter the store writes. The epilogue's index expressions are rewritten over these coordinates and
+# simplified (a per-channel read (i // OV) % C becomes the channel itself), then written out at each use, never
+# assigned: an index tile of aranges and scalars is recomputed in the layout of each access (the
+# accumulator's), while a named one would be converted there, with barriers the consumer role cannot run.
+_ROWS = "(m0 + tp.arange(BM)[:, None])"
+_COLS = "(n0 + tp.arange(BN)[None, :])"
+_ANCHOR = "0 * (tp.arange(BM)[:, None] + tp.arange(BN)[None, :])"   # gives a read the accumulator's shape
+
+
+def _epilogue_coords(t) -> tuple[str, list]:
+    if isinstance(t, ConvTemplate):
+        n, co = t.x.shape[0], t.groups * t.cog
+        ov = t.out.numel // (n * co)
+        return "Y", [("_eq_n", n, f"({_ROWS} // OVOL)"), ("_eq_c", co, f"(g * cog + {_COLS})"),
+                     ("_eq_p", ov, f"({_ROWS} % OVOL)")]
+    return "C", [("_eq_z", t.batch, "z"), ("_eq_m", t.M, _ROWS), ("_eq_n", t.N, _COLS)]
 
 
 def _reads(k) -> set:
@@ -277,36 +284,51 @@ def fuse_epilogues(kernels: list, buffers: list, outputs: list) -> tuple[list, l
 
 def _epilogue(t, buffers: dict) -> tuple[list, str, list]:
     """(body lines, the value to store, extra kernel parameters) of a template's fused epilogue."""
+    from . import values as vals
     from .codegen import _Emitter, _tp, _upcast
-    from .index import Var, variables
-    from .values import walk
+    from .index import IExpr, Var, flatten, substitute
+    from .values import V, walk
 
-    p = t.epilogue
-    index_text = _EPILOGUE_INDEX[t.kernel][1]
+    _, coords = _epilogue_coords(t)
+    flat = flatten([Var(nm, size) for nm, size, _ in coords], [size for _, size, _ in coords])
+    texts = {nm: text for nm, _, text in coords}
+    memo: dict = {}
+
+    def over_coords(x):    # the Pointwise value with i = flat(coordinates)
+        if isinstance(x, IExpr):
+            return substitute(x, {"i": flat})
+        if isinstance(x, tuple):
+            return tuple(over_coords(a) for a in x)
+        if not isinstance(x, V):
+            return x
+        got = memo.get(id(x))
+        if got is None:
+            got = memo[id(x)] = vals.make(x.op, tuple(over_coords(a) for a in x.args), x.dtype)
+        return got
+
+    value = over_coords(t.epilogue.value)
 
     class _Epi(_Emitter):
         def index(self, e):
-            return index_text if isinstance(e, Var) and e.name == "i" else super().index(e)
+            return texts[e.name] if isinstance(e, Var) and e.name in texts else super().index(e)
 
         def _load(self, v):
             buf, idx, conds = v.args
             mask = self.conds(conds)
             self.use(buf)
-            itext = self.index(idx)
-            if not variables(idx):
-                itext = f"({itext} + 0 * {index_text})"
+            itext = f"({self.index(idx)} + {_ANCHOR})"
             text = f"tp.load({self.names[buf]}[{itext}]" + (f", mask={mask}" if mask else "") + ", layout=LC)"
             return _upcast(text, v, self.buf_dtype(buf))
 
-    used = sorted({v.args[0] for v in walk([p.value]) if v.op == "load"} - {t.out.name})
+    used = sorted({v.args[0] for v in walk([value]) if v.op == "load"} - {t.out.name})
     names = {b: f"E_{b}" for b in used}
     em = _Epi(names, "i32", {})
-    em.anchor = "i"
+    em.anchor = _ANCHOR
     em.buffer_dtypes = {b: buffers[b].dtype for b in buffers}
-    for v in walk([p.value]):
+    for v in walk([value]):
         if v.op == "load" and v.args[0] == t.out.name:
             em.done[v] = "acc"
-    val = em.value(p.value)
+    val = em.value(value)
     params = [f"{names[b]}: tp.Tensor[{_tp(buffers[b].dtype)}, {max(1, buffers[b].numel)}]"
               for b, _ in em.params]
     return em.lines, val, params + [b for b, _ in em.params]
@@ -321,7 +343,7 @@ def _fused_source(t, n: int, target: str, buffers: dict) -> tuple[str, str, list
     lines, val, extra = _epilogue(t, buffers)
     params, args = extra[:len(extra) // 2], extra[len(extra) // 2:]
     src = _kernel_only(preset_source(t.kernel, target), t.kernel)
-    out_param = _EPILOGUE_INDEX[t.kernel][0]
+    out_param = _epilogue_coords(t)[0]
     kname = f"{t.kernel}_e{n}"
     src = src.replace(f"def {t.kernel}(", f"def {kname}(", 1)
     # the output parameter takes the fused kernel's output dtype; the extra tensors follow it
