@@ -9,6 +9,8 @@ with the overrides), so a tuned tile size moves the grid with it.
 
 from __future__ import annotations
 
+import tilepy_hip  # noqa: F401  (registers the GPU backend that kernel[grid] uses for CUDA tensors)
+
 
 def launch(kernel, grid, *args, target: str | None = None, **constexprs):
     """Run `kernel` over `grid` on `args`: exactly `kernel[grid](*args, target=target, **constexprs)` (CUDA

@@ -1,6 +1,8 @@
 """Standard-library kernels written in tilepy. Each module defines its kernel(s), a `launch(...)` helper that
 picks the grid, and a numpy reference; each is runnable on its own (`python -m stdlib_kernels.softmax`)."""
 
+import tilepy_hip  # noqa: F401  (registers the GPU backend: kernel[grid] on CUDA tensors launches through it)
+
 from . import conv, cumsum, embedding, gemm, gemm_hopper, max_pool, rmsnorm, scatter_add, softmax, vector_add
 
 KERNELS = {

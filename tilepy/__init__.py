@@ -27,7 +27,7 @@ from .errors import (
     UnsupportedConstructError,
 )
 from .ir import KernelIR
-from .kernel import Kernel, kernel, kernels_from_source
+from .kernel import Kernel, kernel, kernels_from_source, register_gpu_backend
 from .language import Tensor, accumulator, blocked, constexpr, mma_layout
 from .language import builtins as _builtins
 from .layout import Layout, Swizzle
@@ -43,7 +43,7 @@ globals().update(_builtins)
 __all__ = [
     "__version__", "kernel", "Kernel", "KernelIR", "Tensor", "constexpr", "Layout", "Swizzle", "TVLayout",
     "blocked", "accumulator", "mma_layout", "nv", "amd", "format_ir", "kernels_from_source", "Resources",
-    "estimate_resources",
+    "estimate_resources", "register_gpu_backend",
     "bf16", "bool_", "f16", "f32", "f64", "i8", "i32", "i64", "u32",
     "TilepyError", "CompileError", "UnsupportedConstructError", "KernelTypeError", "ShapeError", "ConstexprError",
     "ResourceError", "TargetError", "LaunchError", "InterpreterError",

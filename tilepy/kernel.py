@@ -13,6 +13,32 @@ from .ir import KernelIR
 from .language import TensorSpec, constexpr
 from .targets import DEFAULT_TARGET, get_target
 
+_GPU_BACKEND = None   # the registered GPU backend: a module (or object) with `launch(kernel, grid, *args, ...)`
+
+
+def register_gpu_backend(backend) -> None:
+    """Called by a GPU backend package when it is imported (tilepy_hip does): `kernel[grid](...)` on device
+    tensors calls `backend.launch(kernel, grid, *args, target=..., **constexprs)`, read at call time so a
+    wrapper installed on the backend's `launch` is honoured. tilepy itself imports no backend."""
+    global _GPU_BACKEND
+    _GPU_BACKEND = backend
+
+
+def gpu_backend():
+    """The registered GPU backend; else the first one an installed package announces under the `tilepy.backends`
+    entry-point group (importing it registers it)."""
+    if _GPU_BACKEND is None:
+        from importlib.metadata import entry_points
+
+        for ep in entry_points(group="tilepy.backends"):
+            ep.load()
+            if _GPU_BACKEND is not None:
+                break
+    if _GPU_BACKEND is None:
+        raise LaunchError("the arguments are GPU tensors but no tilepy GPU backend is loaded: install tilepy-hip "
+                          "(pip install -e ./tilepy_hip) or `import tilepy_hip` before launching")
+    return _GPU_BACKEND
+
 
 class Kernel:
     """A tilepy kernel. `kernel[grid](*args, **constexprs)` runs it (on the CPU interpreter for numpy arrays
@@ -203,9 +229,7 @@ class Launcher:
         else:
             if not any(getattr(a, "is_cuda", False) for a in kwargs.values()):
                 return self.kernel.run(self.grid, *args, target=target, **kwargs)
-        import tilepy_hip
-
-        return tilepy_hip.launch(self.kernel, self.grid, *args, target=target, **kwargs)
+        return gpu_backend().launch(self.kernel, self.grid, *args, target=target, **kwargs)
 
 
 def resolve_grid(grid, kernel: Kernel, kir: KernelIR, args) -> tuple[int, ...]:

@@ -12,12 +12,18 @@ onto CUDA; AMD code compiles with an AMDGPU-capable clang (Debian clang-N, hipcc
 
 from __future__ import annotations
 
+import sys as _sys
+
+from tilepy import register_gpu_backend as _register
+
 from . import graphs, native
 from ._version import __version__
 from .build import CompiledKernel, compile, compile_ir
 from .launch import launch
 from .render import RENDER_TARGETS, render_source
 from .toolchains import find_amd_clang, toolchain_info
+
+_register(_sys.modules[__name__])   # kernel[grid](...) on CUDA tensors launches through this package
 
 
 def render(kir, target=None) -> str:

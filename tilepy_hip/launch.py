@@ -21,6 +21,9 @@ import sys
 from tilepy.errors import LaunchError
 from tilepy.types import ScalarType, TensorType
 
+from .driver import check as _check
+from .driver import driver as _driver
+from .driver import ensure_context as _ensure_context
 from .prepared import CUDA_ERROR_INVALID_CONTEXT, PreparedLaunch, build_prepared, fast_path, signature_key
 from .tensor_map import launch_values
 
@@ -52,39 +55,6 @@ CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
 CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97
 CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
 CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
-
-
-@functools.cache
-def _driver():
-    try:
-        cuda = ctypes.CDLL("libcuda.so.1")
-    except OSError as exc:
-        raise LaunchError(f"the CUDA driver (libcuda.so.1) is not available: {exc}") from None
-    cuda.cuGetErrorString.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
-    return cuda
-
-
-def _check(rc: int, what: str):
-    if rc != 0:
-        msg = ctypes.c_char_p()
-        _driver().cuGetErrorString(rc, ctypes.byref(msg))
-        raise LaunchError(f"{what} failed: CUDA error {rc} ({(msg.value or b'?').decode()})")
-
-
-def _ensure_context(device_index: int):
-    """torch's primary context for `device_index`, current on this thread."""
-    import torch
-
-    torch.cuda.init()
-    cuda = _driver()
-    ctx = ctypes.c_void_p()
-    _check(cuda.cuCtxGetCurrent(ctypes.byref(ctx)), "cuCtxGetCurrent")
-    if not ctx.value:
-        dev = ctypes.c_int()
-        _check(cuda.cuDeviceGet(ctypes.byref(dev), device_index), "cuDeviceGet")
-        _check(cuda.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev), "cuDevicePrimaryCtxRetain")
-        _check(cuda.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
-    return ctx.value
 
 
 @functools.cache

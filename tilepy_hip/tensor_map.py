@@ -56,7 +56,8 @@ def tensor_map_args(spec, shape, ptr: int) -> tuple[dict | None, str]:
 
 
 def _encode(args: dict):
-    from .launch import _check, _driver
+    from .driver import check as _check
+    from .driver import driver as _driver
 
     cuda = _driver()
     rank = args["rank"]
