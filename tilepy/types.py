@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .dtypes import DType
-from .int_tuple import product
 from .layout import Layout, Swizzle
 from .tv_layout import TVLayout
 
@@ -150,11 +149,3 @@ class NoneType_:
 NONE = NoneType_()
 
 IRType = ScalarType | TensorType | GlobalTileType | SharedType | RegType | MBarrierType | NoneType_
-
-
-def is_tile(t) -> bool:
-    return isinstance(t, GlobalTileType | SharedType | RegType)
-
-
-def tile_numel(t) -> int:
-    return product(t.shape)
