@@ -302,8 +302,6 @@ class _Expander:
                 elif isinstance(st, ir.Eval):
                     exprs = [st.call]
                 elif isinstance(st, ir.If):
-                    if uses(st.cond):
-                        pass
                     scan(st.then, False)
                     scan(st.orelse, False)
                     continue
