@@ -32,7 +32,7 @@ class LoweredCandidate:
     @property
     def kind(self) -> str:
         """The kinds of kernel the program holds (what the knowledge base's `kernel_kind` conditions match)."""
-        from .core import Pointwise, Reduction
+        from .core import Pointwise, Reduction, RowFused, Scan
         kinds = set()
         for k in self.program.kernels:
             if isinstance(k, Pointwise):
@@ -41,6 +41,15 @@ class LoweredCandidate:
                 kinds.add("reduction")
                 if k.extra.get("matmul"):
                     kinds.add("matmul")
+            elif isinstance(k, RowFused):   # whole rows in registers: softmax (max, then sum), norms (one sum)
+                kinds.add("reduction")
+                stage_kinds = [st.kind for st in k.stages]
+                if stage_kinds[:2] == ["max", "sum"]:
+                    kinds.add("softmax")
+                elif not k.per_row and stage_kinds == ["sum"]:
+                    kinds.add("rmsnorm")
+            elif isinstance(k, Scan):
+                kinds.add("scan")
             else:
                 kinds.add("matmul")
         return "|".join(sorted(kinds)) or "elementwise"

@@ -7,7 +7,7 @@ from argus_agent.planner import LLMPlanner
 
 
 def test_llm_run_survives_every_kind_of_bad_reply(fake_openai, history, examples, tmp_path):
-    good = json.dumps({"kind": "skill", "skill": "elementwise-block-size", "variant": 0})
+    good = json.dumps({"kind": "skill", "skill": "reduction-tree", "variant": 0})
     server = fake_openai([
         good,                                                   # 1: a good edit
         "I think you should fuse things {not json",             # 2: malformed JSON
