@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from .dtypes import DType
-from .layout import Layout, Swizzle
+from .layout import ComposedLayout, Layout, Swizzle
 from .tv_layout import TVLayout
 
 
@@ -78,6 +80,37 @@ class SharedType:
     @property
     def nbytes(self) -> int:
         return self.stage_elems * (self.stages or 1) * self.dtype.bytes
+
+    @property
+    def offset_layout(self) -> Layout | ComposedLayout:
+        """Tile coordinates -> element offset inside one stage: the layout, then the swizzle."""
+        return self.layout if self.swizzle is None else ComposedLayout(self.swizzle, self.layout)
+
+    def offset(self, coords):
+        """Element offset inside one stage of the element at `coords` (one coordinate per axis): the
+        swizzled layout, `offset_layout(coords)`; stage k of a ring starts k * stage_elems elements on.
+
+        The one definition of where a shared element lives, for the interpreter, the verifier and the
+        renderers alike, so it is generic over the coordinates' arithmetic: Python ints give an int, numpy
+        integer arrays an int64 array of the coordinates' broadcast shape (elementwise), and
+        `tilepy.symbolic.Sym` expressions the offset formula (which the renderers print as C++).
+        Raises ValueError when the coordinates do not match the layout's modes."""
+        coords = tuple(coords)
+        arrays = any(isinstance(c, np.ndarray) for c in coords)
+        if arrays:
+            coords = tuple(np.asarray(c, dtype=np.int64) for c in coords)
+        modes = self.layout.shape
+        if isinstance(modes, tuple) and len(modes) == len(coords):
+            off = self.offset_layout(coords)
+        elif len(coords) == 1:
+            off = self.offset_layout(coords[0])
+        else:
+            raise ValueError(f"shared layout {self.layout} has {len(modes) if isinstance(modes, tuple) else 1} "
+                             f"modes but the tile has {len(coords)} dimensions")
+        if arrays:
+            shape = np.broadcast_shapes(*(c.shape for c in coords))
+            return np.broadcast_to(np.asarray(off, dtype=np.int64), shape)
+        return off
 
     def stage(self) -> SharedType:
         return SharedType(self.dtype, self.shape, self.layout, self.swizzle, None)

@@ -999,9 +999,7 @@ class _Walker:
             # slots were chosen from `layout`; recover their (thread index in layout, value) coordinates
             coords = self._slot_coords(layout, tids, vals, st)
         coords = tuple(np.asarray(c, dtype=np.int64) for c in coords)
-        from tilepy.interp_memory import stage_offsets
-
-        off = np.asarray(stage_offsets(stype, coords), dtype=np.int64).ravel() if coords else np.zeros(
+        off = np.asarray(stype.offset(coords), dtype=np.int64).ravel() if coords else np.zeros(
             len(tids), dtype=np.int64)
         off = off + ref.origin if ref.origin else off
         stage = ref.stage if ref.stage is not None else 0
