@@ -40,6 +40,9 @@ def gpu_backend():
     return _GPU_BACKEND
 
 
+_LAUNCHER_LIMIT = 256  # launchers kept per kernel (one per grid tuple; cleared past it)
+
+
 class Kernel:
     """A tilepy kernel. `kernel[grid](*args, **constexprs)` runs it (on the CPU interpreter for numpy arrays
     and CPU tensors); `kernel.ir(**constexprs)` gives the typed IR of one specialization.
@@ -68,6 +71,7 @@ class Kernel:
         self._src = KernelSource(fn, self.source, self.file, first_line)
         self.params = self._signature()
         self._cache: dict = {}
+        self._launchers: dict = {}
 
     def _span(self) -> Span:
         text = self.source.splitlines()[0] if self.source else ""
@@ -118,6 +122,7 @@ class Kernel:
         clone.__dict__.update({k: v for k, v in self.__dict__.items() if k != "gpu_launch"})
         clone.params = [(n, new.get(n, s), d) for n, s, d in self.params]
         clone._cache = {}
+        clone._launchers = {}
         return clone
 
     @property
@@ -164,7 +169,18 @@ class Kernel:
     specialize = ir
 
     def __getitem__(self, grid):
-        return Launcher(self, grid)
+        try:  # on the path of every launch: a launcher per grid tuple, made once
+            return self._launchers[grid]
+        except (KeyError, TypeError):
+            return self._launcher(grid)
+
+    def _launcher(self, grid) -> Launcher:
+        launcher = Launcher(self, grid)
+        if type(grid) in (tuple, int):  # a grid function is often a fresh lambda per call: not kept
+            if len(self._launchers) >= _LAUNCHER_LIMIT:
+                self._launchers.clear()
+            self._launchers[grid] = launcher
+        return launcher
 
     def run(self, grid, *args, target: str | None = None, record: bool = False, tags=None, **constexprs):
         """Run on the CPU interpreter; returns the interpreter's Trace (accesses when record=True)."""

@@ -77,9 +77,10 @@ def _extension():
 
 
 def native_fast():
-    """The extension's `fast` (signature key, lookup, pointer fill and launch in C), or None."""
+    """The extension's `bound_fast` (the wrapped-launch check, signature key, lookup, pointer fill and launch in
+    C), or None."""
     ext = _extension()
-    return None if isinstance(ext, str) else ext.fast
+    return None if isinstance(ext, str) else ext.bound_fast
 
 
 @functools.cache

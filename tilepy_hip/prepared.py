@@ -20,6 +20,7 @@ pointers in a small cache of the prepared launch, and their slots in `params` re
 from __future__ import annotations
 
 import ctypes
+import functools
 import struct
 import threading
 
@@ -75,17 +76,10 @@ def fast_path(params, entries: dict, package, own, native_fast=None):
     """`fast(grid, target, kwargs, args, stream=None)`: the prepared launch of this call's signature run, or None
     (no entry, or `package.launch` is not `own`: someone wrapped tilepy_hip.launch and must see every call).
     `entries` maps signature keys to `PreparedLaunch.record()`s; `native_fast` is the C extension's `fast` (the
-    same lookup, and the launch itself for simple entries), else the lookup is generated Python."""
-    if native_fast is not None:
-        src = (
-            "def fast(grid, target, kwargs, args, stream=None):\n"
-            "    if package.launch is not own:\n"
-            "        return None\n"
-            "    return native_fast(entries, kinds, target, kwargs, args, grid, stream)\n"
-        )
-        env = {"package": package, "own": own, "native_fast": native_fast, "entries": entries,
-               "kinds": kinds(params)}
-        return _define(src, env, "fast")
+    same lookup, and the launch itself for simple entries: `bound_fast`, which checks `package.launch` too), else
+    the lookup is generated Python."""
+    if native_fast is not None:  # one C call: functools.partial has a vectorcall, no Python frame runs
+        return functools.partial(native_fast, package, own, entries, kinds(params))
     binds, key = _key_source(params)
     body = "".join(f"        {b}\n" for b in binds)
     src = (

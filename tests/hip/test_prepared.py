@@ -245,3 +245,35 @@ def test_the_c_fast_path_without_a_driver_says_so():
         pytest.skip("this machine has a CUDA driver")
     with pytest.raises(RuntimeError, match="libcuda"):
         ext.launch(0, 1, 1, 1, 32, 0, 0, 0)
+
+
+def test_the_bound_c_fast_path_steps_aside_while_launch_is_wrapped():
+    """`fast_path` over the extension is one C call (a functools.partial of `bound_fast`): it finds the entry
+    like the Python lookup, passes grid and stream through, and returns None while `package.launch` is not the
+    launch it was bound to (a wrapper must see every call)."""
+    import types
+
+    from tilepy_hip.prepared import fast_path
+
+    ext = _extension_or_skip()
+    params = KERNELS["vector_add"].params
+    x1 = torch.randn(8)
+    args, kw = (x1, x1, x1), {"BLOCK": 8}
+
+    def own(*a, **k):
+        raise AssertionError("not called")
+
+    package = types.SimpleNamespace(launch=own)
+    entries = {signature_key(params)(None, kw, args): (lambda grid, a, stream: ("python path", grid, stream), "ck",
+                                                       False, *(None,) * 9)}
+    fast = fast_path(params, entries, package, own, ext.bound_fast)
+    assert fast((3,), None, kw, args) == ("python path", (3,), None)
+    assert fast((3,), None, kw, args, 7) == ("python path", (3,), 7)
+    assert fast((3,), None, {"BLOCK": 16}, args) is None            # another constexpr: no entry
+    assert fast((3,), "sm_80", kw, args) is None                   # another target
+    package.launch = lambda *a, **k: None                           # wrapped (a profiler, a launch counter)
+    assert fast((3,), None, kw, args) is None
+    package.launch = own
+    assert fast((3,), None, kw, args)[0] == "python path"
+    with pytest.raises(TypeError, match="bound_fast"):
+        ext.bound_fast(package, own, entries)

@@ -65,3 +65,23 @@ def test_the_backend_announces_itself_through_an_entry_point(monkeypatch):
     monkeypatch.setattr("importlib.metadata.entry_points",
                         lambda group=None: [EntryPoint()] if group == "tilepy.backends" else [])
     assert kmod.gpu_backend() == "found"
+
+
+def test_launchers_are_made_once_per_grid_tuple_and_run_the_right_grid():
+    """`kernel[grid]` keeps one launcher per grid tuple (the launch hot path allocates nothing); grid functions
+    and unhashable grids get a fresh one; a retyped kernel has launchers of its own."""
+    assert double[(2,)] is double[(2,)] and double[2] is double[2]
+    assert double[(2,)] is not double[(1,)]
+    f = lambda m: (2,)  # noqa: E731
+    assert double[f] is not double[f] and double[[2]].grid == [2]
+    x = np.arange(64, dtype=np.float32)
+    for blocks in (1, 2):
+        y = np.zeros(64, np.float32)
+        double[(blocks,)](x, y)
+        np.testing.assert_array_equal(y[: 32 * blocks], 2 * x[: 32 * blocks])
+        assert not y[32 * blocks:].any()
+    y = np.zeros(64, np.float32)
+    double[f](x, y)
+    np.testing.assert_array_equal(y, 2 * x)
+    other = double.retyped(Y=tp.Tensor[tp.f64, "N"])
+    assert other[(2,)] is not double[(2,)] and other[(2,)].kernel is other

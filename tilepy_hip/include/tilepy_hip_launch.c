@@ -12,7 +12,12 @@
  *       is PreparedLaunch.record(): (call, ck, simple, func, threads, smem, params, index, stream_fn, grids, meta,
  *       slots). For a simple entry (tensor pointers only, one device) this function fills the pointer slots and
  *       launches; otherwise, for a grid not seen yet, or when the launch fails, it returns call(grid, args,
- *       stream), the Python path, which handles (and reports) everything. */
+ *       stream), the Python path, which handles (and reports) everything.
+ *
+ *   bound_fast(package, own, entries, kinds, grid, target, kwargs, args[, stream]) -> as fast, or None
+ *       The kernel's whole fast path (`Kernel.gpu_launch` is a functools.partial of it over the first four):
+ *       None while `package.launch` is not `own` (a wrapper of tilepy_hip.launch must see every call), else
+ *       fast(entries, kinds, target, kwargs, args, grid, stream). One C call, no Python frame in between. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <dlfcn.h>
@@ -20,7 +25,7 @@
 typedef int (*cu_launch_kernel_t)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                                   void *, void **, void **);
 static cu_launch_kernel_t cu_launch_kernel;
-static PyObject *s_dtype, *s_shape, *s_get_device, *s_is_contiguous, *s_data_ptr;
+static PyObject *s_dtype, *s_shape, *s_get_device, *s_is_contiguous, *s_data_ptr, *s_launch;
 
 typedef struct {
   void **addr;    /* where the pointer goes (a ctypes c_void_p of the argument buffer) */
@@ -114,17 +119,11 @@ static PyObject *python_path(PyObject *call, PyObject *grid, PyObject *args, PyO
   return PyObject_Vectorcall(call, argv, 3, NULL);
 }
 
-static PyObject *fast(PyObject *self, PyObject *const *a, Py_ssize_t n) {
-  (void)self;
-  if (n != 7 || !PyDict_CheckExact(a[0]) || !PyBytes_CheckExact(a[1]) || !PyDict_Check(a[3]) ||
-      !PyTuple_CheckExact(a[4])) {
-    PyErr_SetString(PyExc_TypeError, "fast(entries, kinds, target, kwargs, args, grid, stream)");
-    return NULL;
-  }
-  PyObject *args = a[4], *grid = a[5], *stream = a[6];
-  PyObject *key = signature_key(a[1], a[2], a[3], args);
+static PyObject *fast_impl(PyObject *entries, PyObject *kinds, PyObject *target, PyObject *kwargs,
+                           PyObject *args, PyObject *grid, PyObject *stream) {
+  PyObject *key = signature_key(kinds, target, kwargs, args);
   if (key == NULL) Py_RETURN_NONE;
-  PyObject *entry = PyDict_GetItemWithError(a[0], key); /* borrowed */
+  PyObject *entry = PyDict_GetItemWithError(entries, key); /* borrowed */
   Py_DECREF(key);
   if (entry == NULL) {
     PyErr_Clear();
@@ -195,9 +194,35 @@ static PyObject *fast(PyObject *self, PyObject *const *a, Py_ssize_t n) {
   return ck;
 }
 
+static PyObject *fast(PyObject *self, PyObject *const *a, Py_ssize_t n) {
+  (void)self;
+  if (n != 7 || !PyDict_CheckExact(a[0]) || !PyBytes_CheckExact(a[1]) || !PyDict_Check(a[3]) ||
+      !PyTuple_CheckExact(a[4])) {
+    PyErr_SetString(PyExc_TypeError, "fast(entries, kinds, target, kwargs, args, grid, stream)");
+    return NULL;
+  }
+  return fast_impl(a[0], a[1], a[2], a[3], a[4], a[5], a[6]);
+}
+
+static PyObject *bound_fast(PyObject *self, PyObject *const *a, Py_ssize_t n) {
+  (void)self;
+  if ((n != 8 && n != 9) || !PyDict_CheckExact(a[2]) || !PyBytes_CheckExact(a[3]) || !PyDict_Check(a[6]) ||
+      !PyTuple_CheckExact(a[7])) {
+    PyErr_SetString(PyExc_TypeError, "bound_fast(package, own, entries, kinds, grid, target, kwargs, args[, stream])");
+    return NULL;
+  }
+  PyObject *current = PyObject_GetAttr(a[0], s_launch);
+  if (current == NULL) return NULL;
+  int wrapped = current != a[1];
+  Py_DECREF(current);
+  if (wrapped) Py_RETURN_NONE;
+  return fast_impl(a[2], a[3], a[5], a[6], a[7], a[4], n == 9 ? a[8] : Py_None);
+}
+
 static PyMethodDef methods[] = {
     {"launch", (PyCFunction)(void (*)(void))launch, METH_FASTCALL, "cuLaunchKernel(func, grid, block, ...)"},
     {"fast", (PyCFunction)(void (*)(void))fast, METH_FASTCALL, "the prepared launch of a call's signature"},
+    {"bound_fast", (PyCFunction)(void (*)(void))bound_fast, METH_FASTCALL, "fast, unless tilepy_hip.launch is wrapped"},
     {"driver_found", driver_found, METH_NOARGS, "whether libcuda.so.1 was found"},
     {NULL, NULL, 0, NULL},
 };
@@ -212,6 +237,7 @@ PyMODINIT_FUNC PyInit_tilepy_hip_launch(void) {
   s_get_device = PyUnicode_InternFromString("get_device");
   s_is_contiguous = PyUnicode_InternFromString("is_contiguous");
   s_data_ptr = PyUnicode_InternFromString("data_ptr");
-  if (!s_dtype || !s_shape || !s_get_device || !s_is_contiguous || !s_data_ptr) return NULL;
+  s_launch = PyUnicode_InternFromString("launch");
+  if (!s_dtype || !s_shape || !s_get_device || !s_is_contiguous || !s_data_ptr || !s_launch) return NULL;
   return PyModule_Create(&module);
 }
