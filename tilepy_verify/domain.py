@@ -1,16 +1,6 @@
 """The abstract state: one walk over a kernel's IR that turns every value into a symbolic map and every
-shared-memory access, barrier, async-copy wait and tag assertion into an event the checks reason about.
-
-Uniform scalars become `Sym` expressions over named variables: ``block0..2`` (block ids), ``grid0..2``,
-``dim:<name>`` (symbolic tensor dimensions), ``p:<name>`` (integer parameters), one variable per loop
-(``k#3``) and its trip count (``trip#3``). Per-thread scalars use ``tid``. Comparisons are bool terms
-(see vc.py).
-
-Each event sits at a `Point`: its enclosing loops, its path condition (uniform `if`s), the threads that run
-it (role branches), and symbolic counters of what executed before it in the block: ``B`` barriers, ``T``
-statements (program order), ``C:async`` committed cp.async groups, ``C:<mbarrier>`` bulk copies. Inside a
-loop the counters are affine in the iteration index, so "same barrier interval" is ``B1 == B2`` and
-"before" is ``T1 < T2`` for any two iterations — loops are never unrolled.
+shared-memory access, barrier, async-copy wait and tag assertion into an event the checks reason about
+(the values and events are defined in events.py, the operations on values in values.py).
 
 Per-thread facts (which thread touches which element of a tile) come from evaluating the layouts on all
 (thread, value) slots with numpy: exact and cheap for the few hundred threads of a block. The same layouts
@@ -20,293 +10,59 @@ evaluated on `Var`s give the symbolic maps used in counterexamples and in the MM
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from tilepy import ir
 from tilepy.instructions import mma_operand_layout
 from tilepy.ops import ATOMICS
-from tilepy.symbolic import Sym, Var
+from tilepy.symbolic import Var
 from tilepy.targets import get_target
 from tilepy.tv_layout import TVLayout, blocked
-from tilepy.types import RegType, ScalarType, SharedType, TensorType
+from tilepy.types import RegType, ScalarType, TensorType
 
 from . import gathers, tile_ops
-from .tagterms import TOP, Alt, product, subst_tag
-from .vc import AND, NOT, OR, cmp, in_range, is_int, subst
-
-UNKNOWN = object()  # a scalar the analysis does not model (floats, data-dependent values)
-
-_fresh = itertools.count()
-
-
-def fresh(prefix: str) -> Var:
-    return Var(f"{prefix}#{next(_fresh)}")
-
-
-# ------------------------------------------------------------------------------------------ structures
-
-
-@dataclass(eq=False)
-class Loop:
-    id: int
-    name: str
-    var: Var
-    start: object
-    stop: object
-    step: object
-    trip: Var
-    span: object
-    stages: int | None
-    parent: Loop | None
-    cost: dict = field(default_factory=dict)  # counters per iteration
-    base: dict = field(default_factory=dict)  # counters at loop entry
-    writes: list = field(default_factory=list)  # shared writes of one iteration (from the first pass)
-
-    def index(self):
-        """Iteration index n = (k - start) // step."""
-        return self.var - self.start if _is_one(self.step) else (self.var - self.start) // self.step
-
-    def constraint(self):
-        step_ok = True if _is_one(self.step) else cmp("==", (self.var - self.start) % self.step, 0)
-        return AND(in_range(self.var, self.start, self.stop), step_ok, self.trip_def())
-
-    def trip_def(self):
-        n = (self.stop - self.start + self.step - 1) // self.step if not _is_one(self.step) else self.stop - self.start
-        return OR(AND(cmp(">", self.stop, self.start), cmp("==", self.trip, n)),
-                  AND(cmp("<=", self.stop, self.start), cmp("==", self.trip, 0)))
-
-
-def _is_one(x) -> bool:
-    return (is_int(x) and x == 1) or (isinstance(x, Sym) and getattr(x, "value", None) == 1)
-
-
-@dataclass(eq=False)
-class Point:
-    loops: tuple
-    counters: dict
-    path: object
-    threads: np.ndarray | None  # real thread ids running it (None: all)
-    role: tuple  # ((if id, branch), ...) of enclosing role branches
-    span: object
-
-    def constraint(self):
-        return AND(self.path, *(lp.constraint() for lp in self.loops))
-
-    def instance(self, suffix: str) -> dict:
-        """Renaming of this point's loop variables for one instance of it in a query."""
-        m = {}
-        for lp in self.loops:
-            m[lp.var.name] = Var(lp.var.name + suffix)
-            m[lp.trip.name] = Var(lp.trip.name + suffix)
-        return m
-
-
-@dataclass(eq=False)
-class SharedAlloc:
-    id: int
-    name: str
-    type: SharedType
-    span: object
-
-    @property
-    def stages(self) -> int:
-        return self.type.stages or 1
-
-    @property
-    def stage_elems(self) -> int:
-        return int(self.type.stage_elems)
-
-
-@dataclass(eq=False)
-class Access:
-    """One shared-memory access op: `kind` read | write | async (cp.async / bulk: written at retirement).
-    Slots are parallel arrays: real thread, value index, in-stage element offset, tile coordinates."""
-
-    id: int
-    op: object
-    span: object
-    kind: str
-    alloc: SharedAlloc
-    stage: object
-    point: Point
-    thr: np.ndarray
-    val: np.ndarray
-    off: np.ndarray
-    coords: tuple
-    layout: TVLayout | None
-    channel: str = "C:async"
-    group: object = None  # group index (C counter at issue) of an async copy
-    partial: bool = False  # masked: some slots may not run
-    descriptor: bool = False  # wgmma: read by the hardware through a descriptor (no per-lane pattern)
-    eb: int = 4
-    uninit: object = False  # bool term: no write reaches this read (set for reads, see reaching.py)
-    bar: str | None = None  # bulk copy: its mbarrier
-    arr: object = None  # bulk copy: arrivals on `bar` by the issuing role before the issue (see sync.py)
-    arr_valid: object = True  # bool term: `arr` is exact
-    frame: tuple | None = None  # a view (permute / window): reaching.frame_* maps its coords to the tile's
-    window: bool = False  # through a window: only part of the stage
-
-
-@dataclass(eq=False)
-class Wait:
-    point: Point
-    channel: str
-    n: int
-    span: object
-    bar: str | None = None  # mbarrier_wait: the mbarrier and the phase term (None: not modelled)
-    phase: object = None
-
-
-@dataclass(eq=False)
-class Arrive:
-    """One mbarrier_arrive op: `index` counts the arrivals on `bar` by the same role before it (exact
-    where `valid` holds; see sync.py)."""
-
-    point: Point
-    bar: str
-    key: str  # the arrival counter's name in Point.counters
-    index: object
-    valid: object
-    span: object
-
-
-@dataclass(eq=False)
-class BarrierEv:
-    point: Point
-    span: object
-    divergent: object = None  # (If node, thread mask then) when under thread-dependent control flow
-
-
-@dataclass(eq=False)
-class WriteRec:
-    access: Access
-    point: Point
-    tag: object  # callable(coords) -> list[Alt]
-
-
-@dataclass(eq=False)
-class MmaContrib:
-    op: object
-    span: object
-    point: Point
-    instr: object
-    warps: tuple
-    shape: tuple  # (M, N, K)
-    a: object  # OperandTag
-    b: object
-
-
-@dataclass(eq=False)
-class OperandTag:
-    tag: object  # callable(coords) -> list[Alt]
-    actual: TVLayout | None  # register operand layout (None: shared operand, read by coordinate)
-    expected: TVLayout | None
-
-
-@dataclass(eq=False)
-class MmaOp:
-    op: object
-    span: object
-    point: Point
-    instr: object
-    warps: tuple
-    operands: dict  # which -> (type, layout or None)
-
-
-@dataclass(eq=False)
-class Assertion:
-    op: object
-    span: object
-    point: Point
-    fn: object
-    target: object  # Reg or MmaOps
-    message: str
-    at: tuple = ()  # `at=` tiles: Regs (or UNKNOWN) whose element values are the predicate's further arguments
-
-
-# ------------------------------------------------------------------------------------------ values
-
-
-@dataclass(eq=False)
-class Reg:
-    type: RegType
-    tag: object = None  # callable(coords) -> list[Alt]; None: untagged
-    value: object = None  # callable(coords) -> Sym / bool term for int/bool tiles, else None
-    pairs: tuple = ()  # MmaContrib accumulated into this tile
-    src: object = None  # span of the op that made it
-    from_pairs: bool = False  # `tag` is mma_result_tag(pairs): an MMA result's (a, b) products
-
-
-@dataclass(eq=False)
-class MmaOps:
-    reg: Reg
-
-
-@dataclass(eq=False)
-class GView:
-    param: str
-    type: TensorType
-    dims: tuple  # Syms/ints
-    starts: tuple
-    sizes: tuple
-    squeeze: tuple
-    span: object
-
-    @property
-    def shape(self):
-        return tuple(n for n, q in zip(self.sizes, self.squeeze) if not q)
-
-    def global_coords(self, coords):
-        it = iter(coords)
-        return tuple(s if q else s + next(it) for s, q in zip(self.starts, self.squeeze))
-
-
-@dataclass(eq=False)
-class SRef:
-    alloc: SharedAlloc
-    stage: object  # Sym/int, or None for the whole (multi-stage) allocation
-    view: SharedType | None = None  # tp.permute / tp.transpose / a window: the view's stage type
-    frame: tuple | None = None  # its coordinates in the allocation's (reaching.frame_*; None: the same)
-    origin: int = 0  # a window: element offset of its element 0
-
-    @property
-    def shape(self) -> tuple:
-        return tuple((self.view or self.alloc.type).shape)
-
-
-@dataclass(eq=False)
-class TensorVal:
-    param: str
-    type: TensorType
-
-
-# ------------------------------------------------------------------------------------------ analysis
-
-
-@dataclass
-class Analysis:
-    kir: object
-    target: object
-    num_threads: int
-    accesses: list = field(default_factory=list)
-    waits: list = field(default_factory=list)
-    barriers: list = field(default_factory=list)
-    mma_ops: list = field(default_factory=list)
-    assertions: list = field(default_factory=list)
-    allocs: list = field(default_factory=list)
-    loops: list = field(default_factory=list)
-    unsupported: list = field(default_factory=list)  # (span, what) the analysis over-approximated
-    mbarriers: dict = field(default_factory=dict)  # "mbar:<name>" -> arrival count
-    arrives: list = field(default_factory=list)
-    arrive_roles: dict = field(default_factory=dict)  # "mbar:<name>" -> set of role tuples of its arrive ops
-    wait_nodes: dict = field(default_factory=dict)  # "mbar:<name>" -> number of mbarrier_wait ops on it
-    # trip count definitions of every loop walked, the measuring walks' too (their trips occur in the
-    # counters' per-iteration costs of enclosing loops)
-    trip_facts: dict = field(default_factory=dict)
-    global_accesses: list = field(default_factory=list)  # gathers.GAccess: stores, loads, atomics
-    store_values: dict = field(default_factory=dict)  # id(GAccess of a store) -> the stored value
+from .events import (
+    UNKNOWN,
+    Access,
+    Analysis,
+    Arrive,
+    Assertion,
+    BarrierEv,
+    GView,
+    Loop,
+    MmaContrib,
+    MmaOp,
+    MmaOps,
+    OperandTag,
+    Point,
+    Reg,
+    SharedAlloc,
+    SRef,
+    TensorVal,
+    Wait,
+    WriteRec,
+    arr_key,
+    fresh,
+    intlike,
+)
+from .reaching import frame_of, frame_permute, frame_window, reaching_tag
+from .sync import prescan
+from .tagterms import TOP, Alt, Unknown, eval_tagfn, product
+from .values import (
+    after_loop,
+    compose,
+    compose_v,
+    intersect,
+    join,
+    products_tag,
+    same_value,
+    scalar_op,
+    tagfn_tag,
+    untagged,
+    value_names,
+)
+from .vc import AND, NOT, OR, Solver_, cmp, evaluate_term, in_range, is_int, subst, term_vars
 
 
 def analyze(kir) -> Analysis:
@@ -335,8 +91,6 @@ class _Walker:
 
     def solve(self, term):
         """A model of `term` or None (a walker-side query: prefix-closed guards, monotone phases)."""
-        from .vc import Solver_
-
         if self._solver is None:
             self._solver = Solver_()
         for lp in self._all_loops:
@@ -356,8 +110,6 @@ class _Walker:
         counters = {"B": 0, "T": 0, "C:async": 0}
         state = _State(env, counters, True, None, (), ())
         self._all_loops = []
-        from .sync import prescan
-
         prescan(self.kir.body, self.A)
         try:
             self.block(self.kir.body, state)
@@ -388,7 +140,7 @@ class _Walker:
 
     def loop(self, s: ir.For, st):
         start, stop, step = (self.scalar(e, st) for e in (s.start, s.stop, s.step))
-        start, stop, step = (fresh("u") if v is UNKNOWN or not _intlike(v) else v for v in (start, stop, step))
+        start, stop, step = (fresh("u") if v is UNKNOWN or not intlike(v) else v for v in (start, stop, step))
         lid = next(self._ids)
         lp = Loop(lid, s.var, Var(f"{s.var}#{lid}"), start, stop, step, Var(f"trip#{lid}"), s.span, s.stages,
                   st.loops[-1] if st.loops else None)
@@ -422,7 +174,7 @@ class _Walker:
         env2 = dict(st.env)
         for name in carried:
             v0, v1 = st.env[name], env1.get(name)
-            env2[name] = _join(v0, v1)
+            env2[name] = join(v0, v1)
         env2[s.var] = lp.var
         n = lp.index()
         ctr = {k: lp.base[k] + n * lp.cost[k] for k in lp.cost}
@@ -444,7 +196,7 @@ class _Walker:
             st.avalid[k] = AND(st.avalid.get(k, True), OR(cmp("==", lp.trip, 0), last))
         for name in _assigned(s.body):
             if name in st2.env:
-                st.env[name] = _join(st.env.get(name), _after_loop(st2.env[name], lp))
+                st.env[name] = join(st.env.get(name), after_loop(st2.env[name], lp))
 
     def prefix_closed(self, lp, v) -> bool:
         """Does `v` (a bool term over lp.var) holding at iteration n imply it held at every earlier one?"""
@@ -456,19 +208,19 @@ class _Walker:
 
     def branch(self, s: ir.If, st):
         cond = self.scalar(s.cond, st)
-        per_thread = "tid" in _names(cond)
+        per_thread = "tid" in value_names(cond)
         if s.kind == "role" or per_thread:
             mask = self.thread_mask(cond, st)
             rid = id(s)  # stable over both walks of an enclosing loop (sync.py keys arrival counters by role)
             for branch, body, m in ((0, s.then, mask), (1, s.orelse, None if mask is None else ~mask)):
-                threads = st.threads if m is None else _intersect(st.threads, np.nonzero(m)[0])
+                threads = st.threads if m is None else intersect(st.threads, np.nonzero(m)[0])
                 sub = _State(dict(st.env), st.counters, st.path, threads, st.loops, st.role + ((rid, branch),))
                 sub.avalid = st.avalid
                 sub.divergent = (s, mask)
                 self.block(body, sub)
                 for k, v in sub.env.items():
                     if st.env.get(k) is not v:
-                        st.env[k] = _join(st.env.get(k), v)
+                        st.env[k] = join(st.env.get(k), v)
             return
         c = cond if cond is not UNKNOWN else ("bvar", f"if#{next(self._ids)}")
         before = dict(st.counters)
@@ -487,14 +239,14 @@ class _Walker:
             va, vb = t_state.avalid.get(k, True), e_state.avalid.get(k, True)
             if k == "T":
                 st.counters[k] = b
-            elif _same(a, b):
+            elif same_value(a, b):
                 st.counters[k] = a
                 if k.startswith("A:"):
                     st.avalid[k] = OR(AND(c, va), AND(NOT(c), vb))
-            elif k.startswith("A:") and _same(b, before.get(k, 0)):
+            elif k.startswith("A:") and same_value(b, before.get(k, 0)):
                 # arrivals only on the then path: exact where the condition held (sync.py, loop validity)
                 st.counters[k], st.avalid[k] = a, AND(c, va)
-            elif k.startswith("A:") and _same(a, before.get(k, 0)):
+            elif k.startswith("A:") and same_value(a, before.get(k, 0)):
                 st.counters[k], st.avalid[k] = b, AND(NOT(c), vb)
             else:
                 st.counters[k] = fresh(f"cnt_{k}")
@@ -502,12 +254,10 @@ class _Walker:
                     st.avalid[k] = False
         for k in set(t_state.env) | set(e_state.env):
             a, b = t_state.env.get(k), e_state.env.get(k)
-            st.env[k] = a if a is b else _join(a, b)
+            st.env[k] = a if a is b else join(a, b)
 
     def thread_mask(self, cond, st):
         """Which threads take a thread-dependent branch (None when it also depends on unknowns)."""
-        from .vc import evaluate_term, term_vars
-
         if cond is UNKNOWN:
             return None
         names = term_vars(cond)
@@ -538,10 +288,10 @@ class _Walker:
             if x is UNKNOWN:
                 return UNKNOWN
             if e.op == "not":
-                return NOT(x) if not _intlike(x) else cmp("==", x, 0)
-            if e.op == "-" and _intlike(x):
+                return NOT(x) if not intlike(x) else cmp("==", x, 0)
+            if e.op == "-" and intlike(x):
                 return 0 - x
-            if e.op == "~" and _intlike(x):
+            if e.op == "~" and intlike(x):
                 return -1 - x
             return UNKNOWN
         if isinstance(e, ir.Call):
@@ -552,7 +302,7 @@ class _Walker:
         a, b = self.expr(e.lhs, st), self.expr(e.rhs, st)
         if isinstance(e.type, RegType):
             return self.elementwise(e, [a, b], st)
-        return _scalar_op(e.op, a, b)
+        return scalar_op(e.op, a, b)
 
     # ----------------------------------------------------------------- calls
     def call(self, e: ir.Call, st):
@@ -589,7 +339,7 @@ class _Walker:
 
     def op_cdiv(self, e, st):
         a, b = self.expr(e.args[0], st), self.expr(e.args[1], st)
-        if not (_intlike(a) and _intlike(b)):
+        if not (intlike(a) and intlike(b)):
             return UNKNOWN
         return (a + b - 1) // b
 
@@ -602,7 +352,7 @@ class _Walker:
     def op_view(self, e, st):
         base = self.expr(e.args[0], st)
         starts = tuple(self.expr(a, st) for a in e.args[1:])
-        starts = tuple(s if _intlike(s) else fresh("start") for s in starts)
+        starts = tuple(s if intlike(s) else fresh("start") for s in starts)
         if isinstance(base, GView):  # view of a view
             keep = [d for d, q in enumerate(base.squeeze) if not q]
             full_st, full_sz, full_sq = list(base.starts), list(base.sizes), list(base.squeeze)
@@ -625,8 +375,6 @@ class _Walker:
         return SRef(a, None)
 
     def op_shared_permute(self, e, st):
-        from .reaching import frame_of, frame_permute
-
         ref = self.expr(e.args[0], st)
         dims = tuple(e.attrs["dims"])
         base = ref.view or (ref.alloc.type.stage() if ref.alloc.type.stages else ref.alloc.type)
@@ -634,8 +382,6 @@ class _Walker:
         return SRef(ref.alloc, ref.stage, base.permute(dims), frame, ref.origin)
 
     def op_shared_window(self, e, st):
-        from .reaching import frame_of, frame_window
-
         ref = self.expr(e.args[0], st)
         starts, sizes, squeeze = (tuple(e.attrs[k]) for k in ("starts", "sizes", "squeeze"))
         base = ref.view or (ref.alloc.type.stage() if ref.alloc.type.stages else ref.alloc.type)
@@ -646,7 +392,7 @@ class _Walker:
     def op_stage(self, e, st):
         ref = self.expr(e.args[0], st)
         idx = self.expr(e.args[1], st)
-        if not _intlike(idx):
+        if not intlike(idx):
             idx = fresh("stage")
         return SRef(ref.alloc, idx)
 
@@ -655,7 +401,7 @@ class _Walker:
 
     def op_full(self, e, st):
         v = self.expr(e.args[0], st)
-        return Reg(e.type, None, (lambda c, v=v: v) if _intlike(v) or isinstance(v, bool) else None, (), e.span)
+        return Reg(e.type, None, (lambda c, v=v: v) if intlike(v) or isinstance(v, bool) else None, (), e.span)
 
     def op_arange(self, e, st):
         return Reg(e.type, None, lambda c: c[0], (), e.span)
@@ -667,7 +413,7 @@ class _Walker:
         def drop(c, ax=ax):
             return c[:ax] + c[ax + 1:]
 
-        return Reg(e.type, _compose(x.tag, drop), _compose_v(x.value, drop), x.pairs, x.src)
+        return Reg(e.type, compose(x.tag, drop), compose_v(x.value, drop), x.pairs, x.src)
 
     def op_convert_layout(self, e, st):
         x = self.expr(e.args[0], st)
@@ -677,7 +423,7 @@ class _Walker:
         x = self.expr(e.args[0], st)
         if isinstance(x, Reg):
             return Reg(e.type, x.tag, x.value, x.pairs, x.src, x.from_pairs)
-        return x if _intlike(x) and e.type.dtype.is_int else UNKNOWN
+        return x if intlike(x) and e.type.dtype.is_int else UNKNOWN
 
     def _reduce(self, e, st):
         x = self.expr(e.args[0], st)
@@ -729,7 +475,7 @@ class _Walker:
 
         value = None
         if e.type.dtype.is_int or e.type.dtype.kind == "bool":
-            if all(isinstance(v, Reg) and v.value is not None or _intlike(v) or isinstance(v, bool) for v in vals):
+            if all(isinstance(v, Reg) and v.value is not None or intlike(v) or isinstance(v, bool) for v in vals):
                 op = e.op if isinstance(e, ir.BinOp) else None
 
                 def value(c, op=op):
@@ -739,7 +485,7 @@ class _Walker:
                         xs.append(r.value(cc) if isinstance(r, Reg) else r)
                     if op is None or len(xs) != 2:
                         return UNKNOWN
-                    return _scalar_op(op, xs[0], xs[1])
+                    return scalar_op(op, xs[0], xs[1])
 
         return Reg(e.type, tag if tagged else None, value, (), e.span)
 
@@ -776,8 +522,6 @@ class _Walker:
         span = fn.span
 
         def tag(c, view=view, fn=fn, span=span):
-            from .tagterms import Unknown, eval_tagfn
-
             try:
                 return [Alt(True, eval_tagfn(fn, list(view.global_coords(c))), view.span)]
             except Unknown:
@@ -846,7 +590,7 @@ class _Walker:
         tids = np.full(coords.shape[1], first)
         acc = self.access(e, st, "async", dst, tids, np.arange(coords.shape[1]), None, channel=f"C:{bar}",
                           group=st.counters.get(f"C:{bar}", 0), coords=tuple(coords))
-        key = _arr_key(bar, st.role)
+        key = arr_key(bar, st.role)
         acc.bar, acc.arr, acc.arr_valid = bar, st.counters.get(key, 0), st.avalid.get(key, True)
         self.bump(st, f"C:{bar}")
         self.record_write(acc, st, self.global_tag(src))
@@ -861,7 +605,7 @@ class _Walker:
     def eff_mbarrier_wait(self, e, st):
         bar = _bar_name(e.args[0])
         phase = self.scalar(e.args[1], st) if len(e.args) > 1 else UNKNOWN
-        w = Wait(self.point(st, e.span), f"C:{bar}", 0, e.span, bar, phase if _intlike(phase) else None)
+        w = Wait(self.point(st, e.span), f"C:{bar}", 0, e.span, bar, phase if intlike(phase) else None)
         self.mwaits.append(w)
         if self.recording:
             # a completed phase makes the bulk copies tied to it visible to the waiting role (sync.py)
@@ -869,7 +613,7 @@ class _Walker:
 
     def eff_mbarrier_arrive(self, e, st):
         bar = _bar_name(e.args[0])
-        key = _arr_key(bar, st.role)
+        key = arr_key(bar, st.role)
         ev = Arrive(self.point(st, e.span), bar, key, st.counters.get(key, 0), st.avalid.get(key, True), e.span)
         if self.recording:
             self.A.arrives.append(ev)
@@ -897,13 +641,13 @@ class _Walker:
         elif isinstance(x, Reg):
             name = e.args[0].name if isinstance(e.args[0], ir.Var) else None
             if name:
-                st.env[name] = Reg(x.type, _tagfn_tag(fn, e.span), x.value, x.pairs, x.src)
+                st.env[name] = Reg(x.type, tagfn_tag(fn, e.span), x.value, x.pairs, x.src)
         elif isinstance(x, SRef):
             n = len(x.alloc.type.shape)
             tids, vals = self.slots(blocked(x.shape, self.T, 1), st, owners=True)
             acc = self.access(e, st, "tag", x if x.stage is not None else SRef(x.alloc, 0), tids, vals, None)
             del n
-            self.record_write(acc, st, _tagfn_tag(fn, e.span))
+            self.record_write(acc, st, tagfn_tag(fn, e.span))
 
     def eff_assert_tag(self, e, st):
         x = self.expr(e.args[0], st)
@@ -935,18 +679,18 @@ class _Walker:
                 else:  # wgmma: the hardware reads A's rows / B's columns of each group through a descriptor
                     tids, vals, coords = self.wgmma_slots(instr, which, shape, warps, st)
                     acc = self.access(e, st, "read", x, tids, vals, None, coords=coords, descriptor=True)
-                tags[which] = OperandTag(self.read_tag(x, acc) or _untagged, None, None)
+                tags[which] = OperandTag(self.read_tag(x, acc) or untagged, None, None)
             else:
                 operands[which] = (xe.type, xe.type.layout)
                 exp = mma_operand_layout(instr, which, shape, warps) if instr.operand(which) is not None else None
-                tags[which] = OperandTag(x.tag or _untagged, xe.type.layout, exp)
+                tags[which] = OperandTag(x.tag or untagged, xe.type.layout, exp)
         operands["c"] = (e.args[2].type, e.args[2].type.layout)
         if self.recording:
             self.A.mma_ops.append(MmaOp(e, e.span, pt, instr, warps, operands))
         contrib = MmaContrib(e, e.span, pt, instr, warps, (M, N, K), tags["a"], tags["b"])
         pairs = tuple(p for p in c.pairs if p.op is not e) + (contrib,) if isinstance(c, Reg) else (contrib,)
         prev = c.tag if isinstance(c, Reg) and c.from_pairs else None
-        return Reg(e.type, _products_tag(contrib, prev), None, pairs, e.span, True)
+        return Reg(e.type, products_tag(contrib, prev), None, pairs, e.span, True)
 
     def wgmma_slots(self, instr, which, shape, warps, st):
         gm, gn = warps
@@ -1023,14 +767,12 @@ class _Walker:
         return tuple(c[pos, vals] for c in layout.coords)
 
     def record_write(self, acc: Access, st, tag):
-        self.writes.append(WriteRec(acc, acc.point, tag or _untagged))
+        self.writes.append(WriteRec(acc, acc.point, tag or untagged))
 
     def read_tag(self, ref: SRef, acc: Access):
         """Tag alternatives of the elements a read of `ref` sees: those of the most recent write to the same
         stage, found among the writes of this iteration, of the previous iterations (up to a window of
         stages + 1) and before the loop."""
-        from .reaching import reaching_tag
-
         return reaching_tag(self, ref, acc)
 
 
@@ -1046,191 +788,8 @@ def stype_shape(alloc) -> tuple:
     return tuple(alloc.type.shape)
 
 
-def _arr_key(bar: str, role: tuple) -> str:
-    """Counter of the arrivals on `bar` by one role (each executing role's arrive counts once)."""
-    return f"A:{bar}|{role!r}"
-
-
-def _untagged(c):
-    return [Alt(True, None)]
-
-
-def _tagfn_tag(fn, span):
-    from .tagterms import Unknown, eval_tagfn
-
-    def tag(c):
-        try:
-            return [Alt(True, eval_tagfn(fn, list(c)), span)]
-        except Unknown:
-            return [Alt(True, TOP, span)]
-
-    return tag
-
-
-def _compose(tag, f):
-    if tag is None:
-        return None
-    return lambda c: tag(f(c))
-
-
-def _compose_v(value, f):
-    if value is None:
-        return None
-    return lambda c: value(f(c))
-
-
-def _intlike(v) -> bool:
-    return is_int(v) or isinstance(v, Sym)
-
-
-def _names(v) -> set:
-    from .vc import term_vars
-
-    if v is UNKNOWN or isinstance(v, bool) or v is None or not (isinstance(v, (Sym, tuple)) or is_int(v)):
-        return set()
-    return term_vars(v)
-
-
-def _same(a, b) -> bool:
-    if is_int(a) and is_int(b):
-        return a == b
-    return isinstance(a, Sym) and isinstance(b, Sym) and a == b
-
-
-def _scalar_op(op, a, b):
-    if a is UNKNOWN or b is UNKNOWN:
-        return UNKNOWN
-    boolish = (isinstance(a, bool) or (isinstance(a, tuple) and a and a[0] in ("cmp", "and", "or", "not", "bvar")),
-               isinstance(b, bool) or (isinstance(b, tuple) and b and b[0] in ("cmp", "and", "or", "not", "bvar")))
-    if op in ("and", "&") and all(boolish):
-        return AND(a, b)
-    if op in ("or", "|") and all(boolish):
-        return OR(a, b)
-    if any(boolish):
-        if op in ("==", "!=") and all(boolish):
-            eq = OR(AND(a, b), AND(NOT(a), NOT(b)))
-            return eq if op == "==" else NOT(eq)
-        return UNKNOWN
-    if not (_intlike(a) and _intlike(b)):
-        return UNKNOWN
-    if op in ("<", "<=", ">", ">=", "==", "!="):
-        return cmp(op, a, b)
-    if op in ("+", "-", "*", "//", "%", "^", "&", "|", "<<", ">>"):
-        from .vc import const_of
-
-        cb = const_of(b)
-        if op in ("//", "%") and (cb is None or cb <= 0):
-            return UNKNOWN if cb is not None else fresh("div")
-        if op in ("<<", ">>") and (cb is None or cb < 0):
-            return fresh("shift")
-        import operator
-
-        return {"+": operator.add, "-": operator.sub, "*": operator.mul, "//": operator.floordiv,
-                "%": operator.mod, "^": operator.xor, "&": operator.and_, "|": operator.or_,
-                "<<": operator.lshift, ">>": operator.rshift}[op](a, b)
-    return UNKNOWN
-
-
 def _bar_name(e) -> str:
     return f"mbar:{e.name}" if isinstance(e, ir.Var) else "mbar:?"
-
-
-def _intersect(threads, ids):
-    if threads is None:
-        return ids
-    return np.intersect1d(threads, ids)
-
-
-def _join(a, b):
-    """Value of a variable after control flow merges two possible values."""
-    if a is b:
-        return a
-    if a is None:
-        return b
-    if b is None:
-        return a
-    if isinstance(a, Reg) and isinstance(b, Reg):
-        pairs = tuple(a.pairs) + tuple(p for p in b.pairs if all(p.op is not q.op for q in a.pairs))
-        if pairs and all(r.from_pairs or (r.tag is None and not r.pairs) for r in (a, b)):
-            # MMA results (or an untagged initial accumulator): the products of every MMA that produced it
-            return Reg(b.type, mma_result_tag(pairs), None, pairs, b.src, True)
-        tag = a.tag if a.tag is b.tag else (None if a.tag is None and b.tag is None else _top_tag)
-        return Reg(b.type, tag, None, pairs, b.src)
-    if _same(a, b):
-        return a
-    if isinstance(a, (SRef, GView, TensorVal)):
-        return b
-    return fresh("join")
-
-
-def _top_tag(c):
-    return [Alt(True, TOP)]
-
-
-def mma_result_tag(pairs):
-    """Tag of an MMA result: element (i, j) carries (A tag at (i, r), B tag at (r, j)) for every contraction
-    index r of every MMA in `pairs` that accumulated into it, at any of its iterations (each MMA's loop
-    variables are fresh, constrained to their ranges). The accumulator's contents before the first of them
-    are not part of it. Operands are taken by their logical coordinates (a register operand in another
-    layout than the instruction's is an mma_layout error of its own)."""
-
-    def tag(c, pairs=pairs):
-        out = []
-        for p in pairs:
-            m = {}
-            for lp in p.point.loops:
-                m[lp.var.name], m[lp.trip.name] = fresh(lp.name), fresh("trip")
-            out += _products(p, c, m, p.point.constraint())
-        return out
-
-    return tag
-
-
-def _products(p, c, m, where):
-    i, j = c
-    r = fresh("r")
-    where = AND(in_range(r, 0, p.shape[2]), subst(where, m) if m else where)
-    out = []
-    for alt in product([p.a.tag((i, r)), p.b.tag((r, j))], tuple):
-        cond = AND(where, subst(alt.cond, m) if m else alt.cond)
-        if cond is not False:
-            out.append(Alt(cond, subst_tag(alt.tag, m) if m else alt.tag, alt.src or p.span))
-    return out
-
-
-def _products_tag(contrib, prev):
-    """Tag of the result of one MMA where it is computed: its own products at this iteration, then those of
-    the MMAs that produced the accumulator it added to (`prev`)."""
-
-    def tag(c, contrib=contrib, prev=prev):
-        return _products(contrib, c, {}, True) + (prev(c) if prev is not None else [])
-
-    return tag
-
-
-def _after_loop(v, lp: Loop):
-    """A value computed in a loop body, seen after the loop: its iteration is some valid one."""
-    if isinstance(v, Reg) and v.tag is not None:
-        inner = v.tag
-
-        def tag(c, inner=inner, lp=lp):
-            k = fresh(lp.name)
-            m = {lp.var.name: k}
-            return [Alt(AND(subst(a.cond, m), subst(lp.constraint(), m)), subst_tag(a.tag, m), a.src)
-                    for a in inner(c)]
-
-        return Reg(v.type, tag, None, v.pairs, v.src, v.from_pairs)
-    if isinstance(v, Sym) and lp.var in _free(v):
-        return fresh("after")
-    return v
-
-
-def _free(v):
-    from tilepy.symbolic import free_vars
-
-    return free_vars(v)
-
-
 
 
 def _assigned(stmts) -> set:

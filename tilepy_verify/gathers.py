@@ -12,8 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tilepy import ir
+from tilepy.symbolic import Var
 from tilepy.types import TensorType
 
+from .events import UNKNOWN, GView, Reg, intlike
 from .tagterms import TOP, Alt
 
 
@@ -28,8 +31,6 @@ class GGather:
 
     def global_coords(self, coords):
         """The tensor index per dimension at symbolic tile coordinates (None where not modelled)."""
-        from .domain import UNKNOWN, Reg, _intlike
-
         out = []
         for ix in self.index:
             if isinstance(ix, Reg):
@@ -39,9 +40,9 @@ class GGather:
                 vs = ix.type.shape
                 cc = tuple(0 if n == 1 and m != 1 else c for c, n, m in zip(coords, vs, self.shape))
                 v = ix.value(cc)
-                out.append(v if v is not UNKNOWN and _intlike(v) else None)
+                out.append(v if v is not UNKNOWN and intlike(v) else None)
             else:
-                out.append(ix if ix is not UNKNOWN and _intlike(ix) else None)
+                out.append(ix if ix is not UNKNOWN and intlike(ix) else None)
         return tuple(out)
 
 
@@ -62,13 +63,11 @@ class GAccess:
 
 
 def gather_view(walker, e, st) -> GGather:
-    from .domain import UNKNOWN, Var, _intlike
-
     base = walker.expr(e.args[0], st)
     index = []
     for a in e.args[1:]:
         v = walker.expr(a, st)
-        index.append(v if v is not UNKNOWN and (_intlike(v) or hasattr(v, "type")) else UNKNOWN)
+        index.append(v if v is not UNKNOWN and (intlike(v) or hasattr(v, "type")) else UNKNOWN)
     dims = tuple(d if isinstance(d, int) else Var(f"dim:{d}") for d in base.type.shape)
     return GGather(base.param, base.type, dims, tuple(index), tuple(e.type.shape), e.span)
 
@@ -97,8 +96,6 @@ def gather_tag(walker, g: GGather):
 
 def atomic(walker, e, st):
     """An atomic update: a global write; its old values are data (unknown values, TOP tags)."""
-    from .domain import Reg
-
     dst = walker.expr(e.args[0], st)
     nvals = 2 if e.op == "atomic_cas" else 1
     for a in e.args[1:]:
@@ -111,10 +108,6 @@ def record(walker, e, st, kind, view, mask_expr=None):
     """Remember one global access for the global race check (views and gathers; others are ignored). A mask
     given as a variable restricts the elements (its value map, where known); any other mask is ignored,
     which over-approximates the elements touched (evaluating it again could record its accesses twice)."""
-    from tilepy import ir
-
-    from .domain import UNKNOWN, GView, Reg
-
     if not walker.recording:
         return
     mask = walker.expr(mask_expr, st) if isinstance(mask_expr, ir.Var) else None

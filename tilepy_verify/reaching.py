@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from tilepy.symbolic import Var
 
+from .events import arr_key
 from .sync import in_line, latest_counted, sole_role
 from .tagterms import TOP, Alt, subst_tag
 from .vc import AND, NOT, OR, cmp, const_of, in_range, subst
@@ -99,8 +100,6 @@ def cross_role(walker, alloc, P, stage):
     """[(WriteRec, mapping, match, definite)] of the bulk copies of another role a read at P sees (see the
     module doc), most recent first; [] when the pattern does not apply (the general chain decides). The
     caller also requires `not _own_later(alloc, P)`."""
-    from .domain import _arr_key
-
     A = walker.A
     writes = [w for w in walker.writes if w.access.alloc is alloc]
     own = [w for w in writes if in_line(w.point.role, P.role)]
@@ -127,7 +126,7 @@ def cross_role(walker, alloc, P, stage):
         if walker.solve(AND(P.constraint(), earlier)) is not None or not _monotone(walker, W):
             return []
         C = A.mbarriers[bar]
-        got = latest_counted(acc.point, acc.arr, _arr_key(bar, acc.point.role), (W.phase + 1) * C)
+        got = latest_counted(acc.point, acc.arr, arr_key(bar, acc.point.role), (W.phase + 1) * C)
         if got is None:
             return []
         m, valid = got

@@ -7,13 +7,12 @@ integer tile's value map goes through the same coordinate map."""
 
 from __future__ import annotations
 
+from .events import Reg, fresh
 from .tagterms import Alt
 from .vc import AND, in_range
 
 
 def scan(walker, e, st):
-    from .domain import Reg, fresh
-
     x = walker.expr(e.args[0], st)
     ax, n = e.attrs["axis"], e.type.shape[e.attrs["axis"]]
 
@@ -25,8 +24,6 @@ def scan(walker, e, st):
 
 
 def _moved(walker, e, st, f):
-    from .domain import Reg
-
     x = walker.expr(e.args[0], st)
     if not isinstance(x, Reg):
         return Reg(e.type, None, None, (), e.span)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from tilepy.symbolic import Var
 
 from ..counterexample import block_of, coord_ranges, dims_of, holder, instance, iteration_of, thread_fields
-from ..domain import UNKNOWN, MmaOps, Reg, TensorVal, _intlike
+from ..events import UNKNOWN, MmaOps, Reg, TensorVal, intlike
 from ..report import Finding
 from ..tagterms import Alt, Unknown, has_top, predicate, product, show, subst_tag
 from ..vc import AND, NOT, cmp, in_range, subst
@@ -78,7 +78,7 @@ def _bad_at(a):
                 "assert on the MMA's operands' elements instead, or drop at=")
     shape = tuple(a.target.type.shape)
     for k, x in enumerate(a.at):
-        if not isinstance(x, Reg) and x is not UNKNOWN and _intlike(x):
+        if not isinstance(x, Reg) and x is not UNKNOWN and intlike(x):
             continue  # a block-uniform integer: the same value for every element
         if not isinstance(x, Reg) or x.value is None:
             return (f"the values of `at` tile {k} are not known to the verifier",
@@ -86,7 +86,7 @@ def _bad_at(a):
                     "by + - * // %")
         xs = tuple(x.type.shape)
         probe = x.value(tuple(Var(f"c{d}@a") for d in range(len(xs))))
-        if probe is UNKNOWN or not _intlike(probe):
+        if probe is UNKNOWN or not intlike(probe):
             return (f"the values of `at` tile {k} are not known to the verifier",
                     "pass index tiles computed from tp.arange, tp.block_id, loop variables and constants "
                     "by + - * // %")

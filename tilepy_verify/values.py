@@ -1,0 +1,173 @@
+"""Operations on the verifier's abstract values (events.py): scalar arithmetic on symbolic terms, joining
+two values where control flow merges, a value seen after its loop, the tags of MMA results, tags composed
+through coordinate maps."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tilepy.symbolic import Sym, free_vars
+
+from .events import UNKNOWN, GView, Loop, Reg, SRef, TensorVal, fresh, intlike
+from .tagterms import TOP, Alt, Unknown, eval_tagfn, product, subst_tag
+from .vc import AND, NOT, OR, cmp, const_of, in_range, is_int, subst, term_vars
+
+
+def untagged(c):
+    return [Alt(True, None)]
+
+
+def tagfn_tag(fn, span):
+    def tag(c):
+        try:
+            return [Alt(True, eval_tagfn(fn, list(c)), span)]
+        except Unknown:
+            return [Alt(True, TOP, span)]
+
+    return tag
+
+
+def compose(tag, f):
+    if tag is None:
+        return None
+    return lambda c: tag(f(c))
+
+
+def compose_v(value, f):
+    if value is None:
+        return None
+    return lambda c: value(f(c))
+
+
+def value_names(v) -> set:
+    if v is UNKNOWN or isinstance(v, bool) or v is None or not (isinstance(v, (Sym, tuple)) or is_int(v)):
+        return set()
+    return term_vars(v)
+
+
+def same_value(a, b) -> bool:
+    if is_int(a) and is_int(b):
+        return a == b
+    return isinstance(a, Sym) and isinstance(b, Sym) and a == b
+
+
+def scalar_op(op, a, b):
+    if a is UNKNOWN or b is UNKNOWN:
+        return UNKNOWN
+    boolish = (isinstance(a, bool) or (isinstance(a, tuple) and a and a[0] in ("cmp", "and", "or", "not", "bvar")),
+               isinstance(b, bool) or (isinstance(b, tuple) and b and b[0] in ("cmp", "and", "or", "not", "bvar")))
+    if op in ("and", "&") and all(boolish):
+        return AND(a, b)
+    if op in ("or", "|") and all(boolish):
+        return OR(a, b)
+    if any(boolish):
+        if op in ("==", "!=") and all(boolish):
+            eq = OR(AND(a, b), AND(NOT(a), NOT(b)))
+            return eq if op == "==" else NOT(eq)
+        return UNKNOWN
+    if not (intlike(a) and intlike(b)):
+        return UNKNOWN
+    if op in ("<", "<=", ">", ">=", "==", "!="):
+        return cmp(op, a, b)
+    if op in ("+", "-", "*", "//", "%", "^", "&", "|", "<<", ">>"):
+        cb = const_of(b)
+        if op in ("//", "%") and (cb is None or cb <= 0):
+            return UNKNOWN if cb is not None else fresh("div")
+        if op in ("<<", ">>") and (cb is None or cb < 0):
+            return fresh("shift")
+        import operator
+
+        return {"+": operator.add, "-": operator.sub, "*": operator.mul, "//": operator.floordiv,
+                "%": operator.mod, "^": operator.xor, "&": operator.and_, "|": operator.or_,
+                "<<": operator.lshift, ">>": operator.rshift}[op](a, b)
+    return UNKNOWN
+
+
+def intersect(threads, ids):
+    if threads is None:
+        return ids
+    return np.intersect1d(threads, ids)
+
+
+def join(a, b):
+    """Value of a variable after control flow merges two possible values."""
+    if a is b:
+        return a
+    if a is None:
+        return b
+    if b is None:
+        return a
+    if isinstance(a, Reg) and isinstance(b, Reg):
+        pairs = tuple(a.pairs) + tuple(p for p in b.pairs if all(p.op is not q.op for q in a.pairs))
+        if pairs and all(r.from_pairs or (r.tag is None and not r.pairs) for r in (a, b)):
+            # MMA results (or an untagged initial accumulator): the products of every MMA that produced it
+            return Reg(b.type, mma_result_tag(pairs), None, pairs, b.src, True)
+        tag = a.tag if a.tag is b.tag else (None if a.tag is None and b.tag is None else top_tag)
+        return Reg(b.type, tag, None, pairs, b.src)
+    if same_value(a, b):
+        return a
+    if isinstance(a, (SRef, GView, TensorVal)):
+        return b
+    return fresh("join")
+
+
+def top_tag(c):
+    return [Alt(True, TOP)]
+
+
+def mma_result_tag(pairs):
+    """Tag of an MMA result: element (i, j) carries (A tag at (i, r), B tag at (r, j)) for every contraction
+    index r of every MMA in `pairs` that accumulated into it, at any of its iterations (each MMA's loop
+    variables are fresh, constrained to their ranges). The accumulator's contents before the first of them
+    are not part of it. Operands are taken by their logical coordinates (a register operand in another
+    layout than the instruction's is an mma_layout error of its own)."""
+
+    def tag(c, pairs=pairs):
+        out = []
+        for p in pairs:
+            m = {}
+            for lp in p.point.loops:
+                m[lp.var.name], m[lp.trip.name] = fresh(lp.name), fresh("trip")
+            out += products(p, c, m, p.point.constraint())
+        return out
+
+    return tag
+
+
+def products(p, c, m, where):
+    i, j = c
+    r = fresh("r")
+    where = AND(in_range(r, 0, p.shape[2]), subst(where, m) if m else where)
+    out = []
+    for alt in product([p.a.tag((i, r)), p.b.tag((r, j))], tuple):
+        cond = AND(where, subst(alt.cond, m) if m else alt.cond)
+        if cond is not False:
+            out.append(Alt(cond, subst_tag(alt.tag, m) if m else alt.tag, alt.src or p.span))
+    return out
+
+
+def products_tag(contrib, prev):
+    """Tag of the result of one MMA where it is computed: its own products at this iteration, then those of
+    the MMAs that produced the accumulator it added to (`prev`)."""
+
+    def tag(c, contrib=contrib, prev=prev):
+        return products(contrib, c, {}, True) + (prev(c) if prev is not None else [])
+
+    return tag
+
+
+def after_loop(v, lp: Loop):
+    """A value computed in a loop body, seen after the loop: its iteration is some valid one."""
+    if isinstance(v, Reg) and v.tag is not None:
+        inner = v.tag
+
+        def tag(c, inner=inner, lp=lp):
+            k = fresh(lp.name)
+            m = {lp.var.name: k}
+            return [Alt(AND(subst(a.cond, m), subst(lp.constraint(), m)), subst_tag(a.tag, m), a.src)
+                    for a in inner(c)]
+
+        return Reg(v.type, tag, None, v.pairs, v.src, v.from_pairs)
+    if isinstance(v, Sym) and lp.var in free_vars(v):
+        return fresh("after")
+    return v
