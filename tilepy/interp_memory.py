@@ -170,38 +170,19 @@ class SharedBuf:
         return f"<shared {self.name} {self.type}>"
 
 
-def apply_layout(layout, coords: tuple):
-    """Offsets of the layout at tile coordinates (int arrays), generic over the layout's profile."""
-    shape = layout.shape
-    if isinstance(shape, tuple) and len(shape) == len(coords):
-        return layout(tuple(coords))
-    if len(coords) == 1:
-        return layout(coords[0])
-    raise ValueError(f"shared layout {layout} has {len(shape) if isinstance(shape, tuple) else 1} modes but "
-                     f"the tile has {len(coords)} dimensions")
-
-
-def stage_offsets(stype: SharedType, coords: tuple) -> np.ndarray:
-    """Offsets inside one stage: swizzle(layout(coords)) as int64, broadcast to the coordinates' shape."""
-    shape = np.broadcast_shapes(*(np.shape(c) for c in coords))
-    off = np.asarray(apply_layout(stype.layout, tuple(np.asarray(c, dtype=np.int64) for c in coords)),
-                     dtype=np.int64)
-    if stype.swizzle is not None:
-        off = np.asarray(stype.swizzle(off), dtype=np.int64)
-    return np.broadcast_to(off, shape)
-
-
+# Offsets themselves come from SharedType.offset; these cache the read-only arrays that repeat on every
+# access (a register layout's coordinates, or the whole tile).
 @lru_cache(maxsize=512)
-def _stage_offsets_tv(stype: SharedType, tv) -> np.ndarray:
-    out = stage_offsets(stype, tv.coords)
+def _offsets_of_tv(stype: SharedType, tv) -> np.ndarray:
+    out = np.asarray(stype.offset(tv.coords), dtype=np.int64)
     out.setflags(write=False)
     return out
 
 
 @lru_cache(maxsize=256)
-def _stage_offsets_all(stype: SharedType) -> np.ndarray:
+def _offsets_of_tile(stype: SharedType) -> np.ndarray:
     coords = tuple(np.indices(stype.shape, dtype=np.int64)) if stype.shape else ()
-    out = stage_offsets(stype, coords)
+    out = np.asarray(stype.offset(coords), dtype=np.int64)
     out.setflags(write=False)
     return out
 
@@ -225,7 +206,7 @@ class SharedRef:
         return self.type.dtype
 
     def offsets(self, coords=None, span: Span | None = None, tv=None) -> np.ndarray:
-        """Element offsets in the allocation: stage * stage_elems + swizzle(layout(coords)). `tv` (a
+        """Element offsets in the allocation: stage * stage_elems + SharedType.offset(coords). `tv` (a
         TVLayout) uses its cached coordinates; `coords=None` and no `tv` gives every element of the tile
         in row-major order of its shape. Raises InterpreterError for an offset outside the stage."""
         if self.stage is None and self.buf.stages > 1:
@@ -234,11 +215,11 @@ class SharedRef:
                 "before using it", span)
         st = self.type.stage() if self.type.stages else self.type
         if tv is not None:
-            off = _stage_offsets_tv(st, tv)
+            off = _offsets_of_tv(st, tv)
         elif coords is None:
-            off = _stage_offsets_all(st)
+            off = _offsets_of_tile(st)
         else:
-            off = stage_offsets(st, coords)
+            off = np.asarray(st.offset(tuple(np.asarray(c, dtype=np.int64) for c in coords)), dtype=np.int64)
         if self.origin:
             off = off + self.origin
         n = self.buf.stage_elems

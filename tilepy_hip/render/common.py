@@ -77,13 +77,6 @@ class SmemRef:
     def dtype(self):
         return self.stype.dtype
 
-    def elem_offset(self, coords):
-        """Element offset (a Sym or int) of a tile coordinate given as Syms/ints, swizzle applied."""
-        off = self.stype.layout(*coords) if len(coords) > 1 else self.stype.layout(coords[0])
-        if self.stype.swizzle is not None:
-            off = self.stype.swizzle(off)
-        return off
-
 
 @dataclass
 class SharedAlloc:

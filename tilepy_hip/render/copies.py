@@ -131,7 +131,7 @@ class CopyOps:
                 if guard:
                     em.open(f"if ({guard})")
                 idx, off = self._global_terms(view, coords)
-                soff = sym_c(sref.elem_offset(coords))
+                soff = sym_c(sref.stype.offset(coords))
                 others = " && ".join(
                     f"(unsigned){i} < (unsigned)({dims[j]})" for j, i in enumerate(idx) if j != last
                 )
@@ -171,7 +171,7 @@ class CopyOps:
             if guard:
                 em.open(f"if ({guard})")
             idx, off = self._global_terms(view, coords)
-            soff = sym_c(sref.elem_offset(coords))
+            soff = sym_c(sref.stype.offset(coords))
             inb = " && ".join(f"(unsigned){i} < (unsigned)({dims[j]})" for j, i in enumerate(idx))
             if direction == "g2s":
                 em(f"{sref.ptr}[{soff}] = ({inb}) ? {ptr}[{off}] : {T}(0);")
@@ -194,7 +194,7 @@ class CopyOps:
                 if guard:
                     em.open(f"if ({guard})")
                 idx, off = self._global_terms(view, coords)
-                soff = sym_c(sref.elem_offset(coords))
+                soff = sym_c(sref.stype.offset(coords))
                 inb = " && ".join(
                     f"(unsigned){i} < (unsigned)({dims[j]})" for j, i in enumerate(idx) if j != last
                 )
@@ -225,7 +225,7 @@ class CopyOps:
             if guard:
                 self.em.open(f"if ({guard})")
             self.em(
-                f"{dst.ptr}[{sym_c(dst.elem_offset(coords))}] = {src.ptr}[{sym_c(src.elem_offset(coords))}];"
+                f"{dst.ptr}[{sym_c(dst.stype.offset(coords))}] = {src.ptr}[{sym_c(src.stype.offset(coords))}];"
             )
             if guard:
                 self.em.close()

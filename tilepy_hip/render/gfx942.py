@@ -52,7 +52,7 @@ def emit_mfma(r, e, acc, a, b):
             if a_shared:
                 row = (Var(wm) + gm * rr) * mi + lane % mi
                 vals = [
-                    f"(short){a.ptr}[{sym_c(a.elem_offset([row, ks * ki + kq + j]))}].x" for j in range(4)
+                    f"(short){a.ptr}[{sym_c(a.stype.offset([row, ks * ki + kq + j]))}].x" for j in range(4)
                 ]
             else:
                 base = 4 * (rr + rep_r * ks)
@@ -65,7 +65,7 @@ def emit_mfma(r, e, acc, a, b):
             if b_shared:
                 col = (Var(wn) + gn * rc) * mi + lane % mi
                 vals = [
-                    f"(short){b.ptr}[{sym_c(b.elem_offset([ks * ki + kq + j, col]))}].x" for j in range(4)
+                    f"(short){b.ptr}[{sym_c(b.stype.offset([ks * ki + kq + j, col]))}].x" for j in range(4)
                 ]
             else:
                 base = 4 * (ks + ksteps * rc)

@@ -106,7 +106,7 @@ def emit_mma_sync(r, e, acc, a, b):
                     coord = (mb + 8 * (j % 2), kb + half_k * (j // 2) + row8)
                 else:
                     coord = (mb + 8 * (j % 2) + row8, kb + half_k * (j // 2))
-                off = sym_c(a.elem_offset(list(coord)))
+                off = sym_c(a.stype.offset(list(coord)))
                 fn = "tp_ldmatrix_x4_trans" if a_trans else "tp_ldmatrix_x4"
                 em(f"{fn}({sa} + ({off}) * {eb}, {', '.join(regs)});")
             else:
@@ -127,7 +127,7 @@ def emit_mma_sync(r, e, acc, a, b):
                     coord = (kb + half_k * (q % 2) + row8, nb)
                 else:
                     coord = (kb + half_k * (q % 2), nb + row8)
-                off = sym_c(b.elem_offset(list(coord)))
+                off = sym_c(b.stype.offset(list(coord)))
                 suffix = "_trans" if b_trans else ""
                 if pair:
                     em(f"tp_ldmatrix_x4{suffix}({sb} + ({off}) * {eb}, {', '.join(bf[pc] + bf[pc + 1])});")

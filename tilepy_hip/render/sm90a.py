@@ -519,7 +519,7 @@ def _cooperative_chunks(r, view, sref, ct: str, size: int, vec: int):
                     em(f"{v}[{u}].v[{k}] = {k} < {n} ? {ptr}[{off} + {k}] : {T}(0);")
                 em.close()
         else:
-            soff = sym_c(sref.elem_offset(coords))
+            soff = sym_c(sref.stype.offset(coords))
             guard = f"if ({live}) " if live else ""
             if vec > 1:
                 em(f"{guard}tp_stvec<{T}, {vec}>({sref.ptr} + {soff}, {v}[{u}]);")
@@ -552,7 +552,7 @@ def _element_loop(r, view, sref):
             rem = q
     coords = [Var(c) for c in reversed(names)]
     idx, off = r._global_terms(view, coords)
-    soff = sym_c(sref.elem_offset(coords))
+    soff = sym_c(sref.stype.offset(coords))
     inb = " && ".join(f"(unsigned){x} < (unsigned)({view.tensor.dims[j]})" for j, x in enumerate(idx))
     em(f"{sref.ptr}[{soff}] = ({inb}) ? {view.tensor.ptr}[{off}] : {ctype(sref.dtype)}(0);")
     em.close()

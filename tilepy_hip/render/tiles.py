@@ -495,7 +495,7 @@ class TileOps:
         for v in range(V):
             if not keep[v]:
                 continue
-            off = sym_c(sref.elem_offset([c.sym(v) for c in coords]))
+            off = sym_c(sref.stype.offset([c.sym(v) for c in coords]))
             c = ([f"({cond})"] if cond and kind == "store" else []) + ([ms[v]] if v in ms else [])
             if kind == "load":
                 text = f"{sref.ptr}[{off}]"
