@@ -5,7 +5,9 @@ Bulk copies are judged by happens-before between threads (vector clocks over the
 mbarrier arrive -> complete -> wait events), never by the interpreter's lock-step order: an access before a
 copy's issue must happen before the issue (same thread, or a barrier / arrive -> wait chain from the
 accessing thread to the issuing one); an access after it must follow a wait for the copy's phase (by the
-accessing thread, or by a thread that happens before the access)."""
+accessing thread, or by a thread that happens before the access). Plain accesses of two threads in one barrier
+interval of a block with mbarriers are a race only when neither happens before the other (roles that hand a
+stage over with store -> arrive -> wait -> read are ordered)."""
 
 from __future__ import annotations
 
@@ -81,10 +83,31 @@ def _races(trace, obs):
     tmax = np.maximum.reduceat(t, starts)
     anyw = np.maximum.reduceat(w.astype(np.int8), starts) > 0
     bad = np.nonzero(anyw & (tmin != tmax))[0]
-    for b in bad[:400]:
+    ends = np.r_[starts[1:], len(k)]
+    sq = s["seq"][order]
+    mbar = {e.block for e in trace.events if e.kind == "mbarrier_arrive"}
+    clocks: dict = {}
+    found = 0
+    for b in bad:
+        if found >= 400:
+            break
         blk, buf, off, itv = (int(x) for x in k[starts[b]])
+        if blk in mbar:  # roles ordered through mbarriers inside one interval: judge by happens-before
+            ck = clocks.get(blk) or clocks.setdefault(blk, Clocks(trace, blk))
+            if not _unordered(ck, t[starts[b]:ends[b]], sq[starts[b]:ends[b]], w[starts[b]:ends[b]]):
+                continue
+        found += 1
         obs.race.append({"block": blk, "buffer": buf, "offset": off, "interval": itv,
                          "threads": (int(tmin[b]), int(tmax[b]))})
+
+
+def _unordered(ck, thr, seq, wr) -> bool:
+    """Do two of these accesses of one element (threads, trace positions, write flags) by different threads,
+    one a write, happen in no happens-before order?"""
+    i, j = np.nonzero((seq[:, None] < seq[None, :]) & (thr[:, None] != thr[None, :]) & (wr[:, None] | wr[None, :]))
+    if i.size == 0:
+        return False
+    return not ck.before(thr[i], seq[i], thr[j], seq[j]).all()
 
 
 def _key(rows):

@@ -15,7 +15,14 @@ for a copy Y and any other access R of the same stage and element (any role, any
 have landed and be visible at R (a wait on Y's mbarrier for a phase >= Y's, in R's role, before R), or R
 must be over before Y is issued (program order in one role, or an arrive after R that a wait before Y
 waits for); two copies into one element are ordered through the phases (directly, or through a role that
-waits for the first and arrives on a barrier the second waits for)."""
+waits for the first and arrives on a barrier the second waits for).
+
+A read that no write reaches (reaching.py: uninitialized shared memory) is an error, unless a plain store of
+another role wrote the whole stage and happens before the read through an arrive after the store and a wait
+for that arrival before the read (the producer that gathers a tile with ordinary stores and then signals
+`full[s]`, as stdlib_kernels/conv_igemm.py): `_stored_before`. Whether that store is the one the read sees,
+not a later one, is the race check's part (every pair of a store and a read in concurrent roles is ordered
+through an arrive -> wait edge, or reported)."""
 
 from __future__ import annotations
 
@@ -23,7 +30,7 @@ import numpy as np
 
 from ..counterexample import block_of, counter, instance, iteration_of, rename, thread_fields
 from ..report import Finding
-from ..sync import Sync, in_line, instances_before
+from ..sync import Sync, concurrent, in_line, instances_before, latest_counted, runs_on
 from ..vc import AND, NOT, OR, cmp, subst
 from .overlap import cross_thread, same_thread, slot_of
 
@@ -116,7 +123,7 @@ def _query(ctx, c, r, relation, rel):
 
 def _uninitialized(ctx, r):
     m, c = instance(r.point, "@1")
-    model = ctx.solver.check(AND(c, rename(r.uninit, m)))
+    model = ctx.solver.check(AND(c, rename(r.uninit, m), NOT(_stored_before(ctx, r, m))))
     if model is None:
         return None
     stage = ctx.eval(rename(r.stage, m), model)
@@ -131,6 +138,35 @@ def _uninitialized(ctx, r):
     return Finding("pipeline_hazard", "error",
                    f"pipeline hazard on shared tile '{ctx.name_of(r.alloc)}': stage {stage} is read before anything "
                    "was written to it", r.span, cex, r.alloc.span)
+
+
+def _stored_before(ctx, r, mr):
+    """Bool term: a plain store of another, concurrently running role wrote the whole stage `r` reads, and
+    happens before r's instance (renamed by mr): the store, then (program order, same iteration) an arrive
+    X on an mbarrier that only the storing role arrives on, which a wait in r's line before r waits for
+    (sync.py). Only the latest instance of X that the wait counts is tried (its iteration is the store's), so
+    the query stays quantifier-free; a store with no such arrive after it, or an arrive on a barrier or for a
+    phase r's role does not wait for, gives nothing, and the read is still reported."""
+    sync = ctx.__dict__.setdefault("_sync", Sync(ctx.analysis))
+    terms = []
+    for w in ctx.analysis.accesses:
+        if (w.alloc is not r.alloc or w.kind != "write" or w.partial or w.window
+                or not concurrent(w.point, r.point)):
+            continue
+        for x in sync.arrives:
+            if (not sync.exact_arrive(x) or not in_line(x.point.role, w.point.role)
+                    or tuple(x.point.loops) != tuple(w.point.loops) or not runs_on(x.point, w.point)):
+                continue
+            C = sync.count(x.bar)
+            for wt, mwt, wc in sync.waits_before(x.bar, r.point, mr):
+                got = latest_counted(x.point, x.index, x.key, (rename(wt.phase, mwt) + 1) * C)
+                if got is None:
+                    continue
+                mx, vx = got
+                terms.append(AND(wc, vx, rename(x.point.path, mx), rename(x.valid, mx), rename(w.point.path, mx),
+                                 cmp("<", counter(w.point, "T", mx), counter(x.point, "T", mx)),
+                                 cmp("==", rename(w.stage, mx), rename(r.stage, mr))))
+    return OR(*terms)
 
 
 def _before_static(c, r) -> bool:
