@@ -17,6 +17,7 @@ from .errors import (
 )
 from .instructions import MmaInstr, mma_operand_layout
 from .ops import UNARY_MATH
+from .tagfn import build_tag_fn
 from .types import NONE, RegType, ScalarType, SharedType, TensorType
 
 
@@ -239,10 +240,7 @@ class ComputeRules:
         return self.make("assert_tag", NONE, node, target, *at, fn=fn, message=message)
 
     def tag_fn(self, node: cst.Lambda):
-        from .tagfn import build_tag_fn
-
         return build_tag_fn(self.tr, node)
-
 
 
 def _unary(name):

@@ -18,7 +18,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from . import dtypes as dt
 from . import ir
-from .builtins_impl import BoundMethod
+from .builtins_impl import BoundMethod, BuiltinRules
 from .errors import (
     CompileError,
     ConstexprError,
@@ -27,27 +27,11 @@ from .errors import (
     UnsupportedConstructError,
 )
 from .language import Builtin, TensorSpec
+from .operators import BINOPS, CMPOPS, PY_BINOPS
 from .ops import ATOMICS
 from .targets import Target
 from .thread_values import static_thread_values
 from .types import NONE, RegType, ScalarType, TensorType
-
-BINOPS = {
-    cst.Add: "+", cst.Subtract: "-", cst.Multiply: "*", cst.Divide: "/", cst.FloorDivide: "//",
-    cst.Modulo: "%", cst.Power: "**", cst.BitAnd: "&", cst.BitOr: "|", cst.BitXor: "^",
-    cst.LeftShift: "<<", cst.RightShift: ">>",
-}
-CMPOPS = {
-    cst.LessThan: "<", cst.LessThanEqual: "<=", cst.GreaterThan: ">", cst.GreaterThanEqual: ">=",
-    cst.Equal: "==", cst.NotEqual: "!=",
-}
-PY_BINOPS = {
-    "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b, "/": lambda a, b: a / b,
-    "//": lambda a, b: a // b, "%": lambda a, b: a % b, "**": lambda a, b: a**b, "&": lambda a, b: a & b,
-    "|": lambda a, b: a | b, "^": lambda a, b: a ^ b, "<<": lambda a, b: a << b, ">>": lambda a, b: a >> b,
-    "<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
-    "==": lambda a, b: a == b, "!=": lambda a, b: a != b, "and": lambda a, b: a and b, "or": lambda a, b: a or b,
-}
 
 # Python statements with a pointer to what to write instead.
 UNSUPPORTED_STMT_HINTS = {
@@ -109,8 +93,6 @@ class Translator:
         self.thread_values: dict[str, Any] = {}
         self.role_ids = np.arange(num_threads)
         self.mutable = _assigned_in_control_flow(src.func)
-        from .builtins_impl import BuiltinRules
-
         self.rules = BuiltinRules(self)
 
     # ----------------------------------------------------------------- helpers

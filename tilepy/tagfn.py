@@ -10,7 +10,7 @@ import libcst as cst
 
 from . import ir
 from .errors import UnsupportedConstructError
-from .frontend import BINOPS, CMPOPS
+from .operators import BINOPS, CMPOPS
 
 
 def build_tag_fn(tr, node: cst.Lambda) -> ir.TagFn:

@@ -54,11 +54,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tilepy import ir
-from tilepy.frontend import PY_BINOPS
 from tilepy.instructions import ALL as ALL_INSTRS
 from tilepy.interp_memops import _owner_coords
 from tilepy.interp_memory import GlobalView, SharedRef, TensorBuf
 from tilepy.interp_mma import _mma_layout, _MmaOps, _same_tv
+from tilepy.operators import PY_BINOPS
 from tilepy.types import RegType
 
 __all__ = ["DynamicTagTracker", "Violation", "Alts", "UNINIT", "run"]
