@@ -1,10 +1,11 @@
-"""HIP C++ renderers: the shared IR walk (`common`), per-target tables (`targets`), and the instruction
-emitters tables cannot express (`sm80`, `sm90a`, `gfx942`)."""
+"""HIP C++ renderers: the shared IR walk (`walk`, with its pre-pass in `analysis`, scalar expressions in
+`scalars`, bound values in `refs`), per-target tables (`targets`), and the instruction emitters tables cannot
+express (`sm80`, `sm90a`, `gfx942`)."""
 
 from __future__ import annotations
 
-from .common import Renderer
 from .targets import RENDER_TARGETS, RenderTarget, coverage, get_render_target
+from .walk import Renderer
 
 
 def render_source(kir, target=None) -> tuple[str, int]:

@@ -24,7 +24,7 @@ from .tiles import Coord, TileRef
 class GatherRef:
     """A gather view bound to a variable: per tensor dimension a materialized index tile or a scalar."""
 
-    tensor: object  # common.TensorRef
+    tensor: object  # refs.TensorRef
     index: list  # TileRef | (C text, dtype)
     shape: tuple
 

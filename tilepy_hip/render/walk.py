@@ -1,6 +1,7 @@
-"""The walk over the tile IR that every target shares: declarations, statements, loops and branches, scalar
-expressions, shared-memory placement. Register-tile ops live in `tiles.py`, copies in `copies.py`; what
-differs between targets comes from the target's table (`targets.py`) and its instruction emitters.
+"""The walk over the tile IR that every target shares: declarations, statements, loops and branches, shared-
+memory values. Its pre-pass (shared placement, mbarrier arrivals) is in `analysis.py`, scalar expressions in
+`scalars.py`, register-tile ops in `tiles.py`, copies in `copies.py`; what differs between targets comes from
+the target's table (`targets.py`) and its instruction emitters.
 
 Code shape: one `extern "C" __global__` function per kernel. Register tiles are per-thread C arrays
 `T x[V]` indexed only with constants (every loop over values is unrolled here, in Python). All shared
@@ -20,10 +21,13 @@ from tilepy.layout import Layout
 from tilepy.ops import ATOMICS, REDUCTIONS, SCANS
 from tilepy.types import GatherTileType, GlobalTileType, MBarrierType, RegType, ScalarType, SharedType, TensorType
 
-from .cexpr import cast, cname, compute_type, ctype, is_half, literal, sym_c, to_compute, var
+from .analysis import AnalysisOps
+from .cexpr import cname, ctype, sym_c, var
 from .copies import CopyOps
 from .gathers import GatherOps
+from .refs import SharedAlloc, SmemRef, TensorRef, ViewRef
 from .remat import RematOps
+from .scalars import ScalarOps
 from .scans import ScanOps
 from .tiles import TileOps, TileRef
 
@@ -31,58 +35,6 @@ from .tiles import TileOps, TileRef
 # elementwise and rendered value by value.
 MATERIALIZED = frozenset({"load", "mma", "convert_layout", "reshape", *REDUCTIONS, *ATOMICS, *SCANS})
 NO_CODE = frozenset({"tag", "assert_tag", "schedule", "mma_operands"})
-
-
-@dataclass
-class TensorRef:
-    ptr: str
-    dtype: dt.DType
-    dims: list  # C expressions of each dimension's size
-    param: str = ""  # the tilepy parameter's name
-
-
-@dataclass
-class ViewRef:
-    """A window of a global tensor: starts per tensor dimension, static sizes, squeezed dimensions."""
-
-    tensor: TensorRef
-    starts: list  # C expressions
-    sizes: tuple
-    squeeze: tuple
-
-    @property
-    def dtype(self):
-        return self.tensor.dtype
-
-    @property
-    def tile_dims(self) -> list[int]:
-        """Tensor dimension of each tile dimension."""
-        return [j for j, q in enumerate(self.squeeze) if not q]
-
-    def stride(self, j: int) -> str:
-        dims = self.tensor.dims[j + 1 :]
-        return " * ".join(f"(long long){d}" for d in dims) if dims else "1LL"
-
-
-@dataclass
-class SmemRef:
-    """One stage of a shared tile: `ptr` is a C element pointer, `offset` its byte offset in tp_smem."""
-
-    ptr: str
-    stype: SharedType
-    offset: str
-    align: int = 16
-
-    @property
-    def dtype(self):
-        return self.stype.dtype
-
-
-@dataclass
-class SharedAlloc:
-    name: str
-    stype: SharedType
-    offset: int
 
 
 class Emitter:
@@ -110,7 +62,7 @@ class Context:
     role: tuple | None = None  # (first thread, count) of a warp-role branch with a static thread range
 
 
-class Renderer(TileOps, CopyOps, GatherOps, ScanOps, RematOps):
+class Renderer(AnalysisOps, ScalarOps, TileOps, CopyOps, GatherOps, ScanOps, RematOps):
     """Render one specialized kernel (`KernelIR`) for one target (a `RenderTarget` table)."""
 
     MATERIALIZED = MATERIALIZED
@@ -219,8 +171,8 @@ class Renderer(TileOps, CopyOps, GatherOps, ScanOps, RematOps):
     def render(self) -> str:
         kir = self.kir
         params = self._params()
-        self._place_shared(kir.body)
-        self._find_arrivals(kir.body)
+        self.place_shared(kir.body)
+        self.find_arrivals(kir.body)
         self._declare_vars()
         self.prologue("const int tp_tid = (int)hipThreadIdx_x;")
         self.prologue(f"const int tp_lane = tp_tid % {self.t.warp_size};")
@@ -277,71 +229,6 @@ class Renderer(TileOps, CopyOps, GatherOps, ScanOps, RematOps):
                 )
         return out
 
-    def _place_shared(self, body):
-        """Fix the offset of every shared tile and mbarrier (they are allocated at the top level)."""
-        self.prologue("extern __shared__ __align__(1024) unsigned char tp_smem[];")
-        for s in ir.walk(body):
-            if not isinstance(s, ir.Assign) or not isinstance(s.value, ir.Call):
-                continue
-            if s.value.op == "shared":
-                st: SharedType = s.value.type
-                align = self.t.shared_align(st)
-                off = -(-self.smem_top // align) * align
-                self.smem_top = off + st.nbytes
-                self.smem_allocs[id(s.value)] = SharedAlloc(cname(s.name), st, off)
-            elif s.value.op == "mbarrier":
-                off = -(-self.smem_top // 8) * 8
-                self.smem_top = off + 8 * (s.value.attrs.get("stages") or 1)  # an array: one per stage
-                self.mbarriers[id(s.value)] = off
-        if self.smem_top > self.t.smem_bytes:
-            raise self.error(
-                f"shared tiles need {self.smem_top} bytes, over the {self.t.smem_bytes} bytes a block has",
-                "use smaller tiles or fewer stages",
-                Span(self.kir.file, self.kir.line, 0),
-            )
-
-    def _find_arrivals(self, body):
-        """Which roles (by thread count) arrive on each mbarrier: a dry walk tracking role ranges."""
-        saved = dict(self.static_values), self.ctx.role
-
-        def walk(stmts):
-            for s in stmts:
-                if (
-                    isinstance(s, ir.Assign)
-                    and isinstance(s.value.type, ScalarType)
-                    and not s.value.type.uniform
-                ):
-                    vals = self._thread_values(s.value)
-                    if vals is not None:
-                        self.static_values[s.name] = vals
-                elif isinstance(s, ir.Eval) and s.call.op == "mbarrier_arrive":
-                    bar = s.call.args[0]
-                    if isinstance(bar, ir.Call) and bar.op == "mbarrier_at":  # one mbarrier of an array
-                        bar = bar.args[0]
-                    if isinstance(bar, ir.Var):
-                        self.arrival_roles.setdefault(bar.name, set()).add(self.role_range()[1])
-                elif isinstance(s, ir.For):
-                    walk(s.body)
-                elif isinstance(s, ir.If):
-                    prev = self.ctx.role
-                    divergent = s.kind == "role" or not getattr(s.cond.type, "uniform", True)
-                    then_role, else_role = self._role_ranges(s.cond) if divergent else (prev, prev)
-                    if divergent and (then_role is None or else_role is None):
-                        then_role = else_role = (-1, -1)  # unknown: forces the elected-thread arrival
-                    self.ctx.role = then_role
-                    walk(s.then)
-                    self.ctx.role = else_role
-                    walk(s.orelse)
-                    self.ctx.role = prev
-
-        try:
-            walk(body)
-        finally:
-            self.static_values, self.ctx.role = saved
-        for name, sizes in self.arrival_roles.items():
-            if any(n <= 0 for n in sizes):
-                self.arrival_roles[name] = {0, -1}
-
     def _declare_vars(self):
         """Every variable is declared once at the top (Python scoping: a name lives until the kernel ends)."""
         self.decls: list[str] = []
@@ -382,7 +269,7 @@ class Renderer(TileOps, CopyOps, GatherOps, ScanOps, RematOps):
         if isinstance(t, ScalarType):
             self.em(f"{name} = {self.scalar_as(s.value, t.dtype)};")
             if not t.uniform:
-                vals = self._thread_values(s.value) if not self.ctx.divergent else None
+                vals = self.thread_values(s.value) if not self.ctx.divergent else None
                 if vals is None:
                     self.static_values.pop(s.name, None)
                 else:
@@ -450,7 +337,7 @@ class Renderer(TileOps, CopyOps, GatherOps, ScanOps, RematOps):
         divergent = s.kind == "role" or not getattr(s.cond.type, "uniform", True)
         then_role = else_role = None
         if divergent:
-            then_role, else_role = self._role_ranges(s.cond)
+            then_role, else_role = self.role_ranges(s.cond)
         saved = self.ctx.role
         self.ctx.divergent += divergent
         try:
@@ -467,36 +354,6 @@ class Renderer(TileOps, CopyOps, GatherOps, ScanOps, RematOps):
             self.ctx.divergent -= divergent
             self.ctx.role = saved
             self.after_branches(s.then + s.orelse)
-
-    def _thread_values(self, e):
-        """Values per thread (a numpy array over the block) of an expression of thread ids and constants:
-        the same evaluation the front end used to lay tiles over the role (tilepy.thread_values)."""
-        import numpy as np
-
-        from tilepy.thread_values import static_thread_values
-
-        return static_thread_values(e, np.arange(self.kir.num_threads), self.t.warp_size, self.static_values)
-
-    def _role_ranges(self, cond):
-        """Thread ranges of the two branches of a role `if`, when the condition is a static function of the
-        thread id selecting a contiguous range (as the front end lays tiles over a role's threads)."""
-        import numpy as np
-
-        lo0, n0 = self.role_range()
-        mask = self._thread_values(cond)
-        if mask is None:
-            return None, None
-        tids = np.arange(self.kir.num_threads)
-        mask = np.broadcast_to(np.asarray(mask, dtype=bool), tids.shape)
-        here = (tids >= lo0) & (tids < lo0 + n0)
-
-        def rng(m):
-            sel = tids[m & here]
-            if sel.size == 0 or sel[-1] - sel[0] + 1 != sel.size:
-                return None
-            return int(sel[0]), int(sel.size)
-
-        return rng(mask), rng(~mask)
 
     def _const(self, x) -> int:
         if isinstance(x, int):
@@ -518,11 +375,7 @@ class Renderer(TileOps, CopyOps, GatherOps, ScanOps, RematOps):
         self.env[s.name] = alloc
 
     def _assign_view(self, s: ir.Assign):
-        call = s.value
-        if not (isinstance(call, ir.Call) and call.op == "view"):
-            view = self.view_ref(call)
-        else:
-            view = self.view_ref(call)
+        view = self.view_ref(s.value)
         name = cname(s.name)
         bound = self.env.get(s.name)
         starts = []
@@ -604,121 +457,5 @@ class Renderer(TileOps, CopyOps, GatherOps, ScanOps, RematOps):
             )
         raise self.error(f"expected a shared tile, got {e.type}")
 
-    # ------------------------------------------------------------------ scalar expressions
-    def scalar_as(self, e, dtype: dt.DType) -> str:
-        text, have = self.scalar(e)
-        return cast(text, have, dtype)
 
-    def scalar(self, e) -> tuple[str, dt.DType]:
-        """A scalar expression as (C text, dtype)."""
-        if isinstance(e, int | float | bool):
-            d = dt.bool_ if isinstance(e, bool) else dt.i32 if isinstance(e, int) else dt.f32
-            return literal(e, d), d
-        t = e.type
-        if isinstance(e, ir.Const):
-            return literal(e.value, t.dtype), t.dtype
-        if isinstance(e, ir.Var):
-            ref = self.env.get(e.name)
-            if not isinstance(ref, str):
-                raise self.error(f"`{e.name}` is not a scalar here")
-            return ref, t.dtype
-        if isinstance(e, ir.BinOp):
-            a, ad = self.scalar(e.lhs)
-            b, bd = self.scalar(e.rhs)
-            return self.binop_c(e.op, a, ad, b, bd, t.dtype), t.dtype
-        if isinstance(e, ir.UnOp):
-            a, ad = self.scalar(e.operand)
-            return self.unop_c(e.op, a, ad, t.dtype), t.dtype
-        if isinstance(e, ir.Call):
-            return self.scalar_call(e), t.dtype
-        raise self.error(f"cannot render {e!r}")
-
-    def scalar_call(self, e: ir.Call) -> str:
-        op = e.op
-        axis = "xyz"[e.attrs.get("axis", 0)] if op in ("block_id", "num_blocks") else None
-        if op == "block_id":
-            return f"(int)hipBlockIdx_{axis}"
-        if op == "num_blocks":
-            return f"(int)hipGridDim_{axis}"
-        if op == "thread_id":
-            return "tp_tid"
-        if op == "lane_id":
-            return "tp_lane"
-        if op == "warp_id":
-            return "tp_warp"
-        if op == "warpgroup_id":
-            return f"(tp_tid / {4 * self.t.warp_size})"
-        if op == "dim":
-            tensor = self.env[e.args[0].name]
-            return tensor.dims[e.attrs["axis"]]
-        if op in ("cdiv", "min", "max"):
-            d = e.type.dtype
-            a, b = (self.scalar_as(x, d) for x in e.args)
-            fn = {"cdiv": "tp_cdiv", "min": "tp_min", "max": "tp_max"}[op]
-            return f"{fn}<{ctype(d)}>({a}, {b})"
-        args = [self.scalar(a) for a in e.args]
-        return self.elementwise_c(e, args)
-
-    # ------------------------------------------------------------------ operators (scalars and tile values)
-    def binop_c(self, op: str, a: str, ad: dt.DType, b: str, bd: dt.DType, out: dt.DType) -> str:
-        comp = dt.promote(ad, bd)
-        if op == "/" and not comp.is_float:
-            comp = dt.f32
-        if op in ("and", "or"):
-            comp = dt.bool_
-        A, B = to_compute(a, ad, comp), to_compute(b, bd, comp)
-        ct = compute_type(comp)
-        if op == "//":
-            text = f"tp_floordiv<{ct}>({A}, {B})" if not comp.is_float else f"tp_floorf({A} / {B})"
-        elif op == "%":
-            text = f"tp_mod<{ct}>({A}, {B})" if not comp.is_float else f"tp_fmod_py({A}, {B})"
-        elif op == "**":
-            if not comp.is_float:
-                raise self.error(
-                    "`**` on run-time integers", "compute powers of constants outside the kernel"
-                )
-            text = f"tp_powf({A}, {B})"
-        elif op in ("and", "or"):
-            text = f"({A} {'&&' if op == 'and' else '||'} {B})"
-        else:
-            text = f"({A} {op} {B})"
-        if op in ("<", "<=", ">", ">=", "==", "!=", "and", "or"):
-            return text
-        result = comp if not is_half(comp) else dt.f32
-        return cast(text, result, out) if result != out else text
-
-    def unop_c(self, op: str, a: str, ad: dt.DType, out: dt.DType) -> str:
-        if op == "not" or (op == "~" and ad == dt.bool_):
-            return f"(!{a})"
-        A = to_compute(a, ad, ad)
-        text = f"({op}{A})"
-        return cast(text, dt.f32, out) if is_half(ad) else text
-
-    def elementwise_c(self, e: ir.Call, args: list) -> str:
-        """One value of an elementwise op, from its operands' (C text, dtype)."""
-        op, out = e.op, e.type.dtype
-        if op == "cast":
-            ((a, ad),) = args
-            return cast(a, ad, e.attrs["dtype"])
-        if op == "where":
-            (c, cd), (a, ad), (b, bd) = args
-            return f"({cast(c, cd, dt.bool_)} ? {cast(a, ad, out)} : {cast(b, bd, out)})"
-        if op in ("maximum", "minimum"):
-            (a, ad), (b, bd) = args
-            comp = dt.promote(ad, bd)
-            text = f"tp_{op}({to_compute(a, ad, comp)}, {to_compute(b, bd, comp)})"
-            return cast(text, dt.f32, out) if is_half(comp) else cast(text, comp, out)
-        template = self.t.unary.get(op)
-        if template is not None:
-            ((a, ad),) = args
-            if ad.name == "f64":
-                tmpl = self.t.unary_f64.get(op)
-                if tmpl is None:
-                    raise self.error(f"tp.{op} on f64 has no rendering", "cast to f32 first")
-                return tmpl.format(x=a)
-            text = template.format(x=to_compute(a, ad, ad))
-            return cast(text, dt.f32, out) if is_half(ad) else text
-        raise self.error(f"tp.{op} has no rendering as an elementwise value", self.t.hint(op))
-
-
-__all__ = ["Renderer", "TensorRef", "ViewRef", "SmemRef", "SharedAlloc", "MATERIALIZED", "compute_type"]
+__all__ = ["MATERIALIZED", "NO_CODE", "Renderer"]
