@@ -309,6 +309,7 @@ class Sandbox:
             check_parameters,
             clone_all,
             finish,
+            float64_reference,
             judge_trial,
             plan_trials,
             to_device,
@@ -340,7 +341,8 @@ class Sandbox:
                     r["error"] = f"ModelNew.forward returned {msg['output_types'][i]}, not a tensor"
                 run = ForwardRun(out, int(r["launches"]), list(r["forbidden"]), r["error"])
                 launches += run.launches
-                why = judge_trial(run, expected, back["inputs"][i], inputs, self.tol, prev, self.problem)
+                why = judge_trial(run, expected, back["inputs"][i], inputs, self.tol, prev, self.problem,
+                                  exact=lambda inputs=inputs: float64_reference(self.ref, inputs))
                 if why:
                     trials.append(Trial(_shape_text(sh), False, _max_err(out, expected), why))
                     return self._failed(why, verdict, trials, launches, child)

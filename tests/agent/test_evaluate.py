@@ -117,3 +117,50 @@ def test_each_trial_draws_fresh_inputs(examples, tmp_path):
     assert evaluate(s.problem, cand.model_class(s.problem), tol=s.tol).correct
     # a lowered program is specialized to the base shape: the base shape, drawn afresh twice
     assert len(seen) == 2 and seen[0].shape == seen[1].shape and not torch.equal(seen[0], seen[1])
+
+
+class _Cancel(torch.nn.Module):
+    """(x + 1e8) - 1e8: exactly x, but float32 rounds x to a multiple of 8 on the way."""
+
+    def forward(self, x):
+        return (x + 1e8) - 1e8
+
+
+def test_float64_arbitrates_where_the_fp32_reference_is_itself_off():
+    """A result that misses torch's fp32 answer but matches the exact (float64) value at the same tolerance
+    passes; one that misses both fails and names both values; without the arbiter the rule is unchanged."""
+    from argus_agent.evaluate import ForwardRun, float64_reference, judge_trial
+
+    x = torch.linspace(-3.0, 3.0, 64)
+    ref = _Cancel()
+    expected = ref(x)
+    assert not torch.allclose(expected, x, atol=1e-4, rtol=1e-4)      # torch's fp32 answer is off
+    exact = float64_reference(ref, [x])
+    assert exact.dtype == torch.float64
+    torch.testing.assert_close(exact, x.double(), atol=1e-7, rtol=0)      # float64 rounding only
+
+    def judge(out, arbiter=True):
+        run = ForwardRun(out, 1, [], "")
+        return judge_trial(run, expected, [x], [x.clone()], 1e-4, set(), None,
+                           exact=(lambda: float64_reference(ref, [x])) if arbiter else None)
+
+    assert judge(x.clone()) == ""                                      # the exact value: correct
+    assert "differ beyond" in judge(x.clone(), arbiter=False)
+    why = judge(x + 0.5)
+    assert "differ beyond atol=rtol=0.0001" in why and "float64 reference" in why
+    assert judge(expected.clone()) == ""                               # torch's own answer still passes
+
+
+def test_float64_reference_is_none_where_the_model_cannot_run_in_float64():
+    from argus_agent.evaluate import float64_reference
+
+    class Ints(torch.nn.Module):
+        def forward(self, x):
+            return torch.argmax(x, dim=0)
+
+    class F32Only(torch.nn.Module):
+        def forward(self, x):
+            return x @ torch.ones(4, 4, dtype=torch.float32)
+
+    assert float64_reference(Ints(), [torch.randn(4)]) is None
+    assert float64_reference(F32Only(), [torch.randn(4, 4)]) is None
