@@ -143,7 +143,7 @@ def launch_overhead() -> dict:
     return out
 
 
-def gemm_1024() -> dict:
+def gemm_1024(only=None) -> dict:
     m = n = kk = 1024
     g = torch.Generator(device="cpu").manual_seed(0)
     a = torch.randn(m, kk, generator=g).to(torch.bfloat16).cuda()
@@ -160,9 +160,12 @@ def gemm_1024() -> dict:
         "64x128_s4_1consumer": dict(BM=64, BN=128, CONSUMERS=1, INSTR=tp.nv.wgmma_m64n128k16_bf16),
         "64x64_s4_1consumer": dict(BM=64, BN=64, CONSUMERS=1, INSTR=tp.nv.wgmma_m64n64k16_bf16),
     }
+    variants["policy"] = None  # what gemm_hopper.policy() picks for the shape (the lowering's choice)
     for tag, extra in variants.items():
-        p = {**gemm_hopper.PRESETS["sm_90a"], **extra}
-        grid = (tp.cdiv(m, p["BM"]), tp.cdiv(n, p["BN"]))
+        if only and tag not in only:
+            continue
+        p = gemm_hopper.policy(m, n, kk) if extra is None else {**gemm_hopper.PRESETS["sm_90a"], **extra}
+        grid = gemm_hopper.grid_of(m, n, p)
         fn = lambda p=p, grid=grid: gemm_hopper.gemm_hopper[grid](a, b, c, **p)  # noqa: E731
         fn()
         torch.cuda.synchronize()
@@ -257,6 +260,7 @@ def main(argv=None):
     ap.add_argument("model_new", nargs="?")
     ap.add_argument("--paths", action="store_true", help="compare the ways of calling cuLaunchKernel")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
+    ap.add_argument("--gemm", default="", help="comma-separated GEMM variants to run (default: all; e.g. policy)")
     args = ap.parse_args(argv)
     props = torch.cuda.get_device_properties(0)
     res = {
@@ -271,7 +275,7 @@ def main(argv=None):
     }
     if args.paths:
         res["paths_host_us"] = launch_paths()
-    res["gemm_1024"] = gemm_1024()
+    res["gemm_1024"] = gemm_1024([v for v in args.gemm.split(",") if v])
     if args.model_new:
         res["model_new"] = {args.model_new: model_new(args.model_new)}
     Path(args.out).mkdir(parents=True, exist_ok=True)
