@@ -31,7 +31,7 @@ import numpy as np
 from ..counterexample import block_of, counter, instance, iteration_of, rename, thread_fields
 from ..report import Finding
 from ..sync import Sync, concurrent, in_line, instances_before, latest_counted, runs_on
-from ..vc import AND, NOT, OR, cmp, subst
+from ..vc import AND, NOT, OR, cmp, const_of, subst
 from .overlap import cross_thread, same_thread, slot_of
 
 
@@ -151,12 +151,15 @@ def _stored_before(ctx, r, mr):
     terms = []
     for w in ctx.analysis.accesses:
         if (w.alloc is not r.alloc or w.kind != "write" or w.partial or w.window
-                or not concurrent(w.point, r.point)):
+                or not concurrent(w.point, r.point) or _other_stage(w.stage, r.stage)):
             continue
         for x in sync.arrives:
             if (not sync.exact_arrive(x) or not in_line(x.point.role, w.point.role)
                     or tuple(x.point.loops) != tuple(w.point.loops) or not runs_on(x.point, w.point)):
                 continue
+            gap = const_of(counter(x.point, "T", {}) - counter(w.point, "T", {}))
+            if gap is not None and gap <= 0:
+                continue  # the arrive is not after the store
             C = sync.count(x.bar)
             for wt, mwt, wc in sync.waits_before(x.bar, r.point, mr):
                 got = latest_counted(x.point, x.index, x.key, (rename(wt.phase, mwt) + 1) * C)
@@ -167,6 +170,12 @@ def _stored_before(ctx, r, mr):
                                  cmp("<", counter(w.point, "T", mx), counter(x.point, "T", mx)),
                                  cmp("==", rename(w.stage, mx), rename(r.stage, mr))))
     return OR(*terms)
+
+
+def _other_stage(a, b) -> bool:
+    """Two stage terms that are different constants."""
+    ca, cb = const_of(a), const_of(b)
+    return ca is not None and cb is not None and ca != cb
 
 
 def _before_static(c, r) -> bool:
