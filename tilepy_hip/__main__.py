@@ -10,6 +10,8 @@ resource usage (registers, shared memory, spills); the binary is written next to
 Exit status: 0 done; 1 the kernel does not compile (a tilepy error, file:line:col with a hint); 2 usage or
 input errors (no such file, a FILE that does not import, a missing -o directory, TILEPY_HIP_CACHE not a
 directory), each one line with file:line where there is one, and a hint.
+Constexprs not given with --param come from FILE's `PRESETS[TARGET]` where FILE has one (a dict from target
+name to constexpr values, as the stdlib kernels have), else from the kernel's defaults.
 Parameter values are Python expressions evaluated with `tilepy as tp` in scope: `--param BLOCK=1024`,
 `--param "INSTR=tp.nv.mma_m16n8k16_bf16"`, `--param "WARPS=(2, 2)"`.
 """
@@ -84,6 +86,15 @@ def _params(items) -> dict:
     return out
 
 
+def _preset(module, kernel, target: str) -> dict:
+    """The constexprs FILE's PRESETS gives this target (those the kernel takes), or {}."""
+    presets = getattr(module, "PRESETS", None)
+    values = presets.get(target) if isinstance(presets, dict) else None
+    if not isinstance(values, dict):
+        return {}
+    return {k: v for k, v in values.items() if k in kernel.constexpr_names}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m tilepy_hip", description="HIP C++ backend for tilepy kernels"
@@ -93,7 +104,8 @@ def main(argv=None) -> int:
     e.add_argument("file")
     e.add_argument("--kernel", required=True, help="name of the @tp.kernel in FILE")
     e.add_argument("--target", required=True, choices=sorted(RENDER_TARGETS))
-    e.add_argument("--param", action="append", metavar="NAME=VALUE", help="a constexpr value (repeatable)")
+    e.add_argument("--param", action="append", metavar="NAME=VALUE",
+                   help="a constexpr value (repeatable); overrides FILE's PRESETS[TARGET]")
     e.add_argument("-o", "--out", help="output file (default: stdout)")
     e.add_argument(
         "--compile", action="store_true", help="also build, write the binary, print resource usage"
@@ -124,7 +136,7 @@ def _emit(args) -> int:
             f"tilepy_hip: {args.file} has no kernel `{args.kernel}`; kernels: {', '.join(names) or 'none'}"
         )
     try:
-        kir = kernel.ir(args.target, **_params(args.param))
+        kir = kernel.ir(args.target, **{**_preset(module, kernel, args.target), **_params(args.param)})
         source, smem = render_source(kir, args.target)
         ck = compile_ir(kir, args.target) if args.compile else None
     except tp.TilepyError as exc:

@@ -130,3 +130,22 @@ def test_cli_reports_compile_errors(tmp_path, capsys):
 def test_cli_unknown_kernel(capsys):
     assert main(["emit", "stdlib_kernels/vector_add.py", "--kernel", "nope", "--target", "sm_90a"]) == 2
     assert "no kernel `nope`; kernels: vector_add" in capsys.readouterr().err
+
+
+def test_cli_emit_uses_the_files_presets_for_the_target(tmp_path):
+    # gemm.py's defaults use mma.sync, which gfx942 does not have: its PRESETS["gfx942"] picks MFMA
+    from stdlib_kernels import gemm
+
+    for target, needle in (("gfx942", "__builtin_amdgcn_mfma_f32_32x32x8bf16_1k"), ("sm_90a", "wgmma.mma_async")):
+        out = tmp_path / f"gemm_{target}.cu"
+        assert main(["emit", "stdlib_kernels/gemm.py", "--kernel", "gemm", "--target", target, "-o", str(out)]) == 0
+        text = out.read_text()
+        assert needle in text
+        assert f"BK={gemm.PRESETS[target]['BK']}," in text
+    # --param overrides the preset, value by value
+    out = tmp_path / "gemm_override.cu"
+    argv = ["emit", "stdlib_kernels/gemm.py", "--kernel", "gemm", "--target", "sm_90a", "--param",
+            "INSTR=tp.nv.mma_m16n8k16_bf16", "--param", "WARPS=(2, 2)", "-o", str(out)]
+    assert main(argv) == 0
+    text = out.read_text()
+    assert "wgmma" not in text and "tp_mma_m16n8k16_bf16(" in text and "BK=64," in text
