@@ -136,8 +136,7 @@ class SharedType:
             if a < 0 or a + (1 if q else n) > self.shape[d]:
                 raise ValueError(f"the window [{a}:{a + n}] leaves axis {d} of size {self.shape[d]}")
         origin = sum(a * st for a, st in zip(starts, stride))
-        if self.swizzle is not None and origin % (1 << (self.swizzle.base + self.swizzle.bits + abs(
-                self.swizzle.shift))):
+        if self.swizzle is not None and origin % self.swizzle.size():
             raise ValueError(f"the window starts at offset {origin}, inside a period of {self.swizzle}")
         keep = [d for d, q in enumerate(squeeze) if not q]
         layout = type(self.layout)(tuple(sizes[d] for d in keep), tuple(stride[d] for d in keep))
