@@ -15,7 +15,7 @@ import numpy as np
 
 from tilepy import ir
 from tilepy.instructions import mma_operand_layout
-from tilepy.ops import ATOMICS
+from tilepy.ops import ATOMICS, OPS, UNARY_MATH
 from tilepy.symbolic import Var
 from tilepy.targets import get_target
 from tilepy.tv_layout import TVLayout, blocked
@@ -57,12 +57,41 @@ from .values import (
     join,
     products_tag,
     same_value,
+    scalar_minmax,
     scalar_op,
     tagfn_tag,
     untagged,
     value_names,
 )
 from .vc import AND, NOT, OR, Solver_, cmp, evaluate_term, in_range, is_int, subst, term_vars
+
+# Ops without an op_/eff_ method of the walker: those it computes element by element (tag and value maps composed
+# per element), and those that are no event of the analysis, with the reason.
+ELEMENTWISE = frozenset(("where", "maximum", "minimum", *UNARY_MATH))
+NOT_EVENTS = {
+    "mbarrier_at": "mbarrier arrays are rewritten into one mbarrier per stage before the walk (mbarrier_arrays.py)",
+    "mma_wait": "asynchronous wgmma groups are checked before the walk (mbarrier_arrays.py)",
+    "setmaxnreg": "a register budget: no value, no memory access",
+    "schedule": "scheduling hints for the backend: no device semantics",
+}
+
+
+def coverage() -> dict:
+    """For every op of the catalogue: how the walker handles it ("op" / "effect": a method, "elementwise",
+    "not an event: <why>", or None: not at all)."""
+    out = {}
+    for op in OPS:
+        if hasattr(_Walker, f"eff_{op}"):
+            out[op] = "effect"
+        elif hasattr(_Walker, f"op_{op}"):
+            out[op] = "op"
+        elif op in ELEMENTWISE:
+            out[op] = "elementwise"
+        elif op in NOT_EVENTS:
+            out[op] = "not an event: " + NOT_EVENTS[op]
+        else:
+            out[op] = None
+    return out
 
 
 def analyze(kir) -> Analysis:
@@ -310,7 +339,7 @@ class _Walker:
         m = getattr(self, f"op_{op}", None)
         if m is not None:
             return m(e, st)
-        if isinstance(e.type, RegType):
+        if op in ELEMENTWISE:
             return self.elementwise(e, [self.expr(a, st) for a in e.args if isinstance(a, ir.Expr)], st)
         return UNKNOWN
 
@@ -344,10 +373,26 @@ class _Walker:
         return (a + b - 1) // b
 
     def op_min(self, e, st):
-        return fresh("min")
+        return self._minmax("min", e, st)
 
     def op_max(self, e, st):
-        return fresh("max")
+        return self._minmax("max", e, st)
+
+    def op_minimum(self, e, st):
+        return self._minmax("min", e, st)
+
+    def op_maximum(self, e, st):
+        return self._minmax("max", e, st)
+
+    def _minmax(self, op, e, st):
+        """Scalar min / max of two integers: exact (values.scalar_minmax); tiles: element by element."""
+        args = [self.expr(a, st) for a in e.args if isinstance(a, ir.Expr)]
+        if isinstance(e.type, RegType):
+            return self.elementwise(e, args, st)
+        if len(args) != 2:
+            return fresh(op)
+        v = scalar_minmax(op, *args)
+        return fresh(op) if v is UNKNOWN else v
 
     def op_view(self, e, st):
         base = self.expr(e.args[0], st)
@@ -506,10 +551,10 @@ class _Walker:
     def op_gather_view(self, e, st):
         return gathers.gather_view(self, e, st)
 
-    def op_atomic(self, e, st):
+    def op_atomic_add(self, e, st):
         return gathers.atomic(self, e, st)
 
-    op_atomic_add = op_atomic_max = op_atomic_min = op_atomic_cas = op_atomic
+    op_atomic_max = op_atomic_min = op_atomic_cas = op_atomic_add
 
     def global_tag(self, view: GView):
         if isinstance(view, gathers.GGather):
