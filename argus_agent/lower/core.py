@@ -234,7 +234,7 @@ class Context:
         combination across lanes and split partials), for reductions the row fusion does not hold in registers:
         column reductions and rows longer than ROW_MAX. None otherwise (the caller takes two passes, which a
         fused row kernel does in registers, or gathers)."""
-        from .codegen import ROW_MAX, next_pow2
+        from .sizes import ROW_MAX, next_pow2
 
         out_shape, red_shape = tuple(int(n) for n in out_shape), tuple(int(n) for n in red_shape)
         M, R = max(1, numel(out_shape)), numel(red_shape)

@@ -152,11 +152,11 @@ def drop_dead(kernels: list, outputs: list) -> list:
 
 def fuse_rows(kernels: list, outputs: list) -> list:
     """A Pointwise kernel over (M, R) rows (or over M rows) that reads row reductions of the same rows
-    becomes one RowFused kernel with them when a row fits in registers (`codegen.ROW_MAX`): the rows are
+    becomes one RowFused kernel with them when a row fits in registers (`sizes.ROW_MAX`): the rows are
     read once instead of once per reduction (softmax, log_softmax, layer/RMS norm, variance, l2-normalize)."""
-    from .codegen import ROW_MAX, next_pow2
     from .core import tiles
     from .index import Var, add, scale
+    from .sizes import ROW_MAX, next_pow2
 
     kernels = list(kernels)
     out_names = {b.name for b in outputs}
@@ -201,8 +201,8 @@ def fuse_rows(kernels: list, outputs: list) -> list:
 def _fuse_reduction_chains(kernels: list, out_names: set) -> list:
     """A row reduction that reads earlier row reductions of the same rows at its row (argmin: the minimum,
     then the first index holding it) becomes one RowFused kernel whose output is its own result."""
-    from .codegen import ROW_MAX, next_pow2
     from .index import Var
+    from .sizes import ROW_MAX, next_pow2
 
     for pi in range(len(kernels)):
         K = kernels[pi]

@@ -285,7 +285,7 @@ def fuse_epilogues(kernels: list, buffers: list, outputs: list) -> tuple[list, l
 def _epilogue(t, buffers: dict) -> tuple[list, str, list]:
     """(body lines, the value to store, extra kernel parameters) of a template's fused epilogue."""
     from . import values as vals
-    from .codegen import _Emitter, _tp, _upcast
+    from .emit import _Emitter, _tp, _upcast
     from .index import IExpr, Var, flatten, substitute
     from .values import V, walk
 
@@ -338,7 +338,7 @@ def _fused_source(t, n: int, target: str, buffers: dict) -> tuple[str, str, list
     """(kernel source, kernel name, extra launch arguments) of the template's kernel with its epilogue."""
     import re
 
-    from .codegen import _tp
+    from .emit import _tp
 
     lines, val, extra = _epilogue(t, buffers)
     params, args = extra[:len(extra) // 2], extra[len(extra) // 2:]

@@ -297,7 +297,7 @@ def test_fp32_tolerance_grows_with_a_scans_length():
 
 def test_rows_too_long_for_registers_keep_the_multi_kernel_form(tmp_path):
     """Rows longer than ROW_MAX are not fused (three kernels for a softmax) and stay correct."""
-    from argus_agent.lower.codegen import ROW_MAX
+    from argus_agent.lower.sizes import ROW_MAX
 
     x = torch.randn(2, ROW_MAX + 5)
     prog, mod, out = _run_lowered(_Fn(lambda t: torch.softmax(t, -1)), [x], tmp_path, "long_softmax")
@@ -403,7 +403,7 @@ def test_column_argmax_is_one_pass_with_torch_tie_and_nan_rules(case, tmp_path):
 def test_one_pass_welford_variance_where_rows_do_not_fit(case, tmp_path):
     """Variance over a strided axis, or over rows longer than ROW_MAX, reads x once (Welford per lane, Chan's
     combination across lanes and split partials) and matches float64, also on data far from zero."""
-    from argus_agent.lower.codegen import ROW_MAX
+    from argus_agent.lower.sizes import ROW_MAX
 
     g = torch.Generator().manual_seed(8)
     long = ROW_MAX * 2 + 3

@@ -1,0 +1,148 @@
+"""Kernels on flat indices: a Pointwise kernel walks the flat output in BLOCK-sized tiles; a generic
+Reduction kernel (any index maps, i64 indices where needed) holds a (BM, BR) tile of (output, reduction)
+pairs and loops over the reduction in BR steps, computing what does not depend on the reduction index once,
+before the loop.
+
+Kernels take every tensor flat (1-D, static size); element reads are window loads where the read index is
+the kernel's own flat index, and gathers (index-tile loads) everywhere else.
+"""
+
+from __future__ import annotations
+
+from . import tags as lower_tags
+from . import values as vals
+from .core import Pointwise, Reduction
+from .emit import _COMBINE, _FINAL, _init_literal, _is_tile, _PointwiseEmitter, _ReductionEmitter, _tp, _view_signature
+from .index import Sum, Var
+from .sizes import INT32_MAX, next_pow2
+from .values import V, walk
+
+
+def _kernel_params(kernel) -> tuple[list, dict]:
+    """The buffers a kernel reads, and their parameter names (the buffers' own)."""
+    used = []
+    for v in walk([kernel.value]):
+        if v.op in ("load", "gather") and v.args[0] not in used:
+            used.append(v.args[0])
+    names = {b: b for b in used + [kernel.out.name]}
+    return used, names
+
+
+def _signature(em, kernel, buffers) -> tuple[list, list]:
+    """Kernel parameters and the host's launch arguments, from what the emitter read, then the output."""
+    return _view_signature(em, [(kernel.out.name, None)], buffers)
+
+
+def render_pointwise(k: Pointwise, kname: str, buffers: dict) -> tuple[str, list, dict]:
+    n = max(1, k.out.numel)
+    used, names = _kernel_params(k)
+    idt = "i64" if n > INT32_MAX or any(buffers[b].numel > INT32_MAX for b in used) else "i32"
+    block = min(1024, max(32, next_pow2(n)))
+    em = _PointwiseEmitter(names, idt, n, {b: buffers[b].dtype for b in buffers})
+    em.sizes = {b: max(1, buffers[b].numel) for b in buffers}
+    value = em.value(k.value)
+    store = value if _is_tile(k.value) else f"tp.full((BLOCK,), {value}, {_tp(k.value.dtype)})"
+    out_dt = k.out.dtype
+    if vals.compute_dtype(out_dt) != k.value.dtype or vals.compute_dtype(out_dt) != out_dt:
+        store = f"{store}.to({_tp(out_dt)})"
+    body = ["i0 = tp.block_id(0) * BLOCK"]
+    if idt == "i64":
+        body.append("i = i0.to(tp.i64) + tp.arange(BLOCK).to(tp.i64)")
+    else:
+        body.append("i = i0 + tp.arange(BLOCK)")
+    body += em.lines
+    body.append(f"tp.store({names[k.out.name]}[i0:i0 + BLOCK], {store})")
+    body = lower_tags.annotate_pointwise(body, em, n)
+    params, args = _signature(em, k, buffers)
+    src = (
+        f"@tp.kernel(threads=128)\n"
+        f"def {kname}({', '.join(params)}, BLOCK: tp.constexpr = {block}):\n"
+        + (f"    # {k.what}\n" if k.what else "")
+        + "".join(f"    {line}\n" for line in body)
+    )
+    grid = f"lambda m: (tp.cdiv({n}, m['BLOCK']),)"
+    return src, args, {"grid": grid}
+
+
+def _column_reduction(value: V) -> bool:
+    """Whether the reduction's main loads step by 1 along the outputs but not along the reduced index."""
+    votes = 0
+    for v in walk([value]):
+        if v.op != "load" or not isinstance(v.args[1], Sum):
+            continue
+        coef = {a.name: c for c, a in v.args[1].terms if isinstance(a, Var)}
+        if "r" in v.vars:
+            if coef.get("m") == 1 and coef.get("r", 0) != 1:
+                votes += 1
+            elif coef.get("r") == 1:
+                votes -= 1
+    return votes > 0
+
+
+def render_reduction(k: Reduction, kname: str, buffers: dict) -> tuple[str, list, dict]:
+    M, R = k.M, k.R
+    used, names = _kernel_params(k)
+    idt = "i64" if M * R > INT32_MAX or any(buffers[b].numel > INT32_MAX for b in used) else "i32"
+    final = _FINAL[k.kind]
+    cols = _column_reduction(k.value)
+    if cols and final is not None:
+        # the outputs are contiguous in memory, the reduced index strided: outputs along the tile's fast axis
+        bm = min(next_pow2(M), 128)
+        br = max(1, min(next_pow2(R), 2048 // bm, 32))
+    else:
+        br = 1 if final is None else min(next_pow2(R), 256 if M > 1 else 1024)
+        bm = max(1, min(next_pow2(M), max(1, 2048 // br)))
+    dtype = k.value.dtype
+    em = _ReductionEmitter(names, idt, {b: buffers[b].dtype for b in buffers}, M, R,
+                           {b: max(1, buffers[b].numel) for b in buffers})
+    em.cols = cols and final is not None
+    mx, rx = ("[None, :]", "[:, None]") if em.cols else ("[:, None]", "[None, :]")
+    tile = "(BR, BM)" if em.cols else "(BM, BR)"
+    axis = 0 if em.cols else 1
+    # values that do not depend on the reduction index: computed once, before the loop
+    order = walk([k.value])
+    pre = [v for v in order if "r" not in v.vars and v.op not in ("const",)]
+    for v in pre:
+        em.value(v)
+    pre_lines = em.lines
+    em.lines = []
+    val = em.value(k.value)
+    loop_lines = em.lines
+    acc_t = _tp(dtype)
+    init = _init_literal(k.kind, dtype)
+    body = ["m0 = tp.block_id(0) * BM"]
+    cast = ".to(tp.i64)" if idt == "i64" else ""
+    body.append(f"m = (m0{'.to(tp.i64)' if idt == 'i64' else ''} + tp.arange(BM){cast}){mx}")
+    body += pre_lines
+    body.append(f"acc = tp.full({tile}, {init}, {acc_t})")
+    body.append("for k in range(tp.cdiv(R, BR)):")
+    inner = [f"r = (k * BR + tp.arange(BR){cast}){rx}"] + loop_lines
+    v_text = val if _is_tile(k.value) else f"tp.full({tile}, {val}, {acc_t})"
+    inner.append(f"acc = tp.where((m < M) & (r < R), {_COMBINE[k.kind].format(a='acc', b=v_text)}, acc)")
+    body += ["    " + line for line in inner]
+    if final is None:
+        body.append(f"res = tp.sum(acc, axis={axis})")  # BR == 1: the column is the result
+    else:
+        body.append(f"res = {final}(acc, axis={axis})")
+    out_dt = k.out.dtype
+    res = "res" if vals.compute_dtype(out_dt) == dtype == out_dt else f"res.to({_tp(out_dt)})"
+    body.append(f"tp.store({names[k.out.name]}[m0:m0 + BM], {res})")
+    body = lower_tags.annotate_reduction(body, em, M, R)
+    params, args = _signature(em, k, buffers)
+    src = (
+        f"@tp.kernel(threads=128)\n"
+        f"def {kname}({', '.join(params)}, M: tp.constexpr = {M}, R: tp.constexpr = {R}, "
+        f"BM: tp.constexpr = {bm}, BR: tp.constexpr = {br}):\n"
+        + (f"    # {k.what}\n" if k.what else "")
+        + "".join(f"    {line}\n" for line in body)
+    )
+    grid = f"lambda m: (tp.cdiv({M}, m['BM']),)"
+    return src, args, {"grid": grid}
+
+
+def needs_i64(k, buffers) -> bool:
+    """Whether a kernel's indices may pass int32 (then it takes the generic path, whose indices are i64)."""
+    sizes = [k.M * k.R] + [buffers[v.args[0]].numel for v in walk([k.value]) if v.op in ("load", "gather")]
+    return max(sizes) > INT32_MAX
+
+
