@@ -2,204 +2,38 @@
 
 Each codemod is a small class with a docstring, `apply(source, **args) -> source`, and raises
 `NotApplicable` (with the reason) when its preconditions do not hold. libcst keeps everything it does not
-touch byte for byte, so the user's formatting and comments survive.
+touch byte for byte, so the user's formatting and comments survive. The machinery they share (tilepy's names
+in the source, kernel lookup, the `Codemod` base class) is codemod_base.py; `CODEMODS` and `apply_codemod` are
+the registry.
 
     >>> SetConstexpr().apply(src, name="STAGES", value="3")
 """
 
 from __future__ import annotations
 
-import abc
-import re
-from contextvars import ContextVar
-
 import libcst as cst
 import libcst.matchers as m
 
+from .codemod_base import (
+    Codemod,
+    CodemodError,
+    NotApplicable,
+    TilepyNames,
+    annotation_text,
+    code_of,
+    constexpr_params,
+    kernels,
+    kwarg,
+    parse_source,
+    pick_kernels,
+    replace_kernel,
+    spelled,
+    tensor_params,
+    tp_attr,
+)
 
-def _kwarg(name: str, value) -> cst.Arg:
-    """`name=value` without spaces around `=` (PEP 8 for keyword arguments)."""
-    return cst.Arg(value, keyword=cst.Name(name), equal=cst.AssignEqual(
-        whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")))
-
-
-class NotApplicable(Exception):
-    """The codemod's preconditions do not hold on this source (the message says which)."""
-
-
-class CodemodError(Exception):
-    """A codemod was asked for with bad arguments."""
-
-
-def _parse(source: str) -> cst.Module:
-    try:
-        return cst.parse_module(source)
-    except cst.ParserSyntaxError as e:
-        raise NotApplicable(f"the source does not parse: {e}") from e
-
-
-class TilepyNames:
-    """How a module names tilepy: aliases bound to the module (`import tilepy as tl`) and members imported
-    from it (`from tilepy import kernel as k`); `prefix` is the alias new code is written with."""
-
-    def __init__(self, aliases: set, members: dict):
-        self.aliases = aliases
-        self.members = members          # local name -> tilepy attribute
-        self.prefix = "tp" if "tp" in aliases or not aliases else sorted(aliases)[0]
-        self.missing = not aliases      # new code needs `import tilepy as tp`
-
-    @classmethod
-    def of(cls, module: cst.Module) -> TilepyNames:
-        aliases, members = set(), {}
-        for node in _imports(module):
-            if isinstance(node, cst.Import):
-                for a in node.names:
-                    dotted = _code(a.name)
-                    if dotted == "tilepy":
-                        aliases.add(a.asname.name.value if a.asname else "tilepy")
-            elif node.module is not None and _code(node.module) == "tilepy" and not node.relative \
-                    and not isinstance(node.names, cst.ImportStar):
-                for a in node.names:
-                    members[a.asname.name.value if a.asname else a.name.value] = a.name.value
-        return cls(aliases, members)
-
-    def refers(self, node, attr: str) -> bool:
-        """Does `node` name `tilepy.<attr>`?"""
-        if isinstance(node, cst.Attribute):
-            return node.attr.value == attr and isinstance(node.value, cst.Name) and node.value.value in self.aliases
-        return isinstance(node, cst.Name) and self.members.get(node.value) == attr
-
-    def qualify(self, text: str) -> str:
-        """Source written with `tp.` (our templates, codemod arguments) in this module's spelling."""
-        return text if self.prefix == "tp" else re.sub(r"(?<![\w.])tp\.", self.prefix + ".", text)
-
-    def with_import(self, source: str) -> str:
-        """Add `import tilepy as tp` when new code uses `tp.` and the module binds no tilepy alias."""
-        if not self.missing or not re.search(r"(?<![\w.])tp\.", source):
-            return source
-        module = cst.parse_module(source)
-        body = list(module.body)
-        at = max((i + 1 for i, st in enumerate(body) if isinstance(st, cst.SimpleStatementLine)
-                  and any(isinstance(x, (cst.Import, cst.ImportFrom)) for x in st.body)), default=0)
-        body.insert(at, cst.parse_statement("import tilepy as tp\n"))
-        return module.with_changes(body=body).code
-
-
-def _imports(module: cst.Module):
-    class V(cst.CSTVisitor):
-        def __init__(self):
-            self.found = []
-
-        def visit_Import(self, node):
-            self.found.append(node)
-
-        def visit_ImportFrom(self, node):
-            self.found.append(node)
-
-    v = V()
-    module.visit(v)
-    return v.found
-
-
-_NAMES: ContextVar[TilepyNames | None] = ContextVar("tilepy_names", default=None)
-_PLAIN = TilepyNames({"tp"}, {})   # outside `apply`: the usual `import tilepy as tp`
-
-
-def _tp(attr: str):
-    """Matcher for `tilepy.<attr>` however this module spells it (`tp.load`, `tl.load`, `load`)."""
-    def names():
-        return _NAMES.get() or _PLAIN
-    return m.OneOf(m.Attribute(value=m.Name(value=m.MatchIfTrue(lambda v: v in names().aliases)), attr=m.Name(attr)),
-                   m.Name(value=m.MatchIfTrue(lambda v: names().members.get(v) == attr)))
-
-
-def _q(text: str) -> str:
-    """Source written with `tp.` in the current module's spelling."""
-    return (_NAMES.get() or _PLAIN).qualify(text)
-
-
-def _is_kernel(fn: cst.FunctionDef, names: TilepyNames) -> bool:
-    for d in fn.decorators:
-        expr = d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator
-        if names.refers(expr, "kernel"):
-            return True
-    return False
-
-
-def kernels(module: cst.Module) -> list[cst.FunctionDef]:
-    """The module's top-level `@tilepy.kernel` functions, however it spells tilepy."""
-    names = _NAMES.get() or TilepyNames.of(module)
-    return [s for s in module.body if isinstance(s, cst.FunctionDef) and _is_kernel(s, names)]
-
-
-def _annotation_text(param: cst.Param) -> str:
-    return cst.Module([]).code_for_node(param.annotation.annotation) if param.annotation else ""
-
-
-def constexpr_params(fn: cst.FunctionDef) -> dict[str, str]:
-    """{name: default source} of a kernel's constexpr parameters."""
-    out = {}
-    for p in fn.params.params:
-        if _annotation_text(p).endswith("constexpr") and p.default is not None:
-            out[p.name.value] = cst.Module([]).code_for_node(p.default)
-    return out
-
-
-def tensor_params(fn: cst.FunctionDef) -> list[tuple[str, str]]:
-    """[(name, dtype source)] of a kernel's tensor parameters, in order."""
-    out = []
-    for p in fn.params.params:
-        ann = p.annotation.annotation if p.annotation else None
-        if isinstance(ann, cst.Subscript) and m.matches(ann.value, _tp("Tensor")):
-            dtype = cst.Module([]).code_for_node(ann.slice[0].slice.value)
-            out.append((p.name.value, dtype))
-    return out
-
-
-def _code(node) -> str:
-    return cst.Module([]).code_for_node(node)
-
-
-def _replace_kernel(module: cst.Module, old: cst.FunctionDef, new: cst.FunctionDef) -> cst.Module:
-    return module.with_changes(body=[new if s is old else s for s in module.body])
-
-
-def _pick_kernels(module, kernel: str | None):
-    ks = kernels(module)
-    if kernel is not None:
-        ks = [k for k in ks if k.name.value == kernel]
-        if not ks:
-            raise NotApplicable(f"no kernel named `{kernel}`")
-    if not ks:
-        raise NotApplicable("the source defines no @tp.kernel")
-    return ks
-
-
-class Codemod(abc.ABC):
-    """A skill's action: a libcst transform of tilepy source text (formatting and comments kept)."""
-
-    name = ""
-    args: tuple = ()
-
-    def apply(self, source: str, **args) -> str:
-        """The transformed source; raises NotApplicable where the kernel offers nothing to change.
-
-        tilepy is found by qualified name: `import tilepy as tl` or `from tilepy import kernel` work as
-        `import tilepy as tp` does, and new code is written with the module's own alias."""
-        names = TilepyNames.of(_parse(source))
-        token = _NAMES.set(names)
-        try:
-            out = self._apply(source, **args)
-        finally:
-            _NAMES.reset(token)
-        return names.with_import(out)
-
-    @abc.abstractmethod
-    def _apply(self, source: str, **args) -> str:
-        """`apply`'s work, with `_tp(...)` and `_q(...)` resolving tilepy's names for this source."""
-
-    def __repr__(self):
-        return f"<codemod {self.name}>"
+__all__ = ["CODEMODS", "Codemod", "CodemodError", "NotApplicable", "TilepyNames", "apply_codemod", "constexpr_params",
+           "kernels", "tensor_params", "threads_literal"]
 
 
 class SetConstexpr(Codemod):
@@ -212,23 +46,23 @@ class SetConstexpr(Codemod):
     args = ("name", "value", "kernel")
 
     def _apply(self, source, name, value, kernel=None):
-        module = _parse(source)
+        module = parse_source(source)
         try:
-            new_default = cst.parse_expression(_q(str(value)))
+            new_default = cst.parse_expression(spelled(str(value)))
         except cst.ParserSyntaxError as e:
             raise CodemodError(f"value {value!r} is not a Python expression") from e
         changed = False
-        for fn in _pick_kernels(module, kernel):
+        for fn in pick_kernels(module, kernel):
             params = []
             for p in fn.params.params:
-                if p.name.value == name and _annotation_text(p).endswith("constexpr"):
-                    if p.default is not None and _code(p.default) == _code(new_default):
+                if p.name.value == name and annotation_text(p).endswith("constexpr"):
+                    if p.default is not None and code_of(p.default) == code_of(new_default):
                         params.append(p)
                         continue
                     p = p.with_changes(default=new_default)
                     changed = True
                 params.append(p)
-            module = _replace_kernel(module, fn, fn.with_changes(params=fn.params.with_changes(params=params)))
+            module = replace_kernel(module, fn, fn.with_changes(params=fn.params.with_changes(params=params)))
         if not changed:
             raise NotApplicable(f"no kernel has constexpr `{name}` with a default other than {value}")
         return module.code
@@ -260,9 +94,9 @@ class SetThreads(Codemod):
     args = ("threads", "kernel")
 
     def _apply(self, source, threads, kernel=None):
-        module = _parse(source)
+        module = parse_source(source)
         changed = False
-        for fn in _pick_kernels(module, kernel):
+        for fn in pick_kernels(module, kernel):
             decos = []
             for d in fn.decorators:
                 if isinstance(d.decorator, cst.Call):
@@ -276,7 +110,7 @@ class SetThreads(Codemod):
                         new_args.append(a)
                     d = d.with_changes(decorator=call.with_changes(args=new_args))
                 decos.append(d)
-            module = _replace_kernel(module, fn, fn.with_changes(decorators=decos))
+            module = replace_kernel(module, fn, fn.with_changes(decorators=decos))
         if not changed:
             raise NotApplicable(f"no kernel has a literal threads= other than {threads}")
         return module.code
@@ -289,22 +123,22 @@ class AddSwizzle(Codemod):
     args = ("swizzle", "kernel")
 
     def _apply(self, source, swizzle="tp.Swizzle(2, 3, 3)", kernel=None):
-        module = _parse(source)
-        value = cst.parse_expression(_q(swizzle))
+        module = parse_source(source)
+        value = cst.parse_expression(spelled(swizzle))
         count = 0
 
         class T(cst.CSTTransformer):
             def leave_Call(self, orig, node):
                 nonlocal count
-                if m.matches(node.func, _tp("shared")) and not any(
+                if m.matches(node.func, tp_attr("shared")) and not any(
                         a.keyword is not None and a.keyword.value == "swizzle" for a in node.args):
                     count += 1
                     last = node.args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-                    return node.with_changes(args=[*node.args[:-1], last, _kwarg("swizzle", value)])
+                    return node.with_changes(args=[*node.args[:-1], last, kwarg("swizzle", value)])
                 return node
 
-        for fn in _pick_kernels(module, kernel):
-            module = _replace_kernel(module, fn, fn.visit(T()))
+        for fn in pick_kernels(module, kernel):
+            module = replace_kernel(module, fn, fn.visit(T()))
         if not count:
             raise NotApplicable("no tp.shared(...) without a swizzle")
         return module.code
@@ -318,8 +152,8 @@ class StageThroughShared(Codemod):
     args = ("var", "kernel")
 
     def _apply(self, source, var=None, kernel=None):
-        module = _parse(source)
-        for fn in _pick_kernels(module, kernel):
+        module = parse_source(source)
+        for fn in pick_kernels(module, kernel):
             dtypes = dict(tensor_params(fn))
             body = list(fn.body.body)
             for i, stmt in enumerate(body):
@@ -334,14 +168,14 @@ class StageThroughShared(Codemod):
                 size = _slice_extent(sub.slice[0].slice)
                 if size is None:
                     continue
-                dtype, view = dtypes[sub.value.value], _code(sub)
-                new = [cst.parse_statement(_q(f"{target}_s = tp.shared(({size},), {dtype})\n")),
-                       cst.parse_statement(_q(f"tp.copy({view}, {target}_s)\n")),
-                       cst.parse_statement(_q("tp.barrier()\n")),
+                dtype, view = dtypes[sub.value.value], code_of(sub)
+                new = [cst.parse_statement(spelled(f"{target}_s = tp.shared(({size},), {dtype})\n")),
+                       cst.parse_statement(spelled(f"tp.copy({view}, {target}_s)\n")),
+                       cst.parse_statement(spelled("tp.barrier()\n")),
                        stmt.with_changes(body=[stmt.body[0].with_changes(
-                           value=cst.parse_expression(_q(f"tp.load({target}_s)")))])]
+                           value=cst.parse_expression(spelled(f"tp.load({target}_s)")))])]
                 body[i:i + 1] = new
-                module = _replace_kernel(module, fn, fn.with_changes(body=fn.body.with_changes(body=body)))
+                module = replace_kernel(module, fn, fn.with_changes(body=fn.body.with_changes(body=body)))
                 return module.code
         raise NotApplicable("no top-level 1-D `x = tp.load(T[a:a + B])` to stage")
 
@@ -352,7 +186,7 @@ def _load_assignment(stmt):
     a = stmt.body[0]
     if len(a.targets) != 1 or not isinstance(a.targets[0].target, cst.Name):
         return None, None
-    if isinstance(a.value, cst.Call) and m.matches(a.value.func, _tp("load")):
+    if isinstance(a.value, cst.Call) and m.matches(a.value.func, tp_attr("load")):
         return a.targets[0].target.value, a.value
     return None, None
 
@@ -361,11 +195,11 @@ def _slice_extent(s: cst.Slice) -> str | None:
     """`a:a + B` -> "B"; `0:B` -> "B"."""
     if s.lower is None or s.upper is None or s.step is not None:
         return None
-    lower, upper = _code(s.lower), s.upper
+    lower, upper = code_of(s.lower), s.upper
     if lower == "0":
-        return _code(upper)
-    if isinstance(upper, cst.BinaryOperation) and isinstance(upper.operator, cst.Add) and _code(upper.left) == lower:
-        return _code(upper.right)
+        return code_of(upper)
+    if isinstance(upper, cst.BinaryOperation) and isinstance(upper.operator, cst.Add) and code_of(upper.left) == lower:
+        return code_of(upper.right)
     return None
 
 
@@ -377,10 +211,10 @@ class InsertSchedule(Codemod):
     args = ("hints", "kernel")
 
     def _apply(self, source, hints="interleave=True", kernel=None):
-        if _q("tp.schedule(") in source:
+        if spelled("tp.schedule(") in source:
             raise NotApplicable("the kernel already has scheduling hints")
-        module = _parse(source)
-        stmt = cst.parse_statement(_q(f"tp.schedule({hints})\n"))
+        module = parse_source(source)
+        stmt = cst.parse_statement(spelled(f"tp.schedule({hints})\n"))
         done = False
 
         class T(cst.CSTTransformer):
@@ -391,8 +225,8 @@ class InsertSchedule(Codemod):
                 done = True
                 return node.with_changes(body=node.body.with_changes(body=[stmt, *node.body.body]))
 
-        for fn in _pick_kernels(module, kernel):
-            module = _replace_kernel(module, fn, fn.visit(T()))
+        for fn in pick_kernels(module, kernel):
+            module = replace_kernel(module, fn, fn.visit(T()))
             if done:
                 return module.code
         raise NotApplicable("no loop to schedule")
@@ -406,9 +240,9 @@ class VectorizeLoads(Codemod):
     args = ("vec", "kernel")
 
     def _apply(self, source, vec=4, kernel=None):
-        module = _parse(source)
+        module = parse_source(source)
         count = 0
-        for fn in _pick_kernels(module, kernel):
+        for fn in pick_kernels(module, kernel):
             threads = threads_literal(fn)
             if threads is None:
                 continue
@@ -416,7 +250,7 @@ class VectorizeLoads(Codemod):
             class T(cst.CSTTransformer):
                 def leave_Call(self, orig, node, threads=threads):
                     nonlocal count
-                    if not m.matches(node.func, _tp("load")):
+                    if not m.matches(node.func, tp_attr("load")):
                         return node
                     if any(a.keyword is not None and a.keyword.value == "layout" for a in node.args):
                         return node
@@ -428,11 +262,11 @@ class VectorizeLoads(Codemod):
                     if size is None:
                         return node
                     count += 1
-                    layout = cst.parse_expression(_q(f"tp.blocked(({size},), {threads}, {int(vec)})"))
+                    layout = cst.parse_expression(spelled(f"tp.blocked(({size},), {threads}, {int(vec)})"))
                     last = node.args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-                    return node.with_changes(args=[*node.args[:-1], last, _kwarg("layout", layout)])
+                    return node.with_changes(args=[*node.args[:-1], last, kwarg("layout", layout)])
 
-            module = _replace_kernel(module, fn, fn.visit(T()))
+            module = replace_kernel(module, fn, fn.visit(T()))
         if not count:
             raise NotApplicable("no 1-D tp.load(T[a:a + B]) without a layout in a kernel with literal threads=")
         return module.code
@@ -455,24 +289,25 @@ class PersistentRows(Codemod):
     args = ("cap", "kernel")
 
     def _apply(self, source, cap=264, kernel=None):
-        module = _parse(source)
-        for fn in _pick_kernels(module, kernel):
+        module = parse_source(source)
+        for fn in pick_kernels(module, kernel):
             body = list(fn.body.body)
             idx = next((i for i, s in enumerate(body) if m.matches(s, m.SimpleStatementLine(body=[m.Assign(
-                targets=[m.AssignTarget(target=m.Name())], value=m.Call(func=_tp("block_id"),
+                targets=[m.AssignTarget(target=m.Name())], value=m.Call(func=tp_attr("block_id"),
                                                                        args=[m.Arg(m.Integer("0"))]))]))), None)
             tensors = tensor_params(fn)
             if idx is None or not tensors or "GRID_CAP" in constexpr_params(fn):
                 continue
             row = body[idx].body[0].targets[0].target.value
             loop = cst.parse_statement(
-                _q(f"for {row} in range(tp.block_id(0), {tensors[0][0]}.shape[0], tp.num_blocks(0)):\n    pass\n"))
+                spelled(f"for {row} in range(tp.block_id(0), {tensors[0][0]}.shape[0], tp.num_blocks(0)):\n    pass\n"))
             loop = loop.with_changes(body=loop.body.with_changes(body=body[idx + 1:]))
             new_body = body[:idx] + [loop]
-            param = cst.parse_module(_q(f"def f(GRID_CAP: tp.constexpr = {int(cap)}): pass\n")).body[0].params.params[0]
+            header = spelled(f"def f(GRID_CAP: tp.constexpr = {int(cap)}): pass\n")
+            param = cst.parse_module(header).body[0].params.params[0]
             params = fn.params.with_changes(params=[*fn.params.params, param])
             new_fn = fn.with_changes(body=fn.body.with_changes(body=new_body), params=params)
-            module = _replace_kernel(module, fn, new_fn)
+            module = replace_kernel(module, fn, new_fn)
             module = _cap_host_grid(module, fn.name.value)
             return module.code
         raise NotApplicable("no kernel with a top-level `row = tp.block_id(0)`")
@@ -486,7 +321,7 @@ def _cap_host_grid(module: cst.Module, kernel: str) -> cst.Module:
                 lam = node.args[1].value
                 tup = lam.body
                 if isinstance(tup, cst.Tuple) and len(tup.elements) == 1:
-                    first = _code(tup.elements[0].value)
+                    first = code_of(tup.elements[0].value)
                     new = cst.parse_expression(f"lambda m: (min({first}, m[\"GRID_CAP\"]),)")
                     return node.with_changes(args=[node.args[0], node.args[1].with_changes(value=new), *node.args[2:]])
             return node
@@ -502,7 +337,7 @@ class FuseEpilogue(Codemod):
     args = ("kernel",)
 
     def _apply(self, source, kernel=None):
-        module = _parse(source)
+        module = parse_source(source)
         epi = next((k for k in kernels(module) if k.name.value == "epilogue"), None)
         if epi is None:
             raise NotApplicable("no separate `epilogue` kernel")
@@ -523,14 +358,14 @@ class FuseEpilogue(Codemod):
         new_store = last_store.with_changes(body=[last_store.body[0].with_changes(value=call.with_changes(
             args=[call.args[0], call.args[1].with_changes(value=fused), *call.args[2:]]))])
         new_core = core.visit(_ReplaceNode(last_store, new_store))
-        module = _replace_kernel(module, core, new_core)
+        module = replace_kernel(module, core, new_core)
         module = module.with_changes(body=[s for s in module.body if s is not epi])
         return _drop_epilogue_launch(module).code
 
 
 def _is_store(s) -> bool:
     return (isinstance(s, cst.SimpleStatementLine) and len(s.body) == 1 and isinstance(s.body[0], cst.Expr)
-            and m.matches(s.body[0].value, m.Call(func=_tp("store"))))
+            and m.matches(s.body[0].value, m.Call(func=tp_attr("store"))))
 
 
 def _last_store(fn):
@@ -651,12 +486,12 @@ class OnlineSoftmax(Codemod):
     args = ("block", "kernel")
 
     def _apply(self, source, block=256, kernel=None):
-        module = _parse(source)
-        for fn in _pick_kernels(module, kernel):
-            text = _code(fn.body)
+        module = parse_source(source)
+        for fn in pick_kernels(module, kernel):
+            text = code_of(fn.body)
             tensors = tensor_params(fn)
             consts = constexpr_params(fn)
-            if not all(_q(f"tp.{f}(") in text for f in ("max", "exp", "sum")) or "m_i" in text:
+            if not all(spelled(f"tp.{f}(") in text for f in ("max", "exp", "sum")) or "m_i" in text:
                 continue
             if len(tensors) != 2 or "BLOCK_N" not in consts:
                 continue
@@ -665,12 +500,13 @@ class OnlineSoftmax(Codemod):
             quotient = _find_division(value)
             if quotient is None:
                 continue
-            new_value = _code(value.visit(_ReplaceNode(quotient, cst.parse_expression(_q("tp.exp(x - m_i) / l_i")))))
+            online = cst.parse_expression(spelled("tp.exp(x - m_i) / l_i"))
+            new_value = code_of(value.visit(_ReplaceNode(quotient, online)))
             X, Y = tensors[0][0], tensors[1][0]
-            body_src = _q(_ONLINE_SOFTMAX).format(X=X, Y=Y, B="BLOCK_N", VALUE=new_value)
+            body_src = spelled(_ONLINE_SOFTMAX).format(X=X, Y=Y, B="BLOCK_N", VALUE=new_value)
             body = cst.parse_module(body_src).body
             new_fn = fn.with_changes(body=fn.body.with_changes(body=body))
-            module = _replace_kernel(module, fn, new_fn)
+            module = replace_kernel(module, fn, new_fn)
             module = cst.parse_module(SetConstexpr().apply(module.code, name="BLOCK_N", value=str(int(block)),
                                                            kernel=fn.name.value)
                                       if consts["BLOCK_N"] != str(int(block)) else module.code)
