@@ -70,8 +70,11 @@ def optimize(problem, target, budget, out_dir, llm_base_url, model, api_key, llm
 
     if llm_base_url and not model:
         raise click.UsageError("--llm-base-url needs --model (or ARGUS_MODEL)")
-    planner = (LLMPlanner(llm_base_url, model, api_key, timeout=llm_timeout, max_connection_failures=llm_max_failures)
-               if llm_base_url else OfflinePlanner(seed))
+    try:
+        planner = (LLMPlanner(llm_base_url, model, api_key, timeout=llm_timeout,
+                              max_connection_failures=llm_max_failures) if llm_base_url else OfflinePlanner(seed))
+    except ImportError as e:  # the [llm] extra is not installed
+        raise click.UsageError(str(e)) from None
     history = _history(db)
     with click.progressbar(length=budget, label=f"argus {Path(problem).name}", file=sys.stderr,
                            show_pos=True) as bar:

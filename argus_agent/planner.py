@@ -157,7 +157,11 @@ class LLMPlanner:
 
     def __init__(self, base_url: str, model: str, api_key: str | None = None, timeout: float = 60.0,
                  temperature: float = 0.2, max_connection_failures: int = 3):
-        from openai import OpenAI
+        try:
+            from openai import OpenAI
+        except ImportError:
+            raise ImportError("the LLM planner needs the `openai` client, which is the [llm] extra: "
+                              "pip install 'argus-agent[llm]'") from None
 
         self.model, self.temperature, self.base_url = model, temperature, base_url
         self.client = OpenAI(base_url=base_url, api_key=api_key or os.environ.get("OPENAI_API_KEY") or "none",

@@ -102,7 +102,8 @@ def disassemble(ck: CompiledKernel) -> str:
         return ck.resources.get("_asm", "") or Path(ck.binary_path).with_suffix(".s").read_text()
     tool = find_cuobjdump()
     if tool is None:
-        raise ToolchainMissing("cuobjdump not found", hint="pip install nvidia-cuda-cuobjdump")
+        raise ToolchainMissing("cuobjdump not found",
+                               hint="pip install 'tilepy-hip[nvidia]' (or put a CUDA toolkit's cuobjdump on PATH)")
     env = dict(os.environ)
     env["PATH"] = os.path.dirname(tool) + os.pathsep + env.get("PATH", "")  # cuobjdump runs nvdisasm
     env.setdefault("NVDISASM_PATH", os.path.dirname(tool))
@@ -179,7 +180,7 @@ def compile_ir(kir, target=None, *, cache_dir=None, options=(), force: bool = Fa
             raise ToolchainMissing(
                 f"no NVIDIA compiler found to build `{kir.name}` for {rt.name}",
                 Span(kir.file, kir.line, 0),
-                "pip install nvidia-cuda-nvrtc (or put nvcc on PATH)",
+                "pip install 'tilepy-hip[nvidia]' (NVRTC), or put a CUDA toolkit's nvcc on PATH",
             )
     else:
         tool = find_amd_clang()
@@ -187,7 +188,8 @@ def compile_ir(kir, target=None, *, cache_dir=None, options=(), force: bool = Fa
             raise ToolchainMissing(
                 f"no AMDGPU-capable clang found to build `{kir.name}` for {rt.name}",
                 Span(kir.file, kir.line, 0),
-                "apt-get install clang-19, or pip install ziglang, or set TILEPY_HIP_CLANG",
+                "pip install 'tilepy-hip[amd]' (clang from the ziglang wheel), or apt-get install clang-19, or set "
+                "TILEPY_HIP_CLANG",
             )
     key = make_key(
         {

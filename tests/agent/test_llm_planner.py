@@ -63,3 +63,18 @@ def test_llm_fenced_json_and_tune(fake_openai, history, examples):
     planner = LLMPlanner(server.base_url, "m", api_key="k", timeout=5)
     result = optimize(examples["swish_add"], budget=2, planner=planner, history=history, tune_evals=3)
     assert result.steps[1].action["kind"] == "tune" and result.steps[1].outcome == "correct"
+
+
+def test_without_the_llm_extra_the_cli_names_it(monkeypatch, examples, tmp_path):
+    # openai is the [llm] extra: without it, asking for an LLM is a usage error naming the extra
+    import sys
+
+    from click.testing import CliRunner
+
+    from argus_agent.cli import main
+
+    monkeypatch.setitem(sys.modules, "openai", None)  # `import openai` raises ImportError
+    r = CliRunner().invoke(main, ["optimize", str(examples["scaled_softmax"]), "--db", str(tmp_path / "h.db"),
+                                  "--llm-base-url", "http://127.0.0.1:9/v1", "--model", "m"])
+    assert r.exit_code == 2, r.output
+    assert "argus-agent[llm]" in r.output and "Traceback" not in r.output

@@ -156,7 +156,13 @@ def test_cxx_errors_name_the_source_file_and_the_tilepy_line(monkeypatch):
     assert isinstance(err.value, tp.CompileError)
 
 
-def test_missing_toolchain_is_a_clear_error(monkeypatch):
+def test_missing_toolchain_is_a_clear_error(monkeypatch, tmp_path):
+    monkeypatch.setenv("TILEPY_HIP_CACHE", str(tmp_path))
     monkeypatch.setattr(build, "find_amd_clang", lambda: None)
-    with pytest.raises(build.ToolchainMissing, match="AMDGPU-capable clang"):
-        tilepy_hip.compile(KERNELS["vector_add"], target="gfx942")
+    with pytest.raises(build.ToolchainMissing, match="AMDGPU-capable clang") as err:
+        tilepy_hip.compile(KERNELS["vector_add"], target="gfx942", BLOCK=256)
+    assert "tilepy-hip[amd]" in str(err.value)  # the extra that installs the toolchain
+    monkeypatch.setattr(build, "nvidia_compiler", lambda: None)
+    with pytest.raises(build.ToolchainMissing, match="no NVIDIA compiler") as err:
+        tilepy_hip.compile(KERNELS["vector_add"], target="sm_90a", BLOCK=256)
+    assert "tilepy-hip[nvidia]" in str(err.value)
