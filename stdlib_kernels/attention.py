@@ -36,7 +36,6 @@ import numpy as np
 
 import tilepy as tp
 
-MAX_STAGES = 4
 NEG = -1.0e30  # the running max before any key: finite, so exp2(NEG - m) is 0, never NaN
 
 

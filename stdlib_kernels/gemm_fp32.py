@@ -40,8 +40,6 @@ import numpy as np
 
 import tilepy as tp
 
-MAX_STAGES = 4
-
 
 def _threads(c):
     return 128 * (1 + c["CONSUMERS"])
