@@ -67,7 +67,8 @@ from .vc import AND, NOT, OR, Solver_, cmp, evaluate_term, in_range, is_int, sub
 
 # Ops without an op_/eff_ method of the walker: those it computes element by element (tag and value maps composed
 # per element), and those that are no event of the analysis, with the reason.
-ELEMENTWISE = frozenset(("where", "maximum", "minimum", *UNARY_MATH))
+# (on register tiles; a scalar `where` or math op is a value the analysis does not model)
+ELEMENTWISE = frozenset(("where", *UNARY_MATH))
 NOT_EVENTS = {
     "mbarrier_at": "mbarrier arrays are rewritten into one mbarrier per stage before the walk (mbarrier_arrays.py)",
     "mma_wait": "asynchronous wgmma groups are checked before the walk (mbarrier_arrays.py)",
@@ -339,7 +340,7 @@ class _Walker:
         m = getattr(self, f"op_{op}", None)
         if m is not None:
             return m(e, st)
-        if op in ELEMENTWISE:
+        if op in ELEMENTWISE and isinstance(e.type, RegType):
             return self.elementwise(e, [self.expr(a, st) for a in e.args if isinstance(a, ir.Expr)], st)
         return UNKNOWN
 
