@@ -83,6 +83,23 @@ def scalar_op(op, a, b):
     return UNKNOWN
 
 
+# min/max of two integers without a select in the term language: with d = a - b and |d| < _BIG,
+# d // _BIG is -1 where a < b and 0 elsewhere, so min = b - d * (d // _BIG) and max = a + d * (d // _BIG)
+# exactly (terms are mathematical integers in vc.py, and _BIG is far above any value their ranges allow).
+_BIG = 1 << 96
+
+
+def scalar_minmax(op, a, b):
+    """min(a, b) (op "min") or max(a, b) (op "max") of two integer scalars, exact; UNKNOWN for non-integers."""
+    if a is UNKNOWN or b is UNKNOWN or not (intlike(a) and intlike(b)):
+        return UNKNOWN
+    ca, cb = const_of(a), const_of(b)
+    if ca is not None and cb is not None:
+        return min(ca, cb) if op == "min" else max(ca, cb)
+    d = a - b
+    return b - d * (d // _BIG) if op == "min" else a + d * (d // _BIG)
+
+
 def intersect(threads, ids):
     if threads is None:
         return ids
