@@ -216,7 +216,7 @@ def attention_fwd(Q: tp.Tensor[tp.bf16, "BH", "SQ", "D"], K: tp.Tensor[tp.bf16, 
 def attention_decode(Q: tp.Tensor[tp.bf16, "BHKV", "M", "D"], K: tp.Tensor[tp.bf16, "BHKV", "SKV", "D"],
                      V: tp.Tensor[tp.bf16, "BHKV", "SKV", "D"], OP: tp.Tensor[tp.f32, "NS", "BHKV", "M", "D"],
                      LP: tp.Tensor[tp.f32, "NS", "BHKV", "M"], scale_log2: tp.f32, chunk: tp.i32,
-                     HEAD_DIM: tp.constexpr = 128, BN: tp.constexpr = 128, STAGES: tp.constexpr = 4,
+                     HEAD_DIM: tp.constexpr = 128, BN: tp.constexpr = 128, STAGES: tp.constexpr = 3,
                      CONSUMERS: tp.constexpr = 1, QLEN: tp.constexpr = 1, CAUSAL: tp.constexpr = False,
                      PRODUCER_REGS: tp.constexpr = 40, CONSUMER_REGS: tp.constexpr = 232):
     """One split of split-KV decoding: the queries of one KV head (its GROUP query heads x QLEN new tokens,
@@ -335,6 +335,9 @@ PRESETS = {
     64: dict(HEAD_DIM=64, BN=128, STAGES=4, CONSUMERS=2),
     128: dict(HEAD_DIM=128, BN=128, STAGES=3, CONSUMERS=2),
 }
+# attention_decode's ring per head dim (4 stages of 128-key K and V tiles at d = 128 are 278 KB, over a block's
+# shared memory: 3 fit)
+DECODE_STAGES = {64: 4, 128: 3}
 
 
 def launch(q, k, v, o, lse, causal=False, scale=None, **constexprs):
@@ -383,7 +386,7 @@ def decode(q, k, v, o, lse, causal=False, scale=None, splits=None, num_sms=132, 
         raise ValueError(f"decode takes up to 16 new tokens per sequence, not {qlen}: use launch()")
     group = bh // bhkv
     rows = group * qlen
-    params = dict(HEAD_DIM=d, BN=128, STAGES=4 if d == 64 else 3, CONSUMERS=1 if rows <= 64 else 2, QLEN=qlen,
+    params = dict(HEAD_DIM=d, BN=128, STAGES=DECODE_STAGES[d], CONSUMERS=1 if rows <= 64 else 2, QLEN=qlen,
                   CAUSAL=bool(causal),
                   **constexprs)
     bn = params["BN"]

@@ -1,5 +1,5 @@
-"""Verification conditions: symbolic integers (`tilepy.symbolic.Sym`) and boolean terms turned into pySMT
-bit-vector formulas, solved with Z3.
+"""Verification conditions: symbolic integers (`tilepy.symbolic.Sym`) and boolean terms turned into Z3
+formulas (integers, with bit-vectors for bitwise operations), solved with Z3.
 
 Integers are mathematical integers (linear integer arithmetic; Z3 also takes the rare product of two
 variables). `//` and `%` keep Python's floor semantics (the interpreter's) through an exact quotient and
@@ -17,32 +17,7 @@ from __future__ import annotations
 import operator
 from dataclasses import dataclass, field
 
-from pysmt.shortcuts import (
-    FALSE,
-    GE,
-    GT,
-    LE,
-    LT,
-    TRUE,
-    And,
-    BVAnd,
-    BVLShl,
-    BVLShr,
-    BVOr,
-    BVToNatural,
-    BVXor,
-    Equals,
-    Int,
-    Minus,
-    Not,
-    NotEquals,
-    Or,
-    Plus,
-    Solver,
-    Symbol,
-    Times,
-)
-from pysmt.typing import BOOL, INT, BVType
+import z3
 
 from tilepy.symbolic import BinOp, Const, Sym, Var, as_sym, free_vars
 
@@ -131,13 +106,80 @@ def in_range(x, lo, hi):
 # ------------------------------------------------------------------------------------------ substitution
 
 
+# Substitution is pure, and the checks rename the same terms with the same few variables over and over (a
+# point's path and time under each instance's suffix): one memo per distinct mapping, kept across calls, so a
+# repeated renaming returns the very object it returned before (and the encoder and the solver's cache, keyed
+# by identity, answer it at once). Memos hold their terms, so an id is never reused while its entry lives; all
+# are dropped when they hold more than _MEMO_MAX entries together.
+_MEMOS: dict = {}
+_MEMO_MAX = 1 << 19
+_memo_size = [0]
+# Names of the variables in a Sym or bool term, by identity (holding the term).
+_NAMES: dict = {}
+_EMPTY = frozenset()
+
+
+def _names(t) -> frozenset:
+    """Names of the integer variables in a Sym or bool term (cached per object)."""
+    if isinstance(t, Var):
+        return frozenset((t.name,))
+    if not isinstance(t, BinOp) and not (isinstance(t, tuple) and t):
+        return _EMPTY
+    hit = _NAMES.get(id(t))
+    if hit is not None and hit[0] is t:
+        return hit[1]
+    if isinstance(t, BinOp):
+        a, b = _names(t.a), _names(t.b)
+        out = a if b <= a else b if a <= b else a | b
+    elif t[0] == "cmp":
+        a, b = _names(t[2]), _names(t[3])
+        out = a if b <= a else b if a <= b else a | b
+    elif t[0] in ("and", "or", "not"):
+        out = _EMPTY
+        for x in t[1:]:
+            n = _names(x)
+            if not n <= out:
+                out = out | n
+    else:
+        out = _EMPTY
+    if len(_NAMES) > _MEMO_MAX:
+        _NAMES.clear()
+    _NAMES[id(t)] = (t, out)
+    return out
+
+
+def _memo_for(mapping):
+    try:
+        key = frozenset(mapping.items())
+    except TypeError:  # an unhashable value: a memo for this call only
+        return {}
+    memo = _MEMOS.get(key)
+    if memo is None:
+        if _memo_size[0] > _MEMO_MAX:
+            _MEMOS.clear()
+            _memo_size[0] = 0
+        memo = _MEMOS[key] = {}
+    return memo
+
+
 def subst(e, mapping: dict, memo=None):
     """Replace variables (by name) in a Sym or a bool term; values are Syms or ints. Shared subterms
-    (by identity) are rewritten once per call."""
+    (by identity) are rewritten once, and a term renamed again with an equal mapping gives the same object
+    (see _MEMOS); a subterm naming none of the replaced variables is returned as it is."""
     if not mapping:
         return e
     if memo is None:
-        memo = {}
+        if isinstance(e, bool) or e is None or is_int(e) or isinstance(e, Const):
+            return e
+        memo = _memo_for(mapping)
+        before = len(memo)
+        out = _subst(e, mapping, memo)
+        _memo_size[0] += len(memo) - before
+        return out
+    return _subst(e, mapping, memo)
+
+
+def _subst(e, mapping, memo):
     if isinstance(e, Sym):
         return _subst_sym(e, mapping, memo)
     if isinstance(e, bool) or e is None or is_int(e):
@@ -148,13 +190,20 @@ def subst(e, mapping: dict, memo=None):
             return hit[1]
         tag = e[0]
         if tag == "cmp":
-            out = cmp(e[1], subst(e[2], mapping, memo), subst(e[3], mapping, memo))
-        elif tag == "and":
-            out = AND(*(subst(t, mapping, memo) for t in e[1:]))
-        elif tag == "or":
-            out = OR(*(subst(t, mapping, memo) for t in e[1:]))
-        elif tag == "not":
-            out = NOT(subst(e[1], mapping, memo))
+            if _names(e).isdisjoint(mapping):
+                out = e
+            else:
+                out = cmp(e[1], _subst_sym(as_sym(e[2]), mapping, memo), _subst_sym(as_sym(e[3]), mapping, memo))
+        elif tag in ("and", "or", "not"):
+            kids = tuple(_subst(t, mapping, memo) for t in e[1:])
+            if all(k is t for k, t in zip(kids, e[1:])):
+                out = e
+            elif tag == "and":
+                out = AND(*kids)
+            elif tag == "or":
+                out = OR(*kids)
+            else:
+                out = NOT(kids[0])
         elif tag == "bvar":
             new = mapping.get(e[1])
             out = new if new is not None else e
@@ -166,18 +215,23 @@ def subst(e, mapping: dict, memo=None):
 
 
 def _subst_sym(e: Sym, mapping, memo):
-    key = id(e)
-    if key in memo:
-        return memo[key][1]
+    if isinstance(e, Const):
+        return e
+    hit = memo.get(id(e))
+    if hit is not None and hit[0] is e:
+        return hit[1]
     if isinstance(e, Var):
         out = mapping.get(e.name, e)
         out = as_sym(out) if is_int(out) else out
     elif isinstance(e, BinOp):
-        a, b = _subst_sym(e.a, mapping, memo), _subst_sym(e.b, mapping, memo)
-        out = e if (a is e.a and b is e.b) else _apply(e.op, a, b)
+        if _names(e).isdisjoint(mapping):
+            out = e
+        else:
+            a, b = _subst_sym(e.a, mapping, memo), _subst_sym(e.b, mapping, memo)
+            out = e if (a is e.a and b is e.b) else _apply(e.op, a, b)
     else:
         out = e
-    memo[key] = (e, out)
+    memo[id(e)] = (e, out)
     return out
 
 
@@ -188,25 +242,8 @@ def _apply(op, a, b):
 
 
 def term_vars(t) -> set:
-    """Names of the integer variables in a Sym or bool term."""
-    out: set = set()
-    _collect(t, out, set())
-    return out
-
-
-def _collect(t, out, seen):
-    if isinstance(t, Sym):
-        out.update(v.name for v in free_vars(t))
-    elif isinstance(t, tuple) and t:
-        if id(t) in seen:  # a subterm shared by identity: visited once
-            return
-        seen.add(id(t))
-        if t[0] == "cmp":
-            _collect(t[2], out, seen)
-            _collect(t[3], out, seen)
-        elif t[0] in ("and", "or", "not"):
-            for x in t[1:]:
-                _collect(x, out, seen)
+    """Names of the integer variables in a Sym or bool term (a fresh set)."""
+    return set(_names(t))
 
 
 def evaluate_term(t, env: dict):
@@ -253,41 +290,151 @@ class Ranges:
         return (-(1 << 31), 1 << 31)
 
 
+class _Lib:
+    """Z3's C functions without the Python layer's error check after each call (z3core wraps each in an
+    `Elementaries` holding the raw ctypes function; a term Z3 refuses comes back as NULL, see _Z3.keep)."""
+
+    def __getattr__(self, name):
+        f = getattr(z3.z3core, name).__defaults__[-1].f
+        setattr(self, name, f)
+        return f
+
+
+class _Z3:
+    """Z3 terms made through its C API (one context per verification run): every term is kept (reference
+    counted once, freed with the context), so a term is its pointer and equal terms are one pointer (Z3
+    hash-conses them). The Python layer's per-call checks and wrapper objects cost more than the solving
+    for the many small formulas the checks ask."""
+
+    _shared = None  # (context, sorts): one Z3 context for all runs (making one costs ~30 ms)
+
+    def __init__(self):
+        if _Z3._shared is None:
+            ctx = z3.Context()
+            _Z3._shared = (ctx, z3.IntSort(ctx), z3.BoolSort(ctx), z3.BitVecSort(32, ctx))
+        self.ctx, self._int, self._bool, self._bv = _Z3._shared
+        self.c = self.ctx.ref()
+        self.lib = _lib = _Lib()
+        self._inc = _lib.Z3_inc_ref
+        self._kept: list = []
+        self.true = self.keep(_lib.Z3_mk_true(self.c))
+        self.false = self.keep(_lib.Z3_mk_false(self.c))
+
+    def keep(self, a):
+        if a is None or not a.value:
+            code = z3.z3core.Z3_get_error_code(self.c)
+            raise RuntimeError(f"Z3 refused a term: {z3.z3core.Z3_get_error_msg(self.c, code)}")
+        self._inc(self.c, a)
+        self._kept.append(a)
+        return a
+
+    def release(self):
+        """Drop this run's references (Z3 frees the terms no other run holds)."""
+        dec, c = self.lib.Z3_dec_ref, self.c
+        for a in self._kept:
+            dec(c, a)
+        self._kept = []
+
+    def __del__(self):
+        if getattr(self, "_kept", None):
+            try:
+                self.release()
+            except Exception:  # noqa: BLE001 - at interpreter exit Z3 may be gone already
+                pass
+
+    def const(self, name, sort):
+        sym = self.lib.Z3_mk_string_symbol(self.c, name.encode())
+        return self.keep(self.lib.Z3_mk_const(self.c, sym, {"int": self._int, "bool": self._bool,
+                                                              "bv": self._bv}[sort].ast))
+
+    def num(self, v):
+        return self.keep(self.lib.Z3_mk_numeral(self.c, str(int(v)).encode(), self._int.ast))
+
+    def nary(self, fn, args):
+        arr = (z3.z3core.Ast * len(args))(*args)
+        return self.keep(fn(self.c, len(args), arr))
+
+    def add(self, a, b):
+        return self.nary(self.lib.Z3_mk_add, (a, b))
+
+    def sub(self, a, b):
+        return self.nary(self.lib.Z3_mk_sub, (a, b))
+
+    def mul(self, a, b):
+        return self.nary(self.lib.Z3_mk_mul, (a, b))
+
+    def and_(self, *args):
+        return args[0] if len(args) == 1 else self.true if not args else self.nary(self.lib.Z3_mk_and, args)
+
+    def or_(self, *args):
+        return args[0] if len(args) == 1 else self.false if not args else self.nary(self.lib.Z3_mk_or, args)
+
+    def not_(self, a):
+        return self.keep(self.lib.Z3_mk_not(self.c, a))
+
+    def cmp(self, op, a, b):
+        lib = self.lib
+        if op == "!=":
+            return self.not_(self.keep(lib.Z3_mk_eq(self.c, a, b)))
+        fn = {"<": lib.Z3_mk_lt, "<=": lib.Z3_mk_le, ">": lib.Z3_mk_gt, ">=": lib.Z3_mk_ge, "==": lib.Z3_mk_eq}[op]
+        return self.keep(fn(self.c, a, b))
+
+    def bv2int(self, a):
+        return self.keep(self.lib.Z3_mk_bv2int(self.c, a, False))
+
+    def bvop(self, op, a, b):
+        lib = self.lib
+        fn = {"^": lib.Z3_mk_bvxor, "&": lib.Z3_mk_bvand, "|": lib.Z3_mk_bvor, "<<": lib.Z3_mk_bvshl,
+              ">>": lib.Z3_mk_bvlshr}[op]
+        return self.keep(fn(self.c, a, b))
+
+    def expr(self, a):
+        """A z3py expression for a term (for the solver and models)."""
+        return z3.ExprRef(a, self.ctx)
+
+
 class Encoder:
-    """Sym / bool term -> pySMT formula over integers (linear integer arithmetic for what layouts, loops and
+    """Sym / bool term -> Z3 formula over integers (linear integer arithmetic for what layouts, loops and
     counters produce). Floor division and modulo by a positive constant introduce an exact quotient and
     remainder (x == c*q + r, 0 <= r < c); XOR/AND/OR (swizzles) are computed exactly on 32-bit vectors
-    tied to the integers by bv2nat. Such definitions are side conditions, returned with each term so a
-    query asserts exactly the definitions it uses. Remembers the variables it met so a model can be read
-    back by name."""
+    tied to the integers by bv2nat. Such definitions are side conditions, returned with each term (as a set
+    of pointers, see `defs`) so a query asserts exactly the definitions it uses. Remembers the variables it
+    met so a model can be read back by name."""
 
     def __init__(self, ranges: Ranges | None = None):
         self.ranges = ranges or Ranges()
+        self.z = _Z3()
         self.vars: dict[str, object] = {}
         self.bvars: dict[str, object] = {}
+        self.defs: dict[int, object] = {}  # pointer of a side condition -> the term
         self._memo: dict = {}
         self._bmemo: dict = {}  # id(bool term) -> (term, result)
+        self._atoms: dict = {}  # comparison term -> result
         self._aux = 0
 
     def var(self, name: str):
         s = self.vars.get(name)
         if s is None:
-            s = self.vars[name] = Symbol("i:" + name, INT)
+            s = self.vars[name] = self.z.const("i:" + name, "int")
         return s
 
-    def _fresh(self, kind, typ=None):
+    def _fresh(self, kind, sort="int"):
         self._aux += 1
-        return Symbol(f"aux:{kind}{self._aux}", typ or INT)
+        return self.z.const(f"aux:{kind}{self._aux}", sort)
+
+    def _def(self, f):
+        self.defs[f.value] = f
+        return f.value
 
     def int(self, e):
         """(term, side conditions) of an integer Sym."""
         if is_int(e):
-            return Int(e), frozenset()
+            return self.z.num(e), frozenset()
         hit = self._memo.get(e)
         if hit is not None:
             return hit
         if isinstance(e, Const):
-            out = (Int(e.value), frozenset())
+            out = (self.z.num(e.value), frozenset())
         elif isinstance(e, Var):
             out = (self.var(e.name), frozenset())
         elif isinstance(e, BinOp):
@@ -298,72 +445,82 @@ class Encoder:
         return out
 
     def _binop(self, op, a, b):
+        z = self.z
         (x, sx), (y, sy) = self.int(a), self.int(b)
         side = sx | sy
         cb = const_of(b)
         if op == "+":
-            return Plus(x, y), side
+            return z.add(x, y), side
         if op == "-":
-            return Minus(x, y), side
+            return z.sub(x, y), side
         if op == "*":
-            return Times(x, y), side
+            return z.mul(x, y), side
         if op == "<<" and cb is not None:
-            return Times(x, Int(1 << cb)), side
+            return z.mul(x, z.num(1 << cb)), side
         if op == ">>" and cb is not None:
-            op, b, cb, y = "//", Const(1 << cb), 1 << cb, Int(1 << cb)
+            op, b, cb, y = "//", Const(1 << cb), 1 << cb, z.num(1 << cb)
         if op == "&" and cb is not None and cb >= 0 and cb & (cb + 1) == 0:
-            op, cb, y = "%", cb + 1, Int(cb + 1)
+            op, cb, y = "%", cb + 1, z.num(cb + 1)
         if op in ("//", "%"):
             q, r = self._fresh("q"), self._fresh("r")
+            zero = z.num(0)
             if cb is not None and cb > 0:
-                defs = And(Equals(x, Plus(Times(Int(cb), q), r)), LE(Int(0), r), LT(r, Int(cb)))
-            else:  # a run-time divisor: assumed positive (loop steps, sizes)
-                defs = And(Equals(x, Plus(Times(y, q), r)), LE(Int(0), r), LT(r, y), LT(Int(0), y))
-            return (q if op == "//" else r), side | {defs}
+                defs = z.and_(z.cmp("==", x, z.add(z.mul(z.num(cb), q), r)), z.cmp("<=", zero, r),
+                              z.cmp("<", r, z.num(cb)))
+            else:  # a run-time divisor: floor semantics for either sign; q, r are free where y == 0 (the
+                # kernel fails there), never an assumption that y > 0 (that would drop models, unsound)
+                pos, neg = z.cmp("<", zero, y), z.cmp("<", y, zero)
+                defs = z.and_(z.or_(z.not_(z.or_(pos, neg)), z.cmp("==", x, z.add(z.mul(y, q), r))),
+                              z.or_(z.not_(pos), z.and_(z.cmp("<=", zero, r), z.cmp("<", r, y))),
+                              z.or_(z.not_(neg), z.and_(z.cmp("<", y, r), z.cmp("<=", r, zero))))
+            return (q if op == "//" else r), side | {self._def(defs)}
         if op in ("^", "&", "|", "<<", ">>"):
-            bx, by = self._fresh("bv", BVType(32)), self._fresh("bv", BVType(32))
-            defs = And(Equals(BVToNatural(bx), x), Equals(BVToNatural(by), y))
-            fn = {"^": BVXor, "&": BVAnd, "|": BVOr, "<<": BVLShl, ">>": BVLShr}[op]
-            return BVToNatural(fn(bx, by)), side | {defs}
+            bx, by = self._fresh("bv", "bv"), self._fresh("bv", "bv")
+            defs = z.and_(z.cmp("==", z.bv2int(bx), x), z.cmp("==", z.bv2int(by), y))
+            return z.bv2int(z.bvop(op, bx, by)), side | {self._def(defs)}
         raise ValueError(op)
 
     def bool(self, t):
         """(formula, side conditions) of a bool term (memoized by identity: queries share subterms)."""
         if t is True:
-            return TRUE(), frozenset()
+            return self.z.true, frozenset()
         if t is False:
-            return FALSE(), frozenset()
+            return self.z.false, frozenset()
         hit = self._bmemo.get(id(t))
         if hit is not None and hit[0] is t:
             return hit[1]
-        out = self._bool(t)
+        if t[0] == "cmp":  # atoms recur across queries as equal, not identical, terms
+            out = self._atoms.get(t)
+            if out is None:
+                out = self._atoms[t] = self._bool(t)
+        else:
+            out = self._bool(t)
         self._bmemo[id(t)] = (t, out)
         return out
 
     def _bool(self, t):
         tag = t[0]
         if tag == "cmp":
-            op = t[1]
             (a, sa), (b, sb) = self.int(t[2]), self.int(t[3])
-            f = {"==": Equals, "!=": NotEquals, "<": LT, "<=": LE, ">": GT, ">=": GE}[op](a, b)
-            return f, sa | sb
+            return self.z.cmp(t[1], a, b), sa | sb
         if tag in ("and", "or"):
             parts = [self.bool(x) for x in t[1:]]
             side = frozenset().union(*(p[1] for p in parts))
-            return (And if tag == "and" else Or)(*(p[0] for p in parts)), side
+            return (self.z.and_ if tag == "and" else self.z.or_)(*(p[0] for p in parts)), side
         if tag == "not":
             f, side = self.bool(t[1])
-            return Not(f), side
+            return self.z.not_(f), side
         if tag == "bvar":
             s = self.bvars.get(t[1])
             if s is None:
-                s = self.bvars[t[1]] = Symbol("b:" + t[1], BOOL)
+                s = self.bvars[t[1]] = self.z.const("b:" + t[1], "bool")
             return s, frozenset()
         raise TypeError(f"not a bool term: {t!r}")
 
     def formula(self, t):
+        """The term with its side conditions, as a Z3 term (a pointer)."""
         f, side = self.bool(t)
-        return And(f, *side) if side else f
+        return self.z.and_(f, *(self.defs[k] for k in sorted(side))) if side else f
 
     def range_conditions(self, names):
         out = []
@@ -374,13 +531,14 @@ class Encoder:
 
 
 class Solver_:
-    """One Z3 solver (through pySMT) for a whole verification run, with a cache of answers keyed by the
-    formula (pySMT formulas are hash-consed, so equal queries are the same object)."""
+    """One Z3 solver for a whole verification run, with a cache of answers keyed by the query term (by
+    identity) and by the formula (Z3 hash-conses its terms, so equal queries are the same AST)."""
 
     def __init__(self, ranges: Ranges | None = None):
         self.enc = Encoder(ranges)
-        self.solver = Solver(name="z3")
-        self.cache: dict = {}
+        self.solver = z3.Solver(ctx=self.enc.z.ctx)
+        self.cache: dict = {}  # formula id -> (formula, model)
+        self.terms: dict = {}  # (id(term), want_vars, small) -> (term, model)
         self.queries = 0
         self.facts: dict = {}  # variable name -> a term defining it (trip counts), added when it occurs
 
@@ -389,6 +547,15 @@ class Solver_:
         None when it is unsatisfiable. `small=False`: any model (a yes/no question, no counterexample)."""
         if term is False:
             return None
+        key = (id(term), tuple(want_vars), small)  # the same term object asked again (terms are DAGs: no hashing)
+        hit = self.terms.get(key)
+        if hit is not None and hit[0] is term:
+            return hit[1]
+        model = self._check(term, want_vars, small)
+        self.terms[key] = (term, model)
+        return model
+
+    def _check(self, term, want_vars, small):
         names = term_vars(term)
         extra = []
         todo = [n for n in names if n in self.facts]
@@ -408,30 +575,40 @@ class Solver_:
         if full is False:
             return None
         formula = self.enc.formula(full)
-        if formula in self.cache:
-            return self.cache[formula]
+        fkey = (formula.value, small)
+        hit = self.cache.get(fkey)
+        if hit is not None:
+            return hit[1]
         self.queries += 1
         self.solver.push()
         try:
-            self.solver.add_assertion(formula)
-            if not self.solver.solve():
+            self._assert(formula)
+            if self.solver.check() != z3.sat:
                 model = None
             else:
-                model = {}
-                for n in names | set(want_vars):
-                    if n in self.enc.vars:
-                        v = self.solver.get_value(self.enc.vars[n]).constant_value()
-                        model[n] = int(v)
-                for n, s in self.enc.bvars.items():
-                    try:
-                        model["?" + n] = bool(self.solver.get_value(s).is_true())
-                    except Exception:  # noqa: BLE001 - a bool var not in this query
-                        pass
+                model = self._model(names | set(want_vars), bools=True)
         finally:
             self.solver.pop()
         if model is not None and small:
             model = self._small(formula, names, want_vars) or model
-        self.cache[formula] = model
+        self.cache[fkey] = (formula, model)
+        return model
+
+    def _assert(self, f):
+        z = self.enc.z
+        z.lib.Z3_solver_assert(z.c, self.solver.solver, f)
+
+    def _model(self, names, bools=False):
+        m = self.solver.model()
+        model = {}
+        for n in names:
+            if n in self.enc.vars:
+                model[n] = m.eval(self.enc.z.expr(self.enc.vars[n]), model_completion=True).as_long()
+        if bools:
+            for n, s in self.enc.bvars.items():
+                v = m.eval(self.enc.z.expr(s), model_completion=False)
+                if z3.is_true(v) or z3.is_false(v):
+                    model["?" + n] = z3.is_true(v)
         return model
 
     def _small(self, formula, names, want_vars):
@@ -444,19 +621,21 @@ class Solver_:
                         *(cmp("<=", Var(n), bound) for n in keys if n.startswith("dim:")))
             self.solver.push()
             try:
-                self.solver.add_assertion(formula)
-                self.solver.add_assertion(self.enc.formula(conds))
-                if self.solver.solve():
-                    model = {}
-                    for n in names | set(want_vars):
-                        if n in self.enc.vars:
-                            model[n] = int(self.solver.get_value(self.enc.vars[n]).constant_value())
-                    return model
+                self._assert(formula)
+                self._assert(self.enc.formula(conds))
+                if self.solver.check() == z3.sat:
+                    return self._model(names | set(want_vars))
             finally:
                 self.solver.pop()
         return None
 
     def close(self):
-        self.solver.exit()
-
-
+        self.solver = None
+        self.enc.z.release()
+        self.enc.defs.clear()
+        self.enc.vars.clear()
+        self.enc.bvars.clear()
+        self.enc._memo.clear()
+        self.enc._bmemo.clear()
+        self.enc._atoms.clear()
+        self.cache.clear()
