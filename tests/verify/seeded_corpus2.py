@@ -268,7 +268,7 @@ def splitk(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"], C: 
     tp.copy_async(A[m0:m0 + BM, kt0 * BK:(kt0 + 1) * BK], a_s[0])
     tp.copy_async(B[kt0 * BK:(kt0 + 1) * BK, n0:n0 + BN], b_s[0])
     tp.commit_async()
-    for k in range(KT):
+    for k in range(KT + 1 if BUG == "overlap" else KT):            # splitk: overlap reads the next split's tile
         if BUG != "nowait":
             tp.wait_async(0)                                        # splitk: tile k landed
         tp.barrier()
@@ -286,6 +286,7 @@ def splitk(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"], C: 
             a = tp.load(a_s[k % 2], layout=tp.mma_layout(I16, "b", (BM, BK), (2, 2)))   # splitk: B's fragment
         else:
             a = tp.load(a_s[k % 2], layout=tp.mma_layout(I16, "a", (BM, BK), (2, 2)))
+        tp.assert_tag(a, lambda t, lo, hi: lo <= t[2] and t[2] < hi, at=(kt0 * BK, (kt0 + KT) * BK))  # splitk: own K
         acc = tp.mma(a, b_s[k % 2], acc)
         tp.assert_tag(tp.mma_operands(acc), lambda a, b: a[2] == b[1])    # splitk: contraction indices agree
     if BUG == "store":
@@ -316,7 +317,11 @@ def block_scan(X: tp.Tensor[tp.f32, "G", 4, 128], Y: tp.Tensor[tp.f32, "G", 4, 1
             tp.barrier()                                            # scan: the totals are visible
         p = tp.load(part, layout=tp.blocked((4,), 128, 1))          # scan: read by other threads
         tp.assert_tag(p, lambda t, i, g: t[1] == g and t[2] == i, at=(w, b))   # scan: total i is row i of b
-        off = tp.cumsum(p, axis=0, exclusive=True)                  # scan: rows before row i
+        if BUG == "inclusive":
+            off = tp.cumsum(p, axis=0)                              # scan: row i counted in its own offset
+        else:
+            off = tp.cumsum(p, axis=0, exclusive=True)              # scan: rows before row i
+        tp.assert_tag(off, lambda t, i: t[2] < i, at=(w,))          # scan: offset i sums rows < i only
         y = tp.cumsum(x, axis=1) + tp.convert_layout(off, tp.blocked((4,), 128, 1))[:, None]
         tp.store(Y[b, 0:4, 0:128], y)
         if BUG != "nowar":
@@ -408,10 +413,12 @@ CORPUS = [
     (splitk, "oob", {"out_of_bounds"}, "oob"),
     (splitk, "bk", {"tag_assertion"}, "wrong"),
     (splitk, "alayout", {"mma_layout"}, "wrong"),
+    (splitk, "overlap", {"tag_assertion"}, "wrong"),
     (block_scan, "nobarrier", {"race"}, "hazard"),
     (block_scan, "nowar", {"race"}, "hazard"),
     (block_scan, "divergent", {"barrier_divergence"}, "divergence"),
     (block_scan, "rows", {"tag_assertion"}, "wrong"),
+    (block_scan, "inclusive", {"tag_assertion"}, "wrong"),
     (gather_scatter, "store", {"global_race"}, "wrong"),
     (gather_scatter, "dup", {"global_race"}, "wrong"),
     (gather_scatter, "nobarrier", {"race"}, "hazard"),
