@@ -1,8 +1,8 @@
 """Abstract values of the scans and shape changes of register tiles (tp.cumsum/cumprod, tp.permute,
 tp.reshape): the tag of a result element is composed from the tags of the elements it comes from.
 
-A scan element stands for some elements along its axis (like a reduction's, over-approximated to the whole
-axis); a permuted or reshaped element is one element of the source at the mapped coordinates, and an
+A scan element stands for the elements of its prefix along the axis (j' <= j; j' < j exclusive; reversed:
+j' >= j, j' > j); a permuted or reshaped element is one element of the source at the mapped coordinates, and an
 integer tile's value map goes through the same coordinate map."""
 
 from __future__ import annotations
@@ -15,10 +15,13 @@ from .vc import AND, in_range
 def scan(walker, e, st):
     x = walker.expr(e.args[0], st)
     ax, n = e.attrs["axis"], e.type.shape[e.attrs["axis"]]
+    rev, excl = bool(e.attrs.get("reverse")), bool(e.attrs.get("exclusive"))
 
     def tag(c, x=x):
-        r = fresh("scan")
-        return [Alt(AND(a.cond, in_range(r, 0, n)), a.tag, a.src) for a in x.tag(c[:ax] + (r,) + c[ax + 1:])]
+        # element j stands for the prefix it combines: j' <= j (exclusive: j' < j); reverse: j' >= j (j' > j)
+        r, j = fresh("scan"), c[ax]
+        lo, hi = (j + (1 if excl else 0), n) if rev else (0, j + (0 if excl else 1))
+        return [Alt(AND(a.cond, in_range(r, lo, hi)), a.tag, a.src) for a in x.tag(c[:ax] + (r,) + c[ax + 1:])]
 
     return Reg(e.type, tag if isinstance(x, Reg) and x.tag is not None else None, None, (), e.span)
 

@@ -30,9 +30,12 @@ def matmul(ctx, a: LTensor, b: LTensor, out_dtype, base="mm") -> LTensor:
     acc = _acc(out_dtype)
     nb = len(batch)
     nbatch = math.prod(batch) if batch else 1
-    if a.dtype == b.dtype == torch.float32 and fp32_gemm_ok(ctx.target, M, N, K, nbatch):
+    # a matrix-vector product (M or N == 1) is bandwidth-bound: a row (or column) reduction that reads each
+    # matrix element once, never a GEMM template (whose tiles would be 1/64 to 1/128 used)
+    vector = M == 1 or N == 1
+    if not vector and a.dtype == b.dtype == torch.float32 and fp32_gemm_ok(ctx.target, M, N, K, nbatch):
         return _fp32_gemm(ctx, a, b, batch, M, N, K, base)
-    gemm = gemm_for(ctx.target, a.dtype, M, N, K) if not batch and a.dtype == b.dtype else None
+    gemm = gemm_for(ctx.target, a.dtype, M, N, K) if not batch and not vector and a.dtype == b.dtype else None
     if gemm is not None:
         ab, bb = ctx.contiguous(a, "mm_a"), ctx.contiguous(b, "mm_b")
         buf = ctx.add_buffer(base, (M, N), torch.float32)

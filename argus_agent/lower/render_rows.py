@@ -5,11 +5,12 @@ output in registers: softmax, norms).
 
 from __future__ import annotations
 
+from . import tags as lower_tags
 from . import values as vals
 from .core import Buffer, Reduction, RowFused, Scan
 from .emit import _FINAL, _init_literal, _is_tile, _literal, _tp
 from .index import Var
-from .render_tiled import _out_view, _tiled_kernel, _uses, block_start, finish, hoist, tile_emitter
+from .render_tiled import _out_view, _tiled_kernel, _uses, block_start, finish, hoist, loop_or_once, tile_emitter
 from .sizes import SCAN_CHUNK, SCAN_SEGMENT, TARGET_BLOCKS, TILE_ELEMS, cdiv, next_pow2, threads_for
 from .values import walk
 
@@ -79,8 +80,22 @@ def render_scan(k: Scan, kname: str, buffers: dict) -> tuple[list, list]:
         body.append("s = tp.block_id(1)")
         body.append("for q in range(s + 1, S):" if k.reverse else "for q in range(s):")
         body.append(f"    carry = carry {op} tp.load({pname}[q, m0:m0 + BM])[:, None]")
-    body.append("for k in range(NK):")
-    body += ["    " + line for line in inner]
+    once = nk == 1 and segs == 1
+    body += loop_or_once(inner, "NK", once)
+    if once and _is_tile(k.value):
+        # one chunk, no loop-carried carry: each stored element is the scan of its prefix (j' <= j; j' < j
+        # exclusive; reversed: j' >= j, j' > j; a ragged tile's masked tail lies past the row's end)
+        def bound(rt, ps, j=None):
+            j = ps[1]
+            if k.reverse:
+                return f"{j} {'<' if k.exclusive else '<='} {rt} and {rt} < {bn}"
+            return f"0 <= {rt} and {rt} {'<' if k.exclusive else '<='} {j}"
+
+        claim = lower_tags.reduction_store_assertion(
+            k.value, name, ("m", None) if row else ("o", None, "i"), bound,
+            lambda s: ((None, s, None) if ragged else s, None))
+        if claim:
+            body.insert(0, claim)
     if row:
         consts = {"N": k.N, "NK": nk, "BM": bm, "BN": bn}
         if segs > 1:
@@ -133,6 +148,14 @@ def render_row_fused(k: RowFused, kname: str, buffers: dict) -> tuple[list, list
         stores.append(f"tp.store({vname}[m0:m0 + BM, 0:BR], {v_text})")
     outs.append(ov)
     lines = em.lines + stores
+    if _is_tile(k.value) and all(_is_tile(st.value) for st in k.stages):
+        # what each stored element is computed from: the value at its (m, r), each stage read as its reduction
+        stages = {st.out.name: (st.value, (lambda s: (None, s, None)) if R != br else (lambda s: s))
+                  for st in k.stages}
+        claim = lower_tags.row_fused_store_assertion(
+            k.value, stages, vname, ("m", None) if k.per_row else ("m", "r"), br)
+        if claim:
+            lines.insert(0, claim)
     body = ["m0 = tp.block_id(0) * BM", "r0 = 0"]
     if _uses(lines, "m"):
         body.append("m = (m0 + tp.arange(BM))[:, None]")

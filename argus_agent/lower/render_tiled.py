@@ -93,6 +93,14 @@ def chunk_index(row: bool, S: int) -> list:
     return [f"r0 = {'s * C + ' if S > 1 else ''}k * BR", f"r = (r0 + tp.arange(BR)){rx}"]
 
 
+def loop_or_once(inner: list, trips: str, once: bool) -> list:
+    """The loop over the reduction's chunks, or its one iteration as straight-line code (k = 0): what the
+    accumulator holds is then the verifier's to follow (a loop-carried value's tags are not)."""
+    if once:
+        return ["k = 0"] + inner
+    return [f"for k in range({trips}):"] + ["    " + line for line in inner]
+
+
 def reduction_consts(k, row: bool, bm: int, br: int, C: int, S: int) -> tuple[dict, str]:
     """The kernel's constexprs and the launch grid (BM-row blocks, or (o, BI) blocks; S chunks)."""
     consts = {"M": k.M, "R": k.R, "C": C}
@@ -210,13 +218,21 @@ def _tiled_kernel(k: Reduction, kname, buffers, bm, br, S, C, partial):
     body = block_start(row, S, pre_lines + inner)
     body += pre_lines
     body.append(f"acc = tp.full({tile}, {_init_literal(k.kind, dtype)}, {acc_t})")
-    body.append("for k in range(tp.cdiv(C, BR)):")
-    body += ["    " + line for line in inner]
+    one = cdiv(C, br) == 1
+    body += loop_or_once(inner, "tp.cdiv(C, BR)", one)
     final = _FINAL[k.kind] or "tp.prod"
     if k.epilogue is not None:
         return _tiled_epilogue(k, kname, buffers, em, body, final, row, bm, br, C)
     body.append(f"res = {final}(acc, axis={1 if row else 0})")
     line, ov = store_result(em, partial if partial is not None else k.out, k, row, "res", S)
+    if one and partial is None and _is_tile(k.value):
+        # one chunk, no loop-carried accumulator: what each stored element is the reduction of
+        masked = S * C != k.R
+        claim = lower_tags.reduction_store_assertion(
+            k.value, line[len("tp.store("):line.index("[")], ("m",) if row else ("o", "i"), br,
+            (lambda s: (None, (None, s), None)) if masked else (lambda s: (None, s)))
+        if claim:
+            body.insert(0, claim)
     body.append(line)
     consts, grid = reduction_consts(k, row, bm, br, C, S)
     src, args = finish(em, body, [ov], buffers, kname, consts, threads_for(bm * br), k.what)

@@ -220,3 +220,197 @@ def annotate_pointwise(body: list, em, numel: int) -> list:
 def annotate_reduction(body: list, em, M: int, R: int) -> list:
     """As annotate_pointwise for a Reduction kernel over (m, r)."""
     return annotate(body, em, {"m": M, "r": R}, ("m", "r"))
+
+
+# ---------------------------------------------------------------- stores of tiled reductions
+class _Leaf:
+    __slots__ = ("buf", "idx")
+
+    def __init__(self, buf, idx):
+        self.buf, self.idx = buf, idx
+
+
+def _struct(v, memo: dict, count: list):
+    """`_tree` as a structure (nested tuples, `_Leaf` loads, None) so a load's position in the tag is known."""
+    from .values import V
+
+    if v in memo:
+        return memo[v]
+    op = v.op
+    if op in ("const", "index") or not _is_tile(v):
+        out = None
+    elif op == "load":
+        out = _Leaf(v.args[0], v.args[1])
+        count[0] += 1
+    elif op == "gather":
+        raise _NoTree()
+    elif op in ("cast", "roundto"):
+        out = _struct(v.args[0], memo, count)
+    else:
+        subs = tuple(_struct(a, memo, count) if isinstance(a, V) else None for a in v.args)
+        out = None if all(x is None for x in subs) else subs
+    if count[0] > TREE_LIMIT:
+        raise _NoTree()
+    memo[v] = out
+    return out
+
+
+def _subst_text(e: IExpr, names: dict) -> str:
+    """The index map rendered with its loop variables replaced by predicate expressions."""
+    import re
+
+    return re.sub(r"\b([morik])\b", lambda m: names.get(m.group(1), m.group(1)), str(e))
+
+
+def _text(s, names: dict) -> str:
+    if s is None:
+        return "None"
+    if isinstance(s, _Leaf):
+        return f'("{s.buf}", {_subst_text(s.idx, names)})'
+    return "(" + ", ".join(_text(x, names) for x in s) + ("," if len(s) == 1 else "") + ")"
+
+
+def _solvable(s, path=()):
+    """(path, leaf, coefficient of r) of a load whose index map is affine in r (r a term of its own, nowhere
+    else): the reduction index an element stands for is computable from that load's tag."""
+    from .index import Sum, Var
+
+    if isinstance(s, _Leaf):
+        e = s.idx
+        if isinstance(e, Var) and e.name == "r":
+            return path, s, 1
+        if isinstance(e, Sum):
+            direct = [c for c, a in e.terms if isinstance(a, Var) and a.name == "r"]
+            others = [a for c, a in e.terms if not (isinstance(a, Var) and a.name == "r")]
+            if len(direct) == 1 and not any("r" in {x.name for x in variables(a)} for a in others):
+                return path, s, direct[0]
+        return None
+    if isinstance(s, tuple):
+        for k, x in enumerate(s):
+            got = _solvable(x, path + (k,))
+            if got is not None:
+                return got
+    return None
+
+
+def reduction_store_assertion(value, out_param: str, coords: tuple, bound, wrap) -> str | None:
+    """`tp.assert_tag(out, lambda t, <coords>: t == <tree> and 0 <= r' < bound)` for a reduction's store:
+    every element stored at the output's coordinates (`coords`: the loop variables they are, e.g. ("m",) or
+    ("o", "i"); None for a coordinate that is none) is the reduction (at any index r' of the tile's reduction
+    range) of the lowering's value at that output index and r'. r' is solved from one load whose index map is
+    affine in r, so the tree (every other load and every operation) is checked at that r'. `wrap(tree)`: the
+    accumulator's update around the value's tag (`acc + v` -> (None, tree)); `bound`: the tile's reduction
+    range (an int), or `bound(r', params)` the range condition as text (a scan's prefix). None when the value
+    reads through a gather, has no such load or is untagged."""
+    from .index import const, substitute
+
+    if not ENABLED:
+        return None
+    try:
+        s = _struct(value, {}, [0])
+    except _NoTree:
+        return None
+    if s is None:
+        return None
+    s = wrap(s)
+    got = _solvable(s)
+    if got is None:
+        return None
+    path, leaf, coef = got
+    params = [f"c{j}" for j in range(len(coords))]
+    names = {x: p for x, p in zip(coords, params) if x is not None}
+    base = substitute(leaf.idx, {"r": const(0)})
+    tpath = "t" + "".join(f"[{k}]" for k in path) + "[1]"
+    rtext = f"({tpath} - {_subst_text(base, names)})"
+    if coef != 1:
+        rtext = f"({rtext} // {coef})"
+    names["r"] = rtext
+    tree = _text(s, names)
+    cond = bound(rtext, params) if callable(bound) else f"0 <= {rtext} and {rtext} < {bound}"
+    return f"tp.assert_tag({out_param}, lambda t, {', '.join(params)}: t == {tree} and {cond})"
+
+
+class _Stage:
+    """A fused row kernel's reduced stage where a value reads it: the set of the stage value's tags over r."""
+
+    __slots__ = ("struct",)
+
+    def __init__(self, struct):
+        self.struct = struct
+
+
+def row_fused_store_assertion(value, stages: dict, out_param: str, coords: tuple, bound: int) -> str | None:
+    """`tp.assert_tag(out, lambda t, c0[, c1]: ...)` for a fused row kernel's store: the stored element is the
+    lowering's value at (m, r) = its coordinates, where each read of a reduced stage ({stage buffer: (stage
+    value, wrap)}) is that stage's reduction: the stage value at m and any r' of the row tile ([0, bound)),
+    r' solved, per occurrence, from one of its loads (as in `reduction_store_assertion`). None when a value
+    reads through a gather, a stage has no load affine in r, or nothing is tagged."""
+    from .index import const, substitute
+    from .values import V
+
+    if not ENABLED:
+        return None
+
+    def struct(v, memo, count):
+        if isinstance(v, V) and v.op == "load" and v.args[0] in stages:
+            sv, wrap = stages[v.args[0]]
+            inner = struct(sv, {}, count)
+            return None if inner is None else _Stage(wrap(inner))
+        if v in memo:
+            return memo[v]
+        op = v.op
+        if op in ("const", "index") or not _is_tile(v):
+            out = None
+        elif op == "load":
+            out = _Leaf(v.args[0], v.args[1])
+            count[0] += 1
+        elif op == "gather":
+            raise _NoTree()
+        elif op in ("cast", "roundto"):
+            out = struct(v.args[0], memo, count)
+        else:
+            subs = tuple(struct(a, memo, count) if isinstance(a, V) else None for a in v.args)
+            out = None if all(x is None for x in subs) else subs
+        if count[0] > TREE_LIMIT:
+            raise _NoTree()
+        memo[v] = out
+        return out
+
+    try:
+        s = struct(value, {}, [0])
+    except _NoTree:
+        return None
+    if s is None:
+        return None
+    params = [f"c{j}" for j in range(len(coords))]
+    conds: list = []
+
+    def text(x, path, names):
+        if x is None:
+            return "None"
+        if isinstance(x, _Leaf):
+            return f'("{x.buf}", {_subst_text(x.idx, names)})'
+        if isinstance(x, _Stage):
+            got = _solvable(x.struct)
+            if got is None:
+                raise _NoTree()
+            rel, leaf, coef = got
+            base = substitute(leaf.idx, {"r": const(0)})
+            tpath = "t" + "".join(f"[{k}]" for k in path + rel) + "[1]"
+            inner = {"m": names["m"]}
+            rtext = f"({tpath} - {_subst_text(base, inner)})"
+            if coef != 1:
+                rtext = f"({rtext} // {coef})"
+            conds.append(f"0 <= {rtext} and {rtext} < {bound}")
+            return text(x.struct, path, dict(inner, r=rtext))
+        subs = [text(a, path + (k,), names) for k, a in enumerate(x)]
+        return "(" + ", ".join(subs) + ("," if len(subs) == 1 else "") + ")"
+
+    names = {x: p for x, p in zip(coords, params) if x is not None}
+    try:
+        tree = text(s, (), names)
+    except _NoTree:
+        return None
+    if not conds:
+        return None
+    return f"tp.assert_tag({out_param}, lambda t, {', '.join(params)}: t == {tree} and {' and '.join(conds)})"
