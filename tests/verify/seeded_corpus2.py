@@ -367,6 +367,62 @@ def gather_scatter(X: tp.Tensor[tp.f32, "N", 64], DST: tp.Tensor[tp.i32, "N"], Y
             tp.barrier()                                            # gs: reads done before the next tile
 
 
+# ----------------------------------------------------------------------------- Hopper wgmma, one group in flight
+@tp.kernel(threads=256, target="sm_90a")
+def wgmma_ring(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"], C: tp.Tensor[tp.f32, "M", "N"],
+               BM: tp.constexpr = 64, BN: tp.constexpr = 64, BK: tp.constexpr = 64, STAGES: tp.constexpr = 3,
+               BUG: tp.constexpr = "none"):
+    W = tp.nv.wgmma_m64n64k16_bf16
+    m0 = tp.block_id(0) * BM
+    n0 = tp.block_id(1) * BN
+    if BUG == "swizzle":
+        a_s = tp.shared((BM, BK), tp.bf16, stages=STAGES, swizzle=tp.Swizzle(3, 2, 3))   # wg: no wgmma mode
+    else:
+        a_s = tp.shared((BM, BK), tp.bf16, stages=STAGES, swizzle=tp.Swizzle(3, 3, 3))   # wg: 128-byte rows
+    b_s = tp.shared((BK, BN), tp.bf16, stages=STAGES, swizzle=tp.Swizzle(3, 3, 3))
+    full = tp.mbarrier(1, stages=STAGES)
+    empty = tp.mbarrier(1, stages=STAGES)
+    tp.tag(A, lambda i, k: ("A", i, k))
+    tp.tag(B, lambda k, j: ("B", k, j))
+    k_tiles = tp.cdiv(A.shape[1], BK)
+    if tp.warpgroup_id() == 0:                                      # wg: producer warpgroup
+        for k in range(k_tiles):
+            tp.mbarrier_wait(empty[k % STAGES], k // STAGES)        # wg: the consumers released stage k % S
+            k0 = k * BK
+            tp.copy_bulk(A[m0:m0 + BM, k0:k0 + BK], a_s[k % STAGES], full[k % STAGES])
+            if BUG == "bk":
+                tp.copy_bulk(B[k0 + BK:k0 + 2 * BK, n0:n0 + BN], b_s[k % STAGES], full[k % STAGES])  # wg: next
+            else:
+                tp.copy_bulk(B[k0:k0 + BK, n0:n0 + BN], b_s[k % STAGES], full[k % STAGES])
+            tp.mbarrier_arrive(full[k % STAGES])
+    else:                                                           # wg: consumer warpgroup
+        acc = tp.zeros((BM, BN), tp.f32, layout=tp.accumulator(W, (BM, BN)))
+        if BUG != "noprerelease":
+            for s in tp.static_range(STAGES - 1):
+                tp.mbarrier_arrive(empty[s])                        # wg: every stage but the last is free
+        for k in range(k_tiles):
+            if BUG == "phase":
+                tp.mbarrier_wait(full[k % STAGES], k // STAGES - 1)  # wg: one phase too early
+            else:
+                tp.mbarrier_wait(full[k % STAGES], k // STAGES)
+            acc = tp.mma_async(a_s[k % STAGES], b_s[k % STAGES], acc)   # wg: wgmma reads stage k % S
+            if BUG == "early":
+                tp.mbarrier_arrive(empty[(k + STAGES - 1) % STAGES])   # wg: released before its group retired
+            if BUG == "inflight2":
+                tp.mma_wait(2)                                      # wg: tile k - 1's group may still run
+            else:
+                tp.mma_wait(1)                                      # wg: tile k - 1's group retired
+            if BUG == "early":
+                pass
+            elif BUG == "release":
+                tp.mbarrier_arrive(empty[k % STAGES])               # wg: the stage its own group still reads
+            else:
+                tp.mbarrier_arrive(empty[(k + STAGES - 1) % STAGES])   # wg: tile k - 1's stage
+        tp.mma_wait(0)
+        tp.assert_tag(tp.mma_operands(acc), lambda a, b: a[2] == b[1])   # wg: contraction indices agree
+        tp.store(C[m0:m0 + BM, n0:n0 + BN], acc)
+
+
 # (kernel, BUG, checks of which one must report it, what the interpreter shows: "wrong" (output differs from
 # the reference), "hazard" (the trace oracle sees a race or pipeline hazard), "oob", "divergence",
 # "deadlock", or None where nothing observable changes (a tag convention, a bank conflict, a race between
@@ -425,7 +481,14 @@ CORPUS = [
     (gather_scatter, "nowar", {"race"}, "hazard"),
     (gather_scatter, "cols", {"tag_assertion"}, "wrong"),
     (gather_scatter, "rows", {"tag_assertion"}, "wrong"),
+    (wgmma_ring, "phase", {"pipeline_hazard"}, "wrong"),
+    (wgmma_ring, "release", {"pipeline_hazard", "deadlock"}, "deadlock"),
+    (wgmma_ring, "early", {"pipeline_hazard"}, None),
+    (wgmma_ring, "inflight2", {"pipeline_hazard"}, None),
+    (wgmma_ring, "noprerelease", {"deadlock"}, "deadlock"),
+    (wgmma_ring, "bk", {"tag_assertion"}, "wrong"),
+    (wgmma_ring, "swizzle", {"mma_layout"}, None),
 ]
-KERNELS = [flash, ws_pipe, stencil2d, transpose_swz, tree_reduce, splitk, block_scan, gather_scatter]
+KERNELS = [flash, ws_pipe, stencil2d, transpose_swz, tree_reduce, splitk, block_scan, gather_scatter, wgmma_ring]
 # (kernel, BUG, reason): seeded bugs the verifier does not report; not counted as caught
 KNOWN_MISSES = []

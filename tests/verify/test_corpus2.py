@@ -62,6 +62,9 @@ def inputs(kernel):
         y = np.zeros((16, 64))
         np.add.at(y, dst, x[:, ::-1].astype(np.float64))
         return (2,), [x, dst, np.zeros((16, 64), np.float32), _nan(128, 64)], {2: y, 3: x[:, ::-1]}, 1e-5
+    if name == "wgmma_ring":
+        a, b = _bf16(64, 192), _bf16(192, 64)
+        return (1, 1), [a, b, _nan(64, 64)], {2: a.astype(np.float64) @ b}, 1e-3
     raise KeyError(name)
 
 
@@ -112,5 +115,5 @@ def test_seeded_bug_is_real(kernel, bug, checks, shows):
 
 
 def test_corpus_size():
-    assert len(S.CORPUS) >= 40 and len(S.KERNELS) >= 8 and {k for k, *_ in S.CORPUS} == set(S.KERNELS)
+    assert len(S.CORPUS) >= 40 and len(S.KERNELS) >= 9 and {k for k, *_ in S.CORPUS} == set(S.KERNELS)
     assert {(k, b) for k, b, _ in S.KNOWN_MISSES} <= {(k, b) for k, b, *_ in S.CORPUS}
