@@ -1,15 +1,16 @@
-"""A third seeded-bug corpus (issue 17 item 7): eight more base kernels in realistic shapes (tiles of 32-128,
-four or five warps), each with a `BUG` constexpr whose value "none" is the correct twin and whose other values
-each switch one line to a known bug. `CORPUS` lists every seeded kernel with the checks of which one must
-report it and what the interpreter shows when it runs; `KNOWN_MISSES` lists bugs the verifier does not report
-(with the reason), kept out of the totals' "caught"; see tests/verify/test_corpus2.py and
-benchmarks/verify_corpus.py.
+"""A third seeded-bug corpus (issue 17 item 7): ten more base kernels in realistic shapes (tiles of 32-256,
+three to eight warps), each with a `BUG` constexpr whose value "none" is the correct twin and whose other
+values each switch one line to a known bug. `CORPUS` lists every seeded kernel with the checks of which one
+must report it and what the interpreter shows when it runs; `KNOWN_MISSES` lists bugs the verifier does not
+report and `KNOWN_FALSE_ALARMS` twins it reports errors on (with the reasons), kept out of the totals'
+"caught"; see tests/verify/test_corpus2.py and benchmarks/verify_corpus.py.
 
 Families: attention with an online softmax over K/V tiles in a cp.async double buffer; a warp-specialized
 producer/consumer ring over mbarrier arrays (`tp.mbarrier(1, stages=S)`); a 2-D five-point stencil with a
 halo window in shared memory; a tiled transpose through a swizzled shared tile; a block reduction through
 shared memory with a tree of barriers; a split-K GEMM that accumulates with atomics; a block scan through
-shared memory; a gather / scatter with index tiles."""
+shared memory; a gather / scatter with index tiles; a Hopper wgmma ring with one group in flight; two
+consumer roles that release a stage through one mbarrier."""
 
 import tilepy as tp
 
