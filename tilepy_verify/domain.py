@@ -380,14 +380,27 @@ class _Walker(MemoryEvents):
         return self._minmax("max", e, st)
 
     def _minmax(self, op, e, st):
-        """Scalar min / max of two integers: exact (values.scalar_minmax); tiles: element by element."""
+        """Scalar min / max of two integers: a fresh variable v with the facts v <= a, v <= b, v in {a, b} (>=
+        for max) added to the path condition, so every point after it carries them and a query's instance
+        renaming (Point.instance: the loop's derived variables) renames v with them; tiles: element by
+        element."""
         args = [self.expr(a, st) for a in e.args if isinstance(a, ir.Expr)]
         if isinstance(e.type, RegType):
             return self.elementwise(e, args, st)
         if len(args) != 2:
             return fresh(op)
-        v = scalar_minmax(op, *args)
-        return fresh(op) if v is UNKNOWN else v
+        a, b = args
+        v = scalar_minmax(op, a, b)
+        if v is UNKNOWN:
+            return fresh(op)
+        if v is not None:
+            return v
+        v = fresh(op)
+        rel = "<=" if op == "min" else ">="
+        st.path = AND(st.path, cmp(rel, v, a), cmp(rel, v, b), OR(cmp("==", v, a), cmp("==", v, b)))
+        if st.loops:
+            st.loops[-1].derived.append(v.name)
+        return v
 
     def op_view(self, e, st):
         base = self.expr(e.args[0], st)

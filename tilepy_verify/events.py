@@ -58,6 +58,7 @@ class Loop:
     cost: dict = field(default_factory=dict)  # counters per iteration
     base: dict = field(default_factory=dict)  # counters at loop entry
     writes: list = field(default_factory=list)  # shared writes of one iteration (from the first pass)
+    derived: list = field(default_factory=list)  # names of fresh variables defined per iteration (min / max)
 
     def index(self):
         """Iteration index n = (k - start) // step."""
@@ -95,6 +96,8 @@ class Point:
         for lp in self.loops:
             m[lp.var.name] = Var(lp.var.name + suffix)
             m[lp.trip.name] = Var(lp.trip.name + suffix)
+            for name in lp.derived:  # per-iteration values with their facts in the path condition
+                m[name] = Var(name + suffix)
         return m
 
 

@@ -71,8 +71,10 @@ def scalar_op(op, a, b):
         return cmp(op, a, b)
     if op in ("+", "-", "*", "//", "%", "^", "&", "|", "<<", ">>"):
         cb = const_of(b)
-        if op in ("//", "%") and (cb is None or cb <= 0):
-            return UNKNOWN if cb is not None else fresh("div")
+        if op in ("//", "%") and cb is not None and cb <= 0:
+            return UNKNOWN
+        # a run-time divisor stays symbolic: vc.py encodes floor division exactly for either sign (and leaves
+        # the quotient free where the divisor is 0, where the kernel would fail)
         if op in ("<<", ">>") and (cb is None or cb < 0):
             return fresh("shift")
         import operator
@@ -83,21 +85,17 @@ def scalar_op(op, a, b):
     return UNKNOWN
 
 
-# min/max of two integers without a select in the term language: with d = a - b and |d| < _BIG,
-# d // _BIG is -1 where a < b and 0 elsewhere, so min = b - d * (d // _BIG) and max = a + d * (d // _BIG)
-# exactly (terms are mathematical integers in vc.py, and _BIG is far above any value their ranges allow).
-_BIG = 1 << 96
-
-
 def scalar_minmax(op, a, b):
-    """min(a, b) (op "min") or max(a, b) (op "max") of two integer scalars, exact; UNKNOWN for non-integers."""
+    """min (op "min") or max (op "max") of two scalars when it is a term already: both constant, or equal;
+    UNKNOWN for a non-integer; None when it takes a fresh variable with facts (the walker's `_minmax`)."""
     if a is UNKNOWN or b is UNKNOWN or not (intlike(a) and intlike(b)):
         return UNKNOWN
     ca, cb = const_of(a), const_of(b)
     if ca is not None and cb is not None:
         return min(ca, cb) if op == "min" else max(ca, cb)
-    d = a - b
-    return b - d * (d // _BIG) if op == "min" else a + d * (d // _BIG)
+    if same_value(a, b):
+        return a
+    return None
 
 
 def intersect(threads, ids):

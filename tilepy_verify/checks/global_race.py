@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import itertools
 
-from tilepy.symbolic import Var
+from tilepy.symbolic import BinOp, Var
 
 from ..counterexample import dims_of, iteration_of
 from ..report import Finding
-from ..vc import AND, OR, cmp, subst
+from ..vc import AND, NOT, OR, cmp, const_of, in_range, subst, term_vars
 
 _ids = itertools.count()
 
@@ -28,14 +28,29 @@ def _instance(acc, suffix: str, blocks: bool):
     """(renaming, constraint, coords, indices) of one instance of a global access: its own loop variables
     (and block ids, when `blocks`), tile coordinates and, where the index is unknown, a free index."""
     m = acc.point.instance(suffix)
+    coords = tuple(Var(f"gc{d}{suffix}") for d in range(len(acc.shape)))
+    raw = acc.indices(coords)
+    mask = acc.mask(coords)
+    # a persistent-grid loop keeps only its range: its stride and trip count (nonlinear in the grid size) are
+    # dropped, which only adds instances (sound); `_persistent` states what the stride gave (blocks never
+    # share an iteration)
+    where = AND(acc.point.path, *(in_range(lp.var, lp.start, lp.stop) if blocks and _persistent_axis(lp) is not None
+                                  else lp.constraint() for lp in acc.point.loops))
     if blocks:
         m.update({f"block{a}": Var(f"block{a}{suffix}") for a in range(3)})
-    coords = tuple(Var(f"gc{d}{suffix}") for d in range(len(acc.shape)))
+        # another block computes its own values: every fresh variable of the walk (an unknown, a min / max
+        # defined by facts in the path) is its own in each block
+        names = term_vars(where) | term_vars(mask if mask is not True else True)
+        for g in raw:
+            if g is not None and not isinstance(g, int):
+                names |= term_vars(g)
+        for name in names:
+            if "#" in name and "@" not in name and name not in m:
+                m[name] = Var(name + suffix)
     k = next(_ids)
     idx = tuple(Var(f"gi{d}#{k}{suffix}") if g is None else subst(g, m) if not isinstance(g, int) else g
-                for d, g in enumerate(acc.indices(coords)))
-    mask = acc.mask(coords)
-    cond = AND(subst(acc.point.constraint(), m),
+                for d, g in enumerate(raw))
+    cond = AND(subst(where, m),
                *(AND(cmp(">=", c, 0), cmp("<", c, n)) for c, n in zip(coords, acc.shape)),
                *(AND(cmp(">=", i, 0), cmp("<", i, n)) for i, n in zip(idx, acc.dims)),
                True if mask is True else subst(mask, m))
@@ -85,8 +100,9 @@ def _pair(ctx, a, b):
     m2, c2, x2, i2 = _instance(b, "@2", True)
     other_block = OR(*(cmp("!=", Var(f"block{k}@1"), Var(f"block{k}@2")) for k in range(3)))
     axes = ctx.__dict__.setdefault("_grid_axes", _grid_axes(ctx.analysis.kir))
-    cond = AND(c1, c2, _block_ranges("@1", axes), _block_ranges("@2", axes), other_block,
-               *(cmp("==", p, q) for p, q in zip(i1, i2)))
+    same = [cmp("==", p, q) for p, q in zip(i1, i2)]
+    cond = AND(c1, c2, _block_ranges("@1", axes), _block_ranges("@2", axes), other_block, *same,
+               *_persistent(a, m1, b, m2), *_division_lemmas((c1, c2, *same)))
     model = ctx.solver.check(cond)
     if model is None:
         return None
@@ -102,6 +118,59 @@ def _pair(ctx, a, b):
            f"{blk2} {verbs[b.kind]}; blocks run concurrently in any order "
            "(give each block its own elements, or update them with tp.atomic_*)")
     return Finding("global_race", "error", msg, b.span, cex, a.span)
+
+
+def _persistent(a, m1, b, m2):
+    """Facts of persistent-grid loops (`for t in range(block_id(x), stop, num_blocks(x))`): an iteration of
+    block b runs t = b + n * grid, so blocks that differ on axis x never run the same t (a consequence of the
+    loops' constraints that the solver would need nonlinear reasoning to see)."""
+    out = []
+    for la in a.point.loops:
+        ax = _persistent_axis(la)
+        if ax is None:
+            continue
+        for lb in b.point.loops:
+            if _persistent_axis(lb) == ax:
+                out.append(OR(cmp("==", Var(f"block{ax}@1"), Var(f"block{ax}@2")),
+                              cmp("!=", subst(la.var, m1), subst(lb.var, m2))))
+    return out
+
+
+def _divisions(t, out: dict):
+    """Floor divisions and remainders by a run-time divisor in a Sym / bool term: {(x, y): None}."""
+    if isinstance(t, BinOp):
+        if t.op in ("//", "%") and const_of(t.b) is None:
+            out[(t.a, t.b)] = None
+        _divisions(t.a, out)
+        _divisions(t.b, out)
+    elif isinstance(t, tuple) and t and t[0] in ("cmp", "and", "or", "not"):
+        for x in t[2:] if t[0] == "cmp" else t[1:]:
+            _divisions(x, out)
+    return out
+
+
+def _division_lemmas(terms) -> list:
+    """x1 == x2 where two divisions by run-time divisors have equal divisors, quotients and remainders (x =
+    y * (x // y) + x % y): true of every model of the floor-division definitions, but a consequence the
+    solver's nonlinear arithmetic does not find by itself (two blocks' tile coordinates from one tile index)."""
+    found: dict = {}
+    for t in terms:
+        _divisions(t, found)
+    pairs = list(found)
+    out = []
+    for i, (x1, y1) in enumerate(pairs):
+        for x2, y2 in pairs[i + 1:]:
+            out.append(OR(NOT(AND(cmp("==", y1, y2), cmp("!=", y1, 0), cmp("==", x1 // y1, x2 // y2),
+                                  cmp("==", x1 % y1, x2 % y2))), cmp("==", x1, x2)))
+    return out[:64]
+
+
+def _persistent_axis(lp):
+    s, st = lp.start, lp.step
+    for ax in range(3):
+        if isinstance(s, Var) and s.name == f"block{ax}" and isinstance(st, Var) and st.name == f"grid{ax}":
+            return ax
+    return None
 
 
 def _duplicates(ctx, a):
