@@ -300,6 +300,9 @@ class _Lib:
         return f
 
 
+_ARRAYS: dict = {}  # n -> the ctypes type of n Z3 terms
+
+
 class _Z3:
     """Z3 terms made through its C API (one context per verification run): every term is kept (reference
     counted once, freed with the context), so a term is its pointer and equal terms are one pointer (Z3
@@ -317,6 +320,7 @@ class _Z3:
         self.lib = _lib = _Lib()
         self._inc = _lib.Z3_inc_ref
         self._kept: list = []
+        self._nary: dict = {}
         self.true = self.keep(_lib.Z3_mk_true(self.c))
         self.false = self.keep(_lib.Z3_mk_false(self.c))
 
@@ -334,6 +338,7 @@ class _Z3:
         for a in self._kept:
             dec(c, a)
         self._kept = []
+        self._nary = {}
 
     def __del__(self):
         if getattr(self, "_kept", None):
@@ -351,8 +356,15 @@ class _Z3:
         return self.keep(self.lib.Z3_mk_numeral(self.c, str(int(v)).encode(), self._int.ast))
 
     def nary(self, fn, args):
-        arr = (z3.z3core.Ast * len(args))(*args)
-        return self.keep(fn(self.c, len(args), arr))
+        key = (id(fn), *(a.value for a in args))  # equal operands: the term made before (Z3 would return it too)
+        hit = self._nary.get(key)
+        if hit is None:
+            n = len(args)
+            arr = _ARRAYS.get(n)
+            if arr is None:
+                arr = _ARRAYS[n] = z3.z3core.Ast * n
+            hit = self._nary[key] = self.keep(fn(self.c, n, arr(*args)))
+        return hit
 
     def add(self, a, b):
         return self.nary(self.lib.Z3_mk_add, (a, b))

@@ -62,7 +62,7 @@ def _meaningless(ctx, a):
         what, hint = _bad_at(a)
     if what is None and not isinstance(a.target, TensorVal):
         m, pc = instance(a.point, "@1")
-        if ctx.solver.check(pc) is None:
+        if ctx.solver.check(pc, small=False) is None:  # reachable or not: no counterexample to shrink
             what = "no block and no loop iteration ever reaches it"
             hint = "move the assertion where the value is computed, or fix the loop bounds / condition around it"
     if what is None:
