@@ -371,7 +371,7 @@ def gather_scatter(X: tp.Tensor[tp.f32, "N", 64], DST: tp.Tensor[tp.i32, "N"], Y
 # ----------------------------------------------------------------------------- Hopper wgmma, one group in flight
 @tp.kernel(threads=256, target="sm_90a")
 def wgmma_ring(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"], C: tp.Tensor[tp.f32, "M", "N"],
-               BM: tp.constexpr = 64, BN: tp.constexpr = 64, BK: tp.constexpr = 64, STAGES: tp.constexpr = 3,
+               BM: tp.constexpr = 64, BN: tp.constexpr = 64, BK: tp.constexpr = 64, STAGES: tp.constexpr = 2,
                BUG: tp.constexpr = "none"):
     W = tp.nv.wgmma_m64n64k16_bf16
     m0 = tp.block_id(0) * BM
