@@ -249,7 +249,10 @@ def tree_reduce(X: tp.Tensor[tp.f32, "R", 256], Y: tp.Tensor[tp.f32, "R", 32], B
         else:
             tp.barrier()                                            # tree: level 2 written
         tp.store(Y[b, 0:32], tp.load(s[0:32]))                      # tree: the 32 partial sums of row b
-        if BUG != "nowar":
+        if BUG == "lastwar":
+            if it == 1:
+                tp.barrier()                                        # tree: only after the last row
+        elif BUG != "nowar":
             tp.barrier()                                            # tree: read before the next row lands
 
 
@@ -292,6 +295,11 @@ def splitk(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"], C: 
         tp.assert_tag(tp.mma_operands(acc), lambda a, b: a[2] == b[1])    # splitk: contraction indices agree
     if BUG == "store":
         tp.store(C[m0:m0 + BM, n0:n0 + BN], acc)                    # splitk: the splits overwrite each other
+    elif BUG == "firststore":
+        if tp.block_id(2) == 0:
+            tp.store(C[m0:m0 + BM, n0:n0 + BN], acc)                # splitk: split 0 stores, racing the adds
+        else:
+            tp.atomic_add(C[m0:m0 + BM, n0:n0 + BN], acc)
     else:
         tp.atomic_add(C[m0:m0 + BM, n0:n0 + BN], acc)               # splitk: the splits add up
 
@@ -362,6 +370,8 @@ def gather_scatter(X: tp.Tensor[tp.f32, "N", 64], DST: tp.Tensor[tp.i32, "N"], Y
         zr = r0 + tp.arange(BR)
         if BUG == "dup":
             tp.store(Z[(zr // 2)[:, None], cc[None, :]], z)         # gs: two rows to one
+        elif BUG == "blockdup":
+            tp.store(Z[(zr % BR)[:, None], cc[None, :]], z)         # gs: every block and tile to rows 0..BR-1
         else:
             tp.store(Z[zr[:, None], cc[None, :]], z)                # gs: a scatter to distinct rows
         if BUG != "nowar":
@@ -504,12 +514,14 @@ CORPUS = [
     (tree_reduce, "half", {"tag_assertion"}, "wrong"),
     (tree_reduce, "divergent", {"barrier_divergence"}, "divergence"),
     (tree_reduce, "nowar", {"race"}, "hazard"),
+    (tree_reduce, "lastwar", {"race"}, "hazard"),
     (splitk, "store", {"global_race"}, "wrong"),
     (splitk, "nowait", {"pipeline_hazard"}, "wrong"),
     (splitk, "oob", {"out_of_bounds"}, "oob"),
     (splitk, "bk", {"tag_assertion"}, "wrong"),
     (splitk, "alayout", {"mma_layout"}, "wrong"),
     (splitk, "overlap", {"tag_assertion"}, "wrong"),
+    (splitk, "firststore", {"global_race"}, None),
     (block_scan, "nobarrier", {"race"}, "hazard"),
     (block_scan, "nowar", {"race"}, "hazard"),
     (block_scan, "divergent", {"barrier_divergence"}, "divergence"),
@@ -521,6 +533,7 @@ CORPUS = [
     (gather_scatter, "nowar", {"race"}, "hazard"),
     (gather_scatter, "cols", {"tag_assertion"}, "wrong"),
     (gather_scatter, "rows", {"tag_assertion"}, "wrong"),
+    (gather_scatter, "blockdup", {"global_race"}, "wrong"),
     (wgmma_ring, "phase", {"pipeline_hazard"}, "wrong"),
     (wgmma_ring, "release", {"pipeline_hazard", "deadlock"}, "deadlock"),
     (wgmma_ring, "early", {"pipeline_hazard"}, None),
