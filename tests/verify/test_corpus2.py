@@ -111,6 +111,16 @@ def twin_errors(kernel) -> set:
     return {f.check for f in tv.verify(kernel).errors}
 
 
+SRC = open(S.__file__).read().splitlines()
+
+
+def kernel_lines(kernel) -> range:
+    """The source lines of `kernel`'s definition in the corpus file."""
+    lo = next(i for i, t in enumerate(SRC) if t.startswith(f"def {kernel.name}("))
+    hi = next(i for i, t in enumerate(SRC) if i > lo and (t.startswith("@tp.kernel") or t.startswith("CORPUS")))
+    return range(lo + 1, hi + 1)
+
+
 MISSED = {(k.name, bug): why for k, bug, why in S.KNOWN_MISSES}
 CASES = [pytest.param(*c, marks=pytest.mark.xfail(reason=MISSED[c[0].name, c[1]], strict=True))
          if (c[0].name, c[1]) in MISSED else c for c in S.CORPUS]
@@ -122,7 +132,8 @@ def test_seeded_bug_is_caught(kernel, bug, checks, shows):
     found = [f for f in report.findings if f.check in checks - twin_errors(kernel)]
     assert found, f"expected one of {sorted(checks)} (not also on the twin):\n{report}"
     f = found[0]
-    assert f.span.line > 0 and f.counterexample and str(f.span.file).endswith("seeded_corpus2.py")
+    assert f.counterexample and str(f.span.file).endswith("seeded_corpus2.py")
+    assert f.span.line in kernel_lines(kernel), f"{f.span.line} is outside {kernel.name}:\n{report}"
 
 
 REAL = [c for c in S.CORPUS if c[3] is not None]   # the others change nothing observable
