@@ -109,13 +109,19 @@ def ws_pipe(X: tp.Tensor[tp.f32, "R", 64], Y: tp.Tensor[tp.f32, "R", 64], BR: tp
                 tp.copy_bulk(X[k * BR:(k + 1) * BR, 0:64], buf[(k + 1) % STAGES], full[k % STAGES])  # ws: other
             elif BUG == "rows":
                 tp.copy_bulk(X[k * BR + 1:(k + 1) * BR + 1, 0:64], buf[k % STAGES], full[k % STAGES])  # ws: +1
+            elif BUG == "arrivefirst":
+                tp.mbarrier_arrive(full[k % STAGES])                # ws: phase completes before the copy
+                tp.copy_bulk(X[k * BR:(k + 1) * BR, 0:64], buf[k % STAGES], full[k % STAGES])
             else:
                 tp.copy_bulk(X[k * BR:(k + 1) * BR, 0:64], buf[k % STAGES], full[k % STAGES])  # ws: producer
-            tp.mbarrier_arrive(full[k % STAGES])
+            if BUG != "arrivefirst":
+                tp.mbarrier_arrive(full[k % STAGES])
     else:                                                           # ws: four consumer warps
         for k in range(n):
             if BUG == "phase":
                 tp.mbarrier_wait(full[k % STAGES], k // STAGES - 1)         # ws: one phase too early
+            elif BUG == "fullstage":
+                tp.mbarrier_wait(full[(k + 1) % STAGES], k // STAGES)       # ws: waits for the next stage
             else:
                 tp.mbarrier_wait(full[k % STAGES], k // STAGES)
             if BUG == "earlyrelease":
@@ -204,6 +210,8 @@ def transpose_swz(X: tp.Tensor[tp.f32, "M", "N"], Y: tp.Tensor[tp.f32, "N", "M"]
             tp.barrier()                                            # tswz: the tile is in shared memory
         if BUG == "onestage":
             y = tp.load(tp.transpose(s[0]), layout=tp.blocked((T, T), 128, 1))
+        elif BUG == "vecread":
+            y = tp.load(tp.transpose(s[it % 2]), layout=tp.blocked((T, T), 128, 4))   # tswz: 4 rows per lane
         else:
             y = tp.load(tp.transpose(s[it % 2]), layout=tp.blocked((T, T), 128, 1))   # tswz: a column per warp
         # tswz: row j of y is column n0 + j of X, column i is row m0 + i
@@ -496,6 +504,8 @@ CORPUS = [
     (ws_pipe, "rows", {"tag_assertion"}, "wrong"),
     (ws_pipe, "rolebarrier", {"barrier_divergence"}, "divergence"),
     (ws_pipe, "earlyrelease", {"pipeline_hazard"}, "hazard"),
+    (ws_pipe, "arrivefirst", {"pipeline_hazard"}, "hazard"),
+    (ws_pipe, "fullstage", {"pipeline_hazard", "deadlock"}, "hazard"),
     (stencil2d, "nobarrier", {"race"}, "hazard"),
     (stencil2d, "onestage", {"race"}, "hazard"),
     (stencil2d, "oob", {"out_of_bounds"}, "oob"),
@@ -508,6 +518,7 @@ CORPUS = [
     (transpose_swz, "swap", {"tag_assertion"}, "wrong"),
     (transpose_swz, "nobarrier", {"race"}, "hazard"),
     (transpose_swz, "onestage", {"race"}, "hazard"),
+    (transpose_swz, "vecread", {"bank_conflict"}, None),
     (tree_reduce, "nofirst", {"race"}, "hazard"),
     (tree_reduce, "noread", {"race"}, "hazard"),
     (tree_reduce, "nolevel", {"race"}, "hazard"),
