@@ -83,10 +83,10 @@ def cases():
     mark(softmax.softmax, rmsnorm.rmsnorm, vector_add.vector_add)
     for m in pkgutil.iter_modules(stdlib_kernels.__path__):  # every other stdlib kernel, default constexprs
         mod = importlib.import_module(f"stdlib_kernels.{m.name}")
-        for k in vars(mod).values():
+        for attr, k in vars(mod).items():
             if isinstance(k, tilepy.Kernel) and k not in seen:
                 seen.add(k)
-                yield f"{m.name}.{k.name}", k, None, {}
+                yield f"{m.name}.{attr}", k, None, {}
     for asy in (False, True):
         yield f"window3[{'cp.async' if asy else 'copy'}]", window3, None, {"ASYNC": asy}
 
@@ -140,7 +140,7 @@ def main(argv=None) -> int:
         import json
         import platform
 
-        meta = {"machine": platform.node() and platform.machine(), "processor": platform.processor(),
+        meta = {"machine": platform.machine(), "processor": platform.processor(),
                 "cpus": os.cpu_count(), "python": platform.python_version(),
                 "load_avg": os.getloadavg(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                 "repeat": args.repeat, "budget_s": 2.0, "slowest": worst}
