@@ -54,8 +54,8 @@ from .vc import AND, NOT, OR, Solver_, cmp, evaluate_term, in_range, subst, term
 
 # Ops without an op_/eff_ method of the walker: those it computes element by element (tag and value maps composed
 # per element), and those that are no event of the analysis, with the reason.
-# (on register tiles; a scalar `where` or math op is a value the analysis does not model)
-ELEMENTWISE = frozenset(("where", *UNARY_MATH))
+# (on register tiles; a scalar math op is a value the analysis does not model; `where` has its own method)
+ELEMENTWISE = frozenset(UNARY_MATH)
 NOT_EVENTS = {
     "mbarrier_at": "mbarrier arrays are rewritten into one mbarrier per stage before the walk (mbarrier_arrays.py)",
     "mma_wait": "asynchronous wgmma groups are checked before the walk (mbarrier_arrays.py)",
@@ -378,6 +378,28 @@ class _Walker(MemoryEvents):
 
     def op_maximum(self, e, st):
         return self._minmax("max", e, st)
+
+    def op_where(self, e, st):
+        """`a if c else b` / tp.where(c, a, b): tiles element by element; two integer scalars under a modelled
+        condition: a fresh value v with (c -> v == a) and (not c -> v == b) in the path condition (as
+        `_minmax`); anything else is an unmodelled value."""
+        args = [self.expr(a, st) for a in e.args if isinstance(a, ir.Expr)]
+        if isinstance(e.type, RegType):
+            return self.elementwise(e, args, st)
+        if len(args) != 3:
+            return UNKNOWN
+        c, a, b = args
+        if c is True or c is False:
+            return a if c else b if intlike(a) and intlike(b) else UNKNOWN
+        if c is UNKNOWN or intlike(c) or not (intlike(a) and intlike(b)):
+            return UNKNOWN
+        if "tid" in term_vars(c) | term_vars(a) | term_vars(b):
+            return UNKNOWN  # a per-thread value: not a uniform scalar
+        v = fresh("sel")
+        st.path = AND(st.path, OR(NOT(c), cmp("==", v, a)), OR(c, cmp("==", v, b)))
+        if st.loops:
+            st.loops[-1].derived.append(v.name)
+        return v
 
     def _minmax(self, op, e, st):
         """Scalar min / max of two integers: a fresh variable v with the facts v <= a, v <= b, v in {a, b} (>=

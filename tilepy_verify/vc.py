@@ -254,7 +254,10 @@ def evaluate_term(t, env: dict):
         from tilepy.symbolic import evaluate
 
         names = {v.name for v in free_vars(t)}
-        return int(evaluate(t, {n: env.get(n, 0) for n in names}))
+        try:
+            return int(evaluate(t, {n: env.get(n, 0) for n in names}))
+        except ZeroDivisionError:  # a run-time divisor that is 0 in the model (its quotient is free there)
+            return _evaluate_total(t, env)
     tag = t[0]
     if tag == "cmp":
         return CMP[t[1]](evaluate_term(t[2], env), evaluate_term(t[3], env))
@@ -267,6 +270,19 @@ def evaluate_term(t, env: dict):
     if tag == "bvar":
         return bool(env.get(t[1], False))
     raise TypeError(f"not a term: {t!r}")
+
+
+def _evaluate_total(e, env: dict) -> int:
+    """A Sym's value with x // 0 = 0 and x % 0 = x (the encoding leaves them free: any value is one of the
+    model's), for reading a counterexample back."""
+    if isinstance(e, Const):
+        return e.value
+    if isinstance(e, Var):
+        return int(env.get(e.name, 0))
+    a, b = _evaluate_total(e.a, env), _evaluate_total(e.b, env)
+    if b == 0 and e.op in ("//", "%"):
+        return 0 if e.op == "//" else a
+    return _apply(e.op, a, b)
 
 
 # ------------------------------------------------------------------------------------------ encoding

@@ -101,7 +101,10 @@ def _pair(ctx, a, b):
     other_block = OR(*(cmp("!=", Var(f"block{k}@1"), Var(f"block{k}@2")) for k in range(3)))
     axes = ctx.__dict__.setdefault("_grid_axes", _grid_axes(ctx.analysis.kir))
     same = [cmp("==", p, q) for p, q in zip(i1, i2)]
-    cond = AND(c1, c2, _block_ranges("@1", axes), _block_ranges("@2", axes), other_block, *same,
+    # a division in an element's index was computed before the access: a block whose divisor is 0 stops
+    # there (the kernel fails) and never makes the access
+    nonzero = [cmp("!=", y, 0) for _x, y in _divisions(same, {})]
+    cond = AND(c1, c2, _block_ranges("@1", axes), _block_ranges("@2", axes), other_block, *same, *nonzero,
                *_persistent(a, m1, b, m2), *_division_lemmas((c1, c2, *same)))
     model = ctx.solver.check(cond)
     if model is None:
@@ -143,6 +146,9 @@ def _divisions(t, out: dict):
             out[(t.a, t.b)] = None
         _divisions(t.a, out)
         _divisions(t.b, out)
+    elif isinstance(t, list):
+        for x in t:
+            _divisions(x, out)
     elif isinstance(t, tuple) and t and t[0] in ("cmp", "and", "or", "not"):
         for x in t[2:] if t[0] == "cmp" else t[1:]:
             _divisions(x, out)
