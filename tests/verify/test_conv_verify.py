@@ -63,3 +63,30 @@ def test_trace_oracle_agrees_on_a_small_convolution():
     ref = ci.reference(x, w, *geo[2:])
     assert np.abs(y - ref).max() <= 1e-5 * np.abs(ref).max()
     assert tv.verify(kir).ok
+
+
+def test_lowered_conv_program_passes_the_verify_gate(tmp_path):
+    """argus's verify gate on a lowered convolution program (conv_igemm with its fused epilogue, the weight
+    split and gemm_fp32 kernels beside it): every kernel verifies, so `argus optimize` no longer rejects conv
+    candidates on false alarms."""
+    import importlib.util
+
+    import torch
+    import torch.nn as nn
+
+    import tilepy as tp
+    from argus_agent import gates
+    from argus_agent.lower import lower_model, render_program
+
+    model = nn.Sequential(nn.Conv2d(8, 32, 3, stride=2, padding=1, groups=2), nn.ReLU())
+    x = torch.randn(2, 8, 22, 20)
+    src = render_program(lower_model(model, (x,), "sm_90a"))
+    p = tmp_path / "lowered_conv.py"
+    p.write_text(src)
+    spec = importlib.util.spec_from_file_location("lowered_conv_gate", p)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    kernels = {k: v for k, v in vars(mod).items() if isinstance(v, tp.Kernel)}
+    assert any(k.startswith("conv_igemm") for k in kernels), sorted(kernels)
+    verdict = gates.verify_kernels(kernels, "sm_90a")
+    assert verdict.ok, [f["message"][:300] for f in verdict.findings if f["severity"] == "error"]
