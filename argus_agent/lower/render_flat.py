@@ -115,11 +115,15 @@ def render_reduction(k: Reduction, kname: str, buffers: dict) -> tuple[str, list
     body.append(f"m = (m0{'.to(tp.i64)' if idt == 'i64' else ''} + tp.arange(BM){cast}){mx}")
     body += pre_lines
     body.append(f"acc = tp.full({tile}, {init}, {acc_t})")
-    body.append("for k in range(tp.cdiv(R, BR)):")
     inner = [f"r = (k * BR + tp.arange(BR){cast}){rx}"] + loop_lines
     v_text = val if _is_tile(k.value) else f"tp.full({tile}, {val}, {acc_t})"
     inner.append(f"acc = tp.where((m < M) & (r < R), {_COMBINE[k.kind].format(a='acc', b=v_text)}, acc)")
-    body += ["    " + line for line in inner]
+    one = -(-R // br) == 1
+    if one:     # one chunk: straight-line, so the accumulator's tags are the verifier's to follow
+        body += ["k = 0"] + inner
+    else:
+        body.append("for k in range(tp.cdiv(R, BR)):")
+        body += ["    " + line for line in inner]
     if final is None:
         body.append(f"res = tp.sum(acc, axis={axis})")  # BR == 1: the column is the result
     else:
@@ -127,6 +131,11 @@ def render_reduction(k: Reduction, kname: str, buffers: dict) -> tuple[str, list
     out_dt = k.out.dtype
     res = "res" if vals.compute_dtype(out_dt) == dtype == out_dt else f"res.to({_tp(out_dt)})"
     body.append(f"tp.store({names[k.out.name]}[m0:m0 + BM], {res})")
+    if one and _is_tile(k.value):
+        claim = lower_tags.reduction_store_assertion(k.value, names[k.out.name], ("m",), br,
+                                                     lambda s: (None, (None, s), None))
+        if claim:
+            body.insert(0, claim)
     body = lower_tags.annotate_reduction(body, em, M, R)
     params, args = _signature(em, k, buffers)
     src = (

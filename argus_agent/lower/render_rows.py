@@ -150,7 +150,7 @@ def render_row_fused(k: RowFused, kname: str, buffers: dict) -> tuple[list, list
     lines = em.lines + stores
     if _is_tile(k.value) and all(_is_tile(st.value) for st in k.stages):
         # what each stored element is computed from: the value at its (m, r), each stage read as its reduction
-        stages = {st.out.name: (st.value, (lambda s: (None, s, None)) if R != br else (lambda s: s))
+        stages = {st.out.name: (st.value, (lambda s: (None, s, None)) if R != br else (lambda s: s), m_var)
                   for st in k.stages}
         claim = lower_tags.row_fused_store_assertion(
             k.value, stages, vname, ("m", None) if k.per_row else ("m", "r"), br)

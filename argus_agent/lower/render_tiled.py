@@ -222,7 +222,7 @@ def _tiled_kernel(k: Reduction, kname, buffers, bm, br, S, C, partial):
     body += loop_or_once(inner, "tp.cdiv(C, BR)", one)
     final = _FINAL[k.kind] or "tp.prod"
     if k.epilogue is not None:
-        return _tiled_epilogue(k, kname, buffers, em, body, final, row, bm, br, C)
+        return _tiled_epilogue(k, kname, buffers, em, body, final, row, bm, br, C, one)
     body.append(f"res = {final}(acc, axis={1 if row else 0})")
     line, ov = store_result(em, partial if partial is not None else k.out, k, row, "res", S)
     if one and partial is None and _is_tile(k.value):
@@ -239,7 +239,7 @@ def _tiled_kernel(k: Reduction, kname, buffers, bm, br, S, C, partial):
     return src, args, grid
 
 
-def _tiled_epilogue(k, kname, buffers, em, body, final, row, bm, br, C):
+def _tiled_epilogue(k, kname, buffers, em, body, final, row, bm, br, C, one=False):
     """The end of a tiled reduction whose outputs feed a per-output pointwise epilogue: the result as a
     (BM, 1) or (1, BI) tile, the epilogue computed on it and stored (the result too if others read it)."""
     out_buf, value, key, store_res = k.epilogue
@@ -258,6 +258,15 @@ def _tiled_epilogue(k, kname, buffers, em, body, final, row, bm, br, C):
         line, ov = store_result(em, buf, k, row, text, keep=True)
         body.append(line)
         outs.append(ov)
+        if one and _is_tile(k.value) and _is_tile(value):
+            # one chunk: the epilogue's value at the output index, the reduction read as its reduced set
+            wrap = (lambda s: (None, (None, s), None)) if C != k.R else (lambda s: (None, s))
+            claim = lower_tags.row_fused_store_assertion(
+                value if buf is out_buf else vals.load(k.out.name, key, k.out.dtype),
+                {k.out.name: (k.value, wrap, key)}, line[len("tp.store("):line.index("[")],
+                ("m", None) if row else ("o", None, "i"), br)
+            if claim:
+                body.insert(0, claim)
     consts, grid = reduction_consts(k, row, bm, br, C, 1)
     src, args = finish(em, body, outs, buffers, kname, consts, threads_for(bm * br), k.what)
     return src, args, grid

@@ -342,7 +342,8 @@ class _Stage:
 def row_fused_store_assertion(value, stages: dict, out_param: str, coords: tuple, bound: int) -> str | None:
     """`tp.assert_tag(out, lambda t, c0[, c1]: ...)` for a fused row kernel's store: the stored element is the
     lowering's value at (m, r) = its coordinates, where each read of a reduced stage ({stage buffer: (stage
-    value, wrap)}) is that stage's reduction: the stage value at m and any r' of the row tile ([0, bound)),
+    value, wrap, the index it is read at)}) is that stage's reduction: the stage value at the output index (m;
+    o, i in column mode) and any r' of the row tile ([0, bound)),
     r' solved, per occurrence, from one of its loads (as in `reduction_store_assertion`). None when a value
     reads through a gather, a stage has no load affine in r, or nothing is tagged."""
     from .index import const, substitute
@@ -352,8 +353,8 @@ def row_fused_store_assertion(value, stages: dict, out_param: str, coords: tuple
         return None
 
     def struct(v, memo, count):
-        if isinstance(v, V) and v.op == "load" and v.args[0] in stages:
-            sv, wrap = stages[v.args[0]]
+        if isinstance(v, V) and v.op == "load" and v.args[0] in stages and v.args[1] == stages[v.args[0]][2]:
+            sv, wrap, _ = stages[v.args[0]]
             inner = struct(sv, {}, count)
             return None if inner is None else _Stage(wrap(inner))
         if v in memo:
@@ -397,7 +398,7 @@ def row_fused_store_assertion(value, stages: dict, out_param: str, coords: tuple
             rel, leaf, coef = got
             base = substitute(leaf.idx, {"r": const(0)})
             tpath = "t" + "".join(f"[{k}]" for k in path + rel) + "[1]"
-            inner = {"m": names["m"]}
+            inner = {x: names[x] for x in ("m", "o", "i") if x in names}
             rtext = f"({tpath} - {_subst_text(base, inner)})"
             if coef != 1:
                 rtext = f"({rtext} // {coef})"
