@@ -55,6 +55,20 @@ class ColCumprod(torch.nn.Module):
         return torch.cumprod(x, dim=1)
 
 
+class Bmm(torch.nn.Module):
+    """A flat-index (generic) reduction: strided reads of k through index maps."""
+
+    def forward(self, q, k):
+        return torch.bmm(q, k.transpose(1, 2))
+
+
+class MeanMiddle(torch.nn.Module):
+    """A column reduction with a per-output epilogue (the division by the count) in the same kernel."""
+
+    def forward(self, x):
+        return x.mean(dim=1)
+
+
 class Softmax(torch.nn.Module):
     def forward(self, x):
         return torch.softmax(x, dim=-1)
@@ -79,6 +93,8 @@ CASES = {
     "cumsum_reverse": (ReverseCumsum, [(5, 11)]),
     "cumsum_exclusive": (ExclusiveCumsum, [(4, 9)]),
     "cumprod_col": (ColCumprod, [(3, 7, 5)]),
+    "bmm_generic": (Bmm, [(2, 6, 4), (2, 7, 4)]),
+    "mean_epilogue": (MeanMiddle, [(4, 9, 5)]),
     "softmax_rows": (Softmax, [(6, 20)]),
     "layer_norm_rows": (LayerNorm, [(5, 16)]),
     "logsumexp_rows": (LogSumExp, [(3, 10)]),
@@ -138,14 +154,15 @@ def _caught(source, bad, tmp_path, name, model, inputs):
 
 
 @pytest.mark.parametrize("case", ["row_sum_ragged", "row_sum_exact", "col_max", "scaled_sum", "cumsum",
-                                  "softmax_rows", "layer_norm_rows", "logsumexp_rows"])
+                                  "bmm_generic", "mean_epilogue", "softmax_rows", "layer_norm_rows",
+                                  "logsumexp_rows"])
 def test_a_store_shifted_by_one_output_is_caught(case, tmp_path):
     """Every load still reads what its index map says for its (m, r): only the store's tie to m is wrong."""
     model, inputs, source = _lower(case)
     lines = source.splitlines()
     (n,) = [n for n, line in enumerate(lines) if line.lstrip().startswith("tp.store(")]
     lines[n] = (lines[n].replace("[m0:m0 + BM", "[m0 + 1:m0 + 1 + BM")
-                .replace("[o, i0:i0 + BI]", "[o, i0 + 1:i0 + 1 + BI]"))
+                .replace("i0:i0 + BI]", "i0 + 1:i0 + 1 + BI]"))
     bad = "\n".join(lines) + "\n"
     _caught(source, bad, tmp_path, f"{case}_shift", model, inputs)
 
