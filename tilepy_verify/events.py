@@ -300,6 +300,7 @@ class Analysis:
     arrives: list = field(default_factory=list)
     arrive_roles: dict = field(default_factory=dict)  # "mbar:<name>" -> set of role tuples of its arrive ops
     wait_nodes: dict = field(default_factory=dict)  # "mbar:<name>" -> number of mbarrier_wait ops on it
+    wait_roles: dict = field(default_factory=dict)  # "mbar:<name>" -> {role: number of mbarrier_wait ops}
     # trip count definitions of every loop walked, the measuring walks' too (their trips occur in the
     # counters' per-iteration costs of enclosing loops)
     trip_facts: dict = field(default_factory=dict)

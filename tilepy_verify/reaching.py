@@ -22,7 +22,7 @@ from __future__ import annotations
 from tilepy.symbolic import Var
 
 from .events import arr_key
-from .sync import in_line, latest_counted, sole_role
+from .sync import in_line, latest_counted, sole_role, waits_in_line
 from .tagterms import TOP, Alt, subst_tag
 from .vc import AND, NOT, OR, cmp, const_of, in_range, subst
 
@@ -114,7 +114,7 @@ def cross_role(walker, alloc, P, stage):
         bar = acc.bar
         if acc.kind != "async" or bar is None or acc.arr is None or A.mbarriers.get(bar) is None:
             return []
-        if sole_role(A, bar) != tuple(acc.point.role) or A.wait_nodes.get(bar) != 1:
+        if sole_role(A, bar) != tuple(acc.point.role) or waits_in_line(A, bar, P.role) != 1:
             return []
         waits = [x for x in walker.mwaits if x.bar == bar and in_line(x.point.role, P.role)]  # so far
         if len(waits) != 1 or waits[0].phase is None:

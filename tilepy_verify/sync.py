@@ -18,8 +18,16 @@ interpreter runs a role's threads in lock step, and a role branch starts after t
 otherwise they run concurrently. Only the latest executions of a wait before an op (this, the previous and
 the one before that iteration of the innermost common loop; the last iteration of loops the op is not in)
 and the earliest executions of an arrive after it are tried, which keeps every query quantifier-free;
-a chain through other instances is not found (a false alarm at worst). An mbarrier arrived on by several
-roles gives no edges (its phases depend on the interleaving).
+a chain through other instances is not found (a false alarm at worst).
+
+An mbarrier that n > 1 roles arrive on (count C, FA3's two consumer warpgroups releasing one stage) gives
+edges only where its per-phase structure is proven (`shares`): C = n c, and every arrive instance X of a
+role R with a_R(X) >= c (a_R: R's own arrivals on it before X) comes after a wait on it for phase
+>= a_R(X) // c - 1 (in R's program order, or through a chain of single-role edges). Then by induction no role
+gets more than (p + 1) c arrivals in before phase p completes, so at completion each role has made exactly
+(p + 1) c: a wait on phase q is ordered after every arrival X with a_R(X) < (q + 1) c of EACH role, the
+single-role rule with c for C. Without the proof such an mbarrier gives no edges (its phases depend on the
+interleaving; sound).
 """
 
 from __future__ import annotations
@@ -27,8 +35,9 @@ from __future__ import annotations
 import numpy as np
 
 from tilepy import ir
+from tilepy.symbolic import Var
 
-from .vc import AND, OR, cmp, is_int, subst
+from .vc import AND, NOT, OR, cmp, const_of, is_int, subst
 
 THREAD_OPS = {"thread_id", "lane_id", "warp_id", "warpgroup_id"}
 
@@ -63,6 +72,8 @@ def prescan(body, analysis):
                         analysis.arrive_roles.setdefault(bar, set()).add(role)
                     else:
                         analysis.wait_nodes[bar] = analysis.wait_nodes.get(bar, 0) + 1
+                        per = analysis.wait_roles.setdefault(bar, {})
+                        per[role] = per.get(role, 0) + 1
             elif isinstance(s, ir.For):
                 go(s.body, role)
             elif isinstance(s, ir.If):
@@ -82,6 +93,12 @@ def sole_role(analysis, bar):
     if not roles or len(roles) != 1:
         return None
     return next(iter(roles))
+
+
+def waits_in_line(analysis, bar, role) -> int:
+    """How many mbarrier_wait ops on `bar` run in `role`'s line (its own, its enclosing roles', its
+    sub-roles'): the waits that can order what `role` does after them."""
+    return sum(k for r, k in analysis.wait_roles.get(bar, {}).items() if in_line(r, tuple(role)))
 
 
 # ------------------------------------------------------------------------------------------ relations
@@ -208,18 +225,27 @@ def latest_counted(ev, index, key, bound):
 
 
 class Sync:
-    """Happens-before terms over one analysis (bool terms over the two instances' renamed variables)."""
+    """Happens-before terms over one analysis (bool terms over the two instances' renamed variables).
+    `shares`: the proven multi-role mbarriers (None: prove them, once per analysis; {}: single-role edges
+    only, which is what the proof itself uses)."""
 
-    def __init__(self, analysis):
+    def __init__(self, analysis, shares=None):
         self.A = analysis
         self.waits = [w for w in analysis.waits if w.bar is not None and w.phase is not None]
         self.arrives = analysis.arrives
+        self.shares = multi_role_shares(analysis) if shares is None else shares
 
     def count(self, bar):
+        """Arrivals per phase by ONE arriving role: the mbarrier's count when one role arrives on it, count / n
+        when n roles share it by a proven structure (`shares`); the count otherwise (no exact arrive then)."""
+        if bar in self.shares:
+            return self.shares[bar]
         return self.A.mbarriers.get(bar)
 
     def exact_arrive(self, x) -> bool:
-        return self.count(x.bar) is not None and sole_role(self.A, x.bar) == tuple(x.point.role)
+        if self.count(x.bar) is None:
+            return False
+        return sole_role(self.A, x.bar) == tuple(x.point.role) or x.bar in self.shares
 
     def exact_copy(self, y) -> bool:
         return (y.bar is not None and self.count(y.bar) is not None and y.arr is not None
@@ -299,3 +325,89 @@ class Sync:
                         terms.append(AND(yc, wc2, xc, w1c,
                                          cmp("<", subst(y.arr, my), (subst(w1.phase, mw1) + 1) * C1)))
         return OR(*terms)
+
+
+# ------------------------------------------------------------------------------------------ several roles
+
+
+def multi_role_shares(analysis) -> dict:
+    """{bar: c} for the mbarriers that n > 1 roles arrive on whose per-phase structure is proven (module
+    docstring): count C = n c, every arrive valid (its index exact) wherever it runs, and every arrive
+    instance with index a >= c after a wait on the same mbarrier for a phase >= a // c - 1. Proven once per
+    analysis with single-role edges only (no circularity)."""
+    memo = analysis.__dict__.get("_multi_role_shares")
+    if memo is not None:
+        return memo
+    out: dict = {}
+    multi = [b for b, roles in analysis.arrive_roles.items()
+             if len(roles) > 1 and is_int(analysis.mbarriers.get(b))]
+    if multi:
+        from .vc import Solver_
+
+        base = Sync(analysis, shares={})
+        solver = Solver_()
+        solver.facts.update(analysis.trip_facts)
+        try:
+            for b in multi:
+                C, n = analysis.mbarriers[b], len(analysis.arrive_roles[b])
+                if C <= 0 or C % n:
+                    continue
+                xs = [x for x in analysis.arrives if x.bar == b]
+                if xs and all(_throttled(solver, base, x, C // n) for x in xs):
+                    out[b] = C // n
+        finally:
+            solver.close()
+    analysis.__dict__["_multi_role_shares"] = out
+    return out
+
+
+def always_valid(solver, x) -> bool:
+    """Is the arrive's index (its role's arrivals before it) exact at every instance that runs?"""
+    m = x.point.instance("@x")
+    return solver.check(AND(subst(x.point.constraint(), m), NOT(subst(x.valid, m))), small=False) is None
+
+
+def _throttled(solver, sync, x, c) -> bool:
+    """Does every instance of arrive x with index a >= c come after a wait on x's mbarrier for a phase
+    >= a // c - 1 (so that x's role cannot run a phase ahead)?"""
+    if not always_valid(solver, x):
+        return False
+    mx = x.point.instance("@x")
+    a = subst(x.index, mx)
+    target = a // c - 1
+    terms = []
+    for w, mw, cond in sync.waits_before(x.bar, x.point, mx):
+        terms.append(AND(cond, cmp(">=", subst(w.phase, mw), target)))
+    for w in sync.waits:
+        if w.bar != x.bar or in_line(w.point.role, x.point.role):
+            continue
+        got = _wait_for_phase(solver, w, target)
+        if got is None:
+            continue
+        mw, vw = got
+        terms.append(AND(vw, sync.sync(w.point, mw, x.point, mx)))
+    q = AND(subst(x.point.constraint(), mx), cmp(">=", a, c), NOT(OR(*terms)))
+    return solver.check(q, small=False) is None
+
+
+def _wait_for_phase(solver, w, target):
+    """(renaming, validity) of the instance of wait w (in at most one loop, its phase rising by one per
+    iteration) that waits for phase `target`, or None."""
+    loops = w.point.loops
+    if not loops:
+        return {}, AND(w.point.path, cmp("==", w.phase, target))
+    if len(loops) != 1:
+        return None
+    L = loops[0]
+    v = L.var
+    slope = subst(w.phase, {v.name: v + L.step}) - w.phase
+    if const_of(slope) != 1 and solver.check(AND(L.constraint(), cmp("!=", slope, 1)), small=False) is not None:
+        return None
+    i = target - subst(w.phase, {v.name: L.start})
+    m = {v.name: L.start + i * L.step}
+    return m, AND(cmp(">=", i, 0), cmp("<", i, L.trip), subst(w.point.path, m))
+
+
+def fresh_count(name: str):
+    """A fresh integer unknown for a query (a role's number of arrivals)."""
+    return Var(name)

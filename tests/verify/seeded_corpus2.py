@@ -460,6 +460,8 @@ def two_consumers(X: tp.Tensor[tp.f32, "R", 64], Y: tp.Tensor[tp.f32, "R", 64], 
                 tp.mbarrier_wait(empty[k % STAGES], k // STAGES - 1)
             tp.copy_bulk(X[k * BR:(k + 1) * BR, 0:64], buf[k % STAGES], full[k % STAGES])
             tp.mbarrier_arrive(full[k % STAGES])
+        for s in range(STAGES):                                     # two: drain: every stage released
+            tp.mbarrier_wait(empty[s % STAGES], (n - s + STAGES - 1) // STAGES - 1)
     elif tp.warp_id() == 1:                                         # two: consumer of rows 0..15 of each tile
         for k in range(n):
             tp.mbarrier_wait(full[k % STAGES], k // STAGES)
@@ -471,13 +473,18 @@ def two_consumers(X: tp.Tensor[tp.f32, "R", 64], Y: tp.Tensor[tp.f32, "R", 64], 
     else:                                                           # two: consumer of rows 16..31
         for k in range(n):
             tp.mbarrier_wait(full[k % STAGES], k // STAGES)
+            if BUG == "releasefirst":
+                tp.mbarrier_arrive(empty[k % STAGES])               # two: released before its read
             if BUG == "rows":
                 x = tp.load(buf[k % STAGES][0:16, 0:64], layout=tp.blocked((16, 64), 32, 4))   # two: rows 0..15
             else:
                 x = tp.load(buf[k % STAGES][16:32, 0:64], layout=tp.blocked((16, 64), 32, 4))
             tp.assert_tag(x, lambda t, r: t[1] == r, at=((k * BR + 16 + tp.arange(16))[:, None],))  # two: rows
             tp.store(Y[k * BR + 16:k * BR + 32, 0:64], x)
-            if BUG != "noarrive":
+            if BUG == "lastskip":
+                if k < n - 1:
+                    tp.mbarrier_arrive(empty[k % STAGES])           # two: the last tile's stage never released
+            elif BUG != "noarrive" and BUG != "releasefirst":
                 tp.mbarrier_arrive(empty[k % STAGES])               # two: noarrive never releases
 
 
@@ -556,22 +563,13 @@ CORPUS = [
     (two_consumers, "count", {"deadlock"}, "deadlock"),
     (two_consumers, "rolebarrier", {"barrier_divergence"}, "divergence"),
     (two_consumers, "rows", {"tag_assertion"}, "wrong"),
+    (two_consumers, "lastskip", {"deadlock"}, "deadlock"),
+    (two_consumers, "releasefirst", {"pipeline_hazard"}, "hazard"),
 ]
 KERNELS = [flash, ws_pipe, stencil2d, transpose_swz, tree_reduce, splitk, block_scan, gather_scatter, wgmma_ring,
            two_consumers]
 # (kernel, BUG, reason): seeded bugs the verifier does not report; not counted as caught
-KNOWN_MISSES = [
-    (two_consumers, "count", "deadlock does not cover an mbarrier that several roles arrive on "
-                             "(docs/verification.md): empty[s] expects 3 arrivals, the two consumer roles make 2; "
-                             "the interpreter deadlocks"),
-    (two_consumers, "rows", "the twin's own tag assertion already fails (its read sees no ordered write, the "
-                            "false alarm below), so the wrong rows add no new finding"),
-]
+KNOWN_MISSES: list = []
 # (kernel, reason): correct twins on which the verifier reports errors (false alarms); a bug of such a kernel
 # counts as caught only by an expected check that does not also report on the twin
-KNOWN_FALSE_ALARMS = [
-    (two_consumers, "pipeline_hazard and tag_assertion: an mbarrier that two roles arrive on orders nothing in "
-                    "the verifier's model (docs/verification.md), so the producer's refill after its wait on "
-                    "empty[s] is not ordered after either consumer's read of the stage, and a consumer's read is "
-                    "taken to see no write (its tags unknown); the interpreter's trace oracle shows no hazard"),
-]
+KNOWN_FALSE_ALARMS: list = []

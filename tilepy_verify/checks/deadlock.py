@@ -16,7 +16,14 @@ op whose index is (q + 1) C - 1. Two kinds of deadlock, each for all loop iterat
   its wait) are searched the same way, hop by hop, through every role; the counterexample names
   every role, wait, mbarrier, phase, iteration and line of the ring.
 
-Waits on an mbarrier several roles arrive on are not checked (its phases depend on the interleaving).
+An mbarrier that several roles arrive on (count C; phase q completes at the ((q + 1) C)-th arrival summed
+over all of them) deadlocks a wait on phase q when, for fresh unknowns a_R (one per arriving role R), the
+arrive instance with R's index a_R is missing (R never makes that many arrivals) or blocked (it comes after
+the wait in R's own line, or after a chain of waits that closes at an arrival the waiting role makes after
+its wait, as above), and sum_R a_R < (q + 1) C: each role makes at most a_R arrivals before the wait returns,
+too few together. The counterexample names every role with its a_R (missing or blocked, and the blocking
+wait), the mbarrier, the phase, the iteration and the lines. A role whose arrive ops are not exact (an index
+not affine, a guard that is not prefix-closed) makes the wait unchecked (no finding rather than a false one).
 `tp.barrier()` under thread-dependent control flow is the `barrier_divergence` check; the named barriers the
 backend emits inside a role cover exactly the role's threads, which run the role's body uniformly.
 """
@@ -25,7 +32,7 @@ from __future__ import annotations
 
 from ..counterexample import block_of, instance, iteration_of, rename, thread_fields
 from ..report import Finding
-from ..sync import Sync, in_line, instances_before, latest_counted, sole_role
+from ..sync import Sync, always_valid, fresh_count, in_line, instances_before, latest_counted, sole_role
 from ..vc import AND, NOT, OR, cmp, subst
 
 
@@ -36,7 +43,12 @@ def check(ctx) -> list:
     for w in sync.waits:
         C = A.mbarriers.get(w.bar)
         role = sole_role(A, w.bar)
-        if C is None or (role is None and A.arrive_roles.get(w.bar)):
+        if C is None:
+            continue
+        if role is None and A.arrive_roles.get(w.bar):
+            got = _several_roles(ctx, sync, w, C)
+            if got is not None:
+                out.append(got)
             continue
         mw, cw = instance(w.point, "@1")
         q = rename(w.phase, mw)
@@ -71,6 +83,95 @@ def check(ctx) -> list:
                 out.append(_finding(ctx, w, mw, model, C, (x, extra), done))
                 break
     return out
+
+
+def _several_roles(ctx, sync, w, C):
+    """A deadlock finding for wait w on an mbarrier several roles arrive on, or None (module doc)."""
+    A = ctx.analysis
+    mw, cw = instance(w.point, "@1")
+    q = rename(w.phase, mw)
+    need = (q + 1) * C
+    memo = ctx.__dict__.setdefault("_deadlock_valid", {})
+    roles = sorted(A.arrive_roles[w.bar], key=repr)
+    counts, per_role, blockers = [], [], []
+    for i, R in enumerate(roles):
+        a = fresh_count(f"__arrivals{i}@1")
+        xs = [x for x in A.arrives if x.bar == w.bar and tuple(x.point.role) == R]
+        missing, blocked = [], []
+        for x in xs:
+            if id(x) not in memo:
+                memo[id(x)] = always_valid(ctx.solver, x)
+            got = latest_counted(x.point, x.index, x.key, a + 1) if memo[id(x)] else None
+            if got is None:
+                return None  # this role's arrivals are not exact: unchecked
+            mx, vx = got
+            hit = AND(vx, subst(x.point.path, mx), cmp("==", subst(x.index, mx), a))
+            missing.append(NOT(hit))
+            for c, extra in _blocked_before(ctx, sync, w, mw, x, mx):
+                blocked.append((AND(hit, c), x, extra))
+        counts.append(a)
+        per_role.append((R, a, AND(*missing), blocked))
+        blockers.append(AND(cmp(">=", a, 0), OR(AND(*missing), *(c for c, _, _ in blocked))))
+    total = counts[0]
+    for a in counts[1:]:
+        total = total + a
+    query = AND(cw, cmp(">=", q, 0), cmp("<", total, need), *blockers)
+    model = ctx.solver.check(query)
+    if model is None:
+        return None
+    return _several_finding(ctx, w, mw, model, C, per_role)
+
+
+def _several_finding(ctx, w, mw, model, C, per_role):
+    A = ctx.analysis
+    ws = A.target.warp_size
+    t = w.point.threads
+    first = int(t[0]) if t is not None and len(t) else 0
+    q = ctx.eval(rename(w.phase, mw), model)
+    bar = w.bar.removeprefix("mbar:")
+    its = iteration_of(w.point, model, "@1")
+    who = _roles(w.point)
+    parts, names, spans = [], [], []
+    for R, a, _missing, blocked in per_role:
+        n = _eval_or_none(ctx, a, model)
+        xs = [x for x in A.arrives if x.bar == w.bar and tuple(x.point.role) == R]
+        rname = _roles(xs[0].point) if xs else "?"
+        names.append(rname)
+        why = None
+        for cond, x, extra in blocked:
+            if _holds(ctx, cond, model):
+                spans.append((n if isinstance(n, int) else 1 << 30, x.span))
+                why = (f"its arrival number {_plus1(n)} (line {x.span.line}) comes only after "
+                       + ("this wait in its own program order" if extra is None else
+                          f"its wait at line {extra[0][0].span.line} on '{extra[0][0].bar.removeprefix('mbar:')}', "
+                          f"which needs {who} past line {w.span.line}"))
+                break
+        if why is None:
+            line = xs[0].span.line if xs else "?"
+            if xs:
+                spans.append((n if isinstance(n, int) else 1 << 30, xs[0].span))
+            why = f"it never makes arrival number {_plus1(n)} (arrive at line {line})"
+        parts.append(f"{rname} can make at most {n} arrivals: {why}")
+    other = min(spans, key=lambda t: t[0])[1] if spans else None  # the role that falls shortest
+    cex = {"block": block_of(model), **thread_fields(first, ws), "iteration": its, "phase": q, "barrier": bar,
+           "roles": (who,) + tuple(names)}
+    cex["detail"] = (f"{who} wait at line {w.span.line}, iteration {its or '(before loops)'}, for phase {q} of "
+                     f"'{bar}' (count {C}, arrived on by {len(per_role)} roles), which needs {(q + 1) * C} "
+                     f"arrivals in all; " + "; ".join(parts))
+    msg = (f"deadlock: mbarrier_wait on '{bar}' (arrived on by {len(per_role)} roles) can wait for a phase "
+           "that never completes: the roles together arrive too few times")
+    return Finding("deadlock", "error", msg, w.span, cex, other)
+
+
+def _plus1(n):
+    return n + 1 if isinstance(n, int) else "?"
+
+
+def _holds(ctx, cond, model) -> bool:
+    try:
+        return bool(ctx.eval(cond, model))
+    except Exception:  # noqa: BLE001 - a variable the model does not bind
+        return False
 
 
 MAX_ROLES = None  # cycles through up to this many roles are searched (None: through every role)
