@@ -293,6 +293,26 @@ def _solvable(s, path=()):
     return None
 
 
+def _affine_in_r(s) -> bool:
+    """Whether every load's index map in the structure has r only as a term of its own (not under // or %):
+    then the solver's work per stored element stays small (maps with r under // and %, as a convolution's
+    window reads, make the store's proof cost a second where its loads' cost milliseconds; those stores are
+    not asserted, their loads are)."""
+    from .index import Sum, Var
+
+    if s is None:
+        return True
+    if isinstance(s, _Stage):
+        return _affine_in_r(s.struct)
+    if isinstance(s, _Leaf):
+        e = s.idx
+        if isinstance(e, Var) or "r" not in {x.name for x in variables(e)}:
+            return True
+        return isinstance(e, Sum) and all(isinstance(a, Var) or "r" not in {x.name for x in variables(a)}
+                                          for _, a in e.terms)
+    return all(_affine_in_r(x) for x in s)
+
+
 def reduction_store_assertion(value, out_param: str, coords: tuple, bound, wrap) -> str | None:
     """`tp.assert_tag(out, lambda t, <coords>: t == <tree> and 0 <= r' < bound)` for a reduction's store:
     every element stored at the output's coordinates (`coords`: the loop variables they are, e.g. ("m",) or
@@ -311,6 +331,8 @@ def reduction_store_assertion(value, out_param: str, coords: tuple, bound, wrap)
     except _NoTree:
         return None
     if s is None:
+        return None
+    if not _affine_in_r(s):
         return None
     s = wrap(s)
     got = _solvable(s)
@@ -381,7 +403,7 @@ def row_fused_store_assertion(value, stages: dict, out_param: str, coords: tuple
         s = struct(value, {}, [0])
     except _NoTree:
         return None
-    if s is None:
+    if s is None or not _affine_in_r(s):
         return None
     params = [f"c{j}" for j in range(len(coords))]
     conds: list = []
