@@ -36,6 +36,13 @@ class Observed:
         return {k for k in ("race", "pipeline_hazard", "out_of_bounds", "barrier_divergence", "deadlock")
                 if getattr(self, k)}
 
+    def classes(self) -> set:
+        """What the seeded corpora compare against a bug's expected symptom: hazard (a race or pipeline hazard),
+        oob, divergence, deadlock."""
+        names = {"race": "hazard", "pipeline_hazard": "hazard", "out_of_bounds": "oob",
+                 "barrier_divergence": "divergence", "deadlock": "deadlock"}
+        return {names[k] for k in self.kinds()}
+
 
 def run(kir, grid, args) -> Observed:
     obs = Observed()

@@ -58,15 +58,7 @@ def inputs(kernel):
 def observe(kernel, bug) -> set:
     grid, args, ref, tol = inputs(kernel)
     obs = oracle.run(kernel.ir(BUG=bug), grid, args)
-    kinds = set()
-    if obs.race or obs.pipeline_hazard:
-        kinds.add("hazard")
-    if obs.out_of_bounds:
-        kinds.add("oob")
-    if obs.barrier_divergence:
-        kinds.add("divergence")
-    if obs.deadlock:
-        kinds.add("deadlock")
+    kinds = obs.classes()
     if obs.error is None and not np.allclose(args[-1], ref, rtol=tol, atol=tol):
         kinds.add("wrong")
     return kinds

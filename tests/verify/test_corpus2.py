@@ -76,15 +76,7 @@ def inputs(kernel):
 def observe(kernel, bug) -> set:
     grid, args, refs, tol = inputs(kernel)
     obs = oracle.run(kernel.ir(BUG=bug), grid, args)
-    kinds = set()
-    if obs.race or obs.pipeline_hazard:
-        kinds.add("hazard")
-    if obs.out_of_bounds:
-        kinds.add("oob")
-    if obs.barrier_divergence:
-        kinds.add("divergence")
-    if obs.deadlock:
-        kinds.add("deadlock")
+    kinds = obs.classes()
     if obs.error is None and not all(np.allclose(args[i], r, rtol=tol, atol=tol) for i, r in refs.items()):
         kinds.add("wrong")
     return kinds

@@ -122,15 +122,19 @@ def _several_roles(ctx, sync, w, C):
     return _several_finding(ctx, w, mw, model, C, per_role)
 
 
-def _several_finding(ctx, w, mw, model, C, per_role):
+def _wait_facts(ctx, w, mw, model):
+    """(analysis, warp size, the waiting role's first thread, phase, mbarrier, iterations, who) of a wait in a
+    model: what every deadlock finding names."""
     A = ctx.analysis
-    ws = A.target.warp_size
     t = w.point.threads
     first = int(t[0]) if t is not None and len(t) else 0
     q = ctx.eval(rename(w.phase, mw), model)
-    bar = w.bar.removeprefix("mbar:")
-    its = iteration_of(w.point, model, "@1")
-    who = _roles(w.point)
+    return (A, A.target.warp_size, first, q, w.bar.removeprefix("mbar:"), iteration_of(w.point, model, "@1"),
+            _roles(w.point))
+
+
+def _several_finding(ctx, w, mw, model, C, per_role):
+    A, ws, first, q, bar, its, who = _wait_facts(ctx, w, mw, model)
     parts, names, spans = [], [], []
     for R, a, _missing, blocked in per_role:
         n = _eval_or_none(ctx, a, model)
@@ -257,14 +261,7 @@ def _roles(point) -> str:
 
 
 def _finding(ctx, w, mw, model, C, cyc, done):
-    A = ctx.analysis
-    ws = A.target.warp_size
-    t = w.point.threads
-    first = int(t[0]) if t is not None and len(t) else 0
-    q = ctx.eval(rename(w.phase, mw), model)
-    bar = w.bar.removeprefix("mbar:")
-    its = iteration_of(w.point, model, "@1")
-    who = _roles(w.point)
+    A, ws, first, q, bar, its, who = _wait_facts(ctx, w, mw, model)
     cex = {"block": block_of(model), **thread_fields(first, ws), "iteration": its, "phase": q, "barrier": bar}
     here = f"{who} wait at line {w.span.line}, iteration {its or '(before loops)'}, for phase {q} of '{bar}'"
     if cyc is None:
