@@ -72,7 +72,7 @@ def verify_ir(kir, checks=None) -> Report:
     """Verify one specialized kernel IR (results cached per IR object and check list)."""
     from .checks import ALL
     from .domain import analyze
-    from .vc import Solver_
+    from .vc import Solver_, drop_memos
 
     names = tuple(checks) if checks is not None else CHECKS
     unknown = [c for c in names if c not in ALL]
@@ -96,6 +96,7 @@ def verify_ir(kir, checks=None) -> Report:
             findings.extend(ALL[name](ctx))
     finally:
         solver.close()
+        drop_memos()
     findings = _dedupe(findings)
     report = Report(kir.name, kir.target, dict(kir.constexprs), findings, time.perf_counter() - t0, names,
                     {"queries": solver.queries, "accesses": len(analysis.accesses)})

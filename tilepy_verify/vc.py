@@ -110,7 +110,7 @@ def in_range(x, lo, hi):
 # point's path and time under each instance's suffix): one memo per distinct mapping, kept across calls, so a
 # repeated renaming returns the very object it returned before (and the encoder and the solver's cache, keyed
 # by identity, answer it at once). Memos hold their terms, so an id is never reused while its entry lives; all
-# are dropped when they hold more than _MEMO_MAX entries together.
+# are dropped when a verification run ends (drop_memos) or hold more than _MEMO_MAX entries together.
 _MEMOS: dict = {}
 _MEMO_MAX = 1 << 19
 _memo_size = [0]
@@ -146,6 +146,15 @@ def _names(t) -> frozenset:
         _NAMES.clear()
     _NAMES[id(t)] = (t, out)
     return out
+
+
+def drop_memos():
+    """Drop the substitution memos and the name cache. `verify_ir` calls it when a run ends: the terms of one
+    kernel are not those of the next, so carrying them over only grows the process (a long-lived agent, a test
+    worker) until a wholesale drop costs a second inside some later run."""
+    _MEMOS.clear()
+    _NAMES.clear()
+    _memo_size[0] = 0
 
 
 def _memo_for(mapping):
