@@ -230,10 +230,19 @@ class _Leaf:
         self.buf, self.idx = buf, idx
 
 
-def _struct(v, memo: dict, count: list):
-    """`_tree` as a structure (nested tuples, `_Leaf` loads, None) so a load's position in the tag is known."""
+_UNHOOKED = object()
+
+
+def _struct(v, memo: dict, count: list, hook=None):
+    """`_tree` as a structure (nested tuples, `_Leaf` loads, None) so a load's position in the tag is known.
+    `hook(v, count)`, when given, structures a value itself (fused rows: a read of a reduced stage), or returns
+    _UNHOOKED."""
     from .values import V
 
+    if hook is not None:
+        got = hook(v, count)
+        if got is not _UNHOOKED:
+            return got
     if v in memo:
         return memo[v]
     op = v.op
@@ -245,9 +254,9 @@ def _struct(v, memo: dict, count: list):
     elif op == "gather":
         raise _NoTree()
     elif op in ("cast", "roundto"):
-        out = _struct(v.args[0], memo, count)
+        out = _struct(v.args[0], memo, count, hook)
     else:
-        subs = tuple(_struct(a, memo, count) if isinstance(a, V) else None for a in v.args)
+        subs = tuple(_struct(a, memo, count, hook) if isinstance(a, V) else None for a in v.args)
         out = None if all(x is None for x in subs) else subs
     if count[0] > TREE_LIMIT:
         raise _NoTree()
@@ -374,33 +383,15 @@ def row_fused_store_assertion(value, stages: dict, out_param: str, coords: tuple
     if not ENABLED:
         return None
 
-    def struct(v, memo, count):
+    def stage_read(v, count):
         if isinstance(v, V) and v.op == "load" and v.args[0] in stages and v.args[1] == stages[v.args[0]][2]:
             sv, wrap, _ = stages[v.args[0]]
-            inner = struct(sv, {}, count)
+            inner = _struct(sv, {}, count, stage_read)
             return None if inner is None else _Stage(wrap(inner))
-        if v in memo:
-            return memo[v]
-        op = v.op
-        if op in ("const", "index") or not _is_tile(v):
-            out = None
-        elif op == "load":
-            out = _Leaf(v.args[0], v.args[1])
-            count[0] += 1
-        elif op == "gather":
-            raise _NoTree()
-        elif op in ("cast", "roundto"):
-            out = struct(v.args[0], memo, count)
-        else:
-            subs = tuple(struct(a, memo, count) if isinstance(a, V) else None for a in v.args)
-            out = None if all(x is None for x in subs) else subs
-        if count[0] > TREE_LIMIT:
-            raise _NoTree()
-        memo[v] = out
-        return out
+        return _UNHOOKED
 
     try:
-        s = struct(value, {}, [0])
+        s = _struct(value, {}, [0], stage_read)
     except _NoTree:
         return None
     if s is None or not _affine_in_r(s):
