@@ -164,8 +164,8 @@ def assert_tags_sound(report, tracker, hazards=None):
         if {"race", "pipeline_hazard"} & hazards():
             return
         # the run itself shows the read met shared memory nothing had landed in (an async copy issued and read
-        # before its wait: the trace records no write for a copy whose every element is masked off, but the
-        # tags show UNINIT): the pipeline check's half of the division of labour, as above
+        # before any wait, never retired before the block ends: the interpreter never lands it, so the trace
+        # holds no write to race with, but the tags show UNINIT): the pipeline check's half, as above
         if all(_met_uninit(v) for v in missed) and "pipeline_hazard" in {f.check for f in report.errors}:
             return
     assert not missed, f"the run shows\n  {missed[0]}\nbut the verifier reports:\n{report}"
