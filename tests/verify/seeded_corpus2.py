@@ -431,11 +431,9 @@ def wgmma_ring(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"],
                 tp.mma_wait(2)                                      # wg: tile k - 1's group may still run
             else:
                 tp.mma_wait(1)                                      # wg: tile k - 1's group retired
-            if BUG == "early":
-                pass
-            elif BUG == "release":
+            if BUG == "release":
                 tp.mbarrier_arrive(empty[k % STAGES])               # wg: the stage its own group still reads
-            else:
+            elif BUG != "early":                                    # ("early" released it above)
                 tp.mbarrier_arrive(empty[(k + STAGES - 1) % STAGES])   # wg: tile k - 1's stage
         tp.mma_wait(0)
         tp.assert_tag(tp.mma_operands(acc), lambda a, b: a[2] == b[1])   # wg: contraction indices agree
