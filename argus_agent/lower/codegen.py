@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 
 from .core import Pointwise, Reduction, RowFused, Scan
+from .ops_attention import AttentionTemplate, render_attention
 from .render_flat import needs_i64, render_pointwise, render_reduction
 from .render_rows import render_row_fused, render_scan
 from .render_stats import render_arg_reduction, render_welford
@@ -22,6 +23,7 @@ from .templates import (
     Fp32GemmTemplate,
     MatmulTemplate,
     fuse_epilogues,
+    preset_source,
     render_gemm_template,
     render_template,
 )
@@ -51,6 +53,12 @@ def render_program(prog, precision: str = "fp32 (as the reference)") -> str:
             srcs, lines = render_gemm_template(k, n, prog.target, buffers, templates_done)
             kernels_src += srcs
             launches += [(None, line, None) for line in lines]
+            continue
+        if isinstance(k, AttentionTemplate):
+            if "attention" not in templates_done:
+                kernels_src.append(preset_source("attention", prog.target))
+                templates_done.add("attention")
+            launches += [(None, line, None) for line in render_attention(k)]
             continue
         if isinstance(k, MatmulTemplate):
             src, line = render_template(k, prog.target)

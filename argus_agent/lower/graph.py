@@ -3,6 +3,13 @@
 Parameters, buffers and the user's inputs are graph inputs with known shapes and dtypes; every call is a
 core-ATen op overload whose `meta["val"]` holds its result's shape and dtype, and whose `stack_trace` names the
 reference's source line.
+
+`scaled_dot_product_attention` stays one node (its decomposition is left out of the table): the lowering runs
+the stdlib attention kernel where the target has one and the call suits it, and otherwise decomposes that node
+itself with torch's own table (`ops_attention.py`). torch 2.13's export emits only
+`aten.scaled_dot_product_attention.default` for `F.scaled_dot_product_attention` (causal or not, masked or not,
+`enable_gqa` or not); the backend-specific `_scaled_dot_product_*_attention*` ops appear only when a program
+calls them by name, and those still decompose to core ATen.
 """
 
 from __future__ import annotations
@@ -34,13 +41,26 @@ class Captured:
     n_user_inputs: int = 0
 
 
+# ops kept whole through capture: each has a lowering that picks a stdlib kernel or decomposes the node itself
+KEPT_WHOLE = ("aten.scaled_dot_product_attention.default",)
+
+
+def decomposition_table():
+    """torch.export's default core-ATen decompositions, less those of the ops in KEPT_WHOLE."""
+    table = torch.export.default_decompositions()
+    for op in list(table.keys()):
+        if str(op) in KEPT_WHOLE:
+            table.pop(op)
+    return table
+
+
 def capture_program(model: torch.nn.Module, inputs: list) -> Captured:
     """Export `model(*inputs)` and decompose it to core ATen (raises LoweringError with the reason)."""
     try:
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")   # export's internal deprecation chatter is not the user's concern
             ep = torch.export.export(model, tuple(inputs), strict=False)
-            ep = ep.run_decompositions()
+            ep = ep.run_decompositions(decomposition_table())
     except Exception as e:  # export failures come in many types; the message is what the user needs
         msg = str(e).strip().splitlines()
         raise LoweringError(f"torch.export could not capture Model.forward: {type(e).__name__}: "

@@ -1,0 +1,248 @@
+"""`scaled_dot_product_attention`: the stdlib attention kernels where they apply, else torch's own decomposition.
+
+Capture keeps the op whole (graph.KEPT_WHOLE). On sm_90a a call that meets the kernels' preconditions becomes an
+`AttentionTemplate`: the host program launches `attention_fwd` (FlashAttention-3 shaped, stdlib_kernels/
+attention.py) on (B*H, S, D) views of the operand buffers, or, for at most 16 queries per head without a causal
+mask, split-KV decoding (`attention_decode` + `attention_merge`). Anything else (fp32 and fp16 operands, other
+head dims, masks, dropout, the CPU target) is decomposed here by torch's own table (the math form: bmm, softmax,
+bmm, masks included) and those core-ATen ops are lowered one by one, exactly as a fully decomposed capture
+would have them; the reason is logged (logger `argus_agent.lower`).
+
+Preconditions of the kernel path (each failing one is the logged reason):
+- target sm_90a; q, k and v bfloat16 (the kernels are bf16 in and out with fp32 softmax statistics; fp32
+  attention is never run in bf16: precision follows PyTorch);
+- head dim 64 or 128, the same for q, k and v; no attn_mask; dropout_p 0; scale None or positive;
+- batch dims equal; query heads equal to KV heads, or a multiple of them with enable_gqa;
+- is_causal is torch's top-left form (key j visible to query i when j <= i): the forward kernel's; the decode
+  kernel's causal form is bottom-right, so decoding takes only non-causal calls (or SQ == SKV, where both agree).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.fx as fx
+
+from .core import Buffer, LTensor, buffer_tensor
+from .graph import LoweringError, source_line
+from .index import Var, unflatten
+from .registry import register
+
+log = logging.getLogger("argus_agent.lower")
+
+DECODE_MAX_QUERIES = 16     # attention_decode packs GROUP * QLEN rows per KV head, QLEN <= 16
+NUM_SMS = 132               # H100 SXM: decode splits the keys for two waves of blocks
+
+
+@dataclass
+class AttentionTemplate:
+    """out (BH, SQ, D) in bf16 = softmax(q k^T * scale) v, q (BH, SQ, D), k and v (BHKV, SKV, D) buffers,
+    BH = GROUP * BHKV (query head bh reads KV head bh // GROUP); lse (BH, SQ) f32 gets each row's
+    log-sum-exp. `splits` > 0: split-KV decoding, partial outputs in `parts` / `lse_parts`."""
+
+    out: Buffer
+    q: Buffer
+    k: Buffer
+    v: Buffer
+    lse: Buffer
+    bh: int
+    bhkv: int
+    sq: int
+    skv: int
+    d: int
+    causal: bool
+    scale: float
+    what: str = ""
+    kernel: str = "attention"
+    splits: int = 0
+    chunk: int = 0
+    parts: Buffer | None = None
+    lse_parts: Buffer | None = None
+
+    @property
+    def K(self) -> int:         # the longest sum the kernel runs (the softmax denominator), for tolerances
+        return self.skv
+
+
+def kernel_plan(target: str, q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa) -> tuple:
+    """("fwd" | "decode", group) when the stdlib kernels compute this call, else (None, the reason)."""
+    if target != "sm_90a":
+        return None, f"target {target} has no attention kernel (sm_90a has)"
+    dts = {t.dtype for t in (q, k, v)}
+    if dts != {torch.bfloat16}:
+        names = "/".join(sorted(str(d).replace("torch.", "") for d in dts))
+        return None, (f"operands are {names}; the stdlib attention kernel is bf16 only (an fp32 reference is "
+                      "matched in fp32, never silently in bf16)")
+    if attn_mask is not None:
+        return None, "attn_mask is given (the kernel takes is_causal only)"
+    if dropout_p:
+        return None, f"dropout_p={dropout_p}"
+    if scale is not None and not scale > 0:
+        return None, f"scale={scale} (the kernel folds a positive scale into exp2)"
+    if len(q.shape) < 3 or len(k.shape) != len(q.shape) or len(v.shape) != len(q.shape):
+        return None, f"operands of rank {len(q.shape)}/{len(k.shape)}/{len(v.shape)} (need (..., H, S, D) alike)"
+    d = q.shape[-1]
+    if d not in (64, 128) or k.shape[-1] != d or v.shape[-1] != d:
+        return None, f"head dims {d}/{k.shape[-1]}/{v.shape[-1]} (the kernel takes 64 or 128, the same for q, k, v)"
+    if k.shape != v.shape:
+        return None, f"k {k.shape} and v {v.shape} differ"
+    if q.shape[:-3] != k.shape[:-3]:
+        return None, f"batch dims {q.shape[:-3]} and {k.shape[:-3]} differ (broadcast batches)"
+    h, hkv = q.shape[-3], k.shape[-3]
+    if h != hkv and not (enable_gqa and hkv and h % hkv == 0):
+        return None, f"{h} query heads against {hkv} KV heads" + ("" if enable_gqa else " without enable_gqa")
+    sq, skv = q.shape[-2], k.shape[-2]
+    if sq == 0 or skv == 0:
+        return None, "an empty sequence"
+    bh = math.prod(q.shape[:-2])
+    if bh >= 65536 or bh * max(sq, skv) * d >= 2**31:
+        return None, f"{bh} heads x {max(sq, skv)} x {d} exceeds the kernel's 32-bit grid and indices"
+    group = h // hkv
+    if sq <= DECODE_MAX_QUERIES and (not is_causal or sq == skv) and skv > sq:
+        return "decode", group
+    return "fwd", group
+
+
+def _plain(ctx, t: LTensor, base: str) -> Buffer:
+    """The buffer holding `t`'s elements in row-major order: its own when it reads one so, else a copy."""
+    i = Var("i", t.numel)
+    v = t(unflatten(i, t.shape))
+    if v.op == "load" and v.args[1] == i and not v.args[2]:
+        buf = next((b for b in ctx.buffers if b.name == v.args[0]), None)
+        if buf is not None and buf.numel == t.numel and buf.dtype == t.dtype:
+            return buf
+    return ctx.realize(LTensor(t.shape, t.dtype, t._fn), base).buffer
+
+
+def _template(ctx, plan, group, q, k, v, is_causal, scale) -> LTensor:
+    from stdlib_kernels import attention
+
+    qb, kb, vb = _plain(ctx, q, "attn_q"), _plain(ctx, k, "attn_k"), _plain(ctx, v, "attn_v")
+    sq, d = q.shape[-2:]
+    skv = k.shape[-2]
+    bh = math.prod(q.shape[:-2])
+    bhkv = bh // group
+    out = ctx.add_buffer("attn", q.shape, torch.bfloat16)
+    lse = ctx.add_buffer("attn_lse", (bh, sq), torch.float32)
+    scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
+    t = AttentionTemplate(out, qb, kb, vb, lse, bh, bhkv, sq, skv, d, bool(is_causal), scale, ctx.note)
+    if plan == "decode":
+        rows = group * sq
+        consumers = 1 if rows <= 64 else 2
+        bn = 128
+        tiles = -(-skv // bn)
+        m_blocks = -(-rows // (64 * consumers))
+        splits = max(1, min(tiles, -(-2 * NUM_SMS // (bhkv * m_blocks))))
+        chunk = -(-tiles // splits) * bn
+        splits = -(-skv // chunk)          # every split holds at least one key
+        t.splits, t.chunk = splits, chunk
+        t.parts = ctx.add_buffer("attn_parts", (splits, bhkv, rows, d), torch.float32)
+        t.lse_parts = ctx.add_buffer("attn_lse_parts", (splits, bhkv, rows), torch.float32)
+        assert d in attention.DECODE_STAGES
+    ctx.kernels.append(t)
+    return buffer_tensor(out)
+
+
+def render_attention(t: AttentionTemplate) -> list[str]:
+    """Host lines: the stdlib kernels on (BH, S, D) views of the flat buffers."""
+    from stdlib_kernels import attention
+
+    scale_log2 = t.scale * math.log2(math.e)
+    q, k, v = (f"{b.name}.view({n}, {s}, {t.d})" for b, n, s in ((t.q, t.bh, t.sq), (t.k, t.bhkv, t.skv),
+                                                                   (t.v, t.bhkv, t.skv)))
+    if not t.splits:
+        params = {**attention.PRESETS[t.d], "CAUSAL": t.causal, "GROUP": t.bh // t.bhkv}
+        kw = ", ".join(f"{a}={b!r}" for a, b in params.items())
+        grid = f"lambda m: (tp.cdiv({t.sq}, 64 * m['CONSUMERS']), {t.bh})"
+        return [f"launch(attention_fwd, {grid}, {q}, {k}, {v}, {t.out.name}.view({t.bh}, {t.sq}, {t.d}), "
+                f"{t.lse.name}.view({t.bh}, {t.sq}), {scale_log2!r}, {kw})"]
+    rows = t.bh // t.bhkv * t.sq
+    params = dict(HEAD_DIM=t.d, BN=128, STAGES=attention.DECODE_STAGES[t.d], CONSUMERS=1 if rows <= 64 else 2,
+                  QLEN=t.sq, CAUSAL=t.causal)
+    kw = ", ".join(f"{a}={b!r}" for a, b in params.items())
+    m_blocks = -(-rows // (64 * params["CONSUMERS"]))
+    op = f"{t.parts.name}.view({t.splits}, {t.bhkv}, {rows}, {t.d})"
+    lp = f"{t.lse_parts.name}.view({t.splits}, {t.bhkv}, {rows})"
+    # the GROUP query heads of a KV head are adjacent: (B*H, QLEN, D) is (B*HKV, GROUP*QLEN, D) as it lies
+    qp = f"{t.q.name}.view({t.bhkv}, {rows}, {t.d})"
+    return [f"launch(attention_decode, ({t.splits}, {t.bhkv}, {m_blocks}), {qp}, {k}, {v}, {op}, {lp}, "
+            f"{scale_log2!r}, {t.chunk}, {kw})",
+            f"launch(attention_merge, ({t.bhkv}, {-(-rows // 16)}), {op}, {lp}, "
+            f"{t.out.name}.view({t.bhkv}, {rows}, {t.d}), {t.lse.name}.view({t.bhkv}, {rows}), HEAD_DIM={t.d})"]
+
+
+def _decompose(ctx, node, args: list, kwargs: dict) -> LTensor:
+    """Lower the node through torch's own decomposition of it (the core-ATen ops a full capture would hold)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from .program import _lower_node
+
+    slots, fakes = [], []
+    with FakeTensorMode():
+        for a in list(node.args) + list(node.kwargs.values()):
+            if isinstance(a, fx.Node):
+                val = a.meta["val"]
+                slots.append(a)
+                fakes.append(torch.empty(tuple(val.shape), dtype=val.dtype))
+    n_args = len(node.args)
+    keys = list(node.kwargs)
+
+    def call(*tensors):
+        it = iter(tensors)
+        flat = [next(it) if isinstance(a, fx.Node) else a for a in list(node.args) + list(node.kwargs.values())]
+        return node.target(*flat[:n_args], **dict(zip(keys, flat[n_args:])))
+
+    with torch.no_grad():
+        gm = make_fx(call, decomposition_table=torch.export.default_decompositions(), tracing_mode="fake")(*fakes)
+    env: dict = {}
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for ph, src in zip(placeholders, slots):
+        env[ph] = ctx_env_value(src, args, kwargs, node)
+    result = None
+    for n in gm.graph.nodes:
+        if n.op == "call_function":
+            n.meta["stack_trace"] = node.meta.get("stack_trace")
+            env[n] = _lower_node(ctx, n, env)
+        elif n.op == "get_attr":
+            raise LoweringError(f"{source_line(node)}: torch's decomposition of `{node.target}` reads a constant "
+                                "tensor, which is not lowered")
+        elif n.op == "output":
+            res = n.args[0]
+            result = env[res[0] if isinstance(res, (tuple, list)) else res]
+    return result
+
+
+def ctx_env_value(src_node, args, kwargs, node):
+    """The lowered value of the SDPA node's operand `src_node` (positional or keyword)."""
+    for a, val in zip(node.args, args):
+        if a is src_node:
+            return val
+    for key, a in node.kwargs.items():
+        if a is src_node:
+            return kwargs[key]
+    raise AssertionError(f"operand {src_node} not found")
+
+
+@register("aten.scaled_dot_product_attention.default")
+def _sdpa(ctx, node, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None, enable_gqa=False):
+    plan, why = kernel_plan(ctx.target, q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa)
+    if plan is not None:
+        return _template(ctx, plan, why, q, k, v, is_causal, scale)
+    log.info("%s: scaled_dot_product_attention decomposed to bmm/softmax/bmm: %s", source_line(node), why)
+    ctx.attention_fallbacks = getattr(ctx, "attention_fallbacks", []) + [f"{source_line(node)}: {why}"]
+    result = _decompose(ctx, node, [q, k, v, attn_mask, dropout_p, is_causal][:len(node.args)],
+                        dict(node.kwargs))
+    if not isinstance(result, LTensor):
+        raise LoweringError(f"{source_line(node)}: the decomposition of scaled_dot_product_attention gave "
+                            f"{type(result).__name__}")
+    return result
+
+
+def fallbacks(ctx) -> list:
+    """'file:line: reason' per SDPA call that was decomposed instead of running the stdlib kernel."""
+    return list(getattr(ctx, "attention_fallbacks", []))
+
