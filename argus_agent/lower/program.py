@@ -101,7 +101,11 @@ def _plain_buffer(ctx: Context, t: LTensor):
     if v.op != "load" or v.args[1] != i or v.args[2]:
         return None
     buf = next((b for b in ctx.buffers if b.name == v.args[0]), None)
-    if buf is None or buf.numel != t.numel or vals.compute_dtype(buf.dtype) != buf.dtype or buf.dtype != t.dtype:
+    if buf is None or buf.numel != t.numel or buf.dtype != t.dtype:
+        return None
+    # a half buffer is taken as it is only from a kernel that stores that type itself (stdlib attention)
+    if vals.compute_dtype(buf.dtype) != buf.dtype and not any(
+            isinstance(k, ops_attention.AttentionTemplate) and k.out is buf for k in ctx.kernels):
         return None
     return buf
 
