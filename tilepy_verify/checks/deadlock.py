@@ -194,11 +194,12 @@ def _blocked_before(ctx, sync, w, mw, x, mx):
         return out
     roles = {tuple(v.point.role) for v in list(sync.waits) + list(ctx.analysis.arrives)}
     limit = len(roles) if MAX_ROLES is None else min(MAX_ROLES, len(roles))
-    out += _chain(ctx, sync, w, tw, x, mx, [tuple(w.point.role)], max(1, limit - 1), first=True)
+    out += _chain(ctx, sync, w, tw, x, mx, [tuple(w.point.role)], max(1, limit - 1), first=True,
+                  held=[(tuple(w.point.role), tw)])
     return out
 
 
-def _chain(ctx, sync, w, tw, x, mx, visited, depth, first=False):
+def _chain(ctx, sync, w, tw, x, mx, visited, depth, first=False, held=None):
     """Hops from arrive instance x: a wait w2 of x's role before x, the arrive x2 that completes the phase
     w2 needs; closing where x2 is in w's role after w, else on through x2's role (a role not yet visited).
     The first hop tries the latest three executions of w2 before x; later hops the latest one (this
@@ -207,11 +208,13 @@ def _chain(ctx, sync, w, tw, x, mx, visited, depth, first=False):
     deadlock at worst, never a false one)."""
     A = ctx.analysis
     out = []
+    held = held if held is not None else [(tuple(w.point.role), tw)]
     for w2 in sync.waits:
         if w2 is w or not in_line(w2.point.role, x.point.role) or any(in_line(w2.point.role, r) for r in visited):
             continue
         C2 = A.mbarriers.get(w2.bar)
-        if C2 is None or sole_role(A, w2.bar) is None:
+        several = sole_role(A, w2.bar) is None and bool(A.arrive_roles.get(w2.bar))
+        if C2 is None or (sole_role(A, w2.bar) is None and not several):
             continue
         tried = instances_before(w2.point, x.point, mx, depth=3 if first else 2)
         if not first and len(tried) == 2:
@@ -221,11 +224,20 @@ def _chain(ctx, sync, w, tw, x, mx, visited, depth, first=False):
             before_x = AND(vw2, subst(w2.point.path, mw2), order)
             if before_x is False:
                 continue
+            if several:
+                got = _several_hop(ctx, sync, w, tw, w2, mw2, visited, depth, held)
+                if got is not None:
+                    cond, hop = got
+                    out.append((AND(before_x, cond), [hop]))
+                continue
             need2 = (subst(w2.phase, mw2) + 1) * C2
             for x2 in A.arrives:
                 if x2.bar != w2.bar or not sync.exact_arrive(x2):
                     continue
-                closes = in_line(x2.point.role, w.point.role)
+                # x2 closes the chain where its role waits in it (w's role, or an earlier hop's): it comes
+                # after that wait, which is held back itself
+                held_at = [t for r, t in held if in_line(x2.point.role, r)]
+                closes = bool(held_at)
                 if not closes and (depth <= 1 or in_line(x2.point.role, w2.point.role)
                                    or any(in_line(x2.point.role, r) for r in visited)):
                     continue
@@ -238,11 +250,66 @@ def _chain(ctx, sync, w, tw, x, mx, visited, depth, first=False):
                 base = AND(before_x, cmp(">=", subst(w2.phase, mw2), 0), hit2)
                 hop = (w2, mw2, x2, mx2)
                 if closes:
-                    out.append((AND(base, cmp(">", subst(x2.point.counters.get("T", 0), mx2), tw)), [hop]))
+                    tx2 = subst(x2.point.counters.get("T", 0), mx2)
+                    out.append((AND(base, OR(*(cmp(">", tx2, t) for t in held_at))), [hop]))
                     continue
-                for c, rest in _chain(ctx, sync, w, tw, x2, mx2, visited + [tuple(w2.point.role)], depth - 1):
+                tw2 = subst(w2.point.counters.get("T", 0), mw2)
+                for c, rest in _chain(ctx, sync, w, tw, x2, mx2, visited + [tuple(w2.point.role)], depth - 1,
+                                      held=held + [(tuple(w2.point.role), tw2)]):
                     out.append((AND(base, c), [hop] + rest))
     return out
+
+
+def _several_hop(ctx, sync, w, tw, w2, mw2, visited, depth, held):
+    """(condition, hop) for a hop through a wait w2 (renamed by mw2) on an mbarrier several roles arrive on:
+    its phase needs (q2 + 1) C arrivals summed over the roles, and, for fresh per-role counts a_R whose sum
+    falls short, each role R's arrival with index a_R is missing (R never makes that many) or held back by
+    a wait of the cycle: R is in the line of a role that waits in it (w's role, w2's own, or an earlier
+    hop's) and the arrival comes after that wait, or it comes after a further chain of waits that closes at
+    an arrival w's role makes after w. Every wait of the cycle then needs an arrival made only after a wait
+    of the cycle: none returns first. A role whose arrive indices are not exact gives no hop (a missed
+    deadlock at worst). hop = (w2, mw2, x, mx, counts): x, mx the first role's arrive that the model holds
+    back, counts [(role name, a_R term)] for the counterexample."""
+    A = ctx.analysis
+    C2 = A.mbarriers.get(w2.bar)
+    q2 = subst(w2.phase, mw2)
+    need2 = (q2 + 1) * C2
+    memo = ctx.__dict__.setdefault("_deadlock_valid", {})
+    held = held + [(tuple(w2.point.role), subst(w2.point.counters.get("T", 0), mw2))]
+    n = ctx.__dict__["_deadlock_hops"] = ctx.__dict__.get("_deadlock_hops", 0) + 1
+    total, roles, counts, rep = None, [], [], None
+    for i, R in enumerate(sorted(A.arrive_roles[w2.bar], key=repr)):
+        a = fresh_count(f"__hop{n}_{i}@1")
+        xs = [x for x in A.arrives if x.bar == w2.bar and tuple(x.point.role) == R]
+        if not xs:
+            return None
+        missing, blocked = [], []
+        for x in xs:
+            if id(x) not in memo:
+                memo[id(x)] = always_valid(ctx.solver, x)
+            got = latest_counted(x.point, x.index, x.key, a + 1) if memo[id(x)] else None
+            if got is None:
+                return None  # this role's arrivals are not exact: no hop
+            mx, vx = got
+            hit = AND(vx, subst(x.point.path, mx), cmp("==", subst(x.index, mx), a))
+            missing.append(NOT(hit))
+            tx = subst(x.point.counters.get("T", 0), mx)
+            for role, t in held:
+                if in_line(tuple(x.point.role), role):
+                    blocked.append(AND(hit, cmp(">", tx, t)))
+            if depth > 1 and not any(in_line(tuple(x.point.role), r) for r, _ in held):
+                for c, _rest in _chain(ctx, sync, w, tw, x, mx, visited + [tuple(w2.point.role)], depth - 1,
+                                       held=held):
+                    blocked.append(AND(hit, c))
+        if rep is None:
+            rep = (xs[0], {})
+        roles.append(AND(cmp(">=", a, 0), OR(AND(*missing), *blocked)))
+        counts.append((_roles(xs[0].point), a))
+        total = a if total is None else total + a
+    cond = AND(cmp(">=", q2, 0), cmp("<", total, need2), *roles)
+    if cond is False:
+        return None
+    return cond, (w2, mw2, rep[0], rep[1], counts)
 
 
 def _precedes(ctx, w2, x) -> bool:
@@ -279,22 +346,34 @@ def _finding(ctx, w, mw, model, C, cyc, done):
         msg = f"deadlock: mbarrier_wait on '{bar}' waits for an arrival its own role makes only after the wait"
         return Finding("deadlock", "error", msg, w.span, cex, x.span)
     hops = []
-    for w2, mw2, x2, _mx2 in extra:
-        hops.append({"role": _roles(w2.point), "barrier": w2.bar.removeprefix("mbar:"),
-                     "phase": _eval_or_none(ctx, subst(w2.phase, mw2), model),
-                     "iteration": {lp.name: _eval_or_none(ctx, subst(lp.var, mw2), model) for lp in w2.point.loops},
-                     "line": w2.span.line, "arrive_line": x2.span.line})
+    for hop in extra:
+        w2, mw2, x2 = hop[:3]
+        h = {"role": _roles(w2.point), "barrier": w2.bar.removeprefix("mbar:"),
+             "phase": _eval_or_none(ctx, subst(w2.phase, mw2), model),
+             "iteration": {lp.name: _eval_or_none(ctx, subst(lp.var, mw2), model) for lp in w2.point.loops},
+             "line": w2.span.line, "arrive_line": x2.span.line}
+        h["how"] = f"completed by the arrive at line {x2.span.line}"
+        if len(hop) > 4:  # an mbarrier several roles arrive on: the arrivals summed over them fall short
+            C2 = A.mbarriers.get(w2.bar)
+            need = (h["phase"] + 1) * C2 if isinstance(h["phase"], int) else "?"
+            h["arrivals"] = {name: _eval_or_none(ctx, a, model) for name, a in hop[4]}
+            h["how"] = (f"which needs {need} arrivals in all from {len(hop[4])} roles (count {C2}), but "
+                        + ", ".join(f"{name} can make at most {n}" for name, n in h["arrivals"].items())
+                        + " before the cycle's waits return")
+        hops.append(h)
     first = hops[0]
     cex.update({"roles": (who,) + tuple(h["role"] for h in hops), "other_barrier": first["barrier"],
                 "other_phase": first["phase"], "other_iteration": first["iteration"],
                 "chain": tuple(f"{h['role']} wait at line {h['line']}, iteration {h['iteration'] or '(before loops)'}, "
-                               f"for phase {h['phase']} of '{h['barrier']}' (arrive at line {h['arrive_line']})"
-                               for h in hops)})
+                               f"for phase {h['phase']} of '{h['barrier']}' ("
+                               + (f"arrive at line {h['arrive_line']}" if "arrivals" not in h else
+                                  "arrived on by " + ", ".join(f"{k}: at most {v}" for k, v in h["arrivals"].items()))
+                               + ")" for h in hops)})
     if len(hops) == 1:
         h = first
         cex["detail"] = (f"{here}, completed by the arrive at line {x.span.line} ({h['role']}); {h['role']} first "
                          f"wait at line {h['line']}, iteration {h['iteration'] or '(before loops)'}, for phase "
-                         f"{h['phase']} of '{h['barrier']}', completed by the arrive at line {h['arrive_line']}, "
+                         f"{h['phase']} of '{h['barrier']}', {h['how']}, "
                          f"which {who} reach only after line {w.span.line}: a cycle of waits")
         msg = (f"deadlock: a cycle of mbarrier waits: '{bar}' (line {w.span.line}) waits for {h['role']}, which "
                f"waits on '{h['barrier']}' (line {h['line']}) for {who}")
@@ -303,8 +382,7 @@ def _finding(ctx, w, mw, model, C, cyc, done):
     for k, h in enumerate(hops):
         nxt = hops[k + 1]["role"] if k + 1 < len(hops) else who
         steps.append(f"{h['role']} first wait at line {h['line']}, iteration {h['iteration'] or '(before loops)'}, "
-                     f"for phase {h['phase']} of '{h['barrier']}', completed by the arrive at line "
-                     f"{h['arrive_line']} ({nxt})")
+                     f"for phase {h['phase']} of '{h['barrier']}', {h['how']} ({nxt})")
     cex["detail"] = "; ".join(steps) + f", which {who} reach only after line {w.span.line}: a cycle of waits"
     ring = "".join(f", which waits on '{h['barrier']}' (line {h['line']}) for "
                    f"{hops[k + 1]['role'] if k + 1 < len(hops) else who}" for k, h in enumerate(hops))
