@@ -43,6 +43,8 @@ from .values import (
     after_loop,
     compose,
     compose_v,
+    fold,
+    foldable,
     intersect,
     join,
     same_value,
@@ -189,9 +191,14 @@ class _Walker(MemoryEvents):
             lp.base.setdefault(k, 0)
         # Pass 2: the real walk, counters affine in the iteration index.
         env2 = dict(st.env)
+        folds = {}
         for name in carried:
             v0, v1 = st.env[name], env1.get(name)
             env2[name] = join(v0, v1)
+            if foldable(v0, v1, env2[name]):
+                # an accumulator whose tag changes every iteration: the fold of the iterations before this one
+                folds[name] = (v0, v1)
+                env2[name] = fold(v0, v1, lp, after=False)
         env2[s.var] = lp.var
         n = lp.index()
         ctr = {k: lp.base[k] + n * lp.cost[k] for k in lp.cost}
@@ -212,7 +219,9 @@ class _Walker(MemoryEvents):
             last = subst(v, {lp.var.name: lp.start + (lp.trip - 1) * lp.step}) if closed[k] else False
             st.avalid[k] = AND(st.avalid.get(k, True), OR(cmp("==", lp.trip, 0), last))
         for name in _assigned(s.body):
-            if name in st2.env:
+            if name in folds:
+                st.env[name] = fold(*folds[name], lp, after=True)
+            elif name in st2.env:
                 st.env[name] = join(st.env.get(name), after_loop(st2.env[name], lp))
 
     def prefix_closed(self, lp, v) -> bool:

@@ -110,7 +110,10 @@ def _ev(node, env):
     if kind == "cmp":
         return tag_cmp(node[1], _ev(node[2], env), _ev(node[3], env))
     if kind == "bool":
-        a, b = _truth(_ev(node[2], env)), _truth(_ev(node[3], env))
+        a = _truth(_ev(node[2], env))
+        if a is (node[1] == "or"):  # decided by its left operand (as Python's): the right one may not apply
+            return a
+        b = _truth(_ev(node[3], env))
         return AND(a, b) if node[1] == "and" else OR(a, b)
     if kind == "not":
         return NOT(_truth(_ev(node[1], env)))

@@ -1,6 +1,6 @@
 """Operations on the verifier's abstract values (events.py): scalar arithmetic on symbolic terms, joining
-two values where control flow merges, a value seen after its loop, the tags of MMA results, tags composed
-through coordinate maps."""
+two values where control flow merges, a value seen after its loop, the fold of a loop-carried accumulator, the
+tags of MMA results, tags composed through coordinate maps."""
 
 from __future__ import annotations
 
@@ -186,3 +186,34 @@ def after_loop(v, lp: Loop):
     if isinstance(v, Sym) and lp.var in free_vars(v):
         return fresh("after")
     return v
+
+
+def foldable(v0, v1, joined) -> bool:
+    """Whether a loop-carried value is an accumulator `fold` summarizes: a register tile whose tag changes in
+    the body (`join` of its value before the loop and after one iteration lost the tag), not an MMA result."""
+    return (isinstance(v0, Reg) and isinstance(v1, Reg) and isinstance(joined, Reg) and joined.tag is top_tag
+            and not joined.pairs)
+
+
+def fold(v0, v1, lp: Loop, after: bool):
+    """The tag of an accumulator carried through loop `lp` (`acc = f(acc, x)`), a loop summary instead of an
+    unknown tag. Element c is ("fold", n, k, t) for each iteration k in [0, n) that folded into it, t the tag
+    of the body's result at iteration k with every carried value in it read as its value before the loop
+    (`v1`: the first pass's walk of one iteration), and ("fold", n, None, t0) for each alternative t0 of its
+    value before the loop (`v0`). n is the number of iterations folded: at the top of the body the iteration
+    index, after the loop the trip count. So an assertion states which elements each iteration combines
+    (through k) and how many iterations there were (n): a reduction over chunks proves that every chunk is
+    read, the last one included, and that the chunks cover the range."""
+    t0 = v0.tag if v0.tag is not None else untagged
+    t1 = v1.tag if v1.tag is not None else untagged
+
+    def tag(c, t0=t0, t1=t1, lp=lp, after=after):
+        n = lp.trip if after else lp.index()
+        k = fresh(f"{lp.name}.fold")
+        m = {lp.var.name: lp.start + k * lp.step}
+        live = AND(cmp(">=", k, 0), cmp("<", k, n))
+        out = [Alt(a.cond, ("fold", n, None, a.tag), a.src) for a in t0(c)]
+        out += [Alt(AND(live, subst(a.cond, m)), ("fold", n, k, subst_tag(a.tag, m)), a.src) for a in t1(c)]
+        return out
+
+    return Reg(v1.type, tag, None, (), v1.src)

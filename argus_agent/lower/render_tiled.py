@@ -225,12 +225,17 @@ def _tiled_kernel(k: Reduction, kname, buffers, bm, br, S, C, partial):
         return _tiled_epilogue(k, kname, buffers, em, body, final, row, bm, br, C, one)
     body.append(f"res = {final}(acc, axis={1 if row else 0})")
     line, ov = store_result(em, partial if partial is not None else k.out, k, row, "res", S)
-    if one and partial is None and _is_tile(k.value):
-        # one chunk, no loop-carried accumulator: what each stored element is the reduction of
+    if _is_tile(k.value):
+        # what each stored element is the reduction of: one chunk (straight-line), or the fold of the chunk
+        # loop (every chunk of the block's range, once); a split partial s covers [s C, s C + C)
         masked = S * C != k.R
+        coords = ("m",) if row else ("o", "i")
+        if partial is not None:
+            coords = ("s", "m") if row else ("o", "s", "i")
         claim = lower_tags.reduction_store_assertion(
-            k.value, line[len("tp.store("):line.index("[")], ("m",) if row else ("o", "i"), br,
-            (lambda s: (None, (None, s), None)) if masked else (lambda s: (None, s)))
+            k.value, line[len("tp.store("):line.index("[")], coords, br,
+            (lambda s: (None, (None, s), None)) if masked else (lambda s: (None, s)),
+            fold=None if one else cdiv(C, br), lo="s" if partial is not None else None)
         if claim:
             body.insert(0, claim)
     body.append(line)
@@ -258,13 +263,14 @@ def _tiled_epilogue(k, kname, buffers, em, body, final, row, bm, br, C, one=Fals
         line, ov = store_result(em, buf, k, row, text, keep=True)
         body.append(line)
         outs.append(ov)
-        if one and _is_tile(k.value) and _is_tile(value):
-            # one chunk: the epilogue's value at the output index, the reduction read as its reduced set
+        if _is_tile(k.value) and _is_tile(value):
+            # the epilogue's value at the output index, the reduction read as its reduced set (one chunk) or
+            # as the fold of its chunk loop
             wrap = (lambda s: (None, (None, s), None)) if C != k.R else (lambda s: (None, s))
             claim = lower_tags.row_fused_store_assertion(
                 value if buf is out_buf else vals.load(k.out.name, key, k.out.dtype),
                 {k.out.name: (k.value, wrap, key)}, line[len("tp.store("):line.index("[")],
-                ("m", None) if row else ("o", None, "i"), br)
+                ("m", None) if row else ("o", None, "i"), br, fold=None if one else cdiv(C, br))
             if claim:
                 body.insert(0, claim)
     consts, grid = reduction_consts(k, row, bm, br, C, 1)

@@ -322,7 +322,19 @@ def _affine_in_r(s) -> bool:
     return all(_affine_in_r(x) for x in s)
 
 
-def reduction_store_assertion(value, out_param: str, coords: tuple, bound, wrap) -> str | None:
+def fold_claim(tv: str, inner: str, rel: str, trips: int, chunk: int) -> str:
+    """The condition on a loop-carried accumulator's tag `tv` (the verifier's fold summary: ("fold", n, k, t)
+    for each iteration k of n that folded t in, ("fold", n, None, t0) for its value before the loop, here an
+    untagged tp.full) that it folds exactly `trips` iterations, iteration k reading the `chunk` elements from
+    k * chunk on: `inner` the condition on t, `rel` the reduction index t stands for, from the chunk range's
+    start. With the tile's lanes (tp.sum over the tile) these are the whole range [0, trips * chunk): no chunk
+    skipped, read twice or read at another iteration."""
+    return (f'{tv}[0] == "fold" and {tv}[1] == {trips} and ({tv}[2] == None and {tv}[3] == None or '
+            f"{inner} and {rel} // {chunk} == {tv}[2] and 0 <= {rel})")
+
+
+def reduction_store_assertion(value, out_param: str, coords: tuple, bound, wrap, fold: int | None = None,
+                              lo: str | None = None) -> str | None:
     """`tp.assert_tag(out, lambda t, <coords>: t == <tree> and 0 <= r' < bound)` for a reduction's store:
     every element stored at the output's coordinates (`coords`: the loop variables they are, e.g. ("m",) or
     ("o", "i"); None for a coordinate that is none) is the reduction (at any index r' of the tile's reduction
@@ -330,7 +342,9 @@ def reduction_store_assertion(value, out_param: str, coords: tuple, bound, wrap)
     affine in r, so the tree (every other load and every operation) is checked at that r'. `wrap(tree)`: the
     accumulator's update around the value's tag (`acc + v` -> (None, tree)); `bound`: the tile's reduction
     range (an int), or `bound(r', params)` the range condition as text (a scan's prefix). None when the value
-    reads through a gather, has no such load or is untagged."""
+    reads through a gather, has no such load or is untagged. `fold`: the accumulator is carried through a
+    loop of that many chunks of `bound` elements (`fold_claim`); `lo`: a coordinate whose value times C is
+    the start of the block's chunk of the range (a split reduction's partial s covers [s C, s C + C))."""
     from .index import const, substitute
 
     if not ENABLED:
@@ -351,14 +365,19 @@ def reduction_store_assertion(value, out_param: str, coords: tuple, bound, wrap)
     params = [f"c{j}" for j in range(len(coords))]
     names = {x: p for x, p in zip(coords, params) if x is not None}
     base = substitute(leaf.idx, {"r": const(0)})
-    tpath = "t" + "".join(f"[{k}]" for k in path) + "[1]"
+    root = "t" if fold is None else "t[3]"
+    tpath = root + "".join(f"[{k}]" for k in path) + "[1]"
     rtext = f"({tpath} - {_subst_text(base, names)})"
     if coef != 1:
         rtext = f"({rtext} // {coef})"
+    rel = rtext if lo is None else f"({rtext} - {names[lo]} * C)"
     names["r"] = rtext
     tree = _text(s, names)
-    cond = bound(rtext, params) if callable(bound) else f"0 <= {rtext} and {rtext} < {bound}"
-    return f"tp.assert_tag({out_param}, lambda t, {', '.join(params)}: t == {tree} and {cond})"
+    head = f"tp.assert_tag({out_param}, lambda t, {', '.join(params)}: "
+    if fold is not None:
+        return head + fold_claim("t", f"t[3] == {tree}", rel, fold, bound) + ")"
+    cond = bound(rtext, params) if callable(bound) else f"0 <= {rel} and {rel} < {bound}"
+    return head + f"t == {tree} and {cond})"
 
 
 class _Stage:
@@ -370,13 +389,16 @@ class _Stage:
         self.struct = struct
 
 
-def row_fused_store_assertion(value, stages: dict, out_param: str, coords: tuple, bound: int) -> str | None:
+def row_fused_store_assertion(value, stages: dict, out_param: str, coords: tuple, bound: int,
+                              fold: int | None = None) -> str | None:
     """`tp.assert_tag(out, lambda t, c0[, c1]: ...)` for a fused row kernel's store: the stored element is the
     lowering's value at (m, r) = its coordinates, where each read of a reduced stage ({stage buffer: (stage
     value, wrap, the index it is read at)}) is that stage's reduction: the stage value at the output index (m;
     o, i in column mode) and any r' of the row tile ([0, bound)),
     r' solved, per occurrence, from one of its loads (as in `reduction_store_assertion`). None when a value
-    reads through a gather, a stage has no load affine in r, or nothing is tagged."""
+    reads through a gather, a stage has no load affine in r, or nothing is tagged. `fold`: each stage's
+    accumulator is carried through a loop of that many chunks of `bound` elements (`fold_claim`: the stage's
+    place in the tree is its own tag there, the claim on it a condition of its own)."""
     from .index import const, substitute
     from .values import V
 
@@ -410,13 +432,18 @@ def row_fused_store_assertion(value, stages: dict, out_param: str, coords: tuple
                 raise _NoTree()
             rel, leaf, coef = got
             base = substitute(leaf.idx, {"r": const(0)})
-            tpath = "t" + "".join(f"[{k}]" for k in path + rel) + "[1]"
+            here = "t" + "".join(f"[{k}]" for k in path)
+            tpath = (here if fold is None else here + "[3]") + "".join(f"[{k}]" for k in rel) + "[1]"
             inner = {x: names[x] for x in ("m", "o", "i") if x in names}
             rtext = f"({tpath} - {_subst_text(base, inner)})"
             if coef != 1:
                 rtext = f"({rtext} // {coef})"
-            conds.append(f"0 <= {rtext} and {rtext} < {bound}")
-            return text(x.struct, path, dict(inner, r=rtext))
+            if fold is None:
+                conds.append(f"0 <= {rtext} and {rtext} < {bound}")
+                return text(x.struct, path, dict(inner, r=rtext))
+            sub = text(x.struct, path + (3,), dict(inner, r=rtext))
+            conds.append("(" + fold_claim(here, f"{here}[3] == {sub}", rtext, fold, bound) + ")")
+            return here
         subs = [text(a, path + (k,), names) for k, a in enumerate(x)]
         return "(" + ", ".join(subs) + ("," if len(subs) == 1 else "") + ")"
 
