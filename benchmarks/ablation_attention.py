@@ -124,3 +124,35 @@ def section(args) -> dict:
     return {"title": f"attention {b}x{h}x{s}x{d}, bf16, not causal (flash backend: {flops / t_flash / 1e12:.0f} "
                      "TFLOP/s)",
             "ceiling": {"name": "cuDNN SDPA", "us": t_cudnn * 1e6, "TFLOPs": flops / t_cudnn / 1e12}, "rows": rows}
+
+
+def main(argv=None) -> dict:
+    """Run this section alone: print its table, write benchmarks/results/ablation-attention-<device>.json."""
+    import argparse
+    import json
+    import re
+    import time
+
+    import torch
+    from ablation import print_section
+
+    import tilepy_hip
+
+    ap = argparse.ArgumentParser(description="the attention ablation alone")
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
+    args = ap.parse_args(argv)
+    props = torch.cuda.get_device_properties(0)
+    sec = section(args)
+    print_section(sec)
+    res = {"device": props.name, "torch": torch.__version__, "toolchain": tilepy_hip.toolchain_info()["nvidia"],
+           "time": time.strftime("%Y-%m-%d %H:%M:%S"), "attention": sec}
+    out = Path(args.out) / f"ablation-attention-{re.sub(r'[^A-Za-z0-9_.-]+', '_', props.name).strip('_')}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(res, indent=1))
+    print("wrote", out)
+    return res
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    main()

@@ -2,6 +2,7 @@
 writes benchmarks/results/attention-<device>.json.
 
     python benchmarks/attention.py [--quick] [--out DIR]
+    python benchmarks/attention.py --sweep      # the policy variants on the shape classes (attention-sweep-*.json)
 
 Rows: bf16, head dims 128 (16 heads) and 64 (32 heads), sequence lengths 512 to 16k at 16k tokens per
 batch (batch = 16384 / seqlen: batch x heads x row blocks fill the chip), causal and not, plus grouped-query
@@ -151,7 +152,7 @@ def row(b, h, hkv, s, d, causal, g, facts):
     v = torch.randn(b * hkv, s, d, device="cuda", generator=g).bfloat16()
     o = torch.full_like(q, float("nan"))
     lse = torch.empty(b * h, s, device="cuda")
-    params = {**attention.PRESETS[d], "CAUSAL": causal, "GROUP": h // hkv}
+    params = {**attention.policy(d, s, causal), "GROUP": h // hkv}
     key = json.dumps(params, sort_keys=True)
     if key not in facts:
         facts[key] = {"params": params, **kernel_facts(params)}
@@ -177,6 +178,68 @@ def row(b, h, hkv, s, d, causal, g, facts):
             "vs_flash": t_flash / t if t_flash else None, "vs_cudnn": t_cudnn / t if t_cudnn else None,
             "rel_err": err, "flash_rel_err": err_flash, "flash_note": flash_note, "cudnn_note": cudnn_note,
             "kernel": key}
+
+
+# The policy sweep (--sweep): constexprs over PRESETS[d], each timed on the same inputs as the flash backend.
+SWEEP = {
+    64: [("C2 BN128 S4 pipelined (preset)", {}),
+         ("C3 one tile at a time", dict(attention.THREE_CONSUMERS)),
+         ("C3 pipelined", {**attention.THREE_CONSUMERS, "PIPELINE": True}),
+         ("C2 BN256 S3 pipelined", dict(BN=256, STAGES=3)),
+         ("C2 one tile at a time", dict(PIPELINE=False))],
+    128: [("C2 BN128 S3 pipelined (preset)", {}),
+          ("C2 BN128 S2 pipelined", dict(STAGES=2)),
+          ("C2 BN64 S4 pipelined", dict(BN=64, STAGES=4)),
+          ("C2 one tile at a time", dict(PIPELINE=False))],
+}
+SWEEP_ROWS = [(TOKENS // s, 32, 32, s, 64) for s in (512, 4096, 16384)] + [(TOKENS // 512, 16, 16, 512, 128)]
+
+
+def sweep_variants():
+    """(row, causal, name, constexprs) for every timing of the sweep."""
+    for b, h, hkv, s, d in SWEEP_ROWS:
+        for causal in (False, True):
+            for name, extra in SWEEP[d]:
+                yield (b, h, hkv, s, d), causal, name, {**attention.PRESETS[d], **extra, "CAUSAL": causal}
+
+
+def sweep(g, facts) -> list:
+    """Each variant of SWEEP on each row of SWEEP_ROWS, against the flash backend in the same run."""
+    out, last = [], None
+    for (b, h, hkv, s, d), causal, name, params in sweep_variants():
+        if (b, h, hkv, s, d, causal) != last:
+            last = (b, h, hkv, s, d, causal)
+            q = torch.randn(b * h, s, d, device="cuda", generator=g).bfloat16()
+            k = torch.randn(b * hkv, s, d, device="cuda", generator=g).bfloat16()
+            v = torch.randn(b * hkv, s, d, device="cuda", generator=g).bfloat16()
+            o = torch.full_like(q, float("nan"))
+            lse = torch.empty(b * h, s, device="cuda")
+            ref = ref_one_head(q, k, v, causal, 0)
+            q4, k4, v4 = (x.view(b, -1, s, d) for x in (q, k, v))
+            flash, _ = peer(SDPBackend.FLASH_ATTENTION, q4, k4, v4, causal, False)
+            t_flash = timeit(flash)
+        key = json.dumps(params, sort_keys=True)
+        if key not in facts:
+            facts[key] = {"params": params, **kernel_facts(params)}
+        o.fill_(float("nan"))
+
+        def ours(params=params, q=q, k=k, v=v, o=o, lse=lse, causal=causal):
+            attention.launch(q, k, v, o, lse, causal=causal, **params)
+
+        ours()
+        torch.cuda.synchronize()
+        err = rel(o[0], ref)
+        t = timeit(ours)
+        flops = 4 * b * h * s * s * d * (0.5 if causal else 1.0)
+        r = {"batch": b, "heads": h, "seqlen": s, "head_dim": d, "causal": causal, "variant": name, "us": t * 1e6,
+             "TFLOPs": flops / t / 1e12, "flash_TFLOPs": flops / t_flash / 1e12, "vs_flash": t_flash / t,
+             "rel_err": err, "kernel": key}
+        out.append(r)
+        f = facts[key]
+        print(f"{f'{b} x {h} x {s} x {d}':18} {str(causal):6} {name:32} {r['TFLOPs']:7.1f} {r['flash_TFLOPs']:7.1f} "
+              f"{r['vs_flash']:6.2f} {err:8.1e}  regs {f['registers']} consumer LDL/STL "
+              f"{f['sass'].get('consumer', {}).get('LDL')}/{f['sass'].get('consumer', {}).get('STL')}", flush=True)
+    return out
 
 
 DECODE = [(16, 32, 8, 8192, 128), (4, 32, 8, 32768, 128)]  # batch, heads, kv heads, cache length, head dim
@@ -217,6 +280,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer sequence lengths")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
+    ap.add_argument("--sweep", action="store_true", help="time the policy variants (SWEEP) instead of the table")
     args = ap.parse_args(argv)
     props = torch.cuda.get_device_properties(0)
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", props.name).strip("_")
@@ -225,6 +289,13 @@ def main(argv=None):
            "toolchain": tilepy_hip.toolchain_info()["nvidia"], "time": time.strftime("%Y-%m-%d %H:%M:%S"),
            "rows": [], "kernels": {}}
     print(f"{props.name}, torch {torch.__version__}, cuDNN {res['cudnn']}")
+    if args.sweep:
+        res["sweep"] = sweep(g, res["kernels"])
+        path = Path(args.out) / f"attention-sweep-{name}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(res, indent=1))
+        print("wrote", path)
+        return res
     print(f"{'B x H/Hkv x S x D':24} {'causal':6} {'ours TF/s':>9} {'flash':>7} {'cudnn':>7} {'vs flash':>8} "
           f"{'vs cudnn':>8} {'err':>8} {'flash err':>9}")
     fmt = lambda x, f: format(x, f) if x is not None else "-"  # noqa: E731

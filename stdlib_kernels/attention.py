@@ -129,7 +129,6 @@ def attention_fwd(Q: tp.Tensor[tp.bf16, "BH", "SQ", "D"], K: tp.Tensor[tp.bf16, 
         o = tp.zeros((BM, HEAD_DIM), tp.f32, layout=ACC_O)
         m_i = tp.full((BM,), NEG, layout=ROWS)      # running row max (log2 units)
         l_i = tp.zeros((BM,), tp.f32, layout=ROWS)  # running row sum
-        tp.mbarrier_wait(qbar, 0)               # Q has landed
         if PIPELINE:
             # FlashAttention-3's intra-warpgroup overlap. Iteration j issues S_j = Q K_j^T, then O += P_{j-1} V_{j-1},
             # as asynchronous wgmma groups; waits for S_j only (wait_group 1) and computes softmax(S_j) while the
@@ -140,8 +139,11 @@ def attention_fwd(Q: tp.Tensor[tp.bf16, "BH", "SQ", "D"], K: tp.Tensor[tp.bf16, 
             # tile j is phase j // STAGES of empty[j % STAGES] from the first round on. (ptxas keeps wgmma groups
             # asynchronous only where each group's issue and its wait lie on one path: S_j, P V and wait_group 1
             # share a branch.)
+            # (The pre-release comes before the wait for Q, so that the producer's first K and V copies are not
+            # held behind Q's round trip: at 4 key tiles a block, that latency is a large share.)
             for s in tp.static_range(STAGES - 1):
                 tp.mbarrier_arrive(empty[s])
+            tp.mbarrier_wait(qbar, 0)               # Q has landed
             p16 = tp.zeros((BM, BN), tp.bf16, layout=ACC_S)
             for j in range(n_diag + 1):
                 if j > 0 and j - 1 < n_kv:
@@ -161,8 +163,9 @@ def attention_fwd(Q: tp.Tensor[tp.bf16, "BH", "SQ", "D"], K: tp.Tensor[tp.bf16, 
                     if j >= full_kv or j >= full_diag:                     # the keys' end or the diagonal
                         cols = (j * BN + tp.arange(BN))[None, :]
                         if CAUSAL:
-                            sc = sc + tp.where((cols < seq_k) & (cols <= (m0 + tp.arange(BM))[:, None]), 0.0,
-                                               float("-inf"))
+                            kc = tp.zeros((BM, BN), tp.i32, layout=ACC_S) + cols   # (BM, BN) in S's layout
+                            sc = sc + tp.where((kc < seq_k) & (kc <= (m0 + tp.arange(BM, layout=ROWS))[:, None]),
+                                               0.0, float("-inf"))
                         else:
                             sc = tp.where(cols < seq_k, sc, float("-inf"))
                     m_new = tp.maximum(m_i, tp.max(sc, axis=1) * scale_log2)   # (scale > 0: the max commutes)
@@ -183,6 +186,7 @@ def attention_fwd(Q: tp.Tensor[tp.bf16, "BH", "SQ", "D"], K: tp.Tensor[tp.bf16, 
                     tp.assert_tag(tp.mma_operands(o), lambda a, b: a[0] == "P" and b[0] == "V" and a[2] == b[2] % BN)
         else:
             # one tile at a time: S = Q K^T, softmax, O += P V, each wgmma waited for before the next step
+            tp.mbarrier_wait(qbar, 0)               # Q has landed
             for j in range(n_diag):
                 if j < n_kv:
                     tp.mbarrier_wait(full[j % STAGES], j // STAGES)
@@ -193,8 +197,9 @@ def attention_fwd(Q: tp.Tensor[tp.bf16, "BH", "SQ", "D"], K: tp.Tensor[tp.bf16, 
                     if j >= full_kv or j >= full_diag:    # the keys' end or the diagonal crosses this tile
                         cols = (j * BN + tp.arange(BN))[None, :]
                         if CAUSAL:  # (sc first: the sum keeps the accumulator's layout, no registers move)
-                            sc = sc + tp.where((cols < seq_k) & (cols <= (m0 + tp.arange(BM))[:, None]), 0.0,
-                                               float("-inf"))
+                            kc = tp.zeros((BM, BN), tp.i32, layout=ACC_S) + cols   # (BM, BN) in S's layout
+                            sc = sc + tp.where((kc < seq_k) & (kc <= (m0 + tp.arange(BM, layout=ROWS))[:, None]),
+                                               0.0, float("-inf"))
                         else:
                             sc = tp.where(cols < seq_k, sc, float("-inf"))
                     m_new = tp.maximum(m_i, tp.max(sc, axis=1) * scale_log2)   # (scale > 0: the max commutes)
@@ -208,7 +213,8 @@ def attention_fwd(Q: tp.Tensor[tp.bf16, "BH", "SQ", "D"], K: tp.Tensor[tp.bf16, 
                     o = tp.mma(p16, v_s[j % STAGES], o)
                     tp.assert_tag(tp.mma_operands(o), lambda a, b: a[0] == "P" and b[0] == "V" and a[2] == b[2] % BN)
                     tp.mbarrier_arrive(empty[j % STAGES])
-        tp.store(O[bh, m0:m0 + BM, 0:HEAD_DIM], o / l_i[:, None])
+        inv_l = 1.0 / l_i                       # one division per row, a multiply per element
+        tp.store(O[bh, m0:m0 + BM, 0:HEAD_DIM], o * inv_l[:, None])
         tp.store(LSE[bh, m0:m0 + BM], (m_i + tp.log2(l_i)) * 0.6931471805599453)
 
 
@@ -335,20 +341,45 @@ PRESETS = {
     64: dict(HEAD_DIM=64, BN=128, STAGES=4, CONSUMERS=2),
     128: dict(HEAD_DIM=128, BN=128, STAGES=3, CONSUMERS=2),
 }
+# The policy per shape class (`policy(d, sq, causal)` picks one; constexprs over PRESETS[d]; `launch` uses it).
+# Three consumer warpgroups (BM = 192) share each K / V tile among more query rows and let one warpgroup's
+# softmax run beside another's wgmma; their register budget (160 each, producer 24: 64K in all) has no room
+# for the pipelined loop's live S_j + P_{j-1} + O, so they run one tile at a time.
+THREE_CONSUMERS = dict(CONSUMERS=3, PRODUCER_REGS=24, CONSUMER_REGS=160, PIPELINE=False)
+POLICIES = {
+    (64, "short"): THREE_CONSUMERS,
+    (64, "long"): THREE_CONSUMERS,
+    (128, "short"): {},
+    (128, "long"): {},
+}
 # attention_decode's ring per head dim (4 stages of 128-key K and V tiles at d = 128 are 278 KB, over a block's
 # shared memory: 3 fit)
 DECODE_STAGES = {64: 4, 128: 3}
 
 
+def shape_class(sq: int) -> str:
+    """'short' (<= 1024 query rows: a few key tiles per block, the prologue and epilogue weigh) or 'long'."""
+    return "short" if sq <= 1024 else "long"
+
+
+def policy(d: int, sq: int, causal: bool = False) -> dict:
+    """The constexprs for head dim d and sq query rows: PRESETS[d] with its shape class's policy."""
+    if d not in PRESETS:
+        raise ValueError(f"head dim {d} is not supported (64 or 128)")
+    return {**PRESETS[d], **POLICIES[(d, shape_class(sq))], "CAUSAL": bool(causal)}
+
+
 def launch(q, k, v, o, lse, causal=False, scale=None, **constexprs):
-    """o, lse = attention(q, k, v): q, o (BH, SQ, D), k, v (BHKV, SKV, D) with BH a multiple of BHKV."""
+    """o, lse = attention(q, k, v): q, o (BH, SQ, D), k, v (BHKV, SKV, D) with BH a multiple of BHKV. The
+    constexprs are `policy(d, sq, causal)`; given any, they are PRESETS[d] with those instead."""
     bh, sq, d = q.shape
     bhkv = k.shape[0]
     if bh % bhkv:
         raise ValueError(f"query heads ({bh}) must be a multiple of KV heads ({bhkv})")
     if d not in PRESETS:
         raise ValueError(f"head dim {d} is not supported (64 or 128)")
-    params = {**PRESETS[d], "CAUSAL": bool(causal), "GROUP": bh // bhkv, **constexprs}
+    base = {**PRESETS[d], "CAUSAL": bool(causal)} if constexprs else policy(d, sq, causal)
+    params = {**base, "GROUP": bh // bhkv, **constexprs}
     scale = 1.0 / math.sqrt(d) if scale is None else scale
     grid = (tp.cdiv(sq, 64 * params["CONSUMERS"]), bh)
     return attention_fwd[grid](q, k, v, o, lse, scale * math.log2(math.e), **params)

@@ -14,14 +14,20 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 from stdlib_kernels import attention  # noqa: E402
 
 d = torch.device("cuda")
-for hd, causal, (bh, bhkv, sq, sk) in ((128, False, (2, 1, 200, 333)), (64, True, (2, 2, 257, 257)),
-                                       (128, True, (1, 1, 130, 70))):
+CASES = [(128, False, (2, 1, 200, 333), {}), (64, True, (2, 2, 257, 257), {}), (128, True, (1, 1, 130, 70), {}),
+         (64, False, (2, 1, 200, 333), {})]  # the launch policy
+# the policy table's alternatives (benchmarks/attention.py --sweep)
+CASES += [(64, causal, (2, 1, 257, 333), cfg) for causal in (False, True)
+          for cfg in (dict(attention.THREE_CONSUMERS), {**attention.THREE_CONSUMERS, "PIPELINE": True},
+                      dict(BN=256, STAGES=3))]
+CASES += [(128, True, (2, 1, 257, 333), cfg) for cfg in (dict(BN=64, STAGES=4), dict(STAGES=2))]
+for hd, causal, (bh, bhkv, sq, sk), cfg in CASES:
     q = torch.randn(bh, sq, hd, device=d).bfloat16()
     k = torch.randn(bhkv, sk, hd, device=d).bfloat16()
     v = torch.randn(bhkv, sk, hd, device=d).bfloat16()
     o = torch.empty_like(q)
     lse = torch.empty(bh, sq, device=d)
-    attention.launch(q, k, v, o, lse, causal=causal)
+    attention.launch(q, k, v, o, lse, causal=causal, **cfg)
     torch.cuda.synchronize()
     assert torch.isfinite(o.float()).all()
 print("ok")

@@ -140,3 +140,44 @@ def test_one_tile_at_a_time_variant_matches_float64(causal):
     attention.launch(q, k, v, o, lse, causal=causal, PIPELINE=False)
     torch.cuda.synchronize()
     assert rel(o, reference(q, k, v, causal)[0]) < 5e-3
+
+
+VARIANTS = [  # the policy table's alternatives (benchmarks/attention.py --sweep), each on ragged shapes
+    (64, dict(attention.THREE_CONSUMERS)),
+    (64, {**attention.THREE_CONSUMERS, "PIPELINE": True}),
+    (64, dict(BN=256, STAGES=3)),
+    (128, dict(BN=64, STAGES=4)),
+    (128, dict(STAGES=2)),
+]
+
+
+@pytest.mark.parametrize("d,cfg", VARIANTS)
+@pytest.mark.parametrize("b,h,hkv,sq,sk,causal", [(1, 6, 3, 777, 1531, False), (1, 4, 2, 1000, 1000, True),
+                                                   (1, 2, 2, 300, 200, True)])
+def test_policy_variants_match_float64(d, cfg, b, h, hkv, sq, sk, causal):
+    g = torch.Generator(device=DEV).manual_seed(d + sq + sk + causal + len(cfg))
+    q = torch.randn(b * h, sq, d, device=DEV, generator=g).bfloat16()
+    k = torch.randn(b * hkv, sk, d, device=DEV, generator=g).bfloat16()
+    v = torch.randn(b * hkv, sk, d, device=DEV, generator=g).bfloat16()
+    o = torch.full_like(q, float("nan"))
+    lse = torch.full((b * h, sq), float("nan"), device=DEV)
+    attention.launch(q, k, v, o, lse, causal=causal, **cfg)
+    torch.cuda.synchronize()
+    ref_o, ref_lse = reference(q, k, v, causal)
+    assert rel(o, ref_o) < 5e-3
+    assert float((lse.double() - ref_lse).abs().max()) < 1e-4 * max(1.0, float(ref_lse.abs().max()))
+
+
+def test_launch_follows_the_policy_table():
+    """launch() with no constexprs runs policy(d, sq, causal): same bits as passing those constexprs."""
+    g = torch.Generator(device=DEV).manual_seed(5)
+    q = torch.randn(4, 512, 64, device=DEV, generator=g).bfloat16()
+    k = torch.randn(4, 512, 64, device=DEV, generator=g).bfloat16()
+    v = torch.randn(4, 512, 64, device=DEV, generator=g).bfloat16()
+    outs = []
+    for extra in ({}, attention.policy(64, 512, True)):
+        o = torch.full_like(q, float("nan"))
+        lse = torch.empty(4, 512, device=DEV)
+        attention.launch(q, k, v, o, lse, causal=True, **extra)
+        outs.append(o)
+    assert torch.equal(outs[0], outs[1])

@@ -42,6 +42,8 @@ CASES = [
     (2, 2, 200, 333, 128, False, dict(STAGES=3)),                        # stages reused, keys end mid-tile
     (2, 1, 257, 257, 64, True, {}),                                      # the D=64 preset, diagonal tiles
     (1, 1, 70, 20, 128, True, dict(BN=64)),                              # fewer keys than query rows
+    (2, 1, 200, 333, 64, True, dict(attention.THREE_CONSUMERS)),         # 192-row blocks, 512 threads
+    (2, 2, 257, 300, 64, False, dict(attention.THREE_CONSUMERS)),
 ]
 
 
@@ -95,7 +97,8 @@ def test_bad_arguments_are_named():
 
 
 @pytest.mark.parametrize("cfg", [dict(attention.PRESETS[128], CAUSAL=False),
-                                 dict(attention.PRESETS[64], CAUSAL=True, GROUP=4)])
+                                 dict(attention.PRESETS[64], CAUSAL=True, GROUP=4),
+                                 dict(attention.policy(64, 512, True), GROUP=2)])
 def test_verifier_proves_the_operand_pairings(cfg):
     tilepy_verify = pytest.importorskip("tilepy_verify")
     rep = tilepy_verify.verify(attention.attention_fwd, target="sm_90a", **cfg)  # its time: verify_speed.py
@@ -311,7 +314,7 @@ def test_seeded_bugs_are_caught(name, tmp_path):
         q, k, v = _bf16(rng, (2, 64, 64)), _bf16(rng, (1, 300, 64)), _bf16(rng, (1, 300, 64))
         o = np.full((2, 64, 64), np.nan, np.float32)
         lse = np.full((2, 64), np.nan, np.float32)
-        mod.launch(q, k, v, o, lse)
+        mod.launch(q, k, v, o, lse, **mod.PRESETS[64])  # the pipelined loop, as verified above
         assert _rel(np.nan_to_num(o, nan=1e3), attention.reference(q, k, v)[0]) > 0.05
 
 
@@ -326,3 +329,28 @@ def test_setmaxnreg_caps_registers_at_entry():
     assert '"setmaxnreg.inc.sync.aligned.u32 %0;\\n" :: "n"(240)' in src
     plain = tilepy_hip.render(attention.attention_fwd.ir(**attention.PRESETS[128], PRODUCER_REGS=0, CONSUMER_REGS=0))
     assert "__launch_bounds__(384)" in plain and "setmaxnreg" not in plain
+
+
+def test_policy_table_and_launch():
+    """launch() runs policy(d, sq, causal) when given no constexprs, PRESETS[d] with the given ones otherwise;
+    every class of the table names a head dim the kernel has and a register split that fits 64K registers."""
+    for (d, cls), extra in attention.POLICIES.items():
+        p = attention.policy(d, 512 if cls == "short" else 4096, True)
+        assert p["HEAD_DIM"] == d and p["CAUSAL"] is True and all(p[k] == v for k, v in extra.items())
+        c = p["CONSUMERS"]
+        prod, cons = p.get("PRODUCER_REGS", 24), p.get("CONSUMER_REGS", 240)
+        assert 128 * prod + 128 * c * cons <= 65536
+    assert attention.shape_class(1024) == "short" and attention.shape_class(1025) == "long"
+    with pytest.raises(ValueError, match="head dim 96"):
+        attention.policy(96, 512)
+
+
+def test_three_consumer_warpgroups_render():
+    """BM = 192 (three consumer warpgroups): the row statistics reduce within a quad of lanes (the accumulator's
+    one-thread mode across the N warpgroups combines nothing), and the register split is 24 / 160."""
+    import tilepy_hip
+
+    src = tilepy_hip.render(attention.attention_fwd.ir(**attention.policy(64, 4096, True)))
+    assert "__launch_bounds__(512, 1)" in src
+    assert '"setmaxnreg.inc.sync.aligned.u32 %0;\\n" :: "n"(160)' in src
+    assert "__shfl_xor" in src and "tp_exp2f" in src

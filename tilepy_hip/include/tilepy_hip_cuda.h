@@ -39,7 +39,13 @@ static __device__ __forceinline__ unsigned tp_smem_addr(const void* p) { return 
 static __device__ __forceinline__ unsigned tp_lane_id() { unsigned l; asm("mov.u32 %0, %%laneid;" : "=r"(l)); return l; }
 
 #define tp_expf expf
-#define tp_exp2f exp2f
+// exp2 as one MUFU.EX2: ex2.approx.ftz.f32 is the approximation CUDA's exp2f uses (2 ulp), without exp2f's
+// three-instruction rescue of results under 2^-126 (flushed to zero here); a softmax pays it per element.
+static __device__ __forceinline__ float tp_exp2f(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
 #define tp_logf logf
 #define tp_log2f log2f
 #define tp_sqrtf sqrtf

@@ -548,7 +548,7 @@ class TileOps:
         masks = []
         p = 1
         for i, n in enumerate(L.thread_shape):
-            if i in red_t:
+            if i in red_t and n > 1:        # (a mode of one thread holds nothing to combine, at any stride)
                 if not (_is_pow2(n) and _is_pow2(p)):
                     raise self.error(
                         f"reduction across a thread mode of size {n} at stride {p}: only powers of "
