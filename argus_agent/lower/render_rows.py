@@ -96,6 +96,15 @@ def render_scan(k: Scan, kname: str, buffers: dict) -> tuple[list, list]:
             lambda s: ((None, s, None) if ragged else s, None))
         if claim:
             body.insert(0, claim)
+    elif _is_tile(k.value):
+        # chunks with a carry: each stored element is the scan of its prefix within its chunk, and the carry
+        # the fold of exactly the chunks before it (after it, reversed), each read once at its own iteration;
+        # segments: the carry starts as the fold of the segment sums before the block's segment
+        claim = lower_tags.scan_store_assertion(
+            k.value, name, row, bn, nk, bool(ragged), k.reverse, k.exclusive,
+            (SCAN_SEGMENT, segs, k.O, extra_temps[0].name) if segs > 1 else None)
+        if claim:
+            body.insert(0, claim)
     if row:
         consts = {"N": k.N, "NK": nk, "BM": bm, "BN": bn}
         if segs > 1:

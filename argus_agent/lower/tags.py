@@ -322,15 +322,19 @@ def _affine_in_r(s) -> bool:
     return all(_affine_in_r(x) for x in s)
 
 
-def fold_claim(tv: str, inner: str, rel: str, trips: int, chunk: int) -> str:
+def fold_claim(tv: str, inner: str, kexpr: str, lower: str, trips, t0: str | None = None) -> str:
     """The condition on a loop-carried accumulator's tag `tv` (the verifier's fold summary: ("fold", n, k, t)
-    for each iteration k of n that folded t in, ("fold", n, None, t0) for its value before the loop, here an
-    untagged tp.full) that it folds exactly `trips` iterations, iteration k reading the `chunk` elements from
-    k * chunk on: `inner` the condition on t, `rel` the reduction index t stands for, from the chunk range's
-    start. With the tile's lanes (tp.sum over the tile) these are the whole range [0, trips * chunk): no chunk
-    skipped, read twice or read at another iteration."""
-    return (f'{tv}[0] == "fold" and {tv}[1] == {trips} and ({tv}[2] == None and {tv}[3] == None or '
-            f"{inner} and {rel} // {chunk} == {tv}[2] and 0 <= {rel})")
+    for each iteration k of n that folded t in, ("fold", n, None, t0) for its value before the loop) that it
+    folds exactly `trips` iterations (an int, or text over the predicate's parameters), iteration k folding in
+    the element `inner` (a condition on t) says, whose chunk `kexpr` is k, with `lower` (its index is in the
+    range); `t0` the condition on the value before the loop (default: untagged, a tp.full). With the tile's
+    lanes (tp.sum over the tile) these are the whole range: no chunk skipped, read twice or at another
+    iteration."""
+    first = t0 or f"{tv}[3] == None"
+    # each side guarded by a test of k the verifier decides (None or a number): the other side's indexing
+    # of t would not apply
+    return (f'{tv}[0] == "fold" and {tv}[1] == {trips} and ({tv}[2] == None or {inner} and {kexpr} == {tv}[2] '
+            f"and {lower}) and ({tv}[2] != None or {first})")
 
 
 def reduction_store_assertion(value, out_param: str, coords: tuple, bound, wrap, fold: int | None = None,
@@ -375,7 +379,7 @@ def reduction_store_assertion(value, out_param: str, coords: tuple, bound, wrap,
     tree = _text(s, names)
     head = f"tp.assert_tag({out_param}, lambda t, {', '.join(params)}: "
     if fold is not None:
-        return head + fold_claim("t", f"t[3] == {tree}", rel, fold, bound) + ")"
+        return head + fold_claim("t", f"t[3] == {tree}", f"{rel} // {bound}", f"0 <= {rel}", fold) + ")"
     cond = bound(rtext, params) if callable(bound) else f"0 <= {rel} and {rel} < {bound}"
     return head + f"t == {tree} and {cond})"
 
@@ -442,7 +446,8 @@ def row_fused_store_assertion(value, stages: dict, out_param: str, coords: tuple
                 conds.append(f"0 <= {rtext} and {rtext} < {bound}")
                 return text(x.struct, path, dict(inner, r=rtext))
             sub = text(x.struct, path + (3,), dict(inner, r=rtext))
-            conds.append("(" + fold_claim(here, f"{here}[3] == {sub}", rtext, fold, bound) + ")")
+            conds.append("(" + fold_claim(here, f"{here}[3] == {sub}", f"{rtext} // {bound}", f"0 <= {rtext}", fold)
+                         + ")")
             return here
         subs = [text(a, path + (k,), names) for k, a in enumerate(x)]
         return "(" + ", ".join(subs) + ("," if len(subs) == 1 else "") + ")"
@@ -455,3 +460,64 @@ def row_fused_store_assertion(value, stages: dict, out_param: str, coords: tuple
     if not conds:
         return None
     return f"tp.assert_tag({out_param}, lambda t, {', '.join(params)}: t == {tree} and {' and '.join(conds)})"
+
+
+def scan_store_assertion(value, out_param: str, row: bool, bn: int, nk: int, ragged: bool, reverse: bool,
+                         exclusive: bool, seg: tuple | None = None) -> str | None:
+    """`tp.assert_tag(out, lambda t, c0, c1[, c2]: ...)` for a scan over chunks of `bn` elements with a carry
+    (`c = scan(v) op carry`, stored in the loop; `carry = carry op reduce(v)`): the element stored at (c0 = m,
+    c1 = j) (columns: (o, j, i)) is t = (scan tag, carry tag) where the scan's element is the value at (m, r1)
+    for r1 in j's chunk and its prefix (r1 <= j; r1 < j exclusive; reversed r1 >= j, r1 > j), and the carry is
+    the fold of exactly the chunks before j's (after it, reversed): iteration k' folds in the reduction of
+    chunk k' (nk - 1 - k' reversed). `seg` = (L, S, O, segment buffer): rows scanned in segments of L by their
+    own blocks (s = j // L), the carry starting as the fold of the segment sums before s (after it),
+    `for q in range(s)`: iteration q' loads segment q' (s + 1 + q' reversed) of row m. None when the value
+    reads through a gather, has no load affine in r, or is untagged."""
+    from .index import const, substitute
+
+    if not ENABLED:
+        return None
+    try:
+        st = _struct(value, {}, [0])
+    except _NoTree:
+        return None
+    if st is None or not _affine_in_r(st):
+        return None
+    vw = (None, st, None) if ragged else st
+    got = _solvable(vw)
+    if got is None:
+        return None
+    path, leaf, coef = got
+    params = ["c0", "c1"] if row else ["c0", "c1", "c2"]
+    names = {"m": "c0"} if row else {"o": "c0", "i": "c2"}
+    base = _subst_text(substitute(leaf.idx, {"r": const(0)}), names)
+
+    def solved(prefix):
+        rt = f"({prefix}{''.join(f'[{k}]' for k in path)}[1] - {base})"
+        return f"({rt} // {coef})" if coef != 1 else rt
+
+    j = "c1"
+    start = "0"
+    if seg is not None:
+        L, S, O, sbuf = seg
+        start = f"(c1 // {L}) * {L}"
+    chunk = f"(({j} - {start}) // {bn})"
+    r1, r2 = solved("t[0]"), solved("t[1][3][1]")
+    before = ("<" if exclusive else "<=") if not reverse else (">" if exclusive else ">=")
+    local = (f"t[0] == {_text(vw, dict(names, r=r1))} and (({r1} - {start}) // {bn}) == {chunk} and "
+             f"{r1} {before} {j}")
+    k2 = f"(({r2} - {start}) // {bn})"
+    if reverse:
+        trips, kexpr = f"{nk - 1} - {chunk}", f"{nk - 1} - {k2}"
+    else:
+        trips, kexpr = chunk, k2
+    t0 = None
+    if seg is not None:
+        s_ = f"(c1 // {L})"
+        q = f"{s_} + 1 + t[1][3][2]" if reverse else "t[1][3][2]"
+        strips = f"{S - 1} - {s_}" if reverse else s_
+        t0 = "(" + fold_claim("t[1][3]", f'(t[1][3][3] == (None, ("{sbuf}", {O} * ({q}) + c0)))', "t[1][3][2]",
+                              "True", strips) + ")"
+    carry = fold_claim("t[1]", f"t[1][3][1] == {_text(vw, dict(names, r=r2))}", kexpr, f"0 <= {r2} - {start}",
+                       trips, t0)
+    return f"tp.assert_tag({out_param}, lambda t, {', '.join(params)}: {local} and {carry})"
