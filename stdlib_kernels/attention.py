@@ -341,16 +341,23 @@ PRESETS = {
     64: dict(HEAD_DIM=64, BN=128, STAGES=4, CONSUMERS=2),
     128: dict(HEAD_DIM=128, BN=128, STAGES=3, CONSUMERS=2),
 }
-# The policy per shape class (`policy(d, sq, causal)` picks one; constexprs over PRESETS[d]; `launch` uses it).
-# Three consumer warpgroups (BM = 192) share each K / V tile among more query rows and let one warpgroup's
-# softmax run beside another's wgmma; their register budget (160 each, producer 24: 64K in all) has no room
-# for the pipelined loop's live S_j + P_{j-1} + O, so they run one tile at a time.
+# The policy per shape class and mask (`policy(d, sq, causal)` picks one; constexprs over PRESETS[d]; `launch`
+# uses it). Three consumer warpgroups (BM = 192) share each K / V tile among more query rows and run one
+# warpgroup's softmax beside another's wgmma; their register budget (160 each, producer 24: 64K in all) has
+# no room for the pipelined loop's live S_j + P_{j-1} + O (it spills), so they run one tile at a time. Short
+# sequences (4 key tiles a block) do best one tile at a time as well. Chosen from
+# `benchmarks/attention.py --sweep` on the H100 (benchmarks/NOTES.md, results/attention-sweep-*.json).
 THREE_CONSUMERS = dict(CONSUMERS=3, PRODUCER_REGS=24, CONSUMER_REGS=160, PIPELINE=False)
-POLICIES = {
-    (64, "short"): THREE_CONSUMERS,
-    (64, "long"): THREE_CONSUMERS,
-    (128, "short"): {},
-    (128, "long"): {},
+ONE_TILE = dict(PIPELINE=False)
+POLICIES = {  # (head dim, shape class, causal)
+    (64, "short", False): THREE_CONSUMERS,   # 1.07x flash (the preset 0.90)
+    (64, "short", True): ONE_TILE,           # 1.00x (three consumers 0.92: 512 rows in 3 blocks of 192)
+    (64, "long", False): THREE_CONSUMERS,    # 1.55-1.59x (the preset 1.20-1.23)
+    (64, "long", True): THREE_CONSUMERS,     # 1.35-1.49x (the preset 1.24-1.36)
+    (128, "short", False): ONE_TILE,         # 1.22x (the preset 1.11)
+    (128, "short", True): {},                # 1.18x (one tile at a time 1.17)
+    (128, "long", False): {},
+    (128, "long", True): {},
 }
 # attention_decode's ring per head dim (4 stages of 128-key K and V tiles at d = 128 are 278 KB, over a block's
 # shared memory: 3 fit)
@@ -366,7 +373,7 @@ def policy(d: int, sq: int, causal: bool = False) -> dict:
     """The constexprs for head dim d and sq query rows: PRESETS[d] with its shape class's policy."""
     if d not in PRESETS:
         raise ValueError(f"head dim {d} is not supported (64 or 128)")
-    return {**PRESETS[d], **POLICIES[(d, shape_class(sq))], "CAUSAL": bool(causal)}
+    return {**PRESETS[d], **POLICIES[(d, shape_class(sq), bool(causal))], "CAUSAL": bool(causal)}
 
 
 def launch(q, k, v, o, lse, causal=False, scale=None, **constexprs):

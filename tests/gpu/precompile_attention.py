@@ -27,8 +27,9 @@ def variants():
                     out.append(("attention_fwd", {**attention.policy(d, sq, causal), "GROUP": group}))
                 out.append(("attention_fwd", {**attention.PRESETS[d], "CAUSAL": causal, "GROUP": group}))
             out.append(("attention_fwd", {**attention.PRESETS[d], "CAUSAL": causal, "PIPELINE": False}))
-            out.append(("attention_fwd", {**attention.PRESETS[d], "CAUSAL": causal, "GROUP": 1,
-                                          **attention.THREE_CONSUMERS}))
+            if d == 64:  # (three consumers' Q and 3 stages of K / V at d = 128 exceed a block's shared memory)
+                out.append(("attention_fwd", {**attention.PRESETS[d], "CAUSAL": causal, "GROUP": 1,
+                                              **attention.THREE_CONSUMERS}))
         for qlen, causal in ((1, False), (4, True)):
             out.append(("attention_decode", dict(HEAD_DIM=d, BN=128, STAGES=attention.DECODE_STAGES[d], CONSUMERS=1,
                                                  QLEN=qlen, CAUSAL=causal)))

@@ -3,7 +3,8 @@
 #   bash tests/gpu/run_attention.sh [steps]      steps: a comma list of
 #     build     every variant compiled in parallel into the cache (tests/gpu/precompile_attention.py)
 #     tests     tests/gpu/test_gpu_attention.py
-#     sanitize  compute-sanitizer memcheck + racecheck on tests/gpu/sanitize_attention.py
+#     sanitize  compute-sanitizer memcheck + racecheck on tests/gpu/sanitize_attention.py ($SANITIZE_ARGS:
+#               --policy for the launch policy alone)
 #     sweep     benchmarks/attention.py --sweep (the policy variants)
 #     bench     benchmarks/attention.py --quick (the table, with the policy)
 #     ablation  benchmarks/ablation_attention.py
@@ -22,18 +23,19 @@ fi
 if has tests; then
   timeout 150 python3 -m pytest -q -p no:cacheprovider tests/gpu/test_gpu_attention.py 2>&1 | tee "$OUT/pytest.log" | tail -15
 fi
-if has sanitize; then
-  for tool in memcheck racecheck; do
-    timeout 120 compute-sanitizer --tool $tool python3 tests/gpu/sanitize_attention.py > "$OUT/sanitize_$tool.log" 2>&1
-    echo "== $tool: rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize_$tool.log" | tail -1)"
-    grep -m5 -E "Error|Hazard|Invalid" "$OUT/sanitize_$tool.log"
-  done
-fi
 if has sweep; then
   timeout 150 python3 benchmarks/attention.py --sweep --out "$OUT" 2>&1 | tee "$OUT/sweep.log" | tail -45
 fi
 if has bench; then
   timeout 200 python3 benchmarks/attention.py --quick --out "$OUT" 2>&1 | tee "$OUT/bench.log" | tail -32
+fi
+if has sanitize; then
+  for tool in memcheck racecheck; do
+    timeout 120 compute-sanitizer --tool $tool python3 tests/gpu/sanitize_attention.py ${SANITIZE_ARGS:-} \
+      > "$OUT/sanitize_$tool.log" 2>&1
+    echo "== $tool: rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize_$tool.log" | tail -1)"
+    grep -m5 -E "Error|Hazard|Invalid" "$OUT/sanitize_$tool.log"
+  done
 fi
 if has ablation; then
   timeout 100 python3 benchmarks/ablation_attention.py --out "$OUT" 2>&1 | tee "$OUT/ablation.log" | tail -12

@@ -1,7 +1,8 @@
 """Forward attention at small, ragged sizes (both head dims, causal and not, GQA), for compute-sanitizer:
 
 compute-sanitizer --tool memcheck python3 tests/gpu/sanitize_attention.py
-compute-sanitizer --tool racecheck python3 tests/gpu/sanitize_attention.py
+compute-sanitizer --tool racecheck python3 tests/gpu/sanitize_attention.py [--policy]   (--policy: launch's
+policy table alone, both shape classes, not the sweep's alternatives)
 """
 
 import os
@@ -15,12 +16,13 @@ from stdlib_kernels import attention  # noqa: E402
 
 d = torch.device("cuda")
 CASES = [(128, False, (2, 1, 200, 333), {}), (64, True, (2, 2, 257, 257), {}), (128, True, (1, 1, 130, 70), {}),
-         (64, False, (2, 1, 200, 333), {})]  # the launch policy
-# the policy table's alternatives (benchmarks/attention.py --sweep)
-CASES += [(64, causal, (2, 1, 257, 333), cfg) for causal in (False, True)
-          for cfg in (dict(attention.THREE_CONSUMERS), {**attention.THREE_CONSUMERS, "PIPELINE": True},
-                      dict(BN=256, STAGES=3))]
-CASES += [(128, True, (2, 1, 257, 333), cfg) for cfg in (dict(BN=64, STAGES=4), dict(STAGES=2))]
+         (64, False, (2, 1, 200, 333), {}), (64, True, (2, 1, 1100, 1100), {}),
+         (128, False, (2, 1, 1100, 1100), {})]  # the launch policy, both shape classes
+if "--policy" not in sys.argv:  # the policy table's alternatives (benchmarks/attention.py --sweep) too
+    CASES += [(64, causal, (2, 1, 257, 333), cfg) for causal in (False, True)
+              for cfg in (dict(attention.THREE_CONSUMERS), {**attention.THREE_CONSUMERS, "PIPELINE": True},
+                          dict(BN=256, STAGES=3))]
+    CASES += [(128, True, (2, 1, 257, 333), cfg) for cfg in (dict(BN=64, STAGES=4), dict(STAGES=2))]
 for hd, causal, (bh, bhkv, sq, sk), cfg in CASES:
     q = torch.randn(bh, sq, hd, device=d).bfloat16()
     k = torch.randn(bhkv, sk, hd, device=d).bfloat16()

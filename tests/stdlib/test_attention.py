@@ -98,7 +98,7 @@ def test_bad_arguments_are_named():
 
 @pytest.mark.parametrize("cfg", [dict(attention.PRESETS[128], CAUSAL=False),
                                  dict(attention.PRESETS[64], CAUSAL=True, GROUP=4),
-                                 dict(attention.policy(64, 512, True), GROUP=2)])
+                                 dict(attention.policy(64, 4096, True), GROUP=2)])
 def test_verifier_proves_the_operand_pairings(cfg):
     tilepy_verify = pytest.importorskip("tilepy_verify")
     rep = tilepy_verify.verify(attention.attention_fwd, target="sm_90a", **cfg)  # its time: verify_speed.py
@@ -334,9 +334,9 @@ def test_setmaxnreg_caps_registers_at_entry():
 def test_policy_table_and_launch():
     """launch() runs policy(d, sq, causal) when given no constexprs, PRESETS[d] with the given ones otherwise;
     every class of the table names a head dim the kernel has and a register split that fits 64K registers."""
-    for (d, cls), extra in attention.POLICIES.items():
-        p = attention.policy(d, 512 if cls == "short" else 4096, True)
-        assert p["HEAD_DIM"] == d and p["CAUSAL"] is True and all(p[k] == v for k, v in extra.items())
+    for (d, cls, causal), extra in attention.POLICIES.items():
+        p = attention.policy(d, 512 if cls == "short" else 4096, causal)
+        assert p["HEAD_DIM"] == d and p["CAUSAL"] is causal and all(p[k] == v for k, v in extra.items())
         c = p["CONSUMERS"]
         prod, cons = p.get("PRODUCER_REGS", 24), p.get("CONSUMER_REGS", 240)
         assert 128 * prod + 128 * c * cons <= 65536
