@@ -154,7 +154,9 @@ def render_attention(t: AttentionTemplate) -> list[str]:
     q, k, v = (f"{b.name}.view({n}, {s}, {t.d})" for b, n, s in ((t.q, t.bh, t.sq), (t.k, t.bhkv, t.skv),
                                                                    (t.v, t.bhkv, t.skv)))
     if not t.splits:
-        params = {**attention.PRESETS[t.d], "CAUSAL": t.causal, "GROUP": t.bh // t.bhkv}
+        # the stdlib's tuned constexprs for this head dim, query length and mask (its `launch` uses the same)
+        base = attention.policy(t.d, t.sq, t.causal) if hasattr(attention, "policy") else attention.PRESETS[t.d]
+        params = {**base, "CAUSAL": t.causal, "GROUP": t.bh // t.bhkv}
         kw = ", ".join(f"{a}={b!r}" for a, b in params.items())
         grid = f"lambda m: (tp.cdiv({t.sq}, 64 * m['CONSUMERS']), {t.bh})"
         return [f"launch(attention_fwd, {grid}, {q}, {k}, {v}, {t.out.name}.view({t.bh}, {t.sq}, {t.d}), "

@@ -19,6 +19,7 @@ from argus_agent.lower.candidate import lower_problem
 from argus_agent.lower.graph import capture_program
 from argus_agent.lower.ops_attention import AttentionTemplate, kernel_plan
 from argus_agent.problem import load_problem
+from stdlib_kernels import attention
 
 SDPA = "aten.scaled_dot_product_attention.default"
 
@@ -162,6 +163,7 @@ def test_masks_decompose_with_the_same_math(tmp_path):
 # ------------------------------------------------------------------------------ sm_90a: the stdlib kernels
 SM90_CASES = {   # name: (shapes, call, expected kernel)
     "causal_d64": ([(1, 2, 70, 64)] * 3, "q, k, v, is_causal=True", "attention_fwd"),
+    "gqa_d64": ([(1, 4, 100, 64), (1, 2, 130, 64), (1, 2, 130, 64)], "q, k, v, enable_gqa=True", "attention_fwd"),
     "cross_gqa_d128": ([(1, 4, 40, 128), (1, 2, 150, 128), (1, 2, 150, 128)], "q, k, v, enable_gqa=True",
                        "attention_fwd"),
     "decode_gqa": ([(2, 4, 3, 64), (2, 1, 300, 64), (2, 1, 300, 64)], "q, k, v, enable_gqa=True", "attention_decode"),
@@ -190,6 +192,8 @@ def test_sm90a_runs_the_stdlib_attention_kernel(name, tmp_path):
     if kernel == "attention_fwd":
         assert f".view({bh}, {sq}, {d})" in src and f".view({bhkv}, {skv}, {d})" in src
         assert f"CAUSAL={t.causal}" in src and f"GROUP={bh // bhkv}" in src
+        for key, val in attention.policy(d, sq, t.causal).items():    # the stdlib's tuned constexprs
+            assert f"{key}={val!r}" in src
     else:
         assert "launch(attention_merge," in src and f".view({bhkv}, {bh // bhkv * sq}, {d})" in src
     assert first.tol == 1e-2    # bf16 as the reference
