@@ -1,0 +1,242 @@
+"""Generated reductions and scans over several chunks assert their stores through the chunk loop (issue 17
+item 6): the verifier summarizes a loop-carried accumulator as a fold (("fold", n, k, t) for each iteration k
+of the n that folded t in), and the lowering states that the result folds exactly the chunks of its range,
+iteration k reading chunk k of the right row: a row reduction over several chunks, split partials (partial s
+covers [s C, s C + C)) and their combine, a column reduction, a per-output epilogue over a chunk loop, scans
+whose carry is the fold of exactly the chunks before each element (reverse, exclusive, columns, and long rows
+scanned in segments after a per-segment sum). The correct kernels verify clean and match PyTorch on the
+interpreter; each seeded wrong index map (a chunk loop that skips the last chunk, every iteration reading the
+first chunk, a store shifted by one row, a combine reading partial p + 1, a carry never updated or updated
+before its use, a segment carry over one segment too many or from the next segment) is a tag_assertion error
+with a counterexample, and each such mutant computes other values on the interpreter (the bug is real)."""
+
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+import tilepy as tp
+import tilepy_verify as tv
+from argus_agent.lower import lower_model, render_program, render_tiled
+
+
+class RowSum(torch.nn.Module):
+    def forward(self, x):
+        return x.sum(dim=-1)
+
+
+class ColMax(torch.nn.Module):
+    def forward(self, x):
+        return x.amax(dim=1)
+
+
+class MeanMiddle(torch.nn.Module):
+    def forward(self, x):
+        return x.mean(dim=1)
+
+
+class ScaledRowSum(torch.nn.Module):
+    def forward(self, x, b):
+        return (x * 2.0 + b).sum(dim=-1)
+
+
+class Cumsum(torch.nn.Module):
+    def forward(self, x):
+        return torch.cumsum(x, dim=-1)
+
+
+class ReverseCumsum(torch.nn.Module):
+    def forward(self, x):
+        return torch.flip(torch.cumsum(torch.flip(x, [1]), 1), [1])
+
+
+class ExclusiveCumsum(torch.nn.Module):
+    def forward(self, x):
+        return torch.cumsum(torch.cat([torch.zeros_like(x[:, :1]), x[:, :-1]], 1), 1)
+
+
+class ColCumprod(torch.nn.Module):
+    def forward(self, x):
+        return torch.cumprod(x, dim=1)
+
+
+# name: (module, input shapes, no split: the outputs alone count as enough blocks)
+CASES = {
+    "row_sum_chunks": (RowSum, [(4, 10000)], True),
+    "row_sum_split": (RowSum, [(2, 100000)], False),
+    "col_max_split": (ColMax, [(3, 5000, 5)], False),
+    "col_max_chunks": (ColMax, [(2, 3000, 40)], True),
+    "mean_epilogue_chunks": (MeanMiddle, [(2, 3000, 7)], True),
+    "mean_epilogue_split": (MeanMiddle, [(4, 5000, 5)], False),
+    "scaled_row_sum_chunks": (ScaledRowSum, [(3, 9000), (9000,)], True),
+    "cumsum_chunks": (Cumsum, [(6, 100)], False),
+    "cumsum_reverse_chunks": (ReverseCumsum, [(5, 90)], False),
+    "cumsum_exclusive_chunks": (ExclusiveCumsum, [(4, 50)], False),
+    "cumprod_col_chunks": (ColCumprod, [(2, 600, 5)], False),
+    "cumsum_segments": (Cumsum, [(4, 3000)], False),
+    "cumsum_reverse_segments": (ReverseCumsum, [(3, 2100)], False),
+}
+STORE_ASSERT = re.compile(r"tp\.assert_tag\((b_\w+), lambda t, c0")
+
+
+def _module(source: str, tmp_path: Path, name: str):
+    p = tmp_path / f"{name}.py"
+    p.write_text(source)
+    spec = importlib.util.spec_from_file_location(f"lowered_fold_{name}_{abs(hash(source))}", p)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _kernels(mod):
+    return [v for v in vars(mod).values() if isinstance(v, tp.Kernel) and v.fn.__module__ == mod.__name__]
+
+
+def _inputs(case):
+    cls, shapes, _ = CASES[case]
+    g = torch.Generator().manual_seed(5)
+    # near 1: a cumprod of a few hundred terms stays finite
+    return [torch.rand(*s, generator=g) * 0.02 + 0.99 if cls is ColCumprod else torch.rand(*s, generator=g) + 0.5
+            for s in shapes]
+
+
+def _lower(case, monkeypatch):
+    cls, _, unsplit = CASES[case]
+    if unsplit:
+        monkeypatch.setattr(render_tiled, "TARGET_BLOCKS", 1)
+    inputs = _inputs(case)
+    return cls(), inputs, render_program(lower_model(cls(), inputs))
+
+
+def _run(mod, model, inputs):
+    with torch.no_grad():
+        return mod.argus_forward(model, *inputs)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_chunk_loops_assert_their_stores_and_verify(case, tmp_path, monkeypatch):
+    model, inputs, source = _lower(case, monkeypatch)
+    mod = _module(source, tmp_path, case)
+    kernels = _kernels(mod)
+    assert "for k in range(" in source, "the case is meant to loop over chunks"
+    asserted = STORE_ASSERT.findall(source)
+    assert len(asserted) == len(kernels), (asserted, source)       # every kernel states what it stores
+    assert any('"fold"' in line for line in source.splitlines() if "tp.assert_tag(b_" in line)
+    for k in kernels:
+        report = tv.verify(k, target="sm_90a")
+        assert report.ok and not report.errors, str(report)
+    with torch.no_grad():
+        ref = model(*[x.double() for x in inputs])
+    assert torch.allclose(_run(mod, model, inputs).double(), ref, rtol=1e-4, atol=1e-4)
+
+
+def _caught(case, mutate, tmp_path, monkeypatch, name):
+    model, inputs, source = _lower(case, monkeypatch)
+    bad = mutate(source)
+    assert bad != source, "the mutation applies"
+    mod = _module(bad, tmp_path, name)
+    found = []
+    for k in _kernels(mod):
+        found += [f for f in tv.verify(k, target="sm_90a").errors if f.check == "tag_assertion"]
+    assert found, "not caught"
+    cex = found[0].counterexample
+    if "stored at" in found[0].message:
+        assert cex.get("index") is not None and cex["tags"].get("stored") is not None, cex
+    else:   # a load's own assertion: the element it reads at its (o, i, r)
+        assert cex.get("at") is not None and cex["tags"].get("x") is not None, cex
+    ref = _run(_module(source, tmp_path, name + "_ref"), model, inputs)
+    try:
+        got = _run(mod, model, inputs)
+    except Exception:  # noqa: BLE001 - a mutant that reads or writes out of its tensor: wrong, as reported
+        return found[0]
+    assert not torch.equal(got, ref), "reported, but the mutant computes the same values"
+    return found[0]
+
+
+def _skip_last(s):
+    return s.replace("for k in range(tp.cdiv(C, BR)):", "for k in range(tp.cdiv(C, BR) - 1):")
+
+
+def _first_chunk_only(s):
+    return re.sub(r"r0 = (s \* C \+ )?k \* BR", r"r0 = \g<1>0 * BR", s)
+
+
+def _store_next_row(s):
+    """The reduction's store one output on ([m0 + 1:...], [o, i0 + 1:...]); its loads unchanged."""
+    return "\n".join(line.replace("m0:m0 + BM]", "m0 + 1:m0 + 1 + BM]").replace("i0:i0 + BI]", "i0 + 1:i0 + 1 + BI]")
+                     if line.lstrip().startswith("tp.store(") else line for line in s.splitlines()) + "\n"
+
+
+def _combine_reads_next_partial(s):
+    """The combine kernel reads partial p + 1 where it means p (a window load's rows one on, or a flat index
+    one partial on)."""
+    windowed = re.sub(r"(tp\.load\(b_\w+_part\w*\[)([^:\]]+):\2 \+ BR", r"\g<1>\2 + 1:\2 + 1 + BR", s)
+    if windowed != s:
+        return windowed
+    return re.sub(r"(tp\.load\(b_\w+_part\w*\[)\(", lambda m: m.group(1) + "(M + ", s)
+
+
+REDUCTION_MUTANTS = [
+    ("row_sum_chunks", _skip_last), ("row_sum_chunks", _first_chunk_only), ("row_sum_chunks", _store_next_row),
+    ("row_sum_split", _skip_last), ("row_sum_split", _first_chunk_only),
+    ("row_sum_split", _combine_reads_next_partial),
+    ("col_max_chunks", _skip_last), ("col_max_chunks", _store_next_row),
+    ("col_max_split", _skip_last), ("col_max_split", _combine_reads_next_partial),
+    ("mean_epilogue_chunks", _skip_last), ("mean_epilogue_chunks", _first_chunk_only),
+    ("scaled_row_sum_chunks", _skip_last),
+]
+
+
+@pytest.mark.parametrize("case,mutate", REDUCTION_MUTANTS, ids=[f"{c}-{m.__name__}" for c, m in REDUCTION_MUTANTS])
+def test_a_wrong_chunk_loop_or_partial_map_is_caught(case, mutate, tmp_path, monkeypatch):
+    f = _caught(case, mutate, tmp_path, monkeypatch, f"{case}{mutate.__name__}")
+    tags = f.counterexample["tags"]
+    assert "fold" in repr(tags) or "_part" in repr(tags), tags
+
+
+def test_skipping_the_last_chunk_names_the_iteration_count(tmp_path, monkeypatch):
+    f = _caught("row_sum_chunks", _skip_last, tmp_path, monkeypatch, "skip_count")
+    stored = f.counterexample["tags"]["stored"]
+    assert stored[0] == "fold" and stored[1] == 2, stored     # 2 of the 3 chunks of the 10000-long row
+
+
+def _no_carry_update(s):
+    return re.sub(r"carry = carry ([+*]) tp\.(sum|prod)\(v.*\)", "carry = carry", s)
+
+
+def _carry_updated_before_use(s):
+    """The chunk's own sum folded into the carry before its scan reads it (c = scan(v) + carry)."""
+    lines = s.splitlines()
+    (j,) = [n for n, line in enumerate(lines) if re.match(r"\s*carry = carry [+*] tp\.(sum|prod)\(", line)]
+    update = lines.pop(j)
+    (i,) = [n for n, line in enumerate(lines) if re.match(r"\s*c = tp\.cum", line)]
+    lines.insert(i, update)
+    return "\n".join(lines) + "\n"
+
+
+def _chunks_from_one(s):
+    return s.replace("k * BN", "(k + 1) * BN")
+
+
+def _one_segment_too_many(s):
+    return s.replace("for q in range(s):", "for q in range(s + 1):")
+
+
+def _next_segment_sum(s):
+    return s.replace("[q, m0:m0 + BM]", "[q + 1, m0:m0 + BM]")
+
+
+SCAN_MUTANTS = [
+    ("cumsum_chunks", _no_carry_update), ("cumsum_chunks", _carry_updated_before_use),
+    ("cumsum_chunks", _chunks_from_one), ("cumsum_reverse_chunks", _no_carry_update),
+    ("cumsum_exclusive_chunks", _carry_updated_before_use), ("cumprod_col_chunks", _no_carry_update),
+    ("cumsum_segments", _one_segment_too_many), ("cumsum_segments", _next_segment_sum),
+    ("cumsum_segments", _carry_updated_before_use),
+]
+
+
+@pytest.mark.parametrize("case,mutate", SCAN_MUTANTS, ids=[f"{c}-{m.__name__}" for c, m in SCAN_MUTANTS])
+def test_a_wrong_scan_carry_is_caught(case, mutate, tmp_path, monkeypatch):
+    _caught(case, mutate, tmp_path, monkeypatch, f"{case}{mutate.__name__}")
