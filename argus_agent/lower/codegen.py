@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 
 from .core import Pointwise, Reduction, RowFused, Scan
-from .ops_attention import AttentionTemplate, render_attention
+from .ops_attention import AttentionTemplate, attention_source, render_attention
 from .render_flat import needs_i64, render_pointwise, render_reduction
 from .render_rows import render_row_fused, render_scan
 from .render_stats import render_arg_reduction, render_welford
@@ -23,7 +23,6 @@ from .templates import (
     Fp32GemmTemplate,
     MatmulTemplate,
     fuse_epilogues,
-    preset_source,
     render_gemm_template,
     render_template,
 )
@@ -56,7 +55,8 @@ def render_program(prog, precision: str = "fp32 (as the reference)") -> str:
             continue
         if isinstance(k, AttentionTemplate):
             if "attention" not in templates_done:
-                kernels_src.append(preset_source("attention", prog.target))
+                kernels_src.append(attention_source([a for a in prog.kernels if isinstance(a, AttentionTemplate)],
+                                                    prog.target))
                 templates_done.add("attention")
             launches += [(None, line, None) for line in render_attention(k)]
             continue

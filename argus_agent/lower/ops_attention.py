@@ -146,6 +146,22 @@ def _template(ctx, plan, group, q, k, v, is_causal, scale) -> LTensor:
     return buffer_tensor(out)
 
 
+def attention_source(templates: list, target: str) -> str:
+    """The stdlib attention module's source with only the kernels these templates launch (each kernel of a
+    candidate is built and checked on its own: one it never runs need not be)."""
+    import libcst as cst
+
+    from .templates import preset_source
+
+    used = {"attention_decode", "attention_merge"} if any(t.splits for t in templates) else set()
+    if any(not t.splits for t in templates):
+        used.add("attention_fwd")
+    module = cst.parse_module(preset_source("attention", target))
+    body = [st for st in module.body
+            if not (isinstance(st, cst.FunctionDef) and st.decorators and st.name.value not in used)]
+    return module.with_changes(body=body).code
+
+
 def render_attention(t: AttentionTemplate) -> list[str]:
     """Host lines: the stdlib kernels on (BH, S, D) views of the flat buffers."""
     from stdlib_kernels import attention

@@ -194,8 +194,10 @@ def test_sm90a_runs_the_stdlib_attention_kernel(name, tmp_path):
         assert f"CAUSAL={t.causal}" in src and f"GROUP={bh // bhkv}" in src
         for key, val in attention.policy(d, sq, t.causal).items():    # the stdlib's tuned constexprs
             assert f"{key}={val!r}" in src
+        assert "def attention_decode(" not in src      # only the kernels it launches (each is built and gated)
     else:
         assert "launch(attention_merge," in src and f".view({bhkv}, {bh // bhkv * sq}, {d})" in src
+        assert "def attention_fwd(" not in src
     assert first.tol == 1e-2    # bf16 as the reference
     # bf16 P in the PV product and the bf16 output: ~2e-3 relative, as the stdlib kernel's own tests
     _check(problem, first, tmp_path, name, rel=5e-3)
@@ -283,3 +285,17 @@ def test_kernel_plan_preconditions():
         plan, reason = kernel_plan("sm_90a", *args)
         assert plan is None and why in reason, (why, reason)
     assert kernel_plan("cpu", q, q, q, None, 0.0, False, None, False)[0] is None
+
+
+def test_rendered_attention_kernels_verify_clean(tmp_path):
+    """The candidate's copy of the stdlib kernel passes tilepy-verify as the agent's gate runs it."""
+    import tilepy as tp
+    from argus_agent.gates import verify_kernels
+
+    shapes, call, _ = SM90_CASES["causal_d64"]
+    first = lower_problem(_problem(tmp_path, "verify", shapes, call, "torch.bfloat16"), target="sm_90a")
+    mod = _load(first.source, tmp_path, "verify")
+    kernels = {k: v for k, v in vars(mod).items() if isinstance(v, tp.Kernel)}
+    assert set(kernels) == {"attention_fwd"}
+    verdict = verify_kernels(kernels, "sm_90a")
+    assert verdict.ok, [f["message"] for f in verdict.findings if f["severity"] == "error"]
