@@ -12,8 +12,9 @@ cuDNN SDPA backend, the flash backend is printed beside it):
   4. + setmaxnreg        producer 24 registers, consumers 240
   5. + intra-warpgroup overlap   PIPELINE=True (softmax of S_j while P_{j-1} V_{j-1} runs): the preset
 
-`python benchmarks/ablation.py` runs it after the GEMM's section; `section(args)` is the entry point.
-Not yet run on a GPU (written when the session's device time was spent).
+`python benchmarks/ablation.py` runs it after the GEMM's section (`section(args)` is the entry point);
+`python benchmarks/ablation_attention.py` runs it alone (results/ablation-attention-<device>.json). The H100
+table is in benchmarks/NOTES.md.
 """
 
 import math

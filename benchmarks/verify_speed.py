@@ -64,6 +64,10 @@ def cases():
             yield (f"attention_decode[d{d}, q{qlen}]", attention.attention_decode, None,
                    dict(HEAD_DIM=d, BN=128, STAGES=attention.DECODE_STAGES[d], CONSUMERS=1, QLEN=qlen,
                         CAUSAL=causal))
+    for (d, cls, causal), extra in attention.POLICIES.items():  # launch's policy table (attention.policy)
+        if extra:
+            yield (f"attention_fwd[policy d{d} {cls}{' causal' if causal else ''}]", attention.attention_fwd, None,
+                   attention.policy(d, 512 if cls == "short" else 4096, causal))
     mark(attention.attention_fwd, attention.attention_decode)
     for target, params in conv.PRESETS.items():
         for k in (conv.conv2d, conv.conv_transpose2d):
