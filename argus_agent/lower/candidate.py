@@ -50,6 +50,8 @@ class LoweredCandidate:
                     kinds.add("rmsnorm")
             elif isinstance(k, Scan):
                 kinds.add("scan")
+            elif type(k).__name__ == "AttentionTemplate":   # stdlib attention: not a GEMM for the GEMM skills
+                kinds.add("attention")
             else:
                 kinds.add("matmul")
         return "|".join(sorted(kinds)) or "elementwise"

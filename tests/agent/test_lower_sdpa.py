@@ -180,6 +180,7 @@ def test_sm90a_runs_the_stdlib_attention_kernel(name, tmp_path):
     first = lower_problem(problem, target="sm_90a")
     (t,) = _templates(first)
     assert len(first.program.kernels) == 1     # the kernel writes the output itself: no copy after it
+    assert first.kind == "attention"           # (the knowledge base's GEMM skills do not apply to it)
     q, k = shapes[0], shapes[1]
     bh, bhkv, sq, skv, d = q[0] * q[1], k[0] * k[1], q[2], k[2], q[3]
     assert (t.bh, t.bhkv, t.sq, t.skv, t.d) == (bh, bhkv, sq, skv, d)
