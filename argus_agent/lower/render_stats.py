@@ -9,6 +9,7 @@ import dataclasses
 
 import torch
 
+from . import tags as lower_tags
 from . import values as vals
 from .core import Buffer, Reduction
 from .emit import _is_tile, _tp
@@ -24,7 +25,7 @@ from .render_tiled import (
     store_result,
     tile_emitter,
 )
-from .sizes import threads_for
+from .sizes import cdiv, threads_for
 from .values import walk
 
 
@@ -72,20 +73,37 @@ def _arg_kernel(k, kname, buffers, bi, br, S, C, index_v, targets):
     inner += [f"take = {take}", "accv = tp.where(take, v, accv)", f"acci = tp.where(take, {ind}, acci)"]
     body = block_start(False, S, pre_lines + inner)
     body += pre_lines
-    body += [f"accv = tp.full((BR, BI), {init}, {dt})", "acci = tp.full((BR, BI), -1, tp.i64)",
-             "for k in range(tp.cdiv(C, BR)):"]
+    starts = [f"accv = tp.full((BR, BI), {init}, {dt})", "acci = tp.full((BR, BI), -1, tp.i64)"]
+    body += starts + ["for k in range(tp.cdiv(C, BR)):"]
     body += ["    " + line for line in inner]
-    body += ["isnan = tp.max((accv != accv).to(tp.i32), axis=0, keepdims=True)",
-             f"best = tp.{'max' if k.kind == 'argmax' else 'min'}(accv, axis=0, keepdims=True)",
-             "hit = tp.where(isnan != 0, accv != accv, accv == best) & (acci >= 0)",
-             "res_i = tp.min(tp.where(hit, acci, 2147483647), axis=0)",
-             f"res_v = tp.where(tp.max((accv != accv).to(tp.i32), axis=0) != 0, float(\"nan\"), "
-             f"tp.{'max' if k.kind == 'argmax' else 'min'}(accv, axis=0))"]
+    post = ["isnan = tp.max((accv != accv).to(tp.i32), axis=0, keepdims=True)",
+            f"best = tp.{'max' if k.kind == 'argmax' else 'min'}(accv, axis=0, keepdims=True)",
+            "hit = tp.where(isnan != 0, accv != accv, accv == best) & (acci >= 0)",
+            "res_i = tp.min(tp.where(hit, acci, 2147483647), axis=0)",
+            f"res_v = tp.where(tp.max((accv != accv).to(tp.i32), axis=0) != 0, float(\"nan\"), "
+            f"tp.{'max' if k.kind == 'argmax' else 'min'}(accv, axis=0))"]
+    body += post
     outs = []
+    # the value and the index lanes fold the same chunks of the same output's range, each iteration comparing
+    # the lowering's value at (o, r', i) (the combine: partial r' of the value, and of the index it keeps): the
+    # stored value, and the index lanes where the loop ends (the index's store reads every lane's comparisons
+    # through isnan / best / hit: 2^8 tag alternatives, seconds of proof, for what these two already state)
+    claims = []
+    lanes = lower_tags.template_store_assertion(
+        em, pre_lines + starts, inner, [], "acci", "acci", ("o", "s", "i") if S > 1 else ("o", "i"), cdiv(C, br), br,
+        "s" if S > 1 else None, at=("o", "s", "(i0 + tp.arange(BI))[None, :]") if S > 1 else
+        ("o", "(i0 + tp.arange(BI))[None, :]"))
+    if lanes:
+        body.insert(len(body) - len(post), lanes)
     for buf, text in zip(targets, ("res_v", "res_i")):
         line, ov = store_result(em, buf, k, False, text, S)
         body.append(line)
         outs.append(ov)
+        if text == "res_v":
+            claims.append(lower_tags.template_store_assertion(
+                em, pre_lines + starts, inner, post, text, line[len("tp.store("):line.index("[")],
+                ("o", "s", "i") if S > 1 else ("o", "i"), cdiv(C, br), br, "s" if S > 1 else None))
+    body = [c for c in claims if c] + body
     consts, grid = reduction_consts(k, False, bi, br, C, S)
     src, args = finish(em, body, outs, buffers, kname, consts, threads_for(bi * br), k.what)
     return src, kname, args, grid
@@ -145,15 +163,39 @@ def _welford_kernel(k, kname, buffers, bm, br, S, C, partials, targets):
               "m2 = m2 + q + delta * delta * cnt * w", "cnt = n"]
     body = block_start(row, S, pre_lines + inner)
     body += pre_lines
-    body += [f"cnt = tp.zeros({tile}, tp.f32)", f"mean = tp.zeros({tile}, tp.f32)", f"m2 = tp.zeros({tile}, tp.f32)",
-             "for k in range(tp.cdiv(C, BR)):"]
+    starts = [f"cnt = tp.zeros({tile}, tp.f32)", f"mean = tp.zeros({tile}, tp.f32)", f"m2 = tp.zeros({tile}, tp.f32)"]
+    body += starts + ["for k in range(tp.cdiv(C, BR)):"]
     body += ["    " + line for line in inner]
+    n_post = len(body)
     body += [f"tot = tp.sum(cnt, axis={A}, keepdims=True)",
              f"mu = tp.sum(cnt * mean, axis={A}, keepdims=True) / tp.maximum(tot, 1.0)",
              "dm = mean - mu",
              f"res_n = tp.sum(cnt, axis={A})",
              f"res_mean = tp.sum(cnt * mean, axis={A}) / tp.maximum(res_n, 1.0)",
              f"res_m2 = tp.sum(m2 + cnt * dm * dm, axis={A})"]
+    claims = []
+    if partials is not None:
+        # the combine's lanes fold partial (count, mean, M2) triples, each iteration's three of one partial r'
+        # of the output: asserted where the loop ends (its stores read every lane's three through Chan's
+        # combination: 2^10 tag alternatives, seconds of proof)
+        at = ("(m0 + tp.arange(BM))[:, None]",) if row else ("o", "(i0 + tp.arange(BI))[None, :]")
+        for name in ("cnt", "mean", "m2"):
+            got = lower_tags.template_store_assertion(
+                em, pre_lines + starts, inner, [], name, name, ("m",) if row else ("o", "i"), cdiv(C, br), br,
+                at=at)
+            if got:
+                body.insert(n_post, got)
+
+    def claim(line, text, coords):
+        if partials is not None:
+            return
+        # the stored statistic folds exactly the block's chunks, each iteration's Welford update reading the
+        # lowering's value at the output's index and an r' of its chunk (the combine: partial r')
+        got = lower_tags.template_store_assertion(
+            em, pre_lines + starts, inner, [x for x in body[n_post:] if not x.startswith("tp.store(")], text,
+            line[len("tp.store("):line.index("[")], coords, cdiv(C, br), br, "s" if S > 1 else None)
+        if got:
+            claims.append(got)
     results = ("res_n", "res_mean", "res_m2") if len(targets) == 3 else ("res_mean", "res_m2")
     outs = []
     if len(targets) == 2 and k.epilogue is not None:
@@ -169,12 +211,18 @@ def _welford_kernel(k, kname, buffers, bm, br, S, C, partials, targets):
         line, ov = store_result(em, out_buf, k, row, v_text, keep=True)
         body.append(line)
         outs.append(ov)
+        claim(line, v_text, ("m", None) if row else ("o", None, "i"))
         if not store_res:
             targets, results = (), ()
     for buf, text in zip(targets, results):
         line, ov = store_result(em, buf, k, row, text, S)
         body.append(line)
         outs.append(ov)
+        if S > 1:
+            claim(line, text, ("s", "m") if row else ("o", "s", "i"))
+        else:
+            claim(line, text, ("m",) if row else ("o", "i"))
+    body = claims + body
     consts, grid = reduction_consts(k, row, bm, br, C, S)
     src, args = finish(em, body, outs, buffers, kname, consts, threads_for(bm * br), k.what)
     return src, kname, args, grid

@@ -521,3 +521,158 @@ def scan_store_assertion(value, out_param: str, row: bool, bn: int, nk: int, rag
     carry = fold_claim("t[1]", f"t[1][3][1] == {_text(vw, dict(names, r=r2))}", kexpr, f"0 <= {r2} - {start}",
                        trips, t0)
     return f"tp.assert_tag({out_param}, lambda t, {', '.join(params)}: {local} and {carry})"
+
+
+# ---------------------------------------------------------------- stores of hand-written tile templates
+class _Fold:
+    """A loop-carried accumulator after its loop: the verifier's ("fold", n, k, t) over its update t."""
+
+    __slots__ = ("inner",)
+
+    def __init__(self, inner):
+        self.inner = inner
+
+
+_PASS = {"sum", "max", "min", "prod"}          # reductions over a tile axis: an element's tag, any lane
+_UNTAGGED = {"full", "zeros", "arange"}
+
+
+def _unary_math() -> frozenset:
+    from tilepy.ops import UNARY_MATH
+
+    return frozenset(UNARY_MATH)
+
+
+def _line_struct(node, env: dict):
+    """The tag structure of one template expression (python ast) as the verifier gives it: an elementwise
+    operation or tp.where the tuple of its operands' tags (None when none is tagged), a tile reduction, cast
+    or `[:, None]` its operand's, constants and index tiles None."""
+    import ast
+
+    def ew(parts):
+        return None if all(p is None for p in parts) else tuple(parts)
+
+    if isinstance(node, ast.Name):
+        return env.get(node.id)
+    if isinstance(node, ast.Constant):
+        return None
+    if isinstance(node, ast.BinOp):
+        return ew([_line_struct(node.left, env), _line_struct(node.right, env)])
+    if isinstance(node, ast.Compare) and len(node.comparators) == 1:
+        return ew([_line_struct(node.left, env), _line_struct(node.comparators[0], env)])
+    if isinstance(node, ast.Subscript):
+        return _line_struct(node.value, env)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        f = node.func
+        if f.attr == "to":
+            return _line_struct(f.value, env)
+        if isinstance(f.value, ast.Name) and f.value.id == "tp":
+            if f.attr in _UNTAGGED:
+                return None
+            if f.attr in _PASS:
+                return _line_struct(node.args[0], env)
+            if f.attr in ("where", "maximum", "minimum") or f.attr in _unary_math():
+                return ew([_line_struct(a, env) for a in node.args])
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "float":
+        return None
+    raise _NoTree()
+
+
+def _run_lines(lines: list, env: dict) -> dict:
+    import ast
+
+    for line in lines:
+        tree = ast.parse(line.strip())
+        st = tree.body[0]
+        if not (isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)):
+            continue
+        name = st.targets[0].id
+        if name in env and env.get(("seeded", name)):
+            continue          # a value the emitter rendered: its structure is the lowering's own
+        env[name] = _line_struct(st.value, env)
+    return env
+
+
+def template_store_assertion(em, pre: list, loop: list, post: list, stored: str, out_param: str, coords: tuple,
+                             trips: int, bound: int, lo: str | None = None, at: tuple | None = None) -> str | None:
+    """`tp.assert_tag(out, lambda t, <coords>: ...)` for the store of `stored` in a hand-written template
+    (argmax/argmin's (value, index) lanes, Welford's (count, mean, M2)): the lines before the chunk loop, its
+    body and the lines after it are read as the verifier reads them (`_line_struct`; the values the emitter
+    rendered are their lowering values), each accumulator the loop carries whose tag changes is a fold, and
+    every fold the stored value reads must fold exactly `trips` chunks of `bound`, iteration k reading the
+    lowering's values at the output's index and an r' of chunk k (`lo`: a split partial's coordinate, its
+    chunk starting at lo * C). `at`: the assertion is on the register tile `out_param` (its elements, at the
+    index tiles `at` of the coordinates) instead of a tensor. None when a value reads through a gather, has
+    no load affine in r, or nothing is tagged."""
+    import ast
+    import re
+
+    from .index import const, substitute
+
+    if not ENABLED:
+        return None
+    env: dict = {}
+    try:
+        if any(v.op == "gather" for v in em.done):
+            raise _NoTree()      # an index that is data: not an index map
+        for v, name in em.done.items():
+            if v.op == "load" and re.fullmatch(r"t\d+", name):      # the emitter's loads: their index maps
+                env[name] = _Leaf(v.args[0], v.args[1])
+                env[("seeded", name)] = True
+        _run_lines(pre, env)
+        init = dict(env)
+        body = _run_lines(loop, dict(env))
+        for name in {line.strip().split(" = ", 1)[0] for line in loop if " = " in line}:
+            if name in init and not env.get(("seeded", name)) and body.get(name) is not None:
+                if any(re.search(rf"\b{name}\b", line.split(" = ", 1)[1]) for line in loop if " = " in line):
+                    env[name] = _Fold(body[name]) if body[name] is not init[name] else init[name]
+        _run_lines(post, env)
+        s = _line_struct(ast.parse(stored.strip()).body[0].value, env)
+    except (_NoTree, SyntaxError):
+        return None
+    if s is None:
+        return None
+    params = [f"c{j}" for j in range(len(coords))]
+    names = {x: p for x, p in zip(coords, params) if x is not None}
+    conds: list = []
+    folds = [0]
+
+    def text(x, path, rn):
+        if x is None:
+            return "None"
+        if isinstance(x, _Leaf):
+            if "r" in {v.name for v in variables(x.idx)} and "r" not in rn:
+                raise _NoTree()
+            return f'("{x.buf}", {_subst_text(x.idx, rn)})'
+        if isinstance(x, _Fold):
+            if not _affine_in_r(x.inner):
+                raise _NoTree()
+            got = _solvable(x.inner)
+            if got is None:
+                raise _NoTree()
+            rel, leaf, coef = got
+            here = "t" + "".join(f"[{k}]" for k in path)
+            base = substitute(leaf.idx, {"r": const(0)})
+            inner = {k: v for k, v in rn.items() if k != "r"}
+            rt = f"({here}[3]{''.join(f'[{k}]' for k in rel)}[1] - {_subst_text(base, inner)})"
+            if coef != 1:
+                rt = f"({rt} // {coef})"
+            off = rt if lo is None else f"({rt} - {names[lo]} * C)"
+            sub = text(x.inner, path + (3,), dict(inner, r=rt))
+            conds.append("(" + fold_claim(here, f"{here}[3] == {sub}", f"{off} // {bound}", f"0 <= {off}", trips)
+                         + ")")
+            folds[0] += 1
+            return here
+        if isinstance(x, _Stage):
+            raise _NoTree()
+        return "(" + ", ".join(text(a, path + (k,), rn) for k, a in enumerate(x)) + ("," if len(x) == 1 else "") + ")"
+
+    try:
+        tree = text(s, (), dict(names))
+    except _NoTree:
+        return None
+    if not folds[0]:
+        return None
+    tail = "" if at is None else f", at=({', '.join(at)}{',' if len(at) == 1 else ''})"
+    claim = " and ".join(conds) if tree == "t" else f"t == {tree} and " + " and ".join(conds)
+    return f"tp.assert_tag({out_param}, lambda t, {', '.join(params)}: {claim}{tail})"
