@@ -113,8 +113,8 @@ def ours_fn(a, b, c, params):
     N = b.shape[1]
     split = params.get("SPLIT_K", 1) > 1
     out = tp.f32 if (c.dtype == torch.float32 or split) else tp.bf16
-    kernel = gemm_hopper.kernel_for(out, (2 * K) % 16 != 0, (2 * N) % 16 != 0)
-    ck = tilepy_hip.compile(kernel, target="sm_90a", **params)
+    kernel = gemm_hopper.kernel_for(out, (2 * K) % 16 != 0, (2 * N) % 16 != 0, bool(params.get("PERSISTENT")))
+    ck = tilepy_hip.compile(kernel, target="sm_90a", **gemm_hopper.kernel_params(params))
     return (lambda: gemm_hopper.launch(a, b, c, **params)), ck
 
 
@@ -150,6 +150,10 @@ def bf16out_row(M, N, K, g, params=None):
 I64, I128, I256 = tp.nv.wgmma_m64n64k16_bf16, tp.nv.wgmma_m64n128k16_bf16, tp.nv.wgmma_m64n256k16_bf16
 POLICY_SWEEP = {  # bf16 out; constexprs over gemm_hopper.PRESETS (128x256, 4 stages, 2 consumers)
     "128x256_s4_wait0": dict(IN_FLIGHT=0),
+    "128x256_s4_persistent": dict(IN_FLIGHT=0, PERSISTENT=1),
+    "128x256_s4_persistent_g16": dict(IN_FLIGHT=0, PERSISTENT=1, GROUP_M=16),
+    "128x128_s5_persistent": dict(IN_FLIGHT=0, PERSISTENT=1, BN=128, STAGES=5, INSTR=I128),
+    "128x256_s4_persistent_regs": dict(IN_FLIGHT=0, PERSISTENT=1, PRODUCER_REGS=64, CONSUMER_REGS=216),
     "128x256_s4_wait1": dict(IN_FLIGHT=1),
     "128x256_s3_wait1": dict(IN_FLIGHT=1, STAGES=3),
     "128x256_s4_wait1_regs64_216": dict(IN_FLIGHT=1, PRODUCER_REGS=64, CONSUMER_REGS=216),
@@ -164,13 +168,17 @@ POLICY_SWEEP = {  # bf16 out; constexprs over gemm_hopper.PRESETS (128x256, 4 st
                                               SPLIT_K=2),
 }
 SWEEP_SHAPES = [(4096, 4096, 4096), (128, 4096, 4096), (1024, 1024, 1024), (2051, 2045, 1000)]
+PERSISTENT_SHAPES = [(4096, 4096, 4096), (8192, 8192, 1024), (3000, 5000, 4096), (8192, 8192, 8192),
+                     (4096, 14336, 4096)]
 
 
-def policy_sweep(g, shapes) -> dict:
+def policy_sweep(g, shapes, only=None) -> dict:
     out = {}
     for M, N, K in shapes:
         row = {}
         for tag, extra in POLICY_SWEEP.items():
+            if only and not re.search(only, tag):
+                continue
             p = {**gemm_hopper.PRESETS["sm_90a"], **extra}
             if p.get("SPLIT_K", 1) > 1 and M * N > 4096 * 4096:
                 continue
@@ -307,6 +315,7 @@ def main(argv=None):
     ap.add_argument("--shapes", nargs="*", default=None, help="M,N,K triples (default: the issue's table)")
     ap.add_argument("--sweep", action="store_true", help="also the fp32 kernel's variants at 4096^3")
     ap.add_argument("--policies", action="store_true", help="also the policy sweep and 1024^3 x30 back to back")
+    ap.add_argument("--variants", default=None, help="with --policies: a regex over the sweep's variant names")
     ap.add_argument("--b2b", action="store_true", help="also the 1024^3 x30 back to back (no sweep)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     args = ap.parse_args(argv)
@@ -353,7 +362,7 @@ def main(argv=None):
     path = Path(args.out) / f"gemm-{name}.json"
     path.write_text(json.dumps(res, indent=1))  # the table so far, should a later part not finish
     if args.policies:
-        res["policy_sweep"] = policy_sweep(g, SWEEP_SHAPES if not args.shapes else shapes)
+        res["policy_sweep"] = policy_sweep(g, SWEEP_SHAPES if not args.shapes else shapes, args.variants)
     if args.policies or args.b2b:
         res["back_to_back_1024"] = back_to_back_1024(g)
     path.write_text(json.dumps(res, indent=1))

@@ -98,6 +98,71 @@ def gemm_hopper(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"]
 
 
 gemm_hopper_bf16 = gemm_hopper.retyped(C=tp.Tensor[tp.bf16, "M", "N"])  # bf16 out: tp.store rounds
+
+
+@tp.kernel(threads=_threads, target="sm_90a")
+def gemm_persistent(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"],
+                    C: tp.Tensor[tp.f32, "M", "N"],
+                    BM: tp.constexpr = 128, BN: tp.constexpr = 256, BK: tp.constexpr = 64, STAGES: tp.constexpr = 4,
+                    CONSUMERS: tp.constexpr = 2, INSTR: tp.constexpr = tp.nv.wgmma_m64n256k16_bf16,
+                    SWIZZLE: tp.constexpr = tp.Swizzle(3, 3, 3), PRODUCER_REGS: tp.constexpr = 0,
+                    CONSUMER_REGS: tp.constexpr = 0, GROUP_M: tp.constexpr = 8):
+    """gemm_hopper on a persistent grid: a 1-D grid of at most one block per SM, block b walking output tiles
+    b, b + grid, ... in a grouped (L2-friendly) order, GROUP_M row tiles sweeping the columns together. The
+    ring runs on across a block's output tiles, so the producer loads the next output tile's stages while the
+    consumers store this one's accumulator (the epilogue and the next tile's fill overlap).
+
+    Each output tile takes `rounds` whole turns of the ring (k-tiles rounded up to a multiple of STAGES; a
+    slot past the last k-tile carries no copy and no product, only its two arrivals), so the k-th slot of a
+    block's it-th tile is stage k % STAGES in phase it * rounds + k // STAGES of both mbarriers. The consumers
+    release every stage once up front, so the producer's wait has no first-turn case."""
+    a_s = tp.shared((BM, BK), tp.bf16, stages=STAGES, swizzle=SWIZZLE)
+    b_s = tp.shared((BK, BN), tp.bf16, stages=STAGES, swizzle=SWIZZLE, layout=b_layout(BK, BN))
+    full = tp.mbarrier(1, stages=STAGES)
+    empty = tp.mbarrier(1, stages=STAGES)
+    tp.tag(A, lambda i, k: ("A", i, k))
+    tp.tag(B, lambda k, j: ("B", k, j))
+    n_m = tp.cdiv(C.shape[0], BM)
+    n_n = tp.cdiv(C.shape[1], BN)
+    in_group = GROUP_M * n_n                       # output tiles per group of GROUP_M tile rows
+    k_tiles = tp.cdiv(A.shape[1], BK)
+    rounds = tp.cdiv(k_tiles, STAGES)
+    first = tp.block_id(0)
+    step = tp.num_blocks(0)
+    if tp.warpgroup_id() == 0:          # producer warpgroup: one thread issues the bulk tensor copies
+        if PRODUCER_REGS > 0:
+            tp.setmaxnreg(PRODUCER_REGS)
+        for t in range(first, n_m * n_n, step):
+            first_m = (t // in_group) * GROUP_M
+            group_m = tp.minimum(n_m - first_m, GROUP_M)          # the last group may be short
+            m0 = (first_m + (t % in_group) % group_m) * BM
+            n0 = ((t % in_group) // group_m) * BN
+            turn = ((t - first) // step) * rounds     # ring turns taken by the earlier tiles of this block
+            for k in range(rounds * STAGES):
+                tp.mbarrier_wait(empty[k % STAGES], turn + k // STAGES)   # the consumers released the stage
+                if k < k_tiles:
+                    tp.copy_bulk(A[m0:m0 + BM, k * BK:k * BK + BK], a_s[k % STAGES], full[k % STAGES])
+                    tp.copy_bulk(B[k * BK:k * BK + BK, n0:n0 + BN], b_s[k % STAGES], full[k % STAGES])
+                tp.mbarrier_arrive(full[k % STAGES])
+    else:                               # consumer warpgroups: wgmma over their own threads, 64 rows each
+        if CONSUMER_REGS > 0:
+            tp.setmaxnreg(CONSUMER_REGS)
+        for s in tp.static_range(STAGES):
+            tp.mbarrier_arrive(empty[s])
+        for t in range(first, n_m * n_n, step):
+            first_m = (t // in_group) * GROUP_M
+            group_m = tp.minimum(n_m - first_m, GROUP_M)
+            m0 = (first_m + (t % in_group) % group_m) * BM
+            n0 = ((t % in_group) // group_m) * BN
+            turn = ((t - first) // step) * rounds
+            acc = tp.zeros((BM, BN), tp.f32, layout=tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1)))
+            for k in range(rounds * STAGES):
+                tp.mbarrier_wait(full[k % STAGES], turn + k // STAGES)
+                if k < k_tiles:
+                    acc = tp.mma(a_s[k % STAGES], b_s[k % STAGES], acc)
+                tp.mbarrier_arrive(empty[k % STAGES])
+            tp.assert_tag(tp.mma_operands(acc), lambda a, b: a[2] == b[1])
+            tp.store(C[m0:m0 + BM, n0:n0 + BN], acc)
 KERNELS = {tp.f32: gemm_hopper, tp.bf16: gemm_hopper_bf16}
 
 
@@ -152,17 +217,35 @@ def policy(M: int, N: int, K: int) -> dict:
 
 
 def grid_of(M: int, N: int, params: dict) -> tuple:
+    if params.get("PERSISTENT"):
+        return (min(_cdiv(M, params["BM"]) * _cdiv(N, params["BN"]), params.get("NUM_SMS", NUM_SMS)),)
     return (_cdiv(M, params["BM"]), _cdiv(N, params["BN"]), params.get("SPLIT_K", 1))
+
+
+PERSISTENT_ONLY = ("GROUP_M",)                           # constexprs of gemm_persistent alone
+STEADY_ONLY = ("IN_FLIGHT", "SPLIT_K")                   # constexprs of gemm_hopper alone
+
+
+def kernel_params(params: dict) -> dict:
+    """The constexprs the chosen kernel takes: `PERSISTENT` (and `NUM_SMS`, the grid cap) pick gemm_persistent
+    and are not its own; gemm_persistent keeps the wgmma group synchronous and has no split-K."""
+    if not params.get("PERSISTENT"):
+        return {k: v for k, v in params.items() if k not in PERSISTENT_ONLY + ("PERSISTENT", "NUM_SMS")}
+    for k in STEADY_ONLY:
+        if params.get(k, 0) not in (0, 1) or (k == "IN_FLIGHT" and params.get(k)):
+            raise ValueError(f"gemm_hopper: PERSISTENT=1 runs wait_group 0 without split-K; {k}={params[k]} "
+                             "needs the non-persistent kernel (PERSISTENT=0)")
+    return {k: v for k, v in params.items() if k not in STEADY_ONLY + ("PERSISTENT", "NUM_SMS")}
 
 
 _VARIANTS: dict = {}
 
 
-def kernel_for(out, pad_a: bool = False, pad_b: bool = False):
-    """gemm_hopper retyped for the output dtype and for padded operands: a padded A is (M, KA) with KA >= K
-    (its extra columns zero; k_tiles follows A), a padded B is (K, NB) with NB >= N (extra columns zero, never
-    stored: C's bounds mask them)."""
-    key = (out, pad_a, pad_b)
+def kernel_for(out, pad_a: bool = False, pad_b: bool = False, persistent: bool = False):
+    """gemm_hopper (or gemm_persistent) retyped for the output dtype and for padded operands: a padded A is
+    (M, KA) with KA >= K (its extra columns zero; k_tiles follows A), a padded B is (K, NB) with NB >= N (extra
+    columns zero, never stored: C's bounds mask them)."""
+    key = (out, pad_a, pad_b, persistent)
     k = _VARIANTS.get(key)
     if k is None:
         ann = {}
@@ -172,7 +255,8 @@ def kernel_for(out, pad_a: bool = False, pad_b: bool = False):
             ann["B"] = tp.Tensor[tp.bf16, "K", "NB"]
         if out == tp.bf16:
             ann["C"] = tp.Tensor[tp.bf16, "M", "N"]
-        k = _VARIANTS[key] = gemm_hopper.retyped(**ann) if ann else gemm_hopper
+        base = gemm_persistent if persistent else gemm_hopper
+        k = _VARIANTS[key] = base.retyped(**ann) if ann else base
     return k
 
 
@@ -184,11 +268,11 @@ class _Plan:
     __slots__ = ("launcher", "params", "pad_a", "pad_b", "split", "out", "bufs")
 
     def __init__(self, M, N, K, out, params):
-        self.params = params
+        self.params = kernel_params(params)
         self.pad_a, self.pad_b = (2 * K) % 16 != 0, (2 * N) % 16 != 0
         self.split = params.get("SPLIT_K", 1) > 1
         self.out = out
-        kernel = kernel_for(tp.f32 if self.split else out, self.pad_a, self.pad_b)
+        kernel = kernel_for(tp.f32 if self.split else out, self.pad_a, self.pad_b, bool(params.get("PERSISTENT")))
         self.launcher = kernel[grid_of(M, N, params)]
         self.bufs: dict = {}
 
@@ -253,6 +337,10 @@ def launch(a, b, c, target: str = "sm_90a", out_dtype=None, **constexprs):
         if out not in KERNELS:
             raise ValueError(f"gemm_hopper writes f32 or bf16, not {out}")
         params = {**policy(M, N, K), **constexprs} if target == "sm_90a" else {**PRESETS[target], **constexprs}
+        if constexprs.get("PERSISTENT"):   # asked for by the caller: the shape's wait_group / split-K policy yields
+            for k in STEADY_ONLY:
+                if k not in constexprs:
+                    params.pop(k, None)
         plan = _Plan(M, N, K, out, params)
         if key is not None:
             _PLANS[key] = plan

@@ -72,7 +72,7 @@ def test_lowered_conv_chain_and_split_k_on_gpu(tmp_path):
             return torch.mm(a, b)
 
     for name, model, inputs, tol in (("chain", Chain(), [torch.randn(4, 32, 40, 40)], 1e-2),
-                                     ("mm", MM(), [torch.randn(256, 65536), torch.randn(65536, 256)], 1e-4)):
+                                     ("mm", MM(), [torch.randn(256, 65536), torch.randn(65536, 256)], None)):
         src = render_program(lower_model(model, inputs, "sm_90a"))
         p = tmp_path / f"{name}.py"
         p.write_text(src)
@@ -83,7 +83,21 @@ def test_lowered_conv_chain_and_split_k_on_gpu(tmp_path):
             ref = model.double()(*[x.double() for x in inputs])
             out = mod.argus_forward(model.float().to(DEV), *[x.to(DEV) for x in inputs]).cpu().double()
         err = ((out - ref).abs() / (ref.abs() + 1)).max().item()
-        assert err < tol, (name, err)
+        if name == "mm":
+            # fp32 accuracy means SGEMM's (issue 15 item 4): the split-TF32 product's error against float64 is
+            # bounded by cuBLAS SGEMM's own (TF32 off) on the same inputs, in the same measure, not by a fixed
+            # figure (at K = 65536 SGEMM's own elementwise error is ~1e-4 of the row scale)
+            tf32 = torch.backends.cuda.matmul.allow_tf32
+            torch.backends.cuda.matmul.allow_tf32 = False
+            try:
+                sg = torch.mm(*[x.to(DEV) for x in inputs]).cpu().double()
+            finally:
+                torch.backends.cuda.matmul.allow_tf32 = tf32
+            sg_err = ((sg - ref).abs() / (ref.abs() + 1)).max().item()
+            fro, sg_fro = ((out - ref).norm() / ref.norm()).item(), ((sg - ref).norm() / ref.norm()).item()
+            assert fro <= sg_fro and err <= 2 * sg_err, (name, err, sg_err, fro, sg_fro)
+        else:
+            assert err < tol, (name, err)
         if name == "mm":
             assert "KSPLIT=" in src
         else:

@@ -38,6 +38,9 @@ VARIANTS = {
     "wait1_64x128_1c": dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=I128),
     "split3": dict(IN_FLIGHT=1, BN=128, INSTR=I128, SPLIT_K=3),
     "split2_wait0": dict(IN_FLIGHT=0, BN=128, INSTR=I128, SPLIT_K=2),
+    "persistent": dict(PERSISTENT=1),
+    "persistent_128_s5": dict(PERSISTENT=1, BN=128, STAGES=5, INSTR=I128),
+    "persistent_grid3": dict(PERSISTENT=1, BN=128, INSTR=I128, NUM_SMS=3, GROUP_M=2),  # many tiles per block
 }
 
 
@@ -48,7 +51,7 @@ def _rel(x, ref):
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
-@pytest.mark.parametrize("m,k,n", [(130, 1000, 264), (300, 4096, 520)])
+@pytest.mark.parametrize("m,k,n", [(130, 1000, 264), (300, 4096, 520), (300, 200, 520)])
 @pytest.mark.parametrize("out", [torch.float32, torch.bfloat16])
 def test_policy_variants(variant, m, k, n, out):
     g = torch.Generator(device="cuda").manual_seed(m + k + n)
@@ -101,4 +104,10 @@ def test_sass_of_the_policies():
         ck = tilepy_hip.compile(gemm_hopper.gemm_hopper, target="sm_90a", **{**P, **extra})
         sass = ck.sass()
         assert "HGMMA.64x" in sass and "WARPGROUP.DEPBAR.LE gsb0, 0x1" in sass
+        assert not re.search(r"\b(LDL|STL)\b", sass) and ck.resources["spill_stores"] == 0
+    for extra in (VARIANTS["persistent"], VARIANTS["persistent_128_s5"]):
+        params = gemm_hopper.kernel_params({**P, **extra})
+        ck = tilepy_hip.compile(gemm_hopper.gemm_persistent, target="sm_90a", **params)
+        sass = ck.sass()
+        assert "HGMMA.64x" in sass and "UTMALDG" in sass
         assert not re.search(r"\b(LDL|STL)\b", sass) and ck.resources["spill_stores"] == 0
