@@ -219,7 +219,7 @@ def _decompose(ctx, node, args: list, kwargs: dict) -> LTensor:
     env: dict = {}
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     for ph, src in zip(placeholders, slots):
-        env[ph] = ctx_env_value(src, args, kwargs, node)
+        env[ph] = _operand(src, args, kwargs, node)
     result = None
     for n in gm.graph.nodes:
         if n.op == "call_function":
@@ -234,7 +234,7 @@ def _decompose(ctx, node, args: list, kwargs: dict) -> LTensor:
     return result
 
 
-def ctx_env_value(src_node, args, kwargs, node):
+def _operand(src_node, args, kwargs, node):
     """The lowered value of the SDPA node's operand `src_node` (positional or keyword)."""
     for a, val in zip(node.args, args):
         if a is src_node:
@@ -251,16 +251,11 @@ def _sdpa(ctx, node, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, *,
     if plan is not None:
         return _template(ctx, plan, why, q, k, v, is_causal, scale)
     log.info("%s: scaled_dot_product_attention decomposed to bmm/softmax/bmm: %s", source_line(node), why)
-    ctx.attention_fallbacks = getattr(ctx, "attention_fallbacks", []) + [f"{source_line(node)}: {why}"]
-    result = _decompose(ctx, node, [q, k, v, attn_mask, dropout_p, is_causal][:len(node.args)],
-                        dict(node.kwargs))
+    given = dict(q=q, k=k, v=v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
+                 enable_gqa=enable_gqa)      # the lowered values, positional ones first as the node has them
+    result = _decompose(ctx, node, list(given.values())[:len(node.args)], {key: given[key] for key in node.kwargs})
     if not isinstance(result, LTensor):
         raise LoweringError(f"{source_line(node)}: the decomposition of scaled_dot_product_attention gave "
                             f"{type(result).__name__}")
     return result
-
-
-def fallbacks(ctx) -> list:
-    """'file:line: reason' per SDPA call that was decomposed instead of running the stdlib kernel."""
-    return list(getattr(ctx, "attention_fallbacks", []))
 
