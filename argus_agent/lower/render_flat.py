@@ -131,9 +131,11 @@ def render_reduction(k: Reduction, kname: str, buffers: dict) -> tuple[str, list
     out_dt = k.out.dtype
     res = "res" if vals.compute_dtype(out_dt) == dtype == out_dt else f"res.to({_tp(out_dt)})"
     body.append(f"tp.store({names[k.out.name]}[m0:m0 + BM], {res})")
-    if one and _is_tile(k.value):
+    if _is_tile(k.value):
+        # one chunk: each stored element the reduction of its tile; several: the fold of every chunk, once
         claim = lower_tags.reduction_store_assertion(k.value, names[k.out.name], ("m",), br,
-                                                     lambda s: (None, (None, s), None))
+                                                     lambda s: (None, (None, s), None),
+                                                     fold=None if one else -(-R // br))
         if claim:
             body.insert(0, claim)
     body = lower_tags.annotate_reduction(body, em, M, R)

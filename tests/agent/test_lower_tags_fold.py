@@ -2,11 +2,15 @@
 item 6): the verifier summarizes a loop-carried accumulator as a fold (("fold", n, k, t) for each iteration k
 of the n that folded t in), and the lowering states that the result folds exactly the chunks of its range,
 iteration k reading chunk k of the right row: a row reduction over several chunks, split partials (partial s
-covers [s C, s C + C)) and their combine, a column reduction, a per-output epilogue over a chunk loop, scans
+covers [s C, s C + C)) and their combine, a column reduction, a per-output epilogue over a chunk loop, a
+flat-index reduction, argmax/argmin (the value and the index lanes from the same row and range; a combine's
+index from the same partial as its value), Welford's (count, mean, M2) (a combine's three from one partial),
+logsumexp over long rows, scans
 whose carry is the fold of exactly the chunks before each element (reverse, exclusive, columns, and long rows
 scanned in segments after a per-segment sum). The correct kernels verify clean and match PyTorch on the
 interpreter; each seeded wrong index map (a chunk loop that skips the last chunk, every iteration reading the
-first chunk, a store shifted by one row, a combine reading partial p + 1, a carry never updated or updated
+first chunk, a store shifted by one row, a combine reading partial p + 1 (of the index or the count beside
+its value or mean of p), a carry never updated or updated
 before its use, a segment carry over one segment too many or from the next segment) is a tag_assertion error
 with a counterexample, and each such mutant computes other values on the interpreter (the bug is real)."""
 
@@ -62,6 +66,39 @@ class ColCumprod(torch.nn.Module):
         return torch.cumprod(x, dim=1)
 
 
+class Argmax(torch.nn.Module):
+    def forward(self, x):
+        return x.argmax(dim=1)
+
+
+class MinWithIndex(torch.nn.Module):
+    def forward(self, x):
+        v, i = torch.min(x, dim=1)
+        return v + i.to(v.dtype)
+
+
+class Var(torch.nn.Module):
+    def forward(self, x):
+        return x.var(dim=1)
+
+
+class StdRow(torch.nn.Module):
+    def forward(self, x):
+        return x.std(dim=-1)
+
+
+class LogSumExp(torch.nn.Module):
+    def forward(self, x):
+        return torch.logsumexp(x, dim=-1)
+
+
+class Bmm(torch.nn.Module):
+    """A flat-index (generic) reduction over several chunks of k."""
+
+    def forward(self, q, k):
+        return torch.bmm(q, k.transpose(1, 2))
+
+
 # name: (module, input shapes, no split: the outputs alone count as enough blocks)
 CASES = {
     "row_sum_chunks": (RowSum, [(4, 10000)], True),
@@ -71,6 +108,14 @@ CASES = {
     "mean_epilogue_chunks": (MeanMiddle, [(2, 3000, 7)], True),
     "mean_epilogue_split": (MeanMiddle, [(4, 5000, 5)], False),
     "scaled_row_sum_chunks": (ScaledRowSum, [(3, 9000), (9000,)], True),
+    "argmax_chunks": (Argmax, [(2, 3000, 6)], True),
+    "argmax_split": (Argmax, [(2, 40000, 3)], False),
+    "min_index_split": (MinWithIndex, [(3, 20000, 2)], False),
+    "var_chunks": (Var, [(2, 3000, 6)], True),
+    "var_split": (Var, [(2, 40000, 3)], False),
+    "std_row_split": (StdRow, [(4, 20000)], False),
+    "logsumexp_long_rows": (LogSumExp, [(3, 20000)], False),
+    "bmm_flat_chunks": (Bmm, [(2, 6, 700), (2, 7, 700)], False),
     "cumsum_chunks": (Cumsum, [(6, 100)], False),
     "cumsum_reverse_chunks": (ReverseCumsum, [(5, 90)], False),
     "cumsum_exclusive_chunks": (ExclusiveCumsum, [(4, 50)], False),
@@ -121,15 +166,16 @@ def test_chunk_loops_assert_their_stores_and_verify(case, tmp_path, monkeypatch)
     mod = _module(source, tmp_path, case)
     kernels = _kernels(mod)
     assert "for k in range(" in source, "the case is meant to loop over chunks"
-    asserted = STORE_ASSERT.findall(source)
-    assert len(asserted) == len(kernels), (asserted, source)       # every kernel states what it stores
-    assert any('"fold"' in line for line in source.splitlines() if "tp.assert_tag(b_" in line)
+    # every kernel states what it stores (a combine of argmax / Welford partials: its accumulator lanes)
+    asserted = STORE_ASSERT.findall(source) + re.findall(r"tp\.assert_tag\((acci|cnt), lambda t, c0", source)
+    assert len(asserted) >= len(kernels), (asserted, source)
+    assert any('"fold"' in line for line in source.splitlines() if "tp.assert_tag(" in line)
     for k in kernels:
         report = tv.verify(k, target="sm_90a")
         assert report.ok and not report.errors, str(report)
     with torch.no_grad():
         ref = model(*[x.double() for x in inputs])
-    assert torch.allclose(_run(mod, model, inputs).double(), ref, rtol=1e-4, atol=1e-4)
+    assert torch.allclose(_run(mod, model, inputs).double(), ref.double(), rtol=1e-4, atol=1e-4)
 
 
 def _caught(case, mutate, tmp_path, monkeypatch, name):
@@ -178,6 +224,20 @@ def _combine_reads_next_partial(s):
     return re.sub(r"(tp\.load\(b_\w+_part\w*\[)\(", lambda m: m.group(1) + "(M + ", s)
 
 
+def _skip_flat_last(s):
+    return s.replace("for k in range(tp.cdiv(R, BR)):", "for k in range(tp.cdiv(R, BR) - 1):")
+
+
+def _combine_index_of_next_partial(s):
+    """An argmax/argmin combine keeps the index partial of p + 1 beside the value partial of p."""
+    return re.sub(r"(tp\.load\(b_argidx_part\w*\[)([^:\]]+):\2 \+ BR", r"\g<1>\2 + 1:\2 + 1 + BR", s)
+
+
+def _combine_count_of_next_partial(s):
+    """A Welford combine folds partial p's mean with partial p + 1's count."""
+    return re.sub(r"(tp\.load\(b_\w+_cnt\w*\[)([^:\]]+):\2 \+ BR", r"\g<1>\2 + 1:\2 + 1 + BR", s)
+
+
 REDUCTION_MUTANTS = [
     ("row_sum_chunks", _skip_last), ("row_sum_chunks", _first_chunk_only), ("row_sum_chunks", _store_next_row),
     ("row_sum_split", _skip_last), ("row_sum_split", _first_chunk_only),
@@ -185,7 +245,12 @@ REDUCTION_MUTANTS = [
     ("col_max_chunks", _skip_last), ("col_max_chunks", _store_next_row),
     ("col_max_split", _skip_last), ("col_max_split", _combine_reads_next_partial),
     ("mean_epilogue_chunks", _skip_last), ("mean_epilogue_chunks", _first_chunk_only),
-    ("scaled_row_sum_chunks", _skip_last),
+    ("scaled_row_sum_chunks", _skip_last), ("bmm_flat_chunks", _skip_flat_last),
+    ("argmax_chunks", _skip_last), ("argmax_chunks", _first_chunk_only), ("argmax_split", _skip_last),
+    ("argmax_split", _combine_index_of_next_partial), ("min_index_split", _combine_index_of_next_partial),
+    ("var_chunks", _skip_last), ("var_chunks", _store_next_row), ("var_split", _first_chunk_only),
+    ("var_split", _combine_count_of_next_partial), ("std_row_split", _skip_last),
+    ("logsumexp_long_rows", _skip_last), ("logsumexp_long_rows", _combine_reads_next_partial),
 ]
 
 
@@ -193,7 +258,8 @@ REDUCTION_MUTANTS = [
 def test_a_wrong_chunk_loop_or_partial_map_is_caught(case, mutate, tmp_path, monkeypatch):
     f = _caught(case, mutate, tmp_path, monkeypatch, f"{case}{mutate.__name__}")
     tags = f.counterexample["tags"]
-    assert "fold" in repr(tags) or "_part" in repr(tags), tags
+    if "stored" in tags:    # a store: the fold it stored, or the partial a combine read
+        assert "fold" in repr(tags) or "_part" in repr(tags), tags
 
 
 def test_skipping_the_last_chunk_names_the_iteration_count(tmp_path, monkeypatch):
