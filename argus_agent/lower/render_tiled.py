@@ -94,8 +94,8 @@ def chunk_index(row: bool, S: int) -> list:
 
 
 def loop_or_once(inner: list, trips: str, once: bool) -> list:
-    """The loop over the reduction's chunks, or its one iteration as straight-line code (k = 0): what the
-    accumulator holds is then the verifier's to follow (a loop-carried value's tags are not)."""
+    """The loop over the reduction's chunks, or its one iteration as straight-line code (k = 0): the
+    accumulator's tag is then the value's own (over a loop, the verifier's fold of the iterations)."""
     if once:
         return ["k = 0"] + inner
     return [f"for k in range({trips}):"] + ["    " + line for line in inner]

@@ -19,6 +19,11 @@ reads and the one the map says. A Pointwise kernel also asserts its output,
 so every stored element is proved to combine the right input elements by the right operations, at the
 right place (a store window or an `i` off by one, swapped operands).
 
+Reductions, scans, argmax/argmin and Welford kernels also assert their stores (`reduction_store_assertion`,
+`scan_store_assertion`, `template_store_assertion`): over a chunk loop the accumulator is the verifier's fold
+(("fold", n, k, t) per iteration k of n) and the claim (`fold_claim`) is that it folds exactly the chunks of
+its range, iteration k reading chunk k.
+
 Tags and assertions emit no device code (an index tile only an assertion needs is computed inside its `at`
 tuple). Loads whose index is data (`gather` values: embedding lookups, reflect padding) are not asserted:
 their index is not an index map; buffers the kernel also stores into are not tagged.
