@@ -1,6 +1,6 @@
 """The built-in checks. Each is `check(ctx) -> list[Finding]` over one analysis (see tilepy_verify.verify)."""
 
-from . import banks, barrier, bounds, deadlock, global_race, mma, pipeline, race, tags
+from . import banks, barrier, bounds, coverage, deadlock, global_race, mma, pipeline, race, tags
 
 ALL = {
     "race": race.check,
@@ -12,6 +12,7 @@ ALL = {
     "mma_layout": mma.check,
     "tag_assertion": tags.check,
     "global_race": global_race.check,
+    "coverage": coverage.check,
 }
 
 __all__ = ["ALL"]
