@@ -274,6 +274,8 @@ def test_kernel_plan_preconditions():
     assert kernel_plan("sm_90a", T(2, 8, 16, 128), kv, kv, None, 0.0, False, None, True) == ("decode", 4)
     assert kernel_plan("sm_90a", T(2, 8, 17, 128), kv, kv, None, 0.0, False, None, True) == ("fwd", 4)
     assert kernel_plan("sm_90a", T(2, 8, 4, 128), kv, kv, None, 0.0, True, None, True) == ("fwd", 4)
+    three = T(6, 100, 64)       # (N, S, D): N heads of their own
+    assert kernel_plan("sm_90a", three, three, three, None, 0.0, True, 0.3, False) == ("fwd", 1)
     for args, why in [
         ((q, kv, kv, None, 0.0, False, None, False), "without enable_gqa"),
         ((q, q, q, None, 0.1, False, None, False), "dropout_p=0.1"),
