@@ -1,0 +1,99 @@
+"""What torch.export does with MoE-shaped programs (docs/lowering.md, "Attention and MoE"): the dense-dispatch
+form captures with static shapes, the sparse form only with data-dependent sizes, `torch._grouped_mm` stays one
+node; none is routed to stdlib_kernels/moe.py yet, and lowering one stops with a message naming `aten.topk` and
+the reference's line (nothing crashes)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from argus_agent.lower import LoweringError, lower_model
+from argus_agent.lower.graph import capture_program
+
+T, H, FF, E, K = 16, 32, 48, 4, 2
+
+
+class _Experts(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.router = torch.nn.Linear(H, E, bias=False)
+        self.w1 = torch.nn.Parameter(torch.randn(E, H, FF) * 0.1)
+        self.w3 = torch.nn.Parameter(torch.randn(E, H, FF) * 0.1)
+        self.w2 = torch.nn.Parameter(torch.randn(E, FF, H) * 0.1)
+
+    def route(self, x):
+        w, ids = torch.topk(torch.softmax(self.router(x), -1), K, -1)
+        return w / w.sum(-1, keepdim=True), ids
+
+
+class Dense(_Experts):
+    def forward(self, x):
+        w, ids = self.route(x)
+        gate = torch.zeros(x.shape[0], E).scatter(1, ids, w)                     # (T, E) routing weights
+        h = F.silu(torch.einsum("th,ehf->etf", x, self.w1)) * torch.einsum("th,ehf->etf", x, self.w3)
+        return torch.einsum("te,eth->th", gate, torch.einsum("etf,efh->eth", h, self.w2))
+
+
+class Sparse(_Experts):
+    def forward(self, x):
+        w, ids = self.route(x)
+        out = torch.zeros_like(x)
+        for e in range(E):
+            tok, slot = torch.where(ids == e)
+            h = F.silu(x[tok] @ self.w1[e]) * (x[tok] @ self.w3[e])
+            out = out.index_add(0, tok, (h @ self.w2[e]) * w[tok, slot, None])
+        return out
+
+
+class Grouped(_Experts):
+    def forward(self, x):
+        w, ids = self.route(x)
+        order = torch.argsort(ids.reshape(-1), stable=True)
+        xs = x[order // K]
+        offs = torch.cumsum(F.one_hot(ids.reshape(-1), E).sum(0), 0).to(torch.int32)
+        h = F.silu(torch._grouped_mm(xs, self.w1, offs=offs)) * torch._grouped_mm(xs, self.w3, offs=offs)
+        y = torch.zeros(T * K, H, dtype=x.dtype).index_copy(0, order, torch._grouped_mm(h, self.w2, offs=offs))
+        return (y.view(T, K, H) * w[..., None]).sum(1)
+
+
+def _ops(model, x):
+    cap = capture_program(model, [x])
+    nodes = [n for n in cap.program.graph.nodes if n.op == "call_function"]
+    return {str(n.target) for n in nodes}, nodes
+
+
+def test_dense_dispatch_captures_with_static_shapes():
+    torch.manual_seed(0)
+    ops, nodes = _ops(Dense(), torch.randn(T, H))
+    assert {"aten.topk.default", "aten.scatter.src", "aten.bmm.default"} <= ops
+    assert not any("nonzero" in op or "_assert_scalar" in op for op in ops)
+    assert all(isinstance(d, int) for n in nodes for v in [n.meta.get("val")] if isinstance(v, torch.Tensor)
+               for d in v.shape)
+
+
+def test_sparse_dispatch_captures_only_with_data_dependent_sizes():
+    torch.manual_seed(0)
+    ops, nodes = _ops(Sparse(), torch.randn(T, H))
+    assert "aten.nonzero.default" in ops
+    assert any(not isinstance(d, int) for n in nodes for v in [n.meta.get("val")] if isinstance(v, torch.Tensor)
+               for d in v.shape)
+
+
+@pytest.mark.skipif(not hasattr(torch, "_grouped_mm"), reason="this torch has no torch._grouped_mm")
+def test_grouped_mm_stays_one_node():
+    torch.manual_seed(0)
+    model, x = Grouped().to(torch.bfloat16), torch.randn(T, H).bfloat16()
+    with torch.no_grad():
+        model(x)                       # eager runs it (CPU included)
+    ops, nodes = _ops(model, x)
+    assert "aten._grouped_mm.default" in ops and "aten.sort.stable" in ops
+    assert sum(str(n.target) == "aten._grouped_mm.default" for n in nodes) == 3
+
+
+@pytest.mark.parametrize("cls", [Dense, Sparse], ids=lambda c: c.__name__)
+def test_moe_programs_are_refused_naming_topk_and_the_line(cls):
+    torch.manual_seed(0)
+    with pytest.raises(LoweringError, match=r"test_lower_sdpa_moe_capture.py:\d+: .*aten\.topk"):
+        lower_model(cls(), [torch.randn(T, H)], "sm_90a")
