@@ -21,7 +21,10 @@ One block computes BM = 64 * CONSUMERS query rows of one head:
 
 Policies (constexprs): PIPELINE (FlashAttention-3's intra-warpgroup overlap: S_j and P_{j-1} V_{j-1} as
 asynchronous wgmma groups, softmax(S_j) under wait_group 1; False waits for every wgmma), STAGES, BN,
-CONSUMERS, PRODUCER_REGS / CONSUMER_REGS (setmaxnreg budgets; 0 leaves the registers as they are).
+CONSUMERS, PRODUCER_REGS / CONSUMER_REGS (setmaxnreg budgets; 0 leaves the registers as they are), FALLBACK
+(False: TMA-only copies, `copy_bulk(..., fallback=False)`: the producer compiles to the bulk tensor copies alone,
+which its 24-40 register budget holds without spilling; True adds the per-row / per-element copy for tensors a
+tensor map cannot describe, which `launch` picks only for such inputs).
 `attention_decode` + `attention_merge` (`decode()`) are split-KV decoding for up to 16 new tokens.
 docs/kernels.md has the structure, the invariants and the H100 figures.
 
@@ -69,7 +72,7 @@ def attention_fwd(Q: tp.Tensor[tp.bf16, "BH", "SQ", "D"], K: tp.Tensor[tp.bf16, 
                   HEAD_DIM: tp.constexpr = 128, BN: tp.constexpr = 128, STAGES: tp.constexpr = 3,
                   CONSUMERS: tp.constexpr = 2, CAUSAL: tp.constexpr = False, GROUP: tp.constexpr = 1,
                   PIPELINE: tp.constexpr = True, PRODUCER_REGS: tp.constexpr = 24,
-                  CONSUMER_REGS: tp.constexpr = 240):
+                  CONSUMER_REGS: tp.constexpr = 240, FALLBACK: tp.constexpr = False):
     BM = 64 * CONSUMERS
     DP = HEAD_DIM // 64                 # 64-column pieces of the head dimension
     SW = tp.Swizzle(3, 3, 3)
@@ -105,7 +108,7 @@ def attention_fwd(Q: tp.Tensor[tp.bf16, "BH", "SQ", "D"], K: tp.Tensor[tp.bf16, 
         if PRODUCER_REGS > 0:
             tp.setmaxnreg(PRODUCER_REGS)    # registers move to the consumers
         for p in tp.static_range(DP):
-            tp.copy_bulk(Q[bh, m0:m0 + BM, p * 64:(p + 1) * 64], q_s[p], qbar)
+            tp.copy_bulk(Q[bh, m0:m0 + BM, p * 64:(p + 1) * 64], q_s[p], qbar, fallback=FALLBACK)
         tp.mbarrier_arrive(qbar)
         for j in range(n_diag):
             if j < n_kv:
@@ -115,13 +118,15 @@ def attention_fwd(Q: tp.Tensor[tp.bf16, "BH", "SQ", "D"], K: tp.Tensor[tp.bf16, 
                     tp.mbarrier_wait(empty[j % STAGES], j // STAGES - 1)   # tile j - STAGES was released
                 for p in tp.static_range(DP):
                     tp.copy_bulk(K[kvh, j * BN:(j + 1) * BN, p * 64:(p + 1) * 64], k_s[(j % STAGES) * DP + p],
-                                 full[j % STAGES])
+                                 full[j % STAGES], fallback=FALLBACK)
                 if PIPELINE:                    # V on its own mbarrier: S_j need not wait for it
                     tp.mbarrier_arrive(full[j % STAGES])
-                    tp.copy_bulk(V[kvh, j * BN:(j + 1) * BN, 0:HEAD_DIM], v_s[j % STAGES], vfull[j % STAGES])
+                    tp.copy_bulk(V[kvh, j * BN:(j + 1) * BN, 0:HEAD_DIM], v_s[j % STAGES], vfull[j % STAGES],
+                                 fallback=FALLBACK)
                     tp.mbarrier_arrive(vfull[j % STAGES])
                 else:
-                    tp.copy_bulk(V[kvh, j * BN:(j + 1) * BN, 0:HEAD_DIM], v_s[j % STAGES], full[j % STAGES])
+                    tp.copy_bulk(V[kvh, j * BN:(j + 1) * BN, 0:HEAD_DIM], v_s[j % STAGES], full[j % STAGES],
+                                 fallback=FALLBACK)
                     tp.mbarrier_arrive(full[j % STAGES])
     else:                               # consumer warpgroups: 64 query rows each
         if CONSUMER_REGS > 0:
@@ -224,7 +229,8 @@ def attention_decode(Q: tp.Tensor[tp.bf16, "BHKV", "M", "D"], K: tp.Tensor[tp.bf
                      LP: tp.Tensor[tp.f32, "NS", "BHKV", "M"], scale_log2: tp.f32, chunk: tp.i32,
                      HEAD_DIM: tp.constexpr = 128, BN: tp.constexpr = 128, STAGES: tp.constexpr = 3,
                      CONSUMERS: tp.constexpr = 1, QLEN: tp.constexpr = 1, CAUSAL: tp.constexpr = False,
-                     PRODUCER_REGS: tp.constexpr = 40, CONSUMER_REGS: tp.constexpr = 232):
+                     PRODUCER_REGS: tp.constexpr = 40, CONSUMER_REGS: tp.constexpr = 232,
+                     FALLBACK: tp.constexpr = False):
     """One split of split-KV decoding: the queries of one KV head (its GROUP query heads x QLEN new tokens,
     packed as M = GROUP * QLEN rows: row r is query position r % QLEN) against keys [split * chunk, split *
     chunk + chunk) of the cache; writes the split's normalized output and log-sum-exp (natural log) for
@@ -265,7 +271,7 @@ def attention_decode(Q: tp.Tensor[tp.bf16, "BHKV", "M", "D"], K: tp.Tensor[tp.bf
     if tp.warpgroup_id() == 0:
         tp.setmaxnreg(PRODUCER_REGS)
         for p in tp.static_range(DP):
-            tp.copy_bulk(Q[bh, m0:m0 + BM, p * 64:(p + 1) * 64], q_s[p], qbar)
+            tp.copy_bulk(Q[bh, m0:m0 + BM, p * 64:(p + 1) * 64], q_s[p], qbar, fallback=FALLBACK)
         tp.mbarrier_arrive(qbar)
         for r in range(rounds):
             for s in tp.static_range(STAGES):
@@ -274,8 +280,9 @@ def attention_decode(Q: tp.Tensor[tp.bf16, "BHKV", "M", "D"], K: tp.Tensor[tp.bf
                     if r > 0:
                         tp.mbarrier_wait(empty[s], r - 1)
                     for p in tp.static_range(DP):
-                        tp.copy_bulk(K[bh, j * BN:(j + 1) * BN, p * 64:(p + 1) * 64], k_s[s * DP + p], full[s])
-                    tp.copy_bulk(V[bh, j * BN:(j + 1) * BN, 0:HEAD_DIM], v_s[s], full[s])
+                        tp.copy_bulk(K[bh, j * BN:(j + 1) * BN, p * 64:(p + 1) * 64], k_s[s * DP + p], full[s],
+                                     fallback=FALLBACK)
+                    tp.copy_bulk(V[bh, j * BN:(j + 1) * BN, 0:HEAD_DIM], v_s[s], full[s], fallback=FALLBACK)
                     tp.mbarrier_arrive(full[s])
     else:
         tp.setmaxnreg(CONSUMER_REGS)
@@ -376,6 +383,17 @@ def policy(d: int, sq: int, causal: bool = False) -> dict:
     return {**PRESETS[d], **POLICIES[(d, shape_class(sq), bool(causal))], "CAUSAL": bool(causal)}
 
 
+def needs_fallback(*tensors) -> bool:
+    """Whether a GPU tensor among `tensors` cannot be described by a tensor map (not contiguous, or a base
+    address off 16 bytes), so the kernel must be built with the per-row / per-element copy path
+    (FALLBACK=True). Without it (the default) the producer holds only the TMA copies: no fallback code, no
+    spills under its small register budget; the launch refuses such a tensor with a clear error."""
+    for t in tensors:
+        if hasattr(t, "data_ptr") and (not t.is_contiguous() or t.data_ptr() % 16):
+            return True
+    return False
+
+
 def launch(q, k, v, o, lse, causal=False, scale=None, **constexprs):
     """o, lse = attention(q, k, v): q, o (BH, SQ, D), k, v (BHKV, SKV, D) with BH a multiple of BHKV. The
     constexprs are `policy(d, sq, causal)`; given any, they are PRESETS[d] with those instead."""
@@ -386,7 +404,7 @@ def launch(q, k, v, o, lse, causal=False, scale=None, **constexprs):
     if d not in PRESETS:
         raise ValueError(f"head dim {d} is not supported (64 or 128)")
     base = {**PRESETS[d], "CAUSAL": bool(causal)} if constexprs else policy(d, sq, causal)
-    params = {**base, "GROUP": bh // bhkv, **constexprs}
+    params = {"FALLBACK": needs_fallback(q, k, v), **base, "GROUP": bh // bhkv, **constexprs}
     scale = 1.0 / math.sqrt(d) if scale is None else scale
     grid = (tp.cdiv(sq, 64 * params["CONSUMERS"]), bh)
     return attention_fwd[grid](q, k, v, o, lse, scale * math.log2(math.e), **params)
@@ -424,8 +442,9 @@ def decode(q, k, v, o, lse, causal=False, scale=None, splits=None, num_sms=132, 
         raise ValueError(f"decode takes up to 16 new tokens per sequence, not {qlen}: use launch()")
     group = bh // bhkv
     rows = group * qlen
+    qp = q.reshape(bhkv, rows, d)         # (b, kv head, group, qlen) rows: the heads of a KV head are adjacent
     params = dict(HEAD_DIM=d, BN=128, STAGES=DECODE_STAGES[d], CONSUMERS=1 if rows <= 64 else 2, QLEN=qlen,
-                  CAUSAL=bool(causal),
+                  CAUSAL=bool(causal), FALLBACK=needs_fallback(qp, k, v),
                   **constexprs)
     bn = params["BN"]
     tiles = tp.cdiv(skv, bn)
@@ -435,7 +454,6 @@ def decode(q, k, v, o, lse, causal=False, scale=None, splits=None, num_sms=132, 
     chunk = tp.cdiv(tiles, splits) * bn
     splits = tp.cdiv(skv, chunk)          # every split holds at least one key
     scale = 1.0 / math.sqrt(d) if scale is None else scale
-    qp = q.reshape(bhkv, rows, d)         # (b, kv head, group, qlen) rows: the heads of a KV head are adjacent
     op_shape, lp_shape = (splits, bhkv, rows, d), (splits, bhkv, rows)
     if hasattr(q, "new_empty"):           # torch
         import torch

@@ -181,14 +181,19 @@ class MemoryRules:
             raise self.err(node, "tp.wait_async count must be >= 0", cls=ConstexprError)
         return self.make("wait_async", NONE, node, n=n)
 
-    def b_copy_bulk(self, node, src, dst, mbarrier):
+    def b_copy_bulk(self, node, src, dst, mbarrier, fallback=True):
         src = self._view_arg(src, node, "bulk copy source", ("global",))
         dst = self._view_arg(dst, node, "bulk copy destination", ("shared",))
         self._check_copy(src, dst, node)
         if not (isinstance(mbarrier, ir.Expr) and isinstance(mbarrier.type, MBarrierType)):
             raise self.err(node, "tp.copy_bulk needs an mbarrier from tp.mbarrier()", cls=KernelTypeError)
         self._bar(mbarrier, node)
-        return self.make("copy_bulk", NONE, node, src, dst, mbarrier)
+        if not isinstance(fallback, bool):
+            raise self.err(node, f"fallback= must be a compile-time bool, got {fallback!r}",
+                           "pass True/False or a tp.constexpr parameter", ConstexprError)
+        if fallback:  # the default: no attribute, so existing kernels' IR (and their build keys) stay as they were
+            return self.make("copy_bulk", NONE, node, src, dst, mbarrier)
+        return self.make("copy_bulk", NONE, node, src, dst, mbarrier, fallback=False)
 
     def b_barrier(self, node):
         return self.make("barrier", NONE, node)

@@ -71,8 +71,10 @@ _OPS = [
     OpInfo("wait_async", "wait_async() attrs{n}", True,
            "wait until at most `n` committed groups are still in flight; retired groups' data is visible to the "
            "issuing threads (a barrier makes it visible to the others)"),
-    OpInfo("copy_bulk", "copy_bulk(src, dst, mbarrier)", True,
-           "bulk tensor copy global->shared (TMA), issued by one thread; completes a transaction on `mbarrier`",
+    OpInfo("copy_bulk", "copy_bulk(src, dst, mbarrier) attrs{fallback}", True,
+           "bulk tensor copy global->shared (TMA), issued by one thread; completes a transaction on `mbarrier`; "
+           "fallback=False: TMA only (no per-row / per-element fallback compiled in; the launch refuses tensors "
+           "a tensor map cannot describe)",
            "bulk_copy"),
     OpInfo("barrier", "barrier()", True, "block-wide barrier (__syncthreads); must be reached by all threads"),
     OpInfo("mbarrier", "mbarrier() attrs{count, stages}", False,

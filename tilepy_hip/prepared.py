@@ -216,6 +216,11 @@ class PreparedLaunch:
             from .tensor_map import tensor_map
 
             built = [tensor_map(spec, args[pos]) for spec, pos in self.map_specs]
+            for (spec, pos), (_, good) in zip(self.map_specs, built):
+                if not good and spec.required:
+                    from .tensor_map import require
+
+                    require(spec, args[pos])
             addrs = tuple(ctypes.addressof(buf) for buf, _ in built)
             ok = sum(int(good) << k for k, (_, good) in enumerate(built))
             hit = (addrs, ok, built)  # `built` keeps the buffers alive

@@ -107,6 +107,26 @@ def tensor_map(spec, tensor):
     return out
 
 
+class TensorMapRefused(ValueError):
+    """A tensor a TMA-only bulk copy (`tp.copy_bulk(..., fallback=False)`) reads cannot be described by a
+    tensor map; the kernel has no other path, so it is not launched."""
+
+
+def require(spec, tensor) -> None:
+    """Raise TensorMapRefused naming the tensor parameter and the reason (the map of a required spec was
+    refused)."""
+    shape = tuple(int(n) for n in tensor.shape)
+    _args, why = tensor_map_args(spec, shape, tensor.data_ptr())
+    if not why:
+        contiguous = getattr(tensor, "is_contiguous", lambda: True)()
+        why = "the driver refused the map" + ("" if contiguous else " (the tensor is not contiguous)")
+    raise TensorMapRefused(
+        f"tensor '{spec.param}' (shape {list(shape)}): {why}. This kernel was built with TMA-only bulk copies "
+        "(copy_bulk(..., fallback=False)), so it cannot read it; pass a contiguous tensor with a 16-byte aligned "
+        "base and 16-byte multiple row strides (e.g. x.contiguous() or a padded copy), or build the kernel with "
+        "fallback=True")
+
+
 def launch_values(ck, args) -> list:
     """The extra kernel arguments of `ck` (a CompiledKernel): one map per tensor-map parameter, then the
     `tp_tma_ok` bit set."""
@@ -116,6 +136,8 @@ def launch_values(ck, args) -> list:
     values, ok = [], 0
     for i, spec in enumerate(ck.tensor_maps):
         buf, good = tensor_map(spec, by_name[spec.param])
+        if not good and spec.required:
+            require(spec, by_name[spec.param])
         values.append(buf)
         ok |= int(good) << i
     return [*values, ctypes.c_uint32(ok)]

@@ -181,3 +181,24 @@ def test_launch_follows_the_policy_table():
         attention.launch(q, k, v, o, lse, causal=True, **extra)
         outs.append(o)
     assert torch.equal(outs[0], outs[1])
+
+
+def test_unaligned_inputs_take_the_fallback_build_and_tma_only_refuses_them():
+    """launch builds the TMA-only kernel for contiguous, aligned tensors and the fallback build otherwise (a
+    query tensor 2 bytes past an aligned base); forcing FALLBACK=False on it is a clear error, not a launch."""
+    from tilepy_hip.tensor_map import TensorMapRefused
+
+    g = torch.Generator(device="cuda").manual_seed(5)
+    bh, s, d = 4, 200, 128
+    q = torch.randn(bh * s * d + 1, device=DEV, generator=g).bfloat16()[1:].view(bh, s, d)
+    k = torch.randn(bh, s, d, device=DEV, generator=g).bfloat16()
+    v = torch.randn(bh, s, d, device=DEV, generator=g).bfloat16()
+    assert attention.needs_fallback(q, k, v) and not attention.needs_fallback(k, v)
+    o = torch.full((bh, s, d), float("nan"), device=DEV, dtype=torch.bfloat16)
+    lse = torch.empty(bh, s, device=DEV)
+    attention.launch(q, k, v, o, lse)
+    torch.cuda.synchronize()
+    ref, _ = reference(q, k, v, False)
+    assert rel(o, ref) < 5e-3
+    with pytest.raises(TensorMapRefused, match="tensor 'Q'"):
+        attention.launch(q, k, v, o, lse, **{**attention.policy(d, s, False), "FALLBACK": False})

@@ -77,14 +77,14 @@ def row_math(X: tp.Tensor[tp.f32, "M", "N"], Y: tp.Tensor[tp.f32, "M", "N"], BN:
 
 @tp.kernel(threads=128, target="sm_90a")
 def tma_tile(X: tp.Tensor[tp.bf16, "M", "N"], Y: tp.Tensor[tp.f32, "M", "N"], BR: tp.constexpr = 64,
-             BC: tp.constexpr = 64, SWIZZLE: tp.constexpr = tp.Swizzle(3, 3, 3)):
+             BC: tp.constexpr = 64, SWIZZLE: tp.constexpr = tp.Swizzle(3, 3, 3), FALLBACK: tp.constexpr = True):
     """One bulk tensor copy of a (BR, BC) tile into a swizzled shared tile, read back through the swizzle:
     the output is right only if the copy engine's swizzle is the tile's."""
     r0 = tp.block_id(0) * BR
     c0 = tp.block_id(1) * BC
     s = tp.shared((BR, BC), tp.bf16, swizzle=SWIZZLE)
     bar = tp.mbarrier(1)
-    tp.copy_bulk(X[r0 : r0 + BR, c0 : c0 + BC], s, bar)
+    tp.copy_bulk(X[r0 : r0 + BR, c0 : c0 + BC], s, bar, fallback=FALLBACK)
     tp.mbarrier_arrive(bar)
     tp.mbarrier_wait(bar, 0)
     tp.store(Y[r0 : r0 + BR, c0 : c0 + BC], tp.load(s).to(tp.f32))

@@ -151,3 +151,51 @@ def test_gemm_hopper_policies_sass(extra, regs):
         assert sass.count("USETMAXREG") >= 2
     if extra.get("SPLIT_K"):
         assert "RED.E.ADD.F32" in sass or "REDG.E.ADD.F32" in sass
+
+
+def test_tma_only_copy_has_no_fallback_path():
+    """copy_bulk(..., fallback=False): the copy is the tensor copy alone (no tp_tma_ok guard, no per-row or
+    per-element code), and its map is marked required for the launch."""
+    src, _, maps = render_kernel(extra.tma_tile.ir("sm_90a", FALLBACK=False))
+    assert maps == [TensorMapSpec("X", "bf16", 2, (64, 64), 3, required=True)]
+    assert "tp_tma_load_2d(" in src and "if (tp_tma_ok &" not in src
+    assert "tp_ldvec" not in src and "fence.proxy.async" not in src
+    with_fallback, _, _ = render_kernel(extra.tma_tile.ir("sm_90a"))
+    assert "if (tp_tma_ok & 1u)" in with_fallback and "tp_ldvec" in with_fallback
+
+
+def test_tma_only_copy_that_cannot_be_a_tensor_copy_is_a_compile_error():
+    with pytest.raises(tp.CompileError, match=r"fallback=False.*cannot be a bulk tensor copy") as e:
+        render_kernel(extra.tma_tile.ir("sm_90a", BC=4, SWIZZLE=tp.Swizzle(0, 3, 3), FALLBACK=False))
+    assert e.value.span.line > 0 and "fallback=True" in str(e.value)
+
+
+def test_required_map_refuses_an_undescribable_tensor_at_launch():
+    """A required map whose tensor cannot be encoded (a base off 16 bytes) is a clear error before any launch,
+    naming the tensor and what to do; an optional one just leaves its bit clear."""
+    torch = pytest.importorskip("torch")
+    from types import SimpleNamespace
+
+    from tilepy_hip.tensor_map import TensorMapRefused, launch_values
+
+    x = torch.zeros(64 * 64 + 1, dtype=torch.bfloat16)[1:].view(64, 64)   # 2 bytes past an aligned base
+    param = SimpleNamespace(name="X")
+    ck = SimpleNamespace(params=[param], tensor_maps=[TensorMapSpec("X", "bf16", 2, (64, 64), 3, required=True)])
+    with pytest.raises(TensorMapRefused, match=r"tensor 'X'.*16-byte aligned.*fallback=True"):
+        launch_values(ck, [x])
+    ck.tensor_maps = [TensorMapSpec("X", "bf16", 2, (64, 64), 3)]
+    values = launch_values(ck, [x])
+    assert values[-1].value == 0   # the fallback path's bit stays clear
+
+
+@needs_sass
+@pytest.mark.parametrize("d,sq,causal", [(128, 4096, False), (64, 512, True)])
+def test_attention_policies_have_no_local_memory(d, sq, causal):
+    """With TMA-only copies (FALLBACK=False, what launch picks for contiguous aligned inputs) the producer's
+    small setmaxnreg budget holds its code: no spills, no local memory anywhere in the kernel."""
+    from stdlib_kernels import attention
+
+    ck = tilepy_hip.compile(attention.attention_fwd, target="sm_90a", **attention.policy(d, sq, causal))
+    sass = ck.sass()
+    assert "HGMMA.64x" in sass and "UTMALDG" in sass
+    assert not re.search(r"\b(LDL|STL)\b", sass) and ck.resources["spill_stores"] == 0

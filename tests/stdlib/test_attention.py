@@ -281,9 +281,9 @@ MUTATIONS = {
     # name: (original text, mutated text, the verifier check that must report it, wrong numbers on the interpreter)
     "k_of_the_query_head": ("tp.copy_bulk(K[kvh, j * BN:(j + 1) * BN, p * 64:(p + 1) * 64]",
                             "tp.copy_bulk(K[bh, j * BN:(j + 1) * BN, p * 64:(p + 1) * 64]", "tag_assertion", True),
-    "v_rows_shifted": ("tp.copy_bulk(V[kvh, j * BN:(j + 1) * BN, 0:HEAD_DIM], v_s[j % STAGES], vfull[j % STAGES])",
+    "v_rows_shifted": ("tp.copy_bulk(V[kvh, j * BN:(j + 1) * BN, 0:HEAD_DIM], v_s[j % STAGES], vfull[j % STAGES],",
                        "tp.copy_bulk(V[kvh, j * BN + 1:(j + 1) * BN + 1, 0:HEAD_DIM], v_s[j % STAGES], "
-                       "vfull[j % STAGES])", "tag_assertion", True),
+                       "vfull[j % STAGES],", "tag_assertion", True),
     "stage_released_in_flight": ("                    tp.mma_wait(0)                                         # P_{j-1}",
                                  "                    # (dropped)                                            # P_{j-1}",
                                  "pipeline_hazard", False),

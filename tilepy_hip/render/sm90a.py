@@ -11,6 +11,8 @@ Within an atom, a k-step advances the start address by 32 bytes; across 8-row gr
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from tilepy import ir
 from tilepy.instructions import mma_operand_layout
 from tilepy.symbolic import Var
@@ -317,14 +319,20 @@ def emit_copy_bulk(r, call):
     if not known:
         em.open(f"if (tp_tid == {lo})")
     tplan, why = tma.plan(view, sref.stype, sref.align)
+    fallback = call.attrs.get("fallback", True)
+    if tplan is None and not fallback:
+        raise r.error(f"tp.copy_bulk(..., fallback=False) cannot be a bulk tensor copy (TMA): {why}",
+                      "let it fall back (fallback=True), or make the tile TMA-shaped")
     if tplan is None:
         r.notes.append(f"copy_bulk at line {r.ctx.span.line if r.ctx.span else '?'}: no TMA ({why})")
         _bulk_rows_or_elements(r, view, sref, bar, known)
     else:
-        if tplan.spec not in r.tensor_maps:
-            r.tensor_maps.append(tplan.spec)
-        i = r.tensor_maps.index(tplan.spec)
-        em.open(f"if (tp_tma_ok & {1 << i}u)")
+        spec = tplan.spec if fallback else replace(tplan.spec, required=True)
+        if spec not in r.tensor_maps:
+            r.tensor_maps.append(spec)
+        i = r.tensor_maps.index(spec)
+        if fallback:  # TMA when the launch could encode the map, else the per-row / per-element copy
+            em.open(f"if (tp_tma_ok & {1 << i}u)")
         if known:
             em.open(f"if (tp_tid == {lo})")
         em(f"tp_mbar_expect_tx({bar}, {tplan.nbytes});")
@@ -335,10 +343,11 @@ def emit_copy_bulk(r, call):
                f"{', '.join(cs)});")
         if known:
             em.close()
-        em.close()
-        em.open("else")
-        _bulk_rows_or_elements(r, view, sref, bar, known)
-        em.close()
+        if fallback:
+            em.close()
+            em.open("else")
+            _bulk_rows_or_elements(r, view, sref, bar, known)
+            em.close()
     if not known:
         em.close()
 

@@ -38,10 +38,11 @@ class TensorMapSpec:
     rank: int
     box: tuple  # innermost first
     swizzle: int
+    required: bool = False  # a copy_bulk(fallback=False) uses it: the kernel has no other path, the launch refuses
 
     def to_json(self) -> dict:
         return {"param": self.param, "dtype": self.dtype, "rank": self.rank, "box": list(self.box),
-                "swizzle": self.swizzle}
+                "swizzle": self.swizzle, "required": self.required}
 
 
 @dataclass(frozen=True)
