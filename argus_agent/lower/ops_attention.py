@@ -146,40 +146,64 @@ def _template(ctx, plan, group, q, k, v, is_causal, scale) -> LTensor:
     return buffer_tensor(out)
 
 
+def fwd_params(t: AttentionTemplate) -> dict:
+    """attention_fwd's constexprs: the stdlib's tuned policy for this head dim, query length and mask (its
+    `launch` uses the same), the mask and the GQA group."""
+    from stdlib_kernels import attention
+
+    base = attention.policy(t.d, t.sq, t.causal) if hasattr(attention, "policy") else attention.PRESETS[t.d]
+    return {**base, "CAUSAL": t.causal, "GROUP": t.bh // t.bhkv}
+
+
+def decode_params(t: AttentionTemplate) -> dict:
+    from stdlib_kernels import attention
+
+    rows = t.bh // t.bhkv * t.sq
+    return dict(HEAD_DIM=t.d, BN=128, STAGES=attention.DECODE_STAGES[t.d], CONSUMERS=1 if rows <= 64 else 2,
+                QLEN=t.sq, CAUSAL=t.causal)
+
+
 def attention_source(templates: list, target: str) -> str:
-    """The stdlib attention module's source with only the kernels these templates launch (each kernel of a
-    candidate is built and checked on its own: one it never runs need not be)."""
+    """The stdlib attention module's source with only the kernels these templates launch, whose constexpr
+    defaults are the (first) launch's: each kernel of a candidate is built and checked on its own at its
+    defaults (the agent's gate refuses register spills), so what is checked is what runs."""
     import libcst as cst
 
+    from ..codemods import NotApplicable, SetConstexprs
     from .templates import preset_source
 
-    used = {"attention_decode", "attention_merge"} if any(t.splits for t in templates) else set()
-    if any(not t.splits for t in templates):
-        used.add("attention_fwd")
+    fwd = next((t for t in templates if not t.splits), None)
+    dec = next((t for t in templates if t.splits), None)
+    used = ({"attention_fwd"} if fwd else set()) | ({"attention_decode", "attention_merge"} if dec else set())
     module = cst.parse_module(preset_source("attention", target))
     body = [st for st in module.body
             if not (isinstance(st, cst.FunctionDef) and st.decorators and st.name.value not in used)]
-    return module.with_changes(body=body).code
+    # the codemods find kernels by how the module spells tilepy: the header names it, and goes again after
+    header = "import tilepy as tp\n"
+    text = header + module.with_changes(body=body).code
+    for kernel, values in (("attention_fwd", fwd and fwd_params(fwd)), ("attention_decode", dec and decode_params(dec)),
+                           ("attention_merge", dec and {"HEAD_DIM": dec.d})):
+        if values:
+            try:
+                text = SetConstexprs().apply(text, values={k: repr(v) for k, v in values.items()}, kernel=kernel)
+            except NotApplicable:
+                pass
+    return text[len(header):]
 
 
 def render_attention(t: AttentionTemplate) -> list[str]:
     """Host lines: the stdlib kernels on (BH, S, D) views of the flat buffers."""
-    from stdlib_kernels import attention
-
     scale_log2 = t.scale * math.log2(math.e)
     q, k, v = (f"{b.name}.view({n}, {s}, {t.d})" for b, n, s in ((t.q, t.bh, t.sq), (t.k, t.bhkv, t.skv),
                                                                    (t.v, t.bhkv, t.skv)))
     if not t.splits:
-        # the stdlib's tuned constexprs for this head dim, query length and mask (its `launch` uses the same)
-        base = attention.policy(t.d, t.sq, t.causal) if hasattr(attention, "policy") else attention.PRESETS[t.d]
-        params = {**base, "CAUSAL": t.causal, "GROUP": t.bh // t.bhkv}
+        params = fwd_params(t)
         kw = ", ".join(f"{a}={b!r}" for a, b in params.items())
         grid = f"lambda m: (tp.cdiv({t.sq}, 64 * m['CONSUMERS']), {t.bh})"
         return [f"launch(attention_fwd, {grid}, {q}, {k}, {v}, {t.out.name}.view({t.bh}, {t.sq}, {t.d}), "
                 f"{t.lse.name}.view({t.bh}, {t.sq}), {scale_log2!r}, {kw})"]
     rows = t.bh // t.bhkv * t.sq
-    params = dict(HEAD_DIM=t.d, BN=128, STAGES=attention.DECODE_STAGES[t.d], CONSUMERS=1 if rows <= 64 else 2,
-                  QLEN=t.sq, CAUSAL=t.causal)
+    params = decode_params(t)
     kw = ", ".join(f"{a}={b!r}" for a, b in params.items())
     m_blocks = -(-rows // (64 * params["CONSUMERS"]))
     op = f"{t.parts.name}.view({t.splits}, {t.bhkv}, {rows}, {t.d})"

@@ -17,7 +17,7 @@ import torch
 from argus_agent.lower import lower_model, render_program
 from argus_agent.lower.candidate import lower_problem
 from argus_agent.lower.graph import capture_program
-from argus_agent.lower.ops_attention import AttentionTemplate, kernel_plan
+from argus_agent.lower.ops_attention import AttentionTemplate, decode_params, fwd_params, kernel_plan
 from argus_agent.problem import load_problem
 from stdlib_kernels import attention
 
@@ -199,6 +199,11 @@ def test_sm90a_runs_the_stdlib_attention_kernel(name, tmp_path):
     else:
         assert "launch(attention_merge," in src and f".view({bhkv}, {bh // bhkv * sq}, {d})" in src
         assert "def attention_fwd(" not in src
+    # the candidate's kernel defaults are the launch's constexprs: the agent's build gate checks what runs
+    from argus_agent.codemod_base import constexpr_params, kernels, parse_source
+    defaults = {fn.name.value: constexpr_params(fn) for fn in kernels(parse_source(src))}
+    launched = fwd_params(t) if kernel == "attention_fwd" else decode_params(t)
+    assert {key: defaults[kernel][key] for key in launched} == {key: repr(val) for key, val in launched.items()}
     assert first.tol == 1e-2    # bf16 as the reference
     # bf16 P in the PV product and the bf16 output: ~2e-3 relative, as the stdlib kernel's own tests
     _check(problem, first, tmp_path, name, rel=5e-3)
