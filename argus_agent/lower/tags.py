@@ -308,22 +308,34 @@ def _solvable(s, path=()):
 
 
 def _affine_in_r(s) -> bool:
-    """Whether every load's index map in the structure has r only as a term of its own (not under // or %):
-    then the solver's work per stored element stays small (maps with r under // and %, as a convolution's
-    window reads, make the store's proof cost a second where its loads' cost milliseconds; those stores are
-    not asserted, their loads are)."""
-    from .index import Sum, Var
+    """Whether every load's index map in the structure has r only as a term of its own, or under one floor
+    division of a sum of loop variables (a group's parameter, `bias[r // 105]`; a row's statistic,
+    `smax[r // 53]`): then the solver's work per stored element stays small (maps with r under % or nested
+    divisions, as a convolution's window reads, make the store's proof cost a second where its loads' cost
+    milliseconds; those stores are not asserted, their loads are)."""
+    from .index import Div, Sum, Var
+
+    def has_r(a):
+        return "r" in {x.name for x in variables(a)}
+
+    def linear(a):      # a sum of loop variables, no // or %
+        return isinstance(a, Var) or (isinstance(a, Sum) and all(isinstance(b, Var) for _, b in a.terms))
+
+    def cheap(a):       # r as a term of its own, or under one floor division of a linear map (a group's bias)
+        if isinstance(a, Var) or not has_r(a):
+            return True
+        if isinstance(a, Div):
+            return linear(a.x)
+        return isinstance(a, Sum) and all(cheap(b) for _, b in a.terms)
 
     if s is None:
         return True
     if isinstance(s, _Stage):
         return _affine_in_r(s.struct)
     if isinstance(s, _Leaf):
-        e = s.idx
-        if isinstance(e, Var) or "r" not in {x.name for x in variables(e)}:
-            return True
-        return isinstance(e, Sum) and all(isinstance(a, Var) or "r" not in {x.name for x in variables(a)}
-                                          for _, a in e.terms)
+        return cheap(s.idx)
+    if isinstance(s, _Fold):
+        return _affine_in_r(s.inner)
     return all(_affine_in_r(x) for x in s)
 
 
