@@ -1,7 +1,8 @@
 """One launch each of the kernels whose small-shape speed is short of the peers (for `ncu`): the 1024^3 bf16
 GEMM under gemm_hopper's small policy, and attention at D=64, S=512, causal under its policy. Run as
 
-    ncu --set full -k regex:'gemm_hopper|attention_fwd' --launch-skip 2 --launch-count 2 python3 benchmarks/profile/small_kernels.py
+    ncu --set full -k regex:'gemm|attention' --launch-skip 2 --launch-count 2 \
+        python3 benchmarks/profile/small_kernels.py
 """
 
 import sys
