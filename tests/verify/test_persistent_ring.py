@@ -146,9 +146,10 @@ def test_no_prerelease_deadlocks_on_the_interpreter():
         _run("no_prerelease")
 
 
-@pytest.mark.xfail(strict=True, reason="the deadlock check's wait chains relate a wait's phase to arrivals in "
-                   "at most one loop: the ring's waits sit in the tile loop and the round loop, so the producer's "
-                   "first wait for a release that never comes is not found")
+@pytest.mark.xfail(strict=True, reason="the deadlock check finds the arrive instance that completes a phase "
+                   "through sync.latest_counted, which expresses it only for an arrive in at most one loop: the "
+                   "consumers' releases sit in the tile loop and the round loop, so the producer's first wait "
+                   "is unchecked (no finding)")
 def test_no_prerelease_deadlock_reported():
     fs = _findings("no_prerelease")
     assert any(f.check == "deadlock" for f in fs), [f.check for f in fs]
@@ -176,8 +177,8 @@ def test_wrong_n0_races_and_computes_wrong_tiles():
 
 @pytest.mark.xfail(strict=True, reason="the verifier cannot yet order ring phases it * rounds + k // STAGES "
                    "(products of a loop index and a run-time value) across the persistent tile loop")
-@pytest.mark.parametrize("constexprs", [SMALL, {}, dict(STAGES=5, BN=128, INSTR=tp.nv.wgmma_m64n128k16_bf16)],
-                         ids=["128x64s2", "default", "128x128s5"])
-def test_correct_ring_verifies_clean(constexprs):
-    report = tv.verify(ring, target="sm_90a", **constexprs)
+def test_correct_ring_verifies_clean():
+    # (the default 128x256 s4 and the 128x128 s5 variants take 50-65 s today, all in false pipeline hazards:
+    # add them here once this passes)
+    report = tv.verify(ring, target="sm_90a", **SMALL)
     assert report.ok and not report.findings, str(report)
