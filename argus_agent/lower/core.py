@@ -191,7 +191,7 @@ class Context:
         rc = unflatten(r, red_shape)
         m = Var("m", M)
         value = fn(unflatten(m, out_shape), rc)
-        if tiles(value, {"m": M, "r": R}, ("m", "r"), ()):
+        if tiles(value, {"m": M, "r": R}, ("m", "r"), (), hoisted="r"):
             self.kernels.append(Reduction(buf, kind, value, M, R, self.note, extra, mode="row"))
             return buffer_tensor(buf)
         for p in range(len(out_shape)):
@@ -200,7 +200,7 @@ class Context:
                 break
             o, i = Var("o", O), Var("i", I)
             cval = fn(unflatten(o, out_shape[:p]) + unflatten(i, out_shape[p:]), rc)
-            if tiles(cval, {"o": O, "i": I, "r": R}, ("r", "i"), ("o",)):
+            if tiles(cval, {"o": O, "i": I, "r": R}, ("r", "i"), ("o",), hoisted="r"):
                 self.kernels.append(Reduction(buf, kind, cval, M, R, self.note, extra, mode="col", O=O, I=I))
                 return buffer_tensor(buf)
         if self.target != "cpu" and M < 256 and R >= 1 << 16 and kind in ("sum", "max", "min") \
@@ -210,6 +210,26 @@ class Context:
             return self._split_reduce(kind, out_shape, red_shape, fn, dtype, base, M, R)
         self.kernels.append(Reduction(buf, kind, value, M, R, self.note, extra))
         return buffer_tensor(buf)
+
+    def _split_reduce(self, kind, out_shape, red_shape, fn, dtype, base, M, R) -> LTensor:
+        """A gathering reduction with few outputs over a long range, in two passes: partials over S
+        consecutive chunks of C = R / S reduced elements (S divides R: no chunk runs past the range), then a
+        row reduction over the S partials of each output. One pass when R has no divisor giving chunks of
+        at least 256 elements and enough work items."""
+        S = next((s for s in range(max(2, -(-8192 // M)), R // 256 + 1) if R % s == 0), None)
+        if S is None:
+            S = next((s for s in range(R // 256, 1, -1) if R % s == 0), None)
+        if S is None:
+            buf = self.add_buffer(base, out_shape, dtype)
+            value = fn(unflatten(Var("m", M), out_shape), unflatten(Var("r", R), red_shape))
+            self.kernels.append(Reduction(buf, kind, value, M, R, self.note, {}))
+            return buffer_tensor(buf)
+        C = R // S
+        part = self.reduce(kind, tuple(out_shape) + (S,), (C,),
+                           lambda oc, rc: fn(list(oc[:-1]), unflatten(add(scale(as_index(oc[-1]), C), rc[0]),
+                                                                     red_shape)),
+                           dtype, base=base + "_part", no_split=True)
+        return self.reduce(kind, out_shape, (S,), lambda oc, rc: part(list(oc) + [rc[0]]), dtype, base=base)
 
     def reduce_arg(self, kind: str, out_shape, n: int, fn, vdtype: torch.dtype):
         """(extreme values, first indices) along one reduced axis of length n in ONE column-mode kernel
@@ -305,10 +325,14 @@ class Context:
         return LTensor(shape, dtype, read)
 
 
-def tiles(value: V, sizes: dict, axes: tuple, scalars: tuple) -> bool:
-    """Whether every load of `value` that moves along the tile's axes is a window load (see `window`)."""
+def tiles(value: V, sizes: dict, axes: tuple, scalars: tuple, hoisted: str | None = None) -> bool:
+    """Whether every load of `value` that moves along the tile's axes is a window load (see `window`).
+    `hoisted`: the reduced axis of a tiled reduction, whose renderer computes what does not depend on it
+    once, before its loop: a load that does not move along it (a per-channel bias) may be a gather there."""
     found = False
     for v in vals.walk([value]):
+        if hoisted is not None and hoisted not in v.vars:
+            continue
         if v.op == "gather" and v.vars & set(axes):
             return False
         if v.op != "load" or not (v.vars & set(axes)):
