@@ -99,6 +99,13 @@ class Bmm(torch.nn.Module):
         return torch.bmm(q, k.transpose(1, 2))
 
 
+class KLDiv(torch.nn.Module):
+    """A flat reduction over every element reading each row's softmax statistics at r // row length."""
+
+    def forward(self, p, q):
+        return torch.nn.functional.kl_div(torch.log_softmax(p, -1), torch.softmax(q, -1), reduction="batchmean")
+
+
 # name: (module, input shapes, no split: the outputs alone count as enough blocks)
 CASES = {
     "row_sum_chunks": (RowSum, [(4, 10000)], True),
@@ -116,6 +123,7 @@ CASES = {
     "std_row_split": (StdRow, [(4, 20000)], False),
     "logsumexp_long_rows": (LogSumExp, [(3, 20000)], False),
     "bmm_flat_chunks": (Bmm, [(2, 6, 700), (2, 7, 700)], False),
+    "kl_div_flat_chunks": (KLDiv, [(37, 53), (37, 53)], False),
     "cumsum_chunks": (Cumsum, [(6, 100)], False),
     "cumsum_reverse_chunks": (ReverseCumsum, [(5, 90)], False),
     "cumsum_exclusive_chunks": (ExclusiveCumsum, [(4, 50)], False),
@@ -123,7 +131,7 @@ CASES = {
     "cumsum_segments": (Cumsum, [(4, 3000)], False),
     "cumsum_reverse_segments": (ReverseCumsum, [(3, 2100)], False),
 }
-STORE_ASSERT = re.compile(r"tp\.assert_tag\((b_\w+), lambda t, c0")
+STORE_ASSERT = re.compile(r"tp\.assert_tag\((b_\w+), lambda t, (?:c0|i)\b")    # a store (pointwise: at i)
 
 
 def _module(source: str, tmp_path: Path, name: str):
@@ -246,6 +254,7 @@ REDUCTION_MUTANTS = [
     ("col_max_split", _skip_last), ("col_max_split", _combine_reads_next_partial),
     ("mean_epilogue_chunks", _skip_last), ("mean_epilogue_chunks", _first_chunk_only),
     ("scaled_row_sum_chunks", _skip_last), ("bmm_flat_chunks", _skip_flat_last),
+    ("kl_div_flat_chunks", _skip_flat_last),
     ("argmax_chunks", _skip_last), ("argmax_chunks", _first_chunk_only), ("argmax_split", _skip_last),
     ("argmax_split", _combine_index_of_next_partial), ("min_index_split", _combine_index_of_next_partial),
     ("var_chunks", _skip_last), ("var_chunks", _store_next_row), ("var_split", _first_chunk_only),
