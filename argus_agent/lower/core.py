@@ -203,7 +203,7 @@ class Context:
             if tiles(cval, {"o": O, "i": I, "r": R}, ("r", "i"), ("o",), hoisted="r"):
                 self.kernels.append(Reduction(buf, kind, cval, M, R, self.note, extra, mode="col", O=O, I=I))
                 return buffer_tensor(buf)
-        if self.target != "cpu" and M < 256 and R >= 1 << 16 and kind in ("sum", "max", "min") \
+        if self.target != "cpu" and M < 8192 and R >= 1 << 14 and kind in ("sum", "max", "min") \
                 and dtype.is_floating_point:
             self._names.discard(buf.name)
             self.buffers.remove(buf)

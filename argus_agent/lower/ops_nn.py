@@ -209,8 +209,14 @@ def _convolution(ctx, node, x, w, bias, stride, padding, dilation, transposed, o
         return call("mul", vals.cast(xv, acc), vals.cast(wv, acc))
     osz = list(shape[2:])
     npix = N * math.prod(osz)
-    if x.dtype == w.dtype and conv_igemm_ok(ctx.target, x.dtype, npix, cig, cog, math.prod(ksz), groups,
-                                            x.numel, math.prod(shape)):
+    phased = None
+    if (TRANSPOSED_PHASES and transposed and x.dtype == w.dtype and any(s > 1 for s in stride)
+            and all(d == 1 for d in dilation)):
+        phased = _transposed_phases(ctx, xb, wb, shape, stride, padding, groups)
+    if phased is not None:
+        red = phased
+    elif x.dtype == w.dtype and conv_igemm_ok(ctx.target, x.dtype, npix, cig, cog, math.prod(ksz), groups,
+                                              x.numel, math.prod(shape)):
         red = _conv_igemm(ctx, xb, wb, shape, stride, padding, dilation, transposed, groups)
     else:
         red = ctx.reduce("sum", shape, [cig] + ksz, fn, acc, base="conv")
@@ -243,6 +249,71 @@ def _conv_igemm(ctx, x, w, shape, stride, padding, dilation, transposed, groups)
     split = not torch.backends.cudnn.allow_tf32
     ctx.kernels.append(ConvTemplate(out, xb.buffer, wb.buffer, groups, cog, K, geo, split, ctx.note))
     return buffer_tensor(out)
+
+
+# A strided transposed convolution as stride^d direct ones (one per output phase, each with the taps that
+# meet whole input rows): the implicit GEMM then multiplies no zeros for the taps the stride skips (3-D, kernel
+# 3, stride 2: 1/8 of the gathered taps are live). Off until measured on the GPU against the one-GEMM form.
+TRANSPOSED_PHASES = False
+
+
+def _transposed_phases(ctx, x, w, shape, stride, padding, groups):
+    """The transposed convolution (dilation 1) as one direct implicit GEMM per output phase a (o = a + s j):
+    tap k meets input (o + P - k) / s when k = k0 + s t, k0 = (a + P) % s, that is input j + c - t with
+    c = (a + P - k0) / s; flipped (t' = T - 1 - t) it is a direct convolution of stride 1, padding T - 1 - c,
+    over the sub-kernel w[..., k0 + s (T - 1 - t')]. The result reads each output element from its phase's
+    buffer (masked loads: the other phases read 0). None when a phase does not take the implicit GEMM."""
+    import itertools
+
+    from .index import flatten
+    nsp = len(shape) - 2
+    N, Co = shape[0], shape[1]
+    cig, cog = x.shape[1] // groups, Co // groups
+    osz, ksz = list(shape[2:]), list(w.shape[2:])
+    plans = []
+    for a in itertools.product(*[range(s) for s in stride]):
+        dims = []
+        for d in range(nsp):
+            s, P = stride[d], padding[d]
+            k0 = (a[d] + P) % s
+            T = len(range(k0, ksz[d], s))
+            J = len(range(a[d], osz[d], s))
+            dims.append((k0, T, J, (a[d] + P - k0) // s))
+        if any(J == 0 for _, _, J, _ in dims):
+            continue                        # no output position of this phase
+        if any(T == 0 for _, T, _, _ in dims):
+            plans.append((a, dims, None))   # no tap reaches it: zeros (plus the bias)
+            continue
+        tv = math.prod(T for _, T, _, _ in dims)
+        npix = N * math.prod(J for _, _, J, _ in dims)
+        if not conv_igemm_ok(ctx.target, x.dtype, npix, cig, cog, tv, groups, x.numel, Co * npix):
+            return None
+        plans.append((a, dims, True))
+    parts = []
+    for a, dims, ok in plans:
+        if ok is None:
+            continue
+        tshape = (Co, cig) + tuple(T for _, T, _, _ in dims)
+
+        def wsub(c, dims=dims):    # direct weight [g * cog + co, ci, t'] = w[g * cig + ci, co, k0 + s (T-1-t')]
+            co, ci, ts = c[0], c[1], c[2:]
+            grp = floordiv(co, cog)
+            kc = [add(const(k0 + stride[d] * (T - 1)), ts[d] * (-stride[d])) for d, (k0, T, _, _) in enumerate(dims)]
+            return w([add(ci, grp * cig), add(co, grp * (-cog))] + kc)
+        wb = ctx.contiguous(LTensor(tshape, w.dtype, wsub), "conv_wphase")
+        pshape = (N, Co) + tuple(J for _, _, J, _ in dims)
+        pads = [T - 1 - c for _, T, _, c in dims]
+        parts.append((a, _conv_igemm(ctx, x, wb, pshape, [1] * nsp, pads, [1] * nsp, False, groups)))
+
+    def fn(c):
+        v = None
+        for a, part in parts:
+            js = [floordiv(c[2 + d], stride[d]) for d in range(nsp)]
+            conds = tuple(("div", add(c[2 + d], const(-a[d])), stride[d]) for d in range(nsp) if stride[d] > 1)
+            ld = vals.load(part.buffer.name, flatten([c[0], c[1]] + js, part.shape), torch.float32, conds)
+            v = ld if v is None else call("add", v, ld)
+        return v if v is not None else vals.const(0.0, torch.float32)
+    return LTensor(tuple(shape), torch.float32, fn)
 
 
 def _pool_windows(x, shape, kernel, stride, padding, dilation):

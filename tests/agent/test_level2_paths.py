@@ -6,6 +6,7 @@ convolutions take the implicit GEMM. Lowered for sm_90a, run on the CPU interpre
 float64."""
 
 import importlib.util
+import math
 
 import pytest
 import torch
@@ -189,3 +190,54 @@ def test_level2_corpus_paths_at_cpu_sizes():
         # (at these sizes the convolution itself is too small for the implicit GEMM: a reduction)
         reds = [k for k in _reductions(prog) if not k.out.name.startswith("b_conv")]
         assert reds and all(_mode(k) == "row" for k in reds), (stem, [(_mode(k), k.M, k.R) for k in reds])
+
+
+PHASED = [
+    ("convT3d_k3s2p1", lambda: nn.ConvTranspose3d(16, 16, 3, stride=2, padding=1), (2, 16, 5, 5, 6), 8),
+    ("convT2d_k4s2p1", lambda: nn.ConvTranspose2d(16, 32, 4, stride=2, padding=1), (2, 16, 9, 10), 4),
+    ("convT2d_k3s2_outpad_grouped", lambda: nn.ConvTranspose2d(32, 32, 3, stride=2, padding=1, output_padding=1,
+                                                               groups=2), (2, 32, 8, 9), 4),
+    ("convT3d_s122_outpad", lambda: nn.ConvTranspose3d(16, 16, (2, 3, 3), stride=(1, 2, 2), padding=(0, 1, 1),
+                                                       output_padding=(0, 1, 0)), (1, 16, 3, 7, 8), 4),
+]
+
+
+@pytest.mark.parametrize("name,make,xs,phases", PHASED, ids=[c[0] for c in PHASED])
+def test_strided_transposed_conv_as_direct_phases(name, make, xs, phases, tmp_path, fp32_convs, monkeypatch):
+    """ops_nn.TRANSPOSED_PHASES (off by default until measured on the GPU): a strided transposed convolution
+    is one direct implicit GEMM per output phase over the taps that meet whole input rows (none of the
+    stride's zero taps multiplied), the output reading each element from its phase's result."""
+    from argus_agent.lower import ops_nn
+
+    monkeypatch.setattr(ops_nn, "TRANSPOSED_PHASES", True)
+    torch.manual_seed(5)
+    model = make()
+    x = torch.randn(xs)
+    prog, src, out, ref = _run(model, [x], tmp_path, name)
+    convs = [k for k in prog.kernels if isinstance(k, ConvTemplate)]
+    assert len(convs) == phases and not any(k.geometry["TRANSPOSED"] for k in convs)
+    assert all(k.geometry["ST"] == (1, 1, 1) for k in convs)
+    # the GEMMs' reduction is the live taps only: sum over phases of K * pixels == the dense work / stride^d
+    dense = x.shape[1] // model.groups * math.prod(model.kernel_size) * math.prod(out.shape[2:])
+    live = sum(k.K * math.prod(k.geometry["OS"]) for k in convs) // x.shape[0]
+    assert live * math.prod(model.stride) <= dense * 1.5 and live < dense
+    _close(out, ref, 1e-5)
+
+
+def test_gathering_reduction_of_256_outputs_is_split():
+    """With the phases, level2/057's global average pool reads eight phase buffers (masked loads at computed
+    offsets: a gathering reduction); its 256 outputs of 139425 elements (32 blocks of the gathering kernel)
+    are split into partials that fill the GPU, then a row reduction over them."""
+    from argus_agent.lower import values as vals
+    from argus_agent.lower.core import Context
+    from argus_agent.lower.index import add, flatten, floordiv
+
+    ctx = Context("sm_90a")
+    xb = ctx.add_buffer("x", (256, 139425), torch.float32)
+
+    def fn(oc, rc):
+        j = floordiv(rc[0], 2)
+        return vals.load(xb.name, flatten([oc[0], add(j, j)], (256, 139425)), torch.float32, (("div", rc[0], 2),))
+    ctx.reduce("sum", (256,), (139425,), fn, torch.float32)
+    part, comb = [k for k in ctx.kernels if isinstance(k, Reduction)]
+    assert part.M >= 8192 and part.M * part.R == 256 * 139425 and comb.M == 256 and comb.mode == "row"
