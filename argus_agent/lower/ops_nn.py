@@ -7,6 +7,7 @@ padding and transposed-convolution holes are load conditions (the element reads 
 from __future__ import annotations
 
 import math
+import os
 
 import torch
 
@@ -253,8 +254,9 @@ def _conv_igemm(ctx, x, w, shape, stride, padding, dilation, transposed, groups)
 
 # A strided transposed convolution as stride^d direct ones (one per output phase, each with the taps that
 # meet whole input rows): the implicit GEMM then multiplies no zeros for the taps the stride skips (3-D, kernel
-# 3, stride 2: 1/8 of the gathered taps are live). Off until measured on the GPU against the one-GEMM form.
-TRANSPOSED_PHASES = False
+# 3, stride 2: 1/8 of the gathered taps are live). Off until measured on the GPU against the one-GEMM form
+# (ARGUS_TRANSPOSED_PHASES=1 turns it on for a measurement run).
+TRANSPOSED_PHASES = os.environ.get("ARGUS_TRANSPOSED_PHASES") == "1"
 
 
 def _transposed_phases(ctx, x, w, shape, stride, padding, groups):
