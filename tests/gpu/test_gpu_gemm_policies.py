@@ -110,4 +110,6 @@ def test_sass_of_the_policies():
         ck = tilepy_hip.compile(gemm_hopper.gemm_persistent, target="sm_90a", **params)
         sass = ck.sass()
         assert "HGMMA.64x" in sass and "UTMALDG" in sass
-        assert not re.search(r"\b(LDL|STL)\b", sass) and ck.resources["spill_stores"] == 0
+        # the SASS is the authority on local memory (a build loaded from another process's cache entry may
+        # carry no ptxas spill line)
+        assert not re.search(r"\b(LDL|STL)\b", sass) and ck.resources.get("spill_stores", 0) == 0
