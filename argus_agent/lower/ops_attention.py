@@ -221,7 +221,7 @@ def _decompose(ctx, node, args: list, kwargs: dict) -> LTensor:
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    from .program import _lower_node
+    from .dispatch import lower_node
 
     slots, fakes = [], []
     with FakeTensorMode():
@@ -248,7 +248,7 @@ def _decompose(ctx, node, args: list, kwargs: dict) -> LTensor:
     for n in gm.graph.nodes:
         if n.op == "call_function":
             n.meta["stack_trace"] = node.meta.get("stack_trace")
-            env[n] = _lower_node(ctx, n, env)
+            env[n] = lower_node(ctx, n, env)
         elif n.op == "get_attr":
             raise LoweringError(f"{source_line(node)}: torch's decomposition of `{node.target}` reads a constant "
                                 "tensor, which is not lowered")

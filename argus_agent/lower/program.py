@@ -10,8 +10,8 @@ import torch.fx as fx
 from . import ops_attention, ops_nn, ops_pointwise, ops_reduce, ops_views  # noqa: F401  (registrations)
 from . import values as vals
 from .core import Buffer, Context, LTensor, Pointwise, Reduction, RowFused, Scan, buffer_tensor
+from .dispatch import lower_node as _lower_node
 from .graph import Captured, LoweringError, capture_program, source_line
-from .registry import lookup
 from .values import STORAGE_OK
 
 
@@ -317,31 +317,3 @@ def _force_realize(ctx: Context, t: LTensor, base: str) -> Buffer:
     return ctx.realize(plain, base).buffer
 
 
-def _lower_node(ctx: Context, node, env):
-    import operator
-    if node.target is operator.getitem:
-        src, k = node.args
-        got = env[src]
-        if not isinstance(got, (tuple, list)):
-            raise LoweringError(f"{source_line(node)}: indexing the result of `{src.target}`, which is not a tuple")
-        return got[k]
-    fn = lookup(node.target)
-    where = source_line(node)
-    if fn is None:
-        raise LoweringError(f"{where}: `{node.target}` has no tilepy lowering yet (op of the reference's "
-                            f"core-ATen graph); the supported families are listed in docs/lowering.md")
-    args = fx.node.map_arg(node.args, lambda n: env[n])
-    kwargs = fx.node.map_arg(node.kwargs, lambda n: env[n])
-    kwargs = {k: v for k, v in kwargs.items() if k not in ("device", "layout", "pin_memory", "memory_format",
-                                                            "non_blocking")}
-    if "dtype" in kwargs and not str(node.target).startswith(("aten.sum", "aten.mean", "aten.prod", "aten.cum")):
-        kwargs.pop("dtype")
-    ctx.note = f"{node.target} ({where})"
-    try:
-        return fn(ctx, node, *args, **kwargs)
-    except LoweringError:
-        raise
-    except NotImplementedError as e:
-        raise LoweringError(f"{where}: `{node.target}`: {e} is not lowered yet") from e
-    except Exception as e:
-        raise LoweringError(f"{where}: lowering `{node.target}` failed: {type(e).__name__}: {e}") from e
