@@ -254,9 +254,10 @@ def _conv_igemm(ctx, x, w, shape, stride, padding, dilation, transposed, groups)
 
 # A strided transposed convolution as stride^d direct ones (one per output phase, each with the taps that
 # meet whole input rows): the implicit GEMM then multiplies no zeros for the taps the stride skips (3-D, kernel
-# 3, stride 2: 1/8 of the gathered taps are live). Off until measured on the GPU against the one-GEMM form
-# (ARGUS_TRANSPOSED_PHASES=1 turns it on for a measurement run).
-TRANSPOSED_PHASES = os.environ.get("ARGUS_TRANSPOSED_PHASES") == "1"
+# 3, stride 2: 1/8 of the gathered taps are live). On by default since the H100 measurement (level2/003, 010,
+# 017, 034, 035, 057 at full size: 4-15x faster than the one-GEMM form, 0.04-0.20x -> 0.56-1.62x eager;
+# benchmarks/results/suite-level2-phases-*.json); ARGUS_TRANSPOSED_PHASES=0 gives the one-GEMM form back.
+TRANSPOSED_PHASES = os.environ.get("ARGUS_TRANSPOSED_PHASES", "1") == "1"
 
 
 def _transposed_phases(ctx, x, w, shape, stride, padding, groups):
