@@ -5,16 +5,17 @@ gathering reduction with few outputs over a long range is split into partials on
 convolutions take the implicit GEMM. Lowered for sm_90a, run on the CPU interpreter against torch in
 float64."""
 
-import importlib.util
 import math
 
 import pytest
 import torch
 import torch.nn as nn
 
-from argus_agent.lower import lower_model, render_program
+from argus_agent.lower import lower_model
 from argus_agent.lower.core import Reduction, RowFused
 from argus_agent.lower.templates import ConvTemplate
+
+from .lowered import assert_close, run_lowered
 
 
 @pytest.fixture
@@ -26,24 +27,10 @@ def fp32_convs():
 
 
 def _run(model, inputs, tmp_path, name, target="sm_90a"):
-    prog = lower_model(model, inputs, target)
-    src = render_program(prog)
-    p = tmp_path / f"{name}.py"
-    p.write_text(src)
-    spec = importlib.util.spec_from_file_location(f"lowered_l2_{name}", p)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    with torch.no_grad():
-        out = mod.argus_forward(model, *inputs)
-        ref = model.double()(*[x.double() for x in inputs])
-    model.float()
-    return prog, src, out, ref
+    return run_lowered(model, inputs, tmp_path, name, target, prefix="lowered_l2")
 
 
-def _close(out, ref, tol):
-    assert out.shape == ref.shape and out.dtype == torch.float32
-    err = (out.double() - ref).abs().max().item()
-    assert torch.allclose(out.double(), ref, atol=tol, rtol=tol), f"max error {err:.3g} at tolerance {tol}"
+_close = assert_close
 
 
 def _reductions(prog):

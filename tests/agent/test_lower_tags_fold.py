@@ -25,6 +25,8 @@ import tilepy as tp
 import tilepy_verify as tv
 from argus_agent.lower import lower_model, render_program, render_tiled
 
+from .test_lowering_store_tags import ColCumprod, Cumsum, ExclusiveCumsum, ReverseCumsum
+
 
 class RowSum(torch.nn.Module):
     def forward(self, x):
@@ -44,26 +46,6 @@ class MeanMiddle(torch.nn.Module):
 class ScaledRowSum(torch.nn.Module):
     def forward(self, x, b):
         return (x * 2.0 + b).sum(dim=-1)
-
-
-class Cumsum(torch.nn.Module):
-    def forward(self, x):
-        return torch.cumsum(x, dim=-1)
-
-
-class ReverseCumsum(torch.nn.Module):
-    def forward(self, x):
-        return torch.flip(torch.cumsum(torch.flip(x, [1]), 1), [1])
-
-
-class ExclusiveCumsum(torch.nn.Module):
-    def forward(self, x):
-        return torch.cumsum(torch.cat([torch.zeros_like(x[:, :1]), x[:, :-1]], 1), 1)
-
-
-class ColCumprod(torch.nn.Module):
-    def forward(self, x):
-        return torch.cumprod(x, dim=1)
 
 
 class Argmax(torch.nn.Module):

@@ -2,15 +2,15 @@
 interpreter against torch in float64: every conv form, TF32 where PyTorch's flag allows it and fp32 accuracy
 where it does not, and pointwise chains that become the GEMM's or convolution's store."""
 
-import importlib.util
 
 import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from argus_agent.lower import lower_model, render_program
 from argus_agent.lower.templates import ConvTemplate, Fp32GemmTemplate, fuse_epilogues
+
+from .lowered import assert_close, run_lowered
 
 
 @pytest.fixture
@@ -22,24 +22,10 @@ def tf32(request):
 
 
 def _run(model, inputs, tmp_path, name):
-    prog = lower_model(model, inputs, "sm_90a")
-    src = render_program(prog)
-    p = tmp_path / f"{name}.py"
-    p.write_text(src)
-    spec = importlib.util.spec_from_file_location(f"lowered_conv_{name}", p)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    with torch.no_grad():
-        out = mod.argus_forward(model, *inputs)
-        ref = model.double()(*[x.double() for x in inputs])
-    model.float()
-    return prog, src, out, ref
+    return run_lowered(model, inputs, tmp_path, name, "sm_90a", prefix="lowered_conv")
 
 
-def _close(out, ref, tol):
-    assert out.shape == ref.shape and out.dtype == torch.float32
-    err = (out.double() - ref).abs().max().item()
-    assert torch.allclose(out.double(), ref, atol=tol, rtol=tol), f"max error {err:.3g} at tolerance {tol}"
+_close = assert_close
 
 
 class ConvChain(nn.Module):
