@@ -16,3 +16,10 @@ def launch(kernel, grid, *args, target: str | None = None, **constexprs):
     """Run `kernel` over `grid` on `args`: exactly `kernel[grid](*args, target=target, **constexprs)` (CUDA
     tensors go through tilepy_hip's prepared launch, anything else runs on the interpreter)."""
     return kernel[grid](*args, target=target, **constexprs)
+
+
+def aligned16(x):
+    """`x` itself when its data starts on a 16-byte boundary, else an aligned copy. Kernels built TMA-only
+    (the attention kernels' FALLBACK=False) refuse a tensor a tensor map cannot describe; a contiguous view at
+    an odd offset into a larger tensor is one, and a copy is what makes it describable."""
+    return x if x.data_ptr() % 16 == 0 else x.clone()

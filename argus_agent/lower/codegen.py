@@ -36,7 +36,7 @@ is the host program (allocation and launches only). Precision: {precision}.
 import torch
 
 import tilepy as tp
-from argus_agent.runtime import launch
+from argus_agent.runtime import aligned16, launch
 '''
 
 def render_program(prog, precision: str = "fp32 (as the reference)") -> str:
@@ -95,6 +95,7 @@ def render_program(prog, precision: str = "fp32 (as the reference)") -> str:
     arg_names = [f"x{gi.index}" for gi in user]
     host = [f"def argus_forward(model, {', '.join(arg_names)}):" if arg_names else "def argus_forward(model):"]
     dev = None
+    tma_only = any(isinstance(k, AttentionTemplate) for k in prog.kernels)
     for gi in user:
         b = prog.placeholders.get(gi.name)
         if b is None:
@@ -105,7 +106,9 @@ def render_program(prog, precision: str = "fp32 (as the reference)") -> str:
                     f"lowered; lower it again for x{gi.index}=' + repr(x{gi.index}))"
                 )
             continue
-        host.append(f"    {b.name} = x{gi.index}.contiguous().view(-1)")
+        # TMA-only kernels (attention) take the inputs as they are: one at an odd address is copied aligned
+        bind = f"aligned16(x{gi.index}.contiguous())" if tma_only else f"x{gi.index}.contiguous()"
+        host.append(f"    {b.name} = {bind}.view(-1)")
         dev = dev or f"x{gi.index}.device"
     for gi in cap.inputs:
         if gi.kind in ("param", "buffer") and gi.name in prog.placeholders:

@@ -204,6 +204,7 @@ def test_sm90a_runs_the_stdlib_attention_kernel(name, tmp_path):
     defaults = {fn.name.value: constexpr_params(fn) for fn in kernels(parse_source(src))}
     launched = fwd_params(t) if kernel == "attention_fwd" else decode_params(t)
     assert {key: defaults[kernel][key] for key in launched} == {key: repr(val) for key, val in launched.items()}
+    assert "aligned16(x0.contiguous())" in src   # TMA-only kernels: an input at an odd address is copied
     assert first.tol == 1e-2    # bf16 as the reference
     # bf16 P in the PV product and the bf16 output: ~2e-3 relative, as the stdlib kernel's own tests
     _check(problem, first, tmp_path, name, rel=5e-3)
@@ -307,3 +308,15 @@ def test_rendered_attention_kernels_verify_clean(tmp_path):
     assert set(kernels) == {"attention_fwd"}
     verdict = verify_kernels(kernels, "sm_90a")
     assert verdict.ok, [f["message"] for f in verdict.findings if f["severity"] == "error"]
+
+
+def test_aligned16_copies_only_what_a_tensor_map_cannot_describe():
+    from argus_agent.runtime import aligned16
+
+    store = torch.arange(65, dtype=torch.bfloat16)
+    odd = store[1:].view(8, 8)                 # contiguous, 2 bytes past an aligned start
+    even = store[8:].view(-1)[:56].view(7, 8)  # 16 bytes past it
+    assert store.data_ptr() % 16 == 0
+    out = aligned16(odd)
+    assert out.data_ptr() % 16 == 0 and out.data_ptr() != odd.data_ptr() and torch.equal(out, odd)
+    assert aligned16(even) is even

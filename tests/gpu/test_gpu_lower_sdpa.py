@@ -69,3 +69,32 @@ def test_lowered_sdpa_matches_float64_on_gpu(b, h, hkv, sq, skv, d, causal, kern
     err = rel(out, ref)
     assert err < 5e-3, err
     assert err < 2 * rel(mine, ref) + 1e-3, (err, rel(mine, ref))
+
+
+def test_lowered_sdpa_takes_an_input_at_an_odd_address(tmp_path):
+    """A contiguous query that starts 2 bytes into its storage cannot be described by a tensor map; the host
+    program copies it aligned rather than letting the TMA-only attention kernel refuse it."""
+    from argus_agent.lower import lower_model, render_program
+
+    b, h, s, d = 2, 8, 1024, 64
+    model = SDPA(False, False)
+    example = [torch.empty((b, h, s, d), dtype=torch.bfloat16) for _ in range(3)]
+    src = render_program(lower_model(model, example, "sm_90a"))
+    assert "launch(attention_fwd," in src and "aligned16(" in src
+    p = tmp_path / "sdpa_odd.py"
+    p.write_text(src)
+    spec = importlib.util.spec_from_file_location(p.stem, p)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    g = torch.Generator(device=DEV).manual_seed(7)
+    store = torch.randn(b * h * s * d + 1, device=DEV, generator=g).bfloat16()
+    q = store[1:].view(b, h, s, d)                        # contiguous, 2 bytes off 16-byte alignment
+    assert q.is_contiguous() and q.data_ptr() % 16 == 2
+    k, v = (torch.randn((b, h, s, d), device=DEV, generator=g).bfloat16() for _ in range(2))
+    with torch.no_grad():
+        out = mod.argus_forward(model, q, k, v)
+        torch.cuda.synchronize()
+        ref = model(q.double(), k.double(), v.double())
+        mine = model(q, k, v)
+    err = rel(out, ref)
+    assert err < 2 * rel(mine, ref) + 1e-3, (err, rel(mine, ref))
