@@ -13,7 +13,7 @@
 
 from . import instructions as _instructions
 from ._version import __version__
-from .dtypes import bf16, bool_, f16, f32, f64, i8, i32, i64, u32
+from .dtypes import bf16, bool_, e4m3, f16, f32, f64, i8, i32, i64, u32
 from .errors import (
     CompileError,
     ConstexprError,
@@ -44,7 +44,7 @@ __all__ = [
     "__version__", "kernel", "Kernel", "KernelIR", "Tensor", "constexpr", "Layout", "Swizzle", "TVLayout",
     "blocked", "accumulator", "mma_layout", "nv", "amd", "format_ir", "kernels_from_source", "Resources",
     "estimate_resources", "register_gpu_backend",
-    "bf16", "bool_", "f16", "f32", "f64", "i8", "i32", "i64", "u32",
+    "bf16", "bool_", "e4m3", "f16", "f32", "f64", "i8", "i32", "i64", "u32",
     "TilepyError", "CompileError", "UnsupportedConstructError", "KernelTypeError", "ShapeError", "ConstexprError",
     "ResourceError", "TargetError", "LaunchError", "InterpreterError",
     *sorted(_builtins),

@@ -50,6 +50,12 @@ class MmaInstr:
         """The operand format the hardware multiplies: "tf32", or `ab`'s name."""
         return self.fmt or self.ab.name
 
+    @property
+    def k_major_only(self) -> bool:
+        """wgmma reads shared operands of formats other than f16/bf16 (tf32, e4m3) K-major only: the
+        descriptor's transpose bits exist for 16-bit types alone."""
+        return self.family == "wgmma" and self.format not in ("bf16", "f16")
+
     def read_operand(self, x):
         """Operand values as the tensor cores see them (float32): tf32 instructions read f32 bit patterns and
         ignore the low 13 mantissa bits (truncation toward zero); other formats read their own dtype."""
@@ -109,7 +115,7 @@ def _wgmma(n: int, ab: dt.DType, fmt: str = "") -> MmaInstr:
     # thread = l0 + 4*l1 + 32*warp; warp w owns rows 16w..16w+15; value = v0 + 2*v1 + 4*chunk (8 columns each).
     t = (4, 8, 4)
     c = _frag((64, n), t, (2, 2, n // 8), ((0, 1, 16), (0, 8, 0)), ((2, 0, 0), (1, 0, 8)), f"wgmma64x{n}.C")
-    k = 8 if fmt == "tf32" else 16  # 32 bytes of K per instruction
+    k = 32 // ab.bytes  # 32 bytes of K per instruction: 8 tf32, 16 bf16/f16, 32 e4m3
     return MmaInstr(f"nv.wgmma_m64n{n}k{k}_{fmt or ab.name}", "wgmma", 64, n, k, ab, dt.f32, 128, None, None, c,
                     smem_operands=True, fmt=fmt)
 
@@ -162,6 +168,7 @@ for _ins in (
     _mma_sync(dt.bf16), _mma_sync(dt.f16), _mma_sync_tf32(),
     *(_wgmma(n, ab) for n in (8, 16, 32, 64, 128, 256) for ab in (dt.bf16, dt.f16)),
     *(_wgmma(n, dt.f32, "tf32") for n in (8, 16, 32, 64, 128, 256)),
+    *(_wgmma(n, dt.e4m3) for n in (8, 16, 32, 64, 128, 256)),  # e4m3 x e4m3 -> f32, both operands K-major
     *(_wgmma_rs(n, ab) for n in (8, 16, 32, 64, 128, 256) for ab in (dt.bf16, dt.f16)),
     _mfma32(dt.bf16), _mfma32(dt.f16), _mfma16(dt.bf16), _mfma16(dt.f16),
 ):

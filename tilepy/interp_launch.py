@@ -94,13 +94,22 @@ class _LaunchArgs:
                     t.copy_(torch.from_numpy(dt.round_bf16(arr)).to(torch.bfloat16))
 
                 return arr, wb
+            if got is dt.e4m3:  # float32 holding e4m3 values (exact both ways)
+                import torch
+
+                arr = a.to(torch.float32).numpy().copy()
+
+                def wb(t=a, arr=arr):
+                    t.copy_(torch.from_numpy(dt.round_e4m3(arr)).to(torch.float8_e4m3fn))
+
+                return arr, wb
             return a.numpy(), None
         if not isinstance(a, np.ndarray):
             raise LaunchError(f"{where}: expected a tensor {p.type} (numpy array or CPU torch tensor), got "
                               f"{type(a).__name__}")
         got = dt.from_any(a.dtype)
-        # numpy has no bf16: float32 arrays stand for bf16 tensors (values rounded to bf16 when stored).
-        if got != want and not (want is dt.bf16 and got is dt.f32):
+        # numpy has no bf16 or e4m3: float32 arrays stand for them (values rounded when stored).
+        if got != want and not (want in (dt.bf16, dt.e4m3) and got is dt.f32):
             raise LaunchError(f"{where}: expected dtype {want} ({p.type}), got numpy {a.dtype}; convert with "
                               f".astype({want.storage!r}) before the launch")
         if not a.flags.c_contiguous:

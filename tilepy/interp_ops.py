@@ -67,6 +67,8 @@ def _scalar(v, dtype: dt.DType | None):
         return int(v)
     if dtype is dt.bf16:
         return float(dt.round_bf16(np.float32(v)))
+    if dtype is dt.e4m3:
+        return float(dt.round_e4m3(np.float32(v)))
     return float(np.asarray(v).astype(dtype.np))
 
 

@@ -32,6 +32,7 @@ _package = sys.modules[__name__.rpartition(".")[0]]  # tilepy_hip, whose `launch
 _TORCH_DTYPES = {
     "f16": "float16",
     "bf16": "bfloat16",
+    "e4m3": "float8_e4m3fn",
     "f32": "float32",
     "f64": "float64",
     "i8": "int8",
@@ -43,6 +44,7 @@ _TORCH_DTYPES = {
 _CTYPES = {
     "f16": None,
     "bf16": None,
+    "e4m3": None,
     "f32": ctypes.c_float,
     "f64": ctypes.c_double,
     "i8": ctypes.c_int8,

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import ctypes
 
-# CUtensorMapDataType
-_DATA_TYPES = {"u8": 0, "i8": 0, "bool": 0, "f16": 6, "f32": 7, "f64": 8, "bf16": 9, "i32": 3, "u32": 2, "i64": 5}
-_BYTES = {"u8": 1, "i8": 1, "bool": 1, "f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i32": 4, "u32": 4, "i64": 8}
+# CUtensorMapDataType (e4m3: CU_TENSOR_MAP_DATA_TYPE_UINT8, the copy engine moves bytes)
+_DATA_TYPES = {"u8": 0, "i8": 0, "bool": 0, "e4m3": 0, "f16": 6, "f32": 7, "f64": 8, "bf16": 9, "i32": 3, "u32": 2,
+               "i64": 5}
+_BYTES = {"u8": 1, "i8": 1, "bool": 1, "e4m3": 1, "f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i32": 4, "u32": 4,
+          "i64": 8}
 CU_TENSOR_MAP_INTERLEAVE_NONE = 0
 CU_TENSOR_MAP_L2_PROMOTION_L2_256B = 3
 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE = 0  # out-of-bounds elements read as zeros

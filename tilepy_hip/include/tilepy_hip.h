@@ -44,13 +44,61 @@ struct tp_f16 {
   __device__ __forceinline__ operator float() const { return tp_f16_bits_to_f32(x); }
 };
 
+// OCP float8 e4m3 ("e4m3fn"; torch.float8_e4m3fn): bias 7, no infinities, NaN S.1111.111, largest finite 448.
+// From f32: round to nearest even, saturating to +-448 (infinities too), NaN stays NaN: cvt.rn.satfinite on
+// sm_89+, the same in integer arithmetic elsewhere. To f32: exact.
+static __device__ __forceinline__ unsigned char tp_f32_to_e4m3_bits(float f) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  unsigned short h;  // the second source lands in the low byte
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(h) : "f"(0.0f), "f"(f));
+  return (unsigned char)(h & 0xffu);
+#else
+  unsigned u = tp_float_as_uint(f);
+  unsigned char s = (unsigned char)((u >> 24) & 0x80u);
+  unsigned a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return (unsigned char)(s | 0x7fu);  // NaN
+  if (a >= 0x43e00000u) return (unsigned char)(s | 0x7eu);  // >= 448 (and infinities): saturate
+  if (a < 0x3c800000u) {  // below 2^-6: multiples of 2^-9; |f| * 512 < 8 is exact, + 2^23 rounds to even
+    float v = (tp_uint_as_float(a) * 512.0f + 8388608.0f) - 8388608.0f;
+    return (unsigned char)(s | (unsigned)v);  // 8 is 2^-6, the first normal: the same code
+  }
+  unsigned r = (a + 0x7ffffu + ((a >> 20) & 1u)) >> 20;  // round the mantissa to 3 bits, ties to even
+  return (unsigned char)(s | (r - (120u << 3)));  // exponent bias 127 -> 7
+#endif
+}
+static __device__ __forceinline__ float tp_e4m3_bits_to_f32(unsigned char b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  unsigned r;
+  unsigned short in = b;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(r) : "h"(in));
+  return tp_f16_bits_to_f32((unsigned short)(r & 0xffffu));
+#else
+  unsigned s = (unsigned)(b & 0x80u) << 24;
+  unsigned e = (b >> 3) & 0xfu, m = b & 7u;
+  if ((b & 0x7fu) == 0x7fu) return tp_uint_as_float(s | 0x7fc00000u);
+  if (e == 0) return tp_uint_as_float(s | tp_float_as_uint((float)m * 0.001953125f));
+  return tp_uint_as_float(s | ((e + 120u) << 23) | (m << 20));
+#endif
+}
+
+struct tp_e4m3 {
+  unsigned char x;
+  tp_e4m3() = default;
+  __device__ __forceinline__ explicit tp_e4m3(float f) : x(tp_f32_to_e4m3_bits(f)) {}
+  __device__ __forceinline__ explicit tp_e4m3(double f) : x(tp_f32_to_e4m3_bits((float)f)) {}
+  __device__ __forceinline__ explicit tp_e4m3(int i) : x(tp_f32_to_e4m3_bits((float)i)) {}
+  __device__ __forceinline__ operator float() const { return tp_e4m3_bits_to_f32(x); }
+};
+
 template <class T> struct tp_compute { typedef T type; };
 template <> struct tp_compute<tp_bf16> { typedef float type; };
 template <> struct tp_compute<tp_f16> { typedef float type; };
+template <> struct tp_compute<tp_e4m3> { typedef float type; };
 
 template <class To, class From> static __device__ __forceinline__ To tp_cast(From x) { return (To)x; }
 template <> __device__ __forceinline__ tp_bf16 tp_cast<tp_bf16, float>(float x) { return tp_bf16(x); }
 template <> __device__ __forceinline__ tp_f16 tp_cast<tp_f16, float>(float x) { return tp_f16(x); }
+template <> __device__ __forceinline__ tp_e4m3 tp_cast<tp_e4m3, float>(float x) { return tp_e4m3(x); }
 
 // Python's floor division and modulo on integers (the interpreter's semantics).
 template <class T> static __device__ __forceinline__ T tp_floordiv(T a, T b) {

@@ -14,6 +14,7 @@ from tilepy.symbolic import BinOp, Const, Sym, Var, as_sym
 C_TYPES = {
     "f16": "tp_f16",
     "bf16": "tp_bf16",
+    "e4m3": "tp_e4m3",
     "f32": "float",
     "f64": "double",
     "i8": "signed char",
@@ -38,13 +39,17 @@ def ctype(dtype: dt.DType) -> str:
     return C_TYPES[dtype.name]
 
 
+_STORAGE_FLOATS = ("f16", "bf16", "e4m3")
+
+
 def compute_type(dtype: dt.DType) -> str:
-    """The C type arithmetic on `dtype` happens in: 16-bit floats compute in float."""
-    return "float" if dtype.name in ("f16", "bf16") else ctype(dtype)
+    """The C type arithmetic on `dtype` happens in: 16-bit floats (and e4m3) compute in float."""
+    return "float" if dtype.name in _STORAGE_FLOATS else ctype(dtype)
 
 
 def is_half(dtype: dt.DType) -> bool:
-    return dtype.name in ("f16", "bf16")
+    """A float kept as raw bits in a struct (tp_f16, tp_bf16, tp_e4m3) that converts through float."""
+    return dtype.name in _STORAGE_FLOATS
 
 
 def cname(name: str) -> str:

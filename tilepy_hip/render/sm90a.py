@@ -40,7 +40,8 @@ def _descriptor_form(r, sref, which: str, mn_extent: int):
     if not (isinstance(stride, tuple) and len(stride) == 2 and all(isinstance(x, int) for x in stride)):
         problem = "it is not a 2-D strided layout (or (BK, (atom, BN // atom)) column blocks for B)"
     elif sw is None or sw.shift != 3 or (1 << sw.base) * eb != 16 or sw.bits not in _MODES:
-        problem = f"its swizzle {sw} is not a 32/64/128-byte wgmma swizzle (tp.Swizzle(1..3, 3, 3) for 2-byte types)"
+        problem = (f"its swizzle {sw} is not a 32/64/128-byte wgmma swizzle (tp.Swizzle(1..3, "
+                   f"{4 - (eb.bit_length() - 1)}, 3) for {eb}-byte {st.dtype})")
     if problem is None:
         atom = (16 << sw.bits) // eb  # elements per row of the swizzle atom
         s0, s1 = stride
@@ -69,8 +70,8 @@ def _descriptor_form(r, sref, which: str, mn_extent: int):
         shape = "(BM, BK)" if which == "a" else "(BK, BN)"
         raise r.error(
             f"wgmma operand {which.upper()} cannot be described to the hardware: {problem}",
-            f"store {which.upper()} as a row-major {shape} shared tile whose last dimension is 64 bf16 "
-            "(128 bytes) with swizzle=tp.Swizzle(3, 3, 3)",
+            f"store {which.upper()} as a row-major {shape} shared tile whose last dimension is {128 // eb} "
+            f"{st.dtype} (128 bytes) with swizzle=tp.Swizzle(3, {4 - (eb.bit_length() - 1)}, 3)",
         )
     sbo = 8 * atom * eb
     if kmajor:

@@ -3,7 +3,7 @@ exactly the elements the instruction reads there: its layout must equal the inst
 tiled over the warp grid (compared as functions over all (thread, value) slots). wgmma operands come from
 shared memory through a descriptor: their swizzle must be one the descriptor can express (none, or
 16-byte units XOR-ed by 1 to 3 bits: the 32/64/128-byte modes) and rows must be a whole number of swizzle
-atoms."""
+atoms; tf32 and e4m3 operands must be K-major (no transpose bit for them)."""
 
 from __future__ import annotations
 
@@ -65,10 +65,30 @@ def check(ctx) -> list:
     return out
 
 
+def _k_major(typ, which) -> bool:
+    """Whether K is the contiguous dimension of a shared operand as the instruction sees it (A: (M, K), B:
+    (K, N)); a transposed view `s.T` has its layout's strides swapped, so an (N, K) tile read as `.T` is."""
+    step = typ.layout(0, 1) - typ.layout(0, 0) if which == "a" else typ.layout(1, 0) - typ.layout(0, 0)
+    return step == 1
+
+
 def _wgmma_smem(ctx, op, which, typ):
+    if op.instr.k_major_only and len(typ.shape) == 2 and not _k_major(typ, which):
+        name = which.upper()
+        tile = "(BM, BK)" if which == "a" else "(BN, BK)"
+        use = "a_s[s]" if which == "a" else "b_s[s].T"
+        return Finding(
+            "mma_layout", "error",
+            f"wgmma operand {name} is MN-major in shared memory, but {op.instr.name} reads {op.instr.format} "
+            f"operands K-major only (the descriptor's transpose bit exists for 16-bit types alone)", op.span,
+            {"detail": f"store {name} as a row-major {tile} tile (K contiguous, what a row-major "
+                       f"{'(M, K) A' if which == 'a' else '(N, K) weight'} copies into) and pass {use}",
+             "shape": tuple(typ.shape)})
     eb = typ.dtype.bytes
     sw = typ.swizzle
-    row_bytes = typ.shape[-1] * eb
+    # the contiguous dimension's extent: the first for a transposed view (`b_s.T` of a row-major (N, K) tile)
+    column_major = len(typ.shape) == 2 and typ.layout(1, 0) - typ.layout(0, 0) == 1
+    row_bytes = (typ.shape[0] if column_major else typ.shape[-1]) * eb
     unit = 16 // eb  # elements per 16-byte unit
     if sw is None:
         return None

@@ -1,0 +1,181 @@
+"""fp8 GEMM with per-tensor scales on Hopper (sm_90a): C = (A @ B.T) * scale_a * scale_b, the product
+`torch._scaled_mm(a, b.t(), scale_a, scale_b, out_dtype=torch.bfloat16)` computes.
+
+* A: e4m3 (M, K), B: e4m3 (N, K) (an nn.Linear weight: both operands K-major, the only form fp8 wgmma reads
+  from shared memory), scale_a, scale_b: f32 tensors of one element, C: bf16 (M, N).
+* Warp-specialized like `gemm_hopper.py`: warpgroup 0 streams (BM, BK) tiles of A and (BN, BK) tiles of B with
+  bulk tensor copies (TMA) into a ring of STAGES shared stages (`full[s]` completes on the bytes); warpgroups
+  1..CONSUMERS run wgmma m64nBNk32 e4m3 x e4m3 -> f32 on them, 64 rows each, B reached as its transpose `.T`,
+  and release the stage through `empty[s]`. Tile k lives in stage k % STAGES, phase k // STAGES.
+* Tiles are 128 bytes of K wide (BK = 128 e4m3) under the 128-byte swizzle (tp.Swizzle(3, 4, 3) on 1-byte
+  elements), which is what the copy engine writes and what the wgmma descriptor's 128-byte mode reads.
+* The epilogue multiplies the f32 accumulator by scale_a * scale_b (read once per block) and rounds to bf16
+  in the store. Output tiles are visited GROUP_M row tiles at a time (L2 reuse of B's columns).
+* Tiles past M, N or K are zero-filled by the copies; C's view masks the ragged edge of the store. The copy
+  engine needs 16-byte rows, so K must be a multiple of 16 (`launch` says so).
+
+`launch(a, b, scale_a, scale_b, out)` checks shapes and dtypes and picks the constexprs from `policy`.
+"""
+
+import numpy as np
+
+import tilepy as tp
+
+
+def _threads(c):
+    return 128 * (1 + c["CONSUMERS"])
+
+
+@tp.kernel(threads=_threads, target="sm_90a")
+def gemm_fp8(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "N", "K"], SA: tp.Tensor[tp.f32, "SA"],
+             SB: tp.Tensor[tp.f32, "SB"], C: tp.Tensor[tp.bf16, "M", "N"],
+             BM: tp.constexpr = 128, BN: tp.constexpr = 256, BK: tp.constexpr = 128, STAGES: tp.constexpr = 4,
+             CONSUMERS: tp.constexpr = 2, INSTR: tp.constexpr = tp.nv.wgmma_m64n256k32_e4m3,
+             SWIZZLE: tp.constexpr = tp.Swizzle(3, 4, 3), IN_FLIGHT: tp.constexpr = 0, GROUP_M: tp.constexpr = 8):
+    # grouped tile order: GROUP_M row tiles sweep the columns together (any grid of cdiv(M, BM) * cdiv(N, BN)
+    # blocks over x and y)
+    pid = tp.block_id(0) + tp.num_blocks(0) * tp.block_id(1)
+    num_m = tp.cdiv(A.shape[0], BM)
+    in_group = GROUP_M * tp.cdiv(B.shape[0], BN)
+    first_m = (pid // in_group) * GROUP_M
+    group_m = tp.minimum(num_m - first_m, GROUP_M)          # the last group may be short
+    m0 = (first_m + (pid % in_group) % group_m) * BM
+    n0 = ((pid % in_group) // group_m) * BN
+    a_s = tp.shared((BM, BK), tp.e4m3, stages=STAGES, swizzle=SWIZZLE)
+    b_s = tp.shared((BN, BK), tp.e4m3, stages=STAGES, swizzle=SWIZZLE)   # K-major: the (N, K) tile
+    full = tp.mbarrier(1, stages=STAGES)
+    empty = tp.mbarrier(1, stages=STAGES)
+    tp.tag(A, lambda i, k: ("A", i, k))
+    tp.tag(B, lambda j, k: ("B", k, j))
+    k_tiles = tp.cdiv(A.shape[1], BK)
+    if tp.warpgroup_id() == 0:          # producer warpgroup: one thread issues the bulk tensor copies
+        for k in range(k_tiles):
+            if IN_FLIGHT == 0:
+                if k >= STAGES:
+                    tp.mbarrier_wait(empty[k % STAGES], k // STAGES - 1)   # tile k - STAGES was released
+            else:
+                tp.mbarrier_wait(empty[k % STAGES], k // STAGES)       # (the consumers pre-release every stage)
+            k0 = k * BK
+            tp.copy_bulk(A[m0:m0 + BM, k0:k0 + BK], a_s[k % STAGES], full[k % STAGES])
+            tp.copy_bulk(B[n0:n0 + BN, k0:k0 + BK], b_s[k % STAGES], full[k % STAGES])
+            tp.mbarrier_arrive(full[k % STAGES])
+    else:                               # consumer warpgroups: wgmma over their own threads, 64 rows each
+        scale = (tp.load(SA[0:1]) * tp.load(SB[0:1]))[:, None]   # (1, 1): broadcasts over the tile
+        acc = tp.zeros((BM, BN), tp.f32, layout=tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1)))
+        if IN_FLIGHT == 0:
+            for k in range(k_tiles):
+                tp.mbarrier_wait(full[k % STAGES], k // STAGES)        # stage k % STAGES holds tile k
+                acc = tp.mma(a_s[k % STAGES], b_s[k % STAGES].T, acc)
+                tp.mbarrier_arrive(empty[k % STAGES])
+        else:
+            # one wgmma group in flight: tile k's group is issued, wait_group 1 retires tile k - 1's, then tile
+            # k - 1's stage is released (every stage but the last is released once up front)
+            for s in tp.static_range(STAGES - 1):
+                tp.mbarrier_arrive(empty[s])
+            for k in range(k_tiles):
+                tp.mbarrier_wait(full[k % STAGES], k // STAGES)
+                acc = tp.mma_async(a_s[k % STAGES], b_s[k % STAGES].T, acc)
+                tp.mma_wait(1)
+                tp.mbarrier_arrive(empty[(k + STAGES - 1) % STAGES])   # tile k - 1's stage
+            tp.mma_wait(0)
+        tp.assert_tag(tp.mma_operands(acc), lambda a, b: a[2] == b[1])
+        tp.store(C[m0:m0 + BM, n0:n0 + BN], acc * scale)
+
+
+PRESETS = {
+    "sm_90a": dict(BM=128, BN=256, BK=128, STAGES=4, CONSUMERS=2, INSTR=tp.nv.wgmma_m64n256k32_e4m3),
+}
+NUM_SMS = 132  # H100 SXM
+
+# The policy per shape class (constexprs over PRESETS["sm_90a"]); `policy(M, N, K)` picks one.
+POLICIES = {
+    "large": dict(),
+    # M <= 256 (decode): 64 x 128 tiles, one consumer warpgroup, a deeper ring: more blocks than 128 x 256
+    "skinny": dict(BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=tp.nv.wgmma_m64n128k32_e4m3, IN_FLIGHT=1),
+    # <= 1024^3: 128 x 128 tiles (more blocks)
+    "small": dict(BN=128, STAGES=6, INSTR=tp.nv.wgmma_m64n128k32_e4m3, IN_FLIGHT=1),
+}
+
+
+def shape_class(M: int, N: int, K: int) -> str:
+    if M <= 256:
+        return "skinny"
+    if M * N * K <= 1024 ** 3:
+        return "small"
+    return "large"
+
+
+def policy(M: int, N: int, K: int) -> dict:
+    return {**PRESETS["sm_90a"], **POLICIES[shape_class(M, N, K)]}
+
+
+def grid_of(M: int, N: int, params: dict) -> tuple:
+    return (tp.cdiv(M, params["BM"]) * tp.cdiv(N, params["BN"]), 1)
+
+
+def _dtype_name(x) -> str:
+    return str(getattr(x, "dtype", type(x).__name__)).replace("torch.", "")
+
+
+def _check(a, b, scale_a, scale_b, out):
+    """Shapes and dtypes of a launch; a ValueError that says what to pass otherwise."""
+    torch_in = not isinstance(a, np.ndarray)
+    want_fp8 = "float8_e4m3fn" if torch_in else "float32"
+    for name, x in (("a", a), ("b", b)):
+        if _dtype_name(x) != want_fp8:
+            raise ValueError(f"gemm_fp8: {name} must be {want_fp8} (e4m3"
+                             f"{'' if torch_in else ' values held in float32 on the interpreter'}), got "
+                             f"{_dtype_name(x)}; convert with x.to(torch.float8_e4m3fn) after scaling")
+    if a.ndim != 2 or b.ndim != 2:
+        raise ValueError(f"gemm_fp8: a (M, K) and b (N, K) are 2-D, got {tuple(a.shape)} and {tuple(b.shape)}")
+    M, K = a.shape
+    N, KB = b.shape
+    if KB != K:
+        raise ValueError(f"gemm_fp8: b is (N, K) (a weight: out = a @ b.T), its K {KB} differs from a's {K}; a "
+                         "(K, N) b goes in as b.t().contiguous()")
+    if K % 16:
+        raise ValueError(f"gemm_fp8: K = {K} is not a multiple of 16: the copy engine moves rows of a multiple "
+                         "of 16 bytes (16 e4m3); pad a and b with zero columns up to a multiple of 16")
+    for name, s in (("scale_a", scale_a), ("scale_b", scale_b)):
+        if _dtype_name(s) != "float32" or tuple(s.shape) not in ((1,), ()):
+            raise ValueError(f"gemm_fp8: {name} is a float32 tensor of one element (a per-tensor scale, as "
+                             f"torch._scaled_mm takes it), got {_dtype_name(s)} {tuple(s.shape)}")
+    if tuple(out.shape) != (M, N) or _dtype_name(out) not in ("bfloat16",) + (("float32",) if not torch_in else ()):
+        raise ValueError(f"gemm_fp8: out is bf16 ({M}, {N}), got {_dtype_name(out)} {tuple(out.shape)}")
+    for name, x in (("a", a), ("b", b), ("out", out)):
+        if not (x.flags.c_contiguous if isinstance(x, np.ndarray) else x.is_contiguous()):
+            raise ValueError(f"gemm_fp8: {name} must be contiguous (row-major); pass {name}.contiguous()")
+    return M, N, K
+
+
+def launch(a, b, scale_a, scale_b, out, target: str = "sm_90a", **constexprs):
+    """out = (a @ b.T) * scale_a * scale_b in bf16; a: e4m3 (M, K), b: e4m3 (N, K), scales: f32 (1,).
+    On the interpreter, float32 numpy arrays holding e4m3 values stand for a and b, and a float32 out for the
+    bf16 result (rounded to bf16)."""
+    M, N, K = _check(a, b, scale_a, scale_b, out)
+    params = {**policy(M, N, K), **constexprs}
+    if tuple(scale_a.shape) == ():
+        scale_a = scale_a.reshape(1)
+    if tuple(scale_b.shape) == ():
+        scale_b = scale_b.reshape(1)
+    return gemm_fp8[grid_of(M, N, params)](a, b, scale_a, scale_b, out, target=target, **params)
+
+
+def reference(a, b, scale_a, scale_b):
+    """float64 (a @ b.T) * scale_a * scale_b of the e4m3 values."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return (a @ b.T) * float(np.asarray(scale_a).reshape(-1)[0]) * float(np.asarray(scale_b).reshape(-1)[0])
+
+
+if __name__ == "__main__":
+    from tilepy.dtypes import round_bf16, round_e4m3
+
+    rng = np.random.default_rng(0)
+    a = round_e4m3(rng.standard_normal((100, 256)).astype(np.float32) * 4)
+    b = round_e4m3(rng.standard_normal((150, 256)).astype(np.float32) * 4)
+    sa, sb = np.array([0.5], np.float32), np.array([0.25], np.float32)
+    out = np.full((100, 150), np.nan, np.float32)
+    launch(a, b, sa, sb, out, BN=128, STAGES=2, INSTR=tp.nv.wgmma_m64n128k32_e4m3)
+    ref = reference(a, b, sa, sb)
+    print("max rel err =", float(np.abs(out - ref).max() / np.abs(ref).max()), "bf16 ulp =", 2.0**-8,
+          "rounded:", bool(np.array_equal(out, round_bf16(out))))
