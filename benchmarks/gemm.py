@@ -139,7 +139,8 @@ def f32out_row(M, N, K, g, mm_f32, out=torch.float32, params=None):
 
 
 def _policy_text(p) -> str:
-    keys = ("BM", "BN", "STAGES", "CONSUMERS", "IN_FLIGHT", "PRODUCER_REGS", "CONSUMER_REGS", "SPLIT_K")
+    keys = ("BM", "BN", "STAGES", "CONSUMERS", "IN_FLIGHT", "PRODUCER_REGS", "CONSUMER_REGS", "SPLIT_K", "EPILOGUE",
+            "PERSISTENT")
     return " ".join(f"{k}={p[k]}" for k in keys if k in p and p[k] not in (0, None))
 
 
@@ -148,6 +149,7 @@ def bf16out_row(M, N, K, g, params=None):
 
 
 I64, I128, I256 = tp.nv.wgmma_m64n64k16_bf16, tp.nv.wgmma_m64n128k16_bf16, tp.nv.wgmma_m64n256k16_bf16
+I32, SW64 = tp.nv.wgmma_m64n32k16_bf16, tp.Swizzle(2, 3, 3)  # BN = 32: one 32-column B block, 64-byte swizzle
 POLICY_SWEEP = {  # bf16 out; constexprs over gemm_hopper.PRESETS (128x256, 4 stages, 2 consumers)
     "128x256_s4_wait0": dict(IN_FLIGHT=0),
     "128x256_s4_persistent": dict(IN_FLIGHT=0, PERSISTENT=1),
@@ -166,28 +168,102 @@ POLICY_SWEEP = {  # bf16 out; constexprs over gemm_hopper.PRESETS (128x256, 4 st
     "128x64_s6_wait1_splitk2": dict(IN_FLIGHT=1, BN=64, STAGES=6, INSTR=I64, SPLIT_K=2),
     "64x128_s6_wait1_1consumer_splitk2": dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=I128,
                                               SPLIT_K=2),
+    # skinny M / small: narrower tiles fill the SMs without split-K's zeroing and atomics
+    "64x64_s8_wait1_1consumer": dict(IN_FLIGHT=1, BM=64, BN=64, STAGES=8, CONSUMERS=1, INSTR=I64),
+    "64x64_s8_wait1_1consumer_splitk2": dict(IN_FLIGHT=1, BM=64, BN=64, STAGES=8, CONSUMERS=1, INSTR=I64,
+                                             SPLIT_K=2),
+    "64x32_s8_wait1_1consumer": dict(IN_FLIGHT=1, BM=64, BN=32, STAGES=8, CONSUMERS=1, INSTR=I32, B_SWIZZLE=SW64),
+    "64x32_s8_wait1_1consumer_splitk2": dict(IN_FLIGHT=1, BM=64, BN=32, STAGES=8, CONSUMERS=1, INSTR=I32,
+                                             B_SWIZZLE=SW64, SPLIT_K=2),
+    "128x64_s8_wait1": dict(IN_FLIGHT=1, BN=64, STAGES=8, INSTR=I64),
+    "128x64_s8_wait1_splitk2": dict(IN_FLIGHT=1, BN=64, STAGES=8, INSTR=I64, SPLIT_K=2),
+    # the epilogue staged in shared memory (coalesced 16-byte global stores by the producer warpgroup)
+    "128x256_s3_wait0_epi": dict(IN_FLIGHT=0, STAGES=3, EPILOGUE=1),
+    "128x128_s5_wait0_epi": dict(IN_FLIGHT=0, BN=128, STAGES=5, INSTR=I128, EPILOGUE=1),
+    "128x128_s6_wait0": dict(IN_FLIGHT=0, BN=128, STAGES=6, INSTR=I128),
+    "64x128_s6_wait1_1consumer_epi": dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=I128,
+                                          EPILOGUE=1),
+    "64x64_s8_wait1_1consumer_epi": dict(IN_FLIGHT=1, BM=64, BN=64, STAGES=8, CONSUMERS=1, INSTR=I64, EPILOGUE=1),
 }
+G2_SHAPES = [(16, 4096, 4096), (64, 4096, 4096), (128, 4096, 4096), (256, 4096, 4096), (128, 14336, 4096),
+             (1024, 1024, 1024), (2051, 2045, 1000), (3000, 5000, 4096), (8192, 8192, 1024)]
 SWEEP_SHAPES = [(4096, 4096, 4096), (128, 4096, 4096), (1024, 1024, 1024), (2051, 2045, 1000)]
 PERSISTENT_SHAPES = [(4096, 4096, 4096), (8192, 8192, 1024), (3000, 5000, 4096), (8192, 8192, 8192),
                      (4096, 14336, 4096)]
 
 
-def policy_sweep(g, shapes, only=None) -> dict:
+def _sweep_variants(M, N, K, only):
+    """(tag, constexprs) of the sweep at one shape: the shape's policy first, then POLICY_SWEEP's entries that
+    match `only` (split-K only where the output is small)."""
+    out = [("policy", gemm_hopper.policy(M, N, K))]
+    for tag, extra in POLICY_SWEEP.items():
+        if only and not re.search(only, tag):
+            continue
+        p = {**gemm_hopper.PRESETS["sm_90a"], **extra}
+        if p.get("SPLIT_K", 1) > 1 and M * N > 4096 * 4096:
+            continue
+        out.append((tag, p))
+    return out
+
+
+def _build(item):
+    """Compile one (kernel variant, constexprs) into the on-disk cache (a worker process); None if it does not
+    fit (a staged f32 epilogue past the shared memory, say)."""
+    out, pad_a, pad_b, persistent, params = item
+    kernel = gemm_hopper.kernel_for(out, pad_a, pad_b, persistent)
+    try:
+        tilepy_hip.compile(kernel, target="sm_90a", **params)
+    except Exception as e:  # noqa: BLE001 - reported and skipped by the sweep
+        return f"{type(e).__name__}: {str(e).splitlines()[0][:120]}"
+    return None
+
+
+def precompile(shapes, only, outs, workers=16):
+    """Build every kernel the sweep launches, in parallel processes (the sweep then finds them cached)."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    items = {}
+    for M, N, K in shapes:
+        for _, p in _sweep_variants(M, N, K, only):
+            split = p.get("SPLIT_K", 1) > 1
+            for out in outs:
+                o = tp.f32 if (out == torch.float32 or split) else tp.bf16
+                key = (o, (2 * K) % 16 != 0, (2 * N) % 16 != 0, bool(p.get("PERSISTENT")))
+                kp = gemm_hopper.kernel_params(p)
+                items[(*key, tuple(sorted((k, repr(v)) for k, v in kp.items())))] = (*key, kp)
+    t = time.time()
+    import multiprocessing
+
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as ex:
+        errors = [e for e in ex.map(_build, items.values()) if e]
+    print(f"  precompiled {len(items)} kernels in {time.time() - t:.1f} s ({len(errors)} did not build)", flush=True)
+
+
+def policy_sweep(g, shapes, only=None, outs=(torch.bfloat16,)) -> dict:
     out = {}
     for M, N, K in shapes:
         row = {}
-        for tag, extra in POLICY_SWEEP.items():
-            if only and not re.search(only, tag):
-                continue
-            p = {**gemm_hopper.PRESETS["sm_90a"], **extra}
-            if p.get("SPLIT_K", 1) > 1 and M * N > 4096 * 4096:
-                continue
-            r = bf16out_row(M, N, K, g, params=p)
-            row[tag] = {k: r[k] for k in ("us", "torch_us", "ratio", "rel_err", "registers", "spills")}
-            print(f"  sweep {M}x{N}x{K} {tag:30s} {r['us']:8.1f} us  x cuBLAS {r['ratio']:.2f}  "
-                  f"regs {r['registers']} spills {r['spills']}  err {r['rel_err']:.1e}", flush=True)
+        for tag, p in _sweep_variants(M, N, K, only):
+            for dtype in outs:
+                name = tag if dtype == torch.bfloat16 else f"{tag}/f32out"
+                try:
+                    r = f32out_row(M, N, K, g, _MM_F32, out=dtype, params=p)
+                except Exception as e:  # noqa: BLE001 - a variant that does not build here: say so, go on
+                    print(f"  sweep {M}x{N}x{K} {name:36s} skipped: {type(e).__name__}: {str(e).splitlines()[0][:90]}",
+                          flush=True)
+                    continue
+                row[name] = {k: r[k] for k in ("us", "torch_us", "ratio", "rel_err", "torch_rel_err", "registers",
+                                               "spills")}
+                row[name]["policy"] = _policy_text(p)
+                print(f"  sweep {M}x{N}x{K} {name:36s} {r['us']:8.1f} us  x cuBLAS {r['ratio']:.2f}  "
+                      f"regs {r['registers']} spills {r['spills']}  err {r['rel_err']:.1e} "
+                      f"(cuBLAS {r['torch_rel_err']:.1e})", flush=True)
+                torch.cuda.empty_cache()
         out[f"{M}x{N}x{K}"] = row
     return out
+
+
+_MM_F32 = None
 
 
 def host_us(fn, n=300) -> float:
@@ -317,6 +393,11 @@ def main(argv=None):
     ap.add_argument("--policies", action="store_true", help="also the policy sweep and 1024^3 x30 back to back")
     ap.add_argument("--variants", default=None, help="with --policies: a regex over the sweep's variant names")
     ap.add_argument("--b2b", action="store_true", help="also the 1024^3 x30 back to back (no sweep)")
+    ap.add_argument("--sweep-out", default="bf16", help="with --policies: output dtypes swept (bf16,f32)")
+    ap.add_argument("--precompile", type=int, default=0, help="with --policies: build the sweep's kernels first "
+                    "in this many processes")
+    ap.add_argument("--no-b2b", action="store_true", help="with --policies: skip the 1024^3 x30 back to back")
+    ap.add_argument("--name", default="gemm", help="the JSON file's stem (gemm-<device>.json)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     args = ap.parse_args(argv)
     shapes = [tuple(int(x) for x in s.split(",")) for s in args.shapes] if args.shapes else SHAPES
@@ -324,6 +405,8 @@ def main(argv=None):
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", props.name).strip("_")
     g = torch.Generator(device="cuda").manual_seed(15)
     mm_f32 = _mm_f32out()
+    global _MM_F32
+    _MM_F32 = mm_f32
     res = {"device": props.name, "torch": torch.__version__, "toolchain": tilepy_hip.toolchain_info()["nvidia"],
            "time": time.strftime("%Y-%m-%d %H:%M:%S"), "bf16out": [], "f32out": [], "fp32": [], "fp32_sweep": {}}
     print(f"{props.name}, torch {torch.__version__}; f32-out baseline: "
@@ -359,11 +442,15 @@ def main(argv=None):
             show(tag[:8], r)
             print(f"         {tag}: {r['registers']} registers, {r['spills']} spills", flush=True)
     Path(args.out).mkdir(parents=True, exist_ok=True)
-    path = Path(args.out) / f"gemm-{name}.json"
+    path = Path(args.out) / f"{args.name}-{name}.json"
     path.write_text(json.dumps(res, indent=1))  # the table so far, should a later part not finish
     if args.policies:
-        res["policy_sweep"] = policy_sweep(g, SWEEP_SHAPES if not args.shapes else shapes, args.variants)
-    if args.policies or args.b2b:
+        sweep_shapes = SWEEP_SHAPES if not args.shapes else shapes
+        outs = [{"bf16": torch.bfloat16, "f32": torch.float32}[x] for x in args.sweep_out.split(",")]
+        if args.precompile:
+            precompile(sweep_shapes, args.variants, outs, args.precompile)
+        res["policy_sweep"] = policy_sweep(g, sweep_shapes, args.variants, outs)
+    if (args.policies and not args.no_b2b) or args.b2b:
         res["back_to_back_1024"] = back_to_back_1024(g)
     path.write_text(json.dumps(res, indent=1))
     print("wrote", path)

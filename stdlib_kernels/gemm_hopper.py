@@ -25,6 +25,10 @@ def _threads(c):
     return 128 * (1 + c["CONSUMERS"])
 
 
+def _log2(n):
+    return n.bit_length() - 1
+
+
 def b_layout(BK, BN, atom=64):
     """(BK, BN) tile stored as BN // atom blocks of row-major (BK, atom): the wgmma MN-major canonical form."""
     return tp.Layout((BK, (atom, BN // atom)), (atom, (1, atom * BK)))
@@ -35,11 +39,23 @@ def gemm_hopper(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"]
                 BM: tp.constexpr = 128, BN: tp.constexpr = 128, BK: tp.constexpr = 64, STAGES: tp.constexpr = 4,
                 CONSUMERS: tp.constexpr = 2, INSTR: tp.constexpr = tp.nv.wgmma_m64n128k16_bf16,
                 SWIZZLE: tp.constexpr = tp.Swizzle(3, 3, 3), IN_FLIGHT: tp.constexpr = 0,
-                PRODUCER_REGS: tp.constexpr = 0, CONSUMER_REGS: tp.constexpr = 0, SPLIT_K: tp.constexpr = 1):
+                PRODUCER_REGS: tp.constexpr = 0, CONSUMER_REGS: tp.constexpr = 0, SPLIT_K: tp.constexpr = 1,
+                B_SWIZZLE: tp.constexpr = 0, EPILOGUE: tp.constexpr = 0):
     m0 = tp.block_id(0) * BM
     n0 = tp.block_id(1) * BN
     a_s = tp.shared((BM, BK), tp.bf16, stages=STAGES, swizzle=SWIZZLE)
-    b_s = tp.shared((BK, BN), tp.bf16, stages=STAGES, swizzle=SWIZZLE, layout=b_layout(BK, BN))
+    # B's column blocks are 64 wide (128-byte rows); a BN of 32 takes one block of 32 with the 64-byte swizzle
+    b_s = tp.shared((BK, BN), tp.bf16, stages=STAGES, swizzle=B_SWIZZLE or SWIZZLE,
+                    layout=b_layout(BK, BN, min(64, BN)))
+    if EPILOGUE == 1 and SPLIT_K == 1:   # (split-K adds its partial tiles atomically from the registers)
+        # The output tile staged in shared memory: the consumers write their accumulators into c_s, and the
+        # producer warpgroup (idle by then) stores c_s in whole 16-byte chunks of consecutive columns instead
+        # of the accumulator's column pairs 8 rows apart. The swizzle XORs a row's 8-element units with its row
+        # (mod 8 for bf16: a warp's store is 8 rows x 16 bytes; mod 4 for f32: two wavefronts of 4 rows x 32
+        # bytes), so the rows of one accumulator store hit distinct banks.
+        c_s = tp.shared((BM, BN), C.dtype, swizzle=tp.Swizzle(4 - C.dtype.bytes // 2, 3,
+                                                             _log2(BN) - 3))
+        staged = tp.mbarrier(1)
     # full[s]: the producer's copies into stage s landed; empty[s]: the consumers are done reading stage s.
     # Tile k lives in stage k % STAGES; its round k // STAGES is the phase of both mbarriers.
     full = tp.mbarrier(1, stages=STAGES)
@@ -68,6 +84,9 @@ def gemm_hopper(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"]
             tp.copy_bulk(A[m0:m0 + BM, k0:k0 + BK], a_s[k % STAGES], full[k % STAGES])
             tp.copy_bulk(B[k0:k0 + BK, n0:n0 + BN], b_s[k % STAGES], full[k % STAGES])
             tp.mbarrier_arrive(full[k % STAGES])
+        if EPILOGUE == 1 and SPLIT_K == 1:
+            tp.mbarrier_wait(staged, 0)                # the consumers' accumulators are in c_s
+            tp.copy(c_s, C[m0:m0 + BM, n0:n0 + BN])    # shared -> global, coalesced
     else:                               # consumer warpgroups: wgmma over their own threads, 64 rows each
         if CONSUMER_REGS > 0:
             tp.setmaxnreg(CONSUMER_REGS)
@@ -93,6 +112,9 @@ def gemm_hopper(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"]
         tp.assert_tag(tp.mma_operands(acc), lambda a, b: a[2] == b[1])
         if SPLIT_K > 1:
             tp.atomic_add(C[m0:m0 + BM, n0:n0 + BN], acc)
+        elif EPILOGUE == 1:
+            tp.store(c_s, acc)                         # registers -> shared (rounded to C's dtype)
+            tp.mbarrier_arrive(staged)                 # the producer warpgroup stores it
         else:
             tp.store(C[m0:m0 + BM, n0:n0 + BN], acc)
 

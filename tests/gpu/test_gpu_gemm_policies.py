@@ -29,6 +29,7 @@ pytestmark = pytest.mark.gpu
 DEV = torch.device("cuda")
 P = gemm_hopper.PRESETS["sm_90a"]
 I128 = tp.nv.wgmma_m64n128k16_bf16
+I64, I32, SW64 = tp.nv.wgmma_m64n64k16_bf16, tp.nv.wgmma_m64n32k16_bf16, tp.Swizzle(2, 3, 3)
 
 VARIANTS = {
     "wait1": dict(IN_FLIGHT=1),
@@ -41,6 +42,14 @@ VARIANTS = {
     "persistent": dict(PERSISTENT=1),
     "persistent_128_s5": dict(PERSISTENT=1, BN=128, STAGES=5, INSTR=I128),
     "persistent_grid3": dict(PERSISTENT=1, BN=128, INSTR=I128, NUM_SMS=3, GROUP_M=2),  # many tiles per block
+    # 64 x 32 tiles (one 32-column B block, 64-byte swizzle) and 64 x 64 tiles: the skinny / small candidates
+    "narrow_64x32": dict(IN_FLIGHT=1, BM=64, BN=32, STAGES=8, CONSUMERS=1, INSTR=I32, B_SWIZZLE=SW64),
+    "narrow_64x32_split2": dict(IN_FLIGHT=1, BM=64, BN=32, STAGES=8, CONSUMERS=1, INSTR=I32, B_SWIZZLE=SW64,
+                                SPLIT_K=2),
+    "64x64_s8": dict(IN_FLIGHT=1, BM=64, BN=64, STAGES=8, CONSUMERS=1, INSTR=I64),
+    # the output tile staged in shared memory, stored by the producer warpgroup
+    "staged_128x128": dict(BN=128, STAGES=4, INSTR=I128, EPILOGUE=1),
+    "staged_64x128_1c": dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=I128, EPILOGUE=1),
 }
 
 
@@ -65,6 +74,19 @@ def test_policy_variants(variant, m, k, n, out):
     assert err < (1e-5 if out == torch.float32 else 4e-3), err
     if out == torch.bfloat16:  # no worse than cuBLAS's bf16 output on the same inputs (x2)
         assert err <= 2 * _rel(torch.matmul(a, b), ref) + 1e-6
+
+
+@pytest.mark.parametrize("m,k,n", [(130, 1000, 264), (300, 4096, 520), (2051, 1000, 2045)])
+def test_staged_epilogue_128x256_bf16(m, k, n):
+    """The large tile with the staged epilogue (3 stages + a 64 KB bf16 c_s: f32 out does not fit)."""
+    g = torch.Generator(device="cuda").manual_seed(m + n)
+    a = torch.randn(m, k, device=DEV, generator=g).bfloat16()
+    b = torch.randn(k, n, device=DEV, generator=g).bfloat16()
+    c = torch.full((m, n), float("nan"), device=DEV, dtype=torch.bfloat16)
+    gemm_hopper.launch(a, b, c, **{**P, "IN_FLIGHT": 0, "STAGES": 3, "EPILOGUE": 1})
+    torch.cuda.synchronize()
+    ref = a.double() @ b.double()
+    assert _rel(c, ref) <= 2 * _rel(torch.matmul(a, b), ref) + 1e-6
 
 
 @pytest.mark.parametrize("m,n,k", [(128, 4096, 4096), (1024, 1024, 1024), (2051, 2045, 1000), (16, 512, 2048),
@@ -100,7 +122,8 @@ def test_gpu_matches_the_interpreter_with_wait_group_1_and_split_k():
 def test_sass_of_the_policies():
     import re
 
-    for extra in (VARIANTS["wait1"], VARIANTS["wait1_regs"], VARIANTS["split3"]):
+    for extra in (VARIANTS["wait1"], VARIANTS["wait1_regs"], VARIANTS["split3"], VARIANTS["narrow_64x32"],
+                  VARIANTS["staged_64x128_1c"]):
         ck = tilepy_hip.compile(gemm_hopper.gemm_hopper, target="sm_90a", **{**P, **extra})
         sass = ck.sass()
         assert "HGMMA.64x" in sass and "WARPGROUP.DEPBAR.LE gsb0, 0x1" in sass

@@ -161,3 +161,75 @@ def test_persistent_verifies():
 def test_policy_table_does_not_pick_the_unverified_persistent_kernel():
     for shape in ((4096, 4096, 4096), (8192, 8192, 8192), (1024, 1024, 1024), (128, 4096, 4096)):
         assert not gemm_hopper.policy(*shape).get("PERSISTENT")
+
+
+I32, I64 = tp.nv.wgmma_m64n32k16_bf16, tp.nv.wgmma_m64n64k16_bf16
+NARROW = dict(BM=64, BN=32, CONSUMERS=1, INSTR=I32, B_SWIZZLE=tp.Swizzle(2, 3, 3), IN_FLIGHT=1)
+
+
+@pytest.mark.parametrize("m,k,n,params", [
+    (70, 200, 90, dict(STAGES=3, **NARROW)),                            # 32-column B tiles (64-byte swizzle)
+    (20, 330, 70, dict(STAGES=3, SPLIT_K=2, **NARROW)),                 # ... split over K, M one tile of 64
+    (130, 520, 129, dict(STAGES=3, EPILOGUE=1, **gemm_hopper.SMALL_TILE)),  # output staged in shared memory
+    (70, 200, 129, dict(BM=64, CONSUMERS=1, STAGES=2, IN_FLIGHT=1, EPILOGUE=1, **gemm_hopper.SMALL_TILE)),
+    (70, 700, 129, dict(STAGES=2, EPILOGUE=1, SPLIT_K=3, **gemm_hopper.SMALL_TILE)),  # split-K: atomics
+])
+@pytest.mark.parametrize("out", [tp.f32, tp.bf16])
+def test_narrow_tiles_and_staged_epilogue_on_the_interpreter(m, k, n, params, out):
+    """The skinny class's 64x32 tiles and the staged epilogue (consumers -> c_s -> the producer warpgroup's
+    coalesced copy) on ragged shapes: every element written once, f32 to f32 rounding, bf16 rounded once."""
+    rng = np.random.default_rng(m * 3 + k + n)
+    a = round_bf16(rng.standard_normal((m, k)).astype(np.float32))
+    b = round_bf16(rng.standard_normal((k, n)).astype(np.float32))
+    c = np.full((m, n), np.nan, np.float32)
+    gemm_hopper.launch(a, b, c, out_dtype=out, **params)
+    ref = gemm_hopper.reference(a, b)
+    if out == tp.f32:
+        assert _rel(c, ref) < 1e-6
+    else:
+        assert not np.isnan(c).any()
+        np.testing.assert_array_equal(c, round_bf16(c))
+        assert np.abs(c - ref).max() <= 2.0**-8 * np.abs(ref).max()
+
+
+@pytest.mark.parametrize("kernel,params", [
+    (gemm_hopper.gemm_hopper_bf16, dict(IN_FLIGHT=0, STAGES=3, EPILOGUE=1)),       # 128x256, staged bf16 out
+    (gemm_hopper.gemm_hopper, dict(IN_FLIGHT=1, STAGES=3, EPILOGUE=1, BM=64, CONSUMERS=1, BN=128,
+                                   INSTR=tp.nv.wgmma_m64n128k16_bf16)),
+    (gemm_hopper.gemm_hopper, dict(STAGES=3, **NARROW)),
+])
+def test_new_policies_verify_clean(kernel, params):
+    """No race (the producer reads c_s only after the consumers' arrival), no bank conflict on the staged
+    stores (the swizzle spreads the accumulator's 8 rows), no pipeline hazard."""
+    import tilepy_verify as tv
+
+    report = tv.verify_ir(kernel.ir("sm_90a", **{**gemm_hopper.PRESETS["sm_90a"], **params}))
+    assert not report.findings, str(report)
+
+
+@tp.kernel(threads=256, target="sm_90a")
+def _staged_epilogue(A: tp.Tensor[tp.f32, "M", "N"], C: tp.Tensor[tp.f32, "M", "N"], WAIT: tp.constexpr = 1):
+    """The staged epilogue's handshake alone: warpgroup 1 writes a tile into c_s and arrives; warpgroup 0 copies
+    c_s out. WAIT=0 is the seeded bug: the copy does not wait for the arrival."""
+    c_s = tp.shared((64, 64), tp.f32, swizzle=tp.Swizzle(3, 2, 4))
+    staged = tp.mbarrier(1)
+    if tp.warpgroup_id() == 0:
+        if WAIT == 1:
+            tp.mbarrier_wait(staged, 0)
+        tp.copy(c_s, C[0:64, 0:64])
+    else:
+        tp.store(c_s, tp.load(A[0:64, 0:64]) * 2.0)
+        tp.mbarrier_arrive(staged)
+
+
+def test_staged_epilogue_without_the_wait_is_a_race():
+    import tilepy_verify as tv
+
+    good = tv.verify_ir(_staged_epilogue.ir("sm_90a", WAIT=1))
+    assert not good.findings, str(good)
+    bad = tv.verify_ir(_staged_epilogue.ir("sm_90a", WAIT=0))
+    assert any(f.check == "race" and "c_s" in f.message for f in bad.findings), str(bad)
+    a = np.arange(64 * 64, dtype=np.float32).reshape(64, 64)
+    c = np.full((64, 64), np.nan, np.float32)
+    _staged_epilogue[(1,)](a, c, target="sm_90a", WAIT=1)
+    np.testing.assert_array_equal(c, 2 * a)
