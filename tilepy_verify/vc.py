@@ -592,6 +592,19 @@ class Solver_:
         self.terms[key] = (term, model)
         return model
 
+    def none_of(self, terms) -> bool:
+        """True when no term of `terms` is satisfiable, asked as one query (their disjunction: a model of it
+        is a model of one of them, so the answer is exact). The checks ask it once for the queries of one
+        source op (or pair of ops) over the stage copies of an mbarrier ring (mbarrier_arrays.py unrolls a
+        ring into one loop-body copy per stage, each with its own queries) and ask the copies one by one only
+        when it is False, to name the stage of the counterexample."""
+        terms = [t for t in terms if t is not False]
+        if not terms:
+            return True
+        if len(terms) == 1:
+            return self.check(terms[0]) is None
+        return self.check(OR(*terms), small=False) is None
+
     def _check(self, term, want_vars, small):
         names = term_vars(term)
         extra = []

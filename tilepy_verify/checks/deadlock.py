@@ -40,6 +40,7 @@ def check(ctx) -> list:
     A = ctx.analysis
     sync = Sync(A)
     out, reported = [], set()
+    single = []
     for w in sync.waits:
         C = A.mbarriers.get(w.bar)
         role = sole_role(A, w.bar)
@@ -50,39 +51,65 @@ def check(ctx) -> list:
             if got is not None:
                 out.append(got)
             continue
-        mw, cw = instance(w.point, "@1")
-        q = rename(w.phase, mw)
-        need = (q + 1) * C  # arrivals that complete phase q
-        done, cycles = [], []
-        for x in A.arrives:
-            if x.bar != w.bar or not sync.exact_arrive(x):
-                continue
-            got = latest_counted(x.point, x.index, x.key, need)
-            if got is None:
-                done = [True]
-                cycles = []
-                break
-            mx, vx = got
-            hit = AND(vx, subst(x.point.path, mx), subst(x.valid, mx), cmp("==", subst(x.index, mx), need - 1))
-            done.append(hit)
-            cycles += [(AND(hit, c), x, extra) for c, extra in _blocked_before(ctx, sync, w, mw, x, mx)]
-        reached = AND(cw, cmp(">=", q, 0))
-        model = ctx.solver.check(AND(reached, NOT(OR(*done))))
-        if model is not None:
-            out.append(_finding(ctx, w, mw, model, C, None, done))
+        single.append((w, C, _single_role(ctx, sync, w, C)))
+    # The waits of one source line (one wait per stage of an mbarrier ring, mbarrier_arrays.py) are asked
+    # together: one query for a missing arrival and one for a cycle over all of them, then one by one only
+    # where one has a model.
+    groups: dict = {}
+    for item in single:
+        groups.setdefault(item[0].span, []).append(item)
+    for group in groups.values():
+        if (ctx.solver.none_of([AND(reached, NOT(OR(*done))) for _, _, (_, reached, done, _) in group])
+                and ctx.solver.none_of([AND(reached, OR(*(c for c, _, _ in cycles)))
+                                        for _, _, (_, reached, _, cycles) in group if cycles])):
             continue
-        if not cycles or ctx.solver.check(AND(reached, OR(*(c for c, _, _ in cycles))), small=False) is None:
-            continue  # one query rules out every cycle through this wait (the usual answer)
-        for cond, x, extra in cycles:
-            pair = frozenset([str(w.span)] + [str(h[0].span) for h in extra or []])
-            if pair in reported:  # the same cycle seen from its other wait
-                break
-            model = ctx.solver.check(AND(reached, cond))
-            if model is not None:
-                reported.add(pair)
-                out.append(_finding(ctx, w, mw, model, C, (x, extra), done))
-                break
+        for w, C, (mw, reached, done, cycles) in group:
+            _single_findings(ctx, w, C, mw, reached, done, cycles, out, reported)
     return out
+
+
+def _single_role(ctx, sync, w, C):
+    """(renaming, reached, done, cycles) of a wait on an mbarrier one role arrives on: the wait's instance
+    is reached, some arrive instance completes its phase (each of `done`), a cycle of waits blocks that
+    arrive (each of `cycles`: (term, arrive, further hops))."""
+    A = ctx.analysis
+    mw, cw = instance(w.point, "@1")
+    q = rename(w.phase, mw)
+    need = (q + 1) * C  # arrivals that complete phase q
+    done, cycles = [], []
+    for x in A.arrives:
+        if x.bar != w.bar or not sync.exact_arrive(x):
+            continue
+        got = latest_counted(x.point, x.index, x.key, need)
+        if got is None:
+            done = [True]
+            cycles = []
+            break
+        mx, vx = got
+        hit = AND(vx, subst(x.point.path, mx), subst(x.valid, mx), cmp("==", subst(x.index, mx), need - 1))
+        done.append(hit)
+        cycles += [(AND(hit, c), x, extra) for c, extra in _blocked_before(ctx, sync, w, mw, x, mx)]
+    reached = AND(cw, cmp(">=", q, 0))
+    return mw, reached, done, cycles
+
+
+def _single_findings(ctx, w, C, mw, reached, done, cycles, out, reported):
+    """The findings of one wait on an mbarrier one role arrives on (`_single_role`), appended to `out`."""
+    model = ctx.solver.check(AND(reached, NOT(OR(*done))))
+    if model is not None:
+        out.append(_finding(ctx, w, mw, model, C, None, done))
+        return
+    if not cycles or ctx.solver.check(AND(reached, OR(*(c for c, _, _ in cycles))), small=False) is None:
+        return  # one query rules out every cycle through this wait (the usual answer)
+    for cond, x, extra in cycles:
+        pair = frozenset([str(w.span)] + [str(h[0].span) for h in extra or []])
+        if pair in reported:  # the same cycle seen from its other wait
+            break
+        model = ctx.solver.check(AND(reached, cond))
+        if model is not None:
+            reported.add(pair)
+            out.append(_finding(ctx, w, mw, model, C, (x, extra), done))
+            break
 
 
 def _several_roles(ctx, sync, w, C):

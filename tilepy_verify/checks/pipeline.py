@@ -38,22 +38,37 @@ from .overlap import cross_thread, same_thread, slot_of
 def check(ctx) -> list:
     out = []
     acc = ctx.analysis.accesses
-    for r in acc:
-        if r.kind == "read" and r.uninit is not False:
-            f = _uninitialized(ctx, r)
+    reads = _by_source([(r, _uninit_query(ctx, r)) for r in acc if r.kind == "read" and r.uninit is not False],
+                       lambda r: r.span)
+    for group in reads:
+        if ctx.solver.none_of([q for _, (q, _m) in group]):
+            continue
+        for r, (q, m) in group:
+            f = _uninitialized(ctx, r, q, m)
             if f is not None:
                 out.append(f)
+                break
     sync = None
+    pairs = []
     for c in acc:
-        if c.kind != "async":
+        if c.kind != "async" or c.channel == "C:async":
             continue
-        if c.channel != "C:async":
-            sync = sync or Sync(ctx.analysis)
-            for r in acc:
-                if r.alloc is c.alloc and not (r.kind == "async" and r.channel == "C:async"):
-                    f = _bulk(ctx, sync, c, r)
-                    if f is not None:
-                        out.append(f)
+        sync = sync or Sync(ctx.analysis)
+        for r in acc:
+            if r.alloc is c.alloc and not (r.kind == "async" and r.channel == "C:async"):
+                got = _bulk(ctx, sync, c, r)
+                if got is not None:
+                    pairs.append(((c, r), got))
+    for group in _by_source(pairs, lambda cr: (cr[0].span, cr[1].span)):
+        if ctx.solver.none_of([q for _, (q, _i) in group]):
+            continue  # the pair of source ops is ordered in every stage copy of the ring (one query)
+        for (c, r), (q, info) in group:
+            model = ctx.solver.check(q)
+            if model is not None:
+                out.append(_bulk_finding(ctx, c, r, model, info))
+                break  # one finding per pair of source lines (the report keeps one)
+    for c in acc:
+        if c.kind != "async" or c.channel != "C:async":
             continue
         for r in acc:
             if r is c or r.alloc is not c.alloc:
@@ -121,9 +136,22 @@ def _query(ctx, c, r, relation, rel):
     return Finding("pipeline_hazard", "error", msg, r.span, cex, c.span)
 
 
-def _uninitialized(ctx, r):
+def _by_source(items, key):
+    """`items` ((op or pair of ops, query) in program order) grouped by the source lines of their ops, in
+    order of first appearance: the stage copies of one op of an mbarrier ring share its lines."""
+    groups: dict = {}
+    for it in items:
+        groups.setdefault(key(it[0]), []).append(it)
+    return list(groups.values())
+
+
+def _uninit_query(ctx, r):
     m, c = instance(r.point, "@1")
-    model = ctx.solver.check(AND(c, rename(r.uninit, m), NOT(_stored_before(ctx, r, m))))
+    return AND(c, rename(r.uninit, m), NOT(_stored_before(ctx, r, m))), m
+
+
+def _uninitialized(ctx, r, query, m):
+    model = ctx.solver.check(query)
     if model is None:
         return None
     stage = ctx.eval(rename(r.stage, m), model)
@@ -187,7 +215,8 @@ def _before_static(c, r) -> bool:
 
 
 def _bulk(ctx, sync, c, r):
-    """A bulk copy c and another access r of one element: ordered by happens-before (module doc)?"""
+    """A bulk copy c and another access r of one element: ordered by happens-before (module doc)? (the query
+    whose models are the unordered instances, and what `_bulk_finding` needs), or None."""
     rel = cross_thread(c, r)
     if rel is None:
         same = same_thread(c, r)
@@ -222,9 +251,11 @@ def _bulk(ctx, sync, c, r):
         ok = OR(sync.landed(c, mc, r.point, mr, thr_r), before)
     if base is False:
         return None
-    model = ctx.solver.check(AND(base, NOT(ok)))
-    if model is None:
-        return None
+    return AND(base, NOT(ok)), (off, thr_c, thr_r, mc, mr)
+
+
+def _bulk_finding(ctx, c, r, model, info):
+    off, thr_c, thr_r, mc, mr = info
     ws = ctx.analysis.target.warp_size
     vc_, cc_ = slot_of(c, off, thr_c)
     vr, cr_ = slot_of(r, off, thr_r)

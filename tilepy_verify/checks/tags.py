@@ -135,8 +135,11 @@ def _elements(ctx, a):
     alts = reg.tag(_at(reg, coords, shape)) if reg.tag is not None else [Alt(True, None)]
     extra = tuple(_at_value(x, coords, shape) for x in a.at)
     m, pc = instance(a.point, "@1")
-    for cond, tags, bad, src in _alts_pred(a.fn, [alts], extra):
-        q = AND(pc, coord_ranges(coords, shape), subst(cond, m), subst(bad, m))
+    qs = [(AND(pc, coord_ranges(coords, shape), subst(cond, m), subst(bad, m)), tags, src)
+          for cond, tags, bad, src in _alts_pred(a.fn, [alts], extra)]
+    if ctx.solver.none_of([q for q, _, _ in qs]):
+        return []
+    for q, tags, src in qs:
         model = ctx.solver.check(q)
         if model is None:
             continue
@@ -186,6 +189,7 @@ def _same(a, b) -> bool:
 def _mma(ctx, a):
     out = []
     reg = a.target.reg
+    todo = []
     for contrib in reg.pairs:
         M, N, K = contrib.shape
         instr, warps = contrib.instr, contrib.warps
@@ -195,8 +199,14 @@ def _mma(ctx, a):
         alts_b, _ = _operand_alts(contrib.b, "b", instr, warps, (K, N), (kk, j), group, "@m")
         m, pc = instance(contrib.point, "@1")
         ranges = AND(in_range(i, 0, M), in_range(j, 0, N), in_range(kk, 0, K))
-        for cond, tags, bad, src in _alts_pred(a.fn, [alts_a, alts_b]):
-            q = AND(pc, ranges, subst(cond, m), subst(bad, m))
+        todo.append((contrib, m, [(AND(pc, ranges, subst(cond, m), subst(bad, m)), tags, src)
+                                  for cond, tags, bad, src in _alts_pred(a.fn, [alts_a, alts_b])]))
+    # One query for every MMA that produced acc (the stage copies of one ring's MMA among them) and every
+    # alternative; the MMAs one by one only when it has a model, to name the failing one.
+    if ctx.solver.none_of([q for _, _, qs in todo for q, _, _ in qs]):
+        return []
+    for contrib, m, qs in todo:
+        for q, tags, src in qs:
             model = ctx.solver.check(q)
             if model is None:
                 continue
