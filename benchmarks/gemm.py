@@ -239,8 +239,10 @@ def precompile(shapes, only, outs, workers=16):
     print(f"  precompiled {len(items)} kernels in {time.time() - t:.1f} s ({len(errors)} did not build)", flush=True)
 
 
-def policy_sweep(g, shapes, only=None, outs=(torch.bfloat16,)) -> dict:
-    out = {}
+def policy_sweep(g, shapes, only=None, outs=(torch.bfloat16,), out=None, save=None) -> dict:
+    """bf16-out (and with `outs`, f32-out) rows of every variant per shape; `save` is called after each shape
+    (the JSON so far, should the call be cut off)."""
+    out = {} if out is None else out
     for M, N, K in shapes:
         row = {}
         for tag, p in _sweep_variants(M, N, K, only):
@@ -260,6 +262,8 @@ def policy_sweep(g, shapes, only=None, outs=(torch.bfloat16,)) -> dict:
                       f"(cuBLAS {r['torch_rel_err']:.1e})", flush=True)
                 torch.cuda.empty_cache()
         out[f"{M}x{N}x{K}"] = row
+        if save:
+            save()
     return out
 
 
@@ -449,7 +453,9 @@ def main(argv=None):
         outs = [{"bf16": torch.bfloat16, "f32": torch.float32}[x] for x in args.sweep_out.split(",")]
         if args.precompile:
             precompile(sweep_shapes, args.variants, outs, args.precompile)
-        res["policy_sweep"] = policy_sweep(g, sweep_shapes, args.variants, outs)
+        res["policy_sweep"] = {}
+        policy_sweep(g, sweep_shapes, args.variants, outs, res["policy_sweep"],
+                     lambda: path.write_text(json.dumps(res, indent=1)))
     if (args.policies and not args.no_b2b) or args.b2b:
         res["back_to_back_1024"] = back_to_back_1024(g)
     path.write_text(json.dumps(res, indent=1))

@@ -27,3 +27,24 @@ for what in "$@"; do
     python3 benchmarks/launch_overhead.py --out "$OUT" 2>&1 | tail -14
   fi
 done
+# G2 (issue 15 items 1-3): skinny / small / ragged shapes. `shapes` sweeps the candidates (JSON
+# gemm-shapes-sweep-<device>.json under $OUT), `newtests` runs the GPU tests and sanitizers of the added variants.
+for what in "$@"; do
+  if [[ $what == shapes ]]; then
+    python3 benchmarks/gemm.py --only none --policies --no-b2b --precompile 16 --sweep-out bf16,f32 \
+      --name gemm-shapes-sweep-skinny --out "$OUT" --variants "^(64x32|64x64_s8_wait1_1consumer$|64x64_s8_wait1_1consumer_splitk2|128x64_s8|64x128_s6_wait1_1consumer|128x128_s4_wait1_splitk4)" \
+      --shapes 16,4096,4096 64,4096,4096 128,4096,4096 256,4096,4096 128,14336,4096 1024,1024,1024 2>&1 | grep -v "^  precompiled" | tail -120
+    python3 benchmarks/gemm.py --only none --policies --no-b2b --precompile 16 --sweep-out bf16 \
+      --name gemm-shapes-sweep-ragged --out "$OUT" --variants "^(128x256_s4_wait0|128x256_s4_persistent|128x256_s3_wait0_epi|128x128_s5_wait0_epi|128x128_s6_wait0|128x64_s6_wait1|64x128_s6_wait1_1consumer_epi)$" \
+      --shapes 2051,2045,1000 3000,5000,4096 8192,8192,1024 1024,1024,1024 2>&1 | tail -60
+  fi
+  if [[ $what == newtests ]]; then
+    python3 -m pytest -q -p no:cacheprovider tests/gpu/test_gpu_gemm_policies.py \
+      -k "narrow or 64x64_s8 or staged or sass" 2>&1 | tee "$OUT/pytest_new.log" | grep -vE "^(tests|E |  )" | tail -8
+    for tool in memcheck racecheck; do
+      compute-sanitizer --tool $tool python3 tests/gpu/sanitize_gemm_policies.py --new > "$OUT/sanitize_new_$tool.log" 2>&1
+      echo "== $tool: rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize_new_$tool.log" | tail -1)"
+      grep -m5 -E "Error|Hazard|Invalid" "$OUT/sanitize_new_$tool.log"
+    done
+  fi
+done

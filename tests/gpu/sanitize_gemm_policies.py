@@ -18,14 +18,18 @@ P = gemm_hopper.PRESETS["sm_90a"]
 I128 = tp.nv.wgmma_m64n128k16_bf16
 a = torch.randn(130, 520, device=d).bfloat16()
 b = torch.randn(520, 264, device=d).bfloat16()
-for extra in (dict(IN_FLIGHT=1), dict(IN_FLIGHT=1, STAGES=2, BN=128, INSTR=I128),
-              dict(IN_FLIGHT=1, PRODUCER_REGS=64, CONSUMER_REGS=216),
-              dict(IN_FLIGHT=1, BN=128, INSTR=I128, SPLIT_K=3), dict(IN_FLIGHT=0, STAGES=3),
-              dict(PERSISTENT=1), dict(PERSISTENT=1, BN=128, STAGES=3, INSTR=I128, NUM_SMS=2, GROUP_M=2),
-              dict(IN_FLIGHT=1, BM=64, BN=32, STAGES=8, CONSUMERS=1, INSTR=tp.nv.wgmma_m64n32k16_bf16,
-                   B_SWIZZLE=tp.Swizzle(2, 3, 3)),
-              dict(IN_FLIGHT=1, BM=64, BN=64, STAGES=8, CONSUMERS=1, INSTR=tp.nv.wgmma_m64n64k16_bf16),
-              dict(BN=128, STAGES=4, INSTR=I128, EPILOGUE=1)):
+NEW = [dict(IN_FLIGHT=1, BM=64, BN=32, STAGES=8, CONSUMERS=1, INSTR=tp.nv.wgmma_m64n32k16_bf16,
+            B_SWIZZLE=tp.Swizzle(2, 3, 3)),
+       dict(IN_FLIGHT=1, BM=64, BN=32, STAGES=8, CONSUMERS=1, INSTR=tp.nv.wgmma_m64n32k16_bf16,
+            B_SWIZZLE=tp.Swizzle(2, 3, 3), SPLIT_K=2),
+       dict(IN_FLIGHT=1, BM=64, BN=64, STAGES=8, CONSUMERS=1, INSTR=tp.nv.wgmma_m64n64k16_bf16),
+       dict(BN=128, STAGES=5, INSTR=I128, EPILOGUE=1),
+       dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=I128, EPILOGUE=1)]
+OLD = [dict(IN_FLIGHT=1), dict(IN_FLIGHT=1, STAGES=2, BN=128, INSTR=I128),
+       dict(IN_FLIGHT=1, PRODUCER_REGS=64, CONSUMER_REGS=216),
+       dict(IN_FLIGHT=1, BN=128, INSTR=I128, SPLIT_K=3), dict(IN_FLIGHT=0, STAGES=3),
+       dict(PERSISTENT=1), dict(PERSISTENT=1, BN=128, STAGES=3, INSTR=I128, NUM_SMS=2, GROUP_M=2)]
+for extra in (NEW if "--new" in sys.argv else OLD + NEW):   # --new: the variants added for the skinny/ragged shapes
     for out in (torch.float32, torch.bfloat16):
         gemm_hopper.launch(a, b, torch.empty(130, 264, device=d, dtype=out), **{**P, **extra})
 gemm_hopper.launch(a, b, torch.empty(130, 264, device=d, dtype=torch.bfloat16), **{**P, "STAGES": 3, "EPILOGUE": 1})

@@ -48,7 +48,7 @@ VARIANTS = {
                                 SPLIT_K=2),
     "64x64_s8": dict(IN_FLIGHT=1, BM=64, BN=64, STAGES=8, CONSUMERS=1, INSTR=I64),
     # the output tile staged in shared memory, stored by the producer warpgroup
-    "staged_128x128": dict(BN=128, STAGES=4, INSTR=I128, EPILOGUE=1),
+    "staged_128x128": dict(BN=128, STAGES=5, INSTR=I128, EPILOGUE=1),
     "staged_64x128_1c": dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=I128, EPILOGUE=1),
 }
 
