@@ -1,6 +1,6 @@
 """GEMM against cuBLAS on every shape of issue 15, in one run; writes benchmarks/results/gemm-<device>.json.
 
-    python benchmarks/gemm.py [--only bf16out|f32out|fp32] [--shapes 4096,4096,4096 ...] [--sweep] [--policies]
+    python benchmarks/gemm.py [--only bf16out|f32out|fp32|fp8] [--shapes 4096,4096,4096 ...] [--sweep] [--policies]
                               [--out DIR]
 
 Rows, each compared like with like, on the same random inputs, in the same run:
@@ -10,6 +10,8 @@ Rows, each compared like with like, on the same random inputs, in the same run:
   where this torch has it, else against `torch.matmul` bf16 (bf16 out: a slightly cheaper epilogue).
 * fp32: `gemm_fp32` (f32 in and out, 3xTF32 on the tensor cores) against cuBLAS SGEMM (`torch.matmul` f32 with
   TF32 off); the row holds both errors against float64, ours and SGEMM's, and the speed-up.
+* fp8: `gemm_fp8` (e4m3 in with per-tensor f32 scales, bf16 out) against `torch._scaled_mm` on the shapes of
+  benchmarks/gemm_fp8.py (which has the rows and an fp8 variant sweep of its own).
 Every output is checked against float64 (computed on the GPU) before it is timed; a timing is the median of
 CUDA-graph replays (GPU time only), the fp32 rows both with the splits and without (operands split
 beforehand). `--sweep` adds the fp32 kernel's tile/stage variants at 4096^3.
@@ -391,7 +393,7 @@ def _row(M, N, K, t_ours, t_torch, err, err_torch, ck, against):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", default=None, help="comma-separated kinds among bf16out,f32out,fp32 (or none)")
+    ap.add_argument("--only", default=None, help="comma-separated kinds among bf16out,f32out,fp32,fp8 (or none)")
     ap.add_argument("--shapes", nargs="*", default=None, help="M,N,K triples (default: the issue's table)")
     ap.add_argument("--sweep", action="store_true", help="also the fp32 kernel's variants at 4096^3")
     ap.add_argument("--policies", action="store_true", help="also the policy sweep and 1024^3 x30 back to back")
@@ -439,6 +441,16 @@ def main(argv=None):
             res["fp32"].append(r)
             show("fp32", r)
         torch.cuda.empty_cache()
+    if args.only is None or "fp8" in args.only.split(","):
+        # the fp8 section (issue 15 item 5): gemm_fp8 against torch._scaled_mm, on its own shapes unless given
+        import gemm_fp8 as fp8_bench  # benchmarks/gemm_fp8.py
+
+        res["fp8"] = []
+        for M, N, K in (shapes if args.shapes else fp8_bench.SHAPES):
+            r = fp8_bench.fp8_row(M, N, K, g)
+            res["fp8"].append(r)
+            show("fp8", r)
+            torch.cuda.empty_cache()
     if args.sweep:
         for tag, (lay, extra) in FP32_SWEEP.items():
             r = fp32_row(4096, 4096, 4096, g, lay, **extra)

@@ -25,6 +25,7 @@ from stdlib_kernels import (  # noqa: E402
     conv,
     conv_igemm,
     gemm,
+    gemm_fp8,
     gemm_fp32,
     gemm_hopper,
     moe,
@@ -77,6 +78,10 @@ def cases():
         for target, params in mod.PRESETS.items():
             yield f"{k.name}[{target}]", k, target, params
         mark(k)
+    for cls in gemm_fp8.POLICIES:  # the scaled fp8 GEMM's policy classes
+        M, N, K = {"large": (4096,) * 3, "small": (1024,) * 3, "skinny": (128, 4096, 4096)}[cls]
+        yield f"gemm_fp8[policy {cls}]", gemm_fp8.gemm_fp8, "sm_90a", gemm_fp8.policy(M, N, K)
+    mark(gemm_fp8.gemm_fp8)
     for table in ("PRESETS", "SMALL_M", "TINY"):
         for which, params in getattr(moe, table).items():
             k = getattr(moe, f"moe_{which}")

@@ -1,0 +1,97 @@
+"""e4m3 and the scaled fp8 GEMM (stdlib_kernels/gemm_fp8.py) on a real GPU: the hardware's conversions
+(cvt.rn.satfinite.e4m3x2.f32, cvt.rn.f16x2.e4m3x2) against the interpreter's rounding, and the GEMM against
+float64 of the e4m3 inputs and next to torch._scaled_mm(a, b.t(), scale_a, scale_b, out_dtype=bf16) on the same
+inputs, over every class of the policy table and ragged shapes. Outputs are poisoned with NaN first. Skips
+without a GPU."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed")
+if not torch.cuda.is_available():
+    pytest.skip(
+        "no CUDA GPU here (torch.cuda.is_available() is False): GPU tests need the device machine",
+        allow_module_level=True,
+    )
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tilepy"))
+
+from test_e4m3 import _casts, _random_inputs  # noqa: E402
+
+import tilepy as tp  # noqa: E402
+import tilepy_hip  # noqa: E402
+from stdlib_kernels import gemm_fp8  # noqa: E402
+from tilepy import dtypes as dt  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+DEV = torch.device("cuda")
+
+
+def test_hardware_conversions_match_the_interpreter():
+    x = np.concatenate([_random_inputs(20000, seed=11), dt.e4m3_from_bits(np.arange(256, dtype=np.uint8)),
+                        [np.inf, -np.inf, np.nan, 1e30, -1e-30]]).astype(np.float32)
+    n = x.size
+    y = torch.zeros(n, dtype=torch.float8_e4m3fn, device=DEV)
+    z = torch.full((n,), float("nan"), device=DEV)
+    w = torch.full((n,), float("nan"), device=DEV)
+    tilepy_hip.launch(_casts, (tp.cdiv(n, 256),), torch.from_numpy(x).to(DEV), y, z, w, target="sm_90a")
+    torch.cuda.synchronize()
+    want = dt.round_e4m3(x)
+    got_bits = y.view(torch.uint8).cpu().numpy()
+    np.testing.assert_array_equal(got_bits, dt.e4m3_to_bits(want))        # NaN as 0x7f / 0xff
+    np.testing.assert_array_equal(z.cpu().numpy(), want)
+    np.testing.assert_array_equal(w.cpu().numpy(), dt.round_e4m3(dt.round_bf16(x)) * 2)
+
+
+def _quantize(x):
+    """Per-tensor scaling as a user does it: e4m3 values x / scale with amax at 448, and the scale."""
+    scale = (x.abs().max().float() / 448.0).clamp(min=1e-12)
+    return (x / scale).to(torch.float8_e4m3fn), scale.reshape(1)
+
+
+def _rel(x, ref):
+    x = x.double()
+    assert torch.isfinite(x).all(), "NaN/inf in the output (an element not written?)"
+    return float((x - ref).norm() / ref.norm())
+
+
+SHAPES = [(128, 4096, 4096), (1000, 1000, 1024), (2051, 2045, 1008), (257, 300, 528), (64, 64, 16),
+          (4096, 4096, 4096), (300, 130, 400)]
+
+
+@pytest.mark.parametrize("m,n,k", SHAPES)
+def test_gemm_fp8_against_float64_and_scaled_mm(m, n, k):
+    g = torch.Generator(device=DEV).manual_seed(m * 7 + n * 13 + k)
+    a, sa = _quantize(torch.randn(m, k, device=DEV, generator=g))
+    b, sb = _quantize(torch.randn(n, k, device=DEV, generator=g) * 0.02)
+    out = torch.full((m, n), float("nan"), device=DEV, dtype=torch.bfloat16)
+    gemm_fp8.launch(a, b, sa, sb, out)
+    torch.cuda.synchronize()
+    ref = (a.double() @ b.double().t()) * sa.double() * sb.double()
+    theirs = torch._scaled_mm(a, b.t(), sa, sb, out_dtype=torch.bfloat16)
+    err, err_theirs = _rel(out, ref), _rel(theirs, ref)
+    # one bf16 rounding (unit roundoff 2^-8, ~2^-9.5 in norm) over a sum the tensor cores accumulate in f32
+    assert err <= 2.0**-8 and err <= 1.5 * err_theirs + 1e-5, (err, err_theirs)
+    # elementwise: half a bf16 ulp of the result plus the accumulation's share of the sum of |products|
+    mag = (a.double().abs() @ b.double().abs().t()) * sa.double() * sb.double()
+    bound = 2.0**-8 * ref.abs() + 2.0**-12 * mag
+    assert bool(((out.double() - ref).abs() <= bound).all())
+
+
+def test_gemm_fp8_scalar_scales_and_refusals():
+    a, sa = _quantize(torch.randn(96, 64, device=DEV))
+    b, sb = _quantize(torch.randn(80, 64, device=DEV))
+    out = torch.full((96, 80), float("nan"), device=DEV, dtype=torch.bfloat16)
+    gemm_fp8.launch(a, b, sa.reshape(()), sb.reshape(()), out)            # 0-d scales as well
+    ref = (a.double() @ b.double().t()) * sa.double() * sb.double()
+    assert _rel(out, ref) <= 2.0**-8
+    with pytest.raises(ValueError, match="multiple of 16"):
+        gemm_fp8.launch(a[:, :40].contiguous(), b[:, :40].contiguous(), sa, sb, out)
+    with pytest.raises(ValueError, match="float8_e4m3fn"):
+        gemm_fp8.launch(a.bfloat16(), b, sa, sb, out)

@@ -1,0 +1,96 @@
+"""The scaled fp8 GEMM (stdlib_kernels/gemm_fp8.py) on the CPU interpreter: out = (a @ b.T) * scale_a * scale_b
+in bf16 against float64 of the e4m3 inputs, for every class of the policy table and the preset forced onto
+ragged M, N and K (K a multiple of 16, not of the 128-wide k-tile), through numpy arrays and through CPU
+torch float8_e4m3fn / bfloat16 tensors next to torch._scaled_mm; the launch's shape and dtype errors.
+Outputs are poisoned with NaN first."""
+
+import numpy as np
+import pytest
+
+import tilepy as tp
+from stdlib_kernels import gemm_fp8
+from tilepy.dtypes import round_bf16, round_e4m3
+
+
+def _inputs(M, N, K, seed=0):
+    rng = np.random.default_rng(seed)
+    a = round_e4m3(rng.standard_normal((M, K)).astype(np.float32) * 3)
+    b = round_e4m3(rng.standard_normal((N, K)).astype(np.float32) * 3)
+    sa = np.array([rng.uniform(0.01, 0.1)], np.float32)
+    sb = np.array([rng.uniform(0.5, 2.0)], np.float32)
+    return a, b, sa, sb
+
+
+def _check_bf16_result(out, a, b, sa, sb):
+    ref = gemm_fp8.reference(a, b, sa, sb)
+    # bf16 rounding of the result (half an ulp: at most 2^-8 relative) plus f32 accumulation of exact products
+    mag = (np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)).T) * float(sa[0]) * float(sb[0])
+    bound = 2.0**-8 * np.abs(ref) + 1e-5 * mag + 1e-30
+    assert not np.isnan(out).any()
+    assert np.array_equal(out, round_bf16(out))                 # the store rounded to bf16
+    worst = np.abs(out.astype(np.float64) - ref) - bound
+    assert worst.max() <= 0, f"error over the bound by {worst.max()} at {np.unravel_index(worst.argmax(), ref.shape)}"
+
+
+CASES = [
+    ((200, 300, 272), {}),                                    # small class: 128x128 tiles, wait_group 1
+    ((136, 260, 144), dict(gemm_fp8.PRESETS["sm_90a"])),      # the large preset (128x256, 2 consumers) forced
+    ((40, 200, 160), {}),                                     # skinny class: 64x128, one consumer
+    ((300, 130, 400), dict(gemm_fp8.PRESETS["sm_90a"], STAGES=2, IN_FLIGHT=1)),   # ring turns over, in flight
+]
+
+
+@pytest.mark.parametrize("shape,constexprs", CASES, ids=[f"{m}x{n}x{k}" for (m, n, k), _ in CASES])
+def test_gemm_fp8_against_float64(shape, constexprs):
+    M, N, K = shape
+    a, b, sa, sb = _inputs(M, N, K, seed=M + N + K)
+    out = np.full((M, N), np.nan, np.float32)
+    gemm_fp8.launch(a, b, sa, sb, out, **constexprs)
+    _check_bf16_result(out, a, b, sa, sb)
+
+
+def test_torch_cpu_tensors_next_to_scaled_mm():
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    M, N, K = 72, 136, 208
+    a, b, sa, sb = _inputs(M, N, K, seed=7)
+    ta = torch.from_numpy(a).to(torch.float8_e4m3fn)
+    tb = torch.from_numpy(b).to(torch.float8_e4m3fn)
+    tsa, tsb = torch.from_numpy(sa), torch.from_numpy(sb)
+    out = torch.full((M, N), float("nan"), dtype=torch.bfloat16)
+    gemm_fp8.launch(ta, tb, tsa, tsb, out)
+    got = out.to(torch.float32).numpy()
+    _check_bf16_result(got, a, b, sa, sb)
+    theirs = torch._scaled_mm(ta, tb.t(), tsa, tsb, out_dtype=torch.bfloat16).to(torch.float32).numpy()
+    _check_bf16_result(theirs, a, b, sa, sb)        # the same contract holds for the peer
+    ulp = 2.0 ** (np.floor(np.log2(np.maximum(np.abs(theirs), 1e-30))) - 7)
+    assert np.all(np.abs(got - theirs) <= ulp)      # at most one bf16 ulp apart (different summation order)
+
+
+def test_policy_table_classes():
+    assert gemm_fp8.shape_class(128, 4096, 4096) == "skinny"
+    assert gemm_fp8.shape_class(1024, 1024, 1024) == "small"
+    assert gemm_fp8.shape_class(4096, 14336, 4096) == "large"
+    p = gemm_fp8.policy(4096, 4096, 4096)
+    assert (p["BM"], p["BN"], p["BK"], p["INSTR"]) == (128, 256, 128, tp.nv.wgmma_m64n256k32_e4m3)
+    for shape in ((128, 4096, 4096), (1024, 1024, 1024), (4096, 4096, 4096)):
+        p = gemm_fp8.policy(*shape)
+        assert p["INSTR"].n == p["BN"] and p["BM"] == 64 * p["CONSUMERS"] and p["BK"] == 128
+        smem = p["STAGES"] * (p["BM"] + p["BN"]) * p["BK"]
+        assert smem <= 227 * 1024
+
+
+def test_launch_refuses_bad_shapes_and_dtypes():
+    a, b, sa, sb = _inputs(32, 48, 64)
+    out = np.zeros((32, 48), np.float32)
+    with pytest.raises(ValueError, match="multiple of 16"):
+        gemm_fp8.launch(a[:, :40].copy(), b[:, :40].copy(), sa, sb, out)
+    with pytest.raises(ValueError, match=r"b is \(N, K\)"):
+        gemm_fp8.launch(a, b.T.copy(), sa, sb, out)
+    with pytest.raises(ValueError, match="must be float32"):
+        gemm_fp8.launch(a.astype(np.float64), b, sa, sb, out)
+    with pytest.raises(ValueError, match="one element"):
+        gemm_fp8.launch(a, b, np.ones(2, np.float32), sb, out)
+    with pytest.raises(ValueError, match=r"out is bf16 \(32, 48\)"):
+        gemm_fp8.launch(a, b, sa, sb, np.zeros((48, 32), np.float32))
+    with pytest.raises(ValueError, match="contiguous"):
+        gemm_fp8.launch(np.asfortranarray(a), b, sa, sb, out)
