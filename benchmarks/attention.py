@@ -183,6 +183,8 @@ def row(b, h, hkv, s, d, causal, g, facts):
 # The policy sweep (--sweep): constexprs over PRESETS[d], each timed on the same inputs as the flash backend.
 SWEEP = {
     64: [("C2 BN128 S4 pipelined (preset)", {}),
+         ("C2 BN64 S4 one tile at a time", dict(BN=64, PIPELINE=False)),
+         ("C2 BN64 S4 pipelined", dict(BN=64)),
          ("C3 one tile at a time", dict(attention.THREE_CONSUMERS)),
          ("C3 pipelined", {**attention.THREE_CONSUMERS, "PIPELINE": True}),
          ("C2 BN256 S3 pipelined", dict(BN=256, STAGES=3)),
@@ -203,10 +205,13 @@ def sweep_variants():
                 yield (b, h, hkv, s, d), causal, name, {**attention.PRESETS[d], **extra, "CAUSAL": causal}
 
 
-def sweep(g, facts) -> list:
-    """Each variant of SWEEP on each row of SWEEP_ROWS, against the flash backend in the same run."""
+def sweep(g, facts, rows=()) -> list:
+    """Each variant of SWEEP on each row of SWEEP_ROWS (`rows`: only those named d<D>s<S>), against the flash
+    backend in the same run."""
     out, last = [], None
     for (b, h, hkv, s, d), causal, name, params in sweep_variants():
+        if rows and f"d{d}s{s}" not in rows:
+            continue
         if (b, h, hkv, s, d, causal) != last:
             last = (b, h, hkv, s, d, causal)
             q = torch.randn(b * h, s, d, device="cuda", generator=g).bfloat16()
@@ -242,17 +247,22 @@ def sweep(g, facts) -> list:
     return out
 
 
-DECODE = [(16, 32, 8, 8192, 128), (4, 32, 8, 32768, 128)]  # batch, heads, kv heads, cache length, head dim
+# batch, heads, kv heads, cache length, head dim, new tokens
+DECODE = [(16, 32, 8, 8192, 128, 1), (4, 32, 8, 32768, 128, 1), (16, 32, 8, 8192, 128, 4),
+          (8, 32, 8, 16384, 64, 1), (64, 32, 8, 2048, 128, 1)]
+DECODE_SPLITS = (1, 2, 3, 4, 8)   # the split counts timed beside the default (`attention.decode_splits`)
 
 
-def decode_row(b, h, hkv, skv, d, g):
-    """One new token per sequence against a cache of skv (split-KV + merge) vs SDPA on the same shapes; the
-    figure is the K/V cache read rate (the bytes every implementation must move)."""
-    q = torch.randn(b * h, 1, d, device="cuda", generator=g).bfloat16()
+def decode_row(b, h, hkv, skv, d, qlen, g, sweep=True):
+    """qlen new tokens per sequence against a cache of skv (split-KV + merge) vs SDPA on the same shapes (not
+    causal); the figure is the K/V cache read rate (the bytes every implementation must move). `sweep`: also
+    the split counts of DECODE_SPLITS (the default's choice is checked against them)."""
+    q = torch.randn(b * h, qlen, d, device="cuda", generator=g).bfloat16()
     k = torch.randn(b * hkv, skv, d, device="cuda", generator=g).bfloat16()
     v = torch.randn(b * hkv, skv, d, device="cuda", generator=g).bfloat16()
     o = torch.full_like(q, float("nan"))
-    lse = torch.empty(b * h, 1, device="cuda")
+    lse = torch.empty(b * h, qlen, device="cuda")
+    splits = attention.decode_splits(b * hkv, h // hkv * qlen, skv, d)
 
     def ours():
         attention.decode(q, k, v, o, lse)
@@ -262,7 +272,7 @@ def decode_row(b, h, hkv, skv, d, g):
     grp = h // hkv
     ref = torch.softmax(q[:grp].double() @ k[0].double().T / math.sqrt(d), -1) @ v[0].double()
     err = rel(o[:grp], ref)
-    q4, k4, v4 = q.view(b, h, 1, d), k.view(b, hkv, skv, d), v.view(b, hkv, skv, d)
+    q4, k4, v4 = q.view(b, h, qlen, d), k.view(b, hkv, skv, d), v.view(b, hkv, skv, d)
     flash, flash_note = peer(SDPBackend.FLASH_ATTENTION, q4, k4, v4, False, True)
     cudnn, cudnn_note = peer(SDPBackend.CUDNN_ATTENTION, q4, k4, v4, False, True)
     t = timeit(ours)
@@ -270,10 +280,15 @@ def decode_row(b, h, hkv, skv, d, g):
     t_cudnn = timeit(cudnn) if cudnn else None
     nbytes = 2 * b * hkv * skv * d * 2
     gbs = lambda x: nbytes / x / 1e9 if x else None  # noqa: E731
-    return {"batch": b, "heads": h, "kv_heads": hkv, "cache": skv, "head_dim": d, "us": t * 1e6,
-            "kv_GBs": gbs(t), "flash_kv_GBs": gbs(t_flash), "cudnn_kv_GBs": gbs(t_cudnn),
+    by_splits = {}
+    for s in (DECODE_SPLITS if sweep else ()):
+        if s != splits and s <= -(-skv // 128):
+            by_splits[s] = gbs(timeit(lambda s=s: attention.decode(q, k, v, o, lse, splits=s)))
+    return {"batch": b, "heads": h, "kv_heads": hkv, "cache": skv, "head_dim": d, "qlen": qlen, "splits": splits,
+            "us": t * 1e6, "kv_GBs": gbs(t), "flash_kv_GBs": gbs(t_flash), "cudnn_kv_GBs": gbs(t_cudnn),
             "vs_flash": t_flash / t if t_flash else None, "vs_cudnn": t_cudnn / t if t_cudnn else None,
-            "rel_err": err, "flash_note": flash_note, "cudnn_note": cudnn_note}
+            "rel_err": err, "flash_note": flash_note, "cudnn_note": cudnn_note,
+            "kv_GBs_by_splits": by_splits}
 
 
 def main(argv=None):
@@ -281,6 +296,8 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="fewer sequence lengths")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     ap.add_argument("--sweep", action="store_true", help="time the policy variants (SWEEP) instead of the table")
+    ap.add_argument("--decode", action="store_true", help="the decode rows alone (attention-decode-*.json)")
+    ap.add_argument("--sweep-rows", default="", help="with --sweep: only rows d<D>s<S> in this comma list")
     args = ap.parse_args(argv)
     props = torch.cuda.get_device_properties(0)
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", props.name).strip("_")
@@ -290,7 +307,7 @@ def main(argv=None):
            "rows": [], "kernels": {}}
     print(f"{props.name}, torch {torch.__version__}, cuDNN {res['cudnn']}")
     if args.sweep:
-        res["sweep"] = sweep(g, res["kernels"])
+        res["sweep"] = sweep(g, res["kernels"], [x for x in args.sweep_rows.split(",") if x])
         path = Path(args.out) / f"attention-sweep-{name}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(res, indent=1))
@@ -299,7 +316,7 @@ def main(argv=None):
     print(f"{'B x H/Hkv x S x D':24} {'causal':6} {'ours TF/s':>9} {'flash':>7} {'cudnn':>7} {'vs flash':>8} "
           f"{'vs cudnn':>8} {'err':>8} {'flash err':>9}")
     fmt = lambda x, f: format(x, f) if x is not None else "-"  # noqa: E731
-    for b, h, hkv, s, d, causal in configs(args.quick):
+    for b, h, hkv, s, d, causal in ([] if args.decode else configs(args.quick)):
         r = row(b, h, hkv, s, d, causal, g, res["kernels"])
         res["rows"].append(r)
         print(f"{f'{b} x {h}/{hkv} x {s} x {d}':24} {str(causal):6} {r['TFLOPs']:9.1f} "
@@ -307,19 +324,20 @@ def main(argv=None):
               f"{fmt(r['vs_cudnn'], '8.2f')} {r['rel_err']:8.1e} {fmt(r['flash_rel_err'], '9.1e')}", flush=True)
         torch.cuda.empty_cache()
     res["decode"] = []
-    for b, h, hkv, skv, d in DECODE:
-        r = decode_row(b, h, hkv, skv, d, g)
+    for b, h, hkv, skv, d, qlen in DECODE:
+        r = decode_row(b, h, hkv, skv, d, qlen, g)
         res["decode"].append(r)
-        print(f"decode {b} x {h}/{hkv} x 1 vs {skv} x {d}: {r['us']:.1f} us, KV {r['kv_GBs']:.0f} GB/s, "
-              f"flash {fmt(r['flash_kv_GBs'], '.0f')}, cudnn {fmt(r['cudnn_kv_GBs'], '.0f')} GB/s, "
-              f"vs flash {fmt(r['vs_flash'], '.2f')}, vs cudnn {fmt(r['vs_cudnn'], '.2f')}, err {r['rel_err']:.1e}",
-              flush=True)
+        print(f"decode {b} x {h}/{hkv} x {qlen} vs {skv} x {d}: {r['splits']} splits {r['us']:.1f} us, KV "
+              f"{r['kv_GBs']:.0f} GB/s, flash {fmt(r['flash_kv_GBs'], '.0f')}, cudnn {fmt(r['cudnn_kv_GBs'], '.0f')}"
+              f" GB/s, vs flash {fmt(r['vs_flash'], '.2f')}, vs cudnn {fmt(r['vs_cudnn'], '.2f')}, err "
+              f"{r['rel_err']:.1e}; other splits GB/s "
+              + ", ".join(f"{s}: {x:.0f}" for s, x in r["kv_GBs_by_splits"].items()), flush=True)
         torch.cuda.empty_cache()
     for k, f in res["kernels"].items():
         print("kernel", k, {x: f[x] for x in f if x != "params"})
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    path = out / f"attention-{name}.json"
+    path = out / f"attention-{'decode-' if args.decode else ''}{name}.json"
     path.write_text(json.dumps(res, indent=1))
     print("wrote", path)
     vs = [r["vs_flash"] for r in res["rows"] if r["vs_flash"]]

@@ -90,7 +90,11 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="smaller sizes (a smoke test)")
     ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile peer")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
+    ap.add_argument("--ops", default="", help="comma list of ops to run (default: all); results in "
+                    "llm_ops-<device>-<ops>.json")
     args = ap.parse_args(argv)
+    only = [x for x in args.ops.split(",") if x]
+    want = lambda op: not only or op in only  # noqa: E731
     dev = torch.device("cuda")
     props = torch.cuda.get_device_properties(dev)
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", props.name).strip("_")
@@ -135,81 +139,92 @@ def main(argv=None):
     def comp(fn):
         return None if args.no_compile else torch.compile(fn, dynamic=False)
 
-    # silu_and_mul: Mixtral's ffn (d = 14336) over 8192 tokens
-    m, d = 8192 // s, 14336
-    x = rn(m, 2 * d)
-    y = torch.empty(m, d, device=dev, dtype=bf)
-    L.launch_silu_and_mul(x, y)
-    err = rel(y, t_silu_and_mul(x.double()))
-    cf = comp(t_silu_and_mul)
-    row("silu_and_mul", [m, d], 3 * m * d * 2,
-        {f"BLOCK={b},THREADS={th}": (lambda b=b, th=th: L.launch_silu_and_mul(x, y, BLOCK=b, THREADS=th))
-         for b, th in ((1024, 128), (2048, 128), (2048, 256), (4096, 256), (4096, 512))},
-        lambda: t_silu_and_mul(x), cf and (lambda: cf(x)), err)
-    del x, y
+    if want("silu_and_mul"):
+        # silu_and_mul: Mixtral's ffn (d = 14336) over 8192 tokens
+        m, d = 8192 // s, 14336
+        x = rn(m, 2 * d)
+        y = torch.empty(m, d, device=dev, dtype=bf)
+        L.launch_silu_and_mul(x, y)
+        err = rel(y, t_silu_and_mul(x.double()))
+        cf = comp(t_silu_and_mul)
+        row("silu_and_mul", [m, d], 3 * m * d * 2,
+            {f"BLOCK={b},THREADS={th}": (lambda b=b, th=th: L.launch_silu_and_mul(x, y, BLOCK=b, THREADS=th))
+             for b, th in ((1024, 128), (2048, 128), (2048, 256), (4096, 256), (4096, 512))},
+            lambda: t_silu_and_mul(x), cf and (lambda: cf(x)), err)
+        del x, y
 
-    # fused_add_rmsnorm and layer norm: 32768 rows of 4096
-    m, k = 32768 // s, 4096
-    x, r, w, b = rn(m, k), rn(m, k), rn(k), rn(k)
-    y, ro = torch.empty_like(x), torch.empty_like(x)
-    L.launch_fused_add_rmsnorm(x, r, w, y, ro, 1e-6)
-    rd = (x.double() + r.double()).to(bf).double()
-    err = max(rel(y, F.rms_norm(rd, (k,), w.double(), 1e-6)), rel(ro, rd))
-    cf = comp(t_fused_add_rmsnorm)
-    row("fused_add_rmsnorm", [m, k], 4 * m * k * 2 + k * 2,
-        {f"THREADS={th}": (lambda th=th: L.launch_fused_add_rmsnorm(x, r, w, y, ro, 1e-6, THREADS=th))
-         for th in (128, 256, 512)},
-        lambda: t_fused_add_rmsnorm(x, r, w), cf and (lambda: cf(x, r, w)), err)
-    L.launch_layer_norm(x, w, b, y, 1e-5)
-    err = rel(y, F.layer_norm(x.double(), (k,), w.double(), b.double(), 1e-5))
-    cf = comp(t_layer_norm)
-    row("layer_norm", [m, k], 2 * m * k * 2 + 2 * k * 2,
-        {f"THREADS={th},ONE_PASS={op}": (lambda th=th, op=op: L.launch_layer_norm(x, w, b, y, 1e-5, THREADS=th,
-                                                                                  ONE_PASS=op))
-         for th in (128, 256, 512) for op in (False, True)},
-        lambda: t_layer_norm(x, w, b), cf and (lambda: cf(x, w, b)), err)
-    del x, r, y, ro
+    if want("fused_add_rmsnorm") or want("layer_norm"):
+        # fused_add_rmsnorm and layer norm: 32768 rows of 4096
+        m, k = 32768 // s, 4096
+        x, r, w, b = rn(m, k), rn(m, k), rn(k), rn(k)
+        y, ro = torch.empty_like(x), torch.empty_like(x)
+        L.launch_fused_add_rmsnorm(x, r, w, y, ro, 1e-6)
+        rd = (x.double() + r.double()).to(bf).double()
+        err = max(rel(y, F.rms_norm(rd, (k,), w.double(), 1e-6)), rel(ro, rd))
+        cf = comp(t_fused_add_rmsnorm)
+        row("fused_add_rmsnorm", [m, k], 4 * m * k * 2 + k * 2,
+            {f"THREADS={th}": (lambda th=th: L.launch_fused_add_rmsnorm(x, r, w, y, ro, 1e-6, THREADS=th))
+             for th in (128, 256, 512)},
+            lambda: t_fused_add_rmsnorm(x, r, w), cf and (lambda: cf(x, r, w)), err)
+        L.launch_layer_norm(x, w, b, y, 1e-5)
+        err = rel(y, F.layer_norm(x.double(), (k,), w.double(), b.double(), 1e-5))
+        cf = comp(t_layer_norm)
+        row("layer_norm", [m, k], 2 * m * k * 2 + 2 * k * 2,
+            {f"THREADS={th},ONE_PASS={op}": (lambda th=th, op=op: L.launch_layer_norm(x, w, b, y, 1e-5, THREADS=th,
+                                                                                      ONE_PASS=op))
+             for th in (128, 256, 512) for op in (False, True)},
+            lambda: t_layer_norm(x, w, b), cf and (lambda: cf(x, w, b)), err)
+        del x, r, y, ro
 
-    # merge_attn_states_lse: 16384 tokens x 32 heads x 128
-    t, h, hd = 16384 // s, 32, 128
-    po, so = rn(t, h, hd), rn(t, h, hd)
-    pl, sl = rn(t, h, dtype=torch.float32) * 3, rn(t, h, dtype=torch.float32) * 3
-    o, ol = torch.empty_like(po), torch.empty_like(pl)
-    L.launch_merge_attn_states_lse(po, pl, so, sl, o, ol)
-    ro_, rl = t_merge(po.double(), pl.double(), so.double(), sl.double())
-    err = max(rel(o, ro_), rel(ol, rl))
-    cf = comp(t_merge)
-    row("merge_attn_states_lse", [t, h, hd], 3 * t * h * hd * 2 + 3 * t * h * 4,
-        {f"BR={br},THREADS={th}": (lambda br=br, th=th: L.launch_merge_attn_states_lse(po, pl, so, sl, o, ol, BR=br,
-                                                                                       THREADS=th))
-         for br, th in ((16, 128), (32, 128), (32, 256), (64, 256))},
-        lambda: t_merge(po, pl, so, sl),
-        cf and (lambda: cf(po, pl, so, sl)), err)
-    del po, so, o
+    if want("merge_attn_states_lse"):
+        # merge_attn_states_lse: 16384 tokens x 32 heads x 128
+        t, h, hd = 16384 // s, 32, 128
+        po, so = rn(t, h, hd), rn(t, h, hd)
+        pl, sl = rn(t, h, dtype=torch.float32) * 3, rn(t, h, dtype=torch.float32) * 3
+        o, ol = torch.empty_like(po), torch.empty_like(pl)
+        L.launch_merge_attn_states_lse(po, pl, so, sl, o, ol)
+        ro_, rl = t_merge(po.double(), pl.double(), so.double(), sl.double())
+        err = max(rel(o, ro_), rel(ol, rl))
+        cf = comp(t_merge)
+        row("merge_attn_states_lse", [t, h, hd], 3 * t * h * hd * 2 + 3 * t * h * 4,
+            {f"BR={br},THREADS={th}": (lambda br=br, th=th: L.launch_merge_attn_states_lse(po, pl, so, sl, o, ol, BR=br,
+                                                                                           THREADS=th))
+             for br, th in ((16, 128), (32, 128), (32, 256), (64, 256))},
+            lambda: t_merge(po, pl, so, sl),
+            cf and (lambda: cf(po, pl, so, sl)), err)
+        del po, so, o
 
-    # rotary: 32768 tokens, 32 q heads, 8 k heads, head 128, cache of 32768 positions
-    t, hq, hk, hs = 32768 // s, 32, 8, 128
-    pos = torch.randint(0, t, (t,), device=dev, generator=g)
-    ang = torch.rand(t, hs // 2, device=dev, generator=g, dtype=torch.float64) * 6.3
-    cs = torch.cat([ang.cos(), ang.sin()], dim=1).float()
-    q, kk = rn(t, hq * hs), rn(t, hk * hs)
-    nbytes = 2 * t * (hq + hk) * hs * 2 + t * 8 + t * hs * 4
-    for style, fn in (("neox", t_rotary_neox), ("gptj", t_rotary_gptj)):
-        neox = style == "neox"
-        q2, k2 = q.clone(), kk.clone()
-        L.launch_rotary(pos, q2, k2, cs, hs, neox)
-        rq, rk = fn(pos, q.double(), kk.double(), cs.double(), hs)
-        err = max(rel(q2, rq.reshape(q2.shape)), rel(k2, rk.reshape(k2.shape)))
-        cf = comp(fn)
-        row(f"rotary_{style}", [t, hq, hk, hs], nbytes,
-            {f"THREADS={th}": (lambda q2=q2, k2=k2, neox=neox, th=th: L.launch_rotary(pos, q2, k2, cs, hs, neox,
-                                                                                      THREADS=th))
-             for th in (128, 256)},
-            lambda fn=fn: fn(pos, q, kk, cs, hs), cf and (lambda cf=cf: cf(pos, q, kk, cs, hs)), err)
+    if want("rotary_neox") or want("rotary_gptj"):
+        # rotary: 32768 tokens, 32 q heads, 8 k heads, head 128, cache of 32768 positions
+        t, hq, hk, hs = 32768 // s, 32, 8, 128
+        pos = torch.randint(0, t, (t,), device=dev, generator=g)
+        ang = torch.rand(t, hs // 2, device=dev, generator=g, dtype=torch.float64) * 6.3
+        cs = torch.cat([ang.cos(), ang.sin()], dim=1).float()
+        q, kk = rn(t, hq * hs), rn(t, hk * hs)
+        nbytes = 2 * t * (hq + hk) * hs * 2 + t * 8 + t * hs * 4
+        # variants: (heads per block (None: one block a token), threads); every variant's output is checked
+        variants = ((None, 128), (None, 256), (8, 64), (16, 128), (8, 128), (4, 32))
+        for style, fn in (("neox", t_rotary_neox), ("gptj", t_rotary_gptj)):
+            if not want(f"rotary_{style}"):
+                continue
+            neox = style == "neox"
+            rq, rk = fn(pos, q.double(), kk.double(), cs.double(), hs)
+            err = 0.0
+            for hpb, th in variants:
+                q2, k2 = q.clone(), kk.clone()
+                L.launch_rotary(pos, q2, k2, cs, hs, neox, heads_per_block=hpb, THREADS=th)
+                err = max(err, rel(q2, rq.reshape(q2.shape)), rel(k2, rk.reshape(k2.shape)))
+            cf = comp(fn)
+            row(f"rotary_{style}", [t, hq, hk, hs], nbytes,
+                {(f"heads={hpb}," if hpb else "") + f"THREADS={th}":
+                 (lambda q2=q2, k2=k2, neox=neox, th=th, hpb=hpb: L.launch_rotary(pos, q2, k2, cs, hs, neox,
+                                                                                 heads_per_block=hpb, THREADS=th))
+                 for hpb, th in variants},
+                lambda fn=fn: fn(pos, q, kk, cs, hs), cf and (lambda cf=cf: cf(pos, q, kk, cs, hs)), err)
 
     print(f"device: {props.name}; copy {copy_bw / 1e9:.0f} GB/s")
     Path(args.out).mkdir(parents=True, exist_ok=True)
-    path = Path(args.out) / f"llm_ops-{name}{'-quick' if args.quick else ''}.json"
+    path = Path(args.out) / f"llm_ops-{name}{'-quick' if args.quick else ''}{'-' + '-'.join(only) if only else ''}.json"
     path.write_text(json.dumps(res, indent=1))
     print("results in", path)
     return res

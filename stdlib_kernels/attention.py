@@ -426,12 +426,28 @@ def reference(q, k, v, causal=False, scale=None):
     return e @ v / den, (mx + np.log(den))[..., 0]
 
 
+def decode_splits(bhkv: int, rows: int, skv: int, d: int, num_sms: int = 132, bn: int = 128) -> int:
+    """The default split count of `decode`: one wave. A block of `attention_decode` holds its ring of
+    DECODE_STAGES K / V stages (136 KB at d = 64, 208 KB at d = 128), so one block runs per SM; the keys are cut
+    into as many splits as fill the SMs once (bhkv * row blocks * splits <= num_sms), each SM streaming one
+    contiguous chunk from start to end. More splits than that run in waves, each paying its ring's fill and
+    drain (and the uneven last wave); fewer leave SMs idle. Where the heads alone fill the SMs: 1 (no merge)."""
+    m_blocks = -(-rows // (64 * (1 if rows <= 64 else 2)))
+    tiles = -(-skv // bn)
+    return max(1, min(tiles, num_sms // (bhkv * m_blocks)))
+
+
+# attention_decode storing its one split's output straight into a bf16 O (splits == 1: no merge to run)
+attention_decode_bf16 = attention_decode.retyped(OP=tp.Tensor[tp.bf16, "NS", "BHKV", "M", "D"])
+
+
 def decode(q, k, v, o, lse, causal=False, scale=None, splits=None, num_sms=132, **constexprs):
     """Split-KV decoding: o, lse = attention(q, k, v) for q, o (B * H, QLEN, D) with QLEN <= 16 new tokens
     against k, v (B * HKV, SKV, D), H = GROUP * HKV. The GROUP query heads of a KV head share its blocks (their
     QLEN rows each are packed into one tile of GROUP * QLEN rows); the keys are cut into `splits` chunks
-    (default: enough blocks for two waves of `num_sms`), each split writes its output and log-sum-exp in
-    float32, and `attention_merge` combines them. Returns the partials (o_parts, lse_parts)."""
+    (default `decode_splits`: one wave of `num_sms` blocks), each split writes its output and log-sum-exp in
+    float32, and `attention_merge` combines them. With one split the kernel writes o and lse itself (no
+    partials, no merge). Returns the partials (o_parts, lse_parts) (with one split: views of o and lse)."""
     bh, qlen, d = q.shape
     bhkv, skv, _ = k.shape
     if bh % bhkv:
@@ -450,10 +466,19 @@ def decode(q, k, v, o, lse, causal=False, scale=None, splits=None, num_sms=132, 
     tiles = tp.cdiv(skv, bn)
     m_blocks = tp.cdiv(rows, 64 * params["CONSUMERS"])
     if splits is None:
-        splits = max(1, min(tiles, tp.cdiv(2 * num_sms, bhkv * m_blocks)))
+        splits = decode_splits(bhkv, rows, skv, d, num_sms, bn)
     chunk = tp.cdiv(tiles, splits) * bn
     splits = tp.cdiv(skv, chunk)          # every split holds at least one key
     scale = 1.0 / math.sqrt(d) if scale is None else scale
+    o_view = o.reshape(bhkv, rows, d)
+    lse_view = lse.reshape(bhkv, rows)
+    grid = (splits, bhkv, m_blocks)
+    if splits == 1:                       # the one split's normalized output and LSE are the result
+        o_parts, lse_parts = o_view.reshape(1, bhkv, rows, d), lse_view.reshape(1, bhkv, rows)
+        bf16 = str(getattr(o, "dtype", "")).endswith("bfloat16")
+        kernel = attention_decode_bf16 if bf16 else attention_decode
+        kernel[grid](qp, k, v, o_parts, lse_parts, scale * math.log2(math.e), chunk, **params)
+        return o_parts, lse_parts
     op_shape, lp_shape = (splits, bhkv, rows, d), (splits, bhkv, rows)
     if hasattr(q, "new_empty"):           # torch
         import torch
@@ -463,10 +488,7 @@ def decode(q, k, v, o, lse, causal=False, scale=None, splits=None, num_sms=132, 
     else:
         o_parts = np.full(op_shape, np.nan, np.float32)
         lse_parts = np.full(lp_shape, np.nan, np.float32)
-    attention_decode[(splits, bhkv, m_blocks)](qp, k, v, o_parts, lse_parts, scale * math.log2(math.e), chunk,
-                                               **params)
-    o_view = o.reshape(bhkv, rows, d)
-    lse_view = lse.reshape(bhkv, rows)
+    attention_decode[grid](qp, k, v, o_parts, lse_parts, scale * math.log2(math.e), chunk, **params)
     attention_merge[(bhkv, tp.cdiv(rows, 16))](o_parts, lse_parts, o_view, lse_view, HEAD_DIM=d)
     return o_parts, lse_parts
 

@@ -88,7 +88,8 @@ def layer_norm(X: tp.Tensor[tp.bf16, "M", "N"], W: tp.Tensor[tp.bf16, "N"], B: t
                Y: tp.Tensor[tp.bf16, "M", "N"], eps: tp.f32, BLOCK_N: tp.constexpr = 4096,
                THREADS: tp.constexpr = 0, ONE_PASS: tp.constexpr = False):
     """ONE_PASS: the variance as E[x^2] - mean^2 (both sums in one pass; relative error about 2^-24 (mean / std)^2,
-    below bf16's rounding while |mean| < ~100 std); otherwise the centred two-pass form."""
+    below bf16's rounding while |mean| < ~100 std); otherwise the centred two-pass form. (w and b are loaded
+    after the reductions: loaded with x they cost 22 more registers a thread, 2 blocks of 512 per SM, not 4.)"""
     row = tp.block_id(0)
     n = X.shape[1]
     tp.tag(X, lambda i, j: ("x", i, j))
@@ -183,10 +184,17 @@ def rotary_neox(POS: tp.Tensor[tp.i64, "T"], Q: tp.Tensor[tp.bf16, "T", "HQ", "H
                 K: tp.Tensor[tp.bf16, "T", "HK", "HD"], CS: tp.Tensor[tp.f32, "P", "ROT"],
                 QO: tp.Tensor[tp.bf16, "T", "HQ", "HD"], KO: tp.Tensor[tp.bf16, "T", "HK", "HD"],
                 HALF: tp.constexpr = 64, BHALF: tp.constexpr = 64, BHQ: tp.constexpr = 32, BHK: tp.constexpr = 8,
-                THREADS: tp.constexpr = 128):
-    """One token per block: all of its q heads, then all of its k heads. CS[p] is (cos[0:HALF], sin[0:HALF])
-    for position p; columns from 2 * HALF up (partial rotary) are left as they are. QO/KO may be Q/K."""
+                THREADS: tp.constexpr = 128, SPLIT: tp.constexpr = False):
+    """One token per block: all of its q heads, then all of its k heads; with SPLIT, grid (T, cdiv(HQ, BHQ) +
+    cdiv(HK, BHK)): block (t, hb) rotates q heads hb * BHQ.. (hb < cdiv(HQ, BHQ)), else BHK k heads (more, smaller
+    blocks in flight). CS[p] is (cos[0:HALF], sin[0:HALF]) for position p; columns from 2 * HALF up (partial
+    rotary) are left as they are. QO/KO may be Q/K."""
     t = tp.block_id(0)
+    hb = tp.block_id(1)
+    qb = tp.cdiv(Q.shape[1], BHQ) if SPLIT else 1      # blocks hb < qb rotate q heads, blocks hb >= kb0 k heads
+    kb0 = qb if SPLIT else 0
+    hq0 = hb * BHQ
+    hk0 = (hb - kb0) * BHK
     tp.tag(Q, lambda i, h, j: ("q", i, h, j))
     tp.tag(K, lambda i, h, j: ("k", i, h, j))
     tp.tag(CS, lambda p, j: ("cs", p, j))
@@ -200,23 +208,25 @@ def rotary_neox(POS: tp.Tensor[tp.i64, "T"], Q: tp.Tensor[tp.bf16, "T", "HQ", "H
     sin = tp.load(CS[p[:, None], j[None, :] + HALF], mask=keep, layout=lc)
     # q, then k after q's stores: measured faster on the H100 than loading both first (81.0% against 68.1% of
     # copy; more registers live, fewer blocks per SM)
-    x1 = tp.load(Q[t, 0:BHQ, 0:BHALF], layout=lx).to(tp.f32)
-    x2 = tp.load(Q[t, 0:BHQ, HALF:HALF + BHALF], layout=lx).to(tp.f32)
-    o1 = x1 * cos - x2 * sin
-    o2 = x2 * cos + x1 * sin
-    # o1[h, j] = x[h, j] cos[j] - x[h, j + HALF] sin[j]: the pair is of one token and head (cos/sin are gathered
-    # at a loaded position, which tags do not follow, so they stay out of the assertion)
-    tp.assert_tag(x1 - x2, lambda t: (t[0][1] == t[1][1] and t[0][2] == t[1][2]
-                                 and t[1][3] == t[0][3] + HALF), message="neox pairs, q")
-    tp.store(QO[t, 0:BHQ, 0:BHALF], o1, mask=keep)
-    tp.store(QO[t, 0:BHQ, HALF:HALF + BHALF], o2, mask=keep)
-    y1 = tp.load(K[t, 0:BHK, 0:BHALF], layout=lkx).to(tp.f32)
-    y2 = tp.load(K[t, 0:BHK, HALF:HALF + BHALF], layout=lkx).to(tp.f32)
-    p1 = y1 * cos - y2 * sin
-    tp.assert_tag(y1 - y2, lambda t: (t[0][1] == t[1][1] and t[0][2] == t[1][2]
-                                 and t[1][3] == t[0][3] + HALF), message="neox pairs, k")
-    tp.store(KO[t, 0:BHK, 0:BHALF], p1, mask=keep)
-    tp.store(KO[t, 0:BHK, HALF:HALF + BHALF], y2 * cos + y1 * sin, mask=keep)
+    if hb < qb:
+        x1 = tp.load(Q[t, hq0:hq0 + BHQ, 0:BHALF], layout=lx).to(tp.f32)
+        x2 = tp.load(Q[t, hq0:hq0 + BHQ, HALF:HALF + BHALF], layout=lx).to(tp.f32)
+        o1 = x1 * cos - x2 * sin
+        o2 = x2 * cos + x1 * sin
+        # o1[h, j] = x[h, j] cos[j] - x[h, j + HALF] sin[j]: the pair is of one token and head (cos/sin are
+        # gathered at a loaded position, which tags do not follow, so they stay out of the assertion)
+        tp.assert_tag(x1 - x2, lambda t: (t[0][1] == t[1][1] and t[0][2] == t[1][2]
+                                     and t[1][3] == t[0][3] + HALF), message="neox pairs, q")
+        tp.store(QO[t, hq0:hq0 + BHQ, 0:BHALF], o1, mask=keep)
+        tp.store(QO[t, hq0:hq0 + BHQ, HALF:HALF + BHALF], o2, mask=keep)
+    if hb >= kb0:
+        y1 = tp.load(K[t, hk0:hk0 + BHK, 0:BHALF], layout=lkx).to(tp.f32)
+        y2 = tp.load(K[t, hk0:hk0 + BHK, HALF:HALF + BHALF], layout=lkx).to(tp.f32)
+        p1 = y1 * cos - y2 * sin
+        tp.assert_tag(y1 - y2, lambda t: (t[0][1] == t[1][1] and t[0][2] == t[1][2]
+                                     and t[1][3] == t[0][3] + HALF), message="neox pairs, k")
+        tp.store(KO[t, hk0:hk0 + BHK, 0:BHALF], p1, mask=keep)
+        tp.store(KO[t, hk0:hk0 + BHK, HALF:HALF + BHALF], y2 * cos + y1 * sin, mask=keep)
 
 
 def _bcast(tv, shape):
@@ -232,12 +242,17 @@ def rotary_gptj(POS: tp.Tensor[tp.i64, "T"], Q: tp.Tensor[tp.bf16, "T", "HQ", "H
                 K: tp.Tensor[tp.bf16, "T", "HK", "HD2", 2], CS: tp.Tensor[tp.f32, "P", "ROT"],
                 QO: tp.Tensor[tp.bf16, "T", "HQ", "HD2", 2], KO: tp.Tensor[tp.bf16, "T", "HK", "HD2", 2],
                 HALF: tp.constexpr = 64, BHALF: tp.constexpr = 64, BHQ: tp.constexpr = 32, BHK: tp.constexpr = 8,
-                THREADS: tp.constexpr = 128):
+                THREADS: tp.constexpr = 128, SPLIT: tp.constexpr = False):
     """GPT-J style: pair i is (x[2i], x[2i + 1]), rotated by angle i. q is read as (T, HQ, HD / 2, 2) and loaded
     whole (16-byte vectors, each thread holding whole pairs), so a pair's partner is in the same thread:
     partner = (x0 + x1) - x (exact for bf16 data: the f32 sum of two bf16 values is exact), and
-    out = x * cos + partner * (-sin, +sin)."""
+    out = x * cos + partner * (-sin, +sin). SPLIT: the heads over grid axis 1, as `rotary_neox`."""
     t = tp.block_id(0)
+    hb = tp.block_id(1)
+    qb = tp.cdiv(Q.shape[1], BHQ) if SPLIT else 1
+    kb0 = qb if SPLIT else 0
+    hq0 = hb * BHQ
+    hk0 = (hb - kb0) * BHK
     tp.tag(Q, lambda i, h, j, e: ("q", i, h, j, e))
     tp.tag(K, lambda i, h, j, e: ("k", i, h, j, e))
     lq = _pairs(BHQ, BHALF, THREADS)
@@ -248,17 +263,19 @@ def rotary_gptj(POS: tp.Tensor[tp.i64, "T"], Q: tp.Tensor[tp.bf16, "T", "HQ", "H
     p = tp.reshape(tp.load(POS[t:t + 1]), (1, 1, 1))
     cos = tp.load(CS[p, jj], mask=keep, layout=_bcast(lq, (1, BHALF, 2)))        # cos of pair jj, both elements
     sin = tp.load(CS[p, jj + HALF], mask=keep, layout=_bcast(lq, (1, BHALF, 2))) * tp.where(e == 0, -1.0, 1.0)
-    x = tp.load(Q[t, 0:BHQ, 0:BHALF, 0:2], layout=lq).to(tp.f32)   # (loading q, k first measured slower)
-    xp = tp.sum(x, axis=2, keepdims=True) - x                                     # in-thread: the partner
-    # the partner is from the same token, head and pair (a reduction's tag stands for each reduced element)
-    tp.assert_tag(xp, lambda t: (t[0][1] == t[1][1] and t[0][2] == t[1][2] and t[0][3] == t[1][3]),
-                  message="GPT-J pairs, q")
-    tp.store(QO[t, 0:BHQ, 0:BHALF, 0:2], x * cos + xp * sin, mask=keep)
-    y = tp.load(K[t, 0:BHK, 0:BHALF, 0:2], layout=lk).to(tp.f32)
-    yp = tp.sum(y, axis=2, keepdims=True) - y
-    tp.assert_tag(yp, lambda t: (t[0][1] == t[1][1] and t[0][2] == t[1][2] and t[0][3] == t[1][3]),
-                  message="GPT-J pairs, k")
-    tp.store(KO[t, 0:BHK, 0:BHALF, 0:2], y * cos + yp * sin, mask=keep)
+    if hb < qb:
+        x = tp.load(Q[t, hq0:hq0 + BHQ, 0:BHALF, 0:2], layout=lq).to(tp.f32)   # (loading q, k first: slower)
+        xp = tp.sum(x, axis=2, keepdims=True) - x                                 # in-thread: the partner
+        # the partner is from the same token, head and pair (a reduction's tag stands for each reduced element)
+        tp.assert_tag(xp, lambda t: (t[0][1] == t[1][1] and t[0][2] == t[1][2] and t[0][3] == t[1][3]),
+                      message="GPT-J pairs, q")
+        tp.store(QO[t, hq0:hq0 + BHQ, 0:BHALF, 0:2], x * cos + xp * sin, mask=keep)
+    if hb >= kb0:
+        y = tp.load(K[t, hk0:hk0 + BHK, 0:BHALF, 0:2], layout=lk).to(tp.f32)
+        yp = tp.sum(y, axis=2, keepdims=True) - y
+        tp.assert_tag(yp, lambda t: (t[0][1] == t[1][1] and t[0][2] == t[1][2] and t[0][3] == t[1][3]),
+                      message="GPT-J pairs, k")
+        tp.store(KO[t, hk0:hk0 + BHK, 0:BHALF, 0:2], y * cos + yp * sin, mask=keep)
 
 
 # ---------------------------------------------------------------- f32 variants, launch helpers, references
@@ -343,9 +360,11 @@ def launch_merge_attn_states_lse(po, pl, so, sl, o, ol, BR=None, **kw):
                                 o.reshape(r, d), ol.reshape(r), BR=br, BD=bd, **kw)
 
 
-def launch_rotary(positions, q, k, cos_sin_cache, head_size, is_neox=True, q_out=None, k_out=None, **kw):
+def launch_rotary(positions, q, k, cos_sin_cache, head_size, is_neox=True, q_out=None, k_out=None,
+                  heads_per_block=None, **kw):
     """Rotary embedding of q (T, HQ * head_size) and k (T, HK * head_size), in place unless q_out/k_out are
-    given; cos_sin_cache (max_position, rot_dim) f32 holds cos then sin of the rot_dim / 2 angles."""
+    given; cos_sin_cache (max_position, rot_dim) f32 holds cos then sin of the rot_dim / 2 angles.
+    `heads_per_block`: blocks of that many q (or k) heads of one token (SPLIT) instead of one block a token."""
     t = q.shape[0]
     rot = int(cos_sin_cache.shape[1])
     if rot % 2 or rot > head_size:
@@ -358,9 +377,14 @@ def launch_rotary(positions, q, k, cos_sin_cache, head_size, is_neox=True, q_out
     style = "rotary_neox" if is_neox else "rotary_gptj"
     kern = KERNELS[style][_dtype(q)]
     c = dict(HALF=half, BHALF=_pow2(half, 4), BHQ=_pow2(hq, 1), BHK=_pow2(hk, 1))
+    grid = (t,)
+    if heads_per_block:               # SPLIT: blocks of heads_per_block q or k heads, grid (T, q blocks + k blocks)
+        c.update(BHQ=min(c["BHQ"], _pow2(heads_per_block, 1)), BHK=min(c["BHK"], _pow2(heads_per_block, 1)),
+                 SPLIT=True)
+        grid = (t, tp.cdiv(hq, c["BHQ"]) + tp.cdiv(hk, c["BHK"]))
     shape = (lambda a, h: a.reshape(t, h, head_size)) if is_neox else (
         lambda a, h: a.reshape(t, h, head_size // 2, 2))
-    return kern[(t,)](positions, shape(q, hq), shape(k, hk), cos_sin_cache, shape(q_out, hq), shape(k_out, hk),
+    return kern[grid](positions, shape(q, hq), shape(k, hk), cos_sin_cache, shape(q_out, hq), shape(k_out, hk),
                       **c, **kw)
 
 

@@ -2,7 +2,7 @@
 and the ablation launch, in parallel processes, into the on-disk cache ($TILEPY_HIP_CACHE), so that one device
 call spends its time running kernels rather than compiling them one after another:
 
-    python3 tests/gpu/precompile_attention.py [workers]
+    python3 tests/gpu/precompile_attention.py [workers] [--decode]
 """
 
 import os
@@ -30,9 +30,10 @@ def variants():
             if d == 64:  # (three consumers' Q and 3 stages of K / V at d = 128 exceed a block's shared memory)
                 out.append(("attention_fwd", {**attention.PRESETS[d], "CAUSAL": causal, "GROUP": 1,
                                               **attention.THREE_CONSUMERS}))
-        for qlen, causal in ((1, False), (4, True)):
-            out.append(("attention_decode", dict(HEAD_DIM=d, BN=128, STAGES=attention.DECODE_STAGES[d], CONSUMERS=1,
-                                                 QLEN=qlen, CAUSAL=causal)))
+        for qlen, causal in ((1, False), (4, True), (4, False)):
+            for kern in ("attention_decode", "attention_decode_bf16"):   # (bf16: one split, no merge)
+                out.append((kern, dict(HEAD_DIM=d, BN=128, STAGES=attention.DECODE_STAGES[d], CONSUMERS=1,
+                                       QLEN=qlen, CAUSAL=causal)))
         out.append(("attention_merge", dict(HEAD_DIM=d)))
     try:
         import attention as bench  # benchmarks/attention.py: the sweep's variants
@@ -73,8 +74,11 @@ def build(item):
 
 
 if __name__ == "__main__":
-    workers = int(sys.argv[1]) if len(sys.argv) > 1 else min(16, os.cpu_count() or 1)
+    args = [a for a in sys.argv[1:] if a != "--decode"]
+    workers = int(args[0]) if args else min(16, os.cpu_count() or 1)
     items = variants()
+    if "--decode" in sys.argv:      # the decode kernels alone
+        items = [it for it in items if it[0].startswith(("attention_decode", "attention_merge"))]
     t0 = time.time()
     with ProcessPoolExecutor(workers) as ex:
         for line in ex.map(build, items):

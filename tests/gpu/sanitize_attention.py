@@ -23,6 +23,8 @@ if "--policy" not in sys.argv:  # the policy table's alternatives (benchmarks/at
               for cfg in (dict(attention.THREE_CONSUMERS), {**attention.THREE_CONSUMERS, "PIPELINE": True},
                           dict(BN=256, STAGES=3))]
     CASES += [(128, True, (2, 1, 257, 333), cfg) for cfg in (dict(BN=64, STAGES=4), dict(STAGES=2))]
+if "--decode" in sys.argv:  # split-KV decoding alone
+    CASES = []
 for hd, causal, (bh, bhkv, sq, sk), cfg in CASES:
     q = torch.randn(bh, sq, hd, device=d).bfloat16()
     k = torch.randn(bhkv, sk, hd, device=d).bfloat16()
@@ -30,6 +32,17 @@ for hd, causal, (bh, bhkv, sq, sk), cfg in CASES:
     o = torch.empty_like(q)
     lse = torch.empty(bh, sq, device=d)
     attention.launch(q, k, v, o, lse, causal=causal, **cfg)
+    torch.cuda.synchronize()
+    assert torch.isfinite(o.float()).all()
+# split-KV decoding: several splits + the merge, and one split (the bf16 output written by the kernel)
+for hd, causal, (bh, bhkv, qlen, sk), splits in ((128, False, (8, 2, 1, 700), 3), (64, True, (8, 2, 4, 333), 2),
+                                                 (128, False, (8, 2, 1, 700), 1), (64, True, (4, 1, 4, 300), 1)):
+    q = torch.randn(bh, qlen, hd, device=d).bfloat16()
+    k = torch.randn(bhkv, sk, hd, device=d).bfloat16()
+    v = torch.randn(bhkv, sk, hd, device=d).bfloat16()
+    o = torch.empty_like(q)
+    lse = torch.empty(bh, qlen, device=d)
+    attention.decode(q, k, v, o, lse, causal=causal, splits=splits)
     torch.cuda.synchronize()
     assert torch.isfinite(o.float()).all()
 print("ok")

@@ -30,6 +30,13 @@ cs = torch.randn(64, 64, device=d)
 for neox in (True, False):
     L.launch_rotary(pos, torch.randn(5, 6 * 80, device=d).to(bf), torch.randn(5, 2 * 80, device=d).to(bf), cs, 80,
                     neox)
+    for hpb, th in ((8, 64), (4, 32)):    # blocks of heads (SPLIT)
+        L.launch_rotary(pos, torch.randn(5, 6 * 80, device=d).to(bf), torch.randn(5, 2 * 80, device=d).to(bf), cs,
+                        80, neox, heads_per_block=hpb, THREADS=th)
+if "--rotary" in sys.argv:
+    torch.cuda.synchronize()
+    print("ok")
+    sys.exit(0)
 for t, h, f, e, k in ((37, 256, 384, 8, 2), (300, 136, 200, 4, 3)):
     xm = torch.randn(t, h, device=d).to(bf)
     lg = torch.randn(t, e, device=d)

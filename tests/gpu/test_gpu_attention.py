@@ -113,6 +113,8 @@ def reference_decode(q, k, v, causal):
 @pytest.mark.parametrize("b,h,hkv,qlen,skv,d,causal", [
     (4, 32, 8, 1, 8192, 128, False),     # one new token, GQA 4:1, long cache
     (2, 8, 2, 4, 3001, 64, True),        # four new tokens, ragged cache
+    (16, 32, 8, 1, 4100, 128, False),    # 128 KV heads fill the SMs: one split, bf16 output written directly
+    (33, 8, 4, 4, 1000, 64, True),       # 132 KV heads, four new tokens, causal: one split
 ])
 def test_split_kv_decode_matches_float64(b, h, hkv, qlen, skv, d, causal):
     g = torch.Generator(device=DEV).manual_seed(qlen * 100 + skv)

@@ -108,7 +108,8 @@ def test_merge_attn_states_lse(dtype, t, h, d, request):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("t,hq,hk,hs,rot", [(37, 32, 8, 128, 128), (5, 6, 1, 64, 32), (3, 3, 3, 80, 80),
                                             (1, 1, 1, 16, 8)])
-def test_rotary(neox, dtype, t, hq, hk, hs, rot, request):
+@pytest.mark.parametrize("hpb,threads", [(None, None), (8, 64), (4, 32)])   # one block a token, or head blocks
+def test_rotary(neox, dtype, t, hq, hk, hs, rot, hpb, threads, request):
     g = _gen(request)
     pos = torch.randint(0, 4096, (t,), generator=g)
     ang = torch.rand(4096, rot // 2, generator=g, dtype=torch.float64) * 6.3
@@ -116,7 +117,8 @@ def test_rotary(neox, dtype, t, hq, hk, hs, rot, request):
     q, k = torch.randn(t, hq * hs, generator=g).to(dtype), torch.randn(t, hk * hs, generator=g).to(dtype)
     ref_q, ref_k = L.ref_rotary(pos, q, k, cs, hs, neox)
     qd, kd = q.to(DEV), k.to(DEV)
-    L.launch_rotary(pos.to(DEV), qd, kd, cs.to(DEV), hs, neox)
+    L.launch_rotary(pos.to(DEV), qd, kd, cs.to(DEV), hs, neox, heads_per_block=hpb,
+                    **({"THREADS": threads} if threads else {}))
     torch.cuda.synchronize()
     assert rel(qd, ref_q) < TOL[dtype] and rel(kd, ref_k) < TOL[dtype]
     if t * hq * hs <= 2000:

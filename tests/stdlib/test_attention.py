@@ -207,6 +207,7 @@ DECODE_CASES = [
     (2, 1, 16, 1030, 64, True, 9),      # the last split holds keys 1024..1029: positions < 10 see none
     (8, 1, 16, 700, 64, False, None),   # 128 packed rows: two consumer warpgroups; default split count
     (16, 1, 9, 300, 128, True, 2),      # 144 packed rows: two row blocks
+    (4, 2, 3, 500, 64, True, 1),        # one split: the kernel writes o and lse itself (no merge)
 ]
 
 
@@ -227,6 +228,37 @@ def test_split_kv_decode_on_the_interpreter(bh, bhkv, qlen, skv, d, causal, spli
         assert np.isfinite(lse_parts[-1, 0, 10:16]).all()
 
 
+def test_one_split_writes_bf16_output_directly():
+    """splits == 1 on bf16 tensors: attention_decode_bf16 stores the normalized output (rounded once to bf16)
+    and the LSE straight into o and lse; no partials, no merge. Against float64."""
+    torch = pytest.importorskip("torch")
+    g = torch.Generator().manual_seed(7)
+    q, k, v = (torch.randn(*s, generator=g).bfloat16() for s in ((8, 2, 64), (2, 333, 64), (2, 333, 64)))
+    o = torch.full_like(q, float("nan"))
+    lse = torch.full((8, 2), float("nan"))
+    o_parts, lse_parts = attention.decode(q, k, v, o, lse, causal=True, splits=1)
+    assert o_parts.shape == (1, 2, 8, 64) and o_parts.data_ptr() == o.data_ptr()
+    ref_o, ref_lse = attention.reference_decode(q.float().numpy(), k.float().numpy(), v.float().numpy(), True)
+    assert _rel(o.double().numpy(), ref_o) < 4e-3
+    assert np.abs(lse.double().numpy() - ref_lse).max() < 1e-5 * max(1.0, np.abs(ref_lse).max())
+
+
+@pytest.mark.parametrize("bhkv,rows,skv,d,want", [
+    (128, 4, 8192, 128, 1),      # 16 x 8 KV heads: the heads fill 128 of 132 SMs, one split, no merge
+    (32, 4, 32768, 128, 4),      # 4 x 8 KV heads: 4 splits of 64 tiles, 128 blocks in one wave
+    (8, 16, 500, 64, 4),         # short cache: no more splits than key tiles
+    (200, 4, 8192, 128, 1),      # more heads than SMs: whole heads, no split
+    (40, 128, 9000, 64, 3),      # 128 packed rows in one block (two consumer warpgroups): 40 x 3 = 120 blocks
+    (40, 144, 9000, 64, 1),      # 144 packed rows: two row blocks a head, 80 blocks: one split
+])
+def test_decode_splits_fill_one_wave(bhkv, rows, skv, d, want):
+    got = attention.decode_splits(bhkv, rows, skv, d, 132)
+    m_blocks = -(-rows // (64 * (1 if rows <= 64 else 2)))
+    assert bhkv * m_blocks * got <= 132 or got == 1
+    assert got <= -(-skv // 128)
+    assert got == want
+
+
 def test_merge_weighs_each_split_by_its_share():
     """Two splits of one row, by hand: O = (e^l0 O0 + e^l1 O1) / (e^l0 + e^l1), lse = log(e^l0 + e^l1)."""
     o_parts = np.zeros((2, 1, 16, 128), np.float32)
@@ -243,6 +275,7 @@ def test_merge_weighs_each_split_by_its_share():
 
 
 @pytest.mark.parametrize("kernel,cfg", [(attention.attention_decode, dict(HEAD_DIM=128, STAGES=3, QLEN=4, CAUSAL=True)),
+                                        (attention.attention_decode_bf16, dict(HEAD_DIM=128, STAGES=3, QLEN=1)),
                                         (attention.attention_merge, {})])
 def test_verifier_proves_decode(kernel, cfg):
     tilepy_verify = pytest.importorskip("tilepy_verify")

@@ -106,7 +106,8 @@ def test_merge_attn_states_lse(dtype, t, h, d):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("t,hq,hk,hs,rot", [(5, 4, 2, 64, 64), (3, 6, 1, 64, 32), (2, 3, 3, 128, 128),
                                             (4, 2, 1, 80, 80), (1, 1, 1, 16, 8)])
-def test_rotary(neox, dtype, t, hq, hk, hs, rot):
+@pytest.mark.parametrize("hpb", [None, 2])   # one block a token, or blocks of 2 q / k heads (SPLIT)
+def test_rotary(neox, dtype, t, hq, hk, hs, rot, hpb):
     g = torch.Generator().manual_seed(t * 1000 + hq * 100 + hs + rot)
     pos = torch.randint(0, 40, (t,), generator=g)
     ang = torch.rand(40, rot // 2, generator=g, dtype=torch.float64) * 6.3
@@ -114,12 +115,12 @@ def test_rotary(neox, dtype, t, hq, hk, hs, rot):
     q, k = torch.randn(t, hq * hs, generator=g).to(dtype), torch.randn(t, hk * hs, generator=g).to(dtype)
     ref_q, ref_k = L.ref_rotary(pos, q, k, cs, hs, neox)
     qo, ko = torch.full_like(q, float("nan")), torch.full_like(k, float("nan"))
-    L.launch_rotary(pos, q, k, cs, hs, neox, q_out=qo, k_out=ko)
+    L.launch_rotary(pos, q, k, cs, hs, neox, q_out=qo, k_out=ko, heads_per_block=hpb)
     # columns past rot_dim are not written to q_out: compare the rotated part, then check in place
     rq = qo.reshape(t, hq, hs)[..., :rot]
     assert rel(rq, ref_q.reshape(t, hq, hs)[..., :rot]) < TOL[dtype]
     assert rel(ko.reshape(t, hk, hs)[..., :rot], ref_k.reshape(t, hk, hs)[..., :rot]) < TOL[dtype]
-    L.launch_rotary(pos, q, k, cs, hs, neox)                          # in place: the rest stays as it was
+    L.launch_rotary(pos, q, k, cs, hs, neox, heads_per_block=hpb)     # in place: the rest stays as it was
     assert rel(q, ref_q) < TOL[dtype] and rel(k, ref_k) < TOL[dtype]
 
 
@@ -140,7 +141,8 @@ KERNEL_NAMES = ["silu_and_mul", "fused_add_rmsnorm", "layer_norm", "merge_attn_s
                 "rotary_gptj"]
 
 
-@pytest.mark.parametrize("name,params", [(n, {}) for n in KERNEL_NAMES] + [("layer_norm", {"ONE_PASS": True})])
+@pytest.mark.parametrize("name,params", [(n, {}) for n in KERNEL_NAMES] + [("layer_norm", {"ONE_PASS": True})]
+                         + [(n, dict(SPLIT=True, BHQ=8, BHK=8, THREADS=64)) for n in ("rotary_neox", "rotary_gptj")])
 def test_verifies_clean_and_fast(name, params):
     kernel = L.KERNELS[name][L.tp.bf16]
     kernel._cache.clear()
@@ -158,10 +160,10 @@ def test_broken_pairing_is_caught(tmp_path):
     from pathlib import Path
 
     src = Path(L.__file__).read_text()
-    good = "x2 = tp.load(Q[t, 0:BHQ, HALF:HALF + BHALF], layout=lx)"
+    good = "x2 = tp.load(Q[t, hq0:hq0 + BHQ, HALF:HALF + BHALF], layout=lx)"
     assert good in src
     path = tmp_path / "broken_llm_ops.py"
-    path.write_text(src.replace(good, "x2 = tp.load(Q[t, 0:BHQ, 1:1 + BHALF], layout=lx)"))
+    path.write_text(src.replace(good, "x2 = tp.load(Q[t, hq0:hq0 + BHQ, 1:1 + BHALF], layout=lx)"))
     spec = importlib.util.spec_from_file_location("broken_llm_ops", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
