@@ -76,14 +76,26 @@ def conv_igemm(X: tp.Tensor[tp.f32, "XN"], WH: tp.Tensor[tp.f32, "G", "COG", "KP
     empty = (empty0, empty1, empty2, empty3)
     k_tiles = tp.cdiv(KRED, BK)
     rounds = tp.cdiv(k_tiles, STAGES)   # round j uses every stage once: tile k = j * STAGES + s
-    LG = rows_layout(BM, BK)            # the gathered tile: thread t holds pixel row t (a warp reads 32 neighbours)
+    LG = panel_layout(BM, BK)           # the gathered tile: a warp reads 32 neighbouring pixels per tap
     LC = tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1))
     if tp.warpgroup_id() == 0:          # producer: weight tiles by TMA, input tiles gathered
         px = m0 + tp.arange(BM)[:, None]
-        nb = px // OVOL
-        od = px % OVOL // (OS[1] * OS[2])
-        oh = px % (OS[1] * OS[2]) // OS[2]
-        ow = px % OS[2]
+        live = px < npix
+        pu = tp.cast(px, tp.u32)             # p >= 0: unsigned divisions by constants are cheap
+        nb = tp.cast(pu // OVOL, tp.i32)
+        od = tp.cast(pu % OVOL // (OS[1] * OS[2]), tp.i32) if OS[0] > 1 else 0
+        oh = tp.cast(pu % (OS[1] * OS[2]) // OS[2], tp.i32) if OS[1] > 1 else 0
+        ow = tp.cast(pu % OS[2], tp.i32)
+        # Input coordinate d of (pixel, tap) = a pixel part + a tap part (direct: o * S - P + k * D; transposed:
+        # (o + P) - k * D, to be divided by S). While no stride divides (direct, or transposed with unit
+        # strides), the flat offset is also a pixel part plus a tap part, so each gathered element costs one
+        # add for its address and one add and unsigned compare per spatial dim for its bounds (a negative
+        # coordinate wraps past the size): 32-bit arithmetic on compile-time sizes, nothing per element that
+        # a row or a column could do once.
+        hd = od + PA[0] if TRANSPOSED else od * ST[0] - PA[0]
+        hh = oh + PA[1] if TRANSPOSED else oh * ST[1] - PA[1]
+        hw = ow + PA[2] if TRANSPOSED else ow * ST[2] - PA[2]
+        prow = (((nb * CI + g * CIG) * IS[0] + hd) * IS[1] + hh) * IS[2] + hw
         for j in range(rounds):
             for s in tp.static_range(STAGES):
                 kt = j * STAGES + s
@@ -95,28 +107,31 @@ def conv_igemm(X: tp.Tensor[tp.f32, "XN"], WH: tp.Tensor[tp.f32, "G", "COG", "KP
                     if SPLIT:
                         tp.copy_bulk(WL[g, n0:n0 + BN, k0:k0 + BK], b_lo[s], full[s])
                     kk = k0 + tp.arange(BK)[None, :]
-                    ci = kk // KVOL
-                    kd = kk % KVOL // (KS[1] * KS[2])
-                    kh = kk % (KS[1] * KS[2]) // KS[2]
-                    kw = kk % KS[2]
-                    # the input element of (pixel, k), flat, with 32-bit arithmetic on compile-time sizes (a
-                    # 5-D view would cost 64-bit strides per element, and the producer's registers spill)
-                    if TRANSPOSED:
-                        td = od + PA[0] - kd * DI[0]        # = id * S where the tap meets input row id
-                        th = oh + PA[1] - kh * DI[1]
-                        tw = ow + PA[2] - kw * DI[2]
+                    ku = tp.cast(kk, tp.u32)             # k >= 0: unsigned divisions by constants are cheap
+                    ci = tp.cast(ku // KVOL, tp.i32)
+                    kd = tp.cast(ku % KVOL // (KS[1] * KS[2]), tp.i32) if KS[0] > 1 else 0
+                    kh = tp.cast(ku % (KS[1] * KS[2]) // KS[2], tp.i32) if KS[1] > 1 else 0
+                    kw = tp.cast(ku % KS[2], tp.i32)
+                    cd = kd * (-DI[0] if TRANSPOSED else DI[0])
+                    ch = kh * (-DI[1] if TRANSPOSED else DI[1])
+                    cw = kw * (-DI[2] if TRANSPOSED else DI[2])
+                    if TRANSPOSED and (ST[0] > 1 or ST[1] > 1 or ST[2] > 1):
+                        td = hd + cd                        # = id * S where the tap meets input row id
+                        th = hh + ch
+                        tw = hw + cw
                         x = tp.load(X[(((nb * CI + g * CIG + ci) * IS[0] + td // ST[0]) * IS[1] + th // ST[1]) * IS[2]
                                       + tw // ST[2]],
-                                    mask=(kk < KRED) & (px < npix) & (td % ST[0] == 0) & (th % ST[1] == 0)
-                                    & (tw % ST[2] == 0) & (td >= 0) & (td // ST[0] < IS[0]) & (th >= 0)
-                                    & (th // ST[1] < IS[1]) & (tw >= 0) & (tw // ST[2] < IS[2]), layout=LG)
+                                    mask=(kk < KRED) & live & (td % ST[0] == 0) & (th % ST[1] == 0)
+                                    & (tw % ST[2] == 0) & (tp.cast(td, tp.u32) < IS[0] * ST[0])
+                                    & (tp.cast(th, tp.u32) < IS[1] * ST[1]) & (tp.cast(tw, tp.u32) < IS[2] * ST[2]),
+                                    layout=LG)
                     else:
-                        idd = od * ST[0] - PA[0] + kd * DI[0]
-                        ih = oh * ST[1] - PA[1] + kh * DI[1]
-                        iw = ow * ST[2] - PA[2] + kw * DI[2]
-                        x = tp.load(X[(((nb * CI + g * CIG + ci) * IS[0] + idd) * IS[1] + ih) * IS[2] + iw],
-                                    mask=(kk < KRED) & (px < npix) & (idd >= 0) & (idd < IS[0]) & (ih >= 0)
-                                    & (ih < IS[1]) & (iw >= 0) & (iw < IS[2]), layout=LG)
+                        x = tp.load(X[prow + (((ci * IS[0] + cd) * IS[1] + ch) * IS[2] + cw)],
+                                    mask=(kk < KRED) & live & (tp.cast(hw + cw, tp.u32) < IS[2])
+                                    & ((tp.cast(hh + ch, tp.u32) < IS[1]) if IS[1] > 1 or KS[1] > 1 or PA[1] > 0
+                                       else True)
+                                    & ((tp.cast(hd + cd, tp.u32) < IS[0]) if IS[0] > 1 or KS[0] > 1 or PA[0] > 0
+                                       else True), layout=LG)
                     hi = tp.round_tf32(x)
                     tp.store(a_hi[s], hi)
                     if SPLIT:
@@ -152,9 +167,30 @@ PRESETS = {
 }
 
 
-def rows_layout(bm: int, bk: int):
-    """A (bm, bk) tile over bm threads, thread t holding row t (bk values)."""
-    return tp.TVLayout((bm, bk), (bm, 1), (bk,), (((1, 0), (0,)), ((0, 0), (1,))))
+def panel_layout(bm: int, bk: int):
+    """A (bm, bk) tile over one warpgroup: lane l of warp w holds rows l, l + 32, ... (bm / 32 of them) and the
+    bk / 4 columns [w bk / 4, (w + 1) bk / 4). A warp's load reads 32 neighbouring pixels of one tap, and each
+    thread decomposes only a quarter of the tile's taps (the per-tap division work is per column)."""
+    return tp.TVLayout((bm, bk), (32, 4), (bk // 4, bm // 32),
+                       (((1, 0), (0, 32)), ((0, bk // 4), (1, 0))))
+
+
+def policy(geometry: dict, cog: int, split: bool = False) -> dict:
+    """The tile constexprs for a convolution (`geometry()`'s dict) with `cog` output channels per group.
+
+    The producer's gather is latency-bound (ncu, H100, l2_007 64x32x128x128 3x3: 59% of the warps' cycles
+    wait on L1TEX loads at 128 x 32 tiles, 148-162 registers x 384 threads, one block and 12 warps per SM), so
+    the default is 64 x 16 tiles with one consumer warpgroup: 64 registers x 256 threads, four blocks (32 warps,
+    four gathering warpgroups) per SM. 1-D convolutions gather two coordinates fewer per element and keep
+    32-wide k-tiles (benchmarks/results/conv-sweep-*.json: conv1d k5 0.72x cuDNN at 64 x 32 against 0.34x at
+    64 x 16; 3xTF32 1.22x at 128 x 32)."""
+    one_d = geometry["IS"][0] == geometry["IS"][1] == 1 and geometry["KS"][0] == geometry["KS"][1] == 1
+    if one_d:
+        tiles = dict(BM=128, CONSUMERS=2) if split else dict(BM=64, CONSUMERS=1)
+        tiles.update(BK=32, STAGES=3, SWIZZLE=tp.Swizzle(3, 2, 3))
+    else:
+        tiles = dict(BM=64, CONSUMERS=1, BK=16, STAGES=4, SWIZZLE=tp.Swizzle(2, 2, 3))
+    return {**tiles, **tile_n(cog)}
 
 
 def tile_n(cog: int) -> dict:
@@ -201,9 +237,9 @@ def launch(x, w, y, stride=1, padding=0, dilation=1, groups=1, transposed=False,
     else:
         wk = np.ascontiguousarray(wk)
     wh, wl = gemm_fp32.split(wk, "nk")
-    params = {**PRESETS["sm_90a"], **tile_n(int(wk.shape[1])),
-              **geometry(x.shape, w.shape, y.shape, stride, padding, dilation, groups, transposed),
-              "SPLIT": bool(split), **constexprs}
+    geo = geometry(x.shape, w.shape, y.shape, stride, padding, dilation, groups, transposed)
+    params = {**PRESETS["sm_90a"], **policy(geo, int(wk.shape[1]), bool(split)), **geo, "SPLIT": bool(split),
+              **constexprs}
     cog = int(wk.shape[1])
     y4 = y.reshape(y.shape[0], groups, cog, -1)       # (N, G, Cout/G, output pixels): a view of y
     if (x.numel() if callable(getattr(x, "numel", None)) else x.size) >= 2**31:

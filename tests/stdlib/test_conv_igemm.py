@@ -118,3 +118,41 @@ def test_conv_igemm_sass_has_hgmma_and_no_spills(geometry):
     sass = ck.sass()
     assert len(re.findall(r"\bHGMMA", sass)) >= 4
     assert not re.findall(r"\b(LDL|STL)\b", sass) and ck.resources["spill_stores"] == 0
+
+
+@pytest.mark.skipif(not _toolchain(), reason="no NVRTC/cuobjdump here (pip install nvidia-cuda-nvrtc "
+                                             "nvidia-cuda-cuobjdump): the SASS check needs them, not a GPU")
+@pytest.mark.parametrize("split", [False, True])
+@pytest.mark.parametrize("xs,ws,stride,padding,transposed", [
+    ((64, 32, 128, 128), (64, 32, 3, 3), 1, 0, False),           # level2/007's conv
+    ((8, 32, 32, 64, 64), (64, 32, 3, 3, 3), 1, 1, False),      # a 3-D one
+    ((16, 64, 128, 128), (64, 32, 3, 3), 2, 1, True),           # level1/099's transposed
+], ids=["2d", "3d", "2dT"])
+def test_conv_igemm_policy_fits_several_blocks_per_sm(xs, ws, stride, padding, transposed, split):
+    """The policy's tiles (what `launch` and the lowering run) build spill-free with HGMMA, and for 2-D and 3-D
+    convolutions in small enough a register and shared-memory footprint for at least two blocks per SM (the
+    gather is latency-bound: one block of 384 threads per SM was 0.35x cuDNN on level2/007)."""
+    import re
+
+    import torch
+
+    import tilepy_hip
+
+    x, w = torch.empty(xs, device="meta"), torch.empty(ws, device="meta")
+    fn = torch.nn.functional
+    if transposed:
+        y = fn.conv_transpose2d(x, w, stride=stride, padding=padding, output_padding=1)
+    else:
+        y = (fn.conv2d if len(xs) == 4 else fn.conv3d)(x, w, stride=stride, padding=padding)
+    geo = conv_igemm.geometry(xs, ws, y.shape, stride, padding, 1, 1, transposed)
+    params = {**conv_igemm.PRESETS["sm_90a"], **conv_igemm.policy(geo, int(y.shape[1]), split), **geo,
+              "SPLIT": split}
+    assert params["BM"] == 64 and params["CONSUMERS"] == 1
+    ck = tilepy_hip.compile(conv_igemm.conv_igemm, "sm_90a", **params)
+    sass = ck.sass()
+    assert len(re.findall(r"\bHGMMA", sass)) >= 4
+    assert not re.findall(r"\b(LDL|STL)\b", sass) and ck.resources["spill_stores"] == 0
+    res = ck.resources
+    regs_per_block = -(-res["registers"] // 8) * 8 * res["threads"]
+    assert 2 * regs_per_block <= 65536, res
+    assert 2 * (res["dynamic_smem"] + res["static_smem"]) <= 227 * 1024, res
