@@ -41,6 +41,8 @@ SWEEP = {  # constexprs over PRESETS["sm_90a"] (128x256x128, 4 stages, 2 consume
     "64x128_s6_wait1_1c": dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=I128),
     "64x64_s8_wait1_1c": dict(IN_FLIGHT=1, BM=64, BN=64, STAGES=8, CONSUMERS=1, INSTR=I64),
     "128x256_s4_wait0_g16": dict(IN_FLIGHT=0, GROUP_M=16),
+    "128x256_s4_persistent": dict(PERSISTENT=1),
+    "128x128_s6_persistent": dict(PERSISTENT=1, BN=128, STAGES=6, INSTR=I128),
 }
 
 
@@ -78,7 +80,7 @@ def _rel(x, ref) -> float:
 
 
 def _policy_text(p) -> str:
-    keys = ("BM", "BN", "STAGES", "CONSUMERS", "IN_FLIGHT", "GROUP_M")
+    keys = ("BM", "BN", "STAGES", "CONSUMERS", "IN_FLIGHT", "GROUP_M", "PERSISTENT")
     return " ".join(f"{k}={p[k]}" for k in keys if k in p)
 
 
@@ -94,7 +96,8 @@ def fp8_row(M, N, K, g, params=None, data=None, t_peer=None) -> dict:
     p = params or gemm_fp8.policy(M, N, K)
     a, b, sa, sb = data or inputs(M, N, K, g)
     out = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
-    ck = tilepy_hip.compile(gemm_fp8.gemm_fp8, target="sm_90a", **p)
+    kernel, kp = gemm_fp8.kernel_of(p)
+    ck = tilepy_hip.compile(kernel, target="sm_90a", **kp)
 
     def ours():
         return gemm_fp8.launch(a, b, sa, sb, out, **p)

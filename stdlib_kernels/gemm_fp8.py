@@ -82,6 +82,64 @@ def gemm_fp8(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "N", "K"], S
         tp.store(C[m0:m0 + BM, n0:n0 + BN], acc * scale)
 
 
+@tp.kernel(threads=_threads, target="sm_90a")
+def gemm_fp8_persistent(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "N", "K"],
+                        SA: tp.Tensor[tp.f32, "SA"], SB: tp.Tensor[tp.f32, "SB"], C: tp.Tensor[tp.bf16, "M", "N"],
+                        BM: tp.constexpr = 128, BN: tp.constexpr = 256, BK: tp.constexpr = 128,
+                        STAGES: tp.constexpr = 4, CONSUMERS: tp.constexpr = 2,
+                        INSTR: tp.constexpr = tp.nv.wgmma_m64n256k32_e4m3, SWIZZLE: tp.constexpr = tp.Swizzle(3, 4, 3),
+                        GROUP_M: tp.constexpr = 8):
+    """gemm_fp8 on a persistent grid (at most one block per SM): block b takes output tiles b, b + grid, ... in
+    the grouped order, and the ring runs on across them, so the producer loads the next tile's stages while the
+    consumers scale and store this one's accumulator. Each output tile takes `rounds` whole turns of the ring
+    (k-tiles rounded up to a multiple of STAGES; a slot past the last k-tile carries only its two arrivals), so
+    slot k of a block's it-th tile is stage k % STAGES in phase it * rounds + k // STAGES."""
+    a_s = tp.shared((BM, BK), tp.e4m3, stages=STAGES, swizzle=SWIZZLE)
+    b_s = tp.shared((BN, BK), tp.e4m3, stages=STAGES, swizzle=SWIZZLE)
+    full = tp.mbarrier(1, stages=STAGES)
+    empty = tp.mbarrier(1, stages=STAGES)
+    tp.tag(A, lambda i, k: ("A", i, k))
+    tp.tag(B, lambda j, k: ("B", k, j))
+    n_m = tp.cdiv(C.shape[0], BM)
+    n_n = tp.cdiv(C.shape[1], BN)
+    in_group = GROUP_M * n_n
+    k_tiles = tp.cdiv(A.shape[1], BK)
+    rounds = tp.cdiv(k_tiles, STAGES)
+    first = tp.block_id(0)
+    step = tp.num_blocks(0)
+    if tp.warpgroup_id() == 0:          # producer warpgroup
+        for t in range(first, n_m * n_n, step):
+            first_m = (t // in_group) * GROUP_M
+            group_m = tp.minimum(n_m - first_m, GROUP_M)
+            m0 = (first_m + (t % in_group) % group_m) * BM
+            n0 = ((t % in_group) // group_m) * BN
+            turn = ((t - first) // step) * rounds
+            for k in range(rounds * STAGES):
+                tp.mbarrier_wait(empty[k % STAGES], turn + k // STAGES)   # the consumers released the stage
+                if k < k_tiles:
+                    tp.copy_bulk(A[m0:m0 + BM, k * BK:k * BK + BK], a_s[k % STAGES], full[k % STAGES])
+                    tp.copy_bulk(B[n0:n0 + BN, k * BK:k * BK + BK], b_s[k % STAGES], full[k % STAGES])
+                tp.mbarrier_arrive(full[k % STAGES])
+    else:                               # consumer warpgroups
+        scale = (tp.load(SA[0:1]) * tp.load(SB[0:1]))[:, None]
+        for s in tp.static_range(STAGES):
+            tp.mbarrier_arrive(empty[s])
+        for t in range(first, n_m * n_n, step):
+            first_m = (t // in_group) * GROUP_M
+            group_m = tp.minimum(n_m - first_m, GROUP_M)
+            m0 = (first_m + (t % in_group) % group_m) * BM
+            n0 = ((t % in_group) // group_m) * BN
+            turn = ((t - first) // step) * rounds
+            acc = tp.zeros((BM, BN), tp.f32, layout=tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1)))
+            for k in range(rounds * STAGES):
+                tp.mbarrier_wait(full[k % STAGES], turn + k // STAGES)
+                if k < k_tiles:
+                    acc = tp.mma(a_s[k % STAGES], b_s[k % STAGES].T, acc)
+                tp.mbarrier_arrive(empty[k % STAGES])
+            tp.assert_tag(tp.mma_operands(acc), lambda a, b: a[2] == b[1])
+            tp.store(C[m0:m0 + BM, n0:n0 + BN], acc * scale)
+
+
 PRESETS = {
     "sm_90a": dict(BM=128, BN=256, BK=128, STAGES=4, CONSUMERS=2, INSTR=tp.nv.wgmma_m64n256k32_e4m3),
 }
@@ -110,7 +168,21 @@ def policy(M: int, N: int, K: int) -> dict:
 
 
 def grid_of(M: int, N: int, params: dict) -> tuple:
-    return (tp.cdiv(M, params["BM"]) * tp.cdiv(N, params["BN"]), 1)
+    tiles = tp.cdiv(M, params["BM"]) * tp.cdiv(N, params["BN"])
+    if params.get("PERSISTENT"):
+        return (min(tiles, params.get("NUM_SMS", NUM_SMS)),)
+    return (tiles, 1)
+
+
+def kernel_of(params: dict):
+    """(kernel, its constexprs): PERSISTENT=1 (and NUM_SMS, the grid cap) picks gemm_fp8_persistent, which keeps
+    the wgmma group synchronous (IN_FLIGHT is gemm_fp8's alone)."""
+    if params.get("PERSISTENT"):
+        if params.get("IN_FLIGHT"):
+            raise ValueError("gemm_fp8: PERSISTENT=1 runs wait_group 0; drop IN_FLIGHT or PERSISTENT")
+        return gemm_fp8_persistent, {k: v for k, v in params.items()
+                                     if k not in ("PERSISTENT", "NUM_SMS", "IN_FLIGHT")}
+    return gemm_fp8, {k: v for k, v in params.items() if k not in ("PERSISTENT", "NUM_SMS")}
 
 
 def _dtype_name(x) -> str:
@@ -154,11 +226,14 @@ def launch(a, b, scale_a, scale_b, out, target: str = "sm_90a", **constexprs):
     bf16 result (rounded to bf16)."""
     M, N, K = _check(a, b, scale_a, scale_b, out)
     params = {**policy(M, N, K), **constexprs}
+    if constexprs.get("PERSISTENT") and "IN_FLIGHT" not in constexprs:  # asked for: the policy's wait_group yields
+        params.pop("IN_FLIGHT", None)
     if tuple(scale_a.shape) == ():
         scale_a = scale_a.reshape(1)
     if tuple(scale_b.shape) == ():
         scale_b = scale_b.reshape(1)
-    return gemm_fp8[grid_of(M, N, params)](a, b, scale_a, scale_b, out, target=target, **params)
+    kernel, kp = kernel_of(params)
+    return kernel[grid_of(M, N, params)](a, b, scale_a, scale_b, out, target=target, **kp)
 
 
 def reference(a, b, scale_a, scale_b):

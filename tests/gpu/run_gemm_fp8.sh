@@ -14,7 +14,8 @@ def build(p):
     import tilepy_hip
     from stdlib_kernels import gemm_fp8
     try:
-        ck = tilepy_hip.compile(gemm_fp8.gemm_fp8, target="sm_90a", **p)
+        kernel, kp = gemm_fp8.kernel_of(p)
+        ck = tilepy_hip.compile(kernel, target="sm_90a", **kp)
         return ck.resources.get("registers"), None
     except Exception as e:
         return None, f"{type(e).__name__}: {str(e)[:200]}"

@@ -37,6 +37,7 @@ CASES = [
     ((136, 260, 144), dict(gemm_fp8.PRESETS["sm_90a"])),      # the large preset (128x256, 2 consumers) forced
     ((40, 200, 160), {}),                                     # skinny class: 64x128, one consumer
     ((300, 130, 400), dict(gemm_fp8.PRESETS["sm_90a"], STAGES=2, IN_FLIGHT=1)),   # ring turns over, in flight
+    ((300, 520, 400), dict(PERSISTENT=1, NUM_SMS=3, STAGES=2)),   # persistent: 3 blocks over 6 tiles, ragged
 ]
 
 
