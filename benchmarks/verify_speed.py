@@ -19,6 +19,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import stdlib_kernels  # noqa: E402
 import tilepy  # noqa: E402
+import tilepy as tp  # noqa: E402
 import tilepy_verify  # noqa: E402
 from stdlib_kernels import (  # noqa: E402
     attention,
@@ -52,8 +53,11 @@ def cases():
         yield f"gemm_hopper[{target}, 128x128]", gemm_hopper.gemm_hopper, target, {**params, **gemm_hopper.SMALL_TILE}
     for cls in gemm_hopper.POLICIES:  # the policy table's classes (wait_group 1, 6 stages, split-K)
         M, N, K = {"large": (4096,) * 3, "small": (1024,) * 3, "skinny": (128, 4096, 4096),
-                   "unaligned": (2051, 2045, 1000)}[cls]
+                   "decode": (16, 4096, 4096), "unaligned": (2051, 2045, 1000)}[cls]
         yield f"gemm_hopper[policy {cls}]", gemm_hopper.gemm_hopper, "sm_90a", gemm_hopper.policy(M, N, K)
+        if cls in gemm_hopper.BF16_OUT:  # the bf16-output entries (the staged epilogue)
+            yield (f"gemm_hopper_bf16[policy {cls}]", gemm_hopper.gemm_hopper_bf16, "sm_90a",
+                   gemm_hopper.policy(M, N, K, tp.bf16))
     mark(gemm.gemm, gemm_hopper.gemm_hopper)
     for d, params in attention.PRESETS.items():
         for causal in (False, True):

@@ -196,16 +196,22 @@ SMALL_TILE = dict(BN=128, INSTR=tp.nv.wgmma_m64n128k16_bf16)  # the 128x128 vari
 NUM_SMS = 132  # H100 SXM; the policy table sizes grids against it
 
 # The policy per shape class (`policy(M, N, K)` picks one; constexprs over PRESETS). Measured on the H100
-# (benchmarks/NOTES.md, policy sweep): wait_group 1 does not pay at 128x256 with two consumer warpgroups (they
-# already cover each other's waits: 0.97x at 4096^3), so the large class keeps wait_group 0; <= 1024^3 wants more
-# CTAs than 128x128 tiles give (64 x 128 tiles, one consumer warpgroup, 6 stages: 1.7x faster than 128x256);
-# skinny M wants split-K over the SMs; rows that TMA cannot describe are padded once per call.
+# (benchmarks/NOTES.md, policy sweep and the shapes sweep): wait_group 1 does not pay at 128x256 with two consumer
+# warpgroups (they already cover each other's waits: 0.97x at 4096^3), so the large class keeps wait_group 0;
+# <= 1024^3 wants more CTAs than 128x128 tiles give (64 x 128 tiles, one consumer warpgroup, 6 stages: 1.7x
+# faster than 128x256), and its bf16 output goes through the staged epilogue (EPILOGUE=1: 10.4 -> 9.5-9.8 us at
+# 1024^3; f32 out is slower staged, 9.7 -> 10.6); skinny M (65-256) wants split-K over the SMs; decode M (<= 64)
+# wants 64-row tiles without split-K (16 x 4096 x 4096: 18.7 -> 14.8 us; its split-K variants 16.7-19.7); rows
+# that TMA cannot describe are padded once per call, after which the large tile is fastest (2051 x 2045 x 1000:
+# 128x64 s6 57.6 us, 128x256 s4 40.0).
 POLICIES = {
     "large": dict(IN_FLIGHT=0),
     "small": dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=tp.nv.wgmma_m64n128k16_bf16),
     "skinny": dict(IN_FLIGHT=1, **SMALL_TILE),
-    "unaligned": dict(IN_FLIGHT=1, BN=64, STAGES=6, INSTR=tp.nv.wgmma_m64n64k16_bf16),
+    "decode": dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=tp.nv.wgmma_m64n128k16_bf16),
+    "unaligned": dict(IN_FLIGHT=0),
 }
+BF16_OUT = {"small": dict(EPILOGUE=1)}  # over POLICIES where the output is bf16 (policy(..., out=tp.bf16))
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -213,25 +219,32 @@ def _cdiv(a: int, b: int) -> int:
 
 
 def shape_class(M: int, N: int, K: int) -> str:
-    """skinny (M <= 256, decode), unaligned (A's or B's rows not a multiple of 16 bytes: padded), small
-    (<= 1024^3), large."""
+    """decode (M <= 64), skinny (M <= 256), small (<= 1024^3), unaligned (A's or B's rows not a multiple of 16
+    bytes: padded), large."""
+    if M <= 64:
+        return "decode"
     if M <= 256:
         return "skinny"
-    if (2 * K) % 16 or (2 * N) % 16:
-        return "unaligned"
     if M * N * K <= 1024 ** 3:
         return "small"
+    if (2 * K) % 16 or (2 * N) % 16:
+        return "unaligned"
     return "large"
 
 
-def policy(M: int, N: int, K: int) -> dict:
-    """The constexprs for an (M, N, K) GEMM: the shape class's policy, plus SPLIT_K where the output tiles
-    alone fill less than half the SMs and K has enough k-tiles to share (each split keeps >= 4)."""
-    p = {**PRESETS["sm_90a"], **POLICIES[shape_class(M, N, K)]}
+def policy(M: int, N: int, K: int, out=None) -> dict:
+    """The constexprs for an (M, N, K) GEMM: the shape class's policy (and, for `out` = tp.bf16, its bf16-output
+    entries), plus SPLIT_K where the output tiles alone fill less than half the SMs (decode: an eighth: at 32
+    tiles of 64 x 128 the split variants measured slower) and K has enough k-tiles to share (each split keeps
+    >= 4)."""
+    cls = shape_class(M, N, K)
+    p = {**PRESETS["sm_90a"], **POLICIES[cls]}
+    if out == tp.bf16:
+        p.update(BF16_OUT.get(cls, {}))
     tiles = _cdiv(M, p["BM"]) * _cdiv(N, p["BN"])
     k_tiles = _cdiv(K, p["BK"])
     split = 1
-    if 2 * tiles <= NUM_SMS:
+    if (8 if cls == "decode" else 2) * tiles <= NUM_SMS:
         split = max(1, min(NUM_SMS // tiles, k_tiles // 4))
     if split > 1:
         p["SPLIT_K"] = split
@@ -245,7 +258,7 @@ def grid_of(M: int, N: int, params: dict) -> tuple:
 
 
 PERSISTENT_ONLY = ("GROUP_M",)                           # constexprs of gemm_persistent alone
-STEADY_ONLY = ("IN_FLIGHT", "SPLIT_K")                   # constexprs of gemm_hopper alone
+STEADY_ONLY = ("IN_FLIGHT", "SPLIT_K", "EPILOGUE", "B_SWIZZLE")  # constexprs of gemm_hopper alone
 
 
 def kernel_params(params: dict) -> dict:
@@ -254,9 +267,10 @@ def kernel_params(params: dict) -> dict:
     if not params.get("PERSISTENT"):
         return {k: v for k, v in params.items() if k not in PERSISTENT_ONLY + ("PERSISTENT", "NUM_SMS")}
     for k in STEADY_ONLY:
-        if params.get(k, 0) not in (0, 1) or (k == "IN_FLIGHT" and params.get(k)):
-            raise ValueError(f"gemm_hopper: PERSISTENT=1 runs wait_group 0 without split-K; {k}={params[k]} "
-                             "needs the non-persistent kernel (PERSISTENT=0)")
+        v = params.get(k, 0)
+        if (v not in (0, 1) if k == "SPLIT_K" else bool(v)):
+            raise ValueError(f"gemm_hopper: PERSISTENT=1 runs wait_group 0 without split-K, the staged epilogue or "
+                             f"a B swizzle of its own; {k}={v!r} needs the non-persistent kernel (PERSISTENT=0)")
     return {k: v for k, v in params.items() if k not in STEADY_ONLY + ("PERSISTENT", "NUM_SMS")}
 
 
@@ -358,7 +372,7 @@ def launch(a, b, c, target: str = "sm_90a", out_dtype=None, **constexprs):
         out = out_dtype or from_any(c.dtype)
         if out not in KERNELS:
             raise ValueError(f"gemm_hopper writes f32 or bf16, not {out}")
-        params = {**policy(M, N, K), **constexprs} if target == "sm_90a" else {**PRESETS[target], **constexprs}
+        params = {**policy(M, N, K, out), **constexprs} if target == "sm_90a" else {**PRESETS[target], **constexprs}
         if constexprs.get("PERSISTENT"):   # asked for by the caller: the shape's wait_group / split-K policy yields
             for k in STEADY_ONLY:
                 if k not in constexprs:

@@ -95,6 +95,37 @@ def test_policy_table_by_shape_class():
     assert gemm_hopper.policy(128, 4096, 512).get("SPLIT_K", 1) == 2
 
 
+def test_policy_table_decode_unaligned_and_bf16_out():
+    # decode M (<= 64): 64 x 128 tiles, no split-K at 32 tiles (measured slower), split where tiles are few
+    assert gemm_hopper.shape_class(16, 4096, 4096) == gemm_hopper.shape_class(64, 4096, 4096) == "decode"
+    assert gemm_hopper.shape_class(65, 4096, 4096) == "skinny"
+    dec = gemm_hopper.policy(16, 4096, 4096)
+    assert (dec["BM"], dec["BN"], dec["CONSUMERS"]) == (64, 128, 1) and dec.get("SPLIT_K", 1) == 1
+    assert gemm_hopper.policy(16, 512, 2048)["SPLIT_K"] > 1                 # 4 tiles: split over K
+    # unaligned rows are padded, then run the large tile
+    una = gemm_hopper.policy(2051, 2045, 1000)
+    assert (una["BM"], una["BN"], una["STAGES"], una["IN_FLIGHT"]) == (128, 256, 4, 0)
+    assert gemm_hopper.shape_class(1000, 1000, 1000) == "small"             # small first, padded all the same
+    # bf16 out stages the small class's epilogue; f32 out and the other classes do not
+    assert gemm_hopper.policy(1024, 1024, 1024, tp.bf16)["EPILOGUE"] == 1
+    assert not gemm_hopper.policy(1024, 1024, 1024).get("EPILOGUE")
+    assert not gemm_hopper.policy(4096, 4096, 4096, tp.bf16).get("EPILOGUE")
+    with pytest.raises(ValueError, match="EPILOGUE"):
+        gemm_hopper.kernel_params({**gemm_hopper.PRESETS["sm_90a"], "PERSISTENT": 1, "EPILOGUE": 1})
+
+
+def test_launch_passes_the_output_dtype_to_the_policy():
+    rng = np.random.default_rng(5)
+    a = round_bf16(rng.standard_normal((300, 64)).astype(np.float32))
+    b = round_bf16(rng.standard_normal((64, 72)).astype(np.float32))
+    c = np.full((300, 72), np.nan, np.float32)
+    gemm_hopper.launch(a, b, c, out_dtype=tp.bf16, STAGES=2)                # small class, bf16: staged epilogue
+    plan = next(p for key, p in gemm_hopper._PLANS.items() if key[:3] == (300, 72, 64) and key[4] == tp.bf16)
+    assert plan.params["EPILOGUE"] == 1
+    ref = gemm_hopper.reference(a, b)
+    assert not np.isnan(c).any() and np.abs(c - ref).max() <= 2.0**-8 * np.abs(ref).max()
+
+
 @pytest.mark.parametrize("m,k,n", [(300, 100, 90), (300, 70, 130)])
 def test_unaligned_rows_are_padded(m, k, n):
     """Rows of A (K = 100: 200 bytes) or B (N = 90, 130) that are no multiple of 16 bytes go through zero-padded
