@@ -121,7 +121,7 @@ def ours_fn(a, b, c, params):
 
 
 def f32out_row(M, N, K, g, mm_f32, out=torch.float32, params=None):
-    p = params or gemm_hopper.policy(M, N, K)
+    p = params or gemm_hopper.policy(M, N, K, tp.bf16 if out == torch.bfloat16 else tp.f32)
     a = torch.randn(M, K, device="cuda", generator=g).bfloat16()
     b = torch.randn(K, N, device="cuda", generator=g).bfloat16()
     c = torch.full((M, N), float("nan"), device="cuda", dtype=out)
@@ -186,6 +186,11 @@ POLICY_SWEEP = {  # bf16 out; constexprs over gemm_hopper.PRESETS (128x256, 4 st
     "64x128_s6_wait1_1consumer_epi": dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=I128,
                                           EPILOGUE=1),
     "64x64_s8_wait1_1consumer_epi": dict(IN_FLIGHT=1, BM=64, BN=64, STAGES=8, CONSUMERS=1, INSTR=I64, EPILOGUE=1),
+    # decode: deeper rings, the stage released at once, wider tiles
+    "64x128_s8_wait1_1consumer": dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=8, CONSUMERS=1, INSTR=I128),
+    "64x128_s4_wait1_1consumer": dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=4, CONSUMERS=1, INSTR=I128),
+    "64x128_s6_wait0_1consumer": dict(IN_FLIGHT=0, BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=I128),
+    "64x256_s4_wait1_1consumer": dict(IN_FLIGHT=1, BM=64, BN=256, STAGES=4, CONSUMERS=1, INSTR=I256),
 }
 G2_SHAPES = [(16, 4096, 4096), (64, 4096, 4096), (128, 4096, 4096), (256, 4096, 4096), (128, 14336, 4096),
              (1024, 1024, 1024), (2051, 2045, 1000), (3000, 5000, 4096), (8192, 8192, 1024)]
@@ -197,7 +202,7 @@ PERSISTENT_SHAPES = [(4096, 4096, 4096), (8192, 8192, 1024), (3000, 5000, 4096),
 def _sweep_variants(M, N, K, only):
     """(tag, constexprs) of the sweep at one shape: the shape's policy first, then POLICY_SWEEP's entries that
     match `only` (split-K only where the output is small)."""
-    out = [("policy", gemm_hopper.policy(M, N, K))]
+    out = [("policy", None)]  # gemm_hopper.policy(M, N, K, out) for each output dtype
     for tag, extra in POLICY_SWEEP.items():
         if only and not re.search(only, tag):
             continue
@@ -226,9 +231,10 @@ def precompile(shapes, only, outs, workers=16):
 
     items = {}
     for M, N, K in shapes:
-        for _, p in _sweep_variants(M, N, K, only):
-            split = p.get("SPLIT_K", 1) > 1
+        for _, p0 in _sweep_variants(M, N, K, only):
             for out in outs:
+                p = p0 or gemm_hopper.policy(M, N, K, tp.bf16 if out == torch.bfloat16 else tp.f32)
+                split = p.get("SPLIT_K", 1) > 1
                 o = tp.f32 if (out == torch.float32 or split) else tp.bf16
                 key = (o, (2 * K) % 16 != 0, (2 * N) % 16 != 0, bool(p.get("PERSISTENT")))
                 kp = gemm_hopper.kernel_params(p)
@@ -247,9 +253,10 @@ def policy_sweep(g, shapes, only=None, outs=(torch.bfloat16,), out=None, save=No
     out = {} if out is None else out
     for M, N, K in shapes:
         row = {}
-        for tag, p in _sweep_variants(M, N, K, only):
+        for tag, p0 in _sweep_variants(M, N, K, only):
             for dtype in outs:
                 name = tag if dtype == torch.bfloat16 else f"{tag}/f32out"
+                p = p0 or gemm_hopper.policy(M, N, K, tp.bf16 if dtype == torch.bfloat16 else tp.f32)
                 try:
                     r = f32out_row(M, N, K, g, _MM_F32, out=dtype, params=p)
                 except Exception as e:  # noqa: BLE001 - a variant that does not build here: say so, go on
@@ -399,6 +406,8 @@ def main(argv=None):
     ap.add_argument("--policies", action="store_true", help="also the policy sweep and 1024^3 x30 back to back")
     ap.add_argument("--variants", default=None, help="with --policies: a regex over the sweep's variant names")
     ap.add_argument("--b2b", action="store_true", help="also the 1024^3 x30 back to back (no sweep)")
+    ap.add_argument("--sweep-shapes", nargs="*", default=None, help="with --policies: the sweep's shapes (default: "
+                    "--shapes, else the sweep's own)")
     ap.add_argument("--sweep-out", default="bf16", help="with --policies: output dtypes swept (bf16,f32)")
     ap.add_argument("--precompile", type=int, default=0, help="with --policies: build the sweep's kernels first "
                     "in this many processes")
@@ -427,6 +436,11 @@ def main(argv=None):
               + (f" {r['gemm_only_us']:12.1f} {r['gemm_only_ratio']:6.2f}" if "gemm_only_us" in r else "")
               + (f"  [{r['shape_class']}: {r['policy']}]" if "policy" in r else ""), flush=True)
 
+    if args.precompile:  # the table's kernels (policy per output dtype) and the sweep's, in parallel processes
+        kinds = [] if args.only is None else args.only.split(",")
+        table_outs = [t for k, t in (("bf16out", torch.bfloat16), ("f32out", torch.float32))
+                      if args.only is None or k in kinds]
+        precompile(shapes, "^$", table_outs, args.precompile)
     for M, N, K in shapes:
         if args.only is None or "bf16out" in args.only.split(","):
             r = bf16out_row(M, N, K, g)
@@ -462,6 +476,8 @@ def main(argv=None):
     path.write_text(json.dumps(res, indent=1))  # the table so far, should a later part not finish
     if args.policies:
         sweep_shapes = SWEEP_SHAPES if not args.shapes else shapes
+        if args.sweep_shapes:
+            sweep_shapes = [tuple(int(x) for x in s.split(",")) for s in args.sweep_shapes]
         outs = [{"bf16": torch.bfloat16, "f32": torch.float32}[x] for x in args.sweep_out.split(",")]
         if args.precompile:
             precompile(sweep_shapes, args.variants, outs, args.precompile)

@@ -48,3 +48,16 @@ for what in "$@"; do
     done
   fi
 done
+# `table`: the policy table through gemm_hopper.launch on the G2 shapes (JSON gemm-shapes-<device>.json) with the
+# decode candidates swept beside it, then the policy-table GPU tests.
+for what in "$@"; do
+  if [[ $what == table ]]; then
+    python3 benchmarks/gemm.py --only bf16out,f32out --policies --no-b2b --precompile 16 --sweep-out bf16,f32 \
+      --name gemm-shapes --out "$OUT" --variants "^64x(128_s[48]_wait1|128_s6_wait0|256_s4_wait1)_1consumer$" \
+      --shapes 16,4096,4096 64,4096,4096 128,4096,4096 256,4096,4096 128,14336,4096 1024,1024,1024 \
+      2051,2045,1000 3000,5000,4096 8192,8192,1024 4096,4096,4096 --sweep-shapes 16,4096,4096 64,4096,4096 \
+      128,4096,4096 1024,1024,1024 2>&1 | tail -130
+    python3 -m pytest -q -p no:cacheprovider tests/gpu/test_gpu_gemm_policies.py -k "policy_table or staged_epilogue_128x256" \
+      2>&1 | tee "$OUT/pytest_table.log" | grep -vE "^(tests|E |  )" | tail -6
+  fi
+done
