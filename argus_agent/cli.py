@@ -51,15 +51,20 @@ def main():
 @click.option("--no-resume", is_flag=True, help="Start a new run even if an identical one was interrupted.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option("--force", is_flag=True, help="Replace another problem's outputs in --out (a backup is kept).")
+@click.option("--precision", type=click.Choice(["fp32", "tf32", "bf16"]),
+              help="What fp32 matmuls and convolutions compute at (default: PyTorch's settings, read at capture: "
+                   "torch.backends.cuda.matmul.allow_tf32 / set_float32_matmul_precision, "
+                   "torch.backends.cudnn.allow_tf32).")
 @click.option("--stage-timeout", type=float, help="Seconds each candidate may spend per stage (build, verify, test, "
               "time); default 300/300/600/300.")
 @click.option("--llm-max-failures", type=int, default=3, show_default=True,
               help="Stop after this many consecutive connection failures to the LLM endpoint.")
 def optimize(problem, target, budget, out_dir, llm_base_url, model, api_key, llm_timeout, seed, cpu_scale, db,
-             no_resume, as_json, force, stage_timeout, llm_max_failures):
+             no_resume, as_json, force, stage_timeout, llm_max_failures, precision):
     """Produce a verified, tested (and, on a GPU, tuned and timed) tilepy kernel for PROBLEM.py.
 
     Outputs go to --out, by default $ARGUS_HOME/runs/<run id>-<problem>/ (~/.argus)."""
+    _set_precision(precision, as_json)
     from .history import RunBusy
     from .loop import RunAborted, dumps
     from .loop import optimize as run_optimize
@@ -116,6 +121,18 @@ def optimize(problem, target, budget, out_dir, llm_base_url, model, api_key, llm
             click.echo(f"wrote {result.out_dir}/model_new.py, kernels.py, summary.json, summary.md")
         click.echo(f"report: argus report {result.run_id}")
     sys.exit(EXIT_OK if result.status == "done" else EXIT_FAILED)
+
+
+def _set_precision(precision, as_json: bool):
+    """--precision for this run and the processes it starts (ARGUS_PRECISION); printed unless --json."""
+    import os
+
+    from .lower.precision import resolve
+
+    if precision:
+        os.environ["ARGUS_PRECISION"] = precision
+    if not as_json:
+        click.echo(f"precision: {resolve(None).describe()}")
 
 
 def _fail(message: str, code: int):
@@ -314,8 +331,13 @@ def report(run_id, db, out_file, is_suite):
 @click.option("--db", type=click.Path(dir_okay=False), help="History database (default $ARGUS_HOME/history.db).")
 @click.option("--no-resume", is_flag=True, help="Start a new suite even if an identical one is unfinished.")
 @click.option("--stage-timeout", type=float, help="Seconds each candidate may spend per stage.")
-def suite(directory, target, budget, as_json, workers, ray_address, seed, db, no_resume, stage_timeout):
+@click.option("--precision", type=click.Choice(["fp32", "tf32", "bf16"]),
+              help="What fp32 matmuls and convolutions compute at (default: PyTorch's settings, read at capture: "
+                   "torch.backends.cuda.matmul.allow_tf32 / set_float32_matmul_precision, "
+                   "torch.backends.cudnn.allow_tf32).")
+def suite(directory, target, budget, as_json, workers, ray_address, seed, db, no_resume, stage_timeout, precision):
     """Run every problem file in DIRECTORY through optimize; print a table, fast_p and the solved share."""
+    _set_precision(precision, as_json)
     from .suite import SuiteError, run_suite, suite_json, suite_table
 
     def progress(i, n, row):

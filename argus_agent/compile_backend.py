@@ -54,8 +54,11 @@ def load_module(source: str):
     return mod
 
 
-def argus_backend(gm: torch.fx.GraphModule, example_inputs):
-    """A Dynamo backend: the graph's lowered host program, or `gm.forward` where lowering fails."""
+def argus_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None = None):
+    """A Dynamo backend: the graph's lowered host program, or `gm.forward` where lowering fails.
+    `torch.compile(m, backend="argus", options={"precision": "bf16"})` picks the precision of fp32 matmuls and
+    convolutions (fp32, tf32, bf16; default PyTorch's settings at compile time)."""
+    precision = (options or {}).get("precision")
     from .lower import LoweringError, lower_model, render_program
 
     inputs = list(example_inputs)
@@ -63,7 +66,7 @@ def argus_backend(gm: torch.fx.GraphModule, example_inputs):
         log.warning("argus: graph %s takes non-tensor inputs (symbolic sizes); running it eagerly", gm._get_name())
         return gm.forward
     try:
-        prog = lower_model(gm, inputs, target_of(inputs))
+        prog = lower_model(gm, inputs, target_of(inputs), precision)
         mod = load_module(render_program(prog))
     except LoweringError as e:
         log.warning("argus: running a graph eagerly: %s", e)

@@ -39,7 +39,7 @@ def problem_files(dirs) -> list[Path]:
     return out
 
 
-def _build(path: str) -> tuple[str, str]:
+def _build(path: str, precision: str | None = None) -> tuple[str, str]:
     """Worker: lower the problem and compile its kernels (fills the on-disk cache); '' or the error."""
     warnings.filterwarnings("ignore")
     try:
@@ -48,7 +48,7 @@ def _build(path: str) -> tuple[str, str]:
         from argus_agent.problem import load_problem
 
         problem = load_problem(path, cpu=False)
-        first = lower_problem(problem, "sm_90a")
+        first = lower_problem(problem, "sm_90a", precision)
         mod = _load_source(first.source, Path(path).stem)
         for k in _kernels(mod):
             tilepy_hip.compile(k, target="sm_90a")
@@ -99,7 +99,7 @@ def _median_ms(fn, runs: int, warmup: int = 3) -> float:
     return statistics.median(times)
 
 
-def run_one(path: Path, runs: int, with_compile: bool) -> dict:
+def run_one(path: Path, runs: int, with_compile: bool, precision: str | None = None) -> dict:
     import torch
 
     from argus_agent.lower.candidate import lower_problem
@@ -109,7 +109,7 @@ def run_one(path: Path, runs: int, with_compile: bool) -> dict:
            "speedup_graph": None, "speedup_compile": None, "precision": None, "error": None}
     try:
         problem = load_problem(path, cpu=False)
-        first = lower_problem(problem, "sm_90a")
+        first = lower_problem(problem, "sm_90a", precision)
         row["precision"], row["kernels"] = first.precision, len(first.program.kernels)
         mod = _load_source(first.source, path.stem)
         model = problem.make_model().cuda()
@@ -179,6 +179,8 @@ def main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--merge", default=None, help="a results JSON: problems it holds (not skipped) are kept, "
                     "the rest are run, and the merged results are written")
+    ap.add_argument("--precision", choices=("fp32", "tf32", "bf16"), default=None,
+                    help="fp32 matmuls and convolutions at this precision (default: PyTorch's settings)")
     ap.add_argument("--time-budget", type=float, default=None, help="seconds: start no new problem after this")
     args = ap.parse_args()
     import torch
@@ -192,7 +194,7 @@ def main():
         files = [f for f in files if f"{f.parent.name}/{f.stem}" not in done]
     t0 = time.time()
     with mp.get_context("spawn").Pool(args.jobs) as pool:
-        built = dict(pool.map(_build, [str(f) for f in files], chunksize=1))
+        built = dict(pool.starmap(_build, [(str(f), args.precision) for f in files], chunksize=1))
     print(f"built {len(files)} problems in {time.time() - t0:.0f} s", flush=True)
     rows = []
     for f in files:
@@ -205,7 +207,7 @@ def main():
             rows.append({"name": f"{f.parent.name}/{f.stem}", "correct": False, "speedup_eager": None,
                          "speedup_compile": None, "precision": None, "error": built[str(f)]})
         else:
-            rows.append(run_one(f, args.runs, args.compile))
+            rows.append(run_one(f, args.runs, args.compile, args.precision))
         r = rows[-1]
         sp = r.get("speedup_eager")
         gsp = r.get("speedup_graph")
@@ -217,8 +219,12 @@ def main():
     device = torch.cuda.get_device_name().replace(" ", "_")
     out = Path(args.out or ROOT / "benchmarks" / "results" / f"suite-{device}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
+    from argus_agent.lower.precision import resolve
+
     out.write_text(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                               "date": datetime.date.today().isoformat(), "summary": summary, "problems": rows},
+                               "date": datetime.date.today().isoformat(),
+                               "precision": resolve(args.precision).describe(), "summary": summary,
+                               "problems": rows},
                               indent=1))
     print(f"wrote {out}")
 

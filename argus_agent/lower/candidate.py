@@ -62,19 +62,28 @@ class LoweredCandidate:
 
 
 def precision_of(program: LoweredProgram, inputs: list, on_gpu: bool) -> tuple[str, float]:
-    """The precision the reference computes at, as PyTorch decides it, and the tolerance that follows."""
-    dtypes = {t.dtype for t in inputs if isinstance(t, torch.Tensor)} | {b.dtype for b in program.buffers}
+    """The precision the program computes at (PyTorch's settings or the user's `--precision`, read when it
+    was lowered: `program.precision`) and the comparison tolerance that follows: fp32 grows with the longest
+    reduction, anything below fp32 is KernelBench's 1e-2, and nothing is looser than that."""
+    from .precision import resolve
+
+    prec = program.precision or resolve(None)
+    # (the bf16 copies --precision bf16 makes of matmul/conv operands are the precision's, not the reference's)
+    dtypes = {t.dtype for t in inputs if isinstance(t, torch.Tensor)} | {b.dtype for b in program.buffers
+                                                                          if "_bf16" not in b.name}
     half = any(compute_dtype(d) != d for d in dtypes if d.is_floating_point)
     conv = any("convolution" in op for op in program.ops)
     mm = any(op.split(".")[1] in ("mm", "bmm", "addmm", "baddbmm") for op in program.ops if op.count(".") >= 1)
     notes = []
-    tf32 = False
-    if on_gpu and conv and torch.backends.cudnn.allow_tf32:
-        notes.append("the reference's convolutions use TF32 (torch.backends.cudnn.allow_tf32)")
-        tf32 = True
-    if on_gpu and mm and torch.backends.cuda.matmul.allow_tf32:
-        notes.append("the reference's matmuls use TF32 (torch.backends.cuda.matmul.allow_tf32)")
-        tf32 = True
+    reduced = False
+    if conv and prec.conv != "fp32" and (on_gpu or prec.asked):
+        notes.append(f"convolutions in {prec.conv}" + ("" if prec.asked else " (torch.backends.cudnn.allow_tf32)"))
+        reduced = True
+    if mm and prec.matmul != "fp32" and (on_gpu or prec.asked):
+        notes.append(f"matmuls in {prec.matmul}" + ("" if prec.asked else
+                                                    " (torch.backends.cuda.matmul.allow_tf32 / "
+                                                    "set_float32_matmul_precision)"))
+        reduced = True
     if half:
         notes.append("half-precision tensors (computed in fp32, rounded where stored)")
     # Two fp32 sums of the same K terms in different orders agree only to about K * 2^-24 of the terms'
@@ -82,8 +91,9 @@ def precision_of(program: LoweredProgram, inputs: list, on_gpu: bool) -> tuple[s
     # the program's outputs depend on, up to KernelBench's 1e-2.
     longest = max((_reduction_length(k) for k in program.kernels), default=1)
     fp32_tol = min(REDUCED_TOL, max(FP32_TOL, longest * 2.0**-24 * 8))
-    text = "fp32 (kernels accumulate in fp32" + ("; " + "; ".join(notes) if notes else "") + ")"
-    return text, (REDUCED_TOL if (half or tf32) else fp32_tol)
+    head = prec.asked or ("tf32" if reduced else "fp32")
+    text = f"{head} (kernels accumulate in fp32" + ("; " + "; ".join(notes) if notes else "") + ")"
+    return text, (REDUCED_TOL if (half or reduced) else fp32_tol)
 
 
 def _reduction_length(kernel) -> int:
@@ -99,11 +109,12 @@ def _reduction_length(kernel) -> int:
     return 1
 
 
-def lower_problem(problem, target: str = "cpu") -> LoweredCandidate:
-    """Lower the problem's Model at its base inputs into a candidate module."""
+def lower_problem(problem, target: str = "cpu", precision: str | None = None) -> LoweredCandidate:
+    """Lower the problem's Model at its base inputs into a candidate module; `precision` (fp32, tf32, bf16)
+    overrides PyTorch's settings for fp32 matmuls and convolutions (lower/precision.py)."""
     model = problem.make_model()
     inputs = list(problem.base_inputs)
-    prog = lower_model(model, inputs, "cpu" if target == "cpu" else target)
+    prog = lower_model(model, inputs, "cpu" if target == "cpu" else target, precision)
     precision, tol = precision_of(prog, inputs, target != "cpu" and torch.cuda.is_available())
     source = render_program(prog, precision)
     ops = sorted({op.split(".")[1] if op.count(".") >= 1 else op for op in prog.ops})

@@ -23,6 +23,7 @@ from .templates import (
     Fp32GemmTemplate,
     MatmulTemplate,
     fuse_epilogues,
+    matmul_source,
     render_gemm_template,
     render_template,
 )
@@ -37,10 +38,15 @@ import torch
 
 import tilepy as tp
 from argus_agent.runtime import aligned16, launch
+
+PRECISION = {precision!r}
 '''
 
-def render_program(prog, precision: str = "fp32 (as the reference)") -> str:
-    """The candidate module's source for a LoweredProgram."""
+def render_program(prog, precision: str | None = None) -> str:
+    """The candidate module's source for a LoweredProgram (`precision`: the text recorded in it; default the
+    program's own, `precision.Precision.describe`)."""
+    if precision is None:
+        precision = prog.precision.describe() if getattr(prog, "precision", None) is not None else "fp32"
     kernels, kept = fuse_epilogues(prog.kernels, prog.buffers, prog.outputs)   # pointwise into GEMM/conv stores
     prog = dataclasses.replace(prog, kernels=kernels, buffers=kept)
     buffers = {b.name: b for b in prog.buffers}
@@ -61,11 +67,11 @@ def render_program(prog, precision: str = "fp32 (as the reference)") -> str:
             launches += [(None, line, None) for line in render_attention(k)]
             continue
         if isinstance(k, MatmulTemplate):
-            src, line = render_template(k, prog.target)
             if k.kernel not in templates_done:
-                kernels_src.append(src)
+                kernels_src.append(matmul_source([m for m in prog.kernels if isinstance(m, MatmulTemplate)
+                                                  and m.kernel == k.kernel], prog.target))
                 templates_done.add(k.kernel)
-            launches.append((None, line, None))
+            launches += [(None, line, None) for line in render_template(k, prog.target)]
             continue
         if isinstance(k, (Scan, RowFused)) or (isinstance(k, Reduction) and k.mode != "generic"
                                                 and not needs_i64(k, buffers)):

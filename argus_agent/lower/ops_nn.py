@@ -34,6 +34,15 @@ def matmul(ctx, a: LTensor, b: LTensor, out_dtype, base="mm") -> LTensor:
     # a matrix-vector product (M or N == 1) is bandwidth-bound: a row (or column) reduction that reads each
     # matrix element once, never a GEMM template (whose tiles would be 1/64 to 1/128 used)
     vector = M == 1 or N == 1
+    prec = getattr(ctx, "precision", None)
+    if a.dtype == b.dtype == torch.float32 and prec is not None and prec.matmul == "bf16" and not vector:
+        # --precision bf16: the operands rounded to bf16, products accumulated in f32: the bf16 tensor-core
+        # GEMM where it takes the shapes, else the bf16 values through the fp32 path (exact products)
+        from .precision import as_bf16, rounded_bf16
+        if not batch and gemm_for(ctx.target, torch.bfloat16, M, N, K) is not None:
+            a, b = as_bf16(ctx, a, "mm_a_bf16"), as_bf16(ctx, b, "mm_b_bf16")
+        else:
+            a, b = rounded_bf16(ctx, a, "mm_a_bf16"), rounded_bf16(ctx, b, "mm_b_bf16")
     if not vector and a.dtype == b.dtype == torch.float32 and fp32_gemm_ok(ctx.target, M, N, K, nbatch):
         return _fp32_gemm(ctx, a, b, batch, M, N, K, base)
     gemm = gemm_for(ctx.target, a.dtype, M, N, K) if not batch and not vector and a.dtype == b.dtype else None
@@ -234,6 +243,11 @@ def _conv_igemm(ctx, x, w, shape, stride, padding, dilation, transposed, groups)
     from stdlib_kernels import conv_igemm
 
     from .index import unflatten
+    prec = getattr(ctx, "precision", None)
+    conv_prec = prec.conv if prec is not None else ("tf32" if torch.backends.cudnn.allow_tf32 else "fp32")
+    if conv_prec == "bf16":     # operands rounded to bf16 (exact in TF32), one TF32 pass: f32 accumulation
+        from .precision import rounded_bf16
+        x, w = rounded_bf16(ctx, x, "conv_in_bf16"), rounded_bf16(ctx, w, "conv_w_bf16")
     xb = ctx.contiguous(x, "conv_in")
     cig, cog = x.shape[1] // groups, shape[1] // groups
     ksz = list(w.shape[2:])
@@ -247,7 +261,7 @@ def _conv_igemm(ctx, x, w, shape, stride, padding, dilation, transposed, groups)
         wb = ctx.contiguous(LTensor((groups, cog, K), w.dtype, lambda c: wval(c)), "conv_wt")
     geo = conv_igemm.geometry(x.shape, w.shape, shape, stride, padding, dilation, groups, transposed)
     out = ctx.add_buffer("conv", shape, torch.float32)
-    split = not torch.backends.cudnn.allow_tf32
+    split = conv_prec == "fp32"     # 3xTF32 at fp32 accuracy; tf32 and bf16: one TF32 pass
     ctx.kernels.append(ConvTemplate(out, xb.buffer, wb.buffer, groups, cog, K, geo, split, ctx.note))
     return buffer_tensor(out)
 

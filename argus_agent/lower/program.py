@@ -28,18 +28,27 @@ class LoweredProgram:
     ops: list = field(default_factory=list)   # ATen ops of the reference (what ModelNew may not call)
     target: str = "cpu"
     placeholders: dict = field(default_factory=dict)   # graph input name -> Buffer
+    precision: object = None  # precision.Precision: what fp32 matmuls and convolutions compute at
 
 
-def lower_model(model: torch.nn.Module, inputs: list, target: str = "cpu") -> LoweredProgram:
+def lower_model(model: torch.nn.Module, inputs: list, target: str = "cpu", precision: str | None = None
+                ) -> LoweredProgram:
     """torch.export `model(*inputs)`, decompose to core ATen, and lower every node (LoweringError otherwise).
-    `target` picks template kernels (tensor-core GEMMs) where it has them."""
+    `target` picks template kernels (tensor-core GEMMs) where it has them; `precision` (fp32, tf32, bf16; None:
+    PyTorch's settings, read now) is what fp32 matmuls and convolutions compute at (precision.py)."""
+    from .precision import resolve
+
+    prec = resolve(precision)      # read at capture time, as torch.compile does
     captured = capture_program(model, inputs)
-    return lower_captured(captured, target)
+    return lower_captured(captured, target, prec)
 
 
-def lower_captured(captured: Captured, target: str = "cpu") -> LoweredProgram:
+def lower_captured(captured: Captured, target: str = "cpu", precision=None) -> LoweredProgram:
+    from .precision import resolve
+
     ep = captured.program
     ctx = Context(target)
+    ctx.precision = precision if precision is not None and not isinstance(precision, str) else resolve(precision)
     env: dict = {}
     by_name = {gi.name: gi for gi in captured.inputs}
     ops = []
@@ -89,7 +98,8 @@ def lower_captured(captured: Captured, target: str = "cpu") -> LoweredProgram:
     used |= set().union(set(), *[_reads(k) for k in kernels])
     used |= {nm for k in kernels if isinstance(k, RowFused) for nm in k.keep}
     buffers = [b for b in ctx.buffers if b.kind != "temp" or b.name in used]
-    return LoweredProgram(captured, buffers, kernels, outputs, shapes, single, ops, ctx.target, placeholders)
+    return LoweredProgram(captured, buffers, kernels, outputs, shapes, single, ops, ctx.target, placeholders,
+                          ctx.precision)
 
 
 def _plain_buffer(ctx: Context, t: LTensor):

@@ -112,17 +112,27 @@ def preset_source(name: str, target: str) -> str:
     """The stdlib kernel's source with the target's preset written in as the constexpr defaults."""
     import importlib
 
+    module = importlib.import_module(f"stdlib_kernels.{name}")
+    preset = getattr(module, "PRESETS", {}).get(target)
+    return with_defaults(stdlib_source(name), preset or {})
+
+
+def with_defaults(text: str, values: dict, kernel: str | None = None) -> str:
+    """`text` (kernel source without imports) with `values` as the constexpr defaults of `kernel` (every kernel
+    when None). The codemods find kernels by how the module spells tilepy, so the import goes in front while
+    they run; a value equal to the default already is no change."""
     from ..codemods import NotApplicable, SetConstexprs
 
-    module = importlib.import_module(f"stdlib_kernels.{name}")
-    text = stdlib_source(name)
-    preset = getattr(module, "PRESETS", {}).get(target)
-    if not preset:
+    if not values:
         return text
+    header = "import tilepy as tp\n"
     try:
-        return SetConstexprs().apply(text, values={k: _py_source(v) for k, v in preset.items()})
+        out = SetConstexprs().apply(header + text, values={k: _py_source(v) for k, v in values.items()},
+                                    kernel=kernel)
     except NotApplicable:
         return text
+    assert out.startswith(header)
+    return out[len(header):]
 
 
 def _py_source(v) -> str:
@@ -135,13 +145,39 @@ def _py_source(v) -> str:
     return repr(v)
 
 
-def render_template(t: MatmulTemplate, target: str) -> tuple[str, str]:
-    """(kernel source, host launch line) for a matmul template."""
-    src = preset_source(t.kernel, target)
-    grid = f"lambda m: (tp.cdiv({t.M}, m['BM']), tp.cdiv({t.N}, m['BN']))"
-    launch = (f"launch({t.kernel}, {grid}, {t.a.name}.view({t.M}, {t.K}), {t.b.name}.view({t.K}, {t.N}), "
-              f"{t.out.name}.view({t.M}, {t.N}))")
-    return src, launch
+def gemm_params(t: MatmulTemplate) -> tuple[str, dict, tuple]:
+    """(kernel name, constexprs, grid) of a matmul template: the stdlib module's `policy(M, N, K)` (shape class,
+    split-K, persistent) where it has one, else its preset."""
+    import importlib
+
+    module = importlib.import_module(f"stdlib_kernels.{t.kernel}")
+    policy = getattr(module, "policy", None)
+    if policy is None:
+        p = dict(getattr(module, "PRESETS", {}).get("sm_90a", {}))
+        return t.kernel, p, (-(-t.M // p["BM"]), -(-t.N // p["BN"]))
+    p = policy(t.M, t.N, t.K)
+    kname = "gemm_persistent" if p.get("PERSISTENT") else t.kernel
+    return kname, module.kernel_params(p), tuple(module.grid_of(t.M, t.N, p))
+
+
+def matmul_source(templates: list, target: str) -> str:
+    """The stdlib GEMM module's kernels with the (first) launch's constexprs as their defaults: the agent's
+    build gate compiles each kernel at its defaults, so it checks what runs."""
+    t = templates[0]
+    text = preset_source(t.kernel, target)
+    kname, params, _ = gemm_params(t)
+    return with_defaults(text, params, kernel=kname)
+
+
+def render_template(t: MatmulTemplate, target: str) -> list[str]:
+    """Host lines of a matmul template: the GEMM at its policy's constexprs (a split-K launch adds its partial
+    tiles into the zeroed f32 output)."""
+    kname, params, grid = gemm_params(t)
+    kw = "".join(f", {k}={_py_source(v)}" for k, v in params.items())
+    lines = [f"{t.out.name}.zero_()"] if params.get("SPLIT_K", 1) > 1 else []
+    lines.append(f"launch({kname}, {grid}, {t.a.name}.view({t.M}, {t.K}), {t.b.name}.view({t.K}, {t.N}), "
+                 f"{t.out.name}.view({t.M}, {t.N}){kw})")
+    return lines
 
 
 def render_fp32_gemm(t: Fp32GemmTemplate, n: int) -> list[str]:
@@ -413,7 +449,8 @@ def render_conv(t: ConvTemplate, n: int, kname: str, out: Buffer, extra: list) -
         lines.append(f"{wl} = torch.empty(({g}, {cog}, {kp}), dtype=torch.float32, device=dev)")
     lines.append(f"launch(split_tf32, ({-(-rows // 16)}, {-(-kp // 128)}), {t.w.name}.view({rows}, {K}), "
                  f"{wh}.view({rows}, {kp}), {wl}.view({rows}, {kp}))")
-    params = {**conv_igemm.PRESETS["sm_90a"], **conv_igemm.tile_n(cog), **t.geometry, "SPLIT": t.split}
+    params = {**conv_igemm.PRESETS["sm_90a"], **conv_igemm.policy(t.geometry, cog, t.split), **t.geometry,
+              "SPLIT": t.split}
     ov = t.geometry["OS"][0] * t.geometry["OS"][1] * t.geometry["OS"][2]
     grid = conv_igemm.grid(t.x.shape[0], params, cog, g)
     kw = ", ".join(f"{k}={_py_source(v)}" for k, v in params.items())

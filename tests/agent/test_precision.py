@@ -1,0 +1,93 @@
+"""--precision: PyTorch's settings by default (read at capture), fp32 / tf32 / bf16 on request; what the lowered
+matmuls and convolutions run, the tolerance, and the record in the candidate (interpreter, float64 references)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from argus_agent.lower import lower_model, render_program
+from argus_agent.lower.candidate import precision_of
+from argus_agent.lower.precision import resolve
+from argus_agent.lower.templates import ConvTemplate, MatmulTemplate
+
+
+@pytest.fixture
+def torch_flags():
+    saved = (torch.backends.cuda.matmul.allow_tf32, torch.get_float32_matmul_precision(),
+             torch.backends.cudnn.allow_tf32)
+    yield
+    torch.backends.cuda.matmul.allow_tf32 = saved[0]
+    torch.set_float32_matmul_precision(saved[1])
+    torch.backends.cudnn.allow_tf32 = saved[2]
+
+
+def test_default_follows_pytorch(torch_flags):
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    torch.backends.cudnn.allow_tf32 = True
+    p = resolve(None)
+    assert (p.matmul, p.conv, p.asked) == ("fp32", "tf32", None)
+    torch.set_float32_matmul_precision("high")
+    torch.backends.cudnn.allow_tf32 = False
+    assert (resolve(None).matmul, resolve(None).conv) == ("tf32", "fp32")
+    assert resolve("bf16") == type(p)("bf16", "bf16", "bf16")
+    with pytest.raises(ValueError, match="fp32, tf32, bf16"):
+        resolve("fp16")
+
+
+class MM(torch.nn.Module):
+    def forward(self, a, b):
+        return torch.relu(a @ b)
+
+
+def test_bf16_matmul_rounds_operands_and_accumulates_in_f32(tmp_path):
+    import importlib.util
+
+    g = torch.Generator().manual_seed(3)
+    a, b = torch.randn(128, 256, generator=g), torch.randn(256, 128, generator=g)
+    prog = lower_model(MM(), [a, b], "sm_90a", "bf16")
+    p = tmp_path / "mm_bf16.py"
+    p.write_text(render_program(prog))
+    spec = importlib.util.spec_from_file_location("precision_mm_bf16", p)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    with torch.no_grad():
+        out = mod.argus_forward(MM(), a, b)
+    assert any(isinstance(k, MatmulTemplate) for k in prog.kernels)      # the bf16 tensor-core GEMM
+    want = torch.relu(a.bfloat16().double() @ b.bfloat16().double())    # bf16 operands, exact accumulation
+    assert torch.allclose(out.double(), want, atol=1e-3, rtol=1e-3)
+    exact = torch.relu(a.double() @ b.double())
+    assert (out.double() - exact).abs().max() > 1e-3                      # it is not fp32: the operands were rounded
+    text, tol = precision_of(prog, [a, b], on_gpu=False)
+    assert text.startswith("bf16") and tol == 1e-2
+    assert "PRECISION = 'bf16" in render_program(prog, text)
+
+
+class Conv(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c = torch.nn.Conv2d(16, 32, 3)
+
+    def forward(self, x):
+        return self.c(x)
+
+
+@pytest.mark.parametrize("asked,split", [("fp32", True), ("tf32", False), ("bf16", False)])
+def test_conv_precision_picks_the_pass(asked, split):
+    x = torch.randn(2, 16, 20, 20)
+    prog = lower_model(Conv(), [x], "sm_90a", asked)
+    convs = [k for k in prog.kernels if isinstance(k, ConvTemplate)]
+    assert len(convs) == 1 and convs[0].split is split
+    text, tol = precision_of(prog, [x], on_gpu=False)
+    assert text.startswith(asked)
+    assert tol == (1e-2 if asked != "fp32" else tol) and tol <= 1e-2
+
+
+def test_fp32_tolerance_stays_tight(torch_flags):
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    a, b = torch.randn(64, 64), torch.randn(64, 64)
+    prog = lower_model(MM(), [a, b], "cpu")
+    text, tol = precision_of(prog, [a, b], on_gpu=True)
+    assert text.startswith("fp32") and tol < 1e-3
