@@ -5,10 +5,12 @@
 
 Each row: e4m3 a (M, K) and b (N, K) quantized per tensor from random normal data (amax at 448), f32 scales,
 bf16 out; ours is `gemm_fp8.launch(a, b, scale_a, scale_b, out)` with the shape's policy, the peer
-`torch._scaled_mm(a, b.t(), scale_a, scale_b, out_dtype=torch.bfloat16)` (cuBLASLt) on the same inputs. Both
-outputs are checked against float64 of the e4m3 values before timing. A time is the median over 30 replays of
-a CUDA graph of 10 calls (after a warm-up replay): GPU time only. `--sweep` adds tile / stage / wait_group
-variants per shape.
+`torch._scaled_mm(a, b.t(), scale_a, scale_b, out_dtype=torch.bfloat16)` (cuBLASLt; by default it promotes
+the tensor cores' fp8 accumulation into f32 adds, which ours does not), and beside it the like-for-like
+`use_fast_accum=True` form, on the same inputs. All outputs are checked against float64 of the e4m3 values
+before timing. A time is the median over 30 replays of a CUDA graph of 10 calls (after a warm-up replay), three
+rounds interleaved with the peers' (the clock drifts under fp8 load): GPU time only. `--sweep` adds tile /
+stage / wait_group / persistent variants per shape (timed against the policy row's peer times).
 """
 
 from __future__ import annotations
@@ -31,18 +33,15 @@ import tilepy_hip  # noqa: E402
 from stdlib_kernels import gemm_fp8  # noqa: E402
 
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (4096, 14336, 4096), (128, 4096, 4096)]
-I128, I256, I64 = tp.nv.wgmma_m64n128k32_e4m3, tp.nv.wgmma_m64n256k32_e4m3, tp.nv.wgmma_m64n64k32_e4m3
+I128, I64, I32 = tp.nv.wgmma_m64n128k32_e4m3, tp.nv.wgmma_m64n64k32_e4m3, tp.nv.wgmma_m64n32k32_e4m3
 SWEEP = {  # constexprs over PRESETS["sm_90a"] (128x256x128, 4 stages, 2 consumers, wait_group 0)
-    "128x256_s4_wait0": dict(IN_FLIGHT=0),
     "128x256_s4_wait1": dict(IN_FLIGHT=1),
-    "128x256_s3_wait1": dict(IN_FLIGHT=1, STAGES=3),
-    "128x128_s6_wait0": dict(IN_FLIGHT=0, BN=128, STAGES=6, INSTR=I128),
-    "128x128_s6_wait1": dict(IN_FLIGHT=1, BN=128, STAGES=6, INSTR=I128),
-    "64x128_s6_wait1_1c": dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=I128),
-    "64x64_s8_wait1_1c": dict(IN_FLIGHT=1, BM=64, BN=64, STAGES=8, CONSUMERS=1, INSTR=I64),
     "128x256_s4_wait0_g16": dict(IN_FLIGHT=0, GROUP_M=16),
     "128x256_s4_persistent": dict(PERSISTENT=1),
-    "128x128_s6_persistent": dict(PERSISTENT=1, BN=128, STAGES=6, INSTR=I128),
+    "128x256_s4_persistent_g16": dict(PERSISTENT=1, GROUP_M=16),
+    "64x128_s6_wait1_1c": dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=I128),
+    "64x64_s10_wait1_1c": dict(IN_FLIGHT=1, BM=64, BN=64, STAGES=10, CONSUMERS=1, INSTR=I64),
+    "64x32_s12_wait1_1c": dict(IN_FLIGHT=1, BM=64, BN=32, STAGES=12, CONSUMERS=1, INSTR=I32),
 }
 
 
@@ -105,15 +104,30 @@ def fp8_row(M, N, K, g, params=None, data=None, t_peer=None) -> dict:
     def peer():
         return torch._scaled_mm(a, b.t(), sa, sb, out_dtype=torch.bfloat16)
 
+    def peer_fast():
+        return torch._scaled_mm(a, b.t(), sa, sb, out_dtype=torch.bfloat16, use_fast_accum=True)
+
     ours()
     ref = (a.double() @ b.double().t()) * sa.double() * sb.double()
-    err, err_peer = _rel(out, ref), _rel(peer(), ref)
-    t_ours = median_us(ours)
-    t_peer = t_peer if t_peer is not None else median_us(peer)
+    err, err_peer, err_fast = _rel(out, ref), _rel(peer(), ref), _rel(peer_fast(), ref)
+    # ours and the peers interleaved, three rounds each (the clock drifts under fp8 load): medians of all
+    ts = {"ours": [], "peer": [], "fast": []}
+    for _ in range(3):
+        ts["ours"].append(median_us(ours))
+        if t_peer is None:
+            ts["peer"].append(median_us(peer))
+            ts["fast"].append(median_us(peer_fast))
+    t_ours = statistics.median(ts["ours"])
+    if t_peer is None:
+        t_peer, t_fast = statistics.median(ts["peer"]), statistics.median(ts["fast"])
+    else:
+        t_peer, t_fast = t_peer
     flops = 2 * M * N * K
     return {"shape": [M, N, K], "us": t_ours, "torch_us": t_peer, "ratio": t_peer / t_ours,
             "TFLOPs": flops / t_ours / 1e6, "torch_TFLOPs": flops / t_peer / 1e6, "rel_err": err,
-            "torch_rel_err": err_peer, "against": "torch._scaled_mm (bf16 out)",
+            "torch_rel_err": err_peer, "against": "torch._scaled_mm (bf16 out, default: promoted accumulation)",
+            "fast_accum_us": t_fast, "ratio_fast_accum": t_fast / t_ours, "fast_accum_rel_err": err_fast,
+            "times_us": ts,
             "shape_class": gemm_fp8.shape_class(M, N, K), "policy": _policy_text(p),
             "registers": ck.resources.get("registers"), "spills": ck.resources.get("spill_stores"),
             "tensor_maps": len(ck.tensor_maps)}
@@ -122,8 +136,9 @@ def fp8_row(M, N, K, g, params=None, data=None, t_peer=None) -> dict:
 def show(kind, r):
     M, N, K = r["shape"]
     print(f"{kind:8} {f'{M} x {N} x {K}':22} {r['us']:9.1f} {r['torch_us']:9.1f} {r['ratio']:6.2f} "
-          f"{r['TFLOPs']:8.1f} {r['rel_err']:9.2e} {r['torch_rel_err']:9.2e}  [{r['shape_class']}: {r['policy']}]",
-          flush=True)
+          f"{r['TFLOPs']:8.1f} {r['rel_err']:9.2e} {r['torch_rel_err']:9.2e}  [{r['shape_class']}: {r['policy']}]"
+          f"  fast accum: {r['fast_accum_us']:.1f} us, ratio {r['ratio_fast_accum']:.2f}, err "
+          f"{r['fast_accum_rel_err']:.2e}", flush=True)
 
 
 def sweep(g, shapes) -> dict:
@@ -135,16 +150,16 @@ def sweep(g, shapes) -> dict:
         show("fp8", base)
         for tag, extra in SWEEP.items():
             p = {**gemm_fp8.PRESETS["sm_90a"], **extra}
-            if M <= 256 and p["BM"] == 128 and p["BN"] == 256:
+            if (M <= 256) != (p["BM"] == 64):   # narrow tiles for skinny M only, and only there
                 continue
             try:
-                r = fp8_row(M, N, K, g, params=p, data=data, t_peer=base["torch_us"])
+                r = fp8_row(M, N, K, g, params=p, data=data, t_peer=(base["torch_us"], base["fast_accum_us"]))
             except Exception as e:  # noqa: BLE001 - a variant that does not build or fit: say so, go on
                 print(f"  sweep {M}x{N}x{K} {tag:24s} skipped: {type(e).__name__}: {str(e).splitlines()[0][:90]}")
                 continue
             row[tag] = r
-            print(f"  sweep {M}x{N}x{K} {tag:24s} {r['us']:8.1f} us  x _scaled_mm {r['ratio']:.2f}  "
-                  f"regs {r['registers']} err {r['rel_err']:.1e}", flush=True)
+            print(f"  sweep {M}x{N}x{K} {tag:24s} {r['us']:8.1f} us  x _scaled_mm {r['ratio']:.2f} "
+                  f"(fast accum {r['ratio_fast_accum']:.2f})  regs {r['registers']} err {r['rel_err']:.1e}", flush=True)
         out[f"{M}x{N}x{K}"] = row
         torch.cuda.empty_cache()
     return out

@@ -44,7 +44,8 @@ echo "== build done at +$(( $(date +%s) - t0 )) s" | tee -a "$OUT/fp8.log"
 m=$!
 ( compute-sanitizer --tool racecheck python3 tests/gpu/sanitize_gemm_fp8.py > "$OUT/racecheck.log" 2>&1; echo "rc=$?" >> "$OUT/racecheck.log" ) &
 r=$!
-python3 -m pytest -q -p no:cacheprovider tests/gpu/test_gemm_fp8.py 2>&1 | tail -25 | tee -a "$OUT/fp8.log"
+python3 -m pytest -q -s -p no:cacheprovider tests/gpu/test_gemm_fp8.py > "$OUT/pytest.log" 2>&1
+grep -E "rel err|passed|failed|^E  " "$OUT/pytest.log" | head -40 | tee -a "$OUT/fp8.log"
 echo "== pytest done at +$(( $(date +%s) - t0 )) s" | tee -a "$OUT/fp8.log"
 wait $m; wait $r
 for f in memcheck racecheck; do

@@ -44,7 +44,11 @@ def test_hardware_conversions_match_the_interpreter():
     torch.cuda.synchronize()
     want = dt.round_e4m3(x)
     got_bits = y.view(torch.uint8).cpu().numpy()
-    np.testing.assert_array_equal(got_bits, dt.e4m3_to_bits(want))        # NaN as 0x7f / 0xff
+    want_bits = dt.e4m3_to_bits(want)
+    nan = np.isnan(want)
+    bad = np.flatnonzero((got_bits != want_bits) & ~nan)
+    assert bad.size == 0, [(float(x[i]), hex(got_bits[i]), hex(want_bits[i])) for i in bad[:10]]
+    assert np.all(got_bits[nan] & 0x7F == 0x7F)                      # NaN (the hardware's sign of it)
     np.testing.assert_array_equal(z.cpu().numpy(), want)
     np.testing.assert_array_equal(w.cpu().numpy(), dt.round_e4m3(dt.round_bf16(x)) * 2)
 
@@ -74,14 +78,24 @@ def test_gemm_fp8_against_float64_and_scaled_mm(m, n, k):
     gemm_fp8.launch(a, b, sa, sb, out)
     torch.cuda.synchronize()
     ref = (a.double() @ b.double().t()) * sa.double() * sb.double()
-    theirs = torch._scaled_mm(a, b.t(), sa, sb, out_dtype=torch.bfloat16)
-    err, err_theirs = _rel(out, ref), _rel(theirs, ref)
-    # one bf16 rounding (unit roundoff 2^-8, ~2^-9.5 in norm) over a sum the tensor cores accumulate in f32
-    assert err <= 2.0**-8 and err <= 1.5 * err_theirs + 1e-5, (err, err_theirs)
-    # elementwise: half a bf16 ulp of the result plus the accumulation's share of the sum of |products|
+    err = _rel(out, ref)
+    # one bf16 rounding (unit roundoff 2^-8, ~2^-9.5 in norm) over the tensor cores' sum: fp8 wgmma accumulates
+    # with fewer bits than f32 (no promotion to f32 adds here), which grows with K
+    assert err <= 2.0**-8, err
+    if m % 16 == 0 and n % 16 == 0 and k % 16 == 0:   # torch._scaled_mm takes multiples of 16 only
+        fast = torch._scaled_mm(a, b.t(), sa, sb, out_dtype=torch.bfloat16, use_fast_accum=True)
+        promoted = torch._scaled_mm(a, b.t(), sa, sb, out_dtype=torch.bfloat16)
+        err_fast, err_promoted = _rel(fast, ref), _rel(promoted, ref)
+        print(f"{m}x{n}x{k}: rel err ours {err:.3e}, _scaled_mm fast accum {err_fast:.3e}, promoted "
+              f"{err_promoted:.3e}")
+        # like for like: cuBLAS's fp8 without promotion; the promoted product is the floor (bf16 rounding only)
+        assert err <= 1.5 * err_fast + 1e-5 and err <= 2.0 * err_promoted + 1e-5, (err, err_fast, err_promoted)
+    # elementwise: half a bf16 ulp of the result plus a share of the sum of |products| (catches elements that are
+    # garbage: unwritten, another tile's, misscaled; the norm above catches small systematic errors)
     mag = (a.double().abs() @ b.double().abs().t()) * sa.double() * sb.double()
-    bound = 2.0**-8 * ref.abs() + 2.0**-12 * mag
-    assert bool(((out.double() - ref).abs() <= bound).all())
+    bound = 2.0**-8 * ref.abs() + 2.0**-9 * mag
+    excess = (out.double() - ref).abs() - bound
+    assert bool((excess <= 0).all()), (float(excess.max()), divmod(int(excess.argmax()), n))
 
 
 def test_gemm_fp8_scalar_scales_and_refusals():
