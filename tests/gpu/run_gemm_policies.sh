@@ -61,3 +61,14 @@ for what in "$@"; do
       2>&1 | tee "$OUT/pytest_table.log" | grep -vE "^(tests|E |  )" | tail -6
   fi
 done
+# `decode_ab`: the decode class (64x128, one consumer) against the old skinny policy (128x128 split-K 4) at
+# M = 16 / 64 / 128, twice in one call (the first two calls disagreed on the decode rows: 14.8 vs 25.2 us).
+for what in "$@"; do
+  if [[ $what == decode_ab ]]; then
+    for rep in 1 2; do
+      python3 benchmarks/gemm.py --only none --policies --no-b2b --precompile 16 --sweep-out bf16,f32 \
+        --name gemm-decode-ab$rep --out "$OUT" --variants "^(128x128_s4_wait1_splitk4|64x128_s6_wait1_1consumer)$" \
+        --shapes 16,4096,4096 64,4096,4096 128,4096,4096 2>&1 | grep sweep
+    done
+  fi
+done
