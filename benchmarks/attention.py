@@ -251,6 +251,9 @@ def sweep(g, facts, rows=()) -> list:
 DECODE = [(16, 32, 8, 8192, 128, 1), (4, 32, 8, 32768, 128, 1), (16, 32, 8, 8192, 128, 4),
           (8, 32, 8, 16384, 64, 1), (64, 32, 8, 2048, 128, 1)]
 DECODE_SPLITS = (1, 2, 3, 4, 8)   # the split counts timed beside the default (`attention.decode_splits`)
+# ring shapes timed beside the default (at the default split count), per head dim
+DECODE_VARIANTS = {64: (dict(STAGES=4), dict(STAGES=6), dict(BN=64, STAGES=6)),
+                   128: (dict(STAGES=3), dict(BN=64, STAGES=6))}
 
 
 def decode_row(b, h, hkv, skv, d, qlen, g, sweep=True):
@@ -284,7 +287,18 @@ def decode_row(b, h, hkv, skv, d, qlen, g, sweep=True):
     for s in (DECODE_SPLITS if sweep else ()):
         if s != splits and s <= -(-skv // 128):
             by_splits[s] = gbs(timeit(lambda s=s: attention.decode(q, k, v, o, lse, splits=s)))
+    by_ring = {}
+    for cfg in (DECODE_VARIANTS[d] if sweep else ()):
+        key = json.dumps(cfg, sort_keys=True)
+        if all(attention.DECODE_STAGES[d] == val if name == "STAGES" else val == 128 for name, val in cfg.items()):
+            continue                      # the default ring: timed above
+        o.fill_(float("nan"))
+        attention.decode(q, k, v, o, lse, **cfg)
+        torch.cuda.synchronize()
+        by_ring[key] = {"rel_err": rel(o[:grp], ref),
+                        "kv_GBs": gbs(timeit(lambda cfg=cfg: attention.decode(q, k, v, o, lse, **cfg)))}
     return {"batch": b, "heads": h, "kv_heads": hkv, "cache": skv, "head_dim": d, "qlen": qlen, "splits": splits,
+            "stages": attention.DECODE_STAGES[d], "kv_GBs_by_ring": by_ring,
             "us": t * 1e6, "kv_GBs": gbs(t), "flash_kv_GBs": gbs(t_flash), "cudnn_kv_GBs": gbs(t_cudnn),
             "vs_flash": t_flash / t if t_flash else None, "vs_cudnn": t_cudnn / t if t_cudnn else None,
             "rel_err": err, "flash_note": flash_note, "cudnn_note": cudnn_note,
@@ -331,7 +345,9 @@ def main(argv=None):
               f"{r['kv_GBs']:.0f} GB/s, flash {fmt(r['flash_kv_GBs'], '.0f')}, cudnn {fmt(r['cudnn_kv_GBs'], '.0f')}"
               f" GB/s, vs flash {fmt(r['vs_flash'], '.2f')}, vs cudnn {fmt(r['vs_cudnn'], '.2f')}, err "
               f"{r['rel_err']:.1e}; other splits GB/s "
-              + ", ".join(f"{s}: {x:.0f}" for s, x in r["kv_GBs_by_splits"].items()), flush=True)
+              + ", ".join(f"{s}: {x:.0f}" for s, x in r["kv_GBs_by_splits"].items()) + "; other rings GB/s "
+              + ", ".join(f"{c}: {x['kv_GBs']:.0f} (err {x['rel_err']:.1e})" for c, x in r["kv_GBs_by_ring"].items()),
+              flush=True)
         torch.cuda.empty_cache()
     for k, f in res["kernels"].items():
         print("kernel", k, {x: f[x] for x in f if x != "params"})

@@ -116,6 +116,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="three token counts")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
+    ap.add_argument("--tokens", default="", help="comma list of token counts (default: TOKENS, or --quick's)")
+    ap.add_argument("--suffix", default="", help="the JSON's name: moe-<device>-<suffix>.json")
     args = ap.parse_args(argv)
     dev = torch.device("cuda")
     props = torch.cuda.get_device_properties(dev)
@@ -127,6 +129,8 @@ def main(argv=None):
            "results": {}}
     g = torch.Generator(device=dev).manual_seed(int.from_bytes(os.urandom(4), "little"))
     tokens = [16, 1024, 16384] if args.quick else TOKENS
+    if args.tokens:
+        tokens = [int(x) for x in args.tokens.split(",")]
     for cname, c in CONFIGS.items():
         e, k, h, f = c["e"], c["k"], c["h"], c["f"]
         w13 = (torch.randn(e, h, 2 * f, device=dev, generator=g) / h ** 0.5).bfloat16()
@@ -175,7 +179,8 @@ def main(argv=None):
                   + (f", err {row['rel_err_vs_f64']:.1e}" if "rel_err_vs_f64" in row else ""), flush=True)
         del w13, w2, cm
     Path(args.out).mkdir(parents=True, exist_ok=True)
-    path = Path(args.out) / f"moe-{name}{'-quick' if args.quick else ''}.json"
+    suffix = args.suffix or ("quick" if args.quick else "")
+    path = Path(args.out) / f"moe-{name}{'-' + suffix if suffix else ''}.json"
     path.write_text(json.dumps(res, indent=1))
     print("results in", path)
     return res

@@ -258,12 +258,16 @@ def attention_decode(Q: tp.Tensor[tp.bf16, "BHKV", "M", "D"], K: tp.Tensor[tp.bf
     full1 = tp.mbarrier(1)
     full2 = tp.mbarrier(1)
     full3 = tp.mbarrier(1)
+    full4 = tp.mbarrier(1)
+    full5 = tp.mbarrier(1)
     empty0 = tp.mbarrier(1)
     empty1 = tp.mbarrier(1)
     empty2 = tp.mbarrier(1)
     empty3 = tp.mbarrier(1)
-    full = (full0, full1, full2, full3)
-    empty = (empty0, empty1, empty2, empty3)
+    empty4 = tp.mbarrier(1)
+    empty5 = tp.mbarrier(1)
+    full = (full0, full1, full2, full3, full4, full5)       # (up to 6 stages)
+    empty = (empty0, empty1, empty2, empty3, empty4, empty5)
     tp.tag(Q, lambda b, i, d: ("Q", b, i, d))
     tp.tag(K, lambda b, j, d: ("K", b, j, d))
     tp.tag(V, lambda b, j, d: ("V", b, j, d))
@@ -324,22 +328,34 @@ def attention_decode(Q: tp.Tensor[tp.bf16, "BHKV", "M", "D"], K: tp.Tensor[tp.bf
 @tp.kernel(threads=128, target="sm_90a")
 def attention_merge(OP: tp.Tensor[tp.f32, "NS", "BHKV", "M", "D"], LP: tp.Tensor[tp.f32, "NS", "BHKV", "M"],
                     O: tp.Tensor[tp.bf16, "BHKV", "M", "D"], LSE: tp.Tensor[tp.f32, "BHKV", "M"],
-                    HEAD_DIM: tp.constexpr = 128, BR: tp.constexpr = 16):
+                    HEAD_DIM: tp.constexpr = 128, BR: tp.constexpr = 16, NSPLIT: tp.constexpr = 0):
     """O = sum_s exp(lse_s - lse) O_s with lse = log sum_s exp(lse_s): the splits' outputs weighed by their
-    share of each row's softmax denominator (natural-log LSE in and out)."""
+    share of each row's softmax denominator (natural-log LSE in and out). NSPLIT > 0: the split count (OP's
+    first dimension) as a constant, both loops unrolled, so every split's loads are in flight at once (a
+    run-time loop waits for each split's loads in turn: a few microseconds at 4 splits)."""
     bh = tp.block_id(0)
     r0 = tp.block_id(1) * BR
     ns = OP.shape[0]
     mx = tp.full((BR,), float("-inf"))
-    for s in range(ns):
-        mx = tp.maximum(mx, tp.load(LP[s, bh, r0:r0 + BR], other=float("-inf")))
+    if NSPLIT > 0:
+        for s in tp.static_range(NSPLIT):
+            mx = tp.maximum(mx, tp.load(LP[s, bh, r0:r0 + BR], other=float("-inf")))
+    else:
+        for s in range(ns):
+            mx = tp.maximum(mx, tp.load(LP[s, bh, r0:r0 + BR], other=float("-inf")))
     mx = tp.where(mx == float("-inf"), 0.0, mx)     # rows past M: nothing to weigh
     den = tp.zeros((BR,))
     acc = tp.zeros((BR, HEAD_DIM))
-    for s in range(ns):
-        w = tp.exp(tp.load(LP[s, bh, r0:r0 + BR], other=float("-inf")) - mx)
-        den = den + w
-        acc = acc + w[:, None] * tp.load(OP[s, bh, r0:r0 + BR, 0:HEAD_DIM])
+    if NSPLIT > 0:
+        for s in tp.static_range(NSPLIT):
+            w = tp.exp(tp.load(LP[s, bh, r0:r0 + BR], other=float("-inf")) - mx)
+            den = den + w
+            acc = acc + w[:, None] * tp.load(OP[s, bh, r0:r0 + BR, 0:HEAD_DIM])
+    else:
+        for s in range(ns):
+            w = tp.exp(tp.load(LP[s, bh, r0:r0 + BR], other=float("-inf")) - mx)
+            den = den + w
+            acc = acc + w[:, None] * tp.load(OP[s, bh, r0:r0 + BR, 0:HEAD_DIM])
     tp.store(O[bh, r0:r0 + BR, 0:HEAD_DIM], acc / tp.where(den > 0.0, den, 1.0)[:, None])
     tp.store(LSE[bh, r0:r0 + BR], mx + tp.log(den))
 
@@ -366,6 +382,8 @@ POLICIES = {  # (head dim, shape class, causal)
     (128, "long", False): {},
     (128, "long", True): {},
 }
+# attention_merge unrolls its loops over the splits up to this many (each split count its own build)
+MERGE_UNROLL = 8
 # attention_decode's ring per head dim (4 stages of 128-key K and V tiles at d = 128 are 278 KB, over a block's
 # shared memory: 3 fit)
 DECODE_STAGES = {64: 4, 128: 3}
@@ -489,7 +507,8 @@ def decode(q, k, v, o, lse, causal=False, scale=None, splits=None, num_sms=132, 
         o_parts = np.full(op_shape, np.nan, np.float32)
         lse_parts = np.full(lp_shape, np.nan, np.float32)
     attention_decode[grid](qp, k, v, o_parts, lse_parts, scale * math.log2(math.e), chunk, **params)
-    attention_merge[(bhkv, tp.cdiv(rows, 16))](o_parts, lse_parts, o_view, lse_view, HEAD_DIM=d)
+    attention_merge[(bhkv, tp.cdiv(rows, 16))](o_parts, lse_parts, o_view, lse_view, HEAD_DIM=d,
+                                               NSPLIT=splits if splits <= MERGE_UNROLL else 0)
     return o_parts, lse_parts
 
 

@@ -273,7 +273,8 @@ def plan(counts, bm):
 def moe(x, logits, w13, w2, topk, presets=None, return_parts=False, **kw):
     """The MoE layer: x (T, H) bf16, router logits (T, E) f32, w13 (E, H, 2F) (gate columns, then up columns),
     w2 (E, F, H); returns (T, H) bf16. Runs on the GPU for CUDA tensors, on the interpreter for CPU tensors
-    (then pass presets=TINY). Without `presets`, SMALL_M where no expert has more than 64 rows, else PRESETS."""
+    (then pass presets=TINY). Without `presets`, SMALL_M where no expert has more than 64 rows, else PRESETS.
+    At T <= the tile's rows the capacity is that tile and the routing's counts are not read back (no sync)."""
     import torch
 
     t, h = x.shape
@@ -283,11 +284,21 @@ def moe(x, logits, w13, w2, topk, presets=None, return_parts=False, **kw):
         raise ValueError(f"moe: shapes x {tuple(x.shape)}, logits {tuple(logits.shape)}, w13 {tuple(w13.shape)}, "
                          f"w2 {tuple(w2.shape)} do not fit (T, H), (T, E), (E, H, 2F), (E, F, H)")
     ids, wts, rank, counts, src = route(logits, topk, **kw)
-    counts_host = counts.cpu()                             # the one device-to-host read
+    # An expert holds at most T rows (a token picks it at most once), so at T <= 64 the capacity is one 64-row
+    # tile and the counts are not read: no device-to-host wait, the launches queue behind the routing.
+    counts_host = None
     if presets is None:
-        presets = SMALL_M if int(counts_host.max()) <= SMALL_M["gemm13"]["BM"] else PRESETS
+        if t <= SMALL_M["gemm13"]["BM"]:
+            presets = SMALL_M
+        else:
+            counts_host = counts.cpu()                     # the one device-to-host read
+            presets = SMALL_M if int(counts_host.max()) <= SMALL_M["gemm13"]["BM"] else PRESETS
     bm = max(presets["gemm13"]["BM"], presets["gemm2"]["BM"])
-    cap, waste = plan(counts_host, bm)
+    if t <= bm and counts_host is None:
+        cap, waste = bm, None                              # (waste: from the counts, with return_parts)
+    else:
+        counts_host = counts.cpu() if counts_host is None else counts_host
+        cap, waste = plan(counts_host, bm)
     dev = x.device
     xs = torch.empty(e, cap, h, dtype=x.dtype, device=dev)
     bk = _pow2(topk, 2)
@@ -302,6 +313,9 @@ def moe(x, logits, w13, w2, topk, presets=None, return_parts=False, **kw):
     out = torch.empty(t, h, dtype=x.dtype, device=dev)
     moe_combine[(t, tp.cdiv(h, bh))](ys, ids, rank, wts, out, BK=bk, BH=bh, **kw)
     if return_parts:
+        if waste is None:
+            cap_, waste = plan(counts.cpu(), bm)
+            assert cap_ == cap
         return out, dict(ids=ids, weights=wts, rank=rank, counts=counts, capacity=cap, waste=waste, xs=xs, hs=hs,
                          ys=ys, presets=presets)
     return out

@@ -35,14 +35,16 @@ for hd, causal, (bh, bhkv, sq, sk), cfg in CASES:
     torch.cuda.synchronize()
     assert torch.isfinite(o.float()).all()
 # split-KV decoding: several splits + the merge, and one split (the bf16 output written by the kernel)
-for hd, causal, (bh, bhkv, qlen, sk), splits in ((128, False, (8, 2, 1, 700), 3), (64, True, (8, 2, 4, 333), 2),
-                                                 (128, False, (8, 2, 1, 700), 1), (64, True, (4, 1, 4, 300), 1)):
+for hd, causal, (bh, bhkv, qlen, sk), splits, cfg in (
+        (128, False, (8, 2, 1, 700), 3, {}), (64, True, (8, 2, 4, 333), 2, {}), (128, False, (8, 2, 1, 700), 1, {}),
+        (64, True, (4, 1, 4, 300), 1, {}), (64, False, (8, 2, 1, 1500), 1, dict(STAGES=6)),     # the ring's variants
+        (128, False, (8, 2, 1, 1500), 2, dict(BN=64, STAGES=6))):
     q = torch.randn(bh, qlen, hd, device=d).bfloat16()
     k = torch.randn(bhkv, sk, hd, device=d).bfloat16()
     v = torch.randn(bhkv, sk, hd, device=d).bfloat16()
     o = torch.empty_like(q)
     lse = torch.empty(bh, qlen, device=d)
-    attention.decode(q, k, v, o, lse, causal=causal, splits=splits)
+    attention.decode(q, k, v, o, lse, causal=causal, splits=splits, **cfg)
     torch.cuda.synchronize()
     assert torch.isfinite(o.float()).all()
 print("ok")

@@ -103,6 +103,30 @@ def test_small_m_tiles_on_the_interpreter():
     assert rel(out, ref) < 4e-3
 
 
+def test_few_tokens_do_not_read_the_counts(monkeypatch):
+    """At T <= 64 no expert can hold more than one 64-row tile: the layer runs without reading the routing's
+    counts back to the host (no sync), with the same result as the path that reads them."""
+    x, logits, w13, w2 = make(9, 136, 200, 3, 5)
+    real = moe.route
+
+    class Unread:
+        def cpu(self):
+            raise AssertionError("the counts were read back to the host")
+
+    def route(*a, **k):
+        ids, w, rank, _, src = real(*a, **k)
+        return ids, w, rank, Unread(), src
+
+    monkeypatch.setattr(moe, "route", route)
+    out = moe.moe(x, logits, w13, w2, 2)
+    monkeypatch.undo()
+    ref, _, _ = moe.reference(x, logits, w13, w2, 2, round_to=torch.bfloat16)
+    assert rel(out, ref) < 4e-3
+    with pytest.raises(AssertionError, match="read back"):  # above 64 tokens the counts are read
+        monkeypatch.setattr(moe, "route", route)
+        moe.moe(*make(65, 136, 200, 3, 5), 2)
+
+
 def test_plan_capacity_and_waste():
     cap, waste = moe.plan(torch.tensor([0, 130, 5]), 128)
     assert cap == 256 and waste == pytest.approx(1 - 135 / 768)
