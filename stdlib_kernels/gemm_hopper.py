@@ -134,10 +134,11 @@ def gemm_persistent(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", 
     ring runs on across a block's output tiles, so the producer loads the next output tile's stages while the
     consumers store this one's accumulator (the epilogue and the next tile's fill overlap).
 
-    Each output tile takes `rounds` whole turns of the ring (k-tiles rounded up to a multiple of STAGES; a
-    slot past the last k-tile carries no copy and no product, only its two arrivals), so the k-th slot of a
-    block's it-th tile is stage k % STAGES in phase it * rounds + k // STAGES of both mbarriers. The consumers
-    release every stage once up front, so the producer's wait has no first-turn case."""
+    Each role runs ONE flat loop over the block's slots g = 0 .. my_tiles * k_tiles - 1: slot g is k-tile
+    g % k_tiles of the block's (g // k_tiles)-th output tile t = b + (g // k_tiles) * grid, in stage
+    g % STAGES and phase g // STAGES of both mbarriers (the ring's phase is affine in one loop index, which is
+    what the verifier proves). The consumers release every stage once up front, so the producer's wait has no
+    first-turn case; they zero the accumulator at a tile's first k-tile and store it after its last."""
     a_s = tp.shared((BM, BK), tp.bf16, stages=STAGES, swizzle=SWIZZLE)
     b_s = tp.shared((BK, BN), tp.bf16, stages=STAGES, swizzle=SWIZZLE, layout=b_layout(BK, BN))
     full = tp.mbarrier(1, stages=STAGES)
@@ -148,43 +149,45 @@ def gemm_persistent(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", 
     n_n = tp.cdiv(C.shape[1], BN)
     in_group = GROUP_M * n_n                       # output tiles per group of GROUP_M tile rows
     k_tiles = tp.cdiv(A.shape[1], BK)
-    rounds = tp.cdiv(k_tiles, STAGES)
     first = tp.block_id(0)
     step = tp.num_blocks(0)
+    slots = tp.cdiv(n_m * n_n - first, step) * k_tiles     # this block's tiles times k-tiles per tile
     if tp.warpgroup_id() == 0:          # producer warpgroup: one thread issues the bulk tensor copies
         if PRODUCER_REGS > 0:
             tp.setmaxnreg(PRODUCER_REGS)
-        for t in range(first, n_m * n_n, step):
+        for g in range(slots):
+            t = first + (g // k_tiles) * step
+            k = g % k_tiles
             first_m = (t // in_group) * GROUP_M
             group_m = tp.minimum(n_m - first_m, GROUP_M)          # the last group may be short
             m0 = (first_m + (t % in_group) % group_m) * BM
             n0 = ((t % in_group) // group_m) * BN
-            turn = ((t - first) // step) * rounds     # ring turns taken by the earlier tiles of this block
-            for k in range(rounds * STAGES):
-                tp.mbarrier_wait(empty[k % STAGES], turn + k // STAGES)   # the consumers released the stage
-                if k < k_tiles:
-                    tp.copy_bulk(A[m0:m0 + BM, k * BK:k * BK + BK], a_s[k % STAGES], full[k % STAGES])
-                    tp.copy_bulk(B[k * BK:k * BK + BK, n0:n0 + BN], b_s[k % STAGES], full[k % STAGES])
-                tp.mbarrier_arrive(full[k % STAGES])
+            tp.mbarrier_wait(empty[g % STAGES], g // STAGES)      # the consumers released the stage
+            tp.copy_bulk(A[m0:m0 + BM, k * BK:k * BK + BK], a_s[g % STAGES], full[g % STAGES])
+            tp.copy_bulk(B[k * BK:k * BK + BK, n0:n0 + BN], b_s[g % STAGES], full[g % STAGES])
+            tp.mbarrier_arrive(full[g % STAGES])
     else:                               # consumer warpgroups: wgmma over their own threads, 64 rows each
         if CONSUMER_REGS > 0:
             tp.setmaxnreg(CONSUMER_REGS)
         for s in tp.static_range(STAGES):
             tp.mbarrier_arrive(empty[s])
-        for t in range(first, n_m * n_n, step):
-            first_m = (t // in_group) * GROUP_M
-            group_m = tp.minimum(n_m - first_m, GROUP_M)
-            m0 = (first_m + (t % in_group) % group_m) * BM
-            n0 = ((t % in_group) // group_m) * BN
-            turn = ((t - first) // step) * rounds
-            acc = tp.zeros((BM, BN), tp.f32, layout=tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1)))
-            for k in range(rounds * STAGES):
-                tp.mbarrier_wait(full[k % STAGES], turn + k // STAGES)
-                if k < k_tiles:
-                    acc = tp.mma(a_s[k % STAGES], b_s[k % STAGES], acc)
-                tp.mbarrier_arrive(empty[k % STAGES])
-            tp.assert_tag(tp.mma_operands(acc), lambda a, b: a[2] == b[1])
-            tp.store(C[m0:m0 + BM, n0:n0 + BN], acc)
+        acc = tp.zeros((BM, BN), tp.f32, layout=tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1)))
+        for g in range(slots):
+            tp.mbarrier_wait(full[g % STAGES], g // STAGES)
+            if g % k_tiles == 0:        # a tile's first k-tile (zeroed here, not after the store: no spills)
+                acc = tp.zeros((BM, BN), tp.f32, layout=tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1)))
+            acc = tp.mma(a_s[g % STAGES], b_s[g % STAGES], acc)
+            tp.mbarrier_arrive(empty[g % STAGES])
+            if g % k_tiles == k_tiles - 1:      # a tile's last k-tile: the epilogue
+                t = first + (g // k_tiles) * step
+                first_m = (t // in_group) * GROUP_M
+                group_m = tp.minimum(n_m - first_m, GROUP_M)
+                m0 = (first_m + (t % in_group) % group_m) * BM
+                n0 = ((t % in_group) // group_m) * BN
+                tp.assert_tag(tp.mma_operands(acc), lambda a, b: a[2] == b[1])
+                tp.store(C[m0:m0 + BM, n0:n0 + BN], acc)
+
+
 KERNELS = {tp.f32: gemm_hopper, tp.bf16: gemm_hopper_bf16}
 
 
@@ -200,15 +203,15 @@ NUM_SMS = 132  # H100 SXM; the policy table sizes grids against it
 # warpgroups (they already cover each other's waits: 0.97x at 4096^3), so the large class keeps wait_group 0;
 # <= 1024^3 wants more CTAs than 128x128 tiles give (64 x 128 tiles, one consumer warpgroup, 6 stages: 1.7x
 # faster than 128x256), and its bf16 output goes through the staged epilogue (EPILOGUE=1: 10.4 -> 9.5-9.8 us at
-# 1024^3; f32 out is slower staged, 9.7 -> 10.6); skinny M (65-256) wants split-K over the SMs; decode M (<= 64)
-# wants 64-row tiles without split-K (16 x 4096 x 4096: 18.7 -> 14.8 us; its split-K variants 16.7-19.7); rows
-# that TMA cannot describe are padded once per call, after which the large tile is fastest (2051 x 2045 x 1000:
-# 128x64 s6 57.6 us, 128x256 s4 40.0).
+# 1024^3 in one run, twice; f32 out is slower staged, 9.7 -> 10.6); skinny M (<= 256, decode included) wants
+# split-K over the SMs (16 x 4096 x 4096: 128x128 split-K 4 18.8-19.8 us against 64x128 tiles without split-K
+# 24.8-25.1 in two runs of one call; a first call's 14.8 for the latter did not repeat); rows that TMA cannot
+# describe are padded once per call, after which the large tile is fastest (2051 x 2045 x 1000: 128x64 s6 57.6
+# us, 128x256 s4 40.0).
 POLICIES = {
     "large": dict(IN_FLIGHT=0),
     "small": dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=tp.nv.wgmma_m64n128k16_bf16),
     "skinny": dict(IN_FLIGHT=1, **SMALL_TILE),
-    "decode": dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=tp.nv.wgmma_m64n128k16_bf16),
     "unaligned": dict(IN_FLIGHT=0),
 }
 BF16_OUT = {"small": dict(EPILOGUE=1)}  # over POLICIES where the output is bf16 (policy(..., out=tp.bf16))
@@ -219,10 +222,8 @@ def _cdiv(a: int, b: int) -> int:
 
 
 def shape_class(M: int, N: int, K: int) -> str:
-    """decode (M <= 64), skinny (M <= 256), small (<= 1024^3), unaligned (A's or B's rows not a multiple of 16
-    bytes: padded), large."""
-    if M <= 64:
-        return "decode"
+    """skinny (M <= 256, decode), small (<= 1024^3), unaligned (A's or B's rows not a multiple of 16 bytes:
+    padded), large."""
     if M <= 256:
         return "skinny"
     if M * N * K <= 1024 ** 3:
@@ -234,9 +235,8 @@ def shape_class(M: int, N: int, K: int) -> str:
 
 def policy(M: int, N: int, K: int, out=None) -> dict:
     """The constexprs for an (M, N, K) GEMM: the shape class's policy (and, for `out` = tp.bf16, its bf16-output
-    entries), plus SPLIT_K where the output tiles alone fill less than half the SMs (decode: an eighth: at 32
-    tiles of 64 x 128 the split variants measured slower) and K has enough k-tiles to share (each split keeps
-    >= 4)."""
+    entries), plus SPLIT_K where the output tiles alone fill less than half the SMs and K has enough k-tiles to
+    share (each split keeps >= 4)."""
     cls = shape_class(M, N, K)
     p = {**PRESETS["sm_90a"], **POLICIES[cls]}
     if out == tp.bf16:
@@ -244,7 +244,7 @@ def policy(M: int, N: int, K: int, out=None) -> dict:
     tiles = _cdiv(M, p["BM"]) * _cdiv(N, p["BN"])
     k_tiles = _cdiv(K, p["BK"])
     split = 1
-    if (8 if cls == "decode" else 2) * tiles <= NUM_SMS:
+    if 2 * tiles <= NUM_SMS:
         split = max(1, min(NUM_SMS // tiles, k_tiles // 4))
     if split > 1:
         p["SPLIT_K"] = split
