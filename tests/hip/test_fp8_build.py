@@ -74,3 +74,21 @@ def test_gfx942_builds_e4m3_storage_and_casts():
 
     ck = tilepy_hip.compile(cast, target="gfx942")
     assert ck.binary and ck.resources["scratch_bytes"] == 0
+
+
+@tp.kernel(threads=128)
+def _rowsum(X: tp.Tensor[tp.e4m3, "M", "N"], Y: tp.Tensor[tp.e4m3, "M"]):
+    tp.store(Y[0:16], tp.sum(tp.load(X[0:16, 0:64]), axis=1))
+
+
+def test_e4m3_reductions_accumulate_in_f32_as_the_interpreter_does():
+    import numpy as np
+
+    from tilepy import dtypes as dt
+
+    x = dt.round_e4m3(np.random.default_rng(0).standard_normal((16, 64)).astype(np.float32) * 2)
+    y = np.zeros(16, np.float32)
+    _rowsum[(1,)](x, y)
+    np.testing.assert_array_equal(y, dt.round_e4m3(x.astype(np.float64).sum(1).astype(np.float32)))
+    src, _, _ = render_kernel(_rowsum.ir("sm_90a"))
+    assert re.search(r"float tp_r\d+\[", src) and not re.search(r"tp_e4m3 tp_r\d+\[", src)

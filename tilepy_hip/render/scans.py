@@ -11,7 +11,7 @@ from __future__ import annotations
 from tilepy import dtypes as dt
 from tilepy.int_tuple import product
 
-from .cexpr import cast, compute_type, ctype, literal
+from .cexpr import cast, compute_type, ctype, is_half, literal
 
 _SCAN = {"scan_sum": ("+", 0), "scan_prod": ("*", 1)}
 
@@ -47,7 +47,7 @@ class ScanOps:
         buf = self._to_scratch(src)
         n = src.shape[axis]
         stride = product(src.shape[axis + 1:])
-        comp = dt.f32 if src.dtype.name in ("f16", "bf16") else src.dtype
+        comp = dt.f32 if is_half(src.dtype) else src.dtype   # 16-bit floats and e4m3 scan in f32
         ct = compute_type(src.dtype)
         coords = self.out_coords(dst.layout)
         base_coords = list(coords)

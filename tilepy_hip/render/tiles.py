@@ -24,7 +24,7 @@ from tilepy.symbolic import Const
 from tilepy.tv_layout import TVLayout
 from tilepy.types import GatherTileType, GlobalTileType, RegType, SharedType
 
-from .cexpr import cast, compute_type, ctype, literal, sym_c, var
+from .cexpr import cast, compute_type, ctype, is_half, literal, sym_c, var
 
 
 @dataclass
@@ -521,7 +521,7 @@ class TileOps:
                         "several dimensions at once",
                         "convert_layout to a blocked layout first",
                     )
-        ct_dtype = dt.f32 if x.dtype.name in ("f16", "bf16") else x.dtype
+        ct_dtype = dt.f32 if is_half(x.dtype) else x.dtype   # 16-bit floats and e4m3 reduce in f32
         ct = compute_type(x.dtype)
         comb = {
             "sum": "({a} + {b})",
