@@ -328,34 +328,24 @@ def attention_decode(Q: tp.Tensor[tp.bf16, "BHKV", "M", "D"], K: tp.Tensor[tp.bf
 @tp.kernel(threads=128, target="sm_90a")
 def attention_merge(OP: tp.Tensor[tp.f32, "NS", "BHKV", "M", "D"], LP: tp.Tensor[tp.f32, "NS", "BHKV", "M"],
                     O: tp.Tensor[tp.bf16, "BHKV", "M", "D"], LSE: tp.Tensor[tp.f32, "BHKV", "M"],
-                    HEAD_DIM: tp.constexpr = 128, BR: tp.constexpr = 16, NSPLIT: tp.constexpr = 0):
+                    HEAD_DIM: tp.constexpr = 128, BR: tp.constexpr = 16):
     """O = sum_s exp(lse_s - lse) O_s with lse = log sum_s exp(lse_s): the splits' outputs weighed by their
-    share of each row's softmax denominator (natural-log LSE in and out). NSPLIT > 0: the split count (OP's
-    first dimension) as a constant, both loops unrolled, so every split's loads are in flight at once (a
-    run-time loop waits for each split's loads in turn: a few microseconds at 4 splits)."""
+    share of each row's softmax denominator (natural-log LSE in and out). (Unrolling the loops over a constant
+    split count, so every split's loads are in flight at once, measured no faster on the H100: 4 splits,
+    189.3 against 188.3 us for the whole decode.)"""
     bh = tp.block_id(0)
     r0 = tp.block_id(1) * BR
     ns = OP.shape[0]
     mx = tp.full((BR,), float("-inf"))
-    if NSPLIT > 0:
-        for s in tp.static_range(NSPLIT):
-            mx = tp.maximum(mx, tp.load(LP[s, bh, r0:r0 + BR], other=float("-inf")))
-    else:
-        for s in range(ns):
-            mx = tp.maximum(mx, tp.load(LP[s, bh, r0:r0 + BR], other=float("-inf")))
+    for s in range(ns):
+        mx = tp.maximum(mx, tp.load(LP[s, bh, r0:r0 + BR], other=float("-inf")))
     mx = tp.where(mx == float("-inf"), 0.0, mx)     # rows past M: nothing to weigh
     den = tp.zeros((BR,))
     acc = tp.zeros((BR, HEAD_DIM))
-    if NSPLIT > 0:
-        for s in tp.static_range(NSPLIT):
-            w = tp.exp(tp.load(LP[s, bh, r0:r0 + BR], other=float("-inf")) - mx)
-            den = den + w
-            acc = acc + w[:, None] * tp.load(OP[s, bh, r0:r0 + BR, 0:HEAD_DIM])
-    else:
-        for s in range(ns):
-            w = tp.exp(tp.load(LP[s, bh, r0:r0 + BR], other=float("-inf")) - mx)
-            den = den + w
-            acc = acc + w[:, None] * tp.load(OP[s, bh, r0:r0 + BR, 0:HEAD_DIM])
+    for s in range(ns):
+        w = tp.exp(tp.load(LP[s, bh, r0:r0 + BR], other=float("-inf")) - mx)
+        den = den + w
+        acc = acc + w[:, None] * tp.load(OP[s, bh, r0:r0 + BR, 0:HEAD_DIM])
     tp.store(O[bh, r0:r0 + BR, 0:HEAD_DIM], acc / tp.where(den > 0.0, den, 1.0)[:, None])
     tp.store(LSE[bh, r0:r0 + BR], mx + tp.log(den))
 
@@ -382,8 +372,6 @@ POLICIES = {  # (head dim, shape class, causal)
     (128, "long", False): {},
     (128, "long", True): {},
 }
-# attention_merge unrolls its loops over the splits up to this many (each split count its own build)
-MERGE_UNROLL = 8
 # attention_decode's ring per head dim (4 stages of 128-key K and V tiles at d = 128 are 278 KB, over a block's
 # shared memory: 3 fit)
 DECODE_STAGES = {64: 4, 128: 3}
@@ -477,9 +465,8 @@ def decode(q, k, v, o, lse, causal=False, scale=None, splits=None, num_sms=132, 
     group = bh // bhkv
     rows = group * qlen
     qp = q.reshape(bhkv, rows, d)         # (b, kv head, group, qlen) rows: the heads of a KV head are adjacent
-    params = dict(HEAD_DIM=d, BN=128, STAGES=DECODE_STAGES[d], CONSUMERS=1 if rows <= 64 else 2, QLEN=qlen,
-                  CAUSAL=bool(causal), FALLBACK=needs_fallback(qp, k, v),
-                  **constexprs)
+    params = {**dict(HEAD_DIM=d, BN=128, STAGES=DECODE_STAGES[d], CONSUMERS=1 if rows <= 64 else 2, QLEN=qlen,
+                     CAUSAL=bool(causal), FALLBACK=needs_fallback(qp, k, v)), **constexprs}
     bn = params["BN"]
     tiles = tp.cdiv(skv, bn)
     m_blocks = tp.cdiv(rows, 64 * params["CONSUMERS"])
@@ -507,8 +494,7 @@ def decode(q, k, v, o, lse, causal=False, scale=None, splits=None, num_sms=132, 
         o_parts = np.full(op_shape, np.nan, np.float32)
         lse_parts = np.full(lp_shape, np.nan, np.float32)
     attention_decode[grid](qp, k, v, o_parts, lse_parts, scale * math.log2(math.e), chunk, **params)
-    attention_merge[(bhkv, tp.cdiv(rows, 16))](o_parts, lse_parts, o_view, lse_view, HEAD_DIM=d,
-                                               NSPLIT=splits if splits <= MERGE_UNROLL else 0)
+    attention_merge[(bhkv, tp.cdiv(rows, 16))](o_parts, lse_parts, o_view, lse_view, HEAD_DIM=d)
     return o_parts, lse_parts
 
 

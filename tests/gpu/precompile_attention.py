@@ -34,13 +34,11 @@ def variants():
             for kern in ("attention_decode", "attention_decode_bf16"):   # (bf16: one split, no merge)
                 out.append((kern, dict(HEAD_DIM=d, BN=128, STAGES=attention.DECODE_STAGES[d], CONSUMERS=1,
                                        QLEN=qlen, CAUSAL=causal)))
-        for ns in range(attention.MERGE_UNROLL + 1):    # 0: the run-time loop over the splits
-            if ns != 1:
-                out.append(("attention_merge", dict(HEAD_DIM=d, NSPLIT=ns)))
+        out.append(("attention_merge", dict(HEAD_DIM=d)))
         for ring in ({64: dict(STAGES=6), 128: dict(BN=64, STAGES=6)}[d], dict(BN=64, STAGES=6)):
             for kern in ("attention_decode", "attention_decode_bf16"):   # benchmarks/attention.py's rings
-                out.append((kern, dict(HEAD_DIM=d, BN=128, STAGES=attention.DECODE_STAGES[d], CONSUMERS=1, QLEN=1,
-                                       CAUSAL=False, **ring)))
+                out.append((kern, {**dict(HEAD_DIM=d, BN=128, STAGES=attention.DECODE_STAGES[d], CONSUMERS=1,
+                                          QLEN=1, CAUSAL=False), **ring}))
     try:
         import attention as bench  # benchmarks/attention.py: the sweep's variants
         for _, _, _, params in bench.sweep_variants():

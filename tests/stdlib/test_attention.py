@@ -259,8 +259,7 @@ def test_decode_splits_fill_one_wave(bhkv, rows, skv, d, want):
     assert got == want
 
 
-@pytest.mark.parametrize("nsplit", [0, 2])   # the run-time loop over the splits, or unrolled
-def test_merge_weighs_each_split_by_its_share(nsplit):
+def test_merge_weighs_each_split_by_its_share():
     """Two splits of one row, by hand: O = (e^l0 O0 + e^l1 O1) / (e^l0 + e^l1), lse = log(e^l0 + e^l1)."""
     o_parts = np.zeros((2, 1, 16, 128), np.float32)
     o_parts[0, 0, 0], o_parts[1, 0, 0] = 1.0, 3.0
@@ -269,7 +268,7 @@ def test_merge_weighs_each_split_by_its_share(nsplit):
     lse_parts[0, 0, 0], lse_parts[1, 0, 0] = 2.0, 2.0 + np.log(3.0)
     o = np.full((1, 16, 128), np.nan, np.float32)
     lse = np.full((1, 16), np.nan, np.float32)
-    attention.attention_merge[(1, 1)](o_parts, lse_parts, o, lse, NSPLIT=nsplit)
+    attention.attention_merge[(1, 1)](o_parts, lse_parts, o, lse)
     np.testing.assert_allclose(o[0, 0], (1.0 + 3 * 3.0) / 4, rtol=2**-8)
     np.testing.assert_allclose(lse[0, 0], 2.0 + np.log(4.0), rtol=1e-6)
     assert (o[0, 1:] == 0).all() and np.allclose(lse[0, 1:], np.log(2.0))
@@ -278,7 +277,6 @@ def test_merge_weighs_each_split_by_its_share(nsplit):
 @pytest.mark.parametrize("kernel,cfg", [(attention.attention_decode, dict(HEAD_DIM=128, STAGES=3, QLEN=4, CAUSAL=True)),
                                         (attention.attention_decode_bf16, dict(HEAD_DIM=128, STAGES=3, QLEN=1)),
                                         (attention.attention_merge, {}),
-                                        (attention.attention_merge, dict(NSPLIT=4)),
                                         (attention.attention_decode, dict(HEAD_DIM=64, STAGES=6, QLEN=1))])
 def test_verifier_proves_decode(kernel, cfg):
     tilepy_verify = pytest.importorskip("tilepy_verify")
