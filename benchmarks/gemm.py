@@ -186,6 +186,11 @@ POLICY_SWEEP = {  # bf16 out; constexprs over gemm_hopper.PRESETS (128x256, 4 st
     "64x128_s6_wait1_1consumer_epi": dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=I128,
                                           EPILOGUE=1),
     "64x64_s8_wait1_1consumer_epi": dict(IN_FLIGHT=1, BM=64, BN=64, STAGES=8, CONSUMERS=1, INSTR=I64, EPILOGUE=1),
+    # the TMA store epilogue (tp.store_bulk from a 128-byte-swizzled c_s)
+    "128x256_s3_wait0_tma": dict(IN_FLIGHT=0, STAGES=3, EPILOGUE=2),
+    "128x128_s5_wait0_tma": dict(IN_FLIGHT=0, BN=128, STAGES=5, INSTR=I128, EPILOGUE=2),
+    "64x128_s6_wait1_1consumer_tma": dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=I128,
+                                          EPILOGUE=2),
     # decode: deeper rings, the stage released at once, wider tiles
     "64x128_s8_wait1_1consumer": dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=8, CONSUMERS=1, INSTR=I128),
     "64x128_s4_wait1_1consumer": dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=4, CONSUMERS=1, INSTR=I128),

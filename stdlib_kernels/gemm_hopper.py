@@ -47,14 +47,20 @@ def gemm_hopper(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"]
     # B's column blocks are 64 wide (128-byte rows); a BN of 32 takes one block of 32 with the 64-byte swizzle
     b_s = tp.shared((BK, BN), tp.bf16, stages=STAGES, swizzle=B_SWIZZLE or SWIZZLE,
                     layout=b_layout(BK, BN, min(64, BN)))
-    if EPILOGUE == 1 and SPLIT_K == 1:   # (split-K adds its partial tiles atomically from the registers)
+    if EPILOGUE > 0 and SPLIT_K == 1:    # (split-K adds its partial tiles atomically from the registers)
         # The output tile staged in shared memory: the consumers write their accumulators into c_s, and the
         # producer warpgroup (idle by then) stores c_s in whole 16-byte chunks of consecutive columns instead
         # of the accumulator's column pairs 8 rows apart. The swizzle XORs a row's 8-element units with its row
         # (mod 8 for bf16: a warp's store is 8 rows x 16 bytes; mod 4 for f32: two wavefronts of 4 rows x 32
         # bytes), so the rows of one accumulator store hit distinct banks.
-        c_s = tp.shared((BM, BN), C.dtype, swizzle=tp.Swizzle(4 - C.dtype.bytes // 2, 3,
-                                                             _log2(BN) - 3))
+        if EPILOGUE == 1:
+            c_s = tp.shared((BM, BN), C.dtype, swizzle=tp.Swizzle(4 - C.dtype.bytes // 2, 3, _log2(BN) - 3))
+        else:
+            # EPILOGUE=2, the TMA store: c_s in column blocks of 128-byte rows with the 128-byte swizzle (what a
+            # bulk tensor store reads), one `cp.async.bulk.tensor` per block, issued by the producer's first
+            # thread; the 8 rows of one accumulator store still land in distinct 16-byte units (bf16)
+            c_s = tp.shared((BM, BN), C.dtype, swizzle=tp.Swizzle(3, 4 - C.dtype.bytes // 2, 3),
+                            layout=b_layout(BM, BN, 128 // C.dtype.bytes))
         staged = tp.mbarrier(1)
     # full[s]: the producer's copies into stage s landed; empty[s]: the consumers are done reading stage s.
     # Tile k lives in stage k % STAGES; its round k // STAGES is the phase of both mbarriers.
@@ -84,9 +90,13 @@ def gemm_hopper(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"]
             tp.copy_bulk(A[m0:m0 + BM, k0:k0 + BK], a_s[k % STAGES], full[k % STAGES])
             tp.copy_bulk(B[k0:k0 + BK, n0:n0 + BN], b_s[k % STAGES], full[k % STAGES])
             tp.mbarrier_arrive(full[k % STAGES])
-        if EPILOGUE == 1 and SPLIT_K == 1:
+        if EPILOGUE > 0 and SPLIT_K == 1:
             tp.mbarrier_wait(staged, 0)                # the consumers' accumulators are in c_s
-            tp.copy(c_s, C[m0:m0 + BM, n0:n0 + BN])    # shared -> global, coalesced
+            if EPILOGUE == 1:
+                tp.copy(c_s, C[m0:m0 + BM, n0:n0 + BN])    # shared -> global, coalesced
+            else:
+                tp.store_bulk(c_s, C[m0:m0 + BM, n0:n0 + BN])  # TMA store (rows past M / N are not written)
+                tp.store_bulk_wait(c_s)                 # c_s is read before the block exits
     else:                               # consumer warpgroups: wgmma over their own threads, 64 rows each
         if CONSUMER_REGS > 0:
             tp.setmaxnreg(CONSUMER_REGS)
@@ -112,7 +122,7 @@ def gemm_hopper(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"]
         tp.assert_tag(tp.mma_operands(acc), lambda a, b: a[2] == b[1])
         if SPLIT_K > 1:
             tp.atomic_add(C[m0:m0 + BM, n0:n0 + BN], acc)
-        elif EPILOGUE == 1:
+        elif EPILOGUE > 0:
             tp.store(c_s, acc)                         # registers -> shared (rounded to C's dtype)
             tp.mbarrier_arrive(staged)                 # the producer warpgroup stores it
         else:

@@ -195,6 +195,16 @@ class MemoryRules:
             return self.make("copy_bulk", NONE, node, src, dst, mbarrier)
         return self.make("copy_bulk", NONE, node, src, dst, mbarrier, fallback=False)
 
+    def b_store_bulk(self, node, src, dst):
+        src = self._view_arg(src, node, "bulk store source", ("shared",))
+        dst = self._view_arg(dst, node, "bulk store destination", ("global",))
+        self._check_copy(src, dst, node)
+        return self.make("store_bulk", NONE, node, src, dst)
+
+    def b_store_bulk_wait(self, node, src):
+        src = self._view_arg(src, node, "the shared tile a bulk store reads", ("shared",))
+        return self.make("store_bulk_wait", NONE, node, src)
+
     def b_barrier(self, node):
         return self.make("barrier", NONE, node)
 

@@ -366,6 +366,36 @@ class _MemoryOps:
             self._hooks["on_pending"](e, p, self._tag_info(ctx))
         self._event("copy_bulk", e, ctx, target=bar.index, value=bar.completed)
 
+    def _op_store_bulk(self, e, ctx):
+        """A TMA store: issued by the role's first thread, it reads `src` asynchronously. The interpreter reads
+        it at the latest moment the hardware may, the role's next store_bulk_wait, so a write into `src` before
+        that wait changes what lands in global memory (as it can on the GPU)."""
+        src, dst = self._args(e, ctx)[:2]
+        if not isinstance(src, SharedRef) or not isinstance(dst, GlobalView):
+            raise InterpreterError("store_bulk(src, dst) stores a shared tile into a global tile", e.span)
+        if tuple(src.shape) != tuple(dst.shape):
+            raise InterpreterError(f"store_bulk between tiles of different shapes {list(src.shape)} and "
+                                   f"{list(dst.shape)}", e.span)
+        issuer = int(ctx.tids[0])
+        self.bulk_stores.append((issuer, src, dst, e, ctx))
+        self._event("store_bulk", e, ctx)
+
+    def _op_store_bulk_wait(self, e, ctx):
+        issuer = int(ctx.tids[0])
+        keep = []
+        for item in self.bulk_stores:
+            if item[0] != issuer:
+                keep.append(item)
+                continue
+            _, src, dst, node, ictx = item
+            shape = tuple(src.shape)
+            coords = tuple(c.ravel() for c in np.indices(shape, dtype=np.int64)) if shape else ()
+            thr = np.full(coords[0].shape if coords else (1,), issuer, dtype=np.int64)
+            vals, _ = self._gather(src, coords, thr, None, e, ctx, e.span)
+            self._scatter_write(dst, coords, thr, vals, None, node, ictx, node.span)   # past the tensor: skipped
+        self.bulk_stores = keep
+        self._event("store_bulk_wait", e, ctx)
+
     def _op_barrier(self, e, ctx):
         if not ctx.full:
             raise InterpreterError(

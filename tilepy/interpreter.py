@@ -222,10 +222,16 @@ class _Interpreter(_LaunchArgs, _ValueOps, _MemoryOps, _MmaOps, _GatherOps, _Til
         self.shared: dict[int, SharedBuf] = {}
         self.mbars: dict[int, MBarrier] = {}
         self.async_ = AsyncGroups(self.T)
+        self.bulk_stores: list = []  # (issuing thread, shared src, global dst, op, ctx) of unwaited tp.store_bulk
         active = np.ones(self.T, dtype=bool)
         root = _Ctx(dict(self.base_env), dict(self.base_types), self.tid, active, True, [])
         for w in self._exec(self.kir.body, root):
             raise self._deadlock(w)
+        if self.bulk_stores:
+            node = self.bulk_stores[0][3]
+            raise InterpreterError(
+                f"block {self.block} ends with {len(self.bulk_stores)} tp.store_bulk not waited for: the shared "
+                "tile it reads is freed at exit; call tp.store_bulk_wait(src) in the issuing role", node.span)
         if self.async_.pending and self.recording:
             p = self.async_.pending[0]
             self._event("async_unretired", self.rec.ops[p.op], root, value=len(self.async_.pending))

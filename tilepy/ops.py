@@ -76,6 +76,13 @@ _OPS = [
            "fallback=False: TMA only (no per-row / per-element fallback compiled in; the launch refuses tensors "
            "a tensor map cannot describe)",
            "bulk_copy"),
+    OpInfo("store_bulk", "store_bulk(src, dst)", True,
+           "bulk tensor store shared->global (TMA store), issued by the role's first thread; reads `src` "
+           "asynchronously until a store_bulk_wait(src) by the same role; elements past the tensor are skipped",
+           "bulk_copy"),
+    OpInfo("store_bulk_wait", "store_bulk_wait(src)", True,
+           "wait until the role's bulk stores have read their shared sources (cp.async.bulk.wait_group.read 0); "
+           "only then may `src` be written again", "bulk_copy"),
     OpInfo("barrier", "barrier()", True, "block-wide barrier (__syncthreads); must be reached by all threads"),
     OpInfo("mbarrier", "mbarrier() attrs{count, stages}", False,
            "allocate an mbarrier expecting `count` arrivals (with `stages`: an array of that many)", "mbarrier"),

@@ -145,6 +145,8 @@ class Access:
     arr_valid: object = True  # bool term: `arr` is exact
     frame: tuple | None = None  # a view (permute / window): reaching.frame_* maps its coords to the tile's
     window: bool = False  # through a window: only part of the stage
+    bulk_store: bool = False  # tp.store_bulk's read of its shared source: from `point` until `until`
+    until: object = None  # the issuing role's store_bulk_wait that ends the read (None: never waited)
 
 
 @dataclass(eq=False)

@@ -72,3 +72,20 @@ for what in "$@"; do
     done
   fi
 done
+# `tma_store`: GPU tests + sanitizers of the TMA store epilogue (EPILOGUE=2), then it against the staged (1) and
+# register (0) epilogues on the large / small / ragged shapes (JSON gemm-tma-store-sweep-<device>.json).
+for what in "$@"; do
+  if [[ $what == tma_store ]]; then
+    python3 -m pytest -q -p no:cacheprovider tests/gpu/test_gpu_gemm_policies.py -k "tma_store or staged_epilogue or sass" \
+      2>&1 | tee "$OUT/pytest_tma_store.log" | grep -vE "^(tests|E |  )" | tail -6
+    for tool in memcheck racecheck; do
+      compute-sanitizer --tool $tool python3 tests/gpu/sanitize_gemm_policies.py --new > "$OUT/sanitize_tma_$tool.log" 2>&1
+      echo "== $tool: rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize_tma_$tool.log" | tail -1)"
+      grep -m5 -E "Error|Hazard|Invalid" "$OUT/sanitize_tma_$tool.log"
+    done
+    python3 benchmarks/gemm.py --only none --policies --no-b2b --precompile 16 --sweep-out bf16 \
+      --name gemm-tma-store-sweep --out "$OUT" \
+      --variants "^(128x256_s4_wait0|128x256_s3_wait0_(epi|tma)|128x128_s5_wait0_(epi|tma)|64x128_s6_wait1_1consumer(_epi|_tma)?)$" \
+      --shapes 8192,8192,1024 3000,5000,4096 4096,4096,4096 1024,1024,1024 2>&1 | grep sweep
+  fi
+done

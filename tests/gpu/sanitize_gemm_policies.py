@@ -24,7 +24,9 @@ NEW = [dict(IN_FLIGHT=1, BM=64, BN=32, STAGES=8, CONSUMERS=1, INSTR=tp.nv.wgmma_
             B_SWIZZLE=tp.Swizzle(2, 3, 3), SPLIT_K=2),
        dict(IN_FLIGHT=1, BM=64, BN=64, STAGES=8, CONSUMERS=1, INSTR=tp.nv.wgmma_m64n64k16_bf16),
        dict(BN=128, STAGES=5, INSTR=I128, EPILOGUE=1),
-       dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=I128, EPILOGUE=1)]
+       dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=I128, EPILOGUE=1),
+       dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=I128, EPILOGUE=2),
+       dict(BN=128, STAGES=5, INSTR=I128, EPILOGUE=2)]
 OLD = [dict(IN_FLIGHT=1), dict(IN_FLIGHT=1, STAGES=2, BN=128, INSTR=I128),
        dict(IN_FLIGHT=1, PRODUCER_REGS=64, CONSUMER_REGS=216),
        dict(IN_FLIGHT=1, BN=128, INSTR=I128, SPLIT_K=3), dict(IN_FLIGHT=0, STAGES=3),
@@ -32,7 +34,9 @@ OLD = [dict(IN_FLIGHT=1), dict(IN_FLIGHT=1, STAGES=2, BN=128, INSTR=I128),
 for extra in (NEW if "--new" in sys.argv else OLD + NEW):   # --new: the variants added for the skinny/ragged shapes
     for out in (torch.float32, torch.bfloat16):
         gemm_hopper.launch(a, b, torch.empty(130, 264, device=d, dtype=out), **{**P, **extra})
-gemm_hopper.launch(a, b, torch.empty(130, 264, device=d, dtype=torch.bfloat16), **{**P, "STAGES": 3, "EPILOGUE": 1})
+for epi in (1, 2):
+    c = torch.empty(130, 264, device=d, dtype=torch.bfloat16)
+    gemm_hopper.launch(a, b, c, **{**P, "STAGES": 3, "EPILOGUE": epi})
 gemm_hopper.launch(a[:, :200].contiguous(), b[:200, :66].contiguous(), torch.empty(130, 66, device=d))  # fallback
 torch.cuda.synchronize()
 print("ok")

@@ -50,6 +50,10 @@ VARIANTS = {
     # the output tile staged in shared memory, stored by the producer warpgroup
     "staged_128x128": dict(BN=128, STAGES=5, INSTR=I128, EPILOGUE=1),
     "staged_64x128_1c": dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=I128, EPILOGUE=1),
+    # the TMA store epilogue (tp.store_bulk from c_s; N = 264 / 520: C's rows are TMA-able; the fallback copy
+    # where they are not is the 2051 x 2045 case below)
+    "tma_store_64x128_1c": dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=I128, EPILOGUE=2),
+    "tma_store_128x128": dict(BN=128, STAGES=5, INSTR=I128, EPILOGUE=2),
 }
 
 
@@ -77,13 +81,15 @@ def test_policy_variants(variant, m, k, n, out):
 
 
 @pytest.mark.parametrize("m,k,n", [(130, 1000, 264), (300, 4096, 520), (2051, 1000, 2045)])
-def test_staged_epilogue_128x256_bf16(m, k, n):
-    """The large tile with the staged epilogue (3 stages + a 64 KB bf16 c_s: f32 out does not fit)."""
+@pytest.mark.parametrize("epilogue", [1, 2])
+def test_staged_epilogue_128x256_bf16(m, k, n, epilogue):
+    """The large tile with the staged epilogue / the TMA store (3 stages + a 64 KB bf16 c_s: f32 out does not
+    fit); at N = 2045 C's rows are not 16-byte multiples, so the TMA store falls back to the producer's copy."""
     g = torch.Generator(device="cuda").manual_seed(m + n)
     a = torch.randn(m, k, device=DEV, generator=g).bfloat16()
     b = torch.randn(k, n, device=DEV, generator=g).bfloat16()
     c = torch.full((m, n), float("nan"), device=DEV, dtype=torch.bfloat16)
-    gemm_hopper.launch(a, b, c, **{**P, "IN_FLIGHT": 0, "STAGES": 3, "EPILOGUE": 1})
+    gemm_hopper.launch(a, b, c, **{**P, "IN_FLIGHT": 0, "STAGES": 3, "EPILOGUE": epilogue})
     torch.cuda.synchronize()
     ref = a.double() @ b.double()
     assert _rel(c, ref) <= 2 * _rel(torch.matmul(a, b), ref) + 1e-6
@@ -122,6 +128,8 @@ def test_gpu_matches_the_interpreter_with_wait_group_1_and_split_k():
 def test_sass_of_the_policies():
     import re
 
+    ck = tilepy_hip.compile(gemm_hopper.gemm_hopper_bf16, target="sm_90a", **{**P, **VARIANTS["tma_store_128x128"]})
+    assert "UTMASTG" in ck.sass() and "HGMMA.64x" in ck.sass()   # the TMA store epilogue
     for extra in (VARIANTS["wait1"], VARIANTS["wait1_regs"], VARIANTS["split3"], VARIANTS["narrow_64x32"],
                   VARIANTS["staged_64x128_1c"]):
         ck = tilepy_hip.compile(gemm_hopper.gemm_hopper, target="sm_90a", **{**P, **extra})

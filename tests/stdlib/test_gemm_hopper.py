@@ -201,6 +201,8 @@ NARROW = dict(BM=64, BN=32, CONSUMERS=1, INSTR=I32, B_SWIZZLE=tp.Swizzle(2, 3, 3
     (130, 520, 129, dict(STAGES=3, EPILOGUE=1, **gemm_hopper.SMALL_TILE)),  # output staged in shared memory
     (70, 200, 129, dict(BM=64, CONSUMERS=1, STAGES=2, IN_FLIGHT=1, EPILOGUE=1, **gemm_hopper.SMALL_TILE)),
     (70, 700, 129, dict(STAGES=2, EPILOGUE=1, SPLIT_K=3, **gemm_hopper.SMALL_TILE)),  # split-K: atomics
+    (130, 520, 129, dict(STAGES=3, EPILOGUE=2, **gemm_hopper.SMALL_TILE)),  # TMA store (tp.store_bulk)
+    (70, 200, 300, dict(BM=64, CONSUMERS=1, STAGES=2, IN_FLIGHT=1, EPILOGUE=2, **gemm_hopper.SMALL_TILE)),
 ])
 @pytest.mark.parametrize("out", [tp.f32, tp.bf16])
 def test_narrow_tiles_and_staged_epilogue_on_the_interpreter(m, k, n, params, out):
@@ -225,6 +227,7 @@ def test_narrow_tiles_and_staged_epilogue_on_the_interpreter(m, k, n, params, ou
     (gemm_hopper.gemm_hopper, dict(IN_FLIGHT=1, STAGES=3, EPILOGUE=1, BM=64, CONSUMERS=1, BN=128,
                                    INSTR=tp.nv.wgmma_m64n128k16_bf16)),
     (gemm_hopper.gemm_hopper, dict(STAGES=3, **NARROW)),
+    (gemm_hopper.gemm_hopper_bf16, dict(IN_FLIGHT=0, STAGES=3, EPILOGUE=2)),       # the TMA store epilogue
 ])
 def test_new_policies_verify_clean(kernel, params):
     """No race (the producer reads c_s only after the consumers' arrival), no bank conflict on the staged

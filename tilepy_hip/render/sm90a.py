@@ -353,6 +353,55 @@ def emit_copy_bulk(r, call):
         em.close()
 
 
+def emit_store_bulk(r, call):
+    """tp.store_bulk(src, dst): a TMA store (`cp.async.bulk.tensor` global <- shared, one per column block,
+    then `cp.async.bulk.commit_group`) issued by the role's first thread, where `tma.plan` accepts the tile and
+    the launch could encode the tensor map (`tp_tma_ok`); elements past the tensor are not written. Before it,
+    the role's threads fence their shared writes into the async proxy and meet at a barrier over the role (the
+    writes of other roles arrive fenced: a shared store is followed by the proxy fence on this target). Where
+    there is no TMA, the role's threads copy the tile to global memory (coalesced), and the wait is a no-op."""
+    src, dst = call.args
+    sref, view = r.smem_ref(src), r.view_ref(dst)
+    lo, size = r.role_range()
+    known = not r.ctx.divergent or r.ctx.role is not None
+    if not known:
+        raise r.error("tp.store_bulk in a branch whose threads are not a static range",
+                      "issue it in a role branch: if tp.warpgroup_id() == 0")
+    em = r.em
+    em(r.t.proxy_fence)
+    _role_sync(r, "store_bulk", lo, size)
+    tplan, why = tma.plan(view, sref.stype, sref.align)
+    if tplan is None:
+        r.notes.append(f"store_bulk at line {r.ctx.span.line if r.ctx.span else '?'}: no TMA ({why})")
+        r.emit_copy(call, False)
+        return
+    if tplan.spec not in r.tensor_maps:
+        r.tensor_maps.append(tplan.spec)
+    i = r.tensor_maps.index(tplan.spec)
+    em.open(f"if (tp_tma_ok & {1 << i}u)")
+    em.open(f"if (tp_tid == {lo})")
+    coords = list(reversed(view.starts))  # innermost first
+    rank = tplan.spec.rank
+    regs = ", ".join(f"%{j + 2}" for j in range(rank))
+    for inner_off, soff in tplan.copies:
+        cs = [f"{coords[0]} + {inner_off}" if inner_off else coords[0], *coords[1:]]
+        args = ", ".join(f'"r"((int)({c}))' for c in cs)
+        em(f'asm volatile("cp.async.bulk.tensor.{rank}d.global.shared::cta.bulk_group [%0, {{{regs}}}], [%1];\\n" '
+           f':: "l"(&tp_tmap{i}), "r"(tp_smem_addr({sref.ptr} + {soff})), {args} : "memory");')
+    em('asm volatile("cp.async.bulk.commit_group;\\n" ::: "memory");')
+    em.close()
+    em.close()
+    em.open("else")
+    r.emit_copy(call, False)
+    em.close()
+
+
+def emit_store_bulk_wait(r, call):
+    """The issuing thread waits until its bulk stores have read their shared sources."""
+    lo, _ = r.role_range()
+    r.em(f'if (tp_tid == {lo}) asm volatile("cp.async.bulk.wait_group.read 0;\\n" ::: "memory");')
+
+
 def _bulk_rows_or_elements(r, view, sref, bar, known: bool):
     """cp.async.bulk per row (the role's first thread) when the tile is row-major and the rows are whole,
     aligned and in bounds; else the role's cooperative copy, or the element loop of the issuing thread when the

@@ -156,6 +156,8 @@ SM_90A = RenderTarget(
     ops=_ops(
         **_NV_ASYNC,
         copy_bulk=sm90a.emit_copy_bulk,
+        store_bulk=sm90a.emit_store_bulk,
+        store_bulk_wait=sm90a.emit_store_bulk_wait,
         mbarrier=sm90a.emit_mbarrier_init,
         mbarrier_arrive=sm90a.emit_mbarrier_arrive,
         mbarrier_wait=sm90a.emit_mbarrier_wait,

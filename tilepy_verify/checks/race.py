@@ -43,12 +43,16 @@ def _bulk(a) -> bool:
 def _pair(ctx, a, b):
     if _bulk(a) or _bulk(b):
         return None  # bulk copies: ordered through mbarriers, checked by the pipeline check
+    if b.bulk_store and not a.bulk_store:
+        a, b = b, a
     rel = cross_thread(a, b)
     if rel is None:
         return None
     _, ta, tb = rel
     m1, c1 = instance(a.point, "@1")
     m2, c2 = instance(b.point, "@2")
+    if a.bulk_store:
+        return _bulk_store_pair(ctx, a, b, rel, m1, c1, m2, c2)
     cond = AND(c1, c2, cmp("==", counter(a.point, "B", m1), counter(b.point, "B", m2)),
                cmp("==", rename(a.stage, m1), rename(b.stage, m2)))
     if concurrent(a.point, b.point):  # roles run concurrently: ordered only through mbarriers
@@ -68,6 +72,35 @@ def _pair(ctx, a, b):
         off, ta, tb = self_conflict(a)
     # report at the later op (where the missing barrier would go before), the earlier one as the other op
     return report(ctx, b, a, off, tb, ta, model, m2, "@2", "@1")
+
+
+def _bulk_store_pair(ctx, a, b, rel, m1, c1, m2, c2):
+    """`a`, a tp.store_bulk's read of its source, lasts from its issue until the issuing role's store_bulk_wait
+    (a.until; None: never waited). Another thread's write `b` is ordered with it only when it comes before the
+    issue or after that wait: through program order and barriers in one line of roles (barrier counters), through
+    mbarriers across concurrent roles. A barrier alone between issue and write does not order them (the bulk
+    store goes on reading)."""
+    if b.kind == "read" or b.bulk_store:
+        return None
+    off, ta, tb = rel
+    cond = AND(c1, c2, cmp("==", rename(a.stage, m1), rename(b.stage, m2)))
+    B_b = counter(b.point, "B", m2)
+    if concurrent(a.point, b.point):
+        sync = ctx.__dict__.setdefault("_sync", Sync(ctx.analysis))
+        cond = AND(cond, NOT(sync.sync(b.point, m2, a.point, m1, tb, ta)))
+        if a.until is not None:
+            cond = AND(cond, NOT(sync.sync(a.until, m1, b.point, m2, ta, tb)))
+    else:
+        cond = AND(cond, NOT(cmp("<", B_b, counter(a.point, "B", m1))))
+        if a.until is not None:
+            cond = AND(cond, NOT(cmp(">", B_b, counter(a.until, "B", m1))))
+    model = ctx.solver.check(cond)
+    if model is None:
+        return None
+    f = report(ctx, b, a, off, tb, ta, model, m2, "@2", "@1")
+    f.message += (" (a tp.store_bulk reads the tile until the issuing role's tp.store_bulk_wait: write it only "
+                  "after that wait, e.g. hand the tile back through an mbarrier arrived on after the wait)")
+    return f
 
 
 def report(ctx, a, b, off, ta, tb, model, m1, s1="@1", s2="@2"):
