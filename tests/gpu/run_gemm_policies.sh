@@ -76,7 +76,7 @@ done
 # register (0) epilogues on the large / small / ragged shapes (JSON gemm-tma-store-sweep-<device>.json).
 for what in "$@"; do
   if [[ $what == tma_store ]]; then
-    python3 -m pytest -q -p no:cacheprovider tests/gpu/test_gpu_gemm_policies.py -k "tma_store or staged_epilogue or sass" \
+    python3 -m pytest -q -p no:cacheprovider tests/gpu/test_gpu_gemm_policies.py -k "tma_store or staged_epilogue or sass or store_bulk" \
       2>&1 | tee "$OUT/pytest_tma_store.log" | grep -vE "^(tests|E |  )" | tail -6
     for tool in memcheck racecheck; do
       compute-sanitizer --tool $tool python3 tests/gpu/sanitize_gemm_policies.py --new > "$OUT/sanitize_tma_$tool.log" 2>&1

@@ -144,3 +144,18 @@ def test_sass_of_the_policies():
         # the SASS is the authority on local memory (a build loaded from another process's cache entry may
         # carry no ptxas spill line)
         assert not re.search(r"\b(LDL|STL)\b", sass) and ck.resources.get("spill_stores", 0) == 0
+
+
+@pytest.mark.parametrize("m", [96, 80])
+def test_store_bulk_ring_on_the_gpu(m):
+    """tests/verify/test_store_bulk.py's two-role ring of bulk-stored tiles on the GPU: every tile lands, rows past
+    the tensor (m = 80: the last tile half outside) are not written."""
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "verify"))
+    from test_store_bulk import tiles_out
+
+    a = torch.arange(m * 32, device=DEV, dtype=torch.float32).reshape(m, 32)
+    c = torch.full((m + 16, 32), float("nan"), device=DEV)    # rows past C's view stay NaN
+    tiles_out[(1,)](a, c[:m], target="sm_90a", TILES=-(-m // 32), BUG=0)
+    torch.cuda.synchronize()
+    assert torch.equal(c[:m], 2 * a) and torch.isnan(c[m:]).all()
+    assert "UTMASTG" in tilepy_hip.compile(tiles_out, target="sm_90a", TILES=-(-m // 32), BUG=0).sass()
