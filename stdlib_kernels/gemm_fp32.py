@@ -34,6 +34,9 @@ Host API (what a lowering calls; torch tensors on a CUDA device, or numpy arrays
   per tile, each over a share of the k-tiles, into S partial products (grid z = BATCH * S) that are added
   up afterwards.
 * addmm (beta * bias + alpha * a @ b) is this GEMM followed by an elementwise kernel.
+* `PASSES=1`: one TF32 product a_hi @ b_hi per k-tile (what cuBLAS computes for fp32 under TF32; a lowering's
+  `--precision tf32`): the tails are neither copied nor multiplied (AL and BL may be any tensors of their
+  shapes, e.g. AH and BH again).
 """
 
 import numpy as np
@@ -80,7 +83,7 @@ def gemm_fp32(AH: tp.Tensor[tp.f32, "BA", "M", "K"], AL: tp.Tensor[tp.f32, "BA",
               BM: tp.constexpr = 128, BN: tp.constexpr = 128, BK: tp.constexpr = 32, STAGES: tp.constexpr = 3,
               CONSUMERS: tp.constexpr = 2, INSTR: tp.constexpr = tp.nv.wgmma_m64n128k8_tf32,
               PROMOTE: tp.constexpr = True, SWIZZLE: tp.constexpr = tp.Swizzle(3, 2, 3),
-              GROUP_M: tp.constexpr = 8, KSPLIT: tp.constexpr = 1):
+              GROUP_M: tp.constexpr = 8, KSPLIT: tp.constexpr = 1, PASSES: tp.constexpr = 3):
     """C[z] = (AH + AL)[z] @ (BH + BL)[zb].T from the TF32 halves (K-major, K % 4 == 0); zb = min(z, BB - 1).
     Split-K (KSPLIT > 1): block z' = z * KSPLIT + q of the grid's z sums the q-th share of the k-tiles into
     C[z'] (C holds BA * KSPLIT partial products; the caller adds them up)."""
@@ -98,9 +101,9 @@ def gemm_fp32(AH: tp.Tensor[tp.f32, "BA", "M", "K"], AL: tp.Tensor[tp.f32, "BA",
     m0 = (first_m + (pid % in_group) % group_m) * BM
     n0 = ((pid % in_group) // group_m) * BN
     a_hi = tp.shared((BM, BK), tp.f32, stages=STAGES, swizzle=SWIZZLE)
-    a_lo = tp.shared((BM, BK), tp.f32, stages=STAGES, swizzle=SWIZZLE)
+    a_lo = tp.shared((BM, BK), tp.f32, stages=STAGES if PASSES == 3 else 1, swizzle=SWIZZLE)
     b_hi = tp.shared((BN, BK), tp.f32, stages=STAGES, swizzle=SWIZZLE)   # K-major: the (N, K) tile
-    b_lo = tp.shared((BN, BK), tp.f32, stages=STAGES, swizzle=SWIZZLE)
+    b_lo = tp.shared((BN, BK), tp.f32, stages=STAGES if PASSES == 3 else 1, swizzle=SWIZZLE)
     # full[s]: the four copies into stage s landed; empty[s]: the consumers are done reading stage s.
     full0 = tp.mbarrier(1)
     full1 = tp.mbarrier(1)
@@ -130,9 +133,11 @@ def gemm_fp32(AH: tp.Tensor[tp.f32, "BA", "M", "K"], AL: tp.Tensor[tp.f32, "BA",
                         tp.mbarrier_wait(empty[s], j - 1)    # the consumers released stage s (round j - 1)
                     k0 = (k_first + k) * BK
                     tp.copy_bulk(AH[z, m0:m0 + BM, k0:k0 + BK], a_hi[s], full[s])
-                    tp.copy_bulk(AL[z, m0:m0 + BM, k0:k0 + BK], a_lo[s], full[s])
+                    if PASSES == 3:
+                        tp.copy_bulk(AL[z, m0:m0 + BM, k0:k0 + BK], a_lo[s], full[s])
                     tp.copy_bulk(BH[zb, n0:n0 + BN, k0:k0 + BK], b_hi[s], full[s])
-                    tp.copy_bulk(BL[zb, n0:n0 + BN, k0:k0 + BK], b_lo[s], full[s])
+                    if PASSES == 3:
+                        tp.copy_bulk(BL[zb, n0:n0 + BN, k0:k0 + BK], b_lo[s], full[s])
                     tp.mbarrier_arrive(full[s])
     else:                               # consumers: three TF32 products per k-tile, small terms first
         acc = tp.zeros((BM, BN), tp.f32, layout=LC)
@@ -141,7 +146,10 @@ def gemm_fp32(AH: tp.Tensor[tp.f32, "BA", "M", "K"], AL: tp.Tensor[tp.f32, "BA",
                 k = j * STAGES + s
                 if k < k_tiles:
                     tp.mbarrier_wait(full[s], j)             # stage s holds tile k
-                    if PROMOTE:
+                    if PASSES == 1:                          # TF32 (--precision tf32): one product
+                        acc = tp.mma(a_hi[s], b_hi[s].T, acc)
+                        tp.mbarrier_arrive(empty[s])
+                    elif PROMOTE:
                         part = tp.zeros((BM, BN), tp.f32, layout=LC)
                         part = tp.mma(a_lo[s], b_hi[s].T, part)
                         part = tp.mma(a_hi[s], b_lo[s].T, part)

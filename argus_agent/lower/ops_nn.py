@@ -104,14 +104,17 @@ def _fp32_gemm(ctx, a, b, batch, M, N, K, base):
         sb, layout, bb = (b.buffer.name, None, 0), "kn", nbatch
     bufs = {x.name: x for x in ctx.buffers}
     ks = split_k(nbatch, M, N, K)
+    prec = getattr(ctx, "precision", None)
+    passes = 1 if prec is not None and prec.matmul == "tf32" else 3    # tf32: one TF32 product per k-tile
     if ks == 1:
         out = ctx.add_buffer(base, batch + (M, N), torch.float32)
-        ctx.kernels.append(Fp32GemmTemplate(out, bufs[sa[0]], bufs[sb[0]], nbatch, M, N, K, bb, layout, ctx.note))
+        ctx.kernels.append(Fp32GemmTemplate(out, bufs[sa[0]], bufs[sb[0]], nbatch, M, N, K, bb, layout, ctx.note,
+                                            passes=passes))
         return buffer_tensor(out)
     # split-K: KS partial products per output tile (enough blocks to fill the GPU), then their sum
     part = ctx.add_buffer(base + "_part", (nbatch, ks, M, N), torch.float32)
     ctx.kernels.append(Fp32GemmTemplate(part, bufs[sa[0]], bufs[sb[0]], nbatch, M, N, K, bb, layout, ctx.note,
-                                        ksplit=ks))
+                                        ksplit=ks, passes=passes))
     pt = buffer_tensor(part)
     red = ctx.reduce("sum", (nbatch, M, N), (ks,), lambda oc, rc: pt([oc[0], rc[0], oc[1], oc[2]]), torch.float32,
                      base=base)

@@ -70,6 +70,7 @@ class Fp32GemmTemplate:
     kernel: str = "gemm_fp32"
     epilogue: object = None     # a fused Pointwise kernel spec (fuse_epilogues), written instead of `out`
     ksplit: int = 1             # split-K: out holds (BATCH, KSPLIT, M, N) partial products
+    passes: int = 3             # 3: 3xTF32 (fp32-accurate); 1: one TF32 product (--precision tf32)
 
 
 def fp32_gemm_ok(target: str, M: int, N: int, K: int, batch: int) -> bool:
@@ -200,7 +201,7 @@ def render_fp32_gemm(t: Fp32GemmTemplate, n: int) -> list[str]:
                      f"{t.N}), {bh}, {bl})")
     zc = t.batch * t.ksplit
     grid = f"lambda m: (tp.cdiv({t.M}, m['BM']), tp.cdiv({t.N}, m['BN']), {zc})"
-    ks = f", KSPLIT={t.ksplit}" if t.ksplit > 1 else ""
+    ks = (f", KSPLIT={t.ksplit}" if t.ksplit > 1 else "") + (f", PASSES={t.passes}" if t.passes != 3 else "")
     lines.append(f"launch(gemm_fp32, {grid}, {ah}, {al}, {bh}, {bl}, {t.out.name}.view({zc}, {t.M}, {t.N}){ks})")
     return lines
 

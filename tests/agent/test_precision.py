@@ -91,3 +91,30 @@ def test_fp32_tolerance_stays_tight(torch_flags):
     prog = lower_model(MM(), [a, b], "cpu")
     text, tol = precision_of(prog, [a, b], on_gpu=True)
     assert text.startswith("fp32") and tol < 1e-3
+
+
+def test_tf32_matmul_is_one_tf32_product(tmp_path):
+    import importlib.util
+
+    from argus_agent.lower.templates import Fp32GemmTemplate
+    from tilepy.instructions import round_tf32
+
+    g = torch.Generator().manual_seed(5)
+    a, b = torch.randn(96, 128, generator=g), torch.randn(128, 80, generator=g)
+    for asked, passes in (("tf32", 1), ("fp32", 3)):
+        prog = lower_model(MM(), [a, b], "sm_90a", asked)
+        gemms = [k for k in prog.kernels if isinstance(k, Fp32GemmTemplate)]
+        assert len(gemms) == 1 and gemms[0].passes == passes
+    src = render_program(lower_model(MM(), [a, b], "sm_90a", "tf32"))
+    assert "PASSES=1" in src
+    p = tmp_path / "mm_tf32.py"
+    p.write_text(src)
+    spec = importlib.util.spec_from_file_location("precision_mm_tf32", p)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    with torch.no_grad():
+        out = mod.argus_forward(MM(), a, b).double()
+    ah = torch.from_numpy(round_tf32(a.numpy())).double()
+    bh = torch.from_numpy(round_tf32(b.numpy())).double()
+    assert torch.allclose(out, torch.relu(ah @ bh), atol=1e-4, rtol=1e-4)
+    assert (out - torch.relu(a.double() @ b.double())).abs().max() > 1e-4     # TF32, not fp32

@@ -191,3 +191,18 @@ def test_gemm_fp32_split_k(ksplit, k):
     c = np.full((2, 40, 24), np.nan, np.float32)
     gemm_fp32.launch(a, b, c, b_layout="kn", STAGES=2, BN=64, INSTR=tp.nv.wgmma_m64n64k8_tf32, KSPLIT=ksplit)
     assert _rel(c, gemm_fp32.reference(a, b)) < 3e-7
+
+
+@pytest.mark.parametrize("b_layout", ["nk", "kn"])
+def test_gemm_fp32_one_pass_is_the_tf32_product(b_layout):
+    """PASSES=1 (--precision tf32): one TF32 product of the rounded heads, f32 accumulation: the float64
+    product of round_tf32(a) and round_tf32(b) to f32 accuracy, and TF32's distance from the exact product."""
+    m, n, k = 130, 70, 100
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n) if b_layout == "kn" else (n, k)).astype(np.float32)
+    c = np.full((m, n), np.nan, np.float32)
+    gemm_fp32.launch(a, b, c, b_layout=b_layout, STAGES=2, PASSES=1)
+    heads = gemm_fp32.reference(round_tf32(a), round_tf32(b), b_layout)
+    assert _rel(c, heads) < 3e-7
+    assert _rel(c, gemm_fp32.reference(a, b, b_layout)) > 1e-5     # not the 3xTF32 result

@@ -1,0 +1,60 @@
+"""Lowered bf16 matmuls at gemm_hopper.policy's constexprs (split-K, the small and large classes) and fp32
+matmuls under --precision bf16 / tf32, on a real GPU against float64 of the rounded operands (bf16, or TF32
+heads). Skips without a GPU."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA GPU here (torch.cuda.is_available() is False): GPU tests need the device machine",
+                allow_module_level=True)
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+
+from argus_agent.lower import lower_model, render_program  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+DEV = torch.device("cuda")
+
+
+class MM(torch.nn.Module):
+    def forward(self, a, b):
+        return torch.relu(a @ b).float()
+
+
+@pytest.mark.parametrize("M,N,K,dtype,precision", [
+    (128, 256, 8192, torch.bfloat16, None),       # skinny: split-K into the zeroed output
+    (512, 512, 1024, torch.bfloat16, None),       # small: 64 x 128 tiles, one consumer warpgroup
+    (2048, 2048, 2048, torch.bfloat16, None),     # large
+    (1024, 1024, 1024, torch.float32, "bf16"),    # fp32 operands, --precision bf16
+    (1024, 768, 2048, torch.float32, "tf32"),     # fp32 operands, --precision tf32: gemm_fp32 PASSES=1
+], ids=["skinny_split_k", "small", "large", "fp32_as_bf16", "fp32_as_tf32"])
+def test_lowered_gemm_policy_on_gpu(tmp_path, M, N, K, dtype, precision):
+    g = torch.Generator().manual_seed(M + N + K)
+    a, b = torch.randn(M, K, generator=g).to(dtype), torch.randn(K, N, generator=g).to(dtype)
+    prog = lower_model(MM(), [a, b], "sm_90a", precision)
+    src = render_program(prog)
+    assert "launch(gemm_" in src
+    p = tmp_path / f"mm_{M}_{N}_{K}.py"
+    p.write_text(src)
+    spec = importlib.util.spec_from_file_location(f"gpu_gemm_policy_{M}_{N}_{K}", p)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    with torch.no_grad():
+        for _ in range(2):        # twice: the split-K output is zeroed per call, not once
+            out = mod.argus_forward(MM(), a.to(DEV), b.to(DEV)).cpu().double()
+    if precision == "tf32":
+        from tilepy.instructions import round_tf32
+        assert "PASSES=1" in src
+        ah, bh = (torch.from_numpy(round_tf32(x.numpy())).double() for x in (a, b))
+        ref = torch.relu(ah @ bh)
+    else:
+        ref = torch.relu(a.bfloat16().double() @ b.bfloat16().double())
+    err = ((out - ref).abs() / (ref.abs() + 1)).max().item()
+    assert err < 1e-3, err
