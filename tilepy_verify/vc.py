@@ -121,25 +121,25 @@ _EMPTY = frozenset()
 
 def _names(t) -> frozenset:
     """Names of the integer variables in a Sym or bool term (cached per object)."""
-    if isinstance(t, Var):
-        return frozenset((t.name,))
-    if not isinstance(t, BinOp) and not (isinstance(t, tuple) and t):
-        return _EMPTY
     hit = _NAMES.get(id(t))
     if hit is not None and hit[0] is t:
         return hit[1]
-    if isinstance(t, BinOp):
+    if isinstance(t, Var):
+        out = frozenset((t.name,))
+    elif isinstance(t, BinOp):
         a, b = _names(t.a), _names(t.b)
         out = a if b <= a else b if a <= b else a | b
+    elif not (isinstance(t, tuple) and t):
+        return _EMPTY
     elif t[0] == "cmp":
         a, b = _names(t[2]), _names(t[3])
         out = a if b <= a else b if a <= b else a | b
     elif t[0] in ("and", "or", "not"):
-        out = _EMPTY
-        for x in t[1:]:
-            n = _names(x)
-            if not n <= out:
-                out = out | n
+        kids = []
+        for x in t[1:]:  # the cache inline: most children are shared subterms seen before
+            h = _NAMES.get(id(x))
+            kids.append(h[1] if h is not None and h[0] is x else _names(x))
+        out = kids[0] if len(kids) == 1 else _EMPTY.union(*kids) if kids else _EMPTY
     else:
         out = _EMPTY
     if len(_NAMES) > _MEMO_MAX:
@@ -204,7 +204,10 @@ def _subst(e, mapping, memo):
             else:
                 out = cmp(e[1], _subst_sym(as_sym(e[2]), mapping, memo), _subst_sym(as_sym(e[3]), mapping, memo))
         elif tag in ("and", "or", "not"):
-            kids = tuple(_subst(t, mapping, memo) for t in e[1:])
+            kids = []
+            for x in e[1:]:  # the memo inline: shared subterms are renamed once
+                h = memo.get(id(x))
+                kids.append(h[1] if h is not None and h[0] is x else _subst(x, mapping, memo))
             if all(k is t for k, t in zip(kids, e[1:])):
                 out = e
             elif tag == "and":
@@ -245,6 +248,11 @@ def _subst_sym(e: Sym, mapping, memo):
 
 
 def _apply(op, a, b):
+    if op in ("min", "max"):
+        ca, cb = const_of(a), const_of(b)
+        if ca is not None and cb is not None:
+            return min(ca, cb) if op == "min" else max(ca, cb)
+        return a if as_sym(a) == as_sym(b) else BinOp(op, as_sym(a), as_sym(b))
     return {"+": operator.add, "-": operator.sub, "*": operator.mul, "//": operator.floordiv,
             "%": operator.mod, "^": operator.xor, "&": operator.and_, "|": operator.or_,
             ">>": operator.rshift, "<<": operator.lshift}[op](a, b)
@@ -511,6 +519,11 @@ class Encoder:
                               z.or_(z.not_(pos), z.and_(z.cmp("<=", zero, r), z.cmp("<", r, y))),
                               z.or_(z.not_(neg), z.and_(z.cmp("<", y, r), z.cmp("<=", r, zero))))
             return (q if op == "//" else r), side | {self._def(defs)}
+        if op in ("min", "max"):  # v <= x, v <= y, v in {x, y} (>= for max): a side condition, so a
+            # negated path keeps v's definition (one value per argument pair: instances rename the arguments)
+            v, rel = self._fresh("m"), "<=" if op == "min" else ">="
+            defs = z.and_(z.cmp(rel, v, x), z.cmp(rel, v, y), z.or_(z.cmp("==", v, x), z.cmp("==", v, y)))
+            return v, side | {self._def(defs)}
         if op in ("^", "&", "|", "<<", ">>"):
             bx, by = self._fresh("bv", "bv"), self._fresh("bv", "bv")
             defs = z.and_(z.cmp("==", z.bv2int(bx), x), z.cmp("==", z.bv2int(by), y))
@@ -541,7 +554,10 @@ class Encoder:
             (a, sa), (b, sb) = self.int(t[2]), self.int(t[3])
             return self.z.cmp(t[1], a, b), sa | sb
         if tag in ("and", "or"):
-            parts = [self.bool(x) for x in t[1:]]
+            memo, parts = self._bmemo, []
+            for x in t[1:]:  # the memo inline: most children are shared subterms encoded before
+                h = memo.get(id(x))
+                parts.append(h[1] if h is not None and h[0] is x else self.bool(x))
             side = frozenset().union(*(p[1] for p in parts))
             return (self.z.and_ if tag == "and" else self.z.or_)(*(p[0] for p in parts)), side
         if tag == "not":
@@ -604,6 +620,35 @@ class Solver_:
         if len(terms) == 1:
             return self.check(terms[0]) is None
         return self.check(OR(*terms), small=False) is None
+
+    def satisfiable(self, terms) -> list:
+        """[bool]: which of `terms` have a model. One query for their disjunction; its model is evaluated on
+        every term (a concrete witness: the model covers every variable of each, within its range and the
+        facts), and only the terms it does not satisfy are asked again, the same way."""
+        out = [t is not False for t in terms]
+        todo = [i for i, t in enumerate(terms) if out[i]]
+        while todo:
+            model = self.check(OR(*(terms[i] for i in todo)), small=False)
+            if model is None:
+                for i in todo:
+                    out[i] = False
+                break
+            env = {k: v for k, v in model.items() if not k.startswith("?")}
+            env.update({k[1:]: v for k, v in model.items() if k.startswith("?")})
+            rest = []
+            for i in todo:
+                try:
+                    held = bool(evaluate_term(terms[i], env))
+                except Exception:  # noqa: BLE001 - a term the evaluator cannot read back: ask it alone
+                    held = False
+                if not held:
+                    rest.append(i)
+            if len(rest) == len(todo):  # no witness read back: each alone
+                for i in rest:
+                    out[i] = self.check(terms[i], small=False) is not None
+                break
+            todo = rest
+        return out
 
     def _check(self, term, want_vars, small):
         names = term_vars(term)

@@ -29,7 +29,8 @@ def test_gemm_tag_assertion_is_proved_not_skipped(target):
     (assertion,) = analysis.assertions
     assert len(assertion.target.reg.pairs) == 1
     report = tv.verify_ir(kir, checks=["tag_assertion"])
-    assert report.ok and report.stats["queries"] >= 4
+    # its reachability, then one query for all its tag alternatives together (Solver_.none_of)
+    assert report.ok and report.stats["queries"] >= 2
 
 
 @pytest.mark.parametrize("stages", [2, 3, 4])

@@ -39,7 +39,7 @@ def check(ctx) -> list:
     out = []
     acc = ctx.analysis.accesses
     reads = _by_source([(r, _uninit_query(ctx, r)) for r in acc if r.kind == "read" and r.uninit is not False],
-                       lambda r: r.span)
+                       lambda r: (r.span, r.alloc.span))  # a finding's lines: the read's, the tile's
     for group in reads:
         if ctx.solver.none_of([q for _, (q, _m) in group]):
             continue
@@ -217,6 +217,8 @@ def _before_static(c, r) -> bool:
 def _bulk(ctx, sync, c, r):
     """A bulk copy c and another access r of one element: ordered by happens-before (module doc)? (the query
     whose models are the unordered instances, and what `_bulk_finding` needs), or None."""
+    if _other_stage(c.stage, r.stage):
+        return None  # two stage copies of a ring (constant stages): no common element
     rel = cross_thread(c, r)
     if rel is None:
         same = same_thread(c, r)

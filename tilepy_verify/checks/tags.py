@@ -19,21 +19,42 @@ from ..vc import AND, NOT, cmp, in_range, subst
 
 
 def check(ctx) -> list:
+    """Each assertion gives units of (query, finding maker): at most one finding per unit (an element
+    assertion is one unit, an operand assertion one per MMA that produced acc, a tensor's one per store).
+    The queries of the assertions of one source line (the stage copies of a ring's assertion,
+    mbarrier_arrays.py) are asked together first (Solver_.none_of), one by one only when that has a model."""
     out = []
+    reached = _reached(ctx)
+    groups: dict = {}
     for a in ctx.analysis.assertions:
-        empty = _meaningless(ctx, a)
+        empty = _meaningless(ctx, a, reached)
         if empty is not None:
             out.append(empty)
-        elif isinstance(a.target, MmaOps):
-            out.extend(_mma(ctx, a))
-        elif isinstance(a.target, TensorVal):
-            out.extend(_stores(ctx, a))
-        else:
-            out.extend(_elements(ctx, a))
+            continue
+        units = (_mma(ctx, a) if isinstance(a.target, MmaOps) else _stores(ctx, a) if isinstance(a.target, TensorVal)
+                 else _elements(ctx, a))
+        groups.setdefault(a.span, []).extend(units)
+    for units in groups.values():
+        if ctx.solver.none_of([q for unit in units for q, _ in unit]):
+            continue
+        for unit in units:
+            for q, make in unit:
+                model = ctx.solver.check(q)
+                if model is not None:
+                    out.append(make(model))
+                    break
     return out
 
 
-def _meaningless(ctx, a):
+def _reached(ctx) -> dict:
+    """id(assertion) -> whether some block and iteration reaches it, for the element and operand assertions
+    (asked together: one model usually reaches every stage copy of a ring's assertion)."""
+    ours = [a for a in ctx.analysis.assertions if not isinstance(a.target, TensorVal)]
+    got = ctx.solver.satisfiable([instance(a.point, "@1")[1] for a in ours])
+    return {id(a): ok for a, ok in zip(ours, got)}
+
+
+def _meaningless(ctx, a, reached):
     """An assertion that would hold vacuously (no element or operand pair to check) is an error, never a
     proof: `mma_operands` of a value no `tp.mma` produced, a target the analysis does not model, or an
     assertion no block and iteration ever reaches."""
@@ -61,8 +82,7 @@ def _meaningless(ctx, a):
     if what is None and a.at and not isinstance(a.target, TensorVal):
         what, hint = _bad_at(a)
     if what is None and not isinstance(a.target, TensorVal):
-        m, pc = instance(a.point, "@1")
-        if ctx.solver.check(pc, small=False) is None:  # reachable or not: no counterexample to shrink
+        if not reached[id(a)]:  # reachable or not: no counterexample to shrink
             what = "no block and no loop iteration ever reaches it"
             hint = "move the assertion where the value is computed, or fix the loop bounds / condition around it"
     if what is None:
@@ -135,14 +155,8 @@ def _elements(ctx, a):
     alts = reg.tag(_at(reg, coords, shape)) if reg.tag is not None else [Alt(True, None)]
     extra = tuple(_at_value(x, coords, shape) for x in a.at)
     m, pc = instance(a.point, "@1")
-    qs = [(AND(pc, coord_ranges(coords, shape), subst(cond, m), subst(bad, m)), tags, src)
-          for cond, tags, bad, src in _alts_pred(a.fn, [alts], extra)]
-    if ctx.solver.none_of([q for q, _, _ in qs]):
-        return []
-    for q, tags, src in qs:
-        model = ctx.solver.check(q)
-        if model is None:
-            continue
+
+    def make(model, tags, src):
         env = dict(model)
         tag = show(subst_tag(tags[0], m), env)
         cs = tuple(env.get(f"c{d}@a", 0) for d in range(len(shape)))
@@ -159,10 +173,11 @@ def _elements(ctx, a):
         msg = (f"tag assertion `{a.fn.source}` fails for element {cs}{where}: tag {tag!r}" if not unknown else
                f"tag assertion `{a.fn.source}` cannot be proved for element {cs}: its tag is not known "
                "(untracked through a loop or uninitialized shared memory)")
-        return [Finding("tag_assertion", "error", msg, a.span, cex, src or reg.src)]
-    return []
+        return Finding("tag_assertion", "error", msg, a.span, cex, src or reg.src)
 
-
+    return [[(AND(pc, coord_ranges(coords, shape), subst(cond, m), subst(bad, m)),
+              lambda model, tags=tags, src=src: make(model, tags, src))
+             for cond, tags, bad, src in _alts_pred(a.fn, [alts], extra)]]
 
 
 def _operand_alts(op_tag, which, instr, warps, shape, pos, group, suffix):
@@ -187,9 +202,8 @@ def _same(a, b) -> bool:
 
 
 def _mma(ctx, a):
-    out = []
     reg = a.target.reg
-    todo = []
+    units = []
     for contrib in reg.pairs:
         M, N, K = contrib.shape
         instr, warps = contrib.instr, contrib.warps
@@ -199,17 +213,8 @@ def _mma(ctx, a):
         alts_b, _ = _operand_alts(contrib.b, "b", instr, warps, (K, N), (kk, j), group, "@m")
         m, pc = instance(contrib.point, "@1")
         ranges = AND(in_range(i, 0, M), in_range(j, 0, N), in_range(kk, 0, K))
-        todo.append((contrib, m, [(AND(pc, ranges, subst(cond, m), subst(bad, m)), tags, src)
-                                  for cond, tags, bad, src in _alts_pred(a.fn, [alts_a, alts_b])]))
-    # One query for every MMA that produced acc (the stage copies of one ring's MMA among them) and every
-    # alternative; the MMAs one by one only when it has a model, to name the failing one.
-    if ctx.solver.none_of([q for _, _, qs in todo for q, _, _ in qs]):
-        return []
-    for contrib, m, qs in todo:
-        for q, tags, src in qs:
-            model = ctx.solver.check(q)
-            if model is None:
-                continue
+
+        def make(model, tags, src, contrib=contrib, m=m):
             env = dict(model)
             ta, tb = (show(subst_tag(t, m), env) for t in tags)
             ci, cj, ck = env.get("i@m", 0), env.get("j@m", 0), env.get("kk@m", 0)
@@ -226,9 +231,12 @@ def _mma(ctx, a):
                    if not unknown else
                    f"tag assertion `{a.fn.source}` cannot be proved for accumulator element ({ci}, {cj}): an operand "
                    "tag is not known (uninitialized shared memory or untracked data flow)")
-            out.append(Finding("tag_assertion", "error", msg, a.span, cex, src or contrib.span))
-            break
-    return out
+            return Finding("tag_assertion", "error", msg, a.span, cex, src or contrib.span)
+
+        units.append([(AND(pc, ranges, subst(cond, m), subst(bad, m)),
+                       lambda model, tags=tags, src=src, make=make: make(model, tags, src))
+                      for cond, tags, bad, src in _alts_pred(a.fn, [alts_a, alts_b])])
+    return units
 
 
 def _stores_into(ctx, param) -> list:
@@ -241,7 +249,7 @@ def _stores_into(ctx, param) -> list:
 def _stores(ctx, a):
     """`tp.assert_tag(T, lambda t, *idx: ...)` on a global tensor: for every store into T (anywhere in the
     kernel), every stored element inside T and its mask, pred(the stored value's tag, its coordinates in T)."""
-    out = []
+    units = []
     for g, val in _stores_into(ctx, a.target.param):
         shape = tuple(g.shape)
         coords = tuple(Var(f"c{d}@s") for d in range(len(shape)))
@@ -257,11 +265,8 @@ def _stores(ctx, a):
             tagged = _alts_pred(a.fn, [alts], tuple(idx))
             unknown_index = False
         inside = AND(*(AND(cmp(">=", x, 0), cmp("<", x, d)) for x, d in zip(idx, g.dims) if x is not None))
-        for cond, tags, bad, _src in tagged:
-            q = AND(pc, coord_ranges(coords, shape), subst(AND(inside, g.mask(coords), cond, bad), m))
-            model = ctx.solver.check(q)
-            if model is None:
-                continue
+
+        def make(model, tags, g=g, val=val, shape=shape, idx=idx, m=m, unknown_index=unknown_index):
             env = dict(model)
             cs = tuple(env.get(f"c{d}@s", 0) for d in range(len(shape)))
             at = tuple(show(subst_tag(x, m), env) for x in idx) if not unknown_index else None
@@ -282,6 +287,9 @@ def _stores(ctx, a):
             else:
                 msg = (f"tag assertion `{a.fn.source}` fails for element {at} of `{a.target.param}` stored at {where}: "
                        f"tag {tag!r}")
-            out.append(Finding("tag_assertion", "error", msg, a.span, cex, g.span))
-            break
-    return out
+            return Finding("tag_assertion", "error", msg, a.span, cex, g.span)
+
+        units.append([(AND(pc, coord_ranges(coords, shape), subst(AND(inside, g.mask(coords), cond, bad), m)),
+                       lambda model, tags=tags, make=make: make(model, tags))
+                      for cond, tags, bad, _src in tagged])
+    return units
