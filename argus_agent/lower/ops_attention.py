@@ -34,7 +34,7 @@ from .registry import register
 log = logging.getLogger("argus_agent.lower")
 
 DECODE_MAX_QUERIES = 16     # attention_decode packs GROUP * QLEN rows per KV head, QLEN <= 16
-NUM_SMS = 132               # H100 SXM: decode splits the keys for two waves of blocks
+NUM_SMS = 132               # H100 SXM: decode splits the keys for one wave of blocks (attention.decode_splits)
 
 
 @dataclass
@@ -131,11 +131,9 @@ def _template(ctx, plan, group, q, k, v, is_causal, scale) -> LTensor:
     t = AttentionTemplate(out, qb, kb, vb, lse, bh, bhkv, sq, skv, d, bool(is_causal), scale, ctx.note)
     if plan == "decode":
         rows = group * sq
-        consumers = 1 if rows <= 64 else 2
         bn = 128
         tiles = -(-skv // bn)
-        m_blocks = -(-rows // (64 * consumers))
-        splits = max(1, min(tiles, -(-2 * NUM_SMS // (bhkv * m_blocks))))
+        splits = attention.decode_splits(bhkv, rows, skv, d, NUM_SMS, bn)   # one wave (stdlib `decode`'s rule)
         chunk = -(-tiles // splits) * bn
         splits = -(-skv // chunk)          # every split holds at least one key
         t.splits, t.chunk = splits, chunk
