@@ -462,6 +462,10 @@ def decode(q, k, v, o, lse, causal=False, scale=None, splits=None, num_sms=132, 
         raise ValueError(f"head dim {d} is not supported (64 or 128)")
     if qlen > 16:
         raise ValueError(f"decode takes up to 16 new tokens per sequence, not {qlen}: use launch()")
+    for name, t in (("o", o), ("lse", lse)):   # written through a (bhkv, rows, ...) view: a copy would be lost
+        if not (t.is_contiguous() if hasattr(t, "is_contiguous") else t.flags.c_contiguous):
+            raise ValueError(f"decode writes `{name}` in place through a reshaped view, so it must be contiguous: "
+                             f"pass a contiguous tensor (e.g. torch.empty of its shape) and copy it where needed")
     group = bh // bhkv
     rows = group * qlen
     qp = q.reshape(bhkv, rows, d)         # (b, kv head, group, qlen) rows: the heads of a KV head are adjacent

@@ -243,6 +243,15 @@ def test_one_split_writes_bf16_output_directly():
     assert np.abs(lse.double().numpy() - ref_lse).max() < 1e-5 * max(1.0, np.abs(ref_lse).max())
 
 
+def test_decode_refuses_a_strided_output():
+    """o is written through a reshaped view: a non-contiguous o would be silently left unwritten, so it is
+    refused with the fix named."""
+    q, k, v = (np.zeros(s, np.float32) for s in ((4, 1, 64), (1, 128, 64), (1, 128, 64)))
+    o = np.zeros((4, 2, 64), np.float32)[:, :1]
+    with pytest.raises(ValueError, match="`o` in place.*contiguous"):
+        attention.decode(q, k, v, o, np.zeros((4, 1), np.float32), splits=1)
+
+
 @pytest.mark.parametrize("bhkv,rows,skv,d,want", [
     (128, 4, 8192, 128, 1),      # 16 x 8 KV heads: the heads fill 128 of 132 SMs, one split, no merge
     (32, 4, 32768, 128, 4),      # 4 x 8 KV heads: 4 splits of 64 tiles, 128 blocks in one wave
