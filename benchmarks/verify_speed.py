@@ -53,7 +53,7 @@ def cases():
         yield f"gemm_hopper[{target}, 128x128]", gemm_hopper.gemm_hopper, target, {**params, **gemm_hopper.SMALL_TILE}
     for cls in gemm_hopper.POLICIES:  # the policy table's classes (wait_group 1, 6 stages, split-K)
         M, N, K = {"large": (4096,) * 3, "small": (1024,) * 3, "skinny": (128, 4096, 4096),
-                   "unaligned": (2051, 2045, 1000)}[cls]
+                   "decode": (16, 4096, 4096), "unaligned": (2051, 2045, 1000)}[cls]
         yield f"gemm_hopper[policy {cls}]", gemm_hopper.gemm_hopper, "sm_90a", gemm_hopper.policy(M, N, K)
         if cls in gemm_hopper.BF16_OUT:  # the bf16-output entries (the staged epilogue)
             yield (f"gemm_hopper_bf16[policy {cls}]", gemm_hopper.gemm_hopper_bf16, "sm_90a",

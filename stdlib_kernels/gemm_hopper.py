@@ -213,18 +213,22 @@ NUM_SMS = 132  # H100 SXM; the policy table sizes grids against it
 # warpgroups (they already cover each other's waits: 0.97x at 4096^3), so the large class keeps wait_group 0;
 # <= 1024^3 wants more CTAs than 128x128 tiles give (64 x 128 tiles, one consumer warpgroup, 6 stages: 1.7x
 # faster than 128x256), and its bf16 output goes through the staged epilogue (EPILOGUE=1: 10.4 -> 9.5-9.8 us at
-# 1024^3 in one run, twice; f32 out is slower staged, 9.7 -> 10.6); skinny M (<= 256, decode included) wants
-# split-K over the SMs (16 x 4096 x 4096: 128x128 split-K 4 18.8-19.8 us against 64x128 tiles without split-K
-# 24.8-25.1 in two runs of one call; a first call's 14.8 for the latter did not repeat); rows that TMA cannot
-# describe are padded once per call, after which the large tile is fastest (2051 x 2045 x 1000: 128x64 s6 57.6
-# us, 128x256 s4 40.0).
+# 1024^3 in one run, twice; f32 out is slower staged, 9.7 -> 10.6); the large class's bf16 output goes out
+# through the TMA store (EPILOGUE=2, 3 stages: 8192 x 8192 x 1024 271.8-293.9 -> 254.0 us, 3000 x 5000 x 4096
+# 281-283 -> 274, 4096^3 206-218 -> 210); skinny M (65-256) wants split-K over the SMs; decode M (<= 64) wants
+# 64 x 128 tiles, one consumer, split-K (16 x 4096 x 4096: 18.7 -> 14.8 us, 64 x 4096 x 4096: 20.4 -> 15.7;
+# without split-K 25); rows that TMA cannot describe are padded once per call, after which the large tile is
+# fastest (2051 x 2045 x 1000: 128x64 s6 57.6 us, 128x256 s4 40.0).
 POLICIES = {
     "large": dict(IN_FLIGHT=0),
     "small": dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=tp.nv.wgmma_m64n128k16_bf16),
     "skinny": dict(IN_FLIGHT=1, **SMALL_TILE),
+    "decode": dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=tp.nv.wgmma_m64n128k16_bf16),
     "unaligned": dict(IN_FLIGHT=0),
 }
-BF16_OUT = {"small": dict(EPILOGUE=1)}  # over POLICIES where the output is bf16 (policy(..., out=tp.bf16))
+# over POLICIES where the output is bf16 (policy(..., out=tp.bf16)); f32 out: the staged tile does not fit
+# beside 128 x 256 tiles, and it measured slower at 1024^3
+BF16_OUT = {"small": dict(EPILOGUE=1), "large": dict(STAGES=3, EPILOGUE=2)}
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -232,8 +236,10 @@ def _cdiv(a: int, b: int) -> int:
 
 
 def shape_class(M: int, N: int, K: int) -> str:
-    """skinny (M <= 256, decode), small (<= 1024^3), unaligned (A's or B's rows not a multiple of 16 bytes:
-    padded), large."""
+    """decode (M <= 64), skinny (M <= 256), small (<= 1024^3), unaligned (A's or B's rows not a multiple of 16
+    bytes: padded), large."""
+    if M <= 64:
+        return "decode"
     if M <= 256:
         return "skinny"
     if M * N * K <= 1024 ** 3:

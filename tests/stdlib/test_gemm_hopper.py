@@ -95,9 +95,13 @@ def test_policy_table_by_shape_class():
     assert gemm_hopper.policy(128, 4096, 512).get("SPLIT_K", 1) == 2
 
 
-def test_policy_table_unaligned_and_bf16_out():
-    # decode M is skinny: 128 x 128 tiles split over K (64-row tiles without split-K measured slower)
-    assert gemm_hopper.shape_class(16, 4096, 4096) == "skinny" and gemm_hopper.policy(16, 4096, 4096)["SPLIT_K"] == 4
+def test_policy_table_decode_unaligned_and_bf16_out():
+    # decode M (<= 64): 64 x 128 tiles, one consumer, split over K to fill the SMs (32 tiles x 4)
+    assert gemm_hopper.shape_class(16, 4096, 4096) == gemm_hopper.shape_class(64, 4096, 4096) == "decode"
+    assert gemm_hopper.shape_class(65, 4096, 4096) == "skinny"
+    dec = gemm_hopper.policy(16, 4096, 4096)
+    assert (dec["BM"], dec["BN"], dec["CONSUMERS"], dec["SPLIT_K"]) == (64, 128, 1, 4)
+    assert gemm_hopper.grid_of(16, 4096, dec) == (1, 32, 4)
     # unaligned rows are padded, then run the large tile
     una = gemm_hopper.policy(2051, 2045, 1000)
     assert (una["BM"], una["BN"], una["STAGES"], una["IN_FLIGHT"]) == (128, 256, 4, 0)
@@ -105,7 +109,9 @@ def test_policy_table_unaligned_and_bf16_out():
     # bf16 out stages the small class's epilogue; f32 out and the other classes do not
     assert gemm_hopper.policy(1024, 1024, 1024, tp.bf16)["EPILOGUE"] == 1
     assert not gemm_hopper.policy(1024, 1024, 1024).get("EPILOGUE")
-    assert not gemm_hopper.policy(4096, 4096, 4096, tp.bf16).get("EPILOGUE")
+    big = gemm_hopper.policy(4096, 4096, 4096, tp.bf16)                 # large, bf16: the TMA store, 3 stages
+    assert (big["EPILOGUE"], big["STAGES"]) == (2, 3) and not gemm_hopper.policy(4096, 4096, 4096).get("EPILOGUE")
+    assert not gemm_hopper.policy(2051, 2045, 1000, tp.bf16).get("EPILOGUE")   # C's rows: no TMA
     with pytest.raises(ValueError, match="EPILOGUE"):
         gemm_hopper.kernel_params({**gemm_hopper.PRESETS["sm_90a"], "PERSISTENT": 1, "EPILOGUE": 1})
 
