@@ -17,7 +17,7 @@ import numpy as np
 
 from tilepy import ir
 from tilepy.ops import ATOMICS, OPS, UNARY_MATH
-from tilepy.symbolic import Var
+from tilepy.symbolic import BinOp, Var
 from tilepy.targets import get_target
 from tilepy.types import RegType, ScalarType, TensorType
 
@@ -204,7 +204,7 @@ class _Walker(MemoryEvents):
         ctr = {k: lp.base[k] + n * lp.cost[k] for k in lp.cost}
         st2 = _State(env2, ctr, st.path, st.threads, st.loops + (lp,), st.role)
         st2.divergent = st.divergent
-        closed = {k: self.prefix_closed(lp, v) for k, v in v_iter.items()}
+        closed = self.prefix_closed_all(lp, v_iter)
         st2.avalid = dict(st.avalid)
         for k, v in v_iter.items():
             prev = subst(v, {lp.var.name: lp.var - lp.step}) if closed[k] else False
@@ -224,13 +224,21 @@ class _Walker(MemoryEvents):
             elif name in st2.env:
                 st.env[name] = join(st.env.get(name), after_loop(st2.env[name], lp))
 
-    def prefix_closed(self, lp, v) -> bool:
-        """Does `v` (a bool term over lp.var) holding at iteration n imply it held at every earlier one?"""
+    def _not_prefix_closed(self, lp, v):
+        """Models: `v` (a bool term over lp.var) holds at iteration n but not at an earlier one."""
         i = fresh("pc")
         earlier = lp.start + i * lp.step
-        q = AND(lp.constraint(), cmp(">=", i, 0), cmp("<", earlier, lp.var), v,
-                NOT(subst(v, {lp.var.name: earlier})))
-        return self.solve(q) is None
+        return AND(lp.constraint(), cmp(">=", i, 0), cmp("<", earlier, lp.var), v,
+                   NOT(subst(v, {lp.var.name: earlier})))
+
+    def prefix_closed_all(self, lp, vs: dict) -> dict:
+        """{key: does v holding at iteration n imply it held at every earlier one} for the validity terms `vs`
+        (one per mbarrier counter; a ring unrolled per stage has one per stage): one query for all of them, each
+        alone only when that one has a model."""
+        qs = {k: self._not_prefix_closed(lp, v) for k, v in vs.items()}
+        if len(qs) > 1 and self.solve(OR(*qs.values())) is None:
+            return dict.fromkeys(qs, True)
+        return {k: self.solve(q) is None for k, q in qs.items()}
 
     def branch(self, s: ir.If, st):
         cond = self.scalar(s.cond, st)
@@ -411,10 +419,9 @@ class _Walker(MemoryEvents):
         return v
 
     def _minmax(self, op, e, st):
-        """Scalar min / max of two integers: a fresh variable v with the facts v <= a, v <= b, v in {a, b} (>=
-        for max) added to the path condition, so every point after it carries them and a query's instance
-        renaming (Point.instance: the loop's derived variables) renames v with them; tiles: element by
-        element."""
+        """Scalar min / max of two integers: the term min(a, b) (vc.py encodes it with its definition as a
+        side condition of the whole query, so it means the same under a negation and renames with its
+        arguments in every instance of a point); tiles: element by element."""
         args = [self.expr(a, st) for a in e.args if isinstance(a, ir.Expr)]
         if isinstance(e.type, RegType):
             return self.elementwise(e, args, st)
@@ -426,12 +433,7 @@ class _Walker(MemoryEvents):
             return fresh(op)
         if v is not None:
             return v
-        v = fresh(op)
-        rel = "<=" if op == "min" else ">="
-        st.path = AND(st.path, cmp(rel, v, a), cmp(rel, v, b), OR(cmp("==", v, a), cmp("==", v, b)))
-        if st.loops:
-            st.loops[-1].derived.append(v.name)
-        return v
+        return BinOp(op, a, b)
 
     def op_view(self, e, st):
         base = self.expr(e.args[0], st)
