@@ -250,6 +250,8 @@ def evaluate(problem, model_new_cls, *, tol: float = 1e-2, seed: int = 0, n_shap
              warmup: int = 20, runs: int = 100, trial_seed: int = 0) -> Evaluation:
     """Check `model_new_cls` against the problem's Model on fresh inputs per trial; time on a GPU. In process:
     for trusted code (a model_new.py the user holds); the optimize loop evaluates candidates in a sandbox."""
+    from .lower.precision import matching_reference
+
     can_time, why = gpu_status()
     device = "cuda" if can_time else "cpu"
     ref = problem.make_model(seed).to(device)
@@ -267,7 +269,7 @@ def evaluate(problem, model_new_cls, *, tol: float = 1e-2, seed: int = 0, n_shap
     for i, (sh, cpu_inputs) in enumerate(plan):
         inputs = to_device(cpu_inputs, device)
         keep = clone_all(inputs)
-        with torch.no_grad():
+        with torch.no_grad(), matching_reference():   # --precision: the reference at that precision
             expected = ref(*clone_all(inputs))
         run = run_forward(new, inputs)
         launches += run.launches
@@ -279,7 +281,8 @@ def evaluate(problem, model_new_cls, *, tol: float = 1e-2, seed: int = 0, n_shap
         prev_out_storage |= _storages([run.output])
         trial = Trial(_shape_text(sh), True, _max_err(run.output, expected))
         if can_time and time_it and i < n_timed:
-            trial.ref_ms = _time(ref, inputs, warmup, runs)
+            with matching_reference():
+                trial.ref_ms = _time(ref, inputs, warmup, runs)
             trial.new_ms = _time(new, inputs, warmup, runs)
             trial.ref_graph_ms, _ = _time_graph(ref, inputs, warmup, runs)
             trial.new_graph_ms, trial.graph_note = _time_graph(new, inputs, warmup, runs)

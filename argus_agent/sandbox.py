@@ -33,6 +33,8 @@ from pathlib import Path
 
 import torch
 
+from .lower.precision import matching_reference
+
 STAGES = ("build", "verify", "test", "time")
 DEFAULT_LIMITS = {"build": 300.0, "verify": 300.0, "test": 600.0, "time": 300.0}
 PRELOAD = ["torch", "tilepy", "argus_agent.gates", "argus_agent.candidate", "argus_agent.evaluate",
@@ -333,7 +335,7 @@ class Sandbox:
             runs = msg["runs"]
             for i, (sh, cpu_inputs) in enumerate(plan):
                 inputs = to_device(cpu_inputs, self.device)
-                with torch.no_grad():
+                with torch.no_grad(), matching_reference():   # --precision: the reference at that precision
                     expected = self.ref(*clone_all(inputs))
                 r = runs[i] if i < len(runs) else {"launches": 0, "forbidden": [], "error": "no result came back"}
                 out = back["outputs"][i] if i < len(back["outputs"]) else None
@@ -373,7 +375,9 @@ class Sandbox:
 
         key = _shape_text(shape)
         if key not in self.ref_ms:
-            self.ref_ms[key] = time_forward(self.ref, to_device(cpu_inputs, self.device), self.warmup, self.runs)
+            with matching_reference():
+                self.ref_ms[key] = time_forward(self.ref, to_device(cpu_inputs, self.device), self.warmup,
+                                                self.runs)
         return self.ref_ms[key]
 
     def reference_graph_ms(self, shape, cpu_inputs) -> float | None:

@@ -100,6 +100,14 @@ def _median_ms(fn, runs: int, warmup: int = 3) -> float:
 
 
 def run_one(path: Path, runs: int, with_compile: bool, precision: str | None = None) -> dict:
+    """One problem's row; with `precision` the reference runs at it too (PyTorch's matching settings)."""
+    from argus_agent.lower.precision import matching_reference
+
+    with matching_reference(precision):
+        return _run_one(path, runs, with_compile, precision)
+
+
+def _run_one(path: Path, runs: int, with_compile: bool, precision: str | None) -> dict:
     import torch
 
     from argus_agent.lower.candidate import lower_problem

@@ -74,3 +74,35 @@ def rounded_bf16(ctx, t, base: str):
         return t
     b = as_bf16(ctx, t, base)
     return LTensor(t.shape, torch.float32, lambda c: vals.cast(b(c), torch.float32))
+
+
+_TORCH = {  # the PyTorch settings that compute fp32 matmuls / convolutions at each precision
+    "fp32": ("highest", False),
+    "tf32": ("high", True),      # TF32 matmuls (allow_tf32) and cuDNN TF32 convolutions
+    "bf16": ("medium", True),    # matmuls may take bf16 products; cuDNN has no bf16 mode for fp32: TF32
+}
+
+
+class matching_reference:
+    """`with matching_reference():` runs the reference at the precision asked for (--precision, through
+    ARGUS_PRECISION), so a candidate is compared with PyTorch computing at that precision (and, where it is
+    nearer, with float64: the tolerance itself is never loosened). Without a request PyTorch's settings stay
+    as they are (they are the precision)."""
+
+    def __init__(self, asked: str | None = None):
+        self.prec = resolve(asked)
+
+    def __enter__(self):
+        self.saved = None
+        if self.prec.asked:
+            self.saved = (torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32)
+            mm, cudnn = _TORCH[self.prec.asked]
+            torch.set_float32_matmul_precision(mm)
+            torch.backends.cudnn.allow_tf32 = cudnn
+        return self.prec
+
+    def __exit__(self, *exc):
+        if self.saved is not None:
+            torch.set_float32_matmul_precision(self.saved[0])
+            torch.backends.cudnn.allow_tf32 = self.saved[1]
+        return False

@@ -118,3 +118,20 @@ def test_tf32_matmul_is_one_tf32_product(tmp_path):
     bh = torch.from_numpy(round_tf32(b.numpy())).double()
     assert torch.allclose(out, torch.relu(ah @ bh), atol=1e-4, rtol=1e-4)
     assert (out - torch.relu(a.double() @ b.double())).abs().max() > 1e-4     # TF32, not fp32
+
+
+def test_the_reference_runs_at_the_asked_precision(torch_flags, monkeypatch):
+    from argus_agent.lower.precision import matching_reference
+
+    torch.set_float32_matmul_precision("highest")
+    torch.backends.cudnn.allow_tf32 = False
+    with matching_reference("tf32") as p:
+        assert p.asked == "tf32"
+        assert torch.get_float32_matmul_precision() == "high" and torch.backends.cudnn.allow_tf32
+    assert torch.get_float32_matmul_precision() == "highest" and not torch.backends.cudnn.allow_tf32
+    monkeypatch.setenv("ARGUS_PRECISION", "bf16")     # what --precision sets for the run and its workers
+    with matching_reference():
+        assert torch.get_float32_matmul_precision() == "medium"
+    monkeypatch.delenv("ARGUS_PRECISION")
+    with matching_reference():                         # no request: PyTorch's settings are the precision
+        assert torch.get_float32_matmul_precision() == "highest" and not torch.backends.cudnn.allow_tf32
