@@ -91,9 +91,10 @@ def gemm_fp8_persistent(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "
                         GROUP_M: tp.constexpr = 8):
     """gemm_fp8 on a persistent grid (at most one block per SM): block b takes output tiles b, b + grid, ... in
     the grouped order, and the ring runs on across them, so the producer loads the next tile's stages while the
-    consumers scale and store this one's accumulator. Each output tile takes `rounds` whole turns of the ring
-    (k-tiles rounded up to a multiple of STAGES; a slot past the last k-tile carries only its two arrivals), so
-    slot k of a block's it-th tile is stage k % STAGES in phase it * rounds + k // STAGES."""
+    consumers scale and store this one's accumulator. Each role runs one flat loop over the block's slots
+    g = 0 .. my_tiles * k_tiles - 1 (the form of gemm_hopper.gemm_persistent): slot g is k-tile g % k_tiles of
+    the block's (g // k_tiles)-th tile, in stage g % STAGES and phase g // STAGES of both mbarriers, affine in
+    one loop index, which the verifier proves. The consumers release every stage once up front."""
     a_s = tp.shared((BM, BK), tp.e4m3, stages=STAGES, swizzle=SWIZZLE)
     b_s = tp.shared((BN, BK), tp.e4m3, stages=STAGES, swizzle=SWIZZLE)
     full = tp.mbarrier(1, stages=STAGES)
@@ -104,40 +105,40 @@ def gemm_fp8_persistent(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "
     n_n = tp.cdiv(C.shape[1], BN)
     in_group = GROUP_M * n_n
     k_tiles = tp.cdiv(A.shape[1], BK)
-    rounds = tp.cdiv(k_tiles, STAGES)
     first = tp.block_id(0)
     step = tp.num_blocks(0)
+    slots = tp.cdiv(n_m * n_n - first, step) * k_tiles     # this block's tiles times k-tiles per tile
     if tp.warpgroup_id() == 0:          # producer warpgroup
-        for t in range(first, n_m * n_n, step):
+        for g in range(slots):
+            t = first + (g // k_tiles) * step
+            k = g % k_tiles
             first_m = (t // in_group) * GROUP_M
             group_m = tp.minimum(n_m - first_m, GROUP_M)
             m0 = (first_m + (t % in_group) % group_m) * BM
             n0 = ((t % in_group) // group_m) * BN
-            turn = ((t - first) // step) * rounds
-            for k in range(rounds * STAGES):
-                tp.mbarrier_wait(empty[k % STAGES], turn + k // STAGES)   # the consumers released the stage
-                if k < k_tiles:
-                    tp.copy_bulk(A[m0:m0 + BM, k * BK:k * BK + BK], a_s[k % STAGES], full[k % STAGES])
-                    tp.copy_bulk(B[n0:n0 + BN, k * BK:k * BK + BK], b_s[k % STAGES], full[k % STAGES])
-                tp.mbarrier_arrive(full[k % STAGES])
+            tp.mbarrier_wait(empty[g % STAGES], g // STAGES)      # the consumers released the stage
+            tp.copy_bulk(A[m0:m0 + BM, k * BK:k * BK + BK], a_s[g % STAGES], full[g % STAGES])
+            tp.copy_bulk(B[n0:n0 + BN, k * BK:k * BK + BK], b_s[g % STAGES], full[g % STAGES])
+            tp.mbarrier_arrive(full[g % STAGES])
     else:                               # consumer warpgroups
         scale = (tp.load(SA[0:1]) * tp.load(SB[0:1]))[:, None]
         for s in tp.static_range(STAGES):
             tp.mbarrier_arrive(empty[s])
-        for t in range(first, n_m * n_n, step):
-            first_m = (t // in_group) * GROUP_M
-            group_m = tp.minimum(n_m - first_m, GROUP_M)
-            m0 = (first_m + (t % in_group) % group_m) * BM
-            n0 = ((t % in_group) // group_m) * BN
-            turn = ((t - first) // step) * rounds
-            acc = tp.zeros((BM, BN), tp.f32, layout=tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1)))
-            for k in range(rounds * STAGES):
-                tp.mbarrier_wait(full[k % STAGES], turn + k // STAGES)
-                if k < k_tiles:
-                    acc = tp.mma(a_s[k % STAGES], b_s[k % STAGES].T, acc)
-                tp.mbarrier_arrive(empty[k % STAGES])
-            tp.assert_tag(tp.mma_operands(acc), lambda a, b: a[2] == b[1])
-            tp.store(C[m0:m0 + BM, n0:n0 + BN], acc * scale)
+        acc = tp.zeros((BM, BN), tp.f32, layout=tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1)))
+        for g in range(slots):
+            tp.mbarrier_wait(full[g % STAGES], g // STAGES)
+            if g % k_tiles == 0:        # a tile's first k-tile
+                acc = tp.zeros((BM, BN), tp.f32, layout=tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1)))
+            acc = tp.mma(a_s[g % STAGES], b_s[g % STAGES].T, acc)
+            tp.mbarrier_arrive(empty[g % STAGES])
+            if g % k_tiles == k_tiles - 1:      # a tile's last k-tile: the epilogue
+                t = first + (g // k_tiles) * step
+                first_m = (t // in_group) * GROUP_M
+                group_m = tp.minimum(n_m - first_m, GROUP_M)
+                m0 = (first_m + (t % in_group) % group_m) * BM
+                n0 = ((t % in_group) // group_m) * BN
+                tp.assert_tag(tp.mma_operands(acc), lambda a, b: a[2] == b[1])
+                tp.store(C[m0:m0 + BM, n0:n0 + BN], acc * scale)
 
 
 PRESETS = {

@@ -16,7 +16,8 @@ from stdlib_kernels import gemm_fp8  # noqa: E402
 d = torch.device("cuda")
 for (m, n, k), extra in (((200, 300, 272), {}),                                 # small class
                          ((136, 260, 400), dict(gemm_fp8.PRESETS["sm_90a"])),    # the large preset, ragged
-                         ((40, 200, 160), {})):                                  # skinny class
+                         ((40, 200, 160), {}),                                   # skinny class
+                         ((300, 520, 400), dict(PERSISTENT=1, NUM_SMS=3))):       # persistent, 6 tiles on 3
     a = torch.randn(m, k, device=d).to(torch.float8_e4m3fn)
     b = torch.randn(n, k, device=d).to(torch.float8_e4m3fn)
     s = torch.ones(1, device=d)

@@ -69,13 +69,17 @@ SHAPES = [(128, 4096, 4096), (1000, 1000, 1024), (2051, 2045, 1008), (257, 300, 
           (4096, 4096, 4096), (300, 130, 400)]
 
 
-@pytest.mark.parametrize("m,n,k", SHAPES)
-def test_gemm_fp8_against_float64_and_scaled_mm(m, n, k):
+CASES = [(shape, {}) for shape in SHAPES] + [((2051, 2045, 1008), dict(PERSISTENT=1)),
+                                             ((4096, 4096, 4096), dict(PERSISTENT=1, GROUP_M=16))]
+
+
+@pytest.mark.parametrize("m,n,k,extra", [(*s, e) for s, e in CASES])
+def test_gemm_fp8_against_float64_and_scaled_mm(m, n, k, extra):
     g = torch.Generator(device=DEV).manual_seed(m * 7 + n * 13 + k)
     a, sa = _quantize(torch.randn(m, k, device=DEV, generator=g))
     b, sb = _quantize(torch.randn(n, k, device=DEV, generator=g) * 0.02)
     out = torch.full((m, n), float("nan"), device=DEV, dtype=torch.bfloat16)
-    gemm_fp8.launch(a, b, sa, sb, out)
+    gemm_fp8.launch(a, b, sa, sb, out, **extra)
     torch.cuda.synchronize()
     ref = (a.double() @ b.double().t()) * sa.double() * sb.double()
     err = _rel(out, ref)

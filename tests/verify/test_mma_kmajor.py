@@ -107,6 +107,11 @@ def test_gemm_fp8_policies_verify_clean():
         assert report.findings == [], str(report)
 
 
+def test_gemm_fp8_persistent_verifies_clean():
+    report = tv.verify_ir(gemm_fp8.gemm_fp8_persistent.ir("sm_90a", **gemm_fp8.PRESETS["sm_90a"]))
+    assert report.findings == [], str(report)
+
+
 def test_gemm_fp8_tag_assertion_catches_a_misaligned_b_tile():
     """The kernel's assertion (A's k equals B's k in every product) has teeth: B copied one k-tile ahead fails."""
     src = open(gemm_fp8.__file__).read()
@@ -115,4 +120,11 @@ def test_gemm_fp8_tag_assertion_catches_a_misaligned_b_tile():
     bad = src.replace(good, "tp.copy_bulk(B[n0:n0 + BN, k0 + BK:k0 + 2 * BK]")
     k = kernels_from_source(bad, "gemm_fp8_misaligned.py")["gemm_fp8"]
     report = tv.verify_ir(k.ir("sm_90a", **gemm_fp8.policy(1024, 1024, 1024)))
+    assert "tag_assertion" in [f.check for f in report.errors], str(report)
+    # the persistent kernel's B copy one k-tile ahead
+    good = "tp.copy_bulk(B[n0:n0 + BN, k * BK:k * BK + BK]"
+    assert good in src
+    bad = src.replace(good, "tp.copy_bulk(B[n0:n0 + BN, k * BK + BK:k * BK + 2 * BK]")
+    k = kernels_from_source(bad, "gemm_fp8_persistent_misaligned.py")["gemm_fp8_persistent"]
+    report = tv.verify_ir(k.ir("sm_90a", **gemm_fp8.PRESETS["sm_90a"]))
     assert "tag_assertion" in [f.check for f in report.errors], str(report)
