@@ -88,13 +88,19 @@ def gemm_fp8_persistent(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "
                         BM: tp.constexpr = 128, BN: tp.constexpr = 256, BK: tp.constexpr = 128,
                         STAGES: tp.constexpr = 4, CONSUMERS: tp.constexpr = 2,
                         INSTR: tp.constexpr = tp.nv.wgmma_m64n256k32_e4m3, SWIZZLE: tp.constexpr = tp.Swizzle(3, 4, 3),
-                        GROUP_M: tp.constexpr = 8):
+                        GROUP_M: tp.constexpr = 8, PRODUCER_REGS: tp.constexpr = 0,
+                        CONSUMER_REGS: tp.constexpr = 0):
     """gemm_fp8 on a persistent grid (at most one block per SM): block b takes output tiles b, b + grid, ... in
     the grouped order, and the ring runs on across them, so the producer loads the next tile's stages while the
     consumers scale and store this one's accumulator. Each role runs one flat loop over the block's slots
     g = 0 .. my_tiles * k_tiles - 1 (the form of gemm_hopper.gemm_persistent): slot g is k-tile g % k_tiles of
     the block's (g // k_tiles)-th tile, in stage g % STAGES and phase g // STAGES of both mbarriers, affine in
-    one loop index, which the verifier proves. The consumers release every stage once up front."""
+    one loop index, which the verifier proves. The consumers release every stage once up front.
+
+    Not in the policy table: with the bf16 store inside the slot loop ptxas spills (~0.8 KB at 128x256, as
+    gemm_hopper's bf16-out persistent kernel does; setmaxnreg 40/232 spills more), and the earlier form with
+    nested tile / k loops, which did not spill, measured no faster than gemm_fp8 on the H100 (0.85-0.91x of
+    torch._scaled_mm at the large shapes) while the verifier could not prove its ring."""
     a_s = tp.shared((BM, BK), tp.e4m3, stages=STAGES, swizzle=SWIZZLE)
     b_s = tp.shared((BN, BK), tp.e4m3, stages=STAGES, swizzle=SWIZZLE)
     full = tp.mbarrier(1, stages=STAGES)
@@ -108,7 +114,9 @@ def gemm_fp8_persistent(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "
     first = tp.block_id(0)
     step = tp.num_blocks(0)
     slots = tp.cdiv(n_m * n_n - first, step) * k_tiles     # this block's tiles times k-tiles per tile
-    if tp.warpgroup_id() == 0:          # producer warpgroup
+    if tp.warpgroup_id() == 0:          # producer warpgroup (its registers go to the consumers: setmaxnreg)
+        if PRODUCER_REGS > 0:
+            tp.setmaxnreg(PRODUCER_REGS)
         for g in range(slots):
             t = first + (g // k_tiles) * step
             k = g % k_tiles
@@ -121,6 +129,8 @@ def gemm_fp8_persistent(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "
             tp.copy_bulk(B[n0:n0 + BN, k * BK:k * BK + BK], b_s[g % STAGES], full[g % STAGES])
             tp.mbarrier_arrive(full[g % STAGES])
     else:                               # consumer warpgroups
+        if CONSUMER_REGS > 0:
+            tp.setmaxnreg(CONSUMER_REGS)
         scale = (tp.load(SA[0:1]) * tp.load(SB[0:1]))[:, None]
         for s in tp.static_range(STAGES):
             tp.mbarrier_arrive(empty[s])
