@@ -291,9 +291,13 @@ def run_suite(directory, target: str = "cpu", budget: int = 8, *, history: Histo
 
 
 def suite_json(rows: list[dict]) -> dict:
+    """Per-problem rows, fast_p, the solved share, and the precision the suite ran at (--precision, or PyTorch's
+    settings; each row's own `precision` says what its program computed at)."""
+    from .lower.precision import resolve
+
     keys = ("name", "correct", "speedup_eager", "speedup_compile", "precision", "error")
     return {"problems": [{k: r.get(k) for k in keys} for r in rows], "fast_p": fast_p(rows),
-            "solved": solved_share(rows)}
+            "solved": solved_share(rows), "precision": resolve(None).describe()}
 
 
 def suite_table(rows: list[dict]) -> str:

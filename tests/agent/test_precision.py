@@ -135,3 +135,38 @@ def test_the_reference_runs_at_the_asked_precision(torch_flags, monkeypatch):
     monkeypatch.delenv("ARGUS_PRECISION")
     with matching_reference():                         # no request: PyTorch's settings are the precision
         assert torch.get_float32_matmul_precision() == "highest" and not torch.backends.cudnn.allow_tf32
+
+
+def test_suite_json_records_the_precision(monkeypatch):
+    from argus_agent.suite import suite_json
+
+    monkeypatch.setenv("ARGUS_PRECISION", "tf32")
+    row = {"name": "p", "correct": True, "speedup_eager": 1.2, "speedup_compile": None,
+           "precision": "tf32 (kernels accumulate in fp32; matmuls in tf32)", "error": None}
+    out = suite_json([row])
+    assert out["precision"].startswith("tf32") and out["problems"][0]["precision"].startswith("tf32")
+
+
+def test_cli_suite_precision_reaches_the_rows(tmp_path, examples, monkeypatch):
+    """`argus suite --precision bf16`: printed, and every problem's row (lowered in a worker) records it."""
+    import json
+    import os
+    import shutil
+
+    from click.testing import CliRunner
+
+    from argus_agent.cli import main
+
+    monkeypatch.delenv("ARGUS_PRECISION", raising=False)
+    d = tmp_path / "problems"
+    d.mkdir()
+    shutil.copy(examples["swish_add"], d / "a_swish_add.py")
+    r = CliRunner().invoke(main, ["suite", str(d), "--budget", "1", "--precision", "bf16", "--json", "--db",
+                                  str(tmp_path / "s.db")])
+    try:
+        assert r.exit_code == 0, r.output
+        data = json.loads(r.stdout[r.stdout.index("{"):])
+        assert data["precision"].startswith("bf16")
+        assert data["problems"][0]["precision"].startswith("bf16"), data["problems"][0]
+    finally:
+        os.environ.pop("ARGUS_PRECISION", None)    # the CLI set it for its run (and workers)
