@@ -61,14 +61,26 @@ def analyse(acc, num_threads, target):
     if Wd.size == 0:
         return None
     bank = Wd % target.banks
-    key = np.stack([W, Gi, P, bank, Wd], axis=1)
-    uniq = np.unique(key, axis=0)
-    grp, counts = np.unique(uniq[:, :4], axis=0, return_counts=True)
+    # (warp, vector, phase, bank) and the word as one integer each, in mixed radix (all are >= 0, so the
+    # order is the lexicographic one): 1-D uniques instead of row uniques, which sort a structured view
+    cols = (W, Gi, P, bank)
+    radix = [int(c.max()) + 1 for c in cols]
+    grp_key = np.zeros(Wd.shape, dtype=np.int64)
+    for c, r in zip(cols, radix):
+        grp_key = grp_key * r + c
+    nwd = int(Wd.max()) + 1
+    pairs = np.unique(grp_key * nwd + Wd)  # distinct words per group
+    grp, counts = np.unique(pairs // nwd, return_counts=True)
     worst = int(np.argmax(counts))
     degree = int(counts[worst])
     if degree <= 1:
         return None
-    wv, gv, pv, bv = (int(x) for x in grp[worst].tolist())
+    g = int(grp[worst])
+    digits = []
+    for r in reversed(radix):
+        digits.append(g % r)
+        g //= r
+    wv, gv, pv, bv = reversed(digits)
     sel = (W == wv) & (Gi == gv) & (P == pv) & (bank == bv)
     lanes = sorted(set(int(x) for x in L[sel]))
     first = int(Wd[sel][0]) * target.bank_bytes
@@ -79,8 +91,8 @@ def check(ctx) -> list:
     out = []
     target = ctx.analysis.target
     for acc in ctx.analysis.accesses:
-        if acc.descriptor or acc.thr.size == 0 or acc.bar is not None:
-            continue  # descriptors and bulk copies (TMA) have no per-lane access pattern
+        if acc.descriptor or acc.thr.size == 0 or acc.bar is not None or acc.bulk_store:
+            continue  # descriptors and bulk copies and stores (TMA) have no per-lane access pattern
         res = analyse(acc, ctx.analysis.num_threads, target)
         if res is None:
             continue
