@@ -16,10 +16,13 @@ Every output is checked against float64 (computed on the GPU) before it is timed
 CUDA-graph replays (GPU time only), the fp32 rows both with the splits and without (operands split
 beforehand). `--sweep` adds the fp32 kernel's tile/stage variants at 4096^3.
 
-`gemm_hopper` runs with the policy its shape class gets from `gemm_hopper.policy` (large / small / skinny: tile,
-stages, wait_group 1, split-K); a split-K call includes zeroing its f32 accumulation target (and for bf16 out,
-the rounding copy). `--policies` adds a sweep of the policies per shape (bf16 out), and the 1024^3 GEMM's 30
-back-to-back calls eager and graph-replayed against cuBLAS (issue 14's bar).
+`gemm_hopper` runs with the policy its shape class gets from `gemm_hopper.policy(M, N, K, out)` (large / small /
+skinny / decode / unaligned: tile, stages, wait_group 1, split-K, the staged or TMA-store epilogue for bf16 out);
+a split-K call includes zeroing its f32 accumulation target (and for bf16 out, the rounding copy). `--policies`
+adds a sweep of the policies per shape (`--sweep-out bf16,f32`, `--variants REGEX`, `--sweep-shapes ...`; each
+variant's SPLIT_K / EPILOGUE explicit, the shape's policy row first), and the 1024^3 GEMM's 30 back-to-back calls
+eager and graph-replayed against cuBLAS (issue 14's bar; `--no-b2b` skips them). `--precompile N` builds the
+kernels in N processes first; `--name` sets the JSON's stem.
 """
 
 from __future__ import annotations
