@@ -14,6 +14,11 @@ ragged shapes need no masks until the final store.
 
 The output dtype is the C tensor's: `gemm_hopper` writes f32, `gemm_hopper_bf16` (the same source retyped)
 rounds the accumulator to bf16 in the epilogue's store; `launch` picks by c's dtype (or `out_dtype=`).
+
+The epilogue is a policy too (EPILOGUE): 0 stores the accumulator from the registers; 1 stages it in a shared
+tile c_s that the producer warpgroup copies out in coalesced 16-byte chunks; 2 stages it the same way and stores
+c_s with a TMA store (`tp.store_bulk`, then `tp.store_bulk_wait` before the block exits). The consumers hand c_s
+to the producer through an mbarrier (a handshake across roles, which the verifier orders).
 """
 
 import numpy as np
