@@ -41,7 +41,21 @@ BINARY_OPS = {
     "|": operator.or_,
     ">>": operator.rshift,
     "<<": operator.lshift,
+    # min / max: the verifier's value of tp.minimum / tp.maximum of two scalars (printed as calls)
+    "min": lambda a, b: _select(a, b, a <= b),
+    "max": lambda a, b: _select(a, b, a >= b),
 }
+_CALL_OPS = frozenset({"min", "max"})
+
+
+def _select(a, b, a_wins):
+    """a where `a_wins`, else b: ints, or numpy arrays elementwise."""
+    if getattr(a_wins, "ndim", 0) == 0:
+        return a if a_wins else b
+    import numpy
+
+    return numpy.where(a_wins, a, b)
+
 
 # Python's own precedence, so that str(expr) is also a valid Python expression.
 _PRECEDENCE = {"|": 1, "^": 2, "&": 3, "<<": 4, ">>": 4, "+": 5, "-": 5, "*": 6, "//": 6, "%": 6}
@@ -251,7 +265,7 @@ def _fold(op: str, a: Sym, b: Sym) -> Sym:
         return Const(0)
     if a == b and op in ("-", "^"):
         return Const(0)
-    if a == b and op in ("&", "|"):
+    if a == b and op in ("&", "|", "min", "max"):
         return a
     return BinOp(op, a, b)
 
@@ -287,6 +301,8 @@ def _format(e: Sym, parent_prec: int, right: bool = False) -> str:
         return e.name
     if isinstance(e, Const):
         return str(e.value)
+    if e.op in _CALL_OPS:
+        return f"{e.op}({_format(e.a, 0)}, {_format(e.b, 0)})"
     prec = _PRECEDENCE[e.op]
     text = f"{_format(e.a, prec)} {e.op} {_format(e.b, prec, right=True)}"
     # Left-associative: a right operand of equal precedence needs parentheses, a left one doesn't.

@@ -105,7 +105,7 @@ def _pair(ctx, a, b):
     # there (the kernel fails) and never makes the access
     nonzero = [cmp("!=", y, 0) for _x, y in _divisions(same, {})]
     cond = AND(c1, c2, _block_ranges("@1", axes), _block_ranges("@2", axes), other_block, *same, *nonzero,
-               *_persistent(a, m1, b, m2), *_division_lemmas((c1, c2, *same)))
+               *_persistent(a, m1, b, m2), *_strided((c1, *i1), (c2, *i2)), *_division_lemmas((c1, c2, *same)))
     model = ctx.solver.check(cond)
     if model is None:
         return None
@@ -137,6 +137,46 @@ def _persistent(a, m1, b, m2):
                 out.append(OR(cmp("==", Var(f"block{ax}@1"), Var(f"block{ax}@2")),
                               cmp("!=", subst(la.var, m1), subst(lb.var, m2))))
     return out
+
+
+def _strided(terms1, terms2) -> list:
+    """Facts of persistent strides written out (`t = block_id(x) + n * num_blocks(x)`, any integer term n:
+    a flat loop over a block's slots finds its tile as block + (slot // per_tile) * grid): two blocks that
+    differ on axis x never compute the same t, as 0 <= block < grid (both blocks' b + n * grid are b mod
+    grid). The same consequence of the blocks' ranges as `_persistent`'s, nonlinear for the solver."""
+    one: dict = {}
+    two: dict = {}
+    for terms, out, suffix in ((terms1, one, "@1"), (terms2, two, "@2")):
+        seen: set = set()
+        for t in terms:
+            _strides(t, suffix, out, seen)
+    lemmas = []
+    for (ax, _), t1 in one.items():
+        for (ax2, _), t2 in two.items():
+            if ax == ax2:
+                lemmas.append(OR(cmp("==", Var(f"block{ax}@1"), Var(f"block{ax}@2")), cmp("!=", t1, t2)))
+    return lemmas[:16]
+
+
+def _strides(t, suffix, out: dict, seen: set):
+    """{(axis, term): term} of the subterms block{axis}<suffix> + n * grid{axis} (either order) of a Sym or
+    bool term (`seen`: ids of the shared subterms visited)."""
+    if id(t) in seen:
+        return
+    seen.add(id(t))
+    if isinstance(t, BinOp):
+        if t.op == "+":
+            for b, p in ((t.a, t.b), (t.b, t.a)):
+                if isinstance(b, Var) and b.name.startswith("block") and b.name.endswith(suffix) \
+                        and isinstance(p, BinOp) and p.op == "*":
+                    ax = b.name[len("block"):-len(suffix)]
+                    if any(isinstance(g, Var) and g.name == f"grid{ax}" for g in (p.a, p.b)):
+                        out[(ax, t)] = t
+        _strides(t.a, suffix, out, seen)
+        _strides(t.b, suffix, out, seen)
+    elif isinstance(t, tuple) and t and t[0] in ("cmp", "and", "or", "not"):
+        for x in t[2:] if t[0] == "cmp" else t[1:]:
+            _strides(x, suffix, out, seen)
 
 
 def _divisions(t, out: dict):
