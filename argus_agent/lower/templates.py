@@ -415,11 +415,14 @@ def render_gemm_template(t, n: int, target: str, buffers: dict, done: set) -> tu
         srcs.append(preset_source("gemm_fp32", target))
         done.add("gemm_fp32")
     if isinstance(t, ConvTemplate) and "conv_igemm" not in done:
-        srcs.append(preset_source("conv_igemm", target))
+        # the launch's constexprs as the defaults (the build gate compiles kernels at their defaults)
+        srcs.append(with_defaults(preset_source("conv_igemm", target), conv_params(t), kernel="conv_igemm"))
         done.add("conv_igemm")
     kname, extra = t.kernel, []
     if t.epilogue is not None:
         src, kname, extra = _fused_source(t, n, target, buffers)
+        if isinstance(t, ConvTemplate):
+            src = with_defaults(src, conv_params(t), kernel=kname)
         srcs.append(src)
     out = t.epilogue.out if t.epilogue is not None else t.out
     if isinstance(t, Fp32GemmTemplate):
@@ -432,6 +435,15 @@ def render_gemm_template(t, n: int, target: str, buffers: dict, done: set) -> tu
                               + "".join(f", {a}" for a in extra)))
         return srcs, lines
     return srcs, render_conv(t, n, kname, out, extra)
+
+
+def conv_params(t: ConvTemplate) -> dict:
+    """The constexprs a convolution template launches conv_igemm with: its preset, the tile policy, the
+    geometry and the precision's pass."""
+    from stdlib_kernels import conv_igemm
+
+    return {**conv_igemm.PRESETS["sm_90a"], **conv_igemm.policy(t.geometry, t.cog, t.split), **t.geometry,
+            "SPLIT": t.split}
 
 
 def render_conv(t: ConvTemplate, n: int, kname: str, out: Buffer, extra: list) -> list:
@@ -450,8 +462,7 @@ def render_conv(t: ConvTemplate, n: int, kname: str, out: Buffer, extra: list) -
         lines.append(f"{wl} = torch.empty(({g}, {cog}, {kp}), dtype=torch.float32, device=dev)")
     lines.append(f"launch(split_tf32, ({-(-rows // 16)}, {-(-kp // 128)}), {t.w.name}.view({rows}, {K}), "
                  f"{wh}.view({rows}, {kp}), {wl}.view({rows}, {kp}))")
-    params = {**conv_igemm.PRESETS["sm_90a"], **conv_igemm.policy(t.geometry, cog, t.split), **t.geometry,
-              "SPLIT": t.split}
+    params = conv_params(t)
     ov = t.geometry["OS"][0] * t.geometry["OS"][1] * t.geometry["OS"][2]
     grid = conv_igemm.grid(t.x.shape[0], params, cog, g)
     kw = ", ".join(f"{k}={_py_source(v)}" for k, v in params.items())

@@ -141,3 +141,50 @@ def test_fp32_mm_with_long_k_splits_k(tmp_path):
     gemms = [k for k in prog.kernels if isinstance(k, Fp32GemmTemplate)]
     assert [g.ksplit for g in gemms] == [4] and "KSPLIT=4" in src
     _close(out, ref, 1e-4)
+
+
+def test_conv_kernels_carry_the_launch_constexprs_as_defaults(tmp_path):
+    """The candidate's conv_igemm kernels (plain and with a fused epilogue) have the constexprs they are
+    launched with (conv_igemm.policy's tiles, the geometry, the pass) as their defaults: the agent's build gate
+    compiles each kernel at its defaults, so it checks what runs. The program's result matches float64."""
+    import importlib.util
+
+    from argus_agent.lower import lower_model, render_program
+    from argus_agent.runtime import launch as real_launch
+
+    class TwoConvs(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = torch.nn.Conv2d(8, 16, 3)
+            self.b = torch.nn.Conv2d(16, 32, 3, padding=1)
+
+        def forward(self, x):
+            return self.b(torch.relu(self.a(x)))      # a: fused epilogue (relu); b: the program's output
+
+    torch.manual_seed(0)
+    model, x = TwoConvs(), torch.randn(2, 8, 10, 10)
+    prog = lower_model(model, [x], "sm_90a", "fp32")
+    p = tmp_path / "two_convs.py"
+    p.write_text(render_program(prog))
+    spec = importlib.util.spec_from_file_location("lowered_two_convs_defaults", p)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    calls = []
+
+    def recording(kernel, grid, *args, **constexprs):
+        calls.append((kernel.name, constexprs))
+        return real_launch(kernel, grid, *args, **constexprs)
+    mod.launch = recording
+    with torch.no_grad():
+        out = mod.argus_forward(model, x)
+        ref = model.double()(x.double())
+    convs = [(name, cx) for name, cx in calls if name.startswith("conv_igemm")]
+    assert len(convs) == 2 and all(n.startswith("conv_igemm_e") for n, _ in convs)   # bias/relu fused
+    for name, cx in convs:
+        defaults = getattr(mod, name).resolve_constexprs({})
+        assert {k: defaults[k] for k in cx} == cx, name
+        assert cx["BM"] == 64 and cx["SPLIT"] is True          # the policy's tiles, fp32's 3xTF32
+    # the plain kernel (the tuner's and the skills' starting point) carries the first convolution's
+    plain = mod.conv_igemm.resolve_constexprs({})
+    assert {k: plain[k] for k in convs[0][1]} == convs[0][1]
+    assert torch.allclose(out.double(), ref, atol=1e-4, rtol=1e-4)
