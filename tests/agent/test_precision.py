@@ -170,3 +170,15 @@ def test_cli_suite_precision_reaches_the_rows(tmp_path, examples, monkeypatch):
         assert data["problems"][0]["precision"].startswith("bf16"), data["problems"][0]
     finally:
         os.environ.pop("ARGUS_PRECISION", None)    # the CLI set it for its run (and workers)
+
+
+def test_model_new_records_the_precision(examples):
+    from argus_agent.emit import model_new_source
+    from argus_agent.lower.candidate import lower_problem
+    from argus_agent.problem import load_problem
+
+    problem = load_problem(examples["swish_add"], cpu=True)
+    first = lower_problem(problem, "cpu", "tf32")
+    text = model_new_source(problem.source, first.source)
+    assert f"PRECISION = {first.precision!r}" in text and first.precision.startswith("tf32")
+    assert first.tol < 1e-3      # no matmul or convolution: nothing runs below fp32, the tolerance stays fp32's
