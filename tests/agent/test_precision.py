@@ -182,3 +182,15 @@ def test_model_new_records_the_precision(examples):
     text = model_new_source(problem.source, first.source)
     assert f"PRECISION = {first.precision!r}" in text and first.precision.startswith("tf32")
     assert first.tol < 1e-3      # no matmul or convolution: nothing runs below fp32, the tolerance stays fp32's
+
+
+def test_torch_compile_backend_takes_the_precision_option():
+    import argus_agent.compile_backend  # noqa: F401  (registers backend="argus")
+
+    torch._dynamo.reset()
+    g = torch.Generator().manual_seed(9)
+    a, b = torch.randn(32, 64, generator=g), torch.randn(64, 16, generator=g)
+    out = torch.compile(MM(), backend="argus", options={"precision": "bf16"})(a, b).double()
+    assert torch.allclose(out, torch.relu(a.bfloat16().double() @ b.bfloat16().double()), atol=1e-5, rtol=1e-5)
+    assert (out - torch.relu(a.double() @ b.double())).abs().max() > 1e-3
+    torch._dynamo.reset()
