@@ -58,7 +58,11 @@ def cases():
         if cls in gemm_hopper.BF16_OUT:  # the bf16-output entries (the staged epilogue)
             yield (f"gemm_hopper_bf16[policy {cls}]", gemm_hopper.gemm_hopper_bf16, "sm_90a",
                    gemm_hopper.policy(M, N, K, tp.bf16))
-    mark(gemm.gemm, gemm_hopper.gemm_hopper)
+    # the persistent grid (PERSISTENT=1): one flat ring loop per role over the block's slots
+    yield "gemm_persistent[sm_90a]", gemm_hopper.gemm_persistent, "sm_90a", {}
+    yield ("gemm_persistent[sm_90a, 128x128 s5]", gemm_hopper.gemm_persistent, "sm_90a",
+           {**gemm_hopper.SMALL_TILE, "STAGES": 5})
+    mark(gemm.gemm, gemm_hopper.gemm_hopper, gemm_hopper.gemm_persistent)
     for d, params in attention.PRESETS.items():
         for causal in (False, True):
             yield (f"attention_fwd[d{d}{', causal' if causal else ''}]", attention.attention_fwd, None,

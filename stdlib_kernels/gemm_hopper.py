@@ -189,7 +189,7 @@ def gemm_persistent(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", 
         acc = tp.zeros((BM, BN), tp.f32, layout=tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1)))
         for g in range(slots):
             tp.mbarrier_wait(full[g % STAGES], g // STAGES)
-            if g % k_tiles == 0:        # a tile's first k-tile (zeroed here, not after the store: no spills)
+            if g % k_tiles == 0:        # a tile's first k-tile
                 acc = tp.zeros((BM, BN), tp.f32, layout=tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1)))
             acc = tp.mma(a_s[g % STAGES], b_s[g % STAGES], acc)
             tp.mbarrier_arrive(empty[g % STAGES])
@@ -201,6 +201,9 @@ def gemm_persistent(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", 
                 n0 = ((t % in_group) // group_m) * BN
                 tp.assert_tag(tp.mma_operands(acc), lambda a, b: a[2] == b[1])
                 tp.store(C[m0:m0 + BM, n0:n0 + BN], acc)
+                # zeroed again here: the accumulator is dead during the epilogue (a bf16 store converts it
+                # in registers without spilling); ptxas keeps the f32 form spill-free with both resets
+                acc = tp.zeros((BM, BN), tp.f32, layout=tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1)))
 
 
 KERNELS = {tp.f32: gemm_hopper, tp.bf16: gemm_hopper_bf16}

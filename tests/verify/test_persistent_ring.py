@@ -1,24 +1,26 @@
 """The persistent Hopper GEMM's mbarrier ring running on across a block's output tiles (issue 15 item 1,
-issue 17): `stdlib_kernels/gemm_hopper.py::gemm_persistent` walks tiles t = block, block + grid, ... and its
-ring's phase at slot k of the block's it-th tile is it * rounds + k // STAGES (rounds = cdiv(k_tiles, STAGES),
-a run-time value; it = (t - first) // step).
+issue 17): `stdlib_kernels/gemm_hopper.py::gemm_persistent` walks tiles t = block, block + grid, ... as ONE
+flat loop per role over the block's slots g (k-tile g % k_tiles of its (g // k_tiles)-th tile), stage
+g % STAGES in phase g // STAGES of both mbarriers: affine in one loop index, so the verifier proves the ring
+with its single-loop machinery (happens-before, deadlock, tags), and global_race proves the blocks' tiles
+disjoint through t = block + n * grid (`global_race._strided`).
 
 `ring` below is that kernel's source with seeded bugs behind `BUG` (the stdlib kernel is the lead's; this
 copy must stay line-for-line the same where BUG == "none", `test_ring_is_the_stdlib_kernel` checks the IR):
 
-* "no_rounds": turn = it instead of it * rounds: from the second tile on both roles wait for phases that
-  completed long ago; the consumers multiply stale stages (wrong result on the interpreter),
+* "tile_phase": both roles wait for phase (g % k_tiles) // STAGES, the k-tile's round within its own tile
+  (the phases of the earlier tiles forgotten): from the second tile on they wait for phases that completed
+  long ago; the consumers multiply stale stages (wrong result on the interpreter),
 * "no_prerelease": the consumers never release the stages up front: the producer's first wait never returns
   (the interpreter deadlocks),
-* "early_refill": the producer waits for phase turn + k // STAGES - 1 of `empty`: one round early, it
-  refills a stage the consumers may still read (a write-after-read hazard),
+* "early_refill": the producer waits for phase g // STAGES - 1 of `empty`: one round early, it refills a
+  stage the consumers may still read (a write-after-read hazard),
 * "wrong_n0": the store's column tile is (t % in_group) // GROUP_M, not // group_m: in a ragged last group
   (fewer than GROUP_M tile rows) two tiles of different blocks land on one (a global race; a tile of C is
   never written).
 
-Each bug is shown on the interpreter (where its schedule exposes it) and must be reported by the verifier
-with a counterexample. The correct kernel verifies clean: that needs the verifier to order ring phases that
-are products of a loop index and a run-time value (strict xfail until it does; see the module's report)."""
+Each bug is shown on the interpreter (where its schedule exposes it) and reported by the verifier with a
+counterexample; the correct kernel verifies clean at three tile configurations."""
 
 import numpy as np
 import pytest
@@ -49,52 +51,56 @@ def ring(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"], C: tp
     n_n = tp.cdiv(C.shape[1], BN)
     in_group = GROUP_M * n_n
     k_tiles = tp.cdiv(A.shape[1], BK)
-    rounds = tp.cdiv(k_tiles, STAGES)
     first = tp.block_id(0)
     step = tp.num_blocks(0)
+    slots = tp.cdiv(n_m * n_n - first, step) * k_tiles
     if tp.warpgroup_id() == 0:
-        for t in range(first, n_m * n_n, step):
+        if PRODUCER_REGS > 0:
+            tp.setmaxnreg(PRODUCER_REGS)
+        for g in range(slots):
+            t = first + (g // k_tiles) * step
+            k = g % k_tiles
             first_m = (t // in_group) * GROUP_M
             group_m = tp.minimum(n_m - first_m, GROUP_M)
             m0 = (first_m + (t % in_group) % group_m) * BM
             n0 = ((t % in_group) // group_m) * BN
-            if BUG == "no_rounds":
-                turn = (t - first) // step
+            if BUG == "tile_phase":
+                tp.mbarrier_wait(empty[g % STAGES], (g % k_tiles) // STAGES)
+            elif BUG == "early_refill":
+                tp.mbarrier_wait(empty[g % STAGES], g // STAGES - 1)
             else:
-                turn = ((t - first) // step) * rounds
-            for k in range(rounds * STAGES):
-                if BUG == "early_refill":
-                    tp.mbarrier_wait(empty[k % STAGES], turn + k // STAGES - 1)
-                else:
-                    tp.mbarrier_wait(empty[k % STAGES], turn + k // STAGES)
-                if k < k_tiles:
-                    tp.copy_bulk(A[m0:m0 + BM, k * BK:k * BK + BK], a_s[k % STAGES], full[k % STAGES])
-                    tp.copy_bulk(B[k * BK:k * BK + BK, n0:n0 + BN], b_s[k % STAGES], full[k % STAGES])
-                tp.mbarrier_arrive(full[k % STAGES])
+                tp.mbarrier_wait(empty[g % STAGES], g // STAGES)
+            tp.copy_bulk(A[m0:m0 + BM, k * BK:k * BK + BK], a_s[g % STAGES], full[g % STAGES])
+            tp.copy_bulk(B[k * BK:k * BK + BK, n0:n0 + BN], b_s[g % STAGES], full[g % STAGES])
+            tp.mbarrier_arrive(full[g % STAGES])
     else:
+        if CONSUMER_REGS > 0:
+            tp.setmaxnreg(CONSUMER_REGS)
         if BUG != "no_prerelease":
             for s in tp.static_range(STAGES):
                 tp.mbarrier_arrive(empty[s])
-        for t in range(first, n_m * n_n, step):
-            first_m = (t // in_group) * GROUP_M
-            group_m = tp.minimum(n_m - first_m, GROUP_M)
-            m0 = (first_m + (t % in_group) % group_m) * BM
-            if BUG == "wrong_n0":
-                n0 = ((t % in_group) // GROUP_M) * BN
+        acc = tp.zeros((BM, BN), tp.f32, layout=tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1)))
+        for g in range(slots):
+            if BUG == "tile_phase":
+                tp.mbarrier_wait(full[g % STAGES], (g % k_tiles) // STAGES)
             else:
-                n0 = ((t % in_group) // group_m) * BN
-            if BUG == "no_rounds":
-                turn = (t - first) // step
-            else:
-                turn = ((t - first) // step) * rounds
-            acc = tp.zeros((BM, BN), tp.f32, layout=tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1)))
-            for k in range(rounds * STAGES):
-                tp.mbarrier_wait(full[k % STAGES], turn + k // STAGES)
-                if k < k_tiles:
-                    acc = tp.mma(a_s[k % STAGES], b_s[k % STAGES], acc)
-                tp.mbarrier_arrive(empty[k % STAGES])
-            tp.assert_tag(tp.mma_operands(acc), lambda a, b: a[2] == b[1])
-            tp.store(C[m0:m0 + BM, n0:n0 + BN], acc)
+                tp.mbarrier_wait(full[g % STAGES], g // STAGES)
+            if g % k_tiles == 0:
+                acc = tp.zeros((BM, BN), tp.f32, layout=tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1)))
+            acc = tp.mma(a_s[g % STAGES], b_s[g % STAGES], acc)
+            tp.mbarrier_arrive(empty[g % STAGES])
+            if g % k_tiles == k_tiles - 1:
+                t = first + (g // k_tiles) * step
+                first_m = (t // in_group) * GROUP_M
+                group_m = tp.minimum(n_m - first_m, GROUP_M)
+                m0 = (first_m + (t % in_group) % group_m) * BM
+                if BUG == "wrong_n0":
+                    n0 = ((t % in_group) // GROUP_M) * BN
+                else:
+                    n0 = ((t % in_group) // group_m) * BN
+                tp.assert_tag(tp.mma_operands(acc), lambda a, b: a[2] == b[1])
+                tp.store(C[m0:m0 + BM, n0:n0 + BN], acc)
+                acc = tp.zeros((BM, BN), tp.f32, layout=tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1)))
 
 
 def _operands(m, k, n, seed=0):
@@ -128,17 +134,18 @@ def test_ring_is_the_stdlib_kernel():
 
 
 def test_correct_ring_on_the_interpreter():
-    # 3 x 3 tiles on 2 blocks (a block runs 4 or 5 tiles), 5 k-tiles in 2 stages: 3 turns, one empty slot
+    # 3 x 3 tiles on 2 blocks (a block runs 4 or 5 tiles), 5 k-tiles in 2 stages: a tile ends mid-turn
     c, ref = _run("none")
     assert np.linalg.norm(c - ref) / np.linalg.norm(ref) < 1e-6
 
 
-def test_no_rounds_computes_stale_products():
-    c, ref = _run("no_rounds")
+def test_tile_phase_computes_stale_products():
+    c, ref = _run("tile_phase")
     err = np.abs(c - ref)
     assert np.isnan(c).sum() == 0 and np.nanmax(err) > 1e-2       # tiles after a block's first are wrong
-    fs = _findings("no_rounds")
-    assert any(f.check == "pipeline_hazard" for f in fs), fs
+    fs = _findings("tile_phase")
+    hz = [f for f in fs if f.check == "pipeline_hazard"]
+    assert hz and all(f.counterexample for f in hz), [f.check for f in fs]
 
 
 def test_no_prerelease_deadlocks_on_the_interpreter():
@@ -146,10 +153,6 @@ def test_no_prerelease_deadlocks_on_the_interpreter():
         _run("no_prerelease")
 
 
-@pytest.mark.xfail(strict=True, reason="the deadlock check finds the arrive instance that completes a phase "
-                   "through sync.latest_counted, which expresses it only for an arrive in at most one loop: the "
-                   "consumers' releases sit in the tile loop and the round loop, so the producer's first wait "
-                   "is unchecked (no finding)")
 def test_no_prerelease_deadlock_reported():
     fs = _findings("no_prerelease")
     assert any(f.check == "deadlock" for f in fs), [f.check for f in fs]
@@ -175,10 +178,8 @@ def test_wrong_n0_races_and_computes_wrong_tiles():
     assert cex["block"] != cex["other_block"] and cex["element"], cex
 
 
-@pytest.mark.xfail(strict=True, reason="the verifier cannot yet order ring phases it * rounds + k // STAGES "
-                   "(products of a loop index and a run-time value) across the persistent tile loop")
-def test_correct_ring_verifies_clean():
-    # (the default 128x256 s4 and the 128x128 s5 variants take 50-65 s today, all in false pipeline hazards:
-    # add them here once this passes)
-    report = tv.verify(ring, target="sm_90a", **SMALL)
+@pytest.mark.parametrize("params", [SMALL, {}, dict(BN=128, STAGES=5, INSTR=tp.nv.wgmma_m64n128k16_bf16)])
+def test_correct_ring_verifies_clean(params):
+    report = tv.verify(ring, target="sm_90a", **params)
     assert report.ok and not report.findings, str(report)
+    assert report.stats["queries"] > 0
