@@ -6,16 +6,26 @@ from __future__ import annotations
 import numpy as np
 
 # The stage copies of an mbarrier ring (mbarrier_arrays.py) repeat one op's slots: answers are kept by the
-# slots' contents (a few hundred kB at most; cleared when large).
+# slots' contents, the bytes of keys and offset tables counted and everything dropped past _SEEN_MAX (a
+# long-lived process verifies many kernels). A key built for a hit counts too: an earlier drop at worst.
 _SEEN: dict = {}
+_SEEN_MAX = 64 << 20
+_seen_bytes = [0]
 
 
 def _key(*parts):
-    out = []
+    out, size = [], 0
     for p in parts:
-        out.append((p.dtype.str, p.shape, p.tobytes()) if isinstance(p, np.ndarray) else p)
-    if len(_SEEN) > 4096:
+        if isinstance(p, np.ndarray):
+            b = p.tobytes()
+            size += len(b)
+            out.append((p.dtype.str, p.shape, b))
+        else:
+            out.append(p)
+    if _seen_bytes[0] > _SEEN_MAX:
         _SEEN.clear()
+        _seen_bytes[0] = 0
+    _seen_bytes[0] += size
     return tuple(out)
 
 
@@ -24,6 +34,7 @@ def _per_offset(acc, n):
     hit = _SEEN.get(key)
     if hit is None:
         hit = _SEEN[key] = _per_offset_of(acc, n)
+        _seen_bytes[0] += hit[0].nbytes + hit[1].nbytes
     return hit
 
 
