@@ -149,11 +149,79 @@ def gemm_persistent(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", 
     ring runs on across a block's output tiles, so the producer loads the next output tile's stages while the
     consumers store this one's accumulator (the epilogue and the next tile's fill overlap).
 
-    Each role runs ONE flat loop over the block's slots g = 0 .. my_tiles * k_tiles - 1: slot g is k-tile
-    g % k_tiles of the block's (g // k_tiles)-th output tile t = b + (g // k_tiles) * grid, in stage
-    g % STAGES and phase g // STAGES of both mbarriers (the ring's phase is affine in one loop index, which is
-    what the verifier proves). The consumers release every stage once up front, so the producer's wait has no
-    first-turn case; they zero the accumulator at a tile's first k-tile and store it after its last."""
+    Each output tile takes `rounds` whole turns of the ring (k-tiles rounded up to a multiple of STAGES; a
+    slot past the last k-tile carries no copy and no product, only its two arrivals), so the k-th slot of a
+    block's it-th tile is stage k % STAGES in phase it * rounds + k // STAGES of both mbarriers. The consumers
+    release every stage once up front, so the producer's wait has no first-turn case. The verifier does not
+    prove this form (phases of two nested loops: tests/stdlib/test_gemm_hopper.py, strict xfail);
+    gemm_persistent_flat below is the same GEMM as one flat loop per role, proven clean, but slower."""
+    a_s = tp.shared((BM, BK), tp.bf16, stages=STAGES, swizzle=SWIZZLE)
+    b_s = tp.shared((BK, BN), tp.bf16, stages=STAGES, swizzle=SWIZZLE, layout=b_layout(BK, BN))
+    full = tp.mbarrier(1, stages=STAGES)
+    empty = tp.mbarrier(1, stages=STAGES)
+    tp.tag(A, lambda i, k: ("A", i, k))
+    tp.tag(B, lambda k, j: ("B", k, j))
+    n_m = tp.cdiv(C.shape[0], BM)
+    n_n = tp.cdiv(C.shape[1], BN)
+    in_group = GROUP_M * n_n                       # output tiles per group of GROUP_M tile rows
+    k_tiles = tp.cdiv(A.shape[1], BK)
+    rounds = tp.cdiv(k_tiles, STAGES)
+    first = tp.block_id(0)
+    step = tp.num_blocks(0)
+    if tp.warpgroup_id() == 0:          # producer warpgroup: one thread issues the bulk tensor copies
+        if PRODUCER_REGS > 0:
+            tp.setmaxnreg(PRODUCER_REGS)
+        for t in range(first, n_m * n_n, step):
+            first_m = (t // in_group) * GROUP_M
+            group_m = tp.minimum(n_m - first_m, GROUP_M)          # the last group may be short
+            m0 = (first_m + (t % in_group) % group_m) * BM
+            n0 = ((t % in_group) // group_m) * BN
+            turn = ((t - first) // step) * rounds     # ring turns taken by the earlier tiles of this block
+            for k in range(rounds * STAGES):
+                tp.mbarrier_wait(empty[k % STAGES], turn + k // STAGES)   # the consumers released the stage
+                if k < k_tiles:
+                    tp.copy_bulk(A[m0:m0 + BM, k * BK:k * BK + BK], a_s[k % STAGES], full[k % STAGES])
+                    tp.copy_bulk(B[k * BK:k * BK + BK, n0:n0 + BN], b_s[k % STAGES], full[k % STAGES])
+                tp.mbarrier_arrive(full[k % STAGES])
+    else:                               # consumer warpgroups: wgmma over their own threads, 64 rows each
+        if CONSUMER_REGS > 0:
+            tp.setmaxnreg(CONSUMER_REGS)
+        for s in tp.static_range(STAGES):
+            tp.mbarrier_arrive(empty[s])
+        for t in range(first, n_m * n_n, step):
+            first_m = (t // in_group) * GROUP_M
+            group_m = tp.minimum(n_m - first_m, GROUP_M)
+            m0 = (first_m + (t % in_group) % group_m) * BM
+            n0 = ((t % in_group) // group_m) * BN
+            turn = ((t - first) // step) * rounds
+            acc = tp.zeros((BM, BN), tp.f32, layout=tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1)))
+            for k in range(rounds * STAGES):
+                tp.mbarrier_wait(full[k % STAGES], turn + k // STAGES)
+                if k < k_tiles:
+                    acc = tp.mma(a_s[k % STAGES], b_s[k % STAGES], acc)
+                tp.mbarrier_arrive(empty[k % STAGES])
+            tp.assert_tag(tp.mma_operands(acc), lambda a, b: a[2] == b[1])
+            tp.store(C[m0:m0 + BM, n0:n0 + BN], acc)
+
+
+@tp.kernel(threads=_threads, target="sm_90a")
+def gemm_persistent_flat(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"],
+                         C: tp.Tensor[tp.f32, "M", "N"],
+                         BM: tp.constexpr = 128, BN: tp.constexpr = 256, BK: tp.constexpr = 64,
+                         STAGES: tp.constexpr = 4, CONSUMERS: tp.constexpr = 2,
+                         INSTR: tp.constexpr = tp.nv.wgmma_m64n256k16_bf16, SWIZZLE: tp.constexpr = tp.Swizzle(3, 3, 3),
+                         PRODUCER_REGS: tp.constexpr = 0, CONSUMER_REGS: tp.constexpr = 0, GROUP_M: tp.constexpr = 8):
+    """gemm_persistent with its ring as ONE flat loop per role: the form the verifier proves clean (every
+    check, the tag assertion included; tests/verify/test_persistent_ring.py). Not what launch runs: on the H100
+    (benchmarks/results/gemm-persistent-flat-*.json, bf16 out) it is 0.80x cuBLAS at 8192^3 (1847 us) where
+    gemm_persistent is 1.03x (1570 us, an earlier run), 1.00x with setmaxnreg 64/216 (1.05x): the per-slot
+    run-time divisions (tile and k-tile of slot g) and the two wgmma paths cost more than the nested loops.
+
+    Each role runs over the block's slots g = 0 .. my_tiles * k_tiles - 1: slot g is k-tile g % k_tiles of the
+    block's (g // k_tiles)-th output tile t = b + (g // k_tiles) * grid, in stage g % STAGES and phase
+    g // STAGES of both mbarriers (affine in one loop index). The consumers release every stage once up front,
+    so the producer's wait has no first-turn case; a tile's first k-tile multiplies into zeros, its last
+    stores the accumulator."""
     a_s = tp.shared((BM, BK), tp.bf16, stages=STAGES, swizzle=SWIZZLE)
     b_s = tp.shared((BK, BN), tp.bf16, stages=STAGES, swizzle=SWIZZLE, layout=b_layout(BK, BN))
     full = tp.mbarrier(1, stages=STAGES)
@@ -189,9 +257,12 @@ def gemm_persistent(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", 
         acc = tp.zeros((BM, BN), tp.f32, layout=tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1)))
         for g in range(slots):
             tp.mbarrier_wait(full[g % STAGES], g // STAGES)
-            if g % k_tiles == 0:        # a tile's first k-tile
-                acc = tp.zeros((BM, BN), tp.f32, layout=tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1)))
-            acc = tp.mma(a_s[g % STAGES], b_s[g % STAGES], acc)
+            if g % k_tiles == 0:        # a tile's first k-tile: from zero (a zeroing on its own would be a
+                # select of all 128 registers per thread in every slot, on the consumers' critical path)
+                acc = tp.mma(a_s[g % STAGES], b_s[g % STAGES],
+                             tp.zeros((BM, BN), tp.f32, layout=tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1))))
+            else:
+                acc = tp.mma(a_s[g % STAGES], b_s[g % STAGES], acc)
             tp.mbarrier_arrive(empty[g % STAGES])
             if g % k_tiles == k_tiles - 1:      # a tile's last k-tile: the epilogue
                 t = first + (g // k_tiles) * step
@@ -201,9 +272,9 @@ def gemm_persistent(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", 
                 n0 = ((t % in_group) // group_m) * BN
                 tp.assert_tag(tp.mma_operands(acc), lambda a, b: a[2] == b[1])
                 tp.store(C[m0:m0 + BM, n0:n0 + BN], acc)
-                # zeroed again here: the accumulator is dead during the epilogue (a bf16 store converts it
-                # in registers without spilling); ptxas keeps the f32 form spill-free with both resets
-                acc = tp.zeros((BM, BN), tp.f32, layout=tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1)))
+                if C.dtype.bytes < 4:   # bf16 out: the accumulator's life ends here, before the store's
+                    # conversion (no spills); an f32 store copies it, spill-free only without this (ptxas)
+                    acc = tp.zeros((BM, BN), tp.f32, layout=tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1)))
 
 
 KERNELS = {tp.f32: gemm_hopper, tp.bf16: gemm_hopper_bf16}

@@ -182,14 +182,42 @@ def test_persistent_rejects_policies_it_does_not_run():
 
 @pytest.mark.parametrize("params", [dict(STAGES=2, BN=64, INSTR=tp.nv.wgmma_m64n64k16_bf16), {},
                                     dict(BN=128, STAGES=5, INSTR=tp.nv.wgmma_m64n128k16_bf16)])
-def test_persistent_verifies(params):
-    """The ring's phase is g // STAGES of one flat loop per role: every check proves it (the tag assertion
-    included), at the small, default and 128x128 s5 constexprs."""
+def test_persistent_flat_verifies(params):
+    """gemm_persistent_flat: the ring's phase is g // STAGES of one flat loop per role, and every check proves
+    it (the tag assertion included) at the small, default and 128x128 s5 constexprs."""
     import tilepy_verify as tv
 
-    report = tv.verify(gemm_hopper.gemm_persistent, target="sm_90a", **params)
+    report = tv.verify(gemm_hopper.gemm_persistent_flat, target="sm_90a", **params)
     assert report.ok and not report.findings, str(report)
     assert report.stats["queries"] > 0
+
+
+@pytest.mark.xfail(strict=True, reason="the verifier cannot yet order ring phases that run on across a persistent "
+                   "tile loop (phase ((t - first) // step) * rounds + k // STAGES of two nested loops: false "
+                   "pipeline_hazard and tag alarms); gemm_persistent_flat is the proven form (slower on the H100), "
+                   "and until this passes the policy table does not pick PERSISTENT")
+def test_persistent_verifies():
+    import tilepy_verify as tv
+
+    report = tv.verify(gemm_hopper.gemm_persistent, target="sm_90a", STAGES=2, BN=64,
+                       INSTR=tp.nv.wgmma_m64n64k16_bf16)
+    assert report.ok and not report.findings, str(report)
+
+
+def test_persistent_flat_matches_the_reference_on_the_interpreter():
+    """The flat twin computes the GEMM (f32 and bf16 out): 3 blocks over 3 x 5 tiles of a ragged shape."""
+    rng = np.random.default_rng(7)
+    m, k, n = 300, 200, 300
+    a = round_bf16(rng.standard_normal((m, k)).astype(np.float32))
+    b = round_bf16(rng.standard_normal((k, n)).astype(np.float32))
+    ref = gemm_hopper.reference(a, b)
+    p = dict(BN=64, STAGES=3, GROUP_M=2, INSTR=tp.nv.wgmma_m64n64k16_bf16)
+    c = np.full((m, n), np.nan, np.float32)
+    gemm_hopper.gemm_persistent_flat[(3,)](a, b, c, target="sm_90a", **p)
+    assert _rel(c, ref) < 1e-6
+    c16 = np.full((m, n), np.nan, np.float32)
+    gemm_hopper.gemm_persistent_flat.retyped(C=tp.Tensor[tp.bf16, "M", "N"])[(3,)](a, b, c16, target="sm_90a", **p)
+    assert _rel(c16, ref) < 4e-3 and np.array_equal(c16, round_bf16(c16))
 
 
 def test_policy_table_does_not_pick_the_unverified_persistent_kernel():
