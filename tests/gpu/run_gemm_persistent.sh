@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call for gemm_persistent (the flat slot loop): the persistent GPU tests with compute-sanitizer
+# One device call for gemm_persistent (launch's PERSISTENT=1): the persistent GPU tests with compute-sanitizer
 # memcheck + racecheck beside them, then the benchmark alone on the GPU (8192^3 and 4096^3, bf16 out, against
 # cuBLAS in the same run; its kernels built first in parallel); logs under $OUT.
 # Usage on the device machine (repo root, wheels installed, PYTHONPATH set): bash tests/gpu/run_gemm_persistent.sh

@@ -1,5 +1,5 @@
-"""gemm_persistent (one flat ring loop per role over a block's slots) on small ragged shapes, f32 and bf16 out,
-for compute-sanitizer: a grid of 3 blocks walking several output tiles each (the ring running on across them).
+"""gemm_persistent (launch with PERSISTENT=1) on small ragged shapes, f32 and bf16 out, for compute-sanitizer: a
+grid of 3 blocks walking several output tiles each (the ring running on across them).
 
 compute-sanitizer --tool memcheck python3 tests/gpu/sanitize_gemm_persistent.py
 compute-sanitizer --tool racecheck python3 tests/gpu/sanitize_gemm_persistent.py
