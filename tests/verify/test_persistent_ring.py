@@ -186,3 +186,24 @@ def test_correct_ring_verifies_clean(params):
     report = tv.verify(ring, target="sm_90a", **params)
     assert report.ok and not report.findings, str(report)
     assert report.stats["queries"] > 0
+
+
+def test_min_keeps_its_definition_under_a_negation():
+    """A scalar min (the tile order's ragged last group) is the term min(a, b) with its definition outside any
+    negation: 'no arrive completes the phase' negates the arrive's path, where a min's facts once sat (a false
+    deadlock in the flat ring: the solver chose a value outside the definition)."""
+    from tilepy.symbolic import BinOp, Var, evaluate
+    from tilepy_verify.vc import AND, NOT, OR, Solver_, cmp, subst
+
+    x, y = Var("x"), Var("y")
+    m = BinOp("min", x, y)
+    s = Solver_()
+    try:
+        assert s.check(NOT(AND(cmp("<=", m, x), cmp("<=", m, y), OR(cmp("==", m, x), cmp("==", m, y))))) is None
+        model = s.check(AND(cmp("==", x, 7), cmp("==", y, 4), cmp("==", BinOp("max", x, y) - m, 3)))
+        assert model is not None and model["x"] == 7
+        assert s.check(AND(cmp("==", x, 7), cmp("==", y, 4), cmp("!=", m, 4))) is None
+    finally:
+        s.close()
+    assert evaluate(m, {"x": 5, "y": 3}) == 3 and subst(m, {"x": Var("x") + 0, "y": 2}) == BinOp("min", x, 2)
+    assert subst(m, {"x": 9, "y": 2}) == 2
