@@ -59,7 +59,8 @@ def gemm_hopper(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"]
         # (mod 8 for bf16: a warp's store is 8 rows x 16 bytes; mod 4 for f32: two wavefronts of 4 rows x 32
         # bytes), so the rows of one accumulator store hit distinct banks.
         if EPILOGUE == 1:
-            c_s = tp.shared((BM, BN), C.dtype, swizzle=tp.Swizzle(4 - C.dtype.bytes // 2, 3, _log2(BN) - 3))
+            c_s = tp.shared((BM, BN), C.dtype, swizzle=tp.Swizzle(min(4 - C.dtype.bytes // 2, _log2(BN) - 3), 3,
+                                                                   _log2(BN) - 3))
         else:
             # EPILOGUE=2, the TMA store: c_s in column blocks of 128-byte rows with the 128-byte swizzle (what a
             # bulk tensor store reads), one `cp.async.bulk.tensor` per block, issued by the producer's first
@@ -352,6 +353,7 @@ def grid_of(M: int, N: int, params: dict) -> tuple:
     return (_cdiv(M, params["BM"]), _cdiv(N, params["BN"]), params.get("SPLIT_K", 1))
 
 
+TILE_KEYS = ("BM", "BN", "BK", "STAGES", "CONSUMERS")   # a caller's own tile drops the policy's EPILOGUE
 PERSISTENT_ONLY = ("GROUP_M",)                           # constexprs of gemm_persistent alone
 STEADY_ONLY = ("IN_FLIGHT", "SPLIT_K", "EPILOGUE", "B_SWIZZLE")  # constexprs of gemm_hopper alone
 
@@ -468,6 +470,8 @@ def launch(a, b, c, target: str = "sm_90a", out_dtype=None, **constexprs):
         if out not in KERNELS:
             raise ValueError(f"gemm_hopper writes f32 or bf16, not {out}")
         params = {**policy(M, N, K, out), **constexprs} if target == "sm_90a" else {**PRESETS[target], **constexprs}
+        if "EPILOGUE" not in constexprs and any(k in constexprs for k in TILE_KEYS):
+            params.pop("EPILOGUE", None)   # the staged epilogue's shared tile was sized with the policy's tile
         if constexprs.get("PERSISTENT"):   # asked for by the caller: the shape's wait_group / split-K policy yields
             for k in STEADY_ONLY:
                 if k not in constexprs:

@@ -167,6 +167,7 @@ def attention_source(templates: list, target: str) -> str:
     defaults (the agent's gate refuses register spills), so what is checked is what runs."""
     import libcst as cst
 
+    from ..codemod_base import NotApplicable, constexpr_params, kernels, parse_source
     from ..codemods import SetConstexprs
     from .templates import preset_source
 
@@ -181,8 +182,16 @@ def attention_source(templates: list, target: str) -> str:
     text = header + module.with_changes(body=body).code
     for kernel, values in (("attention_fwd", fwd and fwd_params(fwd)), ("attention_decode", dec and decode_params(dec)),
                            ("attention_merge", dec and {"HEAD_DIM": dec.d})):
-        if values:   # the kernel is in the text: a codemod that does not apply is a bug, not a case to skip
-            text = SetConstexprs().apply(text, values={k: repr(v) for k, v in values.items()}, kernel=kernel)
+        if not values:
+            continue
+        want = {k: repr(v) for k, v in values.items()}
+        try:
+            text = SetConstexprs().apply(text, values=want, kernel=kernel)
+        except NotApplicable:
+            pass     # every value is the default already; checked below, as for a codemod that did apply
+        have = next(constexpr_params(fn) for fn in kernels(parse_source(text)) if fn.name.value == kernel)
+        if {k: have.get(k) for k in want} != want:
+            raise AssertionError(f"{kernel}'s constexpr defaults {have} are not the launch's {want}")
     return text[len(header):]
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -85,22 +84,56 @@ def stdlib_source(name: str) -> str:
     path = Path(stdlib_kernels.__file__).parent / f"{name}.py"
     module = cst.parse_module(path.read_text())
     keep = []
-    kernel_code = "".join(cst.Module([]).code_for_node(st) for st in module.body
-                          if isinstance(st, cst.FunctionDef) and st.decorators)
+    used = _names_used(module)
     for stmt in module.body:
         code = cst.Module([]).code_for_node(stmt).lstrip()
-        if isinstance(stmt, cst.FunctionDef) and not stmt.decorators and stmt.name.value not in kernel_code:
+        if isinstance(stmt, cst.FunctionDef) and not stmt.decorators and stmt.name.value not in used:
             continue   # host helpers (numpy launch, reference, splits): the candidate's host program is its own
         if isinstance(stmt, cst.If) and "__name__" in code:
             continue
         if code.startswith(("import ", "from ")) or _is_docstring(stmt):
             continue
         if isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], cst.Assign) and not any(
-                isinstance(t.target, cst.Name) and re.search(rf"\b{t.target.value}\b", kernel_code)
-                for t in stmt.body[0].targets):
+                isinstance(t.target, cst.Name) and t.target.value in used for t in stmt.body[0].targets):
             continue   # host-side tables (PRESETS, policy tables, retyped variants) the kernels do not read
         keep.append(stmt)
     return module.with_changes(body=keep, header=[]).code.strip() + "\n"
+
+
+class _Names(cst.CSTVisitor):
+    def __init__(self):
+        self.names: set[str] = set()
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.names.add(node.value)
+
+
+def _names_in(node) -> set[str]:
+    v = _Names()
+    node.visit(v)
+    return v.names
+
+
+def _names_used(module: cst.Module) -> set[str]:
+    """The identifiers the kernels read (decorators, defaults, bodies), closed over the module-level helpers
+    and tables they name. Identifiers, not text: a kernel's docstring that says "launch" keeps no host
+    `launch` (it would shadow the candidate's own)."""
+    defs = {}
+    for st in module.body:
+        if isinstance(st, cst.FunctionDef) and not st.decorators:
+            defs[st.name.value] = st
+        elif isinstance(st, cst.SimpleStatementLine) and isinstance(st.body[0], cst.Assign):
+            for t in st.body[0].targets:
+                if isinstance(t.target, cst.Name):
+                    defs[t.target.value] = st
+    used: set[str] = set()
+    todo = [st for st in module.body if isinstance(st, cst.FunctionDef) and st.decorators]
+    while todo:
+        for name in _names_in(todo.pop()) - used:
+            used.add(name)
+            if name in defs:
+                todo.append(defs[name])
+    return used
 
 
 def _is_docstring(stmt) -> bool:

@@ -320,3 +320,47 @@ def test_aligned16_copies_only_what_a_tensor_map_cannot_describe():
     out = aligned16(odd)
     assert out.data_ptr() % 16 == 0 and out.data_ptr() != odd.data_ptr() and torch.equal(out, odd)
     assert aligned16(even) is even
+
+
+class _Sdpa(torch.nn.Module):
+    def __init__(self, causal: bool, gqa: bool):
+        super().__init__()
+        self.causal, self.gqa = causal, gqa
+
+    def forward(self, q, k, v):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=self.causal,
+                                                                enable_gqa=self.gqa)
+
+
+@pytest.mark.parametrize("b,h,hkv,sq,skv,d,causal,kernel", [
+    (4, 16, 16, 2048, 2048, 128, False, "attention_fwd"),   # the policy's constexprs are the kernel's defaults
+    (4, 16, 16, 2048, 2048, 128, True, "attention_fwd"),
+    (4, 32, 8, 1, 8192, 128, False, "attention_decode"),
+])
+def test_real_size_sources_carry_the_launch_constexprs(b, h, hkv, sq, skv, d, causal, kernel):
+    """Rendering only (the GPU test runs these sizes): whether or not the launch's constexprs differ from the
+    stdlib kernel's defaults, the candidate's kernel has them as its defaults."""
+    from argus_agent.codemod_base import constexpr_params, kernels, parse_source
+
+    shapes = [(b, h, sq, d), (b, hkv, skv, d), (b, hkv, skv, d)]
+    prog = lower_model(_Sdpa(causal, h != hkv), [torch.empty(s, dtype=torch.bfloat16) for s in shapes], "sm_90a")
+    src = render_program(prog)
+    (t,) = [k for k in prog.kernels if isinstance(k, AttentionTemplate)]
+    launched = fwd_params(t) if kernel == "attention_fwd" else decode_params(t)
+    defaults = {fn.name.value: constexpr_params(fn) for fn in kernels(parse_source(src))}
+    assert f"launch({kernel}," in src
+    assert {k: defaults[kernel][k] for k in launched} == {k: repr(v) for k, v in launched.items()}
+
+
+@pytest.mark.parametrize("name", ["gemm_hopper", "gemm_fp32", "conv_igemm", "attention"])
+def test_stdlib_source_keeps_no_host_helper(name):
+    """The kernel text put into a candidate holds the kernels and what they name, never a host helper: the
+    stdlib's own `launch` (named in a kernel's docstring) would shadow the candidate's runtime launch."""
+    import re
+
+    from argus_agent.lower.templates import stdlib_source
+
+    src = stdlib_source(name)
+    defs = set(re.findall(r"^def (\w+)", src, re.M))
+    assert not defs & {"launch", "reference", "split", "grid", "decode", "policy"}, defs
+    assert "@tp.kernel" in src

@@ -237,6 +237,7 @@ NARROW = dict(BM=64, BN=32, CONSUMERS=1, INSTR=I32, B_SWIZZLE=tp.Swizzle(2, 3, 3
     (70, 700, 129, dict(STAGES=2, EPILOGUE=1, SPLIT_K=3, **gemm_hopper.SMALL_TILE)),  # split-K: atomics
     (130, 520, 129, dict(STAGES=3, EPILOGUE=2, **gemm_hopper.SMALL_TILE)),  # TMA store (tp.store_bulk)
     (70, 200, 300, dict(BM=64, CONSUMERS=1, STAGES=2, IN_FLIGHT=1, EPILOGUE=2, **gemm_hopper.SMALL_TILE)),
+    (70, 200, 90, dict(STAGES=3, EPILOGUE=1, **NARROW)),                # staged 32-column tile (swizzle <= row)
 ])
 @pytest.mark.parametrize("out", [tp.f32, tp.bf16])
 def test_narrow_tiles_and_staged_epilogue_on_the_interpreter(m, k, n, params, out):
@@ -298,3 +299,28 @@ def test_staged_epilogue_without_the_wait_is_a_race():
     c = np.full((64, 64), np.nan, np.float32)
     _staged_epilogue[(1,)](a, c, target="sm_90a", WAIT=1)
     np.testing.assert_array_equal(c, 2 * a)
+
+
+def test_a_callers_own_tile_does_not_inherit_the_policys_epilogue(monkeypatch):
+    """300 x 520 x 200 with bf16 out is the small class, whose policy stages the output (EPILOGUE=1) in a
+    shared tile sized for its 64x128 tile; a caller's 128x256 4-stage tile with that staging would not fit in
+    shared memory, so a tile given without EPILOGUE runs the direct store (asked for, it is kept)."""
+    m, k, n = 300, 200, 520
+    assert gemm_hopper.policy(m, n, k, tp.bf16).get("EPILOGUE") == 1
+    seen = []
+    real = gemm_hopper._Plan
+
+    def spy(M, N, K, out, params):
+        seen.append(dict(params))
+        return real(M, N, K, out, params)
+
+    monkeypatch.setattr(gemm_hopper, "_Plan", spy)
+    rng = np.random.default_rng(5)
+    a = round_bf16(rng.standard_normal((m, k)).astype(np.float32))
+    b = round_bf16(rng.standard_normal((k, n)).astype(np.float32))
+    for params, epilogue in ((dict(BM=128, BN=256, STAGES=4, CONSUMERS=2, INSTR=tp.nv.wgmma_m64n256k16_bf16), None),
+                             (dict(STAGES=2, EPILOGUE=1, **gemm_hopper.SMALL_TILE), 1)):
+        c = np.full((m, n), np.nan, np.float32)
+        gemm_hopper.launch(a, b, c, out_dtype=tp.bf16, IN_FLIGHT=1, **params)
+        assert seen[-1].get("EPILOGUE") == epilogue
+        assert np.abs(c - gemm_hopper.reference(a, b)).max() <= 2.0**-8 * np.abs(gemm_hopper.reference(a, b)).max()
