@@ -353,7 +353,13 @@ def grid_of(M: int, N: int, params: dict) -> tuple:
     return (_cdiv(M, params["BM"]), _cdiv(N, params["BN"]), params.get("SPLIT_K", 1))
 
 
-TILE_KEYS = ("BM", "BN", "BK", "STAGES", "CONSUMERS")   # a caller's own tile drops the policy's EPILOGUE
+def _other_tile(pol: dict, given: dict) -> bool:
+    """Whether a caller's constexprs change the policy's tile shape or add stages: the policy's staged epilogue
+    (a BM x BN shared tile beside the ring) was sized for its own tile, and is not inherited by another."""
+    return (any(given.get(k, pol.get(k)) != pol.get(k) for k in ("BM", "BN", "BK"))
+            or given.get("STAGES", pol.get("STAGES", 0)) > pol.get("STAGES", 0))
+
+
 PERSISTENT_ONLY = ("GROUP_M",)                           # constexprs of gemm_persistent alone
 STEADY_ONLY = ("IN_FLIGHT", "SPLIT_K", "EPILOGUE", "B_SWIZZLE")  # constexprs of gemm_hopper alone
 
@@ -470,7 +476,7 @@ def launch(a, b, c, target: str = "sm_90a", out_dtype=None, **constexprs):
         if out not in KERNELS:
             raise ValueError(f"gemm_hopper writes f32 or bf16, not {out}")
         params = {**policy(M, N, K, out), **constexprs} if target == "sm_90a" else {**PRESETS[target], **constexprs}
-        if "EPILOGUE" not in constexprs and any(k in constexprs for k in TILE_KEYS):
+        if "EPILOGUE" not in constexprs and target == "sm_90a" and _other_tile(policy(M, N, K, out), constexprs):
             params.pop("EPILOGUE", None)   # the staged epilogue's shared tile was sized with the policy's tile
         if constexprs.get("PERSISTENT"):   # asked for by the caller: the shape's wait_group / split-K policy yields
             for k in STEADY_ONLY:

@@ -304,7 +304,8 @@ def test_staged_epilogue_without_the_wait_is_a_race():
 def test_a_callers_own_tile_does_not_inherit_the_policys_epilogue(monkeypatch):
     """300 x 520 x 200 with bf16 out is the small class, whose policy stages the output (EPILOGUE=1) in a
     shared tile sized for its 64x128 tile; a caller's 128x256 4-stage tile with that staging would not fit in
-    shared memory, so a tile given without EPILOGUE runs the direct store (asked for, it is kept)."""
+    shared memory, so another tile given without EPILOGUE runs the direct store (asked for, it is kept; fewer
+    stages of the policy's own tile keep it: test_launch_passes_the_output_dtype_to_the_policy)."""
     m, k, n = 300, 200, 520
     assert gemm_hopper.policy(m, n, k, tp.bf16).get("EPILOGUE") == 1
     seen = []
