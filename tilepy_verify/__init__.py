@@ -72,7 +72,7 @@ def verify_ir(kir, checks=None) -> Report:
     """Verify one specialized kernel IR (results cached per IR object and check list)."""
     from .checks import ALL
     from .domain import analyze
-    from .vc import Solver_, drop_memos
+    from .vc import Solver_, SolverUnknown, drop_memos
 
     names = tuple(checks) if checks is not None else CHECKS
     unknown = [c for c in names if c not in ALL]
@@ -93,7 +93,10 @@ def verify_ir(kir, checks=None) -> Report:
     findings = [f for f in early if f.check in names]
     try:
         for name in names:
-            findings.extend(ALL[name](ctx))
+            try:
+                findings.extend(ALL[name](ctx))
+            except SolverUnknown as e:  # neither proof nor counterexample: never reported clean
+                findings.append(_undecided(kir, name, e))
     finally:
         solver.close()
         drop_memos()
@@ -102,6 +105,16 @@ def verify_ir(kir, checks=None) -> Report:
                     {"queries": solver.queries, "accesses": len(analysis.accesses)})
     _CACHE[key] = (kir, report)
     return report
+
+
+def _undecided(kir, check, e):
+    from tilepy.errors import Span
+
+    return Finding(check, "error",
+                   f"not proven: {e}; the {check} check is incomplete for this kernel, so it is not verified. "
+                   f"Simplify the index arithmetic the check reasons about, or allow more time per query with "
+                   f"TILEPY_VERIFY_QUERY_TIMEOUT=<seconds>",
+                   Span(kir.file, kir.line, 0), {"detail": f"solver: {e.reason}"})
 
 
 def _dedupe(findings):

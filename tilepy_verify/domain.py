@@ -111,7 +111,7 @@ class _Walker(MemoryEvents):
     def solve(self, term):
         """A model of `term` or None (a walker-side query: prefix-closed guards, monotone phases)."""
         if self._solver is None:
-            self._solver = Solver_()
+            self._solver = Solver_(unknown="possible")
         for lp in self._all_loops:
             self._solver.facts[lp.trip.name] = lp.trip_def()
         return self._solver.check(term, small=False)

@@ -345,7 +345,7 @@ def multi_role_shares(analysis) -> dict:
         from .vc import Solver_
 
         base = Sync(analysis, shares={})
-        solver = Solver_()
+        solver = Solver_(unknown="possible")
         solver.facts.update(analysis.trip_facts)
         try:
             for b in multi:

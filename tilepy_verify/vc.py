@@ -15,6 +15,7 @@ Boolean terms are small tuples, built with the helpers below (they fold constant
 from __future__ import annotations
 
 import operator
+import os
 from dataclasses import dataclass, field
 
 import z3
@@ -24,6 +25,10 @@ from tilepy.symbolic import BinOp, Const, Sym, Var, as_sym, free_vars
 WIDTH = 64
 MAX_DIM = 1 << 24
 MAX_GRID = 1 << 20
+
+QUERY_TIMEOUT_ENV = "TILEPY_VERIFY_QUERY_TIMEOUT"
+DEFAULT_QUERY_TIMEOUT_S = 60.0
+SMALL_MODEL_TIMEOUT_S = 5.0  # the search for a small counterexample is an optional refinement
 
 CMP = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,
        "!=": operator.ne}
@@ -583,13 +588,43 @@ class Encoder:
         return AND(*out)
 
 
+def query_timeout_s() -> float:
+    """Seconds one solver query may take (`TILEPY_VERIFY_QUERY_TIMEOUT`, default 60; 0 or less: no limit)."""
+    raw = os.environ.get(QUERY_TIMEOUT_ENV, "")
+    if not raw.strip():
+        return DEFAULT_QUERY_TIMEOUT_S
+    try:
+        return float(raw)
+    except ValueError:
+        raise ValueError(f"{QUERY_TIMEOUT_ENV}={raw!r} is not a number of seconds") from None
+
+
+class SolverUnknown(Exception):
+    """Z3 answered "unknown" (a timeout or an incomplete theory): neither a proof nor a counterexample."""
+
+    def __init__(self, reason: str, seconds: float):
+        super().__init__(f"the solver gave up after {seconds:g} s ({reason})")
+        self.reason = reason
+        self.seconds = seconds
+
+
 class Solver_:
     """One Z3 solver for a whole verification run, with a cache of answers keyed by the query term (by
-    identity) and by the formula (Z3 hash-conses its terms, so equal queries are the same AST)."""
+    identity) and by the formula (Z3 hash-conses its terms, so equal queries are the same AST).
 
-    def __init__(self, ranges: Ranges | None = None):
+    Every query is bounded by `query_timeout_s()`. An "unknown" answer is never taken as a proof:
+    `unknown="raise"` (the checks) raises `SolverUnknown`, which `verify_ir` reports as an error finding of the
+    check that asked; `unknown="possible"` (the analysis's own questions, where only None means proven) answers
+    with an empty model, i.e. "not proven"."""
+
+    def __init__(self, ranges: Ranges | None = None, unknown: str = "raise"):
+        if unknown not in ("raise", "possible"):
+            raise ValueError(f"unknown={unknown!r}: expected 'raise' or 'possible'")
         self.enc = Encoder(ranges)
         self.solver = z3.Solver(ctx=self.enc.z.ctx)
+        self.unknown = unknown
+        self.timeout_s = query_timeout_s()
+        self._set_timeout(self.timeout_s)
         self.cache: dict = {}  # formula id -> (formula, model)
         self.terms: dict = {}  # (id(term), want_vars, small) -> (term, model)
         self.queries = 0
@@ -678,7 +713,14 @@ class Solver_:
         self.solver.push()
         try:
             self._assert(formula)
-            if self.solver.check() != z3.sat:
+            answer = self.solver.check()
+            if answer == z3.unknown:
+                reason = self.solver.reason_unknown()
+                if self.unknown == "raise":
+                    raise SolverUnknown(reason, self.timeout_s)
+                model = {}  # not proven: callers read only None as a proof
+                small = False
+            elif answer != z3.sat:
                 model = None
             else:
                 model = self._model(names | set(want_vars), bools=True)
@@ -688,6 +730,12 @@ class Solver_:
             model = self._small(formula, names, want_vars) or model
         self.cache[fkey] = (formula, model)
         return model
+
+    def _set_timeout(self, seconds):
+        if seconds and seconds > 0:
+            self.solver.set("timeout", max(1, int(seconds * 1000)))
+        else:
+            self.solver.set("timeout", 4294967295)  # Z3's "no limit"
 
     def _assert(self, f):
         z = self.enc.z
@@ -711,6 +759,14 @@ class Solver_:
         keys = [n for n in names if n.startswith(("block", "dim:", "p:", "grid")) or "#" in n]
         if not keys:
             return None
+        limit = self.timeout_s
+        self._set_timeout(min(limit, SMALL_MODEL_TIMEOUT_S) if limit and limit > 0 else SMALL_MODEL_TIMEOUT_S)
+        try:
+            return self._small_search(formula, names, want_vars, keys)
+        finally:
+            self._set_timeout(limit)
+
+    def _small_search(self, formula, names, want_vars, keys):
         for bound in (2, 4, 16, 64, 256, 1024):
             conds = AND(*(AND(cmp(">=", Var(n), -bound), cmp("<=", Var(n), bound)) for n in keys),
                         *(cmp("<=", Var(n), bound) for n in keys if n.startswith("dim:")))

@@ -1,0 +1,69 @@
+"""A solver query that Z3 cannot decide in time is never taken as a proof: the checks' solver raises
+`SolverUnknown`, which `verify_ir` turns into an error finding of the check that asked; the analysis's own
+solver answers "not proven" (a model, not None)."""
+
+import pytest
+
+import tilepy as tp
+from tilepy.symbolic import Var
+from tilepy_verify import checks, verify
+from tilepy_verify.vc import AND, Solver_, SolverUnknown, cmp, query_timeout_s
+
+X, Y, Z = Var("x#0"), Var("y#0"), Var("z#0")
+# x^3 + y^3 = z^3 in positive integers: no solution (Fermat, n = 3), and nonlinear integer arithmetic that Z3
+# neither refutes nor satisfies, so a short timeout ends it with "unknown".
+FERMAT = AND(cmp(">=", X, 1), cmp(">=", Y, 1), cmp(">=", Z, 1), cmp("<=", X, 1 << 20), cmp("<=", Y, 1 << 20),
+             cmp("==", X * X * X + Y * Y * Y, Z * Z * Z))
+
+
+@tp.kernel
+def copy_kernel(X: tp.Tensor[tp.f32, "N"], Y: tp.Tensor[tp.f32, "N"], BLOCK: tp.constexpr = 128):
+    i0 = tp.block_id(0) * BLOCK
+    tp.store(Y[i0:i0 + BLOCK], tp.load(X[i0:i0 + BLOCK]))
+
+
+def test_timeout_comes_from_the_environment(monkeypatch):
+    monkeypatch.setenv("TILEPY_VERIFY_QUERY_TIMEOUT", "2.5")
+    assert query_timeout_s() == 2.5
+    monkeypatch.setenv("TILEPY_VERIFY_QUERY_TIMEOUT", "soon")
+    with pytest.raises(ValueError, match="TILEPY_VERIFY_QUERY_TIMEOUT"):
+        query_timeout_s()
+    monkeypatch.delenv("TILEPY_VERIFY_QUERY_TIMEOUT")
+    assert query_timeout_s() == 60.0
+
+
+def test_unknown_raises_in_the_checks_solver(monkeypatch):
+    monkeypatch.setenv("TILEPY_VERIFY_QUERY_TIMEOUT", "0.05")
+    s = Solver_()
+    try:
+        with pytest.raises(SolverUnknown, match="gave up"):
+            s.check(FERMAT, small=False)
+        # a decidable query still gets its answer on the same solver afterwards
+        assert s.check(AND(cmp(">=", X, 3), cmp("<=", X, 2))) is None
+        assert s.check(cmp("==", X, 5), want_vars=("x#0",))["x#0"] == 5
+    finally:
+        s.close()
+
+
+def test_unknown_is_not_a_proof_for_the_analysis(monkeypatch):
+    monkeypatch.setenv("TILEPY_VERIFY_QUERY_TIMEOUT", "0.05")
+    s = Solver_(unknown="possible")
+    try:
+        assert s.check(FERMAT, small=False) is not None  # None would mean "proven impossible"
+    finally:
+        s.close()
+
+
+def test_an_undecided_check_is_an_error_finding(monkeypatch):
+    monkeypatch.setenv("TILEPY_VERIFY_QUERY_TIMEOUT", "0.05")
+
+    def stuck_race(ctx):
+        ctx.solver.check(FERMAT, small=False)
+        return []
+
+    monkeypatch.setitem(checks.ALL, "race", stuck_race)
+    rep = verify(copy_kernel, checks=["race", "out_of_bounds"], BLOCK=64)
+    errs = [f for f in rep.findings if f.severity == "error"]
+    assert [f.check for f in errs] == ["race"], [str(f) for f in rep.findings]
+    assert "not proven" in errs[0].message and "TILEPY_VERIFY_QUERY_TIMEOUT" in errs[0].message
+    assert errs[0].span.line == copy_kernel.ir(BLOCK=64).line
