@@ -165,6 +165,11 @@ class GatherOps:
         sem = e.attrs.get("sem", "relaxed")
         if sem in ("release", "acq_rel"):
             self.em(self.t.fence)
+            cond, keep = self.owner(t.layout)
+            if cond or not all(keep):
+                # fewer threads update than ran the op (a replicated element: its lowest holder): the others'
+                # earlier writes, each fenced, are released too only once all of them have reached the update
+                self.sync_here("a release atomic on replicated elements")()
         self.element_access(e.args[0], t.layout, coords, t.shape, mask, e.op, dst.name if dst else None,
                             values=arrays, sem=sem, result=dst is not None)
         if sem in ("acquire", "acq_rel"):

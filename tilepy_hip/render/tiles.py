@@ -305,21 +305,37 @@ class TileOps:
                 "move it out of the thread-dependent branch",
             )
 
+    def sync_here(self, what: str):
+        """A callable emitting a barrier over the threads that run this statement: __syncthreads outside
+        thread-dependent branches; inside a warp role whose threads are a static range of whole warps (NVIDIA),
+        the role's own named barrier (`bar.sync id, size`), which only the role's threads reach."""
+        if not self.ctx.divergent:
+            return self.barrier
+        role = self.ctx.role
+        if role is not None and self.t.warp_size == 32 and role[0] % 32 == 0 and role[1] % 32 == 0 \
+                and role[1] < self.kir.num_threads:
+            lo, size = role
+            bid = self.named_barrier_id("role_sync", lo, size)
+            return lambda: self.em(f'asm volatile("bar.sync %0, %1;" :: "r"({bid}), "r"({size}) : "memory");')
+        self.need_uniform(what)
+        return self.barrier
+
     def exchange(self, src: TileRef, coords, out: str):
-        """out[v] = the element of `src` at coords(v), through a shared scratch tile (two barriers)."""
-        self.need_uniform("a layout conversion")
+        """out[v] = the element of `src` at coords(v), through a shared scratch tile (two barriers: over the
+        block, or over a warp role's threads inside one)."""
+        barrier = self.sync_here("a layout conversion")
         numel = int(np.prod(src.shape)) if src.shape else 1
         off = self.scratch(numel * max(src.dtype.bytes, 1), 16)
         buf = f"(({ctype(src.dtype)}*)(tp_smem + {off}))"
         cond, keep = self.owner(src.layout)
         src_coords = self.out_coords(src.layout)
         if self.ctx.loop_depth:
-            self.barrier()  # the scratch may still be read by an earlier run of this statement
+            barrier()  # the scratch may still be read by an earlier run of this statement
         for v in range(src.layout.num_values):
             if keep[v]:
                 store = f"{buf}[{self.flat_index(src_coords, src.shape, v)}] = {src.name}[{v}];"
                 self.em(f"if ({cond}) {store}" if cond else store)
-        self.barrier()
+        barrier()
         for v in range(len(coords[0].vals) if coords else 1):
             self.em(f"{out}[{v}] = {buf}[{self.flat_index(coords, src.shape, v)}];")
 
