@@ -26,11 +26,11 @@ def render_scan(k: Scan, kname: str, buffers: dict) -> tuple[list, list]:
     names[k.out.name] = k.out.name
     segs, extra_parts, extra_temps = 1, [], []
     if row:
-        # the GPU's tile scan reads O(n) shared elements per element of an n-long axis: short chunks along
-        # the row (the carry makes the chunks one scan); long rows split into segments scanned by their own
-        # blocks, after a first kernel sums each segment (the two-pass block scan)
+        # chunks along the row (the carry makes the chunks one scan), rows stacked to a TILE_ELEMS tile; long
+        # rows split into segments scanned by their own blocks, after a first kernel sums each segment (the
+        # two-pass block scan)
         bn = min(next_pow2(k.N), SCAN_CHUNK)
-        bm = min(next_pow2(k.O), 32)
+        bm = min(next_pow2(k.O), max(1, TILE_ELEMS // bn))
         if k.N >= 2 * SCAN_SEGMENT and cdiv(k.O, bm) < TARGET_BLOCKS:
             segs = cdiv(k.N, SCAN_SEGMENT)
             part = Buffer(f"{k.out.name}_seg", (segs, k.O), k.value.dtype, "temp")   # as split partials

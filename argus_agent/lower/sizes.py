@@ -7,8 +7,8 @@ INT32_MAX = 2**31 - 1
 TILE_ELEMS = 4096       # elements of a reduction tile per loop step (16 per thread at 256 threads)
 TARGET_BLOCKS = 1024    # blocks that keep an H100 busy (132 SMs, several blocks of 256 threads each)
 ROW_MAX = 16384         # the longest row a fused row kernel holds in registers (32 values per thread at 512)
-SCAN_SEGMENT = 512      # a long row's scan runs as segments of this many elements, one block each
-SCAN_CHUNK = 16         # elements of a row scanned per tile scan (tilepy_hip scans cost O(n) per element)
+SCAN_SEGMENT = 2048     # a long row's scan runs as segments of this many elements, one block each
+SCAN_CHUNK = 256        # elements of a row scanned per tile scan (tilepy_hip: per-thread segments, O(n/P + P))
 
 
 def next_pow2(n: int) -> int:

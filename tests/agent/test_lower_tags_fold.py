@@ -106,12 +106,12 @@ CASES = {
     "logsumexp_long_rows": (LogSumExp, [(3, 20000)], False),
     "bmm_flat_chunks": (Bmm, [(2, 6, 700), (2, 7, 700)], False),
     "kl_div_flat_chunks": (KLDiv, [(37, 53), (37, 53)], False),
-    "cumsum_chunks": (Cumsum, [(6, 100)], False),
-    "cumsum_reverse_chunks": (ReverseCumsum, [(5, 90)], False),
-    "cumsum_exclusive_chunks": (ExclusiveCumsum, [(4, 50)], False),
+    "cumsum_chunks": (Cumsum, [(6, 700)], False),
+    "cumsum_reverse_chunks": (ReverseCumsum, [(5, 600)], False),
+    "cumsum_exclusive_chunks": (ExclusiveCumsum, [(4, 300)], False),
     "cumprod_col_chunks": (ColCumprod, [(2, 600, 5)], False),
-    "cumsum_segments": (Cumsum, [(4, 3000)], False),
-    "cumsum_reverse_segments": (ReverseCumsum, [(3, 2100)], False),
+    "cumsum_segments": (Cumsum, [(4, 5000)], False),
+    "cumsum_reverse_segments": (ReverseCumsum, [(3, 4200)], False),
 }
 STORE_ASSERT = re.compile(r"tp\.assert_tag\((b_\w+), lambda t, (?:c0|i)\b")    # a store (pointwise: at i)
 

@@ -201,3 +201,40 @@ def test_cumsum_across_blocks(n, exclusive):
     torch.cuda.synchronize()
     ref = torch.cumsum(x.double(), 0) - (x.double() if exclusive else 0)
     torch.testing.assert_close(y.cpu().double(), ref, rtol=1e-4, atol=2e-3 * max(1.0, (n / 1e4) ** 0.5))
+
+
+@tp.kernel(threads=64)
+def wide_scans(X: tp.Tensor[tp.bf16, 4, 128], Z: tp.Tensor[tp.f32, 128, 16], C: tp.Tensor[tp.f32, 4, 4, 128],
+               D: tp.Tensor[tp.f32, 3, 128, 16]):
+    x = tp.load(X[0:4, 0:128])                    # lines of 128 split into 16 segments of 8
+    tp.store(C[0, 0:4, 0:128], tp.cumsum(x, axis=1).to(tp.f32))
+    tp.store(C[1, 0:4, 0:128], tp.cumprod(x * 0.125 + 1.0, axis=1, reverse=True).to(tp.f32))
+    tp.store(C[2, 0:4, 0:128], tp.cumsum(x.to(tp.f32), axis=1, reverse=True, exclusive=True))
+    tp.store(C[3, 0:4, 0:128], tp.cumsum(x.to(tp.f32), axis=0, exclusive=True))   # 4 long: the direct form
+    z = tp.load(Z[0:128, 0:16])
+    tp.store(D[0, 0:128, 0:16], tp.cumsum(z, axis=0))                  # strided lines: 16 lines of 128
+    tp.store(D[1, 0:128, 0:16], tp.cumsum(z, axis=1, exclusive=True))  # 128 lines > 64 threads: a loop
+    tp.store(D[2, 0:128, 0:16], tp.cumsum(z, axis=0, reverse=True, exclusive=True))
+
+
+def test_segmented_scans_match_float64():
+    """Scans longer than 8 run as per-thread segments plus the segments' totals (render/scans.py): every axis,
+    direction and form, bf16 scanned in f32, against float64 (and the interpreter)."""
+    x = (torch.randn(4, 128, generator=_gen(21))).to(torch.bfloat16)
+    z = torch.randn(128, 16, generator=_gen(22))
+    c = torch.full((4, 4, 128), float("nan"), device=DEV)
+    d = torch.full((3, 128, 16), float("nan"), device=DEV)
+    L(wide_scans, (1,), x.to(DEV), z.to(DEV), c, d)
+    torch.cuda.synchronize()
+    xd, zd = x.double(), z.double()
+    want_c = [torch.cumsum(xd, 1), torch.flip(torch.cumprod(torch.flip(xd * 0.125 + 1.0, [1]), 1), [1]),
+              torch.flip(torch.cumsum(torch.flip(xd, [1]), 1), [1]) - xd, torch.cumsum(xd, 0) - xd]
+    want_d = [torch.cumsum(zd, 0), torch.cumsum(zd, 1) - zd, torch.flip(torch.cumsum(torch.flip(zd, [0]), 0), [0]) - zd]
+    for got, want, tol in [(c[0], want_c[0], 3e-2), (c[1], want_c[1], 3e-2), (c[2], want_c[2], 1e-4),
+                           (c[3], want_c[3], 1e-5)]:
+        torch.testing.assert_close(got.cpu().double(), want, rtol=tol, atol=tol)
+    for got, want in zip(d, want_d):
+        torch.testing.assert_close(got.cpu().double(), want, rtol=1e-5, atol=1e-4)
+    ci, di = torch.full((4, 4, 128), float("nan")), torch.full((3, 128, 16), float("nan"))
+    wide_scans[(1,)](x, z, ci, di)
+    torch.testing.assert_close(d.cpu(), di, rtol=1e-5, atol=1e-4)

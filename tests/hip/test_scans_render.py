@@ -30,7 +30,10 @@ def transpose(X: tp.Tensor[tp.f32, 16, 32], T: tp.Tensor[tp.f32, 32, 16]):
 @pytest.mark.parametrize("target", sorted(RENDER_TARGETS))
 def test_renders(target):
     src = tilepy_hip.render(reduce_scan.ir(target), target)
-    assert src.count("for (int tp_j") == 16 * 32 // 64  # one scan loop per value slot of each thread
+    # the 32-long reverse exclusive cumprod: per-thread segments (16 lines x 4 segments of 8 over 64 threads),
+    # then the segments' totals; no per-element prefix loops
+    assert src.count("for (int tp_w = tp_tid; tp_w < 64; tp_w += 64)") == 2
+    assert src.count("tp_lo = tp_sg * 8") == 2 and "for (int tp_j = tp_hi - 1; tp_j >= tp_lo; --tp_j)" in src
     t = tilepy_hip.render(transpose.ir(target), target)
     assert "tp_smem +" not in t and "__syncthreads" not in t  # a layout change: no data moves
 
