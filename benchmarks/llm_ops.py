@@ -170,9 +170,10 @@ def main(argv=None):
         err = rel(y, F.layer_norm(x.double(), (k,), w.double(), b.double(), 1e-5))
         cf = comp(t_layer_norm)
         row("layer_norm", [m, k], 2 * m * k * 2 + 2 * k * 2,
-            {f"THREADS={th},ONE_PASS={op}": (lambda th=th, op=op: L.launch_layer_norm(x, w, b, y, 1e-5, THREADS=th,
-                                                                                      ONE_PASS=op))
-             for th in (128, 256, 512) for op in (False, True)},
+            {f"THREADS={th},ONE_PASS={op},ROWS={rw}": (lambda th=th, op=op, rw=rw: L.launch_layer_norm(
+                x, w, b, y, 1e-5, THREADS=th, ONE_PASS=op, ROWS=rw))
+             for th, op, rw in ((512, False, 1), (512, True, 1), (512, False, 2), (512, False, 4), (1024, False, 1),
+                                (1024, False, 2), (512, True, 2))},
             lambda: t_layer_norm(x, w, b), cf and (lambda: cf(x, w, b)), err)
         del x, r, y, ro
 
@@ -189,7 +190,7 @@ def main(argv=None):
         row("merge_attn_states_lse", [t, h, hd], 3 * t * h * hd * 2 + 3 * t * h * 4,
             {f"BR={br},THREADS={th}": (lambda br=br, th=th: L.launch_merge_attn_states_lse(po, pl, so, sl, o, ol, BR=br,
                                                                                            THREADS=th))
-             for br, th in ((16, 128), (32, 128), (32, 256), (64, 256))},
+             for br, th in ((16, 128), (8, 128), (8, 64), (32, 256), (16, 256))},
             lambda: t_merge(po, pl, so, sl),
             cf and (lambda: cf(po, pl, so, sl)), err)
         del po, so, o
@@ -202,24 +203,28 @@ def main(argv=None):
         cs = torch.cat([ang.cos(), ang.sin()], dim=1).float()
         q, kk = rn(t, hq * hs), rn(t, hk * hs)
         nbytes = 2 * t * (hq + hk) * hs * 2 + t * 8 + t * hs * 4
-        # variants: (heads per block (None: one block a token), threads); every variant's output is checked
-        variants = ((None, 128), (None, 256), (8, 64), (16, 128), (8, 128), (4, 32))
+        # variants: (heads per block (None: one block a token), threads, k loaded with q (neox)); every variant's
+        # output is checked
+        variants = ((None, 128, False), (None, 256, False), (None, 128, True), (None, 256, True), (8, 64, False),
+                    (16, 128, False))
         for style, fn in (("neox", t_rotary_neox), ("gptj", t_rotary_gptj)):
             if not want(f"rotary_{style}"):
                 continue
             neox = style == "neox"
             rq, rk = fn(pos, q.double(), kk.double(), cs.double(), hs)
             err = 0.0
-            for hpb, th in variants:
+            vs = [(hpb, th, ek) for hpb, th, ek in variants if neox or not ek]
+            for hpb, th, ek in vs:
                 q2, k2 = q.clone(), kk.clone()
-                L.launch_rotary(pos, q2, k2, cs, hs, neox, heads_per_block=hpb, THREADS=th)
+                L.launch_rotary(pos, q2, k2, cs, hs, neox, heads_per_block=hpb, THREADS=th,
+                                **({"EARLY_K": True} if ek else {}))
                 err = max(err, rel(q2, rq.reshape(q2.shape)), rel(k2, rk.reshape(k2.shape)))
             cf = comp(fn)
             row(f"rotary_{style}", [t, hq, hk, hs], nbytes,
-                {(f"heads={hpb}," if hpb else "") + f"THREADS={th}":
-                 (lambda q2=q2, k2=k2, neox=neox, th=th, hpb=hpb: L.launch_rotary(pos, q2, k2, cs, hs, neox,
-                                                                                 heads_per_block=hpb, THREADS=th))
-                 for hpb, th in variants},
+                {(f"heads={hpb}," if hpb else "") + f"THREADS={th}" + (",EARLY_K" if ek else ""):
+                 (lambda q2=q2, k2=k2, neox=neox, th=th, hpb=hpb, ek=ek: L.launch_rotary(
+                     pos, q2, k2, cs, hs, neox, heads_per_block=hpb, THREADS=th, **({"EARLY_K": True} if ek else {})))
+                 for hpb, th, ek in vs},
                 lambda fn=fn: fn(pos, q, kk, cs, hs), cf and (lambda cf=cf: cf(pos, q, kk, cs, hs)), err)
 
     print(f"device: {props.name}; copy {copy_bw / 1e9:.0f} GB/s")

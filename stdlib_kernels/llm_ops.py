@@ -86,38 +86,46 @@ def fused_add_rmsnorm(X: tp.Tensor[tp.bf16, "M", "N"], RES: tp.Tensor[tp.bf16, "
 @tp.kernel(threads=_row_threads)
 def layer_norm(X: tp.Tensor[tp.bf16, "M", "N"], W: tp.Tensor[tp.bf16, "N"], B: tp.Tensor[tp.bf16, "N"],
                Y: tp.Tensor[tp.bf16, "M", "N"], eps: tp.f32, BLOCK_N: tp.constexpr = 4096,
-               THREADS: tp.constexpr = 0, ONE_PASS: tp.constexpr = False):
+               THREADS: tp.constexpr = 0, ONE_PASS: tp.constexpr = False, ROWS: tp.constexpr = 1):
     """ONE_PASS: the variance as E[x^2] - mean^2 (both sums in one pass; relative error about 2^-24 (mean / std)^2,
     below bf16's rounding while |mean| < ~100 std); otherwise the centred two-pass form. (w and b are loaded
-    after the reductions: loaded with x they cost 22 more registers a thread, 2 blocks of 512 per SM, not 4.)"""
-    row = tp.block_id(0)
+    after the reductions: loaded with x they cost 22 more registers a thread, 2 blocks of 512 per SM, not 4.)
+    ROWS: rows ROWS * block .. of one block, one after the other, the next row's x loaded before this row's
+    reductions (its loads stay in flight through the two block reductions, the w / b loads and the store; rows
+    past M read nothing and store nothing: the view's bounds)."""
+    row0 = tp.block_id(0) * ROWS
     n = X.shape[1]
     tp.tag(X, lambda i, j: ("x", i, j))
     tp.tag(W, lambda j: ("w", j))
     tp.tag(B, lambda j: ("b", j))
     lay = _row(BLOCK_N, tp.num_threads())
-    x = tp.load(X[row, 0:BLOCK_N], layout=lay).to(tp.f32)
-    mean = tp.sum(x, axis=0, keepdims=True) / n
-    if ONE_PASS:
-        var = tp.maximum(tp.sum(x * x, axis=0, keepdims=True) / n - mean * mean, 0.0)
-        d = tp.where(tp.arange(BLOCK_N, layout=lay) < n, x - mean, 0.0)
-    else:
-        d = tp.where(tp.arange(BLOCK_N, layout=lay) < n, x - mean, 0.0)          # centred; 0 past the row
-        var = tp.sum(d * d, axis=0, keepdims=True) / n
-    y = d * tp.rsqrt(var + eps) * tp.load(W[0:BLOCK_N], layout=lay).to(tp.f32) \
-        + tp.load(B[0:BLOCK_N], layout=lay).to(tp.f32)
-    # tag of y[j]: (((d_j, rsqrt(...)), w_j), b_j) with d_j = (mask, (x[i, j], mean)): x, w, b of one column
-    tp.assert_tag(y, lambda t: t[0][0][0][1][0][2] == t[0][1][1] and t[1][1] == t[0][1][1],
-                  message="x, w and b of the same column")
-    if ONE_PASS:   # the variance's tag: max(sum(x x) / n - mean mean, 0) + eps
-        tp.assert_tag(y, lambda t: (t[0][0][0][1][1][0][1] == t[0][0][0][1][0][1]
-                                    and t[0][0][1][0][0][0][0][0][0][1] == t[0][0][0][1][0][1]),
-                      message="the mean and the mean square read this row only")
-    else:
-        tp.assert_tag(y, lambda t: (t[0][0][0][1][1][0][1] == t[0][0][0][1][0][1]
-                                    and t[0][0][1][0][0][0][0][1][0][1] == t[0][0][0][1][0][1]),
-                      message="the mean and the variance read this row only")
-    tp.store(Y[row, 0:BLOCK_N], y)
+    xn = tp.load(X[row0, 0:BLOCK_N], layout=lay)
+    for r in tp.static_range(ROWS):
+        row = row0 + r
+        x = xn.to(tp.f32)
+        if r + 1 < ROWS:
+            xn = tp.load(X[row + 1, 0:BLOCK_N], layout=lay)
+        mean = tp.sum(x, axis=0, keepdims=True) / n
+        if ONE_PASS:
+            var = tp.maximum(tp.sum(x * x, axis=0, keepdims=True) / n - mean * mean, 0.0)
+            d = tp.where(tp.arange(BLOCK_N, layout=lay) < n, x - mean, 0.0)
+        else:
+            d = tp.where(tp.arange(BLOCK_N, layout=lay) < n, x - mean, 0.0)          # centred; 0 past the row
+            var = tp.sum(d * d, axis=0, keepdims=True) / n
+        y = d * tp.rsqrt(var + eps) * tp.load(W[0:BLOCK_N], layout=lay).to(tp.f32) \
+            + tp.load(B[0:BLOCK_N], layout=lay).to(tp.f32)
+        # tag of y[j]: (((d_j, rsqrt(...)), w_j), b_j) with d_j = (mask, (x[i, j], mean)): x, w, b of one column
+        tp.assert_tag(y, lambda t: t[0][0][0][1][0][2] == t[0][1][1] and t[1][1] == t[0][1][1],
+                      message="x, w and b of the same column")
+        if ONE_PASS:   # the variance's tag: max(sum(x x) / n - mean mean, 0) + eps
+            tp.assert_tag(y, lambda t: (t[0][0][0][1][1][0][1] == t[0][0][0][1][0][1]
+                                        and t[0][0][1][0][0][0][0][0][0][1] == t[0][0][0][1][0][1]),
+                          message="the mean and the mean square read this row only")
+        else:
+            tp.assert_tag(y, lambda t: (t[0][0][0][1][1][0][1] == t[0][0][0][1][0][1]
+                                        and t[0][0][1][0][0][0][0][1][0][1] == t[0][0][0][1][0][1]),
+                          message="the mean and the variance read this row only")
+        tp.store(Y[row, 0:BLOCK_N], y)
 
 
 # ---------------------------------------------------------------- merge_attn_states_lse
@@ -138,6 +146,10 @@ def merge_attn_states_lse(PO: tp.Tensor[tp.bf16, "R", "D"], PL: tp.Tensor[tp.f32
     tp.tag(SL, lambda r: ("sl", r))
     tile = tp.blocked((BR, BD), THREADS, vec=8)
     rows = _rows_of(tile)
+    # the partial outputs first: the weights' exp waits on the lse loads, and an instruction stream issued in
+    # order would hold the output loads behind it (two DRAM round trips a block instead of one)
+    po = tp.load(PO[r0:r0 + BR, 0:BD], layout=tile)
+    so = tp.load(SO[r0:r0 + BR, 0:BD], layout=tile)
     pl = tp.load(PL[r0:r0 + BR], layout=rows)[:, None]
     sl = tp.load(SL[r0:r0 + BR], layout=rows)[:, None]
     m = tp.maximum(tp.maximum(pl, sl), -3.0e38)      # finite: two empty partials give exp(-inf) = 0 below
@@ -146,8 +158,7 @@ def merge_attn_states_lse(PO: tp.Tensor[tp.bf16, "R", "D"], PL: tp.Tensor[tp.f32
     se = tp.exp(sl - m)
     tot = pe + se                                     # >= 1 unless both partials are empty (then 0)
     inv = 1.0 / tp.maximum(tot, 1.0)
-    o = tp.load(PO[r0:r0 + BR, 0:BD], layout=tile).to(tp.f32) * (pe * inv) \
-        + tp.load(SO[r0:r0 + BR, 0:BD], layout=tile).to(tp.f32) * (se * inv)
+    o = po.to(tp.f32) * (pe * inv) + so.to(tp.f32) * (se * inv)
     # tag of o[r, c]: ((po, (pe, inv)), (so, (se, inv))), pe = ((pl, m),): one row, one column, that row's weights
     tp.assert_tag(o, lambda t: (t[0][0][1] == t[1][0][1] and t[0][0][2] == t[1][0][2]),
                   message="both partial outputs at the same row and column")
@@ -184,13 +195,17 @@ def rotary_neox(POS: tp.Tensor[tp.i64, "T"], Q: tp.Tensor[tp.bf16, "T", "HQ", "H
                 K: tp.Tensor[tp.bf16, "T", "HK", "HD"], CS: tp.Tensor[tp.f32, "P", "ROT"],
                 QO: tp.Tensor[tp.bf16, "T", "HQ", "HD"], KO: tp.Tensor[tp.bf16, "T", "HK", "HD"],
                 HALF: tp.constexpr = 64, BHALF: tp.constexpr = 64, BHQ: tp.constexpr = 32, BHK: tp.constexpr = 8,
-                THREADS: tp.constexpr = 128, SPLIT: tp.constexpr = False):
+                THREADS: tp.constexpr = 128, SPLIT: tp.constexpr = False, EARLY_K: tp.constexpr = False):
     """One token per block: all of its q heads, then all of its k heads; with SPLIT, grid (T, cdiv(HQ, BHQ) +
     cdiv(HK, BHK)): block (t, hb) rotates q heads hb * BHQ.. (hb < cdiv(HQ, BHQ)), else BHK k heads (more, smaller
     blocks in flight). CS[p] is (cos[0:HALF], sin[0:HALF]) for position p; columns from 2 * HALF up (partial
-    rotary) are left as they are. QO/KO may be Q/K."""
+    rotary) are left as they are. QO/KO may be Q/K.
+    The q loads come before the cos/sin gathers, which wait on the position's load: issued in order, the other
+    way round the q loads would start only after the position arrived (two DRAM round trips before any math).
+    Without SPLIT the block index along heads is the constant 0, so the q and k parts are straight-line code.
+    EARLY_K (without SPLIT): k's loads are issued with q's, before q's math."""
     t = tp.block_id(0)
-    hb = tp.block_id(1)
+    hb = tp.block_id(1) if SPLIT else 0
     qb = tp.cdiv(Q.shape[1], BHQ) if SPLIT else 1      # blocks hb < qb rotate q heads, blocks hb >= kb0 k heads
     kb0 = qb if SPLIT else 0
     hq0 = hb * BHQ
@@ -204,15 +219,16 @@ def rotary_neox(POS: tp.Tensor[tp.i64, "T"], Q: tp.Tensor[tp.bf16, "T", "HQ", "H
     j = tp.arange(BHALF)
     keep = (j < HALF)[None, :]
     p = tp.load(POS[t:t + 1])
-    cos = tp.load(CS[p[:, None], j[None, :]], mask=keep, layout=lc)
-    sin = tp.load(CS[p[:, None], j[None, :] + HALF], mask=keep, layout=lc)
-    # q, then k after q's stores: measured faster on the H100 than loading both first (81.0% against 68.1% of
-    # copy; more registers live, fewer blocks per SM)
     if hb < qb:
-        x1 = tp.load(Q[t, hq0:hq0 + BHQ, 0:BHALF], layout=lx).to(tp.f32)
-        x2 = tp.load(Q[t, hq0:hq0 + BHQ, HALF:HALF + BHALF], layout=lx).to(tp.f32)
-        o1 = x1 * cos - x2 * sin
-        o2 = x2 * cos + x1 * sin
+        x1 = tp.load(Q[t, hq0:hq0 + BHQ, 0:BHALF], layout=lx)
+        x2 = tp.load(Q[t, hq0:hq0 + BHQ, HALF:HALF + BHALF], layout=lx)
+        if EARLY_K:
+            y1 = tp.load(K[t, hk0:hk0 + BHK, 0:BHALF], layout=lkx)
+            y2 = tp.load(K[t, hk0:hk0 + BHK, HALF:HALF + BHALF], layout=lkx)
+        cos = tp.load(CS[p[:, None], j[None, :]], mask=keep, layout=lc)
+        sin = tp.load(CS[p[:, None], j[None, :] + HALF], mask=keep, layout=lc)
+        o1 = x1.to(tp.f32) * cos - x2.to(tp.f32) * sin
+        o2 = x2.to(tp.f32) * cos + x1.to(tp.f32) * sin
         # o1[h, j] = x[h, j] cos[j] - x[h, j + HALF] sin[j]: the pair is of one token and head (cos/sin are
         # gathered at a loaded position, which tags do not follow, so they stay out of the assertion)
         tp.assert_tag(x1 - x2, lambda t: (t[0][1] == t[1][1] and t[0][2] == t[1][2]
@@ -220,13 +236,17 @@ def rotary_neox(POS: tp.Tensor[tp.i64, "T"], Q: tp.Tensor[tp.bf16, "T", "HQ", "H
         tp.store(QO[t, hq0:hq0 + BHQ, 0:BHALF], o1, mask=keep)
         tp.store(QO[t, hq0:hq0 + BHQ, HALF:HALF + BHALF], o2, mask=keep)
     if hb >= kb0:
-        y1 = tp.load(K[t, hk0:hk0 + BHK, 0:BHALF], layout=lkx).to(tp.f32)
-        y2 = tp.load(K[t, hk0:hk0 + BHK, HALF:HALF + BHALF], layout=lkx).to(tp.f32)
-        p1 = y1 * cos - y2 * sin
+        if not EARLY_K:
+            y1 = tp.load(K[t, hk0:hk0 + BHK, 0:BHALF], layout=lkx)
+            y2 = tp.load(K[t, hk0:hk0 + BHK, HALF:HALF + BHALF], layout=lkx)
+        if SPLIT:                                                       # a k block has no cos / sin yet
+            cos = tp.load(CS[p[:, None], j[None, :]], mask=keep, layout=lc)
+            sin = tp.load(CS[p[:, None], j[None, :] + HALF], mask=keep, layout=lc)
+        p1 = y1.to(tp.f32) * cos - y2.to(tp.f32) * sin
         tp.assert_tag(y1 - y2, lambda t: (t[0][1] == t[1][1] and t[0][2] == t[1][2]
                                      and t[1][3] == t[0][3] + HALF), message="neox pairs, k")
         tp.store(KO[t, hk0:hk0 + BHK, 0:BHALF], p1, mask=keep)
-        tp.store(KO[t, hk0:hk0 + BHK, HALF:HALF + BHALF], y2 * cos + y1 * sin, mask=keep)
+        tp.store(KO[t, hk0:hk0 + BHK, HALF:HALF + BHALF], y2.to(tp.f32) * cos + y1.to(tp.f32) * sin, mask=keep)
 
 
 def _bcast(tv, shape):
@@ -237,45 +257,71 @@ def _bcast(tv, shape):
                        tuple(st if n > 1 else zero for n, st in zip(shape, tv.strides)), "broadcast")
 
 
+def _as_pairs(tv):
+    """The (rows, cols) layout `tv` (8-wide vectors along the columns) seen as a (rows, cols / 2, 2) tile of
+    interleaved pairs: every thread and value slot holds the element of the same row-major index, so
+    `tp.reshape(x, ..., layout=_as_pairs(tv))` moves no data."""
+    (rts, rvs), (cts, cvs) = tv.strides
+    n0 = tv.value_shape[0]
+    if n0 % 2 or cvs[0] != 1 or rvs[0] != 0 or any(s % 2 for s in cts + cvs[1:]):
+        raise ValueError(f"_as_pairs: {tv} does not hold whole pairs in its first value mode")
+    zt, zv = tuple(0 for _ in cts), tuple(0 for _ in cvs[1:])
+    return tp.TVLayout((tv.tile[0], tv.tile[1] // 2, 2), tv.thread_shape, (2, n0 // 2) + tv.value_shape[1:],
+                       ((rts, (0, 0) + rvs[1:]), (tuple(s // 2 for s in cts), (0, 1) + tuple(s // 2 for s in cvs[1:])),
+                        (zt, (1, 0) + zv)), "pairs")
+
+
+def _cols_of(tv):
+    """The (cols,) layout holding, in every thread, the columns that thread holds of the 2-D tile `tv`."""
+    return tp.TVLayout(tv.tile[1:], tv.thread_shape, tv.value_shape, tv.strides[1:], "cols")
+
+
 @tp.kernel(threads=_threads)
-def rotary_gptj(POS: tp.Tensor[tp.i64, "T"], Q: tp.Tensor[tp.bf16, "T", "HQ", "HD2", 2],
-                K: tp.Tensor[tp.bf16, "T", "HK", "HD2", 2], CS: tp.Tensor[tp.f32, "P", "ROT"],
-                QO: tp.Tensor[tp.bf16, "T", "HQ", "HD2", 2], KO: tp.Tensor[tp.bf16, "T", "HK", "HD2", 2],
+def rotary_gptj(POS: tp.Tensor[tp.i64, "T"], Q: tp.Tensor[tp.bf16, "T", "HQ", "HD"],
+                K: tp.Tensor[tp.bf16, "T", "HK", "HD"], CS: tp.Tensor[tp.f32, "P", "ROT"],
+                QO: tp.Tensor[tp.bf16, "T", "HQ", "HD"], KO: tp.Tensor[tp.bf16, "T", "HK", "HD"],
                 HALF: tp.constexpr = 64, BHALF: tp.constexpr = 64, BHQ: tp.constexpr = 32, BHK: tp.constexpr = 8,
                 THREADS: tp.constexpr = 128, SPLIT: tp.constexpr = False):
-    """GPT-J style: pair i is (x[2i], x[2i + 1]), rotated by angle i. q is read as (T, HQ, HD / 2, 2) and loaded
-    whole (16-byte vectors, each thread holding whole pairs), so a pair's partner is in the same thread:
-    partner = (x0 + x1) - x (exact for bf16 data: the f32 sum of two bf16 values is exact), and
-    out = x * cos + partner * (-sin, +sin). SPLIT: the heads over grid axis 1, as `rotary_neox`."""
+    """GPT-J style: pair i is (x[2i], x[2i + 1]), rotated by angle i. The heads are loaded as neox's are, (heads,
+    2 * BHALF) tiles in 16-byte vectors, each thread holding whole pairs; seen as (heads, BHALF, 2) tiles (a
+    reshape that moves no data: `_as_pairs`) a pair's partner is (x0 + x1) - x, in-thread (exact for bf16 data:
+    the f32 sum of two bf16 values is exact), and out = x * cos + partner * (-sin, +sin), cos / sin gathered at
+    column // 2. SPLIT: the heads over grid axis 1, as `rotary_neox`; the q loads come before the position's
+    gathers, as there."""
     t = tp.block_id(0)
-    hb = tp.block_id(1)
+    hb = tp.block_id(1) if SPLIT else 0
     qb = tp.cdiv(Q.shape[1], BHQ) if SPLIT else 1
     kb0 = qb if SPLIT else 0
     hq0 = hb * BHQ
     hk0 = (hb - kb0) * BHK
-    tp.tag(Q, lambda i, h, j, e: ("q", i, h, j, e))
-    tp.tag(K, lambda i, h, j, e: ("k", i, h, j, e))
-    lq = _pairs(BHQ, BHALF, THREADS)
-    lk = _pairs(BHK, BHALF, THREADS)
-    e = tp.reshape(tp.arange(2), (1, 1, 2))
-    jj = tp.convert_layout(tp.reshape(tp.arange(BHALF), (1, BHALF, 1)) + 0 * e, _bcast(lq, (1, BHALF, 2)))
-    keep = jj < HALF
-    p = tp.reshape(tp.load(POS[t:t + 1]), (1, 1, 1))
-    cos = tp.load(CS[p, jj], mask=keep, layout=_bcast(lq, (1, BHALF, 2)))        # cos of pair jj, both elements
-    sin = tp.load(CS[p, jj + HALF], mask=keep, layout=_bcast(lq, (1, BHALF, 2))) * tp.where(e == 0, -1.0, 1.0)
+    tp.tag(Q, lambda i, h, j: ("q", i, h, j))
+    tp.tag(K, lambda i, h, j: ("k", i, h, j))
+    lq = tp.blocked((BHQ, 2 * BHALF), THREADS, vec=8)
+    lk = tp.blocked((BHK, 2 * BHALF), THREADS, vec=8)
+    c = tp.arange(2 * BHALF, layout=_cols_of(lq))[None, :]                  # the columns each thread holds
+    keep = c < 2 * HALF
+    p = tp.load(POS[t:t + 1])
     if hb < qb:
-        x = tp.load(Q[t, hq0:hq0 + BHQ, 0:BHALF, 0:2], layout=lq).to(tp.f32)   # (loading q, k first: slower)
-        xp = tp.sum(x, axis=2, keepdims=True) - x                                 # in-thread: the partner
+        x = tp.load(Q[t, hq0:hq0 + BHQ, 0:2 * BHALF], layout=lq).to(tp.f32)
+        cos = tp.load(CS[p[:, None], c // 2], mask=keep, layout=_bcast(lq, (1, 2 * BHALF)))
+        sin = tp.load(CS[p[:, None], c // 2 + HALF], mask=keep, layout=_bcast(lq, (1, 2 * BHALF))) \
+            * tp.where(c % 2 == 0, -1.0, 1.0)
+        x3 = tp.reshape(x, (BHQ, BHALF, 2), layout=_as_pairs(lq))
+        xp = tp.reshape(tp.sum(x3, axis=2, keepdims=True) - x3, (BHQ, 2 * BHALF), layout=lq)   # the partner
         # the partner is from the same token, head and pair (a reduction's tag stands for each reduced element)
-        tp.assert_tag(xp, lambda t: (t[0][1] == t[1][1] and t[0][2] == t[1][2] and t[0][3] == t[1][3]),
+        tp.assert_tag(xp, lambda t: (t[0][1] == t[1][1] and t[0][2] == t[1][2] and t[0][3] // 2 == t[1][3] // 2),
                       message="GPT-J pairs, q")
-        tp.store(QO[t, hq0:hq0 + BHQ, 0:BHALF, 0:2], x * cos + xp * sin, mask=keep)
+        tp.store(QO[t, hq0:hq0 + BHQ, 0:2 * BHALF], x * cos + xp * sin, mask=keep)
     if hb >= kb0:
-        y = tp.load(K[t, hk0:hk0 + BHK, 0:BHALF, 0:2], layout=lk).to(tp.f32)
-        yp = tp.sum(y, axis=2, keepdims=True) - y
-        tp.assert_tag(yp, lambda t: (t[0][1] == t[1][1] and t[0][2] == t[1][2] and t[0][3] == t[1][3]),
+        y = tp.load(K[t, hk0:hk0 + BHK, 0:2 * BHALF], layout=lk).to(tp.f32)
+        kcos = tp.load(CS[p[:, None], c // 2], mask=keep, layout=_bcast(lk, (1, 2 * BHALF)))
+        ksin = tp.load(CS[p[:, None], c // 2 + HALF], mask=keep, layout=_bcast(lk, (1, 2 * BHALF))) \
+            * tp.where(c % 2 == 0, -1.0, 1.0)
+        y3 = tp.reshape(y, (BHK, BHALF, 2), layout=_as_pairs(lk))
+        yp = tp.reshape(tp.sum(y3, axis=2, keepdims=True) - y3, (BHK, 2 * BHALF), layout=lk)
+        tp.assert_tag(yp, lambda t: (t[0][1] == t[1][1] and t[0][2] == t[1][2] and t[0][3] // 2 == t[1][3] // 2),
                       message="GPT-J pairs, k")
-        tp.store(KO[t, hk0:hk0 + BHK, 0:BHALF, 0:2], y * cos + yp * sin, mask=keep)
+        tp.store(KO[t, hk0:hk0 + BHK, 0:2 * BHALF], y * kcos + yp * ksin, mask=keep)
 
 
 # ---------------------------------------------------------------- f32 variants, launch helpers, references
@@ -344,9 +390,11 @@ def launch_fused_add_rmsnorm(x, residual, w, y, residual_out, eps=1e-6, **kw):
     return k[(x.shape[0],)](x, residual, w, y, residual_out, eps, BLOCK_N=_row_block(x.shape[1]), **kw)
 
 
-def launch_layer_norm(x, w, b, y, eps=1e-5, **kw):
+def launch_layer_norm(x, w, b, y, eps=1e-5, ROWS=1, **kw):
+    """y = layer_norm(x) * w + b over rows of x (M, N); ROWS: rows a block, one after the other (next row's x
+    loaded ahead)."""
     k = KERNELS["layer_norm"][_dtype(x)]
-    return k[(x.shape[0],)](x, w, b, y, eps, BLOCK_N=_row_block(x.shape[1]), **kw)
+    return k[(tp.cdiv(x.shape[0], ROWS),)](x, w, b, y, eps, BLOCK_N=_row_block(x.shape[1]), ROWS=ROWS, **kw)
 
 
 def launch_merge_attn_states_lse(po, pl, so, sl, o, ol, BR=None, **kw):
@@ -382,8 +430,9 @@ def launch_rotary(positions, q, k, cos_sin_cache, head_size, is_neox=True, q_out
         c.update(BHQ=min(c["BHQ"], _pow2(heads_per_block, 1)), BHK=min(c["BHK"], _pow2(heads_per_block, 1)),
                  SPLIT=True)
         grid = (t, tp.cdiv(hq, c["BHQ"]) + tp.cdiv(hk, c["BHK"]))
-    shape = (lambda a, h: a.reshape(t, h, head_size)) if is_neox else (
-        lambda a, h: a.reshape(t, h, head_size // 2, 2))
+    def shape(a, h):
+        return a.reshape(t, h, head_size)
+
     return kern[grid](positions, shape(q, hq), shape(k, hk), cos_sin_cache, shape(q_out, hq), shape(k_out, hk),
                       **c, **kw)
 

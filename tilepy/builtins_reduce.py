@@ -112,13 +112,15 @@ class ReduceRules:
                           tuple(L.strides[d] for d in dims), f"permute({L.name}, {dims})")
         return self.make("permute", RegType(t.dtype, tuple(t.shape[d] for d in dims), layout), node, x, dims=dims)
 
-    def b_reshape(self, node, x, shape):
+    def b_reshape(self, node, x, shape, layout=None):
+        """`layout`: the result's (default: the default layout of `shape`); when every thread then holds, value
+        for value, the elements of the same row-major index as in x, the reshape moves no data."""
         x = self._reg(x, node, "tp.reshape")
         shape = self.const_shape(shape, node, "tp.reshape's shape")
         if product(shape) != product(x.type.shape):
             raise self.err(node, f"cannot reshape a {x.type.shape} tile ({product(x.type.shape)} elements) to "
                            f"{shape}", cls=ShapeError)
-        layout = self.default_layout(shape, x.type.dtype, node)
+        layout = self._layout_arg(layout, shape, x.type.dtype, node)
         return self.make("reshape", self.reg(x.type.dtype, shape, layout, node), node, x, shape=shape)
 
     def b_broadcast_to(self, node, x, shape):

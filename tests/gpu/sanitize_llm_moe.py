@@ -22,6 +22,11 @@ x, r = torch.randn(19, 700, device=d).to(bf), torch.randn(19, 700, device=d).to(
 w, b = torch.randn(700, device=d).to(bf), torch.randn(700, device=d).to(bf)
 L.launch_fused_add_rmsnorm(x, r, w, torch.empty_like(x), torch.empty_like(x), 1e-6)
 L.launch_layer_norm(x, w, b, torch.empty_like(x), 1e-5)
+for rows in (2, 4):                        # 19 rows: the last block's rows past M
+    L.launch_layer_norm(x, w, b, torch.empty_like(x), 1e-5, ROWS=rows)
+L.launch_merge_attn_states_lse(*(torch.randn(37, 5, 100, device=d).to(bf) if i % 2 == 0 else
+                                 torch.randn(37, 5, device=d) for i in range(4)),
+                               torch.empty(37, 5, 100, device=d, dtype=bf), torch.empty(37, 5, device=d), BR=8)
 po, so = torch.randn(37, 5, 100, device=d).to(bf), torch.randn(37, 5, 100, device=d).to(bf)
 pl, sl = torch.randn(37, 5, device=d), torch.randn(37, 5, device=d)
 L.launch_merge_attn_states_lse(po, pl, so, sl, torch.empty_like(po), torch.empty_like(pl))
@@ -33,6 +38,8 @@ for neox in (True, False):
     for hpb, th in ((8, 64), (4, 32)):    # blocks of heads (SPLIT)
         L.launch_rotary(pos, torch.randn(5, 6 * 80, device=d).to(bf), torch.randn(5, 2 * 80, device=d).to(bf), cs,
                         80, neox, heads_per_block=hpb, THREADS=th)
+    L.launch_rotary(pos, torch.randn(5, 6 * 80, device=d).to(bf), torch.randn(5, 2 * 80, device=d).to(bf), cs, 80,
+                    neox, THREADS=256, **({"EARLY_K": True} if neox else {}))
 if "--rotary" in sys.argv:
     torch.cuda.synchronize()
     print("ok")

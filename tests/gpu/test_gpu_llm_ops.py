@@ -71,17 +71,18 @@ def test_fused_add_rmsnorm(dtype, m, n, request):
     assert torch.equal(xd, y) and torch.equal(rd, ro)
 
 
-@pytest.mark.parametrize("one_pass", [False, True])
+@pytest.mark.parametrize("one_pass,rows", [(False, 1), (True, 1), (False, 2), (False, 4)])
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("m,n", [(1, 1), (19, 700), (64, 4096), (5, 33)])
-def test_layer_norm(dtype, m, n, one_pass, request):
+def test_layer_norm(dtype, m, n, one_pass, rows, request):
     g = _gen(request)
     x = (torch.randn(m, n, generator=g) * 3 + 1.5).to(dtype)
     w, b = torch.randn(n, generator=g).to(dtype), torch.randn(n, generator=g).to(dtype)
-    y = nan((m, n), dtype)
-    L.launch_layer_norm(x.to(DEV), w.to(DEV), b.to(DEV), y, 1e-5, ONE_PASS=one_pass)
+    y = nan((m + 1, n), dtype)
+    L.launch_layer_norm(x.to(DEV), w.to(DEV), b.to(DEV), y[:m], 1e-5, ONE_PASS=one_pass, ROWS=rows)
     torch.cuda.synchronize()
-    assert rel(y, L.ref_layer_norm(x, w, b, 1e-5)) < TOL[dtype]
+    assert rel(y[:m], L.ref_layer_norm(x, w, b, 1e-5)) < TOL[dtype]
+    assert torch.isnan(y[m]).all()                   # rows past M (ROWS > 1: the last block's) not written
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -108,8 +109,8 @@ def test_merge_attn_states_lse(dtype, t, h, d, request):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("t,hq,hk,hs,rot", [(37, 32, 8, 128, 128), (5, 6, 1, 64, 32), (3, 3, 3, 80, 80),
                                             (1, 1, 1, 16, 8)])
-@pytest.mark.parametrize("hpb,threads", [(None, None), (8, 64), (4, 32)])   # one block a token, or head blocks
-def test_rotary(neox, dtype, t, hq, hk, hs, rot, hpb, threads, request):
+@pytest.mark.parametrize("hpb,threads", [(None, None), (8, 64), (4, 32), (None, -256)])   # one block a token,
+def test_rotary(neox, dtype, t, hq, hk, hs, rot, hpb, threads, request):           # head blocks; -256: EARLY_K
     g = _gen(request)
     pos = torch.randint(0, 4096, (t,), generator=g)
     ang = torch.rand(4096, rot // 2, generator=g, dtype=torch.float64) * 6.3
@@ -117,8 +118,10 @@ def test_rotary(neox, dtype, t, hq, hk, hs, rot, hpb, threads, request):
     q, k = torch.randn(t, hq * hs, generator=g).to(dtype), torch.randn(t, hk * hs, generator=g).to(dtype)
     ref_q, ref_k = L.ref_rotary(pos, q, k, cs, hs, neox)
     qd, kd = q.to(DEV), k.to(DEV)
-    L.launch_rotary(pos.to(DEV), qd, kd, cs.to(DEV), hs, neox, heads_per_block=hpb,
-                    **({"THREADS": threads} if threads else {}))
+    kw = {"THREADS": abs(threads)} if threads else {}
+    if threads and threads < 0 and neox:
+        kw["EARLY_K"] = True
+    L.launch_rotary(pos.to(DEV), qd, kd, cs.to(DEV), hs, neox, heads_per_block=hpb, **kw)
     torch.cuda.synchronize()
     assert rel(qd, ref_q) < TOL[dtype] and rel(kd, ref_k) < TOL[dtype]
     if t * hq * hs <= 2000:

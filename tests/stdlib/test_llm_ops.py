@@ -82,6 +82,20 @@ def test_layer_norm(dtype, m, n, one_pass):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rows,m,n", [(2, 5, 700), (4, 6, 33), (2, 1, 4096)])
+def test_layer_norm_rows(dtype, rows, m, n):
+    """ROWS rows a block, the next one's x loaded ahead: M not a multiple of ROWS (the last block's rows past M
+    neither read nor write)."""
+    g = torch.Generator().manual_seed(rows * 1000 + m * 17 + n)
+    x = (torch.randn(m, n, generator=g) * 3 - 2).to(dtype)
+    w, b = torch.randn(n, generator=g).to(dtype), torch.randn(n, generator=g).to(dtype)
+    y = torch.full((m + 1, n), float("nan"), dtype=dtype)
+    L.launch_layer_norm(x, w, b, y[:m], 1e-5, ROWS=rows)
+    assert rel(y[:m], L.ref_layer_norm(x, w, b, 1e-5)) < TOL[dtype]
+    assert torch.isnan(y[m]).all()                               # the row after the output is not touched
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("t,h,d", [(3, 5, 100), (1, 1, 128), (4, 3, 64), (2, 7, 8)])
 def test_merge_attn_states_lse(dtype, t, h, d):
     g = torch.Generator().manual_seed(t * 100 + h * 10 + d)
@@ -124,6 +138,20 @@ def test_rotary(neox, dtype, t, hq, hk, hs, rot, hpb):
     assert rel(q, ref_q) < TOL[dtype] and rel(k, ref_k) < TOL[dtype]
 
 
+@pytest.mark.parametrize("t,hq,hk,hs,rot", [(3, 6, 1, 64, 32), (2, 3, 3, 80, 80)])
+def test_rotary_neox_early_k(t, hq, hk, hs, rot):
+    """k's loads issued with q's (EARLY_K): the same result."""
+    g = torch.Generator().manual_seed(t * 100 + hq + hs)
+    pos = torch.randint(0, 40, (t,), generator=g)
+    ang = torch.rand(40, rot // 2, generator=g, dtype=torch.float64) * 6.3
+    cs = torch.cat([ang.cos(), ang.sin()], dim=1).float()
+    q, k = torch.randn(t, hq * hs, generator=g).to(torch.bfloat16), torch.randn(t, hk * hs, generator=g).to(
+        torch.bfloat16)
+    ref_q, ref_k = L.ref_rotary(pos, q, k, cs, hs, True)
+    L.launch_rotary(pos, q, k, cs, hs, True, EARLY_K=True)
+    assert rel(q, ref_q) < TOL[torch.bfloat16] and rel(k, ref_k) < TOL[torch.bfloat16]
+
+
 def test_rotary_styles_differ():
     """The two styles pair different elements: each one's reference disagrees with the other's kernel."""
     g = torch.Generator().manual_seed(1)
@@ -142,6 +170,8 @@ KERNEL_NAMES = ["silu_and_mul", "fused_add_rmsnorm", "layer_norm", "merge_attn_s
 
 
 @pytest.mark.parametrize("name,params", [(n, {}) for n in KERNEL_NAMES] + [("layer_norm", {"ONE_PASS": True})]
+                         + [("layer_norm", {"ROWS": 2}), ("layer_norm", {"ROWS": 4, "ONE_PASS": True}),
+                            ("rotary_neox", {"EARLY_K": True})]
                          + [(n, dict(SPLIT=True, BHQ=8, BHK=8, THREADS=64)) for n in ("rotary_neox", "rotary_gptj")])
 def test_verifies_clean_and_fast(name, params):
     kernel = L.KERNELS[name][L.tp.bf16]
@@ -170,3 +200,25 @@ def test_broken_pairing_is_caught(tmp_path):
     report = tv.verify(mod.rotary_neox)
     assert not report.ok
     assert any(f.check == "tag_assertion" and "x1 - x2" in str(f) for f in report.errors), str(report)
+
+
+@pytest.mark.parametrize("good,bad", [
+    # GPT-J: the partner summed over the wrong axis (across the pairs of a row instead of within a pair)
+    ("xp = tp.reshape(tp.sum(x3, axis=2, keepdims=True) - x3,",
+     "xp = tp.reshape(tp.sum(x3, axis=1, keepdims=True) - x3,"),
+])
+def test_broken_gptj_pairing_is_caught(tmp_path, good, bad):
+    import importlib.util
+    from pathlib import Path
+
+    src = Path(L.__file__).read_text()
+    assert good in src
+    path = tmp_path / "broken_gptj.py"
+    path.write_text(src.replace(good, bad))
+    spec = importlib.util.spec_from_file_location("broken_gptj", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    report = tv.verify(mod.rotary_gptj)
+    assert not report.ok
+    assert any(f.check == "tag_assertion" and "t[0][3] // 2 == t[1][3] // 2" in str(f) for f in report.errors), \
+        str(report)
