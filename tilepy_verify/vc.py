@@ -774,8 +774,11 @@ class Solver_:
             try:
                 self._assert(formula)
                 self._assert(self.enc.formula(conds))
-                if self.solver.check() == z3.sat:
+                answer = self.solver.check()
+                if answer == z3.sat:
                     return self._model(names | set(want_vars))
+                if answer == z3.unknown:  # out of time: larger bounds are no easier; keep the plain model
+                    return None
             finally:
                 self.solver.pop()
         return None
