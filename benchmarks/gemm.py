@@ -36,6 +36,7 @@ import re
 import statistics
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -376,6 +377,73 @@ def back_to_back_1024(g, calls=30, reps=20) -> dict:
     return res
 
 
+def timeit_median(fn, reps: int = 20, replays: int = 15) -> float:
+    """Seconds per call: the median over `replays` replays of a CUDA graph of `reps` calls, after a warm-up."""
+    fn()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(reps):
+            fn()
+    graph.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(replays):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3 / reps)
+    return statistics.median(times)
+
+
+STREAMK_SHAPES = [(16, 4096, 4096), (64, 4096, 4096), (128, 4096, 4096), (256, 4096, 4096), (128, 14336, 4096),
+                  (1024, 1024, 1024), (3000, 5000, 4096), (4096, 4096, 4096)]
+
+
+def streamk_rows(g, shapes, outs=(torch.bfloat16, torch.float32)) -> list:
+    """gemm_streamk (its tile presets) against gemm_hopper.launch's policy and cuBLAS on the same inputs, in one
+    run: each output checked against float64 (NaN-poisoned first), then timed (median of graph replays)."""
+    from stdlib_kernels import gemm_streamk
+
+    rows = []
+    for M, N, K in shapes:
+        a = torch.randn(M, K, device="cuda", generator=g).bfloat16()
+        b = torch.randn(K, N, device="cuda", generator=g).bfloat16()
+        ref = a.double() @ b.double()
+        for out in outs:
+            o = tp.bf16 if out == torch.bfloat16 else tp.f32
+            mm = torch.matmul if out == torch.bfloat16 or _MM_F32 is None else _MM_F32
+            cublas = partial(mm, a, b)
+            row = {"shape": [M, N, K], "out": str(out).split(".")[-1], "cublas_us": timeit_median(cublas) * 1e6,
+                   "cublas_rel_err": rel(cublas(), ref)}
+            variants = {"policy": (gemm_hopper.launch, {}), **{f"streamk_{name}": (gemm_streamk.launch, p)
+                                                                 for name, p in gemm_streamk.PRESETS.items()}}
+            for tag, (launch, p) in variants.items():
+                c = torch.full((M, N), float("nan"), device="cuda", dtype=out)
+                try:
+                    launch(a, b, c, **p)
+                    torch.cuda.synchronize()
+                    err = rel(c, ref)
+                    us = timeit_median(partial(launch, a, b, c, **p)) * 1e6
+                except Exception as e:  # noqa: BLE001 - a variant that does not build here: say so, go on
+                    row[tag] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:120]}"}
+                    print(f"  streamk {M}x{N}x{K} {row['out']} {tag}: {row[tag]['error']}", flush=True)
+                    continue
+                row[tag] = {"us": us, "ratio": row["cublas_us"] / us, "rel_err": err}
+                if tag == "policy":
+                    row[tag]["policy"] = _policy_text(gemm_hopper.policy(M, N, K, o))
+            best = min((v["us"], k) for k, v in row.items() if isinstance(v, dict) and "us" in v)
+            row["best"] = best[1]
+            rows.append(row)
+            print(f"  streamk {M}x{N}x{K:<5} {row['out']:8s} cuBLAS {row['cublas_us']:7.1f} us | " + " | ".join(
+                f"{k} {v['us']:7.1f} ({v['ratio']:.2f}x, err {v['rel_err']:.1e})" for k, v in row.items()
+                if isinstance(v, dict) and "us" in v), flush=True)
+        torch.cuda.empty_cache()
+    return rows
+
+
 def fp32_row(M, N, K, g, b_layout="kn", **constexprs):
     p = {**gemm_fp32.PRESETS["sm_90a"], **constexprs}
     a = torch.randn(M, K, device="cuda", generator=g)
@@ -422,6 +490,8 @@ def main(argv=None):
     ap.add_argument("--precompile", type=int, default=0, help="with --policies: build the sweep's kernels first "
                     "in this many processes")
     ap.add_argument("--no-b2b", action="store_true", help="with --policies: skip the 1024^3 x30 back to back")
+    ap.add_argument("--streamk", action="store_true", help="also gemm_streamk against the policy and cuBLAS on "
+                    "--shapes (default: STREAMK_SHAPES)")
     ap.add_argument("--name", default="gemm", help="the JSON file's stem (gemm-<device>.json)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     args = ap.parse_args(argv)
@@ -494,6 +564,9 @@ def main(argv=None):
         res["policy_sweep"] = {}
         policy_sweep(g, sweep_shapes, args.variants, outs, res["policy_sweep"],
                      lambda: path.write_text(json.dumps(res, indent=1)))
+    if args.streamk:
+        res["streamk"] = streamk_rows(g, shapes if args.shapes else STREAMK_SHAPES)
+        path.write_text(json.dumps(res, indent=1))
     if (args.policies and not args.no_b2b) or args.b2b:
         res["back_to_back_1024"] = back_to_back_1024(g)
     path.write_text(json.dumps(res, indent=1))

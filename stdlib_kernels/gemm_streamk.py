@@ -66,32 +66,32 @@ def gemm_streamk(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"
     if tp.warpgroup_id() == 0:          # producer warpgroup: one thread issues the bulk tensor copies
         if PRODUCER_REGS > 0:
             tp.setmaxnreg(PRODUCER_REGS)
-        for g in range(begin, end):
-            t = g // k_tiles
-            k = g % k_tiles
+        for s in range(end - begin):     # slot s: iteration g = begin + s
+            t = (begin + s) // k_tiles
+            k = (begin + s) % k_tiles
             m0 = (t // n_n) * BM
             n0 = (t % n_n) * BN
-            tp.mbarrier_wait(empty[(g - begin) % STAGES], (g - begin) // STAGES)   # the consumers released it
-            tp.copy_bulk(A[m0:m0 + BM, k * BK:k * BK + BK], a_s[(g - begin) % STAGES], full[(g - begin) % STAGES])
-            tp.copy_bulk(B[k * BK:k * BK + BK, n0:n0 + BN], b_s[(g - begin) % STAGES], full[(g - begin) % STAGES])
-            tp.mbarrier_arrive(full[(g - begin) % STAGES])
+            tp.mbarrier_wait(empty[s % STAGES], s // STAGES)   # the consumers released the stage
+            tp.copy_bulk(A[m0:m0 + BM, k * BK:k * BK + BK], a_s[s % STAGES], full[s % STAGES])
+            tp.copy_bulk(B[k * BK:k * BK + BK, n0:n0 + BN], b_s[s % STAGES], full[s % STAGES])
+            tp.mbarrier_arrive(full[s % STAGES])
     else:                               # consumer warpgroups: wgmma over their own threads, 64 rows each
         if CONSUMER_REGS > 0:
             tp.setmaxnreg(CONSUMER_REGS)
-        for s in tp.static_range(STAGES):
-            tp.mbarrier_arrive(empty[s])
+        for r in tp.static_range(STAGES):
+            tp.mbarrier_arrive(empty[r])
         acc = tp.zeros((BM, BN), tp.f32, layout=tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1)))
-        for g in range(begin, end):
-            k = g % k_tiles
-            tp.mbarrier_wait(full[(g - begin) % STAGES], (g - begin) // STAGES)
-            if k == 0 or g == begin:    # a segment's first k-tile: from zero
-                acc = tp.mma(a_s[(g - begin) % STAGES], b_s[(g - begin) % STAGES],
+        for s in range(end - begin):
+            k = (begin + s) % k_tiles
+            tp.mbarrier_wait(full[s % STAGES], s // STAGES)
+            if k == 0 or s == 0:        # a segment's first k-tile: from zero
+                acc = tp.mma(a_s[s % STAGES], b_s[s % STAGES],
                              tp.zeros((BM, BN), tp.f32, layout=tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1))))
             else:
-                acc = tp.mma(a_s[(g - begin) % STAGES], b_s[(g - begin) % STAGES], acc)
-            tp.mbarrier_arrive(empty[(g - begin) % STAGES])
-            if k == k_tiles - 1 or g == end - 1:      # a segment's last k-tile: its epilogue
-                t = g // k_tiles
+                acc = tp.mma(a_s[s % STAGES], b_s[s % STAGES], acc)
+            tp.mbarrier_arrive(empty[s % STAGES])
+            if k == k_tiles - 1 or s == end - begin - 1:      # a segment's last k-tile: its epilogue
+                t = (begin + s) // k_tiles
                 m0 = (t // n_n) * BM
                 n0 = (t % n_n) * BN
                 first = t * k_tiles                    # the tile's iterations: [first, first + k_tiles)
