@@ -418,8 +418,14 @@ def streamk_rows(g, shapes, outs=(torch.bfloat16, torch.float32)) -> list:
             cublas = partial(mm, a, b)
             row = {"shape": [M, N, K], "out": str(out).split(".")[-1], "cublas_us": timeit_median(cublas) * 1e6,
                    "cublas_rel_err": rel(cublas(), ref)}
-            variants = {"policy": (gemm_hopper.launch, {}), **{f"streamk_{name}": (gemm_streamk.launch, p)
-                                                                 for name, p in gemm_streamk.PRESETS.items()}}
+            variants = {"policy": (gemm_hopper.launch, {})}
+            sms = torch.cuda.get_device_properties(0).multi_processor_count
+            for name, p in gemm_streamk.PRESETS.items():
+                variants[f"streamk_{name}"] = (gemm_streamk.launch, p)
+                tiles = -(-M // p["BM"]) * -(-N // p["BN"])
+                if tiles < sms:   # a grid of whole splits of every tile (shares aligned to tiles: split-K)
+                    aligned = {**p, "num_sms": tiles * (sms // tiles)}
+                    variants[f"streamk_{name}_aligned"] = (gemm_streamk.launch, aligned)
             for tag, (launch, p) in variants.items():
                 c = torch.full((M, N), float("nan"), device="cuda", dtype=out)
                 try:
