@@ -439,10 +439,19 @@ def streamk_rows(g, shapes, outs=(torch.bfloat16, torch.float32)) -> list:
                     continue
                 row[tag] = {"us": us, "ratio": row["cublas_us"] / us, "rel_err": err}
                 if tag == "policy":
-                    row[tag]["policy"] = _policy_text(gemm_hopper.policy(M, N, K, o))
+                    pol = gemm_hopper.policy(M, N, K, o)
+                    row[tag]["policy"] = _policy_text(pol)
+                    plan = next(v for k, v in gemm_hopper._PLANS.items() if k[:4] == (M, N, K, c.dtype))
+                    if plan.split:  # the split-K GEMM kernel alone (no zeroing, no rounding pass): their cost
+                        ws = plan.buffer("ws", c, tuple(c.shape), torch.float32) if out != torch.float32 else c
+                        row[tag]["kernel_only_us"] = timeit_median(partial(plan.launcher, a, b, ws, target="sm_90a",
+                                                                            **plan.params)) * 1e6
             best = min((v["us"], k) for k, v in row.items() if isinstance(v, dict) and "us" in v)
             row["best"] = best[1]
             rows.append(row)
+            if "kernel_only_us" in row.get("policy", {}):
+                print(f"  streamk {M}x{N}x{K:<5} {row['out']:8s} policy's split-K kernel alone "
+                      f"{row['policy']['kernel_only_us']:7.1f} us of {row['policy']['us']:7.1f}", flush=True)
             print(f"  streamk {M}x{N}x{K:<5} {row['out']:8s} cuBLAS {row['cublas_us']:7.1f} us | " + " | ".join(
                 f"{k} {v['us']:7.1f} ({v['ratio']:.2f}x, err {v['rel_err']:.1e})" for k, v in row.items()
                 if isinstance(v, dict) and "us" in v), flush=True)
