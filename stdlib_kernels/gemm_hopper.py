@@ -138,6 +138,82 @@ def gemm_hopper(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"]
 gemm_hopper_bf16 = gemm_hopper.retyped(C=tp.Tensor[tp.bf16, "M", "N"])  # bf16 out: tp.store rounds
 
 
+def _cluster(c):
+    return (c["CLUSTER_M"], 1, 1)
+
+
+@tp.kernel(threads=_threads, target="sm_90a", cluster=_cluster)
+def gemm_cluster(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"], C: tp.Tensor[tp.f32, "M", "N"],
+                 BM: tp.constexpr = 128, BN: tp.constexpr = 256, BK: tp.constexpr = 64, STAGES: tp.constexpr = 4,
+                 CONSUMERS: tp.constexpr = 2, INSTR: tp.constexpr = tp.nv.wgmma_m64n256k16_bf16,
+                 SWIZZLE: tp.constexpr = tp.Swizzle(3, 3, 3), PRODUCER_REGS: tp.constexpr = 0,
+                 CONSUMER_REGS: tp.constexpr = 0, EPILOGUE: tp.constexpr = 0, CLUSTER_M: tp.constexpr = 2,
+                 MULTICAST: tp.constexpr = True):
+    """gemm_hopper on thread-block clusters of CLUSTER_M blocks along M: the blocks of a cluster compute
+    vertically adjacent output tiles (the same columns n0), so they share B's tile of every k-step. It is loaded
+    once per cluster with a TMA multicast (issued by rank k % CLUSTER_M, taking turns) into the same stage of
+    every block, which halves (at 2) the L2 -> SM traffic of B. A stage is refilled only when the consumers of
+    EVERY block of the cluster have released it: `empty[s]` counts CLUSTER_M arrivals, and each block's consumers
+    arrive on `empty[s]` of every block (remote arrivals), so each producer's wait covers all the readers its
+    multicast writes into. `full[s]` of each block expects A's tile and B's tile (its own copy and the
+    multicast). The cluster barrier at the start publishes every block's mbarrier initialization before any
+    remote arrival or multicast; the one at the end keeps a block's shared memory alive until the others are
+    done arriving on it. EPILOGUE 0 (registers -> C) or 2 (TMA store through a staged tile), as gemm_hopper."""
+    m0 = tp.block_id(0) * BM
+    n0 = tp.block_id(1) * BN
+    a_s = tp.shared((BM, BK), tp.bf16, stages=STAGES, swizzle=SWIZZLE)
+    b_s = tp.shared((BK, BN), tp.bf16, stages=STAGES, swizzle=SWIZZLE, layout=b_layout(BK, BN, min(64, BN)))
+    if EPILOGUE > 0:
+        c_s = tp.shared((BM, BN), C.dtype, swizzle=tp.Swizzle(3, 4 - C.dtype.bytes // 2, 3),
+                        layout=b_layout(BM, BN, 128 // C.dtype.bytes))
+        staged = tp.mbarrier(1)
+    full = tp.mbarrier(1, stages=STAGES)
+    empty = tp.mbarrier(CLUSTER_M, stages=STAGES)    # the consumers of every block of the cluster
+    tp.tag(A, lambda i, k: ("A", i, k))
+    tp.tag(B, lambda k, j: ("B", k, j))
+    k_tiles = tp.cdiv(A.shape[1], BK)
+    tp.cluster_sync()                   # every block's mbarriers are initialized before any other block uses them
+    if tp.warpgroup_id() == 0:          # producer warpgroup: one thread issues the bulk tensor copies
+        if PRODUCER_REGS > 0:
+            tp.setmaxnreg(PRODUCER_REGS)
+        for k in range(k_tiles):
+            tp.mbarrier_wait(empty[k % STAGES], k // STAGES)    # every block's consumers released the stage
+            k0 = k * BK
+            tp.copy_bulk(A[m0:m0 + BM, k0:k0 + BK], a_s[k % STAGES], full[k % STAGES])
+            if MULTICAST:
+                tp.copy_bulk(B[k0:k0 + BK, n0:n0 + BN], b_s[k % STAGES], full[k % STAGES],
+                             multicast=(1 << CLUSTER_M) - 1, by=k % CLUSTER_M)
+            else:                       # (ablation: every block loads its own B; the releases stay cluster-wide)
+                tp.copy_bulk(B[k0:k0 + BK, n0:n0 + BN], b_s[k % STAGES], full[k % STAGES])
+            tp.mbarrier_arrive(full[k % STAGES])
+        if EPILOGUE > 0:
+            tp.mbarrier_wait(staged, 0)                # the consumers' accumulators are in c_s
+            tp.store_bulk(c_s, C[m0:m0 + BM, n0:n0 + BN])
+            tp.store_bulk_wait(c_s)
+    else:                               # consumer warpgroups: wgmma over their own threads, 64 rows each
+        if CONSUMER_REGS > 0:
+            tp.setmaxnreg(CONSUMER_REGS)
+        for s in tp.static_range(STAGES):          # every stage starts released, in every block of the cluster
+            for r in tp.static_range(CLUSTER_M):
+                tp.mbarrier_arrive(empty[s], cta=r)
+        acc = tp.zeros((BM, BN), tp.f32, layout=tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1)))
+        for k in range(k_tiles):
+            tp.mbarrier_wait(full[k % STAGES], k // STAGES)        # stage k % STAGES holds tile k
+            acc = tp.mma(a_s[k % STAGES], b_s[k % STAGES], acc)
+            for r in tp.static_range(CLUSTER_M):                    # released to every block that multicasts
+                tp.mbarrier_arrive(empty[k % STAGES], cta=r)
+        tp.assert_tag(tp.mma_operands(acc), lambda a, b: a[2] == b[1])
+        if EPILOGUE > 0:
+            tp.store(c_s, acc)
+            tp.mbarrier_arrive(staged)
+        else:
+            tp.store(C[m0:m0 + BM, n0:n0 + BN], acc)
+    tp.cluster_sync()                   # no block leaves while another may still arrive on its mbarriers
+
+
+gemm_cluster_bf16 = gemm_cluster.retyped(C=tp.Tensor[tp.bf16, "M", "N"])
+
+
 @tp.kernel(threads=_threads, target="sm_90a")
 def gemm_persistent(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"],
                     C: tp.Tensor[tp.f32, "M", "N"],
@@ -362,11 +438,28 @@ def _other_tile(pol: dict, given: dict) -> bool:
 
 PERSISTENT_ONLY = ("GROUP_M",)                           # constexprs of gemm_persistent alone
 STEADY_ONLY = ("IN_FLIGHT", "SPLIT_K", "EPILOGUE", "B_SWIZZLE")  # constexprs of gemm_hopper alone
+CLUSTER_ONLY = ("CLUSTER_M",)                            # gemm_cluster's (CLUSTER_M > 1 picks it)
+
+
+def clustered(params: dict) -> bool:
+    return params.get("CLUSTER_M", 1) > 1
 
 
 def kernel_params(params: dict) -> dict:
     """The constexprs the chosen kernel takes: `PERSISTENT` (and `NUM_SMS`, the grid cap) pick gemm_persistent
-    and are not its own; gemm_persistent keeps the wgmma group synchronous and has no split-K."""
+    and are not its own; gemm_persistent keeps the wgmma group synchronous and has no split-K. CLUSTER_M > 1
+    picks gemm_cluster (wait_group 0, no split-K, EPILOGUE 0 or 2)."""
+    if clustered(params):
+        bad = {k: params[k] for k in ("IN_FLIGHT", "SPLIT_K", "B_SWIZZLE", "PERSISTENT") if params.get(k, 0) not in
+               (0, 1 if k == "SPLIT_K" else 0)}
+        if params.get("EPILOGUE", 0) not in (0, 2):
+            bad["EPILOGUE"] = params["EPILOGUE"]
+        if bad:
+            raise ValueError(f"gemm_hopper: CLUSTER_M > 1 (gemm_cluster) runs wait_group 0, no split-K, no persistent "
+                             f"grid and EPILOGUE 0 or 2; {bad} needs CLUSTER_M=1")
+        return {k: v for k, v in params.items()
+                if k not in PERSISTENT_ONLY + ("IN_FLIGHT", "SPLIT_K", "B_SWIZZLE", "PERSISTENT", "NUM_SMS")}
+    params = {k: v for k, v in params.items() if k not in CLUSTER_ONLY}
     if not params.get("PERSISTENT"):
         return {k: v for k, v in params.items() if k not in PERSISTENT_ONLY + ("PERSISTENT", "NUM_SMS")}
     for k in STEADY_ONLY:
@@ -380,11 +473,11 @@ def kernel_params(params: dict) -> dict:
 _VARIANTS: dict = {}
 
 
-def kernel_for(out, pad_a: bool = False, pad_b: bool = False, persistent: bool = False):
-    """gemm_hopper (or gemm_persistent) retyped for the output dtype and for padded operands: a padded A is
-    (M, KA) with KA >= K (its extra columns zero; k_tiles follows A), a padded B is (K, NB) with NB >= N (extra
-    columns zero, never stored: C's bounds mask them)."""
-    key = (out, pad_a, pad_b, persistent)
+def kernel_for(out, pad_a: bool = False, pad_b: bool = False, persistent: bool = False, cluster: bool = False):
+    """gemm_hopper (or gemm_persistent, or gemm_cluster) retyped for the output dtype and for padded operands: a
+    padded A is (M, KA) with KA >= K (its extra columns zero; k_tiles follows A), a padded B is (K, NB) with NB >= N
+    (extra columns zero, never stored: C's bounds mask them)."""
+    key = (out, pad_a, pad_b, persistent, cluster)
     k = _VARIANTS.get(key)
     if k is None:
         ann = {}
@@ -394,7 +487,7 @@ def kernel_for(out, pad_a: bool = False, pad_b: bool = False, persistent: bool =
             ann["B"] = tp.Tensor[tp.bf16, "K", "NB"]
         if out == tp.bf16:
             ann["C"] = tp.Tensor[tp.bf16, "M", "N"]
-        base = gemm_persistent if persistent else gemm_hopper
+        base = gemm_cluster if cluster else gemm_persistent if persistent else gemm_hopper
         k = _VARIANTS[key] = base.retyped(**ann) if ann else base
     return k
 
@@ -411,7 +504,8 @@ class _Plan:
         self.pad_a, self.pad_b = (2 * K) % 16 != 0, (2 * N) % 16 != 0
         self.split = params.get("SPLIT_K", 1) > 1
         self.out = out
-        kernel = kernel_for(tp.f32 if self.split else out, self.pad_a, self.pad_b, bool(params.get("PERSISTENT")))
+        kernel = kernel_for(tp.f32 if self.split else out, self.pad_a, self.pad_b, bool(params.get("PERSISTENT")),
+                            clustered(params))
         self.launcher = kernel[grid_of(M, N, params)]
         self.bufs: dict = {}
 
@@ -478,7 +572,12 @@ def launch(a, b, c, target: str = "sm_90a", out_dtype=None, **constexprs):
         params = {**policy(M, N, K, out), **constexprs} if target == "sm_90a" else {**PRESETS[target], **constexprs}
         if "EPILOGUE" not in constexprs and target == "sm_90a" and _other_tile(policy(M, N, K, out), constexprs):
             params.pop("EPILOGUE", None)   # the staged epilogue's shared tile was sized with the policy's tile
-        if constexprs.get("PERSISTENT"):   # asked for by the caller: the shape's wait_group / split-K policy yields
+        if constexprs.get("CLUSTER_M", 1) > 1:   # asked for by the caller: the shape's wait_group / split-K /
+            # persistent policy yields, and its epilogue where gemm_cluster has no such (1: the staged copy)
+            for k in (*STEADY_ONLY, "PERSISTENT"):
+                if k not in constexprs and not (k == "EPILOGUE" and params.get(k) in (0, 2)):
+                    params.pop(k, None)
+        if constexprs.get("PERSISTENT"):
             for k in STEADY_ONLY:
                 if k not in constexprs:
                     params.pop(k, None)

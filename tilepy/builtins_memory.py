@@ -11,6 +11,7 @@ from .errors import (
     KernelTypeError,
     ResourceError,
     ShapeError,
+    TargetError,
     UnsupportedConstructError,
 )
 from .layout import Layout, Swizzle
@@ -181,7 +182,7 @@ class MemoryRules:
             raise self.err(node, "tp.wait_async count must be >= 0", cls=ConstexprError)
         return self.make("wait_async", NONE, node, n=n)
 
-    def b_copy_bulk(self, node, src, dst, mbarrier, fallback=True):
+    def b_copy_bulk(self, node, src, dst, mbarrier, fallback=True, multicast=0, by=None):
         src = self._view_arg(src, node, "bulk copy source", ("global",))
         dst = self._view_arg(dst, node, "bulk copy destination", ("shared",))
         self._check_copy(src, dst, node)
@@ -191,9 +192,25 @@ class MemoryRules:
         if not isinstance(fallback, bool):
             raise self.err(node, f"fallback= must be a compile-time bool, got {fallback!r}",
                            "pass True/False or a tp.constexpr parameter", ConstexprError)
-        if fallback:  # the default: no attribute, so existing kernels' IR (and their build keys) stay as they were
-            return self.make("copy_bulk", NONE, node, src, dst, mbarrier)
-        return self.make("copy_bulk", NONE, node, src, dst, mbarrier, fallback=False)
+        attrs = {} if fallback else {"fallback": False}  # no attribute by default: existing IR keys stay
+        args = [src, dst, mbarrier]
+        if multicast or by is not None:
+            size = self.tr.cluster_size
+            mask = multicast if isinstance(multicast, int) and not isinstance(multicast, bool) else None
+            if mask is None or not 0 < mask < (1 << size):
+                raise self.err(node, f"multicast= must be a compile-time bit mask of cluster ranks (1 .. "
+                               f"{(1 << size) - 1} for a cluster of {size}), got {_show(multicast)}",
+                               "declare the cluster on the kernel (@tp.kernel(cluster=(2, 1, 1))) and pass e.g. "
+                               "multicast=0b11", ConstexprError)
+            if by is None:
+                by = (mask & -mask).bit_length() - 1        # the lowest rank of the mask issues
+            by = self.expr(by, node)
+            if not (by.type.dtype.is_int and by.type.uniform):
+                raise self.err(node, "by= (the cluster rank that issues the multicast) must be a uniform integer",
+                               "pass e.g. by=k % 2 or a constant rank", KernelTypeError)
+            attrs["multicast"] = mask
+            args.append(by)
+        return self.make("copy_bulk", NONE, node, *args, **attrs)
 
     def b_store_bulk(self, node, src, dst):
         src = self._view_arg(src, node, "bulk store source", ("shared",))
@@ -216,8 +233,25 @@ class MemoryRules:
                            "index it by the stage: full[k % STAGES]", KernelTypeError)
         return bar
 
-    def b_mbarrier_arrive(self, node, bar):
-        return self.make("mbarrier_arrive", NONE, node, self._bar(bar, node))
+    def b_mbarrier_arrive(self, node, bar, cta=None):
+        if cta is None:
+            return self.make("mbarrier_arrive", NONE, node, self._bar(bar, node))
+        if self.tr.cluster_size == 1:
+            raise self.err(node, "mbarrier_arrive(bar, cta=...) arrives on another CTA of a cluster, but this kernel "
+                           "has no cluster", "declare one: @tp.kernel(cluster=(2, 1, 1))", KernelTypeError)
+        if not self.tr.target.has("cluster"):
+            raise self.err(node, f"mbarrier_arrive(..., cta=) needs `cluster`, which target {self.tr.target.name} "
+                           "does not have", cls=TargetError)
+        cta = self.expr(cta, node)
+        if not (cta.type.dtype.is_int and cta.type.uniform):
+            raise self.err(node, "cta= must be a uniform integer cluster rank", cls=KernelTypeError)
+        return self.make("mbarrier_arrive", NONE, node, self._bar(bar, node), cta)
+
+    def b_cluster_rank(self, node):
+        return self.make("cluster_rank", ScalarType(dt.i32), node)
+
+    def b_cluster_sync(self, node):
+        return self.make("cluster_sync", NONE, node)
 
     def b_mbarrier_wait(self, node, bar, phase):
         return self.make("mbarrier_wait", NONE, node, self._bar(bar, node), self.expr(phase, node))

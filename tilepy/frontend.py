@@ -79,8 +79,11 @@ class KernelSource:
 
 
 class Translator:
-    def __init__(self, src: KernelSource, params: list, constexprs: dict, target: Target, num_threads: int):
+    def __init__(self, src: KernelSource, params: list, constexprs: dict, target: Target, num_threads: int,
+                 cluster: tuple = (1, 1, 1)):
         self.src = src
+        self.cluster = cluster
+        self.cluster_size = cluster[0] * cluster[1] * cluster[2]
         self.params = params  # [(name, TensorSpec | DType | "constexpr", default)]
         self.constexprs = constexprs
         self.target = target
@@ -143,6 +146,7 @@ class Translator:
             name=func.name.value, params=ir_params, constexprs=dict(self.constexprs), body=self.block,
             num_threads=self.num_threads, target=self.target.name, file=self.src.file,
             line=self.src.first_line, shared_bytes=self.shared_bytes, var_types=self.var_types,
+            cluster=self.cluster,
         )
 
     # ----------------------------------------------------------------- statements

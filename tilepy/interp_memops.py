@@ -346,6 +346,8 @@ class _MemoryOps:
                          interval_end=self.interval, op=p.op, iteration=p.iteration, seq=p.seq)
 
     def _op_copy_bulk(self, e, ctx):
+        if "multicast" in e.attrs:
+            return self._copy_bulk_multicast(e, ctx)
         src, dst, bar = self._args(e, ctx)[:3]
         if not isinstance(src, GlobalView) or not isinstance(dst, SharedRef) or not isinstance(bar, MBarrier):
             raise InterpreterError("copy_bulk(src, dst, mbarrier) copies a global tile into a shared tile", e.span)
@@ -365,6 +367,65 @@ class _MemoryOps:
         if self._hooks["on_pending"] is not None:
             self._hooks["on_pending"](e, p, self._tag_info(ctx))
         self._event("copy_bulk", e, ctx, target=bar.index, value=bar.completed)
+
+    def _copy_bulk_multicast(self, e, ctx):
+        """copy_bulk(..., multicast=mask, by=r), executed by every block of the mask: each expects one copy on its
+        own mbarrier; block r reads the tile once and delivers it into the same shared allocation and offsets of
+        every block of the mask, tied to the phase of that block's mbarrier in progress at the delivery."""
+        src, dst, bar = self._args(e, ctx)[:3]
+        if not isinstance(src, GlobalView) or not isinstance(dst, SharedRef) or not isinstance(bar, MBarrier):
+            raise InterpreterError("copy_bulk(src, dst, mbarrier) copies a global tile into a shared tile", e.span)
+        by = self._uniform_int(e.args[3], ctx, "copy_bulk by= (the issuing cluster rank)")
+        mask = int(e.attrs["multicast"])
+        me = getattr(self, "cta_rank", 0)
+        if not (mask >> me) & 1:
+            raise InterpreterError(f"this block (cluster rank {me}) executes a multicast copy whose mask {mask:#b} "
+                                   "does not include it: every block of the mask executes it, and no other", e.span)
+        if not (mask >> by) & 1:
+            raise InterpreterError(f"by={by}: the issuing rank is not in the multicast mask {mask:#b}", e.span)
+        if bar.expect(1):
+            self._event("mbarrier_complete", e, ctx, target=bar.index, value=bar.completed)
+        if by != me:
+            return
+        shape = tuple(src.shape)
+        coords = tuple(c.ravel() for c in np.indices(shape, dtype=np.int64)) if shape else ()
+        thr = np.broadcast_to(ctx.tids[:1], coords[0].shape if coords else (1,))
+        vals, _ = self._gather(src, coords, thr, None, e, ctx, e.span)
+        off = np.broadcast_to(dst.offsets(coords, e.span), thr.shape)
+        vals = _storage(vals, dst.dtype)
+        op, it, seq = self._rec_ctx(e, ctx) if self.recording else (0, 0, 0)
+        for rank in range(mask.bit_length()):
+            if not (mask >> rank) & 1:
+                continue
+            cta = self.peer(rank, e.span, "a multicast copy")
+            tbuf, tbar = dst.buf, bar
+            if cta is not None and rank != me:
+                tbuf = next((b for b in cta.shared.values() if b.index == dst.buf.index), None)
+                tbar = _bar_by_index(cta.mbars, bar.index)
+                if tbuf is None or tbar is None:
+                    raise InterpreterError(
+                        f"a multicast copy reaches block {cta.block} (cluster rank {rank}) before it allocated "
+                        f"'{dst.buf.name}' / '{bar.name}': call tp.cluster_sync() after the allocations (and mbarrier "
+                        "initializations), before any block copies into another", e.span)
+            p = PendingCopy(tbuf, off, vals, np.array(thr), op, it, self.interval, seq, phase=tbar.completed)
+            tbar.pending.append(p)
+            if self._hooks["on_pending"] is not None:
+                self._hooks["on_pending"](e, p, self._tag_info(ctx))
+            tbar.expect(-1)
+        self._event("copy_bulk", e, ctx, target=bar.index, value=bar.completed)
+
+    def _op_cluster_rank(self, e, ctx):
+        return getattr(self, "cta_rank", 0)
+
+    def _op_cluster_sync(self, e, ctx):
+        """The statement loop runs tp.cluster_sync (interpreter._cluster_sync: it waits for the cluster's other
+        blocks); this is its block-local part, a barrier of all the block's threads."""
+        if not ctx.full:
+            raise InterpreterError(
+                f"tp.cluster_sync() inside a role branch ({thread_ranges(ctx.tids)}): every thread of every block of "
+                "the cluster must reach it; call it where all the block's threads run", e.span)
+        self.interval += 1
+        self._event("barrier", e, ctx)
 
     def _op_store_bulk(self, e, ctx):
         """A TMA store: issued by the role's first thread, it reads `src` asynchronously. The interpreter reads
@@ -445,6 +506,16 @@ class _MemoryOps:
         (bar,) = self._args(e, ctx)[:1]
         if not isinstance(bar, MBarrier):
             raise InterpreterError(f"mbarrier_arrive needs an mbarrier, got {type(bar).__name__}", e.span)
+        if len(e.args) > 1:    # cta=: the mbarrier of the same allocation in that block of the cluster
+            rank = self._uniform_int(e.args[1], ctx, "mbarrier_arrive cta= (a cluster rank)")
+            cta = self.peer(rank, e.span, "a remote mbarrier arrival")
+            if cta is not None and rank != getattr(self, "cta_rank", 0):
+                remote = _bar_by_index(cta.mbars, bar.index)
+                if remote is None:
+                    raise InterpreterError(
+                        f"a remote arrival reaches block {cta.block} (cluster rank {rank}) before it initialized "
+                        f"'{bar.name}': call tp.cluster_sync() after the mbarrier allocations", e.span)
+                bar = remote
         done = bar.arrive()
         self._event("mbarrier_arrive", e, ctx, target=bar.index, value=bar.completed)
         if done:
@@ -471,3 +542,12 @@ class _MemoryOps:
                     keep.append(p)
             bar.pending = keep
         self._event("mbarrier_wait", e, ctx, target=bar.index, value=phase)
+
+
+def _bar_by_index(mbars: dict, index: int):
+    """The MBarrier of allocation index `index` among a block's mbarriers (None: not allocated yet)."""
+    for v in mbars.values():
+        for b in v if isinstance(v, list) else (v,):
+            if b.index == index:
+                return b
+    return None

@@ -275,17 +275,27 @@ class MBarrier:
     """An mbarrier: `count` arrivals complete a phase; `completed` counts completed phases. Bulk copies
     tied to the phase in progress at their issue land when a wait sees that phase completed."""
 
-    __slots__ = ("index", "name", "count", "arrivals", "completed", "pending")
+    __slots__ = ("index", "name", "count", "arrivals", "completed", "pending", "tx")
 
     def __init__(self, index: int, name: str, count: int):
         self.index, self.name, self.count = index, name, int(count)
         self.arrivals = 0
         self.completed = 0
         self.pending: list[PendingCopy] = []
+        self.tx = 0  # multicast copies expected in the phase in progress and not yet delivered (a cluster's)
 
     def arrive(self) -> bool:
         self.arrivals += 1
-        if self.arrivals >= self.count:
+        return self._complete()
+
+    def expect(self, n: int) -> bool:
+        """A multicast copy this CTA expects (+1) or one delivered into it (-1): with copies outstanding the
+        phase waits for them after its arrivals, as the hardware's transaction count does."""
+        self.tx += n
+        return self._complete()
+
+    def _complete(self) -> bool:
+        if self.arrivals >= self.count and self.tx == 0:
             self.arrivals = 0
             self.completed += 1
             return True

@@ -132,11 +132,18 @@ def run_ir(kir: KernelIR, grid, args: list, *, record: bool = False, tags: TagTr
     """Run `kir` on the CPU over `grid` (1 to 3 ints) with `args` in `kir.params` order: global tensors as
     C-contiguous numpy arrays or CPU torch tensors (written in place), run-time scalars as Python numbers."""
     grid = _norm_grid(grid)
+    cl = getattr(kir, "cluster", (1, 1, 1))
+    if cl != (1, 1, 1):      # the grid is rounded up to whole clusters (as the GPU launch does)
+        grid = tuple(-(-g // c) * c for g, c in zip(grid, cl))
     interp = _Interpreter(kir, grid, record, tags)
     writeback = interp.bind(args)
     with np.errstate(all="ignore"):
-        for lin in range(grid[0] * grid[1] * grid[2]):
-            interp.run_block(lin)
+        if cl == (1, 1, 1):
+            for lin in range(grid[0] * grid[1] * grid[2]):
+                interp.run_block(lin)
+        else:
+            for members in _clusters(grid, cl):
+                interp.run_cluster(members)
     for fn in writeback:
         fn()
     rec = interp.rec
@@ -144,6 +151,64 @@ def run_ir(kir: KernelIR, grid, args: list, *, record: bool = False, tags: TagTr
         accesses=rec.finish(), ops=rec.ops, iterations=rec.iterations,
         shared_allocs=[(b[0], b[1]) for b in interp.shared_allocs], buffers=[p.name for p in kir.params],
         events=rec.events, mbarriers=list(interp.mbarrier_names), grid=grid, num_threads=kir.num_threads)
+
+
+def _clusters(grid: tuple, cl: tuple):
+    """The linear block indices of each cluster, in rank order (x fastest, then y, z), clusters in grid order."""
+    gx, gy, gz = grid
+    cx, cy, cz = cl
+    for kz in range(gz // cz):
+        for ky in range(gy // cy):
+            for kx in range(gx // cx):
+                yield [(kx * cx + x) + (ky * cy + y) * gx + (kz * cz + z) * gx * gy
+                       for z in range(cz) for y in range(cy) for x in range(cx)]
+
+
+# ============================================================================================ clusters
+
+
+# the interpreter's per-block state: swapped in and out while the blocks of one cluster run as coroutines
+_CTA_STATE = ("block_lin", "block", "interval", "shared", "mbars", "async_", "bulk_stores", "cta_rank")
+
+
+class _Cta:
+    """One block of a running cluster: its state while another block runs, and whether it has exited."""
+
+    __slots__ = (*_CTA_STATE, "exited", "root")
+
+    def __init__(self):
+        self.exited = False
+
+
+class _ClusterBarrier:
+    """tp.cluster_sync: generation g completes when every block of the cluster has arrived g + 1 times."""
+
+    __slots__ = ("size", "arrived", "generation")
+
+    def __init__(self, size: int):
+        self.size, self.arrived, self.generation = size, 0, 0
+
+    def arrive(self) -> int:
+        g = self.generation
+        self.arrived += 1
+        if self.arrived == self.size:
+            self.arrived, self.generation = 0, g + 1
+        return g
+
+
+class _ClusterWait:
+    """A block suspended in tp.cluster_sync until every block of its cluster arrived."""
+
+    __slots__ = ("bar", "gen", "span", "ctx")
+
+    def __init__(self, bar: _ClusterBarrier, gen: int, span: Span, ctx):
+        self.bar, self.gen, self.span, self.ctx = bar, gen, span, ctx
+
+    def ready(self) -> bool:
+        return self.bar.generation > self.gen
+
+    def leaves(self):
+        yield self
 
 
 # ============================================================================================ roles
@@ -214,19 +279,103 @@ class _Interpreter(_LaunchArgs, _ValueOps, _MemoryOps, _MmaOps, _GatherOps, _Til
 
     # ------------------------------------------------------------------------------------ blocks
 
-    def run_block(self, lin: int):
+    def _start_block(self, lin: int, rank: int = 0) -> _Ctx:
         gx, gy, _ = self.grid
         self.block_lin = lin
         self.block = (lin % gx, (lin // gx) % gy, lin // (gx * gy))
+        self.cta_rank = rank
         self.interval = 0
         self.shared: dict[int, SharedBuf] = {}
         self.mbars: dict[int, MBarrier] = {}
         self.async_ = AsyncGroups(self.T)
         self.bulk_stores: list = []  # (issuing thread, shared src, global dst, op, ctx) of unwaited tp.store_bulk
         active = np.ones(self.T, dtype=bool)
-        root = _Ctx(dict(self.base_env), dict(self.base_types), self.tid, active, True, [])
+        return _Ctx(dict(self.base_env), dict(self.base_types), self.tid, active, True, [])
+
+    def run_block(self, lin: int):
+        self.cluster = None
+        root = self._start_block(lin)
         for w in self._exec(self.kir.body, root):
             raise self._deadlock(w)
+        self._end_block(root)
+
+    def run_cluster(self, lins: list):
+        """The blocks of one cluster, as coroutines run round-robin (each until it waits on an mbarrier or at a
+        cluster_sync that cannot complete yet): they share multicast copies and remote mbarrier arrivals."""
+        ctas, gens = [], []
+        self.cluster = ctas
+        self.cluster_barrier = _ClusterBarrier(len(lins))
+        for rank, lin in enumerate(lins):
+            cta = _Cta()
+            cta.root = self._start_block(lin, rank)
+            gens.append(self._exec(self.kir.body, cta.root))
+            self._save(cta)
+            ctas.append(cta)
+        waits: list = [None] * len(ctas)
+        while not all(c.exited for c in ctas):
+            progressed = False
+            for i, cta in enumerate(ctas):
+                if cta.exited or (waits[i] is not None and not waits[i].ready()):
+                    continue
+                progressed = True
+                self._load(cta)
+                try:
+                    waits[i] = next(gens[i])
+                except StopIteration:
+                    waits[i] = None
+                    self._end_block(cta.root)
+                    cta.exited = True
+                self._save(cta)
+            if not progressed:
+                lines = []
+                for i, cta in enumerate(ctas):
+                    if not cta.exited:
+                        lines += [f"block {cta.block} (cluster rank {i}): " + self._describe_wait(leaf)
+                                  for leaf in waits[i].leaves()]
+                first = next(w for w in waits if w is not None)
+                raise InterpreterError("deadlock in a cluster: every block is waiting and none can go on:\n  "
+                                       + "\n  ".join(lines), next(iter(first.leaves())).span)
+        self.cluster = None
+
+    def _save(self, cta: _Cta):
+        for name in _CTA_STATE:
+            setattr(cta, name, getattr(self, name))
+
+    def _load(self, cta: _Cta):
+        for name in _CTA_STATE:
+            setattr(self, name, getattr(cta, name))
+
+    def peer(self, rank: int, span, what: str) -> _Cta:
+        """The block of cluster rank `rank` that a remote arrival or a multicast copy reaches."""
+        ctas = getattr(self, "cluster", None)
+        size = len(ctas) if ctas else 1
+        if not 0 <= rank < size:
+            raise InterpreterError(f"{what} reaches cluster rank {rank}, outside this cluster of {size} block(s)", span)
+        if not ctas:
+            return None
+        cta = ctas[rank]
+        if cta.exited:
+            raise InterpreterError(
+                f"{what} reaches block {cta.block} (cluster rank {rank}), which has already exited: its shared memory "
+                "is gone; end the kernel with tp.cluster_sync() so no block leaves while others still reach it", span)
+        return cta
+
+    def _describe_wait(self, leaf) -> str:
+        if isinstance(leaf, _ClusterWait):
+            return f"{thread_ranges(leaf.ctx.tids)} wait at {leaf.span} in tp.cluster_sync()"
+        b = leaf.bar
+        return (f"{thread_ranges(leaf.ctx.tids)} wait at {leaf.span} on mbarrier '{b.name}' for phase {leaf.phase} "
+                f"({b.completed} phases completed, {b.arrivals}/{b.count} arrivals)")
+
+    def _cluster_sync(self, e: Call, ctx: _Ctx):
+        self._op_cluster_sync(e, ctx)
+        if getattr(self, "cluster", None):
+            bar = self.cluster_barrier
+            gen = bar.arrive()
+            while bar.generation <= gen:
+                yield _ClusterWait(bar, gen, e.span, ctx)
+
+    def _end_block(self, root: _Ctx):
         if self.bulk_stores:
             node = self.bulk_stores[0][3]
             raise InterpreterError(
@@ -237,11 +386,7 @@ class _Interpreter(_LaunchArgs, _ValueOps, _MemoryOps, _MmaOps, _GatherOps, _Til
             self._event("async_unretired", self.rec.ops[p.op], root, value=len(self.async_.pending))
 
     def _deadlock(self, w) -> InterpreterError:
-        lines = []
-        for leaf in w.leaves():
-            b = leaf.bar
-            lines.append(f"{thread_ranges(leaf.ctx.tids)} wait at {leaf.span} on mbarrier '{b.name}' for phase "
-                         f"{leaf.phase} ({b.completed} phases completed, {b.arrivals}/{b.count} arrivals)")
+        lines = [self._describe_wait(leaf) for leaf in w.leaves()]
         first = next(iter(w.leaves()))
         return InterpreterError(
             f"deadlock in block {self.block}: every role is waiting and none can go on:\n  " + "\n  ".join(lines),
@@ -260,6 +405,8 @@ class _Interpreter(_LaunchArgs, _ValueOps, _MemoryOps, _MmaOps, _GatherOps, _Til
                 c = s.call
                 if c.op == "mbarrier_wait":
                     yield from self._mbarrier_wait(c, ctx)
+                elif c.op == "cluster_sync":
+                    yield from self._cluster_sync(c, ctx)
                 else:
                     self.eval(c, ctx)
             elif isinstance(s, For):

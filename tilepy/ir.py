@@ -123,6 +123,11 @@ class KernelIR:
     line: int
     shared_bytes: int = 0
     var_types: dict = field(default_factory=dict)
+    cluster: tuple = (1, 1, 1)  # thread-block cluster shape (blocks per cluster along x, y, z)
+
+    @property
+    def cluster_size(self) -> int:
+        return self.cluster[0] * self.cluster[1] * self.cluster[2]
 
     def param(self, name: str) -> Param:
         return next(p for p in self.params if p.name == name)

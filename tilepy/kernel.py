@@ -7,7 +7,7 @@ import textwrap
 import typing
 
 from . import dtypes as dt
-from .errors import CompileError, ConstexprError, LaunchError, ResourceError, Span
+from .errors import CompileError, ConstexprError, LaunchError, ResourceError, Span, TargetError
 from .frontend import KernelSource, Translator
 from .ir import KernelIR
 from .language import TensorSpec, constexpr
@@ -57,8 +57,9 @@ class Kernel:
     # launches a call whose argument signature it has checked before and returns its result, else None.
     gpu_launch = None
 
-    def __init__(self, fn, threads=128, target: str | None = None):
+    def __init__(self, fn, threads=128, target: str | None = None, cluster=None):
         self.fn = fn
+        self.cluster = cluster
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__
         self.name = fn.__name__
@@ -156,6 +157,24 @@ class Kernel:
                 f"{target.warp_size} up to {target.max_threads}", self._span(), f"use threads={suggestion}")
         return n
 
+    def cluster_dims(self, constexprs: dict, target) -> tuple:
+        """The thread-block cluster shape (x, y, z) for these constexprs: `cluster=` of the decorator (an int, a
+        tuple of 1 to 3 ints, or a function of the constexprs dict), (1, 1, 1) without one."""
+        c = self.cluster(constexprs) if callable(self.cluster) else self.cluster
+        if c is None:
+            return (1, 1, 1)
+        if isinstance(c, int):
+            c = (c,)
+        ok = isinstance(c, tuple) and 1 <= len(c) <= 3 and all(isinstance(x, int) and x >= 1 for x in c)
+        c = tuple(c) + (1,) * (3 - len(c)) if ok else c
+        if not ok or c[0] * c[1] * c[2] > 8:
+            raise ResourceError(f"kernel `{self.name}` asks for a cluster of {c!r} blocks; a cluster is 1 to 3 "
+                                "positive ints of at most 8 blocks in all", self._span(), "use cluster=(2, 1, 1)")
+        if c != (1, 1, 1) and not target.has("cluster"):
+            raise TargetError(f"kernel `{self.name}` declares a thread-block cluster {c}, which target "
+                              f"{target.name} does not have", self._span(), "drop cluster= on this target")
+        return c
+
     def ir(self, target: str | None = None, **constexprs) -> KernelIR:
         """The typed IR of this kernel specialized for `constexprs` on `target` (cached)."""
         tgt = get_target(target or self.default_target)
@@ -163,7 +182,8 @@ class Kernel:
         key = (tgt.name, tuple(sorted((k, _hashable(v)) for k, v in values.items())))
         if key not in self._cache:
             threads = self.num_threads(values, tgt)
-            self._cache[key] = Translator(self._src, self.params, values, tgt, threads).translate()
+            cluster = self.cluster_dims(values, tgt)
+            self._cache[key] = Translator(self._src, self.params, values, tgt, threads, cluster).translate()
         return self._cache[key]
 
     specialize = ir
@@ -290,11 +310,13 @@ def kernels_from_source(source: str, filename: str, namespace: dict | None = Non
     return {k: v for k, v in env.items() if isinstance(v, Kernel)}
 
 
-def kernel(fn=None, *, threads=128, target: str | None = None):
+def kernel(fn=None, *, threads=128, target: str | None = None, cluster=None):
     """Decorate a Python function as a tilepy kernel.
 
-    `threads` (int, or a function of the constexprs dict) is the block size; `target` the default target.
+    `threads` (int, or a function of the constexprs dict) is the block size; `target` the default target;
+    `cluster` (an int, a tuple of 1 to 3 ints, or a function of the constexprs dict) groups blocks into thread-block
+    clusters of that shape (sm_90a): consecutive blocks along x (then y, z) form one cluster.
     """
     if fn is None:
-        return lambda f: Kernel(f, threads=threads, target=target)
-    return Kernel(fn, threads=threads, target=target)
+        return lambda f: Kernel(f, threads=threads, target=target, cluster=cluster)
+    return Kernel(fn, threads=threads, target=target, cluster=cluster)

@@ -71,10 +71,12 @@ _OPS = [
     OpInfo("wait_async", "wait_async() attrs{n}", True,
            "wait until at most `n` committed groups are still in flight; retired groups' data is visible to the "
            "issuing threads (a barrier makes it visible to the others)"),
-    OpInfo("copy_bulk", "copy_bulk(src, dst, mbarrier) attrs{fallback}", True,
+    OpInfo("copy_bulk", "copy_bulk(src, dst, mbarrier, [by]) attrs{fallback, multicast}", True,
            "bulk tensor copy global->shared (TMA), issued by one thread; completes a transaction on `mbarrier`; "
            "fallback=False: TMA only (no per-row / per-element fallback compiled in; the launch refuses tensors "
-           "a tensor map cannot describe)",
+           "a tensor map cannot describe). With `multicast` (a bit mask of cluster ranks, executed by every CTA "
+           "of the mask): each CTA expects the tile on its own `mbarrier`, and the CTA of rank `by` issues one "
+           "load that lands at the same shared offset of every CTA of the mask, completing each one's mbarrier",
            "bulk_copy"),
     OpInfo("store_bulk", "store_bulk(src, dst)", True,
            "bulk tensor store shared->global (TMA store), issued by the role's first thread; reads `src` "
@@ -88,8 +90,15 @@ _OPS = [
            "allocate an mbarrier expecting `count` arrivals (with `stages`: an array of that many)", "mbarrier"),
     OpInfo("mbarrier_at", "mbarrier_at(bars, index)", False,
            "the mbarrier at a uniform run-time `index` (0 <= index < stages) of an mbarrier array", "mbarrier"),
-    OpInfo("mbarrier_arrive", "mbarrier_arrive(bar)", True, "arrive on an mbarrier (one arrival per role)",
-           "mbarrier"),
+    OpInfo("mbarrier_arrive", "mbarrier_arrive(bar, [cta])", True,
+           "arrive on an mbarrier (one arrival per role); with `cta` (a uniform cluster rank), on that CTA's copy "
+           "of the mbarrier (mapa + mbarrier.arrive.shared::cluster)", "mbarrier"),
+    OpInfo("cluster_rank", "cluster_rank()", False,
+           "rank of this block in its thread-block cluster (0 .. cluster size - 1; uniform)", "cluster"),
+    OpInfo("cluster_sync", "cluster_sync()", True,
+           "barrier over every thread of every block of the cluster (barrier.cluster.arrive + wait): mbarriers "
+           "initialized before it may be used by the other CTAs; a CTA leaves only after the others stop "
+           "touching its shared memory", "cluster"),
     OpInfo("mbarrier_wait", "mbarrier_wait(bar, phase)", True, "wait until phase `phase` of the mbarrier completes",
            "mbarrier"),
     *(OpInfo(f"atomic_{k}", f"atomic_{k}(dst, value, [mask]) attrs{{sem, masked}}", True,

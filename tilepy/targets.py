@@ -27,7 +27,7 @@ class Target:
 SM_80 = Target("sm_80", "nvidia", 32, 163 * 1024, 32, 4, 1024, frozenset({"mma_sync", "cp_async", "ldmatrix"}))
 SM_90A = Target(
     "sm_90a", "nvidia", 32, 227 * 1024, 32, 4, 1024,
-    frozenset({"mma_sync", "cp_async", "ldmatrix", "wgmma", "bulk_copy", "mbarrier"}),
+    frozenset({"mma_sync", "cp_async", "ldmatrix", "wgmma", "bulk_copy", "mbarrier", "cluster"}),
 )
 GFX942 = Target("gfx942", "amd", 64, 64 * 1024, 32, 4, 1024, frozenset({"mfma", "lds", "cp_async"}), max_registers=512)
 

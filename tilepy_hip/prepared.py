@@ -202,6 +202,9 @@ class PreparedLaunch:
     def grid_dims(self, grid):
         """The (x, y, z) of a grid tuple or int (cached per grid), None for an empty one."""
         dims = normalize_grid(grid)
+        cl = getattr(getattr(self.ck, "kir", None), "cluster", (1, 1, 1))
+        if dims is not None and cl != (1, 1, 1):   # whole clusters: the grid is rounded up (as the interpreter does)
+            dims = tuple(-(-g // c) * c for g, c in zip(dims, cl))
         try:
             if len(self.grids) >= _GRID_CACHE_LIMIT:
                 self.grids.clear()

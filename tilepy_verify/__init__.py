@@ -90,6 +90,9 @@ def verify_ir(kir, checks=None) -> Report:
     solver = Solver_()
     solver.facts.update(analysis.trip_facts)
     ctx = Context(analysis, solver)
+    from .checks.cluster import findings as cluster_findings
+
+    early += cluster_findings(kir)  # thread-block clusters: releases reaching every multicast target, cluster barriers
     findings = [f for f in early if f.check in names]
     try:
         for name in names:

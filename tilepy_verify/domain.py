@@ -361,6 +361,15 @@ class _Walker(MemoryEvents):
     def op_num_blocks(self, e, st):
         return Var(f"grid{e.attrs.get('axis', 0)}")
 
+    def op_cluster_rank(self, e, st):
+        """Rank in the cluster: consecutive blocks along x (then y, z) form one (tilepy.kernel's cluster=)."""
+        cx, cy, cz = getattr(self.kir, "cluster", (1, 1, 1))
+        return Var("block0") % cx + (Var("block1") % cy) * cx + (Var("block2") % cz) * (cx * cy)
+
+    def eff_cluster_sync(self, e, st):
+        # within the block, a barrier of all its threads (the cluster-wide part: checks/cluster.py)
+        self.eff_barrier(e, st)
+
     def op_thread_id(self, e, st):
         return Var("tid")
 

@@ -144,6 +144,29 @@ static __device__ __forceinline__ void tp_mbar_wait(unsigned long long* bar, uns
                  : "=r"(done) : "r"(tp_smem_addr(bar)), "r"(parity) : "memory");
   }
 }
+// ---------------------------------------------------------------- thread-block clusters (sm_90a)
+static __device__ __forceinline__ int tp_cluster_rank() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return (int)r;
+}
+static __device__ __forceinline__ void tp_cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+// arrive on the mbarrier at the same shared offset in CTA `cta` of the cluster, with the default semantics
+// (.release.cta, as CUTLASS's ClusterBarrier::arrive(cta_id)): what it orders is the arriving warp's own reads of
+// its stage (retired wgmma groups), before the other block's copy engine refills it. The .release.cluster form
+// (tp_mbar_arrive_cluster_sc) made gemm_cluster 2x slower on an H100 (benchmarks/profile/g3_cluster_ablation.py).
+static __device__ __forceinline__ void tp_mbar_arrive_cluster(unsigned long long* bar, int cta) {
+  asm volatile("{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\n"
+               "mbarrier.arrive.shared::cluster.b64 _, [ra];\n}\n"
+               :: "r"(tp_smem_addr(bar)), "r"(cta) : "memory");
+}
+static __device__ __forceinline__ void tp_mbar_arrive_cluster_sc(unsigned long long* bar, int cta) {
+  asm volatile("{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\n"
+               "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n}\n"
+               :: "r"(tp_smem_addr(bar)), "r"(cta) : "memory");
+}
 static __device__ __forceinline__ void tp_bulk_g2s(unsigned dst, const void* src, unsigned bytes, unsigned long long* bar) {
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
                :: "r"(dst), "l"(src), "r"(bytes), "r"(tp_smem_addr(bar)) : "memory");
@@ -172,4 +195,14 @@ static __device__ __forceinline__ void tp_tma_load_4d(unsigned dst, const tp_ten
 static __device__ __forceinline__ void tp_tma_load_5d(unsigned dst, const tp_tensor_map* map, unsigned long long* bar, int c0, int c1, int c2, int c3, int c4) {
   asm volatile("cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6, %7}], [%2];\n"
                :: "r"(dst), "l"(map), "r"(tp_smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4) : "memory");
+}
+// multicast: one load written at the same shared offset of every CTA of `mask` in the cluster, completing the
+// bytes on each one's mbarrier (same offset)
+static __device__ __forceinline__ void tp_tma_load_2d_mc(unsigned dst, const tp_tensor_map* map, unsigned long long* bar, unsigned short mask, int c0, int c1) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%4, %5}], [%2], %3;\n"
+               :: "r"(dst), "l"(map), "r"(tp_smem_addr(bar)), "h"(mask), "r"(c0), "r"(c1) : "memory");
+}
+static __device__ __forceinline__ void tp_tma_load_3d_mc(unsigned dst, const tp_tensor_map* map, unsigned long long* bar, unsigned short mask, int c0, int c1, int c2) {
+  asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%4, %5, %6}], [%2], %3;\n"
+               :: "r"(dst), "l"(map), "r"(tp_smem_addr(bar)), "h"(mask), "r"(c0), "r"(c1), "r"(c2) : "memory");
 }

@@ -62,6 +62,8 @@ class AnalysisOps:
                         bar = bar.args[0]
                     if isinstance(bar, ir.Var):
                         self.arrival_roles.setdefault(bar.name, set()).add(self.role_range()[1])
+                        if len(s.call.args) > 1:   # cta=: a remote arrival (per warp, sm90a.emit_mbarrier_arrive)
+                            self.remote_bars.add(bar.name)
                 elif isinstance(s, ir.For):
                     walk(s.body)
                 elif isinstance(s, ir.If):

@@ -47,6 +47,8 @@ class ScalarOps:
             return f"(int)hipBlockIdx_{axis}"
         if op == "num_blocks":
             return f"(int)hipGridDim_{axis}"
+        if op == "cluster_rank":
+            return self.t.ops["cluster_rank"](self, e)
         if op == "thread_id":
             return "tp_tid"
         if op == "lane_id":

@@ -244,6 +244,14 @@ def emit_mbarrier_init(r, call, name: str, var: str = ""):
     per_thread = len(sizes) == 1
     r.mbar_per_thread[name] = per_thread
     n = count * next(iter(sizes)) if per_thread else count
+    if var in r.remote_bars:
+        # arrived on from other CTAs of the cluster (cta=): one arrival per warp of the arriving role, in every
+        # CTA alike (the same kernel), so the count is count x warps of that role
+        if not per_thread:
+            raise r.error(f"mbarrier '{var}' takes remote arrivals (cta=) from roles of different or unknown sizes",
+                          "arrive on it from one warp-role branch (e.g. the consumer warpgroups) only")
+        r.mbar_per_thread[name] = "warp"
+        n = count * (next(iter(sizes)) // r.t.warp_size)
     if stages is None:
         r.em.open("if (tp_tid == 0)")
         r.em(f"tp_mbar_init({name}, {n});")
@@ -269,9 +277,34 @@ def _bar(r, e) -> tuple[str, str]:
     return b, b
 
 
+def emit_cluster_rank(r, call) -> str:
+    return "tp_cluster_rank()"
+
+
+def emit_cluster_sync(r, call):
+    if r.ctx.divergent:
+        raise r.error("tp.cluster_sync() inside a role branch: every thread of the cluster must reach it",
+                      "call it where all the block's threads run (after the allocations, at the end)")
+    r.em("tp_cluster_sync();")
+
+
 def emit_mbarrier_arrive(r, call):
     bar, base = _bar(r, call.args[0])
     lo, size = r.role_range()
+    if r.mbar_per_thread.get(base) == "warp":
+        # one arrival per warp (the count is count x warps: emit_mbarrier_init): the warp's threads are done
+        # with what they did before it (their wgmma groups retired), then lane 0 arrives, on the CTA `cta` of the
+        # cluster (mapa + mbarrier.arrive.release.cluster.shared::cluster) or on its own
+        r.em("__syncwarp();")
+        if len(call.args) > 1:
+            cta = r.scalar_as(call.args[1], r.i32)
+            r.em(f"if (tp_lane == 0) tp_mbar_arrive_cluster({bar}, {cta});")
+        else:
+            r.em(f"if (tp_lane == 0) tp_mbar_arrive({bar});")
+        return
+    if len(call.args) > 1:
+        raise r.error("a remote arrival (cta=) on an mbarrier the renderer counts per thread",
+                      "arrive on it with cta= from one warp-role branch")
     if r.mbar_per_thread.get(base):
         r.em(f"tp_mbar_arrive({bar});")
         return
@@ -311,7 +344,7 @@ def emit_copy_bulk(r, call):
 
     Every branch between here and the role's threads is uniform over the role (the tensor-map bit, the view's
     starts), so all of the role's threads take the same one."""
-    src, dst, barv = call.args
+    src, dst, barv = call.args[:3]
     view, sref = r.view_ref(src), r.smem_ref(dst)
     bar, _ = _bar(r, barv)
     lo, size = r.role_range()
@@ -320,6 +353,12 @@ def emit_copy_bulk(r, call):
     if not known:
         em.open(f"if (tp_tid == {lo})")
     tplan, why = tma.plan(view, sref.stype, sref.align)
+    mask = call.attrs.get("multicast")
+    if mask is not None:
+        _multicast_copy(r, call, view, sref, bar, tplan, why, lo, known)
+        if not known:
+            em.close()
+        return
     fallback = call.attrs.get("fallback", True)
     if tplan is None and not fallback:
         raise r.error(f"tp.copy_bulk(..., fallback=False) cannot be a bulk tensor copy (TMA): {why}",
@@ -350,6 +389,38 @@ def emit_copy_bulk(r, call):
             _bulk_rows_or_elements(r, view, sref, bar, known)
             em.close()
     if not known:
+        em.close()
+
+
+def _multicast_copy(r, call, view, sref, bar, tplan, why, lo: int, known: bool):
+    """copy_bulk(..., multicast=mask, by=rank): every CTA of the mask expects the tile's bytes on its own mbarrier;
+    the CTA of rank `by` issues `cp.async.bulk.tensor ... .multicast::cluster` with the mask, which writes the
+    tile at the same shared offset of every CTA of the mask and completes the bytes on each one's mbarrier (same
+    offset). TMA only: a tile the tensor map cannot describe is a compile error, a tensor it cannot is refused
+    at launch."""
+    if tplan is None:
+        raise r.error(f"tp.copy_bulk(..., multicast=) must be one bulk tensor copy (TMA): {why}",
+                      "make the tile TMA-shaped (rows of the swizzle span, 16-byte multiples)")
+    if tplan.spec.rank not in (2, 3):
+        raise r.error(f"tp.copy_bulk(..., multicast=) of a rank-{tplan.spec.rank} tensor (multicast TMA is rendered "
+                      "for rank 2 and 3)", "view the tensor as 2-D or 3-D")
+    spec = replace(tplan.spec, required=True)
+    if spec not in r.tensor_maps:
+        r.tensor_maps.append(spec)
+    i = r.tensor_maps.index(spec)
+    em = r.em
+    by = r.scalar_as(call.args[3], r.i32)
+    if known:
+        em.open(f"if (tp_tid == {lo})")
+    em(f"tp_mbar_expect_tx({bar}, {tplan.nbytes});")
+    em.open(f"if (tp_cluster_rank() == ({by}))")
+    coords = list(reversed(view.starts))
+    for inner_off, soff in tplan.copies:
+        cs = [f"{coords[0]} + {inner_off}" if inner_off else coords[0], *coords[1:]]
+        em(f"tp_tma_load_{spec.rank}d_mc(tp_smem_addr({sref.ptr} + {soff}), &tp_tmap{i}, {bar}, "
+           f"(unsigned short){call.attrs['multicast']}, {', '.join(cs)});")
+    em.close()
+    if known:
         em.close()
 
 

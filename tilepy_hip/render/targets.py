@@ -162,6 +162,8 @@ SM_90A = RenderTarget(
         mbarrier_arrive=sm90a.emit_mbarrier_arrive,
         mbarrier_wait=sm90a.emit_mbarrier_wait,
         mbarrier_at=sm90a.emit_mbarrier_at,
+        cluster_rank=sm90a.emit_cluster_rank,
+        cluster_sync=sm90a.emit_cluster_sync,
         mma_wait=sm90a.emit_mma_wait,
         setmaxnreg=sm90a.emit_setmaxnreg,
     ),

@@ -88,6 +88,7 @@ class Renderer(AnalysisOps, ScalarOps, TileOps, CopyOps, GatherOps, ScanOps, Rem
         self.static_values: dict = {}
         self.arrival_roles: dict = {}  # mbarrier variable -> sizes of the roles that arrive on it
         self.mbar_per_thread: dict = {}
+        self.remote_bars: set = set()  # mbarrier variables some CTA of the cluster arrives on remotely (cta=)
         self.tensor_maps: list = []  # tma.TensorMapSpec per tensor-map parameter, in parameter order
         self.named_barriers: dict = {}  # (purpose, first thread, count) -> bar.sync id (1..15; 0 is __syncthreads)
 
@@ -200,6 +201,9 @@ class Renderer(AnalysisOps, ScalarOps, TileOps, CopyOps, GatherOps, ScanOps, Rem
         uses = any(isinstance(x, ir.Eval) and x.call.op == "setmaxnreg" for x in ir.walk(self.kir.body))
         if uses and text.endswith(")"):
             text = text[:-1] + ", 1)"  # setmaxnreg needs a register cap at entry: one block per multiprocessor
+        cl = getattr(self.kir, "cluster", (1, 1, 1))
+        if cl != (1, 1, 1):   # a thread-block cluster: compile-time dims, launched as they are
+            text = f"__cluster_dims__({cl[0]}, {cl[1]}, {cl[2]}) {text}"
         return text
 
     @property

@@ -1,0 +1,138 @@
+"""Thread-block clusters: what the per-block analysis cannot see, checked on the kernel's structure.
+
+The walk (domain.py) analyses one block of the cluster and relies on the blocks being alike (one kernel): a
+multicast copy (`copy_bulk(..., multicast=mask, by=r)`), which every block of the mask executes, is to each
+block a bulk copy into its own stage tied to its own mbarrier, and a remote arrival `mbarrier_arrive(bar,
+cta=r)` is, summed over the blocks that send it, an arrival on the block's own `bar` (the consumers of every
+block arrive on the same mbarrier of each block of the mask). That symmetry holds only when each block's
+releases reach every block whose multicasts write into it; this module checks that, and the cluster barriers:
+
+* a multicast copy into a ring stage, guarded by the producer's wait on `empty`, needs the consumers' arrivals on
+  `empty` to reach every rank of the mask (`cta=r` for each r, e.g. a `tp.static_range` over the cluster).
+  A rank no arrival reaches: when `empty` expects as many arrivals as the mask has blocks, that block's producer
+  waits for releases that never come (`deadlock`); when it expects fewer, the producer refills a stage the other
+  blocks may still be reading (`pipeline_hazard`: a multicast writes it in their shared memory).
+* remote arrivals and multicast copies must come after a `tp.cluster_sync()` (the other blocks' mbarriers are
+  initialized before it), and the kernel must end with one after the last of them (a block must not exit while
+  others still write its shared memory): `race` otherwise.
+A `cta=` that is neither a constant, a `tp.static_range` variable nor `tp.cluster_rank()` is not judged here.
+"""
+
+from __future__ import annotations
+
+from tilepy import ir
+
+from ..report import Finding
+
+
+def _bar_base(e):
+    if isinstance(e, ir.Call) and e.op == "mbarrier_at":
+        e = e.args[0]
+    return e.name if isinstance(e, ir.Var) else None
+
+
+def _walk(stmts, env, out, path):
+    """(statement, static loop bindings, index path) of every Eval, in program order."""
+    for i, s in enumerate(stmts):
+        here = (*path, i)
+        if isinstance(s, ir.Eval):
+            out.append((s, env, here))
+        elif isinstance(s, ir.For):
+            sub = env
+            if s.kind == "static" and all(isinstance(x, ir.Const) or x is None or isinstance(x, int)
+                                          for x in (s.start, s.stop, s.step)):
+                def v(x, d):
+                    return d if x is None else x.value if isinstance(x, ir.Const) else x
+                sub = {**env, s.var: range(v(s.start, 0), v(s.stop, 0), v(s.step, 1))}
+            _walk(s.body, sub, out, here)
+        elif isinstance(s, ir.If):
+            _walk(s.then, env, out, (*here, "then"))
+            _walk(s.orelse, env, out, (*here, "else"))
+
+
+def _ranks(e, env):
+    """Ranks a `cta=` reaches: a set of ints, "self", or None (not judged)."""
+    if isinstance(e, ir.Const) and isinstance(e.value, int):
+        return {e.value}
+    if isinstance(e, ir.Var) and e.name in env:
+        return set(env[e.name])
+    if isinstance(e, ir.Call) and e.op == "cluster_rank":
+        return "self"
+    return None
+
+
+def findings(kir) -> list:
+    if getattr(kir, "cluster", (1, 1, 1)) == (1, 1, 1):
+        return []
+    evals: list = []
+    _walk(kir.body, {}, evals, ())
+    out = []
+    counts = {}
+    for s in ir.walk(kir.body):
+        if isinstance(s, ir.Assign) and isinstance(s.value, ir.Call) and s.value.op == "mbarrier":
+            counts[s.name] = s.value.attrs.get("count", 1)
+    remote = [(s, env, p) for s, env, p in evals
+              if (s.call.op == "mbarrier_arrive" and len(s.call.args) > 1)
+              or (s.call.op == "copy_bulk" and "multicast" in s.call.attrs)]
+    syncs = [p for s, _, p in evals if s.call.op == "cluster_sync" and len(p) == 1]
+    if remote:
+        first, last = remote[0], remote[-1]
+        if not any(p < first[2] for p in syncs):
+            out.append(Finding(
+                "race", "error", "a remote arrival or multicast copy can reach another block of the cluster before "
+                "it initialized its mbarriers: no tp.cluster_sync() comes before it", first[0].span,
+                {"detail": "call tp.cluster_sync() after the tp.mbarrier() allocations, where every thread runs"}))
+        if not any(p > last[2] for p in syncs):
+            out.append(Finding(
+                "race", "error", "a block can exit while another block of the cluster still arrives on its mbarriers "
+                "or multicasts into its shared memory: no tp.cluster_sync() comes after this", last[0].span,
+                {"detail": "end the kernel with tp.cluster_sync(), after the role branches join"}))
+    for i, (s, _env, p) in enumerate(evals):
+        c = s.call
+        if c.op != "copy_bulk" or "multicast" not in c.attrs:
+            continue
+        mask = int(c.attrs["multicast"])
+        need = {r for r in range(mask.bit_length()) if (mask >> r) & 1}
+        # the guard: the closest wait before the copy in the same branch (the producer's wait on `empty`)
+        guard = None
+        for s2, _, p2 in reversed(evals[:i]):
+            if s2.call.op == "mbarrier_wait" and p2[:-1] == p[:len(p2) - 1] and _bar_base(s2.call.args[0]) != \
+                    _bar_base(c.args[2]):
+                guard = _bar_base(s2.call.args[0])
+                break
+        if guard is None:
+            out.append(Finding(
+                "pipeline_hazard", "error", f"multicast copy (ranks {sorted(need)}) with no wait before it for the "
+                "stage's release: it can overwrite a stage another block of the cluster is still reading", s.span,
+                {"detail": "wait on the ring's `empty` mbarrier (released by the consumers of every block of the mask) "
+                           "before the copy"}))
+            continue
+        reached, judged = set(), True
+        for s2, env2, _ in evals:
+            if s2.call.op != "mbarrier_arrive" or _bar_base(s2.call.args[0]) != guard:
+                continue
+            if len(s2.call.args) == 1:
+                continue                    # a local arrival reaches the block itself only
+            r = _ranks(s2.call.args[1], env2)
+            if r is None:
+                judged = False
+            elif r != "self":
+                reached |= r
+        missing = sorted(need - reached)
+        if not judged or not missing:
+            continue
+        count = counts.get(guard, 1)
+        detail = (f"no arrival on '{guard}' reaches cluster rank {missing[0]}, yet the multicast writes into its "
+                  f"stage; release to every rank of the mask: for r in tp.static_range(...): "
+                  f"tp.mbarrier_arrive({guard}[s], cta=r)")
+        if isinstance(count, int) and count >= len(need):
+            out.append(Finding(
+                "deadlock", "error", f"deadlock: the block of cluster rank {missing[0]} waits on '{guard}' for "
+                f"{count} arrivals per phase, but no block's consumers release to it (a missing remote release)",
+                s.span, {"detail": detail}))
+        else:
+            out.append(Finding(
+                "pipeline_hazard", "error", f"pipeline hazard: '{guard}' counts {count} release(s) per phase, so "
+                f"a stage is refilled before every block of the cluster released it: this multicast writes rank "
+                f"{missing[0]}'s stage while its consumers may still read it", s.span, {"detail": detail}))
+    return out
