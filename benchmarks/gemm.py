@@ -119,7 +119,8 @@ def ours_fn(a, b, c, params):
     N = b.shape[1]
     split = params.get("SPLIT_K", 1) > 1
     out = tp.f32 if (c.dtype == torch.float32 or split) else tp.bf16
-    kernel = gemm_hopper.kernel_for(out, (2 * K) % 16 != 0, (2 * N) % 16 != 0, bool(params.get("PERSISTENT")))
+    kernel = gemm_hopper.kernel_for(out, (2 * K) % 16 != 0, (2 * N) % 16 != 0, bool(params.get("PERSISTENT")),
+                                    gemm_hopper.clustered(params))
     ck = tilepy_hip.compile(kernel, target="sm_90a", **gemm_hopper.kernel_params(params))
     return (lambda: gemm_hopper.launch(a, b, c, **params)), ck
 
@@ -192,6 +193,9 @@ POLICY_SWEEP = {  # bf16 out; constexprs over gemm_hopper.PRESETS (128x256, 4 st
     "64x64_s8_wait1_1consumer_epi": dict(IN_FLIGHT=1, BM=64, BN=64, STAGES=8, CONSUMERS=1, INSTR=I64, EPILOGUE=1),
     # the TMA store epilogue (tp.store_bulk from a 128-byte-swizzled c_s)
     "128x256_s3_wait0_tma": dict(IN_FLIGHT=0, STAGES=3, EPILOGUE=2),
+    # gemm_cluster: 2x1 thread-block clusters, B's tile multicast to both blocks (launch CLUSTER_M=2)
+    "128x256_s4_cluster2": dict(IN_FLIGHT=0, CLUSTER_M=2),
+    "128x256_s3_cluster2_tma": dict(IN_FLIGHT=0, CLUSTER_M=2, STAGES=3, EPILOGUE=2),
     "128x128_s5_wait0_tma": dict(IN_FLIGHT=0, BN=128, STAGES=5, INSTR=I128, EPILOGUE=2),
     "64x128_s6_wait1_1consumer_tma": dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=I128,
                                           EPILOGUE=2),
@@ -228,7 +232,7 @@ def _build(item):
     """Compile one (kernel variant, constexprs) into the on-disk cache (a worker process); None if it does not
     fit (a staged f32 epilogue past the shared memory, say)."""
     out, pad_a, pad_b, persistent, params = item
-    kernel = gemm_hopper.kernel_for(out, pad_a, pad_b, persistent)
+    kernel = gemm_hopper.kernel_for(out, pad_a, pad_b, persistent, gemm_hopper.clustered(params))
     try:
         tilepy_hip.compile(kernel, target="sm_90a", **params)
     except Exception as e:  # noqa: BLE001 - reported and skipped by the sweep
