@@ -90,19 +90,41 @@ def map_expr(e, fn):
     return out if got is None else got
 
 
-def map_stmts(stmts, fn):
-    """Fresh statements (every node a new object) with `fn` applied to every expression."""
+def map_top(e, fn):
+    """A copy of `e` where `fn` is tried top down: a node it replaces is not visited further."""
+    got = fn(e)
+    if got is not None:
+        return got
+    if isinstance(e, ir.BinOp):
+        return ir.BinOp(e.type, e.span, e.op, map_top(e.lhs, fn), map_top(e.rhs, fn))
+    if isinstance(e, ir.UnOp):
+        return ir.UnOp(e.type, e.span, e.op, map_top(e.operand, fn))
+    if isinstance(e, ir.Call):
+        return ir.Call(e.type, e.span, e.op, tuple(map_top(a, fn) if isinstance(a, ir.Expr) else a for a in e.args),
+                       dict(e.attrs))
+    return map_expr(e, lambda x: None)
+
+
+def map_stmts(stmts, fn, top_down=False):
+    """Fresh statements (every node a new object) with `fn` applied to every expression (bottom up, or top
+    down: `map_top`)."""
+    if top_down:
+        return _map_stmts(stmts, lambda e: map_top(e, fn))
+    return _map_stmts(stmts, lambda e: map_expr(e, fn))
+
+
+def _map_stmts(stmts, mx):
     out = []
     for s in stmts:
         if isinstance(s, ir.Assign):
-            out.append(ir.Assign(s.span, s.name, map_expr(s.value, fn)))
+            out.append(ir.Assign(s.span, s.name, mx(s.value)))
         elif isinstance(s, ir.Eval):
-            out.append(ir.Eval(s.span, map_expr(s.call, fn)))
+            out.append(ir.Eval(s.span, mx(s.call)))
         elif isinstance(s, ir.For):
-            out.append(ir.For(s.span, s.var, map_expr(s.start, fn), map_expr(s.stop, fn), map_expr(s.step, fn),
-                              map_stmts(s.body, fn), s.kind, s.stages))
+            out.append(ir.For(s.span, s.var, mx(s.start), mx(s.stop), mx(s.step),
+                              _map_stmts(s.body, mx), s.kind, s.stages))
         elif isinstance(s, ir.If):
-            out.append(ir.If(s.span, map_expr(s.cond, fn), map_stmts(s.then, fn), map_stmts(s.orelse, fn), s.kind))
+            out.append(ir.If(s.span, mx(s.cond), _map_stmts(s.then, mx), _map_stmts(s.orelse, mx), s.kind))
         else:
             out.append(s)
     return out
@@ -169,6 +191,12 @@ def _simplify(env):
         if isinstance(e, ir.BinOp) and e.op in ("%", "//") and isinstance(e.type, ScalarType) and e.type.dtype.is_int:
             a = _affine(e, env)
             if a is not None:
+                return _build(a, e.span)
+        if isinstance(e, ir.BinOp) and e.op in ("+", "-") and isinstance(e.type, ScalarType) and e.type.dtype.is_int:
+            # a sum in which a variable cancels (a slot's first slot plus its round: (J - j) + j) as its affine
+            # form: the solver then sees J itself, not two floor terms it must prove equal
+            a = _affine(e, {})
+            if a is not None and len(a) - 1 < sum(isinstance(x, ir.Var) for x in ir.walk_exprs(e)):
                 return _build(a, e.span)
         return None
 
@@ -253,6 +281,10 @@ class _Expander:
     def loop(self, s: ir.For, env):
         env.pop(s.var, None)
         S = self._stages_reached(s, env)
+        if S is None:
+            flat = self._flatten(s, env)
+            if flat is not None:
+                return flat
         inner = dict(env)
         for name in _assigned(s.body):
             inner.pop(name, None)
@@ -283,6 +315,152 @@ class _Expander:
         for name in _assigned(s.body):
             env.pop(name, None)
         return [ir.For(sp, j, _const(0, sp), trips, _const(1, sp), rounds, s.kind, s.stages)]
+
+    # -------------------------------------------------------------- a ring nested in a tile loop
+    def _flatten(self, s: ir.For, env):
+        """A persistent tile loop around a ring loop (`for t in range(a, b, step): pre; for k in range(S * R):
+        ring; post`, the ring's mbarrier arrays of S stages, R invariant in the tile loop) as one loop over
+        the block's slots J = n * R + j (n the tile loop's iteration, j the ring round), with the ring unrolled
+        by S as `loop` does:
+
+            if R >= 1:
+                for J in range(0, trips * R):
+                    t = a + (J // R) * step;  j = J % R
+                    pre (scalars every slot, the rest `if j == 0`)
+                    (for c in 0..S-1) if S * j + c < S * R: ring with k := S * j + c
+                    if j == R - 1: post
+            else:
+                the tile loop as written (its ring runs no iteration)
+
+        and the tile loop's iteration index `(t - a) // step` written as J // R. A ring phase of the form
+        `((t - a) // step) * R + k // S` is then an affine count of the slots (the analysis orders single
+        loops); the two forms run the same statements in the same order. None when the loop is not of
+        this form (the caller keeps it nested)."""
+        inner = [x for x in s.body if isinstance(x, ir.For)]
+        if len(inner) != 1 or any(isinstance(x, ir.For) for x in ir.walk(inner[0].body)):
+            return None
+        lp = inner[0]
+        at = next(i for i, x in enumerate(s.body) if x is lp)
+        pre, post = s.body[:at], s.body[at + 1:]
+        if any(isinstance(x, ir.For) for x in ir.walk(pre + post)):
+            return None
+        assigned = _assigned(s.body) | {s.var}
+        if any(_uses(e, assigned) for e in (s.start, s.stop, s.step, lp.stop)) or _uses_stmts(post, {lp.var}):
+            return None
+        if not (isinstance(lp.start, ir.Const) and lp.start.value == 0 and isinstance(lp.step, ir.Const)
+                and lp.step.value == 1):
+            return None
+        S = self._stages_reached(lp, dict(env))
+        if S is None:
+            return None
+        a = _affine(lp.stop, env)
+        if a is None or any(v % S for v in a.values()) or set(a) == {1}:
+            return None
+        names = [x.name for x in pre if isinstance(x, ir.Assign)]
+        if len(names) != len(set(names)):
+            return None
+        sp = s.span
+        R0 = _build({k: v // S for k, v in a.items()}, sp)  # rounds of the ring per tile
+        R = ir.Call(I32, sp, "max", (R0, _const(1, sp)), {})  # slots per tile (one when the ring runs none)
+        start, stop, step = (self.expr(x, dict(env)) for x in (s.start, s.stop, s.step))
+        J, j = self.fresh(f"{s.var}_{lp.var}_slot"), self.fresh(f"{lp.var}_round")
+        self.new_types[J] = self.new_types[j] = I32
+        t_expr = _bin("+", start, _bin("*", _bin("//", ir.Var(I32, sp, J), R, sp), step, sp), sp)
+        index = _bin("//", ir.Var(I32, sp, J), R, sp)
+        key_lhs, key_start, key_step = s.var, _fmt(s.start), _fmt(s.step)
+
+        key_rounds = _fmt(R0)
+
+        def is_index(e):  # (t - a) // step: the tile loop's iteration index
+            return (isinstance(e, ir.BinOp) and e.op == "//" and _fmt(e.rhs) == key_step
+                    and isinstance(e.lhs, ir.BinOp) and e.lhs.op == "-" and isinstance(e.lhs.lhs, ir.Var)
+                    and e.lhs.lhs.name == key_lhs and _fmt(e.lhs.rhs) == key_start)
+
+        def first_slot(e):  # index * R0: the tile's first slot
+            return isinstance(e, ir.BinOp) and e.op == "*" and any(
+                is_index(x) and _fmt(y) == key_rounds for x, y in ((e.lhs, e.rhs), (e.rhs, e.lhs)))
+
+        def idx(e):
+            if is_index(e):
+                return map_expr(index, lambda x: None)
+            return None
+
+        # scalars the tile's prologue sets to its first slot (`turn = ((t - a) // step) * R0`), not set again
+        later = [x.name for x in ir.walk([lp] + post) if isinstance(x, ir.Assign)]
+        firsts = {x.name for x in pre if isinstance(x, ir.Assign) and first_slot(x.value) and x.name not in later}
+
+        def in_ring(e):
+            # the ring runs only where R0 >= 1 (k = S * j + c < S * R0), and there R = R0, so the tile's first
+            # slot index * R0 = (J // R0) * R0 is J - j: a phase `turn + k // S` is the slot count J
+            if first_slot(e) or (isinstance(e, ir.Var) and e.name in firsts):
+                return _bin("-", ir.Var(I32, e.span, J), ir.Var(I32, e.span, j), e.span)
+            return idx(e)
+
+        def rewrite(stmts, fn=idx):  # top down: a product is matched before its index factor
+            return map_stmts(stmts, fn, top_down=True)
+
+        every, once, defined = [], [], set()
+        for x in rewrite(pre):
+            pure = (isinstance(x, ir.Assign) and isinstance(x.value.type, ScalarType) and _pure(x.value)
+                    and not _uses(x.value, (_assigned(s.body) - defined) | {x.name}))
+            if pure:
+                every.append(x)
+                defined.add(x.name)
+            else:
+                once.append(x)
+        ring = ir.For(lp.span, lp.var, lp.start, lp.stop, lp.step, rewrite(lp.body, in_ring), lp.kind, lp.stages)
+        body = [ir.Assign(sp, s.var, t_expr), ir.Assign(sp, j, _bin("%", ir.Var(I32, sp, J), R, sp))] + every
+        if once:
+            body.append(ir.If(sp, _bin("==", ir.Var(I32, sp, j), _const(0, sp), sp, BOOL), once, [], "uniform"))
+        body.append(ring)
+        if post:
+            body.append(ir.If(sp, _bin("==", ir.Var(I32, sp, j), _bin("-", R, _const(1, sp), sp), sp, BOOL),
+                              rewrite(post), [], "uniform"))
+        # the slot loop's own walk: the ring unrolled by S with k := S * j + c
+        benv = dict(env)
+        for name in _assigned(s.body) | {s.var, J, j}:
+            benv.pop(name, None)
+        out = []
+        for x in body:
+            if x is ring:
+                out.extend(self._unrolled(ring, S, {j: S}, benv))
+            else:
+                out.extend(self.stmt(x, benv))
+        trips = _bin("//", _bin("+", _bin("-", stop, start, sp), _bin("-", step, _const(1, sp), sp), sp), step, sp)
+        flat = ir.For(sp, J, _const(0, sp), _bin("*", trips, R, sp), _const(1, sp), out, lp.kind, lp.stages)
+        for name in _assigned(s.body) | {s.var}:
+            env.pop(name, None)
+        return [flat]
+
+    def _unrolled(self, s: ir.For, S, kbase, env):
+        """The S copies of a ring body with k := kbase + c (an affine form), each under `if k < stop`."""
+        sp = s.span
+        stop = self.expr(s.stop, env)
+        inner = dict(env)
+        for name in _assigned(s.body):
+            inner.pop(name, None)
+        out = []
+        for c in range(S):
+            kf = dict(kbase)
+            kf[1] = kf.get(1, 0) + c
+            body_env = dict(inner)
+            body_env[s.var] = kf
+            subst_k = map_stmts(s.body, lambda x, kf=kf: _build(kf, x.span)
+                                if isinstance(x, ir.Var) and x.name == s.var else None)
+            body = [ir.Assign(sp, s.var, _build(kf, sp))] + self.stmts(subst_k, body_env)
+            out.append(ir.If(sp, _bin("<", _build(kf, sp), stop, sp, BOOL), body, [], "uniform"))
+        for name in _assigned(s.body) | {s.var}:
+            env.pop(name, None)
+        return out
+
+    def loop_nested(self, s: ir.For, env):
+        """`loop` without the flattening (the tile loop as written, its ring unrolled inside)."""
+        start, stop, step = (self.expr(x, env) for x in (s.start, s.stop, s.step))
+        inner = dict(env)
+        for name in _assigned(s.body):
+            inner.pop(name, None)
+        body = self.stmts(s.body, inner)
+        return [ir.For(s.span, s.var, start, stop, step, body, s.kind, s.stages)]
 
     def _stages_reached(self, s: ir.For, env):
         """The stage count of the mbarrier arrays this loop's counter indexes (directly in its body, through
@@ -469,3 +647,31 @@ def _is_async(e) -> bool:
 def _assigned(stmts) -> set:
     return {s.name for s in ir.walk(stmts) if isinstance(s, ir.Assign)} | \
         {s.var for s in ir.walk(stmts) if isinstance(s, ir.For)}
+
+
+def _fmt(e) -> str:
+    from tilepy.printer import format_expr
+
+    return format_expr(e)
+
+
+def _uses(e, names) -> bool:
+    return any(isinstance(x, ir.Var) and x.name in names for x in ir.walk_exprs(e))
+
+
+def _uses_stmts(stmts, names) -> bool:
+    for s in ir.walk(stmts):
+        exprs = ([s.value] if isinstance(s, ir.Assign) else [s.call] if isinstance(s, ir.Eval) else
+                 [s.cond] if isinstance(s, ir.If) else [s.start, s.stop, s.step] if isinstance(s, ir.For) else [])
+        if any(_uses(e, names) for e in exprs):
+            return True
+    return False
+
+
+PURE_SCALAR_OPS = frozenset({"minimum", "maximum", "min", "max", "cdiv", "dim", "block_id", "num_blocks", "where",
+                             "cast"})
+
+
+def _pure(e) -> bool:
+    """No effect and no value that differs between two evaluations (a scalar the slot loop may recompute)."""
+    return all(not isinstance(x, ir.Call) or x.op in PURE_SCALAR_OPS for x in ir.walk_exprs(e))

@@ -443,6 +443,28 @@ class _Z3:
         return z3.ExprRef(a, self.ctx)
 
 
+def _linear_key(e):
+    """A key equal for Syms that are the same linear combination of the same non-linear subterms (constants
+    folded, sums and differences flattened, constant factors distributed)."""
+    out: dict = {}
+
+    def go(x, k):
+        c = const_of(x)
+        if c is not None:
+            out[1] = out.get(1, 0) + k * c
+        elif isinstance(x, BinOp) and x.op in ("+", "-"):
+            go(x.a, k)
+            go(x.b, k if x.op == "+" else -k)
+        elif isinstance(x, BinOp) and x.op == "*" and (const_of(x.a) is not None or const_of(x.b) is not None):
+            ca = const_of(x.a)
+            go(x.b, k * ca) if ca is not None else go(x.a, k * const_of(x.b))
+        else:
+            out[x] = out.get(x, 0) + k
+
+    go(e, 1)
+    return frozenset((a, c) for a, c in out.items() if c)
+
+
 class Encoder:
     """Sym / bool term -> Z3 formula over integers (linear integer arithmetic for what layouts, loops and
     counters produce). Floor division and modulo by a positive constant introduce an exact quotient and
@@ -460,6 +482,7 @@ class Encoder:
         self._memo: dict = {}
         self._bmemo: dict = {}  # id(bool term) -> (term, result)
         self._atoms: dict = {}  # comparison term -> result
+        self._divs: dict = {}  # (linear key of the dividend, of the divisor) -> (quotient, remainder, definition)
         self._aux = 0
 
     def var(self, name: str):
@@ -512,6 +535,14 @@ class Encoder:
         if op == "&" and cb is not None and cb >= 0 and cb & (cb + 1) == 0:
             op, cb, y = "%", cb + 1, z.num(cb + 1)
         if op in ("//", "%"):
+            # one quotient and remainder per (dividend, divisor) up to linear rearrangement: x // y and x % y,
+            # and ((x + 1) - 1) % y, share them, so the solver never has to prove two floor terms equal (with a
+            # run-time divisor that is a nonlinear fact it may not find)
+            key = (_linear_key(a), _linear_key(b))
+            hit = self._divs.get(key)
+            if hit is not None:
+                q, r, d = hit
+                return (q if op == "//" else r), side | {d}
             q, r = self._fresh("q"), self._fresh("r")
             zero = z.num(0)
             if cb is not None and cb > 0:
@@ -523,7 +554,9 @@ class Encoder:
                 defs = z.and_(z.or_(z.not_(z.or_(pos, neg)), z.cmp("==", x, z.add(z.mul(y, q), r))),
                               z.or_(z.not_(pos), z.and_(z.cmp("<=", zero, r), z.cmp("<", r, y))),
                               z.or_(z.not_(neg), z.and_(z.cmp("<", y, r), z.cmp("<=", r, zero))))
-            return (q if op == "//" else r), side | {self._def(defs)}
+            d = self._def(defs)
+            self._divs[key] = (q, r, d)
+            return (q if op == "//" else r), side | {d}
         if op in ("min", "max"):  # v <= x, v <= y, v in {x, y} (>= for max): a side condition, so a
             # negated path keeps v's definition (one value per argument pair: instances rename the arguments)
             v, rel = self._fresh("m"), "<=" if op == "min" else ">="
