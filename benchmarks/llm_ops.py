@@ -172,8 +172,7 @@ def main(argv=None):
         row("layer_norm", [m, k], 2 * m * k * 2 + 2 * k * 2,
             {f"THREADS={th},ONE_PASS={op},ROWS={rw}": (lambda th=th, op=op, rw=rw: L.launch_layer_norm(
                 x, w, b, y, 1e-5, THREADS=th, ONE_PASS=op, ROWS=rw))
-             for th, op, rw in ((512, False, 1), (512, True, 1), (512, False, 2), (512, False, 4), (1024, False, 1),
-                                (1024, False, 2), (512, True, 2))},
+             for th, op, rw in ((512, False, 1), (512, True, 1), (512, False, 2), (256, False, 1))},
             lambda: t_layer_norm(x, w, b), cf and (lambda: cf(x, w, b)), err)
         del x, r, y, ro
 
@@ -190,7 +189,7 @@ def main(argv=None):
         row("merge_attn_states_lse", [t, h, hd], 3 * t * h * hd * 2 + 3 * t * h * 4,
             {f"BR={br},THREADS={th}": (lambda br=br, th=th: L.launch_merge_attn_states_lse(po, pl, so, sl, o, ol, BR=br,
                                                                                            THREADS=th))
-             for br, th in ((16, 128), (8, 128), (8, 64), (32, 256), (16, 256))},
+             for br, th in ((16, 128), (8, 128), (8, 64), (4, 64), (16, 256))},
             lambda: t_merge(po, pl, so, sl),
             cf and (lambda: cf(po, pl, so, sl)), err)
         del po, so, o
@@ -205,8 +204,8 @@ def main(argv=None):
         nbytes = 2 * t * (hq + hk) * hs * 2 + t * 8 + t * hs * 4
         # variants: (heads per block (None: one block a token), threads, k loaded with q (neox)); every variant's
         # output is checked
-        variants = ((None, 128, False), (None, 256, False), (None, 128, True), (None, 256, True), (8, 64, False),
-                    (16, 128, False))
+        variants = ((None, 128, False), (None, 256, False), (None, 128, True), (8, 64, False), (16, 128, False),
+                    (32, 128, False), (4, 32, False))
         for style, fn in (("neox", t_rotary_neox), ("gptj", t_rotary_gptj)):
             if not want(f"rotary_{style}"):
                 continue

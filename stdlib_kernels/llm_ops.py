@@ -402,7 +402,7 @@ def launch_merge_attn_states_lse(po, pl, so, sl, o, ol, BR=None, **kw):
     t, h, d = po.shape
     k = KERNELS["merge_attn_states_lse"][_dtype(po)]
     bd = _pow2(d, 8)
-    br = BR or max(1, 2048 // bd)
+    br = BR or max(1, 1024 // bd)         # 8 rows of 128 (H100: 94.4% of copy; 16 rows 89.6%, 32 rows 84.4%)
     r = t * h
     return k[(tp.cdiv(r, br),)](po.reshape(r, d), pl.reshape(r), so.reshape(r, d), sl.reshape(r),
                                 o.reshape(r, d), ol.reshape(r), BR=br, BD=bd, **kw)
@@ -412,7 +412,12 @@ def launch_rotary(positions, q, k, cos_sin_cache, head_size, is_neox=True, q_out
                   heads_per_block=None, **kw):
     """Rotary embedding of q (T, HQ * head_size) and k (T, HK * head_size), in place unless q_out/k_out are
     given; cos_sin_cache (max_position, rot_dim) f32 holds cos then sin of the rot_dim / 2 angles.
-    `heads_per_block`: blocks of that many q (or k) heads of one token (SPLIT) instead of one block a token."""
+    `heads_per_block`: blocks of that many q (or k) heads of one token (SPLIT) instead of one block a token (0:
+    one block a token);
+    default: one block a token for neox (H100: 80.4% of copy, blocks of 8 heads 73.8%), blocks of 8 heads of 64
+    threads for GPT-J (82.3%; one block a token 71.1%: its pair view holds twice the values, 103 registers)."""
+    if heads_per_block is None and not is_neox and "THREADS" not in kw:
+        heads_per_block, kw = 8, dict(kw, THREADS=64)
     t = q.shape[0]
     rot = int(cos_sin_cache.shape[1])
     if rot % 2 or rot > head_size:

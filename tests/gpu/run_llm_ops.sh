@@ -3,7 +3,8 @@
 # run only while the call's time budget ($BUDGET seconds from the start, default 200) has room:
 #   bash tests/gpu/run_llm_ops.sh [steps]     steps: a comma list of
 #     bench     benchmarks/llm_ops.py (every op, its variants, eager and torch.compile peers, copy bandwidth)
-#     tests     tests/gpu/test_gpu_llm_ops.py -k "layer_norm or merge or rotary" (4 processes)
+#     tests     tests/gpu/test_gpu_llm_ops.py (5 processes), and test_gpu_kernels.py's reductions (softmax, rmsnorm,
+#               column reductions: the renderer's cross-warp reductions)
 #     sanitize  compute-sanitizer memcheck + racecheck on tests/gpu/sanitize_llm_moe.py --rotary (the fused ops)
 #     ncu       one launch of each op's default under ncu (SpeedOfLight, Occupancy, WarpStateStats)
 #   default: bench,tests,sanitize,ncu
@@ -21,10 +22,12 @@ if has bench 60; then
   echo "== bench rc=$? at $((SECONDS - T0)) s"; grep -vE "^\s*$" "$OUT/bench.log" | grep -E "of copy|copy [0-9]|Error|error" | cut -c1-330
 fi
 if has tests 30; then
-  for k in "layer_norm" "merge" "rotary and True" "rotary and False"; do
+  for k in "layer_norm or silu" "merge or rmsnorm" "rotary and True" "rotary and False"; do
     timeout $(( $(left) - 10 )) python3 -m pytest -q -p no:cacheprovider tests/gpu/test_gpu_llm_ops.py -k "$k" \
       > "$OUT/tests_${k// /_}.log" 2>&1 &
   done
+  timeout $(( $(left) - 10 )) python3 -m pytest -q -p no:cacheprovider tests/gpu/test_gpu_kernels.py \
+    -k "softmax or rmsnorm or column_reductions or elementwise" > "$OUT/tests_reductions.log" 2>&1 &
   wait
   echo "== tests at $((SECONDS - T0)) s"; for f in "$OUT"/tests_*.log; do echo "$(basename "$f"): $(tail -1 "$f")"; done
   grep -h -E "^(FAILED|ERROR)" "$OUT"/tests_*.log | head -10

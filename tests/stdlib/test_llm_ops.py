@@ -120,7 +120,7 @@ def test_merge_attn_states_lse(dtype, t, h, d):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("t,hq,hk,hs,rot", [(5, 4, 2, 64, 64), (3, 6, 1, 64, 32), (2, 3, 3, 128, 128),
                                             (4, 2, 1, 80, 80), (1, 1, 1, 16, 8)])
-@pytest.mark.parametrize("hpb", [None, 2])   # one block a token, or blocks of 2 q / k heads (SPLIT)
+@pytest.mark.parametrize("hpb", [None, 2, 0])   # the default, blocks of 2 q / k heads (SPLIT), one block a token
 def test_rotary(neox, dtype, t, hq, hk, hs, rot, hpb):
     g = torch.Generator().manual_seed(t * 1000 + hq * 100 + hs + rot)
     pos = torch.randint(0, 40, (t,), generator=g)
