@@ -41,11 +41,12 @@ def _threads(c):
 
 
 @tp.kernel(threads=_threads, target="sm_90a")
-def conv_igemm(X: tp.Tensor[tp.f32, "XN"], WH: tp.Tensor[tp.f32, "G", "COG", "KP"],
-               WL: tp.Tensor[tp.f32, "G", "COG", "KP"], Y: tp.Tensor[tp.f32, "N", "G", "COG", "OV"],
+def conv_igemm(X: tp.Tensor[tp.f32, "XN"], WH: tp.Tensor[tp.f32, "GP", "COG", "KP"],
+               WL: tp.Tensor[tp.f32, "GP", "COG", "KP"], Y: tp.Tensor[tp.f32, "N", "G", "COG", "OV"],
                OS: tp.constexpr = (1, 8, 8), KS: tp.constexpr = (1, 3, 3), ST: tp.constexpr = (1, 1, 1),
                PA: tp.constexpr = (0, 1, 1), DI: tp.constexpr = (1, 1, 1), CIG: tp.constexpr = 4,
-               TRANSPOSED: tp.constexpr = False, SPLIT: tp.constexpr = True, NB: tp.constexpr = 1,
+               TRANSPOSED: tp.constexpr = False, PHASED: tp.constexpr = False, SPLIT: tp.constexpr = True,
+               NB: tp.constexpr = 1,
                CI: tp.constexpr = 4, IS: tp.constexpr = (1, 8, 8),
                BM: tp.constexpr = 128, BN: tp.constexpr = 128, BK: tp.constexpr = 32, STAGES: tp.constexpr = 3,
                CONSUMERS: tp.constexpr = 2, INSTR: tp.constexpr = tp.nv.wgmma_m64n128k8_tf32,
@@ -53,10 +54,32 @@ def conv_igemm(X: tp.Tensor[tp.f32, "XN"], WH: tp.Tensor[tp.f32, "G", "COG", "KP
     """Y[:, group z] = the convolution of X with the weight halves (WH + WL if SPLIT, else WH)."""
     OVOL = OS[0] * OS[1] * OS[2]
     KVOL = KS[0] * KS[1] * KS[2]
-    KRED = CIG * KVOL
-    g = tp.block_id(2)
+    GR = CI // CIG
+    # PHASED (a transposed convolution with a stride, dilation 1): block z runs output phase ph = z // GR of
+    # group g = z % GR, the output pixels o = a + S j (a = ph per dim). Tap k meets input (o + P - k) / S only
+    # for k = k0 + S t, k0 = (a + P) % S, at input j + c - t, c = (a + P) // S: a direct convolution of unit
+    # stride over j with the phase's T = ceil((K - k0) / S) taps per dim, its weight WH[z] (taps major, then
+    # the group's input channels, as `weight_phased` lays it out). Rows run over the pixel grid PS = ceil(OS / S)
+    # of the largest phase; the rows a smaller phase lacks are masked.
+    PS0 = (OS[0] + ST[0] - 1) // ST[0] if PHASED else OS[0]
+    PS1 = (OS[1] + ST[1] - 1) // ST[1] if PHASED else OS[1]
+    PS2 = (OS[2] + ST[2] - 1) // ST[2] if PHASED else OS[2]
+    PVOL = PS0 * PS1 * PS2
+    z = tp.block_id(2)
+    g = z % GR if PHASED else z
+    ph = z // GR
+    a0 = ph // (ST[1] * ST[2]) if PHASED else 0
+    a1 = ph // ST[2] % ST[1] if PHASED else 0
+    a2 = ph % ST[2] if PHASED else 0
+    c0 = (a0 + PA[0]) // ST[0] if PHASED else 0
+    c1 = (a1 + PA[1]) // ST[1] if PHASED else 0
+    c2 = (a2 + PA[2]) // ST[2] if PHASED else 0
+    tk0 = (KS[0] - (a0 + PA[0]) % ST[0] + ST[0] - 1) // ST[0] if PHASED else KS[0]
+    tk1 = (KS[1] - (a1 + PA[1]) % ST[1] + ST[1] - 1) // ST[1] if PHASED else KS[1]
+    tk2 = (KS[2] - (a2 + PA[2]) % ST[2] + ST[2] - 1) // ST[2] if PHASED else KS[2]
+    KRED = CIG * tk0 * tk1 * tk2 if PHASED else CIG * KVOL
     cog = WH.shape[1]
-    npix = NB * OVOL
+    npix = NB * PVOL
     m0 = tp.block_id(0) * BM            # pixel tiles along x: the blocks running at once share weight tiles
     n0 = tp.block_id(1) * BN
     a_hi = tp.shared((BM, BK), tp.f32, stages=STAGES, swizzle=SWIZZLE)
@@ -82,19 +105,21 @@ def conv_igemm(X: tp.Tensor[tp.f32, "XN"], WH: tp.Tensor[tp.f32, "G", "COG", "KP
         px = m0 + tp.arange(BM)[:, None]
         live = px < npix
         pu = tp.cast(px, tp.u32)             # p >= 0: unsigned divisions by constants are cheap
-        nb = tp.cast(pu // OVOL, tp.i32)
-        od = tp.cast(pu % OVOL // (OS[1] * OS[2]), tp.i32) if OS[0] > 1 else 0
-        oh = tp.cast(pu % (OS[1] * OS[2]) // OS[2], tp.i32) if OS[1] > 1 else 0
-        ow = tp.cast(pu % OS[2], tp.i32)
+        nb = tp.cast(pu // PVOL, tp.i32)
+        od = tp.cast(pu % PVOL // (PS1 * PS2), tp.i32) if PS0 > 1 else 0
+        oh = tp.cast(pu % (PS1 * PS2) // PS2, tp.i32) if PS1 > 1 else 0
+        ow = tp.cast(pu % PS2, tp.i32)
+        if PHASED:          # the phase's own rows: a + S j inside the output
+            live = live & (od * ST[0] + a0 < OS[0]) & (oh * ST[1] + a1 < OS[1]) & (ow * ST[2] + a2 < OS[2])
         # Input coordinate d of (pixel, tap) = a pixel part + a tap part (direct: o * S - P + k * D; transposed:
         # (o + P) - k * D, to be divided by S). While no stride divides (direct, or transposed with unit
         # strides), the flat offset is also a pixel part plus a tap part, so each gathered element costs one
         # add for its address and one add and unsigned compare per spatial dim for its bounds (a negative
         # coordinate wraps past the size): 32-bit arithmetic on compile-time sizes, nothing per element that
         # a row or a column could do once.
-        hd = od + PA[0] if TRANSPOSED else od * ST[0] - PA[0]
-        hh = oh + PA[1] if TRANSPOSED else oh * ST[1] - PA[1]
-        hw = ow + PA[2] if TRANSPOSED else ow * ST[2] - PA[2]
+        hd = od + c0 if PHASED else (od + PA[0] if TRANSPOSED else od * ST[0] - PA[0])
+        hh = oh + c1 if PHASED else (oh + PA[1] if TRANSPOSED else oh * ST[1] - PA[1])
+        hw = ow + c2 if PHASED else (ow + PA[2] if TRANSPOSED else ow * ST[2] - PA[2])
         prow = (((nb * CI + g * CIG) * IS[0] + hd) * IS[1] + hh) * IS[2] + hw
         for j in range(rounds):
             for s in tp.static_range(STAGES):
@@ -103,19 +128,34 @@ def conv_igemm(X: tp.Tensor[tp.f32, "XN"], WH: tp.Tensor[tp.f32, "G", "COG", "KP
                     if j > 0:
                         tp.mbarrier_wait(empty[s], j - 1)    # the consumers released stage s (round j - 1)
                     k0 = kt * BK
-                    tp.copy_bulk(WH[g, n0:n0 + BN, k0:k0 + BK], b_hi[s], full[s])
+                    tp.copy_bulk(WH[z, n0:n0 + BN, k0:k0 + BK], b_hi[s], full[s])
                     if SPLIT:
-                        tp.copy_bulk(WL[g, n0:n0 + BN, k0:k0 + BK], b_lo[s], full[s])
+                        tp.copy_bulk(WL[z, n0:n0 + BN, k0:k0 + BK], b_lo[s], full[s])
                     kk = k0 + tp.arange(BK)[None, :]
                     ku = tp.cast(kk, tp.u32)             # k >= 0: unsigned divisions by constants are cheap
-                    ci = tp.cast(ku // KVOL, tp.i32)
-                    kd = tp.cast(ku % KVOL // (KS[1] * KS[2]), tp.i32) if KS[0] > 1 else 0
-                    kh = tp.cast(ku % (KS[1] * KS[2]) // KS[2], tp.i32) if KS[1] > 1 else 0
-                    kw = tp.cast(ku % KS[2], tp.i32)
+                    if PHASED and CIG % BK == 0:         # k = t * CIG + ci: one tap t per k-tile (a scalar)
+                        ci = tp.cast(ku % CIG, tp.i32)
+                        tu = tp.cast(k0 // CIG, tp.u32)
+                        kd = tp.cast(tu // tp.cast(tk1 * tk2, tp.u32), tp.i32) if KS[0] > 1 else 0
+                        kh = (tp.cast(tu % tp.cast(tk1 * tk2, tp.u32) // tp.cast(tk2, tp.u32), tp.i32) if KS[1] > 1
+                              else 0)
+                        kw = tp.cast(tu % tp.cast(tk2, tp.u32), tp.i32) if KS[2] > 1 else 0
+                    elif PHASED:                         # t the tap of the phase's tk0 x tk1 x tk2, per column
+                        ci = tp.cast(ku % CIG, tp.i32)
+                        tu = ku // CIG
+                        kd = tp.cast(tu // tp.cast(tk1 * tk2, tp.u32), tp.i32) if KS[0] > 1 else 0
+                        kh = (tp.cast(tu % tp.cast(tk1 * tk2, tp.u32) // tp.cast(tk2, tp.u32), tp.i32) if KS[1] > 1
+                              else 0)
+                        kw = tp.cast(tu % tp.cast(tk2, tp.u32), tp.i32) if KS[2] > 1 else 0
+                    else:
+                        ci = tp.cast(ku // KVOL, tp.i32)
+                        kd = tp.cast(ku % KVOL // (KS[1] * KS[2]), tp.i32) if KS[0] > 1 else 0
+                        kh = tp.cast(ku % (KS[1] * KS[2]) // KS[2], tp.i32) if KS[1] > 1 else 0
+                        kw = tp.cast(ku % KS[2], tp.i32)
                     cd = kd * (-DI[0] if TRANSPOSED else DI[0])
                     ch = kh * (-DI[1] if TRANSPOSED else DI[1])
                     cw = kw * (-DI[2] if TRANSPOSED else DI[2])
-                    if TRANSPOSED and (ST[0] > 1 or ST[1] > 1 or ST[2] > 1):
+                    if TRANSPOSED and not PHASED and (ST[0] > 1 or ST[1] > 1 or ST[2] > 1):
                         td = hd + cd                        # = id * S where the tap meets input row id
                         th = hh + ch
                         tw = hw + cw
@@ -157,8 +197,18 @@ def conv_igemm(X: tp.Tensor[tp.f32, "XN"], WH: tp.Tensor[tp.f32, "G", "COG", "KP
         # epilogue: output element (pixel p, channel g * COG + c); a lowering may fuse a pointwise chain here
         p = m0 + tp.arange(BM)[:, None]
         c = n0 + tp.arange(BN)[None, :]
-        keep = (p < npix) & (c < cog)
-        tp.store(Y[p // OVOL, g, c, p % OVOL], acc, mask=keep)   # EPILOGUE
+        if PHASED:          # row p is pixel j of the phase's grid: output pixel a + S j
+            jd = p % PVOL // (PS1 * PS2)
+            jh = p % (PS1 * PS2) // PS2
+            jw = p % PS2
+            keep = ((p < npix) & (c < cog) & (jd * ST[0] + a0 < OS[0]) & (jh * ST[1] + a1 < OS[1])
+                    & (jw * ST[2] + a2 < OS[2]))
+            op = ((jd * ST[0] + a0) * OS[1] + jh * ST[1] + a1) * OS[2] + jw * ST[2] + a2
+        else:
+            keep = (p < npix) & (c < cog)
+            op = p % OVOL
+        if ph < ST[0] * ST[1] * ST[2]:      # always (the grid's z is groups x phases)
+            tp.store(Y[p // PVOL, g, c, op], acc, mask=keep)   # EPILOGUE
 
 
 PRESETS = {
@@ -211,9 +261,53 @@ def geometry(x_shape, w_shape, y_shape, stride, padding, dilation, groups, trans
         return tuple([fill] * (3 - nsp) + [int(e) for e in v])
 
     cig = int(x_shape[1]) // groups
-    return dict(OS=three(y_shape[2:], 1), KS=three(w_shape[2:], 1), ST=three(stride, 1), PA=three(padding, 0),
-                DI=three(dilation, 1), CIG=cig, TRANSPOSED=bool(transposed), NB=int(x_shape[0]), CI=int(x_shape[1]),
+    st, di = three(stride, 1), three(dilation, 1)
+    return dict(OS=three(y_shape[2:], 1), KS=three(w_shape[2:], 1), ST=st, PA=three(padding, 0),
+                DI=di, CIG=cig, TRANSPOSED=bool(transposed),
+                PHASED=bool(transposed) and max(st) > 1 and max(di) == 1, NB=int(x_shape[0]), CI=int(x_shape[1]),
                 IS=three(x_shape[2:], 1))
+
+
+def phases(geo: dict) -> int:
+    """How many output phases (grid z = groups * phases) a geometry's kernel runs: S0 S1 S2 when PHASED."""
+    return geo["ST"][0] * geo["ST"][1] * geo["ST"][2] if geo.get("PHASED") else 1
+
+
+def phase_taps(geo: dict, a: tuple) -> list:
+    """Per dim (k0, T): the first tap and the tap count of output phase `a` (tap t is k0 + S t)."""
+    out = []
+    for d in range(3):
+        s, k = geo["ST"][d], geo["KS"][d]
+        k0 = (a[d] + geo["PA"][d]) % s
+        out.append((k0, len(range(k0, k, s))))
+    return out
+
+
+def weight_phased(w, groups: int, geo: dict):
+    """The B operand of a PHASED transposed convolution: (phases * G, Cout/G, Cin/G * max taps), row ph * G + g
+    holding phase ph's taps (its own tk0 x tk1 x tk2 grid, row-major, each tap's Cin/G channels together:
+    k = t * CIG + ci) and zeros past them; w is (Cin, Cout/G, *k) as torch keeps it (numpy or torch)."""
+    import itertools
+
+    torch_in = not isinstance(w, np.ndarray)
+    wn = w.detach().cpu().numpy() if torch_in else w
+    ci, cog = wn.shape[0], wn.shape[1]
+    cig = ci // groups
+    w5 = wn.reshape((groups, cig, cog) + tuple(geo["KS"]))          # spatial dims padded to 3 at the front
+    tmax = [-(-k // s) for k, s in zip(geo["KS"], geo["ST"])]
+    out = np.zeros((phases(geo), groups, cog, tmax[0] * tmax[1] * tmax[2] * cig), wn.dtype)
+    for ph, a in enumerate(itertools.product(*[range(s) for s in geo["ST"]])):
+        taps = phase_taps(geo, a)
+        if any(t == 0 for _, t in taps):
+            continue
+        sub = w5[:, :, :, taps[0][0]::geo["ST"][0], taps[1][0]::geo["ST"][1], taps[2][0]::geo["ST"][2]]
+        tv = sub.shape[3] * sub.shape[4] * sub.shape[5]           # (G, CIG, COG, tk0, tk1, tk2) -> (G, COG, t, CIG)
+        out[ph, :, :, :tv * cig] = sub.transpose(0, 2, 3, 4, 5, 1).reshape(groups, cog, tv * cig)
+    out = out.reshape(phases(geo) * groups, cog, -1)
+    if torch_in:
+        import torch
+        return torch.as_tensor(out, device=w.device)
+    return out
 
 
 def weight_gck(w, groups: int, transposed: bool):
@@ -231,13 +325,14 @@ def launch(x, w, y, stride=1, padding=0, dilation=1, groups=1, transposed=False,
     """y = conv(x, w) (or conv_transpose), fp32 out; `split` picks 3xTF32 (fp32-accurate) or one TF32 pass."""
     from stdlib_kernels import gemm_fp32
 
-    wk = weight_gck(w, groups, transposed)
+    geo = geometry(x.shape, w.shape, y.shape, stride, padding, dilation, groups, transposed)
+    geo.update({k: constexprs.pop(k) for k in ("PHASED",) if k in constexprs})
+    wk = weight_phased(w, groups, geo) if geo["PHASED"] else weight_gck(w, groups, transposed)
     if not isinstance(wk, np.ndarray):
         wk = wk.contiguous()
     else:
         wk = np.ascontiguousarray(wk)
     wh, wl = gemm_fp32.split(wk, "nk")
-    geo = geometry(x.shape, w.shape, y.shape, stride, padding, dilation, groups, transposed)
     params = {**PRESETS["sm_90a"], **policy(geo, int(wk.shape[1]), bool(split)), **geo, "SPLIT": bool(split),
               **constexprs}
     cog = int(wk.shape[1])
@@ -249,8 +344,12 @@ def launch(x, w, y, stride=1, padding=0, dilation=1, groups=1, transposed=False,
 
 
 def grid(batch: int, params: dict, cog: int, groups: int) -> tuple:
-    npix = batch * params["OS"][0] * params["OS"][1] * params["OS"][2]
-    return (tp.cdiv(npix, params["BM"]), tp.cdiv(cog, params["BN"]), groups)
+    """(pixel tiles, channel tiles, groups x phases): a PHASED kernel's rows are the largest phase's pixels."""
+    sizes = params["OS"]
+    if params.get("PHASED"):
+        sizes = [-(-o // s) for o, s in zip(params["OS"], params["ST"])]
+    npix = batch * sizes[0] * sizes[1] * sizes[2]
+    return (tp.cdiv(npix, params["BM"]), tp.cdiv(cog, params["BN"]), groups * phases(params))
 
 
 def reference(x, w, stride=1, padding=0, dilation=1, groups=1, transposed=False, output_padding=0):

@@ -255,25 +255,62 @@ def _conv_igemm(ctx, x, w, shape, stride, padding, dilation, transposed, groups)
     cig, cog = x.shape[1] // groups, shape[1] // groups
     ksz = list(w.shape[2:])
     K = cig * math.prod(ksz)
+    geo = conv_igemm.geometry(x.shape, w.shape, shape, stride, padding, dilation, groups, transposed)
     if not transposed:
         wb = ctx.contiguous(w, "conv_w")
+    elif geo["PHASED"]:     # strided: one direct GEMM per output phase in one launch (conv_igemm PHASED)
+        wb = _phased_weight(ctx, w, geo, groups, cig, cog)
+        K = wb.shape[2]
     else:
         def wval(c):    # B[g, co, (ci, *k)] = w[g * cig + ci, co, *k]
             rc = unflatten(c[2], [cig] + ksz)
             return w([add(rc[0], c[0] * cig), c[1]] + rc[1:])
         wb = ctx.contiguous(LTensor((groups, cog, K), w.dtype, lambda c: wval(c)), "conv_wt")
-    geo = conv_igemm.geometry(x.shape, w.shape, shape, stride, padding, dilation, groups, transposed)
     out = ctx.add_buffer("conv", shape, torch.float32)
     split = conv_prec == "fp32"     # 3xTF32 at fp32 accuracy; tf32 and bf16: one TF32 pass
     ctx.kernels.append(ConvTemplate(out, xb.buffer, wb.buffer, groups, cog, K, geo, split, ctx.note))
     return buffer_tensor(out)
 
 
-# A strided transposed convolution as stride^d direct ones (one per output phase, each with the taps that
-# meet whole input rows): the implicit GEMM then multiplies no zeros for the taps the stride skips (3-D, kernel
-# 3, stride 2: 1/8 of the gathered taps are live). On by default since the H100 measurement (level2/003, 010,
-# 017, 034, 035, 057 at full size: 4-15x faster than the one-GEMM form, 0.04-0.20x -> 0.56-1.62x eager;
-# benchmarks/results/suite-level2-phases-*.json); ARGUS_TRANSPOSED_PHASES=0 gives the one-GEMM form back.
+def _phased_weight(ctx, w, geo, groups, cig, cog):
+    """B of a PHASED transposed convolution (stdlib conv_igemm.weight_phased, on the device): row ph * G + g,
+    column t * CIG + ci holds w[g * CIG + ci, co, k0 + S t] for tap t of phase ph's own T grid, 0 past it."""
+    import itertools
+
+    from stdlib_kernels import conv_igemm
+
+    from .index import flatten, mod, scale
+    wbuf = ctx.contiguous(w, "conv_w").buffer
+    nsp = len(w.shape) - 2
+    tmax = [-(-k // s) for k, s in zip(geo["KS"], geo["ST"])]
+    kph = cig * math.prod(tmax)
+    plans = []
+    for ph, a in enumerate(itertools.product(*[range(s) for s in geo["ST"]])):
+        taps = conv_igemm.phase_taps(geo, a)
+        if all(t > 0 for _, t in taps):
+            plans.append((ph, taps))
+
+    def fn(c):
+        z, co, k = c
+        v = None
+        ci, tt = mod(k, cig), floordiv(k, cig)
+        for ph, taps in plans:
+            (k00, t0), (k01, t1), (k02, t2) = taps
+            g = add(z, const(-ph * groups))
+            kk = [add(const(k00), scale(floordiv(tt, t1 * t2), geo["ST"][0])),
+                  add(const(k01), scale(mod(floordiv(tt, t2), t1), geo["ST"][1])),
+                  add(const(k02), scale(mod(tt, t2), geo["ST"][2]))][3 - nsp:]
+            conds = (("ge0", g), ("lt", g, groups), ("lt", tt, t0 * t1 * t2))
+            ld = vals.load(wbuf.name, flatten([add(ci, g * cig), co] + kk, w.shape), wbuf.dtype, conds)
+            v = ld if v is None else call("add", v, ld)
+        return v if v is not None else vals.const(0.0, w.dtype)
+    shape = (conv_igemm.phases(geo) * groups, cog, kph)
+    return ctx.contiguous(LTensor(shape, w.dtype, fn), "conv_wphase")
+
+
+# A strided transposed convolution as stride^d direct ones, each into its own buffer, then one gather of the
+# output from them: the IR form of the phases that conv_igemm's PHASED kernel now runs in one launch (with
+# the fused epilogue). Off by default; ARGUS_TRANSPOSED_PHASES=1 gives it back.
 TRANSPOSED_PHASES = os.environ.get("ARGUS_TRANSPOSED_PHASES", "1") == "1"
 
 
@@ -380,11 +417,31 @@ def _max_pool(ctx, node, x, kernel, stride=None, padding=0, dilation=1, ceil_mod
         return call("where", ok, v, vals.const(-math.inf, acc)) if ok is not None else v
     red = ctx.reduce("max", shape, kernel, fn, acc, base="maxpool")
     out = red if x.dtype == acc else LTensor(shape, x.dtype, lambda c: vals.cast(red(c), x.dtype))
-    if isinstance(val, (tuple, list)):
-        def no_indices(c):
-            raise NotImplementedError("max-pooling indices (return_indices=True)")
-        return out, LTensor(shape, torch.int64, no_indices)
+    if isinstance(val, (tuple, list)):      # (an indices kernel nothing reads is dropped with the dead ones)
+        return out, _max_pool_indices(ctx, x, shape, kernel, coords, fn, red)
     return out
+
+
+def _max_pool_indices(ctx, x, shape, kernel, coords, value, best):
+    """return_indices=True: per output, the flat index (over the input's pooled dims, as torch) of the first
+    window element (in window order) equal to the window's max `best`, a NaN for a NaN max."""
+    from .index import flatten
+
+    nsp = len(kernel)
+    lead = len(x.shape) - nsp
+    n = math.prod(x.shape[lead:])
+
+    def fn(oc, rc):
+        full, conds = coords(oc, rc)
+        v, b = value(oc, rc), best(oc)
+        hit = call("or", call("eq", v, b), call("and", call("ne", b, b), call("ne", v, v), dtype=torch.bool),
+                   dtype=torch.bool)
+        ok = _cond_value(conds)
+        if ok is not None:          # a padding position is never the answer (an all -inf window: its first element)
+            hit = call("and", ok, hit, dtype=torch.bool)
+        at = vals.index_value(flatten(full[lead:], x.shape[lead:]))
+        return call("where", hit, at, vals.const(n, torch.int64), dtype=torch.int64)
+    return ctx.reduce("min", shape, kernel, fn, torch.int64, base="maxpool_idx")
 
 
 def _cond_value(conds):

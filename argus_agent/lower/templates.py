@@ -286,8 +286,13 @@ def _epilogue_coords(t) -> tuple[str, list]:
     if isinstance(t, ConvTemplate):
         n, co = t.x.shape[0], t.groups * t.cog
         ov = t.out.numel // (n * co)
-        return "Y", [("_eq_n", n, f"({_ROWS} // OVOL)"), ("_eq_c", co, f"(g * cog + {_COLS})"),
-                     ("_eq_p", ov, f"({_ROWS} % OVOL)")]
+        pix = f"({_ROWS} % OVOL)"
+        if t.geometry.get("PHASED"):    # row p is pixel j of phase a's grid: output pixel a + S j
+            jd, jh, jw = (f"({_ROWS} % PVOL // (PS1 * PS2))", f"({_ROWS} % (PS1 * PS2) // PS2)",
+                          f"({_ROWS} % PS2)")
+            pix = f"((({jd} * ST[0] + a0) * OS[1] + {jh} * ST[1] + a1) * OS[2] + {jw} * ST[2] + a2)"
+        return "Y", [("_eq_n", n, f"({_ROWS} // PVOL)"), ("_eq_c", co, f"(g * cog + {_COLS})"),
+                     ("_eq_p", ov, pix)]
     return "C", [("_eq_z", t.batch, "z"), ("_eq_m", t.M, _ROWS), ("_eq_n", t.N, _COLS)]
 
 
@@ -486,6 +491,7 @@ def render_conv(t: ConvTemplate, n: int, kname: str, out: Buffer, extra: list) -
     g, cog, K = t.groups, t.cog, t.K
     kp = -(-K // 4) * 4
     wh, wl = f"ws{n}_wh", f"ws{n}_wl"
+    g = conv_igemm.phases(t.geometry) * t.groups   # B's rows: a PHASED weight holds one per phase and group
     rows = g * cog
     lines = [f"{wh} = torch.empty(({g}, {cog}, {kp}), dtype=torch.float32, device=dev)"]
     if t.split:
@@ -497,9 +503,9 @@ def render_conv(t: ConvTemplate, n: int, kname: str, out: Buffer, extra: list) -
                  f"{wh}.view({rows}, {kp}), {wl}.view({rows}, {kp}))")
     params = conv_params(t)
     ov = t.geometry["OS"][0] * t.geometry["OS"][1] * t.geometry["OS"][2]
-    grid = conv_igemm.grid(t.x.shape[0], params, cog, g)
+    grid = conv_igemm.grid(t.x.shape[0], params, cog, t.groups)
     kw = ", ".join(f"{k}={_py_source(v)}" for k, v in params.items())
     lines.append(f"launch({kname}, {grid}, {t.x.name}, {wh}, {wl if t.split else wh}, "
-                 f"{out.name}.view({t.x.shape[0]}, {g}, {cog}, {ov})" + "".join(f", {a}" for a in extra)
+                 f"{out.name}.view({t.x.shape[0]}, {t.groups}, {cog}, {ov})" + "".join(f", {a}" for a in extra)
                  + f", {kw})")
     return lines

@@ -69,6 +69,33 @@ def test_conv_forms_with_fused_epilogue_fp32(name, make, xs, tf32, tmp_path):
     _close(out, ref, 1e-4)
 
 
+PHASED = [
+    ("convT1d", lambda: nn.ConvTranspose1d(16, 8, 4, stride=2, padding=1), (2, 16, 30)),
+    ("convT2d_grouped_s3", lambda: nn.ConvTranspose2d(8, 12, (5, 3), stride=(3, 2), padding=(2, 1), groups=2,
+                                                      output_padding=(1, 0)), (1, 8, 6, 7)),
+    ("convT3d_k3s2", lambda: nn.ConvTranspose3d(16, 16, 3, stride=2, padding=1, output_padding=1), (1, 16, 3, 4, 3)),
+]
+
+
+@pytest.mark.parametrize("tf32", [False, True], indirect=True)
+@pytest.mark.parametrize("name,make,xs", PHASED, ids=[c[0] for c in PHASED])
+def test_strided_transposed_conv_runs_phased_with_fused_epilogue(name, make, xs, tf32, tmp_path, monkeypatch):
+    """Without the IR phases (ops_nn.TRANSPOSED_PHASES off), a strided transposed convolution is one PHASED
+    conv_igemm launch (grid z = groups x phases, a per-phase weight) whose store takes the pointwise chain."""
+    from argus_agent.lower import ops_nn
+
+    monkeypatch.setattr(ops_nn, "TRANSPOSED_PHASES", False)
+    torch.manual_seed(5)
+    model = ConvChain(make())
+    prog, src, out, ref = _run(model, [torch.randn(xs)], tmp_path, f"phased_{name}_{tf32}")
+    convs = [k for k in prog.kernels if isinstance(k, ConvTemplate)]
+    assert len(convs) == 1 and convs[0].geometry["PHASED"] and convs[0].split == (not tf32)
+    kernels, _ = fuse_epilogues(prog.kernels, prog.buffers, prog.outputs)
+    assert [k for k in kernels if isinstance(k, ConvTemplate)][0].epilogue is not None
+    assert "PHASED=True" in src and "conv_igemm_e" in src
+    _close(out, ref, 1e-2 if tf32 else 1e-4)
+
+
 @pytest.mark.parametrize("tf32", [True], indirect=True)
 def test_conv_takes_tf32_where_pytorch_does(tf32, tmp_path):
     """torch.backends.cudnn.allow_tf32 (PyTorch's default): one TF32 pass, matched at 1e-2 (and not bit-equal

@@ -22,6 +22,13 @@ CASES = [
     ((1, 4, 5, 6), (4, 3, 3, 3), 2, 1, 1, 1, True, 1, {}),                                # transposed, out pad
     ((1, 4, 6, 5), (4, 2, 3, 3), 1, 2, 2, 2, True, 0, {}),                                # transposed grouped dil.
     ((1, 2, 3, 4, 4), (2, 3, 2, 3, 3), (1, 2, 2), (0, 1, 1), 1, 1, True, 0, {}),          # transposed 3-D
+    # strided transposed ones run PHASED (one direct GEMM per output phase): phases no tap reaches (K < S),
+    # stride 3 with groups and unequal strides, a 3-D one with three strides, padding past the kernel
+    ((2, 4, 5, 6), (4, 3, 1, 1), 2, 0, 1, 1, True, 1, {}),
+    ((1, 6, 4, 5), (6, 4, 5, 4), (3, 2), (2, 1), 1, 2, True, (1, 0), {}),
+    ((1, 3, 3, 4, 3), (3, 5, 3, 4, 2), (2, 2, 3), (1, 2, 0), 1, 1, True, 0, {}),
+    ((2, 5, 9), (5, 3, 4), 2, 5, 1, 1, True, 0, {}),
+    ((1, 16, 3, 5), (16, 8, 3, 3), 2, 1, 1, 1, True, 1, dict(STAGES=2)),          # CIG % BK == 0: one tap a k-tile
 ]
 
 
@@ -76,7 +83,13 @@ def test_conv_igemm_torch_tensors_and_weight_layouts():
 
 
 @pytest.mark.parametrize("geometry", [dict(), dict(TRANSPOSED=True, ST=(1, 2, 2), SPLIT=False, BN=64,
-                                                     INSTR=conv_igemm.tp.nv.wgmma_m64n64k8_tf32)])
+                                                     INSTR=conv_igemm.tp.nv.wgmma_m64n64k8_tf32),
+                                      dict(TRANSPOSED=True, PHASED=True, ST=(1, 2, 2), SPLIT=False, BN=64,
+                                           INSTR=conv_igemm.tp.nv.wgmma_m64n64k8_tf32),
+                                      dict(TRANSPOSED=True, PHASED=True, ST=(2, 2, 2), KS=(3, 3, 3), OS=(8, 8, 8),
+                                           IS=(4, 4, 4), PA=(1, 1, 1), CI=32, CIG=16, **conv_igemm.policy(
+                                               dict(IS=(4, 4, 4), KS=(3, 3, 3)), 32))],
+                         ids=["direct", "transposed", "phased_2d", "phased_3d_grouped"])
 def test_conv_igemm_verifies_clean(geometry):
     """tilepy-verify: no two blocks or tile elements write one output element, the wgmma operand layouts and
     the rest of the checks, for a direct and a transposed geometry. The pipeline check is left out: it does not
@@ -106,7 +119,10 @@ def _toolchain():
          INSTR=conv_igemm.tp.nv.wgmma_m64n64k8_tf32),                                    # level2/007's conv
     dict(OS=(1, 256, 256), ST=(1, 2, 2), PA=(0, 1, 1), CIG=64, NB=16, CI=64, IS=(1, 128, 128), TRANSPOSED=True,
          SPLIT=True, BN=32, INSTR=conv_igemm.tp.nv.wgmma_m64n32k8_tf32),                 # level1/099's
-], ids=["direct_tf32", "transposed_3xtf32"])
+    dict(OS=(1, 256, 256), ST=(1, 2, 2), PA=(0, 1, 1), CIG=64, NB=16, CI=64, IS=(1, 128, 128), TRANSPOSED=True,
+         PHASED=True, SPLIT=False, BN=32, INSTR=conv_igemm.tp.nv.wgmma_m64n32k8_tf32, BM=64, CONSUMERS=1, BK=16,
+         STAGES=4, SWIZZLE=conv_igemm.tp.Swizzle(2, 2, 3)),                              # in phases, policy tiles
+], ids=["direct_tf32", "transposed_3xtf32", "phased_tf32"])
 def test_conv_igemm_sass_has_hgmma_and_no_spills(geometry):
     """Built for sm_90a: the products are HGMMA and nothing spills to local memory (the gather's flat 32-bit
     offsets keep the producer in registers; a 5-D view's 64-bit strides spilled ~55 LDL)."""
