@@ -2,7 +2,10 @@
 (PyTorch's default for convolutions: cuDNN TF32 vs one TF32 pass) and fp32 without (cuDNN fp32 vs 3xTF32).
 Median of --runs timed calls after warm-up, random data; JSON into benchmarks/results/ (or --out).
 
-    python benchmarks/conv.py [--runs 20] [--out DIR]
+    python benchmarks/conv.py [--runs 20] [--out DIR] [--only NAME...]
+
+Strided transposed rows also time the one-GEMM form (PHASED=False: every tap gathered, the stride's holes
+masked) beside conv_igemm.launch's phases.
 """
 
 import argparse
@@ -24,6 +27,7 @@ SHAPES = [  # name, x, w, stride, padding, dilation, groups, transposed, output_
     ("l1_089 conv1d k5", (32, 64, 16384), (128, 64, 5), 1, 2, 1, 1, False, 0),
     ("l1_096 conv3d", (8, 32, 32, 64, 64), (64, 32, 3, 3, 3), 1, 1, 1, 1, False, 0),
     ("l1_099 convT2d s2", (16, 64, 128, 128), (64, 32, 3, 3), 2, 1, 1, 1, True, 1),
+    ("l2_003 convT3d s2", (8, 32, 32, 64, 64), (32, 16, 3, 3, 3), 2, 1, 1, 1, True, 0),
 ]
 
 
@@ -71,6 +75,14 @@ def bench(shape, d, runs):
         t_ref, t_ours = median_ms(call, runs), median_ms(ours, runs)
         row = dict(name=name, precision="tf32" if tf32 else "fp32 (3xTF32 vs cuDNN fp32)", torch_ms=t_ref,
                    ours_ms=t_ours, ratio=t_ref / t_ours, rel_err=err)
+        if tr and max([s] if isinstance(s, int) else s) > 1:   # launch runs it PHASED; the one-GEMM form too
+            def one_gemm(split=not tf32):
+                conv_igemm.launch(x, w, y, s, p, dl, g, tr, split=split, PHASED=False)
+            one_gemm()
+            torch.cuda.synchronize()
+            row.update(one_gemm_ms=median_ms(one_gemm, runs),
+                       one_gemm_rel_err=((y - ref).abs().max() / ref.abs().max()).item())
+            row["one_gemm_ratio"] = t_ref / row["one_gemm_ms"]
         rows.append(row)
         print(f"{name:28s} {row['precision'][:5]:5s} torch {t_ref:8.3f} ms  ours {t_ours:8.3f} ms  "
               f"{row['ratio']:.2f}x  err {err:.2e}", flush=True)
@@ -81,17 +93,21 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
+    ap.add_argument("--only", nargs="*", default=None, help="rows whose name starts with one of these")
+    ap.add_argument("--tag", default="", help="suffix of the JSON's name")
     args = ap.parse_args()
     d = torch.device("cuda")
     rows = []
     for shape in SHAPES:
+        if args.only and not any(shape[0].startswith(o) for o in args.only):
+            continue
         rows += bench(shape, d, args.runs)
     torch.backends.cudnn.allow_tf32 = True
     dev = torch.cuda.get_device_name().replace(" ", "_")
     out = dict(device=torch.cuda.get_device_name(), torch=torch.__version__, cudnn=torch.backends.cudnn.version(),
                date=datetime.date.today().isoformat(), rows=rows)
     os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, f"conv-{dev}.json"), "w") as f:
+    with open(os.path.join(args.out, f"conv{args.tag}-{dev}.json"), "w") as f:
         json.dump(out, f, indent=1)
 
 
