@@ -2,7 +2,7 @@
 # One device call for conv_igemm's PHASED transposed convolutions: the conv GPU tests (strided transposed cases
 # run PHASED through launch), compute-sanitizer memcheck + racecheck on sanitize_conv.py (PHASED launches in
 # both tile configurations), benchmarks/conv.py (phases vs the one-GEMM form vs cuDNN), then the suite on the
-# strided transposed problems with the in-kernel phases (ARGUS_TRANSPOSED_PHASES=0) and with the IR phases.
+# strided transposed problems with the in-kernel phases (ARGUS_TRANSPOSED_PHASES=0; PHASES="0 1": the IR phases too).
 # Usage on the device machine (repo root): bash tests/gpu/run_conv_phased.sh [suite seconds]
 set -uo pipefail
 budget=${1:-40}
@@ -21,7 +21,7 @@ for tool in memcheck racecheck; do
 done
 timeout 120 python3 benchmarks/conv.py --runs 20 --out "$OUT" 2>&1 | tail -20
 P=tests/problems
-for phases in 0 1; do
+for phases in ${PHASES:-0}; do
   ARGUS_TRANSPOSED_PHASES=$phases timeout $((budget + 60)) python3 benchmarks/suite.py --jobs 14 --runs 10 \
     --time-budget "$budget" --out "$OUT/suite-phases$phases.json" \
     $P/level2/003_* $P/level2/010_* $P/level2/034_* $P/level2/035_* $P/level1/099_* 2>&1 | tail -9
