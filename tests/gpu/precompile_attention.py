@@ -35,6 +35,9 @@ def variants():
                 out.append((kern, dict(HEAD_DIM=d, BN=128, STAGES=attention.DECODE_STAGES[d], CONSUMERS=1,
                                        QLEN=qlen, CAUSAL=causal)))
         out.append(("attention_merge", dict(HEAD_DIM=d)))
+        for splits in (2, 3, 4, 8):                  # decode's merges (every split at once), 4 and 16 rows
+            for rows in (4, 16):
+                out.append(("attention_merge", attention.merge_params(splits, rows, d)))
         for ring in ({64: dict(STAGES=6), 128: dict(BN=64, STAGES=6)}[d], dict(BN=64, STAGES=6)):
             for kern in ("attention_decode", "attention_decode_bf16"):   # benchmarks/attention.py's rings
                 out.append((kern, {**dict(HEAD_DIM=d, BN=128, STAGES=attention.DECODE_STAGES[d], CONSUMERS=1,

@@ -130,6 +130,26 @@ def test_split_kv_decode_matches_float64(b, h, hkv, qlen, skv, d, causal):
     assert float((lse.double() - ref_lse).abs().max()) < 1e-4 * max(1.0, float(ref_lse.abs().max()))
 
 
+@pytest.mark.parametrize("splits,d", [(4, 128), (3, 64), (8, 128)])
+def test_decode_merge_with_empty_splits(splits, d):
+    """Causal, four new tokens, 385 keys in `splits` splits of whole 128-key tiles: the last split holds key 384
+    alone, which the first three new tokens do not see (their partial there is empty: lse -inf, weight 0); the
+    merge loads every split at once (merge_params)."""
+    g = torch.Generator(device=DEV).manual_seed(splits * 10 + d)
+    b, h, hkv, qlen, skv = 3, 8, 2, 4, 128 * (splits - 1) + 1
+    q = torch.randn(b * h, qlen, d, device=DEV, generator=g).bfloat16()
+    k = torch.randn(b * hkv, skv, d, device=DEV, generator=g).bfloat16()
+    v = torch.randn(b * hkv, skv, d, device=DEV, generator=g).bfloat16()
+    o = torch.full_like(q, float("nan"))
+    lse = torch.full((b * h, qlen), float("nan"), device=DEV)
+    _, lse_parts = attention.decode(q, k, v, o, lse, causal=True, splits=splits)
+    torch.cuda.synchronize()
+    assert lse_parts.shape[0] == splits and torch.isneginf(lse_parts[-1, :, 0]).all()
+    ref_o, ref_lse = reference_decode(q, k, v, True)
+    assert rel(o, ref_o) < 5e-3
+    assert float((lse.double() - ref_lse).abs().max()) < 1e-4 * max(1.0, float(ref_lse.abs().max()))
+
+
 @pytest.mark.parametrize("causal", [False, True])
 def test_one_tile_at_a_time_variant_matches_float64(causal):
     """PIPELINE=False (the ablation's step before the FA3 overlap) computes the same function."""

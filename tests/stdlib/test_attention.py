@@ -283,9 +283,44 @@ def test_merge_weighs_each_split_by_its_share():
     assert (o[0, 1:] == 0).all() and np.allclose(lse[0, 1:], np.log(2.0))
 
 
+@pytest.mark.parametrize("splits,rows,d", [(4, 4, 128), (3, 5, 64), (2, 20, 128), (8, 4, 64), (1, 3, 128)])
+def test_merge_all_splits_at_once(splits, rows, d):
+    """merge_params' form (every split loaded as one (SPLITS, BR, D) tile; splits past NS read as empty) against
+    float64 and against the run-time loops, with an empty split, a row whose splits are all empty, ragged rows."""
+    rng = np.random.default_rng(splits * 100 + rows)
+    bhkv = 3
+    o_parts = rng.standard_normal((splits, bhkv, rows, d)).astype(np.float32)
+    lse_parts = (rng.standard_normal((splits, bhkv, rows)) * 3).astype(np.float32)
+    lse_parts[0, 0, 0] = -np.inf                      # one empty split of one row
+    lse_parts[:, 1, rows - 1] = -np.inf               # every split of a row empty: o 0, lse -inf
+    mp = attention.merge_params(splits, rows, d)
+    assert mp["SPLITS"] >= splits and mp["BR"] * d >= 512
+    outs = []
+    for grid, cfg in (((bhkv, -(-rows // mp["BR"])), mp), ((bhkv, -(-rows // 16)), dict(HEAD_DIM=d))):
+        o = np.full((bhkv, rows, d), np.nan, np.float32)
+        lse = np.full((bhkv, rows), np.nan, np.float32)
+        attention.attention_merge[grid](o_parts, lse_parts, o, lse, **cfg)
+        outs.append((o, lse))
+    lp = lse_parts.astype(np.float64)
+    m = np.max(lp, axis=0)
+    m = np.where(np.isinf(m), 0.0, m)
+    w = np.exp(lp - m)
+    den = w.sum(0)
+    ref = (w[..., None] * o_parts).sum(0) / np.where(den > 0, den, 1.0)[..., None]
+    with np.errstate(divide="ignore"):
+        ref_lse = m + np.log(den)
+    for o, lse in outs:
+        assert np.linalg.norm(o - ref) / np.linalg.norm(ref) < 4e-3          # bf16 output
+        assert (o[1, rows - 1] == 0).all() and np.isneginf(lse[1, rows - 1])
+        np.testing.assert_allclose(lse, ref_lse, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(outs[0][1], outs[1][1])
+
+
 @pytest.mark.parametrize("kernel,cfg", [(attention.attention_decode, dict(HEAD_DIM=128, STAGES=3, QLEN=4, CAUSAL=True)),
                                         (attention.attention_decode_bf16, dict(HEAD_DIM=128, STAGES=3, QLEN=1)),
                                         (attention.attention_merge, {}),
+                                        (attention.attention_merge, attention.merge_params(4, 4, 128)),
+                                        (attention.attention_merge, attention.merge_params(3, 20, 64)),
                                         (attention.attention_decode, dict(HEAD_DIM=64, STAGES=6, QLEN=1))])
 def test_verifier_proves_decode(kernel, cfg):
     tilepy_verify = pytest.importorskip("tilepy_verify")
