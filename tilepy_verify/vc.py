@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import operator
 import os
+import time
 from dataclasses import dataclass, field
 
 import z3
@@ -443,6 +444,56 @@ class _Z3:
         return z3.ExprRef(a, self.ctx)
 
 
+FIRST_TRY_S = 2.0  # a query not settled by then is tried with concrete sizes (Solver_._answer)
+SEED_TRY_S = 0.5
+SEED_TRIES = 8
+_SEEDS = {"dim:": (300, 129, 520, 70, 1000, 2049, 200, 64), "grid": (2, 3, 4, 1, 7, 5, 2, 3),
+          "p:": (3, 5, 1, 8, 2, 7, 4, 6)}
+
+
+def _seedable(term) -> list:
+    """Names of the sizes (tensor dimensions, grid, integer parameters) that occur in a product of two
+    non-constant factors or in a run-time divisor of `term`: fixing them makes those operations linear."""
+    out, seen = set(), set()
+
+    def sym(e):
+        if not isinstance(e, BinOp) or id(e) in seen:
+            return
+        seen.add(id(e))
+        if (e.op == "*" and const_of(e.a) is None and const_of(e.b) is None) or (
+                e.op in ("//", "%") and const_of(e.b) is None):
+            for x in ((e.a, e.b) if e.op == "*" else (e.b,)):
+                out.update(n for n in _names(x) if n.startswith(tuple(_SEEDS)))
+        sym(e.a)
+        sym(e.b)
+
+    def go(t):
+        if isinstance(t, Sym):
+            sym(t)
+        elif isinstance(t, tuple) and t and id(t) not in seen:
+            seen.add(id(t))
+            if t[0] == "cmp":
+                sym(t[2])
+                sym(t[3])
+            elif t[0] in ("and", "or", "not"):
+                for x in t[1:]:
+                    go(x)
+
+    go(term)
+    return sorted(out)
+
+
+def _seed_values(names):
+    """SEED_TRIES assignments of concrete sizes to `names` (each name walks its kind's list from its own
+    offset, so two dimensions differ)."""
+    for i in range(SEED_TRIES):
+        out = {}
+        for j, n in enumerate(names):
+            vals = next(v for k, v in _SEEDS.items() if n.startswith(k))
+            out[n] = vals[(i + 3 * j) % len(vals)]
+        yield out
+
+
 def _linear_key(e):
     """A key equal for Syms that are the same linear combination of the same non-linear subterms (constants
     folded, sums and differences flattened, constant factors distributed)."""
@@ -744,9 +795,10 @@ class Solver_:
             return hit[1]
         self.queries += 1
         self.solver.push()
+        self._seeded = 0
         try:
             self._assert(formula)
-            answer = self.solver.check()
+            answer = self._answer(term, names)
             if answer == z3.unknown:
                 reason = self.solver.reason_unknown()
                 if self.unknown == "raise":
@@ -758,11 +810,44 @@ class Solver_:
             else:
                 model = self._model(names | set(want_vars), bools=True)
         finally:
-            self.solver.pop()
-        if model is not None and small:
+            self.solver.pop(1 + self._seeded)
+        if model is not None and small and not self._seeded:  # a seeded model has small sizes already
             model = self._small(formula, names, want_vars) or model
         self.cache[fkey] = (formula, model)
         return model
+
+    def _answer(self, term, names):
+        """sat / unsat / unknown for the asserted formula. A query Z3 does not settle in FIRST_TRY_S is one
+        whose models need nonlinear arithmetic (a run-time tile count times the grid, a division by a run-time
+        size): it is tried again with the sizes that make it nonlinear fixed to a few concrete values (then its
+        products and divisions are by constants: linear), a model of which is a model of the query (never a
+        proof: an unsat there says nothing), and only then for the rest of the query's time as it is."""
+        limit = self.timeout_s if self.timeout_s and self.timeout_s > 0 else None
+        first = FIRST_TRY_S if limit is None else min(FIRST_TRY_S, limit)
+        seeds = _seedable(term) if first < (limit or float("inf")) else []
+        if not seeds:
+            return self.solver.check()
+        t0 = time.perf_counter()
+        self._set_timeout(first)
+        try:
+            answer = self.solver.check()
+            if answer != z3.unknown:
+                return answer
+            self._set_timeout(SEED_TRY_S)
+            for values in _seed_values(seeds):
+                self.solver.push()
+                self._assert(self.enc.formula(AND(*(cmp("==", Var(n), v) for n, v in values.items()))))
+                if self.solver.check() == z3.sat:
+                    self._seeded = 1  # the model stays readable until the caller pops this frame too
+                    return z3.sat
+                self.solver.pop()
+            rest = None if limit is None else limit - (time.perf_counter() - t0)
+            if rest is not None and rest <= 0:
+                return z3.unknown
+            self._set_timeout(rest if rest is not None else 0)
+            return self.solver.check()
+        finally:
+            self._set_timeout(self.timeout_s)
 
     def _set_timeout(self, seconds):
         if seconds and seconds > 0:
