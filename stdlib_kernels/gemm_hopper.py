@@ -229,9 +229,11 @@ def gemm_persistent(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", 
     Each output tile takes `rounds` whole turns of the ring (k-tiles rounded up to a multiple of STAGES; a
     slot past the last k-tile carries no copy and no product, only its two arrivals), so the k-th slot of a
     block's it-th tile is stage k % STAGES in phase it * rounds + k // STAGES of both mbarriers. The consumers
-    release every stage once up front, so the producer's wait has no first-turn case. The verifier does not
-    prove this form (phases of two nested loops: tests/stdlib/test_gemm_hopper.py, strict xfail);
-    gemm_persistent_flat below is the same GEMM as one flat loop per role, proven clean, but slower."""
+    release every stage once up front, so the producer's wait has no first-turn case. The verifier proves this
+    form clean (it writes the tile and ring loops as one loop over the block's slots before the analysis:
+    tilepy_verify/mbarrier_arrays.py, tests/stdlib/test_gemm_hopper.py::test_persistent_verifies, seeded bugs
+    in tests/verify/test_persistent_nested.py); gemm_persistent_flat below is the same GEMM written as that one
+    loop per role, slower on the H100."""
     a_s = tp.shared((BM, BK), tp.bf16, stages=STAGES, swizzle=SWIZZLE)
     b_s = tp.shared((BK, BN), tp.bf16, stages=STAGES, swizzle=SWIZZLE, layout=b_layout(BK, BN))
     full = tp.mbarrier(1, stages=STAGES)
