@@ -426,6 +426,8 @@ def streamk_rows(g, shapes, outs=(torch.bfloat16, torch.float32)) -> list:
             sms = torch.cuda.get_device_properties(0).multi_processor_count
             for name, p in gemm_streamk.PRESETS.items():
                 variants[f"streamk_{name}"] = (gemm_streamk.launch, p)
+                if p.get("FIXUP", 1):  # the slots' fix-up against the atomic one
+                    variants[f"streamk_{name}_atomic"] = (gemm_streamk.launch, {**p, "FIXUP": 0})
                 tiles = -(-M // p["BM"]) * -(-N // p["BN"])
                 if tiles < sms:   # a grid of whole splits of every tile (shares aligned to tiles: split-K)
                     aligned = {**p, "num_sms": tiles * (sms // tiles)}

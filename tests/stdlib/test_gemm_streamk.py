@@ -10,9 +10,13 @@ where BUG == "none": `test_fixup_copy_is_the_stdlib_kernel` compares the IR):
 * "no_ticket": no ticket at all, every contributor stores what the workspace holds when it gets there,
 * "no_reset": the ticket is not reset: the next call's tickets start past the count, no block is last and the
   split tiles of C are never written,
-* "no_zero": the workspace is not zeroed: the next call adds onto the last call's sums.
+* "no_zero" (FIXUP=0): the workspace is not zeroed: the next call adds onto the last call's sums,
+* "opening_slots" (FIXUP=1): the last contributor reads every contributor's opening slot (2j), also the first
+  contributor's whose part of the tile closes its share (slot 2j + 1).
 
-Each is caught on the interpreter (wrong or missing output). What neither tool catches: a ticket taken with
+Each is caught on the interpreter (wrong or missing output), "first_ticket" and "no_ticket" with FIXUP=0 only:
+with FIXUP=1 the interpreter's one-block-at-a-time order heals them (the contributor that runs last sums every
+slot and stores last), so only a concurrent schedule shows them. What neither tool catches: a ticket taken with
 sem="relaxed" (no fence; the interpreter runs one block at a time and the verifier's global_race has no
 release / acquire model, see the kernel's docstring); `test_verifier_on_the_fix_up` pins what the verifier
 reports instead.
@@ -50,18 +54,18 @@ def _rel(out, ref):
     (100, 200, 150, T64, 5),      # 2 x 3 tiles of 4 k-tiles on 5 blocks: 4.8 k-tiles each, tiles split 2 ways
     (70, 520, 129, T64, 7),       # 9 k-tiles (the last partial), 6 tiles on 7 blocks
     (130, 330, 70, T128, 3),      # 2 x 2 tiles of 6 k-tiles on 3 blocks: a share holds a whole tile and parts
-    (40, 700, 64, T64, 13),       # one tile of 11 k-tiles on 11 blocks (the grid is capped at the iterations)
+    (40, 700, 64, T64, 13),       # one tile of 11 k-tiles: 2 blocks (shares of at least 4 k-tiles)
     (200, 64, 200, T64, 4),       # one k-tile per tile: every tile whole, no fix-up
     (90, 300, 90, T64, 1),        # one block: every tile whole
 ])
-@pytest.mark.parametrize("out", [tp.f32, tp.bf16])
-def test_streamk_on_the_interpreter(m, k, n, params, sms, out):
+@pytest.mark.parametrize("out,fixup_policy", [(tp.f32, 1), (tp.bf16, 1), (tp.f32, 0), (tp.bf16, 0)])
+def test_streamk_on_the_interpreter(m, k, n, params, sms, out, fixup_policy):
     a, b = _inputs(m, k, n, m + k + n)
     ref = sk.reference(a, b)
     sk._PLANS.clear()
     for call in range(2):   # the second call reuses the plan's workspace and tickets
         c = np.full((m, n), np.nan, np.float32)
-        sk.launch(a, b, c, out_dtype=out, num_sms=sms, **params)
+        sk.launch(a, b, c, out_dtype=out, num_sms=sms, FIXUP=fixup_policy, **params)
         if out == tp.f32:
             assert _rel(c, ref) < 1e-6, call
         else:
@@ -70,7 +74,7 @@ def test_streamk_on_the_interpreter(m, k, n, params, sms, out):
             assert np.abs(c - ref).max() <= 2.0**-8 * np.abs(ref).max(), call
     (plan,) = sk._PLANS.values()
     ws, locks = next(iter(plan.bufs.values()))
-    assert not ws.any() and not locks.any()   # left zero for the next call
+    assert not locks.any() and (fixup_policy == 1 or not ws.any())   # left zero for the next call
 
 
 def test_schedule_mirror():
@@ -114,11 +118,12 @@ def test_any_block_order(monkeypatch, order):
                   (lambda n: rng.sample(range(n), n)))
     a, b = _inputs(130, 520, 129, 11)
     ref = sk.reference(a, b)
-    sk._PLANS.clear()
-    for _ in range(2):
-        c = np.full((130, 129), np.nan, np.float32)
-        sk.launch(a, b, c, num_sms=7, **T64)
-        assert _rel(c, ref) < 1e-6
+    for fixup_policy in (0, 1):
+        sk._PLANS.clear()
+        for _ in range(2):
+            c = np.full((130, 129), np.nan, np.float32)
+            sk.launch(a, b, c, num_sms=7, FIXUP=fixup_policy, **T64)
+            assert _rel(c, ref) < 1e-6
 
 
 def test_verifier_on_the_fix_up():
@@ -130,8 +135,9 @@ def test_verifier_on_the_fix_up():
     the last contributor's load / store against the other blocks' accesses)."""
     checks = [c for c in tv.CHECKS if c != "global_race"]
     for k in (sk.gemm_streamk, sk.gemm_streamk_bf16):
-        report = tv.verify(k, target="sm_90a", checks=checks, **T64)
-        assert report.findings == [], [f.message for f in report.findings]
+        for fixup_policy in (0, 1):
+            report = tv.verify(k, target="sm_90a", checks=checks, FIXUP=fixup_policy, **T64)
+            assert report.findings == [], [f.message for f in report.findings]
 
 
 @tp.kernel(threads=lambda c: 128 * (1 + c["CONSUMERS"]), target="sm_90a")
@@ -140,7 +146,8 @@ def fixup(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"], C: t
           BM: tp.constexpr = 128, BN: tp.constexpr = 128, BK: tp.constexpr = 64, STAGES: tp.constexpr = 4,
           CONSUMERS: tp.constexpr = 2, INSTR: tp.constexpr = tp.nv.wgmma_m64n128k16_bf16,
           SWIZZLE: tp.constexpr = tp.Swizzle(3, 3, 3), PRODUCER_REGS: tp.constexpr = 0,
-          CONSUMER_REGS: tp.constexpr = 0, BUG: tp.constexpr = "none"):
+          CONSUMER_REGS: tp.constexpr = 0, FIXUP: tp.constexpr = 1, MAX_PARTS: tp.constexpr = 4,
+          BUG: tp.constexpr = "none"):
     a_s = tp.shared((BM, BK), tp.bf16, stages=STAGES, swizzle=SWIZZLE)
     b_s = tp.shared((BK, BN), tp.bf16, stages=STAGES, swizzle=SWIZZLE, layout=b_layout(BK, BN))
     full = tp.mbarrier(1, stages=STAGES)
@@ -188,7 +195,7 @@ def fixup(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"], C: t
                 if first >= begin and first + k_tiles <= end:
                     tp.assert_tag(tp.mma_operands(acc), lambda a, b: a[2] == b[1])
                     tp.store(C[m0:m0 + BM, n0:n0 + BN], acc)
-                else:
+                elif FIXUP == 0:
                     parts = ((first + k_tiles) * grid - 1) // total - ((first + 1) * grid - 1) // total + 1
                     tp.atomic_add(WS[t * BM:t * BM + BM, 0:BN], acc)
                     if BUG == "no_ticket":
@@ -202,24 +209,48 @@ def fixup(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"], C: t
                         tp.store(WS[t * BM:t * BM + BM, 0:BN], 0.0, mask=last[:, None])
                     if BUG != "no_reset":
                         tp.store(LOCKS[t:t + 1], 0, mask=last)
+                else:
+                    lo = ((first + 1) * grid - 1) // total
+                    hi = ((first + k_tiles) * grid - 1) // total
+                    me = tp.block_id(0)
+                    mine = 2 * me if first <= begin else 2 * me + 1
+                    tp.store(WS[mine * BM:mine * BM + BM, 0:BN], acc)
+                    if BUG == "no_ticket":
+                        last = tp.full((1,), 1, tp.i32) == 1
+                    else:
+                        ticket = tp.atomic_add(LOCKS[t:t + 1], 1, sem="acq_rel")
+                        last = ticket == (0 if BUG == "first_ticket" else hi - lo)
+                    for i in tp.static_range(MAX_PARTS):
+                        j = lo + i
+                        if BUG == "opening_slots":
+                            theirs = 2 * j
+                        else:
+                            theirs = 2 * j if first <= j * total // grid else 2 * j + 1
+                        acc += tp.load(WS[theirs * BM:theirs * BM + BM, 0:BN],
+                                       mask=(last & (j != me) & (j <= hi))[:, None],
+                                       layout=tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1)))
+                    tp.store(C[m0:m0 + BM, n0:n0 + BN], acc, mask=last[:, None])
+                    if BUG != "no_reset":
+                        tp.store(LOCKS[t:t + 1], 0, mask=last)
                 acc = tp.zeros((BM, BN), tp.f32, layout=tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1)))
 
 
 def test_fixup_copy_is_the_stdlib_kernel():
     from tilepy.printer import format_ir
 
-    def body(k):
-        lines = [x.split("  #")[0] for x in format_ir(k.ir("sm_90a", **T64)).splitlines()]
+    def body(k, fixup_policy):
+        lines = [x.split("  #")[0] for x in format_ir(k.ir("sm_90a", **T64, FIXUP=fixup_policy)).splitlines()]
         return lines[next(i for i, x in enumerate(lines) if x.strip().startswith("a_s:")):]
 
-    assert body(fixup) == body(sk.gemm_streamk)
+    for f in (0, 1):
+        assert body(fixup, f) == body(sk.gemm_streamk, f)
 
 
-def _fixup_calls(bug, calls=2, m=100, k=520, n=150, sms=5):
+def _fixup_calls(bug, calls=2, m=100, k=520, n=150, sms=5, fixup_policy=0):
     """C after each of `calls` launches of the seeded kernel through one workspace, and the reference."""
     a, b = _inputs(m, k, n, 3)
-    params = {**T64, "BUG": bug}
-    ws = np.zeros((sk._cdiv(m, 64) * sk._cdiv(n, 64) * 64, 64), np.float32)
+    params = {**T64, "BUG": bug, "FIXUP": fixup_policy}
+    ws = np.zeros(((2 * sms if fixup_policy else sk._cdiv(m, 64) * sk._cdiv(n, 64)) * 64, 64), np.float32)
     locks = np.zeros(sk._cdiv(m, 64) * sk._cdiv(n, 64), np.int32)
     outs = []
     for _ in range(calls):
@@ -229,20 +260,29 @@ def _fixup_calls(bug, calls=2, m=100, k=520, n=150, sms=5):
     return outs, sk.reference(a, b)
 
 
-def test_seeded_none_is_right():
-    outs, ref = _fixup_calls("none")
+@pytest.mark.parametrize("fixup_policy", [0, 1])
+def test_seeded_none_is_right(fixup_policy):
+    outs, ref = _fixup_calls("none", fixup_policy=fixup_policy)
     assert all(_rel(c, ref) < 1e-6 for c in outs)
 
 
 @pytest.mark.parametrize("bug", ["first_ticket", "no_ticket"])
 def test_seeded_early_store_is_caught(bug):
-    (c,), ref = _fixup_calls(bug, calls=1)
+    (c,), ref = _fixup_calls(bug, calls=1, fixup_policy=0)
     assert not np.isnan(c).any()
     assert np.abs(c - ref).max() > 1e-2 * np.abs(ref).max()    # split tiles miss later contributions
 
 
-def test_seeded_no_reset_is_caught():
-    (c1, c2), ref = _fixup_calls("no_reset")
+def test_seeded_opening_slots_is_caught():
+    """Reading every contributor's opening slot: the first contributor's part of a tile that starts inside
+    its share is in its closing slot, so the sum takes a stale (here: never written, zero) slot instead."""
+    (c,), ref = _fixup_calls("opening_slots", calls=1, fixup_policy=1)
+    assert np.abs(c - ref).max() > 1e-2 * np.abs(ref).max()
+
+
+@pytest.mark.parametrize("fixup_policy", [0, 1])
+def test_seeded_no_reset_is_caught(fixup_policy):
+    (c1, c2), ref = _fixup_calls("no_reset", fixup_policy=fixup_policy)
     assert _rel(c1, ref) < 1e-6
     assert np.isnan(c2).any()                  # no block is last in the second call: split tiles never stored
 
