@@ -52,7 +52,7 @@ from .values import (
     scalar_op,
     value_names,
 )
-from .vc import AND, NOT, OR, Solver_, cmp, evaluate_term, in_range, subst, term_vars
+from .vc import AND, NOT, OR, Solver_, cmp, evaluate_term, in_range, select, subst, term_vars
 
 # Ops without an op_/eff_ method of the walker: those it computes element by element (tag and value maps composed
 # per element), and those that are no event of the analysis, with the reason.
@@ -407,8 +407,9 @@ class _Walker(MemoryEvents):
 
     def op_where(self, e, st):
         """`a if c else b` / tp.where(c, a, b): tiles element by element; two integer scalars under a modelled
-        condition: a fresh value v with (c -> v == a) and (not c -> v == b) in the path condition (as
-        `_minmax`); anything else is an unmodelled value."""
+        condition: the term Select(c, a, b) (vc.py; Z3's if-then-else: like min / max it keeps its meaning
+        under a negated path and renames with its arguments in every instance of a point); anything else is an
+        unmodelled value."""
         args = [self.expr(a, st) for a in e.args if isinstance(a, ir.Expr)]
         if isinstance(e.type, RegType):
             return self.elementwise(e, args, st)
@@ -421,11 +422,7 @@ class _Walker(MemoryEvents):
             return UNKNOWN
         if "tid" in term_vars(c) | term_vars(a) | term_vars(b):
             return UNKNOWN  # a per-thread value: not a uniform scalar
-        v = fresh("sel")
-        st.path = AND(st.path, OR(NOT(c), cmp("==", v, a)), OR(c, cmp("==", v, b)))
-        if st.loops:
-            st.loops[-1].derived.append(v.name)
-        return v
+        return select(c, a, b)
 
     def _minmax(self, op, e, st):
         """Scalar min / max of two integers: the term min(a, b) (vc.py encodes it with its definition as a

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tilepy.symbolic import Sym, free_vars
+from tilepy.symbolic import Sym
 
 from .events import UNKNOWN, GView, Loop, Reg, SRef, TensorVal, fresh, intlike
 from .tagterms import TOP, Alt, Unknown, eval_tagfn, product, subst_tag
@@ -183,7 +183,7 @@ def after_loop(v, lp: Loop):
                     for a in inner(c)]
 
         return Reg(v.type, tag, None, v.pairs, v.src, v.from_pairs)
-    if isinstance(v, Sym) and lp.var in free_vars(v):
+    if isinstance(v, Sym) and lp.var.name in term_vars(v):  # (a Select's condition included)
         return fresh("after")
     return v
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import z3
 
-from tilepy.symbolic import BinOp, Const, Sym, Var, as_sym, free_vars
+from tilepy.symbolic import BinOp, Const, Sym, Var, as_sym
 
 WIDTH = 64
 MAX_DIM = 1 << 24
@@ -109,6 +109,43 @@ def in_range(x, lo, hi):
     return AND(cmp(">=", x, lo), cmp("<", x, hi))
 
 
+class Select(Sym):
+    """`a if cond else b` of two integers under a bool term (`tp.where`, a conditional expression on uniform
+    scalars): a term, like min / max, so it keeps its meaning under a negation and renames with its arguments
+    in every instance of a point (a fresh value with its facts in the path condition did neither). The encoder
+    makes it Z3's if-then-else."""
+
+    __slots__ = ("cond", "a", "b", "_hash")
+
+    def __init__(self, cond, a, b):
+        object.__setattr__(self, "cond", cond)
+        object.__setattr__(self, "a", as_sym(a))
+        object.__setattr__(self, "b", as_sym(b))
+        object.__setattr__(self, "_hash", hash(("Select", cond, self.a, self.b)))
+
+    def __eq__(self, other):
+        return (isinstance(other, Select) and self._hash == other._hash and self.a == other.a and self.b == other.b
+                and self.cond == other.cond)
+
+    def __hash__(self):
+        return self._hash
+
+    def __repr__(self):
+        return f"Select({self.cond!r}, {self.a!r}, {self.b!r})"
+
+    def __str__(self):
+        return f"({self.a} if {self.cond} else {self.b})"
+
+
+def select(cond, a, b):
+    """`a if cond else b` (folded when the condition is constant or both sides are equal)."""
+    if cond is True or cond is False:
+        return a if cond else b
+    if (is_int(a) or isinstance(a, Sym)) and (is_int(b) or isinstance(b, Sym)) and as_sym(a) == as_sym(b):
+        return a
+    return Select(cond, a, b)
+
+
 # ------------------------------------------------------------------------------------------ substitution
 
 
@@ -135,6 +172,8 @@ def _names(t) -> frozenset:
     elif isinstance(t, BinOp):
         a, b = _names(t.a), _names(t.b)
         out = a if b <= a else b if a <= b else a | b
+    elif isinstance(t, Select):
+        out = _names(t.cond) | _names(t.a) | _names(t.b)
     elif not (isinstance(t, tuple) and t):
         return _EMPTY
     elif t[0] == "cmp":
@@ -247,6 +286,12 @@ def _subst_sym(e: Sym, mapping, memo):
         else:
             a, b = _subst_sym(e.a, mapping, memo), _subst_sym(e.b, mapping, memo)
             out = e if (a is e.a and b is e.b) else _apply(e.op, a, b)
+    elif isinstance(e, Select):
+        if _names(e).isdisjoint(mapping):
+            out = e
+        else:
+            c, a, b = _subst(e.cond, mapping, memo), _subst_sym(e.a, mapping, memo), _subst_sym(e.b, mapping, memo)
+            out = e if (c is e.cond and a is e.a and b is e.b) else select(c, a, b)
     else:
         out = e
     memo[id(e)] = (e, out)
@@ -276,10 +321,12 @@ def evaluate_term(t, env: dict):
     if isinstance(t, Sym):
         from tilepy.symbolic import evaluate
 
-        names = {v.name for v in free_vars(t)}
+        names = _names(t)
         try:
             return int(evaluate(t, {n: env.get(n, 0) for n in names}))
         except ZeroDivisionError:  # a run-time divisor that is 0 in the model (its quotient is free there)
+            return _evaluate_total(t, env)
+        except TypeError:  # a Select inside (tilepy.symbolic does not know it)
             return _evaluate_total(t, env)
     tag = t[0]
     if tag == "cmp":
@@ -302,6 +349,8 @@ def _evaluate_total(e, env: dict) -> int:
         return e.value
     if isinstance(e, Var):
         return int(env.get(e.name, 0))
+    if isinstance(e, Select):
+        return _evaluate_total(e.a if evaluate_term(e.cond, env) else e.b, env)
     a, b = _evaluate_total(e.a, env), _evaluate_total(e.b, env)
     if b == 0 and e.op in ("//", "%"):
         return 0 if e.op == "//" else a
@@ -408,6 +457,13 @@ class _Z3:
     def add(self, a, b):
         return self.nary(self.lib.Z3_mk_add, (a, b))
 
+    def ite(self, c, a, b):
+        key = ("ite", c.value, a.value, b.value)
+        hit = self._nary.get(key)
+        if hit is None:
+            hit = self._nary[key] = self.keep(self.lib.Z3_mk_ite(self.c, c, a, b))
+        return hit
+
     def sub(self, a, b):
         return self.nary(self.lib.Z3_mk_sub, (a, b))
 
@@ -457,6 +513,11 @@ def _seedable(term) -> list:
     out, seen = set(), set()
 
     def sym(e):
+        if isinstance(e, Select) and id(e) not in seen:
+            seen.add(id(e))
+            go(e.cond)
+            sym(e.a)
+            sym(e.b)
         if not isinstance(e, BinOp) or id(e) in seen:
             return
         seen.add(id(e))
@@ -563,6 +624,9 @@ class Encoder:
             out = (self.var(e.name), frozenset())
         elif isinstance(e, BinOp):
             out = self._binop(e.op, e.a, e.b)
+        elif isinstance(e, Select):
+            (c, sc), (x, sx), (y, sy) = self.bool(e.cond), self.int(e.a), self.int(e.b)
+            out = (self.z.ite(c, x, y), sc | sx | sy)
         else:
             raise TypeError(f"cannot encode {e!r}")
         self._memo[e] = out
