@@ -428,10 +428,12 @@ def streamk_rows(g, shapes, outs=(torch.bfloat16, torch.float32)) -> list:
                 variants[f"streamk_{name}"] = (gemm_streamk.launch, p)
                 if p.get("FIXUP", 1):  # the slots' fix-up against the atomic one
                     variants[f"streamk_{name}_atomic"] = (gemm_streamk.launch, {**p, "FIXUP": 0})
+                variants[f"streamk_{name}_reduce"] = (gemm_streamk.launch, {**p, "FIXUP": 2})  # split-K's passes
                 tiles = -(-M // p["BM"]) * -(-N // p["BN"])
                 if tiles < sms:   # a grid of whole splits of every tile (shares aligned to tiles: split-K)
                     aligned = {**p, "num_sms": tiles * (sms // tiles)}
                     variants[f"streamk_{name}_aligned"] = (gemm_streamk.launch, aligned)
+                    variants[f"streamk_{name}_aligned_reduce"] = (gemm_streamk.launch, {**aligned, "FIXUP": 2})
             for tag, (launch, p) in variants.items():
                 c = torch.full((M, N), float("nan"), device="cuda", dtype=out)
                 try:

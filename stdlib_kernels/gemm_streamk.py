@@ -12,6 +12,9 @@ mbarriers; a segment's first k-tile multiplies into zeros, its last ends the seg
 A segment that holds its whole tile stores it. The others fix their tile up through global memory, with no
 second kernel and nothing to zero per call (FIXUP, a policy):
 
+(FIXUP=2 is split-K's reduction instead: the parts are added atomically into an f32 C that `launch` zeroes
+first, through an f32 copy rounded afterwards for bf16 out: two more passes, no ticket.)
+
 1. each contributor puts its partial tile in an f32 workspace: FIXUP=1 stores it into a slot of its own (two
    per block: the part that opens its share, 2b, and the part that closes it, 2b + 1; plain stores, nothing
    to zero); FIXUP=0 adds it into the tile's workspace rows (`tp.atomic_add`, relaxed),
@@ -104,6 +107,8 @@ def gemm_streamk(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"
                 if first >= begin and first + k_tiles <= end:     # the whole tile is this block's
                     tp.assert_tag(tp.mma_operands(acc), lambda a, b: a[2] == b[1])
                     tp.store(C[m0:m0 + BM, n0:n0 + BN], acc)
+                elif FIXUP == 2:                       # a part, added into C (f32, zeroed by launch)
+                    tp.atomic_add(C[m0:m0 + BM, n0:n0 + BN], acc)
                 elif FIXUP == 0:                       # a part, added into the tile's workspace rows
                     parts = ((first + k_tiles) * grid - 1) // total - ((first + 1) * grid - 1) // total + 1
                     tp.atomic_add(WS[t * BM:t * BM + BM, 0:BN], acc)
@@ -199,10 +204,13 @@ class _Plan:
     workspace and tickets (zeroed once at allocation; every call leaves the tickets, and with FIXUP=0 the
     workspace, zero again)."""
 
-    __slots__ = ("launcher", "params", "ws_shape", "tiles", "bufs")
+    __slots__ = ("launcher", "params", "ws_shape", "tiles", "bufs", "out")
 
     def __init__(self, M, N, K, out, params, grid):
         self.params = params
+        self.out = out
+        if params.get("FIXUP", 1) == 2:
+            out = tp.f32                     # the parts are added atomically: an f32 target
         self.tiles = _cdiv(M, params["BM"]) * _cdiv(N, params["BN"])
         slots = 2 * grid if params.get("FIXUP", 1) else self.tiles   # two parts per block, or one sum per tile
         self.ws_shape = (slots * params["BM"], params["BN"])
@@ -225,7 +233,17 @@ class _Plan:
 
     def __call__(self, a, b, c, target):
         ws, locks = self.buffers(c)
-        return self.launcher(a, b, c, ws, locks, target=target, **self.params)
+        if self.params.get("FIXUP", 1) != 2:
+            return self.launcher(a, b, c, ws, locks, target=target, **self.params)
+        # FIXUP=2: the parts are added into an f32 C zeroed first (a bf16 c: into an f32 copy, rounded after)
+        if self.out == tp.f32:
+            c[...] = 0
+            return self.launcher(a, b, c, ws, locks, target=target, **self.params)
+        acc = self.bufs.setdefault(("acc", getattr(c, "device", None)), _zeros_like_f32(c))
+        acc[...] = 0
+        r = self.launcher(a, b, acc, ws, locks, target=target, **self.params)
+        _round_into(c, acc)
+        return r
 
 
 _PLANS: dict = {}
@@ -261,6 +279,23 @@ def launch(a, b, c, target: str = "sm_90a", out_dtype=None, num_sms: int | None 
         if key is not None:
             _PLANS[key] = plan
     return plan(a, b, c, target)
+
+
+def _zeros_like_f32(c):
+    if isinstance(c, np.ndarray):
+        return np.zeros(c.shape, np.float32)
+    import torch
+
+    return torch.zeros(tuple(c.shape), dtype=torch.float32, device=c.device)
+
+
+def _round_into(c, acc):
+    if isinstance(c, np.ndarray):
+        from tilepy.dtypes import round_bf16
+
+        c[...] = round_bf16(acc)
+    else:
+        c.copy_(acc)
 
 
 def reference(a, b):

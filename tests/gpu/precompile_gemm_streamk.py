@@ -18,7 +18,7 @@ from stdlib_kernels import gemm_streamk as sk  # noqa: E402
 CASES = [(16, 4096, 4096, "narrow", 132), (64, 1024, 2048, "narrow", 132), (130, 1000, 1032, "wide", 132),
          (256, 4096, 4096, "wide", 132), (1024, 1024, 1024, "narrow", 132), (300, 264, 520, "narrow", 7),
          (1000, 1000, 200, "wide", 132), (100, 264, 520, "narrow", 5), (200, 136, 200, "wide", 3),
-         (70, 128, 1000, "narrow", 7)]
+         (70, 128, 1000, "narrow", 7), (130, 1000, 1032, "narrow", 132)]
 SHAPES = [(16, 4096, 4096), (64, 4096, 4096), (128, 4096, 4096), (256, 4096, 4096), (128, 14336, 4096),
           (1024, 1024, 1024), (3000, 5000, 4096), (4096, 4096, 4096)]
 
@@ -47,11 +47,11 @@ def items():
     for M, N, K, name, sms in calls:
         p = sk.PRESETS[name]
         tiles = -(-M // p["BM"]) * -(-N // p["BN"])
-        for extra in ({}, {"FIXUP": 0} if p.get("FIXUP", 1) else {},
-                      {"num_sms": tiles * (sms // tiles)} if tiles < sms else {}):
+        aligned = {"num_sms": tiles * (sms // tiles)} if tiles < sms else {}
+        for extra in ({}, {"FIXUP": 0} if p.get("FIXUP", 1) else {}, aligned, {"FIXUP": 2}, {**aligned, "FIXUP": 2}):
             q = {**p, **extra}
             params, _ = sk.plan_params(M, N, K, q.pop("num_sms", sms), **q)
-            for o in (tp.f32, tp.bf16):
+            for o in (tp.f32,) if params.get("FIXUP", 1) == 2 else (tp.f32, tp.bf16):
                 out[(o, tuple(sorted((k, repr(v)) for k, v in params.items())))] = ("sk", o, params)
     out = list(out.values())
     for M, N, K in SHAPES:

@@ -14,6 +14,15 @@ for what in "$@"; do
   if [[ $what == bench ]]; then
     python3 benchmarks/gemm.py --only none --streamk --name gemm-streamk --out "$OUT" 2>&1 | grep -E "streamk|wrote|Error" | tail -30
   fi
+  if [[ $what == bench_skinny ]]; then   # the decode / skinny / small rows only
+    python3 benchmarks/gemm.py --only none --streamk --name gemm-streamk-skinny --out "$OUT" --shapes 16,4096,4096 \
+      64,4096,4096 128,4096,4096 256,4096,4096 1024,1024,1024 2>&1 | grep -E "streamk|wrote|Error" | tail -30
+  fi
+  if [[ $what == ncu ]]; then
+    ncu -k regex:gemm --section SpeedOfLight --section WarpStateStats --section LaunchStats \
+      python3 tests/gpu/profile_gemm_streamk.py > "$OUT/ncu_streamk.txt" 2>&1
+    grep -E "gemm|Duration|Memory Throughput|Compute \(SM\)|Stall|Warp Cycles Per Issued|Registers" "$OUT/ncu_streamk.txt" | head -60
+  fi
   if [[ $what == sanitize ]]; then
     for tool in memcheck racecheck; do
       compute-sanitizer --tool $tool python3 tests/gpu/sanitize_gemm_streamk.py > "$OUT/sanitize_streamk_$tool.log" 2>&1

@@ -53,7 +53,23 @@ def test_streamk_matches_float64(m, n, k, preset, sms, out):
         assert err < (4e-3 if out == torch.bfloat16 else 1e-5), (call, err)
     (plan,) = sk._PLANS.values()
     ws, locks = next(iter(plan.bufs.values()))
-    assert int(locks.abs().sum()) == 0 and float(ws.abs().sum()) == 0.0
+    assert int(locks.abs().sum()) == 0   # (the slots of FIXUP=1 keep their parts; FIXUP=0 zeroes its sums)
+    assert plan.params.get("FIXUP", 1) == 1 or float(ws.abs().sum()) == 0.0
+
+
+@pytest.mark.parametrize("out", [torch.float32, torch.bfloat16])
+def test_streamk_reduce_matches_float64(out):
+    """FIXUP=2: the parts added into an f32 C zeroed first (split-K's reduction), twice."""
+    m, n, k = 130, 1000, 1032
+    g = torch.Generator(device="cuda").manual_seed(7)
+    a = torch.randn(m, k, device="cuda", generator=g).bfloat16()
+    b = torch.randn(k, n, device="cuda", generator=g).bfloat16()
+    ref = a.double() @ b.double()
+    for _ in range(2):
+        c = torch.full((m, n), float("nan"), device="cuda", dtype=out)
+        sk.launch(a, b, c, FIXUP=2, **sk.PRESETS["narrow"])
+        torch.cuda.synchronize()
+        assert _rel(c, ref) < (4e-3 if out == torch.bfloat16 else 1e-5)
 
 
 @pytest.mark.parametrize("preset", ["narrow", "wide"])

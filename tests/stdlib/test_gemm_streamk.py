@@ -58,7 +58,8 @@ def _rel(out, ref):
     (200, 64, 200, T64, 4),       # one k-tile per tile: every tile whole, no fix-up
     (90, 300, 90, T64, 1),        # one block: every tile whole
 ])
-@pytest.mark.parametrize("out,fixup_policy", [(tp.f32, 1), (tp.bf16, 1), (tp.f32, 0), (tp.bf16, 0)])
+@pytest.mark.parametrize("out,fixup_policy", [(tp.f32, 1), (tp.bf16, 1), (tp.f32, 0), (tp.bf16, 0), (tp.f32, 2),
+                                              (tp.bf16, 2)])
 def test_streamk_on_the_interpreter(m, k, n, params, sms, out, fixup_policy):
     a, b = _inputs(m, k, n, m + k + n)
     ref = sk.reference(a, b)
@@ -135,7 +136,7 @@ def test_verifier_on_the_fix_up():
     the last contributor's load / store against the other blocks' accesses)."""
     checks = [c for c in tv.CHECKS if c != "global_race"]
     for k in (sk.gemm_streamk, sk.gemm_streamk_bf16):
-        for fixup_policy in (0, 1):
+        for fixup_policy in (0, 1, 2):
             report = tv.verify(k, target="sm_90a", checks=checks, FIXUP=fixup_policy, **T64)
             assert report.findings == [], [f.message for f in report.findings]
 
@@ -242,7 +243,7 @@ def test_fixup_copy_is_the_stdlib_kernel():
         lines = [x.split("  #")[0] for x in format_ir(k.ir("sm_90a", **T64, FIXUP=fixup_policy)).splitlines()]
         return lines[next(i for i, x in enumerate(lines) if x.strip().startswith("a_s:")):]
 
-    for f in (0, 1):
+    for f in (0, 1):      # (FIXUP=2, split-K's reduction into C, has no protocol to seed bugs in)
         assert body(fixup, f) == body(sk.gemm_streamk, f)
 
 
