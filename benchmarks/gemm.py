@@ -434,6 +434,8 @@ def streamk_rows(g, shapes, outs=(torch.bfloat16, torch.float32)) -> list:
                     aligned = {**p, "num_sms": tiles * (sms // tiles)}
                     variants[f"streamk_{name}_aligned"] = (gemm_streamk.launch, aligned)
                     variants[f"streamk_{name}_aligned_reduce"] = (gemm_streamk.launch, {**aligned, "FIXUP": 2})
+                if p.get("FIXUP", 1) == 1:  # the slots summed by a run-time loop (compact code)
+                    variants[f"streamk_{name}_loop"] = (gemm_streamk.launch, {**p, "MAX_PARTS": 0})
             for tag, (launch, p) in variants.items():
                 c = torch.full((M, N), float("nan"), device="cuda", dtype=out)
                 try:

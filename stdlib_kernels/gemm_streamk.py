@@ -126,12 +126,19 @@ def gemm_streamk(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"
                     tp.store(WS[mine * BM:mine * BM + BM, 0:BN], acc)
                     ticket = tp.atomic_add(LOCKS[t:t + 1], 1, sem="acq_rel")
                     last = ticket == hi - lo           # (1,): every other part is in its slot
-                    for i in tp.static_range(MAX_PARTS):   # the other contributors' parts (launch: <= MAX_PARTS)
-                        j = lo + i
-                        theirs = 2 * j if first <= j * total // grid else 2 * j + 1
-                        acc += tp.load(WS[theirs * BM:theirs * BM + BM, 0:BN],
-                                       mask=(last & (j != me) & (j <= hi))[:, None],
-                                       layout=tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1)))
+                    if MAX_PARTS == 0:                     # a run-time loop: compact code, unproven
+                        for i in range(hi - lo + 1):
+                            j = lo + i
+                            theirs = 2 * j if first <= j * total // grid else 2 * j + 1
+                            acc += tp.load(WS[theirs * BM:theirs * BM + BM, 0:BN], mask=(last & (j != me))[:, None],
+                                           layout=tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1)))
+                    else:
+                        for i in tp.static_range(MAX_PARTS):   # the other contributors' parts (<= MAX_PARTS)
+                            j = lo + i
+                            theirs = 2 * j if first <= j * total // grid else 2 * j + 1
+                            acc += tp.load(WS[theirs * BM:theirs * BM + BM, 0:BN],
+                                           mask=(last & (j != me) & (j <= hi))[:, None],
+                                           layout=tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1)))
                     tp.store(C[m0:m0 + BM, n0:n0 + BN], acc, mask=last[:, None])
                     tp.store(LOCKS[t:t + 1], 0, mask=last)     # ready for the next call
                 # the accumulator's life ends with the segment (without this ptxas spills the 128 x 128 tile)
@@ -192,7 +199,7 @@ def plan_params(M: int, N: int, K: int, num_sms: int = NUM_SMS, **constexprs) ->
     grid = grid_of(M, N, K, params, num_sms)
     if params.get("FIXUP", 1):
         need = max(len(p) for p in parts_of(M, N, K, params, grid))
-        if "MAX_PARTS" in constexprs and constexprs["MAX_PARTS"] < need:
+        if constexprs.get("MAX_PARTS", 0) and constexprs["MAX_PARTS"] < need:
             raise ValueError(f"gemm_streamk: MAX_PARTS={constexprs['MAX_PARTS']} but a tile of this {M}x{N}x{K} "
                              f"GEMM has {need} contributors on a grid of {grid}; leave MAX_PARTS to launch")
         params.setdefault("MAX_PARTS", max(2, 1 << (need - 1).bit_length()))

@@ -48,7 +48,8 @@ def items():
         p = sk.PRESETS[name]
         tiles = -(-M // p["BM"]) * -(-N // p["BN"])
         aligned = {"num_sms": tiles * (sms // tiles)} if tiles < sms else {}
-        for extra in ({}, {"FIXUP": 0} if p.get("FIXUP", 1) else {}, aligned, {"FIXUP": 2}, {**aligned, "FIXUP": 2}):
+        for extra in ({}, {"FIXUP": 0} if p.get("FIXUP", 1) else {}, aligned, {"FIXUP": 2}, {**aligned, "FIXUP": 2},
+                      {"MAX_PARTS": 0} if p.get("FIXUP", 1) == 1 else {}):
             q = {**p, **extra}
             params, _ = sk.plan_params(M, N, K, q.pop("num_sms", sms), **q)
             for o in (tp.f32,) if params.get("FIXUP", 1) == 2 else (tp.f32, tp.bf16):

@@ -1,5 +1,5 @@
-"""One launch each of gemm_streamk (64x128, a grid of whole splits: FIXUP=1 and FIXUP=2) and gemm_hopper's
-split-K kernel at 16 x 4096 x 4096, bf16 out, for Nsight Compute:
+"""One launch each of gemm_streamk (64x128, a grid of whole splits: FIXUP=1 unrolled and looped, FIXUP=2) and
+gemm_hopper's split-K kernel at 16 x 4096 x 4096, bf16 out, for Nsight Compute:
 
 ncu -k regex:gemm --section SpeedOfLight --section WarpStateStats python3 tests/gpu/profile_gemm_streamk.py
 """
@@ -20,7 +20,7 @@ a = torch.randn(M, K, device="cuda", generator=g).bfloat16()
 b = torch.randn(K, N, device="cuda", generator=g).bfloat16()
 c = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
 p = sk.PRESETS["narrow"]
-for extra in ({}, {"FIXUP": 2}):
+for extra in ({}, {"FIXUP": 2}, {"MAX_PARTS": 0}):
     sk.launch(a, b, c, num_sms=128, **p, **extra)
 gemm_hopper.launch(a, b, c)
 torch.cuda.synchronize()

@@ -221,15 +221,22 @@ def fixup(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"], C: t
                     else:
                         ticket = tp.atomic_add(LOCKS[t:t + 1], 1, sem="acq_rel")
                         last = ticket == (0 if BUG == "first_ticket" else hi - lo)
-                    for i in tp.static_range(MAX_PARTS):
-                        j = lo + i
-                        if BUG == "opening_slots":
-                            theirs = 2 * j
-                        else:
+                    if MAX_PARTS == 0:
+                        for i in range(hi - lo + 1):
+                            j = lo + i
                             theirs = 2 * j if first <= j * total // grid else 2 * j + 1
-                        acc += tp.load(WS[theirs * BM:theirs * BM + BM, 0:BN],
-                                       mask=(last & (j != me) & (j <= hi))[:, None],
-                                       layout=tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1)))
+                            acc += tp.load(WS[theirs * BM:theirs * BM + BM, 0:BN], mask=(last & (j != me))[:, None],
+                                           layout=tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1)))
+                    else:
+                        for i in tp.static_range(MAX_PARTS):
+                            j = lo + i
+                            if BUG == "opening_slots":
+                                theirs = 2 * j
+                            else:
+                                theirs = 2 * j if first <= j * total // grid else 2 * j + 1
+                            acc += tp.load(WS[theirs * BM:theirs * BM + BM, 0:BN],
+                                           mask=(last & (j != me) & (j <= hi))[:, None],
+                                           layout=tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1)))
                     tp.store(C[m0:m0 + BM, n0:n0 + BN], acc, mask=last[:, None])
                     if BUG != "no_reset":
                         tp.store(LOCKS[t:t + 1], 0, mask=last)
