@@ -231,11 +231,35 @@ def _convolution(ctx, node, x, w, bias, stride, padding, dilation, transposed, o
     elif x.dtype == w.dtype and conv_igemm_ok(ctx.target, x.dtype, npix, cig, cog, math.prod(ksz), groups,
                                               x.numel, math.prod(shape)):
         red = _conv_igemm(ctx, xb, wb, shape, stride, padding, dilation, transposed, groups)
+    elif cig * math.prod(ksz) <= DIRECT_TAPS:
+        red = _direct_sum(shape, acc, [cig] + ksz, fn)
     else:
         red = ctx.reduce("sum", shape, [cig] + ksz, fn, acc, base="conv")
     if bias is None:
         return red if out == acc else LTensor(shape, out, lambda c: vals.cast(red(c), out))
     return LTensor(shape, out, lambda c: vals.cast(call("add", red(c), vals.cast(bias([c[1]]), acc)), out))
+
+
+# A convolution with at most this many products per output (depthwise 3x3 / 3x3x3, tiny channel counts) that
+# the implicit GEMM does not take is a pointwise sum of its taps written out (masked loads where padding or a
+# stride hole is), not a reduction: its output stays an expression, so the pointwise chain after it (bias,
+# norm, activation) and the copy into the next convolution's input run in the same kernel, and no reduction
+# tile is left two-thirds empty (9 taps in a 16-wide tile).
+DIRECT_TAPS = 27
+
+
+def _direct_sum(shape, acc, red_shape, fn):
+    import itertools
+
+    taps = [[const(v) for v in rc] for rc in itertools.product(*[range(n) for n in red_shape])]
+
+    def value(oc):
+        v = None
+        for rc in taps:
+            t = fn(oc, rc)
+            v = t if v is None else call("add", v, t)
+        return v
+    return LTensor(tuple(shape), acc, value)
 
 
 def _conv_igemm(ctx, x, w, shape, stride, padding, dilation, transposed, groups):

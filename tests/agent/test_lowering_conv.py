@@ -96,6 +96,46 @@ def test_strided_transposed_conv_runs_phased_with_fused_epilogue(name, make, xs,
     _close(out, ref, 1e-2 if tf32 else 1e-4)
 
 
+class DepthwiseSeparable(nn.Module):
+    def __init__(self, c, co, conv):
+        super().__init__()
+        self.dw = conv(c)
+        two = self.dw.weight.dim() == 4
+        self.bn = nn.BatchNorm2d(c) if two else nn.BatchNorm3d(c)
+        self.pw = nn.Conv2d(c, co, 1) if two else nn.Conv3d(c, co, 1)
+        with torch.no_grad():
+            self.bn.running_mean.uniform_(-0.5, 0.5)
+            self.bn.running_var.uniform_(0.5, 2.0)
+
+    def forward(self, x):
+        return self.pw(F.relu6(self.bn(self.dw(x))))
+
+
+DEPTHWISE = [
+    ("dw3x3", lambda c: nn.Conv2d(c, c, 3, padding=1, groups=c, bias=False), (2, 16, 13, 15)),
+    ("dw5x5_s2_dil", lambda c: nn.Conv2d(c, c, 5, stride=2, padding=3, dilation=2, groups=c), (1, 16, 17, 14)),
+    ("dw3d", lambda c: nn.Conv3d(c, c, 3, padding=1, groups=c), (1, 16, 4, 6, 5)),
+    ("dwT_s2", lambda c: nn.ConvTranspose2d(c, c, 3, stride=2, padding=1, groups=c), (1, 16, 6, 7)),
+]
+
+
+@pytest.mark.parametrize("tf32", [False], indirect=True)
+@pytest.mark.parametrize("name,make,xs", DEPTHWISE, ids=[c[0] for c in DEPTHWISE])
+def test_depthwise_conv_is_a_direct_sum_fused_with_its_epilogue(name, make, xs, tf32, tmp_path):
+    """A depthwise convolution (9 or 27 products per output, 25 dilated) is the written-out sum of its taps:
+    no reduction kernel, and its BatchNorm + ReLU6 run in the kernel that fills the 1x1 convolution's input
+    (the 1x1 itself: the implicit GEMM, or at these sizes another written-out sum of 16 products)."""
+    from argus_agent.lower.core import Reduction
+
+    torch.manual_seed(6)
+    model = DepthwiseSeparable(xs[1], 32, make).eval()
+    prog, src, out, ref = _run(model, [torch.randn(xs)], tmp_path, f"dw_{name}")
+    assert not [k for k in prog.kernels if isinstance(k, Reduction)]
+    kernels, _ = fuse_epilogues(prog.kernels, prog.buffers, prog.outputs)
+    assert len(kernels) == 2, [type(k).__name__ for k in kernels]   # dw + bn + relu6, then the 1x1 + its bias
+    _close(out, ref, 1e-4)
+
+
 @pytest.mark.parametrize("tf32", [True], indirect=True)
 def test_conv_takes_tf32_where_pytorch_does(tf32, tmp_path):
     """torch.backends.cudnn.allow_tf32 (PyTorch's default): one TF32 pass, matched at 1e-2 (and not bit-equal
