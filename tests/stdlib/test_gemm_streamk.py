@@ -302,14 +302,18 @@ def test_seeded_no_zero_is_caught():
 
 
 def test_release_ticket_syncs_the_role_before_the_update():
-    """The rendered ticket: every consumer thread fences its workspace adds, the role's named barrier, then
-    one thread's atomic (without the barrier a fast thread's ticket could publish a slower thread's adds
-    before they happen)."""
+    """The rendered ticket (CUTLASS's semaphore pattern): the consumer role's named barrier (every thread's
+    workspace stores are done), then the one updating thread's fence and atomic, its fence again, and the
+    barrier of the old value's exchange before any thread reads the workspace. Without the first barrier a
+    fast thread's ticket could publish a slower thread's part before it is written."""
     import re
 
     import tilepy_hip
 
     src = tilepy_hip.render(sk.gemm_streamk.ir("sm_90a", **T64), "sm_90a")
     ticket = src.index("tp_atomic_add(&LOCKS[")
-    before = src[src.rindex("tp_fence_device();", 0, ticket):ticket]
-    assert re.search(r'bar\.sync %0, %1;" :: "r"\(\d+\), "r"\(128\)', before), before
+    before = src[src.rindex("bar.sync", 0, ticket):ticket]
+    owner_fence = r"if \(\(tp_tid % 128 == 0\)\) \{ tp_fence_device\(\); \}"
+    assert re.search(r'"r"\(128\) : "memory"\);\s+' + owner_fence, before), before
+    after = src[ticket:src.index("bar.sync", ticket)]
+    assert "if ((tp_tid % 128 == 0)) { tp_fence_device(); }" in after, after

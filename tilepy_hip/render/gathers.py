@@ -86,7 +86,7 @@ class GatherOps:
         return [c if n == m else Coord(None, [0] * len(c.vals), 0 * c.arr) for c, n, m in zip(coords, have, shape)]
 
     def element_access(self, view, layout, coords, shape, mask, kind, arr, other=None, values=None, sem="relaxed",
-                       result=True):
+                       result=True, fence_after=None):
         """One global element per value slot. kind: "load" (arr[v] = element or other), "store" (element =
         arr[v]), or an atomic op (arr[v] = old value; `values` are the operands' arrays)."""
         em = self.em
@@ -134,6 +134,8 @@ class GatherOps:
                 args = ", ".join(f"{a}[{v}]" for a in values)
                 call = f"{fn}(&{addr}, {args})"
                 em(f"{arr}[{v}] = ({ok}) ? {call} : {zero};" if result else f"if ({ok}) (void){call};")
+        if fence_after:  # the updating threads' acquire fence, before the exchange's barrier
+            em(fence_after)
         if replicated:
             self.exchange(TileRef(arr, tensor.dtype, tuple(shape), layout), coords, final)
 
@@ -163,15 +165,26 @@ class GatherOps:
             m = e.args[1 + nvals]
             mask = self.plan(m, self._bcast(coords, t.shape, m))
         sem = e.attrs.get("sem", "relaxed")
+        cond, keep = self.owner(t.layout)
+        # fewer threads update than run the op (replicated elements: their lowest holders update them): the
+        # updating threads alone fence (the fence of a release / acquire pattern), the others are ordered by
+        # barriers over the threads running the op. Release: every thread's earlier writes, then the barrier,
+        # then the owners' fence and update; acquire: the owners' update, their fence, then the barrier of the
+        # old values' exchange (element_access) before any thread reads on (the CUTLASS semaphore's pattern).
+        one = bool(cond or not all(keep))
         if sem in ("release", "acq_rel"):
-            self.em(self.t.fence)
-            cond, keep = self.owner(t.layout)
-            if cond or not all(keep):
-                # fewer threads update than ran the op (a replicated element: its lowest holder): the others'
-                # earlier writes, each fenced, are released too only once all of them have reached the update
+            if one:
                 self.sync_here("a release atomic on replicated elements")()
-        self.element_access(e.args[0], t.layout, coords, t.shape, mask, e.op, dst.name if dst else None,
-                            values=arrays, sem=sem, result=dst is not None)
+                self.em(f"if ({cond}) {{ {self.t.fence} }}" if cond else self.t.fence)
+            else:
+                self.em(self.t.fence)
+        fence_after = None
         if sem in ("acquire", "acq_rel"):
+            fence_after = (f"if ({cond}) {{ {self.t.fence} }}" if cond else self.t.fence) if one else None
+        self.element_access(e.args[0], t.layout, coords, t.shape, mask, e.op, dst.name if dst else None,
+                            values=arrays, sem=sem, result=dst is not None, fence_after=fence_after)
+        if sem in ("acquire", "acq_rel") and not one:
             self.em(self.t.fence)
+        elif fence_after and dst is None:   # no exchange of old values: a barrier of its own after the fence
+            self.sync_here("an acquire atomic on replicated elements")()
         self.em.close()
