@@ -501,7 +501,7 @@ class _Z3:
 
 
 FIRST_TRY_S = 2.0  # a query not settled by then is tried with concrete sizes (Solver_._answer)
-SEED_TRY_S = 0.5
+SEED_TRY_S = 1.0
 SEED_TRIES = 8
 _SEEDS = {"dim:": (300, 129, 520, 70, 1000, 2049, 200, 64), "grid": (2, 3, 4, 1, 7, 5, 2, 3),
           "p:": (3, 5, 1, 8, 2, 7, 4, 6)}
@@ -887,18 +887,17 @@ class Solver_:
         products and divisions are by constants: linear), a model of which is a model of the query (never a
         proof: an unsat there says nothing), and only then for the rest of the query's time as it is."""
         limit = self.timeout_s if self.timeout_s and self.timeout_s > 0 else None
-        first = FIRST_TRY_S if limit is None else min(FIRST_TRY_S, limit)
-        seeds = _seedable(term) if first < (limit or float("inf")) else []
-        if not seeds:
+        if limit is not None and limit <= FIRST_TRY_S:
             return self.solver.check()
         t0 = time.perf_counter()
-        self._set_timeout(first)
+        self._set_timeout(FIRST_TRY_S)
         try:
             answer = self.solver.check()
             if answer != z3.unknown:
                 return answer
+            seeds = _seedable(term)  # only now: walking a large query costs
             self._set_timeout(SEED_TRY_S)
-            for values in _seed_values(seeds):
+            for values in _seed_values(seeds) if seeds else ():
                 self.solver.push()
                 self._assert(self.enc.formula(AND(*(cmp("==", Var(n), v) for n, v in values.items()))))
                 if self.solver.check() == z3.sat:
