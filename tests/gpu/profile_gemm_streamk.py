@@ -21,7 +21,7 @@ b = torch.randn(K, N, device="cuda", generator=g).bfloat16()
 c = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
 p = sk.PRESETS["narrow"]
 for extra in ({}, {"FIXUP": 2}, {"MAX_PARTS": 0}):
-    sk.launch(a, b, c, num_sms=128, **p, **extra)
+    sk.launch(a, b, c, num_sms=128, **{**p, **extra})
 gemm_hopper.launch(a, b, c)
 torch.cuda.synchronize()
 print("ok")

@@ -67,7 +67,7 @@ def test_streamk_reduce_matches_float64(out):
     ref = a.double() @ b.double()
     for _ in range(2):
         c = torch.full((m, n), float("nan"), device="cuda", dtype=out)
-        sk.launch(a, b, c, FIXUP=2, **sk.PRESETS["narrow"])
+        sk.launch(a, b, c, **{**sk.PRESETS["narrow"], "FIXUP": 2})
         torch.cuda.synchronize()
         assert _rel(c, ref) < (4e-3 if out == torch.bfloat16 else 1e-5)
 
