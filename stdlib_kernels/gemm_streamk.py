@@ -31,6 +31,18 @@ The number of contributors to tile t is owner(last iteration) - owner(first iter
 owner(i) = ((i + 1) * G - 1) // total the block whose share holds iteration i; every block between them
 contributes, since with G <= total no share is empty (`launch` sizes the grid so).
 
+Measured on the H100 (benchmarks/results/gemm-streamk-*.json, `benchmarks/gemm.py --streamk`, two runs): correct
+on every shape (float64 reference; GPU tests, memcheck 0 errors, racecheck 0 hazards, SASS HGMMA and no local
+memory for both presets), but SLOWER than gemm_hopper's policy on every shape measured, so `gemm_hopper.policy`
+does not use it. 16 x 4096 x 4096 bf16 out: policy 13.8 us (0.63x cuBLAS), stream-K 64 x 128 on 132 blocks 65.6
+(slots) / 28.3 (atomic fix-up), on a grid of whole splits (128 blocks, the policy's partition) 24.1, and with
+split-K's reduction instead of the ticket (FIXUP=2) 25.3 against the policy's split-K kernel alone 11.5 on the
+same partition: the persistent flat-loop kernel itself is ~2x slower here, not its fix-up (ncu: 30% of DRAM
+bandwidth, 15% SM: latency-bound; the cause is not found yet). 1024^3 on a grid of whole tiles (data-parallel)
+11.9 us against the policy's 9.3; 4096^3 with 128 x 128 tiles 403 us against 227. The shares of 132 blocks cut
+tiles at uneven points, so the unrolled slot fix-up (MAX_PARTS up to 8) costs most: 65.6 us against 40.9 with
+the run-time loop (MAX_PARTS=0) and 24.1 with 4 parts on the aligned grid.
+
 What the verifier proves and what it cannot (tests/stdlib/test_gemm_streamk.py): every check but global_race
 proves the kernel clean (the ring's happens-before, no deadlock, the tag assertion on the whole-tile store,
 shared bounds, the fix-up's masked accesses). global_race does not: its queries about the shares' bounds
