@@ -347,6 +347,8 @@ class _Expander:
         assigned = _assigned(s.body) | {s.var}
         if any(_uses(e, assigned) for e in (s.start, s.stop, s.step, lp.stop)) or _uses_stmts(post, {lp.var}):
             return None
+        if s.var in _assigned(s.body) or (isinstance(s.step, ir.Const) and not int(s.step.value) > 0):
+            return None  # the tile index must be the loop's own, counted upward
         if not (isinstance(lp.start, ir.Const) and lp.start.value == 0 and isinstance(lp.step, ir.Const)
                 and lp.step.value == 1):
             return None
@@ -399,10 +401,15 @@ class _Expander:
         def rewrite(stmts, fn=idx):  # top down: a product is matched before its index factor
             return map_stmts(stmts, fn, top_down=True)
 
+        # a prologue scalar is recomputed every slot when that gives the value the ring and the epilogue saw
+        # in the nested form: no effect, reads only loop invariants and earlier such scalars, never assigned
+        # again in the tile (ring or epilogue), not read by a statement before it (which runs after it now)
         every, once, defined = [], [], set()
+        again = _assigned([lp] + post)
         for x in rewrite(pre):
             pure = (isinstance(x, ir.Assign) and isinstance(x.value.type, ScalarType) and _pure(x.value)
-                    and not _uses(x.value, (_assigned(s.body) - defined) | {x.name}))
+                    and not _uses(x.value, (_assigned(s.body) - defined) | {x.name}) and x.name not in again
+                    and not _uses_stmts(once, {x.name}))
             if pure:
                 every.append(x)
                 defined.add(x.name)
