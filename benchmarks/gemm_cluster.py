@@ -30,7 +30,7 @@ import tilepy as tp  # noqa: E402
 import tilepy_hip  # noqa: E402
 from stdlib_kernels import gemm_hopper  # noqa: E402
 
-SHAPES = [(4096, 4096, 4096), (4096, 14336, 4096), (8192, 8192, 1024), (8192, 8192, 8192)]
+SHAPES = [(4096, 4096, 4096), (4096, 14336, 4096), (8192, 8192, 1024), (8192, 8192, 8192), (4096, 4096, 14336)]
 I128 = tp.nv.wgmma_m64n128k16_bf16
 VARIANTS = {  # bf16 out; constexprs for gemm_hopper.launch (None: the shape's policy)
     "policy": None,
@@ -38,6 +38,8 @@ VARIANTS = {  # bf16 out; constexprs for gemm_hopper.launch (None: the shape's p
     "c2_s3_tma": dict(CLUSTER_M=2, STAGES=3, EPILOGUE=2),
     "c2_s4_regs": dict(CLUSTER_M=2, STAGES=4, EPILOGUE=0, PRODUCER_REGS=40, CONSUMER_REGS=232),
     "c2_s3_tma_regs": dict(CLUSTER_M=2, STAGES=3, EPILOGUE=2, PRODUCER_REGS=40, CONSUMER_REGS=232),
+    "s3_tma_regs": dict(STAGES=3, EPILOGUE=2, IN_FLIGHT=0, PRODUCER_REGS=40, CONSUMER_REGS=232),   # no cluster
+    "s3_tma_regs64": dict(STAGES=3, EPILOGUE=2, IN_FLIGHT=0, PRODUCER_REGS=64, CONSUMER_REGS=216),
     "c2_128x128_s6": dict(CLUSTER_M=2, STAGES=6, EPILOGUE=0, BN=128, INSTR=I128),
     "persistent": dict(PERSISTENT=1, IN_FLIGHT=0),
 }

@@ -385,8 +385,14 @@ POLICIES = {
     "unaligned": dict(IN_FLIGHT=0),
 }
 # over POLICIES where the output is bf16 (policy(..., out=tp.bf16)); f32 out: the staged tile does not fit
-# beside 128 x 256 tiles, and it measured slower at 1024^3
-BF16_OUT = {"small": dict(EPILOGUE=1), "large": dict(STAGES=3, EPILOGUE=2)}
+# beside 128 x 256 tiles, and it measured slower at 1024^3. The large class's register budgets (setmaxnreg 64 / 216)
+# measured +7-12% on the H100 in two runs (benchmarks/results/gemm-large-regs-{1,2}-*.json, bf16 out against
+# cuBLAS, median of graph replays): 4096^3 0.85 -> 0.93x, 4096 x 14336 x 4096 0.82 -> 0.91, 8192 x 8192 x 1024
+# 0.71 -> 0.77, 8192^3 0.87 -> 0.94-0.95, 4096 x 4096 x 14336 0.87 -> 0.98 (40 / 232 the same within 1%, but its
+# 40-register producer spills into the consumer's k-loop; 64 / 216 spills 8 bytes outside it). 2x1 clusters with B
+# multicast (gemm_cluster, CLUSTER_M=2) add nothing over this at these shapes (0.90 / 0.89 / 0.70 / 0.95 / 0.97):
+# not in the table.
+BF16_OUT = {"small": dict(EPILOGUE=1), "large": dict(STAGES=3, EPILOGUE=2, PRODUCER_REGS=64, CONSUMER_REGS=216)}
 
 
 def _cdiv(a: int, b: int) -> int:

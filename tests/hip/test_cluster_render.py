@@ -47,3 +47,30 @@ def test_gemm_cluster_sass():
         assert sass.count("UTMALDG.2D.MULTICAST") == 4 and "UCGABAR_ARV" in sass and "UCGABAR_WAIT" in sass
         assert not re.search(r"\b(LDL|STL)\b", sass)
         assert ck.resources["spill_stores"] == 0 and ck.resources["stack_bytes"] == 0
+
+
+def _k_loop(sass: str) -> list:
+    """The SASS lines of the consumers' k-loop: from the target of the backward branch after the last HGMMA to
+    that branch."""
+    lines = sass.splitlines()
+    addr = [int(m.group(1), 16) if (m := re.search(r"/\*([0-9a-f]{4,})\*/", s)) else None for s in lines]
+    last = max(i for i, s in enumerate(lines) if "HGMMA" in s)
+    first = min(i for i, s in enumerate(lines) if "HGMMA" in s)
+    for i in range(last, len(lines)):
+        m = re.search(r"\bBRA (0x[0-9a-f]+)", lines[i])
+        if m and int(m.group(1), 16) <= addr[first]:
+            head = next(j for j in range(len(lines)) if addr[j] == int(m.group(1), 16))
+            return lines[head:i + 1]
+    raise AssertionError("no backward branch after the HGMMAs")
+
+
+@needs_sass
+def test_large_bf16_policy_keeps_local_memory_out_of_the_k_loop():
+    """The large class's bf16-out policy (setmaxnreg 64 / 216): no local memory in the consumers' k-loop (a
+    40-register producer made ptxas spill a scalar reloaded every k-tile)."""
+    p = gemm_hopper.kernel_params(gemm_hopper.policy(4096, 4096, 4096, out=gemm_hopper.tp.bf16))
+    assert (p["PRODUCER_REGS"], p["CONSUMER_REGS"]) == (64, 216)
+    ck = tilepy_hip.compile(gemm_hopper.gemm_hopper_bf16, target="sm_90a", **p)
+    loop = _k_loop(ck.sass())
+    assert any("HGMMA.64x256x16.F32.BF16" in s for s in loop)
+    assert not [s for s in loop if re.search(r"\b(LDL|STL)\b", s)]
