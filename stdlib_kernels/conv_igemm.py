@@ -12,7 +12,13 @@ co of the group, the reduction runs over k = (ci, kd, kh, kw), ci the group's in
 1-D and 2-D convolutions are 3-D ones with unit leading sizes. X is read flat, at offsets computed from the
 compile-time sizes (NB, CI, IS); padding, the tile edges and k past K are masked: they read 0. A transposed
 convolution is the gradient form of a direct one: output pixel o takes tap kd from input (o + P - kd * D) / S
-when that is a whole number, so it is the same GEMM with another gather and no zero-inserted input.
+when that is a whole number, so it is the same GEMM with another gather and no zero-inserted input. With a
+stride (and dilation 1) it runs PHASED (`geometry` sets it): output phase a (o = a + S j per dim) takes only
+the taps k = (a + P) % S + S t, a direct unit-stride convolution over j, so no gathered tap is a stride hole;
+grid z runs groups x phases in one launch, each phase with its own weight rows (`weight_phased`), the store
+goes to a + S j (a fused epilogue included), and a tap the phase lacks is a skipped k-tile (CIG % BK == 0) or a
+masked column. (H100, l1_099 TF32: 0.20x -> 0.35x cuDNN; level2/003's 3-D one 0.06x -> 0.37x, in 3xTF32
+0.18x -> 1.21x, the first form of the phases: benchmarks/results/conv-*.json.)
 
 Precision. `SPLIT=True` (3xTF32, fp32-accurate): every element is split into a TF32 head and tail as it is
 gathered (hi = round_tf32(x), lo = round_tf32(x - hi); the weight once, by `gemm_fp32.split_tf32`), and each
@@ -58,9 +64,9 @@ def conv_igemm(X: tp.Tensor[tp.f32, "XN"], WH: tp.Tensor[tp.f32, "GP", "COG", "K
     # PHASED (a transposed convolution with a stride, dilation 1): block z runs output phase ph = z // GR of
     # group g = z % GR, the output pixels o = a + S j (a = ph per dim). Tap k meets input (o + P - k) / S only
     # for k = k0 + S t, k0 = (a + P) % S, at input j + c - t, c = (a + P) // S: a direct convolution of unit
-    # stride over j with the phase's T = ceil((K - k0) / S) taps per dim, its weight WH[z] (taps major, then
-    # the group's input channels, as `weight_phased` lays it out). Rows run over the pixel grid PS = ceil(OS / S)
-    # of the largest phase; the rows a smaller phase lacks are masked.
+    # stride over j with the phase's tk = ceil((K - k0) / S) taps per dim, its weight WH[z] (taps major on the
+    # largest phase's tap grid, then the group's input channels, as `weight_phased` lays it out). Rows run over
+    # the pixel grid PS = ceil(OS / S) of the largest phase; the rows a smaller phase lacks are masked.
     PS0 = (OS[0] + ST[0] - 1) // ST[0] if PHASED else OS[0]
     PS1 = (OS[1] + ST[1] - 1) // ST[1] if PHASED else OS[1]
     PS2 = (OS[2] + ST[2] - 1) // ST[2] if PHASED else OS[2]
@@ -77,7 +83,13 @@ def conv_igemm(X: tp.Tensor[tp.f32, "XN"], WH: tp.Tensor[tp.f32, "GP", "COG", "K
     tk0 = (KS[0] - (a0 + PA[0]) % ST[0] + ST[0] - 1) // ST[0] if PHASED else KS[0]
     tk1 = (KS[1] - (a1 + PA[1]) % ST[1] + ST[1] - 1) // ST[1] if PHASED else KS[1]
     tk2 = (KS[2] - (a2 + PA[2]) % ST[2] + ST[2] - 1) // ST[2] if PHASED else KS[2]
-    KRED = CIG * tk0 * tk1 * tk2 if PHASED else CIG * KVOL
+    # the reduction runs over the largest phase's taps TM0 x TM1 x TM2 (compile-time loop bounds: a run-time
+    # trip count cost ~28 registers); tap t of phase ph is live while t < tk per dim (its weight is 0 past it)
+    TM0 = (KS[0] + ST[0] - 1) // ST[0] if PHASED else KS[0]
+    TM1 = (KS[1] + ST[1] - 1) // ST[1] if PHASED else KS[1]
+    TM2 = (KS[2] + ST[2] - 1) // ST[2] if PHASED else KS[2]
+    KRED = CIG * TM0 * TM1 * TM2 if PHASED else CIG * KVOL
+    TILE_TAPS = PHASED and CIG % BK == 0    # every k-tile within one tap: a dead tap's tiles are skipped whole
     cog = WH.shape[1]
     npix = NB * PVOL
     m0 = tp.block_id(0) * BM            # pixel tiles along x: the blocks running at once share weight tiles
@@ -127,55 +139,56 @@ def conv_igemm(X: tp.Tensor[tp.f32, "XN"], WH: tp.Tensor[tp.f32, "GP", "COG", "K
                 if kt < k_tiles:
                     if j > 0:
                         tp.mbarrier_wait(empty[s], j - 1)    # the consumers released stage s (round j - 1)
-                    k0 = kt * BK
-                    tp.copy_bulk(WH[z, n0:n0 + BN, k0:k0 + BK], b_hi[s], full[s])
-                    if SPLIT:
-                        tp.copy_bulk(WL[z, n0:n0 + BN, k0:k0 + BK], b_lo[s], full[s])
-                    kk = k0 + tp.arange(BK)[None, :]
-                    ku = tp.cast(kk, tp.u32)             # k >= 0: unsigned divisions by constants are cheap
-                    if PHASED and CIG % BK == 0:         # k = t * CIG + ci: one tap t per k-tile (a scalar)
-                        ci = tp.cast(ku % CIG, tp.i32)
-                        tu = tp.cast(k0 // CIG, tp.u32)
-                        kd = tp.cast(tu // tp.cast(tk1 * tk2, tp.u32), tp.i32) if KS[0] > 1 else 0
-                        kh = (tp.cast(tu % tp.cast(tk1 * tk2, tp.u32) // tp.cast(tk2, tp.u32), tp.i32) if KS[1] > 1
-                              else 0)
-                        kw = tp.cast(tu % tp.cast(tk2, tp.u32), tp.i32) if KS[2] > 1 else 0
-                    elif PHASED:                         # t the tap of the phase's tk0 x tk1 x tk2, per column
-                        ci = tp.cast(ku % CIG, tp.i32)
-                        tu = ku // CIG
-                        kd = tp.cast(tu // tp.cast(tk1 * tk2, tp.u32), tp.i32) if KS[0] > 1 else 0
-                        kh = (tp.cast(tu % tp.cast(tk1 * tk2, tp.u32) // tp.cast(tk2, tp.u32), tp.i32) if KS[1] > 1
-                              else 0)
-                        kw = tp.cast(tu % tp.cast(tk2, tp.u32), tp.i32) if KS[2] > 1 else 0
+                    # a k-tile of one tap the phase lacks: no copy, gather or product (the consumers skip it)
+                    if TILE_TAPS:
+                        tq = kt // (CIG // BK)
+                        tile_ok = ((tq // (TM1 * TM2) < tk0) & (tq % (TM1 * TM2) // TM2 < tk1)
+                                   & (tq % TM2 < tk2))
                     else:
-                        ci = tp.cast(ku // KVOL, tp.i32)
-                        kd = tp.cast(ku % KVOL // (KS[1] * KS[2]), tp.i32) if KS[0] > 1 else 0
-                        kh = tp.cast(ku % (KS[1] * KS[2]) // KS[2], tp.i32) if KS[1] > 1 else 0
-                        kw = tp.cast(ku % KS[2], tp.i32)
-                    cd = kd * (-DI[0] if TRANSPOSED else DI[0])
-                    ch = kh * (-DI[1] if TRANSPOSED else DI[1])
-                    cw = kw * (-DI[2] if TRANSPOSED else DI[2])
-                    if TRANSPOSED and not PHASED and (ST[0] > 1 or ST[1] > 1 or ST[2] > 1):
-                        td = hd + cd                        # = id * S where the tap meets input row id
-                        th = hh + ch
-                        tw = hw + cw
-                        x = tp.load(X[(((nb * CI + g * CIG + ci) * IS[0] + td // ST[0]) * IS[1] + th // ST[1]) * IS[2]
-                                      + tw // ST[2]],
-                                    mask=(kk < KRED) & live & (td % ST[0] == 0) & (th % ST[1] == 0)
-                                    & (tw % ST[2] == 0) & (tp.cast(td, tp.u32) < IS[0] * ST[0])
-                                    & (tp.cast(th, tp.u32) < IS[1] * ST[1]) & (tp.cast(tw, tp.u32) < IS[2] * ST[2]),
-                                    layout=LG)
-                    else:
-                        x = tp.load(X[prow + (((ci * IS[0] + cd) * IS[1] + ch) * IS[2] + cw)],
-                                    mask=(kk < KRED) & live & (tp.cast(hw + cw, tp.u32) < IS[2])
-                                    & ((tp.cast(hh + ch, tp.u32) < IS[1]) if IS[1] > 1 or KS[1] > 1 or PA[1] > 0
-                                       else True)
-                                    & ((tp.cast(hd + cd, tp.u32) < IS[0]) if IS[0] > 1 or KS[0] > 1 or PA[0] > 0
-                                       else True), layout=LG)
-                    hi = tp.round_tf32(x)
-                    tp.store(a_hi[s], hi)
-                    if SPLIT:
-                        tp.store(a_lo[s], tp.round_tf32(x - hi))
+                        tile_ok = True
+                    if tile_ok:
+                        k0 = kt * BK
+                        tp.copy_bulk(WH[z, n0:n0 + BN, k0:k0 + BK], b_hi[s], full[s])
+                        if SPLIT:
+                            tp.copy_bulk(WL[z, n0:n0 + BN, k0:k0 + BK], b_lo[s], full[s])
+                        kk = k0 + tp.arange(BK)[None, :]
+                        ku = tp.cast(kk, tp.u32)             # k >= 0: unsigned divisions by constants are cheap
+                        if PHASED:                           # k = t * CIG + ci, t the tap of TM0 x TM1 x TM2
+                            ci = tp.cast(ku % CIG, tp.i32)
+                            tu = ku // CIG
+                            kd = tp.cast(tu // (TM1 * TM2), tp.i32) if TM0 > 1 else 0
+                            kh = tp.cast(tu % (TM1 * TM2) // TM2, tp.i32) if TM1 > 1 else 0
+                            kw = tp.cast(tu % TM2, tp.i32) if TM2 > 1 else 0
+                        else:
+                            ci = tp.cast(ku // KVOL, tp.i32)
+                            kd = tp.cast(ku % KVOL // (KS[1] * KS[2]), tp.i32) if KS[0] > 1 else 0
+                            kh = tp.cast(ku % (KS[1] * KS[2]) // KS[2], tp.i32) if KS[1] > 1 else 0
+                            kw = tp.cast(ku % KS[2], tp.i32)
+                        tap_ok = ((kd < tk0) & (kh < tk1) & (kw < tk2)) if PHASED else True   # the phase has tap t
+                        cd = kd * (-DI[0] if TRANSPOSED else DI[0])
+                        ch = kh * (-DI[1] if TRANSPOSED else DI[1])
+                        cw = kw * (-DI[2] if TRANSPOSED else DI[2])
+                        if TRANSPOSED and not PHASED and (ST[0] > 1 or ST[1] > 1 or ST[2] > 1):
+                            td = hd + cd                        # = id * S where the tap meets input row id
+                            th = hh + ch
+                            tw = hw + cw
+                            x = tp.load(X[(((nb * CI + g * CIG + ci) * IS[0] + td // ST[0]) * IS[1] + th // ST[1])
+                                          * IS[2] + tw // ST[2]],
+                                        mask=(kk < KRED) & live & (td % ST[0] == 0) & (th % ST[1] == 0)
+                                        & (tw % ST[2] == 0) & (tp.cast(td, tp.u32) < IS[0] * ST[0])
+                                        & (tp.cast(th, tp.u32) < IS[1] * ST[1]) & (tp.cast(tw, tp.u32) < IS[2] * ST[2]),
+                                        layout=LG)
+                        else:
+                            x = tp.load(X[prow + (((ci * IS[0] + cd) * IS[1] + ch) * IS[2] + cw)],
+                                        mask=(kk < KRED) & live & tap_ok & (tp.cast(hw + cw, tp.u32) < IS[2])
+                                        & ((tp.cast(hh + ch, tp.u32) < IS[1]) if IS[1] > 1 or KS[1] > 1 or PA[1] > 0
+                                           else True)
+                                        & ((tp.cast(hd + cd, tp.u32) < IS[0]) if IS[0] > 1 or KS[0] > 1 or PA[0] > 0
+                                           else True), layout=LG)
+                        hi = tp.round_tf32(x)
+                        tp.store(a_hi[s], hi)
+                        if SPLIT:
+                            tp.store(a_lo[s], tp.round_tf32(x - hi))
                     tp.mbarrier_arrive(full[s])              # the gathered tile and the copies: stage s is full
     else:                               # consumers: wgmma on 64 rows each
         acc = tp.zeros((BM, BN), tp.f32, layout=LC)
@@ -184,15 +197,25 @@ def conv_igemm(X: tp.Tensor[tp.f32, "XN"], WH: tp.Tensor[tp.f32, "GP", "COG", "K
                 kt = j * STAGES + s
                 if kt < k_tiles:
                     tp.mbarrier_wait(full[s], j)             # stage s holds tile kt
-                    if SPLIT:
-                        part = tp.zeros((BM, BN), tp.f32, layout=LC)
-                        part = tp.mma(a_lo[s], b_hi[s].T, part)
-                        part = tp.mma(a_hi[s], b_lo[s].T, part)
-                        part = tp.mma(a_hi[s], b_hi[s].T, part)
-                        tp.mbarrier_arrive(empty[s])
-                        acc = acc + part                     # round-to-nearest f32 adds across k-tiles
+                    if TILE_TAPS:
+                        tq = kt // (CIG // BK)
+                        tile_ok = ((tq // (TM1 * TM2) < tk0) & (tq % (TM1 * TM2) // TM2 < tk1)
+                                   & (tq % TM2 < tk2))
                     else:
-                        acc = tp.mma(a_hi[s], b_hi[s].T, acc)
+                        tile_ok = True
+                    if SPLIT:
+                        if tile_ok:
+                            part = tp.zeros((BM, BN), tp.f32, layout=LC)
+                            part = tp.mma(a_lo[s], b_hi[s].T, part)
+                            part = tp.mma(a_hi[s], b_lo[s].T, part)
+                            part = tp.mma(a_hi[s], b_hi[s].T, part)
+                            tp.mbarrier_arrive(empty[s])
+                            acc = acc + part                 # round-to-nearest f32 adds across k-tiles
+                        else:
+                            tp.mbarrier_arrive(empty[s])
+                    else:
+                        if tile_ok:
+                            acc = tp.mma(a_hi[s], b_hi[s].T, acc)
                         tp.mbarrier_arrive(empty[s])
         # epilogue: output element (pixel p, channel g * COG + c); a lowering may fuse a pointwise chain here
         p = m0 + tp.arange(BM)[:, None]
@@ -284,9 +307,10 @@ def phase_taps(geo: dict, a: tuple) -> list:
 
 
 def weight_phased(w, groups: int, geo: dict):
-    """The B operand of a PHASED transposed convolution: (phases * G, Cout/G, Cin/G * max taps), row ph * G + g
-    holding phase ph's taps (its own tk0 x tk1 x tk2 grid, row-major, each tap's Cin/G channels together:
-    k = t * CIG + ci) and zeros past them; w is (Cin, Cout/G, *k) as torch keeps it (numpy or torch)."""
+    """The B operand of a PHASED transposed convolution: (phases * G, Cout/G, max taps * Cin/G), row ph * G + g
+    holding phase ph's taps on the largest phase's tap grid TM0 x TM1 x TM2 (row-major; k = t * CIG + ci, each
+    tap's Cin/G channels together), zeros where the phase has no tap; w is (Cin, Cout/G, *k) as torch keeps it
+    (numpy or torch)."""
     import itertools
 
     torch_in = not isinstance(w, np.ndarray)
@@ -295,14 +319,14 @@ def weight_phased(w, groups: int, geo: dict):
     cig = ci // groups
     w5 = wn.reshape((groups, cig, cog) + tuple(geo["KS"]))          # spatial dims padded to 3 at the front
     tmax = [-(-k // s) for k, s in zip(geo["KS"], geo["ST"])]
-    out = np.zeros((phases(geo), groups, cog, tmax[0] * tmax[1] * tmax[2] * cig), wn.dtype)
+    out = np.zeros((phases(geo), groups, cog) + tuple(tmax) + (cig,), wn.dtype)
     for ph, a in enumerate(itertools.product(*[range(s) for s in geo["ST"]])):
         taps = phase_taps(geo, a)
         if any(t == 0 for _, t in taps):
             continue
         sub = w5[:, :, :, taps[0][0]::geo["ST"][0], taps[1][0]::geo["ST"][1], taps[2][0]::geo["ST"][2]]
-        tv = sub.shape[3] * sub.shape[4] * sub.shape[5]           # (G, CIG, COG, tk0, tk1, tk2) -> (G, COG, t, CIG)
-        out[ph, :, :, :tv * cig] = sub.transpose(0, 2, 3, 4, 5, 1).reshape(groups, cog, tv * cig)
+        t0, t1, t2 = sub.shape[3:]                                  # (G, CIG, COG, t0, t1, t2) -> (G, COG, t, CIG)
+        out[ph, :, :, :t0, :t1, :t2, :] = sub.transpose(0, 2, 3, 4, 5, 1)
     out = out.reshape(phases(geo) * groups, cog, -1)
     if torch_in:
         import torch

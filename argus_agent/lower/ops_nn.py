@@ -298,7 +298,8 @@ def _conv_igemm(ctx, x, w, shape, stride, padding, dilation, transposed, groups)
 
 def _phased_weight(ctx, w, geo, groups, cig, cog):
     """B of a PHASED transposed convolution (stdlib conv_igemm.weight_phased, on the device): row ph * G + g,
-    column t * CIG + ci holds w[g * CIG + ci, co, k0 + S t] for tap t of phase ph's own T grid, 0 past it."""
+    column t * CIG + ci holds w[g * CIG + ci, co, k0 + S t] for tap t of the largest phase's tap grid, 0 where
+    phase ph has no tap t."""
     import itertools
 
     from stdlib_kernels import conv_igemm
@@ -318,13 +319,11 @@ def _phased_weight(ctx, w, geo, groups, cig, cog):
         z, co, k = c
         v = None
         ci, tt = mod(k, cig), floordiv(k, cig)
+        ts = [floordiv(tt, tmax[1] * tmax[2]), mod(floordiv(tt, tmax[2]), tmax[1]), mod(tt, tmax[2])]
         for ph, taps in plans:
-            (k00, t0), (k01, t1), (k02, t2) = taps
             g = add(z, const(-ph * groups))
-            kk = [add(const(k00), scale(floordiv(tt, t1 * t2), geo["ST"][0])),
-                  add(const(k01), scale(mod(floordiv(tt, t2), t1), geo["ST"][1])),
-                  add(const(k02), scale(mod(tt, t2), geo["ST"][2]))][3 - nsp:]
-            conds = (("ge0", g), ("lt", g, groups), ("lt", tt, t0 * t1 * t2))
+            kk = [add(const(k0), scale(t, s)) for (k0, _), t, s in zip(taps, ts, geo["ST"])][3 - nsp:]
+            conds = (("ge0", g), ("lt", g, groups)) + tuple(("lt", t, n) for (_, n), t in zip(taps, ts))
             ld = vals.load(wbuf.name, flatten([add(ci, g * cig), co] + kk, w.shape), wbuf.dtype, conds)
             v = ld if v is None else call("add", v, ld)
         return v if v is not None else vals.const(0.0, w.dtype)
