@@ -66,3 +66,38 @@ def cluster_gemm(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"
         tp.store(C[m0:m0 + BM, n0:n0 + BN], acc)
     if BUG != 4:
         tp.cluster_sync()
+
+
+@tp.kernel(threads=256, target="sm_90a", cluster=(2, 1, 1))
+def cluster_gemm_peer(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"],
+                      C: tp.Tensor[tp.f32, "M", "N"], BM: tp.constexpr = 64, BN: tp.constexpr = 64,
+                      BK: tp.constexpr = 64, S: tp.constexpr = 2, BUG: tp.constexpr = 0):
+    """cluster_gemm with the releases written per rank: to the block itself and to its peer (rank ^ 1); BUG 6
+    releases twice to itself and never to the peer (the count is met without the peer: a pipeline hazard)."""
+    m0 = tp.block_id(0) * BM
+    n0 = tp.block_id(1) * BN
+    a_s = tp.shared((BM, BK), tp.bf16, stages=S, swizzle=tp.Swizzle(3, 3, 3))
+    b_s = tp.shared((BK, BN), tp.bf16, stages=S, swizzle=tp.Swizzle(3, 3, 3))
+    full = tp.mbarrier(1, stages=S)
+    empty = tp.mbarrier(2, stages=S)
+    k_tiles = tp.cdiv(A.shape[1], BK)
+    tp.cluster_sync()
+    if tp.warpgroup_id() == 0:
+        for k in range(k_tiles):
+            tp.mbarrier_wait(empty[k % S], k // S)
+            tp.copy_bulk(A[m0:m0 + BM, k * BK:(k + 1) * BK], a_s[k % S], full[k % S])
+            tp.copy_bulk(B[k * BK:(k + 1) * BK, n0:n0 + BN], b_s[k % S], full[k % S], multicast=0b11, by=k % 2)
+            tp.mbarrier_arrive(full[k % S])
+    else:
+        peer = tp.cluster_rank() if BUG == 6 else tp.cluster_rank() ^ 1
+        for s in tp.static_range(S):
+            tp.mbarrier_arrive(empty[s], cta=tp.cluster_rank())
+            tp.mbarrier_arrive(empty[s], cta=peer)
+        acc = tp.zeros((BM, BN), tp.f32, layout=tp.accumulator(INSTR, (BM, BN)))
+        for k in range(k_tiles):
+            tp.mbarrier_wait(full[k % S], k // S)
+            acc = tp.mma(a_s[k % S], b_s[k % S], acc)
+            tp.mbarrier_arrive(empty[k % S], cta=tp.cluster_rank())
+            tp.mbarrier_arrive(empty[k % S], cta=peer)
+        tp.store(C[m0:m0 + BM, n0:n0 + BN], acc)
+    tp.cluster_sync()

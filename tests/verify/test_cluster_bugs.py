@@ -40,6 +40,8 @@ def test_missing_remote_release_names_the_rank():
     r = tilepy_verify.verify(cluster_gemm, BUG=2)
     (f,) = [f for f in r.findings if f.check == "deadlock"]
     assert "rank 1" in f.message and "cta=r" in f.counterexample["detail"]
+    (h,) = [f for f in tilepy_verify.verify(cluster_gemm, BUG=1).findings if f.check == "pipeline_hazard"]
+    assert "never release to" in h.message
 
 
 def _inputs(M=256, K=200, N=128, seed=0):
@@ -79,3 +81,17 @@ def test_gemm_cluster_verifies_clean(kernel, extra):
     r = tilepy_verify.verify(kernel, **extra)
     assert r.ok, str(r)
     assert time.perf_counter() - t < 10    # (about 1 s unloaded; the bar is 2 s: benchmarks/verify_speed.py)
+
+
+def test_releases_written_per_rank():
+    """cta=tp.cluster_rank() ^ 1 (the peer) is evaluated per rank: clean; releasing to itself twice meets the
+    count without the peer's release: a stage refilled under the peer's reads (pipeline hazard)."""
+    from cluster_kernels import cluster_gemm_peer
+
+    assert tilepy_verify.verify(cluster_gemm_peer).ok
+    r = tilepy_verify.verify(cluster_gemm_peer, BUG=6)
+    (f,) = [f for f in r.findings if f.check == "pipeline_hazard"]
+    assert "never release to" in f.message
+    a, b, c = _inputs()
+    cluster_gemm_peer[(4, 2)](a, b, c)
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-4)

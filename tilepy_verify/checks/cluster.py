@@ -9,13 +9,14 @@ releases reach every block whose multicasts write into it; this module checks th
 
 * a multicast copy into a ring stage, guarded by the producer's wait on `empty`, needs the consumers' arrivals on
   `empty` to reach every rank of the mask (`cta=r` for each r, e.g. a `tp.static_range` over the cluster).
-  A rank no arrival reaches: when `empty` expects as many arrivals as the mask has blocks, that block's producer
-  waits for releases that never come (`deadlock`); when it expects fewer, the producer refills a stage the other
-  blocks may still be reading (`pipeline_hazard`: a multicast writes it in their shared memory).
+  A rank that no block releases to: its producer waits for releases that never come (`deadlock`). A rank that
+  some blocks release to but not all (its `empty` completes on those, e.g. local releases only): it refills a stage
+  that a block it multicasts into may still be reading (`pipeline_hazard`).
 * remote arrivals and multicast copies must come after a `tp.cluster_sync()` (the other blocks' mbarriers are
   initialized before it), and the kernel must end with one after the last of them (a block must not exit while
   others still write its shared memory): `race` otherwise.
-A `cta=` that is neither a constant, a `tp.static_range` variable nor `tp.cluster_rank()` is not judged here.
+A `cta=` is evaluated per rank (constants, `tp.static_range` variables, `tp.cluster_rank()` and + - * // % ^ & | of
+them); one that is something else is not judged here.
 """
 
 from __future__ import annotations
@@ -50,15 +51,58 @@ def _walk(stmts, env, out, path):
             _walk(s.orelse, env, out, (*here, "else"))
 
 
-def _ranks(e, env):
-    """Ranks a `cta=` reaches: a set of ints, "self", or None (not judged)."""
+_DEFS: dict = {}  # variables assigned once in the kernel being checked: name -> expression (see findings)
+_OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b, "//": lambda a, b: a // b,
+        "%": lambda a, b: a % b, "^": lambda a, b: a ^ b, "&": lambda a, b: a & b, "|": lambda a, b: a | b}
+
+
+def _value(e, binding: dict, rank: int):
+    """The integer value of a `cta=` expression in the block of cluster rank `rank`, with the static loop
+    variables bound; None where it is not a function of those (then the releases are not judged)."""
     if isinstance(e, ir.Const) and isinstance(e.value, int):
-        return {e.value}
-    if isinstance(e, ir.Var) and e.name in env:
-        return set(env[e.name])
+        return e.value
+    if isinstance(e, ir.Var):
+        if e.name in binding:
+            return binding[e.name]
+        d = _DEFS.get(e.name)
+        return None if d is None else _value(d, binding, rank)
     if isinstance(e, ir.Call) and e.op == "cluster_rank":
-        return "self"
+        return rank
+    if isinstance(e, ir.BinOp) and e.op in _OPS:
+        a, b = _value(e.lhs, binding, rank), _value(e.rhs, binding, rank)
+        if a is None or b is None or (e.op in ("//", "%") and b == 0):
+            return None
+        return _OPS[e.op](a, b)
     return None
+
+
+def _targets(e, env: dict, rank: int):
+    """The ranks an arrival `cta=e` of the block of rank `rank` reaches over its static loops, or None."""
+    names = [n for n in env if _mentions(e, n)]
+    out = set()
+    for combo in _product([list(env[n]) for n in names]):
+        v = _value(e, dict(zip(names, combo)), rank)
+        if v is None:
+            return None
+        out.add(v)
+    return out
+
+
+def _mentions(e, name) -> bool:
+    if isinstance(e, ir.Var):
+        return e.name == name or (e.name in _DEFS and _mentions(_DEFS[e.name], name))
+    if isinstance(e, ir.BinOp):
+        return _mentions(e.lhs, name) or _mentions(e.rhs, name)
+    return False
+
+
+def _product(lists):
+    if not lists:
+        yield ()
+        return
+    for x in lists[0]:
+        for rest in _product(lists[1:]):
+            yield (x, *rest)
 
 
 def findings(kir) -> list:
@@ -66,6 +110,12 @@ def findings(kir) -> list:
         return []
     evals: list = []
     _walk(kir.body, {}, evals, ())
+    assigned: dict = {}
+    for s in ir.walk(kir.body):
+        if isinstance(s, ir.Assign):
+            assigned.setdefault(s.name, []).append(s.value)
+    _DEFS.clear()
+    _DEFS.update({n: v[0] for n, v in assigned.items() if len(v) == 1})
     out = []
     counts = {}
     for s in ir.walk(kir.body):
@@ -107,32 +157,39 @@ def findings(kir) -> list:
                 {"detail": "wait on the ring's `empty` mbarrier (released by the consumers of every block of the mask) "
                            "before the copy"}))
             continue
-        reached, judged = set(), True
+        # which (sender, receiver) pairs of the mask some release covers: the blocks are alike, so the block of
+        # rank r0 runs every arrival with cluster_rank() = r0
+        covered, judged = set(), True
         for s2, env2, _ in evals:
             if s2.call.op != "mbarrier_arrive" or _bar_base(s2.call.args[0]) != guard:
                 continue
-            if len(s2.call.args) == 1:
-                continue                    # a local arrival reaches the block itself only
-            r = _ranks(s2.call.args[1], env2)
-            if r is None:
-                judged = False
-            elif r != "self":
-                reached |= r
-        missing = sorted(need - reached)
-        if not judged or not missing:
+            for r0 in need:
+                if len(s2.call.args) == 1:
+                    covered.add((r0, r0))    # a local arrival reaches the block itself only
+                    continue
+                t = _targets(s2.call.args[1], env2, r0)
+                if t is None:
+                    judged = False
+                else:
+                    covered |= {(r0, c) for c in t}
+        pairs = sorted((r0, c) for c in need for r0 in need if (r0, c) not in covered)
+        if not judged or not pairs:
             continue
         count = counts.get(guard, 1)
-        detail = (f"no arrival on '{guard}' reaches cluster rank {missing[0]}, yet the multicast writes into its "
-                  f"stage; release to every rank of the mask: for r in tp.static_range(...): "
-                  f"tp.mbarrier_arrive({guard}[s], cta=r)")
-        if isinstance(count, int) and count >= len(need):
+        unreached = sorted(c for c in need if not any((r0, c) in covered for r0 in need))
+        if unreached:
+            c = unreached[0]
             out.append(Finding(
-                "deadlock", "error", f"deadlock: the block of cluster rank {missing[0]} waits on '{guard}' for "
-                f"{count} arrivals per phase, but no block's consumers release to it (a missing remote release)",
-                s.span, {"detail": detail}))
+                "deadlock", "error", f"deadlock: the block of cluster rank {c} waits on '{guard}' ({count} arrival(s) "
+                "per phase) before each multicast, but no block's consumers release to it (a missing remote release)",
+                s.span, {"detail": f"no arrival on '{guard}' reaches cluster rank {c}; release to every rank of the "
+                                   f"mask: for r in tp.static_range(...): tp.mbarrier_arrive({guard}[s], cta=r)"}))
         else:
+            r0, c = pairs[0]
             out.append(Finding(
-                "pipeline_hazard", "error", f"pipeline hazard: '{guard}' counts {count} release(s) per phase, so "
-                f"a stage is refilled before every block of the cluster released it: this multicast writes rank "
-                f"{missing[0]}'s stage while its consumers may still read it", s.span, {"detail": detail}))
+                "pipeline_hazard", "error", f"pipeline hazard: the consumers of cluster rank {r0} never release to "
+                f"rank {c}, whose multicast writes into their stage: rank {c} refills a stage rank {r0} may still "
+                f"read (its '{guard}' completes on other releases)", s.span,
+                {"detail": f"release to every rank of the mask (cta=r for each r), with '{guard}' counting one "
+                           "release per block"}))
     return out
