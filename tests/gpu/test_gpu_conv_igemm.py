@@ -102,3 +102,51 @@ def test_lowered_conv_chain_and_split_k_on_gpu(tmp_path):
             assert "KSPLIT=" in src
         else:
             assert "conv_igemm_e" in src
+
+
+class _Separable(torch.nn.Module):
+    """Depthwise 3x3 (a written-out tap sum) + BatchNorm + ReLU6, then a strided transposed convolution."""
+
+    def __init__(self):
+        super().__init__()
+        self.dw = torch.nn.Conv2d(32, 32, 3, padding=1, groups=32)
+        self.bn = torch.nn.BatchNorm2d(32)
+        self.up = torch.nn.ConvTranspose2d(32, 48, 3, stride=2, padding=1, output_padding=1)
+        with torch.no_grad():
+            self.bn.running_mean.uniform_(-0.5, 0.5)
+            self.bn.running_var.uniform_(0.5, 2.0)
+
+    def forward(self, x):
+        return torch.tanh(self.up(torch.nn.functional.relu6(self.bn(self.dw(x))))) * 1.5
+
+
+@pytest.mark.parametrize("phases", ["ir", "kernel"])
+def test_lowered_depthwise_and_phased_transposed_on_gpu(phases, tmp_path, monkeypatch):
+    """A lowered depthwise block and strided transposed convolution against float64 (fp32: 3xTF32): the
+    transposed one as the IR's phase GEMMs or as one PHASED conv_igemm with the tanh/scale in its store."""
+    import importlib.util
+
+    from argus_agent.lower import lower_model, ops_nn, render_program
+
+    monkeypatch.setattr(ops_nn, "TRANSPOSED_PHASES", phases == "ir")
+    allow = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False
+    try:
+        torch.manual_seed(7)
+        model = _Separable().eval()
+        x = torch.randn(4, 32, 37, 41)
+        src = render_program(lower_model(model, [x], "sm_90a"))
+    finally:
+        torch.backends.cudnn.allow_tf32 = allow
+    assert ("PHASED=True" in src) == (phases == "kernel")
+    p = tmp_path / f"sep_{phases}.py"
+    p.write_text(src)
+    spec = importlib.util.spec_from_file_location(f"gpu_lowered_sep_{phases}", p)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    with torch.no_grad():
+        ref = model.double()(x.double())
+        out = mod.argus_forward(model.float().to(DEV), x.to(DEV)).cpu().double()
+    assert not out.isnan().any()
+    err = ((out - ref).abs() / (ref.abs() + 1)).max().item()
+    assert err < 1e-4, err
