@@ -175,6 +175,13 @@ class Context:
             v = t(unflatten(i, t.shape))
             if v.op == "load" and v.args[0] == t.buffer.name and v.args[1] == i and not v.args[2]:
                 return t
+        if t.buffer is None and t.shape:   # a view (unsqueeze, reshape) reading a whole buffer in its own order
+            i = Var("i", max(1, t.numel))
+            v = t(unflatten(i, t.shape))
+            src = next((b for b in self.buffers if v.op == "load" and b.name == v.args[0]), None)
+            if src is not None and src.numel == t.numel and v.args[1] == i and not v.args[2] \
+                    and v.dtype == src.dtype == t.dtype:
+                return LTensor(t.shape, t.dtype, t._fn, buffer=src)
         plain = LTensor(t.shape, t.dtype, t._fn)
         return self.realize(plain, base)
 

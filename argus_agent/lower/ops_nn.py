@@ -427,7 +427,7 @@ def _max_pool(ctx, node, x, kernel, stride=None, padding=0, dilation=1, ceil_mod
     nsp = len(kernel)
     stride = _norm_list(stride, nsp, kernel)
     padding, dilation = _norm_list(padding, nsp), _norm_list(dilation, nsp)
-    xb = ctx.realize(x, "pool_in")
+    xb = ctx.contiguous(x, "pool_in")
     buf = xb.buffer
     coords, _ = _pool_windows(x, shape, kernel, stride, padding, dilation)
     from .index import flatten
@@ -489,7 +489,7 @@ def _avg_pool(ctx, node, x, kernel, stride=None, padding=0, ceil_mode=False, cou
     nsp = len(kernel)
     stride = _norm_list(stride, nsp, kernel)
     padding = _norm_list(padding, nsp)
-    xb = ctx.realize(x, "pool_in")
+    xb = ctx.contiguous(x, "pool_in")
     buf = xb.buffer
     coords, lead = _pool_windows(x, shape, kernel, stride, padding, [1] * nsp)
     from .index import flatten
@@ -545,7 +545,7 @@ def _adaptive(ctx, node, x, out_size, kind):
     ins = x.shape[lead:]
     outs = shape[lead:]
     kmax = [max(-(-((o + 1) * i) // on) - (o * i) // on for o in range(on)) for i, on in zip(ins, outs)]
-    xb = ctx.realize(x, "pool_in")
+    xb = ctx.contiguous(x, "pool_in")
     buf = xb.buffer
     from .index import flatten
     acc = _acc(x.dtype)

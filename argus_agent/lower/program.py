@@ -264,10 +264,11 @@ def _fuse_output_epilogues(kernels: list, out_names: set) -> list:
             continue
         kj = max(cands)
         K = kernels[kj]
-        if not (isinstance(K, Reduction) and K.mode in ("row", "col") and K.M == n and K.epilogue is None
-                and K.kind in ("sum", "max", "min", "prod", "welford")):
+        if not (isinstance(K, Reduction) and K.M == n and K.epilogue is None
+                and (K.kind in ("sum", "max", "min", "prod", "welford") if K.mode in ("row", "col")
+                     else K.kind in ("sum", "max", "min") and K.out2 is None)):
             continue
-        if K.mode == "row":
+        if K.mode in ("row", "generic"):
             i_to = Var("m", K.M)
         else:
             i_to = add(scale(Var("o", K.O), K.I), Var("i", K.I))

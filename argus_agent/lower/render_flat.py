@@ -13,15 +13,16 @@ from . import tags as lower_tags
 from . import values as vals
 from .core import Pointwise, Reduction
 from .emit import _COMBINE, _FINAL, _init_literal, _is_tile, _PointwiseEmitter, _ReductionEmitter, _tp, _view_signature
-from .index import Sum, Var
+from .index import Sum, Var, substitute
 from .sizes import INT32_MAX, next_pow2
 from .values import V, walk
 
 
 def _kernel_params(kernel) -> tuple[list, dict]:
-    """The buffers a kernel reads, and their parameter names (the buffers' own)."""
+    """The buffers a kernel reads (its epilogue's too), and their parameter names (the buffers' own)."""
     used = []
-    for v in walk([kernel.value]):
+    epilogue = getattr(kernel, "epilogue", None)
+    for v in walk([kernel.value] + ([epilogue[1]] if epilogue is not None else [])):
         if v.op in ("load", "gather") and v.args[0] not in used:
             used.append(v.args[0])
     names = {b: b for b in used + [kernel.out.name]}
@@ -64,9 +65,12 @@ def render_pointwise(k: Pointwise, kname: str, buffers: dict) -> tuple[str, list
     return src, args, {"grid": grid}
 
 
-def _column_reduction(value: V) -> bool:
-    """Whether the reduction's main loads step by 1 along the outputs but not along the reduced index."""
+def _column_reduction(value: V, R: int) -> bool:
+    """Whether the reduction's main loads step by 1 along the outputs but not along the reduced index; or,
+    with no load stepping by 1 along either, whether the reduced range is a small window (pooling: the
+    window's offsets are div/mod terms of r), where neighbouring outputs read neighbouring elements."""
     votes = 0
+    window = False
     for v in walk([value]):
         if v.op != "load" or not isinstance(v.args[1], Sum):
             continue
@@ -76,7 +80,9 @@ def _column_reduction(value: V) -> bool:
                 votes += 1
             elif coef.get("r") == 1:
                 votes -= 1
-    return votes > 0
+            else:
+                window = True
+    return votes > 0 or (votes == 0 and window and R <= 64)
 
 
 def render_reduction(k: Reduction, kname: str, buffers: dict) -> tuple[str, list, dict]:
@@ -84,7 +90,7 @@ def render_reduction(k: Reduction, kname: str, buffers: dict) -> tuple[str, list
     used, names = _kernel_params(k)
     idt = "i64" if M * R > INT32_MAX or any(buffers[b].numel > INT32_MAX for b in used) else "i32"
     final = _FINAL[k.kind]
-    cols = _column_reduction(k.value)
+    cols = _column_reduction(k.value, R)
     if cols and final is not None:
         # the outputs are contiguous in memory, the reduced index strided: outputs along the tile's fast axis
         bm = min(next_pow2(M), 128)
@@ -124,14 +130,18 @@ def render_reduction(k: Reduction, kname: str, buffers: dict) -> tuple[str, list
     else:
         body.append("for k in range(tp.cdiv(R, BR)):")
         body += ["    " + line for line in inner]
-    if final is None:
-        body.append(f"res = tp.sum(acc, axis={axis})")  # BR == 1: the column is the result
+    out_views = [(k.out.name, None)]
+    if k.epilogue is not None and final is not None:
+        body, out_views = _generic_epilogue(k, em, body, final, axis, dtype)
     else:
-        body.append(f"res = {final}(acc, axis={axis})")
-    out_dt = k.out.dtype
-    res = "res" if vals.compute_dtype(out_dt) == dtype == out_dt else f"res.to({_tp(out_dt)})"
-    body.append(f"tp.store({names[k.out.name]}[m0:m0 + BM], {res})")
-    if _is_tile(k.value):
+        if final is None:
+            body.append(f"res = tp.sum(acc, axis={axis})")  # BR == 1: the column is the result
+        else:
+            body.append(f"res = {final}(acc, axis={axis})")
+        out_dt = k.out.dtype
+        res = "res" if vals.compute_dtype(out_dt) == dtype == out_dt else f"res.to({_tp(out_dt)})"
+        body.append(f"tp.store({names[k.out.name]}[m0:m0 + BM], {res})")
+    if _is_tile(k.value) and k.epilogue is None:
         # one chunk: each stored element the reduction of its tile; several: the fold of every chunk, once
         claim = lower_tags.reduction_store_assertion(k.value, names[k.out.name], ("m",), br,
                                                      lambda s: (None, (None, s), None),
@@ -139,7 +149,7 @@ def render_reduction(k: Reduction, kname: str, buffers: dict) -> tuple[str, list
         if claim:
             body.insert(0, claim)
     body = lower_tags.annotate_reduction(body, em, M, R)
-    params, args = _signature(em, k, buffers)
+    params, args = _view_signature(em, out_views, buffers)
     src = (
         f"@tp.kernel(threads=128)\n"
         f"def {kname}({', '.join(params)}, M: tp.constexpr = {M}, R: tp.constexpr = {R}, "
@@ -149,6 +159,39 @@ def render_reduction(k: Reduction, kname: str, buffers: dict) -> tuple[str, list
     )
     grid = f"lambda m: (tp.cdiv({M}, m['BM']),)"
     return src, args, {"grid": grid}
+
+
+def _generic_epilogue(k: Reduction, em, body: list, final: str, axis: int, dtype):
+    """The end of a generic reduction whose outputs feed a per-output pointwise epilogue (an average pool's
+    window count, a mean's division): the result kept as a (BM, 1) / (1, BM) tile beside the loop's `m`,
+    the epilogue computed on it and stored (the result too when others read it) through 2-D views of the
+    flat outputs: one pass instead of a reduction and a pointwise kernel."""
+    out_buf, value, key, store_res = k.epilogue
+    if k.mode == "col":   # a column-mode reduction rendered here (i64 indices): its (o, i) as the flat m
+        from .index import floordiv, mod
+        from .program import _subst
+
+        m = Var("m", k.M)
+        to_m = {"o": floordiv(m, k.I), "i": mod(m, k.I)}
+        value, key = _subst(value, to_m), substitute(key, to_m)
+    body.append(f"res = {final}(acc, axis={axis}, keepdims=True)")
+    if vals.compute_dtype(k.out.dtype) != k.out.dtype:      # read back from a half buffer: round as stored
+        body.append(f"res = res.to({_tp(k.out.dtype)}).to({_tp(dtype)})")
+    em.done[vals.load(k.out.name, key, k.out.dtype)] = "res"
+    em.lines = []
+    val = em.value(value)
+    body += em.lines
+    shape, sub = ((1, k.M), "0:1, m0:m0 + BM") if em.cols else ((k.M, 1), "m0:m0 + BM, 0:1")
+    tile = "(1, BM)" if em.cols else "(BM, 1)"
+    v_text = val if _is_tile(value) else f"tp.full({tile}, {val}, {_tp(value.dtype)})"
+    outs = []
+    for buf, text, vdt in ([(k.out, "res", dtype)] if store_res else []) + [(out_buf, v_text, value.dtype)]:
+        name = f"{buf.name}_2d"
+        if vdt != buf.dtype:
+            text = f"({text}).to({_tp(buf.dtype)})"
+        body.append(f"tp.store({name}[{sub}], {text})")
+        outs.append((buf.name, (name, shape)))
+    return body, outs
 
 
 def needs_i64(k, buffers) -> bool:
