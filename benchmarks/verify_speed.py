@@ -58,12 +58,11 @@ def cases():
         if cls in gemm_hopper.BF16_OUT:  # the bf16-output entries (the staged epilogue)
             yield (f"gemm_hopper_bf16[policy {cls}]", gemm_hopper.gemm_hopper_bf16, "sm_90a",
                    gemm_hopper.policy(M, N, K, tp.bf16))
-    # the persistent grid's proven twin: one flat ring loop per role over the block's slots (gemm_persistent
-    # itself, nested loops, is listed with the other kernels at its defaults: not proven yet)
-    yield "gemm_persistent_flat[sm_90a]", gemm_hopper.gemm_persistent_flat, "sm_90a", {}
-    yield ("gemm_persistent_flat[sm_90a, 128x128 s5]", gemm_hopper.gemm_persistent_flat, "sm_90a",
-           {**gemm_hopper.SMALL_TILE, "STAGES": 5})
-    mark(gemm.gemm, gemm_hopper.gemm_hopper, gemm_hopper.gemm_persistent_flat)
+    # the persistent grid: nested tile x ring loops (the verifier writes them as one slot loop) and its flat twin
+    for k in (gemm_hopper.gemm_persistent, gemm_hopper.gemm_persistent_flat):
+        yield f"{k.name}[sm_90a]", k, "sm_90a", {}
+        yield f"{k.name}[sm_90a, 128x128 s5]", k, "sm_90a", {**gemm_hopper.SMALL_TILE, "STAGES": 5}
+    mark(gemm.gemm, gemm_hopper.gemm_hopper, gemm_hopper.gemm_persistent, gemm_hopper.gemm_persistent_flat)
     for d, params in attention.PRESETS.items():
         for causal in (False, True):
             yield (f"attention_fwd[d{d}{', causal' if causal else ''}]", attention.attention_fwd, None,
