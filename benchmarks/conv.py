@@ -2,7 +2,7 @@
 (PyTorch's default for convolutions: cuDNN TF32 vs one TF32 pass) and fp32 without (cuDNN fp32 vs 3xTF32).
 Median of --runs timed calls after warm-up, random data; JSON into benchmarks/results/ (or --out).
 
-    python benchmarks/conv.py [--runs 20] [--out DIR] [--only NAME...]
+    python benchmarks/conv.py [--runs 20] [--out DIR] [--only NAME...] [--taps] [--tag SUFFIX]
 
 Strided transposed rows also time the one-GEMM form (PHASED=False: every tap gathered, the stride's holes
 masked) beside conv_igemm.launch's phases.
@@ -20,6 +20,7 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from stdlib_kernels import conv_igemm  # noqa: E402
 
+TAPS = False
 SHAPES = [  # name, x, w, stride, padding, dilation, groups, transposed, output_padding
     ("l2_007 conv2d 32->64 3x3", (64, 32, 128, 128), (64, 32, 3, 3), 1, 0, 1, 1, False, 0),
     ("l1_091 conv2d s2 d2", (16, 32, 256, 256), (64, 32, 3, 3), 2, 2, 2, 1, False, 0),
@@ -75,6 +76,13 @@ def bench(shape, d, runs):
         t_ref, t_ours = median_ms(call, runs), median_ms(ours, runs)
         row = dict(name=name, precision="tf32" if tf32 else "fp32 (3xTF32 vs cuDNN fp32)", torch_ms=t_ref,
                    ours_ms=t_ours, ratio=t_ref / t_ours, rel_err=err)
+        if TAPS and not (tr and max([s] if isinstance(s, int) else s) > 1):   # taps-major k (TAPS=True) too
+            def taps(split=not tf32):
+                conv_igemm.launch(x, w, y, s, p, dl, g, tr, split=split, TAPS=True)
+            taps()
+            torch.cuda.synchronize()
+            row.update(taps_ms=median_ms(taps, runs), taps_rel_err=((y - ref).abs().max() / ref.abs().max()).item())
+            row["taps_ratio"] = t_ref / row["taps_ms"]
         if tr and max([s] if isinstance(s, int) else s) > 1:   # launch runs it PHASED; the one-GEMM form too
             def one_gemm(split=not tf32):
                 conv_igemm.launch(x, w, y, s, p, dl, g, tr, split=split, PHASED=False)
@@ -95,7 +103,10 @@ def main():
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
     ap.add_argument("--only", nargs="*", default=None, help="rows whose name starts with one of these")
     ap.add_argument("--tag", default="", help="suffix of the JSON's name")
+    ap.add_argument("--taps", action="store_true", help="also time TAPS=True (taps-major k) on other rows")
     args = ap.parse_args()
+    global TAPS
+    TAPS = args.taps
     d = torch.device("cuda")
     rows = []
     for shape in SHAPES:

@@ -51,7 +51,8 @@ def conv_igemm(X: tp.Tensor[tp.f32, "XN"], WH: tp.Tensor[tp.f32, "GP", "COG", "K
                WL: tp.Tensor[tp.f32, "GP", "COG", "KP"], Y: tp.Tensor[tp.f32, "N", "G", "COG", "OV"],
                OS: tp.constexpr = (1, 8, 8), KS: tp.constexpr = (1, 3, 3), ST: tp.constexpr = (1, 1, 1),
                PA: tp.constexpr = (0, 1, 1), DI: tp.constexpr = (1, 1, 1), CIG: tp.constexpr = 4,
-               TRANSPOSED: tp.constexpr = False, PHASED: tp.constexpr = False, SPLIT: tp.constexpr = True,
+               TRANSPOSED: tp.constexpr = False, PHASED: tp.constexpr = False, TAPS: tp.constexpr = False,
+               SPLIT: tp.constexpr = True,
                NB: tp.constexpr = 1,
                CI: tp.constexpr = 4, IS: tp.constexpr = (1, 8, 8),
                BM: tp.constexpr = 128, BN: tp.constexpr = 128, BK: tp.constexpr = 32, STAGES: tp.constexpr = 3,
@@ -90,6 +91,9 @@ def conv_igemm(X: tp.Tensor[tp.f32, "XN"], WH: tp.Tensor[tp.f32, "GP", "COG", "K
     TM2 = (KS[2] + ST[2] - 1) // ST[2] if PHASED else KS[2]
     KRED = CIG * TM0 * TM1 * TM2 if PHASED else CIG * KVOL
     TILE_TAPS = PHASED and CIG % BK == 0    # every k-tile within one tap: a dead tap's tiles are skipped whole
+    # k = t * CIG + ci (taps major: PHASED, or TAPS for any other convolution, its weight laid out by
+    # `weight_taps`); with CIG % BK == 0 a k-tile's tap is one scalar, so a column's index math is ci alone
+    TAPMAJOR = PHASED or TAPS
     cog = WH.shape[1]
     npix = NB * PVOL
     m0 = tp.block_id(0) * BM            # pixel tiles along x: the blocks running at once share weight tiles
@@ -153,7 +157,13 @@ def conv_igemm(X: tp.Tensor[tp.f32, "XN"], WH: tp.Tensor[tp.f32, "GP", "COG", "K
                             tp.copy_bulk(WL[z, n0:n0 + BN, k0:k0 + BK], b_lo[s], full[s])
                         kk = k0 + tp.arange(BK)[None, :]
                         ku = tp.cast(kk, tp.u32)             # k >= 0: unsigned divisions by constants are cheap
-                        if PHASED:                           # k = t * CIG + ci, t the tap of TM0 x TM1 x TM2
+                        if TAPMAJOR and CIG % BK == 0:      # one tap t of TM0 x TM1 x TM2 per k-tile
+                            ci = tp.cast(ku % CIG, tp.i32)
+                            tq = kt // (CIG // BK)
+                            kd = tq // (TM1 * TM2) if TM0 > 1 else 0
+                            kh = tq % (TM1 * TM2) // TM2 if TM1 > 1 else 0
+                            kw = tq % TM2 if TM2 > 1 else 0
+                        elif TAPMAJOR:                       # k = t * CIG + ci, t the tap of TM0 x TM1 x TM2
                             ci = tp.cast(ku % CIG, tp.i32)
                             tu = ku // CIG
                             kd = tp.cast(tu // (TM1 * TM2), tp.i32) if TM0 > 1 else 0
@@ -344,14 +354,26 @@ def weight_gck(w, groups: int, transposed: bool):
     return wg.reshape(groups, cog, -1)
 
 
+def weight_taps(wk, geo: dict):
+    """B (G, Cout/G, Cin/G * kernel volume) reordered taps major (k = t * CIG + ci), for TAPS=True."""
+    g, cog = wk.shape[0], wk.shape[1]
+    w4 = wk.reshape(g, cog, geo["CIG"], -1)
+    w4 = w4.transpose(0, 1, 3, 2) if isinstance(w4, np.ndarray) else w4.permute(0, 1, 3, 2)
+    return w4.reshape(g, cog, -1)
+
+
 def launch(x, w, y, stride=1, padding=0, dilation=1, groups=1, transposed=False, split=True,
            target: str = "sm_90a", **constexprs):
     """y = conv(x, w) (or conv_transpose), fp32 out; `split` picks 3xTF32 (fp32-accurate) or one TF32 pass."""
     from stdlib_kernels import gemm_fp32
 
     geo = geometry(x.shape, w.shape, y.shape, stride, padding, dilation, groups, transposed)
-    geo.update({k: constexprs.pop(k) for k in ("PHASED",) if k in constexprs})
-    wk = weight_phased(w, groups, geo) if geo["PHASED"] else weight_gck(w, groups, transposed)
+    geo.update({k: constexprs.pop(k) for k in ("PHASED", "TAPS") if k in constexprs})
+    if geo["PHASED"]:
+        wk = weight_phased(w, groups, geo)
+    else:
+        wk = weight_taps(weight_gck(w, groups, transposed), geo) if geo.get("TAPS") else weight_gck(w, groups,
+                                                                                                  transposed)
     if not isinstance(wk, np.ndarray):
         wk = wk.contiguous()
     else:

@@ -70,6 +70,23 @@ def test_conv_igemm_single_tf32_matches_tf32_inputs(case):
     assert np.abs(y - ref).max() > 1e-5 * scale
 
 
+@pytest.mark.parametrize("case", [CASES[1], CASES[3], CASES[8], CASES[5],
+                                  ((2, 16, 9, 11), (32, 16, 3, 3), 1, 1, 1, 1, False, 0, dict(STAGES=2))],
+                         ids=["2d_grouped", "3d", "transposed_dilated", "4_k_tiles", "cig16_scalar_taps"])
+def test_conv_igemm_taps_major_matches(case):
+    """TAPS=True (k = tap * CIG + ci, the weight reordered by weight_taps; with CIG % BK == 0 one scalar tap per
+    k-tile) computes the same convolution at fp32 accuracy."""
+    xs, ws, stride, padding, dilation, groups, transposed, opad, cx = case
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal(xs).astype(np.float32)
+    w = rng.standard_normal(ws).astype(np.float32)
+    ref = conv_igemm.reference(x, w, stride, padding, dilation, groups, transposed, opad)
+    y = np.full(ref.shape, np.nan, np.float32)
+    conv_igemm.launch(x, w, y, stride, padding, dilation, groups, transposed, split=True, TAPS=True, **cx)
+    assert not np.isnan(y).any()
+    assert np.abs(y - ref).max() <= 1e-5 * np.abs(ref).max()
+
+
 def test_conv_igemm_torch_tensors_and_weight_layouts():
     """torch CPU tensors run on the interpreter as well; the transposed weight reaches B as (G, Cout/G, K)."""
     w = torch.arange(2 * 3 * 2, dtype=torch.float32).reshape(2, 3, 2)     # (Cin, Cout/G, k), groups 1
