@@ -65,12 +65,11 @@ def render_pointwise(k: Pointwise, kname: str, buffers: dict) -> tuple[str, list
     return src, args, {"grid": grid}
 
 
-def _column_reduction(value: V, R: int) -> bool:
-    """Whether the reduction's main loads step by 1 along the outputs but not along the reduced index; or,
-    with no load stepping by 1 along either, whether the reduced range is a small window (pooling: the
-    window's offsets are div/mod terms of r), where neighbouring outputs read neighbouring elements."""
+def _column_reduction(value: V) -> bool:
+    """Whether the reduction's main loads step by 1 along the outputs but not along the reduced index.
+    (Pooling windows, whose offsets are div/mod terms of r, stay (BM, BR): outputs along the fast axis measured
+    1.3-3x slower on the H100 for max pools, benchmarks/results/suite-pool-*.json.)"""
     votes = 0
-    window = False
     for v in walk([value]):
         if v.op != "load" or not isinstance(v.args[1], Sum):
             continue
@@ -80,9 +79,7 @@ def _column_reduction(value: V, R: int) -> bool:
                 votes += 1
             elif coef.get("r") == 1:
                 votes -= 1
-            else:
-                window = True
-    return votes > 0 or (votes == 0 and window and R <= 64)
+    return votes > 0
 
 
 def render_reduction(k: Reduction, kname: str, buffers: dict) -> tuple[str, list, dict]:
@@ -90,7 +87,7 @@ def render_reduction(k: Reduction, kname: str, buffers: dict) -> tuple[str, list
     used, names = _kernel_params(k)
     idt = "i64" if M * R > INT32_MAX or any(buffers[b].numel > INT32_MAX for b in used) else "i32"
     final = _FINAL[k.kind]
-    cols = _column_reduction(k.value, R)
+    cols = _column_reduction(k.value)
     if cols and final is not None:
         # the outputs are contiguous in memory, the reduced index strided: outputs along the tile's fast axis
         bm = min(next_pow2(M), 128)

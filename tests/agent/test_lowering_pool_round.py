@@ -1,6 +1,6 @@
 """Pooling as one kernel (the input read in place, the average's window count fused into the reduction's
-store, outputs along the tile's fast axis for window reductions), and half-precision chains rounded where
-eager rounds (every op's bf16 output), so a fused chain matches eager's rounding, not only float64's."""
+store), and half-precision chains rounded where eager rounds (every op's bf16 output), so a fused chain
+matches eager's rounding, not only float64's."""
 
 import importlib.util
 
@@ -50,8 +50,6 @@ def test_pooling_is_one_kernel_matching_float64(case, tmp_path):
     assert len(prog.kernels) == 1, [type(k).__name__ for k in prog.kernels]   # no copy in, no division pass
     assert "pool_in" not in src
     torch.testing.assert_close(out.double(), fn(x.double()), rtol=1e-6, atol=1e-6)
-    if case.startswith(("max3d", "max2d")):   # a window reduction: outputs along the tile's fast axis
-        assert "acc = tp.full((BR, BM)" in src
 
 
 def test_half_precision_chain_rounds_like_eager(tmp_path, monkeypatch):
