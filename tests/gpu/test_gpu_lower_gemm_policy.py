@@ -57,5 +57,5 @@ def test_lowered_gemm_policy_on_gpu(tmp_path, M, N, K, dtype, precision):
     else:
         ref = torch.relu(a.bfloat16().double() @ b.bfloat16().double())
     err = ((out - ref).abs() / (ref.abs() + 1)).max().item()
-    # a bf16 program's product is rounded to bf16 as eager stores it (half a bf16 step, 2^-9, of rounding)
-    assert err < (2.0**-8 if dtype == torch.bfloat16 else 1e-3), err
+    # a bf16 program's product is rounded to bf16 as eager stores it: up to half a bf16 step (2^-8 relative)
+    assert err < (2.0**-7 if dtype == torch.bfloat16 else 1e-3), err
