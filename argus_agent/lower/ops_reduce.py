@@ -464,3 +464,146 @@ def _cumsum(ctx, node, x, dim, dtype=None):
 @register("aten.cumprod")
 def _cumprod(ctx, node, x, dim, dtype=None):
     return _scan(ctx, node, x, dim, "prod")
+
+
+@register("aten.logcumsumexp")
+def _logcumsumexp(ctx, node, x, dim):
+    """log(cumsum(exp(x))) along `dim`, shifted by the line's max m (as logsumexp): m + log(cumsum(exp(x - m))).
+    A prefix whose terms all lie more than ~87 below m underflows to -inf where torch's running logaddexp keeps
+    a finite value (rows spanning a dynamic range beyond e^87)."""
+    rank = len(x.shape)
+    d = dim + rank if dim < 0 else dim
+    out = result_dtype(node)
+    acc = _acc_dtype(out)
+    if not x.shape or x.shape[d] == 0:
+        raise NotImplementedError("logcumsumexp of an empty or 0-d tensor")
+    mx = reduce(ctx, x, [d], "max", acc, value=lambda v, f: vals.cast(v, acc), keepdim=True, base="lcmax")
+    read_mx = broadcast_back(mx, x.shape)
+
+    def safe_max(c):
+        m = read_mx(c)
+        return call("where", call("eq", call("abs", m), vals.const(math.inf, acc)), vals.const(0.0, acc), m)
+    s = ctx.scan("sum", x.shape, d, lambda c: call("exp", call("sub", vals.cast(x(c), acc), safe_max(c))), acc,
+                 base="lcsum")
+    return LTensor(x.shape, out, lambda c: vals.cast(call("add", call("log", s(c)), safe_max(c)), out))
+
+
+TOPK_MAX = 32   # k of a topk lowered as k rounds of a (value, first index) row reduction; larger k is refused
+
+
+@register("aten.topk")
+def _topk(ctx, node, x, k, dim=-1, largest=True, sorted=True):
+    """(values, indices) of the k largest (smallest) elements along `dim`, in order: round j takes the extreme
+    of the elements no earlier round picked and the first index holding it (torch's order, NaN the largest).
+    2k reductions of the same rows (one row-persistent kernel when a row fits); k > TOPK_MAX is refused."""
+    rank = len(x.shape)
+    d = (dim + rank if dim < 0 else dim) if rank else 0
+    n = x.shape[d] if rank else 1
+    if k > TOPK_MAX:
+        raise NotImplementedError(f"topk with k = {k} (lowered as k rounds of a row reduction, k <= {TOPK_MAX})")
+    if not rank:
+        raise NotImplementedError("topk of a 0-d tensor")
+    kind = "max" if largest else "min"
+    acc = vals.compute_dtype(x.dtype)
+    fill = vals.const(-math.inf if largest else math.inf, acc) if acc.is_floating_point else vals.const(
+        torch.iinfo(acc).min if largest else torch.iinfo(acc).max, acc)
+    picked, values, indices = [], [], []
+    for j in range(k):
+        reads = [broadcast_back(t, x.shape) for t in picked]
+
+        def taken(full, reads=reads):
+            at, t = vals.index_value(full[d]), None
+            for r in reads:
+                e = call("eq", r(full), at)
+                t = e if t is None else call("or", t, e, dtype=torch.bool)
+            return t
+
+        def value(v, full, taken=taken):
+            t, v = taken(full), vals.cast(v, acc)
+            return v if t is None else call("where", t, fill, v)
+        best = reduce(ctx, x, [d], kind, acc, value=value, keepdim=True, base=f"topk{j}")
+        read_best = broadcast_back(best, x.shape)
+
+        def first(v, full, taken=taken, read_best=read_best):
+            b, v = read_best(full), vals.cast(v, acc)
+            hit = call("eq", v, b)
+            if acc.is_floating_point:
+                hit = call("or", hit, call("and", call("ne", b, b), call("ne", v, v), dtype=torch.bool),
+                           dtype=torch.bool)
+            none = vals.const(n, torch.int64)
+            got = call("where", hit, vals.index_value(full[d]), none, dtype=torch.int64)
+            t = taken(full)
+            return got if t is None else call("where", t, none, got, dtype=torch.int64)
+        idx = reduce(ctx, x, [d], "min", torch.int64, value=first, keepdim=True, base=f"topk{j}_idx")
+        picked.append(idx)
+        values.append(best)
+        indices.append(idx)
+    shape = x.shape[:d] + (k,) + x.shape[d + 1:]
+
+    def pick(parts, dtype):
+        def fn(c):
+            j = vals.index_value(c[d])
+            row = c[:d] + [const(0)] + c[d + 1:]
+            out = vals.cast(parts[-1](row), dtype)
+            for q in range(len(parts) - 2, -1, -1):
+                out = call("where", call("eq", j, vals.const(q, torch.int64)), vals.cast(parts[q](row), dtype), out,
+                           dtype=dtype)
+            return out
+        return LTensor(shape, dtype, fn)
+    return pick(values, x.dtype), pick(indices, torch.int64)
+
+
+SORT_MAX = 16384   # longest line sorted (two O(n^2) reductions per line)
+
+
+@register("aten.sort")
+def _sort(ctx, node, x, dim=-1, descending=False, *, stable=None):
+    """(values, indices) of x sorted along `dim` (stable: equal elements keep their order; NaN the largest, as
+    torch): each element's rank is the count of elements before it in that order (a reduction over the line),
+    the index at position p the one element of rank p (a second reduction), the values a gather there. O(n^2)
+    per line of n: correct, not fast; lines longer than SORT_MAX are refused."""
+    from .ops_views import _load_at
+
+    rank = len(x.shape)
+    if not rank:
+        raise NotImplementedError("sort of a 0-d tensor")
+    d = dim + rank if dim < 0 else dim
+    n = x.shape[d]
+    if n > SORT_MAX:
+        raise NotImplementedError(f"sort along a dim of {n} elements (lowered as O(n^2) ranks, n <= {SORT_MAX})")
+    acc = vals.compute_dtype(x.dtype)
+    xb = ctx.realize(x, "sort_in")
+
+    def at(c, j):
+        return c[:d] + [j] + c[d + 1:]
+
+    def before(a, b, ia, ib):
+        """Element a (line position ia) comes strictly before b (ib) in the sorted order."""
+        strict = call("gt" if descending else "lt", a, b)
+        tie = call("eq", a, b)
+        if acc.is_floating_point:
+            nan_a, nan_b = call("ne", a, a), call("ne", b, b)
+            first_nan = call("and", nan_a, call("eq", b, b), dtype=torch.bool) if descending else call(
+                "and", nan_b, call("eq", a, a), dtype=torch.bool)
+            strict = call("or", strict, first_nan, dtype=torch.bool)
+            tie = call("or", tie, call("and", nan_a, nan_b, dtype=torch.bool), dtype=torch.bool)
+        return call("or", strict, call("and", tie, call("lt", ia, ib), dtype=torch.bool), dtype=torch.bool)
+
+    one, zero = vals.const(1, torch.int64), vals.const(0, torch.int64)
+
+    def rank_fn(oc, rc):
+        a, b = vals.cast(xb(at(oc, rc[0])), acc), vals.cast(xb(oc), acc)
+        return call("where", before(a, b, vals.index_value(rc[0]), vals.index_value(oc[d])), one, zero,
+                    dtype=torch.int64)
+    ranks = ctx.reduce("sum", x.shape, (n,), rank_fn, torch.int64, base="sort_rank")
+
+    def index_fn(oc, rc):
+        hit = call("eq", ranks(at(oc, rc[0])), vals.index_value(oc[d]))
+        return call("where", hit, vals.index_value(rc[0]), zero, dtype=torch.int64)
+    index = ctx.reduce("sum", x.shape, (n,), index_fn, torch.int64, base="sort_index")
+
+    def value(c):
+        coords = list(c)
+        coords[d] = None
+        return _load_at(xb, coords, [(d, index(c))])
+    return LTensor(x.shape, x.dtype, value), index

@@ -255,6 +255,11 @@ def _tiled_epilogue(k, kname, buffers, em, body, final, row, bm, br, C, one=Fals
     em.done[vals.load(k.out.name, key, k.out.dtype)] = "res"
     em.lines = []
     val = em.value(value)
+    # the epilogue may read the output's index tile (a gather at it) where the loop did not: define it
+    idx, define = ("m", "m = (m0 + tp.arange(BM))[:, None]") if row else ("i", "i = (i0 + tp.arange(BI))[None, :]")
+    if _uses(em.lines, idx) and not any(line.startswith(f"{idx} = ") for line in body):
+        at = next(k for k, line in enumerate(body) if line.startswith(f"{idx}0 = "))
+        body.insert(at + 1, define)
     body += em.lines
     tile = "(BM, 1)" if row else "(1, BI)"
     v_text = val if _is_tile(value) else f"tp.full({tile}, {val}, {_tp(value.dtype)})"

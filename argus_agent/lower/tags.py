@@ -146,6 +146,54 @@ def annotate_tile(body: list, em) -> list:
 
 
 TREE_LIMIT = 256  # leaves of a stored value's tag tree beyond which the store is not asserted
+# nesting of an assertion's tuples beyond which it is not written: tilepy parses kernel source with libcst, which
+# recurses per level (a chain of ~150 pointwise ops over one load exhausts Python's recursion limit)
+DEPTH_LIMIT = 64
+
+
+def _spend(budget: list):
+    """Count one leaf written into an assertion's text; past TREE_LIMIT the assertion is dropped (the text of a
+    value DAG written as a tree grows with every path through it: leaky_relu(leaky_relu(x)) reads x 4 times)."""
+    budget[0] += 1
+    if budget[0] > TREE_LIMIT:
+        raise _NoTree()
+
+
+def _too_big(s) -> bool:
+    """Whether a tag structure (a DAG: `_struct` shares the structures of shared values) written out as a tree
+    has more than TREE_LIMIT leaves; the walks over it (`_affine_in_r`, `_solvable`, the texts) are tree walks."""
+    memo: dict = {}
+
+    def leaves(x):
+        if x is None:
+            return 0
+        got = memo.get(id(x))
+        if got is None:
+            if isinstance(x, _Leaf):
+                got = 1
+            elif isinstance(x, _Stage):
+                got = leaves(x.struct)
+            elif isinstance(x, _Fold):
+                got = leaves(x.inner)
+            else:
+                got = sum(leaves(a) for a in x)
+            memo[id(x)] = got
+        return got
+    return leaves(s) > TREE_LIMIT
+
+
+def _bounded(line: str | None) -> str | None:
+    """The assertion, or None when its tuples nest deeper than DEPTH_LIMIT."""
+    if line is None:
+        return None
+    depth = deepest = 0
+    for ch in line:
+        if ch == "(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch == ")":
+            depth -= 1
+    return line if deepest <= DEPTH_LIMIT else None
 
 
 class _NoTree(Exception):
@@ -208,7 +256,8 @@ def _store_assertion(body: list, em, numel: int) -> list:
         return []
     if tree is None:
         return []
-    return [f"tp.assert_tag({out}, lambda t, i: i >= {numel} or t == {tree})"]
+    line = _bounded(f"tp.assert_tag({out}, lambda t, i: i >= {numel} or t == {tree})")
+    return [line] if line else []
 
 
 def annotate_pointwise(body: list, em, numel: int) -> list:
@@ -276,12 +325,14 @@ def _subst_text(e: IExpr, names: dict) -> str:
     return re.sub(r"\b([morik])\b", lambda m: names.get(m.group(1), m.group(1)), str(e))
 
 
-def _text(s, names: dict) -> str:
+def _text(s, names: dict, budget: list | None = None) -> str:
+    budget = [0] if budget is None else budget
     if s is None:
         return "None"
     if isinstance(s, _Leaf):
+        _spend(budget)
         return f'("{s.buf}", {_subst_text(s.idx, names)})'
-    return "(" + ", ".join(_text(x, names) for x in s) + ("," if len(s) == 1 else "") + ")"
+    return "(" + ", ".join(_text(x, names, budget) for x in s) + ("," if len(s) == 1 else "") + ")"
 
 
 def _solvable(s, path=()):
@@ -374,7 +425,7 @@ def reduction_store_assertion(value, out_param: str, coords: tuple, bound, wrap,
         s = _struct(value, {}, [0])
     except _NoTree:
         return None
-    if s is None:
+    if s is None or _too_big(s):
         return None
     if not _affine_in_r(s):
         return None
@@ -393,12 +444,15 @@ def reduction_store_assertion(value, out_param: str, coords: tuple, bound, wrap,
         rtext = f"({rtext} // {coef})"
     rel = rtext if lo is None else f"({rtext} - {names[lo]} * C)"
     names["r"] = rtext
-    tree = _text(s, names)
+    try:
+        tree = _text(s, names)
+    except _NoTree:
+        return None
     head = f"tp.assert_tag({out_param}, lambda t, {', '.join(params)}: "
     if fold is not None:
-        return head + fold_claim("t", f"t[3] == {tree}", f"{rel} // {bound}", f"0 <= {rel}", fold) + ")"
+        return _bounded(head + fold_claim("t", f"t[3] == {tree}", f"{rel} // {bound}", f"0 <= {rel}", fold) + ")")
     cond = bound(rtext, params) if callable(bound) else f"0 <= {rel} and {rel} < {bound}"
-    return head + f"t == {tree} and {cond})"
+    return _bounded(head + f"t == {tree} and {cond})")
 
 
 class _Stage:
@@ -437,15 +491,17 @@ def row_fused_store_assertion(value, stages: dict, out_param: str, coords: tuple
         s = _struct(value, {}, [0], stage_read)
     except _NoTree:
         return None
-    if s is None or not _affine_in_r(s):
+    if s is None or _too_big(s) or not _affine_in_r(s):
         return None
     params = [f"c{j}" for j in range(len(coords))]
     conds: list = []
+    budget = [0]
 
     def text(x, path, names):
         if x is None:
             return "None"
         if isinstance(x, _Leaf):
+            _spend(budget)
             return f'("{x.buf}", {_subst_text(x.idx, names)})'
         if isinstance(x, _Stage):
             got = _solvable(x.struct)
@@ -476,7 +532,8 @@ def row_fused_store_assertion(value, stages: dict, out_param: str, coords: tuple
         return None
     if not conds:
         return None
-    return f"tp.assert_tag({out_param}, lambda t, {', '.join(params)}: t == {tree} and {' and '.join(conds)})"
+    return _bounded(f"tp.assert_tag({out_param}, lambda t, {', '.join(params)}: t == {tree} and "
+                    f"{' and '.join(conds)})")
 
 
 def scan_store_assertion(value, out_param: str, row: bool, bn: int, nk: int, ragged: bool, reverse: bool,
@@ -498,7 +555,7 @@ def scan_store_assertion(value, out_param: str, row: bool, bn: int, nk: int, rag
         st = _struct(value, {}, [0])
     except _NoTree:
         return None
-    if st is None or not _affine_in_r(st):
+    if st is None or _too_big(st) or not _affine_in_r(st):
         return None
     vw = (None, st, None) if ragged else st
     got = _solvable(vw)
@@ -521,7 +578,11 @@ def scan_store_assertion(value, out_param: str, row: bool, bn: int, nk: int, rag
     chunk = f"(({j} - {start}) // {bn})"
     r1, r2 = solved("t[0]"), solved("t[1][3][1]")
     before = ("<" if exclusive else "<=") if not reverse else (">" if exclusive else ">=")
-    local = (f"t[0] == {_text(vw, dict(names, r=r1))} and (({r1} - {start}) // {bn}) == {chunk} and "
+    try:
+        tv1, tv2 = _text(vw, dict(names, r=r1)), _text(vw, dict(names, r=r2))
+    except _NoTree:
+        return None
+    local = (f"t[0] == {tv1} and (({r1} - {start}) // {bn}) == {chunk} and "
              f"{r1} {before} {j}")
     k2 = f"(({r2} - {start}) // {bn})"
     if reverse:
@@ -535,9 +596,9 @@ def scan_store_assertion(value, out_param: str, row: bool, bn: int, nk: int, rag
         strips = f"{S - 1} - {s_}" if reverse else s_
         t0 = "(" + fold_claim("t[1][3]", f'(t[1][3][3] == (None, ("{sbuf}", {O} * ({q}) + c0)))', "t[1][3][2]",
                               "True", strips) + ")"
-    carry = fold_claim("t[1]", f"t[1][3][1] == {_text(vw, dict(names, r=r2))}", kexpr, f"0 <= {r2} - {start}",
+    carry = fold_claim("t[1]", f"t[1][3][1] == {tv2}", kexpr, f"0 <= {r2} - {start}",
                        trips, t0)
-    return f"tp.assert_tag({out_param}, lambda t, {', '.join(params)}: {local} and {carry})"
+    return _bounded(f"tp.assert_tag({out_param}, lambda t, {', '.join(params)}: {local} and {carry})")
 
 
 # ---------------------------------------------------------------- stores of hand-written tile templates
@@ -647,17 +708,19 @@ def template_store_assertion(em, pre: list, loop: list, post: list, stored: str,
         s = _line_struct(ast.parse(stored.strip()).body[0].value, env)
     except (_NoTree, SyntaxError):
         return None
-    if s is None:
+    if s is None or _too_big(s):
         return None
     params = [f"c{j}" for j in range(len(coords))]
     names = {x: p for x, p in zip(coords, params) if x is not None}
     conds: list = []
     folds = [0]
+    budget = [0]
 
     def text(x, path, rn):
         if x is None:
             return "None"
         if isinstance(x, _Leaf):
+            _spend(budget)
             if "r" in {v.name for v in variables(x.idx)} and "r" not in rn:
                 raise _NoTree()
             return f'("{x.buf}", {_subst_text(x.idx, rn)})'
@@ -692,4 +755,4 @@ def template_store_assertion(em, pre: list, loop: list, post: list, stored: str,
         return None
     tail = "" if at is None else f", at=({', '.join(at)}{',' if len(at) == 1 else ''})"
     claim = " and ".join(conds) if tree == "t" else f"t == {tree} and " + " and ".join(conds)
-    return f"tp.assert_tag({out_param}, lambda t, {', '.join(params)}: {claim}{tail})"
+    return _bounded(f"tp.assert_tag({out_param}, lambda t, {', '.join(params)}: {claim}{tail})")

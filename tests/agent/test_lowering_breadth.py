@@ -1,0 +1,195 @@
+"""Lowerings added for the held-out breadth of issue 12 (topk, sort, logcumsumexp, max-pooling indices, ops
+lowered through torch's own decompositions, long value chains), each against torch on the interpreter: exact
+where the op only selects elements, float64 within fp32 tolerance otherwise."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from argus_agent.lower import LoweringError, lower_model
+
+from .lowered import assert_close, run_lowered
+
+
+class Fn(nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *xs):
+        return self.fn(*xs)
+
+
+def _run(fn, inputs, tmp_path, name):
+    prog, src, out, ref = run_lowered(Fn(fn), inputs, tmp_path, name, target="cpu")
+    return prog, src, out, ref
+
+
+def _ties(shape, seed=0):
+    """Floats with many repeats (small integers), a few infinities: ties decide the order."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randint(-4, 5, shape, generator=g).float()
+    x.view(-1)[:: 7] = float("inf")
+    x.view(-1)[3:: 11] = float("-inf")
+    return x
+
+
+# --- topk -------------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("k, dim, largest", [(5, -1, True), (3, 0, False), (1, 1, True)])
+def test_topk_matches_torch(k, dim, largest, tmp_path):
+    x = torch.randn(9, 23)
+    _, _, (v, i), _ = _run(lambda x: torch.topk(x, k, dim=dim, largest=largest), [x], tmp_path, f"topk{k}{dim}")
+    rv, ri = torch.topk(x, k, dim=dim, largest=largest)
+    assert torch.equal(v, rv) and torch.equal(i, ri)       # distinct values: the indices are determined
+
+
+def test_topk_with_ties_and_infinities(tmp_path):
+    x = _ties((7, 31))
+    _, _, (v, i), _ = _run(lambda x: torch.topk(x, 6, dim=1), [x], tmp_path, "topk_ties")
+    rv, _ = torch.topk(x, 6, dim=1)
+    assert torch.equal(v, rv)
+    assert torch.equal(x.gather(1, i), v)                 # each index holds its value
+    assert all(len(set(row.tolist())) == 6 for row in i)  # no element is picked twice
+    for row, idx in zip(x, i):                            # ties: the first indices holding the value
+        for val in set(row[idx].tolist()):
+            want = [j for j, e in enumerate(row.tolist()) if e == val][: int((row[idx] == val).sum())]
+            assert sorted(idx[row[idx] == val].tolist()) == want
+
+
+def test_topk_of_a_large_k_is_refused_naming_the_op_and_line(tmp_path):
+    with pytest.raises(LoweringError) as e:
+        lower_model(Fn(lambda x: torch.topk(x, 40, dim=-1).values), [torch.randn(3, 50)], "cpu")
+    assert "aten.topk" in str(e.value) and "k = 40" in str(e.value)
+    assert "test_lowering_breadth.py" in str(e.value)
+
+
+# --- sort -------------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dim, descending", [(-1, False), (-1, True), (0, False)])
+def test_sort_is_stable_and_matches_torch(dim, descending, tmp_path):
+    x = _ties((11, 29), seed=dim + 2 * descending)
+    _, _, (v, i), _ = _run(lambda x: torch.sort(x, dim=dim, descending=descending), [x], tmp_path,
+                           f"sort{dim}{descending}")
+    rv, ri = torch.sort(x, dim=dim, descending=descending, stable=True)
+    assert torch.equal(v, rv) and torch.equal(i, ri)
+
+
+def test_sort_puts_nan_last_ascending_and_first_descending(tmp_path):
+    x = torch.randn(5, 17)
+    x[0, 3] = x[2, 0] = x[2, 9] = float("nan")
+    _, _, (v, i), _ = _run(lambda x: torch.sort(x, dim=1), [x], tmp_path, "sort_nan")
+    rv, ri = torch.sort(x, dim=1, stable=True)
+    assert torch.allclose(v, rv, equal_nan=True) and torch.equal(v.isnan(), rv.isnan())
+    assert torch.equal(i, ri)
+    _, _, (vd, id_), _ = _run(lambda x: torch.sort(x, dim=1, descending=True), [x], tmp_path, "sort_nan_d")
+    rvd, rid = torch.sort(x, dim=1, descending=True, stable=True)
+    assert torch.allclose(vd, rvd, equal_nan=True) and torch.equal(id_, rid)
+
+
+def test_argsort_feeds_a_gather(tmp_path):
+    """torch.argsort then take_along_dim: the sorted order used as an index tensor."""
+    x, y = torch.randn(6, 19), torch.randn(6, 19)
+    _, _, out, ref = _run(lambda x, y: torch.take_along_dim(y, torch.argsort(x, dim=1), dim=1), [x, y], tmp_path,
+                          "argsort")
+    assert torch.equal(out, ref.float())
+
+
+# --- logcumsumexp -----------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dim", [0, -1])
+def test_logcumsumexp_matches_float64(dim, tmp_path):
+    x = torch.randn(13, 1100) * 4     # rows longer than one scan segment
+    _, _, out, ref = _run(lambda x: torch.logcumsumexp(x, dim=dim), [x], tmp_path, f"lcse{dim}")
+    assert_close(out, ref, 1e-4)
+
+
+def test_logcumsumexp_with_infinities(tmp_path):
+    x = torch.randn(4, 9)
+    x[0] = float("-inf")
+    x[1, :3] = float("-inf")
+    x[2, 5] = float("inf")
+    _, _, out, _ = _run(lambda x: torch.logcumsumexp(x, dim=1), [x], tmp_path, "lcse_inf")
+    ref = torch.logcumsumexp(x.double(), dim=1)
+    assert torch.equal(out.isinf(), ref.isinf()) and torch.equal(out.isnan(), ref.isnan())
+    fin = ref.isfinite()
+    assert torch.allclose(out.double()[fin], ref[fin], atol=1e-5, rtol=1e-5)
+
+
+# --- max pooling with indices -----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("fn, shape", [
+    (lambda x: F.max_pool2d(x, 3, stride=2, padding=1, dilation=2, ceil_mode=True, return_indices=True),
+     (2, 3, 13, 16)),
+    (lambda x: F.max_pool1d(x, 4, stride=3, padding=2, return_indices=True), (2, 5, 29)),
+    (lambda x: F.max_pool3d(x, 2, stride=2, ceil_mode=True, return_indices=True), (1, 2, 5, 7, 9)),
+    (lambda x: nn.AdaptiveMaxPool2d((4, 5), return_indices=True)(x), (2, 3, 11, 13)),
+])
+def test_max_pool_indices_match_torch(fn, shape, tmp_path):
+    x = torch.randn(shape)
+    _, _, (v, i), _ = _run(fn, [x], tmp_path, f"mpi{len(shape)}")
+    rv, ri = fn(x)
+    assert torch.equal(v, rv) and torch.equal(i, ri)
+
+
+def test_max_pool_indices_on_ties_take_the_first_window_element(tmp_path):
+    x = torch.randint(0, 2, (2, 2, 9, 11)).float()
+    fn = lambda x: F.max_pool2d(x, 3, stride=2, padding=1, return_indices=True)  # noqa: E731
+    _, _, (v, i), _ = _run(fn, [x], tmp_path, "mpi_ties")
+    rv, ri = fn(x)
+    assert torch.equal(v, rv) and torch.equal(i, ri)
+
+
+# --- ops lowered through torch's decompositions -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("name, fn, shape", [
+    ("nearest2d_size", lambda x: F.interpolate(x, size=(17, 10), mode="nearest"), (2, 3, 7, 9)),
+    ("nearest1d", lambda x: F.interpolate(x, scale_factor=3, mode="nearest"), (2, 3, 11)),
+    ("nearest3d", lambda x: F.interpolate(x, scale_factor=2, mode="nearest"), (1, 2, 3, 4, 5)),
+    ("bilinear_aligned", lambda x: F.interpolate(x, scale_factor=2.5, mode="bilinear", align_corners=True),
+     (2, 3, 7, 9)),
+    ("bilinear", lambda x: F.interpolate(x, size=(5, 13), mode="bilinear"), (2, 3, 7, 9)),
+    ("bicubic", lambda x: F.interpolate(x, scale_factor=2, mode="bicubic"), (1, 2, 6, 7)),
+    ("trilinear", lambda x: F.interpolate(x, scale_factor=2, mode="trilinear"), (1, 2, 3, 4, 5)),
+    ("repeat", lambda x: x.repeat(2, 1, 3) * 2.0, (3, 4, 5)),
+    ("roll", lambda x: torch.roll(x, shifts=(2, -3), dims=(0, 1)), (6, 11)),
+    ("diag_embed", lambda x: torch.diag_embed(x), (3, 7)),
+    ("pixel_unshuffle_reflect_pad", lambda x: F.pad(F.pixel_unshuffle(x, 2), (1, 1, 1, 1), mode="reflect"),
+     (2, 3, 8, 10)),
+])
+def test_ops_lowered_through_torch_decompositions(name, fn, shape, tmp_path):
+    x = torch.randn(shape)
+    _, _, out, ref = _run(fn, [x], tmp_path, name)
+    assert_close(out, ref, 1e-5)
+
+
+class RunningMax(nn.Module):
+    def forward(self, x):
+        return torch.cummax(x, dim=1).values * 2.0
+
+
+def test_an_op_with_neither_lowering_nor_decomposition_names_itself_and_the_line(tmp_path):
+    with pytest.raises(LoweringError) as e:
+        lower_model(RunningMax(), [torch.randn(4, 9)], "cpu")
+    msg = str(e.value)
+    assert "aten.cummax" in msg and "test_lowering_breadth.py" in msg and "torch.cummax(x, dim=1)" in msg
+
+
+# --- long chains ----------------------------------------------------------------------------------------
+
+def test_long_chains_of_reused_values_lower_and_run(tmp_path):
+    """Each op reads its operand twice (leaky_relu, gelu): written as a tree, a store's tag doubles per op;
+    after a row reduction (logsumexp) and after a GEMM too. The kernels build and run."""
+    def chain(x, w):
+        h = torch.logsumexp(x @ w, dim=1, keepdim=True)
+        for _ in range(12):
+            h = F.gelu(F.leaky_relu(h, 0.01))
+        y = x
+        for _ in range(40):
+            y = F.leaky_relu(y * 1.01, 0.02)
+        return h + y.sum(dim=1, keepdim=True)
+    _, _, out, ref = _run(chain, [torch.randn(6, 9), torch.randn(9, 5)], tmp_path, "chain")
+    assert_close(out, ref, 1e-4)
