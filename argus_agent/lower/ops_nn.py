@@ -537,11 +537,7 @@ def _avg_pool(ctx, node, x, kernel, stride=None, padding=0, ceil_mode=False, cou
 
 @register("aten.adaptive_max_pool1d", "aten.adaptive_max_pool2d", "aten.adaptive_max_pool3d")
 def _adaptive_max(ctx, node, x, out_size):
-    out = _adaptive(ctx, node, x, out_size, "max")
-
-    def no_indices(c):
-        raise NotImplementedError("adaptive max-pooling indices (return_indices=True)")
-    return out, LTensor(out.shape, torch.int64, no_indices)
+    return _adaptive(ctx, node, x, out_size, "max", indices=True)   # (an unread indices kernel is dropped)
 
 
 @register("aten._adaptive_avg_pool1d", "aten._adaptive_avg_pool2d", "aten._adaptive_avg_pool3d",
@@ -550,7 +546,7 @@ def _adaptive_avg(ctx, node, x, out_size):
     return _adaptive(ctx, node, x, out_size, "sum")
 
 
-def _adaptive(ctx, node, x, out_size, kind):
+def _adaptive(ctx, node, x, out_size, kind, indices=False):
     val = node.meta["val"]
     shape = tuple(val[0].shape if isinstance(val, (tuple, list)) else val.shape)
     nsp = len(out_size)
@@ -569,13 +565,17 @@ def _adaptive(ctx, node, x, out_size, kind):
         end = floordiv(add(c[lead + d] * i, const(i + on - 1)), on)
         return start, end
 
-    def fn(oc, rc):
+    def coords(oc, rc):
         full, conds = list(oc[:lead]), []
         for d in range(nsp):
             start, end = window(oc, d)
             e = add(start, rc[d])
             conds.append(("lt", add(e, end * -1), 0))  # e < end
             full.append(e)
+        return full, conds
+
+    def fn(oc, rc):
+        full, conds = coords(oc, rc)
         ok = None
         for cnd in conds:
             t = call("lt", vals.index_value(cnd[1]), vals.const(0, torch.int64))
@@ -584,7 +584,8 @@ def _adaptive(ctx, node, x, out_size, kind):
         return call("where", ok, v, vals.const(0.0 if kind == "sum" else -math.inf, acc))
     total = _pool_reduce(ctx, kind, shape, kmax, fn, acc, "adaptive")
     if kind == "max":
-        return total if x.dtype == acc else LTensor(shape, x.dtype, lambda c: vals.cast(total(c), x.dtype))
+        out = total if x.dtype == acc else LTensor(shape, x.dtype, lambda c: vals.cast(total(c), x.dtype))
+        return (out, _max_pool_indices(ctx, x, shape, kmax, coords, fn, total)) if indices else out
 
     def f(c):
         cnt = None
