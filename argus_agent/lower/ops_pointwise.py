@@ -8,7 +8,7 @@ import torch
 
 from . import values as vals
 from .core import LTensor, broadcast_coords, broadcast_shapes
-from .registry import register, result_dtype
+from .registry import register, result_dtype, result_shape
 from .values import call, const
 
 
@@ -462,6 +462,44 @@ def _arange(ctx, node, *args, **kw):
     return LTensor((n,), dtype, f)
 
 
-@register("aten._assert_tensor_metadata", "aten._assert_scalar", "aten.sym_constrain_range_for_size")
+@register("aten._assert_tensor_metadata", "aten._assert_scalar", "aten.sym_constrain_range_for_size",
+          "aten._assert_async")
 def _no_op(ctx, node, *a, **kw):
     return None
+
+
+@register("aten.empty", "aten.empty_like", "aten.empty_strided", "aten.new_empty")
+def _empty(ctx, node, *a, **kw):
+    """Uninitialized memory: its contents are unspecified, so zeros are as good as any (what reads it is
+    overwritten by a copy / slice_scatter in torch's decompositions: circular padding)."""
+    dtype = result_dtype(node)
+    return LTensor(result_shape(node), dtype, lambda c: const(0, dtype))
+
+
+@register("aten.copy")
+def _copy(ctx, node, dst, src, non_blocking=False):
+    """The functional copy: src broadcast to dst's shape, in dst's dtype."""
+    dtype = result_dtype(node)
+    return LTensor(dst.shape, dtype, lambda c: vals.cast(src(broadcast_coords(c, src.shape, dst.shape)), dtype))
+
+
+@register("prims.hypot")
+def _hypot(ctx, node, a, b):
+    def f(x, y):
+        return call("sqrt", call("add", call("mul", x, x), call("mul", y, y)))
+    return pointwise(f, node, a, b)
+
+
+@register("aten.rrelu_with_noise_functional", "aten.rrelu_with_noise")
+def _rrelu(ctx, node, x, noise, lower=1.0 / 8, upper=1.0 / 3, training=False, generator=None):
+    """Eval-mode RReLU: a leaky ReLU of slope (lower + upper) / 2 (training mode draws random slopes)."""
+    if training:
+        raise NotImplementedError("RReLU in training mode (random slopes)")
+    slope = (lower + upper) / 2
+
+    def f(v):
+        return call("where", call("gt", v, const(0, v.dtype)), v, call("mul", v, const(slope, v.dtype)))
+    out = pointwise(f, node, x, dtype=result_dtype(node))
+    if isinstance(node.meta.get("val"), (tuple, list)):
+        return out, noise
+    return out

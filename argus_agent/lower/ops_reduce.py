@@ -607,3 +607,41 @@ def _sort(ctx, node, x, dim=-1, descending=False, *, stable=None):
         coords[d] = None
         return _load_at(xb, coords, [(d, index(c))])
     return LTensor(x.shape, x.dtype, value), index
+
+
+def _sorted_at(ctx, x, d, q, keepdim):
+    """(value, index) of the element at position q of x sorted ascending along d (stable), d dropped or kept."""
+    values, index = _sort(ctx, None, x, d)
+
+    def pick(t):
+        shape = tuple(n for k, n in enumerate(x.shape) if k != d)
+        if keepdim:
+            return LTensor(x.shape[:d] + (1,) + x.shape[d + 1:], t.dtype, lambda c: t(c[:d] + [const(q)] + c[d + 1:]))
+        return LTensor(shape, t.dtype, lambda c: t(c[:d] + [const(q)] + c[d:]))
+    return pick(values), pick(index)
+
+
+@register("aten.median.dim", "aten.kthvalue")
+def _median_dim(ctx, node, x, *args, **kw):
+    """median along a dim (the lower median, torch's) and kthvalue (the k-th smallest): the sorted line's
+    element at (n - 1) // 2 or k - 1, with its index (a NaN in the line is not propagated as torch does)."""
+    kth = str(node.target).startswith("aten.kthvalue")
+    names = ("k", "dim", "keepdim") if kth else ("dim", "keepdim")
+    given = dict(zip(names, args), **kw)
+    rank = len(x.shape)
+    dim = given.get("dim", -1)
+    d = (dim + rank if dim < 0 else dim) if rank else 0
+    if not rank:
+        raise NotImplementedError(f"{'kthvalue' if kth else 'median'} of a 0-d tensor")
+    q = given["k"] - 1 if kth else (x.shape[d] - 1) // 2
+    return _sorted_at(ctx, x, d, q, bool(given.get("keepdim", False)))
+
+
+@register("aten.median.default")
+def _median_all(ctx, node, x):
+    """The lower median of all elements (a 0-d tensor)."""
+    from .index import unflatten
+
+    flat = LTensor((x.numel,), x.dtype, lambda c: x(unflatten(c[0], x.shape)))
+    value, _ = _sorted_at(ctx, flat, 0, (x.numel - 1) // 2, False)
+    return value

@@ -6,7 +6,7 @@ import torch
 
 from . import values as vals
 from .core import LTensor, broadcast_coords, broadcast_shapes
-from .index import add, const, flatten, unflatten
+from .index import add, const, flatten, floordiv, unflatten
 from .registry import register, result_dtype, result_shape
 from .values import call
 
@@ -141,6 +141,53 @@ def _cat(ctx, node, tensors, dim=0):
         return out
 
     return LTensor(shape, dtype, f)
+
+
+@register("aten.slice_scatter")
+def _slice_scatter(ctx, node, x, src, dim=0, start=None, end=None, step=1):
+    """x with x[..., start:end:step, ...] (along `dim`) replaced by src: src where the coordinate is in the
+    slice, x elsewhere (torch's decompositions of circular padding write through it)."""
+    r = len(x.shape)
+    dim = _dim(dim, r)
+    n = x.shape[dim]
+    start = 0 if start is None else (start + n if start < 0 else start)
+    end = n if end is None or end > n else (end + n if end < 0 else end)
+    start = max(0, min(n, start))
+    dtype = result_dtype(node)
+    cdt = vals.compute_dtype(dtype)
+    count = src.shape[dim]
+
+    def f(c):
+        e = vals.index_value(c[dim])
+        rel = call("sub", e, vals.const(start, torch.int64))
+        inside = call("and", call("ge", rel, vals.const(0, torch.int64)),
+                      call("lt", rel, vals.const(count * step, torch.int64)), dtype=torch.bool)
+        if step != 1:
+            inside = call("and", inside, call("eq", call("mod", rel, vals.const(step, torch.int64)),
+                                              vals.const(0, torch.int64)), dtype=torch.bool)
+        cc = list(c)
+        cc[dim] = add(c[dim], const(-start)) if step == 1 else floordiv(add(c[dim], const(-start)), step)
+        return call("where", inside, vals.cast(src(cc), cdt), vals.cast(x(c), cdt), dtype=cdt)
+
+    if count == 0:
+        return x
+    return LTensor(x.shape, dtype, f)
+
+
+@register("aten.select_scatter")
+def _select_scatter(ctx, node, x, src, dim, index):
+    """x with x.select(dim, index) replaced by src."""
+    r = len(x.shape)
+    dim = _dim(dim, r)
+    index = index + x.shape[dim] if index < 0 else index
+    dtype = result_dtype(node)
+    cdt = vals.compute_dtype(dtype)
+
+    def f(c):
+        hit = call("eq", vals.index_value(c[dim]), vals.const(index, torch.int64))
+        return call("where", hit, vals.cast(src(c[:dim] + c[dim + 1:]), cdt), vals.cast(x(c), cdt), dtype=cdt)
+
+    return LTensor(x.shape, dtype, f)
 
 
 @register("aten.constant_pad_nd")

@@ -193,3 +193,43 @@ def test_long_chains_of_reused_values_lower_and_run(tmp_path):
         return h + y.sum(dim=1, keepdim=True)
     _, _, out, ref = _run(chain, [torch.randn(6, 9), torch.randn(9, 5)], tmp_path, "chain")
     assert_close(out, ref, 1e-4)
+
+
+# --- scatters into slices, copies, empty, eval RReLU, hypot, median / kthvalue ---------------------------------------
+
+@pytest.mark.parametrize("name, fn, shapes", [
+    ("circular_pad", lambda x: F.pad(x, (1, 2, 2, 1), mode="circular") * 1.5, [(2, 3, 6, 7)]),
+    ("replicate_pad", lambda x: F.pad(x, (2, 1), mode="replicate"), [(2, 3, 9)]),
+    ("conv_circular", lambda x, w: F.conv2d(F.pad(x, (1, 1, 1, 1), mode="circular"), w), [(2, 3, 7, 8), (4, 3, 3, 3)]),
+    ("slice_scatter_step", lambda x, s: torch.slice_scatter(x, s, dim=1, start=1, end=10, step=3), [(4, 11), (4, 3)]),
+    ("select_scatter", lambda x, s: torch.select_scatter(x, s, 0, -2), [(5, 6), (6,)]),
+    ("rrelu_eval", lambda x: F.rrelu(x, 0.1, 0.4, training=False), [(5, 9)]),
+    ("hypot", lambda a, b: torch.hypot(a, b), [(5, 9), (9,)]),
+    ("one_hot", lambda x: F.one_hot((x.abs() * 2).long().clamp(max=4), 5).float().sum(1), [(4, 6)]),
+])
+def test_scatters_copies_and_pointwise_extras(name, fn, shapes, tmp_path):
+    inputs = [torch.randn(s) for s in shapes]
+    _, _, out, ref = _run(fn, inputs, tmp_path, name)
+    assert_close(out, ref.double(), 1e-5)
+
+
+@pytest.mark.parametrize("name, fn", [
+    ("median_dim", lambda x: torch.median(x, 1)),
+    ("median_dim0_keepdim", lambda x: torch.median(x, 0, keepdim=True)),
+    ("kthvalue", lambda x: torch.kthvalue(x, 4, dim=1)),
+    ("kthvalue_keepdim", lambda x: torch.kthvalue(x, 1, dim=0, keepdim=True)),
+])
+def test_median_and_kthvalue(name, fn, tmp_path):
+    for x in (torch.randn(7, 12), _ties((7, 12), seed=3)):
+        _, _, (v, i), _ = _run(fn, [x], tmp_path, name + str(int(x.isinf().any())))
+        rv, ri = fn(x)
+        assert torch.equal(v, rv) and v.shape == rv.shape and i.shape == ri.shape
+        dim = 1 if "dim0" not in name and "keepdim" not in name else 0
+        picked = x.gather(dim, i if i.dim() == x.dim() else i.unsqueeze(dim))
+        assert torch.equal(picked.view(-1), v.view(-1))          # ties: any index holding the value
+
+
+def test_median_of_all_elements(tmp_path):
+    x = torch.randn(5, 8)
+    _, _, out, _ = _run(lambda x: torch.median(x), [x], tmp_path, "median_all")
+    assert out.shape == () and torch.equal(out, torch.median(x))
