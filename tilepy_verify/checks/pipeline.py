@@ -56,10 +56,16 @@ def check(ctx) -> list:
         sync = sync or Sync(ctx.analysis)
         for r in acc:
             if r.alloc is c.alloc and not (r.kind == "async" and r.channel == "C:async"):
-                got = _bulk(ctx, sync, c, r)
-                if got is not None:
-                    pairs.append(((c, r), got))
+                if _bulk(ctx, sync, c, r, probe=True) is not None:
+                    pairs.append(((c, r), None))
     for group in _by_source(pairs, lambda cr: (cr[0].span, cr[1].span)):
+        group = [cr for cr, _ in group]
+        # first through the edges of the copy's own stage only (an unrolled ring's other stage copies add
+        # terms that grow with STAGES): fewer edges order less, so no hazard there is none with all of them
+        own = [_bulk(ctx, _stage_sync(ctx, sync, c), c, r) for c, r in group]
+        if ctx.solver.none_of([got[0] for got in own if got is not None]):
+            continue
+        group = [((c, r), got) for c, r in group if (got := _bulk(ctx, sync, c, r)) is not None]
         if ctx.solver.none_of([q for _, (q, _i) in group]):
             continue  # the pair of source ops is ordered in every stage copy of the ring (one query)
         for (c, r), (q, info) in group:
@@ -214,9 +220,34 @@ def _before_static(c, r) -> bool:
         return True
 
 
-def _bulk(ctx, sync, c, r):
+def _stage_sync(ctx, sync, c):
+    """`sync` with only the arrives on mbarriers that are no array element or the element of c's stage (an
+    unrolled ring's `full[s]` / `empty[s]` for the copy's constant stage s), cached per stage."""
+    s = const_of(c.stage)
+    if s is None:
+        return sync
+    cache = sync.__dict__.setdefault("_by_stage", {})
+    got = cache.get(s)
+    if got is None:
+        got = cache[s] = Sync(ctx.analysis, shares=sync.shares)
+        got.arrives = [x for x in sync.arrives if _element(x.bar) in (None, s)]
+    return got
+
+
+def _element(bar):
+    """The index of an mbarrier array element's name ('mbar:full[2]' -> 2), None for a plain mbarrier."""
+    if not bar or not bar.endswith("]") or "[" not in bar:
+        return None
+    try:
+        return int(bar[bar.rindex("[") + 1:-1])
+    except ValueError:
+        return None
+
+
+def _bulk(ctx, sync, c, r, probe=False):
     """A bulk copy c and another access r of one element: ordered by happens-before (module doc)? (the query
-    whose models are the unordered instances, and what `_bulk_finding` needs), or None."""
+    whose models are the unordered instances, and what `_bulk_finding` needs), or None. probe: only whether
+    there is a query (True), without building it."""
     if _other_stage(c.stage, r.stage):
         return None  # two stage copies of a ring (constant stages): no common element
     rel = cross_thread(c, r)
@@ -234,6 +265,8 @@ def _bulk(ctx, sync, c, r):
     if same_stage is False:
         return None
     base = AND(cc, cr, same_stage)
+    if probe:
+        return None if base is False else True
     line = in_line(c.point.role, r.point.role)
     tc, tr = counter(c.point, "T", mc), counter(r.point, "T", mr)
     if r.kind == "async":  # two copies into one element: the later one must be issued after the first landed
