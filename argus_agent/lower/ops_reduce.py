@@ -7,9 +7,9 @@ import math
 import torch
 
 from . import values as vals
-from .core import LTensor
+from .core import LTensor, broadcast_coords
 from .index import const
-from .registry import register, result_dtype
+from .registry import register, result_dtype, result_shape
 from .values import call
 
 
@@ -645,3 +645,34 @@ def _median_all(ctx, node, x):
     flat = LTensor((x.numel,), x.dtype, lambda c: x(unflatten(c[0], x.shape)))
     value, _ = _sorted_at(ctx, flat, 0, (x.numel - 1) // 2, False)
     return value
+
+
+@register("aten._cdist_forward")
+def _cdist(ctx, node, x1, x2, p=2.0, compute_mode=None):
+    """torch.cdist: out[..., i, j] = ||x1[..., i, :] - x2[..., j, :]||_p, a reduction over the feature dim of
+    |difference|^p (p = 0: the count of differing features, inf: the largest difference), then the 1/p power.
+    Computed directly, never by torch's matmul form for large inputs (more accurate, not faster)."""
+    shape = result_shape(node)
+    nb = len(shape) - 2
+    m = x1.shape[-1]
+    acc = _acc_dtype(result_dtype(node))
+    kind = "max" if p == math.inf else "sum"
+
+    def fn(oc, rc):
+        b, i, j = list(oc[:nb]), oc[nb], oc[nb + 1]
+        a = vals.cast(x1(broadcast_coords(b + [i, rc[0]], x1.shape, shape[:nb] + (x1.shape[-2], m))), acc)
+        c = vals.cast(x2(broadcast_coords(b + [j, rc[0]], x2.shape, shape[:nb] + (x2.shape[-2], m))), acc)
+        d = call("abs", call("sub", a, c))
+        if p == 0:
+            return vals.cast(call("ne", d, vals.const(0.0, acc)), acc)
+        if p in (1, math.inf):
+            return d
+        if p == 2:
+            return call("mul", d, d)
+        return call("pow", d, vals.const(float(p), acc))
+    red = ctx.reduce(kind, shape, (m,), fn, acc, base="cdist")
+    if p in (0, 1, math.inf):
+        return red
+    if p == 2:
+        return LTensor(shape, acc, lambda c: call("sqrt", red(c)))
+    return LTensor(shape, acc, lambda c: call("pow", red(c), vals.const(1.0 / p, acc)))

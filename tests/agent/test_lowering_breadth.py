@@ -233,3 +233,11 @@ def test_median_of_all_elements(tmp_path):
     x = torch.randn(5, 8)
     _, _, out, _ = _run(lambda x: torch.median(x), [x], tmp_path, "median_all")
     assert out.shape == () and torch.equal(out, torch.median(x))
+
+
+@pytest.mark.parametrize("p", [2.0, 1.0, 0.0, float("inf"), 1.5])
+def test_cdist_matches_float64(p, tmp_path):
+    a, b = torch.randn(2, 7, 5), torch.randn(1, 9, 5)
+    b[0, 3] = a[1, 2]                          # a zero distance (p = 0 counts differing features)
+    _, _, out, ref = _run(lambda a, b: torch.cdist(a, b, p=p), [a, b], tmp_path, f"cdist{p}")
+    assert_close(out, ref, 1e-5)
