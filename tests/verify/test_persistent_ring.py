@@ -121,8 +121,8 @@ def _run(bug, m=260, k=320, n=192, grid=2, **constexprs):
     return c, gemm_hopper.reference(a, b)
 
 
-def _findings(bug, **constexprs):
-    return tv.verify(ring, target="sm_90a", BUG=bug, **{**SMALL, **constexprs}).findings
+def _findings(bug, checks=None, **constexprs):
+    return tv.verify(ring, target="sm_90a", checks=checks, BUG=bug, **{**SMALL, **constexprs}).findings
 
 
 def test_ring_is_the_stdlib_kernel():
@@ -146,7 +146,9 @@ def test_tile_phase_computes_stale_products():
     c, ref = _run("tile_phase")
     err = np.abs(c - ref)
     assert np.isnan(c).sum() == 0 and np.nanmax(err) > 1e-2       # tiles after a block's first are wrong
-    fs = _findings("tile_phase")
+    # the pipeline check alone: the deadlock check's one ~20k-term query on this bug runs out its solver time
+    # (reported "not proven", never clean) and took two minutes of a CI worker
+    fs = _findings("tile_phase", checks=["pipeline_hazard"])
     hz = [f for f in fs if f.check == "pipeline_hazard"]
     assert hz and all(f.counterexample for f in hz), [f.check for f in fs]
 
