@@ -43,6 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
+from timing import graph_seconds  # noqa: E402
 
 import tilepy as tp  # noqa: E402
 import tilepy_hip  # noqa: E402
@@ -383,23 +384,7 @@ def back_to_back_1024(g, calls=30, reps=20) -> dict:
 
 def timeit_median(fn, reps: int = 20, replays: int = 15) -> float:
     """Seconds per call: the median over `replays` replays of a CUDA graph of `reps` calls, after a warm-up."""
-    fn()
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(reps):
-            fn()
-    graph.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(replays):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / 1e3 / reps)
-    return statistics.median(times)
+    return graph_seconds(fn, reps, replays)
 
 
 STREAMK_SHAPES = [(16, 4096, 4096), (64, 4096, 4096), (128, 4096, 4096), (256, 4096, 4096), (128, 14336, 4096),

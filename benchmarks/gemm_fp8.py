@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
+from timing import graph_seconds  # noqa: E402
 
 import tilepy as tp  # noqa: E402
 import tilepy_hip  # noqa: E402
@@ -47,23 +48,7 @@ SWEEP = {  # constexprs over PRESETS["sm_90a"] (128x256x128, 4 stages, 2 consume
 
 def median_us(fn, reps: int = 10, runs: int = 30) -> float:
     """Median microseconds per call over `runs` replays of a CUDA graph of `reps` calls, after a warm-up."""
-    fn()
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(reps):
-            fn()
-    graph.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(runs):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        graph.replay()
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e) * 1e3 / reps)
-    return statistics.median(times)
+    return graph_seconds(fn, reps, runs) * 1e6
 
 
 def _quantize(x):
