@@ -130,6 +130,8 @@ class _Emitter:
             text = self._load(v)
         elif op == "gather":
             off = self.value(v.args[1])
+            if not _is_tile(v.args[1]):     # one element for the whole tile (a data index that is uniform)
+                off = f"({off} + 0 * {self.anchor})"
             self.use(v.args[0])
             text = f"tp.load({self.names[v.args[0]]}[{off}])"
             text = _upcast(text, v, self.buf_dtype(v.args[0]))

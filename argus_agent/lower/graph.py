@@ -29,6 +29,7 @@ class LoweringError(Exception):
 class GraphInput:
     name: str            # placeholder name in the graph
     kind: str            # "input" (the user's k-th forward argument) | "param" | "buffer" | "constant"
+                         # (a tensor made inside forward: `value` holds it)
     index: int = -1      # for "input": position in forward's arguments
     target: str = ""     # for "param"/"buffer": fully qualified name in the module
     value: object = None  # for non-tensor user inputs: the value export specialized on
@@ -40,6 +41,10 @@ class Captured:
     inputs: list = field(default_factory=list)   # GraphInput per placeholder, in graph order
     n_user_inputs: int = 0
 
+
+# tensor constants made inside forward up to this many elements are lowered as values (a select over their
+# elements where the index is not known at lowering time); the host program may not build tensors from data
+CONSTANT_MAX = 64
 
 # ops kept whole through capture: each has a lowering that picks a stdlib kernel or decomposes the node itself
 KEPT_WHOLE = ("aten.scaled_dot_product_attention.default",)
@@ -87,9 +92,16 @@ def capture_program(model: torch.nn.Module, inputs: list) -> Captured:
             captured.inputs.append(GraphInput(node.name, "param", target=spec.target))
         elif kind == "BUFFER":
             captured.inputs.append(GraphInput(node.name, "buffer", target=spec.target))
+        elif kind == "CONSTANT_TENSOR" and isinstance(ep.constants.get(spec.target), torch.Tensor) \
+                and 0 < ep.constants[spec.target].numel() <= CONSTANT_MAX:
+            # a tensor made inside forward (torch.tensor([...])): lowered as its values (program.constant_tensor)
+            captured.inputs.append(GraphInput(node.name, "constant", target=spec.target,
+                                              value=ep.constants[spec.target].detach().cpu().clone()))
         else:
-            raise LoweringError(f"Model.forward uses a tensor constant ({spec.target}); register it as a buffer "
-                                "(self.register_buffer) so ModelNew receives it")
+            where = next((source_line(u) for u in node.users), "Model.forward")
+            raise LoweringError(f"{where}: Model.forward uses a tensor constant ({spec.target}) that is not lowered "
+                                f"as values (more than {CONSTANT_MAX} elements, or not a tensor); register it as a "
+                                "buffer (self.register_buffer) so ModelNew receives it")
     captured.n_user_inputs = user
     return captured
 

@@ -61,6 +61,9 @@ def lower_captured(captured: Captured, target: str = "cpu", precision=None) -> L
             if not isinstance(val, torch.Tensor):
                 env[node] = gi.value
                 continue
+            if gi.kind == "constant":
+                env[node] = constant_tensor(gi.value)
+                continue
             if val.dtype not in STORAGE_OK:
                 raise LoweringError(f"input `{node.name}` has dtype {val.dtype}, which tilepy kernels do not take "
                                     "yet (supported: float32/16, bfloat16, float64, int8/32/64, bool)")
@@ -100,6 +103,29 @@ def lower_captured(captured: Captured, target: str = "cpu", precision=None) -> L
     buffers = [b for b in ctx.buffers if b.kind != "temp" or b.name in used]
     return LoweredProgram(captured, buffers, kernels, outputs, shapes, single, ops, ctx.target, placeholders,
                           ctx.precision)
+
+
+def constant_tensor(c: torch.Tensor) -> LTensor:
+    """A small tensor constant made inside forward as values: element k of its flat order is the constant
+    c[k] where k is known when lowering, else a select over the elements (no buffer, no host code)."""
+    from .index import flatten, variables
+
+    flat = c.reshape(-1).tolist()
+    dtype = c.dtype
+    shape = tuple(int(n) for n in c.shape)
+
+    def fn(coords):
+        e = flatten(list(coords), shape) if shape else None
+        if e is None or not variables(e):
+            return vals.const(flat[e.c if e is not None else 0], dtype)
+        k = vals.index_value(e)
+        out = vals.const(flat[-1], dtype)
+        for j in range(len(flat) - 2, -1, -1):
+            if flat[j] != flat[-1]:      # (a NaN never equals: it gets its own select)
+                out = vals.call("where", vals.call("eq", k, vals.const(j, torch.int64)), vals.const(flat[j], dtype),
+                                out, dtype=dtype)
+        return out
+    return LTensor(shape, dtype, fn)
 
 
 def _plain_buffer(ctx: Context, t: LTensor):

@@ -241,3 +241,35 @@ def test_cdist_matches_float64(p, tmp_path):
     b[0, 3] = a[1, 2]                          # a zero distance (p = 0 counts differing features)
     _, _, out, ref = _run(lambda a, b: torch.cdist(a, b, p=p), [a, b], tmp_path, f"cdist{p}")
     assert_close(out, ref, 1e-5)
+
+
+# --- tensor constants made inside forward -----------------------------------------------------------------------------
+
+class Constants(nn.Module):
+    def forward(self, x):
+        scale = torch.tensor([1.0, -2.0, 0.5, float("inf"), 3.0])
+        bounds = torch.tensor([-1.0, 0.0, 1.0])
+        rows = torch.tensor([4, 0, 2])
+        y = torch.clamp(x * scale, max=1e3) + torch.bucketize(x, bounds).float()
+        return torch.index_select(y, 0, rows)
+
+
+class BigConstant(nn.Module):
+    def forward(self, x):
+        return x + torch.tensor([0.5] * 100).view(20, 5).sum(0)
+
+
+def test_small_tensor_constants_are_lowered_as_values(tmp_path):
+    """torch.tensor([...]) inside forward: no buffer, no host code (a host program may not build tensors from
+    data); the values are selected by index inside the kernels."""
+    x = torch.randn(6, 5)
+    prog, src, out, ref = run_lowered(Constants(), [x], tmp_path, "constants", target="cpu")
+    assert "torch.tensor" not in src and "lifted" not in src
+    assert_close(out, ref, 1e-6)
+
+
+def test_a_large_tensor_constant_is_refused_naming_the_line():
+    with pytest.raises(LoweringError) as e:
+        lower_model(BigConstant(), [torch.randn(3, 5)], "cpu")
+    assert "register it as a buffer" in str(e.value)
+    assert "test_lowering_breadth.py" in str(e.value)
