@@ -567,7 +567,9 @@ class _Walker(MemoryEvents):
 
         value = None
         if e.type.dtype.is_int or e.type.dtype.kind == "bool":
-            if all(isinstance(v, Reg) and v.value is not None or intlike(v) or isinstance(v, bool) for v in vals):
+            if all(isinstance(v, Reg) and v.value is not None or intlike(v) or isinstance(v, bool)
+                   or isinstance(v, tuple) and v and v[0] in ("cmp", "and", "or", "not", "bvar") for v in vals):
+                # (a scalar condition, e.g. on a block id, ANDed into a mask tile is a bool term: kept)
                 op = e.op if isinstance(e, ir.BinOp) else None
 
                 def value(c, op=op):

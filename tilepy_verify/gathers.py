@@ -104,13 +104,25 @@ def atomic(walker, e, st):
     return Reg(e.type, lambda c: [Alt(True, TOP, e.span)], None, (), e.span)
 
 
+# ops a mask expression may hold and still be evaluated again for its value: no memory access, no effect
+_PURE_OPS = frozenset({"block_id", "num_blocks", "thread_id", "lane_id", "warp_id", "warpgroup_id", "dim", "cdiv",
+                       "min", "max", "zeros", "full", "arange", "expand_dims", "convert_layout", "cast", "where",
+                       "maximum", "minimum", "permute", "reshape", "cluster_rank"})
+
+
+def _pure(e) -> bool:
+    """Whether evaluating expression `e` again records nothing (no load, gather or other memory op in it)."""
+    return e is not None and all(not isinstance(x, ir.Call) or x.op in _PURE_OPS for x in ir.walk_exprs(e))
+
+
 def record(walker, e, st, kind, view, mask_expr=None):
     """Remember one global access for the global race check (views and gathers; others are ignored). A mask
-    given as a variable restricts the elements (its value map, where known); any other mask is ignored,
-    which over-approximates the elements touched (evaluating it again could record its accesses twice)."""
+    given as a variable, or as an expression without memory ops (`_pure`), restricts the elements (its value
+    map, where known); any other mask is ignored, which over-approximates the elements touched (evaluating it
+    again could record its accesses twice)."""
     if not walker.recording:
         return
-    mask = walker.expr(mask_expr, st) if isinstance(mask_expr, ir.Var) else None
+    mask = walker.expr(mask_expr, st) if isinstance(mask_expr, ir.Var) or _pure(mask_expr) else None
     if isinstance(view, GGather):
         indices, shape, param, dims = view.global_coords, view.shape, view.param, view.dims
     elif isinstance(view, GView):

@@ -129,3 +129,28 @@ def test_copies_to_and_from_global_memory_take_part():
     (f,) = tilepy_verify.verify(copies, RD=32).errors
     assert f.check == "global_race" and "reads" in f.message
     assert f.counterexample["block"] != f.counterexample["other_block"]
+
+
+@tp.kernel(threads=64)
+def phase_blocks(X: tp.Tensor[tp.f32, 64], Y: tp.Tensor[tp.f32, 4096], PHASES: tp.constexpr = 4):
+    """Blocks along axis 2 are phases; only the first 4 store (an inline mask ANDing block-id conditions into
+    the element mask). Phase ph writes row p * 4 + ph % 4: phases 0 and 4 share a row when phase 4 stores."""
+    p = tp.block_id(0)
+    ph = tp.block_id(2)
+    row = p * 4 + ph % 4
+    tp.store(Y[row * 64 + tp.arange(64)], tp.load(X[0:64]), mask=(tp.arange(64) < 64) & (p < 16) & (ph < PHASES))
+
+
+def test_an_inline_mask_with_block_conditions_restricts_the_writes():
+    """A mask written inline (not through a variable) restricts the elements the race check considers when it
+    holds no memory op: the block conditions in it keep phases >= 4 from writing (was a false race between
+    blocks z = 0 and z = 4); letting phase 4 store is a real race, shown on the interpreter."""
+    clean = tilepy_verify.verify(phase_blocks, target="sm_90a", checks=["global_race"], PHASES=4)
+    assert not clean.findings, [str(f) for f in clean.findings]
+    racy = tilepy_verify.verify(phase_blocks, target="sm_90a", checks=["global_race"], PHASES=5)
+    f = next(f for f in racy.findings if f.check == "global_race")
+    x = np.ones(64, np.float32)
+    writers = _writers(phase_blocks, (2, 1, 6), (x, np.zeros(4096, np.float32)), PHASES=5)
+    assert any(len(b) > 1 for b in writers.values()), f
+    assert all(len(b) == 1 for b in _writers(phase_blocks, (2, 1, 6), (x, np.zeros(4096, np.float32)),
+                                             PHASES=4).values())
