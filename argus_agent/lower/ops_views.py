@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from . import values as vals
@@ -351,3 +353,110 @@ def _as_strided(ctx, node, x, size, stride, offset=0):
     shape = result_shape(node)
     return LTensor(shape, x.dtype, lambda c: vals.load(buf.name, flatten(c, shape, stride, offset or 0), buf.dtype))
 
+
+
+def _static_offsets(offsets: LTensor, n: int):
+    """The bag starts when the offsets are known at lowering time (an arange: a 2-D EmbeddingBag input), else
+    None."""
+    if len(offsets.shape) != 1:
+        return None
+    got = []
+    for b in range(offsets.shape[0]):
+        v = offsets([const(b)])
+        if v.op != "const":
+            return None
+        got.append(int(v.args[0]))
+    return got
+
+
+@register("aten._embedding_bag", "aten._embedding_bag_forward_only")
+def _embedding_bag(ctx, node, weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False,
+                   per_sample_weights=None, include_last_offset=False, padding_idx=-1):
+    """nn.EmbeddingBag: per bag, the sum (mode 0), mean (1) or max (2) of the rows its indices pick (times
+    per-sample weights; padding_idx rows skipped; an empty bag gives 0). Bags of one size at offsets known when
+    lowering (a 2-D input) reduce over the bag; run-time offsets reduce over every index with a bag test
+    (O(bags x indices): correct, not fast). Only the output is lowered (offset2bag, bag sizes and max
+    indices are not)."""
+    n = indices.shape[0]
+    nb = offsets.shape[0] - (1 if include_last_offset else 0)
+    dim = weight.shape[1]
+    shape = (nb, dim)
+    dtype = result_dtype(node)
+    acc = vals.compute_dtype(dtype)
+    kind = {0: "sum", 1: "sum", 2: "max"}[mode]
+    wb = ctx.realize(weight, "bag_table")
+    starts = _static_offsets(offsets, n)
+    ends = None
+    if starts is not None:
+        ends = starts[1:] + ([] if include_last_offset else [n])
+        starts = starts[:nb]
+    fixed = starts is not None and len({e - s for s, e in zip(starts, ends)}) == 1 and all(
+        s == starts[0] + b * (ends[0] - starts[0]) for b, s in enumerate(starts))
+
+    def element(p, col):
+        """(value, counts) of index position p (an IExpr) for output column col."""
+        i = vals.cast(indices([p]), torch.int64)
+        v = vals.cast(_load_at(wb, [None, col], [(0, i)]), acc)
+        if per_sample_weights is not None:
+            v = call("mul", v, vals.cast(per_sample_weights([p]), acc))
+        keep = None if padding_idx is None or padding_idx < 0 else call("ne", i, vals.const(padding_idx, torch.int64))
+        return v, keep
+
+    neutral = vals.const(0.0 if kind == "sum" else -math.inf, acc)
+    if fixed:
+        size, base = ends[0] - starts[0], starts[0]
+        if size == 0:
+            return LTensor(shape, dtype, lambda c: vals.const(0.0, dtype)), None, None, None
+        red_shape = (size,)
+
+        def position(oc, rc):
+            return add(add(oc[0] * size, rc[0]), const(base))
+
+        def inside(oc, rc):
+            return None
+    else:
+        red_shape = (n,)
+        offs = offsets
+
+        def position(oc, rc):
+            return rc[0]
+
+        def inside(oc, rc):
+            p = vals.index_value(rc[0])
+            lo = vals.cast(offs([oc[0]]), torch.int64)
+            hi = vals.cast(offs([add(oc[0], const(1))]), torch.int64)   # (the last bag's: past the offsets)
+            if not include_last_offset:
+                last = call("eq", vals.index_value(oc[0]), vals.const(nb - 1, torch.int64))
+                hi = call("where", last, vals.const(n, torch.int64), hi, dtype=torch.int64)
+            return call("and", call("ge", p, lo), call("lt", p, hi), dtype=torch.bool)
+
+    def fn(oc, rc):
+        v, keep = element(position(oc, rc), oc[1])
+        ok = inside(oc, rc)
+        ok = keep if ok is None else ok if keep is None else call("and", ok, keep, dtype=torch.bool)
+        return v if ok is None else call("where", ok, v, neutral, dtype=acc)
+    total = ctx.reduce(kind, shape, red_shape, fn, acc, base="bag")
+    if mode == 0:
+        out = LTensor(shape, dtype, lambda c: vals.cast(total(c), dtype))
+    else:
+        def count_fn(oc, rc):
+            _, keep = element(position(oc, rc), const(0))
+            ok = inside(oc, rc)
+            ok = keep if ok is None else ok if keep is None else call("and", ok, keep, dtype=torch.bool)
+            one = vals.const(1, torch.int64)
+            return one if ok is None else call("where", ok, one, vals.const(0, torch.int64), dtype=torch.int64)
+        needs_count = mode == 1 or not fixed or padding_idx is not None and padding_idx >= 0
+        count = ctx.reduce("sum", (nb, 1), red_shape, count_fn, torch.int64, base="bag_count") if needs_count \
+            else None
+
+        def fin(c):
+            t = total(c)
+            if count is None:
+                return vals.cast(t, dtype)
+            k = vals.cast(count([c[0], const(0)]), acc)
+            empty = call("eq", k, vals.const(0.0, acc))
+            if mode == 1:
+                t = call("div", t, call("where", empty, vals.const(1.0, acc), k, dtype=acc))
+            return vals.cast(call("where", empty, vals.const(0.0, acc), t, dtype=acc), dtype)
+        out = LTensor(shape, dtype, fin)
+    return out, None, None, None
