@@ -348,6 +348,11 @@ LEVEL1_FAMILIES = {
     # losses
     "losses": ["pre:aten.mse_loss", "pre:aten.cross_entropy_loss", "pre:aten.kl_div", "pre:aten.smooth_l1_loss",
                "pre:aten.cosine_similarity", "pre:aten.binary_cross_entropy_with_logits"],
+    # selection, resampling and the other held-out spellings (level 1 141-196)
+    "selection and sorting": ["pre:aten.topk", "pre:aten.sort", "pre:aten.median", "pre:aten.logcumsumexp"],
+    "upsampling and pixel shuffles": [lambda n: "upsample" in str(n.target) or "interpolate" in str(n.target),
+                                      "pre:aten.pixel_unshuffle"],
+    "adaptive max pooling with indices": ["pre:aten.adaptive_max_pool2d"],
 }
 
 LEVEL2_FAMILIES = {
