@@ -168,20 +168,22 @@ class Context:
         self.kernels.append(Pointwise(buf, value, self.note))
         return buffer_tensor(buf)
 
+    def whole_buffer(self, t: LTensor):
+        """The buffer `t` reads element for element in row-major order (its own, or one a view of it composes
+        back to: an unsqueeze, a reshape, a flip of a reversed scan), or None."""
+        i = Var("i", t.numel) if t.shape else const(0)
+        v = t(unflatten(i, t.shape)) if t.shape else t([])
+        if v.op != "load" or v.args[1] != i or v.args[2]:
+            return None
+        cands = ([t.buffer] if t.buffer is not None else []) + self.buffers
+        buf = next((b for b in cands if b.name == v.args[0]), None)
+        return buf if buf is not None and buf.numel == t.numel and buf.dtype == t.dtype else None
+
     def contiguous(self, t: LTensor, base: str = "buf") -> LTensor:
         """`t` as a buffer holding exactly its elements in row-major order (a copy kernel only if needed)."""
-        if t.buffer is not None and t.numel == t.buffer.numel and t.shape:
-            i = Var("i", t.numel)
-            v = t(unflatten(i, t.shape))
-            if v.op == "load" and v.args[0] == t.buffer.name and v.args[1] == i and not v.args[2]:
-                return t
-        if t.buffer is None and t.shape:   # a view (unsqueeze, reshape) reading a whole buffer in its own order
-            i = Var("i", max(1, t.numel))
-            v = t(unflatten(i, t.shape))
-            src = next((b for b in self.buffers if v.op == "load" and b.name == v.args[0]), None)
-            if src is not None and src.numel == t.numel and v.args[1] == i and not v.args[2] \
-                    and v.dtype == src.dtype == t.dtype:
-                return LTensor(t.shape, t.dtype, t._fn, buffer=src)
+        buf = self.whole_buffer(t) if t.shape else None
+        if buf is not None:
+            return t if buf is t.buffer else LTensor(t.shape, t.dtype, t._fn, buffer=buf)
         plain = LTensor(t.shape, t.dtype, t._fn)
         return self.realize(plain, base)
 

@@ -131,13 +131,8 @@ def constant_tensor(c: torch.Tensor) -> LTensor:
 def _plain_buffer(ctx: Context, t: LTensor):
     """The temp buffer `t` reads element for element in row-major order (a view that composes to the
     identity, e.g. a flip of a reversed scan), or None."""
-    from .index import Var, const, unflatten
-    i = Var("i", t.numel) if t.shape else const(0)
-    v = t(unflatten(i, t.shape)) if t.shape else t([])
-    if v.op != "load" or v.args[1] != i or v.args[2]:
-        return None
-    buf = next((b for b in ctx.buffers if b.name == v.args[0]), None)
-    if buf is None or buf.numel != t.numel or buf.dtype != t.dtype:
+    buf = ctx.whole_buffer(t)
+    if buf is None:
         return None
     # a half buffer is taken as it is only from a kernel that stores that type itself (stdlib attention)
     if vals.compute_dtype(buf.dtype) != buf.dtype and not any(
