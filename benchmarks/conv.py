@@ -4,6 +4,7 @@ Median of --runs timed calls after warm-up, random data; JSON into benchmarks/re
 
     python benchmarks/conv.py [--runs 20] [--out DIR] [--only NAME...] [--taps] [--tag SUFFIX]
 
+Rows conv_tma takes (`conv_tma.applies`) also time it (tma_ms, tma_ratio: the channels-last copy included).
 Strided transposed rows also time the one-GEMM form (PHASED=False: every tap gathered, the stride's holes
 masked) beside conv_igemm.launch's phases.
 """
@@ -18,10 +19,13 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from stdlib_kernels import conv_igemm  # noqa: E402
+from stdlib_kernels import conv_igemm, conv_tma  # noqa: E402
 
 TAPS = False
 SHAPES = [  # name, x, w, stride, padding, dilation, groups, transposed, output_padding
+    ("l1_090 conv2d 64->128 3x3", (16, 64, 128, 128), (128, 64, 3, 3), 1, 1, 1, 1, False, 0),
+    ("l1_095 conv2d 1x1 256->512", (16, 256, 64, 64), (512, 256, 1, 1), 1, 0, 1, 1, False, 0),
+    ("l1_092 conv2d 3x7", (8, 64, 128, 256), (64, 64, 3, 7), 1, (1, 3), 1, 1, False, 0),
     ("l2_007 conv2d 32->64 3x3", (64, 32, 128, 128), (64, 32, 3, 3), 1, 0, 1, 1, False, 0),
     ("l1_091 conv2d s2 d2", (16, 32, 256, 256), (64, 32, 3, 3), 2, 2, 2, 1, False, 0),
     ("l1_093 conv2d g4", (16, 128, 64, 64), (256, 32, 3, 3), 1, 1, 1, 4, False, 0),
@@ -83,6 +87,14 @@ def bench(shape, d, runs):
             torch.cuda.synchronize()
             row.update(taps_ms=median_ms(taps, runs), taps_rel_err=((y - ref).abs().max() / ref.abs().max()).item())
             row["taps_ratio"] = t_ref / row["taps_ms"]
+        if conv_tma.applies(xs, ws, s, dl, g, tr):   # the TMA-fed kernel on a channels-last copy
+            def tma(split=not tf32):
+                conv_tma.launch(x, w, y, s, p, dl, g, split=split)
+            y.fill_(float("nan"))
+            tma()
+            torch.cuda.synchronize()
+            row.update(tma_ms=median_ms(tma, runs), tma_rel_err=((y - ref).abs().max() / ref.abs().max()).item())
+            row["tma_ratio"] = t_ref / row["tma_ms"]
         if tr and max([s] if isinstance(s, int) else s) > 1:   # launch runs it PHASED; the one-GEMM form too
             def one_gemm(split=not tf32):
                 conv_igemm.launch(x, w, y, s, p, dl, g, tr, split=split, PHASED=False)
@@ -93,7 +105,9 @@ def bench(shape, d, runs):
             row["one_gemm_ratio"] = t_ref / row["one_gemm_ms"]
         rows.append(row)
         print(f"{name:28s} {row['precision'][:5]:5s} torch {t_ref:8.3f} ms  ours {t_ours:8.3f} ms  "
-              f"{row['ratio']:.2f}x  err {err:.2e}", flush=True)
+              f"{row['ratio']:.2f}x  err {err:.2e}" + (f"  tma {row['tma_ms']:8.3f} ms {row['tma_ratio']:.2f}x "
+                                                      f"err {row['tma_rel_err']:.2e}" if "tma_ms" in row else ""),
+              flush=True)
     return rows
 
 

@@ -1,0 +1,280 @@
+"""Unit-stride (along the last spatial dim) convolution as an implicit GEMM whose A tiles are bulk tensor copies
+(TMA) from a channels-last, zero-padded copy of the input (sm_90a, TF32 wgmma), fp32 in and out.
+
+Why a copy. TF32 wgmma reads both operands K-major from shared memory. In the NC(D)HW layout the reduction's
+channels are the slowest axis, so an im2col tile of `conv_igemm` is gathered element by element (scalar loads,
+per-element bounds) by a producer warpgroup: latency-bound at 0.3-0.6x cuDNN. Here `to_ndhwc` writes the input
+once as XP (N, D + 2 P, H + 2 P, W + 2 P, CP): channels last, the padding made of zeros, channels padded with
+zeros to CP (a multiple of BK), rounded to TF32 (and its TF32 tail XL for 3xTF32). Then the A tile of output
+pixels (n, od, oh, ow0 .. ow0 + BM) at tap (kd, kh, kw) and channels c0 .. c0 + BK is one box of XP,
+
+    XP[n, od * S0 + kd * D0, oh * S1 + kh * D1, ow0 + kw * D2 : ... + BM, c0 : c0 + BK]     (S2 == 1)
+
+already K-major, copied by the TMA engine with no index arithmetic per element; pixels past the padded row
+read zeros (the engine's out-of-bounds fill) and are masked at the store. A 1x1 convolution is the special
+case of one tap: a batched GEMM out[n] = W @ x[n], its only copy the transposed input (TF32 wgmma cannot read
+the NCHW operand, which is MN-major, in place).
+
+GEMM view, group g (grid z): rows = one output row segment of BM pixels (grid x runs over (n, od, oh, ow tile)),
+columns = output channels co of the group, k = tap * CIGP + ci, the weight laid out by `weight_tma`
+(G, Cout/G, taps * CIGP), zeros at the padded channels. Groups need Cin/G % BK == 0 (the group's channels are
+whole channel tiles of XP); one group pads its channels to BK.
+
+Warp roles as `gemm_fp32.py`: warpgroup 0 issues the copies into a ring of STAGES stages (`full[s]`),
+warpgroups 1..CONSUMERS run wgmma on 64 rows each and release the stage (`empty[s]`). `SPLIT=True`: 3xTF32
+(a_lo b_hi + a_hi b_lo + a_hi b_hi per k-tile into a fresh accumulator, f32 adds across k-tiles, as
+`gemm_fp32.py`), fp32-accurate; `SPLIT=False`: one TF32 product (cuDNN's default for fp32 convolutions).
+The epilogue stores into Y viewed as (N, G, Cout/G, output pixels), which is the output itself; a lowering
+may fuse a pointwise epilogue there (`argus_agent/lower/templates.py`; rows are `m0 + arange(BM)`, pixel
+p % OVOL of image p // PVOL, as in conv_igemm).
+
+Host API: `launch(x, w, y, stride, padding, dilation, groups, split=True)` on torch tensors (CUDA: compiled;
+CPU: the interpreter) or numpy arrays; `applies(...)` says whether a convolution takes this kernel.
+"""
+
+import numpy as np
+
+import tilepy as tp
+
+
+def _threads(c):
+    return 128 * (1 + c["CONSUMERS"])
+
+
+@tp.kernel(threads=128)
+def to_ndhwc(X: tp.Tensor[tp.f32, "N", "C", "D", "H", "W"], XH: tp.Tensor[tp.f32, "N", "DP", "HP", "WP", "CP"],
+             XL: tp.Tensor[tp.f32, "N", "DP", "HP", "WP", "CP"], PA: tp.constexpr = (0, 1, 1),
+             SPLIT: tp.constexpr = False, T: tp.constexpr = 32):
+    """XH[n, d, h, w, c] = round_tf32(X[n, c, d - P0, h - P1, w - P2]), 0 outside X (the padding, channels past
+    C); XL the TF32 tail (SPLIT). Block (w tile, c tile, (n, d, h)): a (T, T) tile read along w, written along c
+    (the transpose goes through shared memory, so both sides are whole rows)."""
+    w0 = tp.block_id(0) * T
+    c0 = tp.block_id(1) * T
+    z = tp.block_id(2)
+    hp = z % XH.shape[2]
+    dp = z // XH.shape[2] % XH.shape[1]
+    n = z // (XH.shape[2] * XH.shape[1])
+    x = tp.load(X[n, c0:c0 + T, dp - PA[0], hp - PA[1], w0 - PA[2]:w0 - PA[2] + T])
+    hi = tp.round_tf32(x)
+    rows = tp.blocked((T, T), 128, 4)
+    tp.store(XH[n, dp, hp, w0:w0 + T, c0:c0 + T], tp.convert_layout(hi.T, rows))
+    if SPLIT:
+        lo = tp.round_tf32(x - hi)
+        tp.store(XL[n, dp, hp, w0:w0 + T, c0:c0 + T], tp.convert_layout(lo.T, rows))
+
+
+@tp.kernel(threads=_threads, target="sm_90a")
+def conv_tma(XH: tp.Tensor[tp.f32, "N", "DP", "HP", "WP", "CP"], XL: tp.Tensor[tp.f32, "N", "DP", "HP", "WP", "CP"],
+             WH: tp.Tensor[tp.f32, "GP", "COG", "KP"], WL: tp.Tensor[tp.f32, "GP", "COG", "KP"],
+             Y: tp.Tensor[tp.f32, "NY", "G", "COGY", "OV"],
+             OS: tp.constexpr = (1, 8, 8), KS: tp.constexpr = (1, 3, 3), ST: tp.constexpr = (1, 1, 1),
+             DI: tp.constexpr = (1, 1, 1), CIGP: tp.constexpr = 32, SPLIT: tp.constexpr = True,
+             BM: tp.constexpr = 128, BN: tp.constexpr = 128, BK: tp.constexpr = 32, STAGES: tp.constexpr = 3,
+             CONSUMERS: tp.constexpr = 2, INSTR: tp.constexpr = tp.nv.wgmma_m64n128k8_tf32,
+             SWIZZLE: tp.constexpr = tp.Swizzle(3, 2, 3)):
+    """Y[:, group z] = the convolution of XP (XH + XL if SPLIT, else XH) with the weight (WH + WL, else WH)."""
+    OVOL = OS[0] * OS[1] * OS[2]
+    PVOL = OVOL
+    KVOL = KS[0] * KS[1] * KS[2]
+    WT = (OS[2] + BM - 1) // BM         # row segments per output row
+    CT = CIGP // BK                     # channel tiles per tap
+    g = tp.block_id(2)
+    cog = WH.shape[1]
+    t = tp.block_id(0)                  # (n, od, oh, ow tile): the blocks running at once share weight tiles
+    ow0 = t % WT * BM
+    r = t // WT
+    oh = r % OS[1]
+    od = r // OS[1] % OS[0]
+    nb = r // (OS[1] * OS[0])
+    m0 = ((nb * OS[0] + od) * OS[1] + oh) * OS[2] + ow0     # the flat output pixel of row 0
+    n0 = tp.block_id(1) * BN
+    a_hi = tp.shared((BM, BK), tp.f32, stages=STAGES, swizzle=SWIZZLE)
+    a_lo = tp.shared((BM, BK), tp.f32, stages=STAGES if SPLIT else 1, swizzle=SWIZZLE)
+    b_hi = tp.shared((BN, BK), tp.f32, stages=STAGES, swizzle=SWIZZLE)   # K-major: the (N, K) tile
+    b_lo = tp.shared((BN, BK), tp.f32, stages=STAGES if SPLIT else 1, swizzle=SWIZZLE)
+    # full[s]: the copies into stage s landed; empty[s]: the consumers are done reading stage s.
+    full = tp.mbarrier(1, stages=STAGES)
+    empty = tp.mbarrier(1, stages=STAGES)
+    k_tiles = KVOL * CT
+    rounds = tp.cdiv(k_tiles, STAGES)   # round j uses every stage once: tile k = j * STAGES + s
+    LC = tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1))
+    if tp.warpgroup_id() == 0:          # producer: one thread issues the bulk tensor copies
+        for j in range(rounds):
+            for s in tp.static_range(STAGES):
+                kt = j * STAGES + s
+                if kt < k_tiles:
+                    if j > 0:
+                        tp.mbarrier_wait(empty[s], j - 1)    # the consumers released stage s (round j - 1)
+                    tap = kt // CT
+                    c0 = g * CIGP + kt % CT * BK
+                    kd = tap // (KS[1] * KS[2]) if KS[0] > 1 else 0
+                    kh = tap // KS[2] % KS[1] if KS[1] > 1 else 0
+                    kw = tap % KS[2] if KS[2] > 1 else 0
+                    xd = od * ST[0] + kd * DI[0]
+                    xh = oh * ST[1] + kh * DI[1]
+                    xw = ow0 + kw * DI[2]
+                    tp.copy_bulk(XH[nb, xd, xh, xw:xw + BM, c0:c0 + BK], a_hi[s], full[s])
+                    if SPLIT:
+                        tp.copy_bulk(XL[nb, xd, xh, xw:xw + BM, c0:c0 + BK], a_lo[s], full[s])
+                    tp.copy_bulk(WH[g, n0:n0 + BN, kt * BK:kt * BK + BK], b_hi[s], full[s])
+                    if SPLIT:
+                        tp.copy_bulk(WL[g, n0:n0 + BN, kt * BK:kt * BK + BK], b_lo[s], full[s])
+                    tp.mbarrier_arrive(full[s])
+    else:                               # consumers: wgmma on 64 rows each
+        acc = tp.zeros((BM, BN), tp.f32, layout=LC)
+        for j in range(rounds):
+            for s in tp.static_range(STAGES):
+                kt = j * STAGES + s
+                if kt < k_tiles:
+                    tp.mbarrier_wait(full[s], j)             # stage s holds tile kt
+                    if SPLIT:
+                        part = tp.zeros((BM, BN), tp.f32, layout=LC)
+                        part = tp.mma(a_lo[s], b_hi[s].T, part)
+                        part = tp.mma(a_hi[s], b_lo[s].T, part)
+                        part = tp.mma(a_hi[s], b_hi[s].T, part)
+                        tp.mbarrier_arrive(empty[s])
+                        acc = acc + part                     # round-to-nearest f32 adds across k-tiles
+                    else:
+                        acc = tp.mma(a_hi[s], b_hi[s].T, acc)
+                        tp.mbarrier_arrive(empty[s])
+        # epilogue: output element (pixel p, channel g * COG + c); a lowering may fuse a pointwise chain here
+        p = m0 + tp.arange(BM)[:, None]
+        c = n0 + tp.arange(BN)[None, :]
+        keep = (ow0 + tp.arange(BM)[:, None] < OS[2]) & (c < cog)
+        tp.store(Y[p // PVOL, g, c, p % OVOL], acc, mask=keep)   # EPILOGUE
+
+
+PRESETS = {
+    "sm_90a": dict(BM=128, BN=128, BK=32, STAGES=3, CONSUMERS=2, INSTR=tp.nv.wgmma_m64n128k8_tf32),
+}
+
+# the smallest input channel count per group that takes this kernel (fewer: most of each k-tile would be the
+# zero padding of the channels; conv_igemm's gather serves them)
+MIN_CIG = 16
+
+
+def _three(v, nsp, fill):
+    v = list(v) if isinstance(v, (list, tuple)) else [v] * nsp
+    v = v * nsp if len(v) == 1 else v
+    return tuple([fill] * (3 - nsp) + [int(e) for e in v])
+
+
+def applies(x_shape, w_shape, stride, dilation, groups, transposed) -> bool:
+    """Whether a convolution takes conv_tma: direct, unit stride along the last spatial dim, Cin/G of at least
+    MIN_CIG (and a multiple of 32 when grouped), grid and offsets within the hardware's and 32-bit limits."""
+    if transposed:
+        return False
+    nsp = len(x_shape) - 2
+    st = _three(stride, nsp, 1)
+    cig = int(x_shape[1]) // groups
+    if st[2] != 1 or cig < MIN_CIG or (groups > 1 and cig % 32):
+        return False
+    geo = geometry(x_shape, w_shape, None, stride, 0, dilation, groups)
+    n, (dp, hp, wp), cp = int(x_shape[0]), geo["XS"], geo["CP"]
+    return n * dp * hp < 65536 and n * dp * hp * wp * cp < 2**31
+
+
+def geometry(x_shape, w_shape, y_shape, stride, padding, dilation, groups) -> dict:
+    """Constexprs and sizes of a convolution: OS, KS, ST, DI, CIGP (the group's channels padded to BK), BK,
+    PA (the padding the copy writes), XS (the padded input's spatial sizes), CP (its channels)."""
+    nsp = len(x_shape) - 2
+    cig = int(x_shape[1]) // groups
+    bk = 32 if cig >= 32 or groups > 1 else 16
+    cigp = -(-cig // bk) * bk
+    pa = _three(padding, nsp, 0)
+    xs = tuple(i + 2 * p for i, p in zip(_three(x_shape[2:], nsp, 1), pa))
+    geo = dict(KS=_three(w_shape[2:], nsp, 1), ST=_three(stride, nsp, 1), DI=_three(dilation, nsp, 1), CIGP=cigp,
+               BK=bk, PA=pa, XS=xs, CP=cigp * groups)
+    if y_shape is not None:
+        geo["OS"] = _three(y_shape[2:], nsp, 1)
+    return geo
+
+
+def policy(geo: dict, cog: int, split: bool) -> dict:
+    """Tiles: BM 128 pixels (two consumer warpgroups) where an output row has more than 64, else 64 (one);
+    BN the smallest wgmma width >= Cout/G (32..128); as many stages as fit in shared memory."""
+    from stdlib_kernels.conv_igemm import tile_n
+
+    bm, cons = (128, 2) if geo["OS"][2] > 64 else (64, 1)
+    tiles = tile_n(cog)
+    bk = geo["BK"]
+    stage = (bm + tiles["BN"]) * bk * 4 * (2 if split else 1)
+    stages = max(2, min(6, (200 * 1024) // stage))
+    return dict(BM=bm, CONSUMERS=cons, BK=bk, STAGES=stages,
+                SWIZZLE=tp.Swizzle(3 if bk == 32 else 2, 2, 3), **tiles)
+
+
+def kernel_params(geo: dict, cog: int, split: bool) -> dict:
+    """Every constexpr of the conv_tma launch."""
+    return {**PRESETS["sm_90a"], **policy(geo, cog, split), "OS": geo["OS"], "KS": geo["KS"], "ST": geo["ST"],
+            "DI": geo["DI"], "CIGP": geo["CIGP"], "SPLIT": bool(split)}
+
+
+def grid(batch: int, params: dict, cog: int, groups: int) -> tuple:
+    """(row segments of every output row, channel tiles, groups)."""
+    os_ = params["OS"]
+    return (batch * os_[0] * os_[1] * tp.cdiv(os_[2], params["BM"]), tp.cdiv(cog, params["BN"]), groups)
+
+
+def copy_grid(batch: int, geo: dict) -> tuple:
+    dp, hp, wp = geo["XS"]
+    return (tp.cdiv(wp, 32), tp.cdiv(geo["CP"], 32), batch * dp * hp)
+
+
+def weight_tma(w, groups: int, geo: dict):
+    """B (G, Cout/G, taps * CIGP): column t * CIGP + ci holds w[g * COG + co, ci, tap t], zeros for ci >= Cin/G;
+    w is (Cout, Cin/G, *k) as torch keeps it (numpy or torch)."""
+    co, cig = int(w.shape[0]), int(w.shape[1])
+    cog, cigp = co // groups, geo["CIGP"]
+    if isinstance(w, np.ndarray):
+        w3 = w.reshape(groups, cog, cig, -1).transpose(0, 1, 3, 2)
+        out = np.zeros((groups, cog, w3.shape[2], cigp), w.dtype)
+        out[..., :cig] = w3
+        return out.reshape(groups, cog, -1)
+    import torch
+
+    w3 = w.reshape(groups, cog, cig, -1).permute(0, 1, 3, 2)
+    out = torch.zeros((groups, cog, w3.shape[2], cigp), dtype=w.dtype, device=w.device)
+    out[..., :cig] = w3
+    return out.reshape(groups, cog, -1)
+
+
+def launch(x, w, y, stride=1, padding=0, dilation=1, groups=1, split=True, target: str = "sm_90a",
+           **constexprs):
+    """y = conv(x, w), fp32 out; `split` picks 3xTF32 (fp32-accurate) or one TF32 pass."""
+    from stdlib_kernels import gemm_fp32
+
+    if not applies(x.shape, w.shape, stride, dilation, groups, False):
+        raise ValueError(f"conv_tma does not take x {tuple(x.shape)}, w {tuple(w.shape)}, stride {stride}, "
+                         f"groups {groups}: use conv_igemm")
+    geo = geometry(x.shape, w.shape, y.shape, stride, padding, dilation, groups)
+    nsp = len(x.shape) - 2
+    nb, ci = int(x.shape[0]), int(x.shape[1])
+    x5 = x.reshape((nb, ci) + (1,) * (3 - nsp) + tuple(x.shape[2:]))
+    xs = (nb,) + geo["XS"] + (geo["CP"],)
+    if isinstance(x, np.ndarray):
+        xh = np.zeros(xs, np.float32)
+        xl = np.zeros(xs, np.float32) if split else xh
+    else:
+        import torch
+        xh = torch.empty(xs, dtype=torch.float32, device=x.device)
+        xl = torch.empty(xs, dtype=torch.float32, device=x.device) if split else xh
+    to_ndhwc[copy_grid(nb, geo)](x5, xh, xl, PA=geo["PA"], SPLIT=bool(split))
+    wk = weight_tma(w, groups, geo)
+    wh, wl = gemm_fp32.split(wk, "nk")
+    cog = int(wk.shape[1])
+    params = {**kernel_params(geo, cog, split), **constexprs}
+    y4 = y.reshape(nb, groups, cog, -1)
+    return conv_tma[grid(nb, params, cog, groups)](xh, xl, wh, wl if split else wh, y4, target=target, **params)
+
+
+if __name__ == "__main__":
+    from stdlib_kernels.conv_igemm import reference
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 16, 5, 9)).astype(np.float32)
+    w = rng.standard_normal((8, 16, 3, 3)).astype(np.float32)
+    ref = reference(x, w, 1, 1, 1, 1)
+    y = np.full(ref.shape, np.nan, np.float32)
+    launch(x, w, y, 1, 1, 1, 1, STAGES=2)
+    print("rel err =", float(np.linalg.norm(y - ref) / np.linalg.norm(ref)))

@@ -1,0 +1,85 @@
+"""The TMA-fed convolution (stdlib_kernels/conv_tma.py) on the CPU interpreter against torch in float64: 1x1,
+3x3 padded, asymmetric and dilated kernels, a stride along H, 3-D, 1-D, groups, channels padded to BK, row
+segments past the output row's end, 3xTF32 at fp32 accuracy and one TF32 pass as exactly the TF32-rounded
+convolution. Outputs are poisoned with NaN first, so an element never written fails."""
+
+import numpy as np
+import pytest
+import torch
+
+from stdlib_kernels import conv_igemm, conv_tma
+from tilepy.instructions import round_tf32
+
+CASES = [
+    # (x shape, w shape, stride, padding, dilation, groups, constexprs)
+    ((2, 16, 5, 9), (8, 16, 3, 3), 1, 1, 1, 1, dict(STAGES=2)),            # 3x3 padded, channels == BK
+    ((2, 20, 3, 7), (12, 20, 1, 1), 1, 0, 1, 1, {}),                       # 1x1, 20 channels padded to 32
+    ((1, 32, 6, 70), (8, 32, 3, 1), 1, (1, 0), 1, 1, {}),                 # OW 70: two 64-pixel segments
+    ((1, 16, 9, 8), (8, 16, 3, 2), (2, 1), (2, 0), (2, 3), 1, {}),        # H stride, dilation, asymmetric
+    ((1, 16, 4, 5, 6), (8, 16, 3, 2, 3), 1, 1, 1, 1, dict(STAGES=2)),     # 3-D
+    ((2, 16, 23), (8, 16, 5), 1, 2, 1, 1, {}),                            # 1-D
+    ((1, 64, 5, 6), (16, 32, 3, 3), 1, 1, 1, 2, dict(STAGES=2)),          # grouped, 32 channels a group
+]
+
+
+def _ids(c):
+    return f"{len(c[0]) - 2}d_k{'x'.join(map(str, c[1][2:]))}_g{c[5]}"
+
+
+def _run(case, split):
+    xs, ws, stride, padding, dilation, groups, cx = case
+    rng = np.random.default_rng(sum(xs) + sum(ws))
+    x = rng.standard_normal(xs).astype(np.float32)
+    w = rng.standard_normal(ws).astype(np.float32)
+    ref = conv_igemm.reference(x, w, stride, padding, dilation, groups)
+    y = np.full(ref.shape, np.nan, np.float32)
+    conv_tma.launch(x, w, y, stride, padding, dilation, groups, split=split, **cx)
+    assert not np.isnan(y).any(), "some output element was never written"
+    return x, w, y, ref
+
+
+@pytest.mark.parametrize("case", CASES, ids=_ids)
+def test_conv_tma_3xtf32_is_fp32_accurate(case):
+    x, w, y, ref = _run(case, split=True)
+    xs, ws, stride, padding, dilation, groups, _ = case
+    f32 = conv_igemm.reference(x, w, stride, padding, dilation, groups).astype(np.float32)
+    assert np.abs(y - ref).max() <= 1e-5 * np.abs(ref).max()
+    assert np.linalg.norm(y - ref) <= 4 * np.linalg.norm(f32 - ref) + 1e-7 * np.linalg.norm(ref)
+
+
+@pytest.mark.parametrize("case", [CASES[1], CASES[3], CASES[6]], ids=_ids)
+def test_conv_tma_single_tf32_matches_tf32_inputs(case):
+    """SPLIT=False is one TF32 product: the convolution of the TF32-rounded inputs (up to f32 sums), and
+    visibly not fp32-accurate."""
+    x, w, y, ref = _run(case, split=False)
+    xs, ws, stride, padding, dilation, groups, _ = case
+    want = conv_igemm.reference(round_tf32(x), round_tf32(w), stride, padding, dilation, groups)
+    scale = np.abs(ref).max()
+    assert np.abs(y - want).max() <= 1e-5 * scale
+    assert np.abs(y - ref).max() > 1e-5 * scale
+
+
+def test_conv_tma_applies_only_where_its_boxes_are_exact():
+    """Direct convolutions with unit stride along W and at least 16 channels per group (a multiple of 32 when
+    grouped); the rest stays with conv_igemm, and launch refuses it with the reason."""
+    assert conv_tma.applies((2, 64, 8, 8), (32, 64, 3, 3), 1, 1, 1, False)
+    assert conv_tma.applies((2, 64, 8, 8), (32, 64, 3, 3), (2, 1), 1, 1, False)
+    assert not conv_tma.applies((2, 64, 8, 8), (32, 64, 3, 3), 2, 1, 1, False)        # stride along W
+    assert not conv_tma.applies((2, 8, 8, 8), (32, 8, 3, 3), 1, 1, 1, False)          # 8 channels
+    assert not conv_tma.applies((2, 64, 8, 8), (32, 16, 3, 3), 1, 1, 4, False)        # 16 channels a group
+    assert not conv_tma.applies((2, 64, 8, 8), (64, 32, 3, 3), 1, 1, 1, True)         # transposed
+    with pytest.raises(ValueError, match="conv_igemm"):
+        conv_tma.launch(np.zeros((1, 8, 4, 4), np.float32), np.zeros((4, 8, 3, 3), np.float32),
+                        np.zeros((1, 4, 2, 2), np.float32))
+
+
+def test_conv_tma_weight_layout_torch_and_numpy():
+    """weight_tma: column t * CIGP + ci holds w[g * COG + co, ci, tap t], zeros at the padded channels."""
+    w = torch.randn(6, 3, 2, 2)
+    geo = dict(CIGP=16)
+    b = conv_tma.weight_tma(w, 2, geo)
+    assert b.shape == (2, 3, 4 * 16)
+    b4 = b.reshape(2, 3, 4, 16)
+    assert torch.equal(b4[..., :3], w.reshape(2, 3, 3, 4).permute(0, 1, 3, 2))
+    assert not b4[..., 3:].any()
+    assert np.array_equal(conv_tma.weight_tma(w.numpy(), 2, geo), b.numpy())
