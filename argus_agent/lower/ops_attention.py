@@ -3,7 +3,10 @@
 Capture keeps the op whole (graph.KEPT_WHOLE). On sm_90a a call that meets the kernels' preconditions becomes an
 `AttentionTemplate`: the host program launches `attention_fwd` (FlashAttention-3 shaped, stdlib_kernels/
 attention.py) on (B*H, S, D) views of the operand buffers, or, for at most 16 queries per head without a causal
-mask, split-KV decoding (`attention_decode` + `attention_merge`). Anything else (fp32 and fp16 operands, other
+mask, split-KV decoding (`attention_decode` + `attention_merge`; the stdlib `decode`'s policy: the keys cut into
+one wave of blocks by `attention.decode_splits`, so the split count follows the cache length; one split writes
+the bf16 output itself through `attention_decode_bf16`, no partials and no merge; up to 8 splits merge with
+every split's partial loaded at once, `attention.merge_params`). Anything else (fp32 and fp16 operands, other
 head dims, masks, dropout, the CPU target) is decomposed here by torch's own table (the math form: bmm, softmax,
 bmm, masks included) and those core-ATen ops are lowered one by one, exactly as a fully decomposed capture
 would have them; the reason is logged (logger `argus_agent.lower`).
@@ -41,7 +44,8 @@ NUM_SMS = 132               # H100 SXM: decode splits the keys for one wave of b
 class AttentionTemplate:
     """out (BH, SQ, D) in bf16 = softmax(q k^T * scale) v, q (BH, SQ, D), k and v (BHKV, SKV, D) buffers,
     BH = GROUP * BHKV (query head bh reads KV head bh // GROUP); lse (BH, SQ) f32 gets each row's
-    log-sum-exp. `splits` > 0: split-KV decoding, partial outputs in `parts` / `lse_parts`."""
+    log-sum-exp. `splits` > 0: split-KV decoding, partial outputs in `parts` / `lse_parts` (none with one split:
+    the kernel writes `out` and `lse` itself)."""
 
     out: Buffer
     q: Buffer
@@ -137,8 +141,9 @@ def _template(ctx, plan, group, q, k, v, is_causal, scale) -> LTensor:
         chunk = -(-tiles // splits) * bn
         splits = -(-skv // chunk)          # every split holds at least one key
         t.splits, t.chunk = splits, chunk
-        t.parts = ctx.add_buffer("attn_parts", (splits, bhkv, rows, d), torch.float32)
-        t.lse_parts = ctx.add_buffer("attn_lse_parts", (splits, bhkv, rows), torch.float32)
+        if splits > 1:                     # one split: the kernel stores the normalized bf16 output itself
+            t.parts = ctx.add_buffer("attn_parts", (splits, bhkv, rows, d), torch.float32)
+            t.lse_parts = ctx.add_buffer("attn_lse_parts", (splits, bhkv, rows), torch.float32)
         assert d in attention.DECODE_STAGES
     ctx.kernels.append(t)
     return buffer_tensor(out)
@@ -161,6 +166,30 @@ def decode_params(t: AttentionTemplate) -> dict:
                 QLEN=t.sq, CAUSAL=t.causal)
 
 
+def decode_kernel(t: AttentionTemplate) -> str:
+    """The decode kernel a split-KV template launches: `attention_decode_bf16` (its one split's output stored as
+    the bf16 result) with one split, else `attention_decode` (float32 partials for the merge)."""
+    return "attention_decode_bf16" if t.splits == 1 else "attention_decode"
+
+
+def merge_params(t: AttentionTemplate) -> dict:
+    """attention_merge's constexprs (the stdlib `decode`'s): up to 8 splits loaded as one tile, BR rows a block."""
+    from stdlib_kernels import attention
+
+    return attention.merge_params(t.splits, t.bh // t.bhkv * t.sq, t.d)
+
+
+def _bf16_decode(fn, cst):
+    """`attention_decode_bf16`: the attention_decode FunctionDef `fn` with its partial output OP typed bf16 (the
+    stdlib's `attention_decode.retyped(OP=...)`, written out as a kernel of its own: a candidate holds the source
+    of every kernel it launches)."""
+    if not any(p.name.value == "OP" for p in fn.params.params):
+        raise AssertionError("attention_decode has no parameter OP to retype")
+    ann = cst.Annotation(cst.parse_expression('tp.Tensor[tp.bf16, "NS", "BHKV", "M", "D"]'))
+    params = [p.with_changes(annotation=ann) if p.name.value == "OP" else p for p in fn.params.params]
+    return fn.with_changes(name=cst.Name("attention_decode_bf16"), params=fn.params.with_changes(params=params))
+
+
 def attention_source(templates: list, target: str) -> str:
     """The stdlib attention module's source with only the kernels these templates launch, whose constexpr
     defaults are the (first) launch's: each kernel of a candidate is built and checked on its own at its
@@ -172,16 +201,23 @@ def attention_source(templates: list, target: str) -> str:
     from .templates import preset_source
 
     fwd = next((t for t in templates if not t.splits), None)
-    dec = next((t for t in templates if t.splits), None)
+    dec = next((t for t in templates if t.splits > 1), None)        # float32 partials, merged
+    one = next((t for t in templates if t.splits == 1), None)       # one split: the bf16 output directly
     used = ({"attention_fwd"} if fwd else set()) | ({"attention_decode", "attention_merge"} if dec else set())
     module = cst.parse_module(preset_source("attention", target))
-    body = [st for st in module.body
-            if not (isinstance(st, cst.FunctionDef) and st.decorators and st.name.value not in used)]
+    body = []
+    for st in module.body:
+        kernel = isinstance(st, cst.FunctionDef) and st.decorators
+        if kernel and st.name.value == "attention_decode" and one:
+            body.append(_bf16_decode(st, cst))
+        if not (kernel and st.name.value not in used):
+            body.append(st)
     # the codemods find kernels by how the module spells tilepy: the header names it, and goes again after
     header = "import tilepy as tp\n"
     text = header + module.with_changes(body=body).code
     for kernel, values in (("attention_fwd", fwd and fwd_params(fwd)), ("attention_decode", dec and decode_params(dec)),
-                           ("attention_merge", dec and {"HEAD_DIM": dec.d})):
+                           ("attention_decode_bf16", one and decode_params(one)),
+                           ("attention_merge", dec and merge_params(dec))):
         if not values:
             continue
         want = {k: repr(v) for k, v in values.items()}
@@ -210,14 +246,21 @@ def render_attention(t: AttentionTemplate) -> list[str]:
     params = decode_params(t)
     kw = ", ".join(f"{a}={b!r}" for a, b in params.items())
     m_blocks = -(-rows // (64 * params["CONSUMERS"]))
-    op = f"{t.parts.name}.view({t.splits}, {t.bhkv}, {rows}, {t.d})"
-    lp = f"{t.lse_parts.name}.view({t.splits}, {t.bhkv}, {rows})"
     # the GROUP query heads of a KV head are adjacent: (B*H, QLEN, D) is (B*HKV, GROUP*QLEN, D) as it lies
     qp = f"{t.q.name}.view({t.bhkv}, {rows}, {t.d})"
+    if t.splits == 1:      # the one split's normalized output and log-sum-exp are the result: no merge
+        op = f"{t.out.name}.view(1, {t.bhkv}, {rows}, {t.d})"
+        lp = f"{t.lse.name}.view(1, {t.bhkv}, {rows})"
+        return [f"launch(attention_decode_bf16, (1, {t.bhkv}, {m_blocks}), {qp}, {k}, {v}, {op}, {lp}, "
+                f"{scale_log2!r}, {t.chunk}, {kw})"]
+    op = f"{t.parts.name}.view({t.splits}, {t.bhkv}, {rows}, {t.d})"
+    lp = f"{t.lse_parts.name}.view({t.splits}, {t.bhkv}, {rows})"
+    mp = merge_params(t)
+    mkw = ", ".join(f"{a}={b!r}" for a, b in mp.items())
     return [f"launch(attention_decode, ({t.splits}, {t.bhkv}, {m_blocks}), {qp}, {k}, {v}, {op}, {lp}, "
             f"{scale_log2!r}, {t.chunk}, {kw})",
-            f"launch(attention_merge, ({t.bhkv}, {-(-rows // 16)}), {op}, {lp}, "
-            f"{t.out.name}.view({t.bhkv}, {rows}, {t.d}), {t.lse.name}.view({t.bhkv}, {rows}), HEAD_DIM={t.d})"]
+            f"launch(attention_merge, ({t.bhkv}, {-(-rows // mp['BR'])}), {op}, {lp}, "
+            f"{t.out.name}.view({t.bhkv}, {rows}, {t.d}), {t.lse.name}.view({t.bhkv}, {rows}), {mkw})"]
 
 
 def _decompose(ctx, node, args: list, kwargs: dict) -> LTensor:

@@ -167,6 +167,12 @@ SM90_CASES = {   # name: (shapes, call, expected kernel)
     "cross_gqa_d128": ([(1, 4, 40, 128), (1, 2, 150, 128), (1, 2, 150, 128)], "q, k, v, enable_gqa=True",
                        "attention_fwd"),
     "decode_gqa": ([(2, 4, 3, 64), (2, 1, 300, 64), (2, 1, 300, 64)], "q, k, v, enable_gqa=True", "attention_decode"),
+    # one key tile: one split, whose kernel stores the bf16 output and the LSE itself (no partials, no merge)
+    "decode_one_split": ([(1, 4, 2, 64), (1, 2, 100, 64), (1, 2, 100, 64)], "q, k, v, enable_gqa=True",
+                         "attention_decode_bf16"),
+    # 10 key tiles on 1 KV head: 10 splits, more than the merge loads at once (its run-time loops)
+    "decode_many_splits": ([(1, 2, 1, 128), (1, 1, 1240, 128), (1, 1, 1240, 128)], "q, k, v, enable_gqa=True",
+                           "attention_decode"),
     # top-left causal with few queries: the forward kernel (the decode kernel's causal mask is bottom-right)
     "causal_short_queries": ([(1, 2, 5, 64), (1, 2, 90, 64), (1, 2, 90, 64)], "q, k, v, is_causal=True",
                              "attention_fwd"),
@@ -196,9 +202,22 @@ def test_sm90a_runs_the_stdlib_attention_kernel(name, tmp_path):
         for key, val in attention.policy(d, sq, t.causal).items():    # the stdlib's tuned constexprs
             assert f"{key}={val!r}" in src
         assert "def attention_decode(" not in src      # only the kernels it launches (each is built and gated)
+    elif kernel == "attention_decode_bf16":
+        assert t.splits == 1 and t.parts is None and t.lse_parts is None
+        assert "def attention_merge(" not in src and "launch(attention_merge," not in src
+        assert "def attention_decode(" not in src and "def attention_fwd(" not in src
+        assert f"{t.out.name}.view(1, {bhkv}, {bh // bhkv * sq}, {d})" in src   # the result, written in place
+        assert 'OP: tp.Tensor[tp.bf16, "NS", "BHKV", "M", "D"]' in src
     else:
         assert "launch(attention_merge," in src and f".view({bhkv}, {bh // bhkv * sq}, {d})" in src
-        assert "def attention_fwd(" not in src
+        assert "def attention_fwd(" not in src and "attention_decode_bf16" not in src
+        # the merge as the stdlib's `decode` launches it: every split at once up to 8 splits, else its loops
+        mp = attention.merge_params(t.splits, bh // bhkv * sq, d)
+        assert t.splits == attention.decode_splits(bhkv, bh // bhkv * sq, skv, d) and t.splits > 1
+        assert (mp["SPLITS"] > 0) == (t.splits <= 8)
+        merge = next(line for line in src.splitlines() if "launch(attention_merge," in line)
+        assert all(f"{key}={val!r}" in merge for key, val in mp.items()), (merge, mp)
+        assert f"({bhkv}, {-(-(bh // bhkv * sq) // mp['BR'])})" in merge
     # the candidate's kernel defaults are the launch's constexprs: the agent's build gate checks what runs
     from argus_agent.codemod_base import constexpr_params, kernels, parse_source
     defaults = {fn.name.value: constexpr_params(fn) for fn in kernels(parse_source(src))}
@@ -296,16 +315,19 @@ def test_kernel_plan_preconditions():
     assert kernel_plan("cpu", q, q, q, None, 0.0, False, None, False)[0] is None
 
 
-def test_rendered_attention_kernels_verify_clean(tmp_path):
-    """The candidate's copy of the stdlib kernel passes tilepy-verify as the agent's gate runs it."""
+@pytest.mark.parametrize("name,launched", [("causal_d64", {"attention_fwd"}),
+                                           ("decode_one_split", {"attention_decode_bf16"}),
+                                           ("decode_gqa", {"attention_decode", "attention_merge"})])
+def test_rendered_attention_kernels_verify_clean(name, launched, tmp_path):
+    """The candidate's copies of the stdlib kernels pass tilepy-verify as the agent's gate runs them."""
     import tilepy as tp
     from argus_agent.gates import verify_kernels
 
-    shapes, call, _ = SM90_CASES["causal_d64"]
+    shapes, call, _ = SM90_CASES[name]
     first = lower_problem(_problem(tmp_path, "verify", shapes, call, "torch.bfloat16"), target="sm_90a")
     mod = _load(first.source, tmp_path, "verify")
     kernels = {k: v for k, v in vars(mod).items() if isinstance(v, tp.Kernel)}
-    assert set(kernels) == {"attention_fwd"}
+    assert set(kernels) == launched
     verdict = verify_kernels(kernels, "sm_90a")
     assert verdict.ok, [f["message"] for f in verdict.findings if f["severity"] == "error"]
 
@@ -336,6 +358,7 @@ class _Sdpa(torch.nn.Module):
     (4, 16, 16, 2048, 2048, 128, False, "attention_fwd"),   # the policy's constexprs are the kernel's defaults
     (4, 16, 16, 2048, 2048, 128, True, "attention_fwd"),
     (4, 32, 8, 1, 8192, 128, False, "attention_decode"),
+    (16, 32, 8, 1, 8192, 128, False, "attention_decode_bf16"),   # 128 KV heads fill the SMs: one split
 ])
 def test_real_size_sources_carry_the_launch_constexprs(b, h, hkv, sq, skv, d, causal, kernel):
     """Rendering only (the GPU test runs these sizes): whether or not the launch's constexprs differ from the

@@ -1,6 +1,7 @@
 """A PyTorch program's scaled_dot_product_attention, lowered for sm_90a, runs the stdlib attention kernels on the
 GPU at a real size (bf16, B=4, H=16, S=2048, D=128, causal and not; split-KV decoding of one new token against
-an 8192-key GQA cache) and matches float64 torch on fresh inputs, within 2x of torch's own bf16 SDPA error.
+GQA caches of 8192-33000 keys: one split stored directly, splits merged at once, 66 splits merged by loops) and
+matches float64 torch on fresh inputs, within 2x of torch's own bf16 SDPA error.
 Skips without a GPU."""
 
 from __future__ import annotations
@@ -43,7 +44,10 @@ def rel(x, ref):
 @pytest.mark.parametrize("b,h,hkv,sq,skv,d,causal,kernel", [
     (4, 16, 16, 2048, 2048, 128, False, "attention_fwd"),
     (4, 16, 16, 2048, 2048, 128, True, "attention_fwd"),
-    (4, 32, 8, 1, 8192, 128, False, "attention_decode"),
+    (4, 32, 8, 1, 8192, 128, False, "attention_decode"),       # 4 splits, merged at once
+    (16, 32, 8, 1, 8192, 128, False, "attention_decode_bf16"),  # 128 KV heads fill the SMs: one split, no merge
+    (8, 32, 8, 1, 16384, 64, False, "attention_decode"),       # d 64, 2 splits
+    (1, 8, 2, 1, 33000, 64, False, "attention_decode"),        # 258 key tiles on 2 KV heads: 66 splits, the loops
 ])
 def test_lowered_sdpa_matches_float64_on_gpu(b, h, hkv, sq, skv, d, causal, kernel, tmp_path):
     from argus_agent.lower import lower_model, render_program
