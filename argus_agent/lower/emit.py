@@ -35,6 +35,8 @@ _BIN = {
     "and": "&",
     "or": "|",
     "xor": "^",
+    "lshift": "<<",
+    "rshift": ">>",
 }
 _FN = {
     "exp",

@@ -286,9 +286,89 @@ def _pow(ctx, node, a, b):
     return pointwise(lambda x, y: call("pow", x, y, dtype=cdt), node, a, b)
 
 
+# atan(u) = u + u z P(z), z = u^2, on |u| <= tan(pi/8): a least-squares fit (relative error 2e-9, far below
+# fp32's rounding; fitted for this file with numpy, weighting the relative error of atan)
+_ATAN_P = (-0.3333331861354078, 0.1999869828816573, -0.14248055628363449, 0.10628658245750348,
+           -0.06169481242193418)
+
+
+def _negative(v):
+    """v < 0, counting -0.0 (1 / -0.0 = -inf): the sign atan2 reads."""
+    zero = _c(0, v)
+    return call("or", call("lt", v, zero),
+                call("and", call("eq", v, zero), call("lt", call("div", _c(1, v), v), zero), dtype=torch.bool),
+                dtype=torch.bool)
+
+
+def atan2_value(y, x):
+    """atan2(y, x) of two compute-dtype floats, in (-pi, pi], from tilepy's arithmetic (it has no arctangent):
+    t = min(|y|, |x|) / max(|y|, |x|) in [0, 1]; above tan(pi/8) atan(t) = pi/4 + atan((t - 1) / (t + 1)); the
+    odd polynomial _ATAN_P on |u| <= tan(pi/8); then the octant (|y| > |x|: pi/2 - r), the half plane (x < 0,
+    -0.0 included: pi - r) and the sign of y (-0.0 included), as C's atan2: atan2(+-0, -0) = +-pi,
+    atan2(+-inf, +-inf) = +-pi/4 or +-3pi/4, NaN in either operand gives NaN."""
+    a, b = call("abs", y), call("abs", x)
+    hi, lo = call("maximum", a, b), call("minimum", a, b)
+    both_inf = call("and", call("eq", a, _c(math.inf, a)), call("eq", b, _c(math.inf, b)), dtype=torch.bool)
+    safe_hi = call("where", call("eq", hi, _c(0, hi)), _c(1, hi), hi)
+    t = call("where", both_inf, _c(1, a), call("div", lo, safe_hi))
+    big = call("gt", t, _c(math.tan(math.pi / 8), t))
+    u = call("where", big, call("div", call("sub", t, _c(1, t)), call("add", t, _c(1, t))), t)
+    z = call("mul", u, u)
+    p = _c(_ATAN_P[-1], z)
+    for coef in reversed(_ATAN_P[:-1]):
+        p = call("add", call("mul", p, z), _c(coef, z))
+    r = call("add", u, call("mul", call("mul", u, z), p))
+    r = call("where", big, call("add", r, _c(math.pi / 4, r)), r)
+    r = call("where", call("gt", a, b), call("sub", _c(math.pi / 2, r), r), r)
+    r = call("where", _negative(x), call("sub", _c(math.pi, r), r), r)
+    r = call("where", _negative(y), call("neg", r), r)
+    nan = call("or", call("ne", y, y), call("ne", x, x), dtype=torch.bool)
+    return call("where", nan, _c(math.nan, r), r)
+
+
 @register("aten.atan2")
 def _atan2(ctx, node, a, b):
-    raise NotImplementedError("atan2 (tilepy has no arctangent yet)")
+    cdt = vals.compute_dtype(result_dtype(node))
+    return pointwise(lambda y, x: atan2_value(vals.cast(y, cdt), vals.cast(x, cdt)), node, a, b)
+
+
+def _sqrt_one_minus_square(a):
+    return call("sqrt", call("sub", _c(1, a), call("mul", a, a)))
+
+
+_unary("aten.atan", lambda a, cdt: atan2_value(a, _c(1, a)))
+_unary("prims.atan", lambda a, cdt: atan2_value(a, _c(1, a)))
+for _n in ("aten.asin", "prims.asin"):   # |a| > 1: sqrt of a negative is NaN, as torch
+    _unary(_n, lambda a, cdt: call("where", call("gt", call("abs", a), _c(1, a)), _c(math.nan, a),
+                                   atan2_value(a, _sqrt_one_minus_square(a))))
+for _n in ("aten.acos", "prims.acos"):
+    _unary(_n, lambda a, cdt: call("where", call("gt", call("abs", a), _c(1, a)), _c(math.nan, a),
+                                   atan2_value(_sqrt_one_minus_square(a), a)))
+
+
+def _shift(left: bool):
+    """a << b, a >> b as torch: a shift by a negative amount or by the dtype's width or more gives 0 (left) or
+    the sign fill a >> (width - 1) (right); the amount is clamped before the shift (C leaves such shifts
+    undefined)."""
+    def lower(ctx, node, a, b):
+        dtype = result_dtype(node)
+        if dtype.is_floating_point or dtype == torch.bool:
+            raise NotImplementedError(f"a bit shift of {dtype} tensors")
+        cdt = vals.compute_dtype(dtype)
+        width = 64 if cdt == torch.int64 else 32
+
+        def f(x, s):
+            x, s = vals.cast(x, cdt), vals.cast(s, cdt)
+            out = call("or", call("lt", s, const(0, cdt)), call("ge", s, const(width, cdt)), dtype=torch.bool)
+            safe = call("where", out, const(0 if left else width - 1, cdt), s, dtype=cdt)
+            moved = call("lshift" if left else "rshift", x, safe, dtype=cdt)
+            return call("where", out, const(0, cdt), moved, dtype=cdt) if left else moved
+        return pointwise(f, node, a, b)
+    return lower
+
+
+register("aten.bitwise_left_shift", "aten.__lshift__")(_shift(True))
+register("aten.bitwise_right_shift", "aten.__rshift__")(_shift(False))
 
 
 @register("aten.where")
