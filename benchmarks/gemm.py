@@ -118,16 +118,13 @@ def ours_fn(a, b, c, params):
     included, the compiled GEMM kernel for its register facts)."""
     M, K = a.shape
     N = b.shape[1]
-    split = params.get("SPLIT_K", 1) > 1
-    out = tp.f32 if (c.dtype == torch.float32 or split) else tp.bf16
-    kernel = gemm_hopper.kernel_for(out, (2 * K) % 16 != 0, (2 * N) % 16 != 0, bool(params.get("PERSISTENT")),
-                                    gemm_hopper.clustered(params))
-    ck = tilepy_hip.compile(kernel, target="sm_90a", **gemm_hopper.kernel_params(params))
+    kernel, kp = gemm_hopper.plan_kernel(M, N, tp.f32 if c.dtype == torch.float32 else tp.bf16, params, K)
+    ck = tilepy_hip.compile(kernel, target="sm_90a", **kp)
     return (lambda: gemm_hopper.launch(a, b, c, **params)), ck
 
 
 def f32out_row(M, N, K, g, mm_f32, out=torch.float32, params=None):
-    p = params or gemm_hopper.policy(M, N, K, tp.bf16 if out == torch.bfloat16 else tp.f32)
+    p = params or gemm_hopper.policy(M, N, K, tp.bf16 if out == torch.bfloat16 else tp.f32, fixup=True)
     a = torch.randn(M, K, device="cuda", generator=g).bfloat16()
     b = torch.randn(K, N, device="cuda", generator=g).bfloat16()
     c = torch.full((M, N), float("nan"), device="cuda", dtype=out)
@@ -147,8 +144,8 @@ def f32out_row(M, N, K, g, mm_f32, out=torch.float32, params=None):
 
 
 def _policy_text(p) -> str:
-    keys = ("BM", "BN", "STAGES", "CONSUMERS", "IN_FLIGHT", "PRODUCER_REGS", "CONSUMER_REGS", "SPLIT_K", "EPILOGUE",
-            "PERSISTENT")
+    keys = ("BM", "BN", "STAGES", "CONSUMERS", "IN_FLIGHT", "PRODUCER_REGS", "CONSUMER_REGS", "SPLIT_K", "FIXUP",
+            "EPILOGUE", "PERSISTENT")
     return " ".join(f"{k}={p[k]}" for k in keys if k in p and p[k] not in (0, None))
 
 
@@ -205,6 +202,22 @@ POLICY_SWEEP = {  # bf16 out; constexprs over gemm_hopper.PRESETS (128x256, 4 st
     "64x128_s4_wait1_1consumer": dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=4, CONSUMERS=1, INSTR=I128),
     "64x128_s6_wait0_1consumer": dict(IN_FLIGHT=0, BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=I128),
     "64x256_s4_wait1_1consumer": dict(IN_FLIGHT=1, BM=64, BN=256, STAGES=4, CONSUMERS=1, INSTR=I256),
+    # split-K reduced in the kernel (gemm_splitk: a ticket per tile, the last split stores C; no zeroing or
+    # rounding pass): FIXUP=1 atomics into a workspace, FIXUP=2 a slot per split (spills at 128x128, as do
+    # 64x256 split-K 8 FIXUP=1 and 128x256 split-K 4 FIXUP=1: not swept)
+    "64x128_s6_wait1_1consumer_splitk4": dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=I128,
+                                              SPLIT_K=4),
+    "64x128_s6_wait1_1consumer_splitk4_fix1": dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=I128,
+                                                   SPLIT_K=4, FIXUP=1),
+    "64x128_s6_wait1_1consumer_splitk4_fix2": dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=I128,
+                                                   SPLIT_K=4, FIXUP=2),
+    "64x128_s8_wait1_1consumer_splitk4_fix2": dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=8, CONSUMERS=1, INSTR=I128,
+                                                   SPLIT_K=4, FIXUP=2),
+    "128x128_s4_wait1_splitk4_fix1": dict(IN_FLIGHT=1, BN=128, INSTR=I128, SPLIT_K=4, FIXUP=1),
+    "128x128_s4_wait1_splitk2_fix1": dict(IN_FLIGHT=1, BN=128, INSTR=I128, SPLIT_K=2, FIXUP=1),
+    "128x128_s4_wait0_splitk2_fix1": dict(IN_FLIGHT=0, BN=128, INSTR=I128, SPLIT_K=2, FIXUP=1),
+    "64x128_s6_wait1_1consumer_splitk2_fix2": dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=I128,
+                                                   SPLIT_K=2, FIXUP=2),
 }
 G2_SHAPES = [(16, 4096, 4096), (64, 4096, 4096), (128, 4096, 4096), (256, 4096, 4096), (128, 14336, 4096),
              (1024, 1024, 1024), (2051, 2045, 1000), (3000, 5000, 4096), (8192, 8192, 1024)]
@@ -222,7 +235,7 @@ def _sweep_variants(M, N, K, only):
             continue
         # SPLIT_K / EPILOGUE explicit: gemm_hopper.launch lays the shape's policy under the constexprs it is
         # given, so a variant that left them out ran with the policy's split-K / epilogue (until 2026-11-23 late)
-        p = {**gemm_hopper.PRESETS["sm_90a"], "SPLIT_K": 1, "EPILOGUE": 0, **extra}
+        p = {**gemm_hopper.PRESETS["sm_90a"], "SPLIT_K": 1, "EPILOGUE": 0, "FIXUP": 0, **extra}
         if p.get("SPLIT_K", 1) > 1 and M * N > 4096 * 4096:
             continue
         out.append((tag, p))
@@ -232,10 +245,10 @@ def _sweep_variants(M, N, K, only):
 def _build(item):
     """Compile one (kernel variant, constexprs) into the on-disk cache (a worker process); None if it does not
     fit (a staged f32 epilogue past the shared memory, say)."""
-    out, pad_a, pad_b, persistent, params = item
-    kernel = gemm_hopper.kernel_for(out, pad_a, pad_b, persistent, gemm_hopper.clustered(params))
+    M, N, K, out, params = item
+    kernel, kp = gemm_hopper.plan_kernel(M, N, out, params, K)
     try:
-        tilepy_hip.compile(kernel, target="sm_90a", **params)
+        tilepy_hip.compile(kernel, target="sm_90a", **kp)
     except Exception as e:  # noqa: BLE001 - reported and skipped by the sweep
         return f"{type(e).__name__}: {str(e).splitlines()[0][:120]}"
     return None
@@ -249,12 +262,10 @@ def precompile(shapes, only, outs, workers=16):
     for M, N, K in shapes:
         for _, p0 in _sweep_variants(M, N, K, only):
             for out in outs:
-                p = p0 or gemm_hopper.policy(M, N, K, tp.bf16 if out == torch.bfloat16 else tp.f32)
-                split = p.get("SPLIT_K", 1) > 1
-                o = tp.f32 if (out == torch.float32 or split) else tp.bf16
-                key = (o, (2 * K) % 16 != 0, (2 * N) % 16 != 0, bool(p.get("PERSISTENT")))
-                kp = gemm_hopper.kernel_params(p)
-                items[(*key, tuple(sorted((k, repr(v)) for k, v in kp.items())))] = (*key, kp)
+                o = tp.bf16 if out == torch.bfloat16 else tp.f32
+                p = p0 or gemm_hopper.policy(M, N, K, o, fixup=True)
+                kernel, kp = gemm_hopper.plan_kernel(M, N, o, p, K)
+                items[(id(kernel), tuple(sorted((k, repr(v)) for k, v in kp.items())))] = (M, N, K, o, p)
     t = time.time()
     import multiprocessing
 
@@ -272,7 +283,7 @@ def policy_sweep(g, shapes, only=None, outs=(torch.bfloat16,), out=None, save=No
         for tag, p0 in _sweep_variants(M, N, K, only):
             for dtype in outs:
                 name = tag if dtype == torch.bfloat16 else f"{tag}/f32out"
-                p = p0 or gemm_hopper.policy(M, N, K, tp.bf16 if dtype == torch.bfloat16 else tp.f32)
+                p = p0 or gemm_hopper.policy(M, N, K, tp.bf16 if dtype == torch.bfloat16 else tp.f32, fixup=True)
                 try:
                     r = f32out_row(M, N, K, g, _MM_F32, out=dtype, params=p)
                 except Exception as e:  # noqa: BLE001 - a variant that does not build here: say so, go on

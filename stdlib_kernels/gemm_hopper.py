@@ -138,6 +138,97 @@ def gemm_hopper(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"]
 gemm_hopper_bf16 = gemm_hopper.retyped(C=tp.Tensor[tp.bf16, "M", "N"])  # bf16 out: tp.store rounds
 
 
+@tp.kernel(threads=_threads, target="sm_90a")
+def gemm_splitk(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"], C: tp.Tensor[tp.f32, "M", "N"],
+                WS: tp.Tensor[tp.f32, "WR", "WC"], LOCKS: tp.Tensor[tp.i32, "T"],
+                BM: tp.constexpr = 64, BN: tp.constexpr = 128, BK: tp.constexpr = 64, STAGES: tp.constexpr = 6,
+                CONSUMERS: tp.constexpr = 1, INSTR: tp.constexpr = tp.nv.wgmma_m64n128k16_bf16,
+                SWIZZLE: tp.constexpr = tp.Swizzle(3, 3, 3), IN_FLIGHT: tp.constexpr = 1,
+                PRODUCER_REGS: tp.constexpr = 0, CONSUMER_REGS: tp.constexpr = 0, SPLIT_K: tp.constexpr = 4,
+                B_SWIZZLE: tp.constexpr = 0, FIXUP: tp.constexpr = 2):
+    """gemm_hopper's split-K with the reduction in the kernel: no zeroing pass before it and no rounding pass
+    after it. Block (i, j, z) sums its share of the k-tiles of output tile t = i * grid_y + j (as gemm_hopper's
+    SPLIT_K) and puts the partial tile in an f32 workspace, then takes a ticket on LOCKS[t] (an acq_rel atomic:
+    a device-scope fence before it orders every thread's writes, one after it the reads that follow). The
+    block whose ticket is SPLIT_K - 1 arrived last, after every other part was written: only it (masks on
+    the ticket) completes the tile, stores C in C's dtype (the bf16 rounding in this epilogue) and resets
+    the ticket and what it used of the workspace, so the next call finds them as the first did.
+
+    FIXUP=1: the parts are added into WS (M, N) with f32 atomics; the last block loads the sum and zeroes it.
+    FIXUP=2: part z is stored into its own slot of WS (SPLIT_K * grid_x * BM, N), rows (z * grid_x + i) * BM
+    (plain stores, nothing to zero); the last block adds the other SPLIT_K - 1 slots to its accumulator.
+
+    The grid must hold every block at once or not (a block never waits for another: the last to arrive does
+    the work), so any grid size is safe. The verifier proves the ring, bounds and tags; its global_race check
+    has no model of the ticket's release / acquire order (as gemm_streamk's fix-up): tests pin that."""
+    m0 = tp.block_id(0) * BM
+    n0 = tp.block_id(1) * BN
+    z = tp.block_id(2)
+    a_s = tp.shared((BM, BK), tp.bf16, stages=STAGES, swizzle=SWIZZLE)
+    b_s = tp.shared((BK, BN), tp.bf16, stages=STAGES, swizzle=B_SWIZZLE or SWIZZLE,
+                    layout=b_layout(BK, BN, min(64, BN)))
+    full = tp.mbarrier(1, stages=STAGES)
+    empty = tp.mbarrier(1, stages=STAGES)
+    tp.tag(A, lambda i, k: ("A", i, k))
+    tp.tag(B, lambda k, j: ("B", k, j))
+    k_tiles = tp.cdiv(tp.cdiv(A.shape[1], BK), SPLIT_K)   # every split runs the same count (zeros past K)
+    k_first = z * k_tiles
+    LC = tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1))   # the accumulator's layout (the fix-up's loads too)
+    if tp.warpgroup_id() == 0:          # producer warpgroup: one thread issues the bulk tensor copies
+        if PRODUCER_REGS > 0:
+            tp.setmaxnreg(PRODUCER_REGS)
+        for k in range(k_tiles):
+            if IN_FLIGHT == 0:
+                if k >= STAGES:
+                    tp.mbarrier_wait(empty[k % STAGES], k // STAGES - 1)
+            else:
+                tp.mbarrier_wait(empty[k % STAGES], k // STAGES)
+            k0 = (k_first + k) * BK
+            tp.copy_bulk(A[m0:m0 + BM, k0:k0 + BK], a_s[k % STAGES], full[k % STAGES])
+            tp.copy_bulk(B[k0:k0 + BK, n0:n0 + BN], b_s[k % STAGES], full[k % STAGES])
+            tp.mbarrier_arrive(full[k % STAGES])
+    else:                               # consumer warpgroups: wgmma over their own threads, 64 rows each
+        if CONSUMER_REGS > 0:
+            tp.setmaxnreg(CONSUMER_REGS)
+        acc = tp.zeros((BM, BN), tp.f32, layout=LC)
+        if IN_FLIGHT == 0:
+            for k in range(k_tiles):
+                tp.mbarrier_wait(full[k % STAGES], k // STAGES)
+                acc = tp.mma(a_s[k % STAGES], b_s[k % STAGES], acc)
+                tp.mbarrier_arrive(empty[k % STAGES])
+        else:
+            for s in tp.static_range(STAGES - 1):
+                tp.mbarrier_arrive(empty[s])
+            for k in range(k_tiles):
+                tp.mbarrier_wait(full[k % STAGES], k // STAGES)
+                acc = tp.mma_async(a_s[k % STAGES], b_s[k % STAGES], acc)
+                tp.mma_wait(1)
+                tp.mbarrier_arrive(empty[(k + STAGES - 1) % STAGES])
+            tp.mma_wait(0)
+        tp.assert_tag(tp.mma_operands(acc), lambda a, b: a[2] == b[1])
+        t = tp.block_id(0) * tp.num_blocks(1) + tp.block_id(1)     # the output tile's ticket
+        if FIXUP == 1:
+            tp.atomic_add(WS[m0:m0 + BM, n0:n0 + BN], acc)
+            ticket = tp.atomic_add(LOCKS[t:t + 1], 1, sem="acq_rel")
+            last = ticket == SPLIT_K - 1               # (1,): every other part is in WS
+            whole = tp.load(WS[m0:m0 + BM, n0:n0 + BN], mask=last[:, None], layout=LC)
+            tp.store(C[m0:m0 + BM, n0:n0 + BN], whole, mask=last[:, None])
+            tp.store(WS[m0:m0 + BM, n0:n0 + BN], 0.0, mask=last[:, None])   # zero again for the next call
+        else:
+            mine = (z * tp.num_blocks(0) + tp.block_id(0)) * BM
+            tp.store(WS[mine:mine + BM, n0:n0 + BN], acc)
+            ticket = tp.atomic_add(LOCKS[t:t + 1], 1, sem="acq_rel")
+            last = ticket == SPLIT_K - 1               # (1,): every other part is in its slot
+            for q in tp.static_range(SPLIT_K):         # the other splits' parts
+                theirs = (q * tp.num_blocks(0) + tp.block_id(0)) * BM
+                acc += tp.load(WS[theirs:theirs + BM, n0:n0 + BN], mask=(last & (q != z))[:, None], layout=LC)
+            tp.store(C[m0:m0 + BM, n0:n0 + BN], acc, mask=last[:, None])
+        tp.store(LOCKS[t:t + 1], 0, mask=last)         # ready for the next call
+
+
+gemm_splitk_bf16 = gemm_splitk.retyped(C=tp.Tensor[tp.bf16, "M", "N"])  # bf16 out: the last block's store rounds
+
+
 def _cluster(c):
     return (c["CLUSTER_M"], 1, 1)
 
@@ -393,6 +484,10 @@ POLICIES = {
 # multicast (gemm_cluster, CLUSTER_M=2) add nothing over this at these shapes (0.90 / 0.89 / 0.70 / 0.95 / 0.97):
 # not in the table.
 BF16_OUT = {"small": dict(EPILOGUE=1), "large": dict(STAGES=3, EPILOGUE=2, PRODUCER_REGS=64, CONSUMER_REGS=216)}
+# The split's reduction per class where `policy(..., fixup=True)` splits K (gemm_splitk; FIXUP 0 or absent: atomics
+# into a zeroed target plus, for bf16 out, a rounding pass). PROVISIONAL: not yet measured on the device.
+SPLIT_FIXUP = {"decode": 2, "skinny": 1}
+MAX_SLOTS = 8   # FIXUP=2 unrolls one masked load per split
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -413,10 +508,12 @@ def shape_class(M: int, N: int, K: int) -> str:
     return "large"
 
 
-def policy(M: int, N: int, K: int, out=None) -> dict:
+def policy(M: int, N: int, K: int, out=None, fixup: bool = False) -> dict:
     """The constexprs for an (M, N, K) GEMM: the shape class's policy (and, for `out` = tp.bf16, its bf16-output
     entries), plus SPLIT_K where the output tiles alone fill less than half the SMs and K has enough k-tiles to
-    share (each split keeps >= 4)."""
+    share (each split keeps >= 4). `fixup`: a split gets the class's in-kernel reduction (SPLIT_FIXUP: FIXUP 1 /
+    2, gemm_splitk, which takes a workspace and tickets: `launch` passes them); without it (a caller that
+    launches gemm_hopper itself, the lowering) the split adds into a target the caller zeroes."""
     cls = shape_class(M, N, K)
     p = {**PRESETS["sm_90a"], **POLICIES[cls]}
     if out == tp.bf16:
@@ -428,6 +525,9 @@ def policy(M: int, N: int, K: int, out=None) -> dict:
         split = max(1, min(NUM_SMS // tiles, k_tiles // 4))
     if split > 1:
         p["SPLIT_K"] = split
+        if fixup and SPLIT_FIXUP.get(cls, 0):
+            # the slots' sum is unrolled over the splits: past MAX_SLOTS the atomic workspace serves
+            p["FIXUP"] = 1 if split > MAX_SLOTS else SPLIT_FIXUP[cls]
     return p
 
 
@@ -445,7 +545,7 @@ def _other_tile(pol: dict, given: dict) -> bool:
 
 
 PERSISTENT_ONLY = ("GROUP_M",)                           # constexprs of gemm_persistent alone
-STEADY_ONLY = ("IN_FLIGHT", "SPLIT_K", "EPILOGUE", "B_SWIZZLE")  # constexprs of gemm_hopper alone
+STEADY_ONLY = ("IN_FLIGHT", "SPLIT_K", "EPILOGUE", "B_SWIZZLE", "FIXUP")  # of gemm_hopper / gemm_splitk alone
 CLUSTER_ONLY = ("CLUSTER_M",)                            # gemm_cluster's (CLUSTER_M > 1 picks it)
 
 
@@ -453,10 +553,18 @@ def clustered(params: dict) -> bool:
     return params.get("CLUSTER_M", 1) > 1
 
 
+def fixed_up(params: dict) -> bool:
+    """Whether these constexprs run split-K with the reduction in the kernel (gemm_splitk: SPLIT_K > 1 and
+    FIXUP 1 or 2) rather than gemm_hopper's atomics into a zeroed target (FIXUP 0)."""
+    return params.get("SPLIT_K", 1) > 1 and params.get("FIXUP", 0) > 0 and not params.get("PERSISTENT") \
+        and not clustered(params)
+
+
 def kernel_params(params: dict) -> dict:
     """The constexprs the chosen kernel takes: `PERSISTENT` (and `NUM_SMS`, the grid cap) pick gemm_persistent
     and are not its own; gemm_persistent keeps the wgmma group synchronous and has no split-K. CLUSTER_M > 1
-    picks gemm_cluster (wait_group 0, no split-K, EPILOGUE 0 or 2)."""
+    picks gemm_cluster (wait_group 0, no split-K, EPILOGUE 0 or 2). SPLIT_K > 1 with FIXUP 1 / 2 picks
+    gemm_splitk (no EPILOGUE of its own); FIXUP is nobody else's."""
     if clustered(params):
         bad = {k: params[k] for k in ("IN_FLIGHT", "SPLIT_K", "B_SWIZZLE", "PERSISTENT") if params.get(k, 0) not in
                (0, 1 if k == "SPLIT_K" else 0)}
@@ -466,10 +574,17 @@ def kernel_params(params: dict) -> dict:
             raise ValueError(f"gemm_hopper: CLUSTER_M > 1 (gemm_cluster) runs wait_group 0, no split-K, no persistent "
                              f"grid and EPILOGUE 0 or 2; {bad} needs CLUSTER_M=1")
         return {k: v for k, v in params.items()
-                if k not in PERSISTENT_ONLY + ("IN_FLIGHT", "SPLIT_K", "B_SWIZZLE", "PERSISTENT", "NUM_SMS")}
+                if k not in PERSISTENT_ONLY + ("IN_FLIGHT", "SPLIT_K", "B_SWIZZLE", "PERSISTENT", "NUM_SMS", "FIXUP")}
     params = {k: v for k, v in params.items() if k not in CLUSTER_ONLY}
     if not params.get("PERSISTENT"):
-        return {k: v for k, v in params.items() if k not in PERSISTENT_ONLY + ("PERSISTENT", "NUM_SMS")}
+        if fixed_up(params):
+            if params["FIXUP"] not in (1, 2):
+                raise ValueError(f"gemm_hopper: FIXUP is 0 (atomics into a zeroed target), 1 (atomics into a "
+                                 f"workspace, reduced in the kernel) or 2 (workspace slots), not {params['FIXUP']!r}")
+            drop = PERSISTENT_ONLY + ("PERSISTENT", "NUM_SMS", "EPILOGUE")
+        else:
+            drop = PERSISTENT_ONLY + ("PERSISTENT", "NUM_SMS", "FIXUP")
+        return {k: v for k, v in params.items() if k not in drop}
     for k in STEADY_ONLY:
         v = params.get(k, 0)
         if (v not in (0, 1) if k == "SPLIT_K" else bool(v)):
@@ -481,11 +596,12 @@ def kernel_params(params: dict) -> dict:
 _VARIANTS: dict = {}
 
 
-def kernel_for(out, pad_a: bool = False, pad_b: bool = False, persistent: bool = False, cluster: bool = False):
-    """gemm_hopper (or gemm_persistent, or gemm_cluster) retyped for the output dtype and for padded operands: a
-    padded A is (M, KA) with KA >= K (its extra columns zero; k_tiles follows A), a padded B is (K, NB) with NB >= N
-    (extra columns zero, never stored: C's bounds mask them)."""
-    key = (out, pad_a, pad_b, persistent, cluster)
+def kernel_for(out, pad_a: bool = False, pad_b: bool = False, persistent: bool = False, cluster: bool = False,
+               splitk: bool = False):
+    """gemm_hopper (or gemm_persistent, gemm_cluster, gemm_splitk) retyped for the output dtype and for padded
+    operands: a padded A is (M, KA) with KA >= K (its extra columns zero; k_tiles follows A), a padded B is (K, NB)
+    with NB >= N (extra columns zero, never stored: C's bounds mask them)."""
+    key = (out, pad_a, pad_b, persistent, cluster, splitk)
     k = _VARIANTS.get(key)
     if k is None:
         ann = {}
@@ -495,34 +611,54 @@ def kernel_for(out, pad_a: bool = False, pad_b: bool = False, persistent: bool =
             ann["B"] = tp.Tensor[tp.bf16, "K", "NB"]
         if out == tp.bf16:
             ann["C"] = tp.Tensor[tp.bf16, "M", "N"]
-        base = gemm_cluster if cluster else gemm_persistent if persistent else gemm_hopper
+        base = gemm_cluster if cluster else gemm_persistent if persistent else gemm_splitk if splitk else gemm_hopper
         k = _VARIANTS[key] = base.retyped(**ann) if ann else base
     return k
 
 
+def plan_kernel(M: int, N: int, out, params: dict, K: int | None = None):
+    """(kernel, its constexprs) that `launch` runs for these constexprs (N and K: which operands are padded;
+    split-K without the in-kernel fix-up accumulates in f32 whatever the output)."""
+    split = params.get("SPLIT_K", 1) > 1 and not fixed_up(params)
+    pad_a = K is not None and (2 * K) % 16 != 0
+    kernel = kernel_for(tp.f32 if split else out, pad_a, (2 * N) % 16 != 0, bool(params.get("PERSISTENT")),
+                        clustered(params), fixed_up(params))
+    return kernel, kernel_params(params)
+
+
+def workspace_shapes(M: int, N: int, params: dict) -> tuple:
+    """gemm_splitk's (WS, LOCKS) shapes: FIXUP=1 sums into an (M, N) f32 workspace, FIXUP=2 keeps SPLIT_K slots
+    of cdiv(M, BM) * BM rows; one ticket per output tile."""
+    gm, gn = _cdiv(M, params["BM"]), _cdiv(N, params["BN"])
+    ws = (M, N) if params["FIXUP"] == 1 else (params["SPLIT_K"] * gm * params["BM"], N)
+    return ws, (gm * gn,)
+
+
 class _Plan:
     """One (shape, output dtype, constexprs) call of `launch`, worked out once: the kernel, its grid and
-    constexprs, which operands are padded, and the buffers (padded copies, the split-K f32 workspace) reused
-    by later calls on the same device."""
+    constexprs, which operands are padded, and the buffers (padded copies, the split-K f32 workspace, the
+    fix-up's workspace and tickets) reused by later calls on the same device. The fix-up's buffers are zeroed
+    once, when allocated; every call leaves them zero again (so calls of one plan on two streams at once would
+    share them: launch's callers run one stream)."""
 
-    __slots__ = ("launcher", "params", "pad_a", "pad_b", "split", "out", "bufs")
+    __slots__ = ("launcher", "params", "pad_a", "pad_b", "split", "fixup", "out", "bufs", "shapes")
 
     def __init__(self, M, N, K, out, params):
-        self.params = kernel_params(params)
+        kernel, self.params = plan_kernel(M, N, out, params, K)
         self.pad_a, self.pad_b = (2 * K) % 16 != 0, (2 * N) % 16 != 0
-        self.split = params.get("SPLIT_K", 1) > 1
+        self.fixup = fixed_up(params)
+        self.split = params.get("SPLIT_K", 1) > 1 and not self.fixup
+        self.shapes = workspace_shapes(M, N, params) if self.fixup else None
         self.out = out
-        kernel = kernel_for(tp.f32 if self.split else out, self.pad_a, self.pad_b, bool(params.get("PERSISTENT")),
-                            clustered(params))
         self.launcher = kernel[grid_of(M, N, params)]
         self.bufs: dict = {}
 
-    def buffer(self, name, like, shape, dtype):
+    def buffer(self, name, like, shape, dtype, np_dtype=np.float32):
         key = (name, getattr(like, "device", None))
         buf = self.bufs.get(key)
         if buf is None:
             if isinstance(like, np.ndarray):
-                buf = np.zeros(shape, np.float32)
+                buf = np.zeros(shape, np_dtype)
             else:
                 import torch
 
@@ -541,6 +677,11 @@ class _Plan:
             bp = self.buffer("b", b, (K, _cdiv(N, 8) * 8), getattr(b, "dtype", None))
             bp[:, :N] = b
             b = bp
+        if self.fixup:
+            is_torch = not isinstance(c, np.ndarray)
+            ws = self.buffer("fixup_ws", c, self.shapes[0], _f32(is_torch))
+            locks = self.buffer("fixup_locks", c, self.shapes[1], _i32(is_torch), np.int32)
+            return self.launcher(a, b, c, ws, locks, target=target, **self.params)
         if not self.split:
             return self.launcher(a, b, c, target=target, **self.params)
         if self.out == tp.f32:
@@ -559,8 +700,11 @@ _PLANS: dict = {}
 
 def launch(a, b, c, target: str = "sm_90a", out_dtype=None, **constexprs):
     """c = a @ b; the output dtype is c's (f32 or bf16; for a float32 numpy c standing for bf16, out_dtype=tp.bf16).
-    Constexprs not given come from the shape's policy (`policy`). With SPLIT_K > 1 the kernel adds f32 partial
-    tiles atomically: an f32 c is zeroed first; a bf16 c gets them through an f32 workspace, rounded once. A's or
+    Constexprs not given come from the shape's policy (`policy(..., fixup=True)`). With SPLIT_K > 1 and FIXUP 1
+    or 2 (the policy's split: SPLIT_FIXUP) gemm_splitk reduces the parts in the kernel (a workspace and tickets
+    kept by the plan, left zero by every call; no other pass); with FIXUP=0 (a caller's SPLIT_K alone) the kernel
+    adds f32 partial tiles atomically: an f32 c is zeroed first; a bf16 c gets them through an f32 workspace,
+    rounded once. A's or
     B's rows that are not a multiple of 16 bytes are copied into zero-padded buffers first (TMA needs 16-byte
     rows). The work per (shapes, dtype, constexprs) is planned once (`_Plan`): a repeated call is a dictionary
     lookup and the kernel's launch."""
@@ -577,7 +721,10 @@ def launch(a, b, c, target: str = "sm_90a", out_dtype=None, **constexprs):
         out = out_dtype or from_any(c.dtype)
         if out not in KERNELS:
             raise ValueError(f"gemm_hopper writes f32 or bf16, not {out}")
-        params = {**policy(M, N, K, out), **constexprs} if target == "sm_90a" else {**PRESETS[target], **constexprs}
+        params = ({**policy(M, N, K, out, fixup=True), **constexprs} if target == "sm_90a"
+                  else {**PRESETS[target], **constexprs})
+        if "SPLIT_K" in constexprs and "FIXUP" not in constexprs:
+            params.pop("FIXUP", None)      # the class's fix-up comes with the class's split, not a caller's
         if "EPILOGUE" not in constexprs and target == "sm_90a" and _other_tile(policy(M, N, K, out), constexprs):
             params.pop("EPILOGUE", None)   # the staged epilogue's shared tile was sized with the policy's tile
         if constexprs.get("CLUSTER_M", 1) > 1:   # asked for by the caller: the shape's wait_group / split-K /
@@ -601,6 +748,14 @@ def _f32(is_torch: bool):
     import torch
 
     return torch.float32
+
+
+def _i32(is_torch: bool):
+    if not is_torch:
+        return None
+    import torch
+
+    return torch.int32
 
 
 def _round_into(c, ws):

@@ -159,3 +159,69 @@ def test_store_bulk_ring_on_the_gpu(m):
     torch.cuda.synchronize()
     assert torch.equal(c[:m], 2 * a) and torch.isnan(c[m:]).all()
     assert "UTMASTG" in tilepy_hip.compile(tiles_out, target="sm_90a", TILES=-(-m // 32), BUG=0).sass()
+
+
+# split-K reduced in the kernel (gemm_splitk): a ticket per output tile, the last split stores C in C's dtype;
+# FIXUP=1 atomics into an f32 workspace (zeroed again by the last split), FIXUP=2 one workspace slot per split
+FIXUP_VARIANTS = {
+    "fix1_64x128_1c_split4": dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=I128, SPLIT_K=4, FIXUP=1),
+    "fix2_64x128_1c_split4": dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=I128, SPLIT_K=4, FIXUP=2),
+    "fix2_64x128_1c_split3_s8": dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=8, CONSUMERS=1, INSTR=I128, SPLIT_K=3,
+                                     FIXUP=2),
+    "fix1_128x128_split3": dict(IN_FLIGHT=1, BN=128, INSTR=I128, SPLIT_K=3, FIXUP=1),
+    "fix1_128x128_wait0_split2": dict(IN_FLIGHT=0, BN=128, INSTR=I128, SPLIT_K=2, FIXUP=1),
+}
+
+
+@pytest.mark.parametrize("variant", list(FIXUP_VARIANTS))
+@pytest.mark.parametrize("m,k,n", [(16, 4096, 520), (130, 1000, 264), (70, 700, 2045)])
+@pytest.mark.parametrize("out", [torch.float32, torch.bfloat16])
+def test_split_k_fix_up(variant, m, k, n, out):
+    """Three calls through one plan (workspace and tickets reused: each call must leave them as it found
+    them), every output NaN-poisoned first and checked against float64; N = 2045: B padded, C's rows odd."""
+    g = torch.Generator(device="cuda").manual_seed(m + k + n)
+    a = torch.randn(m, k, device=DEV, generator=g).bfloat16()
+    b = torch.randn(k, n, device=DEV, generator=g).bfloat16()
+    ref = a.double() @ b.double()
+    gemm_hopper._PLANS.clear()
+    for call in range(3):
+        c = torch.full((m, n), float("nan"), device=DEV, dtype=out)
+        gemm_hopper.launch(a, b, c, **{**P, **FIXUP_VARIANTS[variant]})
+        torch.cuda.synchronize()
+        err = _rel(c, ref)
+        assert err < (1e-5 if out == torch.float32 else 4e-3), (call, err)
+        if out == torch.bfloat16:
+            assert err <= 2 * _rel(torch.matmul(a, b), ref) + 1e-6
+    (plan,) = gemm_hopper._PLANS.values()
+    bufs = {key[0]: buf for key, buf in plan.bufs.items()}
+    assert plan.fixup and not bufs["fixup_locks"].any()
+    assert FIXUP_VARIANTS[variant]["FIXUP"] == 2 or not bufs["fixup_ws"].any()
+
+
+@pytest.mark.parametrize("fixup", [1, 2])
+def test_split_k_fix_up_back_to_back(fixup):
+    """The policy's decode shape, 30 calls back to back on one stream (no synchronization between them: a
+    call's last split resets the tickets the next call's first splits take), each into a fresh NaN-poisoned
+    output, all checked afterwards."""
+    g = torch.Generator(device="cuda").manual_seed(5)
+    a = torch.randn(16, 4096, device=DEV, generator=g).bfloat16()
+    b = torch.randn(4096, 4096, device=DEV, generator=g).bfloat16()
+    ref = a.double() @ b.double()
+    outs = [torch.full((16, 4096), float("nan"), device=DEV, dtype=torch.bfloat16) for _ in range(30)]
+    for c in outs:
+        gemm_hopper.launch(a, b, c, FIXUP=fixup, **gemm_hopper.policy(16, 4096, 4096, tp.bf16))
+    torch.cuda.synchronize()
+    bound = 2 * _rel(torch.matmul(a, b), ref) + 1e-6
+    assert all(_rel(c, ref) <= bound for c in outs)
+    assert all(torch.equal(c, outs[0]) for c in outs)    # the same sum in the same order every call
+
+
+def test_sass_of_the_split_k_fix_up():
+    import re
+
+    for out in (gemm_hopper.gemm_splitk, gemm_hopper.gemm_splitk_bf16):
+        for variant in FIXUP_VARIANTS.values():
+            ck = tilepy_hip.compile(out, target="sm_90a", **gemm_hopper.kernel_params({**P, **variant}))
+            sass = ck.sass()
+            assert "HGMMA.64x" in sass and "UTMALDG" in sass and "MEMBAR" in sass   # the ticket's fences
+            assert not re.search(r"\b(LDL|STL)\b", sass) and ck.resources.get("spill_stores", 0) == 0

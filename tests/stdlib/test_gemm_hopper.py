@@ -327,3 +327,87 @@ def test_a_callers_own_tile_does_not_inherit_the_policys_epilogue(monkeypatch):
         gemm_hopper.launch(a, b, c, out_dtype=tp.bf16, IN_FLIGHT=1, **params)
         assert seen[-1].get("EPILOGUE") == epilogue
         assert np.abs(c - gemm_hopper.reference(a, b)).max() <= 2.0**-8 * np.abs(gemm_hopper.reference(a, b)).max()
+
+
+# split-K reduced in the kernel (gemm_splitk): FIXUP=1 (atomics into a workspace the last block zeroes), FIXUP=2
+# (one workspace slot per split, summed by the last block); no zeroing or rounding pass around it
+D64 = dict(BM=64, BN=128, CONSUMERS=1, INSTR=tp.nv.wgmma_m64n128k16_bf16, IN_FLIGHT=1)
+W128 = dict(BM=128, BN=64, CONSUMERS=2, INSTR=tp.nv.wgmma_m64n64k16_bf16, IN_FLIGHT=0)
+
+
+@pytest.mark.parametrize("m,k,n,params", [
+    (16, 700, 129, dict(STAGES=2, SPLIT_K=3, **D64)),        # 11 k-tiles in 3 splits of 4 (the last short)
+    (70, 200, 300, dict(STAGES=3, SPLIT_K=5, **D64)),        # 2 x 3 tiles; splits past K add zeros
+    (130, 500, 70, dict(STAGES=2, SPLIT_K=2, **W128)),       # two consumer warpgroups, M and N one past a tile
+])
+@pytest.mark.parametrize("fixup", [1, 2])
+@pytest.mark.parametrize("out", [tp.f32, tp.bf16])
+def test_split_k_fix_up_on_the_interpreter(m, k, n, params, fixup, out):
+    rng = np.random.default_rng(m + 3 * k + n)
+    a = round_bf16(rng.standard_normal((m, k)).astype(np.float32))
+    b = round_bf16(rng.standard_normal((k, n)).astype(np.float32))
+    ref = gemm_hopper.reference(a, b)
+    gemm_hopper._PLANS.clear()
+    for call in range(2):       # the second call reuses the plan's workspace and tickets: left as found
+        c = np.full((m, n), np.nan, np.float32)
+        gemm_hopper.launch(a, b, c, out_dtype=out, FIXUP=fixup, **params)
+        if out == tp.f32:
+            assert _rel(c, ref) < 1e-6, call
+        else:
+            assert not np.isnan(c).any()
+            np.testing.assert_array_equal(c, round_bf16(c))     # rounded once, in the last block's store
+            assert np.abs(c - ref).max() <= 2.0**-8 * np.abs(ref).max(), call
+    (plan,) = gemm_hopper._PLANS.values()
+    assert plan.fixup and not plan.split
+    bufs = {key[0]: buf for key, buf in plan.bufs.items()}
+    ws, locks = bufs["fixup_ws"], bufs["fixup_locks"]
+    assert not locks.any() and (fixup == 2 or not ws.any())      # tickets reset; FIXUP=1's sums zeroed
+    assert ws.shape == ((m, n) if fixup == 1 else (params["SPLIT_K"] * -(-m // params["BM"]) * params["BM"], n))
+
+
+def test_split_k_fix_up_takes_its_order_from_the_ticket():
+    """The block whose ticket is SPLIT_K - 1 writes C, whichever split it is: with a stale ticket (one arrival
+    left over) split 2 of 4 takes the last ticket and stores a sum without split 3's part (its slot zero), and
+    split 3 then finds the ticket reset and stores nothing. (The interpreter runs the splits in grid order.)"""
+    rng = np.random.default_rng(11)
+    m, k, n = 20, 512, 130
+    a = round_bf16(rng.standard_normal((m, k)).astype(np.float32))
+    b = round_bf16(rng.standard_normal((k, n)).astype(np.float32))
+    ref = gemm_hopper.reference(a, b)
+    p = dict(STAGES=2, SPLIT_K=4, FIXUP=2, **D64)
+    ws, locks = np.zeros((4 * 64, n), np.float32), np.zeros(2, np.int32)
+    c = np.full((m, n), np.nan, np.float32)
+    gemm_hopper.gemm_splitk[(1, 2, 4)](a, b, c, ws, locks, **p)
+    assert not locks.any() and _rel(c, ref) < 1e-6
+    ws[:], locks[:] = 0, 1
+    c = np.full((m, n), np.nan, np.float32)
+    gemm_hopper.gemm_splitk[(1, 2, 4)](a, b, c, ws, locks, **p)
+    part3 = a[:, 384:].astype(np.float64) @ b[384:]                 # split 3's k-tiles: 6 and 7 of 8
+    assert _rel(c, ref - part3) < 1e-6 and (locks == 1).all()
+
+
+def test_split_k_fix_up_policy_and_verifier():
+    import time
+
+    import tilepy_verify as tv
+
+    dec = gemm_hopper.policy(16, 4096, 4096, fixup=True)
+    assert dec["SPLIT_K"] == 4 and dec["FIXUP"] == gemm_hopper.SPLIT_FIXUP["decode"]
+    assert "FIXUP" not in gemm_hopper.policy(16, 4096, 4096)          # a caller of gemm_hopper itself (lowering)
+    assert gemm_hopper.policy(16, 128, 65536, fixup=True)["FIXUP"] == 1   # 128 splits: no unrolled slot sum
+    assert "FIXUP" not in gemm_hopper.kernel_params({**gemm_hopper.PRESETS["sm_90a"], "SPLIT_K": 1, "FIXUP": 2})
+    kp = gemm_hopper.kernel_params({**dec, "EPILOGUE": 1})
+    assert kp["FIXUP"] == dec["FIXUP"] and "EPILOGUE" not in kp
+    with pytest.raises(ValueError, match="FIXUP"):
+        gemm_hopper.kernel_params({**dec, "FIXUP": 3})
+    # every check but global_race proves it (ring, deadlock, bounds, tags, the masked fix-up accesses); global_race
+    # reports the ticket-ordered accesses (no model of the ticket's release / acquire: as gemm_streamk)
+    checks = [c for c in tv.CHECKS if c != "global_race"]
+    for kernel in (gemm_hopper.gemm_splitk, gemm_hopper.gemm_splitk_bf16):
+        for fixup in (1, 2):
+            t = time.perf_counter()
+            report = tv.verify(kernel, target="sm_90a", checks=checks, FIXUP=fixup, SPLIT_K=4, STAGES=6, **D64)
+            assert report.findings == [], [f.message for f in report.findings]
+            assert time.perf_counter() - t < 30      # (0.3-0.5 s idle; a hang guard under load, not a benchmark)
+    race = tv.verify(gemm_hopper.gemm_splitk, target="sm_90a", checks=["global_race"], FIXUP=2, SPLIT_K=4, **D64)
+    assert {f.message.split("'")[1] for f in race.findings} <= {"C", "WS", "LOCKS"}
