@@ -9,6 +9,8 @@ the kernel's own flat index, and gathers (index-tile loads) everywhere else.
 
 from __future__ import annotations
 
+import dataclasses
+
 from . import tags as lower_tags
 from . import values as vals
 from .core import Pointwise, Reduction
@@ -84,6 +86,12 @@ def _column_reduction(value: V) -> bool:
 
 def render_reduction(k: Reduction, kname: str, buffers: dict) -> tuple[str, list, dict]:
     M, R = k.M, k.R
+    if k.mode == "col":   # a column-mode reduction rendered flat (i64 indices): its (o, i) as the flat m
+        from .index import floordiv, mod
+        from .program import _subst
+
+        m = Var("m", M)
+        k = dataclasses.replace(k, value=_subst(k.value, {"o": floordiv(m, k.I), "i": mod(m, k.I)}))
     used, names = _kernel_params(k)
     idt = "i64" if M * R > INT32_MAX or any(buffers[b].numel > INT32_MAX for b in used) else "i32"
     final = _FINAL[k.kind]
