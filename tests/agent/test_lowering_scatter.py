@@ -190,3 +190,71 @@ def test_bit_shifts_match_torch_including_out_of_range_amounts(tmp_path):
     out, ref, _ = _exact(fn, [a, s], tmp_path, "shifts")
     for o, r in zip(out, ref):
         assert o.dtype == r.dtype and torch.equal(o, r)
+
+
+# --- cummax / cummin, mode, searchsorted, pdist (ops_lines.py) --------------------------------------------------------
+
+def _ties_with_nan(shape, seed):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randint(-3, 4, shape, generator=g).float()
+    x[1, 4] = x[1, 9] = math.nan
+    x[2, 0] = -math.inf
+    x[3, 5] = math.inf
+    return x
+
+
+@pytest.mark.parametrize("op, dim", [(torch.cummax, 1), (torch.cummin, 1), (torch.cummax, 0), (torch.cummin, 0)])
+def test_cummax_cummin_values_and_indices_match_torch(op, dim, tmp_path):
+    """Ties move the index to the latest position; a NaN makes the rest NaN, indexed at the latest NaN."""
+    x = _ties_with_nan((5, 23), dim)
+    out, ref, _ = _exact(lambda x: tuple(op(x, dim)), [x], tmp_path, f"{op.__name__}{dim}")
+    assert torch.equal(out[0].isnan(), ref[0].isnan())
+    assert torch.equal(out[0].nan_to_num(), ref[0].nan_to_num()) and torch.equal(out[1], ref[1])
+
+
+def test_cummax_of_integers(tmp_path):
+    x = torch.randint(-50, 50, (4, 37), generator=torch.Generator().manual_seed(13))
+    out, ref, _ = _exact(lambda x: tuple(torch.cummin(x, 1)), [x], tmp_path, "cummin_int")
+    assert torch.equal(out[0], ref[0]) and torch.equal(out[1], ref[1])
+
+
+@pytest.mark.parametrize("dim, keepdim", [(1, False), (0, True)])
+def test_mode_is_the_smallest_most_frequent_value(dim, keepdim, tmp_path):
+    x = torch.randint(-3, 4, (6, 25), generator=torch.Generator().manual_seed(14)).float()
+    out, ref, _ = _exact(lambda x: tuple(torch.mode(x, dim, keepdim=keepdim)), [x], tmp_path, f"mode{dim}")
+    assert torch.equal(out[0], ref[0])
+    idx = out[1] if keepdim else out[1].unsqueeze(dim)
+    assert torch.equal(x.gather(dim, idx), out[0] if keepdim else out[0].unsqueeze(dim))  # an index of the mode
+
+
+@pytest.mark.parametrize("right", [False, True])
+def test_searchsorted_per_row_and_shared_with_ties(right, tmp_path):
+    g = torch.Generator().manual_seed(15)
+    seq = torch.randint(-10, 10, (4, 15), generator=g).float().sort(1).values    # repeated boundaries
+    v = torch.randint(-12, 12, (4, 9), generator=g).float()
+    out, ref, _ = _exact(lambda s, v: torch.searchsorted(s, v, right=right, out_int32=right), [seq, v], tmp_path,
+                         f"ss{right}")
+    assert out.dtype == ref.dtype and torch.equal(out, ref)
+    s1 = torch.randn(37, generator=g).sort().values
+    v1 = torch.cat([torch.randn(3, 8, generator=g), s1[:8].view(1, 8)])                 # exact hits too
+    out, ref, _ = _exact(lambda s, v: torch.searchsorted(s, v, side="right" if right else "left"), [s1, v1],
+                         tmp_path, f"ss1d{right}")
+    assert torch.equal(out, ref)
+
+
+def test_searchsorted_with_a_sorter(tmp_path):
+    g = torch.Generator().manual_seed(16)
+    seq, v = torch.randn(4, 15, generator=g), torch.randn(4, 6, generator=g)
+    out, ref, _ = _exact(lambda s, o, v: torch.searchsorted(s, v, sorter=o), [seq, torch.argsort(seq, 1), v],
+                         tmp_path, "ss_sorter")
+    assert torch.equal(out, ref)
+
+
+@pytest.mark.parametrize("p", [2.0, 1.0, 3.0, math.inf, 0.0])
+def test_pdist_matches_float64(p, tmp_path):
+    g = torch.Generator().manual_seed(17)
+    x = torch.randn(23, 7, generator=g)
+    if p == 0.0:
+        x = x.round()
+    out, ref = _f64(lambda x: torch.pdist(x, p), [x], tmp_path, f"pdist{p}")
+    assert_close(out, ref, 1e-5)
