@@ -89,3 +89,23 @@ for what in "$@"; do
       --shapes 8192,8192,1024 3000,5000,4096 4096,4096,4096 1024,1024,1024 2>&1 | grep sweep
   fi
 done
+# `fixup` (G5): split-K reduced in the kernel (gemm_splitk): the sweep of the fix-ups against the split-K passes and
+# the table through launch (JSON gemm-fixup-<device>.json; kernels precompiled, so the tests after it find them
+# cached), the GPU tests, compute-sanitizer memcheck + racecheck on the fix-up variants.
+for what in "$@"; do
+  if [[ $what == fixup ]]; then
+    python3 benchmarks/gemm.py --only bf16out,f32out --policies --no-b2b --precompile 16 --sweep-out bf16,f32 \
+      --name gemm-fixup --out "$OUT" \
+      --variants "fix|^64x128_s6_wait1_1consumer(_splitk4)?$|^128x128_s4_wait1_splitk[24]$" \
+      --shapes 16,4096,4096 64,4096,4096 128,4096,4096 256,4096,4096 128,14336,4096 1024,1024,1024 2051,2045,1000 \
+      --sweep-shapes 16,4096,4096 64,4096,4096 128,4096,4096 256,4096,4096 1024,1024,1024 2>&1 \
+      | grep -v "^  precompiled" | tail -150
+    python3 -m pytest -q -p no:cacheprovider tests/gpu/test_gpu_gemm_policies.py -k "fix_up or policy_table" \
+      2>&1 | tee "$OUT/pytest_fixup.log" | grep -vE "^(tests|E |  )" | tail -8
+    for tool in memcheck racecheck; do
+      compute-sanitizer --tool $tool python3 tests/gpu/sanitize_gemm_policies.py --fixup > "$OUT/sanitize_fixup_$tool.log" 2>&1
+      echo "== $tool: rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize_fixup_$tool.log" | tail -1)"
+      grep -m5 -E "Error|Hazard|Invalid" "$OUT/sanitize_fixup_$tool.log"
+    done
+  fi
+done
