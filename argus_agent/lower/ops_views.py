@@ -8,7 +8,7 @@ import torch
 
 from . import values as vals
 from .core import LTensor, broadcast_coords, broadcast_shapes
-from .index import add, const, flatten, floordiv, unflatten
+from .index import Sum, add, const, flatten, floordiv, unflatten
 from .registry import register, result_dtype, result_shape
 from .values import call
 
@@ -360,12 +360,28 @@ def _static_offsets(offsets: LTensor, n: int):
     None."""
     if len(offsets.shape) != 1:
         return None
+    def value(v):
+        """v's integer when it is built from constants and constant indices only, else None."""
+        if v.dtype.is_floating_point:
+            return None
+        if v.op == "const":
+            return v.args[0]
+        if v.op == "index":
+            e = v.args[0]
+            return e.c if isinstance(e, Sum) and not e.terms else None
+        if v.op == "cast":
+            return value(v.args[0])
+        if v.op in vals._PY:
+            xs = [value(a) for a in v.args]
+            return None if None in xs else vals._PY[v.op](*xs)
+        return None
+
     got = []
     for b in range(offsets.shape[0]):
-        v = offsets([const(b)])
-        if v.op != "const":
+        x = value(offsets([const(b)]))
+        if x is None:
             return None
-        got.append(int(v.args[0]))
+        got.append(int(x))
     return got
 
 
@@ -445,9 +461,13 @@ def _embedding_bag(ctx, node, weight, indices, offsets, scale_grad_by_freq=False
             ok = keep if ok is None else ok if keep is None else call("and", ok, keep, dtype=torch.bool)
             one = vals.const(1, torch.int64)
             return one if ok is None else call("where", ok, one, vals.const(0, torch.int64), dtype=torch.int64)
-        needs_count = mode == 1 or not fixed or padding_idx is not None and padding_idx >= 0
-        count = ctx.reduce("sum", (nb, 1), red_shape, count_fn, torch.int64, base="bag_count") if needs_count \
-            else None
+        skips = padding_idx is not None and padding_idx >= 0
+        needs_count = mode == 1 or not fixed or skips
+        if fixed and not skips:     # every bag holds `size` indices: the count is that number, no kernel
+            count = LTensor((nb, 1), torch.int64, lambda c: vals.const(size, torch.int64)) if mode == 1 else None
+        else:
+            count = ctx.reduce("sum", (nb, 1), red_shape, count_fn, torch.int64, base="bag_count") \
+                if needs_count else None
 
         def fin(c):
             t = total(c)

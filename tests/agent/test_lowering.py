@@ -442,7 +442,8 @@ def test_column_reductions_with_64_bit_indices_render_flat(case, tmp_path, monke
     monkeypatch.setattr(render_flat, "INT32_MAX", 1000)
     g = torch.Generator().manual_seed(8)
     fn, inp = {"sum_dim1": (lambda t: t.sum(1), torch.randn(3, 70, 37, generator=g)),
-               "sort_last": (lambda t: torch.sort(t, dim=-1, descending=True)[0], torch.randn(5, 41, generator=g))}[case]
+               "sort_last": (lambda t: torch.sort(t, dim=-1, descending=True)[0],
+                             torch.randn(5, 41, generator=g))}[case]
     prog, mod, out = _run_lowered(_Fn(fn), [inp], tmp_path, f"flat_{case}")
     assert "Reduction:col" in _kinds(prog)
     assert "tp.i64" in render_program(prog)
