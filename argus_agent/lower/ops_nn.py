@@ -275,12 +275,12 @@ def _pool_reduce(ctx, kind, shape, window, fn, acc, base):
     return ctx.reduce(kind, shape, window, fn, acc, base=base)
 
 
-def _conv_igemm(ctx, x, w, shape, stride, padding, dilation, transposed, groups):
+def _conv_igemm(ctx, x, w, shape, stride, padding, dilation, transposed, groups, tma=True):
     """The convolution as an implicit GEMM on the tensor cores (stdlib conv_igemm): the input read in place
     (no im2col buffer), the weight as B (G, Cout/G, Cin/G * kernel): in place for a direct convolution, a
     permuted copy for a transposed one. One TF32 pass where PyTorch's cuDNN takes TF32 for fp32 convolutions
     (`torch.backends.cudnn.allow_tf32`, on by default), else 3xTF32 at fp32 accuracy."""
-    from stdlib_kernels import conv_igemm
+    from stdlib_kernels import conv_igemm, conv_tma
 
     from .index import unflatten
     prec = getattr(ctx, "precision", None)
@@ -292,6 +292,8 @@ def _conv_igemm(ctx, x, w, shape, stride, padding, dilation, transposed, groups)
     cig, cog = x.shape[1] // groups, shape[1] // groups
     ksz = list(w.shape[2:])
     K = cig * math.prod(ksz)
+    if tma and CONV_TMA and conv_tma.applies(x.shape, w.shape, stride, dilation, groups, transposed):
+        return _conv_tma(ctx, xb, w, shape, stride, padding, dilation, groups, conv_prec == "fp32")
     geo = conv_igemm.geometry(x.shape, w.shape, shape, stride, padding, dilation, groups, transposed)
     if not transposed:
         wb = ctx.contiguous(w, "conv_w")
@@ -306,6 +308,38 @@ def _conv_igemm(ctx, x, w, shape, stride, padding, dilation, transposed, groups)
     out = ctx.add_buffer("conv", shape, torch.float32)
     split = conv_prec == "fp32"     # 3xTF32 at fp32 accuracy; tf32 and bf16: one TF32 pass
     ctx.kernels.append(ConvTemplate(out, xb.buffer, wb.buffer, groups, cog, K, geo, split, ctx.note))
+    return buffer_tensor(out)
+
+
+# Direct convolutions with unit stride along the last spatial dim and at least 16 input channels per group run
+# stdlib conv_tma: the input copied once per call channels-last and zero-padded (to_ndhwc), every A tile one
+# bulk tensor copy of it, no gather (1x1 convolutions included: a batched GEMM on the transposed input).
+# ARGUS_CONV_TMA=0 keeps them on conv_igemm.
+CONV_TMA = os.environ.get("ARGUS_CONV_TMA", "1") == "1"
+
+
+def _conv_tma(ctx, xb, w, shape, stride, padding, dilation, groups, split):
+    """The convolution on conv_tma: B (G, Cout/G, taps * CIGP) from the weight (a small reordering copy, zeros
+    at the channels padded to BK), the template's host lines copy x channels-last before the GEMM."""
+    from stdlib_kernels import conv_tma
+
+    from .index import flatten, mod, unflatten
+    geo = conv_tma.geometry(xb.shape, w.shape, shape, stride, padding, dilation, groups)
+    cig, cog = xb.shape[1] // groups, shape[1] // groups
+    ksz = list(w.shape[2:])
+    cigp = geo["CIGP"]
+    wbuf = ctx.contiguous(w, "conv_w").buffer
+
+    def wval(c):    # B[g, co, t * CIGP + ci] = w[g * cog + co, ci, *tap t], 0 for ci >= cig
+        ci, t = mod(c[2], cigp), floordiv(c[2], cigp)
+        conds = (("lt", ci, cig),) if cigp > cig else ()
+        idx = flatten([add(c[1], c[0] * cog), ci] + unflatten(t, ksz), w.shape)
+        return vals.load(wbuf.name, idx, wbuf.dtype, conds)
+    K = math.prod(ksz) * cigp
+    wb = ctx.contiguous(LTensor((groups, cog, K), w.dtype, wval), "conv_wtma")
+    out = ctx.add_buffer("conv", shape, torch.float32)
+    ctx.kernels.append(ConvTemplate(out, xb.buffer, wb.buffer, groups, cog, K, geo, split, ctx.note,
+                                    kernel="conv_tma"))
     return buffer_tensor(out)
 
 
@@ -396,7 +430,8 @@ def _transposed_phases(ctx, x, w, shape, stride, padding, groups):
         wb = ctx.contiguous(LTensor(tshape, w.dtype, wsub), "conv_wphase")
         pshape = (N, Co) + tuple(J for _, _, J, _ in dims)
         pads = [T - 1 - c for _, T, _, c in dims]
-        parts.append((a, _conv_igemm(ctx, x, wb, pshape, [1] * nsp, pads, [1] * nsp, False, groups)))
+        # conv_igemm, not conv_tma: each phase would copy the input channels-last with its own padding
+        parts.append((a, _conv_igemm(ctx, x, wb, pshape, [1] * nsp, pads, [1] * nsp, False, groups, tma=False)))
 
     def fn(c):
         v = None

@@ -452,10 +452,10 @@ def render_gemm_template(t, n: int, target: str, buffers: dict, done: set) -> tu
     if "gemm_fp32" not in done:         # split_tf32 serves both
         srcs.append(preset_source("gemm_fp32", target))
         done.add("gemm_fp32")
-    if isinstance(t, ConvTemplate) and "conv_igemm" not in done:
+    if isinstance(t, ConvTemplate) and t.kernel not in done:
         # the launch's constexprs as the defaults (the build gate compiles kernels at their defaults)
-        srcs.append(with_defaults(preset_source("conv_igemm", target), conv_params(t), kernel="conv_igemm"))
-        done.add("conv_igemm")
+        srcs.append(with_defaults(preset_source(t.kernel, target), conv_params(t), kernel=t.kernel))
+        done.add(t.kernel)
     kname, extra = t.kernel, []
     if t.epilogue is not None:
         src, kname, extra = _fused_source(t, n, target, buffers)
@@ -478,8 +478,10 @@ def render_gemm_template(t, n: int, target: str, buffers: dict, done: set) -> tu
 def conv_params(t: ConvTemplate) -> dict:
     """The constexprs a convolution template launches conv_igemm with: its preset, the tile policy, the
     geometry and the precision's pass."""
-    from stdlib_kernels import conv_igemm
+    from stdlib_kernels import conv_igemm, conv_tma
 
+    if t.kernel == "conv_tma":
+        return conv_tma.kernel_params(t.geometry, t.cog, t.split)
     return {**conv_igemm.PRESETS["sm_90a"], **conv_igemm.policy(t.geometry, t.cog, t.split), **t.geometry,
             "SPLIT": t.split}
 
@@ -503,9 +505,25 @@ def render_conv(t: ConvTemplate, n: int, kname: str, out: Buffer, extra: list) -
                  f"{wh}.view({rows}, {kp}), {wl}.view({rows}, {kp}))")
     params = conv_params(t)
     ov = t.geometry["OS"][0] * t.geometry["OS"][1] * t.geometry["OS"][2]
-    grid = conv_igemm.grid(t.x.shape[0], params, cog, t.groups)
+    xarg = t.x.name
+    if t.kernel == "conv_tma":      # the input channels-last, zero-padded, TF32 (+ tail): A's boxes read it
+        from stdlib_kernels import conv_tma
+
+        geo, nb = t.geometry, t.x.shape[0]
+        xs = (nb,) + tuple(geo["XS"]) + (geo["CP"],)
+        x5 = (nb, t.x.shape[1]) + (1,) * (5 - len(t.x.shape)) + tuple(t.x.shape[2:])
+        xh, xl = f"ws{n}_xh", (f"ws{n}_xl" if t.split else f"ws{n}_xh")
+        lines.append(f"{xh} = torch.empty({xs}, dtype=torch.float32, device=dev)")
+        if t.split:
+            lines.append(f"{xl} = torch.empty({xs}, dtype=torch.float32, device=dev)")
+        lines.append(f"launch(to_ndhwc, {conv_tma.copy_grid(nb, geo)}, {t.x.name}.view({x5}), {xh}, {xl}, "
+                     f"PA={geo['PA']}, SPLIT={t.split})")
+        xarg = f"{xh}, {xl}"
+        grid = conv_tma.grid(nb, params, cog, t.groups)
+    else:
+        grid = conv_igemm.grid(t.x.shape[0], params, cog, t.groups)
     kw = ", ".join(f"{k}={_py_source(v)}" for k, v in params.items())
-    lines.append(f"launch({kname}, {grid}, {t.x.name}, {wh}, {wl if t.split else wh}, "
+    lines.append(f"launch({kname}, {grid}, {xarg}, {wh}, {wl if t.split else wh}, "
                  f"{out.name}.view({t.x.shape[0]}, {t.groups}, {cog}, {ov})" + "".join(f", {a}" for a in extra)
                  + f", {kw})")
     return lines

@@ -69,6 +69,35 @@ def test_conv_forms_with_fused_epilogue_fp32(name, make, xs, tf32, tmp_path):
     _close(out, ref, 1e-4)
 
 
+TMA_CONVS = [
+    ("conv2d_3x3", lambda: nn.Conv2d(16, 24, 3, padding=1), (2, 16, 6, 9)),
+    ("conv2d_1x1", lambda: nn.Conv2d(20, 40, 1), (2, 20, 5, 7)),
+    ("conv2d_hstride_dil_nobias", lambda: nn.Conv2d(16, 8, (3, 2), stride=(2, 1), padding=(2, 1), dilation=2,
+                                                    bias=False), (1, 16, 11, 10)),
+    ("conv3d", lambda: nn.Conv3d(16, 8, 3, padding=1), (1, 16, 4, 5, 6)),
+    ("conv2d_grouped", lambda: nn.Conv2d(64, 16, 3, padding=1, groups=2), (1, 64, 5, 6)),
+]
+
+
+@pytest.mark.parametrize("tf32", [False, True], indirect=True)
+@pytest.mark.parametrize("name,make,xs", TMA_CONVS, ids=[c[0] for c in TMA_CONVS])
+def test_unit_stride_conv_runs_conv_tma_with_fused_epilogue(name, make, xs, tf32, tmp_path):
+    """Direct convolutions with unit stride along W and >= 16 channels per group (1x1 included) run conv_tma:
+    the input copied channels-last (to_ndhwc), the GEMM's A tiles bulk copies of it, the pointwise chain in its
+    store; 3xTF32 at fp32 accuracy, one TF32 pass where cuDNN's flag allows it."""
+    torch.manual_seed(7)
+    model = ConvChain(make())
+    prog, src, out, ref = _run(model, [torch.randn(xs)], tmp_path, f"tma_{name}_{tf32}")
+    convs = [k for k in prog.kernels if isinstance(k, ConvTemplate)]
+    assert [(k.kernel, k.split) for k in convs] == [("conv_tma", not tf32)]
+    kernels, _ = fuse_epilogues(prog.kernels, prog.buffers, prog.outputs)
+    assert [k for k in kernels if isinstance(k, ConvTemplate)][0].epilogue is not None
+    assert "launch(to_ndhwc" in src and "conv_tma_e" in src and "conv_igemm" not in src
+    _close(out, ref, 1e-2 if tf32 else 1e-4)
+    if tf32:
+        assert (out.double() - ref).abs().max() > 1e-6
+
+
 PHASED = [
     ("convT1d", lambda: nn.ConvTranspose1d(16, 8, 4, stride=2, padding=1), (2, 16, 30)),
     ("convT2d_grouped_s3", lambda: nn.ConvTranspose2d(8, 12, (5, 3), stride=(3, 2), padding=(2, 1), groups=2,
@@ -210,7 +239,7 @@ def test_fp32_mm_with_long_k_splits_k(tmp_path):
     _close(out, ref, 1e-4)
 
 
-def test_conv_kernels_carry_the_launch_constexprs_as_defaults(tmp_path):
+def test_conv_kernels_carry_the_launch_constexprs_as_defaults(tmp_path, monkeypatch):
     """The candidate's conv_igemm kernels (plain and with a fused epilogue) have the constexprs they are
     launched with (conv_igemm.policy's tiles, the geometry, the pass) as their defaults: the agent's build gate
     compiles each kernel at its defaults, so it checks what runs. The program's result matches float64."""
@@ -228,6 +257,9 @@ def test_conv_kernels_carry_the_launch_constexprs_as_defaults(tmp_path):
         def forward(self, x):
             return self.b(torch.relu(self.a(x)))      # a: fused epilogue (relu); b: the program's output
 
+    from argus_agent.lower import ops_nn
+
+    monkeypatch.setattr(ops_nn, "CONV_TMA", False)      # b would take conv_tma (see the test above)
     torch.manual_seed(0)
     model, x = TwoConvs(), torch.randn(2, 8, 10, 10)
     prog = lower_model(model, [x], "sm_90a", "fp32")
