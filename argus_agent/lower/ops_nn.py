@@ -512,7 +512,44 @@ def _max_pool_indices(ctx, x, shape, kernel, coords, value, best):
             hit = call("and", ok, hit, dtype=torch.bool)
         at = vals.index_value(flatten(full[lead:], x.shape[lead:]))
         return call("where", hit, at, vals.const(n, torch.int64), dtype=torch.int64)
+    if math.prod(kernel) <= POOL_TAPS:
+        return _first_max_index(shape, kernel, coords, value, lead, x.shape[lead:], n)
     return ctx.reduce("min", shape, kernel, fn, torch.int64, base="maxpool_idx")
+
+
+def _first_max_index(shape, kernel, coords, value, lead, pooled, n):
+    """A small window's argmax written out tap by tap (one pointwise kernel, no reduction tile): a running
+    (best, index) pair that a tap replaces when it is in range and the first such, larger, or a NaN over a
+    number (the first NaN then stays, as the reduction form's first equal element)."""
+    import itertools
+
+    from .index import flatten
+
+    taps = [[const(v) for v in rc] for rc in itertools.product(*[range(k) for k in kernel])]
+    unset = vals.const(n, torch.int64)
+
+    def index(oc):
+        best, idx = None, unset
+        for rc in taps:
+            full, conds = coords(oc, rc)
+            v = value(oc, rc)
+            at = vals.index_value(flatten(full[lead:], pooled))
+            if best is None:
+                take = None
+            else:
+                more = call("gt", v, best)
+                nan = call("and", call("ne", v, v), call("eq", best, best), dtype=torch.bool)
+                take = call("or", call("eq", idx, unset), call("or", more, nan, dtype=torch.bool), dtype=torch.bool)
+            ok = _cond_value(conds)
+            if ok is not None:
+                take = ok if take is None else call("and", ok, take, dtype=torch.bool)
+            if take is None:
+                best, idx = v, at
+            else:
+                best = v if best is None else call("where", take, v, best)
+                idx = call("where", take, at, idx, dtype=torch.int64)
+        return idx
+    return LTensor(tuple(shape), torch.int64, index)
 
 
 def _cond_value(conds):

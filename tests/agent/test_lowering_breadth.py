@@ -127,12 +127,20 @@ def test_logcumsumexp_with_infinities(tmp_path):
     (lambda x: F.max_pool1d(x, 4, stride=3, padding=2, return_indices=True), (2, 5, 29)),
     (lambda x: F.max_pool3d(x, 2, stride=2, ceil_mode=True, return_indices=True), (1, 2, 5, 7, 9)),
     (lambda x: nn.AdaptiveMaxPool2d((4, 5), return_indices=True)(x), (2, 3, 11, 13)),
+    (lambda x: F.max_pool2d(x, 6, stride=3, padding=2, return_indices=True), (2, 3, 20, 21)),
 ])
 def test_max_pool_indices_match_torch(fn, shape, tmp_path):
-    x = torch.randn(shape)
-    _, _, (v, i), _ = _run(fn, [x], tmp_path, f"mpi{len(shape)}")
+    """Windows of up to POOL_TAPS taps take the written-out running argmax (pointwise kernels only), larger
+    ones (6x6) the reduction; both match torch exactly, ties and -inf padding included."""
+    from argus_agent.lower.ops_nn import POOL_TAPS
+
+    x = _ties(shape) if len(shape) == 4 else torch.randn(shape)
+    prog, _, (v, i), _ = _run(fn, [x], tmp_path, f"mpi{len(shape)}")
     rv, ri = fn(x)
     assert torch.equal(v, rv) and torch.equal(i, ri)
+    kinds = {type(k).__name__ for k in prog.kernels}
+    window = 36 if shape == (2, 3, 20, 21) else 1
+    assert ("Reduction" in kinds) == (window > POOL_TAPS), kinds
 
 
 def test_max_pool_indices_on_ties_take_the_first_window_element(tmp_path):
