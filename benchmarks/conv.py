@@ -22,6 +22,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from stdlib_kernels import conv_igemm, conv_tma  # noqa: E402
 
 TAPS = False
+PRECISIONS = (True, False)     # cudnn.allow_tf32 on (one TF32 pass) and off (3xTF32); --tf32-only: the first
+# conv_tma tile configurations timed beside its policy's: 64-pixel tiles, one consumer warpgroup, 3 stages
+# (~100 registers x 256 threads, ~98 KB: two blocks per SM, one's epilogue overlapping the other's main loop)
+TMA_ALT = {"b64s3": dict(BM=64, CONSUMERS=1, STAGES=3)}
 SHAPES = [  # name, x, w, stride, padding, dilation, groups, transposed, output_padding
     ("l1_090 conv2d 64->128 3x3", (16, 64, 128, 128), (128, 64, 3, 3), 1, 1, 1, 1, False, 0),
     ("l1_095 conv2d 1x1 256->512", (16, 256, 64, 64), (512, 256, 1, 1), 1, 0, 1, 1, False, 0),
@@ -68,7 +72,7 @@ def bench(shape, d, runs):
             return ref_fn(x, w, stride=s, padding=p, dilation=dl, groups=g)
     y = torch.empty_like(call())
     rows = []
-    for tf32 in (True, False):
+    for tf32 in PRECISIONS:
         torch.backends.cudnn.allow_tf32 = tf32
         ref = call()
 
@@ -95,6 +99,15 @@ def bench(shape, d, runs):
             torch.cuda.synchronize()
             row.update(tma_ms=median_ms(tma, runs), tma_rel_err=((y - ref).abs().max() / ref.abs().max()).item())
             row["tma_ratio"] = t_ref / row["tma_ms"]
+            for alt, cx in TMA_ALT.items():     # other conv_tma tiles (keys tma_<alt>_ms, tma_<alt>_ratio)
+                def tma_alt(split=not tf32, cx=cx):
+                    conv_tma.launch(x, w, y, s, p, dl, g, split=split, **cx)
+                y.fill_(float("nan"))
+                tma_alt()
+                torch.cuda.synchronize()
+                row[f"tma_{alt}_ms"] = median_ms(tma_alt, runs)
+                row[f"tma_{alt}_rel_err"] = ((y - ref).abs().max() / ref.abs().max()).item()
+                row[f"tma_{alt}_ratio"] = t_ref / row[f"tma_{alt}_ms"]
         if tr and max([s] if isinstance(s, int) else s) > 1:   # launch runs it PHASED; the one-GEMM form too
             def one_gemm(split=not tf32):
                 conv_igemm.launch(x, w, y, s, p, dl, g, tr, split=split, PHASED=False)
@@ -106,7 +119,9 @@ def bench(shape, d, runs):
         rows.append(row)
         print(f"{name:28s} {row['precision'][:5]:5s} torch {t_ref:8.3f} ms  ours {t_ours:8.3f} ms  "
               f"{row['ratio']:.2f}x  err {err:.2e}" + (f"  tma {row['tma_ms']:8.3f} ms {row['tma_ratio']:.2f}x "
-                                                      f"err {row['tma_rel_err']:.2e}" if "tma_ms" in row else ""),
+                                                      f"err {row['tma_rel_err']:.2e}" if "tma_ms" in row else "")
+              + "".join(f"  {a} {row[f'tma_{a}_ms']:8.3f} ms {row[f'tma_{a}_ratio']:.2f}x" for a in TMA_ALT
+                        if f"tma_{a}_ms" in row),
               flush=True)
     return rows
 
@@ -118,9 +133,11 @@ def main():
     ap.add_argument("--only", nargs="*", default=None, help="rows whose name starts with one of these")
     ap.add_argument("--tag", default="", help="suffix of the JSON's name")
     ap.add_argument("--taps", action="store_true", help="also time TAPS=True (taps-major k) on other rows")
+    ap.add_argument("--tf32-only", action="store_true", help="only the TF32 rows (PyTorch's default)")
     args = ap.parse_args()
-    global TAPS
+    global TAPS, PRECISIONS
     TAPS = args.taps
+    PRECISIONS = (True,) if args.tf32_only else (True, False)
     d = torch.device("cuda")
     rows = []
     for shape in SHAPES:

@@ -15,10 +15,10 @@ read zeros (the engine's out-of-bounds fill) and are masked at the store. A 1x1 
 case of one tap: a batched GEMM out[n] = W @ x[n], its only copy the transposed input (TF32 wgmma cannot read
 the NCHW operand, which is MN-major, in place).
 
-GEMM view, group g (grid z): rows = one output row segment of BM pixels (grid x runs over (n, od, oh, ow tile)),
-columns = output channels co of the group, k = tap * CIGP + ci, the weight laid out by `weight_tma`
-(G, Cout/G, taps * CIGP), zeros at the padded channels. Groups need Cin/G % BK == 0 (the group's channels are
-whole channel tiles of XP); one group pads its channels to BK.
+GEMM view, group g (grid z): rows = one output row segment of BM pixels, columns = output channels co of the
+group (grid x runs over (n, od, oh, ow tile) x channel tiles, channel tiles fastest), k = tap * CIGP + ci, the
+weight laid out by `weight_tma` (G, Cout/G, taps * CIGP), zeros at the padded channels. Groups need
+Cin/G % BK == 0 (the group's channels are whole channel tiles of XP); one group pads its channels to BK.
 
 Warp roles as `gemm_fp32.py`: warpgroup 0 issues the copies into a ring of STAGES stages (`full[s]`),
 warpgroups 1..CONSUMERS run wgmma on 64 rows each and release the stage (`empty[s]`). `SPLIT=True`: 3xTF32
@@ -80,14 +80,17 @@ def conv_tma(XH: tp.Tensor[tp.f32, "N", "DP", "HP", "WP", "CP"], XL: tp.Tensor[t
     CT = CIGP // BK                     # channel tiles per tap
     g = tp.block_id(2)
     cog = WH.shape[1]
-    t = tp.block_id(0)                  # (n, od, oh, ow tile): the blocks running at once share weight tiles
+    # block x = (n, od, oh, ow tile) * channel tiles + channel tile: the blocks running at once read the same
+    # A boxes (the input, the large operand) for every channel tile; the weight is small and stays in L2
+    NT = (cog + BN - 1) // BN
+    t = tp.block_id(0) // NT
+    n0 = tp.block_id(0) % NT * BN
     ow0 = t % WT * BM
     r = t // WT
     oh = r % OS[1]
     od = r // OS[1] % OS[0]
     nb = r // (OS[1] * OS[0])
     m0 = ((nb * OS[0] + od) * OS[1] + oh) * OS[2] + ow0     # the flat output pixel of row 0
-    n0 = tp.block_id(1) * BN
     a_hi = tp.shared((BM, BK), tp.f32, stages=STAGES, swizzle=SWIZZLE)
     a_lo = tp.shared((BM, BK), tp.f32, stages=STAGES if SPLIT else 1, swizzle=SWIZZLE)
     b_hi = tp.shared((BN, BK), tp.f32, stages=STAGES, swizzle=SWIZZLE)   # K-major: the (N, K) tile
@@ -176,17 +179,21 @@ def applies(x_shape, w_shape, stride, dilation, groups, transposed) -> bool:
 
 def geometry(x_shape, w_shape, y_shape, stride, padding, dilation, groups) -> dict:
     """Constexprs and sizes of a convolution: OS, KS, ST, DI, CIGP (the group's channels padded to BK), BK,
-    PA (the padding the copy writes), XS (the padded input's spatial sizes), CP (its channels)."""
+    PA (the padding the copy writes), XV (the 3-D spatial view of x the copy reads), XS (the padded input's
+    spatial sizes), CP (its channels). A 1x1 convolution (unit stride, no padding) views its pixels as one row."""
     nsp = len(x_shape) - 2
     cig = int(x_shape[1]) // groups
     bk = 32 if cig >= 32 or groups > 1 else 16
     cigp = -(-cig // bk) * bk
-    pa = _three(padding, nsp, 0)
-    xs = tuple(i + 2 * p for i, p in zip(_three(x_shape[2:], nsp, 1), pa))
-    geo = dict(KS=_three(w_shape[2:], nsp, 1), ST=_three(stride, nsp, 1), DI=_three(dilation, nsp, 1), CIGP=cigp,
-               BK=bk, PA=pa, XS=xs, CP=cigp * groups)
+    pa, ks, st = _three(padding, nsp, 0), _three(w_shape[2:], nsp, 1), _three(stride, nsp, 1)
+    xv = _three(x_shape[2:], nsp, 1)
+    pointwise = ks == st == (1, 1, 1) and pa == (0, 0, 0)
+    if pointwise:       # a 1x1 convolution: the pixels as one row (no row segment is cut short at a row's end)
+        xv = (1, 1, xv[0] * xv[1] * xv[2])
+    xs = tuple(i + 2 * p for i, p in zip(xv, pa))
+    geo = dict(KS=ks, ST=st, DI=_three(dilation, nsp, 1), CIGP=cigp, BK=bk, PA=pa, XV=xv, XS=xs, CP=cigp * groups)
     if y_shape is not None:
-        geo["OS"] = _three(y_shape[2:], nsp, 1)
+        geo["OS"] = xv if pointwise else _three(y_shape[2:], nsp, 1)
     return geo
 
 
@@ -211,9 +218,9 @@ def kernel_params(geo: dict, cog: int, split: bool) -> dict:
 
 
 def grid(batch: int, params: dict, cog: int, groups: int) -> tuple:
-    """(row segments of every output row, channel tiles, groups)."""
+    """(row segments of every output row x channel tiles, 1, groups)."""
     os_ = params["OS"]
-    return (batch * os_[0] * os_[1] * tp.cdiv(os_[2], params["BM"]), tp.cdiv(cog, params["BN"]), groups)
+    return (batch * os_[0] * os_[1] * tp.cdiv(os_[2], params["BM"]) * tp.cdiv(cog, params["BN"]), 1, groups)
 
 
 def copy_grid(batch: int, geo: dict) -> tuple:
@@ -248,9 +255,8 @@ def launch(x, w, y, stride=1, padding=0, dilation=1, groups=1, split=True, targe
         raise ValueError(f"conv_tma does not take x {tuple(x.shape)}, w {tuple(w.shape)}, stride {stride}, "
                          f"groups {groups}: use conv_igemm")
     geo = geometry(x.shape, w.shape, y.shape, stride, padding, dilation, groups)
-    nsp = len(x.shape) - 2
     nb, ci = int(x.shape[0]), int(x.shape[1])
-    x5 = x.reshape((nb, ci) + (1,) * (3 - nsp) + tuple(x.shape[2:]))
+    x5 = x.reshape((nb, ci) + geo["XV"])
     xs = (nb,) + geo["XS"] + (geo["CP"],)
     if isinstance(x, np.ndarray):
         xh = np.zeros(xs, np.float32)

@@ -511,7 +511,7 @@ def render_conv(t: ConvTemplate, n: int, kname: str, out: Buffer, extra: list) -
 
         geo, nb = t.geometry, t.x.shape[0]
         xs = (nb,) + tuple(geo["XS"]) + (geo["CP"],)
-        x5 = (nb, t.x.shape[1]) + (1,) * (5 - len(t.x.shape)) + tuple(t.x.shape[2:])
+        x5 = (nb, t.x.shape[1]) + tuple(geo["XV"])
         xh, xl = f"ws{n}_xh", (f"ws{n}_xl" if t.split else f"ws{n}_xh")
         lines.append(f"{xh} = torch.empty({xs}, dtype=torch.float32, device=dev)")
         if t.split:

@@ -19,7 +19,7 @@ for tool in memcheck racecheck; do
   grep -m5 -E "Error|Hazard|Invalid" "$OUT/sanitize_$tool.log"
 done
 if [ ${#rows[@]} -gt 0 ]; then
-  timeout 240 python3 benchmarks/conv.py --runs 20 --out "$OUT" --tag -tma --only "${rows[@]}" 2>&1 | tail -30
+  timeout 240 python3 benchmarks/conv.py --runs 20 --out "$OUT" --tag=-tma --tf32-only --only "${rows[@]}" 2>&1 | tail -30
 fi
 if [ ${#probs[@]} -gt 0 ]; then
   timeout 300 python3 benchmarks/suite.py --jobs 14 --runs 10 --out "$OUT/suite.json" "${probs[@]}" 2>&1 | tail -40
