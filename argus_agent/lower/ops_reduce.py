@@ -143,7 +143,19 @@ def _drop(t: LTensor, d: int) -> LTensor:
     return LTensor(tuple(n for k, n in enumerate(t.shape) if k != d), t.dtype, lambda c: t(c[:d] + [const(0)] + c[d:]))
 
 
+def _unused_output(node, k: int) -> bool:
+    """Nothing in the graph reads output `k` of the multi-output node."""
+    import operator
+
+    users = list(getattr(node, "users", ()))
+    return bool(users) and all(u.op == "call_function" and u.target is operator.getitem and u.args[1] != k
+                               for u in users)
+
+
 def _with_index(ctx, node, x, dim, keepdim, kind):
+    if _unused_output(node, 1):     # torch.min(x, dim).values: the plain reduction, no index lanes
+        val = reduce(ctx, x, [dim], kind, keepdim=keepdim, base=f"a{kind}")
+        return val, None
     fused = _fused_arg(ctx, x, dim, kind)
     if fused is not None:
         d = dim + len(x.shape) if dim < 0 else dim

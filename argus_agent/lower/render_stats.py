@@ -59,7 +59,8 @@ def _arg_kernel(k, kname, buffers, bi, br, S, C, index_v, targets):
     em = tile_emitter(names, buffers, False, reduction_sizes(k, False))
     pre_lines = hoist(em, [k.value])
     val = em.value(k.value)
-    ind = em.value(index_v) if index_v is not None else "r.to(tp.i64)"
+    # indices fold as i32 (the reduced range is < 2^31): half the registers of i64 lanes; stored as i64
+    ind = f"({em.value(index_v)}).to(tp.i32)" if index_v is not None else "r.to(tp.i32)"
     loop_lines = em.lines
     cmp = ">" if k.kind == "argmax" else "<"
     dt = _tp(k.value.dtype)
@@ -73,7 +74,7 @@ def _arg_kernel(k, kname, buffers, bi, br, S, C, index_v, targets):
     inner += [f"take = {take}", "accv = tp.where(take, v, accv)", f"acci = tp.where(take, {ind}, acci)"]
     body = block_start(False, S, pre_lines + inner)
     body += pre_lines
-    starts = [f"accv = tp.full((BR, BI), {init}, {dt})", "acci = tp.full((BR, BI), -1, tp.i64)"]
+    starts = [f"accv = tp.full((BR, BI), {init}, {dt})", "acci = tp.full((BR, BI), -1, tp.i32)"]
     body += starts + ["for k in range(tp.cdiv(C, BR)):"]
     body += ["    " + line for line in inner]
     post = ["isnan = tp.max((accv != accv).to(tp.i32), axis=0, keepdims=True)",
@@ -96,7 +97,7 @@ def _arg_kernel(k, kname, buffers, bi, br, S, C, index_v, targets):
     if lanes:
         body.insert(len(body) - len(post), lanes)
     for buf, text in zip(targets, ("res_v", "res_i")):
-        line, ov = store_result(em, buf, k, False, text, S)
+        line, ov = store_result(em, buf, k, False, text if text == "res_v" else "res_i.to(tp.i64)", S)
         body.append(line)
         outs.append(ov)
         if text == "res_v":

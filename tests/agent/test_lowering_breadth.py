@@ -338,3 +338,24 @@ def test_embedding_bag_matches_torch(mode, tmp_path):
         with torch.no_grad():
             out = mod.argus_forward(model, *inputs)
         assert out.shape == want.shape and torch.allclose(out, want, atol=1e-6, rtol=1e-6), k
+
+
+# --- min/max over a dim with their indices ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("which", ["values", "indices", "both"])
+def test_min_dim_lowers_only_the_outputs_read(which, tmp_path):
+    """torch.min(x, dim) whose indices nothing reads is a plain min reduction (no index lanes); read indices
+    take the fused (value, index) kernel. NaN propagates to the value and wins the index, as torch."""
+    def fn(x):
+        v, i = torch.min(x, dim=1)
+        return {"values": v, "indices": i, "both": (v, i)}[which]
+    x = torch.randn(3, 37, 29)
+    x[1, 5, 3] = float("nan")
+    x[2, :, 7] = float("nan")
+    prog, _, out, _ = _run(fn, [x], tmp_path, f"mind_{which}")
+    kinds = {k.kind for k in prog.kernels}
+    assert kinds == ({"min"} if which == "values" else {"argmin"}), kinds
+    ref = fn(x)
+    for o, r in zip(out if which == "both" else (out,), ref if which == "both" else (ref,)):
+        assert torch.equal(o.isnan(), r.isnan()) if o.is_floating_point() else True
+        assert torch.equal(torch.nan_to_num(o), torch.nan_to_num(r))
