@@ -51,16 +51,27 @@ def _row_threads(c):
     return c["THREADS"] or min(1024, max(128, c["BLOCK_N"] // 8))
 
 
+def _row_min_blocks(c):
+    """MIN_BLOCKS, or (-1) as many blocks per SM as make 2048 threads where a thread holds at most 8 values of a
+    row of at least 1024 (one row a block): the register budget of full occupancy, 32 a thread, which ptxas
+    otherwise overshoots by 2-4 registers (layer_norm EVEN 34, fused_add_rmsnorm 36 at 512 threads: 3 blocks per
+    SM, not 4); NVRTC 13.0 fits both in 32 without spilling. (Shorter rows and the f32 variants would spill.)"""
+    if c["MIN_BLOCKS"] >= 0:
+        return c["MIN_BLOCKS"]
+    t = _row_threads(c)
+    return 2048 // t if 1024 <= c["BLOCK_N"] <= 8 * t and c.get("ROWS", 1) == 1 else 0
+
+
 def _row(n, threads):
     """The layout of every row tile: 8 contiguous elements per thread (16 bytes of bf16), so bf16 and f32 tiles,
     the index tile and the weights all agree and elementwise ops stay in registers."""
     return tp.blocked((n,), threads, vec=8)
 
 
-@tp.kernel(threads=_row_threads)
+@tp.kernel(threads=_row_threads, min_blocks=_row_min_blocks)
 def fused_add_rmsnorm(X: tp.Tensor[tp.bf16, "M", "N"], RES: tp.Tensor[tp.bf16, "M", "N"], W: tp.Tensor[tp.bf16, "N"],
                       Y: tp.Tensor[tp.bf16, "M", "N"], RES_OUT: tp.Tensor[tp.bf16, "M", "N"], eps: tp.f32,
-                      BLOCK_N: tp.constexpr = 4096, THREADS: tp.constexpr = 0):
+                      BLOCK_N: tp.constexpr = 4096, THREADS: tp.constexpr = 0, MIN_BLOCKS: tp.constexpr = -1):
     row = tp.block_id(0)
     tp.tag(X, lambda i, j: ("x", i, j))
     tp.tag(RES, lambda i, j: ("r", i, j))
@@ -83,16 +94,19 @@ def fused_add_rmsnorm(X: tp.Tensor[tp.bf16, "M", "N"], RES: tp.Tensor[tp.bf16, "
 # ---------------------------------------------------------------- layer_norm
 
 
-@tp.kernel(threads=_row_threads)
+@tp.kernel(threads=_row_threads, min_blocks=_row_min_blocks)
 def layer_norm(X: tp.Tensor[tp.bf16, "M", "N"], W: tp.Tensor[tp.bf16, "N"], B: tp.Tensor[tp.bf16, "N"],
                Y: tp.Tensor[tp.bf16, "M", "N"], eps: tp.f32, BLOCK_N: tp.constexpr = 4096,
-               THREADS: tp.constexpr = 0, ONE_PASS: tp.constexpr = False, ROWS: tp.constexpr = 1):
+               THREADS: tp.constexpr = 0, ONE_PASS: tp.constexpr = False, ROWS: tp.constexpr = 1,
+               EVEN: tp.constexpr = False, MIN_BLOCKS: tp.constexpr = -1):
     """ONE_PASS: the variance as E[x^2] - mean^2 (both sums in one pass; relative error about 2^-24 (mean / std)^2,
     below bf16's rounding while |mean| < ~100 std); otherwise the centred two-pass form. (w and b are loaded
     after the reductions: loaded with x they cost 22 more registers a thread, 2 blocks of 512 per SM, not 4.)
     ROWS: rows ROWS * block .. of one block, one after the other, the next row's x loaded before this row's
     reductions (its loads stay in flight through the two block reductions, the w / b loads and the store; rows
-    past M read nothing and store nothing: the view's bounds)."""
+    past M read nothing and store nothing: the view's bounds).
+    EVEN: the row is exactly BLOCK_N long (the launch checks), so the centred values need no mask (x past the row
+    would be 0 and x - mean not): no index tile, compare or select per element."""
     row0 = tp.block_id(0) * ROWS
     n = X.shape[1]
     tp.tag(X, lambda i, j: ("x", i, j))
@@ -106,25 +120,40 @@ def layer_norm(X: tp.Tensor[tp.bf16, "M", "N"], W: tp.Tensor[tp.bf16, "N"], B: t
         if r + 1 < ROWS:
             xn = tp.load(X[row + 1, 0:BLOCK_N], layout=lay)
         mean = tp.sum(x, axis=0, keepdims=True) / n
-        if ONE_PASS:
-            var = tp.maximum(tp.sum(x * x, axis=0, keepdims=True) / n - mean * mean, 0.0)
-            d = tp.where(tp.arange(BLOCK_N, layout=lay) < n, x - mean, 0.0)
+        if EVEN:
+            d = x - mean                                                            # no column past the row
         else:
             d = tp.where(tp.arange(BLOCK_N, layout=lay) < n, x - mean, 0.0)          # centred; 0 past the row
+        if ONE_PASS:
+            var = tp.maximum(tp.sum(x * x, axis=0, keepdims=True) / n - mean * mean, 0.0)
+        else:
             var = tp.sum(d * d, axis=0, keepdims=True) / n
         y = d * tp.rsqrt(var + eps) * tp.load(W[0:BLOCK_N], layout=lay).to(tp.f32) \
             + tp.load(B[0:BLOCK_N], layout=lay).to(tp.f32)
-        # tag of y[j]: (((d_j, rsqrt(...)), w_j), b_j) with d_j = (mask, (x[i, j], mean)): x, w, b of one column
-        tp.assert_tag(y, lambda t: t[0][0][0][1][0][2] == t[0][1][1] and t[1][1] == t[0][1][1],
-                      message="x, w and b of the same column")
-        if ONE_PASS:   # the variance's tag: max(sum(x x) / n - mean mean, 0) + eps
-            tp.assert_tag(y, lambda t: (t[0][0][0][1][1][0][1] == t[0][0][0][1][0][1]
-                                        and t[0][0][1][0][0][0][0][0][0][1] == t[0][0][0][1][0][1]),
-                          message="the mean and the mean square read this row only")
+        # tag of y[j]: (((d_j, rsqrt(...)), w_j), b_j) with d_j = (mask, (x[i, j], mean)), or (x[i, j], mean) when
+        # EVEN: x, w, b of one column
+        if EVEN:
+            tp.assert_tag(y, lambda t: t[0][0][0][0][2] == t[0][1][1] and t[1][1] == t[0][1][1],
+                          message="x, w and b of the same column")
+            if ONE_PASS:
+                tp.assert_tag(y, lambda t: (t[0][0][0][1][0][1] == t[0][0][0][0][1]
+                                            and t[0][0][1][0][0][0][0][0][0][1] == t[0][0][0][0][1]),
+                              message="the mean and the mean square read this row only")
+            else:
+                tp.assert_tag(y, lambda t: (t[0][0][0][1][0][1] == t[0][0][0][0][1]
+                                            and t[0][0][1][0][0][0][0][0][1] == t[0][0][0][0][1]),
+                              message="the mean and the variance read this row only")
         else:
-            tp.assert_tag(y, lambda t: (t[0][0][0][1][1][0][1] == t[0][0][0][1][0][1]
-                                        and t[0][0][1][0][0][0][0][1][0][1] == t[0][0][0][1][0][1]),
-                          message="the mean and the variance read this row only")
+            tp.assert_tag(y, lambda t: t[0][0][0][1][0][2] == t[0][1][1] and t[1][1] == t[0][1][1],
+                          message="x, w and b of the same column")
+            if ONE_PASS:   # the variance's tag: max(sum(x x) / n - mean mean, 0) + eps
+                tp.assert_tag(y, lambda t: (t[0][0][0][1][1][0][1] == t[0][0][0][1][0][1]
+                                            and t[0][0][1][0][0][0][0][0][0][1] == t[0][0][0][1][0][1]),
+                              message="the mean and the mean square read this row only")
+            else:
+                tp.assert_tag(y, lambda t: (t[0][0][0][1][1][0][1] == t[0][0][0][1][0][1]
+                                            and t[0][0][1][0][0][0][0][1][0][1] == t[0][0][0][1][0][1]),
+                              message="the mean and the variance read this row only")
         tp.store(Y[row, 0:BLOCK_N], y)
 
 
@@ -328,11 +357,14 @@ def rotary_gptj(POS: tp.Tensor[tp.i64, "T"], Q: tp.Tensor[tp.bf16, "T", "HQ", "H
 
 
 def _f32(kernel, skip=()):
-    """The same kernel with every bf16 tensor parameter retyped to f32."""
+    """The same kernel with every bf16 tensor parameter retyped to f32 (and no register bound per block: twice the
+    bytes a thread loads, it would spill under the bf16 kernel's `min_blocks`)."""
     from tilepy.language import TensorSpec
 
-    return kernel.retyped(**{n: tp.Tensor[(tp.f32, *s.shape)] for n, s, _ in kernel.params
-                             if isinstance(s, TensorSpec) and s.dtype == tp.bf16 and n not in skip})
+    k = kernel.retyped(**{n: tp.Tensor[(tp.f32, *s.shape)] for n, s, _ in kernel.params
+                          if isinstance(s, TensorSpec) and s.dtype == tp.bf16 and n not in skip})
+    k.min_blocks = None
+    return k
 
 
 KERNELS = {
@@ -392,9 +424,13 @@ def launch_fused_add_rmsnorm(x, residual, w, y, residual_out, eps=1e-6, **kw):
 
 def launch_layer_norm(x, w, b, y, eps=1e-5, ROWS=1, **kw):
     """y = layer_norm(x) * w + b over rows of x (M, N); ROWS: rows a block, one after the other (next row's x
-    loaded ahead)."""
+    loaded ahead). EVEN (no mask on the centred values) is set when N is the block's power of two."""
     k = KERNELS["layer_norm"][_dtype(x)]
-    return k[(tp.cdiv(x.shape[0], ROWS),)](x, w, b, y, eps, BLOCK_N=_row_block(x.shape[1]), ROWS=ROWS, **kw)
+    block = _row_block(x.shape[1])
+    kw.setdefault("EVEN", block == x.shape[1])
+    if kw["EVEN"] and block != x.shape[1]:
+        raise ValueError(f"layer_norm: EVEN=True needs rows of a power of two >= 16 elements, not {x.shape[1]}")
+    return k[(tp.cdiv(x.shape[0], ROWS),)](x, w, b, y, eps, BLOCK_N=block, ROWS=ROWS, **kw)
 
 
 def launch_merge_attn_states_lse(po, pl, so, sl, o, ol, BR=None, **kw):

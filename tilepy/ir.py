@@ -124,6 +124,7 @@ class KernelIR:
     shared_bytes: int = 0
     var_types: dict = field(default_factory=dict)
     cluster: tuple = (1, 1, 1)  # thread-block cluster shape (blocks per cluster along x, y, z)
+    min_blocks: int = 0         # blocks per multiprocessor the register budget must allow (0: no such bound)
 
     @property
     def cluster_size(self) -> int:

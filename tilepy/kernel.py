@@ -57,9 +57,10 @@ class Kernel:
     # launches a call whose argument signature it has checked before and returns its result, else None.
     gpu_launch = None
 
-    def __init__(self, fn, threads=128, target: str | None = None, cluster=None):
+    def __init__(self, fn, threads=128, target: str | None = None, cluster=None, min_blocks=None):
         self.fn = fn
         self.cluster = cluster
+        self.min_blocks = min_blocks
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__
         self.name = fn.__name__
@@ -183,7 +184,10 @@ class Kernel:
         if key not in self._cache:
             threads = self.num_threads(values, tgt)
             cluster = self.cluster_dims(values, tgt)
-            self._cache[key] = Translator(self._src, self.params, values, tgt, threads, cluster).translate()
+            kir = Translator(self._src, self.params, values, tgt, threads, cluster).translate()
+            mb = self.min_blocks(values) if callable(self.min_blocks) else self.min_blocks
+            kir.min_blocks = int(mb or 0)
+            self._cache[key] = kir
         return self._cache[key]
 
     specialize = ir
@@ -310,13 +314,16 @@ def kernels_from_source(source: str, filename: str, namespace: dict | None = Non
     return {k: v for k, v in env.items() if isinstance(v, Kernel)}
 
 
-def kernel(fn=None, *, threads=128, target: str | None = None, cluster=None):
+def kernel(fn=None, *, threads=128, target: str | None = None, cluster=None, min_blocks=None):
     """Decorate a Python function as a tilepy kernel.
 
     `threads` (int, or a function of the constexprs dict) is the block size; `target` the default target;
     `cluster` (an int, a tuple of 1 to 3 ints, or a function of the constexprs dict) groups blocks into thread-block
-    clusters of that shape (sm_90a): consecutive blocks along x (then y, z) form one cluster.
+    clusters of that shape (sm_90a): consecutive blocks along x (then y, z) form one cluster. `min_blocks` (an int,
+    or a function of the constexprs dict; 0 / None: none) asks the compiler to fit that many blocks per
+    multiprocessor in registers (CUDA's `__launch_bounds__(threads, min_blocks)`; a memory-bound row kernel that
+    would otherwise take 2 registers past 65536 / (threads * min_blocks) loses a block of occupancy).
     """
     if fn is None:
-        return lambda f: Kernel(f, threads=threads, target=target, cluster=cluster)
-    return Kernel(fn, threads=threads, target=target, cluster=cluster)
+        return lambda f: Kernel(f, threads=threads, target=target, cluster=cluster, min_blocks=min_blocks)
+    return Kernel(fn, threads=threads, target=target, cluster=cluster, min_blocks=min_blocks)

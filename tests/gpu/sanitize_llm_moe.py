@@ -24,6 +24,9 @@ L.launch_fused_add_rmsnorm(x, r, w, torch.empty_like(x), torch.empty_like(x), 1e
 L.launch_layer_norm(x, w, b, torch.empty_like(x), 1e-5)
 for rows in (2, 4):                        # 19 rows: the last block's rows past M
     L.launch_layer_norm(x, w, b, torch.empty_like(x), 1e-5, ROWS=rows)
+xe, we, be = x[:, :512].contiguous(), w[:512].contiguous(), b[:512].contiguous()   # rows of a power of two: EVEN
+for th, rows in ((0, 1), (256, 1), (0, 2)):
+    L.launch_layer_norm(xe, we, be, torch.empty_like(xe), 1e-5, ROWS=rows, THREADS=th)
 L.launch_merge_attn_states_lse(*(torch.randn(37, 5, 100, device=d).to(bf) if i % 2 == 0 else
                                  torch.randn(37, 5, device=d) for i in range(4)),
                                torch.empty(37, 5, 100, device=d, dtype=bf), torch.empty(37, 5, device=d), BR=8)

@@ -201,6 +201,10 @@ class Renderer(AnalysisOps, ScalarOps, TileOps, CopyOps, GatherOps, ScanOps, Rem
         uses = any(isinstance(x, ir.Eval) and x.call.op == "setmaxnreg" for x in ir.walk(self.kir.body))
         if uses and text.endswith(")"):
             text = text[:-1] + ", 1)"  # setmaxnreg needs a register cap at entry: one block per multiprocessor
+        elif getattr(self.kir, "min_blocks", 0) and self.t.compiler == "nvrtc" and text.endswith(")"):
+            # @tp.kernel(min_blocks=): registers for that many blocks per SM (HIP's second argument means another
+            # thing: waves per execution unit, so AMD builds take none)
+            text = text[:-1] + f", {self.kir.min_blocks})"
         cl = getattr(self.kir, "cluster", (1, 1, 1))
         if cl != (1, 1, 1):   # a thread-block cluster: compile-time dims, launched as they are
             text = f"__cluster_dims__({cl[0]}, {cl[1]}, {cl[2]}) {text}"
