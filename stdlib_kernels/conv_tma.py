@@ -86,11 +86,8 @@ def conv_tma(XH: tp.Tensor[tp.f32, "N", "DP", "HP", "WP", "CP"], XL: tp.Tensor[t
     t = tp.block_id(0) // NT
     n0 = tp.block_id(0) % NT * BN
     ow0 = t % WT * BM
-    r = t // WT
-    oh = r % OS[1]
-    od = r // OS[1] % OS[0]
-    nb = r // (OS[1] * OS[0])
-    m0 = ((nb * OS[0] + od) * OS[1] + oh) * OS[2] + ow0     # the flat output pixel of row 0
+    r = t // WT                         # the output row (n, od, oh), flat
+    m0 = r * OS[2] + ow0                # the flat output pixel of row 0
     a_hi = tp.shared((BM, BK), tp.f32, stages=STAGES, swizzle=SWIZZLE)
     a_lo = tp.shared((BM, BK), tp.f32, stages=STAGES if SPLIT else 1, swizzle=SWIZZLE)
     b_hi = tp.shared((BN, BK), tp.f32, stages=STAGES, swizzle=SWIZZLE)   # K-major: the (N, K) tile
@@ -102,6 +99,9 @@ def conv_tma(XH: tp.Tensor[tp.f32, "N", "DP", "HP", "WP", "CP"], XL: tp.Tensor[t
     rounds = tp.cdiv(k_tiles, STAGES)   # round j uses every stage once: tile k = j * STAGES + s
     LC = tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1))
     if tp.warpgroup_id() == 0:          # producer: one thread issues the bulk tensor copies
+        oh = r % OS[1]
+        od = r // OS[1] % OS[0]
+        nb = r // (OS[1] * OS[0])
         for j in range(rounds):
             for s in tp.static_range(STAGES):
                 kt = j * STAGES + s

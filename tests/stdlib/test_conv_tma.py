@@ -84,3 +84,23 @@ def test_conv_tma_weight_layout_torch_and_numpy():
     assert torch.equal(b4[..., :3], w.reshape(2, 3, 3, 4).permute(0, 1, 3, 2))
     assert not b4[..., 3:].any()
     assert np.array_equal(conv_tma.weight_tma(w.numpy(), 2, geo), b.numpy())
+
+
+@pytest.mark.parametrize("case", [
+    ((16, 64, 128, 128), (128, 64, 3, 3), (16, 128, 128, 128), 1, 1, 1, 1, False),     # level1/090
+    ((8, 32, 32, 64, 64), (64, 32, 3, 3, 3), (8, 64, 32, 64, 64), 1, 1, 1, 1, True),   # level1/096, 3xTF32
+    ((16, 128, 64, 64), (256, 32, 3, 3), (16, 256, 64, 64), 1, 1, 1, 4, False),        # level1/093, grouped
+], ids=["2d", "3d_split", "grouped"])
+def test_conv_tma_verifies_clean(case):
+    """tilepy-verify, every check (the pipeline's included: both operands arrive by bulk copies), at real sizes:
+    no two blocks write one output element, the ring's waits and arrivals pair up, wgmma layouts; and the
+    channels-last copy."""
+    import tilepy_verify
+
+    xs, ws, ys, s, p, d, g, split = case
+    geo = conv_tma.geometry(xs, ws, ys, s, p, d, g)
+    for kernel, params in ((conv_tma.conv_tma, dict(target="sm_90a", **conv_tma.kernel_params(geo, ws[0] // g, split))),
+                           (conv_tma.to_ndhwc, dict(PA=geo["PA"], SPLIT=split))):
+        report = tilepy_verify.verify(kernel, **params)
+        errors = [str(f) for f in report.findings if getattr(f, "severity", "error") == "error"]
+        assert report.ok and not errors, errors
