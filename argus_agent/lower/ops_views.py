@@ -8,7 +8,7 @@ import torch
 
 from . import values as vals
 from .core import LTensor, broadcast_coords, broadcast_shapes
-from .index import Sum, add, const, flatten, floordiv, unflatten
+from .index import Sum, Var, add, const, flatten, floordiv, unflatten
 from .registry import register, result_dtype, result_shape
 from .values import call
 
@@ -311,10 +311,107 @@ def _embedding(ctx, node, weight, indices, *a):
     return LTensor(shape, result_dtype(node), f)
 
 
+def _split_linear(e, name: str):
+    """(rest, k) with e == rest + k * Var(name), when the variable occurs only as such a term, else None."""
+    from .index import _make, _terms, variables
+
+    c, terms = _terms(e)
+    k, rest = 0, []
+    for coef, atom in terms:
+        if isinstance(atom, Var) and atom.name == name:
+            k += coef
+        elif name in {v.name for v in variables(atom)}:
+            return None
+        else:
+            rest.append((coef, atom))
+    return _make(c, rest), k
+
+
+def _at_value(e: vals.V, name: str, value: vals.V, memo: dict):
+    """`e` with the index variable `name` replaced by the run-time int64 `value` (loads along it become
+    gathers), or None when the variable is not a plain linear term of every index that reads it."""
+    if name not in e.vars:
+        return e
+    got = memo.get(e)
+    if got is not None or e in memo:
+        return got
+    out = None
+    if e.op in ("load", "index"):
+        idx = e.args[1] if e.op == "load" else e.args[0]
+        conds = e.args[2] if e.op == "load" else ()
+        split = _split_linear(idx, name)
+        if split is not None and not any(name in {v.name for v in _cond_vars(cd)} for cd in conds):
+            rest, k = split
+            off = call("add", vals.index_value(rest), call("mul", value, vals.const(k, torch.int64)))
+            if e.op == "index":
+                out = vals.cast(off, e.dtype)
+            elif not conds:
+                out = vals.make("gather", (e.args[0], off), e.dtype)
+    elif all(not isinstance(a, (tuple, list)) and (isinstance(a, vals.V) or name not in _arg_vars(a))
+             for a in e.args):
+        args = []
+        for a in e.args:
+            if isinstance(a, vals.V):
+                a = _at_value(a, name, value, memo)
+                if a is None:
+                    break
+            args.append(a)
+        else:
+            out = vals.make(e.op, tuple(args), e.dtype)
+    memo[e] = out
+    return out
+
+
+def _cond_vars(cd):
+    from .index import IExpr, variables
+
+    return set().union(*[variables(x) for x in cd if isinstance(x, IExpr)]) if cd else set()
+
+
+def _arg_vars(a):
+    from .index import IExpr, variables
+
+    return {v.name for v in variables(a)} if isinstance(a, IExpr) else set()
+
+
+def _gather_expression(x: LTensor, dim: int, index_at):
+    """x gathered along `dim` at run-time indices without writing x out: x's value at a symbolic coordinate
+    of that dim, the coordinate then replaced by the index (each load along it a gather), so only the
+    gathered elements are computed (a cross entropy's log-softmax row, a broadcast class weight). None when
+    an index reads the coordinate other than linearly (then x is written to a buffer first)."""
+    n = x.shape[dim]
+    probe = Var(f"_g{dim}", n)
+
+    def f(c):
+        coords = list(c)
+        coords[dim] = probe
+        got = _at_value(x(coords), probe.name, _wrapped(index_at(c), n), {})
+        if got is None:
+            raise _NotLinear
+        return got
+    return f
+
+
+class _NotLinear(Exception):
+    pass
+
+
+def _wrapped(v: vals.V, n: int) -> vals.V:
+    v = vals.cast(v, torch.int64)
+    return call("where", call("lt", v, vals.const(0, torch.int64)), call("add", v, vals.const(n, torch.int64)), v)
+
+
 @register("aten.gather")
 def _gather(ctx, node, x, dim, index, *a):
     shape = result_shape(node)
     dim = _dim(dim, len(x.shape))
+    if x.buffer is None and x.shape:
+        lazy = _gather_expression(x, dim, index)
+        try:
+            lazy(unflatten(Var("_probe", max(1, math.prod(shape))), shape))
+            return LTensor(shape, result_dtype(node), lazy)
+        except _NotLinear:
+            pass
     xb = ctx.realize(x, "gathered")
 
     def f(c):

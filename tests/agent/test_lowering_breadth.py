@@ -359,3 +359,38 @@ def test_min_dim_lowers_only_the_outputs_read(which, tmp_path):
     for o, r in zip(out if which == "both" else (out,), ref if which == "both" else (ref,)):
         assert torch.equal(o.isnan(), r.isnan()) if o.is_floating_point() else True
         assert torch.equal(torch.nan_to_num(o), torch.nan_to_num(r))
+
+
+# --- gather from a computed tensor ------------------------------------------------------------------------------------
+
+class _GatherOf(nn.Module):
+    def __init__(self, case, c):
+        super().__init__()
+        self.case = case
+        self.register_buffer("w", torch.rand(c, generator=torch.Generator().manual_seed(4)) + 0.5)
+
+    def forward(self, x, t):
+        if self.case == "cross_entropy_weighted":
+            return F.cross_entropy(x, t, weight=self.w)
+        if self.case == "gather_expr":
+            return torch.gather(torch.tanh(x) * self.w, 1, t[:, None].expand(x.shape[0], 3))
+        if self.case == "gather_padded":
+            return torch.gather(F.pad(x, (2, 0)), 1, t[:, None])
+        return torch.gather(x.view(x.shape[0], -1, 4).transpose(1, 2).reshape(x.shape[0], -1), 1, t[:, None])
+
+
+@pytest.mark.parametrize("case", ["cross_entropy_weighted", "gather_expr", "gather_padded", "gather_permuted"])
+def test_gather_of_an_expression_computes_only_the_gathered_elements(case, tmp_path):
+    """A gather (cross entropy's pick of the target's log-probability) from a computed tensor evaluates the
+    expression at the gathered positions: no temporary as large as the source (a padded source's reads are
+    gathers, bounds-checked); a source that reads the gathered coordinate through div/mod (a permuted reshape)
+    is written out first. All match torch in float64."""
+    g = torch.Generator().manual_seed(4)
+    n, c = 37, 53
+    c = 52 if case == "gather_permuted" else c
+    x = torch.randn(n, c - 2 if case == "gather_padded" else c, generator=g)
+    t = torch.randint(0, c, (n,), generator=g)
+    prog, _, out, ref = run_lowered(_GatherOf(case, c), [x, t], tmp_path, f"gx_{case}", target="cpu")
+    temps = [b for b in prog.buffers if b.kind == "temp" and b.numel >= n * (c - 2)]
+    assert bool(temps) == (case == "gather_permuted"), [(b.name, b.shape) for b in temps]
+    assert torch.allclose(out.double(), ref, rtol=1e-5, atol=1e-6), (out.double() - ref).abs().max()
