@@ -14,6 +14,7 @@ import dataclasses
 
 from .core import Pointwise, Reduction, RowFused, Scan
 from .ops_attention import AttentionTemplate, attention_source, render_attention
+from .ops_moe import MoeTemplate, moe_source, render_moe
 from .render_flat import needs_i64, render_pointwise, render_reduction
 from .render_rows import render_row_fused, render_scan
 from .render_stats import render_arg_reduction, render_welford
@@ -24,6 +25,7 @@ from .templates import (
     MatmulTemplate,
     fuse_epilogues,
     matmul_source,
+    preset_source,
     render_gemm_template,
     render_template,
 )
@@ -64,7 +66,16 @@ def render_program(prog, precision: str | None = None) -> str:
                 kernels_src.append(attention_source([a for a in prog.kernels if isinstance(a, AttentionTemplate)],
                                                     prog.target))
                 templates_done.add("attention")
+            if k.kernel == "attention_fp32" and "gemm_fp32" not in templates_done:   # its split_tf32(_t)
+                kernels_src.append(preset_source("gemm_fp32", prog.target))
+                templates_done.add("gemm_fp32")
             launches += [(None, line, None) for line in render_attention(k)]
+            continue
+        if isinstance(k, MoeTemplate):
+            if "moe" not in templates_done:
+                kernels_src.append(moe_source([m for m in prog.kernels if isinstance(m, MoeTemplate)]))
+                templates_done.add("moe")
+            launches += [(None, line, None) for line in render_moe(k, n)]
             continue
         if isinstance(k, MatmulTemplate):
             if k.kernel not in templates_done:

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 
 import torch
 import torch.fx as fx
 
-from . import ops_attention, ops_lines, ops_nn, ops_pointwise, ops_reduce, ops_scatter, ops_views  # noqa: F401  (registrations)
+from . import ops_attention, ops_lines, ops_moe, ops_nn, ops_pointwise, ops_reduce, ops_scatter, ops_views  # noqa: F401  (registrations)
 from . import values as vals
 from .core import Buffer, Context, LTensor, Pointwise, Reduction, RowFused, Scan, buffer_tensor
 from .dispatch import lower_node as _lower_node
 from .graph import Captured, LoweringError, capture_program, source_line
 from .values import STORAGE_OK
+
+log = logging.getLogger("argus_agent.lower")
 
 
 @dataclass
@@ -54,6 +57,10 @@ def lower_captured(captured: Captured, target: str = "cpu", precision=None) -> L
     ops = []
     placeholders: dict = {}
     out_node = None
+    moe = ops_moe.find(captured, target)        # a routed-expert subgraph the stdlib MoE kernels compute
+    if moe is not None and (why := ops_moe.plan(moe)) is not None:
+        log.info("%s: MoE lowered op by op: %s", source_line(moe.out), why)
+        moe = None
     for node in ep.graph.nodes:
         if node.op == "placeholder":
             gi = by_name[node.name]
@@ -74,6 +81,12 @@ def lower_captured(captured: Captured, target: str = "cpu", precision=None) -> L
             placeholders[node.name] = buf
         elif node.op == "call_function":
             ops.append(str(node.target))
+            if moe is not None and node not in moe.live:
+                continue                          # consumed by the MoE template only
+            if moe is not None and node is moe.out:
+                ctx.note = f"MoE ({source_line(node)})"
+                env[node] = ops_moe.lower(ctx, moe, env)
+                continue
             env[node] = _lower_node(ctx, node, env)
         elif node.op == "output":
             out_node = node
@@ -136,7 +149,8 @@ def _plain_buffer(ctx: Context, t: LTensor):
         return None
     # a half buffer is taken as it is only from a kernel that stores that type itself (stdlib attention)
     if vals.compute_dtype(buf.dtype) != buf.dtype and not any(
-            isinstance(k, ops_attention.AttentionTemplate) and k.out is buf for k in ctx.kernels):
+            isinstance(k, (ops_attention.AttentionTemplate, ops_moe.MoeTemplate)) and k.out is buf
+            for k in ctx.kernels):
         return None
     return buf
 
