@@ -485,8 +485,12 @@ POLICIES = {
 # not in the table.
 BF16_OUT = {"small": dict(EPILOGUE=1), "large": dict(STAGES=3, EPILOGUE=2, PRODUCER_REGS=64, CONSUMER_REGS=216)}
 # The split's reduction per class where `policy(..., fixup=True)` splits K (gemm_splitk; FIXUP 0 or absent: atomics
-# into a zeroed target plus, for bf16 out, a rounding pass). PROVISIONAL: not yet measured on the device.
-SPLIT_FIXUP = {"decode": 2, "skinny": 1}
+# into a zeroed target plus, for bf16 out, a rounding pass). Empty: the in-kernel fix-up measured SLOWER than the two
+# passes on every split shape (H100, benchmarks/results/gemm-fixup-*.json; bf16 out, us: 16 x 4096 x 4096 14.6 with
+# the passes, 17.7 FIXUP=1, 23.0 FIXUP=2; 128 x 4096 x 4096 (64 x 128 tiles, split 4) 27.4 / 37.4 / 41.9; 1024^3 split 4
+# 31.0 / 55.8 / 60.3): the last split's chain (its part written, a device fence, the ticket, the other parts read
+# back, C stored) is ~3-9 us of latency at the end of every wave, more than the passes' two short launches.
+SPLIT_FIXUP: dict = {}
 MAX_SLOTS = 8   # FIXUP=2 unrolls one masked load per split
 
 
@@ -516,6 +520,10 @@ def policy(M: int, N: int, K: int, out=None, fixup: bool = False) -> dict:
     launches gemm_hopper itself, the lowering) the split adds into a target the caller zeroes."""
     cls = shape_class(M, N, K)
     p = {**PRESETS["sm_90a"], **POLICIES[cls]}
+    if cls == "skinny" and NUM_SMS // 2 < _cdiv(M, 64) * _cdiv(N, 128) <= NUM_SMS:
+        # 64 x 128 tiles fill one wave without a split: 256 x 4096 x 4096 bf16 out 30.9 us with 128 x 128 split-K 2
+        # -> 26.6 (0.56 -> 0.71x cuBLAS), f32 out 27.0 -> 26.2 (benchmarks/results/gemm-fixup-*.json)
+        p.update(POLICIES["decode"])
     if out == tp.bf16:
         p.update(BF16_OUT.get(cls, {}))
     tiles = _cdiv(M, p["BM"]) * _cdiv(N, p["BN"])
@@ -653,12 +661,12 @@ class _Plan:
         self.launcher = kernel[grid_of(M, N, params)]
         self.bufs: dict = {}
 
-    def buffer(self, name, like, shape, dtype, np_dtype=np.float32):
+    def buffer(self, name, like, shape, dtype, np_dtype=None):
         key = (name, getattr(like, "device", None))
         buf = self.bufs.get(key)
         if buf is None:
             if isinstance(like, np.ndarray):
-                buf = np.zeros(shape, np_dtype)
+                buf = np.zeros(shape, np_dtype or np.float32)
             else:
                 import torch
 

@@ -93,6 +93,10 @@ def test_policy_table_by_shape_class():
     assert gemm_hopper.grid_of(128, 4096, skinny) == (1, 32, skinny["SPLIT_K"])
     # a short K keeps >= 4 k-tiles per split
     assert gemm_hopper.policy(128, 4096, 512).get("SPLIT_K", 1) == 2
+    # where 64 x 128 tiles fill one wave (4 x 32 = 128 of them at M = 256) they run unsplit
+    wide = gemm_hopper.policy(256, 4096, 4096)
+    assert (wide["BM"], wide["BN"], wide["CONSUMERS"], wide.get("SPLIT_K", 1)) == (64, 128, 1, 1)
+    assert gemm_hopper.policy(256, 14336, 4096)["BM"] == 128          # 448 such tiles: more than a wave
 
 
 def test_policy_table_decode_unaligned_and_bf16_out():
@@ -391,10 +395,18 @@ def test_split_k_fix_up_policy_and_verifier():
 
     import tilepy_verify as tv
 
-    dec = gemm_hopper.policy(16, 4096, 4096, fixup=True)
-    assert dec["SPLIT_K"] == 4 and dec["FIXUP"] == gemm_hopper.SPLIT_FIXUP["decode"]
-    assert "FIXUP" not in gemm_hopper.policy(16, 4096, 4096)          # a caller of gemm_hopper itself (lowering)
-    assert gemm_hopper.policy(16, 128, 65536, fixup=True)["FIXUP"] == 1   # 128 splits: no unrolled slot sum
+    dec = gemm_hopper.policy(16, 4096, 4096)
+    assert "FIXUP" not in dec                                          # a caller of gemm_hopper itself (lowering)
+    saved = dict(gemm_hopper.SPLIT_FIXUP)
+    try:       # the table is empty (the fix-up measured slower); a class entry puts it on the class's splits
+        gemm_hopper.SPLIT_FIXUP.update(decode=2)
+        assert gemm_hopper.policy(16, 4096, 4096, fixup=True)["FIXUP"] == 2
+        assert "FIXUP" not in gemm_hopper.policy(16, 4096, 4096)
+        assert gemm_hopper.policy(16, 128, 65536, fixup=True)["FIXUP"] == 1   # 128 splits: no unrolled slot sum
+    finally:
+        gemm_hopper.SPLIT_FIXUP.clear()
+        gemm_hopper.SPLIT_FIXUP.update(saved)
+    dec = {**dec, "FIXUP": 2}
     assert "FIXUP" not in gemm_hopper.kernel_params({**gemm_hopper.PRESETS["sm_90a"], "SPLIT_K": 1, "FIXUP": 2})
     kp = gemm_hopper.kernel_params({**dec, "EPILOGUE": 1})
     assert kp["FIXUP"] == dec["FIXUP"] and "EPILOGUE" not in kp
