@@ -11,10 +11,17 @@ head dims, masks, dropout, the CPU target) is decomposed here by torch's own tab
 bmm, masks included) and those core-ATen ops are lowered one by one, exactly as a fully decomposed capture
 would have them; the reason is logged (logger `argus_agent.lower`).
 
+fp32 operands on sm_90a run `attention_fp32` (stdlib_kernels/attention_fp32.py) at fp32 accuracy: both products
+as split TF32 on the tensor cores (three TF32 products, as the fp32 GEMM), online softmax, no S x S matrix.
+The host program splits q and k into TF32 halves and v into transposed halves (`split_tf32`, `split_tf32_t` of
+stdlib gemm_fp32) into workspaces, then launches the kernel on (B*H, S, D) views; head dims 32, 64 and 128 (any
+other head dim, masks and dropout decompose as above, with the reason logged).
+
 Preconditions of the kernel path (each failing one is the logged reason):
-- target sm_90a; q, k and v bfloat16 (the kernels are bf16 in and out with fp32 softmax statistics; fp32
-  attention is never run in bf16: precision follows PyTorch);
-- head dim 64 or 128, the same for q, k and v; no attn_mask; dropout_p 0; scale None or positive;
+- target sm_90a; q, k and v bfloat16 (the kernels are bf16 in and out with fp32 softmax statistics), or all
+  float32 (`attention_fp32`, fp32-accurate; fp32 attention is never run in bf16: precision follows PyTorch);
+- head dim 64 or 128 (fp32: 32, 64 or 128), the same for q, k and v; no attn_mask; dropout_p 0; scale None or
+  positive;
 - batch dims equal; query heads equal to KV heads, or a multiple of them with enable_gqa;
 - is_causal is torch's top-left form (key j visible to query i when j <= i): the forward kernel's; the decode
   kernel's causal form is bottom-right, so decoding takes only non-causal calls (or SQ == SKV, where both agree).
@@ -38,6 +45,7 @@ log = logging.getLogger("argus_agent.lower")
 
 DECODE_MAX_QUERIES = 16     # attention_decode packs GROUP * QLEN rows per KV head, QLEN <= 16
 NUM_SMS = 132               # H100 SXM: decode splits the keys for one wave of blocks (attention.decode_splits)
+FP32_HEAD_DIMS = (32, 64, 128)   # attention_fp32.HEAD_DIMS
 
 
 @dataclass
@@ -65,6 +73,7 @@ class AttentionTemplate:
     chunk: int = 0
     parts: Buffer | None = None
     lse_parts: Buffer | None = None
+    halves: tuple | None = None         # attention_fp32: the TF32 halves (qh, ql, kh, kl, vh, vl) workspaces
 
     @property
     def K(self) -> int:         # the longest sum the kernel runs (the softmax denominator), for tolerances
@@ -72,14 +81,15 @@ class AttentionTemplate:
 
 
 def kernel_plan(target: str, q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa) -> tuple:
-    """("fwd" | "decode", group) when the stdlib kernels compute this call, else (None, the reason)."""
+    """("fwd" | "decode" | "fp32", group) when the stdlib kernels compute this call, else (None, the reason)."""
     if target != "sm_90a":
         return None, f"target {target} has no attention kernel (sm_90a has)"
     dts = {t.dtype for t in (q, k, v)}
-    if dts != {torch.bfloat16}:
+    fp32 = dts == {torch.float32}
+    if dts != {torch.bfloat16} and not fp32:
         names = "/".join(sorted(str(d).replace("torch.", "") for d in dts))
-        return None, (f"operands are {names}; the stdlib attention kernel is bf16 only (an fp32 reference is "
-                      "matched in fp32, never silently in bf16)")
+        return None, (f"operands are {names}; the stdlib attention kernels take bf16, or fp32 at fp32 accuracy "
+                      "(a reference is matched in its own precision, never silently in bf16)")
     if attn_mask is not None:
         return None, "attn_mask is given (the kernel takes is_causal only)"
     if dropout_p:
@@ -89,7 +99,10 @@ def kernel_plan(target: str, q, k, v, attn_mask, dropout_p, is_causal, scale, en
     if len(q.shape) < 3 or len(k.shape) != len(q.shape) or len(v.shape) != len(q.shape):
         return None, f"operands of rank {len(q.shape)}/{len(k.shape)}/{len(v.shape)} (need (..., H, S, D) alike)"
     d = q.shape[-1]
-    if d not in (64, 128) or k.shape[-1] != d or v.shape[-1] != d:
+    if fp32 and (d not in FP32_HEAD_DIMS or k.shape[-1] != d or v.shape[-1] != d):
+        return None, (f"head dims {d}/{k.shape[-1]}/{v.shape[-1]} (the fp32 kernel takes 32, 64 or 128, the same "
+                      "for q, k, v)")
+    if not fp32 and (d not in (64, 128) or k.shape[-1] != d or v.shape[-1] != d):
         return None, f"head dims {d}/{k.shape[-1]}/{v.shape[-1]} (the kernel takes 64 or 128, the same for q, k, v)"
     if k.shape != v.shape:
         return None, f"k {k.shape} and v {v.shape} differ"
@@ -105,6 +118,8 @@ def kernel_plan(target: str, q, k, v, attn_mask, dropout_p, is_causal, scale, en
     if bh >= 65536 or bh * max(sq, skv) * d >= 2**31:
         return None, f"{bh} heads x {max(sq, skv)} x {d} exceeds the kernel's 32-bit grid and indices"
     group = h // hkv
+    if fp32:
+        return "fp32", group
     if sq <= DECODE_MAX_QUERIES and (not is_causal or sq == skv) and skv > sq:
         return "decode", group
     return "fwd", group
@@ -129,10 +144,16 @@ def _template(ctx, plan, group, q, k, v, is_causal, scale) -> LTensor:
     skv = k.shape[-2]
     bh = math.prod(q.shape[:-2])
     bhkv = bh // group
-    out = ctx.add_buffer("attn", q.shape, torch.bfloat16)
+    out = ctx.add_buffer("attn", q.shape, torch.float32 if plan == "fp32" else torch.bfloat16)
     lse = ctx.add_buffer("attn_lse", (bh, sq), torch.float32)
     scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
     t = AttentionTemplate(out, qb, kb, vb, lse, bh, bhkv, sq, skv, d, bool(is_causal), scale, ctx.note)
+    if plan == "fp32":      # TF32 halves: q and k as they lie, v transposed (keys padded to 4: 16-byte rows)
+        skvp = -(-skv // 4) * 4
+        t.kernel = "attention_fp32"
+        t.halves = tuple(ctx.add_buffer(f"attn_{n}", shape, torch.float32) for n, shape in (
+            ("qh", (bh, sq, d)), ("ql", (bh, sq, d)), ("kh", (bhkv, skv, d)), ("kl", (bhkv, skv, d)),
+            ("vh", (bhkv, d, skvp)), ("vl", (bhkv, d, skvp))))
     if plan == "decode":
         rows = group * sq
         bn = 128
@@ -151,8 +172,11 @@ def _template(ctx, plan, group, q, k, v, is_causal, scale) -> LTensor:
 
 def fwd_params(t: AttentionTemplate) -> dict:
     """attention_fwd's constexprs: the stdlib's tuned policy for this head dim, query length and mask (its
-    `launch` uses the same), the mask and the GQA group."""
-    from stdlib_kernels import attention
+    `launch` uses the same), the mask and the GQA group (attention_fp32's: its policy, likewise)."""
+    from stdlib_kernels import attention, attention_fp32
+
+    if t.kernel == "attention_fp32":
+        return {**attention_fp32.policy(t.d, t.sq, t.causal), "GROUP": t.bh // t.bhkv}
 
     base = attention.policy(t.d, t.sq, t.causal) if hasattr(attention, "policy") else attention.PRESETS[t.d]
     return {**base, "CAUSAL": t.causal, "GROUP": t.bh // t.bhkv}
@@ -198,8 +222,13 @@ def attention_source(templates: list, target: str) -> str:
 
     from ..codemod_base import NotApplicable, constexpr_params, kernels, parse_source
     from ..codemods import SetConstexprs
-    from .templates import preset_source
+    from .templates import preset_source, with_defaults
 
+    f32 = next((t for t in templates if t.kernel == "attention_fp32"), None)
+    if f32 is not None:     # the fp32 kernel, its launch's constexprs as the defaults (+ the bf16 kernels' text)
+        text = with_defaults(preset_source("attention_fp32", target), fwd_params(f32), kernel="attention_fp32")
+        rest = [t for t in templates if t.kernel != "attention_fp32"]
+        return (attention_source(rest, target) + "\n\n" + text) if rest else text
     fwd = next((t for t in templates if not t.splits), None)
     dec = next((t for t in templates if t.splits > 1), None)        # float32 partials, merged
     one = next((t for t in templates if t.splits == 1), None)       # one split: the bf16 output directly
@@ -234,6 +263,8 @@ def attention_source(templates: list, target: str) -> str:
 def render_attention(t: AttentionTemplate) -> list[str]:
     """Host lines: the stdlib kernels on (BH, S, D) views of the flat buffers."""
     scale_log2 = t.scale * math.log2(math.e)
+    if t.kernel == "attention_fp32":
+        return _render_fp32(t, scale_log2)
     q, k, v = (f"{b.name}.view({n}, {s}, {t.d})" for b, n, s in ((t.q, t.bh, t.sq), (t.k, t.bhkv, t.skv),
                                                                    (t.v, t.bhkv, t.skv)))
     if not t.splits:
@@ -261,6 +292,29 @@ def render_attention(t: AttentionTemplate) -> list[str]:
             f"{scale_log2!r}, {t.chunk}, {kw})",
             f"launch(attention_merge, ({t.bhkv}, {-(-rows // mp['BR'])}), {op}, {lp}, "
             f"{t.out.name}.view({t.bhkv}, {rows}, {t.d}), {t.lse.name}.view({t.bhkv}, {rows}), {mkw})"]
+
+
+def _render_fp32(t: AttentionTemplate, scale_log2: float) -> list[str]:
+    """Host lines of fp32 attention: q and k split into TF32 halves (`split_tf32` on (rows, D)), v into
+    transposed halves (`split_tf32_t`: (BHKV, D, SKVP), zeros past SKV), then `attention_fp32`."""
+    qh, ql, kh, kl, vh, vl = (b.name for b in t.halves)
+    d, skvp = t.d, t.halves[4].shape[-1]
+    lines = []
+    for src, hi, lo, rows in ((t.q, qh, ql, t.bh * t.sq), (t.k, kh, kl, t.bhkv * t.skv)):
+        lines.append(f"launch(split_tf32, ({-(-rows // 16)}, {-(-d // 128)}), {src.name}.view({rows}, {d}), "
+                     f"{hi}.view({rows}, {d}), {lo}.view({rows}, {d}))")
+    lines.append(f"launch(split_tf32_t, ({-(-skvp // 32)}, {-(-d // 32)}, {t.bhkv}), "
+                 f"{t.v.name}.view({t.bhkv}, {t.skv}, {d}), {vh}.view({t.bhkv}, {d}, {skvp}), "
+                 f"{vl}.view({t.bhkv}, {d}, {skvp}))")
+    params = fwd_params(t)
+    kw = ", ".join(f"{a}={b!r}" for a, b in params.items())
+    views = [f"{qh}.view({t.bh}, {t.sq}, {d})", f"{ql}.view({t.bh}, {t.sq}, {d})",
+             f"{kh}.view({t.bhkv}, {t.skv}, {d})", f"{kl}.view({t.bhkv}, {t.skv}, {d})",
+             f"{vh}.view({t.bhkv}, {d}, {skvp})", f"{vl}.view({t.bhkv}, {d}, {skvp})"]
+    grid = f"({-(-t.sq // (64 * params['CONSUMERS']))}, {t.bh})"
+    lines.append(f"launch(attention_fp32, {grid}, {', '.join(views)}, {t.out.name}.view({t.bh}, {t.sq}, {d}), "
+                 f"{t.lse.name}.view({t.bh}, {t.sq}), {scale_log2!r}, {kw})")
+    return lines
 
 
 def _decompose(ctx, node, args: list, kwargs: dict) -> LTensor:

@@ -55,7 +55,10 @@ def _pair(ctx, a, b):
         return _bulk_store_pair(ctx, a, b, rel, m1, c1, m2, c2)
     cond = AND(c1, c2, cmp("==", counter(a.point, "B", m1), counter(b.point, "B", m2)),
                cmp("==", rename(a.stage, m1), rename(b.stage, m2)))
-    if concurrent(a.point, b.point):  # roles run concurrently: ordered only through mbarriers
+    # Concurrent roles are ordered only through mbarriers; the threads of one role also through an mbarrier the
+    # role arrives on and then waits for (each thread's arrival releases its own writes, the wait completes
+    # after every thread's: a barrier over the role, e.g. consumers writing a shared tile that wgmma reads next).
+    if concurrent(a.point, b.point) or ctx.analysis.arrives:
         sync = ctx.__dict__.setdefault("_sync", Sync(ctx.analysis))
         cond = AND(cond, NOT(sync.sync(a.point, m1, b.point, m2, ta, tb)),
                    NOT(sync.sync(b.point, m2, a.point, m1, tb, ta)))
