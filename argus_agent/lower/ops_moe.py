@@ -357,9 +357,17 @@ def lower(ctx, match: MoeMatch, env: dict) -> LTensor:
     xt = env[match.x]
     x2 = LTensor((T, H), xt.dtype, lambda c: xt(unflatten(flatten(list(c), (T, H)), xt.shape)))
     xb = ctx.contiguous(x2, "moe_x").buffer
-    lt = env[match.logits]
-    l2 = LTensor((T, E), torch.float32,
-                 lambda c: vals.cast(lt(unflatten(flatten(list(c), (T, E)), lt.shape)), torch.float32))
+    lt, rounding = env[match.logits], None
+    src = match.logits.args[0] if _is(match.logits, "aten._to_copy.default") else None
+    if src is not None and _val(src) is not None and _val(src).dtype in (torch.bfloat16, torch.float16):
+        # eager routes on the router's output as stored (rounded to its half type, then widened); a template
+        # GEMM keeps it in f32, and a different rounding would pick other experts on near ties
+        lt, rounding = env[src], vals.TP_DTYPE[_val(src).dtype]
+
+    def logit(c):
+        v = vals.cast(lt(unflatten(flatten(list(c), (T, E)), lt.shape)), torch.float32)
+        return vals.make("roundto", (v, rounding), torch.float32) if rounding else v
+    l2 = LTensor((T, E), torch.float32, logit)
     lb = ctx.contiguous(l2, "moe_logits").buffer
     w1, w3, w2 = ([env[p] for p in ps] for ps in (match.w1, match.w3, match.w2))
     bf = torch.bfloat16
