@@ -87,10 +87,11 @@ def t_rotary_gptj(pos, q, k, cs, head_size: int):
 
 # layer_norm's variants (threads, one pass, rows a block, EVEN: no mask on the centred values (4096 is a power
 # of two, so the launch's default is EVEN=True), MIN_BLOCKS: -1 the kernel's rule (4 blocks of 512 threads per SM
-# in registers), 0 none)
-LAYER_NORM_VARIANTS = ((512, False, 1, True, -1), (512, False, 1, False, -1), (512, False, 1, True, 0),
-                       (512, False, 1, False, 0), (256, False, 1, True, -1), (512, True, 1, True, -1))
-RMSNORM_VARIANTS = ((512, -1), (512, 0), (256, -1), (128, -1))
+# in registers), 0 none; WARP_SUMS: per-warp sums and one exchange of the warps' partials)
+LAYER_NORM_VARIANTS = ((512, False, 1, True, -1, True), (512, False, 1, True, -1, False),
+                       (512, False, 1, False, -1, True), (512, False, 1, True, 0, True),
+                       (512, False, 1, False, 0, False), (512, True, 1, True, -1, True))
+RMSNORM_VARIANTS = ((512, -1, True), (512, -1, False), (512, 0, True), (512, 0, False), (256, -1, True))
 
 
 def main(argv=None):
@@ -171,17 +172,17 @@ def main(argv=None):
         err = max(rel(y, F.rms_norm(rd, (k,), w.double(), 1e-6)), rel(ro, rd))
         cf = comp(t_fused_add_rmsnorm)
         row("fused_add_rmsnorm", [m, k], 4 * m * k * 2 + k * 2,
-            {f"THREADS={th},MIN_BLOCKS={mb}": (lambda th=th, mb=mb: L.launch_fused_add_rmsnorm(
-                x, r, w, y, ro, 1e-6, THREADS=th, MIN_BLOCKS=mb)) for th, mb in RMSNORM_VARIANTS},
+            {f"THREADS={th},MIN_BLOCKS={mb},WARP_SUMS={ws}": (lambda th=th, mb=mb, ws=ws: L.launch_fused_add_rmsnorm(
+                x, r, w, y, ro, 1e-6, THREADS=th, MIN_BLOCKS=mb, WARP_SUMS=ws)) for th, mb, ws in RMSNORM_VARIANTS},
             lambda: t_fused_add_rmsnorm(x, r, w), cf and (lambda: cf(x, r, w)), err)
         L.launch_layer_norm(x, w, b, y, 1e-5)
         err = rel(y, F.layer_norm(x.double(), (k,), w.double(), b.double(), 1e-5))
         cf = comp(t_layer_norm)
         row("layer_norm", [m, k], 2 * m * k * 2 + 2 * k * 2,
-            {f"THREADS={th},ONE_PASS={op},ROWS={rw},EVEN={ev},MIN_BLOCKS={mb}": (
-                lambda th=th, op=op, rw=rw, ev=ev, mb=mb: L.launch_layer_norm(
-                    x, w, b, y, 1e-5, THREADS=th, ONE_PASS=op, ROWS=rw, EVEN=ev, MIN_BLOCKS=mb))
-             for th, op, rw, ev, mb in LAYER_NORM_VARIANTS},
+            {f"THREADS={th},ONE_PASS={op},ROWS={rw},EVEN={ev},MIN_BLOCKS={mb},WARP_SUMS={ws}": (
+                lambda th=th, op=op, rw=rw, ev=ev, mb=mb, ws=ws: L.launch_layer_norm(
+                    x, w, b, y, 1e-5, THREADS=th, ONE_PASS=op, ROWS=rw, EVEN=ev, MIN_BLOCKS=mb, WARP_SUMS=ws))
+             for th, op, rw, ev, mb, ws in LAYER_NORM_VARIANTS},
             lambda: t_layer_norm(x, w, b), cf and (lambda: cf(x, w, b)), err)
         del x, r, y, ro
 

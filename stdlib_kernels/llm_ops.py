@@ -62,6 +62,22 @@ def _row_min_blocks(c):
     return 2048 // t if 1024 <= c["BLOCK_N"] <= 8 * t and c.get("ROWS", 1) == 1 else 0
 
 
+def _warp_rows(n, threads):
+    """The row tile (n,) of `_row` seen as (warps, n / warps): row w is warp w's 8 * 32 values, every thread and
+    value slot holding the element it holds in `_row(n, threads)` (so `tp.reshape` moves no data), and a sum
+    along axis 1 stays inside each warp (shuffles). Only for n == 8 * threads (one vector a thread)."""
+    return tp.blocked((threads // 32, n // (threads // 32)), threads, vec=8)
+
+
+def _lanes(threads):
+    """A (warps,) tile of per-warp partial sums in every warp: lane l holds warp l % warps's (the other lanes and
+    warps replicate), so a sum along axis 0 is a few shuffles. `tp.convert_layout` into it is one shared store a
+    warp, a barrier and one shared load a thread; the renderer's own cross-warp step reads all the warps'
+    partials in every thread (16 loads and adds at 512 threads)."""
+    w = threads // 32
+    return tp.TVLayout((w,), (w, 32 // w, w), (1,), (((1, 0, 0), (0,)),), "lanes")
+
+
 def _row(n, threads):
     """The layout of every row tile: 8 contiguous elements per thread (16 bytes of bf16), so bf16 and f32 tiles,
     the index tile and the weights all agree and elementwise ops stay in registers."""
@@ -71,7 +87,8 @@ def _row(n, threads):
 @tp.kernel(threads=_row_threads, min_blocks=_row_min_blocks)
 def fused_add_rmsnorm(X: tp.Tensor[tp.bf16, "M", "N"], RES: tp.Tensor[tp.bf16, "M", "N"], W: tp.Tensor[tp.bf16, "N"],
                       Y: tp.Tensor[tp.bf16, "M", "N"], RES_OUT: tp.Tensor[tp.bf16, "M", "N"], eps: tp.f32,
-                      BLOCK_N: tp.constexpr = 4096, THREADS: tp.constexpr = 0, MIN_BLOCKS: tp.constexpr = -1):
+                      BLOCK_N: tp.constexpr = 4096, THREADS: tp.constexpr = 0, MIN_BLOCKS: tp.constexpr = -1,
+                      WARP_SUMS: tp.constexpr = False):
     row = tp.block_id(0)
     tp.tag(X, lambda i, j: ("x", i, j))
     tp.tag(RES, lambda i, j: ("r", i, j))
@@ -80,7 +97,12 @@ def fused_add_rmsnorm(X: tp.Tensor[tp.bf16, "M", "N"], RES: tp.Tensor[tp.bf16, "
     r = tp.load(X[row, 0:BLOCK_N], layout=lay) + tp.load(RES[row, 0:BLOCK_N], layout=lay)   # in their dtype
     tp.store(RES_OUT[row, 0:BLOCK_N], r)
     rf = r.to(tp.f32)                                                 # columns past N are 0: add nothing
-    ms = tp.sum(rf * rf, axis=0, keepdims=True) / X.shape[1]
+    if WARP_SUMS and BLOCK_N == 8 * tp.num_threads():   # per-warp sums, then across the warps (see `_lanes`)
+        ws = tp.sum(tp.reshape(rf * rf, (tp.num_threads() // 32, BLOCK_N * 32 // tp.num_threads()),
+                               layout=_warp_rows(BLOCK_N, tp.num_threads())), axis=1)
+        ms = tp.sum(tp.convert_layout(ws, _lanes(tp.num_threads())), axis=0, keepdims=True) / X.shape[1]
+    else:
+        ms = tp.sum(rf * rf, axis=0, keepdims=True) / X.shape[1]
     y = rf * tp.rsqrt(ms + eps) * tp.load(W[0:BLOCK_N], layout=lay).to(tp.f32)
     # tag of y[j]: ((r_j, rsqrt((sum_k r_k r_k) / n + eps)), w_j), r_j = (x[i, j], res[i, j])
     tp.assert_tag(y, lambda t: (t[0][0][0][1] == t[0][0][1][1] and t[0][0][0][2] == t[0][0][1][2]
@@ -98,7 +120,7 @@ def fused_add_rmsnorm(X: tp.Tensor[tp.bf16, "M", "N"], RES: tp.Tensor[tp.bf16, "
 def layer_norm(X: tp.Tensor[tp.bf16, "M", "N"], W: tp.Tensor[tp.bf16, "N"], B: tp.Tensor[tp.bf16, "N"],
                Y: tp.Tensor[tp.bf16, "M", "N"], eps: tp.f32, BLOCK_N: tp.constexpr = 4096,
                THREADS: tp.constexpr = 0, ONE_PASS: tp.constexpr = False, ROWS: tp.constexpr = 1,
-               EVEN: tp.constexpr = False, MIN_BLOCKS: tp.constexpr = -1):
+               EVEN: tp.constexpr = False, MIN_BLOCKS: tp.constexpr = -1, WARP_SUMS: tp.constexpr = False):
     """ONE_PASS: the variance as E[x^2] - mean^2 (both sums in one pass; relative error about 2^-24 (mean / std)^2,
     below bf16's rounding while |mean| < ~100 std); otherwise the centred two-pass form. (w and b are loaded
     after the reductions: loaded with x they cost 22 more registers a thread, 2 blocks of 512 per SM, not 4.)
@@ -106,9 +128,14 @@ def layer_norm(X: tp.Tensor[tp.bf16, "M", "N"], W: tp.Tensor[tp.bf16, "N"], B: t
     reductions (its loads stay in flight through the two block reductions, the w / b loads and the store; rows
     past M read nothing and store nothing: the view's bounds).
     EVEN: the row is exactly BLOCK_N long (the launch checks), so the centred values need no mask (x past the row
-    would be 0 and x - mean not): no index tile, compare or select per element."""
+    would be 0 and x - mean not): no index tile, compare or select per element.
+    WARP_SUMS (where a thread holds one 8-wide vector of the row, two-pass): each block sum as per-warp sums
+    (shuffles) and one exchange of the warps' partials (`_lanes`) instead of the renderer's cross-warp step
+    (H100: see docs/kernels.md)."""
     row0 = tp.block_id(0) * ROWS
     n = X.shape[1]
+    WARPS = tp.num_threads() // 32
+    SPLIT_SUMS = WARP_SUMS and BLOCK_N == 8 * tp.num_threads() and not ONE_PASS
     tp.tag(X, lambda i, j: ("x", i, j))
     tp.tag(W, lambda j: ("w", j))
     tp.tag(B, lambda j: ("b", j))
@@ -119,7 +146,11 @@ def layer_norm(X: tp.Tensor[tp.bf16, "M", "N"], W: tp.Tensor[tp.bf16, "N"], B: t
         x = xn.to(tp.f32)
         if r + 1 < ROWS:
             xn = tp.load(X[row + 1, 0:BLOCK_N], layout=lay)
-        mean = tp.sum(x, axis=0, keepdims=True) / n
+        if SPLIT_SUMS:   # per-warp sums, then across the warps in shuffles (see `_lanes`)
+            ws = tp.sum(tp.reshape(x, (WARPS, BLOCK_N // WARPS), layout=_warp_rows(BLOCK_N, tp.num_threads())), axis=1)
+            mean = tp.sum(tp.convert_layout(ws, _lanes(tp.num_threads())), axis=0, keepdims=True) / n
+        else:
+            mean = tp.sum(x, axis=0, keepdims=True) / n
         if EVEN:
             d = x - mean                                                            # no column past the row
         else:
@@ -127,7 +158,12 @@ def layer_norm(X: tp.Tensor[tp.bf16, "M", "N"], W: tp.Tensor[tp.bf16, "N"], B: t
         if ONE_PASS:
             var = tp.maximum(tp.sum(x * x, axis=0, keepdims=True) / n - mean * mean, 0.0)
         else:
-            var = tp.sum(d * d, axis=0, keepdims=True) / n
+            if SPLIT_SUMS:
+                wv = tp.sum(tp.reshape(d * d, (WARPS, BLOCK_N // WARPS), layout=_warp_rows(BLOCK_N, tp.num_threads())),
+                            axis=1)
+                var = tp.sum(tp.convert_layout(wv, _lanes(tp.num_threads())), axis=0, keepdims=True) / n
+            else:
+                var = tp.sum(d * d, axis=0, keepdims=True) / n
         y = d * tp.rsqrt(var + eps) * tp.load(W[0:BLOCK_N], layout=lay).to(tp.f32) \
             + tp.load(B[0:BLOCK_N], layout=lay).to(tp.f32)
         # tag of y[j]: (((d_j, rsqrt(...)), w_j), b_j) with d_j = (mask, (x[i, j], mean)), or (x[i, j], mean) when

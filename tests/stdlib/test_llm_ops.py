@@ -190,7 +190,9 @@ KERNEL_NAMES = ["silu_and_mul", "fused_add_rmsnorm", "layer_norm", "merge_attn_s
 @pytest.mark.parametrize("name,params", [(n, {}) for n in KERNEL_NAMES] + [("layer_norm", {"ONE_PASS": True})]
                          + [("layer_norm", {"ROWS": 2}), ("layer_norm", {"ROWS": 4, "ONE_PASS": True}),
                             ("rotary_neox", {"EARLY_K": True}), ("layer_norm", {"EVEN": True}),
-                            ("layer_norm", {"EVEN": True, "ONE_PASS": True}), ("layer_norm", {"EVEN": True, "ROWS": 2})]
+                            ("layer_norm", {"EVEN": True, "ONE_PASS": True}), ("layer_norm", {"EVEN": True, "ROWS": 2}),
+                            ("layer_norm", {"WARP_SUMS": True}), ("fused_add_rmsnorm", {"WARP_SUMS": True}),
+                            ("layer_norm", {"WARP_SUMS": True, "ROWS": 2})]
                          + [(n, dict(SPLIT=True, BHQ=8, BHK=8, THREADS=64)) for n in ("rotary_neox", "rotary_gptj")])
 def test_verifies_clean_and_fast(name, params):
     kernel = L.KERNELS[name][L.tp.bf16]
@@ -219,6 +221,29 @@ def test_broken_pairing_is_caught(tmp_path):
     report = tv.verify(mod.rotary_neox)
     assert not report.ok
     assert any(f.check == "tag_assertion" and "x1 - x2" in str(f) for f in report.errors), str(report)
+
+
+@pytest.mark.parametrize("even", [True, False])
+def test_layer_norm_mean_of_another_row_is_caught(tmp_path, even):
+    """layer_norm's per-warp sums (WARP_SUMS) reading the next row's x for the mean fail the assertion that the
+    mean and the variance read the output's row only: the reshape / convert_layout path keeps the tags."""
+    import importlib.util
+    from pathlib import Path
+
+    src = Path(L.__file__).read_text()
+    good = "ws = tp.sum(tp.reshape(x, (WARPS,"
+    assert good in src
+    path = tmp_path / "broken_ln.py"
+    path.write_text(src.replace(good, "ws = tp.sum(tp.reshape(tp.load(X[row + 1, 0:BLOCK_N], layout=lay).to(tp.f32), "
+                                      "(WARPS,"))
+    spec = importlib.util.spec_from_file_location("broken_ln", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert tv.verify(L.layer_norm, EVEN=even, WARP_SUMS=True).ok
+    report = tv.verify(mod.layer_norm, EVEN=even, WARP_SUMS=True)
+    assert not report.ok
+    mean_check = "t[0][0][0][1][0][1] == t[0][0][0][0][1]" if even else "t[0][0][0][1][1][0][1] == t[0][0][0][1][0][1]"
+    assert [f.check for f in report.errors] == ["tag_assertion"] and mean_check in str(report.errors[0]), str(report)
 
 
 @pytest.mark.parametrize("good,bad", [
@@ -276,3 +301,24 @@ def test_row_kernels_register_bound(name, params, dtype, bound):
         ck = tilepy_hip.compile(kernel, target="sm_90a", **params)
         regs = ck.resources
         assert regs["registers"] * threads * bound <= 65536 and regs["spill_stores"] == 0, regs
+
+
+@pytest.mark.parametrize("rows", [1, 2])
+@pytest.mark.parametrize("m,n", [(3, 1024), (5, 4096)])
+def test_row_sums_per_warp(m, n, rows):
+    """Rows of 8 values a thread sum per warp and exchange the warps' partials (WARP_SUMS):
+    layer_norm and fused_add_rmsnorm equal float64 and the renderer's plain block sums (WARP_SUMS=False)."""
+    g = torch.Generator().manual_seed(m * 7 + n + rows)
+    x, r = torch.randn(m, n, generator=g) * 2 + 3, torch.randn(m, n, generator=g)
+    w, b = torch.randn(n, generator=g), torch.randn(n, generator=g)
+    outs = []
+    for ws in (True, False):
+        y = nan_like(x)
+        L.launch_layer_norm(x, w, b, y, 1e-5, ROWS=rows, WARP_SUMS=ws)
+        assert rel(y, L.ref_layer_norm(x, w, b, 1e-5)) < 1e-6
+        y2, ro = nan_like(x), nan_like(x)
+        L.launch_fused_add_rmsnorm(x, r, w, y2, ro, 1e-6, WARP_SUMS=ws)
+        ref_y, ref_r = L.ref_fused_add_rmsnorm(x, r, w, 1e-6)
+        assert rel(y2, ref_y) < 1e-6 and rel(ro, ref_r) < 1e-7
+        outs.append((y, y2))
+    torch.testing.assert_close(outs[0], outs[1], rtol=1e-6, atol=1e-6)
