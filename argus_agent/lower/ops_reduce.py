@@ -500,21 +500,28 @@ def _logcumsumexp(ctx, node, x, dim):
     return LTensor(x.shape, out, lambda c: vals.cast(call("add", call("log", s(c)), safe_max(c)), out))
 
 
-TOPK_MAX = 32   # k of a topk lowered as k rounds of a (value, first index) row reduction; larger k is refused
+TOPK_MAX = 32   # k of a topk lowered as k rounds of a (value, first index) row reduction; larger k: a sort
 
 
 @register("aten.topk")
 def _topk(ctx, node, x, k, dim=-1, largest=True, sorted=True):
     """(values, indices) of the k largest (smallest) elements along `dim`, in order: round j takes the extreme
     of the elements no earlier round picked and the first index holding it (torch's order, NaN the largest).
-    2k reductions of the same rows (one row-persistent kernel when a row fits); k > TOPK_MAX is refused."""
+    2k reductions of the same rows (one row-persistent kernel when a row fits); k > TOPK_MAX: the first k of the
+    stable sort (O(n^2) per line, lines of at most SORT_MAX)."""
     rank = len(x.shape)
     d = (dim + rank if dim < 0 else dim) if rank else 0
     n = x.shape[d] if rank else 1
-    if k > TOPK_MAX:
-        raise NotImplementedError(f"topk with k = {k} (lowered as k rounds of a row reduction, k <= {TOPK_MAX})")
     if not rank:
         raise NotImplementedError("topk of a 0-d tensor")
+    if k > TOPK_MAX:
+        # the first k of the line sorted stably (descending for the largest: NaN first, ties by first index)
+        if n > SORT_MAX:
+            raise NotImplementedError(f"topk with k = {k} > {TOPK_MAX} of a line of {n} elements (the sorted "
+                                      f"line's first k; sort takes lines of at most {SORT_MAX})")
+        values, index = _sort(ctx, None, x, d, descending=largest)
+        shape = x.shape[:d] + (k,) + x.shape[d + 1:]
+        return (LTensor(shape, x.dtype, lambda c: values(c)), LTensor(shape, torch.int64, lambda c: index(c)))
     kind = "max" if largest else "min"
     acc = vals.compute_dtype(x.dtype)
     fill = vals.const(-math.inf if largest else math.inf, acc) if acc.is_floating_point else vals.const(

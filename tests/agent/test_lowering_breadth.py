@@ -60,9 +60,21 @@ def test_topk_with_ties_and_infinities(tmp_path):
             assert sorted(idx[row[idx] == val].tolist()) == want
 
 
-def test_topk_of_a_large_k_is_refused_naming_the_op_and_line(tmp_path):
+@pytest.mark.parametrize("largest", [True, False])
+def test_topk_of_a_large_k_is_the_sorted_lines_first_k(largest, tmp_path):
+    """k > TOPK_MAX: the first k of the stable sort (NaN the largest, ties by first index), as torch."""
+    x = _ties((5, 57), seed=3)
+    x[1, 6] = float("nan")
+    _, _, (v, i), _ = _run(lambda x: torch.topk(x, 40, dim=-1, largest=largest), [x], tmp_path, f"topk40{largest}")
+    rv, _ = torch.topk(x, 40, dim=-1, largest=largest)
+    assert torch.equal(v.isnan(), rv.isnan()) and torch.equal(v.nan_to_num(), rv.nan_to_num())
+    assert torch.equal(x.gather(1, i).nan_to_num(), v.nan_to_num())        # each index holds its value
+    assert all(len(set(row.tolist())) == 40 for row in i)                  # no element is picked twice
+
+
+def test_topk_of_a_large_k_over_a_too_long_line_is_refused_naming_the_op_and_line(tmp_path):
     with pytest.raises(LoweringError) as e:
-        lower_model(Fn(lambda x: torch.topk(x, 40, dim=-1).values), [torch.randn(3, 50)], "cpu")
+        lower_model(Fn(lambda x: torch.topk(x, 40, dim=-1).values), [torch.randn(2, 20000)], "cpu")
     assert "aten.topk" in str(e.value) and "k = 40" in str(e.value)
     assert "test_lowering_breadth.py" in str(e.value)
 
