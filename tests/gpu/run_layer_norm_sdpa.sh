@@ -31,7 +31,7 @@ json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "
 PY
 echo "== decode64 rc=$? at $((SECONDS - T0)) s"; tail -c 900 "$OUT/decode64.log"; echo
 has tests && timeout 120 python3 -m pytest -q -p no:cacheprovider tests/gpu/test_gpu_lower_sdpa.py tests/gpu/test_gpu_llm_ops.py \
-  -k "${TESTS_K:-lowered or layer_norm or rmsnorm}" > "$OUT/tests.log" 2>&1
+  -k "${TESTS_K:-lowered or layer_norm or rmsnorm or per_warp}" > "$OUT/tests.log" 2>&1
 echo "== tests rc=$? at $((SECONDS - T0)) s"; tail -3 "$OUT/tests.log"; grep -E "^(FAILED|ERROR)" "$OUT/tests.log" | head
 for tool in $(has sanitize && echo memcheck racecheck); do
   timeout 60 compute-sanitizer --tool $tool python3 - > "$OUT/san_$tool.log" 2>&1 <<'PY'
@@ -44,7 +44,10 @@ for th, rows in ((0, 1), (256, 1), (0, 2)):
 x, r, w, b = (torch.randn(*s, device=d).to(bf) for s in ((19, 4096), (19, 4096), (4096,), (4096,)))
 L.launch_layer_norm(x, w, b, torch.empty_like(x), 1e-5)                     # EVEN, 4 blocks a SM in registers
 L.launch_fused_add_rmsnorm(x, r, w, torch.empty_like(x), torch.empty_like(x), 1e-6)
-L.launch_layer_norm(x, w, b, torch.empty_like(x), 1e-5, ROWS=2)             # per-warp sums, two rows a block
+for ws in (False, True):                                                      # WARP_SUMS: per-warp sums
+    L.launch_layer_norm(x, w, b, torch.empty_like(x), 1e-5, ROWS=2, WARP_SUMS=ws)   # two rows a block
+    L.launch_layer_norm(x, w, b, torch.empty_like(x), 1e-5, WARP_SUMS=ws)
+    L.launch_fused_add_rmsnorm(x, r, w, torch.empty_like(x), torch.empty_like(x), 1e-6, WARP_SUMS=ws)
 torch.cuda.synchronize()
 print("ok")
 PY

@@ -128,3 +128,24 @@ def test_rotary(neox, dtype, t, hq, hk, hs, rot, hpb, threads, request):        
         qi, ki = q.clone(), k.clone()
         L.launch_rotary(pos, qi, ki, cs, hs, neox)
         assert rel(qd, qi) < TOL[dtype] / 4 and rel(kd, ki) < TOL[dtype] / 4
+
+
+@pytest.mark.parametrize("rows", [1, 2])
+@pytest.mark.parametrize("m,n", [(64, 4096), (19, 1024), (5, 8192)])
+def test_row_sums_per_warp(m, n, rows, request):
+    """WARP_SUMS (per-warp sums, one exchange of the warps' partials through shared memory) on rows of one
+    vector a thread: layer_norm and fused_add_rmsnorm against float64, rows past M untouched."""
+    g = _gen(request)
+    dtype = torch.bfloat16
+    x = (torch.randn(m, n, generator=g) * 3 + 1.5).to(dtype)
+    r = torch.randn(m, n, generator=g).to(dtype)
+    w, b = torch.randn(n, generator=g).to(dtype), torch.randn(n, generator=g).to(dtype)
+    y = nan((m + 1, n), dtype)
+    L.launch_layer_norm(x.to(DEV), w.to(DEV), b.to(DEV), y[:m], 1e-5, ROWS=rows, WARP_SUMS=True)
+    y2, ro = nan((m, n), dtype), nan((m, n), dtype)
+    L.launch_fused_add_rmsnorm(x.to(DEV), r.to(DEV), w.to(DEV), y2, ro, 1e-6, WARP_SUMS=True)
+    torch.cuda.synchronize()
+    assert rel(y[:m], L.ref_layer_norm(x, w, b, 1e-5)) < TOL[dtype]
+    assert torch.isnan(y[m]).all()
+    ref_y, ref_r = L.ref_fused_add_rmsnorm(x, r, w, 1e-6, round_residual=lambda a: torch.from_numpy(a).to(dtype))
+    assert rel(ro, ref_r) == 0.0 and rel(y2, ref_y) < TOL[dtype]
