@@ -202,9 +202,14 @@ def _pdist(ctx, node, x, p=2.0):
         j = call("add", call("sub", k, start(i), dtype=I64), call("add", i, _i(1), dtype=I64), dtype=I64)
         return i, j
     kind = "max" if p == math.inf else "sum"
+    if K == 0:
+        return LTensor((0,), acc, lambda c: vals.const(0.0, acc))
+    # the pair of each output once, in two index buffers (computed per reduced element it spills registers)
+    rows = [ctx.realize(LTensor((K,), I64, lambda c, s=s: pair(vals.index_value(c[0]))[s]), f"pdist_{n}")
+            for s, n in ((0, "i"), (1, "j"))]
 
     def fn(oc, rc):
-        i, j = pair(vals.index_value(oc[0]))
+        i, j = (vals.cast(t([oc[0]]), I64) for t in rows)
         a = vals.cast(_load_at(xb, [None, rc[0]], [(0, i)]), acc)
         b = vals.cast(_load_at(xb, [None, rc[0]], [(0, j)]), acc)
         dd = call("abs", call("sub", a, b))
@@ -215,8 +220,6 @@ def _pdist(ctx, node, x, p=2.0):
         if p == 2:
             return call("mul", dd, dd)
         return call("pow", dd, vals.const(float(p), acc))
-    if K == 0:
-        return LTensor((0,), acc, lambda c: vals.const(0.0, acc))
     red = ctx.reduce(kind, (K,), (M,), fn, acc, base="pdist")
     if p in (0, 1, math.inf):
         return red
