@@ -67,12 +67,34 @@ def render_pointwise(k: Pointwise, kname: str, buffers: dict) -> tuple[str, list
     return src, args, {"grid": grid}
 
 
+def _gather_steps_with_m(off: V) -> bool:
+    """A gather offset `static + data` whose static part steps by 1 with the output m (m itself, or m mod n:
+    the column of a gathered row) and does not move with r, which only reaches it through loaded data."""
+    from .index import Mod
+
+    if off.op != "add" or "r" not in off.vars:
+        return False
+    static = [a for a in off.args if a.op == "index"]
+    if len(static) != 1 or "r" in static[0].vars:
+        return False
+    e = static[0].args[0]
+    for c, a in e.terms if isinstance(e, Sum) else [(1, e)]:
+        if c == 1 and (isinstance(a, Var) and a.name == "m" or isinstance(a, Mod) and isinstance(a.x, Var)
+                       and a.x.name == "m"):
+            return True
+    return False
+
+
 def _column_reduction(value: V) -> bool:
     """Whether the reduction's main loads step by 1 along the outputs but not along the reduced index.
     (Pooling windows, whose offsets are div/mod terms of r, stay (BM, BR): outputs along the fast axis measured
     1.3-3x slower on the H100 for max pools, benchmarks/results/suite-pool-*.json.)"""
     votes = 0
     for v in walk([value]):
+        if v.op == "gather" and "r" in v.vars and _gather_steps_with_m(v.args[1]):
+            votes += 2      # a row gathered by a run-time index (an embedding table): its columns are the outputs
+            # (outweighs the index load stepping with r: one index serves a whole row of outputs)
+            continue
         if v.op != "load" or not isinstance(v.args[1], Sum):
             continue
         coef = {a.name: c for c, a in v.args[1].terms if isinstance(a, Var)}

@@ -406,3 +406,20 @@ def test_gather_of_an_expression_computes_only_the_gathered_elements(case, tmp_p
     temps = [b for b in prog.buffers if b.kind == "temp" and b.numel >= n * (c - 2)]
     assert bool(temps) == (case == "gather_permuted"), [(b.name, b.shape) for b in temps]
     assert torch.allclose(out.double(), ref, rtol=1e-5, atol=1e-6), (out.double() - ref).abs().max()
+
+
+def test_a_reduction_over_gathered_table_rows_puts_the_row_along_the_fast_axis(tmp_path):
+    """embedding(idx).mean(1): each reduced step gathers a whole table row, so the outputs (the row's
+    columns) lie along the tile's fast axis ((BR, BM) tile: a warp reads one row, coalesced), and the
+    result matches torch in float64."""
+    class EmbMean(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.e = nn.Embedding(50, 40)
+
+        def forward(self, i):
+            return self.e(i).mean(dim=1)
+    idx = torch.randint(0, 50, (6, 9), generator=torch.Generator().manual_seed(2))
+    prog, src, out, ref = run_lowered(EmbMean(), [idx], tmp_path, "emb_mean", target="cpu")
+    assert "acc = tp.full((BR, BM)" in src
+    assert torch.allclose(out.double(), ref, rtol=1e-6, atol=1e-6)
