@@ -52,6 +52,8 @@ class LoweredCandidate:
                 kinds.add("scan")
             elif type(k).__name__ == "AttentionTemplate":   # stdlib attention: not a GEMM for the GEMM skills
                 kinds.add("attention")
+            elif type(k).__name__ in ("MoeTemplate", "ScatterAddTemplate"):   # stdlib MoE / atomic scatter
+                kinds.add("moe" if type(k).__name__ == "MoeTemplate" else "scatter")
             else:
                 kinds.add("matmul")
         return "|".join(sorted(kinds)) or "elementwise"

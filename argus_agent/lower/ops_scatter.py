@@ -15,16 +15,60 @@ compared at its tolerance).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 
 from . import values as vals
-from .core import LTensor, broadcast_coords, broadcast_shapes
+from .core import Buffer, LTensor, broadcast_coords, broadcast_shapes, buffer_tensor
 from .index import as_index, const, numel, unflatten
 from .registry import register
 from .values import call
 
 UNROLL = 8   # candidates per output written out as one expression instead of a reduction kernel
+
+
+@dataclass
+class ScatterAddTemplate:
+    """out (M, D) f32, holding x already (a copy kernel before it), gets src (N, D) row i added to row
+    index[i] by `stdlib_kernels/scatter_add.py` (atomic adds: the order of equal-index rows varies, as
+    torch's CUDA index_add)."""
+
+    out: Buffer
+    src: Buffer
+    index: Buffer
+    N: int
+    M: int
+    D: int
+    what: str = ""
+
+    @property
+    def K(self) -> int:       # the longest sum it runs (for tolerances)
+        return self.N
+
+
+def render_scatter_add(t: ScatterAddTemplate) -> list[str]:
+    return [f"launch(scatter_add, (tp.cdiv({t.N}, 16),), {t.src.name}.view({t.N}, {t.D}), {t.index.name}, "
+            f"{t.out.name}.view({t.M}, {t.D}))"]
+
+
+def _row_scatter_add(ctx, x: LTensor, index: LTensor, values, n: int) -> LTensor:
+    """x.index_add(0, index, values) on a GPU target: a copy of x, then the stdlib atomic row scatter-add
+    (O(N x D) instead of the pull's O(M x N x D))."""
+    M = x.shape[0]
+    D = numel(x.shape[1:])
+    out = ctx.realize(LTensor(x.shape, x.dtype, x._fn), "index_add").buffer    # always a copy of its own
+    ishape = (n,) + tuple(x.shape[1:])
+    if isinstance(values, LTensor):
+        src = LTensor(ishape, torch.float32, lambda c: vals.cast(values(broadcast_coords(c, values.shape, ishape)),
+                                                                  torch.float32))
+    else:
+        v = vals.const(values, torch.float32)
+        src = LTensor(ishape, torch.float32, lambda c: v)
+    sb = ctx.contiguous(src, "index_add_src").buffer
+    ib = ctx.realize(LTensor((n,), torch.int64, lambda c: _wrap(index(c), M)), "index_add_rows").buffer
+    ctx.kernels.append(ScatterAddTemplate(out, sb, ib, n, M, D, ctx.note))
+    return buffer_tensor(out)
 
 
 def _wrap(v, n: int):
@@ -239,6 +283,9 @@ def _index_put(ctx, node, x, indices, values, accumulate=False):
     P = numel(bshape)
     if P == 0:
         return x
+    if accumulate and ctx.target != "cpu" and first == 0 and nt == 1 and nb == 1 and x.dtype == torch.float32 \
+            and P > UNROLL:
+        return _row_scatter_add(ctx, x, tensors[0], values, P)
 
     def pos(p):
         return unflatten(as_index(p), bshape) if bshape else []

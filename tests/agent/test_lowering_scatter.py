@@ -258,3 +258,29 @@ def test_pdist_matches_float64(p, tmp_path):
         x = x.round()
     out, ref = _f64(lambda x: torch.pdist(x, p), [x], tmp_path, f"pdist{p}")
     assert_close(out, ref, 1e-5)
+
+
+def test_index_add_on_a_gpu_target_is_the_stdlib_atomic_row_scatter(tmp_path):
+    """On a GPU target a row index_add (index_put with one 1-D index, accumulate) is a copy of x plus
+    stdlib_kernels/scatter_add.py (O(N x D) atomics, not the pull's O(M x N x D)); negative rows wrap; the
+    consumer reads the result. Run here on the interpreter against float64."""
+    from argus_agent.lower.ops_scatter import ScatterAddTemplate
+
+    g = torch.Generator().manual_seed(18)
+    x, idx, src = torch.randn(30, 5, generator=g), torch.randint(-30, 30, (40,), generator=g), torch.randn(40, 5)
+
+    def fn(x, i, s):
+        return x.index_put((i,), s * 2.0, accumulate=True).relu()
+    prog = lower_model(Fn(fn), [x, idx, src], "sm_90a")
+    assert sum(isinstance(k, ScatterAddTemplate) for k in prog.kernels) == 1
+    p = tmp_path / "index_add_gpu.py"
+    p.write_text(render_program(prog))
+    spec = importlib.util.spec_from_file_location("scatter_index_add_gpu", p)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    with torch.no_grad():
+        out = mod.argus_forward(Fn(fn), x, idx, src)
+        again = mod.argus_forward(Fn(fn), x, idx, src)          # x itself is never written
+    ref = fn(x.double(), idx, src.double())
+    assert_close(out, ref, 1e-5)
+    assert_close(again, ref, 1e-5)
