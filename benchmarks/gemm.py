@@ -218,6 +218,14 @@ POLICY_SWEEP = {  # bf16 out; constexprs over gemm_hopper.PRESETS (128x256, 4 st
     "128x128_s4_wait0_splitk2_fix1": dict(IN_FLIGHT=0, BN=128, INSTR=I128, SPLIT_K=2, FIXUP=1),
     "64x128_s6_wait1_1consumer_splitk2_fix2": dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=I128,
                                                    SPLIT_K=2, FIXUP=2),
+    # FIXUP=3: the slots (plain stores, no ticket) summed and rounded by a second kernel (splitk_sum)
+    "64x128_s6_wait1_1consumer_splitk4_fix3": dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=I128,
+                                                   SPLIT_K=4, FIXUP=3),
+    "64x128_s6_wait1_1consumer_splitk2_fix3": dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=I128,
+                                                   SPLIT_K=2, FIXUP=3),
+    "128x128_s4_wait1_splitk4_fix3": dict(IN_FLIGHT=1, BN=128, INSTR=I128, SPLIT_K=4, FIXUP=3),
+    "128x128_s4_wait1_splitk2_fix3": dict(IN_FLIGHT=1, BN=128, INSTR=I128, SPLIT_K=2, FIXUP=3),
+    "64x128_s4_wait1_1consumer_epi": dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=4, CONSUMERS=1, INSTR=I128, EPILOGUE=1),
 }
 G2_SHAPES = [(16, 4096, 4096), (64, 4096, 4096), (128, 4096, 4096), (256, 4096, 4096), (128, 14336, 4096),
              (1024, 1024, 1024), (2051, 2045, 1000), (3000, 5000, 4096), (8192, 8192, 1024)]

@@ -214,6 +214,10 @@ def gemm_splitk(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"]
             whole = tp.load(WS[m0:m0 + BM, n0:n0 + BN], mask=last[:, None], layout=LC)
             tp.store(C[m0:m0 + BM, n0:n0 + BN], whole, mask=last[:, None])
             tp.store(WS[m0:m0 + BM, n0:n0 + BN], 0.0, mask=last[:, None])   # zero again for the next call
+            tp.store(LOCKS[t:t + 1], 0, mask=last)     # ready for the next call
+        elif FIXUP == 3:                               # the slot alone: splitk_sum adds them up afterwards
+            mine = (z * tp.num_blocks(0) + tp.block_id(0)) * BM
+            tp.store(WS[mine:mine + BM, n0:n0 + BN], acc)
         else:
             mine = (z * tp.num_blocks(0) + tp.block_id(0)) * BM
             tp.store(WS[mine:mine + BM, n0:n0 + BN], acc)
@@ -223,10 +227,28 @@ def gemm_splitk(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"]
                 theirs = (q * tp.num_blocks(0) + tp.block_id(0)) * BM
                 acc += tp.load(WS[theirs:theirs + BM, n0:n0 + BN], mask=(last & (q != z))[:, None], layout=LC)
             tp.store(C[m0:m0 + BM, n0:n0 + BN], acc, mask=last[:, None])
-        tp.store(LOCKS[t:t + 1], 0, mask=last)         # ready for the next call
+            tp.store(LOCKS[t:t + 1], 0, mask=last)     # ready for the next call
 
 
 gemm_splitk_bf16 = gemm_splitk.retyped(C=tp.Tensor[tp.bf16, "M", "N"])  # bf16 out: the last block's store rounds
+
+
+@tp.kernel(threads=128)
+def splitk_sum(WS: tp.Tensor[tp.f32, "WR", "N"], C: tp.Tensor[tp.f32, "M", "N"], SPLIT_K: tp.constexpr = 4,
+               BR: tp.constexpr = 8, BC: tp.constexpr = 128):
+    """C = the sum of gemm_splitk's FIXUP=3 slots, rounded once to C's dtype: WS holds SPLIT_K slots of
+    WR / SPLIT_K >= M rows each (slot q's rows [q * WR / SPLIT_K, ...)). Grid (cdiv(M, BR), cdiv(N, BC)). A block's
+    rows past M read the next slot's rows (or zeros past WS) and are not stored (C's bounds)."""
+    r0 = tp.block_id(0) * BR
+    c0 = tp.block_id(1) * BC
+    rows = WS.shape[0] // SPLIT_K
+    acc = tp.load(WS[r0:r0 + BR, c0:c0 + BC])
+    for q in tp.static_range(1, SPLIT_K):
+        acc += tp.load(WS[q * rows + r0:q * rows + r0 + BR, c0:c0 + BC])
+    tp.store(C[r0:r0 + BR, c0:c0 + BC], acc)
+
+
+splitk_sum_bf16 = splitk_sum.retyped(C=tp.Tensor[tp.bf16, "M", "N"])
 
 
 def _cluster(c):
@@ -490,8 +512,12 @@ BF16_OUT = {"small": dict(EPILOGUE=1), "large": dict(STAGES=3, EPILOGUE=2, PRODU
 # the passes, 17.7 FIXUP=1, 23.0 FIXUP=2; 128 x 4096 x 4096 (64 x 128 tiles, split 4) 27.4 / 37.4 / 41.9; 1024^3 split 4
 # 31.0 / 55.8 / 60.3): the last split's chain (its part written, a device fence, the ticket, the other parts read
 # back, C stored) is ~3-9 us of latency at the end of every wave, more than the passes' two short launches.
-SPLIT_FIXUP: dict = {}
-MAX_SLOTS = 8   # FIXUP=2 unrolls one masked load per split
+# FIXUP=3 keeps the slots (plain stores, no ticket) and sums them, rounded once, in a second kernel (splitk_sum):
+# one pass after the GEMM instead of a zeroing before and a rounding after.
+SPLIT_FIXUP: dict = {"decode": 3, "skinny": 3}   # PROVISIONAL (FIXUP=3 not yet measured on the device)
+MAX_SLOTS = 8   # FIXUP 2 and 3 unroll one load per split: past this many splits the passes serve
+# f32 out at <= 1024^3: 4 stages, not 6 (1024^3: 9.5-9.6 -> 8.8-8.9 us in two runs, gemm-shapes{,-confirm}-*.json)
+F32_OUT = {"small": dict(STAGES=4)}
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -526,6 +552,8 @@ def policy(M: int, N: int, K: int, out=None, fixup: bool = False) -> dict:
         p.update(POLICIES["decode"])
     if out == tp.bf16:
         p.update(BF16_OUT.get(cls, {}))
+    else:
+        p.update(F32_OUT.get(cls, {}))
     tiles = _cdiv(M, p["BM"]) * _cdiv(N, p["BN"])
     k_tiles = _cdiv(K, p["BK"])
     split = 1
@@ -533,9 +561,9 @@ def policy(M: int, N: int, K: int, out=None, fixup: bool = False) -> dict:
         split = max(1, min(NUM_SMS // tiles, k_tiles // 4))
     if split > 1:
         p["SPLIT_K"] = split
-        if fixup and SPLIT_FIXUP.get(cls, 0):
-            # the slots' sum is unrolled over the splits: past MAX_SLOTS the atomic workspace serves
-            p["FIXUP"] = 1 if split > MAX_SLOTS else SPLIT_FIXUP[cls]
+        f = SPLIT_FIXUP.get(cls, 0) if fixup else 0
+        if f and not (f in (2, 3) and split > MAX_SLOTS):   # (the slots' sums are unrolled over the splits)
+            p["FIXUP"] = f
     return p
 
 
@@ -586,9 +614,10 @@ def kernel_params(params: dict) -> dict:
     params = {k: v for k, v in params.items() if k not in CLUSTER_ONLY}
     if not params.get("PERSISTENT"):
         if fixed_up(params):
-            if params["FIXUP"] not in (1, 2):
+            if params["FIXUP"] not in (1, 2, 3):
                 raise ValueError(f"gemm_hopper: FIXUP is 0 (atomics into a zeroed target), 1 (atomics into a "
-                                 f"workspace, reduced in the kernel) or 2 (workspace slots), not {params['FIXUP']!r}")
+                                 f"workspace, reduced in the kernel), 2 (workspace slots, reduced in the kernel) or 3 "
+                                 f"(workspace slots, summed by a second kernel), not {params['FIXUP']!r}")
             drop = PERSISTENT_ONLY + ("PERSISTENT", "NUM_SMS", "EPILOGUE")
         else:
             drop = PERSISTENT_ONLY + ("PERSISTENT", "NUM_SMS", "FIXUP")
@@ -638,7 +667,7 @@ def workspace_shapes(M: int, N: int, params: dict) -> tuple:
     """gemm_splitk's (WS, LOCKS) shapes: FIXUP=1 sums into an (M, N) f32 workspace, FIXUP=2 keeps SPLIT_K slots
     of cdiv(M, BM) * BM rows; one ticket per output tile."""
     gm, gn = _cdiv(M, params["BM"]), _cdiv(N, params["BN"])
-    ws = (M, N) if params["FIXUP"] == 1 else (params["SPLIT_K"] * gm * params["BM"], N)
+    ws = (M, N) if params["FIXUP"] == 1 else (params["SPLIT_K"] * gm * params["BM"], N)   # 2, 3: slots
     return ws, (gm * gn,)
 
 
@@ -649,7 +678,7 @@ class _Plan:
     once, when allocated; every call leaves them zero again (so calls of one plan on two streams at once would
     share them: launch's callers run one stream)."""
 
-    __slots__ = ("launcher", "params", "pad_a", "pad_b", "split", "fixup", "out", "bufs", "shapes")
+    __slots__ = ("launcher", "params", "pad_a", "pad_b", "split", "fixup", "out", "bufs", "shapes", "summer")
 
     def __init__(self, M, N, K, out, params):
         kernel, self.params = plan_kernel(M, N, out, params, K)
@@ -659,6 +688,9 @@ class _Plan:
         self.shapes = workspace_shapes(M, N, params) if self.fixup else None
         self.out = out
         self.launcher = kernel[grid_of(M, N, params)]
+        self.summer = None
+        if self.fixup and params["FIXUP"] == 3:     # the slots' sum, a second launch
+            self.summer = (splitk_sum_bf16 if out == tp.bf16 else splitk_sum)[(_cdiv(M, 8), _cdiv(N, 128))]
         self.bufs: dict = {}
 
     def buffer(self, name, like, shape, dtype, np_dtype=None):
@@ -689,7 +721,10 @@ class _Plan:
             is_torch = not isinstance(c, np.ndarray)
             ws = self.buffer("fixup_ws", c, self.shapes[0], _f32(is_torch))
             locks = self.buffer("fixup_locks", c, self.shapes[1], _i32(is_torch), np.int32)
-            return self.launcher(a, b, c, ws, locks, target=target, **self.params)
+            r = self.launcher(a, b, c, ws, locks, target=target, **self.params)
+            if self.summer is not None:
+                self.summer(ws, c, SPLIT_K=self.params["SPLIT_K"])
+            return r
         if not self.split:
             return self.launcher(a, b, c, target=target, **self.params)
         if self.out == tp.f32:

@@ -109,3 +109,22 @@ for what in "$@"; do
     done
   fi
 done
+# `fixup3` (G5): FIXUP=3 (slots + splitk_sum) against the split-K passes, the small class's 4 stages, then the table
+# with the policy (JSON gemm-fixup3-<device>.json), GPU tests and sanitizers of the fix-ups.
+for what in "$@"; do
+  if [[ $what == fixup3 ]]; then
+    python3 benchmarks/gemm.py --only bf16out,f32out --policies --no-b2b --precompile 16 --sweep-out bf16,f32 \
+      --name gemm-fixup3 --out "$OUT" \
+      --variants "fix3|^64x128_s6_wait1_1consumer(_splitk[24])?$|^128x128_s4_wait1_splitk[24]$|^64x128_s4_wait1_1consumer(_epi)?$" \
+      --shapes 16,4096,4096 64,4096,4096 128,4096,4096 256,4096,4096 128,14336,4096 1024,1024,1024 2051,2045,1000 \
+      3000,5000,4096 --sweep-shapes 16,4096,4096 64,4096,4096 128,4096,4096 256,4096,4096 1024,1024,1024 2>&1 \
+      | grep -v "^  precompiled" | tail -150
+    python3 -m pytest -q -p no:cacheprovider tests/gpu/test_gpu_gemm_policies.py -k "fix_up or policy_table" \
+      2>&1 | tee "$OUT/pytest_fixup3.log" | grep -vE "^(tests|E |  )" | tail -8
+    for tool in memcheck racecheck; do
+      compute-sanitizer --tool $tool python3 tests/gpu/sanitize_gemm_policies.py --fixup > "$OUT/sanitize_fixup3_$tool.log" 2>&1
+      echo "== $tool: rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize_fixup3_$tool.log" | tail -1)"
+      grep -m5 -E "Error|Hazard|Invalid" "$OUT/sanitize_fixup3_$tool.log"
+    done
+  fi
+done

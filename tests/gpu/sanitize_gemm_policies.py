@@ -31,8 +31,9 @@ OLD = [dict(IN_FLIGHT=1), dict(IN_FLIGHT=1, STAGES=2, BN=128, INSTR=I128),
        dict(IN_FLIGHT=1, PRODUCER_REGS=64, CONSUMER_REGS=216),
        dict(IN_FLIGHT=1, BN=128, INSTR=I128, SPLIT_K=3), dict(IN_FLIGHT=0, STAGES=3),
        dict(PERSISTENT=1), dict(PERSISTENT=1, BN=128, STAGES=3, INSTR=I128, NUM_SMS=2, GROUP_M=2)]
-FIXUP = [dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=I128, SPLIT_K=4, FIXUP=f) for f in (1, 2)] + [
-    dict(IN_FLIGHT=1, BN=128, INSTR=I128, SPLIT_K=3, FIXUP=1)]   # split-K reduced in the kernel (gemm_splitk)
+# split-K reduced in the kernel or by splitk_sum (gemm_splitk, FIXUP 1-3)
+FIXUP = [dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=I128, SPLIT_K=4, FIXUP=f) for f in (1, 2, 3)] + [
+    dict(IN_FLIGHT=1, BN=128, INSTR=I128, SPLIT_K=3, FIXUP=f) for f in (1, 3)]
 if "--fixup" in sys.argv:   # the fix-up alone: twice each (the second call reuses the workspace and tickets)
     NEW, OLD = FIXUP + FIXUP, []
 # --new: the variants added for the skinny/ragged shapes

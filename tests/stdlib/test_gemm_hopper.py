@@ -344,7 +344,7 @@ W128 = dict(BM=128, BN=64, CONSUMERS=2, INSTR=tp.nv.wgmma_m64n64k16_bf16, IN_FLI
     (70, 200, 300, dict(STAGES=3, SPLIT_K=5, **D64)),        # 2 x 3 tiles; splits past K add zeros
     (130, 500, 70, dict(STAGES=2, SPLIT_K=2, **W128)),       # two consumer warpgroups, M and N one past a tile
 ])
-@pytest.mark.parametrize("fixup", [1, 2])
+@pytest.mark.parametrize("fixup", [1, 2, 3])
 @pytest.mark.parametrize("out", [tp.f32, tp.bf16])
 def test_split_k_fix_up_on_the_interpreter(m, k, n, params, fixup, out):
     rng = np.random.default_rng(m + 3 * k + n)
@@ -365,8 +365,9 @@ def test_split_k_fix_up_on_the_interpreter(m, k, n, params, fixup, out):
     assert plan.fixup and not plan.split
     bufs = {key[0]: buf for key, buf in plan.bufs.items()}
     ws, locks = bufs["fixup_ws"], bufs["fixup_locks"]
-    assert not locks.any() and (fixup == 2 or not ws.any())      # tickets reset; FIXUP=1's sums zeroed
+    assert not locks.any() and (fixup != 1 or not ws.any())      # tickets reset; FIXUP=1's sums zeroed
     assert ws.shape == ((m, n) if fixup == 1 else (params["SPLIT_K"] * -(-m // params["BM"]) * params["BM"], n))
+    assert (plan.summer is not None) == (fixup == 3)               # FIXUP=3: splitk_sum, a second launch
 
 
 def test_split_k_fix_up_takes_its_order_from_the_ticket():
@@ -398,11 +399,15 @@ def test_split_k_fix_up_policy_and_verifier():
     dec = gemm_hopper.policy(16, 4096, 4096)
     assert "FIXUP" not in dec                                          # a caller of gemm_hopper itself (lowering)
     saved = dict(gemm_hopper.SPLIT_FIXUP)
-    try:       # the table is empty (the fix-up measured slower); a class entry puts it on the class's splits
+    try:       # a class entry puts the fix-up on the class's splits, where `launch` asks for it
         gemm_hopper.SPLIT_FIXUP.update(decode=2)
         assert gemm_hopper.policy(16, 4096, 4096, fixup=True)["FIXUP"] == 2
         assert "FIXUP" not in gemm_hopper.policy(16, 4096, 4096)
-        assert gemm_hopper.policy(16, 128, 65536, fixup=True)["FIXUP"] == 1   # 128 splits: no unrolled slot sum
+        assert "FIXUP" not in gemm_hopper.policy(16, 128, 65536, fixup=True)   # 128 splits: no unrolled slot sum
+        gemm_hopper.SPLIT_FIXUP.update(decode=1)
+        assert gemm_hopper.policy(16, 128, 65536, fixup=True)["FIXUP"] == 1    # (the atomic workspace: any count)
+        gemm_hopper.SPLIT_FIXUP.clear()
+        assert "FIXUP" not in gemm_hopper.policy(16, 4096, 4096, fixup=True)
     finally:
         gemm_hopper.SPLIT_FIXUP.clear()
         gemm_hopper.SPLIT_FIXUP.update(saved)
@@ -411,7 +416,7 @@ def test_split_k_fix_up_policy_and_verifier():
     kp = gemm_hopper.kernel_params({**dec, "EPILOGUE": 1})
     assert kp["FIXUP"] == dec["FIXUP"] and "EPILOGUE" not in kp
     with pytest.raises(ValueError, match="FIXUP"):
-        gemm_hopper.kernel_params({**dec, "FIXUP": 3})
+        gemm_hopper.kernel_params({**dec, "FIXUP": 4})
     # every check but global_race proves it (ring, deadlock, bounds, tags, the masked fix-up accesses); global_race
     # reports the ticket-ordered accesses (no model of the ticket's release / acquire: as gemm_streamk)
     checks = [c for c in tv.CHECKS if c != "global_race"]
@@ -423,3 +428,15 @@ def test_split_k_fix_up_policy_and_verifier():
             assert time.perf_counter() - t < 30      # (0.3-0.5 s idle; a hang guard under load, not a benchmark)
     race = tv.verify(gemm_hopper.gemm_splitk, target="sm_90a", checks=["global_race"], FIXUP=2, SPLIT_K=4, **D64)
     assert {f.message.split("'")[1] for f in race.findings} <= {"C", "WS", "LOCKS"}
+    # FIXUP=3 (each split stores its own slot, splitk_sum adds them in a second launch): every check, global_race
+    # included, proves both kernels clean
+    for kernel in (gemm_hopper.gemm_splitk, gemm_hopper.gemm_splitk_bf16):
+        report = tv.verify(kernel, target="sm_90a", FIXUP=3, SPLIT_K=4, STAGES=6, **D64)
+        assert report.findings == [], [f.message for f in report.findings]
+    for kernel in (gemm_hopper.splitk_sum, gemm_hopper.splitk_sum_bf16):
+        assert tv.verify(kernel, SPLIT_K=3).findings == []
+
+
+def test_small_class_f32_out_takes_four_stages():
+    assert gemm_hopper.policy(1024, 1024, 1024)["STAGES"] == 4
+    assert gemm_hopper.policy(1024, 1024, 1024, tp.bf16)["STAGES"] == 6      # bf16: the staged epilogue, 6
