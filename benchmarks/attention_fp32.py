@@ -2,12 +2,14 @@
 `F.scaled_dot_product_attention` in fp32 (torch picks its memory-efficient kernel for fp32), on the shapes of
 the suite's SDPA problems and a head-dim row each; writes benchmarks/results/attention-fp32-<device>.json.
 
-    python benchmarks/attention_fp32.py [--out DIR] [--sweep] [--quick]
+    python benchmarks/attention_fp32.py [--out DIR] [--sweep] [--quick] [--errors]
 
 Times are CUDA-graph medians (`benchmarks/timing.py`). The kernel's time includes its split pass (q, k and v
 into TF32 halves), as a lowered program runs it. Errors are against float64 on the device, for both, on the
 same inputs (the first batch entries' heads: the float64 scores of every head would not fit beside them);
 `err_ratio` = the kernel's max abs error / eager's. `--sweep` times the policy alternatives per row.
+`--errors` (no timing): max and RMS errors against float64 of the kernel (PROMOTE off and on) and of eager on
+fresh inputs of several shapes and seeds (attention-fp32-errors-<device>.json).
 """
 
 from __future__ import annotations
@@ -32,8 +34,8 @@ ROWS = [
     ("d32_gqa", 8, 16, 4, 2048, 32, False),
 ]
 SWEEP = {   # head dim: alternatives to the preset
-    64: [dict(STAGES=3, PBUF=1), dict(CONSUMERS=1, STAGES=4), dict(CONSUMERS=1, STAGES=2)],
-    128: [dict(STAGES=1), dict(PBUF=1, STAGES=2)],
+    64: [dict(PROMOTE=True), dict(STAGES=3, PBUF=1), dict(CONSUMERS=1, STAGES=4), dict(CONSUMERS=1, STAGES=2)],
+    128: [dict(PROMOTE=True), dict(STAGES=1), dict(PBUF=1, STAGES=2)],
     32: [dict(STAGES=2), dict(CONSUMERS=1, STAGES=4)],
 }
 
@@ -101,6 +103,45 @@ def run_row(name, b, h, hkv, s, d, causal, g, sweep):
     return row
 
 
+ERROR_ROWS = [  # batch, heads, kv heads, sq, skv, d, causal
+    (2, 8, 8, 1024, 1024, 64, False), (2, 8, 8, 2048, 2048, 64, True), (2, 4, 4, 1024, 1024, 128, False),
+    (1, 8, 2, 1000, 1000, 128, True), (2, 8, 8, 1024, 1024, 32, False)]
+
+
+def error_study(seeds=3):
+    """Max and RMS errors against float64 of the kernel (PROMOTE off / on) and eager, per shape and seed."""
+    import torch
+    import torch.nn.functional as F
+
+    from stdlib_kernels import attention_fp32
+
+    out = []
+    for b, h, hkv, sq, sk, d, causal in ERROR_ROWS:
+        for seed in range(seeds):
+            g = torch.Generator(device="cuda").manual_seed(seed * 1000 + sq + d)
+            q = torch.randn(b, h, sq, d, device="cuda", generator=g)
+            k = torch.randn(b, hkv, sk, d, device="cuda", generator=g)
+            v = torch.randn(b, hkv, sk, d, device="cuda", generator=g)
+            gq = h // hkv
+            ref = F.scaled_dot_product_attention(q.double(), k.double().repeat_interleave(gq, 1),
+                                                 v.double().repeat_interleave(gq, 1), is_causal=causal)
+            row = {"shape": [b, h, hkv, sq, sk, d], "causal": causal, "seed": seed}
+            eager = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gq > 1)
+            for name, x in [("eager", eager)] + [(f"promote_{p}", None) for p in (False, True)]:
+                if x is None:
+                    x = torch.empty_like(q)
+                    lse = torch.empty(b * h, sq, device="cuda")
+                    attention_fp32.launch(q.view(-1, sq, d), k.view(-1, sk, d), v.view(-1, sk, d), x.view(-1, sq, d),
+                                          lse, causal=causal, PROMOTE=name.endswith("True"))
+                e = x.double() - ref
+                row[name] = {"max": float(e.abs().max()), "rms": float(e.pow(2).mean().sqrt())}
+            out.append(row)
+            print(row["shape"], causal, seed, "  ".join(f"{n}: max {row[n]['max']:.3g} rms {row[n]['rms']:.3g}"
+                                                         for n in ("eager", "promote_False", "promote_True")),
+                  flush=True)
+    return out
+
+
 def main(argv=None):
     import torch
 
@@ -108,11 +149,22 @@ def main(argv=None):
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     ap.add_argument("--sweep", action="store_true", help="also time the policy alternatives (SWEEP)")
     ap.add_argument("--quick", action="store_true", help="the suite's problems' rows only")
+    ap.add_argument("--errors", action="store_true", help="the error study alone (no timing)")
     args = ap.parse_args(argv)
     props = torch.cuda.get_device_properties(0)
     g = torch.Generator(device="cuda").manual_seed(32)
+    date = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    if args.errors:
+        res = {"device": props.name, "torch": torch.__version__, "cuda": torch.version.cuda, "date": date,
+               "what": "max / RMS abs error against float64 (torch on the device) of eager fp32 SDPA and of "
+                       "attention_fp32 with PROMOTE off and on, fresh randn inputs", "rows": error_study()}
+        path = Path(args.out) / f"attention-fp32-errors-{props.name.replace(' ', '_')}.json"
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(res, indent=1))
+        print("wrote", path)
+        return
     res = {"device": props.name, "torch": torch.__version__, "cuda": torch.version.cuda,
-           "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+           "date": date,
            "peer": "F.scaled_dot_product_attention fp32 (eager: torch's memory-efficient kernel)",
            "timing": "CUDA-graph median (benchmarks/timing.py); the kernel's time includes its TF32 split pass",
            "rows": []}

@@ -69,7 +69,8 @@ def attention_fp32(QH: tp.Tensor[tp.f32, "BH", "SQ", "D"], QL: tp.Tensor[tp.f32,
                    O: tp.Tensor[tp.f32, "BH", "SQ", "D"], LSE: tp.Tensor[tp.f32, "BH", "SQ"], scale_log2: tp.f32,
                    HEAD_DIM: tp.constexpr = 64, BN: tp.constexpr = 32, STAGES: tp.constexpr = 3,
                    CONSUMERS: tp.constexpr = 2, CAUSAL: tp.constexpr = False, GROUP: tp.constexpr = 1,
-                   PBUF: tp.constexpr = 2, PRODUCER_REGS: tp.constexpr = 24, CONSUMER_REGS: tp.constexpr = 240):
+                   PBUF: tp.constexpr = 2, PROMOTE: tp.constexpr = False, PRODUCER_REGS: tp.constexpr = 24,
+                   CONSUMER_REGS: tp.constexpr = 240):
     BM = 64 * CONSUMERS
     DP = HEAD_DIM // 32                 # 32-column pieces of the head dimension (one swizzle atom of f32)
     SW = tp.Swizzle(3, 2, 3)
@@ -144,9 +145,17 @@ def attention_fp32(QH: tp.Tensor[tp.f32, "BH", "SQ", "D"], QL: tp.Tensor[tp.f32,
                 for p in tp.static_range(DP):      # the small terms first
                     sc = tp.mma(q_lo[p], k_hi[(j % STAGES) * DP + p].T, sc)
                     sc = tp.mma(q_hi[p], k_lo[(j % STAGES) * DP + p].T, sc)
-                for p in tp.static_range(DP):
-                    sc = tp.mma(q_hi[p], k_hi[(j % STAGES) * DP + p].T, sc)
-                tp.assert_tag(tp.mma_operands(sc), lambda a, b: a[3] == b[3] and a[1] // GROUP == b[1])
+                if PROMOTE:     # the head terms in a chain of their own, added to the tails' with an f32 add
+                    tp.assert_tag(tp.mma_operands(sc), lambda a, b: a[3] == b[3] and a[1] // GROUP == b[1])
+                    sh = tp.zeros((BM, BN), tp.f32, layout=ACC_S)
+                    for p in tp.static_range(DP):
+                        sh = tp.mma(q_hi[p], k_hi[(j % STAGES) * DP + p].T, sh)
+                    tp.assert_tag(tp.mma_operands(sh), lambda a, b: a[3] == b[3] and a[1] // GROUP == b[1])
+                    sc = sc + sh
+                else:
+                    for p in tp.static_range(DP):
+                        sc = tp.mma(q_hi[p], k_hi[(j % STAGES) * DP + p].T, sc)
+                    tp.assert_tag(tp.mma_operands(sc), lambda a, b: a[3] == b[3] and a[1] // GROUP == b[1])
                 if j >= full_kv or j >= full_diag:      # the keys' end or the diagonal crosses this tile
                     cols = (j * BN + tp.arange(BN))[None, :]
                     if CAUSAL:  # (sc first: the sum keeps the accumulator's layout, no registers move)
@@ -175,12 +184,21 @@ def attention_fp32(QH: tp.Tensor[tp.f32, "BH", "SQ", "D"], QL: tp.Tensor[tp.f32,
                 part = tp.zeros((BM, HEAD_DIM), tp.f32, layout=ACC_O)
                 part = tp.mma(p_lo[j % PBUF], v_hi[j % STAGES].T, part)
                 part = tp.mma(p_hi[j % PBUF], v_lo[j % STAGES].T, part)
-                part = tp.mma(p_hi[j % PBUF], v_hi[j % STAGES].T, part)
-                tp.assert_tag(tp.mma_operands(part), lambda a, b: a[0] == "P" and b[0] == "V" and a[2] == b[2] % BN)
+                if PROMOTE:
+                    tp.assert_tag(tp.mma_operands(part),
+                                  lambda a, b: a[0] == "P" and b[0] == "V" and a[2] == b[2] % BN)
+                    ph_v = tp.zeros((BM, HEAD_DIM), tp.f32, layout=ACC_O)
+                    ph_v = tp.mma(p_hi[j % PBUF], v_hi[j % STAGES].T, ph_v)
+                    tp.assert_tag(tp.mma_operands(ph_v),
+                                  lambda a, b: a[0] == "P" and b[0] == "V" and a[2] == b[2] % BN)
+                    part = part + ph_v
+                else:
+                    part = tp.mma(p_hi[j % PBUF], v_hi[j % STAGES].T, part)
+                    tp.assert_tag(tp.mma_operands(part),
+                                  lambda a, b: a[0] == "P" and b[0] == "V" and a[2] == b[2] % BN)
                 tp.mbarrier_arrive(empty[j % STAGES])
                 o = o * alpha[:, None] + part              # round-to-nearest f32 adds across key tiles
-        inv_l = 1.0 / l_i                   # one division per row, a multiply per element
-        tp.store(O[bh, m0:m0 + BM, 0:HEAD_DIM], o * inv_l[:, None])
+        tp.store(O[bh, m0:m0 + BM, 0:HEAD_DIM], o / l_i[:, None])   # (a division: one rounding, not two)
         tp.store(LSE[bh, m0:m0 + BM], (m_i + tp.log2(l_i)) * 0.6931471805599453)
 
 

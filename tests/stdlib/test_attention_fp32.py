@@ -47,6 +47,7 @@ CASES = [
     (4, 1, 65, 40, 128, True, {}),                                    # GQA 4:1, fewer keys than queries
     (3, 3, 90, 33, 32, False, {}),                                    # one key past a tile
     (2, 1, 140, 140, 32, True, {}),
+    (2, 1, 100, 150, 128, True, dict(PROMOTE=True)),                  # the head products in chains of their own
 ]
 
 
@@ -109,7 +110,8 @@ def test_presets_fit_a_block(d):
 
 @pytest.mark.parametrize("cfg", [dict(A.PRESETS[64], CAUSAL=False), dict(A.PRESETS[128], CAUSAL=True, GROUP=4),
                                  dict(A.PRESETS[32], CAUSAL=True, GROUP=2),
-                                 dict(A.PRESETS[64], CAUSAL=True, STAGES=3, PBUF=1)])
+                                 dict(A.PRESETS[64], CAUSAL=True, STAGES=3, PBUF=1),
+                                 dict(A.PRESETS[64], CAUSAL=True, PROMOTE=True)])
 def test_verifier_proves_the_kernel(cfg):
     tilepy_verify = pytest.importorskip("tilepy_verify")
     rep = tilepy_verify.verify(A.attention_fp32, target="sm_90a", **cfg)
