@@ -1,5 +1,5 @@
-"""Unit-stride (along the last spatial dim) convolution as an implicit GEMM whose A tiles are bulk tensor copies
-(TMA) from a channels-last, zero-padded copy of the input (sm_90a, TF32 wgmma), fp32 in and out.
+"""Direct convolution as an implicit GEMM whose A tiles are bulk tensor copies (TMA) from a channels-last,
+zero-padded copy of the input (sm_90a, TF32 wgmma), fp32 in and out.
 
 Why a copy. TF32 wgmma reads both operands K-major from shared memory. In the NC(D)HW layout the reduction's
 channels are the slowest axis, so an im2col tile of `conv_igemm` is gathered element by element (scalar loads,
@@ -11,9 +11,12 @@ pixels (n, od, oh, ow0 .. ow0 + BM) at tap (kd, kh, kw) and channels c0 .. c0 + 
     XP[n, od * S0 + kd * D0, oh * S1 + kh * D1, ow0 + kw * D2 : ... + BM, c0 : c0 + BK]     (S2 == 1)
 
 already K-major, copied by the TMA engine with no index arithmetic per element; pixels past the padded row
-read zeros (the engine's out-of-bounds fill) and are masked at the store. A 1x1 convolution is the special
-case of one tap: a batched GEMM out[n] = W @ x[n], its only copy the transposed input (TF32 wgmma cannot read
-the NCHW operand, which is MN-major, in place).
+read zeros (the engine's out-of-bounds fill) and are masked at the store. A stride S2 > 1 along W (a box has
+unit element stride) is a layout of the copy (`to_ndhwc_phased`): each padded row stored as its S2 phases
+(columns w % S2 == q together), so tap kw reads phase (kw D2) % S2 from column ow0 + (kw D2) // S2 on, one box
+again; D and H share one dim of the copy, (N, DP * HP, S2, ceil(WP / S2), CP), which keeps it at rank 5.
+A 1x1 convolution is the special case of one tap: a batched GEMM out[n] = W @ x[n], its only copy the
+transposed input (TF32 wgmma cannot read the NCHW operand, which is MN-major, in place).
 
 GEMM view, group g (grid z): rows = one output row segment of BM pixels, columns = output channels co of the
 group (grid x runs over (n, od, oh, ow tile) x channel tiles, channel tiles fastest), k = tap * CIGP + ci, the
@@ -31,6 +34,8 @@ p % OVOL of image p // PVOL, as in conv_igemm).
 Host API: `launch(x, w, y, stride, padding, dilation, groups, split=True)` on torch tensors (CUDA: compiled;
 CPU: the interpreter) or numpy arrays; `applies(...)` says whether a convolution takes this kernel.
 """
+
+import math
 
 import numpy as np
 
@@ -63,12 +68,42 @@ def to_ndhwc(X: tp.Tensor[tp.f32, "N", "C", "D", "H", "W"], XH: tp.Tensor[tp.f32
         tp.store(XL[n, dp, hp, w0:w0 + T, c0:c0 + T], tp.convert_layout(lo.T, rows))
 
 
+@tp.kernel(threads=128)
+def to_ndhwc_phased(X: tp.Tensor[tp.f32, "N", "C", "D", "H", "W"], XH: tp.Tensor[tp.f32, "XN"],
+                    XL: tp.Tensor[tp.f32, "XN"], PA: tp.constexpr = (0, 1, 1), XS: tp.constexpr = (1, 8, 8),
+                    S2: tp.constexpr = 2, CP: tp.constexpr = 32, SPLIT: tp.constexpr = False,
+                    T: tp.constexpr = 32):
+    """The copy for a stride S2 > 1 along W: XH as (N, DP * HP, S2, WQ, CP), WQ = ceil(WP / S2), element
+    [n, d HP + h, w % S2, w // S2, c] = round_tf32(X[n, c, d - P0, h - P1, w - P2]) (0 outside X), so each of
+    the stride's phases of a padded row is contiguous: the taps kw of one phase (kw D2 % S2) read one box.
+    Block (w tile of S2 WQ, c tile, (n, d, h)); the stores go row by row to their phase (flat offsets)."""
+    WQ = (XS[2] + S2 - 1) // S2
+    w0 = tp.block_id(0) * T
+    c0 = tp.block_id(1) * T
+    z = tp.block_id(2)
+    hp = z % XS[1]
+    dp = z // XS[1] % XS[0]
+    n = z // (XS[1] * XS[0])
+    x = tp.load(X[n, c0:c0 + T, dp - PA[0], hp - PA[1], w0 - PA[2]:w0 - PA[2] + T])
+    hi = tp.round_tf32(x)
+    rows = tp.blocked((T, T), 128, 4)
+    w = w0 + tp.arange(T)[:, None]
+    c = c0 + tp.arange(T)[None, :]
+    off = (((n * XS[0] + dp) * XS[1] + hp) * S2 + w % S2) * WQ * CP + w // S2 * CP + c
+    keep = (w < S2 * WQ) & (c < CP)
+    tp.store(XH[off], tp.convert_layout(hi.T, rows), mask=keep)
+    if SPLIT:
+        lo = tp.round_tf32(x - hi)
+        tp.store(XL[off], tp.convert_layout(lo.T, rows), mask=keep)
+
+
 @tp.kernel(threads=_threads, target="sm_90a")
-def conv_tma(XH: tp.Tensor[tp.f32, "N", "DP", "HP", "WP", "CP"], XL: tp.Tensor[tp.f32, "N", "DP", "HP", "WP", "CP"],
+def conv_tma(XH: tp.Tensor[tp.f32, "N", "DHP", "SQ", "WQ", "CP"], XL: tp.Tensor[tp.f32, "N", "DHP", "SQ", "WQ", "CP"],
              WH: tp.Tensor[tp.f32, "GP", "COG", "KP"], WL: tp.Tensor[tp.f32, "GP", "COG", "KP"],
              Y: tp.Tensor[tp.f32, "NY", "G", "COGY", "OV"],
              OS: tp.constexpr = (1, 8, 8), KS: tp.constexpr = (1, 3, 3), ST: tp.constexpr = (1, 1, 1),
-             DI: tp.constexpr = (1, 1, 1), CIGP: tp.constexpr = 32, SPLIT: tp.constexpr = True,
+             DI: tp.constexpr = (1, 1, 1), HP: tp.constexpr = 10, CIGP: tp.constexpr = 32,
+             SPLIT: tp.constexpr = True,
              BM: tp.constexpr = 128, BN: tp.constexpr = 128, BK: tp.constexpr = 32, STAGES: tp.constexpr = 3,
              CONSUMERS: tp.constexpr = 2, INSTR: tp.constexpr = tp.nv.wgmma_m64n128k8_tf32,
              SWIZZLE: tp.constexpr = tp.Swizzle(3, 2, 3)):
@@ -113,12 +148,13 @@ def conv_tma(XH: tp.Tensor[tp.f32, "N", "DP", "HP", "WP", "CP"], XL: tp.Tensor[t
                     kd = tap // (KS[1] * KS[2]) if KS[0] > 1 else 0
                     kh = tap // KS[2] % KS[1] if KS[1] > 1 else 0
                     kw = tap % KS[2] if KS[2] > 1 else 0
-                    xd = od * ST[0] + kd * DI[0]
-                    xh = oh * ST[1] + kh * DI[1]
-                    xw = ow0 + kw * DI[2]
-                    tp.copy_bulk(XH[nb, xd, xh, xw:xw + BM, c0:c0 + BK], a_hi[s], full[s])
+                    xdh = (od * ST[0] + kd * DI[0]) * HP + oh * ST[1] + kh * DI[1]
+                    # padded column ow S2 + kw D2: phase (kw D2) % S2, ow + (kw D2) // S2 within it
+                    q = kw * DI[2] % ST[2] if ST[2] > 1 else 0
+                    xw = ow0 + kw * DI[2] // ST[2]
+                    tp.copy_bulk(XH[nb, xdh, q, xw:xw + BM, c0:c0 + BK], a_hi[s], full[s])
                     if SPLIT:
-                        tp.copy_bulk(XL[nb, xd, xh, xw:xw + BM, c0:c0 + BK], a_lo[s], full[s])
+                        tp.copy_bulk(XL[nb, xdh, q, xw:xw + BM, c0:c0 + BK], a_lo[s], full[s])
                     tp.copy_bulk(WH[g, n0:n0 + BN, kt * BK:kt * BK + BK], b_hi[s], full[s])
                     if SPLIT:
                         tp.copy_bulk(WL[g, n0:n0 + BN, kt * BK:kt * BK + BK], b_lo[s], full[s])
@@ -163,24 +199,24 @@ def _three(v, nsp, fill):
 
 
 def applies(x_shape, w_shape, stride, dilation, groups, transposed) -> bool:
-    """Whether a convolution takes conv_tma: direct, unit stride along the last spatial dim, Cin/G of at least
-    MIN_CIG (and a multiple of 32 when grouped), grid and offsets within the hardware's and 32-bit limits."""
+    """Whether a convolution takes conv_tma: direct, Cin/G of at least MIN_CIG (and a multiple of 32 when
+    grouped), grid and offsets within the hardware's and 32-bit limits."""
     if transposed:
         return False
-    nsp = len(x_shape) - 2
-    st = _three(stride, nsp, 1)
     cig = int(x_shape[1]) // groups
-    if st[2] != 1 or cig < MIN_CIG or (groups > 1 and cig % 32):
+    if cig < MIN_CIG or (groups > 1 and cig % 32):
         return False
     geo = geometry(x_shape, w_shape, None, stride, 0, dilation, groups)
-    n, (dp, hp, wp), cp = int(x_shape[0]), geo["XS"], geo["CP"]
-    return n * dp * hp < 65536 and n * dp * hp * wp * cp < 2**31
+    n, (dp, hp, _), cp = int(x_shape[0]), geo["XS"], geo["CP"]
+    return n * dp * hp < 65536 and n * math.prod(geo["XQ"]) * cp < 2**31
 
 
 def geometry(x_shape, w_shape, y_shape, stride, padding, dilation, groups) -> dict:
     """Constexprs and sizes of a convolution: OS, KS, ST, DI, CIGP (the group's channels padded to BK), BK,
     PA (the padding the copy writes), XV (the 3-D spatial view of x the copy reads), XS (the padded input's
-    spatial sizes), CP (its channels). A 1x1 convolution (unit stride, no padding) views its pixels as one row."""
+    spatial sizes), XQ (the copy's (DP * HP, S2, WQ) dims between N and CP: the stride's phases of each padded
+    row, WQ = ceil(WP / S2)), CP (its channels). A 1x1 convolution (unit stride, no padding) views its pixels as
+    one row."""
     nsp = len(x_shape) - 2
     cig = int(x_shape[1]) // groups
     bk = 32 if cig >= 32 or groups > 1 else 16
@@ -191,7 +227,9 @@ def geometry(x_shape, w_shape, y_shape, stride, padding, dilation, groups) -> di
     if pointwise:       # a 1x1 convolution: the pixels as one row (no row segment is cut short at a row's end)
         xv = (1, 1, xv[0] * xv[1] * xv[2])
     xs = tuple(i + 2 * p for i, p in zip(xv, pa))
-    geo = dict(KS=ks, ST=st, DI=_three(dilation, nsp, 1), CIGP=cigp, BK=bk, PA=pa, XV=xv, XS=xs, CP=cigp * groups)
+    xq = (xs[0] * xs[1], st[2], -(-xs[2] // st[2]))
+    geo = dict(KS=ks, ST=st, DI=_three(dilation, nsp, 1), CIGP=cigp, BK=bk, PA=pa, XV=xv, XS=xs, XQ=xq,
+               CP=cigp * groups)
     if y_shape is not None:
         geo["OS"] = xv if pointwise else _three(y_shape[2:], nsp, 1)
     return geo
@@ -214,7 +252,7 @@ def policy(geo: dict, cog: int, split: bool) -> dict:
 def kernel_params(geo: dict, cog: int, split: bool) -> dict:
     """Every constexpr of the conv_tma launch."""
     return {**PRESETS["sm_90a"], **policy(geo, cog, split), "OS": geo["OS"], "KS": geo["KS"], "ST": geo["ST"],
-            "DI": geo["DI"], "CIGP": geo["CIGP"], "SPLIT": bool(split)}
+            "DI": geo["DI"], "HP": geo["XS"][1], "CIGP": geo["CIGP"], "SPLIT": bool(split)}
 
 
 def grid(batch: int, params: dict, cog: int, groups: int) -> tuple:
@@ -224,8 +262,19 @@ def grid(batch: int, params: dict, cog: int, groups: int) -> tuple:
 
 
 def copy_grid(batch: int, geo: dict) -> tuple:
+    """The grid of to_ndhwc (unit W stride) or to_ndhwc_phased: (w tiles, channel tiles, (n, d, h))."""
     dp, hp, wp = geo["XS"]
-    return (tp.cdiv(wp, 32), tp.cdiv(geo["CP"], 32), batch * dp * hp)
+    _, s2, wq = geo["XQ"]
+    return (tp.cdiv(wp if s2 == 1 else s2 * wq, 32), tp.cdiv(geo["CP"], 32), batch * dp * hp)
+
+
+def copy_call(geo: dict, split: bool) -> tuple:
+    """(kernel name, constexprs, view of the workspace it writes) of the channels-last copy: the workspace is
+    allocated as (N, *XQ, CP); to_ndhwc writes it as (N, DP, HP, WP, CP), to_ndhwc_phased flat."""
+    if geo["XQ"][1] == 1:
+        return "to_ndhwc", dict(PA=geo["PA"], SPLIT=bool(split)), tuple(geo["XS"]) + (geo["CP"],)
+    return ("to_ndhwc_phased", dict(PA=geo["PA"], XS=geo["XS"], S2=geo["XQ"][1], CP=geo["CP"], SPLIT=bool(split)),
+            (-1,))
 
 
 def weight_tma(w, groups: int, geo: dict):
@@ -257,15 +306,18 @@ def launch(x, w, y, stride=1, padding=0, dilation=1, groups=1, split=True, targe
     geo = geometry(x.shape, w.shape, y.shape, stride, padding, dilation, groups)
     nb, ci = int(x.shape[0]), int(x.shape[1])
     x5 = x.reshape((nb, ci) + geo["XV"])
-    xs = (nb,) + geo["XS"] + (geo["CP"],)
+    xs = (nb,) + geo["XQ"] + (geo["CP"],)
     if isinstance(x, np.ndarray):
-        xh = np.zeros(xs, np.float32)
-        xl = np.zeros(xs, np.float32) if split else xh
+        xh = np.full(xs, np.nan, np.float32)       # NaN: an element the copy does not write and a box reads fails
+        xl = np.full(xs, np.nan, np.float32) if split else xh
     else:
         import torch
         xh = torch.empty(xs, dtype=torch.float32, device=x.device)
         xl = torch.empty(xs, dtype=torch.float32, device=x.device) if split else xh
-    to_ndhwc[copy_grid(nb, geo)](x5, xh, xl, PA=geo["PA"], SPLIT=bool(split))
+    name, cx, view = copy_call(geo, split)
+    view = view if view == (-1,) else (nb,) + view
+    copy = to_ndhwc if name == "to_ndhwc" else to_ndhwc_phased
+    copy[copy_grid(nb, geo)](x5, xh.reshape(view), xl.reshape(view), **cx)
     wk = weight_tma(w, groups, geo)
     wh, wl = gemm_fp32.split(wk, "nk")
     cog = int(wk.shape[1])

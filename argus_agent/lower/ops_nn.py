@@ -292,7 +292,8 @@ def _conv_igemm(ctx, x, w, shape, stride, padding, dilation, transposed, groups,
     cig, cog = x.shape[1] // groups, shape[1] // groups
     ksz = list(w.shape[2:])
     K = cig * math.prod(ksz)
-    if tma and CONV_TMA and conv_tma.applies(x.shape, w.shape, stride, dilation, groups, transposed):
+    if (tma and CONV_TMA and conv_tma.applies(x.shape, w.shape, stride, dilation, groups, transposed)
+            and (CONV_TMA_WSTRIDE or stride[-1] == 1)):
         return _conv_tma(ctx, xb, w, shape, stride, padding, dilation, groups, conv_prec == "fp32")
     geo = conv_igemm.geometry(x.shape, w.shape, shape, stride, padding, dilation, groups, transposed)
     if not transposed:
@@ -311,11 +312,14 @@ def _conv_igemm(ctx, x, w, shape, stride, padding, dilation, transposed, groups,
     return buffer_tensor(out)
 
 
-# Direct convolutions with unit stride along the last spatial dim and at least 16 input channels per group run
-# stdlib conv_tma: the input copied once per call channels-last and zero-padded (to_ndhwc), every A tile one
-# bulk tensor copy of it, no gather (1x1 convolutions included: a batched GEMM on the transposed input).
-# ARGUS_CONV_TMA=0 keeps them on conv_igemm.
+# Direct convolutions with at least 16 input channels per group (a multiple of 32 when grouped) run stdlib
+# conv_tma: the input copied once per call channels-last and zero-padded (to_ndhwc; a stride along W stores each
+# row's stride phases apart), every A tile one bulk tensor copy of it, no gather (1x1 convolutions included: a
+# batched GEMM on the transposed input).
+# ARGUS_CONV_TMA=0 keeps them on conv_igemm; ARGUS_CONV_TMA_WSTRIDE=0 only those with a stride along W (the
+# phased copy, not yet timed on the GPU).
 CONV_TMA = os.environ.get("ARGUS_CONV_TMA", "1") == "1"
+CONV_TMA_WSTRIDE = os.environ.get("ARGUS_CONV_TMA_WSTRIDE", "1") == "1"
 
 
 def _conv_tma(ctx, xb, w, shape, stride, padding, dilation, groups, split):

@@ -510,14 +510,17 @@ def render_conv(t: ConvTemplate, n: int, kname: str, out: Buffer, extra: list) -
         from stdlib_kernels import conv_tma
 
         geo, nb = t.geometry, t.x.shape[0]
-        xs = (nb,) + tuple(geo["XS"]) + (geo["CP"],)
+        xs = (nb,) + tuple(geo["XQ"]) + (geo["CP"],)
         x5 = (nb, t.x.shape[1]) + tuple(geo["XV"])
         xh, xl = f"ws{n}_xh", (f"ws{n}_xl" if t.split else f"ws{n}_xh")
         lines.append(f"{xh} = torch.empty({xs}, dtype=torch.float32, device=dev)")
         if t.split:
             lines.append(f"{xl} = torch.empty({xs}, dtype=torch.float32, device=dev)")
-        lines.append(f"launch(to_ndhwc, {conv_tma.copy_grid(nb, geo)}, {t.x.name}.view({x5}), {xh}, {xl}, "
-                     f"PA={geo['PA']}, SPLIT={t.split})")
+        cname, cx, view = conv_tma.copy_call(geo, t.split)
+        view = view if view == (-1,) else (nb,) + view
+        kw = "".join(f", {k}={_py_source(v)}" for k, v in cx.items())
+        lines.append(f"launch({cname}, {conv_tma.copy_grid(nb, geo)}, {t.x.name}.view({x5}), {xh}.view({view}), "
+                     f"{xl}.view({view}){kw})")
         xarg = f"{xh}, {xl}"
         grid = conv_tma.grid(nb, params, cog, t.groups)
     else:

@@ -76,15 +76,16 @@ TMA_CONVS = [
                                                     bias=False), (1, 16, 11, 10)),
     ("conv3d", lambda: nn.Conv3d(16, 8, 3, padding=1), (1, 16, 4, 5, 6)),
     ("conv2d_grouped", lambda: nn.Conv2d(64, 16, 3, padding=1, groups=2), (1, 64, 5, 6)),
+    ("conv2d_wstride_dilated", lambda: nn.Conv2d(16, 8, 3, stride=2, padding=2, dilation=2), (1, 16, 13, 14)),
 ]
 
 
 @pytest.mark.parametrize("tf32", [False, True], indirect=True)
 @pytest.mark.parametrize("name,make,xs", TMA_CONVS, ids=[c[0] for c in TMA_CONVS])
 def test_unit_stride_conv_runs_conv_tma_with_fused_epilogue(name, make, xs, tf32, tmp_path):
-    """Direct convolutions with unit stride along W and >= 16 channels per group (1x1 included) run conv_tma:
-    the input copied channels-last (to_ndhwc), the GEMM's A tiles bulk copies of it, the pointwise chain in its
-    store; 3xTF32 at fp32 accuracy, one TF32 pass where cuDNN's flag allows it."""
+    """Direct convolutions with >= 16 channels per group (1x1 included) run conv_tma: the input copied
+    channels-last (to_ndhwc; with a W stride, to_ndhwc_phased), the GEMM's A tiles bulk copies of it, the
+    pointwise chain in its store; 3xTF32 at fp32 accuracy, one TF32 pass where cuDNN's flag allows it."""
     torch.manual_seed(7)
     model = ConvChain(make())
     prog, src, out, ref = _run(model, [torch.randn(xs)], tmp_path, f"tma_{name}_{tf32}")
@@ -93,6 +94,7 @@ def test_unit_stride_conv_runs_conv_tma_with_fused_epilogue(name, make, xs, tf32
     kernels, _ = fuse_epilogues(prog.kernels, prog.buffers, prog.outputs)
     assert [k for k in kernels if isinstance(k, ConvTemplate)][0].epilogue is not None
     assert "launch(to_ndhwc" in src and "conv_tma_e" in src and "conv_igemm" not in src
+    assert ("launch(to_ndhwc_phased" in src) == ("wstride" in name)
     _close(out, ref, 1e-2 if tf32 else 1e-4)
     if tf32:
         assert (out.double() - ref).abs().max() > 1e-6

@@ -21,5 +21,7 @@ conv_tma.launch(x, torch.randn(24, 20, 1, 1, device=d), torch.empty(2, 24, 13, 7
 x = torch.randn(1, 64, 5, 7, 9, device=d)
 conv_tma.launch(x, torch.randn(64, 32, 3, 3, 3, device=d), torch.empty(1, 64, 3, 5, 7, device=d), groups=2,
                 split=False)
+x = torch.randn(2, 16, 11, 21, device=d)
+conv_tma.launch(x, torch.randn(24, 16, 3, 3, device=d), torch.empty(2, 24, 6, 11, device=d), 2, 2, 2)
 torch.cuda.synchronize()
 print("ok")

@@ -20,6 +20,9 @@ CASES = [
     ((2, 16, 23), (8, 16, 5), 1, 2, 1, 1, {}),                            # 1-D
     ((1, 64, 5, 6), (16, 32, 3, 3), 1, 1, 1, 2, dict(STAGES=2)),          # grouped, 32 channels a group
     ((1, 16, 3, 5), (160, 16, 1, 1), 1, 0, 1, 1, {}),                      # two channel tiles of 128
+    ((1, 16, 9, 13), (8, 16, 3, 3), 2, 2, 2, 1, {}),                      # W stride 2, dilation 2 (level1/091)
+    ((1, 16, 3, 7, 11), (8, 16, 3, 5, 5), (1, 2, 2), (1, 2, 2), 1, 1, {}),  # 3-D, W stride 2 (level1/097)
+    ((2, 16, 20), (8, 16, 4), 3, 1, 1, 1, {}),                            # 1-D, stride 3 (phases of unequal length)
 ]
 
 
@@ -61,11 +64,11 @@ def test_conv_tma_single_tf32_matches_tf32_inputs(case):
 
 
 def test_conv_tma_applies_only_where_its_boxes_are_exact():
-    """Direct convolutions with unit stride along W and at least 16 channels per group (a multiple of 32 when
-    grouped); the rest stays with conv_igemm, and launch refuses it with the reason."""
+    """Direct convolutions with at least 16 channels per group (a multiple of 32 when grouped); the rest stays
+    with conv_igemm, and launch refuses it with the reason."""
     assert conv_tma.applies((2, 64, 8, 8), (32, 64, 3, 3), 1, 1, 1, False)
     assert conv_tma.applies((2, 64, 8, 8), (32, 64, 3, 3), (2, 1), 1, 1, False)
-    assert not conv_tma.applies((2, 64, 8, 8), (32, 64, 3, 3), 2, 1, 1, False)        # stride along W
+    assert conv_tma.applies((2, 64, 8, 8), (32, 64, 3, 3), 2, 1, 1, False)            # W stride: phases
     assert not conv_tma.applies((2, 8, 8, 8), (32, 8, 3, 3), 1, 1, 1, False)          # 8 channels
     assert not conv_tma.applies((2, 64, 8, 8), (32, 16, 3, 3), 1, 1, 4, False)        # 16 channels a group
     assert not conv_tma.applies((2, 64, 8, 8), (64, 32, 3, 3), 1, 1, 1, True)         # transposed
@@ -90,7 +93,8 @@ def test_conv_tma_weight_layout_torch_and_numpy():
     ((16, 64, 128, 128), (128, 64, 3, 3), (16, 128, 128, 128), 1, 1, 1, 1, False),     # level1/090
     ((8, 32, 32, 64, 64), (64, 32, 3, 3, 3), (8, 64, 32, 64, 64), 1, 1, 1, 1, True),   # level1/096, 3xTF32
     ((16, 128, 64, 64), (256, 32, 3, 3), (16, 256, 64, 64), 1, 1, 1, 4, False),        # level1/093, grouped
-], ids=["2d", "3d_split", "grouped"])
+    ((16, 32, 256, 256), (64, 32, 3, 3), (16, 64, 128, 128), 2, 2, 2, 1, False),       # level1/091, W stride
+], ids=["2d", "3d_split", "grouped", "strided"])
 def test_conv_tma_verifies_clean(case):
     """tilepy-verify, every check (the pipeline's included: both operands arrive by bulk copies), at real sizes:
     no two blocks write one output element, the ring's waits and arrivals pair up, wgmma layouts; and the
@@ -99,8 +103,9 @@ def test_conv_tma_verifies_clean(case):
 
     xs, ws, ys, s, p, d, g, split = case
     geo = conv_tma.geometry(xs, ws, ys, s, p, d, g)
+    name, cx, _ = conv_tma.copy_call(geo, split)
     for kernel, params in ((conv_tma.conv_tma, dict(target="sm_90a", **conv_tma.kernel_params(geo, ws[0] // g, split))),
-                           (conv_tma.to_ndhwc, dict(PA=geo["PA"], SPLIT=split))):
+                           (getattr(conv_tma, name), cx)):
         report = tilepy_verify.verify(kernel, **params)
         errors = [str(f) for f in report.findings if getattr(f, "severity", "error") == "error"]
         assert report.ok and not errors, errors
