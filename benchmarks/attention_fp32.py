@@ -36,7 +36,7 @@ ROWS = [
 SWEEP = {   # head dim: alternatives to the preset
     64: [dict(PROMOTE=True), dict(STAGES=3, PBUF=1), dict(CONSUMERS=1, STAGES=4), dict(CONSUMERS=1, STAGES=2)],
     128: [dict(PROMOTE=True), dict(STAGES=1), dict(PBUF=1, STAGES=2)],
-    32: [dict(STAGES=2), dict(CONSUMERS=1, STAGES=4)],
+    32: [dict(STAGES=4), dict(CONSUMERS=1, STAGES=4)],
 }
 
 
