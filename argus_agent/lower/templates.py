@@ -454,7 +454,13 @@ def render_gemm_template(t, n: int, target: str, buffers: dict, done: set) -> tu
         done.add("gemm_fp32")
     if isinstance(t, ConvTemplate) and t.kernel not in done:
         # the launch's constexprs as the defaults (the build gate compiles kernels at their defaults)
-        srcs.append(with_defaults(preset_source(t.kernel, target), conv_params(t), kernel=t.kernel))
+        src = with_defaults(preset_source(t.kernel, target), conv_params(t), kernel=t.kernel)
+        if t.kernel == "conv_tma":      # and the channels-last copy's
+            from stdlib_kernels import conv_tma
+
+            cname, cx, _ = conv_tma.copy_call(t.geometry, t.split)
+            src = with_defaults(src, cx, kernel=cname)
+        srcs.append(src)
         done.add(t.kernel)
     kname, extra = t.kernel, []
     if t.epilogue is not None:

@@ -98,6 +98,12 @@ def test_unit_stride_conv_runs_conv_tma_with_fused_epilogue(name, make, xs, tf32
     _close(out, ref, 1e-2 if tf32 else 1e-4)
     if tf32:
         assert (out.double() - ref).abs().max() > 1e-6
+    # the build gate compiles each kernel at its defaults: the copy's are the ones it is launched with
+    from stdlib_kernels import conv_tma
+
+    cname, cx, _ = conv_tma.copy_call(convs[0].geometry, convs[0].split)
+    for k, v in cx.items():
+        assert f"{k}: tp.constexpr = {v!r}" in src.split(f"def {cname}(")[1].split("):")[0], (cname, k)
 
 
 PHASED = [
