@@ -214,26 +214,32 @@ def main(argv=None):
         nbytes = 2 * t * (hq + hk) * hs * 2 + t * 8 + t * hs * 4
         # variants: (heads per block (None: one block a token), threads, k loaded with q (neox)); every variant's
         # output is checked
-        variants = ((None, 128, False), (None, 256, False), (None, 128, True), (8, 64, False), (16, 128, False),
-                    (32, 128, False), (4, 32, False))
+        # (heads per block, threads, EARLY_K, KVEC: k's vector width (None: the kernel's 8))
+        variants = ((None, 128, False, None), (None, 256, False, None), (None, 128, True, None), (8, 64, False, None),
+                    (16, 128, False, None), (32, 128, False, None), (4, 32, False, None), (None, 128, True, 4),
+                    (None, 256, True, 2), (None, 256, False, 2))
         for style, fn in (("neox", t_rotary_neox), ("gptj", t_rotary_gptj)):
             if not want(f"rotary_{style}"):
                 continue
             neox = style == "neox"
             rq, rk = fn(pos, q.double(), kk.double(), cs.double(), hs)
             err = 0.0
-            vs = [(hpb, th, ek) for hpb, th, ek in variants if neox or not ek]
-            for hpb, th, ek in vs:
+            vs = [(hpb, th, ek, kv) for hpb, th, ek, kv in variants if neox or not (ek or kv)]
+
+            def extra(ek, kv):
+                return {**({"EARLY_K": True} if ek else {}), **({"KVEC": kv} if kv else {})}
+
+            for hpb, th, ek, kv in vs:
                 q2, k2 = q.clone(), kk.clone()
-                L.launch_rotary(pos, q2, k2, cs, hs, neox, heads_per_block=hpb, THREADS=th,
-                                **({"EARLY_K": True} if ek else {}))
+                L.launch_rotary(pos, q2, k2, cs, hs, neox, heads_per_block=hpb, THREADS=th, **extra(ek, kv))
                 err = max(err, rel(q2, rq.reshape(q2.shape)), rel(k2, rk.reshape(k2.shape)))
             cf = comp(fn)
             row(f"rotary_{style}", [t, hq, hk, hs], nbytes,
-                {(f"heads={hpb}," if hpb else "") + f"THREADS={th}" + (",EARLY_K" if ek else ""):
-                 (lambda q2=q2, k2=k2, neox=neox, th=th, hpb=hpb, ek=ek: L.launch_rotary(
-                     pos, q2, k2, cs, hs, neox, heads_per_block=hpb, THREADS=th, **({"EARLY_K": True} if ek else {})))
-                 for hpb, th, ek in vs},
+                {(f"heads={hpb}," if hpb else "") + f"THREADS={th}" + (",EARLY_K" if ek else "")
+                 + (f",KVEC={kv}" if kv else ""):
+                 (lambda q2=q2, k2=k2, neox=neox, th=th, hpb=hpb, ek=ek, kv=kv: L.launch_rotary(
+                     pos, q2, k2, cs, hs, neox, heads_per_block=hpb, THREADS=th, **extra(ek, kv)))
+                 for hpb, th, ek, kv in vs},
                 lambda fn=fn: fn(pos, q, kk, cs, hs), cf and (lambda cf=cf: cf(pos, q, kk, cs, hs)), err)
 
     print(f"device: {props.name}; copy {copy_bw / 1e9:.0f} GB/s")

@@ -260,7 +260,8 @@ def rotary_neox(POS: tp.Tensor[tp.i64, "T"], Q: tp.Tensor[tp.bf16, "T", "HQ", "H
                 K: tp.Tensor[tp.bf16, "T", "HK", "HD"], CS: tp.Tensor[tp.f32, "P", "ROT"],
                 QO: tp.Tensor[tp.bf16, "T", "HQ", "HD"], KO: tp.Tensor[tp.bf16, "T", "HK", "HD"],
                 HALF: tp.constexpr = 64, BHALF: tp.constexpr = 64, BHQ: tp.constexpr = 32, BHK: tp.constexpr = 8,
-                THREADS: tp.constexpr = 128, SPLIT: tp.constexpr = False, EARLY_K: tp.constexpr = False):
+                THREADS: tp.constexpr = 128, SPLIT: tp.constexpr = False, EARLY_K: tp.constexpr = False,
+                KVEC: tp.constexpr = 8):
     """One token per block: all of its q heads, then all of its k heads; with SPLIT, grid (T, cdiv(HQ, BHQ) +
     cdiv(HK, BHK)): block (t, hb) rotates q heads hb * BHQ.. (hb < cdiv(HQ, BHQ)), else BHK k heads (more, smaller
     blocks in flight). CS[p] is (cos[0:HALF], sin[0:HALF]) for position p; columns from 2 * HALF up (partial
@@ -268,7 +269,10 @@ def rotary_neox(POS: tp.Tensor[tp.i64, "T"], Q: tp.Tensor[tp.bf16, "T", "HQ", "H
     The q loads come before the cos/sin gathers, which wait on the position's load: issued in order, the other
     way round the q loads would start only after the position arrived (two DRAM round trips before any math).
     Without SPLIT the block index along heads is the constant 0, so the q and k parts are straight-line code.
-    EARLY_K (without SPLIT): k's loads are issued with q's, before q's math."""
+    EARLY_K (without SPLIT): k's loads are issued with q's, before q's math. KVEC: the k tiles' vector width; at
+    8 a (BHK, BHALF) = (8, 64) tile fills only 64 of 128 threads and the rest hold copies (twice the k registers
+    and math): KVEC 4 (128 threads) or 2 (256) spreads it over all threads (NVRTC: EARLY_K 96 -> 80 registers at
+    128 threads, 256 threads with EARLY_K 64). Not measured yet: benchmarks/llm_ops.py times both."""
     t = tp.block_id(0)
     hb = tp.block_id(1) if SPLIT else 0
     qb = tp.cdiv(Q.shape[1], BHQ) if SPLIT else 1      # blocks hb < qb rotate q heads, blocks hb >= kb0 k heads
@@ -279,7 +283,7 @@ def rotary_neox(POS: tp.Tensor[tp.i64, "T"], Q: tp.Tensor[tp.bf16, "T", "HQ", "H
     tp.tag(K, lambda i, h, j: ("k", i, h, j))
     tp.tag(CS, lambda p, j: ("cs", p, j))
     lx = tp.blocked((BHQ, BHALF), THREADS, vec=8)
-    lkx = tp.blocked((BHK, BHALF), THREADS, vec=8)
+    lkx = tp.blocked((BHK, BHALF), THREADS, vec=KVEC)
     lc = _bcast(lx, (1, BHALF))                                        # cos/sin where each thread uses them
     j = tp.arange(BHALF)
     keep = (j < HALF)[None, :]

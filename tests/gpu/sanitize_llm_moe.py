@@ -43,6 +43,10 @@ for neox in (True, False):
                         80, neox, heads_per_block=hpb, THREADS=th)
     L.launch_rotary(pos, torch.randn(5, 6 * 80, device=d).to(bf), torch.randn(5, 2 * 80, device=d).to(bf), cs, 80,
                     neox, THREADS=256, **({"EARLY_K": True} if neox else {}))
+    if neox:                               # k tiles spread over all threads (KVEC)
+        for kv, th in ((4, 128), (2, 256)):
+            L.launch_rotary(pos, torch.randn(5, 6 * 80, device=d).to(bf), torch.randn(5, 2 * 80, device=d).to(bf), cs,
+                            80, True, THREADS=th, EARLY_K=True, KVEC=kv)
 if "--rotary" in sys.argv:
     torch.cuda.synchronize()
     print("ok")

@@ -156,9 +156,10 @@ def test_rotary(neox, dtype, t, hq, hk, hs, rot, hpb):
     assert rel(q, ref_q) < TOL[dtype] and rel(k, ref_k) < TOL[dtype]
 
 
-@pytest.mark.parametrize("t,hq,hk,hs,rot", [(3, 6, 1, 64, 32), (2, 3, 3, 80, 80)])
-def test_rotary_neox_early_k(t, hq, hk, hs, rot):
-    """k's loads issued with q's (EARLY_K): the same result."""
+@pytest.mark.parametrize("kvec,threads", [(8, 128), (4, 128), (2, 256)])
+@pytest.mark.parametrize("t,hq,hk,hs,rot", [(3, 6, 1, 64, 32), (2, 3, 3, 80, 80), (2, 32, 8, 128, 128)])
+def test_rotary_neox_early_k(t, hq, hk, hs, rot, kvec, threads):
+    """k's loads issued with q's (EARLY_K), k tiles in KVEC-wide vectors: the same result."""
     g = torch.Generator().manual_seed(t * 100 + hq + hs)
     pos = torch.randint(0, 40, (t,), generator=g)
     ang = torch.rand(40, rot // 2, generator=g, dtype=torch.float64) * 6.3
@@ -166,7 +167,7 @@ def test_rotary_neox_early_k(t, hq, hk, hs, rot):
     q, k = torch.randn(t, hq * hs, generator=g).to(torch.bfloat16), torch.randn(t, hk * hs, generator=g).to(
         torch.bfloat16)
     ref_q, ref_k = L.ref_rotary(pos, q, k, cs, hs, True)
-    L.launch_rotary(pos, q, k, cs, hs, True, EARLY_K=True)
+    L.launch_rotary(pos, q, k, cs, hs, True, EARLY_K=True, KVEC=kvec, THREADS=threads)
     assert rel(q, ref_q) < TOL[torch.bfloat16] and rel(k, ref_k) < TOL[torch.bfloat16]
 
 
@@ -192,7 +193,9 @@ KERNEL_NAMES = ["silu_and_mul", "fused_add_rmsnorm", "layer_norm", "merge_attn_s
                             ("rotary_neox", {"EARLY_K": True}), ("layer_norm", {"EVEN": True}),
                             ("layer_norm", {"EVEN": True, "ONE_PASS": True}), ("layer_norm", {"EVEN": True, "ROWS": 2}),
                             ("layer_norm", {"WARP_SUMS": True}), ("fused_add_rmsnorm", {"WARP_SUMS": True}),
-                            ("layer_norm", {"WARP_SUMS": True, "ROWS": 2})]
+                            ("layer_norm", {"WARP_SUMS": True, "ROWS": 2}),
+                            ("rotary_neox", {"EARLY_K": True, "KVEC": 4}),
+                            ("rotary_neox", {"EARLY_K": True, "KVEC": 2, "THREADS": 256})]
                          + [(n, dict(SPLIT=True, BHQ=8, BHK=8, THREADS=64)) for n in ("rotary_neox", "rotary_gptj")])
 def test_verifies_clean_and_fast(name, params):
     kernel = L.KERNELS[name][L.tp.bf16]
