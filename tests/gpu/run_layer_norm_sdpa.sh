@@ -5,7 +5,7 @@
 # the kernels precompiled by the same NVRTC 13.0 into $TILEPY_HIP_CACHE (default build/a3_thc) and libcst's
 # wheel in $WHL (default build/a3_whl; the device has no libcst); both paths carried into the call.
 #   bash tests/gpu/run_layer_norm_sdpa.sh [steps]   steps: a comma list of bench (llm_ops layer_norm and
-#   fused_add_rmsnorm rows), sweep (attention d64 S512 policy variants), decode (the d64 decode row), tests (GPU tests:
+#   fused_add_rmsnorm rows), rbench (the rotary_neox row, KVEC variants included), sweep (attention d64 S512 policy variants), decode (the d64 decode row), tests (GPU tests:
 #   lowered SDPA, layer_norm, rmsnorm), sanitize (memcheck + racecheck on the row kernels); default: all
 set -uo pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site ${WHL:-build/a3_whl}/*.whl || exit 1
@@ -17,6 +17,8 @@ has() { [[ $steps == *",$1,"* ]]; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
 has bench && timeout 100 python3 benchmarks/llm_ops.py --ops layer_norm --out "$OUT" > "$OUT/bench_ln.log" 2>&1
 echo "== llm_ops rc=$? at $((SECONDS - T0)) s"; grep -E "of copy|copy [0-9]|Error" "$OUT/bench_ln.log" | cut -c1-400
+has rbench && timeout 90 python3 benchmarks/llm_ops.py --ops rotary_neox --out "$OUT" > "$OUT/bench_rot.log" 2>&1
+echo "== rotary rc=$? at $((SECONDS - T0)) s"; grep -E "of copy|Error" "$OUT/bench_rot.log" | cut -c1-700
 has sweep && timeout 90 python3 benchmarks/attention.py --sweep --sweep-rows d64s512 --out "$OUT" > "$OUT/sweep.log" 2>&1
 echo "== sweep rc=$? at $((SECONDS - T0)) s"; grep -vE "^kernel" "$OUT/sweep.log" | tail -22 | cut -c1-200
 has decode && timeout 40 python3 - > "$OUT/decode64.log" 2>&1 <<'PY'
