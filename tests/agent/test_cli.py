@@ -33,12 +33,12 @@ def test_optimize_json_history_report_tune(examples, tmp_path):
 
 
 def test_unsupported_problem_exits_3(tmp_path):
-    p = tmp_path / "atan2.py"
+    p = tmp_path / "histc.py"
     p.write_text("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n"
-                 "        return torch.atan2(x, x + 1)\n\ndef get_inputs():\n    return [torch.randn(4, 8)]\n\n"
+                 "        return torch.histc(x + 1, bins=7)\n\ndef get_inputs():\n    return [torch.randn(4, 8)]\n\n"
                  "def get_init_inputs():\n    return []\n")
     r = run("optimize", p, "--db", tmp_path / "h.db")
-    assert r.exit_code == 3 and "atan2.py:4" in r.output and "aten.atan2" in r.output
+    assert r.exit_code == 3 and "histc.py:4" in r.output and "aten.histc" in r.output
 
 
 def test_kb_commands():

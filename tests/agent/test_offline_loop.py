@@ -56,9 +56,9 @@ def test_interrupted_run_resumes_where_it_stopped(examples, history):
 def test_unsupported_op_names_the_op(tmp_path, history):
     from argus_agent.lower import LoweringError
 
-    p = tmp_path / "atan2.py"
+    p = tmp_path / "histc.py"
     p.write_text("import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def forward(self, x, y):\n"
-                 "        return torch.atan2(x, y) + 1\n\ndef get_inputs():\n"
+                 "        return torch.histc(x + y, bins=7) + 1\n\ndef get_inputs():\n"
                  "    return [torch.randn(4, 8), torch.randn(4, 8)]\n\ndef get_init_inputs():\n    return []\n")
-    with pytest.raises(LoweringError, match=r"atan2.py:6: .*aten\.atan2"):
+    with pytest.raises(LoweringError, match=r"histc.py:6: .*aten\.histc"):
         optimize(p, budget=2, history=history)
