@@ -307,6 +307,7 @@ class Analysis:
     # counters' per-iteration costs of enclosing loops)
     trip_facts: dict = field(default_factory=dict)
     global_accesses: list = field(default_factory=list)  # gathers.GAccess: stores, loads, atomics
+    tickets: dict = field(default_factory=dict)  # name of an atomic's old value -> gathers.Ticket
     store_values: dict = field(default_factory=dict)  # id(GAccess of a store) -> the stored value
 
 

@@ -16,8 +16,9 @@ from tilepy import ir
 from tilepy.symbolic import Var
 from tilepy.types import TensorType
 
-from .events import UNKNOWN, GView, Reg, intlike
+from .events import UNKNOWN, GView, Reg, fresh, intlike
 from .tagterms import TOP, Alt
+from .vc import const_of
 
 
 @dataclass(eq=False)
@@ -94,14 +95,43 @@ def gather_tag(walker, g: GGather):
     return tag
 
 
+@dataclass(eq=False)
+class Ticket:
+    """`tp.atomic_add(L[x:x + 1], 1, sem=...)` on one element, its old value used: a ticket. `var` is the old
+    value (a fresh variable per instance: renamed per iteration of the loops around it and per block), `access`
+    the atomic's GAccess, `sem` its memory order, `unit` whether it adds the constant 1 and is unmasked (the
+    last-arriver protocol of checks/global_race.py counts on that)."""
+
+    var: Var
+    access: GAccess
+    sem: str
+    unit: bool
+
+
 def atomic(walker, e, st):
-    """An atomic update: a global write; its old values are data (unknown values, TOP tags)."""
+    """An atomic update: a global write; its old values are data (TOP tags). The old value of a one-element
+    atomic_add is a fresh variable (a Ticket), so a mask `ticket == parts - 1` keeps its term and the global
+    race check can model the last-arriver protocol; any other old value is unknown."""
     dst = walker.expr(e.args[0], st)
     nvals = 2 if e.op == "atomic_cas" else 1
-    for a in e.args[1:]:
-        walker.expr(a, st)
+    vals = [walker.expr(a, st) for a in e.args[1:]]
+    n = len(walker.A.global_accesses)
     record(walker, e, st, "atomic", dst, e.args[1 + nvals] if e.attrs.get("masked") else None)
-    return Reg(e.type, lambda c: [Alt(True, TOP, e.span)], None, (), e.span)
+    value = None
+    if e.op == "atomic_add" and e.type.dtype.is_int and all(d == 1 for d in e.type.shape) \
+            and isinstance(dst, GView):
+        var = fresh("ticket")
+        if st.loops and var.name not in st.loops[-1].derived:
+            st.loops[-1].derived.append(var.name)  # one old value per iteration
+        value = lambda c, var=var: var  # noqa: E731
+        if len(walker.A.global_accesses) > n:
+            inc = vals[0]
+            if isinstance(inc, Reg) and inc.value is not None:
+                inc = inc.value(tuple(0 for _ in inc.type.shape))
+            unit = intlike(inc) and const_of(inc) == 1 and not e.attrs.get("masked")
+            walker.A.tickets[var.name] = Ticket(var, walker.A.global_accesses[-1], e.attrs.get("sem", "relaxed"),
+                                                unit)
+    return Reg(e.type, lambda c: [Alt(True, TOP, e.span)], value, (), e.span)
 
 
 # ops a mask expression may hold and still be evaluated again for its value: no memory access, no effect

@@ -20,6 +20,8 @@ from tilepy.symbolic import BinOp, Var
 from ..counterexample import dims_of, iteration_of
 from ..report import Finding
 from ..vc import AND, NOT, OR, cmp, const_of, in_range, subst, term_vars
+from .tickets import check_linear_first, none_linear
+from .tickets import protocol_facts as _protocol_facts
 
 _ids = itertools.count()
 
@@ -81,6 +83,7 @@ def _grid_axes(kir) -> set:
 def check(ctx) -> list:
     out = []
     accs = ctx.analysis.global_accesses
+    groups: dict = {}
     for i, a in enumerate(accs):
         if a.kind == "write":
             f = _duplicates(ctx, a)
@@ -89,13 +92,29 @@ def check(ctx) -> list:
         for b in accs[i:]:
             if a.param != b.param or "write" not in (a.kind, b.kind):
                 continue  # atomics combine; reads alone cannot race
-            f = _pair(ctx, a, b)
+            q = _query(ctx, a, b)
+            if q is not None:
+                groups.setdefault((a.param, a.kind, b.kind, _where(a.span), _where(b.span)), []).append(q)
+    # the pairs of one pair of source ops (their copies in an unrolled ring or static_range) are asked as one
+    # query first, their disjunction's linear abstraction (tickets.linear_abstraction): unsatisfiable, none
+    # of them races; otherwise each is asked on its own
+    for qs in groups.values():
+        if len(qs) > 1 and none_linear(ctx, [q[2] for q in qs]):
+            continue
+        for q in qs:
+            f = _report(ctx, *q)
             if f is not None:
                 out.append(f)
     return out
 
 
 def _pair(ctx, a, b):
+    q = _query(ctx, a, b)
+    return None if q is None else _report(ctx, *q)
+
+
+def _query(ctx, a, b):
+    """(a, b, cond, m1, m2, i1): the race query of accesses a and b, or None where they never meet."""
     m1, c1, x1, i1 = _instance(a, "@1", True)
     m2, c2, x2, i2 = _instance(b, "@2", True)
     other_block = OR(*(cmp("!=", Var(f"block{k}@1"), Var(f"block{k}@2")) for k in range(3)))
@@ -104,9 +123,17 @@ def _pair(ctx, a, b):
     # a division in an element's index was computed before the access: a block whose divisor is 0 stops
     # there (the kernel fails) and never makes the access
     nonzero = [cmp("!=", y, 0) for _x, y in _divisions(same, {})]
+    proto = _protocol_facts(ctx, a, m1, "@1", b, m2, "@2")
+    if proto is False:
+        return None  # both are the last arriver of one ticket: never in one launch
     cond = AND(c1, c2, _block_ranges("@1", axes), _block_ranges("@2", axes), other_block, *same, *nonzero,
-               *_persistent(a, m1, b, m2), *_strided((c1, *i1), (c2, *i2)), *_division_lemmas((c1, c2, *same)))
-    model = ctx.solver.check(cond)
+               *_persistent(a, m1, b, m2), *_strided((c1, *i1), (c2, *i2)), *_division_lemmas((c1, c2, *same)),
+               *proto)
+    return a, b, cond, m1, m2, i1
+
+
+def _report(ctx, a, b, cond, m1, m2, i1):
+    model = check_linear_first(ctx, cond)
     if model is None:
         return None
     blk1 = tuple(int(model.get(f"block{k}@1", 0)) for k in range(3))
@@ -242,3 +269,8 @@ def _duplicates(ctx, a):
     msg = (f"data race on global tensor '{a.param}': two elements of one scatter store write element {elem} "
            "(duplicate indices: which value lands depends on the schedule; use tp.atomic_* to combine them)")
     return Finding("global_race", "error", msg, a.span, cex)
+
+
+def _where(span):
+    return (getattr(span, "file", None), getattr(span, "line", None), getattr(span, "col", None)) \
+        if span is not None else None
