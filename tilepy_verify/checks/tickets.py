@@ -258,8 +258,6 @@ def _decide(ctx, param) -> bool:
 
     A = ctx.analysis
     axes = ctx.__dict__.setdefault("_grid_axes", _grid_axes(A.kir))
-    if not axes <= {0}:
-        return False
     tks = _tickets_on(ctx, param)
     if not tks or not all(tk.unit and _address(tk.access) is not None for tk in tks):
         return False
@@ -295,11 +293,29 @@ def _decide(ctx, param) -> bool:
                 differ = True
             xp = [subst(i_, mp) for i_ in _address(p.access)]
             xq = [subst(i_, mq) for i_ in _address(q.access)]
-            p1.append(AND(cp, cq, _block_ranges("@1", axes), cmp("==", Var("block0@1"), Var("block0@2")),
-                          *(cmp("==", Var(f"block{k}@{n}"), 0) for k in (1, 2) for n in (1, 2)),
+            p1.append(AND(cp, cq, _block_ranges("@1", axes),
+                          *(cmp("==", Var(f"block{k}@1"), Var(f"block{k}@2")) for k in range(3)),
                           differ, *(cmp("==", u, v) for u, v in zip(xp, xq))))
     # (P2) the takers of L[x] lie in [lo, hi] of every last arriver on L[x]: asked at its ticket's instances
     # (every iteration that takes the ticket, a superset of those where the masked access runs)
+    from .global_race import _divisions
+
+    def nonzero(c):  # an address divides by a run-time divisor: a block whose divisor is 0 fails there first
+        return AND(c, *(cmp("!=", y, 0) for _x, y in _divisions(c, {})))
+
+    p1 = [nonzero(c) for c in p1 if c is not False]
+    if p1 and not none_linear(ctx, p1) and any(_sat(ctx, c) for c in p1):
+        return False
+    # the takers vary on one grid axis (the others equal), inside [lo, hi] on it
+    for axis in sorted(axes) or [0]:
+        if _takers_in_interval(ctx, lasts, tks, axes, axis, nonzero):
+            return True
+    return False
+
+
+def _takers_in_interval(ctx, lasts, tks, axes, axis, nonzero) -> bool:
+    from .global_race import _block_ranges, _instance
+
     p2 = []
     seen = set()
     for _acc, (tk, e) in lasts:
@@ -317,13 +333,12 @@ def _decide(ctx, param) -> bool:
         for p in tks:
             mp, cp, _, _ = _instance(p.access, "@1", True)
             xp = [subst(i_, mp) for i_ in _address(p.access)]
+            b1 = Var(f"block{axis}@1")
             p2.append(AND(cp, cy, _block_ranges("@1", axes), _block_ranges("@2", axes),
                           *(cmp("==", u, v) for u, v in zip(xp, xy)),
-                          OR(cmp("<", Var("block0@1"), lo2), cmp(">", Var("block0@1"), hi2))))
-    from .global_race import _divisions
-
-    # an address divides by a run-time divisor: a block whose divisor is 0 fails there, before the access
-    conds = [AND(c, *(cmp("!=", y, 0) for _x, y in _divisions(c, {}))) for c in p1 + p2 if c is not False]
+                          OR(cmp("<", b1, lo2), cmp(">", b1, hi2),
+                             *(cmp("!=", Var(f"block{k}@1"), Var(f"block{k}@2")) for k in range(3) if k != axis))))
+    conds = [nonzero(c) for c in p2 if c is not False]
     if not conds or none_linear(ctx, conds):
         return True
     return not any(_sat(ctx, c) for c in conds)
