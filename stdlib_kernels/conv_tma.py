@@ -102,7 +102,8 @@ def conv_tma(XH: tp.Tensor[tp.f32, "N", "DHP", "SQ", "WQ", "CP"], XL: tp.Tensor[
              WH: tp.Tensor[tp.f32, "GP", "COG", "KP"], WL: tp.Tensor[tp.f32, "GP", "COG", "KP"],
              Y: tp.Tensor[tp.f32, "NY", "G", "COGY", "OV"],
              OS: tp.constexpr = (1, 8, 8), KS: tp.constexpr = (1, 3, 3), ST: tp.constexpr = (1, 1, 1),
-             DI: tp.constexpr = (1, 1, 1), HP: tp.constexpr = 10, CIGP: tp.constexpr = 32,
+             DI: tp.constexpr = (1, 1, 1), OFF: tp.constexpr = (0, 0, 0), HP: tp.constexpr = 10,
+             CIGP: tp.constexpr = 32,
              SPLIT: tp.constexpr = True,
              BM: tp.constexpr = 128, BN: tp.constexpr = 128, BK: tp.constexpr = 32, STAGES: tp.constexpr = 3,
              CONSUMERS: tp.constexpr = 2, INSTR: tp.constexpr = tp.nv.wgmma_m64n128k8_tf32,
@@ -148,10 +149,10 @@ def conv_tma(XH: tp.Tensor[tp.f32, "N", "DHP", "SQ", "WQ", "CP"], XL: tp.Tensor[
                     kd = tap // (KS[1] * KS[2]) if KS[0] > 1 else 0
                     kh = tap // KS[2] % KS[1] if KS[1] > 1 else 0
                     kw = tap % KS[2] if KS[2] > 1 else 0
-                    xdh = (od * ST[0] + kd * DI[0]) * HP + oh * ST[1] + kh * DI[1]
-                    # padded column ow S2 + kw D2: phase (kw D2) % S2, ow + (kw D2) // S2 within it
-                    q = kw * DI[2] % ST[2] if ST[2] > 1 else 0
-                    xw = ow0 + kw * DI[2] // ST[2]
+                    xdh = (od * ST[0] + kd * DI[0] + OFF[0]) * HP + oh * ST[1] + kh * DI[1] + OFF[1]
+                    # padded column ow S2 + kw D2 + OFF2: phase (kw D2 + OFF2) % S2, from ow + (kw D2 + OFF2) // S2
+                    q = (kw * DI[2] + OFF[2]) % ST[2] if ST[2] > 1 else 0
+                    xw = ow0 + (kw * DI[2] + OFF[2]) // ST[2]
                     tp.copy_bulk(XH[nb, xdh, q, xw:xw + BM, c0:c0 + BK], a_hi[s], full[s])
                     if SPLIT:
                         tp.copy_bulk(XL[nb, xdh, q, xw:xw + BM, c0:c0 + BK], a_lo[s], full[s])
@@ -211,25 +212,34 @@ def applies(x_shape, w_shape, stride, dilation, groups, transposed) -> bool:
     return n * dp * hp < 65536 and n * math.prod(geo["XQ"]) * cp < 2**31
 
 
-def geometry(x_shape, w_shape, y_shape, stride, padding, dilation, groups) -> dict:
+def geometry(x_shape, w_shape, y_shape, stride, padding, dilation, groups, copy=None) -> dict:
     """Constexprs and sizes of a convolution: OS, KS, ST, DI, CIGP (the group's channels padded to BK), BK,
     PA (the padding the copy writes), XV (the 3-D spatial view of x the copy reads), XS (the padded input's
     spatial sizes), XQ (the copy's (DP * HP, S2, WQ) dims between N and CP: the stride's phases of each padded
-    row, WQ = ceil(WP / S2)), CP (its channels). A 1x1 convolution (unit stride, no padding) views its pixels as
-    one row."""
+    row, WQ = ceil(WP / S2)), CP (its channels), OFF (where the convolution's own padded coordinates start in the
+    copy's). A 1x1 convolution (unit stride, no padding) views its pixels as one row. `copy` = (left padding,
+    padded sizes) per spatial dim (3-D): a copy shared with other convolutions of the same input (the phases of
+    a transposed one), padded at least as much as this one; then OFF = its left padding - this padding."""
     nsp = len(x_shape) - 2
     cig = int(x_shape[1]) // groups
     bk = 32 if cig >= 32 or groups > 1 else 16
     cigp = -(-cig // bk) * bk
     pa, ks, st = _three(padding, nsp, 0), _three(w_shape[2:], nsp, 1), _three(stride, nsp, 1)
     xv = _three(x_shape[2:], nsp, 1)
-    pointwise = ks == st == (1, 1, 1) and pa == (0, 0, 0)
+    pointwise = ks == st == (1, 1, 1) and pa == (0, 0, 0) and copy is None
     if pointwise:       # a 1x1 convolution: the pixels as one row (no row segment is cut short at a row's end)
         xv = (1, 1, xv[0] * xv[1] * xv[2])
-    xs = tuple(i + 2 * p for i, p in zip(xv, pa))
+    off = (0, 0, 0)
+    if copy is None:
+        xs = tuple(i + 2 * p for i, p in zip(xv, pa))
+    else:
+        off = tuple(int(c) - p for c, p in zip(copy[0], pa))
+        pa, xs = tuple(int(c) for c in copy[0]), tuple(int(c) for c in copy[1])
+        if min(off) < 0 or any(s < i + p for s, i, p in zip(xs, xv, pa)):
+            raise ValueError(f"a shared copy padded {pa} to {xs} does not hold x {xv} padded by {padding}")
     xq = (xs[0] * xs[1], st[2], -(-xs[2] // st[2]))
     geo = dict(KS=ks, ST=st, DI=_three(dilation, nsp, 1), CIGP=cigp, BK=bk, PA=pa, XV=xv, XS=xs, XQ=xq,
-               CP=cigp * groups)
+               CP=cigp * groups, OFF=off)
     if y_shape is not None:
         geo["OS"] = xv if pointwise else _three(y_shape[2:], nsp, 1)
     return geo
@@ -252,7 +262,8 @@ def policy(geo: dict, cog: int, split: bool) -> dict:
 def kernel_params(geo: dict, cog: int, split: bool) -> dict:
     """Every constexpr of the conv_tma launch."""
     return {**PRESETS["sm_90a"], **policy(geo, cog, split), "OS": geo["OS"], "KS": geo["KS"], "ST": geo["ST"],
-            "DI": geo["DI"], "HP": geo["XS"][1], "CIGP": geo["CIGP"], "SPLIT": bool(split)}
+            "DI": geo["DI"], "OFF": geo.get("OFF", (0, 0, 0)), "HP": geo["XS"][1], "CIGP": geo["CIGP"],
+            "SPLIT": bool(split)}
 
 
 def grid(batch: int, params: dict, cog: int, groups: int) -> tuple:
@@ -295,15 +306,17 @@ def weight_tma(w, groups: int, geo: dict):
     return out.reshape(groups, cog, -1)
 
 
-def launch(x, w, y, stride=1, padding=0, dilation=1, groups=1, split=True, target: str = "sm_90a",
+def launch(x, w, y, stride=1, padding=0, dilation=1, groups=1, split=True, target: str = "sm_90a", copy=None,
            **constexprs):
-    """y = conv(x, w), fp32 out; `split` picks 3xTF32 (fp32-accurate) or one TF32 pass."""
+    """y = conv(x, w), fp32 out; `split` picks 3xTF32 (fp32-accurate) or one TF32 pass; `copy`: the
+    channels-last copy's (left padding, padded sizes) when it is padded more than this convolution needs (as a
+    copy shared by several convolutions is; `geometry`)."""
     from stdlib_kernels import gemm_fp32
 
     if not applies(x.shape, w.shape, stride, dilation, groups, False):
         raise ValueError(f"conv_tma does not take x {tuple(x.shape)}, w {tuple(w.shape)}, stride {stride}, "
                          f"groups {groups}: use conv_igemm")
-    geo = geometry(x.shape, w.shape, y.shape, stride, padding, dilation, groups)
+    geo = geometry(x.shape, w.shape, y.shape, stride, padding, dilation, groups, copy)
     nb, ci = int(x.shape[0]), int(x.shape[1])
     x5 = x.reshape((nb, ci) + geo["XV"])
     xs = (nb,) + geo["XQ"] + (geo["CP"],)

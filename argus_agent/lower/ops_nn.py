@@ -294,7 +294,8 @@ def _conv_igemm(ctx, x, w, shape, stride, padding, dilation, transposed, groups,
     K = cig * math.prod(ksz)
     if (tma and CONV_TMA and conv_tma.applies(x.shape, w.shape, stride, dilation, groups, transposed)
             and (CONV_TMA_WSTRIDE or stride[-1] == 1)):
-        return _conv_tma(ctx, xb, w, shape, stride, padding, dilation, groups, conv_prec == "fp32")
+        return _conv_tma(ctx, xb, w, shape, stride, padding, dilation, groups, conv_prec == "fp32",
+                         copy=tma if isinstance(tma, tuple) else None)
     geo = conv_igemm.geometry(x.shape, w.shape, shape, stride, padding, dilation, groups, transposed)
     if not transposed:
         wb = ctx.contiguous(w, "conv_w")
@@ -316,19 +317,23 @@ def _conv_igemm(ctx, x, w, shape, stride, padding, dilation, transposed, groups,
 # conv_tma: the input copied once per call channels-last and zero-padded (to_ndhwc; a stride along W stores each
 # row's stride phases apart), every A tile one bulk tensor copy of it, no gather (1x1 convolutions included: a
 # batched GEMM on the transposed input).
+# The phases of a strided transposed convolution (direct unit-stride convolutions of one input, each with its
+# own padding) share one copy, padded by the largest phase padding; each reads it at an offset.
 # ARGUS_CONV_TMA=0 keeps them on conv_igemm; ARGUS_CONV_TMA_WSTRIDE=0 only those with a stride along W (the
-# phased copy, not yet timed on the GPU).
+# phased copy), ARGUS_CONV_TMA_PHASES=0 the transposed phases (neither timed on the GPU yet).
 CONV_TMA = os.environ.get("ARGUS_CONV_TMA", "1") == "1"
 CONV_TMA_WSTRIDE = os.environ.get("ARGUS_CONV_TMA_WSTRIDE", "1") == "1"
+CONV_TMA_PHASES = os.environ.get("ARGUS_CONV_TMA_PHASES", "1") == "1"
 
 
-def _conv_tma(ctx, xb, w, shape, stride, padding, dilation, groups, split):
+def _conv_tma(ctx, xb, w, shape, stride, padding, dilation, groups, split, copy=None):
     """The convolution on conv_tma: B (G, Cout/G, taps * CIGP) from the weight (a small reordering copy, zeros
-    at the channels padded to BK), the template's host lines copy x channels-last before the GEMM."""
+    at the channels padded to BK), the template's host lines copy x channels-last before the GEMM (`copy`: the
+    (left padding, padded sizes) of a copy shared with other convolutions of x)."""
     from stdlib_kernels import conv_tma
 
     from .index import flatten, mod, unflatten
-    geo = conv_tma.geometry(xb.shape, w.shape, shape, stride, padding, dilation, groups)
+    geo = conv_tma.geometry(xb.shape, w.shape, shape, stride, padding, dilation, groups, copy)
     cig, cog = xb.shape[1] // groups, shape[1] // groups
     ksz = list(w.shape[2:])
     cigp = geo["CIGP"]
@@ -420,6 +425,20 @@ def _transposed_phases(ctx, x, w, shape, stride, padding, groups):
         if not conv_igemm_ok(ctx.target, x.dtype, npix, cig, cog, tv, groups, x.numel, Co * npix):
             return None
         plans.append((a, dims, True))
+    # one channels-last copy of x for every phase on conv_tma: padded left by the largest phase padding, right
+    # as far as any phase's last tap reaches
+    live = [dims for _, dims, ok in plans if ok is not None]
+    copy = False
+    if live and CONV_TMA and CONV_TMA_PHASES:
+        from stdlib_kernels import conv_tma
+
+        isz = list(x.shape[2:])
+        pl = [max(0, max(dims[d][1] - 1 - dims[d][3] for dims in live)) for d in range(nsp)]
+        ext = [max([isz[d] + pl[d]] + [dims[d][2] + dims[d][1] - 1 + pl[d] - (dims[d][1] - 1 - dims[d][3])
+                                       for dims in live]) for d in range(nsp)]
+        if all(conv_tma.applies(x.shape, (Co, cig) + tuple(T for _, T, _, _ in dims), [1] * nsp, [1] * nsp,
+                                groups, False) for dims in live):
+            copy = (tuple([0] * (3 - nsp) + pl), tuple([1] * (3 - nsp) + ext))
     parts = []
     for a, dims, ok in plans:
         if ok is None:
@@ -434,8 +453,8 @@ def _transposed_phases(ctx, x, w, shape, stride, padding, groups):
         wb = ctx.contiguous(LTensor(tshape, w.dtype, wsub), "conv_wphase")
         pshape = (N, Co) + tuple(J for _, _, J, _ in dims)
         pads = [T - 1 - c for _, T, _, c in dims]
-        # conv_igemm, not conv_tma: each phase would copy the input channels-last with its own padding
-        parts.append((a, _conv_igemm(ctx, x, wb, pshape, [1] * nsp, pads, [1] * nsp, False, groups, tma=False)))
+        # conv_tma on the shared copy where it applies, else conv_igemm (never a copy per phase)
+        parts.append((a, _conv_igemm(ctx, x, wb, pshape, [1] * nsp, pads, [1] * nsp, False, groups, tma=copy)))
 
     def fn(c):
         v = None

@@ -478,7 +478,7 @@ def render_gemm_template(t, n: int, target: str, buffers: dict, done: set) -> tu
                      .replace(view, f"{out.name}.view({t.batch * t.ksplit}, {t.M}, {t.N})"
                               + "".join(f", {a}" for a in extra)))
         return srcs, lines
-    return srcs, render_conv(t, n, kname, out, extra)
+    return srcs, render_conv(t, n, kname, out, extra, done)
 
 
 def conv_params(t: ConvTemplate) -> dict:
@@ -492,7 +492,7 @@ def conv_params(t: ConvTemplate) -> dict:
             "SPLIT": t.split}
 
 
-def render_conv(t: ConvTemplate, n: int, kname: str, out: Buffer, extra: list) -> list:
+def render_conv(t: ConvTemplate, n: int, kname: str, out: Buffer, extra: list, done: set | None = None) -> list:
     """Host lines: the weight's TF32 halves (K padded to 4), then the implicit GEMM over (pixels, channels, G)."""
     from stdlib_kernels import conv_igemm
 
@@ -519,14 +519,22 @@ def render_conv(t: ConvTemplate, n: int, kname: str, out: Buffer, extra: list) -
         xs = (nb,) + tuple(geo["XQ"]) + (geo["CP"],)
         x5 = (nb, t.x.shape[1]) + tuple(geo["XV"])
         xh, xl = f"ws{n}_xh", (f"ws{n}_xl" if t.split else f"ws{n}_xh")
-        lines.append(f"{xh} = torch.empty({xs}, dtype=torch.float32, device=dev)")
-        if t.split:
-            lines.append(f"{xl} = torch.empty({xs}, dtype=torch.float32, device=dev)")
-        cname, cx, view = conv_tma.copy_call(geo, t.split)
-        view = view if view == (-1,) else (nb,) + view
-        kw = "".join(f", {k}={_py_source(v)}" for k, v in cx.items())
-        lines.append(f"launch({cname}, {conv_tma.copy_grid(nb, geo)}, {t.x.name}.view({x5}), {xh}.view({view}), "
-                     f"{xl}.view({view}){kw})")
+        # one copy per (input, layout): a transposed convolution's phases read the same one
+        key = f"ndhwc:{t.x.name}:{geo['PA']}:{geo['XS']}:{geo['XQ']}:{geo['CP']}:{t.split}="
+        made = [d for d in (done if done is not None else ()) if d.startswith(key)]
+        if made:
+            xh, xl = made[0][len(key):].split(",")
+        else:
+            lines.append(f"{xh} = torch.empty({xs}, dtype=torch.float32, device=dev)")
+            if t.split:
+                lines.append(f"{xl} = torch.empty({xs}, dtype=torch.float32, device=dev)")
+            cname, cx, view = conv_tma.copy_call(geo, t.split)
+            view = view if view == (-1,) else (nb,) + view
+            kw = "".join(f", {k}={_py_source(v)}" for k, v in cx.items())
+            lines.append(f"launch({cname}, {conv_tma.copy_grid(nb, geo)}, {t.x.name}.view({x5}), "
+                         f"{xh}.view({view}), {xl}.view({view}){kw})")
+            if done is not None:
+                done.add(f"{key}{xh},{xl}")
         xarg = f"{xh}, {xl}"
         grid = conv_tma.grid(nb, params, cog, t.groups)
     else:

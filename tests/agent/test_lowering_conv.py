@@ -106,6 +106,31 @@ def test_unit_stride_conv_runs_conv_tma_with_fused_epilogue(name, make, xs, tf32
         assert f"{k}: tp.constexpr = {v!r}" in src.split(f"def {cname}(")[1].split("):")[0], (cname, k)
 
 
+TMA_PHASES = [
+    ("convT2d_k4s2", lambda: nn.ConvTranspose2d(16, 8, 4, stride=2, padding=1), (1, 16, 9, 10)),
+    ("convT3d_k3s2_outpad", lambda: nn.ConvTranspose3d(16, 16, 3, stride=2, padding=1, output_padding=1),
+     (1, 16, 4, 6, 6)),
+    ("convT2d_s3_asym", lambda: nn.ConvTranspose2d(32, 16, (3, 5), stride=(2, 3), padding=(0, 2)), (1, 32, 8, 12)),
+]
+
+
+@pytest.mark.parametrize("tf32", [False, True], indirect=True)
+@pytest.mark.parametrize("name,make,xs", TMA_PHASES, ids=[c[0] for c in TMA_PHASES])
+def test_transposed_phases_share_one_channels_last_copy(name, make, xs, tf32, tmp_path):
+    """The output phases of a strided transposed convolution (direct unit-stride convolutions of one input,
+    each with its own padding) run conv_tma on one channels-last copy padded by the largest phase padding:
+    one to_ndhwc launch, every phase reading it at its own offset."""
+    torch.manual_seed(8)
+    model = ConvChain(make())
+    prog, src, out, ref = _run(model, [torch.randn(xs)], tmp_path, f"tma_phases_{name}_{tf32}")
+    convs = [k for k in prog.kernels if isinstance(k, ConvTemplate)]
+    assert len(convs) > 1 and all(k.kernel == "conv_tma" and k.split == (not tf32) for k in convs)
+    if name == "convT2d_k4s2":      # phase paddings 1 and 0 per dim: offsets 0 and 1 into the copy
+        assert len({k.geometry["OFF"] for k in convs}) > 1
+    assert src.count("launch(to_ndhwc") == 1
+    _close(out, ref, 1e-2 if tf32 else 1e-4)
+
+
 PHASED = [
     ("convT1d", lambda: nn.ConvTranspose1d(16, 8, 4, stride=2, padding=1), (2, 16, 30)),
     ("convT2d_grouped_s3", lambda: nn.ConvTranspose2d(8, 12, (5, 3), stride=(3, 2), padding=(2, 1), groups=2,

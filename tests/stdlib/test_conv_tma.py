@@ -63,6 +63,21 @@ def test_conv_tma_single_tf32_matches_tf32_inputs(case):
     assert np.abs(y - ref).max() > 1e-5 * scale
 
 
+@pytest.mark.parametrize("stride", [1, 2], ids=["s1", "wstride2"])
+def test_conv_tma_reads_a_copy_padded_more_than_it_needs(stride):
+    """A copy shared by several convolutions of one input (a transposed convolution's phases) is padded by the
+    largest of their paddings and extends further right: each reads it at OFF = the copy's padding - its own."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((1, 16, 6, 7)).astype(np.float32)
+    w = rng.standard_normal((8, 16, 2, 3)).astype(np.float32)
+    ref = conv_igemm.reference(x, w, stride, (0, 1), 1, 1)
+    y = np.full(ref.shape, np.nan, np.float32)
+    conv_tma.launch(x, w, y, stride, (0, 1), 1, 1, copy=((0, 2, 3), (1, 11, 14)))
+    assert np.abs(y - ref).max() <= 1e-5 * np.abs(ref).max()
+    with pytest.raises(ValueError, match="does not hold"):
+        conv_tma.geometry(x.shape, w.shape, ref.shape, 1, (0, 3), 1, 1, ((0, 2, 2), (1, 11, 14)))
+
+
 def test_conv_tma_applies_only_where_its_boxes_are_exact():
     """Direct convolutions with at least 16 channels per group (a multiple of 32 when grouped); the rest stays
     with conv_igemm, and launch refuses it with the reason."""
