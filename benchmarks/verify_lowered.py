@@ -48,12 +48,13 @@ def main(argv=None) -> int:
     ap.add_argument("--every", type=int, default=1, help="every N-th corpus problem")
     ap.add_argument("--json", default=None, help="write the results here")
     ap.add_argument("--repeat", type=int, default=2, help="best of N cold verifications per kernel")
+    ap.add_argument("--only", default="", help="the problems whose file name contains this (e.g. transpose)")
     args = ap.parse_args(argv)
     rows, failed_lowering = [], []
     tmp = Path(tempfile.mkdtemp())
     t_all = time.perf_counter()
     print(f"{'problem':44s} {'kernel':28s} {'verify s':>9s} {'queries':>8s} {'asserts':>8s}  findings")
-    for path in CORPUS[:: args.every]:
+    for path in [p for p in CORPUS if args.only in p.name][:: args.every]:
         pname = f"{path.parent.name}/{path.stem}"
         try:
             kernels = generated_kernels(path, tmp)

@@ -66,6 +66,14 @@ def _block_ranges(suffix: str, axes):
                  cmp("==", Var(f"block{a}{suffix}"), 0) for a in range(3)))
 
 
+def grid_axes(ctx) -> set:
+    """The grid axes the kernel reads (computed once per analysis)."""
+    axes = ctx.__dict__.get("_grid_axes")
+    if axes is None:
+        axes = ctx.__dict__["_grid_axes"] = _grid_axes(ctx.analysis.kir)
+    return axes
+
+
 def _grid_axes(kir) -> set:
     from tilepy import ir
 
@@ -118,7 +126,7 @@ def _query(ctx, a, b):
     m1, c1, x1, i1 = _instance(a, "@1", True)
     m2, c2, x2, i2 = _instance(b, "@2", True)
     other_block = OR(*(cmp("!=", Var(f"block{k}@1"), Var(f"block{k}@2")) for k in range(3)))
-    axes = ctx.__dict__.setdefault("_grid_axes", _grid_axes(ctx.analysis.kir))
+    axes = grid_axes(ctx)
     same = [cmp("==", p, q) for p, q in zip(i1, i2)]
     # a division in an element's index was computed before the access: a block whose divisor is 0 stops
     # there (the kernel fails) and never makes the access

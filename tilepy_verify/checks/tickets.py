@@ -62,7 +62,7 @@ def _implies(p, q):
     return OR(NOT(p), q)
 
 
-def nonlinear_lemmas(*terms) -> list:
+def nonlinear_lemmas(*terms, limit=MAX_LEMMAS) -> list:
     """Facts of the products of two unknowns and the floor divisions by a run-time divisor in `terms` that Z3's
     nonlinear arithmetic does not find by itself, each true of every integer model (a tile scheduler's shares
     [b * total // G, (b + 1) * total // G) are disjoint by them, and a block's share holds iteration i exactly
@@ -134,7 +134,8 @@ def nonlinear_lemmas(*terms) -> list:
                 if d.b == c:
                     le, ple = cmp("<=", a, d), cmp("<=", p, d.a)
                     out.append(_implies(cmp(">", c, 0), OR(AND(le, ple), AND(NOT(le), NOT(ple)))))
-    return [x for x in out if x is not True][:MAX_LEMMAS]
+    out = [x for x in out if x is not True]
+    return out if limit is None else out[:limit]
 
 
 # ------------------------------------------------------------------------------------------------ tickets
@@ -254,10 +255,10 @@ def protocol_ok(ctx, param) -> bool:
 
 
 def _decide(ctx, param) -> bool:
-    from .global_race import _block_ranges, _grid_axes, _instance
+    from .global_race import _block_ranges, _instance, grid_axes
 
     A = ctx.analysis
-    axes = ctx.__dict__.setdefault("_grid_axes", _grid_axes(A.kir))
+    axes = grid_axes(ctx)
     tks = _tickets_on(ctx, param)
     if not tks or not all(tk.unit and _address(tk.access) is not None for tk in tks):
         return False
@@ -418,7 +419,7 @@ def linear_abstraction(ctx, term):
 
     names = ctx.__dict__.setdefault("_nl_names", {})
     explicit = ctx.solver.enc.ranges.explicit
-    memo: dict = {}
+    memo = ctx.__dict__.setdefault("_nl_memo", {})  # by id, the term kept: queries share instance terms
 
     def sym(e):
         if not isinstance(e, (BinOp, Select)):
@@ -442,7 +443,7 @@ def linear_abstraction(ctx, term):
         memo[id(e)] = (e, out)
         return out
 
-    bmemo: dict = {}
+    bmemo = ctx.__dict__.setdefault("_nl_bmemo", {})
 
     def go(t):
         if not (isinstance(t, tuple) and t):
