@@ -170,6 +170,30 @@ def combine(ctx, x: LTensor, hit, value, n: int, mode: str, include_self: bool, 
     return LTensor(shape, dtype, f)
 
 
+def _flat_scatter_add(ctx, x: LTensor, d: int, index: LTensor, src) -> LTensor:
+    """scatter_add on a GPU target: every (index element, source element) pair is one atomic add at its flat
+    offset into a copy of x (the stdlib row scatter-add with rows of one element), O(index elements)."""
+    from .index import flatten
+
+    rank, ishape = len(x.shape), index.shape
+    strides = [numel(x.shape[k + 1:]) for k in range(rank)]
+    out = ctx.realize(LTensor(x.shape, x.dtype, x._fn), "scatter_add").buffer      # always a copy of its own
+
+    def at(c):
+        rest = flatten([const(0) if k == d else c[k] for k in range(rank)], x.shape)
+        e = call("mul", _wrap(index(c), x.shape[d]), vals.const(strides[d], torch.int64), dtype=torch.int64)
+        return call("add", vals.index_value(rest), e, dtype=torch.int64)
+    ib = ctx.realize(LTensor(ishape, torch.int64, at), "scatter_add_at").buffer
+    if isinstance(src, LTensor):
+        sv = LTensor(ishape, torch.float32, lambda c: vals.cast(src(c), torch.float32))
+    else:
+        one = vals.const(src, torch.float32)
+        sv = LTensor(ishape, torch.float32, lambda c: one)
+    sb = ctx.contiguous(sv, "scatter_add_src").buffer
+    ctx.kernels.append(ScatterAddTemplate(out, sb, ib, numel(ishape), x.numel, 1, ctx.note))
+    return buffer_tensor(out)
+
+
 def _scatter(ctx, node, x: LTensor, dim: int, index: LTensor, src, mode: str, include_self=True) -> LTensor:
     """scatter along `dim`: candidate j of out[c] is index[c with j at dim] (for c inside the index's extent
     in the other dims), naming c[dim]; its value src[c with j at dim] (src a tensor or a number)."""
@@ -182,6 +206,8 @@ def _scatter(ctx, node, x: LTensor, dim: int, index: LTensor, src, mode: str, in
     n = index.shape[d]
     if n == 0 or index.numel == 0:
         return x
+    if mode == "sum" and include_self and ctx.target != "cpu" and x.dtype == torch.float32 and n > UNROLL:
+        return _flat_scatter_add(ctx, x, d, index, src)
     cdt = vals.compute_dtype(x.dtype)
 
     def at(c, j):

@@ -284,3 +284,30 @@ def test_index_add_on_a_gpu_target_is_the_stdlib_atomic_row_scatter(tmp_path):
     ref = fn(x.double(), idx, src.double())
     assert_close(out, ref, 1e-5)
     assert_close(again, ref, 1e-5)
+
+
+@pytest.mark.parametrize("reduce", ["scatter_add", "scatter_reduce_sum"])
+def test_scatter_add_on_a_gpu_target_is_one_atomic_add_per_index_element(reduce, tmp_path):
+    """On a GPU target a long scatter_add (more than UNROLL candidates per element) is a copy of x plus one
+    atomic add per (index, source) element at its flat offset (the stdlib row scatter-add, rows of one
+    element); run here on the interpreter against float64, twice (x is never written)."""
+    from argus_agent.lower.ops_scatter import ScatterAddTemplate
+
+    g = torch.Generator().manual_seed(19)
+    x, idx, src = torch.randn(6, 30, 5, generator=g), torch.randint(0, 30, (5, 40, 4), generator=g), \
+        torch.randn(6, 41, 5, generator=g)
+
+    def fn(x, i, s):
+        y = x.scatter_add(1, i, s) if reduce == "scatter_add" else x.scatter_reduce(1, i, s, "sum")
+        return y * 2.0
+    prog = lower_model(Fn(fn), [x, idx, src], "sm_90a")
+    assert sum(isinstance(k, ScatterAddTemplate) for k in prog.kernels) == 1
+    p = tmp_path / f"{reduce}_gpu.py"
+    p.write_text(render_program(prog))
+    spec = importlib.util.spec_from_file_location(f"scatter_{reduce}_gpu", p)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    ref = fn(x.double(), idx, src.double())
+    with torch.no_grad():
+        for _ in range(2):
+            assert_close(mod.argus_forward(Fn(fn), x, idx, src), ref, 1e-5)
