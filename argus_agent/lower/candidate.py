@@ -108,6 +108,8 @@ def _reduction_length(kernel) -> int:
         return kernel.N
     if isinstance(kernel, (ConvTemplate, Fp32GemmTemplate, MatmulTemplate)):
         return kernel.K
+    if type(kernel).__name__ in ("ScatterAddTemplate", "MoeTemplate"):   # atomic adds of N rows; the MoE's GEMMs
+        return kernel.K
     return 1
 
 
