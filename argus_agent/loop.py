@@ -30,6 +30,7 @@ class Outcome:
     verdict: dict = field(default_factory=dict)
     evaluation: Evaluation | None = None
     counterexamples: list = field(default_factory=list)
+    stage_seconds: dict = field(default_factory=dict)   # the sandbox's seconds per stage (build, verify, ...)
 
     @property
     def correct(self) -> bool:
@@ -69,7 +70,8 @@ class Session:
         """Build, fit, verify, test and (on a GPU) time one candidate source, in a child process."""
         self.trials += 1
         res = self.sandbox.check(source, trial_seed=self.trials, time_it=time_it)
-        return Outcome(res.outcome, res.message, res.verdict, res.evaluation, res.counterexamples)
+        return Outcome(res.outcome, res.message, res.verdict, res.evaluation, res.counterexamples,
+                       dict(res.stage_seconds or {}))
 
     def feasibility(self, source: str, target: str | None = None, directory=None) -> str:
         """'' when every kernel of `source` builds and fits the target (the tuner's stage 1), else why not."""
@@ -198,7 +200,8 @@ def _optimize(session, history, planner, kb, run_id, resumed, target, budget, se
         sp = out.evaluation.speedup if out.evaluation else None
         r = reward(out, best[3] if best else None)
         ev = (out.evaluation.to_dict() if out.evaluation else {}) | {"outcome": out.outcome,
-                                                                     "parent_digest": parent_digest} | (extra or {})
+                                                                     "parent_digest": parent_digest,
+                                                                     "stage_seconds": out.stage_seconds} | (extra or {})
         verdict = dict(out.verdict) | {"counterexamples": out.counterexamples,
                                        "status": out.verdict.get("status", out.outcome)}
         cid = history.add_candidate(run_id, iteration, parent, action, source, verdict, out.message, out.correct,

@@ -65,6 +65,9 @@ def main():
     import torch
 
     db = Path(tempfile.mkdtemp(prefix="argus-budget-db-")) / "history.db"
+    device = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
+    out = Path(args.out or ROOT / "benchmarks" / "results" / f"agent_budget-{device.replace(' ', '_')}.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
     rows = []
     for p in map(Path, args.problems):
         row = run(p, args.budget, args.target, db)
@@ -75,16 +78,14 @@ def main():
         print(f"{row['problem']:50s} {row['seconds']:7.1f} s  peak RSS {row['peak_rss_bytes'] / 2**30:5.2f} GiB "
               f"(limit {row['rss_limit_bytes'] / 2**30:5.2f})  exit {row['exit']}  {row.get('status')} "
               f"speedup {row.get('best_speedup')}", flush=True)
-    med = statistics.median(r["seconds"] for r in rows)
+        med = statistics.median(r["seconds"] for r in rows)
+        # written after every problem: a run cut short keeps what it measured
+        out.write_text(json.dumps({"device": device, "torch": torch.__version__, "python": sys.version.split()[0],
+                                   "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="minutes"),
+                                   "budget": args.budget, "target": args.target, "median_seconds": med,
+                                   "problems": rows}, indent=1))
     print(f"median wall time {med:.1f} s over {len(rows)} problems (budget {args.budget}); "
           f"host memory within 2 x inputs + 2 GB: {sum(r['rss_within_limit'] for r in rows)}/{len(rows)}")
-    device = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
-    out = Path(args.out or ROOT / "benchmarks" / "results" / f"agent_budget-{device.replace(' ', '_')}.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"device": device, "torch": torch.__version__, "python": sys.version.split()[0],
-                               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="minutes"),
-                               "budget": args.budget, "target": args.target, "median_seconds": med,
-                               "problems": rows}, indent=1))
     print(f"wrote {out}")
 
 
