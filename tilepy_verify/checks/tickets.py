@@ -62,79 +62,116 @@ def _implies(p, q):
     return OR(NOT(p), q)
 
 
+_LEMMAS: dict = {}  # (kind, ids of the terms) -> (terms, lemmas): the same instance terms recur across queries
+_COLLECTED: dict = {}  # id of a conjunct -> (conjunct, products, divisions)
+
+
+def _cached(kind, objs, make):
+    key = (kind, *map(id, objs))
+    hit = _LEMMAS.get(key)
+    if hit is not None and all(x is y for x, y in zip(hit[0], objs)):
+        return hit[1]
+    if len(_LEMMAS) > 200_000:
+        _LEMMAS.clear()
+    out = [x for x in make() if x is not True]
+    _LEMMAS[key] = (objs, out)
+    return out
+
+
+def _collected(t):
+    hit = _COLLECTED.get(id(t))
+    if hit is not None and hit[0] is t:
+        return hit[1], hit[2]
+    if len(_COLLECTED) > 200_000:
+        _COLLECTED.clear()
+    prods: dict = {}
+    divs: dict = {}
+    _collect(t, prods, divs, set())
+    _COLLECTED[id(t)] = (t, prods, divs)
+    return prods, divs
+
+
 def nonlinear_lemmas(*terms, limit=MAX_LEMMAS) -> list:
     """Facts of the products of two unknowns and the floor divisions by a run-time divisor in `terms` that Z3's
     nonlinear arithmetic does not find by itself, each true of every integer model (a tile scheduler's shares
     [b * total // G, (b + 1) * total // G) are disjoint by them, and a block's share holds iteration i exactly
     when b = ((i + 1) * G - 1) // total):
-    products a * b: non-negative / positive where both factors are; two products x1 * c and x2 * c with a
-    common factor c >= 0: x1 <= x2 gives x1 * c <= x2 * c and x1 < x2 gives x1 * c + c <= x2 * c;
-    two divisions x1 // y and x2 // y, y > 0: x1 <= x2 gives x1 // y <= x2 // y;
-    a product a * c and a division z // c, c > 0: a <= z // c exactly when a * c <= z."""
+    products a * b: zero, non-negative / positive where a factor is zero / both factors are; two products
+    x1 * c and x2 * c with a common factor c >= 0: x1 <= x2 gives x1 * c <= x2 * c and x1 < x2 gives
+    x1 * c + c <= x2 * c; (x // c) * c == x - x % c;
+    divisions: 0 <= x % y < y and 0 <= x // y <= x (y > 0, x >= 0); x1 // y and x2 // y (y > 0) monotone and
+    congruent, equal quotients differing dividends by their remainders, a smaller quotient a smaller
+    x - x % y by y at least;
+    a product a * c and a division z // c, c > 0: a <= z // c exactly when a * c <= z.
+    Each is made once per tuple of terms (the instance terms of a query recur in the next: renaming memoizes)."""
     prods: dict = {}
     divs: dict = {}
-    seen: set = set()
     for t in terms:
-        _collect(t, prods, divs, seen)
+        for c in (t[1:] if isinstance(t, tuple) and t and t[0] == "and" else (t,)):
+            p, d = _collected(c)
+            prods.update(p)
+            divs.update(d)
     out = []
     plist = list(prods)
-    for p in plist:
-        out.append(_implies(OR(cmp("==", p.a, 0), cmp("==", p.b, 0)), cmp("==", p, 0)))
-        out.append(_implies(AND(cmp(">=", p.a, 0), cmp(">=", p.b, 0)), cmp(">=", p, 0)))
-        out.append(_implies(AND(cmp(">", p.a, 0), cmp(">", p.b, 0)), cmp(">", p, 0)))
 
     def factors(p):
         return ((p.a, p.b), (p.b, p.a))
 
+    for p in plist:
+        out += _cached("p", (p,), lambda p=p: [
+            _implies(OR(cmp("==", p.a, 0), cmp("==", p.b, 0)), cmp("==", p, 0)),
+            _implies(AND(cmp(">=", p.a, 0), cmp(">=", p.b, 0)), cmp(">=", p, 0)),
+            _implies(AND(cmp(">", p.a, 0), cmp(">", p.b, 0)), cmp(">", p, 0)),
+            *(_implies(cmp("!=", c, 0), cmp("==", p, a.a - BinOp("%", a.a, c))) for c, a in factors(p)
+              if isinstance(a, BinOp) and a.op == "//" and a.b == c)])
+
+    def pp(p, q):
+        res = []
+        for c, x1 in factors(p):
+            for c2, x2 in factors(q):
+                if c == c2:
+                    for u, pu, v, pv in ((x1, p, x2, q), (x2, q, x1, p)):
+                        res.append(_implies(AND(cmp(">=", c, 0), cmp("<=", u, v)), cmp("<=", pu, pv)))
+                        res.append(_implies(AND(cmp(">=", c, 0), cmp("<", u, v)), cmp("<=", pu + c, pv)))
+        return res
+
     for i, p in enumerate(plist):
         for q in plist[i + 1:]:
-            for c, x1 in factors(p):
-                for c2, x2 in factors(q):
-                    if c == c2:
-                        for u, pu, v, pv in ((x1, p, x2, q), (x2, q, x1, p)):
-                            out.append(_implies(AND(cmp(">=", c, 0), cmp("<=", u, v)), cmp("<=", pu, pv)))
-                            out.append(_implies(AND(cmp(">=", c, 0), cmp("<", u, v)), cmp("<=", pu + c, pv)))
-    mods = [d for d in divs if d.op == "%"]
+            out += _cached("pp", (p, q), lambda p=p, q=q: pp(p, q))
     dlist = [d for d in divs if d.op == "//"]
-    for r in mods:
-        out.append(_implies(cmp(">", r.b, 0), AND(cmp(">=", r, 0), cmp("<", r, r.b))))
+    mods = [d for d in divs if d.op == "%"]
     for d in dlist:
-        out.append(_implies(AND(cmp(">", d.b, 0), cmp(">=", d.a, 0)), AND(cmp(">=", d, 0), cmp("<=", d, d.a))))
+        out += _cached("d", (d,), lambda d=d: [
+            _implies(AND(cmp(">", d.b, 0), cmp(">=", d.a, 0)), AND(cmp(">=", d, 0), cmp("<=", d, d.a)))])
     pairs = {}
     for d in divs:
         pairs.setdefault((d.a, d.b), None)
     plist2 = list(pairs)
+
+    def xy(x1, x2, y):
+        q1, r1, q2, r2 = BinOp("//", x1, y), BinOp("%", x1, y), BinOp("//", x2, y), BinOp("%", x2, y)
+        res = [_implies(AND(cmp("!=", y, 0), cmp("==", q1, q2)), cmp("==", x1 - x2, r1 - r2)),
+               _implies(AND(cmp("!=", y, 0), cmp("==", x1, x2)), AND(cmp("==", q1, q2), cmp("==", r1, r2)))]
+        for u, ru, qu, v, rv, qv in ((x1, r1, q1, x2, r2, q2), (x2, r2, q2, x1, r1, q1)):
+            res.append(_implies(AND(cmp(">", y, 0), cmp("<", qu, qv)), cmp("<=", u - ru + y, v - rv)))
+            res.append(_implies(AND(cmp(">", y, 0), cmp("<=", u, v)), cmp("<=", qu, qv)))
+        return res
+
     for i, (x1, y) in enumerate(plist2):  # x == y * (x // y) + x % y, linearly between two dividends
-        q1, r1 = BinOp("//", x1, y), BinOp("%", x1, y)
-        out.append(_implies(cmp(">", y, 0), AND(cmp(">=", r1, 0), cmp("<", r1, y))))
+        out += _cached("r", (x1, y), lambda x1=x1, y=y: [
+            _implies(cmp(">", y, 0), AND(cmp(">=", BinOp("%", x1, y), 0), cmp("<", BinOp("%", x1, y), y)))])
         for x2, y2 in plist2[i + 1:]:
-            if y2 != y:
-                continue
-            q2, r2 = BinOp("//", x2, y), BinOp("%", x2, y)
-            out.append(_implies(AND(cmp("!=", y, 0), cmp("==", q1, q2)), cmp("==", x1 - x2, r1 - r2)))
-            for u, ru, qu, v, rv, qv in ((x1, r1, q1, x2, r2, q2), (x2, r2, q2, x1, r1, q1)):
-                out.append(_implies(AND(cmp(">", y, 0), cmp("<", qu, qv)), cmp("<=", u - ru + y, v - rv)))
-    for p in plist:  # (x // c) * c == x - x % c
-        for c, a in factors(p):
-            if isinstance(a, BinOp) and a.op == "//" and a.b == c:
-                out.append(_implies(cmp("!=", c, 0), cmp("==", p, a.a - BinOp("%", a.a, c))))
-    for group in (dlist, mods):
-        for i, d in enumerate(group):
-            for e in group[i + 1:]:
-                if d.b == e.b:  # congruence (the encoder's quotients are free where the divisor is 0)
-                    out.append(_implies(AND(cmp("!=", d.b, 0), cmp("==", d.a, e.a)), cmp("==", d, e)))
-    for i, d in enumerate(dlist):
-        for e in dlist[i + 1:]:
-            if d.b == e.b:
-                for u, v in ((d, e), (e, d)):
-                    out.append(_implies(AND(cmp(">", u.b, 0), cmp("<=", u.a, v.a)), cmp("<=", u, v)))
+            if y2 == y:
+                out += _cached("xy", (x1, x2, y), lambda x1=x1, x2=x2, y=y: xy(x1, x2, y))
     for p in plist:
         for c, a in factors(p):
             for d in dlist:
                 if d.b == c:
-                    le, ple = cmp("<=", a, d), cmp("<=", p, d.a)
-                    out.append(_implies(cmp(">", c, 0), OR(AND(le, ple), AND(NOT(le), NOT(ple)))))
-    out = [x for x in out if x is not True]
+                    def pd(a=a, c=c, p=p, d=d):
+                        le, ple = cmp("<=", a, d), cmp("<=", p, d.a)
+                        return [_implies(cmp(">", c, 0), OR(AND(le, ple), AND(NOT(le), NOT(ple))))]
+                    out += _cached("pd", (p, a, d), pd)
+    del mods
     return out if limit is None else out[:limit]
 
 
