@@ -36,6 +36,7 @@ import torch.fx as fx
 
 from .core import Buffer, LTensor, buffer_tensor
 from .index import const, flatten, unflatten
+from .registry import register
 
 log = logging.getLogger("argus_agent.lower")
 
@@ -345,8 +346,10 @@ def _presets(T: int) -> dict:
 
     if PRESETS_OVERRIDE is not None:
         return PRESETS_OVERRIDE
-    # moe.moe's rule at lowering time: 64-row tiles while no expert can hold more than 64 rows
-    return moe.SMALL_M if T <= moe.SMALL_M["gemm13"]["BM"] else moe.PRESETS
+    # moe.moe's rule at lowering time: 64-row tiles while no expert can hold more than 64 rows; the gate/up
+    # products and silu rounded to bf16 as eager stores them (ROUND)
+    base = moe.SMALL_M if T <= moe.SMALL_M["gemm13"]["BM"] else moe.PRESETS
+    return dict(base, gemm13=dict(base["gemm13"], ROUND=True))
 
 
 def lower(ctx, match: MoeMatch, env: dict) -> LTensor:
@@ -479,3 +482,49 @@ def render_moe(t: MoeTemplate, n: int) -> list[str]:
               f"{t.out.name}.view({T}, {H}), BK={cp['BK']}, BH={cp['BH']})"]
     return lines
 
+
+
+# ---------------------------------------------------------------- torch._grouped_mm (op by op)
+
+GROUPS_UNROLL = 64    # groups whose row test is written out (more: a count reduction over the offsets)
+
+
+@register("aten._grouped_mm")
+def _grouped_mm(ctx, node, a, b, offs=None, bias=None, out_dtype=None):
+    """torch._grouped_mm of 2-D rows and a 3-D stack of G matrices: row r belongs to group g when
+    offs[g - 1] <= r < offs[g] (offs: cumulative group ends) and is multiplied by b[g]; rows past the last end
+    (left unwritten by torch) are 0. A reduction over K whose right operand is gathered at the row's group
+    (correct, not fast: the stdlib MoE kernels take MoE layers whole, see `find`)."""
+    from . import values as vals
+    from .ops_views import _load_at
+    from .registry import result_dtype, result_shape
+
+    if len(a.shape) != 2 or len(b.shape) != 3 or offs is None or bias is not None:
+        raise NotImplementedError("_grouped_mm other than 2-D rows x a 3-D stack with offs and no bias")
+    shape = result_shape(node)
+    G, K, N = b.shape
+    dtype = result_dtype(node)
+    acc = torch.float32 if dtype in (torch.bfloat16, torch.float16) else vals.compute_dtype(dtype)
+    bb = ctx.realize(b, "grouped_b")
+    i64 = torch.int64
+
+    def group(r):
+        """The group of row r (an IExpr): how many group ends lie at or below it."""
+        rv = vals.index_value(r)
+        g = vals.const(0, i64)
+        for j in range(G):
+            end = vals.cast(offs([const(j)]), i64)
+            g = vals.call("add", g, vals.cast(vals.call("le", end, rv), i64), dtype=i64)
+        return g
+    if G > GROUPS_UNROLL:
+        raise NotImplementedError(f"_grouped_mm with {G} groups (at most {GROUPS_UNROLL})")
+
+    def fn(oc, rc):
+        g = group(oc[0])
+        inside = vals.call("lt", g, vals.const(G, i64))
+        safe = vals.call("minimum", g, vals.const(G - 1, i64), dtype=i64)
+        w = vals.cast(_load_at(bb, [None, rc[0], oc[1]], [(0, safe)]), acc)
+        x = vals.cast(a([oc[0], rc[0]]), acc)
+        return vals.call("where", inside, vals.call("mul", x, w, dtype=acc), vals.const(0.0, acc), dtype=acc)
+    red = ctx.reduce("sum", shape, (K,), fn, acc, base="grouped_mm")
+    return LTensor(shape, dtype, lambda c: vals.cast(red(c), dtype))
