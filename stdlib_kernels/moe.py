@@ -108,8 +108,11 @@ def moe_gemm13(XS: tp.Tensor[tp.bf16, "E", "C", "H"], W13: tp.Tensor[tp.bf16, "E
                BM: tp.constexpr = 128, BN: tp.constexpr = 128, BK: tp.constexpr = 64, STAGES: tp.constexpr = 4,
                CONSUMERS: tp.constexpr = 2, INSTR: tp.constexpr = tp.nv.wgmma_m64n128k16_bf16,
                SWIZZLE: tp.constexpr = tp.Swizzle(3, 3, 3), PRODUCER_REGS: tp.constexpr = 0,
-               CONSUMER_REGS: tp.constexpr = 0):
+               CONSUMER_REGS: tp.constexpr = 0, ROUND: tp.constexpr = False):
     """HS[e, m-tile, n-tile] = silu(XS[e] @ W13[e, :, n-tile]) * (XS[e] @ W13[e, :, F + n-tile]).
+
+    ROUND: the gate and up products and silu(gate) are each rounded to bf16 first, where a bf16 PyTorch program
+    (bmm outputs, F.silu, the product) stores them: the lowering matches eager's roundings, not a more exact sum.
 
     Stage k % STAGES holds tile k of A and of the gate and up columns of B; its round k // STAGES is the phase
     of `full` and `empty`. The gate product is issued as an asynchronous wgmma group and the up product right
@@ -152,7 +155,11 @@ def moe_gemm13(XS: tp.Tensor[tp.bf16, "E", "C", "H"], W13: tp.Tensor[tp.bf16, "E
         # one expert, and the contraction index agrees, in both products
         tp.assert_tag(tp.mma_operands(gate), lambda a, b: a[1] == b[1] and a[3] == b[2])
         tp.assert_tag(tp.mma_operands(up), lambda a, b: a[1] == b[1] and a[3] == b[2])
-        tp.store(HS[e, m0:m0 + BM, n0:n0 + BN], tp.silu(gate) * up)
+        if ROUND:
+            g = gate.to(tp.bf16).to(tp.f32)
+            tp.store(HS[e, m0:m0 + BM, n0:n0 + BN], tp.silu(g).to(tp.bf16).to(tp.f32) * up.to(tp.bf16).to(tp.f32))
+        else:
+            tp.store(HS[e, m0:m0 + BM, n0:n0 + BN], tp.silu(gate) * up)
 
 
 @tp.kernel(threads=_threads, target="sm_90a")
@@ -321,10 +328,11 @@ def moe(x, logits, w13, w2, topk, presets=None, return_parts=False, **kw):
     return out
 
 
-def reference(x, logits, w13, w2, topk, round_to=None):
+def reference(x, logits, w13, w2, topk, round_to=None, round_products=False):
     """float64 MoE: softmax, top-k (torch.topk), renormalize, per-expert SiLU-gated MLP, weighted sum.
     `round_to` (e.g. torch.bfloat16) rounds the two intermediates the kernels store (silu(gate) * up, and each
-    expert's output) to that dtype, so the comparison isolates the kernels' own arithmetic."""
+    expert's output) to that dtype, so the comparison isolates the kernels' own arithmetic; `round_products`
+    also rounds the gate and up products and silu(gate) (what `moe_gemm13` does with ROUND)."""
     import torch
 
     def rnd(a):
@@ -341,6 +349,10 @@ def reference(x, logits, w13, w2, topk, round_to=None):
         if tok.numel() == 0:
             continue
         hh = x[tok] @ w13[e].double()
-        y = rnd(rnd(torch.nn.functional.silu(hh[:, :f]) * hh[:, f:]) @ w2[e].double())
+        if round_products:
+            hh = rnd(hh)
+            y = rnd(rnd(rnd(torch.nn.functional.silu(hh[:, :f])) * hh[:, f:]) @ w2[e].double())
+        else:
+            y = rnd(rnd(torch.nn.functional.silu(hh[:, :f]) * hh[:, f:]) @ w2[e].double())
         out.index_add_(0, tok, y * wv[tok, slot][:, None])
     return out, ids, wv

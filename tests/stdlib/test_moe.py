@@ -203,3 +203,17 @@ def test_down_gemm_in_flight_variant():
     moe.moe_gemm2[(c // p["BM"], h // p["BN"], e)](hs, w2, ys, **p)
     assert rel(ys, hs.double() @ w2.double()) < 4e-3
     assert tv.verify(moe.moe_gemm2, **p).ok
+
+
+def test_round_rounds_the_gate_and_up_products_as_eager_stores_them():
+    """ROUND (what the lowering launches for a bf16 program): the gate and up products and silu(gate) are
+    rounded to bf16 before the product, as eager's bmm outputs and F.silu are: the layer then matches the float64
+    reference with those roundings closer than the one without them, and the unrounded layer the reverse."""
+    x, logits, w13, w2 = make(9, 136, 200, 3, 5)
+    rounded = dict(moe.SMALL_M, gemm13=dict(moe.SMALL_M["gemm13"], ROUND=True))
+    out_r = moe.moe(x, logits, w13, w2, 2, presets=rounded)
+    out = moe.moe(x, logits, w13, w2, 2, presets=moe.SMALL_M)
+    eager, _, _ = moe.reference(x, logits, w13, w2, 2, round_to=torch.bfloat16, round_products=True)
+    exact, _, _ = moe.reference(x, logits, w13, w2, 2, round_to=torch.bfloat16)
+    assert rel(out_r, eager) < rel(out_r, exact) and rel(out, exact) < rel(out, eager)
+    assert rel(out_r, eager) < 4e-3
