@@ -177,6 +177,9 @@ def _fold(op, args, dtype):
         known = _compare_bounds(op, args[0].args[0], args[1].args[0])
         if known is not None:
             return const(known, torch.bool)
+    if op in ("logical_not", "invert") and args[0].op == "const":   # (`~True` renders as -2: fold it here)
+        x = args[0].args[0]
+        return const(not x, torch.bool) if op == "logical_not" or isinstance(x, bool) else const(~int(x), dtype)
     if all(a.op == "const" for a in args) and op in _PY:
         try:
             return const(_PY[op](*[a.args[0] for a in args]), dtype)

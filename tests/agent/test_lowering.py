@@ -449,3 +449,13 @@ def test_column_reductions_with_64_bit_indices_render_flat(case, tmp_path, monke
     assert "tp.i64" in render_program(prog)
     ref = fn(inp.double())
     assert torch.allclose(out.double(), ref, rtol=1e-5, atol=1e-5), (out.double() - ref).abs().max()
+
+
+def test_not_of_a_constant_folds_to_a_constant():
+    """logical_not / invert of a constant fold when lowering: rendered, `~True` would be the integer -2."""
+    from argus_agent.lower import values as vals
+
+    t = vals.const(True, torch.bool)
+    assert vals.call("logical_not", t) == vals.const(False, torch.bool)
+    assert vals.call("invert", t) == vals.const(False, torch.bool)
+    assert vals.call("invert", vals.const(5, torch.int32)) == vals.const(-6, torch.int32)
