@@ -82,10 +82,13 @@ TMA_CONVS = [
 
 @pytest.mark.parametrize("tf32", [False, True], indirect=True)
 @pytest.mark.parametrize("name,make,xs", TMA_CONVS, ids=[c[0] for c in TMA_CONVS])
-def test_unit_stride_conv_runs_conv_tma_with_fused_epilogue(name, make, xs, tf32, tmp_path):
+def test_unit_stride_conv_runs_conv_tma_with_fused_epilogue(name, make, xs, tf32, tmp_path, monkeypatch):
     """Direct convolutions with >= 16 channels per group (1x1 included) run conv_tma: the input copied
     channels-last (to_ndhwc; with a W stride, to_ndhwc_phased), the GEMM's A tiles bulk copies of it, the
     pointwise chain in its store; 3xTF32 at fp32 accuracy, one TF32 pass where cuDNN's flag allows it."""
+    from argus_agent.lower import ops_nn
+
+    monkeypatch.setattr(ops_nn, "CONV_TMA_WSTRIDE", True)     # off by default until timed on the GPU
     torch.manual_seed(7)
     model = ConvChain(make())
     prog, src, out, ref = _run(model, [torch.randn(xs)], tmp_path, f"tma_{name}_{tf32}")
@@ -116,10 +119,13 @@ TMA_PHASES = [
 
 @pytest.mark.parametrize("tf32", [False, True], indirect=True)
 @pytest.mark.parametrize("name,make,xs", TMA_PHASES, ids=[c[0] for c in TMA_PHASES])
-def test_transposed_phases_share_one_channels_last_copy(name, make, xs, tf32, tmp_path):
+def test_transposed_phases_share_one_channels_last_copy(name, make, xs, tf32, tmp_path, monkeypatch):
     """The output phases of a strided transposed convolution (direct unit-stride convolutions of one input,
     each with its own padding) run conv_tma on one channels-last copy padded by the largest phase padding:
     one to_ndhwc launch, every phase reading it at its own offset."""
+    from argus_agent.lower import ops_nn
+
+    monkeypatch.setattr(ops_nn, "CONV_TMA_PHASES", True)      # off by default until timed on the GPU
     torch.manual_seed(8)
     model = ConvChain(make())
     prog, src, out, ref = _run(model, [torch.randn(xs)], tmp_path, f"tma_phases_{name}_{tf32}")
@@ -129,6 +135,18 @@ def test_transposed_phases_share_one_channels_last_copy(name, make, xs, tf32, tm
         assert len({k.geometry["OFF"] for k in convs}) > 1
     assert src.count("launch(to_ndhwc") == 1
     _close(out, ref, 1e-2 if tf32 else 1e-4)
+
+
+def test_forms_not_yet_timed_stay_on_conv_igemm_by_default(tmp_path):
+    """A stride along W and the phases of a transposed convolution keep conv_igemm unless
+    ARGUS_CONV_TMA_WSTRIDE / ARGUS_CONV_TMA_PHASES turn conv_tma on for them."""
+    from argus_agent.lower import lower_model, ops_nn
+
+    assert not ops_nn.CONV_TMA_WSTRIDE and not ops_nn.CONV_TMA_PHASES
+    for conv, xs in ((nn.Conv2d(16, 8, 3, stride=2, padding=2, dilation=2), (1, 16, 13, 14)),
+                     (nn.ConvTranspose2d(16, 8, 4, stride=2, padding=1), (1, 16, 9, 10))):
+        prog = lower_model(conv, [torch.randn(xs)], "sm_90a")
+        assert {k.kernel for k in prog.kernels if isinstance(k, ConvTemplate)} == {"conv_igemm"}
 
 
 PHASED = [
