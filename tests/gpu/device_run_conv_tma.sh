@@ -2,6 +2,9 @@
 # One device call for conv_tma: its GPU tests, compute-sanitizer memcheck + racecheck on small ragged shapes,
 # benchmarks/conv.py (conv_igemm and conv_tma against cuDNN), then the suite on the given problem files.
 # Usage on the device machine (repo root): bash tests/gpu/device_run_conv_tma.sh [bench rows...] [-- problems...]
+# The forms off by default (W stride, transposed phases) are timed with their switches on, e.g.
+#   ARGUS_CONV_TMA_WSTRIDE=1 ARGUS_CONV_TMA_PHASES=1 bash tests/gpu/device_run_conv_tma.sh l1_091 -- \
+#     tests/problems/level1/09[179]_* tests/problems/level1/101_* tests/problems/level2/00[03]_* tests/problems/level2/010_*
 set -uo pipefail
 if ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site .whl/*.whl || exit 1
