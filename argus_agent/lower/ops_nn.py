@@ -703,7 +703,8 @@ def _adaptive(ctx, node, x, out_size, kind, indices=False):
             ok = t if ok is None else call("and", ok, t, dtype=torch.bool)
         v = vals.cast(vals.load(buf.name, flatten(full, x.shape), buf.dtype), acc)
         return call("where", ok, v, vals.const(0.0 if kind == "sum" else -math.inf, acc))
-    if kind == "sum" and nsp > 1 and math.prod(kmax) > POOL_TAPS:
+    # (a global pool, an output of 1 in a dim, reads whole contiguous rows: one reduction over them is better)
+    if kind == "sum" and nsp > 1 and math.prod(kmax) > POOL_TAPS and all(o > 1 for o in outs):
         total = _separable_window_sum(ctx, xb, lead, outs, kmax, window, acc)
     else:
         total = _pool_reduce(ctx, kind, shape, kmax, fn, acc, "adaptive")
