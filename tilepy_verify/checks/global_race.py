@@ -19,16 +19,30 @@ from tilepy.symbolic import BinOp, Var
 
 from ..counterexample import dims_of, iteration_of
 from ..report import Finding
-from ..vc import AND, NOT, OR, cmp, const_of, in_range, subst, term_vars
+from ..vc import AND, NOT, OR, SolverUnknown, cmp, const_of, in_range, subst, term_vars
 from .tickets import check_linear_first, none_linear
 from .tickets import protocol_facts as _protocol_facts
 
 _ids = itertools.count()
 
 
+_INSTANCES: dict = {}  # (id of the access, suffix, blocks) -> (access, instance): one per check run
+
+
 def _instance(acc, suffix: str, blocks: bool):
     """(renaming, constraint, coords, indices) of one instance of a global access: its own loop variables
-    (and block ids, when `blocks`), tile coordinates and, where the index is unknown, a free index."""
+    (and block ids, when `blocks`), tile coordinates and, where the index is unknown, a free index. Made once
+    per access and suffix in a check run, so the queries of its pairs share its terms (and their encodings,
+    lemmas and abstractions)."""
+    key = (id(acc), suffix, blocks)
+    hit = _INSTANCES.get(key)
+    if hit is None or hit[0] is not acc:
+        hit = _INSTANCES[key] = (acc, _make_instance(acc, suffix, blocks))
+    m, cond, coords, idx = hit[1]
+    return dict(m), cond, coords, idx
+
+
+def _make_instance(acc, suffix: str, blocks: bool):
     m = acc.point.instance(suffix)
     coords = tuple(Var(f"gc{d}{suffix}") for d in range(len(acc.shape)))
     raw = acc.indices(coords)
@@ -89,6 +103,7 @@ def _grid_axes(kir) -> set:
 
 
 def check(ctx) -> list:
+    _INSTANCES.clear()
     out = []
     accs = ctx.analysis.global_accesses
     groups: dict = {}
@@ -102,17 +117,29 @@ def check(ctx) -> list:
                 continue  # atomics combine; reads alone cannot race
             q = _query(ctx, a, b)
             if q is not None:
-                groups.setdefault((a.param, a.kind, b.kind, _where(a.span), _where(b.span)), []).append(q)
+                key = tuple(sorted(((a.kind, _where(a.span)), (b.kind, _where(b.span))), key=repr))
+                groups.setdefault((a.param, key), []).append(q)
     # the pairs of one pair of source ops (their copies in an unrolled ring or static_range) are asked as one
     # query first, their disjunction's linear abstraction (tickets.linear_abstraction): unsatisfiable, none
     # of them races; otherwise each is asked on its own
+    unknown = None
     for qs in groups.values():
         if len(qs) > 1 and none_linear(ctx, [q[2] for q in qs]):
             continue
         for q in qs:
-            f = _report(ctx, *q)
+            try:
+                f = _report(ctx, *q)
+            except SolverUnknown as e:  # not proven: the other pairs are still asked (their races reported)
+                unknown = unknown or e
+                continue
             if f is not None:
                 out.append(f)
+    if unknown is not None:
+        if not out:
+            raise unknown
+        from .. import _undecided
+
+        out.append(_undecided(ctx.analysis.kir, "global_race", unknown))
     return out
 
 

@@ -211,7 +211,20 @@ def last_of(ctx, acc, coords=None):
     tickets = ctx.analysis.tickets
     if not tickets:
         return None
-    m = acc.mask(coords if coords is not None else tuple(Var(f"gc{d}") for d in range(len(acc.shape))))
+    memo = ctx.__dict__.setdefault("_last_of", {})
+    if coords is None:
+        hit = memo.get(id(acc))
+        if hit is not None and hit[0] is acc:
+            return hit[1]
+        out = _last_of(ctx, acc, tuple(Var(f"gc{d}") for d in range(len(acc.shape))))
+        memo[id(acc)] = (acc, out)
+        return out
+    return _last_of(ctx, acc, coords)
+
+
+def _last_of(ctx, acc, coords):
+    tickets = ctx.analysis.tickets
+    m = acc.mask(coords)
     if m is True:
         return None
     for c in _conjuncts(m):
