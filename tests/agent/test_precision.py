@@ -194,3 +194,37 @@ def test_torch_compile_backend_takes_the_precision_option():
     assert torch.allclose(out, torch.relu(a.bfloat16().double() @ b.bfloat16().double()), atol=1e-5, rtol=1e-5)
     assert (out - torch.relu(a.double() @ b.double())).abs().max() > 1e-3
     torch._dynamo.reset()
+
+
+class _Lin3d(torch.nn.Module):
+    def __init__(self, k, n):
+        super().__init__()
+        self.lin = torch.nn.Linear(k, n)
+
+    def forward(self, x):
+        return self.lin(x)
+
+
+@pytest.mark.parametrize("shape, n", [((3, 37, 64), 48), ((2, 16, 8192), 16)])
+def test_a_linear_on_a_3d_input_is_one_gemm_over_the_stacked_rows(shape, n, tmp_path):
+    """A weight shared by every batch (a Linear on (B, L, K)): the fp32 GEMM runs once over the B * L rows, not
+    B GEMMs of L rows (split-K too, the long-K case); matches float64 at fp32 accuracy on the interpreter."""
+    import importlib.util
+
+    from argus_agent.lower.templates import Fp32GemmTemplate
+
+    g = torch.Generator().manual_seed(9)
+    x = torch.randn(shape, generator=g)
+    model = _Lin3d(shape[-1], n)
+    prog = lower_model(model, [x], "sm_90a")
+    (gemm,) = [k for k in prog.kernels if isinstance(k, Fp32GemmTemplate)]
+    assert (gemm.batch, gemm.M) == (1, shape[0] * shape[1])
+    p = tmp_path / f"lin3d_{shape[-1]}.py"
+    p.write_text(render_program(prog))
+    spec = importlib.util.spec_from_file_location(f"precision_lin3d_{shape[-1]}", p)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    with torch.no_grad():
+        out = mod.argus_forward(model, x).double()
+        want = x.double() @ model.lin.weight.double().T + model.lin.bias.double()
+    assert out.shape == want.shape and torch.allclose(out, want, atol=1e-5, rtol=1e-5), (out - want).abs().max()
