@@ -112,7 +112,7 @@ def moe_gemm13(XS: tp.Tensor[tp.bf16, "E", "C", "H"], W13: tp.Tensor[tp.bf16, "E
     """HS[e, m-tile, n-tile] = silu(XS[e] @ W13[e, :, n-tile]) * (XS[e] @ W13[e, :, F + n-tile]).
 
     ROUND: the gate and up products and silu(gate) are each rounded to bf16 first, where a bf16 PyTorch program
-    (bmm outputs, F.silu, the product) stores them: the lowering matches eager's roundings, not a more exact sum.
+    (the batched products, F.silu, their product) stores them: the lowering matches eager's roundings.
 
     Stage k % STAGES holds tile k of A and of the gate and up columns of B; its round k // STAGES is the phase
     of `full` and `empty`. The gate product is issued as an asynchronous wgmma group and the up product right

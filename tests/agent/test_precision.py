@@ -219,6 +219,7 @@ def test_a_linear_on_a_3d_input_is_one_gemm_over_the_stacked_rows(shape, n, tmp_
     prog = lower_model(model, [x], "sm_90a")
     (gemm,) = [k for k in prog.kernels if isinstance(k, Fp32GemmTemplate)]
     assert (gemm.batch, gemm.M) == (1, shape[0] * shape[1])
+    assert gemm.out.numel == shape[0] * shape[1] * n * gemm.ksplit      # (the output, or the split-K partials)
     p = tmp_path / f"lin3d_{shape[-1]}.py"
     p.write_text(render_program(prog))
     spec = importlib.util.spec_from_file_location(f"precision_lin3d_{shape[-1]}", p)
