@@ -523,10 +523,36 @@ def check_linear_first(ctx, cond):
     lemmas = nonlinear_lemmas(cond)
     if not lemmas:  # linear already
         return ctx.solver.check(cond)
+    answer = _quick(ctx, cond)  # many such queries Z3 settles at once as they are
+    if answer is not _UNKNOWN:
+        return answer
     full = AND(cond, *lemmas)
     if ctx.solver.check(linear_abstraction(ctx, full), small=False) is None:
         return None
     return ctx.solver.check(full)
+
+
+QUICK_S = 0.3
+_UNKNOWN = object()
+
+
+def _quick(ctx, cond):
+    """solver.check(cond) within QUICK_S seconds: its answer, or _UNKNOWN (never a proof)."""
+    from ..vc import SolverUnknown
+
+    solver = ctx.solver
+    if solver.unknown != "raise":  # an unknown would read as a model there
+        return _UNKNOWN
+    saved = solver.timeout_s
+    solver.timeout_s = QUICK_S
+    solver._set_timeout(QUICK_S)
+    try:
+        return solver.check(cond)
+    except SolverUnknown:
+        return _UNKNOWN
+    finally:
+        solver.timeout_s = saved
+        solver._set_timeout(saved)
 
 
 def none_linear(ctx, conds) -> bool:
