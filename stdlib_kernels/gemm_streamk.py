@@ -43,16 +43,13 @@ bandwidth, 15% SM: latency-bound; the cause is not found yet). 1024^3 on a grid 
 tiles at uneven points, so the unrolled slot fix-up (MAX_PARTS up to 8) costs most: 65.6 us against 40.9 with
 the run-time loop (MAX_PARTS=0) and 24.1 with 4 parts on the aligned grid.
 
-What the verifier proves and what it cannot (tests/stdlib/test_gemm_streamk.py): every check but global_race
-proves the kernel clean (the ring's happens-before, no deadlock, the tag assertion on the whole-tile store,
-shared bounds, the fix-up's masked accesses). global_race does not: its queries about the shares' bounds
-b * total // G (nonlinear in two unknowns) run out of time, and it could not prove the fix-up's ORDER even
-if they finished: it has no model of release / acquire between blocks, treats the ticket (a value read from
-memory) as anything, and so would report the last contributor's loads of the workspace against the other
-contributors' stores or adds, its store into C against theirs, and the ticket's reset. That the fix-up is
-ordered rests on the protocol above; the interpreter checks its results in any block order, and the
-seeded-bug tests show a wrong ticket test, a missing ticket, a missing reset or zeroing caught there. A
-relaxed ticket (no fence) is caught by neither tool.
+What the verifier proves (tests/stdlib/test_gemm_streamk.py, tests/verify/test_ticket_protocol.py): every check
+proves the kernel clean, global_race included: it models the last-arriver ticket protocol between blocks
+(`tilepy_verify/checks/tickets.py`: tickets the only writes besides the last arriver's reset, one ticket per
+block and tile, release / acquire ordering a contribution before the fix-up) with lemmas for the shares' bounds
+b * total // G. That check is the slow one (4.6-4.9 s of CPU on the 2-core sandbox, over the 2 s budget). The
+interpreter checks the results in any block order, and the seeded-bug tests show a wrong ticket test, a missing
+ticket, a missing reset or zeroing caught there; a relaxed ticket (no fence) is a race to global_race.
 """
 
 import numpy as np

@@ -16,10 +16,9 @@ where BUG == "none": `test_fixup_copy_is_the_stdlib_kernel` compares the IR):
 
 Each is caught on the interpreter (wrong or missing output), "first_ticket" and "no_ticket" with FIXUP=0 only:
 with FIXUP=1 the interpreter's one-block-at-a-time order heals them (the contributor that runs last sums every
-slot and stores last), so only a concurrent schedule shows them. What neither tool catches: a ticket taken with
-sem="relaxed" (no fence; the interpreter runs one block at a time and the verifier's global_race has no
-release / acquire model, see the kernel's docstring); `test_verifier_on_the_fix_up` pins what the verifier
-reports instead.
+slot and stores last), so only a concurrent schedule shows them. A ticket taken with sem="relaxed" (no fence)
+the interpreter cannot show (it runs one block at a time); global_race reports it as a race
+(tests/verify/test_ticket_protocol.py).
 """
 
 import random
@@ -130,10 +129,8 @@ def test_any_block_order(monkeypatch, order):
 def test_verifier_on_the_fix_up():
     """Every check but global_race proves the kernel clean (the pipeline's ring, deadlock, bounds, the tag
     assertion of the whole-tile store, the fix-up's masked accesses in bounds); its time is a benchmark's
-    subject (0.4 s on the small tile on an idle CPU, not asserted under this load).
-    global_race cannot: the shares' bounds b * total // G are nonlinear in two unknowns (its queries run out of
-    time), and the fix-up is ordered by a ticket read from memory, which it does not model (it would report
-    the last contributor's load / store against the other blocks' accesses)."""
+    subject (0.4 s on the small tile on an idle CPU, not asserted under this load). global_race (the ticket
+    protocol between blocks, 4-8 s of CPU here) is proved in tests/verify/test_ticket_protocol.py."""
     checks = [c for c in tv.CHECKS if c != "global_race"]
     for k in (sk.gemm_streamk, sk.gemm_streamk_bf16):
         for fixup_policy in (0, 1, 2):
