@@ -15,6 +15,7 @@ import time
 
 from ._version import __version__
 from .report import CHECKS, Finding, Report
+from .undecided import _undecided
 
 __all__ = ["verify", "verify_ir", "Report", "Finding", "CHECKS", "__version__"]
 
@@ -108,16 +109,6 @@ def verify_ir(kir, checks=None) -> Report:
                     {"queries": solver.queries, "accesses": len(analysis.accesses)})
     _CACHE[key] = (kir, report)
     return report
-
-
-def _undecided(kir, check, e):
-    from tilepy.errors import Span
-
-    return Finding(check, "error",
-                   f"not proven: {e}; the {check} check is incomplete for this kernel, so it is not verified. "
-                   f"Simplify the index arithmetic the check reasons about, or allow more time per query with "
-                   f"TILEPY_VERIFY_QUERY_TIMEOUT=<seconds>",
-                   Span(kir.file, kir.line, 0), {"detail": f"solver: {e.reason}"})
 
 
 def _dedupe(findings):

@@ -25,7 +25,8 @@ from tilepy.symbolic import BinOp, Const, Var
 from ..counterexample import dims_of
 from ..report import Finding
 from ..vc import AND, OR, cmp, subst, term_vars
-from .global_race import _division_lemmas, _grid_axes, _persistent_axis
+from .global_race import _division_lemmas
+from .instances import _grid_axes, _persistent_axis
 
 
 def check(ctx) -> list:

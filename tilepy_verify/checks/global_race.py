@@ -13,98 +13,21 @@ false alarm.
 
 from __future__ import annotations
 
-import itertools
-
 from tilepy.symbolic import BinOp, Var
 
 from ..counterexample import dims_of, iteration_of
 from ..report import Finding
-from ..vc import AND, NOT, OR, SolverUnknown, cmp, const_of, in_range, subst, term_vars
+from ..undecided import _undecided
+from ..vc import AND, NOT, OR, SolverUnknown, cmp, subst
+from .instances import _block_ranges, _divisions, _ids, _instance, _persistent_axis, clear_instances, grid_axes  # noqa: F401
 from .tickets import check_linear_first, none_linear
 from .tickets import protocol_facts as _protocol_facts
 
-_ids = itertools.count()
-
-
 GROUP = 4  # pairs per disjunction (gemm_streamk's global_race: 4.7 s CPU asking whole groups, 3.6 s by fours)
-_INSTANCES: dict = {}  # (id of the access, suffix, blocks) -> (access, instance): one per check run
-
-
-def _instance(acc, suffix: str, blocks: bool):
-    """(renaming, constraint, coords, indices) of one instance of a global access: its own loop variables
-    (and block ids, when `blocks`), tile coordinates and, where the index is unknown, a free index. Made once
-    per access and suffix in a check run, so the queries of its pairs share its terms (and their encodings,
-    lemmas and abstractions)."""
-    key = (id(acc), suffix, blocks)
-    hit = _INSTANCES.get(key)
-    if hit is None or hit[0] is not acc:
-        hit = _INSTANCES[key] = (acc, _make_instance(acc, suffix, blocks))
-    m, cond, coords, idx = hit[1]
-    return dict(m), cond, coords, idx
-
-
-def _make_instance(acc, suffix: str, blocks: bool):
-    m = acc.point.instance(suffix)
-    coords = tuple(Var(f"gc{d}{suffix}") for d in range(len(acc.shape)))
-    raw = acc.indices(coords)
-    mask = acc.mask(coords)
-    # a persistent-grid loop keeps only its range: its stride and trip count (nonlinear in the grid size) are
-    # dropped, which only adds instances (sound); `_persistent` states what the stride gave (blocks never
-    # share an iteration)
-    where = AND(acc.point.path, *(in_range(lp.var, lp.start, lp.stop) if blocks and _persistent_axis(lp) is not None
-                                  else lp.constraint() for lp in acc.point.loops))
-    if blocks:
-        m.update({f"block{a}": Var(f"block{a}{suffix}") for a in range(3)})
-        # another block computes its own values: every fresh variable of the walk (an unknown, a min / max
-        # defined by facts in the path) is its own in each block
-        names = term_vars(where) | term_vars(mask if mask is not True else True)
-        for g in raw:
-            if g is not None and not isinstance(g, int):
-                names |= term_vars(g)
-        for name in names:
-            if "#" in name and "@" not in name and name not in m:
-                m[name] = Var(name + suffix)
-    k = next(_ids)
-    idx = tuple(Var(f"gi{d}#{k}{suffix}") if g is None else subst(g, m) if not isinstance(g, int) else g
-                for d, g in enumerate(raw))
-    cond = AND(subst(where, m),
-               *(AND(cmp(">=", c, 0), cmp("<", c, n)) for c, n in zip(coords, acc.shape)),
-               *(AND(cmp(">=", i, 0), cmp("<", i, n)) for i, n in zip(idx, acc.dims)),
-               True if mask is True else subst(mask, m))
-    return m, cond, coords, idx
-
-
-def _block_ranges(suffix: str, axes):
-    """Block ids inside the grid; a grid axis the kernel never reads (no block_id / num_blocks of it) is
-    taken to be 1, as a kernel launched over fewer axes has it."""
-    return AND(*(cmp("<", Var(f"block{a}{suffix}"), Var(f"grid{a}")) if a in axes else
-                 cmp("==", Var(f"block{a}{suffix}"), 0) for a in range(3)))
-
-
-def grid_axes(ctx) -> set:
-    """The grid axes the kernel reads (computed once per analysis)."""
-    axes = ctx.__dict__.get("_grid_axes")
-    if axes is None:
-        axes = ctx.__dict__["_grid_axes"] = _grid_axes(ctx.analysis.kir)
-    return axes
-
-
-def _grid_axes(kir) -> set:
-    from tilepy import ir
-
-    axes = set()
-    for s in ir.walk(kir.body):
-        roots = [getattr(s, k, None) for k in ("value", "call", "cond", "start", "stop", "step")]
-        for r in roots:
-            if isinstance(r, ir.Expr):
-                for e in ir.walk_exprs(r):
-                    if isinstance(e, ir.Call) and e.op in ("block_id", "num_blocks"):
-                        axes.add(int(e.attrs.get("axis", 0)))
-    return axes
 
 
 def check(ctx) -> list:
-    _INSTANCES.clear()
+    clear_instances()
     out = []
     accs = ctx.analysis.global_accesses
     groups: dict = {}
@@ -139,8 +62,6 @@ def check(ctx) -> list:
     if unknown is not None:
         if not out:
             raise unknown
-        from .. import _undecided
-
         out.append(_undecided(ctx.analysis.kir, "global_race", unknown))
     return out
 
@@ -243,22 +164,6 @@ def _strides(t, suffix, out: dict, seen: set):
             _strides(x, suffix, out, seen)
 
 
-def _divisions(t, out: dict):
-    """Floor divisions and remainders by a run-time divisor in a Sym / bool term: {(x, y): None}."""
-    if isinstance(t, BinOp):
-        if t.op in ("//", "%") and const_of(t.b) is None:
-            out[(t.a, t.b)] = None
-        _divisions(t.a, out)
-        _divisions(t.b, out)
-    elif isinstance(t, list):
-        for x in t:
-            _divisions(x, out)
-    elif isinstance(t, tuple) and t and t[0] in ("cmp", "and", "or", "not"):
-        for x in t[2:] if t[0] == "cmp" else t[1:]:
-            _divisions(x, out)
-    return out
-
-
 def _division_lemmas(terms) -> list:
     """x1 == x2 where two divisions by run-time divisors have equal divisors, quotients and remainders (x =
     y * (x // y) + x % y): true of every model of the floor-division definitions, but a consequence the
@@ -273,14 +178,6 @@ def _division_lemmas(terms) -> list:
             out.append(OR(NOT(AND(cmp("==", y1, y2), cmp("!=", y1, 0), cmp("==", x1 // y1, x2 // y2),
                                   cmp("==", x1 % y1, x2 % y2))), cmp("==", x1, x2)))
     return out[:64]
-
-
-def _persistent_axis(lp):
-    s, st = lp.start, lp.step
-    for ax in range(3):
-        if isinstance(s, Var) and s.name == f"block{ax}" and isinstance(st, Var) and st.name == f"grid{ax}":
-            return ax
-    return None
 
 
 def _duplicates(ctx, a):

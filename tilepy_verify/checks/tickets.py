@@ -198,7 +198,7 @@ def _address(acc):
 
 def _rename(term, m: dict, suffix: str):
     """`term` in the instance of `m`: its loop variables as m renames them, every other fresh variable of the
-    walk (a '#' name) the block's own, as global_race._instance renames them."""
+    walk (a '#' name) the block's own, as instances._instance renames them."""
     for name in term_vars(term):
         if "#" in name and "@" not in name and name not in m:
             m[name] = Var(name + suffix)
@@ -305,7 +305,7 @@ def protocol_ok(ctx, param) -> bool:
 
 
 def _decide(ctx, param) -> bool:
-    from .global_race import _block_ranges, _instance, grid_axes
+    from .instances import _block_ranges, _instance, grid_axes
 
     A = ctx.analysis
     axes = grid_axes(ctx)
@@ -349,7 +349,7 @@ def _decide(ctx, param) -> bool:
                           differ, *(cmp("==", u, v) for u, v in zip(xp, xq))))
     # (P2) the takers of L[x] lie in [lo, hi] of every last arriver on L[x]: asked at its ticket's instances
     # (every iteration that takes the ticket, a superset of those where the masked access runs)
-    from .global_race import _divisions
+    from .instances import _divisions
 
     def nonzero(c):  # an address divides by a run-time divisor: a block whose divisor is 0 fails there first
         return AND(c, *(cmp("!=", y, 0) for _x, y in _divisions(c, {})))
@@ -365,7 +365,7 @@ def _decide(ctx, param) -> bool:
 
 
 def _takers_in_interval(ctx, lasts, tks, axes, axis, nonzero) -> bool:
-    from .global_race import _block_ranges, _instance
+    from .instances import _block_ranges, _instance
 
     p2 = []
     seen = set()
