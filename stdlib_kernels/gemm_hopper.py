@@ -161,8 +161,9 @@ def gemm_splitk(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"]
     adds them up and rounds once. No block depends on another here, so every verifier check proves it.
 
     The grid must hold every block at once or not (a block never waits for another: the last to arrive does
-    the work), so any grid size is safe. The verifier proves the ring, bounds and tags; its global_race check
-    has no model of the ticket's release / acquire order (as gemm_streamk's fix-up): tests pin that."""
+    the work), so any grid size is safe. The last arriver is the one whose ticket is num_blocks(2) - 1 (the
+    launch's grid z is SPLIT_K): counted over the grid, the verifier's ticket protocol (global_race) proves each
+    part ordered before the fix-up, and every other check proves the ring, bounds and tags."""
     m0 = tp.block_id(0) * BM
     n0 = tp.block_id(1) * BN
     z = tp.block_id(2)
@@ -212,7 +213,7 @@ def gemm_splitk(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"]
         if FIXUP == 1:
             tp.atomic_add(WS[m0:m0 + BM, n0:n0 + BN], acc)
             ticket = tp.atomic_add(LOCKS[t:t + 1], 1, sem="acq_rel")
-            last = ticket == SPLIT_K - 1               # (1,): every other part is in WS
+            last = ticket == tp.num_blocks(2) - 1      # (1,): every other part is in WS (grid z = SPLIT_K)
             whole = tp.load(WS[m0:m0 + BM, n0:n0 + BN], mask=last[:, None], layout=LC)
             tp.store(C[m0:m0 + BM, n0:n0 + BN], whole, mask=last[:, None])
             tp.store(WS[m0:m0 + BM, n0:n0 + BN], 0.0, mask=last[:, None])   # zero again for the next call
@@ -224,7 +225,7 @@ def gemm_splitk(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"]
             mine = (z * tp.num_blocks(0) + tp.block_id(0)) * BM
             tp.store(WS[mine:mine + BM, n0:n0 + BN], acc)
             ticket = tp.atomic_add(LOCKS[t:t + 1], 1, sem="acq_rel")
-            last = ticket == SPLIT_K - 1               # (1,): every other part is in its slot
+            last = ticket == tp.num_blocks(2) - 1      # (1,): every other part is in its slot (grid z = SPLIT_K)
             for q in tp.static_range(SPLIT_K):         # the other splits' parts
                 theirs = (q * tp.num_blocks(0) + tp.block_id(0)) * BM
                 acc += tp.load(WS[theirs:theirs + BM, n0:n0 + BN], mask=(last & (q != z))[:, None], layout=LC)

@@ -417,17 +417,14 @@ def test_split_k_fix_up_policy_and_verifier():
     assert kp["FIXUP"] == dec["FIXUP"] and "EPILOGUE" not in kp
     with pytest.raises(ValueError, match="FIXUP"):
         gemm_hopper.kernel_params({**dec, "FIXUP": 4})
-    # every check but global_race proves it (ring, deadlock, bounds, tags, the masked fix-up accesses); global_race
-    # reports the ticket-ordered accesses (no model of the ticket's release / acquire: as gemm_streamk)
-    checks = [c for c in tv.CHECKS if c != "global_race"]
+    # every check proves it, global_race included: the ticket protocol between blocks (tilepy_verify/checks/
+    # tickets.py) orders each part before the last arriver's fix-up, whose test counts the grid's z blocks
     for kernel in (gemm_hopper.gemm_splitk, gemm_hopper.gemm_splitk_bf16):
         for fixup in (1, 2):
             t = time.perf_counter()
-            report = tv.verify(kernel, target="sm_90a", checks=checks, FIXUP=fixup, SPLIT_K=4, STAGES=6, **D64)
+            report = tv.verify(kernel, target="sm_90a", FIXUP=fixup, SPLIT_K=4, STAGES=6, **D64)
             assert report.findings == [], [f.message for f in report.findings]
-            assert time.perf_counter() - t < 30      # (0.3-0.5 s idle; a hang guard under load, not a benchmark)
-    race = tv.verify(gemm_hopper.gemm_splitk, target="sm_90a", checks=["global_race"], FIXUP=2, SPLIT_K=4, **D64)
-    assert {f.message.split("'")[1] for f in race.findings} <= {"C", "WS", "LOCKS"}
+            assert time.perf_counter() - t < 30      # (0.4-0.6 s idle; a hang guard under load, not a benchmark)
     # FIXUP=3 (each split stores its own slot, splitk_sum adds them in a second launch): every check, global_race
     # included, proves both kernels clean
     for kernel in (gemm_hopper.gemm_splitk, gemm_hopper.gemm_splitk_bf16):
