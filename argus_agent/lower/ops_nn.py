@@ -256,10 +256,15 @@ def _convolution(ctx, node, x, w, bias, stride, padding, dilation, transposed, o
 DIRECT_TAPS = 27
 
 
-def _direct_sum(shape, acc, red_shape, fn, op: str = "add"):
+def _taps(window) -> list:
+    """Every tap of a window, in order, as constant index coordinates."""
     import itertools
 
-    taps = [[const(v) for v in rc] for rc in itertools.product(*[range(n) for n in red_shape])]
+    return [[const(v) for v in rc] for rc in itertools.product(*[range(n) for n in window])]
+
+
+def _direct_sum(shape, acc, red_shape, fn, op: str = "add"):
+    taps = _taps(red_shape)
 
     def value(oc):
         v = None
@@ -553,11 +558,10 @@ def _first_max_index(shape, kernel, coords, value, lead, pooled, n):
     """A small window's argmax written out tap by tap (one pointwise kernel, no reduction tile): a running
     (best, index) pair that a tap replaces when it is in range and the first such, larger, or a NaN over a
     number (the first NaN then stays, as the reduction form's first equal element)."""
-    import itertools
 
     from .index import flatten
 
-    taps = [[const(v) for v in rc] for rc in itertools.product(*[range(k) for k in kernel])]
+    taps = _taps(kernel)
     unset = vals.const(n, torch.int64)
 
     def index(oc):

@@ -113,7 +113,11 @@ def render_reduction(k: Reduction, kname: str, buffers: dict) -> tuple[str, list
         from .program import _subst
 
         m = Var("m", M)
-        k = dataclasses.replace(k, value=_subst(k.value, {"o": floordiv(m, k.I), "i": mod(m, k.I)}))
+        to_m = {"o": floordiv(m, k.I), "i": mod(m, k.I)}
+        epi = k.epilogue
+        if epi is not None:     # (out buffer, value, index of the result in value, store the result too?)
+            epi = (epi[0], _subst(epi[1], to_m), substitute(epi[2], to_m), epi[3])
+        k = dataclasses.replace(k, value=_subst(k.value, to_m), epilogue=epi)
     used, names = _kernel_params(k)
     idt = "i64" if M * R > INT32_MAX or any(buffers[b].numel > INT32_MAX for b in used) else "i32"
     final = _FINAL[k.kind]
@@ -193,14 +197,7 @@ def _generic_epilogue(k: Reduction, em, body: list, final: str, axis: int, dtype
     window count, a mean's division): the result kept as a (BM, 1) / (1, BM) tile beside the loop's `m`,
     the epilogue computed on it and stored (the result too when others read it) through 2-D views of the
     flat outputs: one pass instead of a reduction and a pointwise kernel."""
-    out_buf, value, key, store_res = k.epilogue
-    if k.mode == "col":   # a column-mode reduction rendered here (i64 indices): its (o, i) as the flat m
-        from .index import floordiv, mod
-        from .program import _subst
-
-        m = Var("m", k.M)
-        to_m = {"o": floordiv(m, k.I), "i": mod(m, k.I)}
-        value, key = _subst(value, to_m), substitute(key, to_m)
+    out_buf, value, key, store_res = k.epilogue     # (a column-mode one's already read as the flat m)
     body.append(f"res = {final}(acc, axis={axis}, keepdims=True)")
     if vals.compute_dtype(k.out.dtype) != k.out.dtype:      # read back from a half buffer: round as stored
         body.append(f"res = res.to({_tp(k.out.dtype)}).to({_tp(dtype)})")

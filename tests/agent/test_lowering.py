@@ -432,7 +432,7 @@ def test_one_pass_welford_variance_where_rows_do_not_fit(case, tmp_path):
         assert torch.allclose(o.double(), r, rtol=2e-5, atol=2e-5), (o.double() - r).abs().max()
 
 
-@pytest.mark.parametrize("case", ["sum_dim1", "sort_last"])
+@pytest.mark.parametrize("case", ["sum_dim1", "mean_dim1", "sort_last"])
 def test_column_reductions_with_64_bit_indices_render_flat(case, tmp_path, monkeypatch):
     """A column-mode reduction whose indices pass int32 takes the flat renderer, which reads its outputs as the
     flat m (o = m // I, i = m % I); the limit is lowered here so CPU sizes take that path (a 4096 x 8192 sort
@@ -442,6 +442,7 @@ def test_column_reductions_with_64_bit_indices_render_flat(case, tmp_path, monke
     monkeypatch.setattr(render_flat, "INT32_MAX", 1000)
     g = torch.Generator().manual_seed(8)
     fn, inp = {"sum_dim1": (lambda t: t.sum(1), torch.randn(3, 70, 37, generator=g)),
+               "mean_dim1": (lambda t: t.mean(1), torch.randn(3, 70, 37, generator=g)),   # its division an epilogue
                "sort_last": (lambda t: torch.sort(t, dim=-1, descending=True)[0],
                              torch.randn(5, 41, generator=g))}[case]
     prog, mod, out = _run_lowered(_Fn(fn), [inp], tmp_path, f"flat_{case}")
