@@ -39,13 +39,17 @@ def b_layout(BK, BN, atom=64):
     return tp.Layout((BK, (atom, BN // atom)), (atom, (1, atom * BK)))
 
 
-@tp.kernel(threads=_threads, target="sm_90a")
+def _min_blocks(c):
+    return c["MIN_BLOCKS"]
+
+
+@tp.kernel(threads=_threads, target="sm_90a", min_blocks=_min_blocks)
 def gemm_hopper(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"], C: tp.Tensor[tp.f32, "M", "N"],
                 BM: tp.constexpr = 128, BN: tp.constexpr = 128, BK: tp.constexpr = 64, STAGES: tp.constexpr = 4,
                 CONSUMERS: tp.constexpr = 2, INSTR: tp.constexpr = tp.nv.wgmma_m64n128k16_bf16,
                 SWIZZLE: tp.constexpr = tp.Swizzle(3, 3, 3), IN_FLIGHT: tp.constexpr = 0,
                 PRODUCER_REGS: tp.constexpr = 0, CONSUMER_REGS: tp.constexpr = 0, SPLIT_K: tp.constexpr = 1,
-                B_SWIZZLE: tp.constexpr = 0, EPILOGUE: tp.constexpr = 0):
+                B_SWIZZLE: tp.constexpr = 0, EPILOGUE: tp.constexpr = 0, MIN_BLOCKS: tp.constexpr = 0):
     m0 = tp.block_id(0) * BM
     n0 = tp.block_id(1) * BN
     a_s = tp.shared((BM, BK), tp.bf16, stages=STAGES, swizzle=SWIZZLE)
@@ -138,14 +142,14 @@ def gemm_hopper(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"]
 gemm_hopper_bf16 = gemm_hopper.retyped(C=tp.Tensor[tp.bf16, "M", "N"])  # bf16 out: tp.store rounds
 
 
-@tp.kernel(threads=_threads, target="sm_90a")
+@tp.kernel(threads=_threads, target="sm_90a", min_blocks=_min_blocks)
 def gemm_splitk(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"], C: tp.Tensor[tp.f32, "M", "N"],
                 WS: tp.Tensor[tp.f32, "WR", "WC"], LOCKS: tp.Tensor[tp.i32, "T"],
                 BM: tp.constexpr = 64, BN: tp.constexpr = 128, BK: tp.constexpr = 64, STAGES: tp.constexpr = 6,
                 CONSUMERS: tp.constexpr = 1, INSTR: tp.constexpr = tp.nv.wgmma_m64n128k16_bf16,
                 SWIZZLE: tp.constexpr = tp.Swizzle(3, 3, 3), IN_FLIGHT: tp.constexpr = 1,
                 PRODUCER_REGS: tp.constexpr = 0, CONSUMER_REGS: tp.constexpr = 0, SPLIT_K: tp.constexpr = 4,
-                B_SWIZZLE: tp.constexpr = 0, FIXUP: tp.constexpr = 2):
+                B_SWIZZLE: tp.constexpr = 0, FIXUP: tp.constexpr = 2, MIN_BLOCKS: tp.constexpr = 0):
     """gemm_hopper's split-K with the reduction in the kernel: no zeroing pass before it and no rounding pass
     after it. Block (i, j, z) sums its share of the k-tiles of output tile t = i * grid_y + j (as gemm_hopper's
     SPLIT_K) and puts the partial tile in an f32 workspace, then takes a ticket on LOCKS[t] (an acq_rel atomic:
@@ -586,7 +590,7 @@ def _other_tile(pol: dict, given: dict) -> bool:
 
 
 PERSISTENT_ONLY = ("GROUP_M",)                           # constexprs of gemm_persistent alone
-STEADY_ONLY = ("IN_FLIGHT", "SPLIT_K", "EPILOGUE", "B_SWIZZLE", "FIXUP")  # of gemm_hopper / gemm_splitk alone
+STEADY_ONLY = ("IN_FLIGHT", "SPLIT_K", "EPILOGUE", "B_SWIZZLE", "FIXUP", "MIN_BLOCKS")  # gemm_hopper / gemm_splitk's
 CLUSTER_ONLY = ("CLUSTER_M",)                            # gemm_cluster's (CLUSTER_M > 1 picks it)
 
 
@@ -607,7 +611,8 @@ def kernel_params(params: dict) -> dict:
     picks gemm_cluster (wait_group 0, no split-K, EPILOGUE 0 or 2). SPLIT_K > 1 with FIXUP 1 / 2 picks
     gemm_splitk (no EPILOGUE of its own); FIXUP is nobody else's."""
     if clustered(params):
-        bad = {k: params[k] for k in ("IN_FLIGHT", "SPLIT_K", "B_SWIZZLE", "PERSISTENT") if params.get(k, 0) not in
+        bad = {k: params[k] for k in ("IN_FLIGHT", "SPLIT_K", "B_SWIZZLE", "PERSISTENT", "MIN_BLOCKS")
+               if params.get(k, 0) not in
                (0, 1 if k == "SPLIT_K" else 0)}
         if params.get("EPILOGUE", 0) not in (0, 2):
             bad["EPILOGUE"] = params["EPILOGUE"]
@@ -615,7 +620,8 @@ def kernel_params(params: dict) -> dict:
             raise ValueError(f"gemm_hopper: CLUSTER_M > 1 (gemm_cluster) runs wait_group 0, no split-K, no persistent "
                              f"grid and EPILOGUE 0 or 2; {bad} needs CLUSTER_M=1")
         return {k: v for k, v in params.items()
-                if k not in PERSISTENT_ONLY + ("IN_FLIGHT", "SPLIT_K", "B_SWIZZLE", "PERSISTENT", "NUM_SMS", "FIXUP")}
+                if k not in PERSISTENT_ONLY + ("IN_FLIGHT", "SPLIT_K", "B_SWIZZLE", "PERSISTENT", "NUM_SMS", "FIXUP",
+                                               "MIN_BLOCKS")}
     params = {k: v for k, v in params.items() if k not in CLUSTER_ONLY}
     if not params.get("PERSISTENT"):
         if fixed_up(params):

@@ -128,3 +128,22 @@ for what in "$@"; do
     done
   fi
 done
+# `g6` (issue 15 item 1): FIXUP=3 against the split-K passes, and two blocks per SM (MIN_BLOCKS=2, 4 stages, the
+# split doubled) on the decode / skinny / small shapes (JSON gemm-g6-skinny-<device>.json), then the new variants'
+# GPU tests (SASS, registers, occupancy) and compute-sanitizer memcheck + racecheck on them.
+for what in "$@"; do
+  if [[ $what == g6 ]]; then
+    python3 benchmarks/gemm.py --only none --policies --no-b2b --precompile 16 --sweep-out bf16,f32 \
+      --name gemm-g6-skinny --out "$OUT" \
+      --variants "^64x128_s6_wait1_1consumer(_splitk4(_fix3)?)?$|^128x128_s4_wait1_splitk4(_fix3)?$|mb2|splitk8|^64x128_s4_wait1_1consumer_epi$" \
+      --sweep-shapes 16,4096,4096 64,4096,4096 128,4096,4096 256,4096,4096 1024,1024,1024 2>&1 \
+      | grep -v "^  precompiled" | tail -220
+    python3 -m pytest -q -p no:cacheprovider tests/gpu/test_gpu_gemm_policies.py -k "mb2 or two_blocks" \
+      2>&1 | tee "$OUT/pytest_g6.log" | grep -vE "^(tests|E |  )" | tail -8
+    for tool in memcheck racecheck; do
+      compute-sanitizer --tool $tool python3 tests/gpu/sanitize_gemm_policies.py --g6 > "$OUT/sanitize_g6_$tool.log" 2>&1
+      echo "== $tool: rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize_g6_$tool.log" | tail -1)"
+      grep -m5 -E "Error|Hazard|Invalid" "$OUT/sanitize_g6_$tool.log"
+    done
+  fi
+done

@@ -34,10 +34,15 @@ OLD = [dict(IN_FLIGHT=1), dict(IN_FLIGHT=1, STAGES=2, BN=128, INSTR=I128),
 # split-K reduced in the kernel or by splitk_sum (gemm_splitk, FIXUP 1-3)
 FIXUP = [dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=I128, SPLIT_K=4, FIXUP=f) for f in (1, 2, 3)] + [
     dict(IN_FLIGHT=1, BN=128, INSTR=I128, SPLIT_K=3, FIXUP=f) for f in (1, 3)]
+# two blocks per SM (MIN_BLOCKS=2, 4 stages): unsplit, split-K with the passes, FIXUP=3 with 8 splits
+MB2 = dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=4, CONSUMERS=1, INSTR=I128, MIN_BLOCKS=2)
+G6 = [MB2, dict(MB2, SPLIT_K=2), dict(MB2, SPLIT_K=8, FIXUP=3)]
 if "--fixup" in sys.argv:   # the fix-up alone: twice each (the second call reuses the workspace and tickets)
     NEW, OLD = FIXUP + FIXUP, []
+if "--g6" in sys.argv:      # the two-blocks-per-SM variants alone, twice each
+    NEW, OLD, FIXUP = G6 + G6, [], []
 # --new: the variants added for the skinny/ragged shapes
-for extra in (NEW if "--new" in sys.argv or "--fixup" in sys.argv else OLD + NEW + FIXUP):
+for extra in (NEW if {"--new", "--fixup", "--g6"} & set(sys.argv) else OLD + NEW + FIXUP + G6):
     for out in (torch.float32, torch.bfloat16):
         gemm_hopper.launch(a, b, torch.empty(130, 264, device=d, dtype=out), **{**P, **extra})
 for epi in (1, 2):

@@ -54,6 +54,10 @@ VARIANTS = {
     # where they are not is the 2051 x 2045 case below)
     "tma_store_64x128_1c": dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=I128, EPILOGUE=2),
     "tma_store_128x128": dict(BN=128, STAGES=5, INSTR=I128, EPILOGUE=2),
+    # two blocks per SM (MIN_BLOCKS=2: at most 128 registers a thread; 4 stages of 24 KB), unsplit and split-K
+    "mb2_64x128_1c_s4": dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=4, CONSUMERS=1, INSTR=I128, MIN_BLOCKS=2),
+    "mb2_64x128_1c_s4_split2": dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=4, CONSUMERS=1, INSTR=I128, MIN_BLOCKS=2,
+                                    SPLIT_K=2),
 }
 
 
@@ -173,6 +177,8 @@ FIXUP_VARIANTS = {
     # FIXUP=3: the slots summed (and rounded) by a second kernel, splitk_sum
     "fix3_64x128_1c_split4": dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=I128, SPLIT_K=4, FIXUP=3),
     "fix3_128x128_split3": dict(IN_FLIGHT=1, BN=128, INSTR=I128, SPLIT_K=3, FIXUP=3),
+    "fix3_64x128_1c_s4_split8_mb2": dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=4, CONSUMERS=1, INSTR=I128, SPLIT_K=8,
+                                         FIXUP=3, MIN_BLOCKS=2),
 }
 
 
@@ -234,3 +240,21 @@ def test_sass_of_the_split_k_fix_up():
                 assert "MEMBAR" in sass     # the ticket's fences (FIXUP=3 has none of its own; on the H100 its
                                             # SASS still held a MEMBAR from elsewhere: not asserted either way)
             assert not re.search(r"\b(LDL|STL)\b", sass) and ck.resources.get("spill_stores", 0) == 0
+
+
+@pytest.mark.parametrize("kernel,variant", [(gemm_hopper.gemm_hopper, VARIANTS["mb2_64x128_1c_s4"]),
+                                            (gemm_hopper.gemm_hopper_bf16, VARIANTS["mb2_64x128_1c_s4"]),
+                                            (gemm_hopper.gemm_splitk_bf16,
+                                             FIXUP_VARIANTS["fix3_64x128_1c_s4_split8_mb2"])])
+def test_two_blocks_per_sm(kernel, variant):
+    """MIN_BLOCKS=2 is __launch_bounds__(256, 2): at most 128 registers a thread (two blocks' 256 threads fit the
+    SM's 65536), no local memory, HGMMA; and two blocks are resident per SM (the occupancy API)."""
+    import re
+
+    ck = tilepy_hip.compile(kernel, target="sm_90a", **gemm_hopper.kernel_params({**P, **variant}))
+    sass = ck.sass()
+    assert "HGMMA.64x128x16.F32.BF16" in sass and "UTMALDG" in sass
+    assert not re.search(r"\b(LDL|STL)\b", sass) and ck.resources.get("spill_stores", 0) == 0
+    assert ck.resources["registers"] <= 128
+    smem = ck.resources["dynamic_smem"] + ck.resources.get("static_smem", 0)
+    assert 2 * (smem + 1024) <= torch.cuda.get_device_properties(0).shared_memory_per_multiprocessor

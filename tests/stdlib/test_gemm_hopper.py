@@ -437,3 +437,28 @@ def test_split_k_fix_up_policy_and_verifier():
 def test_small_class_f32_out_takes_four_stages():
     assert gemm_hopper.policy(1024, 1024, 1024)["STAGES"] == 4
     assert gemm_hopper.policy(1024, 1024, 1024, tp.bf16)["STAGES"] == 6      # bf16: the staged epilogue, 6
+
+
+def test_two_blocks_per_sm_is_the_launch_bound_and_changes_no_result():
+    """MIN_BLOCKS=2 (gemm_hopper / gemm_splitk) is the kernel's `min_blocks`: __launch_bounds__(threads, 2) in the
+    build; the interpreter's result is the same bits with or without it (split-K 8 through FIXUP=3 here). The
+    persistent and cluster kernels take no such constexpr: asking them for it is an error naming it."""
+    p = dict(STAGES=4, SPLIT_K=8, FIXUP=3, **D64)
+    assert gemm_hopper.gemm_splitk.ir("sm_90a", MIN_BLOCKS=2, **p).min_blocks == 2
+    assert gemm_hopper.gemm_hopper.ir("sm_90a", MIN_BLOCKS=2, **D64).min_blocks == 2
+    assert gemm_hopper.gemm_hopper.ir("sm_90a", **D64).min_blocks == 0
+    rng = np.random.default_rng(8)
+    m, k, n = 20, 600, 130                                  # 10 k-tiles in 8 splits of 2 (the last three empty)
+    a = round_bf16(rng.standard_normal((m, k)).astype(np.float32))
+    b = round_bf16(rng.standard_normal((k, n)).astype(np.float32))
+    outs = []
+    for mb in (0, 2):
+        c = np.full((m, n), np.nan, np.float32)
+        gemm_hopper.launch(a, b, c, out_dtype=tp.bf16, MIN_BLOCKS=mb, **p)
+        outs.append(c)
+    ref = gemm_hopper.reference(a, b)
+    np.testing.assert_array_equal(outs[0], outs[1])
+    assert np.abs(outs[1] - ref).max() <= 2.0**-8 * np.abs(ref).max()
+    for bad in (dict(PERSISTENT=1), dict(CLUSTER_M=2, IN_FLIGHT=0)):
+        with pytest.raises(ValueError, match="MIN_BLOCKS"):
+            gemm_hopper.kernel_params({**gemm_hopper.PRESETS["sm_90a"], "MIN_BLOCKS": 2, **bad})
