@@ -44,8 +44,12 @@ class MoE(torch.nn.Module):
 
 
 def _float64(model, x):
-    p = torch.softmax(x.double() @ model.router.weight.double().t(), -1)
-    wv, ids = torch.topk(p, model.k, -1)
+    """The experts' arithmetic in float64, routed as the bf16 program routes: the top-k choice is discrete, and
+    a float64 router picks another expert for a token whose two best logits tie within bf16's rounding (one such
+    token of 2048 moves the relative error by about 0.02), so the ids come from the program's own bf16 logits."""
+    logits = model.router(x)
+    _, ids = torch.topk(torch.softmax(logits.float(), -1), model.k, -1)
+    wv = torch.softmax(logits.double(), -1).gather(-1, ids)
     wv = wv / wv.sum(-1, keepdim=True)
     out = torch.zeros(x.shape, dtype=torch.float64, device=x.device)
     for e in range(model.e):
