@@ -49,13 +49,19 @@ def gemm_hopper(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"]
                 CONSUMERS: tp.constexpr = 2, INSTR: tp.constexpr = tp.nv.wgmma_m64n128k16_bf16,
                 SWIZZLE: tp.constexpr = tp.Swizzle(3, 3, 3), IN_FLIGHT: tp.constexpr = 0,
                 PRODUCER_REGS: tp.constexpr = 0, CONSUMER_REGS: tp.constexpr = 0, SPLIT_K: tp.constexpr = 1,
-                B_SWIZZLE: tp.constexpr = 0, EPILOGUE: tp.constexpr = 0, MIN_BLOCKS: tp.constexpr = 0):
+                B_SWIZZLE: tp.constexpr = 0, EPILOGUE: tp.constexpr = 0, MIN_BLOCKS: tp.constexpr = 0,
+                B_NK: tp.constexpr = 0):
     m0 = tp.block_id(0) * BM
     n0 = tp.block_id(1) * BN
     a_s = tp.shared((BM, BK), tp.bf16, stages=STAGES, swizzle=SWIZZLE)
-    # B's column blocks are 64 wide (128-byte rows); a BN of 32 takes one block of 32 with the 64-byte swizzle
-    b_s = tp.shared((BK, BN), tp.bf16, stages=STAGES, swizzle=B_SWIZZLE or SWIZZLE,
-                    layout=b_layout(BK, BN, min(64, BN)))
+    if B_NK:
+        # B given as (N, K) (an nn.Linear weight, read in place: `gemm_hopper_nk`): the (BN, BK) tile staged
+        # K-major with A's 128-byte swizzle, reaching the instruction as its transpose
+        b_s = tp.shared((BN, BK), tp.bf16, stages=STAGES, swizzle=SWIZZLE)
+    else:
+        # B's column blocks are 64 wide (128-byte rows); a BN of 32 takes one block of 32 with the 64-byte swizzle
+        b_s = tp.shared((BK, BN), tp.bf16, stages=STAGES, swizzle=B_SWIZZLE or SWIZZLE,
+                        layout=b_layout(BK, BN, min(64, BN)))
     if EPILOGUE > 0 and SPLIT_K == 1:    # (split-K adds its partial tiles atomically from the registers)
         # The output tile staged in shared memory: the consumers write their accumulators into c_s, and the
         # producer warpgroup (idle by then) stores c_s in whole 16-byte chunks of consecutive columns instead
@@ -77,7 +83,11 @@ def gemm_hopper(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"]
     full = tp.mbarrier(1, stages=STAGES)
     empty = tp.mbarrier(1, stages=STAGES)
     tp.tag(A, lambda i, k: ("A", i, k))
-    tp.tag(B, lambda k, j: ("B", k, j))
+    if B_NK:
+        tp.tag(B, lambda j, k: ("B", k, j))
+    else:
+        tp.tag(B, lambda k, j: ("B", k, j))
+    LC = tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1))   # the accumulator's layout (also an epilogue's)
     if SPLIT_K > 1:
         # split-K: block z sums k-tiles [k_first, k_first + k_tiles) and adds its partial tile into C (zeroed
         # by the caller) with f32 atomics; tiles past K read zeros (the copies zero-fill), so every split runs
@@ -98,7 +108,10 @@ def gemm_hopper(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"]
                 tp.mbarrier_wait(empty[k % STAGES], k // STAGES)       # (the consumers pre-release every stage)
             k0 = (k_first + k) * BK
             tp.copy_bulk(A[m0:m0 + BM, k0:k0 + BK], a_s[k % STAGES], full[k % STAGES])
-            tp.copy_bulk(B[k0:k0 + BK, n0:n0 + BN], b_s[k % STAGES], full[k % STAGES])
+            if B_NK:
+                tp.copy_bulk(B[n0:n0 + BN, k0:k0 + BK], b_s[k % STAGES], full[k % STAGES])
+            else:
+                tp.copy_bulk(B[k0:k0 + BK, n0:n0 + BN], b_s[k % STAGES], full[k % STAGES])
             tp.mbarrier_arrive(full[k % STAGES])
         if EPILOGUE > 0 and SPLIT_K == 1:
             tp.mbarrier_wait(staged, 0)                # the consumers' accumulators are in c_s
@@ -110,11 +123,14 @@ def gemm_hopper(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"]
     else:                               # consumer warpgroups: wgmma over their own threads, 64 rows each
         if CONSUMER_REGS > 0:
             tp.setmaxnreg(CONSUMER_REGS)
-        acc = tp.zeros((BM, BN), tp.f32, layout=tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1)))
+        acc = tp.zeros((BM, BN), tp.f32, layout=LC)
         if IN_FLIGHT == 0:
             for k in range(k_tiles):
                 tp.mbarrier_wait(full[k % STAGES], k // STAGES)        # stage k % STAGES holds tile k
-                acc = tp.mma(a_s[k % STAGES], b_s[k % STAGES], acc)
+                if B_NK:
+                    acc = tp.mma(a_s[k % STAGES], b_s[k % STAGES].T, acc)
+                else:
+                    acc = tp.mma(a_s[k % STAGES], b_s[k % STAGES], acc)
                 tp.mbarrier_arrive(empty[k % STAGES])
         else:
             # One wgmma group stays in flight while the next tile lands: tile k's group is issued, then
@@ -125,7 +141,10 @@ def gemm_hopper(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"]
                 tp.mbarrier_arrive(empty[s])
             for k in range(k_tiles):
                 tp.mbarrier_wait(full[k % STAGES], k // STAGES)
-                acc = tp.mma_async(a_s[k % STAGES], b_s[k % STAGES], acc)
+                if B_NK:
+                    acc = tp.mma_async(a_s[k % STAGES], b_s[k % STAGES].T, acc)
+                else:
+                    acc = tp.mma_async(a_s[k % STAGES], b_s[k % STAGES], acc)
                 tp.mma_wait(1)
                 tp.mbarrier_arrive(empty[(k + STAGES - 1) % STAGES])   # tile k - 1's stage
             tp.mma_wait(0)
@@ -133,13 +152,16 @@ def gemm_hopper(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"]
         if SPLIT_K > 1:
             tp.atomic_add(C[m0:m0 + BM, n0:n0 + BN], acc)
         elif EPILOGUE > 0:
-            tp.store(c_s, acc)                         # registers -> shared (rounded to C's dtype)
+            tp.store(c_s, acc)   # EPILOGUE (registers -> shared, rounded to C's dtype; a lowering may fuse here)
             tp.mbarrier_arrive(staged)                 # the producer warpgroup stores it
         else:
-            tp.store(C[m0:m0 + BM, n0:n0 + BN], acc)
+            tp.store(C[m0:m0 + BM, n0:n0 + BN], acc)   # EPILOGUE (a lowering may fuse a pointwise chain here)
 
 
 gemm_hopper_bf16 = gemm_hopper.retyped(C=tp.Tensor[tp.bf16, "M", "N"])  # bf16 out: tp.store rounds
+# B given as (N, K) (c = a @ b.T, F.linear's weight read in place): launch these with B_NK=1
+gemm_hopper_nk = gemm_hopper.retyped(B=tp.Tensor[tp.bf16, "N", "K"])
+gemm_hopper_nk_bf16 = gemm_hopper.retyped(B=tp.Tensor[tp.bf16, "N", "K"], C=tp.Tensor[tp.bf16, "M", "N"])
 
 
 @tp.kernel(threads=_threads, target="sm_90a", min_blocks=_min_blocks)

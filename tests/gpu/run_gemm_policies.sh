@@ -138,7 +138,7 @@ for what in "$@"; do
       --variants "^64x128_s6_wait1_1consumer(_splitk4(_fix3)?)?$|^128x128_s4_wait1_splitk4(_fix3)?$|mb2|splitk8|^64x128_s4_wait1_1consumer_epi$" \
       --sweep-shapes 16,4096,4096 64,4096,4096 128,4096,4096 256,4096,4096 1024,1024,1024 2>&1 \
       | grep -v "^  precompiled" | tail -220
-    python3 -m pytest -q -p no:cacheprovider tests/gpu/test_gpu_gemm_policies.py -k "mb2 or two_blocks" \
+    python3 -m pytest -q -p no:cacheprovider tests/gpu/test_gpu_gemm_policies.py -k "mb2 or two_blocks or n_by_k" \
       2>&1 | tee "$OUT/pytest_g6.log" | grep -vE "^(tests|E |  )" | tail -8
     for tool in memcheck racecheck; do
       compute-sanitizer --tool $tool python3 tests/gpu/sanitize_gemm_policies.py --g6 > "$OUT/sanitize_g6_$tool.log" 2>&1

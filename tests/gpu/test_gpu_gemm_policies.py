@@ -258,3 +258,27 @@ def test_two_blocks_per_sm(kernel, variant):
     assert ck.resources["registers"] <= 128
     smem = ck.resources["dynamic_smem"] + ck.resources.get("static_smem", 0)
     assert 2 * (smem + 1024) <= torch.cuda.get_device_properties(0).shared_memory_per_multiprocessor
+
+
+@pytest.mark.parametrize("params", [dict(IN_FLIGHT=0, STAGES=4),
+                                    dict(STAGES=3, EPILOGUE=2, PRODUCER_REGS=64, CONSUMER_REGS=216),
+                                    dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=I128, EPILOGUE=1)])
+@pytest.mark.parametrize("m,k,n", [(130, 1000, 264), (300, 4096, 520)])
+@pytest.mark.parametrize("out", [torch.float32, torch.bfloat16])
+def test_b_given_as_n_by_k(params, m, k, n, out):
+    """gemm_hopper_nk (B_NK=1): c = a @ w.T with w (N, K) read in place (K-major B tiles), against float64."""
+    g = torch.Generator(device="cuda").manual_seed(m + k + n)
+    a = torch.randn(m, k, device=DEV, generator=g).bfloat16()
+    w = torch.randn(n, k, device=DEV, generator=g).bfloat16()
+    c = torch.full((m, n), float("nan"), device=DEV, dtype=out)
+    kernel = gemm_hopper.gemm_hopper_nk_bf16 if out == torch.bfloat16 else gemm_hopper.gemm_hopper_nk
+    p = {**P, **params, "B_NK": 1}
+    if out == torch.float32 and p.get("EPILOGUE") == 2:
+        p["EPILOGUE"] = 0                     # (f32 c_s beside 128x256 tiles does not fit)
+    kernel[gemm_hopper.grid_of(m, n, p)](a, w, c, **p)
+    torch.cuda.synchronize()
+    ref = a.double() @ w.double().T
+    err = _rel(c, ref)
+    assert err < (1e-5 if out == torch.float32 else 4e-3), err
+    if out == torch.bfloat16:
+        assert err <= 2 * _rel(torch.nn.functional.linear(a, w), ref) + 1e-6

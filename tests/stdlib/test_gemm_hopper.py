@@ -462,3 +462,38 @@ def test_two_blocks_per_sm_is_the_launch_bound_and_changes_no_result():
     for bad in (dict(PERSISTENT=1), dict(CLUSTER_M=2, IN_FLIGHT=0)):
         with pytest.raises(ValueError, match="MIN_BLOCKS"):
             gemm_hopper.kernel_params({**gemm_hopper.PRESETS["sm_90a"], "MIN_BLOCKS": 2, **bad})
+
+
+@pytest.mark.parametrize("m,k,n,params", [
+    (100, 200, 150, dict(STAGES=2, IN_FLIGHT=0, **gemm_hopper.SMALL_TILE)),   # 4 k-tiles through 2 stages
+    (70, 90, 130, dict(STAGES=3, EPILOGUE=1, **D64)),                        # wait_group 1, the staged epilogue
+    (130, 130, 264, dict(STAGES=3, IN_FLIGHT=0)),                             # 128x256, M / N / K past a tile
+])
+@pytest.mark.parametrize("out", [tp.f32, tp.bf16])
+def test_b_given_as_n_by_k_on_the_interpreter(m, k, n, params, out):
+    """gemm_hopper_nk (B_NK=1): B is (N, K), an nn.Linear weight read in place; c = a @ b.T against float64."""
+    rng = np.random.default_rng(m + k + n)
+    a = round_bf16(rng.standard_normal((m, k)).astype(np.float32))
+    w = round_bf16(rng.standard_normal((n, k)).astype(np.float32))
+    ref = gemm_hopper.reference(a, w.T)
+    kernel = gemm_hopper.gemm_hopper_nk_bf16 if out == tp.bf16 else gemm_hopper.gemm_hopper_nk
+    p = {**gemm_hopper.PRESETS["sm_90a"], **params, "B_NK": 1}
+    c = np.full((m, n), np.nan, np.float32)
+    kernel[gemm_hopper.grid_of(m, n, p)](a, w, c, **p)
+    if out == tp.f32:
+        assert _rel(c, ref) < 1e-6
+    else:
+        np.testing.assert_array_equal(c, round_bf16(c))
+        assert np.abs(c - ref).max() <= 2.0**-8 * np.abs(ref).max()
+
+
+@pytest.mark.parametrize("kernel,params", [
+    (gemm_hopper.gemm_hopper_nk, dict(IN_FLIGHT=0, STAGES=4)),                       # 128x256
+    (gemm_hopper.gemm_hopper_nk_bf16, dict(STAGES=6, EPILOGUE=1, **D64)),
+    (gemm_hopper.gemm_hopper_nk_bf16, dict(IN_FLIGHT=0, STAGES=3, EPILOGUE=2)),
+])
+def test_b_given_as_n_by_k_verifies_clean(kernel, params):
+    import tilepy_verify as tv
+
+    report = tv.verify_ir(kernel.ir("sm_90a", **{**gemm_hopper.PRESETS["sm_90a"], **params, "B_NK": 1}))
+    assert not report.findings, str(report)
