@@ -30,7 +30,9 @@ class ScanOps:
         self.need_uniform(f"a tile redistribution ({src.name})")
         dtype = as_dtype or src.dtype
         n = product(src.shape)
-        off = self.scratch((n + n // 32 + 1 if pad else n) * max(dtype.bytes, 1), 16)
+        nbytes = (n + n // 32 + 1 if pad else n) * max(dtype.bytes, 1)
+        off = self.scratch(nbytes, 16)
+        self._scratch_last = (off, nbytes)     # still read after a later request of the same op (keep=)
         buf = f"(({ctype(dtype)}*)(tp_smem + {off}))"
         cond, keep = self.owner(src.layout)
         coords = self.out_coords(src.layout)
@@ -94,7 +96,7 @@ class ScanOps:
             P *= 2
         L = -(-n // P)
         W = lines * P
-        aux = f"(({ct}*)(tp_smem + {self.scratch(W * max(comp.bytes, 1), 16)}))"
+        aux = f"(({ct}*)(tp_smem + {self.scratch(W * max(comp.bytes, 1), 16, keep=self._scratch_last)}))"
         ident = literal(identity, comp)
 
         def at(j):  # element j of the thread's line

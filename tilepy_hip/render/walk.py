@@ -110,10 +110,34 @@ class Renderer(AnalysisOps, ScalarOps, TileOps, CopyOps, GatherOps, ScanOps, Rem
             self.prologue(f"const {ctype_} {name} = {expr};")
         return self._hoisted[expr]
 
-    def scratch(self, nbytes: int, align: int = 16) -> int:
-        """Reserve shared scratch after the user's tiles; returns the byte offset."""
-        off = -(-self.smem_top // align) * align
-        self.smem_top = off + nbytes
+    def scratch(self, nbytes: int, align: int = 16, keep=None) -> int:
+        """Reserve shared scratch after the user's tiles; returns the byte offset.
+
+        Every use of scratch is transient: written, a barrier, read back into registers by the op that asks for
+        it. So ops outside thread-dependent branches share one region: a request that overlaps earlier scratch
+        first emits a barrier (every thread has read what was there), and a kernel of many reductions or
+        conversions (a bitonic sort's stages) needs only its largest. `keep` (offset, bytes): a region of the
+        same op still to be read, not overlapped. Scratch asked inside a thread-dependent branch gets bytes of
+        its own (warp roles run at the same time)."""
+        regions = self.__dict__.setdefault("_scratch_regions", [])   # (start, end, reusable)
+        if self.ctx.divergent:
+            off = -(-self.smem_top // align) * align
+        else:
+            base = self.__dict__.setdefault("_scratch_base", self.smem_top)
+            blocked = [(a, b) for a, b, reusable in regions if not reusable]
+            if keep is not None:
+                blocked.append((keep[0], keep[0] + keep[1]))
+            off = -(-base // align) * align
+            moved = True
+            while moved:
+                moved = False
+                for a, b in blocked:
+                    if off < b and a < off + nbytes:
+                        off, moved = -(-b // align) * align, True
+            if any(off < b and a < off + nbytes for a, b, _ in regions):
+                self.barrier()   # an earlier op's threads may still read these bytes
+        regions.append((off, off + nbytes, not self.ctx.divergent))
+        self.smem_top = max(self.smem_top, off + nbytes)
         if self.smem_top > self.t.smem_bytes:
             raise self.error(
                 f"shared memory use reaches {self.smem_top} bytes with the scratch space for "
