@@ -261,7 +261,7 @@ def _sweep_variants(M, N, K, only):
             continue
         # SPLIT_K / EPILOGUE explicit: gemm_hopper.launch lays the shape's policy under the constexprs it is
         # given, so a variant that left them out ran with the policy's split-K / epilogue (until 2026-11-23 late)
-        p = {**gemm_hopper.PRESETS["sm_90a"], "SPLIT_K": 1, "EPILOGUE": 0, "FIXUP": 0, **extra}
+        p = {**gemm_hopper.PRESETS["sm_90a"], "SPLIT_K": 1, "EPILOGUE": 0, "FIXUP": 0, "MIN_BLOCKS": 0, **extra}
         if p.get("SPLIT_K", 1) > 1 and M * N > 4096 * 4096:
             continue
         out.append((tag, p))

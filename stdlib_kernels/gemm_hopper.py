@@ -536,16 +536,19 @@ POLICIES = {
 # not in the table.
 BF16_OUT = {"small": dict(EPILOGUE=1), "large": dict(STAGES=3, EPILOGUE=2, PRODUCER_REGS=64, CONSUMER_REGS=216)}
 # The split's reduction per class where `policy(..., fixup=True)` splits K (gemm_splitk; FIXUP 0 or absent: atomics
-# into a zeroed target plus, for bf16 out, a rounding pass). Empty: the in-kernel fix-up measured SLOWER than the two
+# into a zeroed target plus, for bf16 out, a rounding pass). FIXUP 1 / 2 in no class: they measured SLOWER than the two
 # passes on every split shape (H100, benchmarks/results/gemm-fixup-*.json; bf16 out, us: 16 x 4096 x 4096 14.6 with
 # the passes, 17.7 FIXUP=1, 23.0 FIXUP=2; 128 x 4096 x 4096 (64 x 128 tiles, split 4) 27.4 / 37.4 / 41.9; 1024^3 split 4
 # 31.0 / 55.8 / 60.3): the last split's chain (its part written, a device fence, the ticket, the other parts read
 # back, C stored) is ~3-9 us of latency at the end of every wave, more than the passes' two short launches.
 # FIXUP=3 keeps the slots (plain stores, no ticket) and sums them, rounded once, in a second kernel (splitk_sum):
 # one pass after the GEMM instead of a zeroing before and a rounding after.
-# FIXUP=3 is not measured on the device yet (the session's device time ran out): until it is, no class takes it; the
-# check is `bash tests/gpu/run_gemm_policies.sh fixup3` (the sweep against the passes, the GPU tests, sanitizers).
-SPLIT_FIXUP: dict = {}
+# FIXUP=3 measured (H100, benchmarks/results/gemm-g6-skinny-*.json, bf16 / f32 out, us, one run, each row the better
+# of two medians of graph replays): 16 x 4096 x 4096 passes 14.2-14.4 / 13.1, FIXUP=3 12.8 / 13.1; 64 x 4096 x 4096
+# 15.6-15.7 / 13.8-13.9 -> 12.8 / 13.2: the decode class takes it. "skinny_64x128" is the skinny branch that runs
+# 64 x 128 tiles split over K (below): 128 x 4096 x 4096 with 128 x 128 tiles split 4 (the policy before) 21.4-22.5 /
+# 19.3-19.9, 64 x 128 s4 two blocks per SM split 2 with the passes 20.9 / 18.5, with FIXUP=3 18.0 / 19.0.
+SPLIT_FIXUP: dict = {"decode": 3, "skinny_64x128": 3}
 MAX_SLOTS = 8   # FIXUP 2 and 3 unroll one load per split: past this many splits the passes serve
 # f32 out at <= 1024^3: 4 stages, not 6 (1024^3: 9.5-9.6 -> 8.8-8.9 us in two runs, gemm-shapes{,-confirm}-*.json)
 F32_OUT = {"small": dict(STAGES=4)}
@@ -577,10 +580,17 @@ def policy(M: int, N: int, K: int, out=None, fixup: bool = False) -> dict:
     gemm_hopper itself, the lowering) the split adds into a target the caller zeroes."""
     cls = shape_class(M, N, K)
     p = {**PRESETS["sm_90a"], **POLICIES[cls]}
+    fix_cls = cls
     if cls == "skinny" and NUM_SMS // 2 < _cdiv(M, 64) * _cdiv(N, 128) <= NUM_SMS:
         # 64 x 128 tiles fill one wave without a split: 256 x 4096 x 4096 bf16 out 30.9 us with 128 x 128 split-K 2
         # -> 26.6 (0.56 -> 0.71x cuBLAS), f32 out 27.0 -> 26.2 (benchmarks/results/gemm-fixup-*.json)
         p.update(POLICIES["decode"])
+    elif cls == "skinny" and 2 * _cdiv(M, 64) * _cdiv(N, 128) <= NUM_SMS:
+        # 64 x 128 tiles in at most half a wave: split over K as the decode class, 4 stages, the registers capped
+        # for two blocks per SM (MIN_BLOCKS=2): 128 x 4096 x 4096 (split 2) bf16 out 21.4-22.5 us with 128 x 128
+        # tiles split 4 -> 20.9 (passes) / 18.0 (FIXUP=3); f32 out 19.3-19.9 -> 18.5 / 19.0 (gemm-g6-skinny-*.json)
+        p.update(POLICIES["decode"], STAGES=4, MIN_BLOCKS=2)
+        fix_cls = "skinny_64x128"
     if out == tp.bf16:
         p.update(BF16_OUT.get(cls, {}))
     else:
@@ -592,7 +602,7 @@ def policy(M: int, N: int, K: int, out=None, fixup: bool = False) -> dict:
         split = max(1, min(NUM_SMS // tiles, k_tiles // 4))
     if split > 1:
         p["SPLIT_K"] = split
-        f = SPLIT_FIXUP.get(cls, 0) if fixup else 0
+        f = SPLIT_FIXUP.get(fix_cls, 0) if fixup else 0
         if f and not (f in (2, 3) and split > MAX_SLOTS):   # (the slots' sums are unrolled over the splits)
             p["FIXUP"] = f
     return p
@@ -609,6 +619,13 @@ def _other_tile(pol: dict, given: dict) -> bool:
     (a BM x BN shared tile beside the ring) was sized for its own tile, and is not inherited by another."""
     return (any(given.get(k, pol.get(k)) != pol.get(k) for k in ("BM", "BN", "BK"))
             or given.get("STAGES", pol.get("STAGES", 0)) > pol.get("STAGES", 0))
+
+
+def _other_block(pol: dict, given: dict) -> bool:
+    """Whether a caller's constexprs change the block the policy sized: its tile, stages, warpgroups, instruction
+    or register budgets."""
+    return any(given.get(k, pol.get(k)) != pol.get(k)
+               for k in ("BM", "BN", "BK", "STAGES", "CONSUMERS", "INSTR", "PRODUCER_REGS", "CONSUMER_REGS"))
 
 
 PERSISTENT_ONLY = ("GROUP_M",)                           # constexprs of gemm_persistent alone
@@ -803,6 +820,12 @@ def launch(a, b, c, target: str = "sm_90a", out_dtype=None, **constexprs):
             params.pop("FIXUP", None)      # the class's fix-up comes with the class's split, not a caller's
         if "EPILOGUE" not in constexprs and target == "sm_90a" and _other_tile(policy(M, N, K, out), constexprs):
             params.pop("EPILOGUE", None)   # the staged epilogue's shared tile was sized with the policy's tile
+        if target == "sm_90a" and _other_block(policy(M, N, K, out), constexprs):
+            # the register cap for two blocks per SM, and the split's reduction, were chosen (and measured) with
+            # the policy's tile: a caller's own tile, warpgroups or stages run without them unless asked for
+            for k in ("MIN_BLOCKS", "FIXUP"):
+                if k not in constexprs:
+                    params.pop(k, None)
         if constexprs.get("CLUSTER_M", 1) > 1:   # asked for by the caller: the shape's wait_group / split-K /
             # persistent policy yields, and its epilogue where gemm_cluster has no such (1: the staged copy)
             for k in (*STEADY_ONLY, "PERSISTENT"):

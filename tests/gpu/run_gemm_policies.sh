@@ -147,3 +147,23 @@ for what in "$@"; do
     done
   fi
 done
+# `g6table`: the policy table after G6's change (decode FIXUP=3; skinny 64 x 128 s4 MIN_BLOCKS=2 split 2 FIXUP=3) through
+# launch (JSON gemm-g6-table-<device>.json) with the candidates at 128 / 64 x 4096 x 4096 swept beside it, the policy
+# GPU tests, compute-sanitizer on the new variants and the policy's skinny / decode rows.
+for what in "$@"; do
+  if [[ $what == g6table ]]; then
+    python3 benchmarks/gemm.py --only bf16out,f32out --policies --no-b2b --precompile 16 --sweep-out bf16,f32 \
+      --name gemm-g6-table --out "$OUT" \
+      --variants "^64x128_s6_wait1_1consumer_splitk[24](_fix3)?$|^128x128_s4_wait1_splitk4$|^64x128_s4_wait1_1consumer_mb2_splitk2(_fix3)?$" \
+      --shapes 16,4096,4096 64,4096,4096 100,4096,4096 128,4096,4096 256,4096,4096 16,14336,4096 16,4096,14336 \
+      128,14336,4096 1024,1024,1024 --sweep-shapes 128,4096,4096 64,4096,4096 2>&1 | grep -v "^  precompiled" | tail -100
+    python3 -m pytest -q -p no:cacheprovider tests/gpu/test_gpu_gemm_policies.py \
+      -k "policy_table or back_to_back or fix3 or mb2 or two_blocks" 2>&1 | tee "$OUT/pytest_g6table.log" \
+      | grep -vE "^(tests|E |  )" | tail -8
+    for tool in memcheck racecheck; do
+      compute-sanitizer --tool $tool python3 tests/gpu/sanitize_gemm_policies.py --g6 > "$OUT/sanitize_g6t_$tool.log" 2>&1
+      echo "== $tool: rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize_g6t_$tool.log" | tail -1)"
+      grep -m5 -E "Error|Hazard|Invalid" "$OUT/sanitize_g6t_$tool.log"
+    done
+  fi
+done

@@ -36,7 +36,7 @@ FIXUP = [dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=I128, SPL
     dict(IN_FLIGHT=1, BN=128, INSTR=I128, SPLIT_K=3, FIXUP=f) for f in (1, 3)]
 # two blocks per SM (MIN_BLOCKS=2, 4 stages): unsplit, split-K with the passes, FIXUP=3 with 8 splits
 MB2 = dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=4, CONSUMERS=1, INSTR=I128, MIN_BLOCKS=2)
-G6 = [MB2, dict(MB2, SPLIT_K=2), dict(MB2, SPLIT_K=8, FIXUP=3)]
+G6 = [MB2, dict(MB2, SPLIT_K=2), dict(MB2, SPLIT_K=8, FIXUP=3), dict(MB2, SPLIT_K=2, FIXUP=3)]
 if "--fixup" in sys.argv:   # the fix-up alone: twice each (the second call reuses the workspace and tickets)
     NEW, OLD = FIXUP + FIXUP, []
 if "--g6" in sys.argv:      # the two-blocks-per-SM variants alone, twice each
@@ -49,5 +49,9 @@ for epi in (1, 2):
     c = torch.empty(130, 264, device=d, dtype=torch.bfloat16)
     gemm_hopper.launch(a, b, c, **{**P, "STAGES": 3, "EPILOGUE": epi})
 gemm_hopper.launch(a[:, :200].contiguous(), b[:200, :66].contiguous(), torch.empty(130, 66, device=d))  # fallback
+for out in (torch.float32, torch.bfloat16):   # the policy's skinny (64 x 128, two blocks per SM, split 2, FIXUP=3)
+    for _ in range(2):                        # and decode (split 4, FIXUP=3) rows through launch, twice each
+        gemm_hopper.launch(a[:100].contiguous(), b, torch.empty(100, 264, device=d, dtype=out))
+        gemm_hopper.launch(a[:16].contiguous(), b, torch.empty(16, 264, device=d, dtype=out))
 torch.cuda.synchronize()
 print("ok")

@@ -88,9 +88,15 @@ def test_policy_table_by_shape_class():
     big = gemm_hopper.policy(4096, 4096, 4096)
     assert big["BN"] == 256 and big.get("SPLIT_K", 1) == 1            # 128 output tiles: no split
     skinny = gemm_hopper.policy(128, 4096, 4096)
-    tiles = 32                                                          # 1 x 32 tiles of 128 x 128
-    assert skinny["BN"] == 128 and skinny["SPLIT_K"] == gemm_hopper.NUM_SMS // tiles
-    assert gemm_hopper.grid_of(128, 4096, skinny) == (1, 32, skinny["SPLIT_K"])
+    tiles = 64                                                          # 2 x 32 tiles of 64 x 128
+    assert (skinny["BM"], skinny["BN"], skinny["STAGES"], skinny["MIN_BLOCKS"]) == (64, 128, 4, 2)
+    assert skinny["SPLIT_K"] == gemm_hopper.NUM_SMS // tiles == 2
+    assert gemm_hopper.grid_of(128, 4096, skinny) == (2, 32, 2)
+    assert "FIXUP" not in skinny and gemm_hopper.policy(128, 4096, 4096, fixup=True)["FIXUP"] == 3
+    # 64 x 128 tiles filling more than half a wave run unsplit (6 stages, no register cap)
+    wide_n = gemm_hopper.policy(128, 8192, 4096, fixup=True)
+    assert (wide_n["BM"], wide_n["BN"], wide_n["STAGES"], wide_n.get("SPLIT_K", 1)) == (64, 128, 6, 1)
+    assert "MIN_BLOCKS" not in wide_n and "FIXUP" not in wide_n
     # a short K keeps >= 4 k-tiles per split
     assert gemm_hopper.policy(128, 4096, 512).get("SPLIT_K", 1) == 2
     # where 64 x 128 tiles fill one wave (4 x 32 = 128 of them at M = 256) they run unsplit
@@ -105,6 +111,7 @@ def test_policy_table_decode_unaligned_and_bf16_out():
     assert gemm_hopper.shape_class(65, 4096, 4096) == "skinny"
     dec = gemm_hopper.policy(16, 4096, 4096)
     assert (dec["BM"], dec["BN"], dec["CONSUMERS"], dec["SPLIT_K"]) == (64, 128, 1, 4)
+    assert gemm_hopper.policy(16, 4096, 4096, fixup=True)["FIXUP"] == 3     # through launch: the slots' sum
     assert gemm_hopper.grid_of(16, 4096, dec) == (1, 32, 4)
     # unaligned rows are padded, then run the large tile
     una = gemm_hopper.policy(2051, 2045, 1000)
@@ -497,3 +504,27 @@ def test_b_given_as_n_by_k_verifies_clean(kernel, params):
 
     report = tv.verify_ir(kernel.ir("sm_90a", **{**gemm_hopper.PRESETS["sm_90a"], **params, "B_NK": 1}))
     assert not report.findings, str(report)
+
+
+def test_a_callers_own_block_drops_the_policys_register_cap_and_fix_up():
+    """At 128 x 4096 x 512 the policy runs 64 x 128 tiles with MIN_BLOCKS=2 and FIXUP=3; a caller's 128 x 256 tile
+    with two consumer warpgroups (no build fits 384 threads twice in the registers) runs without either, unless it
+    asks for them; the policy's own constexprs keep both. Checked on the plans `launch` makes (interpreter)."""
+    rng = np.random.default_rng(3)
+    m, k, n = 100, 512, 256
+    a = round_bf16(rng.standard_normal((m, k)).astype(np.float32))
+    b = round_bf16(rng.standard_normal((k, n)).astype(np.float32))
+    ref = gemm_hopper.reference(a, b)
+    pol = gemm_hopper.policy(m, n, k, fixup=True)
+    assert (pol["MIN_BLOCKS"], pol["FIXUP"], pol["BM"]) == (2, 3, 64)
+    for given, kept in ((dict(gemm_hopper.PRESETS["sm_90a"], STAGES=2), False), ({}, True),
+                        (dict(STAGES=2, FIXUP=3), None)):
+        gemm_hopper._PLANS.clear()
+        c = np.full((m, n), np.nan, np.float32)
+        gemm_hopper.launch(a, b, c, **given)
+        (plan,) = gemm_hopper._PLANS.values()
+        assert _rel(c, ref) < 1e-6
+        if kept is None:       # its own stages, FIXUP asked for: kept; the register cap dropped
+            assert plan.params["FIXUP"] == 3 and "MIN_BLOCKS" not in plan.params
+        else:
+            assert (plan.params.get("MIN_BLOCKS", 0) == 2) == kept and plan.fixup == kept
