@@ -28,7 +28,7 @@ from .templates import (
     matmul_source,
     preset_source,
     render_gemm_template,
-    render_template,
+    render_matmul,
 )
 
 HEADER = '''"""ARGUS candidate: {what}.
@@ -90,7 +90,9 @@ def render_program(prog, precision: str | None = None) -> str:
                 kernels_src.append(matmul_source([m for m in prog.kernels if isinstance(m, MatmulTemplate)
                                                   and m.kernel == k.kernel], prog.target))
                 templates_done.add(k.kernel)
-            launches += [(None, line, None) for line in render_template(k, prog.target)]
+            srcs, lines = render_matmul(k, n, prog.target, buffers)   # (a K-major B / fused epilogue: own kernel)
+            kernels_src += srcs
+            launches += [(None, line, None) for line in lines]
             continue
         if isinstance(k, (Scan, RowFused)) or (isinstance(k, Reduction) and k.mode != "generic"
                                                 and not needs_i64(k, buffers)):

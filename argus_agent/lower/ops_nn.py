@@ -15,7 +15,15 @@ from . import values as vals
 from .core import LTensor, buffer_tensor
 from .index import Sum, Var, add, const, floordiv
 from .registry import register, result_dtype, result_shape
-from .templates import ConvTemplate, Fp32GemmTemplate, MatmulTemplate, conv_igemm_ok, fp32_gemm_ok, gemm_for
+from .templates import (
+    ConvTemplate,
+    Fp32GemmTemplate,
+    MatmulTemplate,
+    conv_igemm_ok,
+    fp32_gemm_ok,
+    gemm_for,
+    hopper_plain,
+)
 from .values import call
 
 
@@ -47,9 +55,16 @@ def matmul(ctx, a: LTensor, b: LTensor, out_dtype, base="mm") -> LTensor:
         return _fp32_gemm(ctx, a, b, batch, M, N, K, base)
     gemm = gemm_for(ctx.target, a.dtype, M, N, K) if not batch and not vector and a.dtype == b.dtype else None
     if gemm is not None:
-        ab, bb = ctx.contiguous(a, "mm_a"), ctx.contiguous(b, "mm_b")
+        ab = ctx.contiguous(a, "mm_a")
+        # b the transpose of an (N, K) buffer (F.linear's weight): read in place by the K-major kernel form
+        # (no per-call transposing copy) where gemm_hopper's policy runs the plain kernel
+        sb = _strides(b)
+        nk = (gemm == "gemm_hopper" and hopper_plain(M, N, K, out_dtype) and sb is not None and sb[2] == 0
+              and sb[1] == [1, K] and {x.name: x for x in ctx.buffers}[sb[0]].numel == N * K)
+        bbuf = {x.name: x for x in ctx.buffers}[sb[0]] if nk else ctx.contiguous(b, "mm_b").buffer
         buf = ctx.add_buffer(base, (M, N), torch.float32)
-        ctx.kernels.append(MatmulTemplate(buf, ab.buffer, bb.buffer, M, N, K, gemm, ctx.note))
+        ctx.kernels.append(MatmulTemplate(buf, ab.buffer, bbuf, M, N, K, gemm, ctx.note,
+                                          b_layout="nk" if nk else "kn"))
         return buffer_tensor(buf)
 
     def fn(oc, rc):
@@ -146,11 +161,23 @@ def _contig(shape):
     return list(contiguous_strides(shape))
 
 
+def _stored_like_eager(ctx, r: LTensor, res: LTensor) -> LTensor:
+    """A bf16 matmul's result (its f32 product plus bias, rounded: eager stores that) as a buffer of its own
+    where the product is a gemm_hopper template that can store it: the Pointwise kernel computing it becomes
+    the GEMM's epilogue (templates.fuse_epilogues), so the GEMM writes bf16 once and nothing re-reads f32."""
+    t = ctx.kernels[-1] if ctx.kernels else None
+    if (res.dtype == torch.bfloat16 and isinstance(t, MatmulTemplate) and r.buffer is t.out
+            and t.kernel == "gemm_hopper" and hopper_plain(t.M, t.N, t.K, torch.bfloat16) and t.M * t.N < 2**31):
+        return ctx.realize(res, "linear")
+    return res
+
+
 @register("aten.mm", "aten.bmm", "aten.matmul")
 def _mm(ctx, node, a, b):
     out = result_dtype(node)
     r = matmul(ctx, a, b, out)
-    return r if r.dtype == out else LTensor(r.shape, out, lambda c: vals.cast(r(c), out))
+    return r if r.dtype == out else _stored_like_eager(ctx, r, LTensor(r.shape, out,
+                                                                          lambda c: vals.cast(r(c), out)))
 
 
 @register("aten.mv")
@@ -177,7 +204,7 @@ def _addmm(ctx, node, bias, a, b, beta=1, alpha=1):
             bv = vals.cast(bias(bc), acc)
             v = call("add", v, bv if beta == 1 else call("mul", bv, vals.const(beta, acc)))
         return vals.cast(v, out)
-    return LTensor(shape, out, f)
+    return _stored_like_eager(ctx, r, LTensor(shape, out, f))
 
 
 def _in_range(e, n):

@@ -26,7 +26,9 @@ GEMMS = {"sm_90a": {torch.bfloat16: "gemm_hopper"}}
 
 @dataclass
 class MatmulTemplate:
-    """out (M, N) f32 = a (M, K) @ b (K, N), all contiguous row-major buffers."""
+    """out (M, N) f32 = a (M, K) @ b, contiguous row-major buffers; b is (K, N) (b_layout "kn") or (N, K) ("nk":
+    an nn.Linear weight read in place by gemm_hopper's K-major form, B_NK=1). A fused `epilogue` (a Pointwise
+    kernel spec, fuse_epilogues) is stored instead of `out`, in its dtype (bf16: gemm_hopper's bf16 policy)."""
 
     out: Buffer
     a: Buffer
@@ -36,6 +38,8 @@ class MatmulTemplate:
     K: int
     kernel: str
     what: str = ""
+    b_layout: str = "kn"
+    epilogue: object = None
 
 
 def gemm_for(target: str, dtype: torch.dtype, M: int, N: int, K: int) -> str | None:
@@ -189,9 +193,61 @@ def gemm_params(t: MatmulTemplate) -> tuple[str, dict, tuple]:
     if policy is None:
         p = dict(getattr(module, "PRESETS", {}).get("sm_90a", {}))
         return t.kernel, p, (-(-t.M // p["BM"]), -(-t.N // p["BN"]))
-    p = policy(t.M, t.N, t.K)
+    p = policy(t.M, t.N, t.K, _out_tp(t.epilogue.out.dtype) if getattr(t, "epilogue", None) is not None else None)
     kname = "gemm_persistent" if p.get("PERSISTENT") else t.kernel
     return kname, module.kernel_params(p), tuple(module.grid_of(t.M, t.N, p))
+
+
+def _out_tp(dtype: torch.dtype):
+    import tilepy as tp
+
+    return {torch.float32: tp.f32, torch.bfloat16: tp.bf16}.get(dtype)
+
+
+def hopper_plain(M: int, N: int, K: int, out: torch.dtype = torch.float32) -> bool:
+    """Whether gemm_hopper's policy for this shape (and output dtype: f32 or bf16) runs the plain kernel, one
+    block per output tile with no split-K, persistent grid or cluster: the form that reads B as (N, K) in
+    place (B_NK) and stores through a fused epilogue."""
+    from stdlib_kernels import gemm_hopper
+
+    tp_out = _out_tp(out)
+    if tp_out is None:
+        return False
+    p = gemm_hopper.policy(M, N, K, tp_out)
+    return (p.get("SPLIT_K", 1) == 1 and not p.get("PERSISTENT") and not gemm_hopper.clustered(p)
+            and gemm_hopper.shape_class(M, N, K) != "unaligned")
+
+
+def render_matmul(t: MatmulTemplate, n: int, target: str, buffers: dict) -> tuple[list, list]:
+    """(kernel sources to add, host lines) of a matmul template. The plain form launches the module's kernel
+    (render_template); a B read as (N, K) or a fused epilogue gets a kernel of its own, gemm_hopper renamed
+    (B retyped to (N, K) and B_NK=1; the epilogue written at its '# EPILOGUE' stores), with the launch's
+    constexprs as its defaults (the build gate compiles kernels at their defaults)."""
+    if t.b_layout == "kn" and t.epilogue is None:
+        return [], render_template(t, target)
+    kname, params, grid = gemm_params(t)
+    if kname != t.kernel or params.get("SPLIT_K", 1) > 1:
+        raise AssertionError(f"{t.kernel}: a K-major B or a fused epilogue needs the plain kernel, not {kname} "
+                             f"{params}")
+    if t.epilogue is not None:
+        src, kname, extra = _fused_source(t, n, target, buffers)
+    else:
+        kname, extra = f"{t.kernel}_nk{n}", []
+        src = _kernel_only(preset_source(t.kernel, target), t.kernel).replace(f"def {t.kernel}(", f"def {kname}(", 1)
+    bview = f"{t.b.name}.view({t.K}, {t.N})"
+    if t.b_layout == "nk":
+        kn, nk = 'B: tp.Tensor[tp.bf16, "K", "N"]', 'B: tp.Tensor[tp.bf16, "N", "K"]'
+        if src.count(kn) != 1:
+            raise AssertionError(f"{t.kernel}: parameter {kn!r} not found")
+        src = src.replace(kn, nk)
+        params = {**params, "B_NK": 1}
+        bview = f"{t.b.name}.view({t.N}, {t.K})"
+    src = with_defaults(src, params, kernel=kname)
+    out = t.epilogue.out if t.epilogue is not None else t.out
+    kw = "".join(f", {k}={_py_source(v)}" for k, v in params.items())
+    line = (f"launch({kname}, {grid}, {t.a.name}.view({t.M}, {t.K}), {bview}, {out.name}.view({t.M}, {t.N})"
+            + "".join(f", {a}" for a in extra) + f"{kw})")
+    return [src], [line]
 
 
 def matmul_source(templates: list, target: str) -> str:
@@ -293,6 +349,8 @@ def _epilogue_coords(t) -> tuple[str, list]:
             pix = f"((({jd} * ST[0] + a0) * OS[1] + {jh} * ST[1] + a1) * OS[2] + {jw} * ST[2] + a2)"
         return "Y", [("_eq_n", n, f"({_ROWS} // PVOL)"), ("_eq_c", co, f"(g * cog + {_COLS})"),
                      ("_eq_p", ov, pix)]
+    if isinstance(t, MatmulTemplate):
+        return "C", [("_eq_m", t.M, _ROWS), ("_eq_n", t.N, _COLS)]
     return "C", [("_eq_z", t.batch, "z"), ("_eq_m", t.M, _ROWS), ("_eq_n", t.N, _COLS)]
 
 
@@ -329,8 +387,8 @@ def fuse_epilogues(kernels: list, buffers: list, outputs: list) -> tuple[list, l
     kernels = list(kernels)
     out_names = {b.name for b in outputs}
     dropped = set()
-    for t in [k for k in kernels if isinstance(k, (Fp32GemmTemplate, ConvTemplate)) and k.epilogue is None
-              and getattr(k, "ksplit", 1) == 1]:
+    for t in [k for k in kernels if isinstance(k, (Fp32GemmTemplate, ConvTemplate, MatmulTemplate))
+              and k.epilogue is None and getattr(k, "ksplit", 1) == 1]:
         name = t.out.name
         if name in out_names:
             continue
@@ -340,6 +398,9 @@ def fuse_epilogues(kernels: list, buffers: list, outputs: list) -> tuple[list, l
         p = readers[0]
         if p.out.numel != t.out.numel or p.out.numel >= 2**31:
             continue
+        if isinstance(t, MatmulTemplate) and not (t.kernel == "gemm_hopper"
+                                                  and hopper_plain(t.M, t.N, t.K, p.out.dtype)):
+            continue    # (gemm_hopper's epilogue stores f32 or bf16 from the plain kernel only)
         nodes = walk([p.value])
         if any(v.op == "gather" or (v.op == "index" and v.vars) for v in nodes):
             continue
@@ -357,8 +418,9 @@ def fuse_epilogues(kernels: list, buffers: list, outputs: list) -> tuple[list, l
     return kernels, [b for b in buffers if b.name not in dropped]
 
 
-def _epilogue(t, buffers: dict) -> tuple[list, str, list]:
-    """(body lines, the value to store, extra kernel parameters) of a template's fused epilogue."""
+def _epilogue(t, buffers: dict, init_ok: bool = False) -> tuple[list, str, list, list]:
+    """(body lines, the value to store, extra kernel parameters, accumulator initialization lines) of a
+    template's fused epilogue; with `init_ok`, an addend of the accumulator is its initial value instead."""
     from . import values as vals
     from .emit import _Emitter, _tp, _upcast
     from .index import IExpr, Var, flatten, substitute
@@ -403,10 +465,40 @@ def _epilogue(t, buffers: dict) -> tuple[list, str, list]:
     for v in walk([value]):
         if v.op == "load" and v.args[0] == t.out.name:
             em.done[v] = "acc"
+    init = []
+    split = _addend(value, t.out.name) if init_ok else None
+    if split is not None:     # acc + y: y (a bias) is the accumulator's initial value, loaded before the loop
+        add_node, y = split
+        init = em.lines + [f"acc = {em.value(y)}"]
+        em.lines = []
+        em.done[add_node] = "acc"
     val = em.value(value)
     params = [f"{names[b]}: tp.Tensor[{_tp(buffers[b].dtype)}, {max(1, buffers[b].numel)}]"
               for b, _ in em.params]
-    return em.lines, val, params + [b for b, _ in em.params]
+    return em.lines, val, params + [b for b, _ in em.params], init
+
+
+def _addend(value, acc_name: str):
+    """(the node acc + y, y) where the epilogue's only use of the accumulator is one f32 addition of a value y
+    that does not read it (a Linear's bias, a residual): then y can be the accumulator's initial value, and the
+    store's epilogue holds no loaded tile beside the accumulator (a 128 x 256 bf16 GEMM's bias tile in the
+    accumulator's layout spilled 1160 bytes at its store). Else None."""
+    from .values import V, walk
+
+    def is_acc(v):
+        return isinstance(v, V) and v.op == "load" and v.args[0] == acc_name
+
+    def reads_acc(v):
+        return any(is_acc(x) for x in walk([v]))
+    users = [v for v in walk([value]) if any(is_acc(a) for a in v.args)]
+    if len(users) != 1 or users[0].op != "add" or users[0].dtype != torch.float32:
+        return None
+    node = users[0]
+    a, b = node.args
+    y = b if is_acc(a) else a
+    if reads_acc(y) or y.dtype != torch.float32 or not any(x.op in ("load", "gather") for x in walk([y])):
+        return None
+    return node, y
 
 
 def _fused_source(t, n: int, target: str, buffers: dict) -> tuple[str, str, list]:
@@ -415,9 +507,10 @@ def _fused_source(t, n: int, target: str, buffers: dict) -> tuple[str, str, list
 
     from .emit import _tp
 
-    lines, val, extra = _epilogue(t, buffers)
-    params, args = extra[:len(extra) // 2], extra[len(extra) // 2:]
     src = _kernel_only(preset_source(t.kernel, target), t.kernel)
+    zero = "acc = tp.zeros((BM, BN), tp.f32, layout=LC)"
+    lines, val, extra, init = _epilogue(t, buffers, init_ok=isinstance(t, MatmulTemplate) and src.count(zero) == 1)
+    params, args = extra[:len(extra) // 2], extra[len(extra) // 2:]
     out_param = _epilogue_coords(t)[0]
     kname = f"{t.kernel}_e{n}"
     src = src.replace(f"def {t.kernel}(", f"def {kname}(", 1)
@@ -429,7 +522,11 @@ def _fused_source(t, n: int, target: str, buffers: dict) -> tuple[str, str, list
         raise AssertionError(f"{t.kernel}: output parameter {out_param} not found")
     out = []
     for line in src.splitlines():
-        if "# EPILOGUE" in line:
+        if init and line.strip() == zero:     # the accumulator starts from the epilogue's addend
+            pad = line[:len(line) - len(line.lstrip())]
+            out += [pad + q for q in init]
+            continue
+        if "  # EPILOGUE" in line and not line.lstrip().startswith("#"):   # a store marked (not a comment)
             pad = line[:len(line) - len(line.lstrip())]
             out += [pad + q for q in lines]
             line = line.split("  # EPILOGUE")[0].rstrip().replace(", acc", f", {val}", 1)

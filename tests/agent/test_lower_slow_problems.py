@@ -73,3 +73,88 @@ def test_adaptive_avg_pool_taps_are_masked_loads(tmp_path):
     prog, src, out = _run(_Fn(fn), [x], tmp_path, "masked")
     torch.testing.assert_close(out.double(), fn(x.double()), rtol=1e-6, atol=1e-6)
     assert "mask=" in src
+
+
+# ------------------------------------------------------------------------------------------- bf16 Linear
+class _LinearGeluNorm(torch.nn.Module):
+    def __init__(self, k, n, bias=True):
+        super().__init__()
+        self.fc = torch.nn.Linear(k, n, bias=bias).to(torch.bfloat16)
+        self.norm = torch.nn.LayerNorm(n).to(torch.bfloat16)
+
+    def forward(self, x):
+        return self.norm(F.gelu(self.fc(x)))
+
+
+def _run_recorded(model, inputs, tmp_path, name):
+    from argus_agent.runtime import launch as real_launch
+
+    prog = lower_model(model, inputs, "sm_90a")
+    src = render_program(prog)
+    p = tmp_path / f"{name}.py"
+    p.write_text(src)
+    spec = importlib.util.spec_from_file_location(f"slow_{name}", p)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    calls = []
+
+    def recording(kernel, grid, *args, **constexprs):
+        calls.append((kernel.name, args, constexprs))
+        return real_launch(kernel, grid, *args, **constexprs)
+    mod.launch = recording
+    with torch.no_grad():
+        out = mod.argus_forward(model, *inputs)
+    return prog, mod, calls, out
+
+
+@pytest.mark.parametrize("M,K,N", [(320, 128, 256), (2048, 264, 2048)], ids=["small", "large"])
+def test_bf16_linear_reads_weight_in_place_and_stores_bf16_with_bias(tmp_path, M, K, N):
+    """A bf16 nn.Linear on sm_90a: gemm_hopper reads the (N, K) weight in place (B_NK=1, no transposing copy),
+    adds the bias to the f32 accumulator and stores bf16 once (eager's addmm: bias in fp32, one rounding),
+    so the GELU + LayerNorm kernel after it reads bf16. Result: eager's to within one bf16 step."""
+    from stdlib_kernels import gemm_hopper
+
+    torch.manual_seed(M + K)
+    model = _LinearGeluNorm(K, N)
+    x = torch.randn(M, K, generator=torch.Generator().manual_seed(1)).to(torch.bfloat16)
+    prog, mod, calls, out = _run_recorded(model, [x], tmp_path, f"linear_{M}")
+    names = [c[0] for c in calls]
+    assert len(calls) == 2, names                      # the GEMM (bias fused) and the row kernel: no copies
+    gname, gargs, gkw = calls[0]
+    assert gname.startswith("gemm_hopper") and gkw["B_NK"] == 1
+    assert gargs[1].shape == (N, K) and gargs[1].data_ptr() == model.fc.weight.data_ptr()   # in place
+    assert gargs[2].dtype == torch.bfloat16            # the GEMM's output is bf16
+    want = gemm_hopper.kernel_params(gemm_hopper.policy(M, N, K, __import__("tilepy").bf16))
+    assert {k: gkw[k] for k in want} == want           # at the bf16-output policy
+    # the GEMM's output is eager's addmm output, bit for bit up to one bf16 step of accumulation order
+    lin = gargs[2].float()
+    with torch.no_grad():
+        ref_lin = F.linear(x.double(), model.fc.weight.double(), model.fc.bias.double())
+    step = torch.finfo(torch.bfloat16).eps * ref_lin.abs().clamp_min(2.0**-6)
+    assert bool(((lin.double() - ref_lin.bfloat16().double()).abs() <= 1.01 * step).all())
+    with torch.no_grad():
+        ref = model(x).double()
+    step = torch.finfo(torch.bfloat16).eps * ref.abs().clamp_min(2.0**-6)
+    bad = ((out.double() - ref).abs() > 2.01 * step).float().mean().item()
+    assert bad < 1e-3, bad
+    # and no further from the float64 program than eager is (bf16 rounding of a LayerNorm input near a
+    # rounding boundary moves single outputs by a few steps, in eager as in ours)
+    m64 = _LinearGeluNorm(K, N).double()
+    m64.load_state_dict({k: v.double() for k, v in model.state_dict().items()})
+    with torch.no_grad():
+        exact = m64(x.double())
+    ours, eager = (out.double() - exact).abs(), (ref - exact).abs()
+    assert ours.max() <= 1.5 * eager.max() and ours.mean() <= 1.1 * eager.mean(), (ours.max(), eager.max())
+
+
+def test_bf16_linear_on_a_non_transposed_b_keeps_its_layout(tmp_path):
+    """x @ w with w a (K, N) bf16 tensor: B read as (K, N), as before (no B_NK), result rounded to bf16."""
+    w = torch.randn(128, 256, generator=torch.Generator().manual_seed(2)).to(torch.bfloat16)
+    x = torch.randn(320, 128, generator=torch.Generator().manual_seed(3)).to(torch.bfloat16)
+    prog, mod, calls, out = _run_recorded(_Fn(lambda a, b: a @ b), [x, w], tmp_path, "mm_kn")
+    gemm = [c for c in calls if c[0].startswith("gemm_hopper")]
+    assert len(gemm) == 1 and gemm[0][2].get("B_NK", 0) == 0 and gemm[0][1][1].shape == (128, 256)
+    assert out.dtype == torch.bfloat16
+    ref = x.double() @ w.double()
+    step = torch.finfo(torch.bfloat16).eps * ref.abs().clamp_min(2.0**-6)
+    assert bool(((out.double() - ref.bfloat16().double()).abs() <= 1.01 * step).all())

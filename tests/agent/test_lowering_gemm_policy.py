@@ -10,6 +10,7 @@ import importlib.util
 import pytest
 import torch
 
+import tilepy as tp
 from argus_agent.lower import lower_model, render_program
 from argus_agent.runtime import launch as real_launch
 from stdlib_kernels import gemm_hopper
@@ -47,10 +48,15 @@ def _run(tmp_path, M, N, K):
 def test_lowered_gemm_runs_the_policy(tmp_path, M, N, K):
     src, mod, calls, out, ref = _run(tmp_path, M, N, K)
     want = gemm_hopper.policy(M, N, K)
+    # the plain kernel stores the bf16 result itself (eager's rounding, fused into its store, at the bf16
+    # policy); a split-K GEMM adds f32 partial tiles and the rounding is a pass after it
+    fused = want.get("SPLIT_K", 1) == 1 and not want.get("PERSISTENT")
+    if fused:
+        want = gemm_hopper.policy(M, N, K, tp.bf16)
     gemm = [c for c in calls if c[0].startswith("gemm_")]
     assert len(gemm) == 1, calls
     name, grid, constexprs = gemm[0]
-    assert name == ("gemm_persistent" if want.get("PERSISTENT") else "gemm_hopper")
+    assert name == ("gemm_hopper_e0" if fused else "gemm_persistent" if want.get("PERSISTENT") else "gemm_hopper")
     assert constexprs == gemm_hopper.kernel_params(want)
     assert tuple(grid) == tuple(gemm_hopper.grid_of(M, N, want))
     if M == 128:
@@ -58,5 +64,8 @@ def test_lowered_gemm_runs_the_policy(tmp_path, M, N, K):
     # the candidate's kernel carries the policy's constexprs as its defaults
     defaults = getattr(mod, name).resolve_constexprs({})
     assert {k: defaults[k] for k in constexprs} == constexprs
-    err = (out.double() - ref).abs().max().item()
-    assert torch.allclose(out.double(), ref, atol=1e-3, rtol=1e-3), err
+    # eager rounds the bf16 product once: within one bf16 step of the float64 product rounded to bf16 (f32
+    # accumulation may land on the other side of a rounding boundary), and no more than that step from it
+    step = torch.finfo(torch.bfloat16).eps * ref.abs().clamp_min(2.0**-6)   # one bf16 step at |ref|
+    err = (out.double() - ref.bfloat16().double()).abs()
+    assert bool((err <= 1.01 * step).all()), err.max().item()
