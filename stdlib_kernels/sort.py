@@ -12,7 +12,9 @@ id. A compare-exchange of the elements whose positions differ in bit j is then a
 (in-thread for j < VB, a warp shuffle for the next 5 bits, shared memory across warps above that) and a select:
 the tile keeps one shape, so the L(L+1)/2 stages are one unrolled loop over the same variable. The indices are
 the keys' low halves; the values are gathered from the row at those indices (their bits as they were: -0.0
-and NaN payloads stay). Rows of at most SORT_MAX = 8192 elements (the keys live in registers).
+and NaN payloads stay). Rows of at most SORT_MAX = 8192 elements (the keys live in registers). PICK >= 0 stores
+only that position of each sorted row (median, kthvalue); with NAN_FIRST a row holding a NaN gives its first
+NaN instead (torch.median propagates NaN).
 
 The kernel reads and writes 32-bit patterns (`X`, `V`): a float32 row is passed as its int32 view
 (`x.view(torch.int32)`, FLOAT=True), an int32 row as it is (FLOAT=False). Wider or narrower types are cast to
@@ -69,7 +71,8 @@ def shape_of(n):
 @tp.kernel(threads=lambda c: c["THREADS"])
 def sort_rows(X: tp.Tensor[tp.i32, "R", "N"], V: tp.Tensor[tp.i32, "R", "M"], I: tp.Tensor[tp.i64, "R", "M"],
               L: tp.constexpr = 13, VB: tp.constexpr = 3, THREADS: tp.constexpr = 1024, RB: tp.constexpr = 1,
-              FLOAT: tp.constexpr = True, DESC: tp.constexpr = False, PICK: tp.constexpr = -1):
+              FLOAT: tp.constexpr = True, DESC: tp.constexpr = False, PICK: tp.constexpr = -1,
+              NAN_FIRST: tp.constexpr = False, WRITE_I: tp.constexpr = True):
     r0 = tp.block_id(0) * RB
     flat = row_layout(L, VB, THREADS, RB)
     tile = bitonic_layout(L, VB, THREADS, RB)
@@ -93,26 +96,34 @@ def sort_rows(X: tp.Tensor[tp.i32, "R", "N"], V: tp.Tensor[tp.i32, "R", "M"], I:
     rows = r0 + tp.arange(RB)
     if PICK < 0:
         idx = tp.reshape(key, (RB, 1 << L), layout=flat) & 0xFFFFFFFF
-        tp.store(I[r0:r0 + RB, 0:1 << L], idx)
+        if WRITE_I:                                  # (a sort whose indices nothing reads leaves I alone)
+            tp.store(I[r0:r0 + RB, 0:1 << L], idx)
         tp.store(V[r0:r0 + RB, 0:1 << L], tp.load(X[(r0 + tp.arange(RB, layout=tp.blocked((RB,), THREADS)))
                                                     [:, None] + 0 * idx, idx], mask=pos < X.shape[1]))
     else:                                            # only position PICK of each row (median, kthvalue)
-        one = tp.min(tp.where(pos == PICK, tp.reshape(key, (RB, 1 << L), layout=flat), 0x7FFFFFFFFFFFFFFF),
-                     axis=1, keepdims=True) & 0xFFFFFFFF
-        tp.store(I[r0:r0 + RB, 0:1], one)
+        keys = tp.reshape(key, (RB, 1 << L), layout=flat)
+        one = tp.min(tp.where(pos == PICK, keys, 0x7FFFFFFFFFFFFFFF), axis=1, keepdims=True)
+        if NAN_FIRST and FLOAT and not DESC:         # a row holding a NaN: its first NaN (torch.median)
+            nan = tp.min(tp.where((keys >> 32) == 0x7FC00000, keys, 0x7FFFFFFFFFFFFFFF), axis=1, keepdims=True)
+            one = tp.where(nan != 0x7FFFFFFFFFFFFFFF, nan, one)
+        one = one & 0xFFFFFFFF
+        if WRITE_I:
+            tp.store(I[r0:r0 + RB, 0:1], one)
         tp.store(V[r0:r0 + RB, 0:1], tp.load(X[rows[:, None] + 0 * one, one]))
 
 
-def launch(x, values, indices, descending: bool = False, pick: int = -1, **kw):
+def launch(x, values, indices, descending: bool = False, pick: int = -1, nan_first: bool = False, **kw):
     """Sort the rows of x (R, N) (float32 or int32; numpy or torch) into values (same dtype) and indices (int64),
-    (R, N); with pick >= 0 only the element at that position of each sorted row, (R, 1)."""
+    (R, N); with pick >= 0 only the element at that position of each sorted row, (R, 1) (nan_first: a row with
+    a NaN gives its first NaN instead, as torch.median)."""
     n = int(x.shape[1])
     L, VB, threads, rb = shape_of(n)
     is_float = str(x.dtype) in ("float32", "torch.float32")
     as_i32 = (lambda a: a.view(np.int32)) if isinstance(x, np.ndarray) else (lambda a: a.view(dtype=_torch_i32()))
     return sort_rows[(tp.cdiv(int(x.shape[0]), rb),)](as_i32(x), as_i32(values), indices, L=L, VB=VB,
                                                        THREADS=threads, RB=rb, FLOAT=is_float,
-                                                       DESC=bool(descending), PICK=pick, **kw)
+                                                       DESC=bool(descending), PICK=pick,
+                                                       NAN_FIRST=bool(nan_first), **kw)
 
 
 def _torch_i32():

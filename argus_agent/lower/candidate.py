@@ -54,6 +54,8 @@ class LoweredCandidate:
                 kinds.add("attention")
             elif type(k).__name__ in ("MoeTemplate", "ScatterAddTemplate"):   # stdlib MoE / atomic scatter
                 kinds.add("moe" if type(k).__name__ == "MoeTemplate" else "scatter")
+            elif type(k).__name__ == "SortTemplate":   # stdlib bitonic row sort
+                kinds.add("sort")
             else:
                 kinds.add("matmul")
         return "|".join(sorted(kinds)) or "elementwise"

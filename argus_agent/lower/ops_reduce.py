@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 
 from . import values as vals
-from .core import LTensor, broadcast_coords
+from .core import Buffer, LTensor, broadcast_coords, buffer_tensor
 from .index import const
 from .registry import register, result_dtype, result_shape
 from .values import call
@@ -575,6 +576,83 @@ def _topk(ctx, node, x, k, dim=-1, largest=True, sorted=True):
 SORT_MAX = 16384   # longest line sorted (two O(n^2) reductions per line)
 
 
+@dataclass
+class SortTemplate:
+    """out (R, M) and indices (R, M) int64: the rows of x (R, N) sorted by `stdlib_kernels/sort.py` (a bitonic
+    network per row in registers, stable, NaN largest); x and out are float32 (passed as their int32 bits) or
+    int32; M = N, or 1 with `pick` >= 0 (only that position of each sorted row; `nan_first`: a row holding a
+    NaN picks its first NaN, torch.median's rule)."""
+
+    out: Buffer
+    indices: Buffer
+    x: Buffer
+    R: int
+    N: int
+    descending: bool = False
+    pick: int = -1
+    nan_first: bool = False
+    what: str = ""
+    write_indices: bool = True   # False: nothing reads the indices (the kernel does not store them)
+
+
+def render_sort(t: SortTemplate) -> list[str]:
+    from stdlib_kernels.sort import shape_of
+
+    if t.R == 0:
+        return []
+    L, VB, threads, rb = shape_of(t.N)
+    m = t.N if t.pick < 0 else 1
+    bits = ".view(torch.int32)" if t.x.dtype == torch.float32 else ""
+    return [f"launch(sort_rows, ({-(-t.R // rb)},), {t.x.name}.view({t.R}, {t.N}){bits}, "
+            f"{t.out.name}.view({t.R}, {m}){bits}, {t.indices.name}.view({t.R}, {m}), L={L}, VB={VB}, "
+            f"THREADS={threads}, RB={rb}, FLOAT={bits != ''}, DESC={t.descending}, PICK={t.pick}, "
+            f"NAN_FIRST={t.nan_first}, WRITE_I={t.write_indices})"]
+
+
+_SORT_AS = {torch.float32: torch.float32, torch.float16: torch.float32, torch.bfloat16: torch.float32,
+            torch.int32: torch.int32, torch.int16: torch.int32, torch.int8: torch.int32, torch.uint8: torch.int32,
+            torch.bool: torch.int32}
+
+
+def _bitonic(ctx, x, d, descending=False, pick=-1, nan_first=False, indices=True):
+    """(values, indices) of x sorted along d by the stdlib bitonic row sort (over x's shape; with pick >= 0
+    only that position, d kept as size 1), or None where it does not apply (rows longer than its SORT_MAX,
+    element types it cannot key exactly: float64, int64). The rows are copied into an (R, N) buffer of float32
+    or int32 (exact for every type it takes) unless x is one already."""
+    from stdlib_kernels.sort import SORT_MAX as ROW_MAX
+
+    from .index import flatten, unflatten
+
+    n = x.shape[d]
+    kdt = _SORT_AS.get(x.dtype)
+    if kdt is None or not 1 <= n <= ROW_MAX or x.numel == 0 or x.numel >= 2**31:
+        return None
+    other = x.shape[:d] + x.shape[d + 1:]
+    R = x.numel // n
+
+    def row(c):
+        oc = unflatten(c[0], other) if other else []
+        return vals.cast(x(list(oc[:d]) + [c[1]] + list(oc[d:])), kdt)
+    xb = ctx.contiguous(LTensor((R, n), kdt, row), "sort_in")
+    m = n if pick < 0 else 1
+    vb = ctx.add_buffer("sorted", (R, m), kdt)
+    ib = ctx.add_buffer("sort_idx", (R, m), torch.int64)
+    ctx.kernels.append(SortTemplate(vb, ib, xb.buffer, R, n, bool(descending), pick, nan_first, ctx.note,
+                                    indices))
+    shape = x.shape if pick < 0 else x.shape[:d] + (1,) + x.shape[d + 1:]
+
+    def back(buf, dtype):
+        t = buffer_tensor(buf)
+
+        def f(c):
+            r = flatten(list(c[:d]) + list(c[d + 1:]), other) if other else const(0)
+            return vals.cast(t([r, c[d]]), dtype)
+        return LTensor(shape, dtype, f)
+    return back(vb, x.dtype), back(ib, torch.int64)
+
+
+
+
 @register("aten.sort")
 def _sort(ctx, node, x, dim=-1, descending=False, *, stable=None):
     """(values, indices) of x sorted along `dim` (stable: equal elements keep their order; NaN the largest, as
@@ -588,6 +666,9 @@ def _sort(ctx, node, x, dim=-1, descending=False, *, stable=None):
         raise NotImplementedError("sort of a 0-d tensor")
     d = dim + rank if dim < 0 else dim
     n = x.shape[d]
+    fast = _bitonic(ctx, x, d, descending, indices=node is None or not _unused_output(node, 1))
+    if fast is not None:
+        return fast
     if n > SORT_MAX:
         raise NotImplementedError(f"sort along a dim of {n} elements (lowered as O(n^2) ranks, n <= {SORT_MAX})")
     acc = vals.compute_dtype(x.dtype)
@@ -628,9 +709,15 @@ def _sort(ctx, node, x, dim=-1, descending=False, *, stable=None):
     return LTensor(x.shape, x.dtype, value), index
 
 
-def _sorted_at(ctx, x, d, q, keepdim):
-    """(value, index) of the element at position q of x sorted ascending along d (stable), d dropped or kept."""
-    values, index = _sort(ctx, None, x, d)
+def _sorted_at(ctx, x, d, q, keepdim, nan_first=False):
+    """(value, index) of the element at position q of x sorted ascending along d (stable), d dropped or kept;
+    `nan_first`: a line holding a NaN gives its first NaN (torch.median), where the bitonic kernel runs."""
+    fast = _bitonic(ctx, x, d, pick=q, nan_first=nan_first)
+    if fast is not None:
+        values, index = fast
+        q = 0
+    else:
+        values, index = _sort(ctx, None, x, d)
 
     def pick(t):
         shape = tuple(n for k, n in enumerate(x.shape) if k != d)
@@ -653,7 +740,7 @@ def _median_dim(ctx, node, x, *args, **kw):
     if not rank:
         raise NotImplementedError(f"{'kthvalue' if kth else 'median'} of a 0-d tensor")
     q = given["k"] - 1 if kth else (x.shape[d] - 1) // 2
-    return _sorted_at(ctx, x, d, q, bool(given.get("keepdim", False)))
+    return _sorted_at(ctx, x, d, q, bool(given.get("keepdim", False)), nan_first=not kth)
 
 
 @register("aten.median.default")
@@ -662,7 +749,7 @@ def _median_all(ctx, node, x):
     from .index import unflatten
 
     flat = LTensor((x.numel,), x.dtype, lambda c: x(unflatten(c[0], x.shape)))
-    value, _ = _sorted_at(ctx, flat, 0, (x.numel - 1) // 2, False)
+    value, _ = _sorted_at(ctx, flat, 0, (x.numel - 1) // 2, False, nan_first=True)
     return value
 
 

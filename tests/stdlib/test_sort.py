@@ -66,6 +66,18 @@ def test_pick_is_the_sorted_rows_element(n):
         assert np.array_equal(i[:, 0], ti[:, q]) and np.array_equal(v[:, 0].view(np.int32), tv[:, q].view(np.int32))
 
 
+def test_pick_nan_first_is_torch_median():
+    rng = np.random.default_rng(5)
+    x = rng.integers(-3, 4, (40, 37)).astype(np.float32)
+    x[::3, 5] = np.nan
+    x[::6, 2] = np.nan
+    x[1::4, 7] = -np.nan
+    v, i = np.empty((40, 1), np.float32), np.empty((40, 1), np.int64)
+    S.launch(x, v, i, pick=18, nan_first=True)
+    tv, ti = torch.median(torch.from_numpy(x), dim=1)
+    assert np.array_equal(v[:, 0], tv.numpy(), equal_nan=True) and np.array_equal(i[:, 0], ti.numpy())
+
+
 def test_shape_of_fits_the_rows():
     for n in (1, 2, 3, 8, 9, 100, 128, 129, 4096, 8192):
         L, VB, threads, rb = S.shape_of(n)
