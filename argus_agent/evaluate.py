@@ -1,9 +1,10 @@
 """Evaluation that cannot be gamed: a `ModelNew` against the reference `Model`.
 
 In the optimize loop every candidate runs in a child process (`sandbox.py`); this module holds the parts
-both sides share. The parent draws fresh random inputs per trial and computes the reference itself; the child
-runs ModelNew.forward under a guard and hands back its outputs (and its inputs as they were afterwards); the
-parent judges them with its own torch (`judge_trial`). Tensors ModelNew allocates with `torch.empty*` are
+both sides share. Parent and child draw the same fresh random inputs per trial (a seed per trial, drawn on the
+device) and the parent computes the reference itself; the child runs ModelNew.forward under a guard and hands
+back its outputs with the facts about its inputs it alone can see (`trial_facts`); the parent judges them with
+its own torch (`judge_facts`). Tensors ModelNew allocates with `torch.empty*` are
 poisoned (NaN) so an output the kernels did not write shows. The guard (a TorchFunctionMode) watches the host
 program: it must launch at least one tilepy kernel, may use torch only to allocate, reshape, cast and move
 data (any arithmetic outside a kernel is a fallback to torch and is rejected, naming the op; code of the
@@ -167,16 +168,44 @@ def _shape_text(shapes) -> str:
     return " ".join("x".join(map(str, s)) if k == "tensor" else repr(s) for k, s, _ in shapes)
 
 
+# Bound when this module is imported (the sandbox's fork server imports it before any candidate): a candidate
+# that rebinds torch.equal or a Tensor method in its child changes none of the facts the child reports.
+_EQUAL, _ISNAN, _AND, _ALL, _NUMEL = torch.equal, torch.isnan, torch.logical_and, torch.all, torch.numel
+_STORAGE, _DATA_PTR = torch.Tensor.untyped_storage, torch.UntypedStorage.data_ptr
+
+
 def _storages(xs) -> set:
-    return {x.untyped_storage().data_ptr() for x in xs if isinstance(x, torch.Tensor) and x.numel()}
+    return {_DATA_PTR(_STORAGE(x)) for x in xs if isinstance(x, torch.Tensor) and _NUMEL(x)}
 
 
-def plan_trials(problem, n_shapes: int = 3, seed: int = 0, trial_seed: int = 0) -> list[tuple[list, list]]:
-    """[(shape signature, CPU inputs)] for one evaluation: the test shapes, then the base shape drawn again
-    (outputs cached across calls fail there). Inputs are fresh per evaluation (`trial_seed`)."""
+def trial_plan(problem, n_shapes: int = 3, seed: int = 0, trial_seed: int = 0) -> list[tuple[list, int]]:
+    """[(shape signature, generator seed)] for one evaluation: the test shapes, then the base shape drawn again
+    (outputs cached across calls fail there). Inputs are fresh per evaluation (`trial_seed`). Each trial has a
+    seed of its own, so a process draws any trial's inputs alone (`draw_trial`): the sandbox's parent and child
+    each draw the same inputs on the device, and nothing of them goes through a file."""
     shapes = problem.shapes(n_shapes)
-    gen = torch.Generator().manual_seed(1_000_003 * (trial_seed + 1) + seed)
-    return [(sh, problem.draw_inputs(sh, gen, "cpu")) for sh in shapes + [shapes[0]]]
+    base = 1_000_003 * (trial_seed + 1) + seed
+    return [(sh, base + 7_919 * i) for i, sh in enumerate(shapes + [shapes[0]])]
+
+
+def draw_trial(problem, shape, gen_seed: int, device: str) -> list:
+    """The inputs of one trial of `trial_plan`, drawn on `device` (the same values in every process)."""
+    return problem.draw_inputs(shape, torch.Generator(device=device).manual_seed(gen_seed), device)
+
+
+def plan_trials(problem, n_shapes: int = 3, seed: int = 0, trial_seed: int = 0, device: str = "cpu"):
+    """[(shape signature, inputs on `device`)] of `trial_plan`, all drawn."""
+    return [(sh, draw_trial(problem, sh, g, device)) for sh, g in trial_plan(problem, n_shapes, seed, trial_seed)]
+
+
+def trial_facts(out, inputs_after, keep, prev_out_storage: set) -> dict:
+    """What judging needs of the tensors only the process that ran ModelNew.forward holds: whether the output
+    is (a view of) an input or the storage of an earlier call's output, and whether the inputs were written."""
+    outs = _storages([out]) if isinstance(out, torch.Tensor) else set()
+    return {"aliases_input": bool(outs & _storages(inputs_after)),
+            "aliases_previous": bool(outs & prev_out_storage),
+            "modified_input": any(isinstance(x, torch.Tensor) and not _EQUAL(x, k)
+                                  and not bool(_ALL(_AND(_ISNAN(x), _ISNAN(k)))) for x, k in zip(inputs_after, keep))}
 
 
 def to_device(xs, device):
@@ -218,12 +247,20 @@ def check_parameters(ref_state: dict, new_state: dict) -> str:
 
 
 def judge_trial(run: ForwardRun, expected, inputs_after, keep, tol, prev_out_storage, problem, exact=None) -> str:
-    """'' when the trial passes, else why not. Runs in the parent, with the parent's torch: `run.output` and
-    `inputs_after` came back from the child (storage sharing between them survives torch.save/load). `exact()`,
-    when given, is the reference computed in float64 (see `float64_reference`)."""
+    """'' when the trial passes, else why not, from the tensors themselves (one process holds them all).
+    `exact()`, when given, is the reference computed in float64 (see `float64_reference`)."""
     if run.error:
         return run.error
-    return _judge(run, run.output, expected, inputs_after, keep, tol, prev_out_storage, problem, exact)
+    return judge_facts(run, expected, trial_facts(run.output, inputs_after, keep, prev_out_storage), tol, problem,
+                       exact)
+
+
+def judge_facts(run: ForwardRun, expected, facts: dict, tol, problem, exact=None) -> str:
+    """`judge_trial` where the inputs stayed in the process that ran the forward: `facts` (`trial_facts`) came
+    from there, and the output was handed back. The parent judges values against its own reference."""
+    if run.error:
+        return run.error
+    return _judge(run, run.output, expected, facts, tol, problem, exact)
 
 
 def float64_reference(model, inputs):
@@ -262,12 +299,12 @@ def evaluate(problem, model_new_cls, *, tol: float = 1e-2, seed: int = 0, n_shap
     msg = check_parameters(ref.state_dict(), new.state_dict())
     if msg:
         return Evaluation(False, msg)
-    plan = plan_trials(problem, n_shapes, seed, trial_seed)
+    plan = trial_plan(problem, n_shapes, seed, trial_seed)
     n_timed = len(plan) - 1
     trials, launches = [], 0
     prev_out_storage: set = set()
-    for i, (sh, cpu_inputs) in enumerate(plan):
-        inputs = to_device(cpu_inputs, device)
+    for i, (sh, gen_seed) in enumerate(plan):
+        inputs = draw_trial(problem, sh, gen_seed, device)
         keep = clone_all(inputs)
         with torch.no_grad(), matching_reference():   # --precision: the reference at that precision
             expected = ref(*clone_all(inputs))
@@ -310,7 +347,7 @@ def finish(trials, launches, n_trials, n_shapes, timed, why, warmup, runs) -> Ev
                       speedup, timing, launches, graph_speedup)
 
 
-def _judge(guard, out, expected, inputs, keep, tol, prev_out_storage, problem, exact=None) -> str:
+def _judge(guard, out, expected, facts: dict, tol, problem, exact=None) -> str:
     if guard.launches == 0:
         return "ModelNew.forward launched no tilepy kernel: the work must be done by kernels"
     if guard.forbidden:
@@ -321,13 +358,12 @@ def _judge(guard, out, expected, inputs, keep, tol, prev_out_storage, problem, e
                 "allocation, views, casts and device moves are allowed there")
     if not isinstance(out, torch.Tensor):
         return f"ModelNew.forward returned {type(out).__name__}, not a tensor"
-    if _storages([out]) & _storages(inputs):
+    if facts["aliases_input"]:
         return "ModelNew.forward returned one of its inputs (or a view of one)"
-    if _storages([out]) & prev_out_storage:
+    if facts["aliases_previous"]:
         return "ModelNew.forward returned the same storage as on the previous call (cached output)"
-    for x, k in zip(inputs, keep):
-        if isinstance(x, torch.Tensor) and not torch.equal(x, k) and not (x.isnan() & k.isnan()).all():
-            return "ModelNew.forward modified its inputs"
+    if facts["modified_input"]:
+        return "ModelNew.forward modified its inputs"
     if out.shape != expected.shape:
         return f"output shape {tuple(out.shape)} differs from the reference's {tuple(expected.shape)}"
     if not torch.allclose(out.float(), expected.float(), atol=tol, rtol=tol):

@@ -77,18 +77,21 @@ class Problem:
         return out
 
     def draw_inputs(self, shapes: list, generator: torch.Generator, device: str = "cpu") -> list:
-        """Fresh random inputs of the given shape signature (normal floats, ints in the base range)."""
-        inputs = []
+        """Fresh random inputs of the given shape signature (normal floats, ints in the base range), drawn on the
+        generator's device (a CUDA generator makes them on the GPU: no host copy) and moved to `device`."""
+        inputs, at = [], generator.device
         for (kind, shape, dtype), base in zip(shapes, self.base_inputs):
             if kind == "value":
                 inputs.append(shape)
             elif dtype.is_floating_point:
-                inputs.append(torch.randn(shape, generator=generator, dtype=torch.float32).to(dtype).to(device))
+                x = torch.randn(shape, generator=generator, dtype=torch.float32, device=at)
+                inputs.append(x.to(dtype).to(device))
             elif dtype == torch.bool:
-                inputs.append((torch.rand(shape, generator=generator) < 0.5).to(device))
+                inputs.append((torch.rand(shape, generator=generator, device=at) < 0.5).to(device))
             else:
                 hi = int(base.max().item()) + 1 if base.numel() else 2
-                inputs.append(torch.randint(0, max(hi, 2), shape, generator=generator, dtype=dtype).to(device))
+                x = torch.randint(0, max(hi, 2), shape, generator=generator, dtype=dtype, device=at)
+                inputs.append(x.to(device))
         return inputs
 
 

@@ -3,16 +3,19 @@
     box = Sandbox(problem_path, target="cpu", limits={"test": 60})
     out = box.check(source)       # -> SandboxResult: outcome, message, verdict, evaluation
 
-The parent checks the source against the candidate language (`policy.py`) before anything of it runs, draws
-the trial inputs, computes the reference with its own torch, and hands the inputs to a child in a file. The
-child (forked from a clean fork server that has torch and tilepy imported, so a child starts in milliseconds
-and no candidate ever shares a process with another) imports the candidate, builds and fits its kernels,
-verifies them, runs ModelNew.forward under the guard on each trial, and writes the outputs back
-(`torch.save`; the parent reads them with `weights_only=True`, so the file holds tensors and nothing that
-runs). The parent judges them (`evaluate.judge_trial`): shapes, values against its own reference, aliasing of
-inputs and of earlier outputs, modified inputs, parameters. Only a correct candidate is timed, by the child,
-with the same wall-clock bound as the reference (a device-wide synchronize ends every measurement, so work on
-another stream or left for later is counted).
+The parent checks the source against the candidate language (`policy.py`) before anything of it runs. Each
+trial has a seed (`evaluate.trial_plan`): the parent and the child draw the same fresh inputs from it on the
+device (on the GPU target they are made on the GPU; nothing of them crosses a file), and the parent computes
+the reference with its own torch. The child (forked from a clean fork server that has torch and tilepy
+imported, so a child starts in milliseconds and no candidate ever shares a process with another) imports the
+candidate, builds and fits its kernels, verifies them, runs ModelNew.forward under the guard on each trial,
+and writes each output and the parameters back (`torch.save`, a file per trial; the parent reads them with
+`weights_only=True`, so a file holds tensors and nothing that runs) with the facts only it can see: whether
+an output is (a view of) an input or an earlier call's output, whether the inputs were written
+(`evaluate.trial_facts`). The parent judges (`evaluate.judge_facts`): those facts, shapes, values against its
+own reference, parameters. Only a correct candidate is timed, by the child, with the same wall-clock bound as
+the reference (a device-wide synchronize ends every measurement, so work on another stream or left for later
+is counted).
 
 Each stage (build, verify, test, time) has a wall-clock limit; the child reports when it enters a stage, and
 a child that overruns its stage is killed and the candidate recorded as `timeout`. Messages from the child are
@@ -36,6 +39,7 @@ import torch
 from .lower.precision import matching_reference
 
 STAGES = ("build", "verify", "test", "time")
+N_SHAPES = 3      # shape variants per evaluation (a lowered program has one: its base shape)
 DEFAULT_LIMITS = {"build": 300.0, "verify": 300.0, "test": 600.0, "time": 300.0}
 PRELOAD = ["torch", "tilepy", "argus_agent.gates", "argus_agent.candidate", "argus_agent.evaluate",
            "argus_agent.runtime"]
@@ -170,7 +174,7 @@ def _child_main(job_json: str, conn):
 def _child_work(job: dict, send, conn):
     from . import gates
     from .candidate import CandidateError, load_candidate
-    from .evaluate import clone_all, run_forward, to_device
+    from .evaluate import _storages, clone_all, draw_trial, run_forward, trial_facts, trial_plan
     from .problem import load_problem
 
     send(stage="build")
@@ -210,27 +214,32 @@ def _child_work(job: dict, send, conn):
         return send(outcome="verified", verdict=verdict.to_dict())
     send(stage="test")
     device = job["device"]
-    trials = torch.load(job["inputs"], weights_only=True)
+    plan = trial_plan(problem, job["n_shapes"], job["seed"], job["trial_seed"])
     try:
         new = problem.make_model(job["seed"], cls=cand.model_class(problem)).to(device)
     except Exception as e:
         return send(outcome="test-failed", verdict=verdict.to_dict(),
                     message=f"constructing ModelNew(*get_init_inputs()) failed: {type(e).__name__}: {e}")
     files = {str(cand.path.resolve()), str(cand.path)}
-    outputs, inputs_after, runs = [], [], []
-    for cpu_inputs in trials:
-        inputs = to_device(cpu_inputs, device)
+    outputs, runs, prev = [], [], set()   # the outputs stay alive: no later output can reuse their storage
+    for i, (shape, gen_seed) in enumerate(plan):
+        inputs = draw_trial(problem, shape, gen_seed, device)     # the parent draws the same values
+        keep = clone_all(inputs)
         run = run_forward(new, inputs, files)
-        runs.append({"launches": run.launches, "forbidden": run.forbidden, "error": run.error})
-        outputs.append(run.output if isinstance(run.output, torch.Tensor) else None)
-        inputs_after.append(inputs)
+        out = run.output if isinstance(run.output, torch.Tensor) else None
+        runs.append({"launches": run.launches, "forbidden": run.forbidden, "error": run.error,
+                     "facts": trial_facts(out, inputs, keep, prev), "output_type": type(run.output).__name__})
+        del inputs, keep
+        outputs.append(out)
+        if out is not None:
+            prev |= _storages([out])
+            torch.save(out, f"{job['outputs']}.{i}")
         if run.error:
             break
     if device != "cpu":
         torch.cuda.synchronize()
-    out_types = [type(r).__name__ for r in outputs]
-    torch.save({"outputs": outputs, "inputs": inputs_after, "state": dict(new.state_dict())}, job["outputs"])
-    send(outcome="tested", verdict=verdict.to_dict(), runs=runs, output_types=out_types)
+    torch.save(dict(new.state_dict()), f"{job['outputs']}.state")
+    send(outcome="tested", verdict=verdict.to_dict(), runs=runs)
     # The parent judges; only a correct candidate is timed.
     order = json.loads(conn.recv_bytes(1 << 20))
     if not order.get("time"):
@@ -239,8 +248,9 @@ def _child_work(job: dict, send, conn):
     from .evaluate import _time_graph
 
     ms, graph = [], []
-    for cpu_inputs in trials[:order["shapes"]]:
-        inputs = to_device(clone_all(cpu_inputs), device)
+    del outputs
+    for shape, gen_seed in plan[:order["shapes"]]:
+        inputs = draw_trial(problem, shape, gen_seed, device)
         ms.append(time_forward(new, inputs, job["warmup"], job["runs"]))
         graph.append(_time_graph(new, inputs, job["warmup"], job["runs"]))  # (ms or None, why not)
     return send(outcome="timed", new_ms=ms, new_graph=graph)
@@ -276,11 +286,11 @@ class Sandbox:
         self.ref_ms: dict = {}   # shape text -> ms: the reference does not change between candidates
         self.ref_graph_ms: dict = {}  # the same, per CUDA-graph replay
 
-    def job(self, source: str, stages, inputs: str = "", outputs: str = "") -> dict:
+    def job(self, source: str, stages, outputs: str = "", trial_seed: int = 0) -> dict:
         return {"problem": self.problem_path, "cpu": self.cpu, "cpu_scale": self.cpu_scale, "source": source,
                 "work_dir": str(self.work_dir), "target": self.target, "gpu": self.gpu, "device": self.device,
-                "seed": self.seed, "stages": list(stages), "inputs": inputs, "outputs": outputs,
-                "warmup": self.warmup, "runs": self.runs}
+                "seed": self.seed, "stages": list(stages), "outputs": outputs, "trial_seed": trial_seed,
+                "n_shapes": N_SHAPES, "warmup": self.warmup, "runs": self.runs}
 
     def check(self, source: str, *, trial_seed: int = 0, time_it: bool = True,
               stages=("build", "verify", "test")) -> SandboxResult:
@@ -307,49 +317,46 @@ class Sandbox:
             Trial,
             _max_err,
             _shape_text,
-            _storages,
             check_parameters,
             clone_all,
+            draw_trial,
             finish,
             float64_reference,
-            judge_trial,
-            plan_trials,
-            to_device,
+            judge_facts,
+            trial_plan,
         )
 
-        plan = plan_trials(self.problem, 3, self.seed, trial_seed)
-        torch.save([cpu_inputs for _, cpu_inputs in plan], tmp / "inputs.pt")
-        child = Child(self.job(source, ("build", "verify", "test"), str(tmp / "inputs.pt"), str(tmp / "out.pt")),
-                      self.limits)
+        plan = trial_plan(self.problem, N_SHAPES, self.seed, trial_seed)
+        out_path = str(tmp / "out")
+        child = Child(self.job(source, ("build", "verify", "test"), out_path, trial_seed), self.limits)
         try:
             msg = child.wait()
             if msg.get("outcome") != "tested":
                 return SandboxResult(msg.get("outcome", "crashed"), msg.get("message", ""), msg.get("verdict", {}),
                                      msg.get("counterexamples", []), None, child.seconds)
             verdict = msg.get("verdict", {})
-            back = torch.load(tmp / "out.pt", weights_only=True, map_location=self.device)
-            msg_params = check_parameters(self.ref_state, back["state"])
+            msg_params = check_parameters(self.ref_state, self._load(f"{out_path}.state"))
             if msg_params:
                 return self._failed(msg_params, verdict, [], 0, child)
-            trials, launches, prev = [], 0, set()
+            trials, launches = [], 0
             runs = msg["runs"]
-            for i, (sh, cpu_inputs) in enumerate(plan):
-                inputs = to_device(cpu_inputs, self.device)
+            for i, (sh, gen_seed) in enumerate(plan):
+                inputs = draw_trial(self.problem, sh, gen_seed, self.device)   # the child drew the same values
                 with torch.no_grad(), matching_reference():   # --precision: the reference at that precision
                     expected = self.ref(*clone_all(inputs))
                 r = runs[i] if i < len(runs) else {"launches": 0, "forbidden": [], "error": "no result came back"}
-                out = back["outputs"][i] if i < len(back["outputs"]) else None
+                out = self._load(f"{out_path}.{i}") if Path(f"{out_path}.{i}").exists() else None
                 if out is None and not r["error"]:
-                    r["error"] = f"ModelNew.forward returned {msg['output_types'][i]}, not a tensor"
+                    r["error"] = f"ModelNew.forward returned {r.get('output_type')}, not a tensor"
                 run = ForwardRun(out, int(r["launches"]), list(r["forbidden"]), r["error"])
                 launches += run.launches
-                why = judge_trial(run, expected, back["inputs"][i], inputs, self.tol, prev, self.problem,
+                why = judge_facts(run, expected, r.get("facts") or {}, self.tol, self.problem,
                                   exact=lambda inputs=inputs: float64_reference(self.ref, inputs))
                 if why:
                     trials.append(Trial(_shape_text(sh), False, _max_err(out, expected), why))
                     return self._failed(why, verdict, trials, launches, child)
-                prev |= _storages([out])
                 trials.append(Trial(_shape_text(sh), True, _max_err(out, expected)))
+                del inputs, expected, out
             n_shapes = len(plan) - 1
             timed = self.gpu and time_it
             child.send({"time": timed, "shapes": n_shapes})
@@ -360,33 +367,37 @@ class Sandbox:
                                          None, child.seconds)
                 child.close()
                 graphs = msg.get("new_graph") or [(None, "")] * len(msg["new_ms"])
-                for t, (sh, cpu_inputs), new_ms, (graph_ms, note) in zip(trials, plan, msg["new_ms"], graphs):
+                for t, (sh, gen_seed), new_ms, (graph_ms, note) in zip(trials, plan, msg["new_ms"], graphs):
                     t.new_ms = new_ms
-                    t.ref_ms = self.reference_ms(sh, cpu_inputs)
+                    t.ref_ms = self.reference_ms(sh, gen_seed)
                     t.new_graph_ms, t.graph_note = graph_ms, note
-                    t.ref_graph_ms = self.reference_graph_ms(sh, cpu_inputs)
+                    t.ref_graph_ms = self.reference_graph_ms(sh, gen_seed)
             ev = finish(trials, launches, len(plan), n_shapes, timed, self.gpu_why, self.warmup, self.runs)
             return SandboxResult("correct", ev.message, verdict, [], ev, child.seconds)
         finally:
             child.close()
 
-    def reference_ms(self, shape, cpu_inputs) -> float:
-        from .evaluate import _shape_text, to_device
+    def _load(self, path: str):
+        """A tensor file the child wrote (`weights_only`: nothing in it runs here)."""
+        return torch.load(path, weights_only=True, map_location=self.device)
+
+    def reference_ms(self, shape, gen_seed: int) -> float:
+        from .evaluate import _shape_text, draw_trial
 
         key = _shape_text(shape)
         if key not in self.ref_ms:
             with matching_reference():
-                self.ref_ms[key] = time_forward(self.ref, to_device(cpu_inputs, self.device), self.warmup,
-                                                self.runs)
+                self.ref_ms[key] = time_forward(self.ref, draw_trial(self.problem, shape, gen_seed, self.device),
+                                                self.warmup, self.runs)
         return self.ref_ms[key]
 
-    def reference_graph_ms(self, shape, cpu_inputs) -> float | None:
+    def reference_graph_ms(self, shape, gen_seed: int) -> float | None:
         """The reference's forward per CUDA-graph replay (None where torch's ops cannot be captured)."""
-        from .evaluate import _shape_text, _time_graph, to_device
+        from .evaluate import _shape_text, _time_graph, draw_trial
 
         key = _shape_text(shape)
         if key not in self.ref_graph_ms:
-            inputs = to_device(cpu_inputs, self.device)
+            inputs = draw_trial(self.problem, shape, gen_seed, self.device)
             self.ref_graph_ms[key] = _time_graph(self.ref, inputs, self.warmup, self.runs)[0]
         return self.ref_graph_ms[key]
 

@@ -124,6 +124,27 @@ def test_aliasing_and_writes_survive_the_process_boundary(box):
     assert out.outcome == "test-failed" and "modified its inputs" in out.message
 
 
+def test_a_reused_output_buffer_is_caught_across_the_process_boundary(box):
+    # correct values each call, but the second call returns the first call's storage
+    cached = FORWARD.replace("    out = torch.empty_like(x)\n",
+                             "    if not BUF:\n        BUF.append(torch.empty_like(x))\n    out = BUF[0]\n")
+    cached = cached.replace("def argus_forward", "BUF = []\n\n\ndef argus_forward")
+    out = box().check(HONEST + cached)
+    assert out.outcome == "test-failed" and "same storage as on the previous call" in out.message, out.message
+
+
+def test_the_facts_the_child_reports_do_not_follow_a_rebound_torch(box, monkeypatch):
+    # the child reports whether the inputs were written; with the source rules off, a candidate that rebinds
+    # torch.equal (and the Tensor methods) in its process still gets caught writing its input
+    writes_input = FORWARD.replace("    return out\n", "    launch(swish_add, lambda m: (tp.cdiv(m['N'], m['BLOCK']),),"
+                                   " x.view(-1), y.view(-1), y.view(-1))\n    return out\n")
+    patch = ("\ntorch.equal = lambda *a, **k: True\ntorch.Tensor.isnan = lambda self: torch.ones_like(self, "
+             "dtype=torch.bool)\n")
+    monkeypatch.setattr(policy, "check_source", lambda *a: "")
+    out = box().check(HONEST + writes_input + patch)
+    assert out.outcome == "test-failed" and "modified its inputs" in out.message, out.message
+
+
 @pytest.mark.parametrize("where, stage", [("import", "build"), ("host", "test")])
 def test_an_endless_loop_is_killed_at_its_stage_limit(box, where, stage):
     if where == "import":
