@@ -88,7 +88,7 @@ def test_unit_stride_conv_runs_conv_tma_with_fused_epilogue(name, make, xs, tf32
     pointwise chain in its store; 3xTF32 at fp32 accuracy, one TF32 pass where cuDNN's flag allows it."""
     from argus_agent.lower import ops_nn
 
-    monkeypatch.setattr(ops_nn, "CONV_TMA_WSTRIDE", True)     # off by default until timed on the GPU
+    monkeypatch.setattr(ops_nn, "CONV_TMA_WSTRIDE", True)     # the default; ARGUS_CONV_TMA_WSTRIDE=0 turns it off
     torch.manual_seed(7)
     model = ConvChain(make())
     prog, src, out, ref = _run(model, [torch.randn(xs)], tmp_path, f"tma_{name}_{tf32}")
@@ -125,7 +125,7 @@ def test_transposed_phases_share_one_channels_last_copy(name, make, xs, tf32, tm
     one to_ndhwc launch, every phase reading it at its own offset."""
     from argus_agent.lower import ops_nn
 
-    monkeypatch.setattr(ops_nn, "CONV_TMA_PHASES", True)      # off by default until timed on the GPU
+    monkeypatch.setattr(ops_nn, "CONV_TMA_PHASES", True)      # the default; ARGUS_CONV_TMA_PHASES=0 turns it off
     torch.manual_seed(8)
     model = ConvChain(make())
     prog, src, out, ref = _run(model, [torch.randn(xs)], tmp_path, f"tma_phases_{name}_{tf32}")
@@ -137,14 +137,21 @@ def test_transposed_phases_share_one_channels_last_copy(name, make, xs, tf32, tm
     _close(out, ref, 1e-2 if tf32 else 1e-4)
 
 
-def test_forms_not_yet_timed_stay_on_conv_igemm_by_default(tmp_path):
-    """A stride along W and the phases of a transposed convolution keep conv_igemm unless
-    ARGUS_CONV_TMA_WSTRIDE / ARGUS_CONV_TMA_PHASES turn conv_tma on for them."""
+def test_wstride_and_phases_take_conv_tma_by_default_and_can_be_switched_off(tmp_path, monkeypatch):
+    """A stride along W and the phases of a transposed convolution run conv_tma by default (timed on the H100:
+    faster on level1/091, 097, 098, level2/003, 010); ARGUS_CONV_TMA_WSTRIDE=0 / ARGUS_CONV_TMA_PHASES=0 (the
+    module's switches) keep them on conv_igemm."""
     from argus_agent.lower import lower_model, ops_nn
 
-    assert not ops_nn.CONV_TMA_WSTRIDE and not ops_nn.CONV_TMA_PHASES
-    for conv, xs in ((nn.Conv2d(16, 8, 3, stride=2, padding=2, dilation=2), (1, 16, 13, 14)),
-                     (nn.ConvTranspose2d(16, 8, 4, stride=2, padding=1), (1, 16, 9, 10))):
+    convs = ((nn.Conv2d(16, 8, 3, stride=2, padding=2, dilation=2), (1, 16, 13, 14)),
+             (nn.ConvTranspose2d(16, 8, 4, stride=2, padding=1), (1, 16, 9, 10)))
+    assert ops_nn.CONV_TMA_WSTRIDE and ops_nn.CONV_TMA_PHASES
+    for conv, xs in convs:
+        prog = lower_model(conv, [torch.randn(xs)], "sm_90a")
+        assert {k.kernel for k in prog.kernels if isinstance(k, ConvTemplate)} == {"conv_tma"}
+    monkeypatch.setattr(ops_nn, "CONV_TMA_WSTRIDE", False)
+    monkeypatch.setattr(ops_nn, "CONV_TMA_PHASES", False)
+    for conv, xs in convs:
         prog = lower_model(conv, [torch.randn(xs)], "sm_90a")
         assert {k.kernel for k in prog.kernels if isinstance(k, ConvTemplate)} == {"conv_igemm"}
 

@@ -23,5 +23,10 @@ conv_tma.launch(x, torch.randn(64, 32, 3, 3, 3, device=d), torch.empty(1, 64, 3,
                 split=False)
 x = torch.randn(2, 16, 11, 21, device=d)
 conv_tma.launch(x, torch.randn(24, 16, 3, 3, device=d), torch.empty(2, 24, 6, 11, device=d), 2, 2, 2)
+# a phase of a transposed convolution: the copy shared with other phases is padded more than this one needs,
+# the convolution reads it at an offset (OFF = the copy's left padding - its own)
+x = torch.randn(2, 32, 9, 21, device=d)
+conv_tma.launch(x, torch.randn(16, 32, 2, 2, device=d), torch.empty(2, 16, 10, 22, device=d), 1, 1, 1, 1,
+                split=False, copy=((0, 2, 2), (1, 13, 25)))
 torch.cuda.synchronize()
 print("ok")

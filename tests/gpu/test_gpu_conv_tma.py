@@ -52,3 +52,19 @@ def test_conv_tma_on_gpu(case, split):
     assert not out.isnan().any()
     err = (out - ref).abs().max().item() / ref.abs().max().item()
     assert err < (1e-5 if split else 3e-3), err
+
+
+@pytest.mark.parametrize("split", [True, False])
+def test_conv_tma_reads_a_shared_copy_at_an_offset(split):
+    """A transposed convolution's phase: the channels-last copy is padded more than this convolution needs (as
+    the copy all phases share is), the convolution reads it at OFF = the copy's left padding - its own."""
+    g = torch.Generator().manual_seed(11)
+    x, w = torch.randn((2, 32, 19, 150), generator=g), torch.randn((48, 32, 2, 2), generator=g)
+    ref = torch.as_tensor(conv_igemm.reference(x.numpy(), w.numpy(), 1, 1, 1, 1))
+    y = torch.full(tuple(ref.shape), float("nan"), device=DEV)
+    conv_tma.launch(x.to(DEV), w.to(DEV), y, 1, 1, 1, 1, split=split, copy=((0, 2, 3), (1, 24, 156)))
+    torch.cuda.synchronize()
+    out = y.cpu().double()
+    assert not out.isnan().any()
+    err = (out - ref).abs().max().item() / ref.abs().max().item()
+    assert err < (1e-5 if split else 3e-3), err
