@@ -15,7 +15,7 @@ import dataclasses
 from .core import Pointwise, Reduction, RowFused, Scan
 from .ops_attention import AttentionTemplate, attention_source, render_attention
 from .ops_moe import MoeTemplate, moe_source, render_moe
-from .ops_reduce import SortTemplate, render_sort
+from .ops_reduce import SortTemplate, render_sort, sort_source
 from .ops_scatter import ScatterAddTemplate, render_scatter_add
 from .render_flat import needs_i64, render_pointwise, render_reduction
 from .render_rows import render_row_fused, render_scan
@@ -82,8 +82,7 @@ def render_program(prog, precision: str | None = None) -> str:
             continue
         if isinstance(k, SortTemplate):     # the stdlib bitonic row sort
             if "sort" not in templates_done:
-                from .templates import stdlib_source
-                kernels_src.append(stdlib_source("sort"))
+                kernels_src.append(sort_source(k))
                 templates_done.add("sort")
             launches += [(None, line, None) for line in render_sort(k)]
             continue

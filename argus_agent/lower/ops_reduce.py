@@ -595,18 +595,32 @@ class SortTemplate:
     write_indices: bool = True   # False: nothing reads the indices (the kernel does not store them)
 
 
-def render_sort(t: SortTemplate) -> list[str]:
+def sort_params(t: SortTemplate) -> dict:
+    """The constexprs sort_rows runs with for this template."""
     from stdlib_kernels.sort import shape_of
 
+    L, VB, threads, rb = shape_of(t.N)
+    return {"L": L, "VB": VB, "THREADS": threads, "RB": rb, "FLOAT": t.x.dtype == torch.float32,
+            "DESC": t.descending, "PICK": t.pick, "NAN_FIRST": t.nan_first, "WRITE_I": t.write_indices}
+
+
+def sort_source(t: SortTemplate) -> str:
+    """stdlib_kernels/sort.py's kernel with this (the program's first) launch's constexprs as its defaults: the
+    agent's build and verify gates take kernels at their defaults, so they check what runs."""
+    from .templates import stdlib_source, with_defaults
+
+    return with_defaults(stdlib_source("sort"), sort_params(t), kernel="sort_rows")
+
+
+def render_sort(t: SortTemplate) -> list[str]:
     if t.R == 0:
         return []
-    L, VB, threads, rb = shape_of(t.N)
+    p = sort_params(t)
     m = t.N if t.pick < 0 else 1
-    bits = ".view(torch.int32)" if t.x.dtype == torch.float32 else ""
-    return [f"launch(sort_rows, ({-(-t.R // rb)},), {t.x.name}.view({t.R}, {t.N}){bits}, "
-            f"{t.out.name}.view({t.R}, {m}){bits}, {t.indices.name}.view({t.R}, {m}), L={L}, VB={VB}, "
-            f"THREADS={threads}, RB={rb}, FLOAT={bits != ''}, DESC={t.descending}, PICK={t.pick}, "
-            f"NAN_FIRST={t.nan_first}, WRITE_I={t.write_indices})"]
+    bits = ".view(torch.int32)" if p["FLOAT"] else ""
+    kw = ", ".join(f"{k}={v!r}" for k, v in p.items())
+    return [f"launch(sort_rows, ({-(-t.R // p['RB'])},), {t.x.name}.view({t.R}, {t.N}){bits}, "
+            f"{t.out.name}.view({t.R}, {m}){bits}, {t.indices.name}.view({t.R}, {m}), {kw})"]
 
 
 _SORT_AS = {torch.float32: torch.float32, torch.float16: torch.float32, torch.bfloat16: torch.float32,
