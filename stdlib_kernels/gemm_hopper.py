@@ -548,7 +548,7 @@ BF16_OUT = {"small": dict(EPILOGUE=1), "large": dict(STAGES=3, EPILOGUE=2, PRODU
 # 15.6-15.7 / 13.8-13.9 -> 12.8 / 13.2: the decode class takes it. "skinny_64x128" is the skinny branch that runs
 # 64 x 128 tiles split over K (below): 128 x 4096 x 4096 with 128 x 128 tiles split 4 (the policy before) 21.4-22.5 /
 # 19.3-19.9, 64 x 128 s4 two blocks per SM split 2 with the passes 20.9 / 18.5, with FIXUP=3 18.0 / 19.0.
-SPLIT_FIXUP: dict = {"decode": 3, "skinny_64x128": 3}
+SPLIT_FIXUP: dict = {"decode": 3, "skinny_64x128": 3, "skinny_128x128": 3}
 MAX_SLOTS = 8   # FIXUP 2 and 3 unroll one load per split: past this many splits the passes serve
 # f32 out at <= 1024^3: 4 stages, not 6 (1024^3: 9.5-9.6 -> 8.8-8.9 us in two runs, gemm-shapes{,-confirm}-*.json)
 F32_OUT = {"small": dict(STAGES=4)}
@@ -581,7 +581,15 @@ def policy(M: int, N: int, K: int, out=None, fixup: bool = False) -> dict:
     cls = shape_class(M, N, K)
     p = {**PRESETS["sm_90a"], **POLICIES[cls]}
     fix_cls = cls
-    if cls == "skinny" and NUM_SMS // 2 < _cdiv(M, 64) * _cdiv(N, 128) <= NUM_SMS:
+    if (cls == "skinny" and fixup and M > 128 and SPLIT_FIXUP.get("skinny_128x128") and _cdiv(K, 64) >= 8
+            and NUM_SMS // 3 < _cdiv(M, 128) * _cdiv(N, 128) <= NUM_SMS // 2):
+        # 129-256 rows whose 128 x 128 tiles fill a third to a half of the SMs: those tiles, 6 stages, split 2 with
+        # FIXUP=3 (B read twice instead of four times by 64 x 128 tiles): 256 x 4096 x 4096 bf16 / f32 out 26.5 /
+        # 26.1 us -> 24.9 / 25.6, 200 x 4096 x 4096 26.0 / 26.0 -> 24.1 / 24.9 (gemm-g6-wide-*.json, one run; with the
+        # passes instead of FIXUP=3 it is slower than the unsplit 64 x 128 tiles, 31.6 / 27.5: `fixup` callers only)
+        p.update(STAGES=6)
+        fix_cls = "skinny_128x128"
+    elif cls == "skinny" and NUM_SMS // 2 < _cdiv(M, 64) * _cdiv(N, 128) <= NUM_SMS:
         # 64 x 128 tiles fill one wave without a split: 256 x 4096 x 4096 bf16 out 30.9 us with 128 x 128 split-K 2
         # -> 26.6 (0.56 -> 0.71x cuBLAS), f32 out 27.0 -> 26.2 (benchmarks/results/gemm-fixup-*.json)
         p.update(POLICIES["decode"])
@@ -814,13 +822,13 @@ def launch(a, b, c, target: str = "sm_90a", out_dtype=None, **constexprs):
         out = out_dtype or from_any(c.dtype)
         if out not in KERNELS:
             raise ValueError(f"gemm_hopper writes f32 or bf16, not {out}")
-        params = ({**policy(M, N, K, out, fixup=True), **constexprs} if target == "sm_90a"
-                  else {**PRESETS[target], **constexprs})
+        base = policy(M, N, K, out, fixup=True) if target == "sm_90a" else None
+        params = {**base, **constexprs} if base is not None else {**PRESETS[target], **constexprs}
         if "SPLIT_K" in constexprs and "FIXUP" not in constexprs:
             params.pop("FIXUP", None)      # the class's fix-up comes with the class's split, not a caller's
-        if "EPILOGUE" not in constexprs and target == "sm_90a" and _other_tile(policy(M, N, K, out), constexprs):
+        if "EPILOGUE" not in constexprs and base is not None and _other_tile(base, constexprs):
             params.pop("EPILOGUE", None)   # the staged epilogue's shared tile was sized with the policy's tile
-        if target == "sm_90a" and _other_block(policy(M, N, K, out), constexprs):
+        if base is not None and _other_block(base, constexprs):
             # the register cap for two blocks per SM, and the split's reduction, were chosen (and measured) with
             # the policy's tile: a caller's own tile, warpgroups or stages run without them unless asked for
             for k in ("MIN_BLOCKS", "FIXUP"):

@@ -167,3 +167,13 @@ for what in "$@"; do
     done
   fi
 done
+# `g6wide`: 256 rows (64 x 128 tiles read B four times over): 128 x 128 tiles split 2 with FIXUP=3 (B read twice)
+# against the policy (JSON gemm-g6-wide-<device>.json).
+for what in "$@"; do
+  if [[ $what == g6wide ]]; then
+    python3 benchmarks/gemm.py --only none --policies --no-b2b --precompile 16 --sweep-out bf16,f32 \
+      --name gemm-g6-wide --out "$OUT" \
+      --variants "^128x128_s[456]_wait[01]_splitk2(_fix3)?$|^64x128_s6_wait1_1consumer$" \
+      --sweep-shapes 256,4096,4096 200,4096,4096 2>&1 | grep -v "^  precompiled" | tail -60
+  fi
+done

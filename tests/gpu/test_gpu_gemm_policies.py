@@ -100,7 +100,8 @@ def test_staged_epilogue_128x256_bf16(m, k, n, epilogue):
 
 
 @pytest.mark.parametrize("m,n,k", [(128, 4096, 4096), (1024, 1024, 1024), (2051, 2045, 1000), (16, 512, 2048),
-                                   (4096, 4096, 512), (100, 4096, 1000), (64, 4096, 4096), (16, 2045, 4096)])
+                                   (4096, 4096, 512), (100, 4096, 1000), (64, 4096, 4096), (16, 2045, 4096),
+                                   (200, 4096, 1000)])
 def test_policy_table_through_launch(m, n, k):
     g = torch.Generator(device="cuda").manual_seed(7)
     a = torch.randn(m, k, device=DEV, generator=g).bfloat16()
