@@ -205,7 +205,8 @@ def tune(kernel_file, problem, target, max_evals, seed, out_file, as_json):
     n = min(max_evals, tpl.size())
     with click.progressbar(length=n, label="tuning", file=sys.stderr, show_pos=True) as bar:
         res = run_tune(source, lambda s: session.check(s).evaluation or _rejected(), target, session.work_dir,
-                       max_evals=max_evals, seed=seed, progress=lambda: bar.update(1), feasible=session.feasibility)
+                       max_evals=max_evals, seed=seed, progress=lambda: bar.update(1), feasible=session.feasibility,
+                       feasible_many=session.feasibility_many)
     if out_file:
         Path(out_file).write_text(res.best_source)
     if as_json:

@@ -36,6 +36,52 @@ class Verdict:
                 "elapsed_s": self.elapsed_s}
 
 
+_VERIFIER_DIGEST: str | None = None
+
+
+def verifier_digest() -> str:
+    """A digest of the code a verdict depends on (tilepy's IR builder and tilepy_verify, every source file): a
+    cached verdict is reused only by the same verifier."""
+    global _VERIFIER_DIGEST
+    if _VERIFIER_DIGEST is None:
+        import hashlib
+        from pathlib import Path
+
+        import tilepy
+
+        h = hashlib.sha256()
+        for pkg in (tilepy, tilepy_verify):
+            root = Path(pkg.__file__).parent
+            for f in sorted(root.rglob("*.py")):
+                h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes() + b"\0")
+        _VERIFIER_DIGEST = h.hexdigest()[:16]
+    return _VERIFIER_DIGEST
+
+
+def verify_cached(kernels: dict, target: str, cache_dir, source_digest: str) -> Verdict:
+    """`verify_kernels`, remembered per candidate source (its kernels, their spans: the file is named by the same
+    digest), target and verifier (`verifier_digest`) in `cache_dir`: the tuner's parallel pre-build verifies a
+    point once, and its evaluation reuses that verdict. An unreadable entry is recomputed and rewritten."""
+    import json
+    from pathlib import Path
+
+    path = Path(cache_dir) / f"{source_digest}-{target}-{verifier_digest()}.json"
+    try:
+        d = json.loads(path.read_text())
+        return Verdict(d["status"], d["message"], d["findings"], d["elapsed_s"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    verdict = verify_kernels(kernels, target)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{id(verdict)}.tmp")
+        tmp.write_text(json.dumps(verdict.to_dict(), default=str))
+        tmp.replace(path)   # atomic: a reader never sees half an entry
+    except OSError:
+        pass
+    return verdict
+
+
 def verify_kernels(kernels: dict, target: str) -> Verdict:
     """Run tilepy_verify on every kernel (default constexprs); errors fail, performance findings inform."""
     verify = tilepy_verify.verify

@@ -74,9 +74,20 @@ class Session:
                        dict(res.stage_seconds or {}))
 
     def feasibility(self, source: str, target: str | None = None, directory=None) -> str:
-        """'' when every kernel of `source` builds and fits the target (the tuner's stage 1), else why not."""
-        res = self.sandbox.check(source, stages=("build",))
-        return "" if res.outcome == "built" else res.message or res.outcome
+        """'' when every kernel of `source` builds, fits the target and verifies (the tuner's stage 1), else why
+        not. The verdict is remembered (`gates.verify_cached`), so the point's evaluation does not verify again."""
+        res = self.sandbox.check(source, stages=("build", "verify"))
+        return "" if res.outcome in ("built", "verified") else res.message or res.outcome
+
+    def feasibility_many(self, sources: list[str]) -> list[str]:
+        """`feasibility` of several sources at once, each in its own child (compiles and verifier runs are CPU
+        work, independent per point: the tuner's stage 1 for a batch takes about as long as its slowest point)."""
+        import os
+        from concurrent.futures import ThreadPoolExecutor
+
+        workers = max(1, min(len(sources), 8, (os.cpu_count() or 2) - 1))
+        with ThreadPoolExecutor(workers) as pool:
+            return list(pool.map(self.feasibility, sources))
 
 
 def located(e: BaseException, path) -> str:
@@ -253,7 +264,8 @@ def _optimize(session, history, planner, kb, run_id, resumed, target, budget, se
             from .tuner import tune
 
             res = tune(current, lambda s: check(s).evaluation or Evaluation(False, "rejected"), target,
-                       session.work_dir, max_evals=tune_evals, seed=seed, feasible=session.feasibility)
+                       session.work_dir, max_evals=tune_evals, seed=seed, feasible=session.feasibility,
+                       feasible_many=session.feasibility_many)
             out = check(res.best_source)
             record(iteration, {"kind": "tune", "point": res.best_point, "method": res.method}, res.best_source, out,
                    current_id, here, {"tuning": res.to_dict()})

@@ -204,7 +204,7 @@ def _child_work(job: dict, send, conn):
     if "verify" not in job["stages"]:
         return send(outcome="built")
     send(stage="verify")
-    verdict = gates.verify_kernels(ks, target)
+    verdict = gates.verify_cached(ks, target, Path(job["work_dir"]) / "verdicts", cand.digest)
     cex = [f["counterexample"] | {"check": f["check"], "at": f["span"]} for f in verdict.findings
            if f["severity"] == "error"]
     if not verdict.ok:

@@ -134,17 +134,31 @@ class TuneResult:
                 "method": self.method, "timing": self.timing}
 
 
+BATCH = 8   # points whose stage 1 runs at once (`feasible_many`) before their evaluations, one by one
+
+
 def tune(source: str, evaluate_source, target: str, directory, max_evals: int = 16, seed: int = 0,
-         progress=None, feasible=None) -> TuneResult:
+         progress=None, feasible=None, feasible_many=None) -> TuneResult:
     """Search the template of `source`. `evaluate_source(src) -> Evaluation` runs stage 2 for one point;
-    `feasible(src, target, directory) -> why not` stage 1 (default `feasibility`, in this process)."""
+    `feasible(src, target, directory) -> why not` stage 1 (default `feasibility`, in this process);
+    `feasible_many([src]) -> [why not]`, when given, runs stage 1 of a batch of points at once (in parallel
+    processes): evaluations, which own the GPU, stay one at a time."""
     tpl = make_template(source)
     rows = []
     current = {k: v[0] for k, v in tpl.params.items()}
+    known: dict = {}   # rendered source -> stage 1's answer
+
+    def stage1(points):
+        srcs = [tpl.render(p) for p in points]
+        todo = list(dict.fromkeys(s for s in srcs if s not in known))
+        if feasible_many is not None and len(todo) > 1:
+            known.update(zip(todo, feasible_many(todo)))
 
     def run_point(point):
         src = tpl.render(point)
-        why = (feasible or feasibility)(src, target, directory)
+        if src not in known:
+            known[src] = (feasible or feasibility)(src, target, directory)
+        why = known[src]
         if why:
             rows.append({"point": point, "feasible": False, "correct": False, "speedup": None, "note": why})
             return None
@@ -157,10 +171,12 @@ def tune(source: str, evaluate_source, target: str, directory, max_evals: int = 
 
     if tpl.size() <= min(EXHAUSTIVE_LIMIT, max_evals):
         method = f"exhaustive ({tpl.size()} points)"
-        evals = [(p, run_point(p)) for p in tpl.points()]
+        points = list(tpl.points())
+        stage1(points)
+        evals = [(p, run_point(p)) for p in points]
     else:
-        method = f"optuna TPE ({max_evals} of {tpl.size()} points, seed {seed})"
-        evals = _optuna(tpl, run_point, max_evals, seed, current)
+        method = f"optuna TPE ({max_evals} of {tpl.size()} points, seed {seed}, batches of {BATCH})"
+        evals = _optuna(tpl, run_point, max_evals, seed, current, stage1)
     timing = next((ev.timing for _, ev in evals if ev is not None), "no feasible point")
     scored = [(p, ev) for p, ev in evals if ev is not None and ev.correct]
     timed = [(p, ev) for p, ev in scored if ev.speedup]
@@ -171,7 +187,8 @@ def tune(source: str, evaluate_source, target: str, directory, max_evals: int = 
     return TuneResult(source, current, None, rows, method, timing)
 
 
-def _optuna(tpl: Template, run_point, n_trials: int, seed: int, current: dict):
+def _optuna(tpl: Template, run_point, n_trials: int, seed: int, current: dict, stage1=None):
+    """TPE asked for a batch of points at a time (stage 1 of the batch at once, then each evaluated and told)."""
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -179,14 +196,15 @@ def _optuna(tpl: Template, run_point, n_trials: int, seed: int, current: dict):
     study = optuna.create_study(direction="maximize", sampler=sampler)
     study.enqueue_trial(current)
     evals = []
-
-    def objective(trial):
-        point = {k: trial.suggest_categorical(k, v) for k, v in tpl.params.items()}
-        ev = run_point(point)
-        evals.append((point, ev))
-        if ev is None or not ev.correct:
-            return -1.0
-        return ev.speedup if ev.speedup else 0.0
-
-    study.optimize(objective, n_trials=n_trials)
+    while len(evals) < n_trials:
+        batch = []
+        for _ in range(min(BATCH, n_trials - len(evals))):
+            trial = study.ask()
+            batch.append((trial, {k: trial.suggest_categorical(k, v) for k, v in tpl.params.items()}))
+        if stage1 is not None:
+            stage1([p for _, p in batch])
+        for trial, point in batch:
+            ev = run_point(point)
+            evals.append((point, ev))
+            study.tell(trial, -1.0 if ev is None or not ev.correct else (ev.speedup if ev.speedup else 0.0))
     return evals

@@ -1,0 +1,95 @@
+"""The tuner's stage 1 runs a batch of points at once (parallel children in the optimize loop) before their
+evaluations, which stay one at a time; a verifier verdict is remembered per candidate source."""
+
+import json
+
+from argus_agent import gates
+from argus_agent.evaluate import Evaluation
+from argus_agent.tuner import BATCH, make_template, tune
+
+SOURCE = '''
+import torch
+
+import tilepy as tp
+from argus_agent.runtime import launch
+
+
+@tp.kernel(threads=128)
+def scale(X: tp.Tensor[tp.f32, "N"], Z: tp.Tensor[tp.f32, "N"], BLOCK: tp.constexpr = 1024):
+    i0 = tp.block_id(0) * BLOCK
+    tp.store(Z[i0:i0 + BLOCK], tp.load(X[i0:i0 + BLOCK]) * 2.0)
+
+
+def argus_forward(model, x):
+    out = torch.empty_like(x)
+    launch(scale, lambda m: (tp.cdiv(m["N"], m["BLOCK"]),), x.view(-1), out.view(-1))
+    return out
+'''
+
+
+def _recorder(infeasible=()):
+    calls = {"many": [], "one": [], "evals": []}
+
+    def many(srcs):
+        calls["many"].append(list(srcs))
+        return [("too big" if any(f"BLOCK: tp.constexpr = {b}" in s for b in infeasible) else "") for s in srcs]
+
+    def one(src, target, directory):
+        calls["one"].append(src)
+        return ""
+
+    def evaluate(src):
+        calls["evals"].append(src)
+        assert all(src in batch for batch in calls["many"][-1:]) or src in calls["one"]
+        return Evaluation(True, "", speedup=1.0 + 0.001 * len(calls["evals"]))
+
+    return calls, many, one, evaluate
+
+
+def test_exhaustive_search_runs_stage_one_once_for_every_point(tmp_path):
+    tpl = make_template(SOURCE)
+    assert tpl.size() <= 16
+    calls, many, one, evaluate = _recorder(infeasible=("4096",))
+    res = tune(SOURCE, evaluate, "cpu", tmp_path, max_evals=16, feasible=one, feasible_many=many)
+    assert len(calls["many"]) == 1 and len(calls["many"][0]) == tpl.size() and not calls["one"]
+    bad = [r for r in res.rows if not r["feasible"]]
+    assert bad and all(r["point"]["scale.BLOCK"] == "4096" and r["note"] == "too big" for r in bad)
+    assert len(calls["evals"]) == tpl.size() - len(bad)        # infeasible points are never evaluated
+    assert res.best_speedup == max(r["speedup"] for r in res.rows if r["feasible"])
+
+
+def test_sampled_search_asks_points_in_batches(tmp_path):
+    tpl = make_template(SOURCE)
+    n = 11
+    assert tpl.size() > n
+    calls, many, one, evaluate = _recorder()
+    res = tune(SOURCE, evaluate, "cpu", tmp_path, max_evals=n, feasible=one, feasible_many=many)
+    assert "batches of" in res.method and len(res.rows) == n
+    assert 1 <= len(calls["many"]) <= -(-n // BATCH) and all(len(b) <= BATCH for b in calls["many"])
+    # a point repeated within the search is built and verified once
+    built = calls["one"] + [src for batch in calls["many"] for src in batch]
+    assert len(built) == len(set(built))
+
+
+def test_a_verdict_is_remembered_per_source_and_a_corrupt_entry_is_recomputed(tmp_path, monkeypatch):
+    seen = []
+
+    def fake_verify(kernels, target):
+        seen.append(target)
+        return gates.Verdict("verified", "1 kernel(s) verified", [], 0.5)
+
+    monkeypatch.setattr(gates, "verify_kernels", fake_verify)
+    v1 = gates.verify_cached({}, "sm_90a", tmp_path, "abc123")
+    v2 = gates.verify_cached({}, "sm_90a", tmp_path, "abc123")
+    assert v1.to_dict() == v2.to_dict() and len(seen) == 1
+    gates.verify_cached({}, "sm_90a", tmp_path, "other")          # another source: verified again
+    assert len(seen) == 2
+    (entry,) = tmp_path.glob("abc123-*.json")
+    entry.write_text("{not json")
+    v3 = gates.verify_cached({}, "sm_90a", tmp_path, "abc123")
+    assert v3.status == "verified" and len(seen) == 3 and json.loads(entry.read_text())["status"] == "verified"
+
+
+def test_the_verdict_key_follows_the_verifier_code():
+    d = gates.verifier_digest()
+    assert len(d) == 16 and d == gates.verifier_digest()
