@@ -1,7 +1,8 @@
 """Line ops without a kernel class of their own: cummax / cummin, mode, searchsorted, pdist.
 
-cummax / cummin and mode are reductions over the line (as sort, ops_reduce._sort): O(n^2) per line of n,
-exact and deterministic, not fast (lines longer than ops_reduce.SORT_MAX are refused). searchsorted is a
+cummax / cummin are reductions over the line: O(n^2) per line of n, exact and deterministic, not fast (lines
+longer than ops_reduce.SORT_MAX are refused). mode runs on the stdlib bitonic row sort (O(n log n)) where it
+applies, else it is such reductions too. searchsorted is a
 binary search written out (ceil(log2(n + 1)) gathers per value, one pointwise expression). pdist is a
 reduction over the feature dim per pair, the pair (i, j) of output k computed from k.
 """
@@ -13,7 +14,7 @@ import math
 import torch
 
 from . import values as vals
-from .core import LTensor
+from .core import LTensor, buffer_tensor
 from .index import const
 from .ops_reduce import SORT_MAX, _acc_dtype
 from .registry import register, result_dtype, result_shape
@@ -96,12 +97,70 @@ def _cummax(ctx, node, x, dim):
     return LTensor(x.shape, x.dtype, value), LTensor(x.shape, I64, index)
 
 
+def _mode_sorted(ctx, x, d, keepdim):
+    """mode on the stdlib bitonic row sort (O(n log n) per line), or None where it does not apply. In the sorted
+    line S (stable: equal values in index order) the run of equal values ending at p has length c(p) = p -
+    lower_bound(S, S[p]) + 1 (a binary search written out; 1 for a NaN); the first p of the largest c is the
+    last element of the smallest most frequent value's run: its value, and its original index, the last index
+    holding it."""
+    from .index import flatten
+    from .ops_reduce import sorted_rows
+    from .ops_views import _load_at
+
+    got = sorted_rows(ctx, x, d)
+    if got is None:
+        return None
+    vb, ib, other = got
+    n = x.shape[d]
+    R = vb.shape[0]
+    S, P = buffer_tensor(vb), buffer_tensor(ib)
+    acc = vals.compute_dtype(vb.dtype)
+    rounds = max(1, math.ceil(math.log2(n + 1)))
+
+    def count(c):
+        r, p = c
+        v = vals.cast(S([r, p]), acc)
+        lo, hi = _i(0), _i(n)
+        for _ in range(rounds):      # the first position whose element is not < v
+            mid = call("floordiv", call("add", lo, hi), _i(2), dtype=I64)
+            live = call("lt", lo, hi)
+            s = vals.cast(_load_at(S, [r, None], [(1, call("minimum", mid, _i(n - 1), dtype=I64))]), acc)
+            go = call("and", call("lt", s, v), live, dtype=torch.bool)
+            lo = call("where", go, call("add", mid, _i(1), dtype=I64), lo, dtype=I64)
+            hi = call("where", call("or", go, call("ge", lo, hi), dtype=torch.bool), hi, mid, dtype=I64)
+        run = call("add", call("sub", vals.index_value(p), lo, dtype=I64), _i(1), dtype=I64)
+        if acc.is_floating_point:
+            run = call("where", call("ne", v, v), _i(1), run, dtype=I64)
+        return run
+    runs = ctx.realize(LTensor((R, n), I64, count), "mode_runs")
+    top = ctx.reduce("max", (R,), (n,), lambda oc, rc: runs([oc[0], rc[0]]), I64, base="mode_top")
+
+    def first_top(oc, rc):
+        hit = call("eq", runs([oc[0], rc[0]]), top([oc[0]]))
+        return call("where", hit, vals.index_value(rc[0]), _i(n), dtype=I64)
+    at = ctx.reduce("min", (R,), (n,), first_top, I64, base="mode_at")
+    shape = x.shape[:d] + ((1,) if keepdim else ()) + x.shape[d + 1:]
+
+    def back(t, dtype):
+        def f(c):
+            oc = list(c[:d]) + list(c[d + 1 if keepdim else d:])
+            r = flatten(oc, other) if other else const(0)
+            return vals.cast(_load_at(t, [r, None], [(1, at([r]))]), dtype)
+        return LTensor(shape, dtype, f)
+    return back(S, x.dtype), back(P, I64)
+
+
 @register("aten.mode")
 def _mode(ctx, node, x, dim=-1, keepdim=False):
     """(values, indices) of the most frequent value along `dim`: the smallest of the most frequent values
     (torch's) and the last index holding it (torch documents only "an index" of it; its CPU kernel picks one
-    from a sort). Each element's count over its line, the line's largest count, the smallest value with it,
-    its last position: four reductions (O(n^2) per line). NaNs never count as equal (each NaN appears once)."""
+    from a sort). On the bitonic row sort where it applies (`_mode_sorted`, O(n log n)); otherwise each
+    element's count over its line, the line's largest count, the smallest value with it, its last position:
+    four reductions (O(n^2) per line). NaNs never count as equal (each NaN appears once)."""
+    if len(x.shape):
+        fast = _mode_sorted(ctx, x, dim + len(x.shape) if dim < 0 else dim, keepdim)
+        if fast is not None:
+            return fast
     d, n = _line(x, dim, "mode")
     acc = vals.compute_dtype(x.dtype)
     shape = x.shape

@@ -628,14 +628,15 @@ _SORT_AS = {torch.float32: torch.float32, torch.float16: torch.float32, torch.bf
             torch.bool: torch.int32}
 
 
-def _bitonic(ctx, x, d, descending=False, pick=-1, nan_first=False, indices=True):
-    """(values, indices) of x sorted along d by the stdlib bitonic row sort (over x's shape; with pick >= 0
-    only that position, d kept as size 1), or None where it does not apply (rows longer than its SORT_MAX,
-    element types it cannot key exactly: float64, int64). The rows are copied into an (R, N) buffer of float32
-    or int32 (exact for every type it takes) unless x is one already."""
+def sorted_rows(ctx, x, d, descending=False, pick=-1, nan_first=False, indices=True):
+    """x's lines along d as (R, N) rows sorted by the stdlib bitonic row sort: (values Buffer (R, M) of float32
+    or int32, indices Buffer (R, M) int64, the other dims' shape), M = N or 1 with pick >= 0; row r is the flat
+    index of the other dims. None where the kernel does not apply (lines longer than its SORT_MAX, element types
+    it cannot key exactly: float64, int64). The rows are copied into an (R, N) buffer of float32 or int32 (exact
+    for every type it takes) unless x is one already."""
     from stdlib_kernels.sort import SORT_MAX as ROW_MAX
 
-    from .index import flatten, unflatten
+    from .index import unflatten
 
     n = x.shape[d]
     kdt = _SORT_AS.get(x.dtype)
@@ -653,6 +654,18 @@ def _bitonic(ctx, x, d, descending=False, pick=-1, nan_first=False, indices=True
     ib = ctx.add_buffer("sort_idx", (R, m), torch.int64)
     ctx.kernels.append(SortTemplate(vb, ib, xb.buffer, R, n, bool(descending), pick, nan_first, ctx.note,
                                     indices))
+    return vb, ib, other
+
+
+def _bitonic(ctx, x, d, descending=False, pick=-1, nan_first=False, indices=True):
+    """(values, indices) of x sorted along d by `sorted_rows` (over x's shape; with pick >= 0 only that position,
+    d kept as size 1), or None where it does not apply."""
+    from .index import flatten
+
+    got = sorted_rows(ctx, x, d, descending, pick, nan_first, indices)
+    if got is None:
+        return None
+    vb, ib, other = got
     shape = x.shape if pick < 0 else x.shape[:d] + (1,) + x.shape[d + 1:]
 
     def back(buf, dtype):
@@ -663,8 +676,6 @@ def _bitonic(ctx, x, d, descending=False, pick=-1, nan_first=False, indices=True
             return vals.cast(t([r, c[d]]), dtype)
         return LTensor(shape, dtype, f)
     return back(vb, x.dtype), back(ib, torch.int64)
-
-
 
 
 @register("aten.sort")

@@ -156,3 +156,20 @@ def test_long_lines_past_the_kernel_keep_the_rank_form(tmp_path):
 
     prog = lower_model(Fn(lambda x: torch.sort(x, dim=-1).values), [x], "cpu")
     assert not _sorts(prog)
+
+
+@pytest.mark.parametrize("dtype, dim, keepdim", [(torch.float32, 1, False), (torch.float32, 0, True),
+                                                 (torch.int32, -1, False)])
+def test_mode_on_the_sort_is_the_smallest_most_frequent_value_at_its_last_index(dtype, dim, keepdim, tmp_path):
+    g = torch.Generator().manual_seed(14)
+    x = torch.randint(-3, 4, (6, 25), generator=g).to(dtype)
+    x[0, :4] = 9     # a lone winner in row 0
+    prog, (v, i) = _run(lambda x: torch.mode(x, dim, keepdim=keepdim), [x], tmp_path, f"mode{dim}{keepdim}")
+    assert len(_sorts(prog)) == 1
+    rv, _ = torch.mode(x, dim, keepdim=keepdim)
+    _same(v, rv)
+    d = dim % 2
+    xs = x if d == 1 else x.T
+    vv = v if d == 1 else v.reshape(-1)
+    last = [max(j for j in range(xs.shape[1]) if xs[r, j] == vv.reshape(-1)[r]) for r in range(xs.shape[0])]
+    assert i.reshape(-1).tolist() == last
