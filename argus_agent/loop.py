@@ -42,6 +42,9 @@ class Session:
 
     def __init__(self, problem_path, target: str = "cpu", cpu_scale: int = 1, work_dir: Path | None = None,
                  warmup: int = 20, runs: int = 100, seed: int = 0, stage_timeout=None):
+        from .sandbox import warm_up
+
+        warm_up()   # the candidates' fork server starts while the problem is captured and lowered
         self.gpu, self.gpu_why = gpu_status()
         self.target = target
         cpu = not self.gpu or target == "cpu"

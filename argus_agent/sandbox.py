@@ -68,6 +68,17 @@ def context():
     return _CONTEXT
 
 
+def warm_up():
+    """Start the fork server now: it imports torch and tilepy (seconds) while the caller captures and lowers the
+    problem, instead of when the first candidate is checked."""
+    ctx = context()
+    if ctx.get_start_method() == "forkserver":
+        from multiprocessing import forkserver
+
+        with without_main():
+            forkserver.ensure_running()
+
+
 def limits_from(stage_timeout: float | dict | None) -> dict:
     if stage_timeout is None:
         return dict(DEFAULT_LIMITS)
