@@ -254,8 +254,9 @@ DECODE = [(16, 32, 8, 8192, 128, 1), (4, 32, 8, 32768, 128, 1), (16, 32, 8, 8192
           (8, 32, 8, 16384, 64, 1), (64, 32, 8, 2048, 128, 1)]
 DECODE_SPLITS = (1, 2, 3, 4, 8)   # the split counts timed beside the default (`attention.decode_splits`)
 # ring shapes timed beside the default (at the default split count), per head dim
-DECODE_VARIANTS = {64: (dict(STAGES=4), dict(STAGES=6), dict(BN=64, STAGES=6)),
-                   128: (dict(STAGES=3), dict(BN=64, STAGES=6))}
+DECODE_VARIANTS = {64: (dict(BN=128, STAGES=4), dict(BN=128, STAGES=6), dict(BN=64, STAGES=6),
+                        dict(BN=256, STAGES=2), dict(BN=256, STAGES=3)),
+                   128: (dict(BN=128, STAGES=3), dict(BN=64, STAGES=6))}
 
 
 def decode_row(b, h, hkv, skv, d, qlen, g, sweep=True):
@@ -290,9 +291,10 @@ def decode_row(b, h, hkv, skv, d, qlen, g, sweep=True):
         if s != splits and s <= -(-skv // 128):
             by_splits[s] = gbs(timeit(lambda s=s: attention.decode(q, k, v, o, lse, splits=s)))
     by_ring = {}
+    ring = attention.decode_ring(d, h // hkv * qlen, skv, splits)
     for cfg in (DECODE_VARIANTS[d] if sweep else ()):
         key = json.dumps(cfg, sort_keys=True)
-        if all(attention.DECODE_STAGES[d] == val if name == "STAGES" else val == 128 for name, val in cfg.items()):
+        if (cfg["BN"], cfg["STAGES"]) == ring:
             continue                      # the default ring: timed above
         o.fill_(float("nan"))
         attention.decode(q, k, v, o, lse, **cfg)
@@ -300,7 +302,7 @@ def decode_row(b, h, hkv, skv, d, qlen, g, sweep=True):
         by_ring[key] = {"rel_err": rel(o[:grp], ref),
                         "kv_GBs": gbs(timeit(lambda cfg=cfg: attention.decode(q, k, v, o, lse, **cfg)))}
     return {"batch": b, "heads": h, "kv_heads": hkv, "cache": skv, "head_dim": d, "qlen": qlen, "splits": splits,
-            "stages": attention.DECODE_STAGES[d], "kv_GBs_by_ring": by_ring,
+            "bn": ring[0], "stages": ring[1], "kv_GBs_by_ring": by_ring,
             "us": t * 1e6, "kv_GBs": gbs(t), "flash_kv_GBs": gbs(t_flash), "cudnn_kv_GBs": gbs(t_cudnn),
             "vs_flash": t_flash / t if t_flash else None, "vs_cudnn": t_cudnn / t if t_cudnn else None,
             "rel_err": err, "flash_note": flash_note, "cudnn_note": cudnn_note,

@@ -108,37 +108,81 @@ ERROR_ROWS = [  # batch, heads, kv heads, sq, skv, d, causal
     (1, 8, 2, 1000, 1000, 128, True), (2, 8, 8, 1024, 1024, 32, False)]
 
 
-def error_study(seeds=3):
-    """Max and RMS errors against float64 of the kernel (PROMOTE off / on) and eager, per shape and seed."""
+# the kernel variants of the error study: the preset, PROMOTE (the head products in chains of their own), LOLO /
+# PV_LOLO (the split's fourth, smallest term of S / of P V)
+ERROR_VARIANTS = {"preset": {}, "promote": dict(PROMOTE=True), "lolo": dict(LOLO=True), "pv_lolo": dict(PV_LOLO=True),
+                  "lolo_pv_lolo": dict(LOLO=True, PV_LOLO=True),
+                  "promote_lolo_pv_lolo": dict(PROMOTE=True, LOLO=True, PV_LOLO=True)}
+
+
+def error_study(seeds=3, head_dims=None, variants=None, identity_v=True):
+    """Max and RMS errors against float64 of eager and of the kernel's variants, per shape and seed; with
+    `identity_v` also rows whose V is the identity (128 keys, d 128: O = P, the softmax's own error, no P V
+    rounding), which tells the S / exp side from the P V side."""
     import torch
     import torch.nn.functional as F
 
     from stdlib_kernels import attention_fp32
 
+    variants = ERROR_VARIANTS if variants is None else variants
+    rows = [r for r in ERROR_ROWS if head_dims is None or r[5] in head_dims]
+    if identity_v:
+        rows += [(2, 8, 8, 256, 128, 128, False, "identity_v"), (2, 8, 8, 256, 128, 128, True, "identity_v")]
     out = []
-    for b, h, hkv, sq, sk, d, causal in ERROR_ROWS:
+    for b, h, hkv, sq, sk, d, causal, *kind in rows:
         for seed in range(seeds):
             g = torch.Generator(device="cuda").manual_seed(seed * 1000 + sq + d)
             q = torch.randn(b, h, sq, d, device="cuda", generator=g)
             k = torch.randn(b, hkv, sk, d, device="cuda", generator=g)
             v = torch.randn(b, hkv, sk, d, device="cuda", generator=g)
+            if kind:                      # V = I: O[i] = P[i, :] (sk == d)
+                v = torch.eye(sk, d, device="cuda").expand(b, hkv, sk, d).contiguous()
             gq = h // hkv
             ref = F.scaled_dot_product_attention(q.double(), k.double().repeat_interleave(gq, 1),
                                                  v.double().repeat_interleave(gq, 1), is_causal=causal)
-            row = {"shape": [b, h, hkv, sq, sk, d], "causal": causal, "seed": seed}
+            row = {"shape": [b, h, hkv, sq, sk, d], "causal": causal, "seed": seed, "kind": kind[0] if kind else ""}
             eager = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gq > 1)
-            for name, x in [("eager", eager)] + [(f"promote_{p}", None) for p in (False, True)]:
+            for name, x in [("eager", eager)] + [(n, None) for n in variants]:
                 if x is None:
                     x = torch.empty_like(q)
                     lse = torch.empty(b * h, sq, device="cuda")
                     attention_fp32.launch(q.view(-1, sq, d), k.view(-1, sk, d), v.view(-1, sk, d), x.view(-1, sq, d),
-                                          lse, causal=causal, PROMOTE=name.endswith("True"))
+                                          lse, causal=causal, **variants[name])
                 e = x.double() - ref
                 row[name] = {"max": float(e.abs().max()), "rms": float(e.pow(2).mean().sqrt())}
             out.append(row)
-            print(row["shape"], causal, seed, "  ".join(f"{n}: max {row[n]['max']:.3g} rms {row[n]['rms']:.3g}"
-                                                         for n in ("eager", "promote_False", "promote_True")),
-                  flush=True)
+            print(row["shape"], causal, row["kind"], seed, "  ".join(
+                f"{n}: max {row[n]['max']:.3g} ({row[n]['max'] / row['eager']['max']:.2f}) rms {row[n]['rms']:.3g}"
+                for n in ["eager"] + list(variants)), flush=True)
+    return out
+
+
+def variant_times(shapes=((8, 16, 16, 1024, 128, False), (8, 16, 16, 1024, 64, False)), variants=None):
+    """CUDA-graph times of the error study's variants (the split pass included) against eager."""
+    import torch
+    import torch.nn.functional as F
+    from timing import graph_seconds
+
+    from stdlib_kernels import attention_fp32
+
+    variants = ERROR_VARIANTS if variants is None else variants
+    def times(b, h, hkv, s, d, causal):
+        q, k, v = (torch.randn(b, n, s, d, device="cuda") for n in (h, hkv, hkv))
+        o = torch.empty_like(q)
+        lse = torch.empty(b * h, s, device="cuda")
+        qf, kf, vf, of = (x.view(-1, s, d) for x in (q, k, v, o))
+        row = {"shape": [b, h, hkv, s, d], "causal": causal,
+               "ms_eager": graph_seconds(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal)) * 1e3}
+        for name, c in variants.items():
+            row["ms_" + name] = graph_seconds(lambda c=c: attention_fp32.launch(qf, kf, vf, of, lse, causal=causal,
+                                                                                **c)) * 1e3
+        return row
+
+    out = []
+    for shape in shapes:
+        row = times(*shape)
+        out.append(row)
+        print(row, flush=True)
     return out
 
 
@@ -150,6 +194,8 @@ def main(argv=None):
     ap.add_argument("--sweep", action="store_true", help="also time the policy alternatives (SWEEP)")
     ap.add_argument("--quick", action="store_true", help="the suite's problems' rows only")
     ap.add_argument("--errors", action="store_true", help="the error study alone (no timing)")
+    ap.add_argument("--error-dims", default="", help="with --errors: only these head dims (comma list)")
+    ap.add_argument("--variant-times", action="store_true", help="with --errors: also time the variants")
     args = ap.parse_args(argv)
     props = torch.cuda.get_device_properties(0)
     g = torch.Generator(device="cuda").manual_seed(32)
@@ -157,7 +203,11 @@ def main(argv=None):
     if args.errors:
         res = {"device": props.name, "torch": torch.__version__, "cuda": torch.version.cuda, "date": date,
                "what": "max / RMS abs error against float64 (torch on the device) of eager fp32 SDPA and of "
-                       "attention_fp32 with PROMOTE off and on, fresh randn inputs", "rows": error_study()}
+                       "attention_fp32's variants (ERROR_VARIANTS), fresh randn inputs; kind identity_v: V = I",
+               "variants": ERROR_VARIANTS,
+               "rows": error_study(head_dims=[int(x) for x in args.error_dims.split(",") if x] or None)}
+        if args.variant_times:
+            res["times"] = variant_times()
         path = Path(args.out) / f"attention-fp32-errors-{props.name.replace(' ', '_')}.json"
         Path(args.out).mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(res, indent=1))

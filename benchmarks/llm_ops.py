@@ -94,6 +94,19 @@ LAYER_NORM_VARIANTS = ((512, False, 1, True, -1, True), (512, False, 1, True, -1
 RMSNORM_VARIANTS = ((512, -1, True), (512, -1, False), (512, 0, True), (512, 0, False), (256, -1, True))
 
 
+# rotary variants: launch_rotary keyword sets; every variant's output is checked. heads_per_block: blocks of that
+# many q or k heads (None: one block a token); EARLY_K: k loaded with q (neox); KVEC: k's vector width; stream:
+# rotary_*_stream on a grid of that many blocks per SM, MIN_BLOCKS its register bound
+ROTARY_VARIANTS = [dict(THREADS=128), dict(THREADS=256), dict(THREADS=64), dict(THREADS=32),
+                   dict(THREADS=128, EARLY_K=True), dict(THREADS=64, EARLY_K=True),
+                   dict(heads_per_block=8, THREADS=64), dict(heads_per_block=16, THREADS=64),
+                   dict(heads_per_block=32, THREADS=64), dict(heads_per_block=32, THREADS=128),
+                   dict(THREADS=256, KVEC=2), dict(stream=5, THREADS=128, MIN_BLOCKS=5)]
+# (measured slower on the H100, 2026-11-24 06:15, results/llm_ops-*-rotary-stream.json: the other stream
+# variants 50-74%, PREFETCH 50-51%, EARLY_K with KVEC 71-75%, blocks of 16 heads of 128 threads 70%)
+NEOX_ONLY = ("EARLY_K", "KVEC", "PREFETCH")       # the variants GPT-J's kernels do not have
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="smaller sizes (a smoke test)")
@@ -212,34 +225,24 @@ def main(argv=None):
         cs = torch.cat([ang.cos(), ang.sin()], dim=1).float()
         q, kk = rn(t, hq * hs), rn(t, hk * hs)
         nbytes = 2 * t * (hq + hk) * hs * 2 + t * 8 + t * hs * 4
-        # variants: (heads per block (None: one block a token), threads, k loaded with q (neox)); every variant's
-        # output is checked
-        # (heads per block, threads, EARLY_K, KVEC: k's vector width (None: the kernel's 8))
-        variants = ((None, 128, False, None), (None, 256, False, None), (None, 128, True, None), (8, 64, False, None),
-                    (16, 128, False, None), (32, 128, False, None), (4, 32, False, None), (None, 128, True, 4),
-                    (None, 256, True, 2), (None, 256, False, 2))
+        def label(v):
+            return ",".join(f"{k}={x}" if x is not True else k for k, x in v.items())
+
         for style, fn in (("neox", t_rotary_neox), ("gptj", t_rotary_gptj)):
             if not want(f"rotary_{style}"):
                 continue
             neox = style == "neox"
             rq, rk = fn(pos, q.double(), kk.double(), cs.double(), hs)
             err = 0.0
-            vs = [(hpb, th, ek, kv) for hpb, th, ek, kv in variants if neox or not (ek or kv)]
-
-            def extra(ek, kv):
-                return {**({"EARLY_K": True} if ek else {}), **({"KVEC": kv} if kv else {})}
-
-            for hpb, th, ek, kv in vs:
+            vs = [v for v in ROTARY_VARIANTS if neox or not any(n in v for n in NEOX_ONLY)]
+            for v in vs:
                 q2, k2 = q.clone(), kk.clone()
-                L.launch_rotary(pos, q2, k2, cs, hs, neox, heads_per_block=hpb, THREADS=th, **extra(ek, kv))
+                L.launch_rotary(pos, q2, k2, cs, hs, neox, **v)
                 err = max(err, rel(q2, rq.reshape(q2.shape)), rel(k2, rk.reshape(k2.shape)))
             cf = comp(fn)
             row(f"rotary_{style}", [t, hq, hk, hs], nbytes,
-                {(f"heads={hpb}," if hpb else "") + f"THREADS={th}" + (",EARLY_K" if ek else "")
-                 + (f",KVEC={kv}" if kv else ""):
-                 (lambda q2=q2, k2=k2, neox=neox, th=th, hpb=hpb, ek=ek, kv=kv: L.launch_rotary(
-                     pos, q2, k2, cs, hs, neox, heads_per_block=hpb, THREADS=th, **extra(ek, kv)))
-                 for hpb, th, ek, kv in vs},
+                {label(v): (lambda q2=q2, k2=k2, neox=neox, v=v: L.launch_rotary(pos, q2, k2, cs, hs, neox, **v))
+                 for v in vs},
                 lambda fn=fn: fn(pos, q, kk, cs, hs), cf and (lambda cf=cf: cf(pos, q, kk, cs, hs)), err)
 
     print(f"device: {props.name}; copy {copy_bw / 1e9:.0f} GB/s")

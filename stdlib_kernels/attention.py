@@ -417,6 +417,16 @@ POLICIES = {  # (head dim, shape class, causal)
 DECODE_STAGES = {64: 4, 128: 3}
 
 
+def decode_ring(d: int, rows: int, skv: int, splits: int) -> tuple[int, int]:
+    """(BN, STAGES) of `attention_decode`: at d = 64 with one consumer warpgroup, tiles of 256 keys in 2 stages
+    where the cache has a 256-key tile for every split (H100, 8 x 16384, 2 splits: K/V read at 2.78 TB/s against
+    2.75 for 128-key tiles in 4 stages, flash 2.77: results/attention-decode-d64-bn256-*.json); else 128-key
+    tiles in DECODE_STAGES[d] stages."""
+    if d == 64 and rows <= 64 and -(-skv // 256) >= splits:
+        return 256, 2
+    return 128, DECODE_STAGES[d]
+
+
 def shape_class(sq: int) -> str:
     """'short' (<= 1024 query rows: a few key tiles per block, the prologue and epilogue weigh) or 'long'."""
     return "short" if sq <= 1024 else "long"
@@ -509,7 +519,8 @@ def decode(q, k, v, o, lse, causal=False, scale=None, splits=None, num_sms=132, 
     group = bh // bhkv
     rows = group * qlen
     qp = q.reshape(bhkv, rows, d)         # (b, kv head, group, qlen) rows: the heads of a KV head are adjacent
-    params = {**dict(HEAD_DIM=d, BN=128, STAGES=DECODE_STAGES[d], CONSUMERS=1 if rows <= 64 else 2, QLEN=qlen,
+    bn, stages = decode_ring(d, rows, skv, splits or decode_splits(bhkv, rows, skv, d, num_sms))
+    params = {**dict(HEAD_DIM=d, BN=bn, STAGES=stages, CONSUMERS=1 if rows <= 64 else 2, QLEN=qlen,
                      CAUSAL=bool(causal), FALLBACK=needs_fallback(qp, k, v)), **constexprs}
     bn = params["BN"]
     tiles = tp.cdiv(skv, bn)

@@ -70,7 +70,9 @@ def attention_fp32(QH: tp.Tensor[tp.f32, "BH", "SQ", "D"], QL: tp.Tensor[tp.f32,
                    HEAD_DIM: tp.constexpr = 64, BN: tp.constexpr = 32, STAGES: tp.constexpr = 3,
                    CONSUMERS: tp.constexpr = 2, CAUSAL: tp.constexpr = False, GROUP: tp.constexpr = 1,
                    PBUF: tp.constexpr = 2, PROMOTE: tp.constexpr = False, PRODUCER_REGS: tp.constexpr = 24,
-                   CONSUMER_REGS: tp.constexpr = 240):
+                   CONSUMER_REGS: tp.constexpr = 240, LOLO: tp.constexpr = False, PV_LOLO: tp.constexpr = False):
+    """LOLO / PV_LOLO (opt-in, for the error study): also the fourth, smallest term of S (Q_lo K_lo^T) / of
+    P V (P_lo V_lo), first in its chain: the split's dropped term, 2^-22 of the operands' product."""
     BM = 64 * CONSUMERS
     DP = HEAD_DIM // 32                 # 32-column pieces of the head dimension (one swizzle atom of f32)
     SW = tp.Swizzle(3, 2, 3)
@@ -142,6 +144,9 @@ def attention_fp32(QH: tp.Tensor[tp.f32, "BH", "SQ", "D"], QL: tp.Tensor[tp.f32,
             if j < n_kv:
                 tp.mbarrier_wait(full[j % STAGES], j // STAGES)
                 sc = tp.zeros((BM, BN), tp.f32, layout=ACC_S)
+                if LOLO:
+                    for p in tp.static_range(DP):
+                        sc = tp.mma(q_lo[p], k_lo[(j % STAGES) * DP + p].T, sc)
                 for p in tp.static_range(DP):      # the small terms first
                     sc = tp.mma(q_lo[p], k_hi[(j % STAGES) * DP + p].T, sc)
                     sc = tp.mma(q_hi[p], k_lo[(j % STAGES) * DP + p].T, sc)
@@ -182,6 +187,8 @@ def attention_fp32(QH: tp.Tensor[tp.f32, "BH", "SQ", "D"], QL: tp.Tensor[tp.f32,
                 tp.mbarrier_arrive(pbar)                   # (a barrier over the consumers, then one arrival)
                 tp.mbarrier_wait(pbar, j)                  # every row of P is in shared memory
                 part = tp.zeros((BM, HEAD_DIM), tp.f32, layout=ACC_O)
+                if PV_LOLO:
+                    part = tp.mma(p_lo[j % PBUF], v_lo[j % STAGES].T, part)
                 part = tp.mma(p_lo[j % PBUF], v_hi[j % STAGES].T, part)
                 part = tp.mma(p_hi[j % PBUF], v_lo[j % STAGES].T, part)
                 if PROMOTE:

@@ -156,7 +156,7 @@ def _template(ctx, plan, group, q, k, v, is_causal, scale) -> LTensor:
             ("vh", (bhkv, d, skvp)), ("vl", (bhkv, d, skvp))))
     if plan == "decode":
         rows = group * sq
-        bn = 128
+        bn, _ = attention.decode_ring(d, rows, skv, attention.decode_splits(bhkv, rows, skv, d, NUM_SMS))
         tiles = -(-skv // bn)
         splits = attention.decode_splits(bhkv, rows, skv, d, NUM_SMS, bn)   # one wave (stdlib `decode`'s rule)
         chunk = -(-tiles // splits) * bn
@@ -186,8 +186,8 @@ def decode_params(t: AttentionTemplate) -> dict:
     from stdlib_kernels import attention
 
     rows = t.bh // t.bhkv * t.sq
-    return dict(HEAD_DIM=t.d, BN=128, STAGES=attention.DECODE_STAGES[t.d], CONSUMERS=1 if rows <= 64 else 2,
-                QLEN=t.sq, CAUSAL=t.causal)
+    bn, stages = attention.decode_ring(t.d, rows, t.skv, attention.decode_splits(t.bhkv, rows, t.skv, t.d, NUM_SMS))
+    return dict(HEAD_DIM=t.d, BN=bn, STAGES=stages, CONSUMERS=1 if rows <= 64 else 2, QLEN=t.sq, CAUSAL=t.causal)
 
 
 def decode_kernel(t: AttentionTemplate) -> str:

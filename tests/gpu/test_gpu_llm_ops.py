@@ -130,6 +130,36 @@ def test_rotary(neox, dtype, t, hq, hk, hs, rot, hpb, threads, request):        
         assert rel(qd, qi) < TOL[dtype] / 4 and rel(kd, ki) < TOL[dtype] / 4
 
 
+# rotary_*_stream: (tokens, q heads, k heads, head size, rot dim, blocks per SM, threads); 3000 tokens at 1-2
+# blocks per SM: 12-23 tokens a block
+STREAM_CASES = [(37, 32, 8, 128, 128, 2, 256), (3000, 32, 8, 128, 128, 1, 256), (5, 6, 1, 64, 32, 3, 128),
+                (3, 3, 3, 80, 80, 1, 64), (1, 1, 1, 16, 8, 2, 32)]
+
+
+@pytest.mark.parametrize("neox", [True, False])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("t,hq,hk,hs,rot,stream,threads", STREAM_CASES)
+def test_rotary_stream(neox, dtype, t, hq, hk, hs, rot, stream, threads, request):
+    """The streaming rotary kernels (a block loops over the tokens, the next position loaded ahead): every token
+    rotated once, the columns past rot untouched, against float64, out of place and in place."""
+    g = _gen(request)
+    pos = torch.randint(0, 4096, (t,), generator=g)
+    ang = torch.rand(4096, rot // 2, generator=g, dtype=torch.float64) * 6.3
+    cs = torch.cat([ang.cos(), ang.sin()], dim=1).float()
+    q, k = torch.randn(t, hq * hs, generator=g).to(dtype), torch.randn(t, hk * hs, generator=g).to(dtype)
+    ref_q, ref_k = L.ref_rotary(pos, q, k, cs, hs, neox)
+    qd, kd, cd, pd = q.to(DEV), k.to(DEV), cs.to(DEV), pos.to(DEV)
+    qo, ko = nan(q.shape, dtype), nan(k.shape, dtype)
+    L.launch_rotary(pd, qd, kd, cd, hs, neox, q_out=qo, k_out=ko, stream=stream, THREADS=threads)
+    torch.cuda.synchronize()
+    assert rel(qo.view(t, hq, hs)[..., :rot], ref_q.reshape(t, hq, hs)[..., :rot]) < TOL[dtype]
+    assert rel(ko.view(t, hk, hs)[..., :rot], ref_k.reshape(t, hk, hs)[..., :rot]) < TOL[dtype]
+    kw = {"PREFETCH": True} if neox else {}       # (neox: the next token's q / k loaded ahead too)
+    L.launch_rotary(pd, qd, kd, cd, hs, neox, stream=stream, THREADS=threads, **kw)          # in place
+    torch.cuda.synchronize()
+    assert rel(qd, ref_q) < TOL[dtype] and rel(kd, ref_k) < TOL[dtype]
+
+
 @pytest.mark.parametrize("rows", [1, 2])
 @pytest.mark.parametrize("m,n", [(64, 4096), (19, 1024), (5, 8192)])
 def test_row_sums_per_warp(m, n, rows, request):

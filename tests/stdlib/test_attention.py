@@ -208,6 +208,7 @@ DECODE_CASES = [
     (8, 1, 16, 700, 64, False, None),   # 128 packed rows: two consumer warpgroups; default split count
     (16, 1, 9, 300, 128, True, 2),      # 144 packed rows: two row blocks
     (4, 2, 3, 500, 64, True, 1),        # one split: the kernel writes o and lse itself (no merge)
+    (4, 1, 4, 1300, 64, True, 2),       # d 64, one warpgroup: 256-key tiles (decode_ring), the last one ragged
 ]
 
 
@@ -268,6 +269,18 @@ def test_decode_splits_fill_one_wave(bhkv, rows, skv, d, want):
     assert got == want
 
 
+@pytest.mark.parametrize("d,rows,skv,splits,want", [
+    (64, 4, 16384, 2, (256, 2)),     # the H100 decode row: 256-key tiles in 2 stages
+    (64, 128, 16384, 2, (128, 4)),   # two consumer warpgroups: 128-key tiles
+    (64, 16, 1030, 9, (128, 4)),     # fewer 256-key tiles than splits: keep the finer split
+    (128, 4, 16384, 2, (128, 3)),    # d 128: 128-key tiles in 3 stages
+])
+def test_decode_ring(d, rows, skv, splits, want):
+    bn, stages = attention.decode_ring(d, rows, skv, splits)
+    assert (bn, stages) == want
+    assert -(-skv // bn) >= splits or bn == 128
+
+
 def test_merge_weighs_each_split_by_its_share():
     """Two splits of one row, by hand: O = (e^l0 O0 + e^l1 O1) / (e^l0 + e^l1), lse = log(e^l0 + e^l1)."""
     o_parts = np.zeros((2, 1, 16, 128), np.float32)
@@ -321,7 +334,9 @@ def test_merge_all_splits_at_once(splits, rows, d):
                                         (attention.attention_merge, {}),
                                         (attention.attention_merge, attention.merge_params(4, 4, 128)),
                                         (attention.attention_merge, attention.merge_params(3, 20, 64)),
-                                        (attention.attention_decode, dict(HEAD_DIM=64, STAGES=6, QLEN=1))])
+                                        (attention.attention_decode, dict(HEAD_DIM=64, STAGES=6, QLEN=1)),
+                                        (attention.attention_decode, dict(HEAD_DIM=64, BN=256, STAGES=2, QLEN=4,
+                                                                          CAUSAL=True))])
 def test_verifier_proves_decode(kernel, cfg):
     tilepy_verify = pytest.importorskip("tilepy_verify")
     rep = tilepy_verify.verify(kernel, target="sm_90a", **cfg)

@@ -48,6 +48,8 @@ CASES = [
     (3, 3, 90, 33, 32, False, {}),                                    # one key past a tile
     (2, 1, 140, 140, 32, True, {}),
     (2, 1, 100, 150, 128, True, dict(PROMOTE=True)),                  # the head products in chains of their own
+    (2, 1, 100, 150, 128, True, dict(LOLO=True, PV_LOLO=True)),       # the splits' fourth terms too
+    (2, 2, 97, 70, 64, False, dict(LOLO=True)),
 ]
 
 
@@ -111,7 +113,8 @@ def test_presets_fit_a_block(d):
 @pytest.mark.parametrize("cfg", [dict(A.PRESETS[64], CAUSAL=False), dict(A.PRESETS[128], CAUSAL=True, GROUP=4),
                                  dict(A.PRESETS[32], CAUSAL=True, GROUP=2),
                                  dict(A.PRESETS[64], CAUSAL=True, STAGES=3, PBUF=1),
-                                 dict(A.PRESETS[64], CAUSAL=True, PROMOTE=True)])
+                                 dict(A.PRESETS[64], CAUSAL=True, PROMOTE=True),
+                                 dict(A.PRESETS[128], CAUSAL=False, LOLO=True, PV_LOLO=True)])
 def test_verifier_proves_the_kernel(cfg):
     tilepy_verify = pytest.importorskip("tilepy_verify")
     rep = tilepy_verify.verify(A.attention_fp32, target="sm_90a", **cfg)

@@ -171,6 +171,37 @@ def test_rotary_neox_early_k(t, hq, hk, hs, rot, kvec, threads):
     assert rel(q, ref_q) < TOL[torch.bfloat16] and rel(k, ref_k) < TOL[torch.bfloat16]
 
 
+@pytest.mark.parametrize("neox,prefetch", [(True, False), (True, True), (False, False)])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("t,hq,hk,hs,rot,stream,threads", [(7, 32, 8, 128, 128, 1, 256), (9, 6, 1, 64, 32, 1, 64),
+                                                           (5, 3, 3, 80, 80, 2, 32), (1, 1, 1, 16, 8, 1, 32)])
+def test_rotary_stream(neox, prefetch, dtype, t, hq, hk, hs, rot, stream, threads, monkeypatch):
+    """rotary_*_stream: a grid of fewer blocks than tokens (the interpreter's 132 "SMs" are patched down to 2 so
+    that a block loops over several tokens, the last ones past the grid's multiple), the next position (and with
+    PREFETCH the next q / k) loaded one iteration ahead: every token rotated once, columns past rot untouched."""
+    monkeypatch.setattr(L, "_num_sms", lambda x: 2)
+    g = torch.Generator().manual_seed(t * 100 + hq * 10 + hs + rot)
+    pos = torch.randint(0, 40, (t,), generator=g)
+    ang = torch.rand(40, rot // 2, generator=g, dtype=torch.float64) * 6.3
+    cs = torch.cat([ang.cos(), ang.sin()], dim=1).float()
+    q, k = torch.randn(t, hq * hs, generator=g).to(dtype), torch.randn(t, hk * hs, generator=g).to(dtype)
+    ref_q, ref_k = L.ref_rotary(pos, q, k, cs, hs, neox)
+    kw = {"PREFETCH": True} if prefetch else {}
+    qo, ko = torch.full_like(q, float("nan")), torch.full_like(k, float("nan"))
+    L.launch_rotary(pos, q, k, cs, hs, neox, q_out=qo, k_out=ko, stream=stream, THREADS=threads, **kw)
+    assert rel(qo.reshape(t, hq, hs)[..., :rot], ref_q.reshape(t, hq, hs)[..., :rot]) < TOL[dtype]
+    assert rel(ko.reshape(t, hk, hs)[..., :rot], ref_k.reshape(t, hk, hs)[..., :rot]) < TOL[dtype]
+    L.launch_rotary(pos, q, k, cs, hs, neox, stream=stream, THREADS=threads, **kw)     # in place
+    assert rel(q, ref_q) < TOL[dtype] and rel(k, ref_k) < TOL[dtype]
+
+
+def test_rotary_stream_refuses_head_blocks():
+    q = torch.zeros(2, 64)
+    with pytest.raises(ValueError, match="heads_per_block does not apply"):
+        L.launch_rotary(torch.zeros(2, dtype=torch.int64), q, q.clone(), torch.zeros(4, 64), 64, stream=1,
+                        heads_per_block=2)
+
+
 def test_rotary_styles_differ():
     """The two styles pair different elements: each one's reference disagrees with the other's kernel."""
     g = torch.Generator().manual_seed(1)
@@ -196,7 +227,10 @@ KERNEL_NAMES = ["silu_and_mul", "fused_add_rmsnorm", "layer_norm", "merge_attn_s
                             ("layer_norm", {"WARP_SUMS": True, "ROWS": 2}),
                             ("rotary_neox", {"EARLY_K": True, "KVEC": 4}),
                             ("rotary_neox", {"EARLY_K": True, "KVEC": 2, "THREADS": 256})]
-                         + [(n, dict(SPLIT=True, BHQ=8, BHK=8, THREADS=64)) for n in ("rotary_neox", "rotary_gptj")])
+                         + [(n, dict(SPLIT=True, BHQ=8, BHK=8, THREADS=64)) for n in ("rotary_neox", "rotary_gptj")]
+                         + [("rotary_neox_stream", {}), ("rotary_neox_stream", {"PREFETCH": True}),
+                            ("rotary_gptj_stream", {}), ("layer_norm", {"WARP_SUMS": True, "ONE_PASS": True}),
+                            ("layer_norm", {"WARP_SUMS": True, "ONE_PASS": True, "EVEN": True})])
 def test_verifies_clean_and_fast(name, params):
     kernel = L.KERNELS[name][L.tp.bf16]
     kernel._cache.clear()
@@ -224,6 +258,30 @@ def test_broken_pairing_is_caught(tmp_path):
     report = tv.verify(mod.rotary_neox)
     assert not report.ok
     assert any(f.check == "tag_assertion" and "x1 - x2" in str(f) for f in report.errors), str(report)
+
+
+@pytest.mark.parametrize("kernel,good,bad", [
+    ("rotary_neox_stream", "y2 = tp.load(K[t, 0:BHK, HALF:HALF + BHALF], layout=lkx)",
+     "y2 = tp.load(K[t + 1, 0:BHK, HALF:HALF + BHALF], layout=lkx)"),                 # k's half of the next token
+    ("rotary_neox_stream", "x2n = tp.load(Q[t + g, 0:BHQ, HALF:HALF + BHALF], layout=lx)",
+     "x2n = tp.load(Q[t + g, 0:BHQ, 1:1 + BHALF], layout=lx)"),                     # PREFETCH: one column off
+    ("rotary_gptj_stream", "y = tp.load(K[t, 0:BHK, 0:2 * BHALF], layout=lk).to(tp.f32)",
+     "y = tp.load(K[t, 0:BHK, 1:1 + 2 * BHALF], layout=lk).to(tp.f32)")])          # pairs straddling two pairs
+def test_broken_stream_pairing_is_caught(tmp_path, kernel, good, bad):
+    """The streaming kernels' pairing assertions are not vacuous: a seeded mis-pairing is reported."""
+    import importlib.util
+    from pathlib import Path
+
+    src = Path(L.__file__).read_text()
+    assert src.count(good) == 1
+    path = tmp_path / "broken_stream.py"
+    path.write_text(src.replace(good, bad))
+    spec = importlib.util.spec_from_file_location("broken_stream", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    report = tv.verify(getattr(mod, kernel), **({"PREFETCH": True} if "x2n" in good else {}))
+    assert not report.ok
+    assert any(f.check == "tag_assertion" for f in report.errors), str(report)
 
 
 @pytest.mark.parametrize("even", [True, False])
@@ -319,6 +377,9 @@ def test_row_sums_per_warp(m, n, rows):
         y = nan_like(x)
         L.launch_layer_norm(x, w, b, y, 1e-5, ROWS=rows, WARP_SUMS=ws)
         assert rel(y, L.ref_layer_norm(x, w, b, 1e-5)) < 1e-6
+        y1 = nan_like(x)                    # one pass: both sums per warp before the exchanges
+        L.launch_layer_norm(x, w, b, y1, 1e-5, ROWS=rows, WARP_SUMS=ws, ONE_PASS=True)
+        assert rel(y1, L.ref_layer_norm(x, w, b, 1e-5)) < 1e-6
         y2, ro = nan_like(x), nan_like(x)
         L.launch_fused_add_rmsnorm(x, r, w, y2, ro, 1e-6, WARP_SUMS=ws)
         ref_y, ref_r = L.ref_fused_add_rmsnorm(x, r, w, 1e-6)

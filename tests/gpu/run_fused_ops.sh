@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# One device call for the fused ops' variants (issue 16): the llm_ops rows of layer_norm / fused_add_rmsnorm
+# (WARP_SUMS) and both rotary styles (the streaming kernels, KVEC / EARLY_K), fp32 attention's d128 error study
+# (its variants against eager, V = I rows, the variants' times), the D = 64 decode row (BN 256 rings), then, side
+# by side, the streaming rotary GPU tests and compute-sanitizer memcheck + racecheck on
+# tests/gpu/sanitize_fused_ops.py and tests/gpu/sanitize_attention_fp32.py. Run from the repo root with the
+# kernels precompiled by the same NVRTC 13.0 (`TILEPY_HIP_CACHE=build/a5_thc python
+# tests/gpu/precompile_fused_ops.py`) and libcst's wheel in $WHL (default build/a3_whl); carry both.
+#   bash tests/gpu/run_fused_ops.sh [steps]   steps: a comma list of bench (OPS: the llm_ops rows), errors, decode,
+#   check (the stream tests and the sanitizers above), rows (GPU tests: layer_norm / rmsnorm / per-warp rows, the
+#   decode cases, the lowered d 64 SDPA decode), sandec (memcheck + racecheck on sanitize_attention.py --decode);
+#   default: bench,errors,decode,check
+set -uo pipefail
+python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site ${WHL:-build/a3_whl}/*.whl || exit 1
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 TILEPY_HIP_CACHE=${TILEPY_HIP_CACHE:-$PWD/build/a5_thc}
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+T0=$SECONDS
+steps=",${1:-bench,errors,decode,check},"
+has() { [[ $steps == *",$1,"* ]]; }
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
+if has bench; then
+  timeout 150 python3 benchmarks/llm_ops.py --ops ${OPS:-layer_norm,fused_add_rmsnorm,rotary_neox,rotary_gptj} \
+    --out "$OUT" > "$OUT/bench.log" 2>&1
+  echo "== llm_ops rc=$? at $((SECONDS - T0)) s"; grep -E "of copy|copy [0-9]|Error" "$OUT/bench.log" | cut -c1-1500
+fi
+if has errors; then
+  timeout 90 python3 benchmarks/attention_fp32.py --errors --error-dims 128 --variant-times --out "$OUT" \
+    > "$OUT/errors.log" 2>&1
+  echo "== fp32 errors rc=$? at $((SECONDS - T0)) s"; cut -c1-700 "$OUT/errors.log" | tail -20
+fi
+if has decode; then
+  timeout 45 python3 - > "$OUT/decode64.log" 2>&1 <<'PY'
+import json, os, sys, torch
+sys.path.insert(0, "benchmarks")
+import attention as AB
+g = torch.Generator(device="cuda").manual_seed(64)
+r = AB.decode_row(8, 32, 8, 16384, 64, 1, g)
+print(json.dumps(r))
+json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "decode": [r]},
+          open(os.path.join(os.environ.get("OUT", "/tmp/out"), "attention-decode-d64-bn256.json"), "w"), indent=1)
+PY
+  echo "== decode64 rc=$? at $((SECONDS - T0)) s"; tail -c 1200 "$OUT/decode64.log"; echo
+fi
+if has check; then   # side by side: correctness only, no timing
+  timeout 100 python3 -m pytest -q -p no:cacheprovider tests/gpu/test_gpu_llm_ops.py -k "stream" > "$OUT/tests.log" 2>&1 &
+  for tool in memcheck racecheck; do
+    for s in fused_ops attention_fp32; do
+      timeout 150 compute-sanitizer --tool $tool python3 tests/gpu/sanitize_$s.py > "/tmp/san_${tool}_$s.log" 2>&1 &
+    done
+  done
+  wait
+  echo "== tests at $((SECONDS - T0)) s"; tail -3 "$OUT/tests.log"; grep -E "^(FAILED|ERROR)" "$OUT/tests.log" | head
+  for f in /tmp/san_*.log; do
+    echo "== $f: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$f" | tail -1) $(tail -1 "$f" | cut -c1-200)"
+    grep -m5 -E "Error|Hazard|Invalid" "$f"
+  done > "$OUT/sanitize.log"
+  cat "$OUT/sanitize.log"
+fi
+if has rows || has sandec; then   # side by side: correctness only
+  has rows && timeout 200 python3 -m pytest -q -p no:cacheprovider tests/gpu/test_gpu_llm_ops.py \
+    tests/gpu/test_gpu_attention.py tests/gpu/test_gpu_lower_sdpa.py \
+    -k "layer_norm or rmsnorm or per_warp or decode and not attention_fwd and not 8192 and not 4100" > "$OUT/rows.log" 2>&1 &
+  for tool in $(has sandec && echo memcheck racecheck); do
+    timeout 200 compute-sanitizer --tool $tool python3 tests/gpu/sanitize_attention.py --decode > "/tmp/dec_$tool.log" 2>&1 &
+  done
+  wait
+  if has rows; then echo "== rows tests at $((SECONDS - T0)) s"; tail -3 "$OUT/rows.log"; grep -E "^(FAILED|ERROR)" "$OUT/rows.log" | head; fi
+  for f in /tmp/dec_*.log; do
+    [ -f "$f" ] && echo "== $f: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$f" | tail -1) $(tail -1 "$f" | cut -c1-200)"
+  done | tee "$OUT/sanitize_decode.log"
+fi
+echo "== done at $((SECONDS - T0)) s"
