@@ -241,6 +241,11 @@ POLICY_SWEEP = {  # bf16 out; constexprs over gemm_hopper.PRESETS (128x256, 4 st
     "64x128_s8_wait1_1consumer_splitk8_fix3": dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=8, CONSUMERS=1, INSTR=I128,
                                                    SPLIT_K=8, FIXUP=3),
     "128x128_s6_wait1_splitk2_fix3": dict(IN_FLIGHT=1, BN=128, STAGES=6, INSTR=I128, SPLIT_K=2, FIXUP=3),
+    # FIXUP=3 storing only the slot rows below M (SLOT_ROWS=1)
+    "64x128_s6_wait1_1consumer_splitk4_fix3_rows": dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=6, CONSUMERS=1,
+                                                        INSTR=I128, SPLIT_K=4, FIXUP=3, SLOT_ROWS=1),
+    "128x128_s6_wait1_splitk2_fix3_rows": dict(IN_FLIGHT=1, BN=128, STAGES=6, INSTR=I128, SPLIT_K=2, FIXUP=3,
+                                               SLOT_ROWS=1),
     "128x128_s5_wait0_splitk2_fix3": dict(IN_FLIGHT=0, BN=128, STAGES=5, INSTR=I128, SPLIT_K=2, FIXUP=3),
     "64x256_s4_wait1_1consumer_splitk8": dict(IN_FLIGHT=1, BM=64, BN=256, STAGES=4, CONSUMERS=1, INSTR=I256,
                                               SPLIT_K=8),

@@ -39,6 +39,12 @@ def b_layout(BK, BN, atom=64):
     return tp.Layout((BK, (atom, BN // atom)), (atom, (1, atom * BK)))
 
 
+def _rows(consumers):
+    """The rows of a (64 * consumers, N) wgmma accumulator as a 1-D register layout: thread l of a quad-row group
+    holds rows l // 4 and l // 4 + 8 of its warp's 16 (the same layout as attention's row statistics)."""
+    return tp.TVLayout((64 * consumers,), (4, 8, 4, consumers, 1), (2,), (((0, 1, 16, 64, 0), (8,)),), "wgmma.rows")
+
+
 def _min_blocks(c):
     return c["MIN_BLOCKS"]
 
@@ -171,7 +177,8 @@ def gemm_splitk(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"]
                 CONSUMERS: tp.constexpr = 1, INSTR: tp.constexpr = tp.nv.wgmma_m64n128k16_bf16,
                 SWIZZLE: tp.constexpr = tp.Swizzle(3, 3, 3), IN_FLIGHT: tp.constexpr = 1,
                 PRODUCER_REGS: tp.constexpr = 0, CONSUMER_REGS: tp.constexpr = 0, SPLIT_K: tp.constexpr = 4,
-                B_SWIZZLE: tp.constexpr = 0, FIXUP: tp.constexpr = 2, MIN_BLOCKS: tp.constexpr = 0):
+                B_SWIZZLE: tp.constexpr = 0, FIXUP: tp.constexpr = 2, MIN_BLOCKS: tp.constexpr = 0,
+                SLOT_ROWS: tp.constexpr = 0):
     """gemm_hopper's split-K with the reduction in the kernel: no zeroing pass before it and no rounding pass
     after it. Block (i, j, z) sums its share of the k-tiles of output tile t = i * grid_y + j (as gemm_hopper's
     SPLIT_K) and puts the partial tile in an f32 workspace, then takes a ticket on LOCKS[t] (an acq_rel atomic:
@@ -246,7 +253,13 @@ def gemm_splitk(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"]
             tp.store(LOCKS[t:t + 1], 0, mask=last)     # ready for the next call
         elif FIXUP == 3:                               # the slot alone: splitk_sum adds them up afterwards
             mine = (z * tp.num_blocks(0) + tp.block_id(0)) * BM
-            tp.store(WS[mine:mine + BM, n0:n0 + BN], acc)
+            if SLOT_ROWS:
+                # only the rows below M (a 16-row decode's 64-row slot is three quarters padding, which
+                # splitk_sum never reads)
+                rows = m0 + tp.arange(BM, layout=_rows(CONSUMERS))
+                tp.store(WS[mine:mine + BM, n0:n0 + BN], acc, mask=(rows < A.shape[0])[:, None])
+            else:
+                tp.store(WS[mine:mine + BM, n0:n0 + BN], acc)
         else:
             mine = (z * tp.num_blocks(0) + tp.block_id(0)) * BM
             tp.store(WS[mine:mine + BM, n0:n0 + BN], acc)
@@ -637,7 +650,8 @@ def _other_block(pol: dict, given: dict) -> bool:
 
 
 PERSISTENT_ONLY = ("GROUP_M",)                           # constexprs of gemm_persistent alone
-STEADY_ONLY = ("IN_FLIGHT", "SPLIT_K", "EPILOGUE", "B_SWIZZLE", "FIXUP", "MIN_BLOCKS")  # gemm_hopper / gemm_splitk's
+# constexprs of gemm_hopper / gemm_splitk alone
+STEADY_ONLY = ("IN_FLIGHT", "SPLIT_K", "EPILOGUE", "B_SWIZZLE", "FIXUP", "MIN_BLOCKS", "SLOT_ROWS")
 CLUSTER_ONLY = ("CLUSTER_M",)                            # gemm_cluster's (CLUSTER_M > 1 picks it)
 
 
@@ -668,7 +682,7 @@ def kernel_params(params: dict) -> dict:
                              f"grid and EPILOGUE 0 or 2; {bad} needs CLUSTER_M=1")
         return {k: v for k, v in params.items()
                 if k not in PERSISTENT_ONLY + ("IN_FLIGHT", "SPLIT_K", "B_SWIZZLE", "PERSISTENT", "NUM_SMS", "FIXUP",
-                                               "MIN_BLOCKS")}
+                                               "MIN_BLOCKS", "SLOT_ROWS")}
     params = {k: v for k, v in params.items() if k not in CLUSTER_ONLY}
     if not params.get("PERSISTENT"):
         if fixed_up(params):
@@ -678,7 +692,7 @@ def kernel_params(params: dict) -> dict:
                                  f"(workspace slots, summed by a second kernel), not {params['FIXUP']!r}")
             drop = PERSISTENT_ONLY + ("PERSISTENT", "NUM_SMS", "EPILOGUE")
         else:
-            drop = PERSISTENT_ONLY + ("PERSISTENT", "NUM_SMS", "FIXUP")
+            drop = PERSISTENT_ONLY + ("PERSISTENT", "NUM_SMS", "FIXUP", "SLOT_ROWS")
         return {k: v for k, v in params.items() if k not in drop}
     for k in STEADY_ONLY:
         v = params.get(k, 0)

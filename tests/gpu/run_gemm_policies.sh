@@ -177,3 +177,15 @@ for what in "$@"; do
       --sweep-shapes 256,4096,4096 200,4096,4096 2>&1 | grep -v "^  precompiled" | tail -60
   fi
 done
+# `g6rows`: FIXUP=3 storing only the slot rows below M (SLOT_ROWS=1) against the policy (JSON gemm-g6-rows-<device>.json),
+# then compute-sanitizer memcheck on it (a small ragged launch).
+for what in "$@"; do
+  if [[ $what == g6rows ]]; then
+    python3 benchmarks/gemm.py --only none --policies --no-b2b --precompile 16 --sweep-out bf16,f32 \
+      --name gemm-g6-rows --out "$OUT" --variants "_fix3_rows$" \
+      --sweep-shapes 16,4096,4096 200,4096,4096 2>&1 | grep -v "^  precompiled" | tail -20
+    compute-sanitizer --tool memcheck python3 tests/gpu/sanitize_gemm_policies.py --rows > "$OUT/sanitize_rows_memcheck.log" 2>&1
+    echo "== memcheck: rc=$? $(grep -E 'ERROR SUMMARY' "$OUT/sanitize_rows_memcheck.log" | tail -1)"
+    grep -m5 -E "Error|Invalid" "$OUT/sanitize_rows_memcheck.log"
+  fi
+done

@@ -41,8 +41,14 @@ if "--fixup" in sys.argv:   # the fix-up alone: twice each (the second call reus
     NEW, OLD = FIXUP + FIXUP, []
 if "--g6" in sys.argv:      # the two-blocks-per-SM variants alone, twice each
     NEW, OLD, FIXUP = G6 + G6, [], []
+# FIXUP=3 storing only the slot rows below M (SLOT_ROWS=1): 64 x 128 (M = 130: the last slot tile half outside M)
+# and 128 x 128 tiles
+ROWS = [dict(MB2, STAGES=6, MIN_BLOCKS=0, SPLIT_K=4, FIXUP=3, SLOT_ROWS=1),
+        dict(IN_FLIGHT=1, BN=128, STAGES=6, INSTR=I128, SPLIT_K=2, FIXUP=3, SLOT_ROWS=1)]
+if "--rows" in sys.argv:
+    NEW, OLD, FIXUP = ROWS + ROWS, [], []
 # --new: the variants added for the skinny/ragged shapes
-for extra in (NEW if {"--new", "--fixup", "--g6"} & set(sys.argv) else OLD + NEW + FIXUP + G6):
+for extra in (NEW if {"--new", "--fixup", "--g6", "--rows"} & set(sys.argv) else OLD + NEW + FIXUP + G6 + ROWS):
     for out in (torch.float32, torch.bfloat16):
         gemm_hopper.launch(a, b, torch.empty(130, 264, device=d, dtype=out), **{**P, **extra})
 for epi in (1, 2):
