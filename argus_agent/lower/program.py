@@ -147,9 +147,10 @@ def _plain_buffer(ctx: Context, t: LTensor):
     buf = ctx.whole_buffer(t)
     if buf is None:
         return None
-    # a half buffer is taken as it is only from a kernel that stores that type itself (stdlib attention)
+    # a half buffer is taken as it is only from a kernel that stores that type itself (stdlib attention, a
+    # realized value such as a bf16 matmul's result, whose Pointwise kernel may run as a GEMM's epilogue)
     if vals.compute_dtype(buf.dtype) != buf.dtype and not any(
-            isinstance(k, (ops_attention.AttentionTemplate, ops_moe.MoeTemplate)) and k.out is buf
+            isinstance(k, (ops_attention.AttentionTemplate, ops_moe.MoeTemplate, Pointwise)) and k.out is buf
             for k in ctx.kernels):
         return None
     return buf
