@@ -532,7 +532,7 @@ def check_linear_first(ctx, cond):
     return ctx.solver.check(full)
 
 
-QUICK_S = 0.3
+QUICK_S = 0.1
 _UNKNOWN = object()
 
 
