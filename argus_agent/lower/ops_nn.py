@@ -315,16 +315,16 @@ def _pool_reduce(ctx, kind, shape, window, fn, acc, base):
     return ctx.reduce(kind, shape, window, fn, acc, base=base)
 
 
-def _conv_igemm(ctx, x, w, shape, stride, padding, dilation, transposed, groups, tma=True):
+def _conv_igemm(ctx, x, w, shape, stride, padding, dilation, transposed, groups, tma=True, wphase=None):
     """The convolution as an implicit GEMM on the tensor cores (stdlib conv_igemm): the input read in place
     (no im2col buffer), the weight as B (G, Cout/G, Cin/G * kernel): in place for a direct convolution, a
     permuted copy for a transposed one. One TF32 pass where PyTorch's cuDNN takes TF32 for fp32 convolutions
-    (`torch.backends.cudnn.allow_tf32`, on by default), else 3xTF32 at fp32 accuracy."""
+    (`torch.backends.cudnn.allow_tf32`, on by default), else 3xTF32 at fp32 accuracy. `wphase`: conv_tma's B
+    is phase p of a weight buffer built for every phase of a transposed convolution (`_phases_weight_tma`)."""
     from stdlib_kernels import conv_igemm, conv_tma
 
     from .index import unflatten
-    prec = getattr(ctx, "precision", None)
-    conv_prec = prec.conv if prec is not None else ("tf32" if torch.backends.cudnn.allow_tf32 else "fp32")
+    conv_prec = _conv_precision(ctx)
     if conv_prec == "bf16":     # operands rounded to bf16 (exact in TF32), one TF32 pass: f32 accumulation
         from .precision import rounded_bf16
         x, w = rounded_bf16(ctx, x, "conv_in_bf16"), rounded_bf16(ctx, w, "conv_w_bf16")
@@ -335,7 +335,7 @@ def _conv_igemm(ctx, x, w, shape, stride, padding, dilation, transposed, groups,
     if (tma and CONV_TMA and conv_tma.applies(x.shape, w.shape, stride, dilation, groups, transposed)
             and (CONV_TMA_WSTRIDE or stride[-1] == 1)):
         return _conv_tma(ctx, xb, w, shape, stride, padding, dilation, groups, conv_prec == "fp32",
-                         copy=tma if isinstance(tma, tuple) else None)
+                         copy=tma if isinstance(tma, tuple) else None, wphase=wphase)
     geo = conv_igemm.geometry(x.shape, w.shape, shape, stride, padding, dilation, groups, transposed)
     if not transposed:
         wb = ctx.contiguous(w, "conv_w")
@@ -363,21 +363,35 @@ def _conv_igemm(ctx, x, w, shape, stride, padding, dilation, transposed, groups,
 # (the phased copy) on conv_igemm, ARGUS_CONV_TMA_PHASES=0 the transposed phases; both on since timed on the H100
 # (suite --runs 10, speedup over eager off -> on: level1/091 0.58 -> 0.87x, 097 0.50 -> 0.81x, 098 0.80 -> 0.83x,
 # level2/003 0.69 -> 0.78x, 010 0.69 -> 0.97x; 099 and 101 within 2%; level2/034 0.78 -> 0.66x: its 3-D phases
-# are small, and each phase's weight preparation is kernels of its own).
+# are small, and each phase's weight preparation was three kernels of its own, 36 launches in all; since then
+# one weight buffer serves every phase, 14 launches: not yet timed).
 CONV_TMA = os.environ.get("ARGUS_CONV_TMA", "1") == "1"
 CONV_TMA_WSTRIDE = os.environ.get("ARGUS_CONV_TMA_WSTRIDE", "1") == "1"
 CONV_TMA_PHASES = os.environ.get("ARGUS_CONV_TMA_PHASES", "1") == "1"
 
 
-def _conv_tma(ctx, xb, w, shape, stride, padding, dilation, groups, split, copy=None):
+def _conv_precision(ctx) -> str:
+    """fp32 / tf32 / bf16: what fp32 convolutions run at (the asked precision, else cuDNN's TF32 flag)."""
+    prec = getattr(ctx, "precision", None)
+    return prec.conv if prec is not None else ("tf32" if torch.backends.cudnn.allow_tf32 else "fp32")
+
+
+def _conv_tma(ctx, xb, w, shape, stride, padding, dilation, groups, split, copy=None, wphase=None):
     """The convolution on conv_tma: B (G, Cout/G, taps * CIGP) from the weight (a small reordering copy, zeros
     at the channels padded to BK), the template's host lines copy x channels-last before the GEMM (`copy`: the
-    (left padding, padded sizes) of a copy shared with other convolutions of x)."""
+    (left padding, padded sizes) of a copy shared with other convolutions of x). `wphase` = (buffer, p, K): B is
+    phase p of a (phases, G, Cout/G, K) buffer made once for every phase (w is then read for its shape only)."""
     from stdlib_kernels import conv_tma
 
     from .index import flatten, mod, unflatten
     geo = conv_tma.geometry(xb.shape, w.shape, shape, stride, padding, dilation, groups, copy)
     cig, cog = xb.shape[1] // groups, shape[1] // groups
+    if wphase is not None:
+        wall, p, K = wphase
+        out = ctx.add_buffer("conv", shape, torch.float32)
+        ctx.kernels.append(ConvTemplate(out, xb.buffer, wall, groups, cog, K, geo, split, ctx.note,
+                                        kernel="conv_tma", w_phase=p))
+        return buffer_tensor(out)
     ksz = list(w.shape[2:])
     cigp = geo["CIGP"]
     wbuf = ctx.contiguous(w, "conv_w").buffer
@@ -482,6 +496,9 @@ def _transposed_phases(ctx, x, w, shape, stride, padding, groups):
         if all(conv_tma.applies(x.shape, (Co, cig) + tuple(T for _, T, _, _ in dims), [1] * nsp, [1] * nsp,
                                 groups, False) for dims in live):
             copy = (tuple([0] * (3 - nsp) + pl), tuple([1] * (3 - nsp) + ext))
+    # conv_tma's B of every phase in one buffer (one kernel, one TF32 split), where no bf16 rounding comes first
+    wall = _phases_weight_tma(ctx, w, live, stride, groups, cig, cog) if copy and _conv_precision(ctx) != "bf16" \
+        else None
     parts = []
     for a, dims, ok in plans:
         if ok is None:
@@ -493,10 +510,15 @@ def _transposed_phases(ctx, x, w, shape, stride, padding, groups):
             grp = floordiv(co, cog)
             kc = [add(const(k0 + stride[d] * (T - 1)), ts[d] * (-stride[d])) for d, (k0, T, _, _) in enumerate(dims)]
             return w([add(ci, grp * cig), add(co, grp * (-cog))] + kc)
-        wb = ctx.contiguous(LTensor(tshape, w.dtype, wsub), "conv_wphase")
         pshape = (N, Co) + tuple(J for _, _, J, _ in dims)
         pads = [T - 1 - c for _, T, _, c in dims]
         # conv_tma on the shared copy where it applies, else conv_igemm (never a copy per phase)
+        if wall is not None:    # B from the buffer of every phase: the sub-kernel is read for its shape only
+            wph = (wall[0], len(parts), wall[1])
+            parts.append((a, _conv_igemm(ctx, x, LTensor(tshape, w.dtype, wsub), pshape, [1] * nsp, pads,
+                                         [1] * nsp, False, groups, tma=copy, wphase=wph)))
+            continue
+        wb = ctx.contiguous(LTensor(tshape, w.dtype, wsub), "conv_wphase")
         parts.append((a, _conv_igemm(ctx, x, wb, pshape, [1] * nsp, pads, [1] * nsp, False, groups, tma=copy)))
 
     def fn(c):
@@ -508,6 +530,36 @@ def _transposed_phases(ctx, x, w, shape, stride, padding, groups):
             v = ld if v is None else call("add", v, ld)
         return v if v is not None else vals.const(0.0, torch.float32)
     return LTensor(tuple(shape), torch.float32, fn)
+
+
+def _phases_weight_tma(ctx, w, live, stride, groups, cig, cog):
+    """conv_tma's B of every phase of a transposed convolution in one buffer (phases, G, Cout/G, K): phase p's
+    B[g, co, t * CIGP + ci] = w[g * cig + ci, co, k0 + s (T - 1 - t')] for tap t (t' its coordinates in the
+    phase's tap grid), zeros past the phase's taps (K is the largest phase's) and at the channels padded to
+    CIGP. One kernel and one TF32 split for all phases, where each phase had a sub-kernel copy, a reordering
+    and a split of its own. Returns (buffer, K)."""
+    from stdlib_kernels import conv_tma
+
+    from .index import flatten, mod, unflatten
+    wbuf = ctx.contiguous(w, "conv_w").buffer
+    taps = [[T for _, T, _, _ in dims] for dims in live]
+    cigp = conv_tma.geometry((1, cig * groups, 1), (cog * groups, cig, 1), None, 1, 0, 1, groups)["CIGP"]
+    K = max(math.prod(t) for t in taps) * cigp
+
+    def fn(c):
+        p, g, co, k = c
+        ci, t = mod(k, cigp), floordiv(k, cigp)
+        v = None
+        for i, dims in enumerate(live):
+            ts = unflatten(t, taps[i])
+            kc = [add(const(k0 + stride[d] * (T - 1)), ts[d] * (-stride[d])) for d, (k0, T, _, _) in enumerate(dims)]
+            pi = add(p, const(-i))
+            conds = (("ge0", pi), ("lt", pi, 1), ("lt", t, math.prod(taps[i])))
+            conds += (("lt", ci, cig),) if cigp > cig else ()
+            ld = vals.load(wbuf.name, flatten([add(ci, g * cig), co] + kc, w.shape), wbuf.dtype, conds)
+            v = ld if v is None else call("add", v, ld)
+        return v
+    return ctx.contiguous(LTensor((len(live), groups, cog, K), w.dtype, fn), "conv_wtma").buffer, K
 
 
 def _pool_windows(x, shape, kernel, stride, padding, dilation):

@@ -315,6 +315,7 @@ class ConvTemplate:
     what: str = ""
     kernel: str = "conv_igemm"
     epilogue: object = None     # a fused Pointwise kernel spec (fuse_epilogues), written instead of `out`
+    w_phase: int = -1           # >= 0: B is w[w_phase] of a (phases, G, Cout/G, K) weight shared by the phases
 
 
 def conv_igemm_ok(target: str, dtype: torch.dtype, npix: int, cig: int, cog: int, kvol: int, groups: int,
@@ -597,15 +598,23 @@ def render_conv(t: ConvTemplate, n: int, kname: str, out: Buffer, extra: list, d
     kp = -(-K // 4) * 4
     wh, wl = f"ws{n}_wh", f"ws{n}_wl"
     g = conv_igemm.phases(t.geometry) * t.groups   # B's rows: a PHASED weight holds one per phase and group
-    rows = g * cog
-    lines = [f"{wh} = torch.empty(({g}, {cog}, {kp}), dtype=torch.float32, device=dev)"]
-    if t.split:
-        lines.append(f"{wl} = torch.empty(({g}, {cog}, {kp}), dtype=torch.float32, device=dev)")
+    # a weight shared by the phases of a transposed convolution (w_phase >= 0): split once, each phase its slice
+    nw = t.w.numel // (g * cog * K) if t.w_phase >= 0 else 1
+    key = f"wtf32:{t.w.name}="
+    made = [d for d in (done if done is not None else ()) if d.startswith(key)] if t.w_phase >= 0 else []
+    rows = nw * g * cog
+    lines = []
+    if made:
+        wh, wl = made[0][len(key):].split(",")
     else:
-        wl = f"ws{n}_wl"
-        lines.append(f"{wl} = torch.empty(({g}, {cog}, {kp}), dtype=torch.float32, device=dev)")
-    lines.append(f"launch(split_tf32, ({-(-rows // 16)}, {-(-kp // 128)}), {t.w.name}.view({rows}, {K}), "
-                 f"{wh}.view({rows}, {kp}), {wl}.view({rows}, {kp}))")
+        lines.append(f"{wh} = torch.empty(({nw * g}, {cog}, {kp}), dtype=torch.float32, device=dev)")
+        lines.append(f"{wl} = torch.empty(({nw * g}, {cog}, {kp}), dtype=torch.float32, device=dev)")
+        lines.append(f"launch(split_tf32, ({-(-rows // 16)}, {-(-kp // 128)}), {t.w.name}.view({rows}, {K}), "
+                     f"{wh}.view({rows}, {kp}), {wl}.view({rows}, {kp}))")
+        if t.w_phase >= 0 and done is not None:
+            done.add(f"{key}{wh},{wl}")
+    if t.w_phase >= 0:
+        wh, wl = (f"{v}[{t.w_phase * g}:{(t.w_phase + 1) * g}]" for v in (wh, wl))
     params = conv_params(t)
     ov = t.geometry["OS"][0] * t.geometry["OS"][1] * t.geometry["OS"][2]
     xarg = t.x.name

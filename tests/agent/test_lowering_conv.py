@@ -122,7 +122,7 @@ TMA_PHASES = [
 def test_transposed_phases_share_one_channels_last_copy(name, make, xs, tf32, tmp_path, monkeypatch):
     """The output phases of a strided transposed convolution (direct unit-stride convolutions of one input,
     each with its own padding) run conv_tma on one channels-last copy padded by the largest phase padding:
-    one to_ndhwc launch, every phase reading it at its own offset."""
+    one to_ndhwc launch, every phase reading it at its own offset; their weights one buffer, split once."""
     from argus_agent.lower import ops_nn
 
     monkeypatch.setattr(ops_nn, "CONV_TMA_PHASES", True)      # the default; ARGUS_CONV_TMA_PHASES=0 turns it off
@@ -134,6 +134,9 @@ def test_transposed_phases_share_one_channels_last_copy(name, make, xs, tf32, tm
     if name == "convT2d_k4s2":      # phase paddings 1 and 0 per dim: offsets 0 and 1 into the copy
         assert len({k.geometry["OFF"] for k in convs}) > 1
     assert src.count("launch(to_ndhwc") == 1
+    # every phase's B in one weight buffer: one reordering kernel and one TF32 split for all phases
+    assert [k.w_phase for k in convs] == list(range(len(convs))) and len({k.w.name for k in convs}) == 1
+    assert src.count("launch(split_tf32,") == 1 and src.count("b_conv_wphase") == 0
     _close(out, ref, 1e-2 if tf32 else 1e-4)
 
 
