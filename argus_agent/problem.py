@@ -38,6 +38,23 @@ class Problem:
     base_inputs: list  # example inputs (after cpu scaling) that define the base shapes
     kept_sizes: set = field(default_factory=set)
     vary_shapes: bool = False
+    int_hi: list | None = None   # per input, the bound of drawn integers (from a `signature`), else None
+
+    def signature(self) -> dict | None:
+        """What a sandbox child needs of the base inputs, as JSON: each tensor's shape, dtype and integer bound,
+        each plain value; the kept sizes. None when a value would not survive JSON unchanged (then the child
+        calls get_inputs() itself)."""
+        rows = []
+        for x in self.base_inputs:
+            if isinstance(x, torch.Tensor):
+                hi = None if x.dtype.is_floating_point or x.dtype == torch.bool else \
+                    (int(x.max().item()) + 1 if x.numel() else 2)
+                rows.append(["tensor", list(x.shape), str(x.dtype).removeprefix("torch."), hi])
+            elif x is None or type(x) in (int, float, bool, str):
+                rows.append(["value", x])
+            else:
+                return None
+        return {"inputs": rows, "kept": sorted(self.kept_sizes), "vary": self.vary_shapes}
 
     @property
     def digest(self) -> str:
@@ -89,7 +106,7 @@ class Problem:
             elif dtype == torch.bool:
                 inputs.append((torch.rand(shape, generator=generator, device=at) < 0.5).to(device))
             else:
-                hi = int(base.max().item()) + 1 if base.numel() else 2
+                hi = self.int_hi[len(inputs)] if self.int_hi else (int(base.max().item()) + 1 if base.numel() else 2)
                 x = torch.randint(0, max(hi, 2), shape, generator=generator, dtype=dtype, device=at)
                 inputs.append(x.to(device))
         return inputs
@@ -112,9 +129,11 @@ def load_module(path: str | Path, name: str | None = None):
     return module
 
 
-def load_problem(path: str | Path, cpu: bool = True, cpu_scale: int = 1) -> Problem:
+def load_problem(path: str | Path, cpu: bool = True, cpu_scale: int = 1, signature: dict | None = None) -> Problem:
     """Load a KernelBench problem file. On the CPU (`cpu=True`) sizes are divided by `cpu_scale` (>= 1)
-    unless the file defines `get_cpu_inputs()`."""
+    unless the file defines `get_cpu_inputs()`. With the `signature` of the same problem loaded elsewhere
+    (`Problem.signature`), get_inputs() is not called and no Model is built here: the base inputs are shapes
+    on the meta device (a sandbox child draws its own inputs; it need not make the example ones at full size)."""
     path = Path(path)
     if not path.exists():
         raise ProblemError(f"{path}: no such file")
@@ -128,6 +147,12 @@ def load_problem(path: str | Path, cpu: bool = True, cpu_scale: int = 1) -> Prob
             raise ProblemError(f"{path}: KernelBench problems define `{attr}`; this file does not",)
     init_inputs = list(module.get_cpu_init_inputs() if cpu and hasattr(module, "get_cpu_init_inputs")
                        else module.get_init_inputs())
+    if signature is not None:
+        base = [torch.empty(r[1], dtype=getattr(torch, r[2]), device="meta") if r[0] == "tensor" else r[1]
+                for r in signature["inputs"]]
+        hi = [r[3] if r[0] == "tensor" else None for r in signature["inputs"]]
+        return Problem(path, source, module, path.stem, init_inputs, base, set(signature["kept"]),
+                       bool(signature["vary"]), hi)
     if cpu and hasattr(module, "get_cpu_inputs"):
         base = list(module.get_cpu_inputs())
     else:

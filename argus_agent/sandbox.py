@@ -189,7 +189,7 @@ def _child_work(job: dict, send, conn):
     from .problem import load_problem
 
     send(stage="build")
-    problem = load_problem(job["problem"], cpu=job["cpu"], cpu_scale=job["cpu_scale"])
+    problem = load_problem(job["problem"], cpu=job["cpu"], cpu_scale=job["cpu_scale"], signature=job["signature"])
     try:
         cand = load_candidate(job["source"], Path(job["work_dir"]))
     except CandidateError as e:
@@ -292,6 +292,7 @@ class Sandbox:
         self.warmup, self.runs = warmup, runs
         self.limits = limits_from(limits)
         self.device = "cuda" if gpu else "cpu"
+        self.signature = problem.signature()   # the child skips get_inputs() at full size
         self.ref = problem.make_model(seed).to(self.device)
         self.ref_state = {k: v.detach().clone() for k, v in self.ref.state_dict().items()}
         self.ref_ms: dict = {}   # shape text -> ms: the reference does not change between candidates
@@ -301,7 +302,7 @@ class Sandbox:
         return {"problem": self.problem_path, "cpu": self.cpu, "cpu_scale": self.cpu_scale, "source": source,
                 "work_dir": str(self.work_dir), "target": self.target, "gpu": self.gpu, "device": self.device,
                 "seed": self.seed, "stages": list(stages), "outputs": outputs, "trial_seed": trial_seed,
-                "n_shapes": N_SHAPES, "warmup": self.warmup, "runs": self.runs}
+                "n_shapes": N_SHAPES, "warmup": self.warmup, "runs": self.runs, "signature": self.signature}
 
     def check(self, source: str, *, trial_seed: int = 0, time_it: bool = True,
               stages=("build", "verify", "test")) -> SandboxResult:
