@@ -1,6 +1,7 @@
 """stdlib_kernels/sort.py on the GPU against torch.sort(stable=True) on the same device: values bit for bit,
 indices exactly, for every row-length class (several rows a block, one block a row of 8192, padding), float32
-and int32, ascending and descending; PICK (median / kthvalue) with torch.median's NaN rule."""
+and int32, ascending and descending; PICK (median / kthvalue) with torch.median's NaN rule (values: a line
+holding a NaN gives NaN; 2026-11-24 H100: CUDA's median indexes some NaN of the line, not always the first)."""
 
 import pytest
 import torch
@@ -43,7 +44,7 @@ def test_pick_is_torch_median(r, n):
     rv, ri = torch.median(x, dim=1)
     assert torch.equal(v[:, 0].isnan(), rv.isnan())
     assert torch.equal(v[:, 0].nan_to_num(), rv.nan_to_num())
-    # indices: torch's on NaN lines; on ties CUDA's median picks its own element, so compare the values there
+    # indices: where the value is (CUDA's median picks its own element among ties and among a line's NaNs; the
+    # CPU's index rule, the first NaN and the stable order's element, is tested on the interpreter)
+    assert torch.equal(x.gather(1, i).isnan(), v.isnan())
     assert torch.equal(x.gather(1, i).nan_to_num(), v.nan_to_num())
-    nan_rows = x.isnan().any(1)
-    assert torch.equal(i[nan_rows, 0], ri[nan_rows])
