@@ -2,18 +2,20 @@
 
 Each element becomes one int64 key: its value's 32 bits mapped to a signed integer of the same order (float
 bits: negative floats have all bits but the sign flipped, NaNs collapse to one NaN above +inf, -0.0 to +0.0;
-descending: the bitwise complement), shifted up 32 bits, with the element's position in the low 32 bits. Keys
-are distinct and ordered like (value, position), so sorting the keys is the stable sort torch.sort(stable=True)
-gives, NaN largest; positions past the row's end get the largest keys and sort last.
+descending: the bitwise complement), shifted up L bits, with the element's position (< 2^L) in the low L bits.
+Keys are distinct and ordered like (value, position), so sorting the keys is the stable sort
+torch.sort(stable=True) gives, NaN largest; positions past the row's end get the largest keys and sort last.
+Keys span at most 2^(31+L) <= 2^44 in magnitude, so the sum of two never overflows.
 
-The row padded to NP = 2^L elements is held as a (2, 2, ..., 2) register tile (L axes; axis a is bit L-1-a of
-the position), laid out so that position bits 0..VB-1 are each thread's values and the higher bits its thread
-id. A compare-exchange of the elements whose positions differ in bit j is then a min and a max over axis L-1-j
-(in-thread for j < VB, a warp shuffle for the next 5 bits, shared memory across warps above that) and a select:
-the tile keeps one shape, so the L(L+1)/2 stages are one unrolled loop over the same variable. The indices are
-the keys' low halves; the values are gathered from the row at those indices (their bits as they were: -0.0
-and NaN payloads stay). Rows of at most SORT_MAX = 8192 elements (the keys live in registers). PICK >= 0 stores
-only that position of each sorted row (median, kthvalue); with NAN_FIRST a row holding a NaN gives its first
+The rows padded to NP = 2^L elements are held as an (RB, 2, 2, ..., 2) register tile (RB rows a block; axis
+a >= 1 is bit L-a of the position), laid out so that position bits 0..VB-1 are each thread's values and the
+higher bits its thread id. A compare-exchange of the elements whose positions differ in bit j is then one sum
+over that axis (in-thread for j < VB, a warp shuffle for the next 5 bits, shared memory across warps above that)
+less the element's own key, which is the partner's key, then a min or max by the element's side: the tile keeps
+one shape, so the L(L+1)/2 stages are one unrolled loop over the same variable. The indices are the keys' low L
+bits; the values are gathered from the row at those indices (their bits as they were: -0.0 and NaN payloads
+stay). Rows of at most SORT_MAX = 8192 elements (the keys live in registers). PICK >= 0 stores only that
+position of each sorted row (median, kthvalue); with NAN_FIRST a row holding a NaN gives its first
 NaN instead (torch.median propagates NaN).
 
 The kernel reads and writes 32-bit patterns (`X`, `V`): a float32 row is passed as its int32 view
@@ -86,16 +88,16 @@ def sort_rows(X: tp.Tensor[tp.i32, "R", "N"], V: tp.Tensor[tp.i32, "R", "M"], I:
     if DESC:
         x = ~x
     x = tp.where(pos < X.shape[1], x, 2147483647)                        # padding: after every element
-    key = tp.reshape((x.to(tp.i64) << 32) | pos.to(tp.i64), (RB,) + bits(L), layout=tile)   # same slots
+    key = tp.reshape((x.to(tp.i64) << L) | pos.to(tp.i64), (RB,) + bits(L), layout=tile)   # same slots
     at = tp.reshape(pos, (RB,) + bits(L), layout=tile)
     for k in tp.static_range(1, L + 1):              # sorted runs of 2^k
         for t in tp.static_range(k):                 # partner: the position with bit k - 1 - t flipped
+            other = tp.sum(key, axis=L + 1 - k + t, keepdims=True) - key    # the partner's key (no overflow)
             key = tp.where((((at >> k) ^ (at >> (k - 1 - t))) & 1) == 0,     # ascending where bit k is 0
-                           tp.min(key, axis=L + 1 - k + t, keepdims=True),
-                           tp.max(key, axis=L + 1 - k + t, keepdims=True))
+                           tp.minimum(key, other), tp.maximum(key, other))
     rows = r0 + tp.arange(RB)
     if PICK < 0:
-        idx = tp.reshape(key, (RB, 1 << L), layout=flat) & 0xFFFFFFFF
+        idx = tp.reshape(key, (RB, 1 << L), layout=flat) & ((1 << L) - 1)
         if WRITE_I:                                  # (a sort whose indices nothing reads leaves I alone)
             tp.store(I[r0:r0 + RB, 0:1 << L], idx)
         tp.store(V[r0:r0 + RB, 0:1 << L], tp.load(X[(r0 + tp.arange(RB, layout=tp.blocked((RB,), THREADS)))
@@ -104,9 +106,9 @@ def sort_rows(X: tp.Tensor[tp.i32, "R", "N"], V: tp.Tensor[tp.i32, "R", "M"], I:
         keys = tp.reshape(key, (RB, 1 << L), layout=flat)
         one = tp.min(tp.where(pos == PICK, keys, 0x7FFFFFFFFFFFFFFF), axis=1, keepdims=True)
         if NAN_FIRST and FLOAT and not DESC:         # a row holding a NaN: its first NaN (torch.median)
-            nan = tp.min(tp.where((keys >> 32) == 0x7FC00000, keys, 0x7FFFFFFFFFFFFFFF), axis=1, keepdims=True)
+            nan = tp.min(tp.where((keys >> L) == 0x7FC00000, keys, 0x7FFFFFFFFFFFFFFF), axis=1, keepdims=True)
             one = tp.where(nan != 0x7FFFFFFFFFFFFFFF, nan, one)
-        one = one & 0xFFFFFFFF
+        one = one & ((1 << L) - 1)
         if WRITE_I:
             tp.store(I[r0:r0 + RB, 0:1], one)
         tp.store(V[r0:r0 + RB, 0:1], tp.load(X[rows[:, None] + 0 * one, one]))
