@@ -101,10 +101,15 @@ ROTARY_VARIANTS = [dict(THREADS=128), dict(THREADS=256), dict(THREADS=64), dict(
                    dict(THREADS=128, EARLY_K=True), dict(THREADS=64, EARLY_K=True),
                    dict(heads_per_block=8, THREADS=64), dict(heads_per_block=16, THREADS=64),
                    dict(heads_per_block=32, THREADS=64), dict(heads_per_block=32, THREADS=128),
-                   dict(THREADS=256, KVEC=2), dict(stream=5, THREADS=128, MIN_BLOCKS=5)]
+                   dict(THREADS=256, KVEC=2), dict(stream=5, THREADS=128, MIN_BLOCKS=5),
+                   dict(HALVES=True, heads_per_block=16, THREADS=64),
+                   dict(HALVES=True, heads_per_block=8, THREADS=64),
+                   dict(HALVES=True, heads_per_block=32, THREADS=128),
+                   dict(HALVES=True, heads_per_block=16, THREADS=128),
+                   dict(HALVES=True, THREADS=128), dict(HALVES=True, THREADS=256)]
 # (measured slower on the H100, 2026-11-24 06:15, results/llm_ops-*-rotary-stream.json: the other stream
 # variants 50-74%, PREFETCH 50-51%, EARLY_K with KVEC 71-75%, blocks of 16 heads of 128 threads 70%)
-NEOX_ONLY = ("EARLY_K", "KVEC", "PREFETCH")       # the variants GPT-J's kernels do not have
+NEOX_ONLY = ("EARLY_K", "KVEC", "PREFETCH", "HALVES")       # the variants GPT-J's kernels do not have
 
 
 def main(argv=None):

@@ -424,6 +424,72 @@ def _cols_of(tv):
     return tp.TVLayout(tv.tile[1:], tv.thread_shape, tv.value_shape, tv.strides[1:], "cols")
 
 
+def _as_halves(tv):
+    """The (rows, 2n) layout `tv` (8-wide vectors along the columns, the threads of a row first) seen as a
+    (rows, 2, n) tile of halves: the threads along a row split into (threads of a half, 2), so every thread and
+    value slot holds the element of the same row-major index (`tp.reshape(x, ..., layout=_as_halves(tv))` moves
+    no data) and column j's partner j + n is held by the lane 8 / ... threads over: a sum along axis 1 is one
+    shuffle."""
+    (rts, rvs), (cts, cvs) = tv.strides
+    tpr = tv.thread_shape[0]
+    if cvs[0] != 1 or cts[0] != tv.value_shape[0] or any(cts[1:]) or tpr % 2 or tpr * tv.value_shape[0] != tv.tile[1]:
+        raise ValueError(f"_as_halves: {tv} does not lay a row's columns over its first thread mode")
+    half = tpr // 2
+    zero_v = tuple(0 for _ in cvs)
+    return tp.TVLayout((tv.tile[0], 2, tv.tile[1] // 2), (half, 2) + tv.thread_shape[1:], tv.value_shape,
+                       (((0, 0) + rts[1:], rvs), ((0, 1) + tuple(0 for _ in cts[1:]), zero_v),
+                        ((cts[0], 0) + cts[1:], cvs)), "halves")
+
+
+@tp.kernel(threads=_threads)
+def rotary_neox_rows(POS: tp.Tensor[tp.i64, "T"], Q: tp.Tensor[tp.bf16, "T", "HQ", "HD"],
+                     K: tp.Tensor[tp.bf16, "T", "HK", "HD"], CS: tp.Tensor[tp.f32, "P", "ROT"],
+                     QO: tp.Tensor[tp.bf16, "T", "HQ", "HD"], KO: tp.Tensor[tp.bf16, "T", "HK", "HD"],
+                     HALF: tp.constexpr = 64, BHQ: tp.constexpr = 16, BHK: tp.constexpr = 8,
+                     THREADS: tp.constexpr = 64, SPLIT: tp.constexpr = True):
+    """neox rotary as `rotary_gptj` is laid out (for a power-of-two HALF): the rotated columns of each head loaded
+    as one (heads, 2 * HALF) tile in 16-byte vectors, seen as (heads, 2, HALF) halves (`_as_halves`, no data
+    moved); the partner of column j (j + HALF, or j - HALF) is (x_j + x_partner) - x_j, a sum along the halves
+    (one shuffle; exact for bf16 data), and out = x cos + partner (-sin, +sin), cos / sin gathered at j % HALF.
+    SPLIT: grid (T, q blocks + k blocks) of BHQ q heads or BHK k heads, as `rotary_gptj`."""
+    t = tp.block_id(0)
+    hb = tp.block_id(1) if SPLIT else 0
+    qb = tp.cdiv(Q.shape[1], BHQ) if SPLIT else 1
+    kb0 = qb if SPLIT else 0
+    hq0 = hb * BHQ
+    hk0 = (hb - kb0) * BHK
+    tp.tag(Q, lambda i, h, j: ("q", i, h, j))
+    tp.tag(K, lambda i, h, j: ("k", i, h, j))
+    lq = tp.blocked((BHQ, 2 * HALF), THREADS, vec=8)
+    lk = tp.blocked((BHK, 2 * HALF), THREADS, vec=8)
+    c = tp.arange(2 * HALF, layout=_cols_of(lq))[None, :]                   # the columns each thread holds
+    cj = tp.where(c < HALF, c, c - HALF)
+    sign = tp.where(c < HALF, -1.0, 1.0)
+    p = tp.load(POS[t:t + 1])
+    if hb < qb:
+        x = tp.load(Q[t, hq0:hq0 + BHQ, 0:2 * HALF], layout=lq).to(tp.f32)
+        tp.assert_tag(x, lambda t, cc: t[3] == cc, at=(c,), message="column c of the head at tile column c, q")
+        cos = tp.load(CS[p[:, None], cj], layout=_bcast(lq, (1, 2 * HALF)))
+        sin = tp.load(CS[p[:, None], cj + HALF], layout=_bcast(lq, (1, 2 * HALF))) * sign
+        x3 = tp.reshape(x, (BHQ, 2, HALF), layout=_as_halves(lq))
+        xp = tp.reshape(tp.sum(x3, axis=1, keepdims=True) - x3, (BHQ, 2 * HALF), layout=lq)   # the partner
+        # the partner is from the same token and head, HALF columns away (a reduction's tag stands for each
+        # reduced element: both halves' columns j and j + HALF)
+        tp.assert_tag(xp, lambda t: (t[0][1] == t[1][1] and t[0][2] == t[1][2] and t[0][3] % HALF == t[1][3] % HALF),
+                      message="neox halves, q")
+        tp.store(QO[t, hq0:hq0 + BHQ, 0:2 * HALF], x * cos + xp * sin)
+    if hb >= kb0:
+        y = tp.load(K[t, hk0:hk0 + BHK, 0:2 * HALF], layout=lk).to(tp.f32)
+        tp.assert_tag(y, lambda t, cc: t[3] == cc, at=(c,), message="column c of the head at tile column c, k")
+        kcos = tp.load(CS[p[:, None], cj], layout=_bcast(lk, (1, 2 * HALF)))
+        ksin = tp.load(CS[p[:, None], cj + HALF], layout=_bcast(lk, (1, 2 * HALF))) * sign
+        y3 = tp.reshape(y, (BHK, 2, HALF), layout=_as_halves(lk))
+        yp = tp.reshape(tp.sum(y3, axis=1, keepdims=True) - y3, (BHK, 2 * HALF), layout=lk)
+        tp.assert_tag(yp, lambda t: (t[0][1] == t[1][1] and t[0][2] == t[1][2] and t[0][3] % HALF == t[1][3] % HALF),
+                      message="neox halves, k")
+        tp.store(KO[t, hk0:hk0 + BHK, 0:2 * HALF], y * kcos + yp * ksin)
+
+
 @tp.kernel(threads=_threads)
 def rotary_gptj(POS: tp.Tensor[tp.i64, "T"], Q: tp.Tensor[tp.bf16, "T", "HQ", "HD"],
                 K: tp.Tensor[tp.bf16, "T", "HK", "HD"], CS: tp.Tensor[tp.f32, "P", "ROT"],
@@ -532,6 +598,7 @@ KERNELS = {
     "rotary_gptj": {tp.bf16: rotary_gptj, tp.f32: _f32(rotary_gptj)},
     "rotary_neox_stream": {tp.bf16: rotary_neox_stream, tp.f32: _f32(rotary_neox_stream)},
     "rotary_gptj_stream": {tp.bf16: rotary_gptj_stream, tp.f32: _f32(rotary_gptj_stream)},
+    "rotary_neox_rows": {tp.bf16: rotary_neox_rows, tp.f32: _f32(rotary_neox_rows)},
 }
 
 
@@ -633,6 +700,12 @@ def launch_rotary(positions, q, k, cos_sin_cache, head_size, is_neox=True, q_out
                              "apply (pass one of them)")
         heads_per_block, kw = 0, dict(kw)
         kw.setdefault("THREADS", 256)
+    rows = kw.pop("HALVES", False)
+    if rows:
+        if not is_neox:
+            raise ValueError("launch_rotary: HALVES is a neox layout (GPT-J pairs neighbours): drop it for GPT-J")
+        if stream:
+            raise ValueError("launch_rotary: HALVES and stream= are different kernels: pass one of them")
     if heads_per_block is None and not is_neox and "THREADS" not in kw:
         heads_per_block, kw = 16, dict(kw, THREADS=64)
     t = q.shape[0]
@@ -644,9 +717,14 @@ def launch_rotary(positions, q, k, cos_sin_cache, head_size, is_neox=True, q_out
         else k.shape[1]
     q_out = q if q_out is None else q_out
     k_out = k if k_out is None else k_out
-    style = ("rotary_neox" if is_neox else "rotary_gptj") + ("_stream" if stream else "")
+    if rows and (half & (half - 1) or half < 8):
+        rows = False                  # the row layout pairs column j with j + HALF for a power-of-two HALF >= 8
+    style = ("rotary_neox" if is_neox else "rotary_gptj") + ("_stream" if stream else "") + ("_rows" if rows else "")
     kern = KERNELS[style][_dtype(q)]
     c = dict(HALF=half, BHALF=_pow2(half, 4), BHQ=_pow2(hq, 1), BHK=_pow2(hk, 1))
+    if rows:
+        del c["BHALF"]
+        c["SPLIT"] = bool(heads_per_block)
     grid = (max(1, min(t, int(stream) * _num_sms(q))),) if stream else (t,)
     if heads_per_block:               # SPLIT: blocks of heads_per_block q or k heads, grid (T, q blocks + k blocks)
         c.update(BHQ=min(c["BHQ"], _pow2(heads_per_block, 1)), BHK=min(c["BHK"], _pow2(heads_per_block, 1)),

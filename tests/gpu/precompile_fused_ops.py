@@ -169,12 +169,25 @@ def decode_tests():
         run(bh, bhkv, qlen, sk, hd, causal, splits, **cfg)
 
 
+def halves_tests():
+    """tests/gpu/test_gpu_llm_ops.py's HALVES_CASES."""
+    from stdlib_kernels import llm_ops as L
+
+    for dtype in (torch.bfloat16, torch.float32):
+        for t, hq, hk, hs, rot, hpb, threads in ((37, 32, 8, 128, 128, 16, 64), (300, 32, 8, 128, 128, None, 128),
+                                                 (5, 6, 1, 64, 32, 2, 32), (3, 3, 3, 16, 16, 4, 32)):
+            q, k = torch.zeros(2, hq * hs, dtype=dtype), torch.zeros(2, hk * hs, dtype=dtype)
+            L.launch_rotary(torch.zeros(2, dtype=torch.int64), q, k, torch.zeros(4, rot), hs, True,
+                            heads_per_block=hpb, THREADS=threads, HALVES=True)
+
+
 if __name__ == "__main__":
     Kernel.run = _compile_instead
     t0 = time.time()
     steps = sys.argv[1].split(",") if len(sys.argv) > 1 else ["llm", "stream", "sanitize", "fp32", "decode"]
     fns = {"llm": llm_ops_rows, "stream": rotary_stream_tests, "sanitize": sanitize_cases,
-           "fp32": attention_fp32_cases, "decode": decode_d64, "rows": row_tests, "decode_tests": decode_tests}
+           "fp32": attention_fp32_cases, "decode": decode_d64, "rows": row_tests, "decode_tests": decode_tests,
+           "halves": halves_tests}
     for s in steps:
         fns[s]()
     failed = [v for v in SEEN.values() if v.startswith("FAILED")]

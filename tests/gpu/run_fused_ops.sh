@@ -8,7 +8,8 @@
 # tests/gpu/precompile_fused_ops.py`) and libcst's wheel in $WHL (default build/a3_whl); carry both.
 #   bash tests/gpu/run_fused_ops.sh [steps]   steps: a comma list of bench (OPS: the llm_ops rows), errors, decode,
 #   check (the stream tests and the sanitizers above), rows (GPU tests: layer_norm / rmsnorm / per-warp rows, the
-#   decode cases, the lowered d 64 SDPA decode), sandec (memcheck + racecheck on sanitize_attention.py --decode);
+#   decode cases, the lowered d 64 SDPA decode), sandec (memcheck + racecheck on sanitize_attention.py --decode),
+#   fused (the rotary stream / HALVES GPU tests and the fused ops' sanitizers alone);
 #   default: bench,errors,decode,check
 set -uo pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site ${WHL:-build/a3_whl}/*.whl || exit 1
@@ -68,5 +69,16 @@ if has rows || has sandec; then   # side by side: correctness only
   for f in /tmp/dec_*.log; do
     [ -f "$f" ] && echo "== $f: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$f" | tail -1) $(tail -1 "$f" | cut -c1-200)"
   done | tee "$OUT/sanitize_decode.log"
+fi
+if has fused; then   # the rotary GPU tests (stream, HALVES) and the fused ops' sanitizers alone, side by side
+  timeout 100 python3 -m pytest -q -p no:cacheprovider tests/gpu/test_gpu_llm_ops.py -k "stream or halves" > "$OUT/fused.log" 2>&1 &
+  for tool in memcheck racecheck; do
+    timeout 150 compute-sanitizer --tool $tool python3 tests/gpu/sanitize_fused_ops.py > "/tmp/fused_$tool.log" 2>&1 &
+  done
+  wait
+  echo "== fused tests at $((SECONDS - T0)) s"; tail -3 "$OUT/fused.log"; grep -E "^(FAILED|ERROR)" "$OUT/fused.log" | head
+  for tool in memcheck racecheck; do
+    echo "== fused_$tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "/tmp/fused_$tool.log" | tail -1) $(tail -1 "/tmp/fused_$tool.log" | cut -c1-200)"
+  done | tee -a "$OUT/fused.log"
 fi
 echo "== done at $((SECONDS - T0)) s"

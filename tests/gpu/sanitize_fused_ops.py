@@ -29,6 +29,8 @@ def run(device="cuda"):
                             stream=stream, THREADS=threads, MIN_BLOCKS=3 if threads == 256 else 0)
             if neox:
                 L.launch_rotary(pos, q, k, cs, hs, neox, stream=stream, THREADS=threads, PREFETCH=True)
+                for hpb, th in ((16, 64), (None, 128), (2, 32)):   # rotary_neox_rows: neox from whole heads
+                    L.launch_rotary(pos, q, k, cs, hs, neox, heads_per_block=hpb, THREADS=th, HALVES=True)
     pos = torch.randint(0, 64, (9,), device=device)
     cs = torch.randn(64, 128, device=device)
     q, k = torch.randn(9, 32 * 128, device=device).to(bf), torch.randn(9, 8 * 128, device=device).to(bf)

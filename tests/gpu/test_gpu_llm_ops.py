@@ -132,6 +132,9 @@ def test_rotary(neox, dtype, t, hq, hk, hs, rot, hpb, threads, request):        
 
 # rotary_*_stream: (tokens, q heads, k heads, head size, rot dim, blocks per SM, threads); 3000 tokens at 1-2
 # blocks per SM: 12-23 tokens a block
+# rotary_neox_rows: (tokens, q heads, k heads, head size, rot dim, heads a block, threads)
+HALVES_CASES = [(37, 32, 8, 128, 128, 16, 64), (300, 32, 8, 128, 128, None, 128), (5, 6, 1, 64, 32, 2, 32),
+                (3, 3, 3, 16, 16, 4, 32)]
 STREAM_CASES = [(37, 32, 8, 128, 128, 2, 256), (3000, 32, 8, 128, 128, 1, 256), (5, 6, 1, 64, 32, 3, 128),
                 (3, 3, 3, 80, 80, 1, 64), (1, 1, 1, 16, 8, 2, 32)]
 
@@ -156,6 +159,28 @@ def test_rotary_stream(neox, dtype, t, hq, hk, hs, rot, stream, threads, request
     assert rel(ko.view(t, hk, hs)[..., :rot], ref_k.reshape(t, hk, hs)[..., :rot]) < TOL[dtype]
     kw = {"PREFETCH": True} if neox else {}       # (neox: the next token's q / k loaded ahead too)
     L.launch_rotary(pd, qd, kd, cd, hs, neox, stream=stream, THREADS=threads, **kw)          # in place
+    torch.cuda.synchronize()
+    assert rel(qd, ref_q) < TOL[dtype] and rel(kd, ref_k) < TOL[dtype]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("t,hq,hk,hs,rot,hpb,threads", HALVES_CASES)
+def test_rotary_neox_halves(dtype, t, hq, hk, hs, rot, hpb, threads, request):
+    """rotary_neox_rows (launch_rotary(HALVES=True)): whole heads, the partner half by one shuffle; against float64,
+    out of place (columns past rot untouched) and in place."""
+    g = _gen(request)
+    pos = torch.randint(0, 4096, (t,), generator=g)
+    ang = torch.rand(4096, rot // 2, generator=g, dtype=torch.float64) * 6.3
+    cs = torch.cat([ang.cos(), ang.sin()], dim=1).float()
+    q, k = torch.randn(t, hq * hs, generator=g).to(dtype), torch.randn(t, hk * hs, generator=g).to(dtype)
+    ref_q, ref_k = L.ref_rotary(pos, q, k, cs, hs, True)
+    qd, kd, cd, pd = q.to(DEV), k.to(DEV), cs.to(DEV), pos.to(DEV)
+    qo, ko = nan(q.shape, dtype), nan(k.shape, dtype)
+    L.launch_rotary(pd, qd, kd, cd, hs, True, q_out=qo, k_out=ko, heads_per_block=hpb, THREADS=threads, HALVES=True)
+    torch.cuda.synchronize()
+    assert rel(qo.view(t, hq, hs)[..., :rot], ref_q.reshape(t, hq, hs)[..., :rot]) < TOL[dtype]
+    assert rel(ko.view(t, hk, hs)[..., :rot], ref_k.reshape(t, hk, hs)[..., :rot]) < TOL[dtype]
+    L.launch_rotary(pd, qd, kd, cd, hs, True, heads_per_block=hpb, THREADS=threads, HALVES=True)
     torch.cuda.synchronize()
     assert rel(qd, ref_q) < TOL[dtype] and rel(kd, ref_k) < TOL[dtype]
 

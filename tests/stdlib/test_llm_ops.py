@@ -195,6 +195,27 @@ def test_rotary_stream(neox, prefetch, dtype, t, hq, hk, hs, rot, stream, thread
     assert rel(q, ref_q) < TOL[dtype] and rel(k, ref_k) < TOL[dtype]
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("t,hq,hk,hs,rot,hpb,threads", [(3, 32, 8, 128, 128, 16, 64), (3, 32, 8, 128, 128, None, 128),
+                                                        (4, 6, 1, 64, 32, 2, 32), (2, 3, 3, 16, 16, 4, 32),
+                                                        (2, 3, 3, 80, 80, None, 64)])   # (HALF 40: the plain kernel)
+def test_rotary_neox_halves(dtype, t, hq, hk, hs, rot, hpb, threads):
+    """rotary_neox_rows (HALVES): heads loaded whole, the partner half through a sum along (heads, 2, HALF) halves:
+    the same result as the reference, out of place and in place; partial rotary leaves the rest."""
+    g = torch.Generator().manual_seed(t * 100 + hq + hs + rot)
+    pos = torch.randint(0, 40, (t,), generator=g)
+    ang = torch.rand(40, rot // 2, generator=g, dtype=torch.float64) * 6.3
+    cs = torch.cat([ang.cos(), ang.sin()], dim=1).float()
+    q, k = torch.randn(t, hq * hs, generator=g).to(dtype), torch.randn(t, hk * hs, generator=g).to(dtype)
+    ref_q, ref_k = L.ref_rotary(pos, q, k, cs, hs, True)
+    qo, ko = torch.full_like(q, float("nan")), torch.full_like(k, float("nan"))
+    L.launch_rotary(pos, q, k, cs, hs, True, q_out=qo, k_out=ko, heads_per_block=hpb, THREADS=threads, HALVES=True)
+    assert rel(qo.reshape(t, hq, hs)[..., :rot], ref_q.reshape(t, hq, hs)[..., :rot]) < TOL[dtype]
+    assert rel(ko.reshape(t, hk, hs)[..., :rot], ref_k.reshape(t, hk, hs)[..., :rot]) < TOL[dtype]
+    L.launch_rotary(pos, q, k, cs, hs, True, heads_per_block=hpb, THREADS=threads, HALVES=True)
+    assert rel(q, ref_q) < TOL[dtype] and rel(k, ref_k) < TOL[dtype]
+
+
 def test_rotary_stream_refuses_head_blocks():
     q = torch.zeros(2, 64)
     with pytest.raises(ValueError, match="heads_per_block does not apply"):
@@ -230,6 +251,7 @@ KERNEL_NAMES = ["silu_and_mul", "fused_add_rmsnorm", "layer_norm", "merge_attn_s
                          + [(n, dict(SPLIT=True, BHQ=8, BHK=8, THREADS=64)) for n in ("rotary_neox", "rotary_gptj")]
                          + [("rotary_neox_stream", {}), ("rotary_neox_stream", {"PREFETCH": True}),
                             ("rotary_gptj_stream", {}), ("layer_norm", {"WARP_SUMS": True, "ONE_PASS": True}),
+                            ("rotary_neox_rows", {}), ("rotary_neox_rows", dict(SPLIT=False, BHQ=32, THREADS=128)),
                             ("layer_norm", {"WARP_SUMS": True, "ONE_PASS": True, "EVEN": True})])
 def test_verifies_clean_and_fast(name, params):
     kernel = L.KERNELS[name][L.tp.bf16]
@@ -266,7 +288,11 @@ def test_broken_pairing_is_caught(tmp_path):
     ("rotary_neox_stream", "x2n = tp.load(Q[t + g, 0:BHQ, HALF:HALF + BHALF], layout=lx)",
      "x2n = tp.load(Q[t + g, 0:BHQ, 1:1 + BHALF], layout=lx)"),                     # PREFETCH: one column off
     ("rotary_gptj_stream", "y = tp.load(K[t, 0:BHK, 0:2 * BHALF], layout=lk).to(tp.f32)",
-     "y = tp.load(K[t, 0:BHK, 1:1 + 2 * BHALF], layout=lk).to(tp.f32)")])          # pairs straddling two pairs
+     "y = tp.load(K[t, 0:BHK, 1:1 + 2 * BHALF], layout=lk).to(tp.f32)"),           # pairs straddling two pairs
+    ("rotary_neox_rows", "x = tp.load(Q[t, hq0:hq0 + BHQ, 0:2 * HALF], layout=lq).to(tp.f32)",
+     "x = tp.load(Q[t, hq0:hq0 + BHQ, 1:1 + 2 * HALF], layout=lq).to(tp.f32)"),      # the window one column off
+    ("rotary_neox_rows", "yp = tp.reshape(tp.sum(y3, axis=1, keepdims=True) - y3",
+     "yp = tp.reshape(tp.sum(y3, axis=2, keepdims=True) - y3")])                     # summed along the half
 def test_broken_stream_pairing_is_caught(tmp_path, kernel, good, bad):
     """The streaming kernels' pairing assertions are not vacuous: a seeded mis-pairing is reported."""
     import importlib.util
