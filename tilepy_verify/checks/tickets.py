@@ -159,7 +159,8 @@ def nonlinear_lemmas(*terms, limit=MAX_LEMMAS) -> list:
 
     for i, (x1, y) in enumerate(plist2):  # x == y * (x // y) + x % y, linearly between two dividends
         out += _cached("r", (x1, y), lambda x1=x1, y=y: [
-            _implies(cmp(">", y, 0), AND(cmp(">=", BinOp("%", x1, y), 0), cmp("<", BinOp("%", x1, y), y)))])
+            _implies(cmp(">", y, 0), AND(cmp(">=", BinOp("%", x1, y), 0), cmp("<", BinOp("%", x1, y), y))),
+            _implies(AND(cmp(">", y, 0), cmp(">=", x1, 0)), cmp("<=", BinOp("%", x1, y), x1))])
         for x2, y2 in plist2[i + 1:]:
             if y2 == y:
                 out += _cached("xy", (x1, x2, y), lambda x1=x1, x2=x2, y=y: xy(x1, x2, y))
@@ -553,6 +554,27 @@ def _quick(ctx, cond):
     finally:
         solver.timeout_s = saved
         solver._set_timeout(saved)
+
+
+def each_unsat_by_abstraction(ctx, terms) -> bool:
+    """True when every term of `terms` holds a product or run-time division and its own linear abstraction
+    with its lemmas is unsatisfiable (then none has a model). False says nothing: a term that is linear
+    already (the solver settles it as it is), an abstraction with a model or an unknown answer. Each term gets
+    its own lemmas (the disjunction of many, in one query, would pass MAX_LEMMAS and lose some)."""
+    from ..vc import SolverUnknown
+
+    for t in terms:
+        if t is False:
+            continue
+        lemmas = nonlinear_lemmas(t)
+        if not lemmas:
+            return False
+        try:
+            if ctx.solver.check(linear_abstraction(ctx, AND(t, *lemmas)), small=False) is not None:
+                return False
+        except SolverUnknown:
+            return False
+    return True
 
 
 def none_linear(ctx, conds) -> bool:
