@@ -517,7 +517,7 @@ def _topk(ctx, node, x, k, dim=-1, largest=True, sorted=True):
         raise NotImplementedError("topk of a 0-d tensor")
     if k > TOPK_MAX:
         # the first k of the line sorted stably (descending for the largest: NaN first, ties by first index)
-        if n > SORT_MAX:
+        if n > SORT_MAX and x.dtype not in _SORT_AS:
             raise NotImplementedError(f"topk with k = {k} > {TOPK_MAX} of a line of {n} elements (the sorted "
                                       f"line's first k; sort takes lines of at most {SORT_MAX})")
         values, index = _sort(ctx, None, x, d, descending=largest)
@@ -648,13 +648,128 @@ def sorted_rows(ctx, x, d, descending=False, pick=-1, nan_first=False, indices=T
     def row(c):
         oc = unflatten(c[0], other) if other else []
         return vals.cast(x(list(oc[:d]) + [c[1]] + list(oc[d:])), kdt)
-    xb = ctx.contiguous(LTensor((R, n), kdt, row), "sort_in")
+    vb, ib = _sort_matrix(ctx, LTensor((R, n), kdt, row), descending, pick, nan_first, indices)
+    return vb, ib, other
+
+
+def _sort_matrix(ctx, rows: LTensor, descending=False, pick=-1, nan_first=False, indices=True):
+    """(values, indices) Buffers of the (R, N) rows (float32 or int32) sorted by one SortTemplate launch (the rows
+    copied into a buffer of their own unless they are one already)."""
+    R, n = rows.shape
+    xb = ctx.contiguous(rows, "sort_in")
     m = n if pick < 0 else 1
-    vb = ctx.add_buffer("sorted", (R, m), kdt)
+    vb = ctx.add_buffer("sorted", (R, m), rows.dtype)
     ib = ctx.add_buffer("sort_idx", (R, m), torch.int64)
     ctx.kernels.append(SortTemplate(vb, ib, xb.buffer, R, n, bool(descending), pick, nan_first, ctx.note,
                                     indices))
-    return vb, ib, other
+    return vb, ib
+
+
+def _merge_sorted(ctx, x, d, descending=False):
+    """(values, indices) of x sorted along d for lines longer than the bitonic kernel's rows (float32-keyable
+    types): the line cut into runs of SORT_MAX (and a shorter last one), each sorted by the kernel, then merged
+    pairwise through global memory. A merge of sorted runs A (la) and B (lb), A's elements earlier in the line,
+    computes each output position p by the merge path: i = how many of the first p outputs come from A is the
+    largest i in [max(0, p - lb), min(p, la)] with i == 0, p - i == lb or A[i-1] <= B[p-i] (a binary search,
+    two gathers a round); the output is A[i] if A[i] <= B[p-i] (ties: A first, which keeps the sort stable), else
+    B[p-i]. NaN is the largest value (first when descending), as in the kernel. O(n log n) a merge level; None
+    where the kernel does not apply."""
+    from stdlib_kernels.sort import SORT_MAX as ROW_MAX
+
+    from .index import flatten, unflatten
+    from .ops_views import _load_at
+
+    n = x.shape[d]
+    kdt = _SORT_AS.get(x.dtype)
+    if kdt is None or n <= ROW_MAX or x.numel >= 2**31:
+        return None
+    other = x.shape[:d] + x.shape[d + 1:]
+    R = x.numel // n
+    q, rem = divmod(n, ROW_MAX)
+    i64 = torch.int64
+
+    def piece(count, length, start):      # rows (R * count, length): run c of line r at row r * count + c
+        def g(c):
+            rr = c[0]
+            r, run = (rr // count, rr % count) if count > 1 else (rr, const(0))
+            oc = unflatten(r, other) if other else []
+            pos = run * length + c[1] + start
+            return vals.cast(x(list(oc[:d]) + [pos] + list(oc[d:])), kdt)
+        return _sort_matrix(ctx, LTensor((R * count, length), kdt, g), descending)
+
+    runs = []     # (values LTensor-buffer, indices buffer tensor, row of line r, first line position, length)
+    vb, ib = piece(q, ROW_MAX, 0)
+    for c in range(q):
+        runs.append((buffer_tensor(vb), buffer_tensor(ib), (lambda r, c=c: r * q + c), c * ROW_MAX, ROW_MAX))
+    if rem:
+        vb, ib = piece(1, rem, q * ROW_MAX)
+        runs.append((buffer_tensor(vb), buffer_tensor(ib), (lambda r: r), q * ROW_MAX, rem))
+    acc = vals.compute_dtype(kdt)
+
+    def i(v):
+        return vals.const(v, i64)
+
+    def le(a, b):      # a <= b in the sort's order: b does not come strictly before a
+        before = call("gt" if descending else "lt", b, a)
+        if acc.is_floating_point:   # NaN the largest: last ascending, first descending
+            nan_a, nan_b = call("ne", a, a), call("ne", b, b)
+            before = call("or", before, call("and", nan_b, call("eq", a, a), dtype=torch.bool) if descending
+                          else call("and", nan_a, call("eq", b, b), dtype=torch.bool), dtype=torch.bool)
+        return call("logical_not", before, dtype=torch.bool)
+
+    def at(run, r, pos):
+        V, _, row, _, length = run
+        pos = call("maximum", call("minimum", pos, i(length - 1), dtype=i64), i(0), dtype=i64)
+        return vals.cast(_load_at(V, [row(r), None], [(1, pos)]), acc)
+
+    def merge(A, B):
+        la, lb = A[4], B[4]
+        rounds = max(1, math.ceil(math.log2(min(la, lb) + 2)))
+
+        def take(c):          # i: how many of the first p outputs come from A
+            r, p = c[0], vals.index_value(c[1])
+            lo = call("maximum", call("sub", p, i(lb), dtype=i64), i(0), dtype=i64)
+            hi = call("minimum", p, i(la), dtype=i64)
+            for _ in range(rounds):    # the largest i in [lo, hi] with g(i); g(lo) holds
+                mid = call("floordiv", call("add", call("add", lo, hi, dtype=i64), i(1), dtype=i64), i(2), dtype=i64)
+                j = call("sub", p, mid, dtype=i64)
+                ok = call("or", call("eq", j, i(lb)), le(at(A, r, call("sub", mid, i(1), dtype=i64)), at(B, r, j)),
+                          dtype=torch.bool)
+                ok = call("and", ok, call("lt", lo, hi), dtype=torch.bool)
+                lo = call("where", ok, mid, lo, dtype=i64)
+                hi = call("where", call("or", ok, call("ge", lo, hi), dtype=torch.bool), hi,
+                          call("sub", mid, i(1), dtype=i64), dtype=i64)
+            j = call("sub", p, lo, dtype=i64)
+            from_a = call("and", call("lt", lo, i(la)), call("or", call("eq", j, i(lb)), le(at(A, r, lo), at(B, r, j)),
+                                                              dtype=torch.bool), dtype=torch.bool)
+            return call("where", from_a, lo, call("add", i(la), j, dtype=i64), dtype=i64)
+        src = ctx.realize(LTensor((R, la + lb), i64, take), "merge_src")
+
+        def pick(c, what):
+            r = c[0]
+            s_ = src([r, c[1]])
+            in_a = call("lt", s_, i(la))
+            if what == "v":
+                return call("where", in_a, at(A, r, s_), at(B, r, call("sub", s_, i(la), dtype=i64)), dtype=acc)
+            ia = vals.cast(_load_at(A[1], [A[2](r), None], [(1, call("minimum", s_, i(la - 1), dtype=i64))]), i64)
+            jb = call("maximum", call("sub", s_, i(la), dtype=i64), i(0), dtype=i64)
+            ib_ = vals.cast(_load_at(B[1], [B[2](r), None], [(1, call("minimum", jb, i(lb - 1), dtype=i64))]), i64)
+            return call("where", in_a, call("add", ia, i(A[3]), dtype=i64), call("add", ib_, i(B[3]), dtype=i64),
+                        dtype=i64)
+        mv = ctx.realize(LTensor((R, la + lb), kdt, lambda c: vals.cast(pick(c, "v"), kdt)), "merged")
+        mi = ctx.realize(LTensor((R, la + lb), i64, lambda c: pick(c, "i")), "merged_idx")
+        return (mv, mi, (lambda r: r), 0, la + lb)
+
+    while len(runs) > 1:
+        runs = [merge(runs[k], runs[k + 1]) if k + 1 < len(runs) else runs[k] for k in range(0, len(runs), 2)]
+    V, I, _, _, _ = runs[0]
+
+    def back(t, dtype):
+        def f(c):
+            r = flatten(list(c[:d]) + list(c[d + 1:]), other) if other else const(0)
+            return vals.cast(t([r, c[d]]), dtype)
+        return LTensor(x.shape, dtype, f)
+    return back(V, x.dtype), back(I, i64)
 
 
 def _bitonic(ctx, x, d, descending=False, pick=-1, nan_first=False, indices=True):
@@ -681,9 +796,11 @@ def _bitonic(ctx, x, d, descending=False, pick=-1, nan_first=False, indices=True
 @register("aten.sort")
 def _sort(ctx, node, x, dim=-1, descending=False, *, stable=None):
     """(values, indices) of x sorted along `dim` (stable: equal elements keep their order; NaN the largest, as
-    torch): each element's rank is the count of elements before it in that order (a reduction over the line),
-    the index at position p the one element of rank p (a second reduction), the values a gather there. O(n^2)
-    per line of n: correct, not fast; lines longer than SORT_MAX are refused."""
+    torch). float32 / float16 / bfloat16 / int32 / int8 / bool: the stdlib bitonic row sort (`_bitonic`), lines
+    longer than its rows in sorted runs merged pairwise (`_merge_sorted`). Otherwise (float64, int64) each
+    element's rank is the count of elements before it in that order (a reduction over the line), the index at
+    position p the one element of rank p (a second reduction), the values a gather there: O(n^2) per line,
+    correct, not fast; such lines longer than SORT_MAX are refused."""
     from .ops_views import _load_at
 
     rank = len(x.shape)
@@ -692,6 +809,8 @@ def _sort(ctx, node, x, dim=-1, descending=False, *, stable=None):
     d = dim + rank if dim < 0 else dim
     n = x.shape[d]
     fast = _bitonic(ctx, x, d, descending, indices=node is None or not _unused_output(node, 1))
+    if fast is None:
+        fast = _merge_sorted(ctx, x, d, descending)
     if fast is not None:
         return fast
     if n > SORT_MAX:

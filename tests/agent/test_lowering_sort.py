@@ -148,14 +148,15 @@ def test_quantile_matches_float64(tmp_path):
     assert torch.allclose(out.double(), ref, atol=1e-6, rtol=1e-6)
 
 
-def test_long_lines_past_the_kernel_keep_the_rank_form(tmp_path):
+def test_a_line_just_past_the_kernel_is_two_runs_and_a_merge(tmp_path):
     from stdlib_kernels.sort import SORT_MAX
 
-    x = torch.randn(2, SORT_MAX + 5)
-    from argus_agent.lower import lower_model
-
-    prog = lower_model(Fn(lambda x: torch.sort(x, dim=-1).values), [x], "cpu")
-    assert not _sorts(prog)
+    x = _ties((2, SORT_MAX + 5), seed=10)
+    prog, (v, i) = _run(lambda x: torch.sort(x, dim=-1, stable=True), [x], tmp_path, "sort_long")
+    assert len(_sorts(prog)) == 2
+    rv, ri = torch.sort(x, dim=-1, stable=True)
+    _same(v, rv)
+    assert torch.equal(i, ri)
 
 
 @pytest.mark.parametrize("dtype, dim, keepdim", [(torch.float32, 1, False), (torch.float32, 0, True),
@@ -173,3 +174,36 @@ def test_mode_on_the_sort_is_the_smallest_most_frequent_value_at_its_last_index(
     vv = v if d == 1 else v.reshape(-1)
     last = [max(j for j in range(xs.shape[1]) if xs[r, j] == vv.reshape(-1)[r]) for r in range(xs.shape[0])]
     assert i.reshape(-1).tolist() == last
+
+
+@pytest.mark.parametrize("n, descending, dtype", [(50, False, torch.float32), (64, True, torch.float32),
+                                                  (37, True, torch.int32), (100, False, torch.bfloat16)])
+def test_lines_past_the_kernel_merge_sorted_runs(n, descending, dtype, tmp_path, monkeypatch):
+    """Lines longer than the kernel's rows (its limit lowered to 16 here): runs of 16 sorted by the kernel, then
+    merged pairwise (merge path); stable, NaN largest, exact against torch, a short last run included."""
+    import stdlib_kernels.sort as sort_kernel
+
+    monkeypatch.setattr(sort_kernel, "SORT_MAX", 16)
+    x = _ties((3, n, 2), dtype, seed=n)
+    prog, (v, i) = _run(lambda x: torch.sort(x, dim=1, descending=descending, stable=True), [x], tmp_path,
+                        f"merge{n}{descending}")
+    assert len(_sorts(prog)) == (1 if n % 16 == 0 else 2)
+    rv, ri = torch.sort(x, dim=1, descending=descending, stable=True)
+    _same(v, rv)
+    assert torch.equal(i, ri)
+
+
+def test_median_and_topk_of_long_lines_use_the_merge(tmp_path, monkeypatch):
+    import stdlib_kernels.sort as sort_kernel
+
+    monkeypatch.setattr(sort_kernel, "SORT_MAX", 16)
+    x = _ties((5, 45), seed=9)
+    x[x.isnan()] = 0.5
+    prog, (m, mi, tv, ti) = _run(lambda x: (*torch.median(x, dim=1), *torch.topk(x, 40, dim=1)), [x], tmp_path,
+                                 "merge_median_topk")
+    rm, rmi = torch.median(x, dim=1)
+    _same(m, rm)
+    assert torch.equal(mi, rmi)
+    rv, ri = torch.sort(x, dim=1, descending=True, stable=True)
+    _same(tv, rv[:, :40])
+    assert torch.equal(ti, ri[:, :40])
