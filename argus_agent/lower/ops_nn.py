@@ -743,7 +743,7 @@ def _separable_window_sum(ctx, xb, lead, outs, kmax, window, acc):
     innermost dim comes last, on an intermediate kmax[0]... times smaller, and fuses with what follows.
     (Innermost first, as tried before, put neighbouring outputs a window apart: 0.25x eager on level1/109
     against one reduction's 0.45x.)"""
-    from .index import flatten
+    from .index import flatten, variables
 
     src = xb.buffer
     cur = tuple(xb.shape)
@@ -758,7 +758,14 @@ def _separable_window_sum(ctx, xb, lead, outs, kmax, window, acc):
             e = add(start, rc[0])
             c = list(oc)
             c[ax] = e
-            return vals.cast(vals.load(src.name, flatten(c, cur), src.dtype, (("lt", add(e, end * -1), 0),)), acc)
+            past = add(e, end * -1)         # the tap is in the window while past < 0
+            if not variables(past):         # windows of one size: a constant test (no mask, or no tap)
+                if past.c >= 0:
+                    return vals.const(0.0, acc)
+                conds = ()
+            else:
+                conds = (("lt", past, 0),)
+            return vals.cast(vals.load(src.name, flatten(c, cur), src.dtype, conds), acc)
         total = _pool_reduce(ctx, "sum", shape, [kmax[d]], fn, acc, f"adaptive{d}")
         if d < nsp - 1:
             total = ctx.realize(total, f"adaptive{d}")

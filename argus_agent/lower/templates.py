@@ -252,10 +252,15 @@ def render_matmul(t: MatmulTemplate, n: int, target: str, buffers: dict) -> tupl
 
 def matmul_source(templates: list, target: str) -> str:
     """The stdlib GEMM module's kernels with the (first) launch's constexprs as their defaults: the agent's
-    build gate compiles each kernel at its defaults, so it checks what runs."""
-    t = templates[0]
-    text = preset_source(t.kernel, target)
-    kname, params, _ = gemm_params(t)
+    build gate compiles each kernel at its defaults, so it checks what runs. Templates with a kernel of their
+    own (a B read as (N, K), a fused epilogue: render_matmul) carry their constexprs there; the module's
+    kernels keep its preset when only those launch (a bf16-output policy's stages and staged epilogue laid on
+    the f32 kernel would not fit its shared memory)."""
+    text = preset_source(templates[0].kernel, target)
+    plain = [t for t in templates if t.b_layout == "kn" and t.epilogue is None]
+    if not plain:
+        return text
+    kname, params, _ = gemm_params(plain[0])
     return with_defaults(text, params, kernel=kname)
 
 

@@ -38,6 +38,7 @@ ADAPTIVE = {
     "2d_rect": (lambda x: F.adaptive_avg_pool2d(x, (3, 5)), (1, 2, 29, 61)),
     "2d_long_rows": (lambda x: F.adaptive_avg_pool2d(x, (2, 3)), (1, 2, 70, 101)),   # > 32 taps in a dim
     "3d": (lambda x: F.adaptive_avg_pool3d(x, (2, 3, 2)), (1, 2, 9, 13, 11)),
+    "3d_even_dim": (lambda x: F.adaptive_avg_pool3d(x, (3, 5, 4)), (1, 2, 19, 70, 33)),   # 70 / 5: one size
     "2d_bf16": (lambda x: F.adaptive_avg_pool2d(x, (5, 4)), (2, 2, 33, 27)),
 }
 
@@ -120,6 +121,7 @@ def test_bf16_linear_reads_weight_in_place_and_stores_bf16_with_bias(tmp_path, M
     prog, mod, calls, out = _run_recorded(model, [x], tmp_path, f"linear_{M}")
     names = [c[0] for c in calls]
     assert len(calls) == 2, names                      # the GEMM (bias fused) and the row kernel: no copies
+    _every_kernel_fits_at_its_defaults(mod)
     gname, gargs, gkw = calls[0]
     assert gname.startswith("gemm_hopper") and gkw["B_NK"] == 1
     assert gargs[1].shape == (N, K) and gargs[1].data_ptr() == model.fc.weight.data_ptr()   # in place
@@ -145,6 +147,31 @@ def test_bf16_linear_reads_weight_in_place_and_stores_bf16_with_bias(tmp_path, M
         exact = m64(x.double())
     ours, eager = (out.double() - exact).abs(), (ref - exact).abs()
     assert ours.max() <= 1.5 * eager.max() and ours.mean() <= 1.1 * eager.mean(), (ours.max(), eager.max())
+
+
+def _every_kernel_fits_at_its_defaults(mod):
+    """The agent's build gate translates every kernel of the candidate at its defaults: the module's own
+    gemm_hopper (f32 out) must not carry a bf16-output launch's stages and staged tile (278528 bytes of
+    shared memory at 128 x 256, over sm_90a's 232448: level1/088 and level2/054 failed on the H100 so)."""
+    import tilepy
+
+    for name, k in vars(mod).items():
+        if isinstance(k, tilepy.Kernel) and k.fn.__module__ == mod.__name__:
+            k.ir("sm_90a")
+
+
+def test_bf16_mm_output_is_stored_by_the_gemm(tmp_path):
+    """a @ b in bf16 at the large policy (128 x 256 tiles): one kernel, the GEMM storing the bf16 output
+    itself; every kernel of the candidate translates at its defaults."""
+    a = torch.randn(2048, 264, generator=torch.Generator().manual_seed(5)).to(torch.bfloat16)
+    b = torch.randn(264, 2048, generator=torch.Generator().manual_seed(6)).to(torch.bfloat16)
+    prog, mod, calls, out = _run_recorded(_Fn(lambda x, y: x @ y), [a, b], tmp_path, "mm_large")
+    assert [c[0] for c in calls] == ["gemm_hopper_e0"], calls
+    assert calls[0][1][2] is out or calls[0][1][2].data_ptr() == out.data_ptr()
+    _every_kernel_fits_at_its_defaults(mod)
+    ref = a.double() @ b.double()
+    step = torch.finfo(torch.bfloat16).eps * ref.abs().clamp_min(2.0**-6)
+    assert bool(((out.double() - ref.bfloat16().double()).abs() <= 1.01 * step).all())
 
 
 def test_bf16_linear_on_a_non_transposed_b_keeps_its_layout(tmp_path):
