@@ -278,7 +278,8 @@ def rotary_neox(POS: tp.Tensor[tp.i64, "T"], Q: tp.Tensor[tp.bf16, "T", "HQ", "H
     EARLY_K (without SPLIT): k's loads are issued with q's, before q's math. KVEC: the k tiles' vector width; at
     8 a (BHK, BHALF) = (8, 64) tile fills only 64 of 128 threads and the rest hold copies (twice the k registers
     and math): KVEC 4 (128 threads) or 2 (256) spreads it over all threads (NVRTC: EARLY_K 96 -> 80 registers at
-    128 threads, 256 threads with EARLY_K 64). Not measured yet: benchmarks/llm_ops.py times both."""
+    128 threads, 256 threads with EARLY_K 64). Both slower on the H100 (2026-11-24: EARLY_K 70.3-70.4% of copy, KVEC
+    70.9-76.0%, against 80.2-80.5% for the default one block a token of 128 threads)."""
     t = tp.block_id(0)
     hb = tp.block_id(1) if SPLIT else 0
     qb = tp.cdiv(Q.shape[1], BHQ) if SPLIT else 1      # blocks hb < qb rotate q heads, blocks hb >= kb0 k heads
