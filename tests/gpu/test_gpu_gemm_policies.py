@@ -180,6 +180,10 @@ FIXUP_VARIANTS = {
     "fix3_128x128_split3": dict(IN_FLIGHT=1, BN=128, INSTR=I128, SPLIT_K=3, FIXUP=3),
     "fix3_64x128_1c_s4_split8_mb2": dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=4, CONSUMERS=1, INSTR=I128, SPLIT_K=8,
                                          FIXUP=3, MIN_BLOCKS=2),
+    # the slot store masked to the rows below M (SLOT_ROWS=1)
+    "fix3_64x128_1c_split4_rows": dict(IN_FLIGHT=1, BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=I128, SPLIT_K=4,
+                                       FIXUP=3, SLOT_ROWS=1),
+    "fix3_128x128_s6_split2_rows": dict(IN_FLIGHT=1, BN=128, STAGES=6, INSTR=I128, SPLIT_K=2, FIXUP=3, SLOT_ROWS=1),
 }
 
 
