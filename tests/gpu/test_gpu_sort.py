@@ -48,3 +48,48 @@ def test_pick_is_torch_median(r, n):
     # CPU's index rule, the first NaN and the stable order's element, is tested on the interpreter)
     assert torch.equal(x.gather(1, i).isnan(), v.isnan())
     assert torch.equal(x.gather(1, i).nan_to_num(), v.nan_to_num())
+
+
+class _Fn(torch.nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x):
+        return self.fn(x)
+
+
+@pytest.mark.parametrize("case", ["sort_long_merge", "median_mid_dim", "mode_rows", "topk_long_k64"])
+def test_lowered_sort_family_on_gpu(case, tmp_path):
+    """The lowered programs (sm_90a) on the GPU against torch on the same device: a line past the kernel's 8192
+    (runs merged through global memory), a median over a middle dim (a row copy, PICK), mode (the run search
+    on the sorted rows), topk with k > 32 of a long line."""
+    import importlib.util
+
+    from argus_agent.lower import lower_model, render_program
+
+    g = torch.Generator(device="cuda").manual_seed(1)
+    fn, x = {
+        "sort_long_merge": (lambda t: torch.sort(t, dim=-1, descending=True, stable=True),
+                            torch.randn(48, 20000, device="cuda", generator=g)),
+        "median_mid_dim": (lambda t: torch.median(t, dim=1).values, torch.randn(16, 33, 1000, device="cuda",
+                                                                                generator=g)),
+        "mode_rows": (lambda t: torch.mode(t, dim=-1).values,                    # one mode a row: 7, 60 times
+                      torch.randint(-20, 20, (300, 700), device="cuda", generator=g).float().index_fill_(
+                          1, torch.arange(0, 700, 11, device="cuda"), 7.0)),
+        "topk_long_k64": (lambda t: torch.topk(t, 64, dim=-1).values, torch.randn(32, 30000, device="cuda",
+                                                                                   generator=g)),
+    }[case]
+    model = _Fn(fn)
+    prog = lower_model(model, [x.cpu()], "sm_90a")
+    assert any(type(k).__name__ == "SortTemplate" for k in prog.kernels)
+    p = tmp_path / f"{case}.py"
+    p.write_text(render_program(prog))
+    spec = importlib.util.spec_from_file_location(f"gpu_sort_{case}", p)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    with torch.no_grad():
+        out, ref = mod.argus_forward(model, x), fn(x)
+    outs, refs = (out if isinstance(out, tuple) else (out,)), (ref if isinstance(ref, tuple) else (ref,))
+    for o, r in zip(outs, refs):
+        assert o.shape == r.shape and torch.equal(o, r)
