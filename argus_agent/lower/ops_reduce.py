@@ -855,7 +855,8 @@ def _sort(ctx, node, x, dim=-1, descending=False, *, stable=None):
 
 def _sorted_at(ctx, x, d, q, keepdim, nan_first=False):
     """(value, index) of the element at position q of x sorted ascending along d (stable), d dropped or kept;
-    `nan_first`: a line holding a NaN gives its first NaN (torch.median), where the bitonic kernel runs."""
+    `nan_first`: a line holding a NaN gives NaN and the index of its first NaN (torch.median): in the bitonic
+    kernel where it runs, else from a reduction over the line (the first NaN's index)."""
     fast = _bitonic(ctx, x, d, pick=q, nan_first=nan_first)
     if fast is not None:
         values, index = fast
@@ -868,13 +869,26 @@ def _sorted_at(ctx, x, d, q, keepdim, nan_first=False):
         if keepdim:
             return LTensor(x.shape[:d] + (1,) + x.shape[d + 1:], t.dtype, lambda c: t(c[:d] + [const(q)] + c[d + 1:]))
         return LTensor(shape, t.dtype, lambda c: t(c[:d] + [const(q)] + c[d:]))
-    return pick(values), pick(index)
+    v, i = pick(values), pick(index)
+    if fast is not None or not nan_first or not x.dtype.is_floating_point:
+        return v, i
+    n = x.shape[d]
+    i64 = torch.int64
+
+    def first_nan(v_, full):
+        return call("where", call("ne", v_, v_), vals.index_value(full[d]), vals.const(n, i64), dtype=i64)
+    nan_at = reduce(ctx, x, [d], "min", i64, value=first_nan, keepdim=keepdim, base="median_nan")
+    has = lambda c: call("lt", nan_at(c), vals.const(n, i64))   # noqa: E731
+    return (LTensor(v.shape, v.dtype, lambda c: call("where", has(c), vals.const(math.nan, vals.compute_dtype(
+                v.dtype)), v(c))),
+            LTensor(i.shape, i64, lambda c: call("where", has(c), nan_at(c), i(c), dtype=i64)))
 
 
 @register("aten.median.dim", "aten.kthvalue")
 def _median_dim(ctx, node, x, *args, **kw):
     """median along a dim (the lower median, torch's) and kthvalue (the k-th smallest): the sorted line's
-    element at (n - 1) // 2 or k - 1, with its index (a NaN in the line is not propagated as torch does)."""
+    element at (n - 1) // 2 or k - 1, with its index (median: a line holding a NaN gives its first NaN, as
+    torch; kthvalue sorts NaN largest)."""
     kth = str(node.target).startswith("aten.kthvalue")
     names = ("k", "dim", "keepdim") if kth else ("dim", "keepdim")
     given = dict(zip(names, args), **kw)

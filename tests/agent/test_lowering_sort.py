@@ -207,3 +207,22 @@ def test_median_and_topk_of_long_lines_use_the_merge(tmp_path, monkeypatch):
     rv, ri = torch.sort(x, dim=1, descending=True, stable=True)
     _same(tv, rv[:, :40])
     assert torch.equal(ti, ri[:, :40])
+
+
+@pytest.mark.parametrize("dtype, long", [(torch.float64, False), (torch.float32, True)])
+def test_median_propagates_nan_off_the_kernel_too(dtype, long, tmp_path, monkeypatch):
+    """float64 (the rank form) and lines past the kernel (merged runs): a line holding a NaN gives NaN and its
+    first NaN's index, as torch.median; the others the lower median."""
+    import stdlib_kernels.sort as sort_kernel
+
+    if long:
+        monkeypatch.setattr(sort_kernel, "SORT_MAX", 16)
+    x = _ties((7, 41), dtype, seed=12)
+    x[x.isnan()] = 0.25
+    x[1, 30] = x[1, 3] = x[4, 0] = float("nan")
+    prog, (v, i) = _run(lambda x: torch.median(x, dim=1), [x], tmp_path, f"median_nan_{long}")
+    rv, ri = torch.median(x, dim=1)
+    _same(v, rv)
+    assert torch.equal(i, ri)
+    _, va = _run(lambda x: torch.median(x), [x], tmp_path, f"median_all_nan_{long}")
+    assert va.isnan()
