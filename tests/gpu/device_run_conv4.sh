@@ -3,6 +3,12 @@
 # GPU tests, compute-sanitizer on the small shapes of tests/gpu/sanitize_conv_tma.py (a W-stride and a
 # shared-copy phase included), then the suite on the given problems with the forms on and off.
 # Usage on the device machine (repo root): bash tests/gpu/device_run_conv4.sh TAG problems...
+# Environment: SKIP_TESTS=1 skips the tests and sanitizers; FORMS="1" times only the default (forms on);
+# PROFILE="problem files" adds benchmarks/conv_profile.py's per-kernel CUDA times for them. E.g. the check of
+# the shared phase weights and the padded problems (not yet timed end to end):
+#   SKIP_TESTS=1 FORMS=1 bash tests/gpu/device_run_conv4.sh b tests/problems/level2/034_* \
+#     tests/problems/level1/101_* tests/problems/level2/003_* tests/problems/level1/18[67]_* \
+#     tests/problems/level1/193_* tests/problems/level2/029_*
 set -uo pipefail
 if ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site .whl/*.whl || exit 1
