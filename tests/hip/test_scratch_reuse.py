@@ -1,6 +1,7 @@
-"""Shared scratch reuse in tilepy_hip: reductions across warps and layout conversions of successive ops share
-one region (a barrier before each reuse), so a kernel of many (the bitonic sort's stages) needs only its
-largest; scratch of one op that is still read (a segmented scan's totals) is not overlapped. The sort kernel
+"""Shared scratch reuse in tilepy_hip: small scratch (a kernel's total within SCRATCH_FRESH) stays as it was, bytes
+of its own per op and no barrier added; past that, reductions across warps and layout conversions of successive
+ops share one region (a barrier before each reuse), so a kernel of many (the bitonic sort's stages) needs only
+its largest; scratch of one op that is still read (a segmented scan's totals) is not overlapped. The sort kernel
 renders in one 64 KiB region at 8192 elements and builds with NVRTC where it is here."""
 
 import re
@@ -23,22 +24,42 @@ def two_reductions(X: tp.Tensor[tp.f32, 2, 256], Y: tp.Tensor[tp.f32, 2], Z: tp.
     tp.store(Z[0:2], tp.max(x * 2.0, axis=1))
 
 
+@tp.kernel(threads=1024)
+def two_large_reductions(X: tp.Tensor[tp.f32, 16, 1024], Y: tp.Tensor[tp.f32, 16], Z: tp.Tensor[tp.f32, 16]):
+    x = tp.load(X[0:16, 0:1024], layout=tp.blocked((16, 1024), 1024, 1))
+    tp.store(Y[0:16], tp.sum(x, axis=1))
+    tp.store(Z[0:16], tp.max(x * 2.0, axis=1))
+
+
 def _smem(src: str) -> int:
     return int(re.search(r"dynamic shared memory: (\d+) bytes", src).group(1))
 
 
-def test_successive_reductions_share_scratch_with_a_barrier_between():
-    src = tilepy_hip.render(two_reductions.ir())
+def _parts(src: str):
     parts = src.split("tp_warp;", 1)[1].split("// tilepy:")
-    first, second = parts[2], parts[3]
-    offs = [re.findall(r"tp_smem \+ (\d+)", part) for part in (first, second)]
-    assert offs[0] and set(offs[0]) == set(offs[1])                      # the same bytes
-    assert second.index("__syncthreads()") < second.index("tp_smem")   # a barrier before the second writes
-    assert _smem(src) == 256 * 2 * 4         # one reduction's scratch (256 threads x 2 partials), not two
-    x = np.random.default_rng(0).standard_normal((2, 256)).astype(np.float32)
-    y, z = np.zeros(2, np.float32), np.zeros(2, np.float32)
-    two_reductions[(1,)](x, y, z)
-    assert np.allclose(y, x.sum(1), rtol=1e-5) and np.array_equal(z, (2 * x).max(1))
+    return parts[2], parts[3]
+
+
+def test_small_scratch_stays_apart_without_extra_barriers():
+    src = tilepy_hip.render(two_reductions.ir())
+    first, second = _parts(src)
+    offs = [set(re.findall(r"tp_smem \+ (\d+)", part)) for part in (first, second)]
+    assert offs[0] and offs[1] and not offs[0] & offs[1]                   # bytes of its own each
+    assert second.index("tp_smem") < second.index("__syncthreads()")       # no barrier before its writes
+    assert _smem(src) == 2 * 256 * 2 * 4
+
+
+def test_large_successive_reductions_share_scratch_with_a_barrier_between():
+    src = tilepy_hip.render(two_large_reductions.ir())
+    first, second = _parts(src)
+    offs = [set(re.findall(r"tp_smem \+ (\d+)", part)) for part in (first, second)]
+    assert offs[0] and offs[0] == offs[1]                                  # the same bytes
+    assert second.index("__syncthreads()") < second.index("tp_smem")      # a barrier before the second writes
+    assert _smem(src) == 1024 * 16 * 4        # one reduction's scratch (1024 threads x 16 partials), not two
+    x = np.random.default_rng(0).standard_normal((16, 1024)).astype(np.float32)
+    y, z = np.zeros(16, np.float32), np.zeros(16, np.float32)
+    two_large_reductions[(1,)](x, y, z)
+    assert np.allclose(y, x.sum(1), rtol=1e-5, atol=1e-4) and np.array_equal(z, (2 * x).max(1))
 
 
 def test_segmented_scan_keeps_its_buffer_apart_from_its_totals():
@@ -71,3 +92,18 @@ def test_sort_kernel_builds(n):
     assert r["registers"] > 0 and r["dynamic_smem"] <= 1024 * 8 * 8
     if n <= 4096:                                             # 8 keys a thread within 255 registers: no spills
         assert r["spill_stores"] == 0 and r["spill_loads"] == 0
+
+
+def test_large_segmented_scan_keeps_its_buffer_apart_from_its_totals_when_reusing():
+    @tp.kernel(threads=1024)
+    def big_scan(X: tp.Tensor[tp.f32, 16, 1024], Y: tp.Tensor[tp.f32, 16, 1024], S2: tp.Tensor[tp.f32, 16]):
+        x = tp.load(X[0:16, 0:1024], layout=tp.blocked((16, 1024), 1024, 1))
+        tp.store(S2[0:16], tp.sum(x, axis=1))
+        tp.store(Y[0:16, 0:1024], tp.cumsum(x, axis=1))
+
+    src = tilepy_hip.render(big_scan.ir())
+    scan_part = src.split("tp_warp;", 1)[1].split("// tilepy:")[3]
+    offs = sorted({int(o) for o in re.findall(r"tp_smem \+ (\d+)", scan_part)})
+    buf_bytes = (16 * 1024 + 16 * 1024 // 32 + 1) * 4
+    assert offs[0] == 0 and len(offs) == 2 and offs[1] >= buf_bytes      # the totals after the live buffer
+    assert scan_part.index("__syncthreads()") < scan_part.index("tp_smem")   # it reuses the reduction's bytes

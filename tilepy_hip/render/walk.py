@@ -62,6 +62,9 @@ class Context:
     role: tuple | None = None  # (first thread, count) of a warp-role branch with a static thread range
 
 
+SCRATCH_FRESH = 48 * 1024   # scratch bytes up to which every request gets bytes of its own (Renderer.scratch)
+
+
 class Renderer(AnalysisOps, ScalarOps, TileOps, CopyOps, GatherOps, ScanOps, RematOps):
     """Render one specialized kernel (`KernelIR`) for one target (a `RenderTarget` table)."""
 
@@ -114,16 +117,19 @@ class Renderer(AnalysisOps, ScalarOps, TileOps, CopyOps, GatherOps, ScanOps, Rem
         """Reserve shared scratch after the user's tiles; returns the byte offset.
 
         Every use of scratch is transient: written, a barrier, read back into registers by the op that asks for
-        it. So ops outside thread-dependent branches share one region: a request that overlaps earlier scratch
-        first emits a barrier (every thread has read what was there), and a kernel of many reductions or
-        conversions (a bitonic sort's stages) needs only its largest. `keep` (offset, bytes): a region of the
-        same op still to be read, not overlapped. Scratch asked inside a thread-dependent branch gets bytes of
-        its own (warp roles run at the same time)."""
+        it. While the kernel's scratch stays within SCRATCH_FRESH bytes (and the block's shared memory within
+        the target's) each request gets bytes of its own (no barrier added); past that, ops outside
+        thread-dependent branches share one region: a request that overlaps earlier scratch first emits a
+        barrier (every thread has read what was there), and a kernel of many large reductions or conversions (a
+        bitonic sort's stages) needs only its largest. `keep` (offset, bytes): a region of the same op still to
+        be read, not overlapped. Scratch asked inside a thread-dependent branch always gets bytes of its own
+        (warp roles run at the same time)."""
         regions = self.__dict__.setdefault("_scratch_regions", [])   # (start, end, reusable)
-        if self.ctx.divergent:
-            off = -(-self.smem_top // align) * align
+        base = self.__dict__.setdefault("_scratch_base", self.smem_top)
+        top = -(-self.smem_top // align) * align
+        if self.ctx.divergent or (top + nbytes - base <= SCRATCH_FRESH and top + nbytes <= self.t.smem_bytes):
+            off = top
         else:
-            base = self.__dict__.setdefault("_scratch_base", self.smem_top)
             blocked = [(a, b) for a, b, reusable in regions if not reusable]
             if keep is not None:
                 blocked.append((keep[0], keep[0] + keep[1]))
