@@ -152,6 +152,16 @@ def fits(res: Resources, target: str) -> str:
     return ""
 
 
+def estimate_veto(res: Resources, target: str, can_compile: bool) -> str:
+    """Why the estimate alone rules a kernel out, or ''. The register estimate counts every register tile live
+    at once, an upper bound: where the kernel will be compiled, the compiler's count decides (a fused GEMM
+    epilogue is estimated at ~470 registers and compiles to under 255), so registers alone veto nothing then."""
+    why = fits(res, target)
+    if why and can_compile and not fits(Resources(res.threads, res.shared_bytes, 0, res.source), target):
+        return ""
+    return why
+
+
 def compile_kernel(kernel, target: str, constexprs: dict | None = None):
     """(Resources from the compiled kernel, '') or (None, why not). Only for GPU targets."""
     if target == "cpu":

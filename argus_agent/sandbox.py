@@ -203,7 +203,7 @@ def _child_work(job: dict, send, conn):
             res = gates.estimate(k, target)
         except Exception as e:
             return send(outcome="compile-error", message=f"{name}: {e}")
-        why = gates.fits(res, target)
+        why = gates.estimate_veto(res, target, can_compile=job["gpu"] and target != "cpu")
         if why:
             return send(outcome="infeasible", message=f"{name}: {why}")
         if job["gpu"] and target != "cpu":

@@ -108,7 +108,7 @@ def feasibility(source: str, target: str, directory) -> str:
             res = gates.estimate(k, target)
         except Exception as e:
             return f"{name}: {type(e).__name__}: {str(e).splitlines()[0]}"
-        why = gates.fits(res, target)
+        why = gates.estimate_veto(res, target, can_compile=target != "cpu")
         if why:
             return f"{name}: {why}"
         if target != "cpu":

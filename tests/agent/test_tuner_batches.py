@@ -93,3 +93,13 @@ def test_a_verdict_is_remembered_per_source_and_a_corrupt_entry_is_recomputed(tm
 def test_the_verdict_key_follows_the_verifier_code():
     d = gates.verifier_digest()
     assert len(d) == 16 and d == gates.verifier_digest()
+
+
+def test_a_register_estimate_vetoes_only_where_nothing_will_be_compiled():
+    over = gates.Resources(256, 1024, 472, "estimate")
+    assert "registers" in gates.estimate_veto(over, "sm_90a", can_compile=False)
+    assert gates.estimate_veto(over, "sm_90a", can_compile=True) == ""       # the compiler's count decides
+    too_many_threads = gates.Resources(4096, 1024, 472, "estimate")
+    assert "threads" in gates.estimate_veto(too_many_threads, "sm_90a", can_compile=True)
+    too_much_shared = gates.Resources(256, 10**7, 32, "estimate")
+    assert "shared memory" in gates.estimate_veto(too_much_shared, "sm_90a", can_compile=True)
