@@ -405,7 +405,8 @@ def fuse_epilogues(kernels: list, buffers: list, outputs: list) -> tuple[list, l
         if p.out.numel != t.out.numel or p.out.numel >= 2**31:
             continue
         if isinstance(t, MatmulTemplate) and not (t.kernel == "gemm_hopper"
-                                                  and hopper_plain(t.M, t.N, t.K, p.out.dtype)):
+                                                  and hopper_plain(t.M, t.N, t.K, p.out.dtype)
+                                                  and _loads_only_in_addend(p.value, name)):
             continue    # (gemm_hopper's epilogue stores f32 or bf16 from the plain kernel only)
         nodes = walk([p.value])
         if any(v.op == "gather" or (v.op == "index" and v.vars) for v in nodes):
@@ -482,6 +483,22 @@ def _epilogue(t, buffers: dict, init_ok: bool = False) -> tuple[list, str, list,
     params = [f"{names[b]}: tp.Tensor[{_tp(buffers[b].dtype)}, {max(1, buffers[b].numel)}]"
               for b, _ in em.params]
     return em.lines, val, params + [b for b, _ in em.params], init
+
+
+def _loads_only_in_addend(value, acc_name: str) -> bool:
+    """Whether everything a gemm_hopper epilogue reads besides the accumulator is in its addend (the
+    accumulator's initial value): another loaded tile beside a 128 x 256 accumulator at the store spills
+    (the agent's build gate refuses spills), so such an epilogue stays in the kernel that reads the result."""
+    from .values import walk
+
+    reads = [v for v in walk([value]) if v.op in ("load", "gather") and v.args[0] != acc_name]
+    if not reads:
+        return True
+    split = _addend(value, acc_name)
+    if split is None:
+        return False
+    inside = {id(v) for v in walk([split[1]])}
+    return all(id(v) in inside for v in reads)
 
 
 def _addend(value, acc_name: str):

@@ -87,10 +87,10 @@ class _LinearGeluNorm(torch.nn.Module):
         return self.norm(F.gelu(self.fc(x)))
 
 
-def _run_recorded(model, inputs, tmp_path, name):
+def _run_recorded(model, inputs, tmp_path, name, precision=None):
     from argus_agent.runtime import launch as real_launch
 
-    prog = lower_model(model, inputs, "sm_90a")
+    prog = lower_model(model, inputs, "sm_90a", precision)
     src = render_program(prog)
     p = tmp_path / f"{name}.py"
     p.write_text(src)
@@ -185,3 +185,26 @@ def test_bf16_linear_on_a_non_transposed_b_keeps_its_layout(tmp_path):
     ref = x.double() @ w.double()
     step = torch.finfo(torch.bfloat16).eps * ref.abs().clamp_min(2.0**-6)
     assert bool(((out.double() - ref.bfloat16().double()).abs() <= 1.01 * step).all())
+
+
+def test_gemm_epilogue_with_a_second_tensor_stays_out_of_the_gemm(tmp_path):
+    """An fp32 Linear times an (M, N) tensor under --precision bf16 (gemm_hopper, f32 out): the bias alone could
+    be the accumulator's initial value, but the second loaded tile beside a 128 x 256 accumulator would spill
+    (the build gate refuses spills), so the product stays a kernel after the GEMM. A bias-only epilogue fuses."""
+    torch.manual_seed(1)
+    lin = torch.nn.Linear(264, 2048)
+    x = torch.randn(2048, 264, generator=torch.Generator().manual_seed(2))
+    s = torch.randn(2048, 2048, generator=torch.Generator().manual_seed(3))
+    for fn, fused in ((lambda a, b: lin(a) * b, False), (lambda a, b: torch.relu(lin(a)), True)):
+        model = _Fn(fn)
+        model.lin = lin
+        prog, mod, calls, out = _run_recorded(model, [x, s], tmp_path, f"lin_{fused}", precision="bf16")
+        gemm = [c for c in calls if c[0].startswith("gemm_hopper")]
+        assert len(gemm) == 1 and gemm[0][0].startswith("gemm_hopper_e") == fused, calls
+        after = calls[calls.index(gemm[0]) + 1:]            # (the operands' bf16 copies come before it)
+        assert len(after) == (0 if fused else 1), calls
+        _every_kernel_fits_at_its_defaults(mod)
+        xb, wb = x.bfloat16().double(), lin.weight.bfloat16().double()    # the bf16 operands, f32 accumulation
+        lin64 = xb @ wb.T + lin.bias.double()
+        ref = torch.relu(lin64) if fused else lin64 * s.double()
+        torch.testing.assert_close(out.double(), ref, rtol=1e-4, atol=1e-4)
