@@ -665,6 +665,56 @@ def _sort_matrix(ctx, rows: LTensor, descending=False, pick=-1, nan_first=False,
     return vb, ib
 
 
+def _radix64(ctx, x, d, descending=False):
+    """(values, indices) of an int64 x sorted along d (stable; descending: ascending of the complement ~x) by two
+    runs of the bitonic row sort, least significant word first (an LSD radix sort of two 32-bit digits): the
+    rows' low words (as signed: lo - 2^31) sorted, then the high words (x >> 32) read in that order sorted
+    stably, the index the first order at the second's positions. None past the kernel's rows."""
+    from stdlib_kernels.sort import SORT_MAX as ROW_MAX
+
+    from .index import flatten, unflatten
+    from .ops_views import _load_at
+
+    n = x.shape[d]
+    if x.dtype != torch.int64 or not 1 <= n <= ROW_MAX or x.numel == 0 or x.numel >= 2**31:
+        return None
+    other = x.shape[:d] + x.shape[d + 1:]
+    R = x.numel // n
+    i64, i32 = torch.int64, torch.int32
+
+    def key(c):              # the value sorted ascending
+        oc = unflatten(c[0], other) if other else []
+        v = vals.cast(x(list(oc[:d]) + [c[1]] + list(oc[d:])), i64)
+        return call("invert", v, dtype=i64) if descending else v
+    keys = ctx.contiguous(LTensor((R, n), i64, key), "sort_key64")
+    def lo(c):               # the low word as a signed int32 of the same order
+        word = call("and", keys(c), vals.const(0xFFFFFFFF, i64), dtype=i64)
+        return vals.cast(call("sub", word, vals.const(2**31, i64), dtype=i64), i32)
+    lo = LTensor((R, n), i32, lo)
+    _, p1 = _sort_matrix(ctx, lo)
+    P1 = buffer_tensor(p1)
+
+    def hi(c):
+        k = _load_at(keys, [c[0], None], [(1, vals.cast(P1(c), i64))])
+        return vals.cast(call("rshift", vals.cast(k, i64), vals.const(32, i64), dtype=i64), i32)
+    _, p2 = _sort_matrix(ctx, LTensor((R, n), i32, hi))
+    P2 = buffer_tensor(p2)
+    order = ctx.realize(LTensor((R, n), i64, lambda c: vals.cast(_load_at(P1, [c[0], None], [(1, vals.cast(
+        P2(c), i64))]), i64)), "sort_order64")
+
+    def back_index(c):
+        r = flatten(list(c[:d]) + list(c[d + 1:]), other) if other else const(0)
+        return vals.cast(order([r, c[d]]), i64)
+    index = LTensor(x.shape, i64, back_index)
+    xb = ctx.realize(x, "sort_in64")
+
+    def value(c):
+        coords = list(c)
+        coords[d] = None
+        return _load_at(xb, coords, [(d, index(c))])
+    return LTensor(x.shape, x.dtype, value), index
+
+
 def _merge_sorted(ctx, x, d, descending=False):
     """(values, indices) of x sorted along d for lines longer than the bitonic kernel's rows (float32-keyable
     types): the line cut into runs of SORT_MAX (and a shorter last one), each sorted by the kernel, then merged
@@ -797,7 +847,8 @@ def _bitonic(ctx, x, d, descending=False, pick=-1, nan_first=False, indices=True
 def _sort(ctx, node, x, dim=-1, descending=False, *, stable=None):
     """(values, indices) of x sorted along `dim` (stable: equal elements keep their order; NaN the largest, as
     torch). float32 / float16 / bfloat16 / int32 / int8 / bool: the stdlib bitonic row sort (`_bitonic`), lines
-    longer than its rows in sorted runs merged pairwise (`_merge_sorted`). Otherwise (float64, int64) each
+    longer than its rows in sorted runs merged pairwise (`_merge_sorted`); int64 lines of up to its rows: two
+    runs, low word then high word (`_radix64`). Otherwise (float64, longer int64 lines) each
     element's rank is the count of elements before it in that order (a reduction over the line), the index at
     position p the one element of rank p (a second reduction), the values a gather there: O(n^2) per line,
     correct, not fast; such lines longer than SORT_MAX are refused."""
@@ -810,7 +861,7 @@ def _sort(ctx, node, x, dim=-1, descending=False, *, stable=None):
     n = x.shape[d]
     fast = _bitonic(ctx, x, d, descending, indices=node is None or not _unused_output(node, 1))
     if fast is None:
-        fast = _merge_sorted(ctx, x, d, descending)
+        fast = _merge_sorted(ctx, x, d, descending) or _radix64(ctx, x, d, descending)
     if fast is not None:
         return fast
     if n > SORT_MAX:

@@ -67,14 +67,30 @@ def test_sort_matches_torch_stable(dtype, dim, descending, tmp_path):
     assert torch.equal(i, ri)
 
 
-def test_int64_and_float64_keep_the_rank_form(tmp_path):
-    for dtype in (torch.int64, torch.float64):
-        x = _ties((4, 21), dtype)
-        prog, (v, i) = _run(lambda x: torch.sort(x, dim=1, stable=True), [x], tmp_path, f"sort_{str(dtype)[6:]}")
-        assert not _sorts(prog)
-        rv, ri = torch.sort(x, dim=1, stable=True)
-        _same(v, rv)
-        assert torch.equal(i, ri)
+@pytest.mark.parametrize("descending", [False, True])
+def test_int64_sorts_in_two_radix_runs(descending, tmp_path):
+    g = torch.Generator().manual_seed(21)
+    x = torch.randint(-2**62, 2**62, (5, 300), generator=g)
+    x[:, ::3] = torch.randint(-3, 3, (5, 100), generator=g)                        # ties, both signs
+    x[0, :4] = torch.tensor([-2**63, 2**63 - 1, -1, 0])
+    x[1, 10:20] = 2**32 + torch.arange(10) % 3                                      # equal high words
+    prog, (v, i) = _run(lambda x: torch.sort(x, dim=1, descending=descending, stable=True), [x], tmp_path,
+                        f"sort_i64_{descending}")
+    assert len(_sorts(prog)) == 2
+    rv, ri = torch.sort(x, dim=1, descending=descending, stable=True)
+    assert torch.equal(v, rv) and torch.equal(i, ri)
+    _, (m, mi) = _run(lambda x: torch.median(x, dim=0), [x], tmp_path, f"median_i64_{descending}")
+    rm, rmi = torch.median(x, dim=0)
+    assert torch.equal(m, rm) and torch.equal(mi, rmi)
+
+
+def test_float64_keeps_the_rank_form(tmp_path):
+    x = _ties((4, 21), torch.float64)
+    prog, (v, i) = _run(lambda x: torch.sort(x, dim=1, stable=True), [x], tmp_path, "sort_float64")
+    assert not _sorts(prog)
+    rv, ri = torch.sort(x, dim=1, stable=True)
+    _same(v, rv)
+    assert torch.equal(i, ri)
 
 
 def test_values_only_sort_does_not_store_indices(tmp_path):
