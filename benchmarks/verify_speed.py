@@ -1,6 +1,7 @@
 """Verify time of every stdlib kernel (each GEMM preset), cold (fresh IR, no verifier cache).
 
     python benchmarks/verify_speed.py [--repeat 3]
+    python benchmarks/verify_speed.py --stages [--repeat 1]   # the ring kernels at STAGES 2, 3, 4, 6, 8
 
 Prints one line per kernel: kernel, target, best-of-N seconds, SMT queries, findings, then the slowest. The
 issue's budget is < 2 s per kernel on 2 CPU cores. Besides the stdlib, the three-stage rolling-window tag
@@ -98,6 +99,10 @@ def cases():
     for k in (softmax.softmax, rmsnorm.rmsnorm, vector_add.vector_add):
         yield k.name, k, None, {}
     mark(softmax.softmax, rmsnorm.rmsnorm, vector_add.vector_add)
+    from stdlib_kernels import gemm_streamk
+
+    for which, params in gemm_streamk.PRESETS.items():  # the launch's tiles (narrow: 6 stages; wide: FIXUP=0)
+        yield f"gemm_streamk[{which}]", gemm_streamk.gemm_streamk, "sm_90a", params
     for m in pkgutil.iter_modules(stdlib_kernels.__path__):  # every other stdlib kernel, default constexprs
         mod = importlib.import_module(f"stdlib_kernels.{m.name}")
         for attr, k in vars(mod).items():
@@ -106,6 +111,60 @@ def cases():
                 yield f"{m.name}.{attr}", k, None, {}
     for asy in (False, True):
         yield f"window3[{'cp.async' if asy else 'copy'}]", window3, None, {"ASYNC": asy}
+
+
+STAGES = (2, 3, 4, 6, 8)
+
+
+def ring_cases():
+    """(name, kernel, target, constexprs without STAGES) of the kernels whose mbarrier rings are unrolled per
+    stage before the analysis (mbarrier_arrays.py): `--stages` times each at STAGES 2, 3, 4, 6, 8."""
+    # tiles that fit 8 stages in a Hopper block's shared memory (128 x 64 and 64 x 128 GEMM tiles, 64-row K/V)
+    tile = dict(BN=64, INSTR=tp.nv.wgmma_m64n64k16_bf16)
+    hop = {**gemm_hopper.PRESETS["sm_90a"], **tile}
+    yield "gemm_hopper[128x64]", gemm_hopper.gemm_hopper, "sm_90a", hop
+    yield "gemm_persistent[128x64]", gemm_hopper.gemm_persistent, "sm_90a", dict(tile)
+    yield "gemm_persistent_flat[128x64]", gemm_hopper.gemm_persistent_flat, "sm_90a", dict(tile)
+    yield ("attention_fwd[d64, causal, BN 64]", attention.attention_fwd, None,
+           {**attention.PRESETS[64], "CAUSAL": True, "BN": 64})
+    from stdlib_kernels import gemm_streamk
+
+    yield "gemm_streamk[narrow]", gemm_streamk.gemm_streamk, "sm_90a", dict(gemm_streamk.PRESETS["narrow"])
+
+
+def stages_table(args) -> int:
+    """One line per ring kernel: verify seconds (and CPU seconds, queries) at each of STAGES."""
+    print(f"{'kernel':32s} " + " ".join(f"{'S=' + str(s) + ' s/cpu/q':>20s}" for s in STAGES))
+    rows = []
+    for name, kernel, target, params in ring_cases():
+        if args.only not in name:
+            continue
+        cells = []
+        for st in STAGES:
+            try:
+                best, cpu, report = measure(kernel, target, {**params, "STAGES": st}, args.repeat)
+            except Exception as e:  # noqa: BLE001 - a stage count the kernel does not build: reported, go on
+                cells.append({"stages": st, "error": f"{type(e).__name__}: {str(e).splitlines()[0]}"})
+                continue
+            cells.append({"stages": st, "seconds": round(best, 4), "cpu_seconds": round(cpu, 4),
+                          "queries": report.stats["queries"],
+                          "findings": "clean" if not report.findings else ", ".join(
+                              f"{f.severity}:{f.check}" for f in report.findings)})
+        print(f"{name:32s} " + " ".join(
+            f"{c['seconds']:7.2f}/{c['cpu_seconds']:5.2f}/{c['queries']:4d}" if "seconds" in c else f"{'error':>20s}"
+            for c in cells), flush=True)
+        rows.append({"kernel": name, "target": target, "by_stages": cells})
+    if args.json:
+        import json
+        import platform
+
+        meta = {"machine": platform.machine(), "processor": platform.processor(), "cpus": os.cpu_count(),
+                "python": platform.python_version(), "load_avg": os.getloadavg(),
+                "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "repeat": args.repeat,
+                "stages": list(STAGES)}
+        with open(args.json, "w") as f:
+            json.dump({**meta, "kernels": rows}, f, indent=1)
+    return 0
 
 
 def measure(kernel, target, params, repeat):
@@ -127,7 +186,11 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--only", default="", help="run the cases whose name contains this")
     ap.add_argument("--json", default="", help="write the per-kernel seconds here (benchmarks/results/...)")
+    ap.add_argument("--stages", action="store_true",
+                    help="instead: the ring kernels' verify time at STAGES 2, 3, 4, 6, 8 (growth with STAGES)")
     args = ap.parse_args(argv)
+    if args.stages:
+        return stages_table(args)
     print(f"{'kernel':36s} {'target':8s} {'verify s':>9s} {'cpu s':>7s} {'queries':>8s}  findings")
     rows, failed = [], []
     for name, kernel, target, params in cases():

@@ -502,6 +502,7 @@ class _Z3:
 
 FIRST_TRY_S = 2.0  # a query not settled by then is tried with concrete sizes (Solver_._answer)
 SEED_TRY_S = 1.0
+WITNESS_FIRST_TRY_S = 0.3  # Solver_.satisfiable's first try (its questions usually have models)
 SEED_TRIES = 8
 _SEEDS = {"dim:": (300, 129, 520, 70, 1000, 2049, 200, 64), "grid": (2, 3, 4, 1, 7, 5, 2, 3),
           "p:": (3, 5, 1, 8, 2, 7, 4, 6)}
@@ -777,6 +778,7 @@ class Solver_:
         self.terms: dict = {}  # (id(term), want_vars, small) -> (term, model)
         self.queries = 0
         self.facts: dict = {}  # variable name -> a term defining it (trip counts), added when it occurs
+        self.first_try_s = FIRST_TRY_S  # as it is, before concrete sizes are tried (`_answer`)
 
     def check(self, term, want_vars=(), small=True) -> dict | None:
         """A model (name -> int, plus bool vars) of `term` together with the ranges of its variables, or
@@ -810,6 +812,16 @@ class Solver_:
         facts), and only the terms it does not satisfy are asked again, the same way."""
         out = [t is not False for t in terms]
         todo = [i for i, t in enumerate(terms) if out[i]]
+        saved = self.first_try_s
+        # a witness question (is this assertion reached?): concrete sizes are tried after WITNESS_FIRST_TRY_S, not
+        # FIRST_TRY_S (a reached assertion in a stream-K share needs a nonlinear model: 2 s of search each time)
+        self.first_try_s = min(saved, WITNESS_FIRST_TRY_S)
+        try:
+            return self._satisfiable(terms, out, todo)
+        finally:
+            self.first_try_s = saved
+
+    def _satisfiable(self, terms, out, todo):
         while todo:
             model = self.check(OR(*(terms[i] for i in todo)), small=False)
             if model is None:
@@ -887,10 +899,11 @@ class Solver_:
         products and divisions are by constants: linear), a model of which is a model of the query (never a
         proof: an unsat there says nothing), and only then for the rest of the query's time as it is."""
         limit = self.timeout_s if self.timeout_s and self.timeout_s > 0 else None
-        if limit is not None and limit <= FIRST_TRY_S:
+        first = self.first_try_s
+        if limit is not None and limit <= first:
             return self.solver.check()
         t0 = time.perf_counter()
-        self._set_timeout(FIRST_TRY_S)
+        self._set_timeout(first)
         try:
             answer = self.solver.check()
             if answer != z3.unknown:

@@ -34,7 +34,7 @@ from ..counterexample import block_of, instance, iteration_of, rename, thread_fi
 from ..report import Finding
 from ..sync import Sync, always_valid, fresh_count, in_line, instances_before, latest_counted, sole_role
 from ..vc import AND, NOT, OR, cmp, subst
-from .tickets import each_unsat_by_abstraction
+from .tickets import none_quick_then_linear
 
 
 def check(ctx) -> list:
@@ -59,16 +59,16 @@ def check(ctx) -> list:
     groups: dict = {}
     for item in single:
         groups.setdefault(item[0].span, []).append(item)
-    # Where the terms hold products or run-time divisions (a persistent ring's phases), each wait's and each
-    # cycle's linear abstraction with its lemmas is asked first (tickets.each_unsat_by_abstraction): unsat,
-    # none of them has a model; Z3's nonlinear search on their disjunction took 45 s on a flat ring's cycles.
+    # Each disjunction is asked as it is for a moment first; where Z3 does not settle it (products or run-time
+    # divisions: a persistent ring's phases), each wait's and each cycle's linear abstraction with its own
+    # lemmas (tickets.none_quick_then_linear): Z3's nonlinear search on the disjunction of a flat ring's
+    # cycles took 45-60 s.
     for group in groups.values():
         missing = [AND(reached, NOT(OR(*done))) for _, _, (_, reached, done, _) in group]
         cyc = [AND(reached, c) for _, _, (_, reached, _, cycles) in group for c, _, _ in cycles]
-        if ((each_unsat_by_abstraction(ctx, missing) or ctx.solver.none_of(missing))
-                and (each_unsat_by_abstraction(ctx, cyc)
-                     or ctx.solver.none_of([AND(reached, OR(*(c for c, _, _ in cycles)))
-                                            for _, _, (_, reached, _, cycles) in group if cycles]))):
+        if (none_quick_then_linear(ctx, missing, missing)
+                and none_quick_then_linear(ctx, [AND(reached, OR(*(c for c, _, _ in cycles)))
+                                                 for _, _, (_, reached, _, cycles) in group if cycles], cyc)):
             continue
         for w, C, (mw, reached, done, cycles) in group:
             _single_findings(ctx, w, C, mw, reached, done, cycles, out, reported)

@@ -537,7 +537,7 @@ QUICK_S = 0.1
 _UNKNOWN = object()
 
 
-def _quick(ctx, cond):
+def _quick(ctx, cond, small=True):
     """solver.check(cond) within QUICK_S seconds: its answer, or _UNKNOWN (never a proof)."""
     from ..vc import SolverUnknown
 
@@ -548,12 +548,28 @@ def _quick(ctx, cond):
     solver.timeout_s = QUICK_S
     solver._set_timeout(QUICK_S)
     try:
-        return solver.check(cond)
+        return solver.check(cond, small=small)
     except SolverUnknown:
         return _UNKNOWN
     finally:
         solver.timeout_s = saved
         solver._set_timeout(saved)
+
+
+def none_quick_then_linear(ctx, terms, parts) -> bool:
+    """True when no term of `terms` has a model: their disjunction asked as it is for QUICK_S (most settle at
+    once), then, where that does not settle it, each of `parts` (terms whose disjunction covers `terms`)
+    through its own linear abstraction (`each_unsat_by_abstraction`), then the disjunction in full
+    (solver.none_of: an unknown raises SolverUnknown)."""
+    terms = [t for t in terms if t is not False]
+    if not terms:
+        return True
+    got = _quick(ctx, OR(*terms), small=False)
+    if got is not _UNKNOWN:
+        return got is None
+    if each_unsat_by_abstraction(ctx, parts):
+        return True
+    return ctx.solver.none_of(terms)
 
 
 def each_unsat_by_abstraction(ctx, terms) -> bool:
