@@ -130,6 +130,9 @@ def ring_cases():
     from stdlib_kernels import gemm_streamk
 
     yield "gemm_streamk[narrow]", gemm_streamk.gemm_streamk, "sm_90a", dict(gemm_streamk.PRESETS["narrow"])
+    from tests.verify.window_stages_kernels import window  # a rolling window of STAGES shared tiles, no mbarrier
+
+    yield "window[STAGES shared tiles]", window, None, {}
 
 
 def stages_table(args) -> int:
