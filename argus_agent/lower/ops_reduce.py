@@ -962,6 +962,60 @@ def _median_all(ctx, node, x):
     return value
 
 
+@register("aten.nanmedian.dim", "aten.nanmedian.default")
+def _nanmedian(ctx, node, x, dim=None, keepdim=False):
+    """torch.nanmedian: the lower median of each line's non-NaN values (NaN sorts last, so it is the sorted
+    line's element at (c - 1) // 2 for c non-NaN values, a run-time position), with its index; a line of NaNs
+    only gives NaN (at the line's middle position: torch's CPU kernel indexes some NaN of its own choosing).
+    Without a dim: of all elements, a 0-d value."""
+    from .index import flatten, unflatten
+    from .ops_views import _load_at
+
+    i64 = torch.int64
+    if dim is None:
+        src = x
+        x = LTensor((src.numel,), src.dtype, lambda c: src(unflatten(c[0], src.shape)))
+        d = 0
+    else:
+        d = dim + len(x.shape) if dim < 0 else dim
+    n = x.shape[d]
+    other = x.shape[:d] + x.shape[d + 1:]
+    got = sorted_rows(ctx, x, d) if x.dtype.is_floating_point else None
+    if got is not None:
+        vb, ib, _ = got
+        V, I = buffer_tensor(vb), buffer_tensor(ib)
+
+        def row(oc):
+            return [flatten(list(oc), other) if other else const(0), None]
+        dim_ = 1
+    else:                 # the generic sort, its results copied to buffers to read at run-time positions
+        values, index = _sort(ctx, None, x, d)
+        V, I = ctx.realize(values, "nanmedian_v"), ctx.realize(index, "nanmedian_i")
+
+        def row(oc):
+            return list(oc[:d]) + [None] + list(oc[d:])
+        dim_ = d
+    ok = (lambda v, full: call("where", call("eq", v, v), vals.const(1, i64), vals.const(0, i64), dtype=i64)) \
+        if x.dtype.is_floating_point else (lambda v, full: vals.const(1, i64))
+    count = reduce(ctx, x, [d], "sum", i64, value=ok, base="nanmedian_count")
+
+    def at(oc):
+        c = count(list(oc))
+        return call("where", call("gt", c, vals.const(0, i64)),
+                    call("floordiv", call("sub", c, vals.const(1, i64), dtype=i64), vals.const(2, i64), dtype=i64),
+                    vals.const((n - 1) // 2, i64), dtype=i64)
+    shape = other if not keepdim or dim is None else x.shape[:d] + (1,) + x.shape[d + 1:]
+
+    def out(t, dtype):
+        def f(c):
+            oc = list(c) if (not keepdim or dim is None) else list(c[:d]) + list(c[d + 1:])
+            return vals.cast(_load_at(t, row(oc), [(dim_, at(oc))]), dtype)
+        return LTensor(shape, dtype, f)
+    if dim is None:
+        return out(V, x.dtype)
+    return out(V, x.dtype), out(I, i64)
+
+
 @register("aten._cdist_forward")
 def _cdist(ctx, node, x1, x2, p=2.0, compute_mode=None):
     """torch.cdist: out[..., i, j] = ||x1[..., i, :] - x2[..., j, :]||_p, a reduction over the feature dim of

@@ -242,3 +242,20 @@ def test_median_propagates_nan_off_the_kernel_too(dtype, long, tmp_path, monkeyp
     assert torch.equal(i, ri)
     _, va = _run(lambda x: torch.median(x), [x], tmp_path, f"median_all_nan_{long}")
     assert va.isnan()
+
+
+@pytest.mark.parametrize("dtype, dim, keepdim", [(torch.float32, 1, False), (torch.float32, 0, True),
+                                                 (torch.float64, -1, False), (torch.bfloat16, 1, True)])
+def test_nanmedian_is_the_median_of_the_non_nan_values(dtype, dim, keepdim, tmp_path):
+    x = _ties((6, 27), dtype, seed=15)
+    x[2, :] = float("nan")                    # all NaN: NaN (torch's index there is its own choice)
+    x[3, 1:20] = float("nan")
+    _, (v, i) = _run(lambda x: torch.nanmedian(x, dim=dim, keepdim=keepdim), [x], tmp_path,
+                     f"nanmedian{str(dtype)[6:]}{dim}")
+    rv, ri = torch.nanmedian(x, dim=dim, keepdim=keepdim)
+    _same(v, rv)
+    ok = ~rv.isnan()
+    assert torch.equal(i[ok], ri[ok])
+    _, va = _run(lambda x: torch.nanmedian(x), [x], tmp_path, f"nanmedian_all{str(dtype)[6:]}")
+    r = torch.nanmedian(x)
+    assert va.shape == r.shape and va == r
