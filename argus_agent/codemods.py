@@ -46,26 +46,34 @@ class SetConstexpr(Codemod):
     args = ("name", "value", "kernel")
 
     def _apply(self, source, name, value, kernel=None):
-        module = parse_source(source)
-        try:
-            new_default = cst.parse_expression(spelled(str(value)))
-        except cst.ParserSyntaxError as e:
-            raise CodemodError(f"value {value!r} is not a Python expression") from e
-        changed = False
-        for fn in pick_kernels(module, kernel):
-            params = []
-            for p in fn.params.params:
-                if p.name.value == name and annotation_text(p).endswith("constexpr"):
-                    if p.default is not None and code_of(p.default) == code_of(new_default):
-                        params.append(p)
-                        continue
-                    p = p.with_changes(default=new_default)
-                    changed = True
-                params.append(p)
-            module = replace_kernel(module, fn, fn.with_changes(params=fn.params.with_changes(params=params)))
+        out, changed = _set_defaults(source, {name: value}, kernel)
         if not changed:
             raise NotApplicable(f"no kernel has constexpr `{name}` with a default other than {value}")
-        return module.code
+        return out
+
+
+def _set_defaults(source: str, values: dict, kernel=None) -> tuple[str, set]:
+    """`source` with the constexpr defaults in `values` ({name: Python source}) written into every kernel (or
+    `kernel`) that has them, in one parse: (new source, the names that changed somewhere)."""
+    module = parse_source(source)
+    defaults = {}
+    for name, value in values.items():
+        try:
+            defaults[name] = cst.parse_expression(spelled(str(value)))
+        except cst.ParserSyntaxError as e:
+            raise CodemodError(f"value {value!r} is not a Python expression") from e
+    changed = set()
+    for fn in pick_kernels(module, kernel):
+        params = []
+        for p in fn.params.params:
+            new_default = defaults.get(p.name.value)
+            if new_default is not None and annotation_text(p).endswith("constexpr") and not (
+                    p.default is not None and code_of(p.default) == code_of(new_default)):
+                p = p.with_changes(default=new_default)
+                changed.add(p.name.value)
+            params.append(p)
+        module = replace_kernel(module, fn, fn.with_changes(params=fn.params.with_changes(params=params)))
+    return (module.code if changed else source), changed
 
 
 class SetConstexprs(Codemod):
@@ -75,16 +83,10 @@ class SetConstexprs(Codemod):
     args = ("values", "kernel")
 
     def _apply(self, source, values, kernel=None):
-        changed = False
-        for k, v in values.items():
-            try:
-                source = SetConstexpr().apply(source, name=k, value=v, kernel=kernel)
-                changed = True
-            except NotApplicable:
-                pass
+        out, changed = _set_defaults(source, values, kernel)
         if not changed:
             raise NotApplicable(f"nothing to change: {values}")
-        return source
+        return out
 
 
 class SetThreads(Codemod):

@@ -92,3 +92,22 @@ def test_variant_arguments_are_checked():
     skill, problems = parse_skill("---\nname: s\nwhen: w\nwhere: x\nconditions: []\ncodemod: {name: set_threads, "
                                   "variants: [{warps: 4}]}\neffect: e\nlineage: l\n---\n", "s.md")
     assert skill is None and problems[0].field == "codemod" and "warps" in problems[0].message
+
+
+def test_several_constexprs_at_once_equal_one_at_a_time():
+    """SetConstexprs writes all defaults in one parse; the text is what chaining SetConstexpr gives."""
+    from argus_agent.codemods import NotApplicable as NA
+    from argus_agent.codemods import SetConstexpr, SetConstexprs
+    from argus_agent.lower.templates import stdlib_source
+
+    src = "import tilepy as tp\n" + stdlib_source("gemm_hopper")
+    values = {"BM": "64", "STAGES": "3", "NOT_A_PARAM": "7"}
+    chained = src
+    for k, v in values.items():
+        try:
+            chained = SetConstexpr().apply(chained, name=k, value=v)
+        except NA:
+            pass
+    assert chained != src and SetConstexprs().apply(src, values=values) == chained
+    with pytest.raises(NA):
+        SetConstexprs().apply(chained, values={"BM": "64"})     # already that value: nothing to change
