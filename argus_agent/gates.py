@@ -162,6 +162,32 @@ def estimate_veto(res: Resources, target: str, can_compile: bool) -> str:
     return why
 
 
+def compiled_veto(res: Resources, target: str) -> str:
+    """Why the compiled kernel cannot run on the target, or ''. Register spills are not a veto: they cost
+    time, and the timing judges that (a conv epilogue spilling 504 bytes ran at 2.15x eager on the H100)."""
+    return fits(Resources(res.threads, res.shared_bytes, res.registers, res.source), target)
+
+
+def host_launched(source: str, names) -> set:
+    """The kernels of `names` that the host functions of `source` name (the functions that are not kernels),
+    or all of `names` when none does or the source does not parse: the build gate compiles these at their
+    defaults. A kernel only used to derive another at module level (`conv_e = conv.fused(...)`) or left over
+    from a template is not compiled there; anything launched is compiled at its launch anyway."""
+    import ast
+
+    names = set(names)
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return names
+    used = set()
+    for fn in tree.body:
+        if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef) and not any(
+                "kernel" in ast.unparse(d) for d in fn.decorator_list):
+            used |= {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)}
+    return (used & names) or names
+
+
 def compile_kernel(kernel, target: str, constexprs: dict | None = None):
     """(Resources from the compiled kernel, '') or (None, why not). Only for GPU targets."""
     if target == "cpu":

@@ -103,7 +103,9 @@ def feasibility(source: str, target: str, directory) -> str:
         cand = load_candidate(source, directory)
     except CandidateError as e:
         return str(e)
-    for name, k in cand.kernels().items():
+    ks = cand.kernels()
+    launched = gates.host_launched(source, ks)
+    for name, k in ks.items():
         try:
             res = gates.estimate(k, target)
         except Exception as e:
@@ -111,12 +113,13 @@ def feasibility(source: str, target: str, directory) -> str:
         why = gates.estimate_veto(res, target, can_compile=target != "cpu")
         if why:
             return f"{name}: {why}"
-        if target != "cpu":
+        if target != "cpu" and name in launched:
             compiled, err = gates.compile_kernel(k, target)
             if err.startswith("compile error"):
                 return f"{name}: {err}"
-            if compiled is not None and gates.fits(compiled, target):
-                return f"{name}: compiled: {gates.fits(compiled, target)}"
+            why = compiled is not None and gates.compiled_veto(compiled, target)
+            if why:
+                return f"{name}: compiled: {why}"
     return ""
 
 

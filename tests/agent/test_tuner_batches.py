@@ -103,3 +103,25 @@ def test_a_register_estimate_vetoes_only_where_nothing_will_be_compiled():
     assert "threads" in gates.estimate_veto(too_many_threads, "sm_90a", can_compile=True)
     too_much_shared = gates.Resources(256, 10**7, 32, "estimate")
     assert "shared memory" in gates.estimate_veto(too_much_shared, "sm_90a", can_compile=True)
+
+
+def test_the_build_gate_compiles_the_kernels_the_host_launches():
+    src = SOURCE + '''
+
+@tp.kernel(threads=128)
+def unused(X: tp.Tensor[tp.f32, "N"], BLOCK: tp.constexpr = 256):
+    tp.store(X[0:BLOCK], tp.load(X[0:BLOCK]))
+
+
+derived = scale
+'''
+    assert gates.host_launched(src, {"scale", "unused", "derived"}) == {"scale"}
+    # a host that names no kernel (or a source that does not parse): every kernel is compiled
+    assert gates.host_launched("def f():\n    return 1\n", {"a", "b"}) == {"a", "b"}
+    assert gates.host_launched("def (:", {"a"}) == {"a"}
+
+
+def test_spills_do_not_veto_a_compiled_kernel():
+    spilled = gates.Resources(384, 172128, 168, "compiled", spills=504)
+    assert gates.fits(spilled, "sm_90a") and gates.compiled_veto(spilled, "sm_90a") == ""
+    assert "registers" in gates.compiled_veto(gates.Resources(384, 1024, 300, "compiled"), "sm_90a")
