@@ -1,5 +1,5 @@
 """compute-sanitizer target: the slow problems' new lowered kernels once each at small sizes (the bf16 Linear's
-gemm_hopper with B_NK and its bias-initialized accumulator at the small and large policies, the row kernel
+gemm_hopper with B_NK and its bias-initialized accumulator at the small policy, the row kernel
 after it, and the adaptive pool's passes). Prints ok and the max error against eager."""
 
 import importlib.util
@@ -45,5 +45,4 @@ def run(model, x, name):
 
 torch.manual_seed(0)
 run(LinearGeluNorm(128, 256), torch.randn(320, 128).bfloat16(), "linear_small")
-run(LinearGeluNorm(1024, 2048), torch.randn(1152, 1024).bfloat16(), "linear_large")
 run(Pool(), torch.randn(2, 4, 47, 45), "pool")
