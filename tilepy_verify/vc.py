@@ -502,7 +502,7 @@ class _Z3:
 
 FIRST_TRY_S = 2.0  # a query not settled by then is tried with concrete sizes (Solver_._answer)
 SEED_TRY_S = 1.0
-WITNESS_FIRST_TRY_S = 0.3  # Solver_.satisfiable's first try (its questions usually have models)
+WITNESS_FIRST_TRY_S = 0.1  # Solver_.satisfiable's first try (its questions usually have models)
 SEED_TRIES = 8
 _SEEDS = {"dim:": (300, 129, 520, 70, 1000, 2049, 200, 64), "grid": (2, 3, 4, 1, 7, 5, 2, 3),
           "p:": (3, 5, 1, 8, 2, 7, 4, 6)}
@@ -779,6 +779,7 @@ class Solver_:
         self.queries = 0
         self.facts: dict = {}  # variable name -> a term defining it (trip counts), added when it occurs
         self.first_try_s = FIRST_TRY_S  # as it is, before concrete sizes are tried (`_answer`)
+        self._good_seed = None  # the concrete sizes of the last seeded model (tried first next time)
 
     def check(self, term, want_vars=(), small=True) -> dict | None:
         """A model (name -> int, plus bool vars) of `term` together with the ranges of its variables, or
@@ -910,11 +911,16 @@ class Solver_:
                 return answer
             seeds = _seedable(term)  # only now: walking a large query costs
             self._set_timeout(SEED_TRY_S)
-            for values in _seed_values(seeds) if seeds else ():
+            tries = list(_seed_values(seeds)) if seeds else []
+            good = self._good_seed
+            if good is not None and set(seeds) <= set(good):  # the sizes of the last seeded model first: the
+                tries.insert(0, {n: good[n] for n in seeds})  # next copy of a ring's query often has one there
+            for values in tries:
                 self.solver.push()
                 self._assert(self.enc.formula(AND(*(cmp("==", Var(n), v) for n, v in values.items()))))
                 if self.solver.check() == z3.sat:
                     self._seeded = 1  # the model stays readable until the caller pops this frame too
+                    self._good_seed = values
                     return z3.sat
                 self.solver.pop()
             rest = None if limit is None else limit - (time.perf_counter() - t0)
