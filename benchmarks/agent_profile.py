@@ -64,6 +64,24 @@ def main():
             return out
         return inner
 
+    from argus_agent import loop
+
+    phases = {}
+
+    def phase(mod, name):
+        fn = getattr(mod, name)
+
+        def inner(*a, **k):
+            t0 = time.monotonic()
+            try:
+                return fn(*a, **k)
+            finally:
+                phases[name] = phases.get(name, 0.0) + time.monotonic() - t0
+        setattr(mod, name, inner)
+
+    for name in ("load_problem", "lower_problem", "load_kb"):
+        phase(loop, name)
+    phase(loop, "ablate")
     sandbox.Sandbox.check = timed_check
     sandbox.Sandbox.reference_ms = wrap(ref_ms, "reference_ms")
     sandbox.Sandbox.reference_graph_ms = wrap(ref_graph, "reference_graph_ms")
@@ -84,10 +102,11 @@ def main():
         print(f"{k:20s} {n:5d} {s:8.1f}")
     print("child seconds per stage: " + ", ".join(f"{k} {v:.1f}" for k, v in by_stage.most_common()))
     print(f"parent reference timing: {sum(r['seconds'] for r in refs):.1f} s over {len(refs)} calls")
-    print(f"outside the sandbox and reference timing: {total - sum(r['seconds'] for r in rows):.1f} s")
+    print(f"outside the sandbox and reference timing: {total - sum(r['seconds'] for r in rows):.1f} s; of it: "
+          + ", ".join(f"{k} {v:.1f} s" for k, v in phases.items()))
     if args.out:
         Path(args.out).write_text(json.dumps({"problem": args.problem, "budget": args.budget, "seconds": total,
-                                              "checks": rows, "references": refs}, indent=1))
+                                              "checks": rows, "references": refs, "phases": phases}, indent=1))
 
 
 if __name__ == "__main__":
