@@ -780,6 +780,7 @@ class Solver_:
         self.facts: dict = {}  # variable name -> a term defining it (trip counts), added when it occurs
         self.first_try_s = FIRST_TRY_S  # as it is, before concrete sizes are tried (`_answer`)
         self._good_seed = None  # the concrete sizes of the last seeded model (tried first next time)
+        self._witness = False  # inside `satisfiable`: a model is what is wanted
 
     def check(self, term, want_vars=(), small=True) -> dict | None:
         """A model (name -> int, plus bool vars) of `term` together with the ranges of its variables, or
@@ -817,10 +818,12 @@ class Solver_:
         # a witness question (is this assertion reached?): concrete sizes are tried after WITNESS_FIRST_TRY_S, not
         # FIRST_TRY_S (a reached assertion in a stream-K share needs a nonlinear model: 2 s of search each time)
         self.first_try_s = min(saved, WITNESS_FIRST_TRY_S)
+        self._witness = True
         try:
             return self._satisfiable(terms, out, todo)
         finally:
             self.first_try_s = saved
+            self._witness = False
 
     def _satisfiable(self, terms, out, todo):
         while todo:
@@ -913,8 +916,11 @@ class Solver_:
             self._set_timeout(SEED_TRY_S)
             tries = list(_seed_values(seeds)) if seeds else []
             good = self._good_seed
-            if good is not None and set(seeds) <= set(good):  # the sizes of the last seeded model first: the
-                tries.insert(0, {n: good[n] for n in seeds})  # next copy of a ring's query often has one there
+            if good is not None and tries and set(seeds) <= set(good):  # the sizes of the last seeded model
+                tries.insert(0, {n: good[n] for n in seeds})  # first: a ring's next stage copy often has one there
+            if self._witness and tries:  # is it reached at all: block 0 first (its share starts at 0)
+                zero = {n: 0 for n in sorted(names) if n.startswith("block")}
+                tries = [{**v, **zero} for v in tries] + tries
             for values in tries:
                 self.solver.push()
                 self._assert(self.enc.formula(AND(*(cmp("==", Var(n), v) for n, v in values.items()))))
