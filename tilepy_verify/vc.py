@@ -825,6 +825,18 @@ class Solver_:
             self.first_try_s = saved
             self._witness = False
 
+    def witness(self, term) -> dict | None:
+        """A model of `term` or None, asked as a witness question (as `satisfiable`: concrete sizes and block 0
+        tried early); an unknown answer raises SolverUnknown."""
+        saved = self.first_try_s
+        self.first_try_s = min(saved, WITNESS_FIRST_TRY_S)
+        self._witness = True
+        try:
+            return self.check(term, small=False)
+        finally:
+            self.first_try_s = saved
+            self._witness = False
+
     def _satisfiable(self, terms, out, todo):
         while todo:
             model = self.check(OR(*(terms[i] for i in todo)), small=False)

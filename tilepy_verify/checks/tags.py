@@ -50,8 +50,22 @@ def _reached(ctx) -> dict:
     """id(assertion) -> whether some block and iteration reaches it, for the element and operand assertions
     (asked together: one model usually reaches every stage copy of a ring's assertion)."""
     ours = [a for a in ctx.analysis.assertions if not isinstance(a.target, TensorVal)]
+    if len(ours) > 1 and _all_reached(ctx, ours):
+        return {id(a): True for a in ours}
     got = ctx.solver.satisfiable([instance(a.point, "@1")[1] for a in ours])
     return {id(a): ok for a, ok in zip(ours, got)}
+
+
+def _all_reached(ctx, ours) -> bool:
+    """Whether one launch (sizes, block) reaches every assertion of `ours`, each in an iteration of its own
+    (each instance renamed apart): one witness query for a ring's stage copies, which one by one need one
+    nonlinear model search each. False says nothing (they are asked one by one)."""
+    from ..vc import SolverUnknown
+
+    try:
+        return ctx.solver.witness(AND(*(instance(a.point, f"@r{i}")[1] for i, a in enumerate(ours)))) is not None
+    except SolverUnknown:
+        return False
 
 
 def _meaningless(ctx, a, reached):
