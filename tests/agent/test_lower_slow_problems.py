@@ -109,12 +109,15 @@ def _run_recorded(model, inputs, tmp_path, name, precision=None):
 
 
 @pytest.mark.parametrize("M,K,N", [(320, 128, 256), (2048, 264, 2048)], ids=["small", "large"])
-def test_bf16_linear_reads_weight_in_place_and_stores_bf16_with_bias(tmp_path, M, K, N):
-    """A bf16 nn.Linear on sm_90a: gemm_hopper reads the (N, K) weight in place (B_NK=1, no transposing copy),
-    adds the bias to the f32 accumulator and stores bf16 once (eager's addmm: bias in fp32, one rounding),
-    so the GELU + LayerNorm kernel after it reads bf16. Result: eager's to within one bf16 step."""
+def test_bf16_linear_reads_weight_in_place_and_stores_bf16_with_bias(tmp_path, M, K, N, monkeypatch):
+    """A bf16 nn.Linear on sm_90a with the opt-in addend form (ARGUS_GEMM_ADDEND_INIT=1): gemm_hopper reads the
+    (N, K) weight in place (B_NK=1, no transposing copy), adds the bias to the f32 accumulator and stores bf16
+    once (eager's addmm: bias in fp32, one rounding), so the GELU + LayerNorm kernel after it reads bf16.
+    Result: eager's to within one bf16 step."""
+    from argus_agent.lower import templates
     from stdlib_kernels import gemm_hopper
 
+    monkeypatch.setattr(templates, "GEMM_ADDEND_INIT", True)
     torch.manual_seed(M + K)
     model = _LinearGeluNorm(K, N)
     x = torch.randn(M, K, generator=torch.Generator().manual_seed(1)).to(torch.bfloat16)
@@ -187,10 +190,33 @@ def test_bf16_linear_on_a_non_transposed_b_keeps_its_layout(tmp_path):
     assert bool(((out.double() - ref.bfloat16().double()).abs() <= 1.01 * step).all())
 
 
-def test_gemm_epilogue_with_a_second_tensor_stays_out_of_the_gemm(tmp_path):
+def test_by_default_a_bias_epilogue_stays_after_the_gemm(tmp_path):
+    """Default (GEMM_ADDEND_INIT off): the weight is still read in place (no copy), the GEMM stores its f32
+    product, and the bias with eager's rounding of the Linear's output, then GELU and LayerNorm, run after it."""
+    torch.manual_seed(5)
+    model = _LinearGeluNorm(264, 2048)
+    x = torch.randn(2048, 264, generator=torch.Generator().manual_seed(1)).to(torch.bfloat16)
+    prog, mod, calls, out = _run_recorded(model, [x], tmp_path, "linear_default")
+    gname, gargs, gkw = calls[0]
+    names = [c[0] for c in calls]
+    assert gname.startswith("gemm_hopper_nk") and len(calls) == 3, names   # GEMM, bias + rounding, rows
+    assert gkw["B_NK"] == 1 and gargs[1].data_ptr() == model.fc.weight.data_ptr()
+    assert gargs[2].dtype == torch.float32
+    _every_kernel_fits_at_its_defaults(mod)
+    with torch.no_grad():
+        ref = model(x).double()
+    step = torch.finfo(torch.bfloat16).eps * ref.abs().clamp_min(2.0**-6)
+    assert ((out.double() - ref).abs() > 2.01 * step).float().mean().item() < 1e-3
+
+
+def test_gemm_epilogue_with_a_second_tensor_stays_out_of_the_gemm(tmp_path, monkeypatch):
     """An fp32 Linear times an (M, N) tensor under --precision bf16 (gemm_hopper, f32 out): the bias alone could
     be the accumulator's initial value, but the second loaded tile beside a 128 x 256 accumulator would spill
-    (the build gate refuses spills), so the product stays a kernel after the GEMM. A bias-only epilogue fuses."""
+    (the build gate refuses spills), so the product stays a kernel after the GEMM. A bias-only epilogue fuses
+    (with the opt-in addend form, ARGUS_GEMM_ADDEND_INIT=1)."""
+    from argus_agent.lower import templates
+
+    monkeypatch.setattr(templates, "GEMM_ADDEND_INIT", True)
     torch.manual_seed(1)
     lin = torch.nn.Linear(264, 2048)
     x = torch.randn(2048, 264, generator=torch.Generator().manual_seed(2))
