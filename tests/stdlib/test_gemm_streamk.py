@@ -130,7 +130,8 @@ def test_verifier_on_the_fix_up():
     """Every check but global_race proves the kernel clean (the pipeline's ring, deadlock, bounds, the tag
     assertion of the whole-tile store, the fix-up's masked accesses in bounds); its time is a benchmark's
     subject (0.4 s on the small tile on an idle CPU, not asserted under this load). global_race (the ticket
-    protocol between blocks, 4-8 s of CPU here) is proved in tests/verify/test_ticket_protocol.py."""
+    protocol between blocks, about 1 s of CPU since it runs on the kernel as written) is proved in
+    tests/verify/test_ticket_protocol.py and tests/verify/test_streamk_global_race.py."""
     checks = [c for c in tv.CHECKS if c != "global_race"]
     for k in (sk.gemm_streamk, sk.gemm_streamk_bf16):
         for fixup_policy in (0, 1, 2):
