@@ -6,8 +6,11 @@ the limits of the target (tilepy.targets), and the compiler (tilepy_hip).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import tilepy_hip
 import tilepy_verify
@@ -44,9 +47,6 @@ def verifier_digest() -> str:
     cached verdict is reused only by the same verifier."""
     global _VERIFIER_DIGEST
     if _VERIFIER_DIGEST is None:
-        import hashlib
-        from pathlib import Path
-
         import tilepy
 
         h = hashlib.sha256()
@@ -62,9 +62,6 @@ def verify_cached(kernels: dict, target: str, cache_dir, source_digest: str) -> 
     """`verify_kernels`, remembered per candidate source (its kernels, their spans: the file is named by the same
     digest), target and verifier (`verifier_digest`) in `cache_dir`: the tuner's parallel pre-build verifies a
     point once, and its evaluation reuses that verdict. An unreadable entry is recomputed and rewritten."""
-    import json
-    from pathlib import Path
-
     path = Path(cache_dir) / f"{source_digest}-{target}-{verifier_digest()}.json"
     try:
         d = json.loads(path.read_text())
@@ -186,6 +183,29 @@ def host_launched(source: str, names) -> set:
                 "kernel" in ast.unparse(d) for d in fn.decorator_list):
             used |= {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)}
     return (used & names) or names
+
+
+def build_check(kernels: dict, source: str, target: str, can_compile: bool) -> tuple[str, str]:
+    """The build gate of a candidate's kernels: ('', '') when each builds its IR and fits the target, else
+    (outcome, message) with outcome 'compile-error' or 'infeasible'. With `can_compile`, the kernels the host
+    launches (`host_launched`) are compiled at their defaults and their compiled resources decide."""
+    launched = host_launched(source, kernels)
+    for name, k in kernels.items():
+        try:
+            res = estimate(k, target)
+        except Exception as e:
+            return "compile-error", f"{name}: {e}"
+        why = estimate_veto(res, target, can_compile)
+        if why:
+            return "infeasible", f"{name}: {why}"
+        if can_compile and name in launched:
+            compiled, err = compile_kernel(k, target)
+            if err.startswith("compile error"):
+                return "compile-error", f"{name}: {err}"
+            why = compiled is not None and compiled_veto(compiled, target)
+            if why:
+                return "infeasible", f"{name}: compiled: {why}"
+    return "", ""
 
 
 def compile_kernel(kernel, target: str, constexprs: dict | None = None):

@@ -198,22 +198,9 @@ def _child_work(job: dict, send, conn):
     if not ks:
         return send(outcome="rejected", message="the module defines no @tp.kernel")
     target = job["target"]
-    launched = gates.host_launched(job["source"], ks)
-    for name, k in ks.items():
-        try:
-            res = gates.estimate(k, target)
-        except Exception as e:
-            return send(outcome="compile-error", message=f"{name}: {e}")
-        why = gates.estimate_veto(res, target, can_compile=job["gpu"] and target != "cpu")
-        if why:
-            return send(outcome="infeasible", message=f"{name}: {why}")
-        if job["gpu"] and target != "cpu" and name in launched:
-            compiled, err = gates.compile_kernel(k, target)
-            if err.startswith("compile error"):
-                return send(outcome="compile-error", message=f"{name}: {err}")
-            why = compiled is not None and gates.compiled_veto(compiled, target)
-            if why:
-                return send(outcome="infeasible", message=f"{name}: compiled: {why}")
+    outcome, message = gates.build_check(ks, job["source"], target, can_compile=job["gpu"] and target != "cpu")
+    if outcome:
+        return send(outcome=outcome, message=message)
     if "verify" not in job["stages"]:
         return send(outcome="built")
     send(stage="verify")

@@ -103,24 +103,7 @@ def feasibility(source: str, target: str, directory) -> str:
         cand = load_candidate(source, directory)
     except CandidateError as e:
         return str(e)
-    ks = cand.kernels()
-    launched = gates.host_launched(source, ks)
-    for name, k in ks.items():
-        try:
-            res = gates.estimate(k, target)
-        except Exception as e:
-            return f"{name}: {type(e).__name__}: {str(e).splitlines()[0]}"
-        why = gates.estimate_veto(res, target, can_compile=target != "cpu")
-        if why:
-            return f"{name}: {why}"
-        if target != "cpu" and name in launched:
-            compiled, err = gates.compile_kernel(k, target)
-            if err.startswith("compile error"):
-                return f"{name}: {err}"
-            why = compiled is not None and gates.compiled_veto(compiled, target)
-            if why:
-                return f"{name}: compiled: {why}"
-    return ""
+    return gates.build_check(cand.kernels(), source, target, can_compile=target != "cpu")[1]
 
 
 @dataclass
