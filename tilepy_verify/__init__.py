@@ -25,14 +25,22 @@ _CACHE: dict = {}
 class Context:
     """What a check sees: the analysis, the solver, and helpers to name things."""
 
-    def __init__(self, analysis, solver):
+    def __init__(self, analysis, solver, as_written=None):
         self.analysis = analysis
         self.solver = solver
+        self._as_written = as_written  # () -> Context of the kernel before its mbarrier arrays are unrolled, or None
         self._names = {}
         for s in _assignments(analysis.kir.body):
             v = getattr(s.value, "op", None)
             if v == "shared":
                 self._names[id(s.value)] = s.name
+
+    def as_written(self):
+        """The Context of the kernel as written (each statement once, its ring not unrolled per stage:
+        mbarrier_arrays.expand), or None where this one is already that (no mbarrier array) or the walk does not
+        take that form. Built on first use, shared by the checks that need no mbarrier (global_race, the
+        reachability of tag assertions, the per-stage checks)."""
+        return self._as_written() if self._as_written is not None else None
 
     def name_of(self, alloc) -> str:
         return alloc.name
@@ -91,16 +99,16 @@ def verify_ir(kir, checks=None) -> Report:
     analysis = analyze(expanded)  # mbarrier arrays in the analysis's terms
     solver = Solver_()
     solver.facts.update(analysis.trip_facts)
-    ctx = Context(analysis, solver)
+    written = _AsWritten(kir) if expanded is not kir else None
+    ctx = Context(analysis, solver, written)
     from .checks.cluster import findings as cluster_findings
 
     early += cluster_findings(kir)  # thread-block clusters: releases reaching every multicast target, cluster barriers
     findings = [f for f in early if f.check in names]
-    extra_queries = [0]
     try:
         for name in names:
-            if name == "global_race" and expanded is not kir:
-                got = _global_race_as_written(kir, extra_queries)
+            if name == "global_race" and written is not None:
+                got = _global_race_as_written(written())
                 if got is not None:  # the kernel as written: one copy of each access, not one per stage
                     findings.extend(got)
                     continue
@@ -110,41 +118,65 @@ def verify_ir(kir, checks=None) -> Report:
                 findings.append(_undecided(kir, name, e))
     finally:
         solver.close()
+        extra = written.close() if written is not None else 0
         drop_memos()
     findings = _dedupe(findings)
     report = Report(kir.name, kir.target, dict(kir.constexprs), findings, time.perf_counter() - t0, names,
-                    {"queries": solver.queries + extra_queries[0], "accesses": len(analysis.accesses)})
+                    {"queries": solver.queries + extra, "accesses": len(analysis.accesses)})
     _CACHE[key] = (kir, report)
     return report
 
 
-def _global_race_as_written(kir, queries):
-    """The global_race check's findings on `kir` as written, before its mbarrier arrays are unrolled into one
-    loop-body copy per stage (mbarrier_arrays.expand), or None where that form cannot be decided here (the walk
-    does not take it, or a query ends unknown: the check then runs on the expanded form as before).
+class _AsWritten:
+    """The kernel as written, before its mbarrier arrays are unrolled into one loop-body copy per stage
+    (mbarrier_arrays.expand): its analysis and solver, made on the first call (None when the walk does not take
+    that form), closed by `close` (which returns the queries asked)."""
+
+    def __init__(self, kir):
+        self.kir = kir
+        self.ctx = None
+        self.tried = False
+
+    def __call__(self):
+        if not self.tried:
+            self.tried = True
+            from .domain import analyze
+            from .vc import Solver_
+
+            try:
+                analysis = analyze(self.kir)
+            except Exception:  # noqa: BLE001 - a form only the expanded walk takes: each check asks there
+                return None
+            solver = Solver_()
+            solver.facts.update(analysis.trip_facts)
+            self.ctx = Context(analysis, solver)
+        return self.ctx
+
+    def close(self) -> int:
+        if self.ctx is None:
+            return 0
+        self.ctx.solver.close()
+        return self.ctx.solver.queries
+
+
+def _global_race_as_written(ctx):
+    """The global_race check's findings on the kernel as written (`ctx`: _AsWritten's Context), or None where
+    that form cannot be decided here (no such Context, or a query ends unknown: the check then runs on the
+    expanded form as before).
 
     The rewrite keeps every statement and its order, so both forms make the same global accesses (blocks,
     iterations, elements, masks, tickets), and global memory is not ordered by mbarriers: global_race needs
     nothing the rewrite is for. As written, each access is one access instead of STAGES copies (gemm_streamk:
     11 accesses and 15 queries instead of 44 and 54), and a counterexample names the kernel's own loop index."""
     from .checks import ALL
-    from .domain import analyze
-    from .vc import Solver_, SolverUnknown
+    from .vc import SolverUnknown
 
-    try:
-        analysis = analyze(kir)
-    except Exception:  # noqa: BLE001 - a form only the expanded walk takes: asked there
+    if ctx is None:
         return None
-    solver = Solver_()
-    solver.facts.update(analysis.trip_facts)
     try:
-        found = ALL["global_race"](Context(analysis, solver))
+        return ALL["global_race"](ctx)
     except SolverUnknown:
         return None
-    finally:
-        queries[0] += solver.queries
-        solver.close()
-    return found
 
 
 def _dedupe(findings):

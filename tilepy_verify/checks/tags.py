@@ -48,12 +48,48 @@ def check(ctx) -> list:
 
 def _reached(ctx) -> dict:
     """id(assertion) -> whether some block and iteration reaches it, for the element and operand assertions
-    (asked together: one model usually reaches every stage copy of a ring's assertion)."""
+    (asked together: one model usually reaches every stage copy of a ring's assertion). The stage copies of a
+    ring's assertion (mbarrier_arrays.py) are first asked on the kernel as written (`_reached_as_written`)."""
     ours = [a for a in ctx.analysis.assertions if not isinstance(a.target, TensorVal)]
+    out = _reached_as_written(ctx, ours)
+    ours = [a for a in ours if id(a) not in out]
     if len(ours) > 1 and _all_reached(ctx, ours):
-        return {id(a): True for a in ours}
+        return {**out, **{id(a): True for a in ours}}
     got = ctx.solver.satisfiable([instance(a.point, "@1")[1] for a in ours])
-    return {id(a): ok for a, ok in zip(ours, got)}
+    return {**out, **{id(a): ok for a, ok in zip(ours, got)}}
+
+
+def _reached_as_written(ctx, ours) -> dict:
+    """id(assertion) -> True for the assertions of `ours` whose source line some block and iteration reaches in
+    the kernel as written (ctx.as_written(): one assertion per source line instead of one per stage copy).
+
+    The rewrite into stage copies keeps every statement, its order and its path condition (only the ring's
+    index is split into round and stage), so the source line is reached as written iff some copy of it is
+    reached; a copy that no iteration reaches (a stage beyond a short loop's trip count) has nothing to check,
+    and the line's reached copies carry its proof. Only a line whose every as-written assertion is reached is
+    answered here (a static_range's copies share a line); the rest, and every line where the walk or a query
+    fails, are asked on the copies as before."""
+    from ..vc import SolverUnknown
+
+    if not ours:
+        return {}
+    written = ctx.as_written()
+    if written is None:
+        return {}
+    by_line: dict = {}
+    for a in written.analysis.assertions:
+        if not isinstance(a.target, TensorVal):
+            by_line.setdefault(a.span, []).append(a)
+    spans = {a.span for a in ours if a.span in by_line}
+    asked = [a for sp in spans for a in by_line[sp]]
+    if not asked:
+        return {}
+    try:
+        got = written.solver.satisfiable([instance(a.point, "@1")[1] for a in asked])
+    except SolverUnknown:
+        return {}
+    ok = {sp for sp in spans if all(g for a, g in zip(asked, got) if a.span == sp)}
+    return {id(a): True for a in ours if a.span in ok}
 
 
 def _all_reached(ctx, ours) -> bool:

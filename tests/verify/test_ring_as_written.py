@@ -1,0 +1,87 @@
+"""Issue 17 item 4: what of a ring over mbarrier arrays is decided on the kernel as written, not on its
+STAGES loop-body copies (mbarrier_arrays.expand): the reachability of a tag assertion (one query per source
+line instead of one witness over STAGES renamed copies). A line reached in one stage's iterations only (k == 0:
+copy 0) is reached, so its proof means something; a line no iteration reaches is still an error; the tag proof
+itself still runs on the copies (a wrong tag in the one reached copy is still a failure). The reference for
+reachability is plain arithmetic over the loop's iterations k in [0, n) for some n >= 0."""
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import tilepy as tp
+import tilepy_verify as tv
+
+
+@tp.kernel(threads=160, target="sm_90a")
+def ring(X: tp.Tensor[tp.f32, "R", 64], Y: tp.Tensor[tp.f32, "R", 64], BR: tp.constexpr = 32,
+         STAGES: tp.constexpr = 3, LO: tp.constexpr = 0, HI: tp.constexpr = 1 << 30, MOD: tp.constexpr = 1,
+         REM: tp.constexpr = 0, OFF: tp.constexpr = 0):
+    """A warp-specialized ring (tests/verify/seeded_corpus2.py's ws_pipe) whose consumer asserts the rows' tags
+    only in iterations LO <= k < HI with k % MOD == REM; OFF != 0 asserts a wrong row."""
+    tp.tag(X, lambda r, c: ("X", r, c))
+    buf = tp.shared((BR, 64), tp.f32, stages=STAGES)
+    full = tp.mbarrier(1, stages=STAGES)
+    empty = tp.mbarrier(1, stages=STAGES)
+    n = X.shape[0] // BR
+    if tp.warp_id() == 0:
+        for k in range(n):
+            if k >= STAGES:
+                tp.mbarrier_wait(empty[k % STAGES], k // STAGES - 1)
+            tp.copy_bulk(X[k * BR:(k + 1) * BR, 0:64], buf[k % STAGES], full[k % STAGES])
+            tp.mbarrier_arrive(full[k % STAGES])
+    else:
+        for k in range(n):
+            tp.mbarrier_wait(full[k % STAGES], k // STAGES)
+            x = tp.load(buf[k % STAGES], layout=tp.blocked((BR, 64), 128, 4))
+            if k >= LO and k < HI and k % MOD == REM:
+                tp.assert_tag(x, lambda t, r: t[1] == r + OFF, at=((k * BR + tp.arange(BR))[:, None],))
+            tp.store(Y[k * BR:(k + 1) * BR, 0:64], x * 2.0)
+            tp.mbarrier_arrive(empty[k % STAGES])
+
+
+def _tag_errors(**kw):
+    report = tv.verify(ring, **kw)
+    assert not [f for f in report.errors if f.check != "tag_assertion"], str(report)
+    return [f for f in report.errors if f.check == "tag_assertion"]
+
+
+def _unreached(found):
+    return [f for f in found if "ever reaches" in f.message]
+
+
+def test_line_reached_in_one_stage_only_is_reached_and_proved():
+    assert _tag_errors(HI=1) == []                   # k == 0: only copy 0 reaches it (a false alarm before)
+    assert _tag_errors(MOD=3, REM=1, STAGES=3) == []  # every third k: copy 1 only
+
+
+def test_wrong_tag_in_the_one_reached_copy_still_fails():
+    found = _tag_errors(HI=1, OFF=1)
+    assert found and not _unreached(found) and "fails for element" in found[0].message, found
+
+
+def test_line_no_iteration_reaches_is_an_error():
+    found = _tag_errors(LO=5, HI=5)
+    assert found and _unreached(found), found
+    found = _tag_errors(MOD=3, REM=3)                 # k % 3 == 3: never
+    assert found and _unreached(found), found
+
+
+def test_same_answer_as_the_copies_where_each_copy_is_reached(monkeypatch):
+    """Without the as-written context (every copy asked, the former path) a line every copy reaches is
+    reached too, and an unreachable one an error: the two paths agree where the copies' answer is exact."""
+    monkeypatch.setattr(tv.Context, "as_written", lambda self: None)
+    assert _tag_errors() == []
+    assert _unreached(_tag_errors(LO=5, HI=5))
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@given(stages=st.integers(2, 4), lo=st.integers(-2, 6), hi=st.integers(-1, 7), mod=st.integers(1, 4),
+       rem=st.integers(-1, 4))
+def test_reachability_matches_arithmetic(stages, lo, hi, mod, rem):
+    """The line is reported unreached exactly when no k >= 0 has lo <= k < hi and k % mod == rem (Python's %,
+    as the kernel's on k >= 0): some n > k reaches it otherwise."""
+    reached = any(lo <= k < hi and k % mod == rem for k in range(0, max(hi, 0) + mod + 1))
+    found = _tag_errors(STAGES=stages, LO=lo, HI=hi, MOD=mod, REM=rem)
+    assert bool(_unreached(found)) == (not reached), (found, stages, lo, hi, mod, rem)
+    if reached:
+        assert found == [], found
