@@ -190,11 +190,15 @@ SWEEP = {
          ("C2 BN256 S3 pipelined", dict(BN=256, STAGES=3)),
          ("C2 one tile at a time", dict(PIPELINE=False)),
          ("C1 one tile at a time", dict(CONSUMERS=1, PIPELINE=False)),
-         ("C1 BN64 one tile at a time", dict(CONSUMERS=1, BN=64, PIPELINE=False))],
+         ("C1 BN64 one tile at a time", dict(CONSUMERS=1, BN=64, PIPELINE=False)),
+         ("C2 paired", dict(PAIRED=True, PIPELINE=False)),
+         ("C2 BN64 paired", dict(PAIRED=True, PIPELINE=False, BN=64)),
+         ("C3 paired", dict(attention.THREE_CONSUMERS, PAIRED=True))],
     128: [("C2 BN128 S3 pipelined (preset)", {}),
           ("C2 BN128 S2 pipelined", dict(STAGES=2)),
           ("C2 BN64 S4 pipelined", dict(BN=64, STAGES=4)),
-          ("C2 one tile at a time", dict(PIPELINE=False))],
+          ("C2 one tile at a time", dict(PIPELINE=False)),
+          ("C2 S2 paired", dict(PAIRED=True, PIPELINE=False, STAGES=2))],
 }
 SWEEP_ROWS = [(TOKENS // s, 32, 32, s, 64) for s in (512, 4096, 16384)] + [(TOKENS // 512, 16, 16, 512, 128)]
 

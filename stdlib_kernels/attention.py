@@ -24,7 +24,11 @@ asynchronous wgmma groups, softmax(S_j) under wait_group 1; False waits for ever
 CONSUMERS, PRODUCER_REGS / CONSUMER_REGS (setmaxnreg budgets; 0 leaves the registers as they are), FALLBACK
 (False: TMA-only copies, `copy_bulk(..., fallback=False)`: the producer compiles to the bulk tensor copies alone,
 which its 24-40 register budget holds without spilling; True adds the per-row / per-element copy for tensors a
-tensor map cannot describe, which `launch` picks only for such inputs).
+tensor map cannot describe, which `launch` picks only for such inputs), PAIRED (one tile at a time: a block
+computes row blocks m - 1 - pb and then pb, grid cdiv(m, 2), their key tiles through one ring and both Q tiles
+loaded up front: half as many blocks, each block's fixed costs (its start, Q's and the ring's first round
+trips, the epilogue) paid once for two row blocks and hidden behind the other's tiles; causal pairs carry
+equal work).
 `attention_decode` + `attention_merge` (`decode()`) are split-KV decoding for up to 16 new tokens.
 docs/kernels.md has the structure, the invariants and the H100 figures.
 
@@ -72,7 +76,8 @@ def attention_fwd(Q: tp.Tensor[tp.bf16, "BH", "SQ", "D"], K: tp.Tensor[tp.bf16, 
                   HEAD_DIM: tp.constexpr = 128, BN: tp.constexpr = 128, STAGES: tp.constexpr = 3,
                   CONSUMERS: tp.constexpr = 2, CAUSAL: tp.constexpr = False, GROUP: tp.constexpr = 1,
                   PIPELINE: tp.constexpr = True, PRODUCER_REGS: tp.constexpr = 24,
-                  CONSUMER_REGS: tp.constexpr = 240, FALLBACK: tp.constexpr = False):
+                  CONSUMER_REGS: tp.constexpr = 240, FALLBACK: tp.constexpr = False,
+                  PAIRED: tp.constexpr = False):
     BM = 64 * CONSUMERS
     DP = HEAD_DIM // 64                 # 64-column pieces of the head dimension
     SW = tp.Swizzle(3, 3, 3)
@@ -93,7 +98,7 @@ def attention_fwd(Q: tp.Tensor[tp.bf16, "BH", "SQ", "D"], K: tp.Tensor[tp.bf16, 
     n_diag = tp.cdiv(m0 + BM, BN) if CAUSAL else n_kv
     full_kv = seq_k // BN
     full_diag = (m0 + 1) // BN if CAUSAL else full_kv
-    q_s = tp.shared((BM, 64), tp.bf16, stages=DP, swizzle=SW)
+    q_s = tp.shared((BM, 64), tp.bf16, stages=DP * (2 if PAIRED else 1), swizzle=SW)
     k_s = tp.shared((BN, 64), tp.bf16, stages=STAGES * DP, swizzle=SW)
     v_s = tp.shared((BN, HEAD_DIM), tp.bf16, stages=STAGES, swizzle=SW, layout=v_layout(BN, HEAD_DIM))
     # Key tile j lives in stage j % STAGES; its round j // STAGES is the phase of both mbarriers.
@@ -104,123 +109,200 @@ def attention_fwd(Q: tp.Tensor[tp.bf16, "BH", "SQ", "D"], K: tp.Tensor[tp.bf16, 
     tp.tag(Q, lambda b, i, d: ("Q", b, i, d))
     tp.tag(K, lambda b, j, d: ("K", b, j, d))
     tp.tag(V, lambda b, j, d: ("V", b, j, d))
-    if tp.warpgroup_id() == 0:          # producer warpgroup: one thread issues the bulk tensor copies
-        if PRODUCER_REGS > 0:
-            tp.setmaxnreg(PRODUCER_REGS)    # registers move to the consumers
-        for p in tp.static_range(DP):
-            tp.copy_bulk(Q[bh, m0:m0 + BM, p * 64:(p + 1) * 64], q_s[p], qbar, fallback=FALLBACK)
-        tp.mbarrier_arrive(qbar)
-        for j in range(n_diag):
-            if j < n_kv:
-                if PIPELINE:
-                    tp.mbarrier_wait(empty[j % STAGES], j // STAGES)       # (the consumers pre-release stages)
-                elif j >= STAGES:
-                    tp.mbarrier_wait(empty[j % STAGES], j // STAGES - 1)   # tile j - STAGES was released
-                for p in tp.static_range(DP):
-                    tp.copy_bulk(K[kvh, j * BN:(j + 1) * BN, p * 64:(p + 1) * 64], k_s[(j % STAGES) * DP + p],
-                                 full[j % STAGES], fallback=FALLBACK)
-                if PIPELINE:                    # V on its own mbarrier: S_j need not wait for it
-                    tp.mbarrier_arrive(full[j % STAGES])
-                    tp.copy_bulk(V[kvh, j * BN:(j + 1) * BN, 0:HEAD_DIM], v_s[j % STAGES], vfull[j % STAGES],
-                                 fallback=FALLBACK)
-                    tp.mbarrier_arrive(vfull[j % STAGES])
-                else:
-                    tp.copy_bulk(V[kvh, j * BN:(j + 1) * BN, 0:HEAD_DIM], v_s[j % STAGES], full[j % STAGES],
-                                 fallback=FALLBACK)
-                    tp.mbarrier_arrive(full[j % STAGES])
-    else:                               # consumer warpgroups: 64 query rows each
-        if CONSUMER_REGS > 0:
-            tp.setmaxnreg(CONSUMER_REGS)
-        o = tp.zeros((BM, HEAD_DIM), tp.f32, layout=ACC_O)
-        m_i = tp.full((BM,), NEG, layout=ROWS)      # running row max (log2 units)
-        l_i = tp.zeros((BM,), tp.f32, layout=ROWS)  # running row sum
-        if PIPELINE:
-            # FlashAttention-3's intra-warpgroup overlap. Iteration j issues S_j = Q K_j^T, then O += P_{j-1} V_{j-1},
-            # as asynchronous wgmma groups; waits for S_j only (wait_group 1) and computes softmax(S_j) while the
-            # tensor cores run P_{j-1} V_{j-1}; retires that (wait_group 0), releases tile j - 1's stage, rescales
-            # O. One iteration more issues the last tile's P V. V lands on its own mbarrier (vfull) so that S_j
-            # never waits for V_j, and each tile's V is waited for at one place, right before its P V. Stages
-            # 0 .. STAGES - 2 are released up front and iteration 0 releases the last: the producer's wait for
-            # tile j is phase j // STAGES of empty[j % STAGES] from the first round on. (ptxas keeps wgmma groups
-            # asynchronous only where each group's issue and its wait lie on one path: S_j, P V and wait_group 1
-            # share a branch.)
-            # (The pre-release comes before the wait for Q, so that the producer's first K and V copies are not
-            # held behind Q's round trip: at 4 key tiles a block, that latency is a large share.)
-            for s in tp.static_range(STAGES - 1):
-                tp.mbarrier_arrive(empty[s])
-            tp.mbarrier_wait(qbar, 0)               # Q has landed
-            p16 = tp.zeros((BM, BN), tp.bf16, layout=ACC_S)
-            for j in range(n_diag + 1):
-                if j > 0 and j - 1 < n_kv:
-                    tp.mbarrier_wait(vfull[(j - 1) % STAGES], (j - 1) // STAGES)   # V_{j-1} has landed
-                if j < n_kv and j < n_diag:
-                    tp.mbarrier_wait(full[j % STAGES], j // STAGES)        # K_j has landed
-                    sc = tp.zeros((BM, BN), tp.f32, layout=ACC_S)
+    if PAIRED:
+        # Row blocks mb_a = m_blocks - 1 - pb (the heavier when causal) and then mb_b = pb through one ring: ring
+        # slot j < n_a is part a's key tile j, slot j >= n_a part b's key tile j - n_a (n_b = 0 where m_blocks is
+        # odd and pb is the middle block: it runs alone). Both Q tiles are loaded up front, so part b's rows
+        # never wait behind part a's, and part b's first K / V tiles stream in while part a finishes.
+        mb_a = m_blocks - 1 - tp.block_id(0)
+        mb_b = tp.block_id(0)
+        n_a = tp.minimum(tp.cdiv(mb_a * BM + BM, BN), n_kv) if CAUSAL else n_kv
+        n_b = tp.where(mb_b < mb_a, tp.minimum(tp.cdiv(mb_b * BM + BM, BN), n_kv) if CAUSAL else n_kv, 0)
+    if PAIRED:
+        if tp.warpgroup_id() == 0:
+            if PRODUCER_REGS > 0:
+                tp.setmaxnreg(PRODUCER_REGS)
+            if mb_b <= mb_a:                # (blocks past cdiv(m_blocks, 2) have no rows)
+                for part in tp.static_range(2):
+                    pq0 = (mb_b if part else mb_a) * BM
                     for p in tp.static_range(DP):
-                        sc = tp.mma_async(q_s[p], k_s[(j % STAGES) * DP + p].T, sc)
-                    if j > 0:
-                        tp.tag(p16, lambda i, c: ("P", i, c))             # P[i, c] weighs key (j - 1) * BN + c
-                        o = tp.mma_async(p16, v_s[(j - 1) % STAGES], o)
-                        tp.mma_wait(1)                                     # S_j is done; P V runs on
-                    else:
-                        tp.mma_wait(0)
-                    tp.assert_tag(tp.mma_operands(sc), lambda a, b: a[3] == b[3] and a[1] // GROUP == b[1])
-                    if j >= full_kv or j >= full_diag:                     # the keys' end or the diagonal
-                        cols = (j * BN + tp.arange(BN))[None, :]
-                        if CAUSAL:
-                            kc = tp.zeros((BM, BN), tp.i32, layout=ACC_S) + cols   # (BM, BN) in S's layout
-                            sc = sc + tp.where((kc < seq_k) & (kc <= (m0 + tp.arange(BM, layout=ROWS))[:, None]),
-                                               0.0, float("-inf"))
-                        else:
-                            sc = tp.where(cols < seq_k, sc, float("-inf"))
-                    m_new = tp.maximum(m_i, tp.max(sc, axis=1) * scale_log2)   # (scale > 0: the max commutes)
-                    pr = tp.exp2(sc * scale_log2 - m_new[:, None])          # one FFMA and an ex2 per element
-                    alpha = tp.exp2(m_i - m_new)
-                    l_i = l_i * alpha + tp.sum(pr, axis=1)
-                    m_i = m_new
-                    tp.mma_wait(0)                                         # P_{j-1} V_{j-1} is done
-                    if j > 0:                                              # (its pairs, before the rescale)
-                        tp.assert_tag(tp.mma_operands(o),
-                                      lambda a, b: a[0] == "P" and b[0] == "V" and a[2] == b[2] % BN)
-                    tp.mbarrier_arrive(empty[(j + STAGES - 1) % STAGES])   # tile j - 1's stage
-                    o = o * alpha[:, None]
-                    p16 = pr.to(tp.bf16)
-                elif j > 0 and j - 1 < n_kv:                               # after the last tile: its P V
-                    tp.tag(p16, lambda i, c: ("P", i, c))
-                    o = tp.mma(p16, v_s[(j - 1) % STAGES], o)
-                    tp.assert_tag(tp.mma_operands(o), lambda a, b: a[0] == "P" and b[0] == "V" and a[2] == b[2] % BN)
+                        tp.copy_bulk(Q[bh, pq0:pq0 + BM, p * 64:(p + 1) * 64], q_s[part * DP + p], qbar,
+                                     fallback=FALLBACK)
+                tp.mbarrier_arrive(qbar)
+                for j in range(n_a + n_b):
+                    if j >= STAGES:
+                        tp.mbarrier_wait(empty[j % STAGES], j // STAGES - 1)   # slot j - STAGES was released
+                    kt = tp.where(j < n_a, j, j - n_a)                          # the key tile of slot j
+                    for p in tp.static_range(DP):
+                        tp.copy_bulk(K[kvh, kt * BN:(kt + 1) * BN, p * 64:(p + 1) * 64], k_s[(j % STAGES) * DP + p],
+                                     full[j % STAGES], fallback=FALLBACK)
+                    tp.copy_bulk(V[kvh, kt * BN:(kt + 1) * BN, 0:HEAD_DIM], v_s[j % STAGES], full[j % STAGES],
+                                 fallback=FALLBACK)
+                    tp.mbarrier_arrive(full[j % STAGES])
         else:
-            # one tile at a time: S = Q K^T, softmax, O += P V, each wgmma waited for before the next step
-            tp.mbarrier_wait(qbar, 0)               # Q has landed
-            for j in range(n_diag):
-                if j < n_kv:
+            if CONSUMER_REGS > 0:
+                tp.setmaxnreg(CONSUMER_REGS)
+            if mb_b <= mb_a:                # (blocks past cdiv(m_blocks, 2) have no rows)
+                tp.mbarrier_wait(qbar, 0)               # both Q tiles have landed
+                o = tp.zeros((BM, HEAD_DIM), tp.f32, layout=ACC_O)
+                m_i = tp.full((BM,), NEG, layout=ROWS)
+                l_i = tp.zeros((BM,), tp.f32, layout=ROWS)
+                for j in range(n_a + n_b):
+                    qp = tp.where(j < n_a, 0, DP)                               # part b reads the second Q tile
+                    kt = tp.where(j < n_a, j, j - n_a)
+                    pm0 = tp.where(j < n_a, mb_a, mb_b) * BM
                     tp.mbarrier_wait(full[j % STAGES], j // STAGES)
                     sc = tp.zeros((BM, BN), tp.f32, layout=ACC_S)
                     for p in tp.static_range(DP):
-                        sc = tp.mma(q_s[p], k_s[(j % STAGES) * DP + p].T, sc)
+                        sc = tp.mma(q_s[qp + p], k_s[(j % STAGES) * DP + p].T, sc)
                     tp.assert_tag(tp.mma_operands(sc), lambda a, b: a[3] == b[3] and a[1] // GROUP == b[1])
-                    if j >= full_kv or j >= full_diag:    # the keys' end or the diagonal crosses this tile
-                        cols = (j * BN + tp.arange(BN))[None, :]
-                        if CAUSAL:  # (sc first: the sum keeps the accumulator's layout, no registers move)
-                            kc = tp.zeros((BM, BN), tp.i32, layout=ACC_S) + cols   # (BM, BN) in S's layout
-                            sc = sc + tp.where((kc < seq_k) & (kc <= (m0 + tp.arange(BM, layout=ROWS))[:, None]),
+                    if kt >= full_kv or (CAUSAL and kt >= (pm0 + 1) // BN):     # the keys' end or the diagonal
+                        cols = (kt * BN + tp.arange(BN))[None, :]
+                        if CAUSAL:
+                            kc = tp.zeros((BM, BN), tp.i32, layout=ACC_S) + cols
+                            sc = sc + tp.where((kc < seq_k) & (kc <= (pm0 + tp.arange(BM, layout=ROWS))[:, None]),
                                                0.0, float("-inf"))
                         else:
                             sc = tp.where(cols < seq_k, sc, float("-inf"))
-                    m_new = tp.maximum(m_i, tp.max(sc, axis=1) * scale_log2)   # (scale > 0: the max commutes)
-                    pr = tp.exp2(sc * scale_log2 - m_new[:, None])          # one FFMA and an ex2 per element
+                    m_new = tp.maximum(m_i, tp.max(sc, axis=1) * scale_log2)
+                    pr = tp.exp2(sc * scale_log2 - m_new[:, None])
                     alpha = tp.exp2(m_i - m_new)
                     l_i = l_i * alpha + tp.sum(pr, axis=1)
                     m_i = m_new
                     o = o * alpha[:, None]
                     p16 = pr.to(tp.bf16)
-                    tp.tag(p16, lambda i, c: ("P", i, c))    # P[i, c] weighs key j * BN + c
+                    tp.tag(p16, lambda i, c: ("P", i, c))    # P[i, c] weighs key kt * BN + c
                     o = tp.mma(p16, v_s[j % STAGES], o)
                     tp.assert_tag(tp.mma_operands(o), lambda a, b: a[0] == "P" and b[0] == "V" and a[2] == b[2] % BN)
                     tp.mbarrier_arrive(empty[j % STAGES])
-        inv_l = 1.0 / l_i                       # one division per row, a multiply per element
-        tp.store(O[bh, m0:m0 + BM, 0:HEAD_DIM], o * inv_l[:, None])
-        tp.store(LSE[bh, m0:m0 + BM], (m_i + tp.log2(l_i)) * 0.6931471805599453)
+                    if j + 1 == n_a or j + 1 == n_a + n_b:                      # a part's last key tile: its epilogue
+                        inv_l = 1.0 / l_i
+                        tp.store(O[bh, pm0:pm0 + BM, 0:HEAD_DIM], o * inv_l[:, None])
+                        tp.store(LSE[bh, pm0:pm0 + BM], (m_i + tp.log2(l_i)) * 0.6931471805599453)
+                        o = tp.zeros((BM, HEAD_DIM), tp.f32, layout=ACC_O)
+                        m_i = tp.full((BM,), NEG, layout=ROWS)
+                        l_i = tp.zeros((BM,), tp.f32, layout=ROWS)
+    else:
+        if tp.warpgroup_id() == 0:        # producer warpgroup: one thread issues the bulk tensor copies
+            if PRODUCER_REGS > 0:
+                tp.setmaxnreg(PRODUCER_REGS)    # registers move to the consumers
+            for p in tp.static_range(DP):
+                tp.copy_bulk(Q[bh, m0:m0 + BM, p * 64:(p + 1) * 64], q_s[p], qbar, fallback=FALLBACK)
+            tp.mbarrier_arrive(qbar)
+            for j in range(n_diag):
+                if j < n_kv:
+                    if PIPELINE:
+                        tp.mbarrier_wait(empty[j % STAGES], j // STAGES)       # (the consumers pre-release stages)
+                    elif j >= STAGES:
+                        tp.mbarrier_wait(empty[j % STAGES], j // STAGES - 1)   # tile j - STAGES was released
+                    for p in tp.static_range(DP):
+                        tp.copy_bulk(K[kvh, j * BN:(j + 1) * BN, p * 64:(p + 1) * 64], k_s[(j % STAGES) * DP + p],
+                                     full[j % STAGES], fallback=FALLBACK)
+                    if PIPELINE:                    # V on its own mbarrier: S_j need not wait for it
+                        tp.mbarrier_arrive(full[j % STAGES])
+                        tp.copy_bulk(V[kvh, j * BN:(j + 1) * BN, 0:HEAD_DIM], v_s[j % STAGES], vfull[j % STAGES],
+                                     fallback=FALLBACK)
+                        tp.mbarrier_arrive(vfull[j % STAGES])
+                    else:
+                        tp.copy_bulk(V[kvh, j * BN:(j + 1) * BN, 0:HEAD_DIM], v_s[j % STAGES], full[j % STAGES],
+                                     fallback=FALLBACK)
+                        tp.mbarrier_arrive(full[j % STAGES])
+        else:                               # consumer warpgroups: 64 query rows each
+            if CONSUMER_REGS > 0:
+                tp.setmaxnreg(CONSUMER_REGS)
+            o = tp.zeros((BM, HEAD_DIM), tp.f32, layout=ACC_O)
+            m_i = tp.full((BM,), NEG, layout=ROWS)      # running row max (log2 units)
+            l_i = tp.zeros((BM,), tp.f32, layout=ROWS)  # running row sum
+            if PIPELINE:
+                # FlashAttention-3's intra-warpgroup overlap. Iteration j issues S_j = Q K_j^T, then
+                # O += P_{j-1} V_{j-1}, as asynchronous wgmma groups; waits for S_j only (wait_group 1) and computes
+                # softmax(S_j) while the tensor cores run P_{j-1} V_{j-1}; retires that (wait_group 0), releases
+                # tile j - 1's stage, rescales O. One iteration more issues the last tile's P V. V lands on its own
+                # mbarrier (vfull) so that S_j never waits for V_j, and each tile's V is waited for at one place,
+                # right before its P V. Stages
+                # 0 .. STAGES - 2 are released up front and iteration 0 releases the last: the producer's wait for
+                # tile j is phase j // STAGES of empty[j % STAGES] from the first round on. (ptxas keeps wgmma groups
+                # asynchronous only where each group's issue and its wait lie on one path: S_j, P V and wait_group 1
+                # share a branch.)
+                # (The pre-release comes before the wait for Q, so that the producer's first K and V copies are not
+                # held behind Q's round trip: at 4 key tiles a block, that latency is a large share.)
+                for s in tp.static_range(STAGES - 1):
+                    tp.mbarrier_arrive(empty[s])
+                tp.mbarrier_wait(qbar, 0)               # Q has landed
+                p16 = tp.zeros((BM, BN), tp.bf16, layout=ACC_S)
+                for j in range(n_diag + 1):
+                    if j > 0 and j - 1 < n_kv:
+                        tp.mbarrier_wait(vfull[(j - 1) % STAGES], (j - 1) // STAGES)   # V_{j-1} has landed
+                    if j < n_kv and j < n_diag:
+                        tp.mbarrier_wait(full[j % STAGES], j // STAGES)        # K_j has landed
+                        sc = tp.zeros((BM, BN), tp.f32, layout=ACC_S)
+                        for p in tp.static_range(DP):
+                            sc = tp.mma_async(q_s[p], k_s[(j % STAGES) * DP + p].T, sc)
+                        if j > 0:
+                            tp.tag(p16, lambda i, c: ("P", i, c))             # P[i, c] weighs key (j - 1) * BN + c
+                            o = tp.mma_async(p16, v_s[(j - 1) % STAGES], o)
+                            tp.mma_wait(1)                                     # S_j is done; P V runs on
+                        else:
+                            tp.mma_wait(0)
+                        tp.assert_tag(tp.mma_operands(sc), lambda a, b: a[3] == b[3] and a[1] // GROUP == b[1])
+                        if j >= full_kv or j >= full_diag:                     # the keys' end or the diagonal
+                            cols = (j * BN + tp.arange(BN))[None, :]
+                            if CAUSAL:
+                                kc = tp.zeros((BM, BN), tp.i32, layout=ACC_S) + cols   # (BM, BN) in S's layout
+                                sc = sc + tp.where((kc < seq_k) & (kc <= (m0 + tp.arange(BM, layout=ROWS))[:, None]),
+                                                   0.0, float("-inf"))
+                            else:
+                                sc = tp.where(cols < seq_k, sc, float("-inf"))
+                        m_new = tp.maximum(m_i, tp.max(sc, axis=1) * scale_log2)   # (scale > 0: the max commutes)
+                        pr = tp.exp2(sc * scale_log2 - m_new[:, None])          # one FFMA and an ex2 per element
+                        alpha = tp.exp2(m_i - m_new)
+                        l_i = l_i * alpha + tp.sum(pr, axis=1)
+                        m_i = m_new
+                        tp.mma_wait(0)                                         # P_{j-1} V_{j-1} is done
+                        if j > 0:                                              # (its pairs, before the rescale)
+                            tp.assert_tag(tp.mma_operands(o),
+                                          lambda a, b: a[0] == "P" and b[0] == "V" and a[2] == b[2] % BN)
+                        tp.mbarrier_arrive(empty[(j + STAGES - 1) % STAGES])   # tile j - 1's stage
+                        o = o * alpha[:, None]
+                        p16 = pr.to(tp.bf16)
+                    elif j > 0 and j - 1 < n_kv:                               # after the last tile: its P V
+                        tp.tag(p16, lambda i, c: ("P", i, c))
+                        o = tp.mma(p16, v_s[(j - 1) % STAGES], o)
+                        tp.assert_tag(tp.mma_operands(o),
+                                      lambda a, b: a[0] == "P" and b[0] == "V" and a[2] == b[2] % BN)
+            else:
+                # one tile at a time: S = Q K^T, softmax, O += P V, each wgmma waited for before the next step
+                tp.mbarrier_wait(qbar, 0)               # Q has landed
+                for j in range(n_diag):
+                    if j < n_kv:
+                        tp.mbarrier_wait(full[j % STAGES], j // STAGES)
+                        sc = tp.zeros((BM, BN), tp.f32, layout=ACC_S)
+                        for p in tp.static_range(DP):
+                            sc = tp.mma(q_s[p], k_s[(j % STAGES) * DP + p].T, sc)
+                        tp.assert_tag(tp.mma_operands(sc), lambda a, b: a[3] == b[3] and a[1] // GROUP == b[1])
+                        if j >= full_kv or j >= full_diag:    # the keys' end or the diagonal crosses this tile
+                            cols = (j * BN + tp.arange(BN))[None, :]
+                            if CAUSAL:  # (sc first: the sum keeps the accumulator's layout, no registers move)
+                                kc = tp.zeros((BM, BN), tp.i32, layout=ACC_S) + cols   # (BM, BN) in S's layout
+                                sc = sc + tp.where((kc < seq_k) & (kc <= (m0 + tp.arange(BM, layout=ROWS))[:, None]),
+                                                   0.0, float("-inf"))
+                            else:
+                                sc = tp.where(cols < seq_k, sc, float("-inf"))
+                        m_new = tp.maximum(m_i, tp.max(sc, axis=1) * scale_log2)   # (scale > 0: the max commutes)
+                        pr = tp.exp2(sc * scale_log2 - m_new[:, None])          # one FFMA and an ex2 per element
+                        alpha = tp.exp2(m_i - m_new)
+                        l_i = l_i * alpha + tp.sum(pr, axis=1)
+                        m_i = m_new
+                        o = o * alpha[:, None]
+                        p16 = pr.to(tp.bf16)
+                        tp.tag(p16, lambda i, c: ("P", i, c))    # P[i, c] weighs key j * BN + c
+                        o = tp.mma(p16, v_s[j % STAGES], o)
+                        tp.assert_tag(tp.mma_operands(o),
+                                      lambda a, b: a[0] == "P" and b[0] == "V" and a[2] == b[2] % BN)
+                        tp.mbarrier_arrive(empty[j % STAGES])
+            inv_l = 1.0 / l_i                       # one division per row, a multiply per element
+            tp.store(O[bh, m0:m0 + BM, 0:HEAD_DIM], o * inv_l[:, None])
+            tp.store(LSE[bh, m0:m0 + BM], (m_i + tp.log2(l_i)) * 0.6931471805599453)
 
 
 @tp.kernel(threads=_threads, target="sm_90a")
@@ -462,7 +544,9 @@ def launch(q, k, v, o, lse, causal=False, scale=None, **constexprs):
     base = {**PRESETS[d], "CAUSAL": bool(causal)} if constexprs else policy(d, sq, causal)
     params = {"FALLBACK": needs_fallback(q, k, v), **base, "GROUP": bh // bhkv, **constexprs}
     scale = 1.0 / math.sqrt(d) if scale is None else scale
-    grid = (tp.cdiv(sq, 64 * params["CONSUMERS"]), bh)
+    if params.get("PAIRED") and params.get("PIPELINE", True):
+        raise ValueError("attention: PAIRED runs one key tile at a time: pass PIPELINE=False with it")
+    grid = (tp.cdiv(tp.cdiv(sq, 64 * params["CONSUMERS"]), 2 if params.get("PAIRED") else 1), bh)
     return attention_fwd[grid](q, k, v, o, lse, scale * math.log2(math.e), **params)
 
 

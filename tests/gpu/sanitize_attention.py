@@ -23,6 +23,9 @@ if "--policy" not in sys.argv:  # the policy table's alternatives (benchmarks/at
               for cfg in (dict(attention.THREE_CONSUMERS), {**attention.THREE_CONSUMERS, "PIPELINE": True},
                           dict(BN=256, STAGES=3))]
     CASES += [(128, True, (2, 1, 257, 333), cfg) for cfg in (dict(BN=64, STAGES=4), dict(STAGES=2))]
+    CASES += [(64, causal, (2, 1, 450, 450), cfg) for causal in (False, True)      # PAIRED: 4 and 3 row blocks
+              for cfg in (dict(PAIRED=True, PIPELINE=False), dict(attention.THREE_CONSUMERS, PAIRED=True))]
+    CASES += [(128, True, (2, 1, 300, 257), dict(PAIRED=True, PIPELINE=False, STAGES=2))]
 if "--decode" in sys.argv:  # split-KV decoding alone
     CASES = []
 for hd, causal, (bh, bhkv, sq, sk), cfg in CASES:

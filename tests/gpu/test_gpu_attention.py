@@ -170,6 +170,9 @@ VARIANTS = [  # the policy table's alternatives (benchmarks/attention.py --sweep
     (64, dict(BN=256, STAGES=3)),
     (128, dict(BN=64, STAGES=4)),
     (128, dict(STAGES=2)),
+    (64, dict(PAIRED=True, PIPELINE=False)),                       # two row blocks a CTA through one ring
+    (64, dict(attention.THREE_CONSUMERS, PAIRED=True)),
+    (128, dict(PAIRED=True, PIPELINE=False, STAGES=2)),
 ]
 
 

@@ -44,6 +44,14 @@ CASES = [
     (1, 1, 70, 20, 128, True, dict(BN=64)),                              # fewer keys than query rows
     (2, 1, 200, 333, 64, True, dict(attention.THREE_CONSUMERS)),         # 192-row blocks, 512 threads
     (2, 2, 257, 300, 64, False, dict(attention.THREE_CONSUMERS)),
+    # PAIRED: row blocks mb_a = m - 1 - pb then mb_b = pb through one ring
+    (1, 1, 450, 450, 64, True, dict(PAIRED=True, PIPELINE=False)),          # 4 row blocks: two pairs
+    (2, 2, 257, 257, 64, True, dict(PAIRED=True, PIPELINE=False)),          # 3: the middle block alone
+    (2, 1, 300, 300, 64, True, dict(PAIRED=True, PIPELINE=False, BN=64, STAGES=2)),   # GQA, parts wrap the ring
+    (2, 1, 200, 333, 64, False, dict(PAIRED=True, PIPELINE=False)),
+    (1, 1, 200, 100, 64, True, dict(PAIRED=True, PIPELINE=False, BN=64, STAGES=2)),   # fewer keys than rows
+    (2, 1, 200, 200, 64, True, dict(attention.THREE_CONSUMERS, PAIRED=True)),
+    (2, 2, 130, 140, 128, True, dict(PAIRED=True, PIPELINE=False, STAGES=2)),
 ]
 
 
@@ -91,6 +99,8 @@ def test_bad_arguments_are_named():
     k = np.zeros((2, 64, 64), np.float32)
     with pytest.raises(ValueError, match="multiple of KV heads"):
         attention.launch(q, k, k, q.copy(), np.zeros((3, 64), np.float32))
+    with pytest.raises(ValueError, match="PAIRED runs one key tile at a time"):
+        attention.launch(k, k, k, k.copy(), np.zeros((2, 64), np.float32), PAIRED=True)
     q96 = np.zeros((2, 64, 96), np.float32)
     with pytest.raises(ValueError, match="head dim 96"):
         attention.launch(q96, q96, q96, q96.copy(), np.zeros((2, 64), np.float32))
@@ -98,7 +108,9 @@ def test_bad_arguments_are_named():
 
 @pytest.mark.parametrize("cfg", [dict(attention.PRESETS[128], CAUSAL=False),
                                  dict(attention.PRESETS[64], CAUSAL=True, GROUP=4),
-                                 dict(attention.policy(64, 4096, True), GROUP=2)])
+                                 dict(attention.policy(64, 4096, True), GROUP=2),
+                                 dict(attention.PRESETS[64], CAUSAL=True, PIPELINE=False, PAIRED=True, GROUP=2),
+                                 dict(attention.PRESETS[128], CAUSAL=False, PIPELINE=False, PAIRED=True, STAGES=2)])
 def test_verifier_proves_the_operand_pairings(cfg):
     tilepy_verify = pytest.importorskip("tilepy_verify")
     rep = tilepy_verify.verify(attention.attention_fwd, target="sm_90a", **cfg)  # its time: verify_speed.py
@@ -377,8 +389,8 @@ MUTATIONS = {
     "v_rows_shifted": ("tp.copy_bulk(V[kvh, j * BN:(j + 1) * BN, 0:HEAD_DIM], v_s[j % STAGES], vfull[j % STAGES],",
                        "tp.copy_bulk(V[kvh, j * BN + 1:(j + 1) * BN + 1, 0:HEAD_DIM], v_s[j % STAGES], "
                        "vfull[j % STAGES],", "tag_assertion", True),
-    "stage_released_in_flight": ("                    tp.mma_wait(0)                                         # P_{j-1}",
-                                 "                    # (dropped)                                            # P_{j-1}",
+    "stage_released_in_flight": (" " * 24 + "tp.mma_wait(0)                                         # P_{j-1}",
+                                 " " * 24 + "# (dropped)                                            # P_{j-1}",
                                  "pipeline_hazard", False),
 }
 
