@@ -20,6 +20,7 @@
 import numpy as np
 
 import tilepy as tp
+from stdlib_kernels.gemm_hopper import b_layout
 
 
 def _threads(c):
@@ -31,7 +32,8 @@ def gemm_fp8(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "N", "K"], S
              SB: tp.Tensor[tp.f32, "SB"], C: tp.Tensor[tp.bf16, "M", "N"],
              BM: tp.constexpr = 128, BN: tp.constexpr = 256, BK: tp.constexpr = 128, STAGES: tp.constexpr = 4,
              CONSUMERS: tp.constexpr = 2, INSTR: tp.constexpr = tp.nv.wgmma_m64n256k32_e4m3,
-             SWIZZLE: tp.constexpr = tp.Swizzle(3, 4, 3), IN_FLIGHT: tp.constexpr = 0, GROUP_M: tp.constexpr = 8):
+             SWIZZLE: tp.constexpr = tp.Swizzle(3, 4, 3), IN_FLIGHT: tp.constexpr = 0, GROUP_M: tp.constexpr = 8,
+             PRODUCER_REGS: tp.constexpr = 0, CONSUMER_REGS: tp.constexpr = 0, EPILOGUE: tp.constexpr = 0):
     # grouped tile order: GROUP_M row tiles sweep the columns together (any grid of cdiv(M, BM) * cdiv(N, BN)
     # blocks over x and y)
     pid = tp.block_id(0) + tp.num_blocks(0) * tp.block_id(1)
@@ -43,12 +45,20 @@ def gemm_fp8(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "N", "K"], S
     n0 = ((pid % in_group) // group_m) * BN
     a_s = tp.shared((BM, BK), tp.e4m3, stages=STAGES, swizzle=SWIZZLE)
     b_s = tp.shared((BN, BK), tp.e4m3, stages=STAGES, swizzle=SWIZZLE)   # K-major: the (N, K) tile
+    if EPILOGUE == 2:
+        # the TMA store (gemm_hopper's EPILOGUE=2): the consumers write the scaled bf16 tile into c_s (column
+        # blocks of 128-byte rows, 128-byte swizzle: what a bulk tensor store reads), the producer warpgroup's
+        # first thread stores it with `cp.async.bulk.tensor` and waits for the read before the block exits
+        c_s = tp.shared((BM, BN), tp.bf16, swizzle=tp.Swizzle(3, 3, 3), layout=b_layout(BM, BN, 64))
+        staged = tp.mbarrier(1)
     full = tp.mbarrier(1, stages=STAGES)
     empty = tp.mbarrier(1, stages=STAGES)
     tp.tag(A, lambda i, k: ("A", i, k))
     tp.tag(B, lambda j, k: ("B", k, j))
     k_tiles = tp.cdiv(A.shape[1], BK)
     if tp.warpgroup_id() == 0:          # producer warpgroup: one thread issues the bulk tensor copies
+        if PRODUCER_REGS > 0:
+            tp.setmaxnreg(PRODUCER_REGS)   # (its registers go to the consumers)
         for k in range(k_tiles):
             if IN_FLIGHT == 0:
                 if k >= STAGES:
@@ -59,7 +69,13 @@ def gemm_fp8(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "N", "K"], S
             tp.copy_bulk(A[m0:m0 + BM, k0:k0 + BK], a_s[k % STAGES], full[k % STAGES])
             tp.copy_bulk(B[n0:n0 + BN, k0:k0 + BK], b_s[k % STAGES], full[k % STAGES])
             tp.mbarrier_arrive(full[k % STAGES])
+        if EPILOGUE == 2:
+            tp.mbarrier_wait(staged, 0)                # the consumers' scaled tile is in c_s
+            tp.store_bulk(c_s, C[m0:m0 + BM, n0:n0 + BN])  # TMA store (rows / columns past M / N not written)
+            tp.store_bulk_wait(c_s)                    # c_s is read before the block exits
     else:                               # consumer warpgroups: wgmma over their own threads, 64 rows each
+        if CONSUMER_REGS > 0:
+            tp.setmaxnreg(CONSUMER_REGS)
         scale = (tp.load(SA[0:1]) * tp.load(SB[0:1]))[:, None]   # (1, 1): broadcasts over the tile
         acc = tp.zeros((BM, BN), tp.f32, layout=tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1)))
         if IN_FLIGHT == 0:
@@ -79,7 +95,11 @@ def gemm_fp8(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "N", "K"], S
                 tp.mbarrier_arrive(empty[(k + STAGES - 1) % STAGES])   # tile k - 1's stage
             tp.mma_wait(0)
         tp.assert_tag(tp.mma_operands(acc), lambda a, b: a[2] == b[1])
-        tp.store(C[m0:m0 + BM, n0:n0 + BN], acc * scale)
+        if EPILOGUE == 2:
+            tp.store(c_s, acc * scale)                 # rounded to bf16 into the staged tile
+            tp.mbarrier_arrive(staged)                 # the producer warpgroup stores it
+        else:
+            tp.store(C[m0:m0 + BM, n0:n0 + BN], acc * scale)
 
 
 @tp.kernel(threads=_threads, target="sm_90a")
@@ -187,12 +207,14 @@ def grid_of(M: int, N: int, params: dict) -> tuple:
 
 def kernel_of(params: dict):
     """(kernel, its constexprs): PERSISTENT=1 (and NUM_SMS, the grid cap) picks gemm_fp8_persistent, which keeps
-    the wgmma group synchronous (IN_FLIGHT is gemm_fp8's alone)."""
+    the wgmma group synchronous and stores from the registers (IN_FLIGHT and EPILOGUE are gemm_fp8's alone)."""
     if params.get("PERSISTENT"):
         if params.get("IN_FLIGHT"):
             raise ValueError("gemm_fp8: PERSISTENT=1 runs wait_group 0; drop IN_FLIGHT or PERSISTENT")
+        if params.get("EPILOGUE"):
+            raise ValueError("gemm_fp8: PERSISTENT=1 stores from the registers; drop EPILOGUE or PERSISTENT")
         return gemm_fp8_persistent, {k: v for k, v in params.items()
-                                     if k not in ("PERSISTENT", "NUM_SMS", "IN_FLIGHT")}
+                                     if k not in ("PERSISTENT", "NUM_SMS", "IN_FLIGHT", "EPILOGUE")}
     return gemm_fp8, {k: v for k, v in params.items() if k not in ("PERSISTENT", "NUM_SMS")}
 
 

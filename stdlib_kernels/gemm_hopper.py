@@ -56,9 +56,20 @@ def gemm_hopper(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"]
                 SWIZZLE: tp.constexpr = tp.Swizzle(3, 3, 3), IN_FLIGHT: tp.constexpr = 0,
                 PRODUCER_REGS: tp.constexpr = 0, CONSUMER_REGS: tp.constexpr = 0, SPLIT_K: tp.constexpr = 1,
                 B_SWIZZLE: tp.constexpr = 0, EPILOGUE: tp.constexpr = 0, MIN_BLOCKS: tp.constexpr = 0,
-                B_NK: tp.constexpr = 0):
-    m0 = tp.block_id(0) * BM
-    n0 = tp.block_id(1) * BN
+                B_NK: tp.constexpr = 0, GROUP_M: tp.constexpr = 0):
+    if GROUP_M > 0:
+        # grouped (L2-friendly) tile order: the blocks in launch order (x fastest) take GROUP_M row tiles at a time
+        # down each column, so a wave reads a band of A's rows and of B's columns instead of all of A (a bijection
+        # of the (x, y) grid onto itself for any grid; the last group may be short)
+        pid = tp.block_id(0) + tp.num_blocks(0) * tp.block_id(1)
+        in_group = GROUP_M * tp.num_blocks(1)
+        first_m = (pid // in_group) * GROUP_M
+        group_m = tp.minimum(tp.num_blocks(0) - first_m, GROUP_M)
+        m0 = (first_m + (pid % in_group) % group_m) * BM
+        n0 = ((pid % in_group) // group_m) * BN
+    else:
+        m0 = tp.block_id(0) * BM
+        n0 = tp.block_id(1) * BN
     a_s = tp.shared((BM, BK), tp.bf16, stages=STAGES, swizzle=SWIZZLE)
     if B_NK:
         # B given as (N, K) (an nn.Linear weight, read in place: `gemm_hopper_nk`): the (BN, BK) tile staged
@@ -649,7 +660,7 @@ def _other_block(pol: dict, given: dict) -> bool:
                for k in ("BM", "BN", "BK", "STAGES", "CONSUMERS", "INSTR", "PRODUCER_REGS", "CONSUMER_REGS"))
 
 
-PERSISTENT_ONLY = ("GROUP_M",)                           # constexprs of gemm_persistent alone
+PERSISTENT_ONLY = ("GROUP_M",)         # constexprs of gemm_persistent (and gemm_hopper's grouped order) alone
 # constexprs of gemm_hopper / gemm_splitk alone
 STEADY_ONLY = ("IN_FLIGHT", "SPLIT_K", "EPILOGUE", "B_SWIZZLE", "FIXUP", "MIN_BLOCKS", "SLOT_ROWS")
 CLUSTER_ONLY = ("CLUSTER_M",)                            # gemm_cluster's (CLUSTER_M > 1 picks it)
@@ -692,7 +703,7 @@ def kernel_params(params: dict) -> dict:
                                  f"(workspace slots, summed by a second kernel), not {params['FIXUP']!r}")
             drop = PERSISTENT_ONLY + ("PERSISTENT", "NUM_SMS", "EPILOGUE")
         else:
-            drop = PERSISTENT_ONLY + ("PERSISTENT", "NUM_SMS", "FIXUP", "SLOT_ROWS")
+            drop = ("PERSISTENT", "NUM_SMS", "FIXUP", "SLOT_ROWS")    # (gemm_hopper takes GROUP_M too)
         return {k: v for k, v in params.items() if k not in drop}
     for k in STEADY_ONLY:
         v = params.get(k, 0)

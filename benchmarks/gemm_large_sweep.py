@@ -1,0 +1,323 @@
+"""The large-shape policy space of the bf16 GEMM (stdlib_kernels/gemm_hopper.py, bf16 in and out, against
+torch.matmul bf16) and of the fp8 GEMM (stdlib_kernels/gemm_fp8.py, e4m3 in, bf16 out, per-tensor scales, against
+torch._scaled_mm) in one run; writes benchmarks/results/gemm-large-sweep-<tag>-<device>.json (or --out DIR).
+
+    python benchmarks/gemm_large_sweep.py [--only bf16,fp8] [--shapes M,N,K ...] [--variants REGEX] [--tag NAME]
+                                          [--precompile N] [--precompile-only] [--batches N] [--out DIR]
+
+Every output is checked against float64 (on the GPU) before it is timed, the ragged shape too (3000 x 5000 x
+4096: partial tiles in M and N). A timing is the median over `--batches` replays of a CUDA graph of 10 calls (GPU
+time per call), ours and the peer alternating replay by replay on the same random inputs after a warm-up (the
+peer re-timed beside every variant); ratio = peer us / ours us (> 1: faster than the peer). Each variant's
+registers, spills and the SASS's HGMMA / QGMMA and local-memory instruction count are recorded beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import re
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import tilepy as tp  # noqa: E402
+from stdlib_kernels import gemm_fp8, gemm_hopper  # noqa: E402
+
+SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (4096, 14336, 4096), (4096, 4096, 14336), (8192, 8192, 1024),
+          (3000, 5000, 4096)]
+FP8_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (4096, 14336, 4096), (4096, 4096, 14336)]
+I128 = tp.nv.wgmma_m64n128k16_bf16
+R64 = dict(PRODUCER_REGS=64, CONSUMER_REGS=216)
+TMA3 = dict(STAGES=3, EPILOGUE=2, IN_FLIGHT=0)
+# bf16 out, constexprs over the shape's policy (None: the policy itself); every knob a variant changes is named
+VARIANTS = {
+    "policy": None,
+    "g8": dict(GROUP_M=8),
+    "g16": dict(GROUP_M=16),
+    "g16_r96": dict(GROUP_M=16, PRODUCER_REGS=96, CONSUMER_REGS=208),
+    "s4_r64_g16": dict(STAGES=4, EPILOGUE=0, IN_FLIGHT=0, GROUP_M=16, **R64),
+    "256x128_g16": dict(BM=256, BN=128, CONSUMERS=2, INSTR=I128, GROUP_M=16, **TMA3, **R64),
+    "256x128_s4_g16": dict(BM=256, BN=128, CONSUMERS=2, INSTR=I128, STAGES=4, EPILOGUE=0, IN_FLIGHT=0, GROUP_M=16,
+                           **R64),
+    "persistent_r64_g16": dict(PERSISTENT=1, STAGES=4, GROUP_M=16, **R64),
+}
+# fp8, constexprs over gemm_fp8's policy (128 x 256 x 128, 4 stages, wait_group 0, GROUP_M 8)
+FP8_VARIANTS = {
+    "policy": None,
+    "s3_tma": dict(STAGES=3, EPILOGUE=2),
+    "s3_tma_r96": dict(STAGES=3, EPILOGUE=2, PRODUCER_REGS=96, CONSUMER_REGS=208),
+    "s3_tma_r80": dict(STAGES=3, EPILOGUE=2, PRODUCER_REGS=80, CONSUMER_REGS=208),
+    "s3_tma_r96_g16": dict(STAGES=3, EPILOGUE=2, PRODUCER_REGS=96, CONSUMER_REGS=208, GROUP_M=16),
+    "s4_r96": dict(STAGES=4, PRODUCER_REGS=96, CONSUMER_REGS=208),
+    "s3_tma_r96_wait1": dict(STAGES=3, EPILOGUE=2, PRODUCER_REGS=96, CONSUMER_REGS=208, IN_FLIGHT=1),
+}
+
+
+def bf16_params(M, N, K, p):
+    """The constexprs `gemm_hopper.launch` runs for variant p (None: the policy)."""
+    base = gemm_hopper.policy(M, N, K, tp.bf16, fixup=True)
+    if p is None:
+        return base
+    full = {**base, **p}
+    if p.get("PERSISTENT"):
+        for k in gemm_hopper.STEADY_ONLY:
+            if k not in p:
+                full.pop(k, None)
+    return full
+
+
+def fp8_params(M, N, K, p):
+    return {**gemm_fp8.policy(M, N, K), **(p or {})}
+
+
+def _sass_facts(ck) -> dict:
+    try:
+        sass = ck.sass()
+    except Exception as e:  # noqa: BLE001 - no cuobjdump: say so
+        return {"sass": f"unavailable: {type(e).__name__}"}
+    return {"mma": sorted(set(re.findall(r"\b[QH]GMMA\.[\w.]+", sass))),
+            "local_memory_instrs": len(re.findall(r"\b(?:LDL|STL)\b", sass)),
+            "tma_store": "UTMASTG" in sass, "setmaxnreg": "USETMAXREG" in sass}
+
+
+def compiled(kind, M, N, K, p):
+    import tilepy_hip
+
+    if kind == "bf16":
+        params = bf16_params(M, N, K, p)
+        kernel, kp = gemm_hopper.plan_kernel(M, N, tp.bf16, params, K)
+    else:
+        kernel, kp = gemm_fp8.kernel_of(fp8_params(M, N, K, p))
+    return tilepy_hip.compile(kernel, target="sm_90a", **kp)
+
+
+def _build(item):
+    kind, M, N, K, p = item
+    try:
+        ck = compiled(kind, M, N, K, p)
+        return None if ck is not None else "no kernel"
+    except Exception as e:  # noqa: BLE001 - reported by the run
+        return f"{kind} {M}x{N}x{K} {p}: {type(e).__name__}: {str(e).splitlines()[0][:120]}"
+
+
+def _graph(fn, reps=10):
+    import torch
+
+    fn()
+    torch.cuda.synchronize()
+    gr = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(gr):
+        for _ in range(reps):
+            fn()
+    return gr, reps
+
+
+def timed_pair(fa, fb, batches=30):
+    """Median seconds per call of fa and of fb: CUDA-graph replays of 10 calls, alternating, after a warm-up."""
+    import torch
+
+    ga, ra = _graph(fa)
+    gb, rb = _graph(fb)
+    for _ in range(3):
+        ga.replay()
+        gb.replay()
+    torch.cuda.synchronize()
+    ta, tb = [], []
+    for _ in range(batches):
+        for gr, reps, out in ((ga, ra, ta), (gb, rb, tb)):
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            gr.replay()
+            e.record()
+            e.synchronize()
+            out.append(s.elapsed_time(e) / 1e3 / reps)
+    return statistics.median(ta), statistics.median(tb)
+
+
+def _rel(x, ref) -> float:
+    import torch
+
+    x = x.double()
+    if not bool(torch.isfinite(x).all()):
+        return float("inf")
+    return float((x - ref).norm() / ref.norm())
+
+
+def _plain(p: dict) -> dict:
+    return {k: (v.name if hasattr(v, "name") else v) for k, v in p.items() if not isinstance(v, tp.Swizzle)}
+
+
+def _resources(kind, M, N, K, p) -> dict:
+    try:
+        ck = compiled(kind, M, N, K, p)
+    except Exception as e:  # noqa: BLE001
+        return {"build": f"{type(e).__name__}: {str(e).splitlines()[0][:100]}"}
+    return {"registers": ck.resources.get("registers"), "spill_stores": ck.resources.get("spill_stores"),
+            "dynamic_smem": ck.resources.get("dynamic_smem"), **_sass_facts(ck)}
+
+
+def bf16_rows(shapes, variants, batches, g):
+    import torch
+
+    rows = {}
+    for M, N, K in shapes:
+        a = torch.randn(M, K, device="cuda", generator=g).bfloat16()
+        b = torch.randn(K, N, device="cuda", generator=g).bfloat16()
+        ref = a.double() @ b.double()
+        err_peer = _rel(torch.matmul(a, b), ref)
+        row = {}
+        for name, v in variants.items():
+            p = bf16_params(M, N, K, v)
+            c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
+            try:
+                gemm_hopper.launch(a, b, c, **p)
+                torch.cuda.synchronize()
+            except Exception as e:  # noqa: BLE001 - a variant that does not build or run: say so, go on
+                print(f"bf16 {M}x{N}x{K} {name:20s} failed: {type(e).__name__}: {str(e).splitlines()[0][:100]}",
+                      flush=True)
+                row[name] = {"failed": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
+                continue
+            err = _rel(c, ref)
+            ok = err <= 1.5 * err_peer + 1e-4     # cuBLAS's bf16 output rounds the same sum once
+            t, tp_ = timed_pair(lambda a=a, b=b, c=c, p=p: gemm_hopper.launch(a, b, c, **p),
+                                lambda a=a, b=b: torch.matmul(a, b), batches)
+            flops = 2 * M * N * K
+            row[name] = {"us": t * 1e6, "peer_us": tp_ * 1e6, "ratio": tp_ / t, "tflops": flops / t / 1e12,
+                         "rel_err": err, "peer_rel_err": err_peer, "ok": ok, "params": _plain(p),
+                         **_resources("bf16", M, N, K, v)}
+            print(f"bf16 {M}x{N}x{K} {name:20s} {t * 1e6:8.1f} us  cuBLAS {tp_ * 1e6:8.1f} us  x{tp_ / t:.3f}  "
+                  f"err {err:.1e} ({err_peer:.1e}) {'ok' if ok else 'WRONG'} regs {row[name].get('registers')} "
+                  f"LDL/STL {row[name].get('local_memory_instrs')}", flush=True)
+        rows[f"{M}x{N}x{K}"] = row
+        del a, b, ref
+        torch.cuda.empty_cache()
+    return rows
+
+
+def _quantize(x):
+    import torch
+
+    scale = (x.abs().max().float() / 448.0).clamp(min=1e-12)
+    return (x / scale).to(torch.float8_e4m3fn), scale.reshape(1)
+
+
+def fp8_rows(shapes, variants, batches, g):
+    import torch
+
+    rows = {}
+    for M, N, K in shapes:
+        a, sa = _quantize(torch.randn(M, K, device="cuda", generator=g))
+        b, sb = _quantize(torch.randn(N, K, device="cuda", generator=g))
+        ref = (a.double() @ b.double().t()) * sa.double() * sb.double()
+
+        def peer(a=a, b=b, sa=sa, sb=sb):
+            return torch._scaled_mm(a, b.t(), sa, sb, out_dtype=torch.bfloat16)
+
+        def fast(a=a, b=b, sa=sa, sb=sb):
+            return torch._scaled_mm(a, b.t(), sa, sb, out_dtype=torch.bfloat16, use_fast_accum=True)
+
+        err_peer, err_fast = _rel(peer(), ref), _rel(fast(), ref)
+        row = {}
+        for name, v in variants.items():
+            p = fp8_params(M, N, K, v)
+            out = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
+            try:
+                gemm_fp8.launch(a, b, sa, sb, out, **(v or {}))
+                torch.cuda.synchronize()
+            except Exception as e:  # noqa: BLE001
+                print(f"fp8  {M}x{N}x{K} {name:20s} failed: {type(e).__name__}: {str(e).splitlines()[0][:100]}",
+                      flush=True)
+                row[name] = {"failed": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
+                continue
+            err = _rel(out, ref)
+            ok = err <= 1.5 * err_fast + 1e-5      # like for like: cuBLAS's fp8 without promoted accumulation
+            t, tp_ = timed_pair(lambda a=a, b=b, sa=sa, sb=sb, out=out, v=v: gemm_fp8.launch(a, b, sa, sb, out,
+                                                                                              **(v or {})),
+                                peer, batches)
+            r = {"us": t * 1e6, "peer_us": tp_ * 1e6, "ratio": tp_ / t, "tflops": 2 * M * N * K / t / 1e12,
+                 "rel_err": err, "peer_rel_err": err_peer, "fast_accum_rel_err": err_fast, "ok": ok,
+                 "params": _plain(p), **_resources("fp8", M, N, K, v)}
+            if name == "policy":
+                tf, _ = timed_pair(fast, peer, batches)
+                r["fast_accum_us"] = tf * 1e6
+            row[name] = r
+            print(f"fp8  {M}x{N}x{K} {name:20s} {t * 1e6:8.1f} us  _scaled_mm {tp_ * 1e6:8.1f} us  x{tp_ / t:.3f}  "
+                  f"err {err:.1e} (fast {err_fast:.1e}, promoted {err_peer:.1e}) {'ok' if ok else 'WRONG'} "
+                  f"regs {r.get('registers')} LDL/STL {r.get('local_memory_instrs')}", flush=True)
+        rows[f"{M}x{N}x{K}"] = row
+        del a, b, ref
+        torch.cuda.empty_cache()
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default="bf16,fp8")
+    ap.add_argument("--shapes", nargs="*", default=None, help="M,N,K triples (both kinds)")
+    ap.add_argument("--variants", default=None, help="regex over variant names (the policy row always runs)")
+    ap.add_argument("--tag", default="sweep")
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
+    ap.add_argument("--precompile", type=int, default=0, help="build every kernel first in N processes")
+    ap.add_argument("--precompile-only", action="store_true")
+    ap.add_argument("--batches", type=int, default=30)
+    args = ap.parse_args()
+    kinds = args.only.split(",")
+    shapes = [tuple(int(x) for x in s.split(",")) for s in args.shapes] if args.shapes else None
+
+    def pick(vs):
+        return {k: v for k, v in vs.items() if k == "policy" or not args.variants or re.search(args.variants, k)}
+
+    todo = {"bf16": (shapes or SHAPES, pick(VARIANTS)), "fp8": (shapes or FP8_SHAPES, pick(FP8_VARIANTS))}
+    if args.precompile:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        t = time.time()
+        items, seen = [], set()
+        for kind in kinds:
+            sh, vs = todo[kind]
+            for M, N, K in sh:
+                for v in vs.values():
+                    key = (kind, repr(sorted(_plain(bf16_params(M, N, K, v) if kind == "bf16"
+                                                    else fp8_params(M, N, K, v)).items())))
+                    if key not in seen:
+                        seen.add(key)
+                        items.append((kind, M, N, K, v))
+        with ProcessPoolExecutor(args.precompile, mp_context=multiprocessing.get_context("spawn")) as ex:
+            errs = [e for e in ex.map(_build, items) if e]
+        print(f"precompiled {len(items)} kernels in {time.time() - t:.1f} s; {len(errs)} failed {errs[:3]}",
+              flush=True)
+    if args.precompile_only:
+        return
+    import torch
+
+    dev = torch.cuda.get_device_name()
+    import tilepy_hip
+
+    result = {"device": dev, "torch": torch.__version__, "cuda": torch.version.cuda,
+              "toolchain": tilepy_hip.toolchain_info().get("nvidia"), "python": platform.python_version(),
+              "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+              "method": "median of CUDA-graph replays (10 calls each), ours and the peer alternating replay by "
+                        "replay, random normal inputs (fp8: quantized per tensor, amax at 448); ratio = peer us / "
+                        "ours us; bf16 peer torch.matmul bf16, fp8 peer torch._scaled_mm(out_dtype=bf16) default "
+                        "(promoted accumulation)"}
+    g = torch.Generator(device="cuda").manual_seed(0)
+    if "bf16" in kinds:
+        result["bf16"] = bf16_rows(*todo["bf16"], args.batches, g)
+    if "fp8" in kinds:
+        result["fp8"] = fp8_rows(*todo["fp8"], args.batches, g)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"gemm-large-{args.tag}-{re.sub(r'[^A-Za-z0-9]+', '-', dev).strip('-').lower()}.json"
+    path.write_text(json.dumps(result, indent=1))
+    print("wrote", path)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,43 @@
+"""The large-shape GEMM forms once each on small ragged shapes, for compute-sanitizer: gemm_hopper's grouped
+tile order with the TMA store and register budgets, the 256 x 128 tile, and gemm_fp8 with the TMA store and
+register budgets.
+
+compute-sanitizer --tool memcheck python3 tests/gpu/sanitize_gemm_large.py
+compute-sanitizer --tool racecheck python3 tests/gpu/sanitize_gemm_large.py
+"""
+
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+
+import tilepy as tp  # noqa: E402
+from stdlib_kernels import gemm_fp8, gemm_hopper  # noqa: E402
+
+d = torch.device("cuda")
+g = torch.Generator(device="cuda").manual_seed(0)
+P = gemm_hopper.PRESETS["sm_90a"]
+R64 = dict(PRODUCER_REGS=64, CONSUMER_REGS=216)
+for (m, k, n), extra in (((300, 520, 776), dict(STAGES=3, EPILOGUE=2, IN_FLIGHT=0, GROUP_M=2, **R64)),
+                         ((520, 200, 264), dict(BM=256, BN=128, CONSUMERS=2, INSTR=tp.nv.wgmma_m64n128k16_bf16,
+                                                STAGES=3, EPILOGUE=2, IN_FLIGHT=0, GROUP_M=2, **R64))):
+    a = torch.randn(m, k, device=d, generator=g).bfloat16()
+    b = torch.randn(k, n, device=d, generator=g).bfloat16()
+    ref = a.double() @ b.double()
+    c = torch.full((m, n), float("nan"), device=d, dtype=torch.bfloat16)
+    gemm_hopper.launch(a, b, c, **{**P, **extra})
+    torch.cuda.synchronize()
+    print("bf16", m, k, n, "rel err", float((c.double() - ref).norm() / ref.norm()), flush=True)
+for (m, n, k), extra in (((136, 260, 400), dict(STAGES=3, EPILOGUE=2, PRODUCER_REGS=96, CONSUMER_REGS=208)),
+                         ((300, 520, 272), dict(STAGES=3, EPILOGUE=2, GROUP_M=2))):
+    a = torch.randn(m, k, device=d, generator=g).to(torch.float8_e4m3fn)
+    b = torch.randn(n, k, device=d, generator=g).to(torch.float8_e4m3fn)
+    s = torch.ones(1, device=d)
+    out = torch.full((m, n), float("nan"), device=d, dtype=torch.bfloat16)
+    gemm_fp8.launch(a, b, s, s, out, **{**gemm_fp8.PRESETS["sm_90a"], **extra})
+    torch.cuda.synchronize()
+    ref = a.double() @ b.double().t()
+    print("fp8", m, n, k, "rel err", float((out.double() - ref).norm() / ref.norm()), flush=True)
+print("ok")
