@@ -56,6 +56,8 @@ class LoweredCandidate:
                 kinds.add("moe" if type(k).__name__ == "MoeTemplate" else "scatter")
             elif type(k).__name__ == "SortTemplate":   # stdlib bitonic row sort
                 kinds.add("sort")
+            elif type(k).__name__ == "EmbeddingBagTemplate":   # stdlib embedding bag: a gathering reduction
+                kinds.add("reduction")
             else:
                 kinds.add("matmul")
         return "|".join(sorted(kinds)) or "elementwise"
@@ -110,7 +112,8 @@ def _reduction_length(kernel) -> int:
         return kernel.N
     if isinstance(kernel, (ConvTemplate, Fp32GemmTemplate, MatmulTemplate)):
         return kernel.K
-    if type(kernel).__name__ in ("ScatterAddTemplate", "MoeTemplate"):   # atomic adds of N rows; the MoE's GEMMs
+    if type(kernel).__name__ in ("ScatterAddTemplate", "MoeTemplate",
+                                 "EmbeddingBagTemplate"):   # atomic adds of N rows; the MoE's GEMMs; a bag's sum
         return kernel.K
     return 1
 

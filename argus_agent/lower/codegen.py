@@ -17,6 +17,7 @@ from .ops_attention import AttentionTemplate, attention_source, render_attention
 from .ops_moe import MoeTemplate, moe_source, render_moe
 from .ops_reduce import SortTemplate, render_sort, sort_source
 from .ops_scatter import ScatterAddTemplate, render_scatter_add
+from .ops_views import EmbeddingBagTemplate, render_embedding_bag
 from .render_flat import needs_i64, render_pointwise, render_reduction
 from .render_rows import render_row_fused, render_scan
 from .render_stats import render_arg_reduction, render_welford
@@ -79,6 +80,13 @@ def render_program(prog, precision: str | None = None) -> str:
                 kernels_src.append(stdlib_source("scatter_add"))
                 templates_done.add("scatter_add")
             launches += [(None, line, None) for line in render_scatter_add(k)]
+            continue
+        if isinstance(k, EmbeddingBagTemplate):     # bags of one size: the stdlib row-gathering kernel
+            if "embedding_bag" not in templates_done:
+                from .templates import stdlib_source
+                kernels_src.append(stdlib_source("embedding_bag"))
+                templates_done.add("embedding_bag")
+            launches += [(None, line, None) for line in render_embedding_bag(k)]
             continue
         if isinstance(k, SortTemplate):     # the stdlib bitonic row sort
             if "sort" not in templates_done:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 
 from . import values as vals
-from .core import LTensor, broadcast_coords, broadcast_shapes
+from .core import Buffer, LTensor, broadcast_coords, broadcast_shapes, buffer_tensor
 from .index import Sum, Var, add, const, flatten, floordiv, unflatten
 from .registry import register, result_dtype, result_shape
 from .values import call
@@ -482,6 +483,51 @@ def _static_offsets(offsets: LTensor, n: int):
     return got
 
 
+@dataclass
+class EmbeddingBagTemplate:
+    """out (B, D) f32 = the sum / mean / max (MODE 0 / 1 / 2) of the table's rows at ids (B, S) int64, per bag:
+    `stdlib_kernels/embedding_bag.py` (one block per bag and BD columns, BJ row gathers of 16-byte vectors at a
+    time)."""
+
+    out: Buffer
+    table: Buffer
+    ids: Buffer
+    B: int
+    S: int
+    D: int
+    V: int
+    MODE: int
+    what: str = ""
+
+    @property
+    def K(self) -> int:       # the longest sum it runs (for tolerances)
+        return self.S
+
+    def policy(self) -> tuple[int, int]:
+        """(BJ, BD): BD columns a block (a power of two, 32 to 512), BJ rows at a time, about 32 values of each
+        tile a thread, no more rows than the bag's (rounded up to a power of two)."""
+        bd = max(32, min(512, 1 << max(0, self.D - 1).bit_length()))
+        bj = max(2, min(4096 // bd, 32, 1 << max(0, self.S - 1).bit_length()))
+        return bj, bd
+
+
+def render_embedding_bag(t: EmbeddingBagTemplate) -> list[str]:
+    bj, bd = t.policy()
+    return [f"launch(embedding_bag, ({t.B}, tp.cdiv({t.D}, {bd})), {t.table.name}.view({t.V}, {t.D}), "
+            f"{t.ids.name}.view({t.B}, {t.S}), {t.out.name}.view({t.B}, {t.D}), MODE={t.MODE}, BJ={bj}, BD={bd})"]
+
+
+def _embedding_bag_template(ctx, wb: LTensor, indices: LTensor, nb: int, size: int, base: int, mode: int):
+    """Bags of one size on a GPU target: the stdlib kernel (vectorized row gathers) instead of a reduction whose
+    every element is a scalar gather."""
+    ids = ctx.contiguous(LTensor((nb, size), torch.int64, lambda c: vals.cast(
+        indices([add(add(c[0] * size, c[1]), const(base))]), torch.int64)), "bag_ids").buffer
+    V, D = wb.shape
+    out = ctx.add_buffer("bag", (nb, D), torch.float32)
+    ctx.kernels.append(EmbeddingBagTemplate(out, wb.buffer, ids, nb, size, D, V, mode, ctx.note))
+    return buffer_tensor(out)
+
+
 @register("aten._embedding_bag", "aten._embedding_bag_forward_only")
 def _embedding_bag(ctx, node, weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False,
                    per_sample_weights=None, include_last_offset=False, padding_idx=-1):
@@ -521,6 +567,9 @@ def _embedding_bag(ctx, node, weight, indices, offsets, scale_grad_by_freq=False
         if size == 0:
             return LTensor(shape, dtype, lambda c: vals.const(0.0, dtype)), None, None, None
         red_shape = (size,)
+        if ctx.target != "cpu" and per_sample_weights is None and (padding_idx is None or padding_idx < 0) \
+                and wb.dtype == torch.float32 and dtype == torch.float32 and len(wb.shape) == 2:
+            return _embedding_bag_template(ctx, wb, indices, nb, size, base, mode), None, None, None
 
         def position(oc, rc):
             return add(add(oc[0] * size, rc[0]), const(base))

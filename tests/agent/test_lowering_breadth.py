@@ -353,6 +353,37 @@ def test_embedding_bag_matches_torch(mode, tmp_path):
         assert out.shape == want.shape and torch.allclose(out, want, atol=1e-6, rtol=1e-6), k
 
 
+class _BagWide(nn.Module):
+    def __init__(self, mode, n, d):
+        super().__init__()
+        self.e = nn.EmbeddingBag(n, d, mode=mode)
+
+    def forward(self, i):
+        return self.e(i) * 2.0
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+def test_embedding_bag_on_a_gpu_target_is_the_stdlib_row_gather(mode, tmp_path):
+    """On a GPU target, bags of one size (a 2-D input) go to stdlib_kernels/embedding_bag.py (a block per bag,
+    BJ rows gathered at a time) whatever D and S are (D = 70: columns past D masked; S = 13: rows past the bag
+    masked; D = 600: two column blocks), and the consumer reads its result; run here on the interpreter
+    against float64. Offsets given at run time and per-sample weights keep the reduction."""
+    from argus_agent.lower.ops_views import EmbeddingBagTemplate
+
+    g = torch.Generator().manual_seed(9)
+    for n, d, shape in [(50, 70, (6, 13)), (40, 600, (3, 4)), (30, 8, (5, 1))]:
+        model = _BagWide(mode, n, d)
+        idx = torch.randint(0, n, shape, generator=g)
+        prog, src, out, ref = run_lowered(model, [idx], tmp_path, f"bag_gpu_{mode}_{d}")
+        assert sum(isinstance(k, EmbeddingBagTemplate) for k in prog.kernels) == 1, src
+        assert "launch(embedding_bag" in src
+        assert_close(out, ref, 1e-5)
+    model = _Bag1d(mode)
+    inputs = [torch.randint(0, 10, (12,), generator=g), torch.tensor([0, 3, 3, 7]), torch.rand(12)]
+    prog = lower_model(model, inputs, "sm_90a")
+    assert not any(isinstance(k, EmbeddingBagTemplate) for k in prog.kernels)
+
+
 # --- min/max over a dim with their indices ----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("which", ["values", "indices", "both"])
@@ -425,3 +456,56 @@ def test_a_reduction_over_gathered_table_rows_puts_the_row_along_the_fast_axis(t
     assert "acc = tp.full((BR, BM)" in src
     assert torch.allclose(out.double(), ref, rtol=1e-6, atol=1e-6)
 
+
+
+# --- erfinv, empty_permuted (2026-11-24 breadth probe) --------------------------------------------------------------
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_erfinv_matches_torch_at_its_precision_with_its_edges(dtype, tmp_path):
+    """erfinv has no tilepy op: the lowering writes a polynomial start and one Newton step on erf. fp32 within a
+    few ulp of float64, float64 within 1e-12; +-1 give +-inf, |x| > 1 NaN, as torch."""
+    g = torch.Generator().manual_seed(5)
+    x = torch.cat([torch.rand(3000, generator=g, dtype=torch.float64) * 2 - 1,
+                   torch.tensor([1.0, -1.0, 0.0, 1 - 1e-7, -(1 - 1e-7), 1.5, -2.0, 1e-30, 0.5])]).to(dtype)
+    _, _, out, _ = _run(lambda t: torch.erfinv(t), [x], tmp_path, f"erfinv_{str(dtype)[-2:]}")
+    ref = torch.erfinv(x.double())
+    assert out.dtype == dtype
+    assert torch.equal(out.isnan(), ref.isnan()) and torch.equal(out.isinf() & (out > 0), ref.isinf() & (ref > 0))
+    fin = ref.isfinite()
+    # near |x| = 1 erfinv is ill-conditioned: one ulp of x moves it by eps |x| / erf'(y), so the bound is that
+    # sensitivity (4 ulp of x) plus a relative part: 1e-6 for fp32, 1e-12 for float64
+    eps, rel = (torch.finfo(dtype).eps, 1e-6 if dtype == torch.float32 else 1e-12)
+    y, xd = ref[fin], x.double()[fin]
+    slope = 2 / torch.pi ** 0.5 * torch.exp(-y * y)
+    bound = rel * y.abs() + 4 * eps * xd.abs() / slope
+    err = (out.double()[fin] - y).abs()
+    assert (err <= bound).all(), (err / bound).max()
+
+
+def test_losses_that_allocate_with_empty_permuted_lower(tmp_path):
+    """cosine_embedding_loss and hinge_embedding_loss allocate through aten.empty_permuted in their
+    decomposition; both match torch in float64."""
+    g = torch.Generator().manual_seed(6)
+    a, b = torch.randn(16, 10, generator=g), torch.randn(16, 10, generator=g)
+    y = torch.randint(0, 2, (16,), generator=g).float() * 2 - 1
+    _, _, out, ref = _run(lambda a, b, y: F.cosine_embedding_loss(a, b, y, margin=0.1), [a, b, y], tmp_path, "cel")
+    assert torch.allclose(out.double(), ref, rtol=1e-5, atol=1e-6), (out, ref)
+    y2 = torch.randint(0, 2, (16, 10), generator=g).float() * 2 - 1
+    _, _, out, ref = _run(lambda a, y: F.hinge_embedding_loss(a, y, margin=0.7), [a, y2], tmp_path, "hel")
+    assert torch.allclose(out.double(), ref, rtol=1e-5, atol=1e-6), (out, ref)
+
+
+def test_a_branch_on_tensor_values_names_the_forward_line_and_what_to_do(tmp_path):
+    """torch.export cannot capture a Python `if` on a tensor's value: the error names the reference's line in
+    its own file and says how to write it instead."""
+    import importlib.util
+
+    src = tmp_path / "branchy_ref.py"
+    src.write_text("import torch\n\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n"
+                   "        if x.sum() > 0:\n            return x * 2\n        return x - 1\n")
+    spec = importlib.util.spec_from_file_location("branchy_ref", src)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    with pytest.raises(LoweringError) as ei:
+        lower_model(mod.Model(), [torch.randn(3, 4)], "cpu")
+    msg = str(ei.value)
+    assert "branchy_ref.py:6: `if x.sum() > 0:`" in msg and "torch.where" in msg, msg

@@ -125,3 +125,21 @@ def test_an_index_tile_whose_inputs_change_in_the_loop_is_not_recomputed():
     moving = tilepy_hip.render(carried.ir("sm_90a", MOVE=True))
     fixed = tilepy_hip.render(carried.ir("sm_90a", MOVE=False))
     assert "tp_smem +" in moving and "tp_smem +" not in fixed.replace("extern __shared__", "")
+
+
+@pytest.mark.parametrize("target", sorted(RENDER_TARGETS))
+def test_a_row_gather_reads_consecutive_elements_as_one_vector(target):
+    """A gather whose value slots run along the tile's last dimension (16-byte groups of the layout) reads a
+    group with one vector load when, at run time, its offsets are consecutive, in bounds, unmasked and aligned;
+    element loads otherwise (the same group, the same bounds and masks)."""
+    src = tilepy_hip.render(gather_scatter.ir(target), target)
+    vec = [ln for ln in src.splitlines() if "tp_ldvec<float, 4>(W + " in ln]
+    assert vec, "the row gather W[ids[:, None], cols[None, :]] has no vector load"
+    guards = [ln for ln in src.splitlines() if ln.strip().startswith("if (") and "tp_aligned(W + " in ln]
+    assert len(guards) == len(vec)
+    for g in guards:                                  # consecutive offsets, each slot in bounds and unmasked
+        assert g.count(" == ") == 3 and g.count("(unsigned long long)") >= 4 * 2
+    fallback = [ln for ln in src.splitlines() if "? W[" in ln]
+    assert len(fallback) >= 4 * len(vec)              # the element loads of each group, kept for the else branch
+    stores = tilepy_hip.render(scatter_only.ir(target), target)
+    assert "tp_ldvec" not in stores                   # atomics and scatters stay element by element

@@ -109,6 +109,12 @@ class GatherOps:
             for v in range(V):
                 ms[v] = self.tmp("m")
                 em(f"const bool {ms[v]} = {cast(fm(v), md, dt.bool_)};")
+        # a load whose value slots run along the tile's last dimension in groups of `vec` (the layout's 16-byte
+        # vectors) reads a group with one vector load when, at run time, its elements are consecutive in memory,
+        # in bounds, unmasked and the first is aligned (a row gather X[idx[:, None], cols[None, :]], a flat
+        # gather of whole rows); otherwise element by element as below
+        vec = self.vector_width(layout, tensor.dtype, True) if kind == "load" else 1
+        group: list = []
         for v in range(V):
             if not keep[v]:
                 continue
@@ -124,7 +130,16 @@ class GatherOps:
                 c.insert(0, f"({cond})")
             ok = " && ".join(c)
             zero = cast("0", dt.i32, tensor.dtype)
-            addr = f"{tensor.ptr}[{' + '.join(f'{i} * {s}' for i, s in zip(idx, strides))}]"
+            flat = " + ".join(f"{i} * {s}" for i, s in zip(idx, strides))
+            addr = f"{tensor.ptr}[{flat}]"
+            if kind == "load" and vec > 1:
+                o = self.tmp("go")
+                em(f"const long long {o} = {flat};")
+                group.append((v, ok, o))
+                if len(group) == vec:
+                    self._vector_gather(group, tensor, arr, other)
+                    group = []
+                continue
             if kind == "load":
                 em(f"{arr}[{v}] = ({ok}) ? {addr} : {other};")
             elif kind == "store":
@@ -134,6 +149,9 @@ class GatherOps:
                 args = ", ".join(f"{a}[{v}]" for a in values)
                 call = f"{fn}(&{addr}, {args})"
                 em(f"{arr}[{v}] = ({ok}) ? {call} : {zero};" if result else f"if ({ok}) (void){call};")
+        if group:   # (vector_width divides the slots: never left over; kept element-wise if it were)
+            for v, ok, o in group:
+                em(f"{arr}[{v}] = ({ok}) ? {tensor.ptr}[{o}] : {other};")
         if fence_after:  # the updating threads' acquire fence, before the exchange's barrier
             em(fence_after)
         if replicated:
@@ -145,6 +163,26 @@ class GatherOps:
 
     def emit_gather_store(self, call: ir.Call, layout, coords, shape, mask, vals):
         self.element_access(call.args[0], layout, coords, shape, mask, "store", vals)
+
+    def _vector_gather(self, group, tensor, arr, other):
+        """One group of consecutive value slots [(slot, in-bounds-and-mask C text, flat offset name)]: a vector
+        load where the offsets are consecutive and the first is aligned, element loads otherwise."""
+        em, ptr, n = self.em, tensor.ptr, len(group)
+        first = group[0][2]
+        conds = [f"({ok})" for _, ok, _ in group]
+        conds += [f"{o} == {first} + {k}" for k, (_, _, o) in enumerate(group) if k]
+        conds.append(f"tp_aligned({ptr} + {first}, {n * tensor.dtype.bytes})")
+        T = ctype(tensor.dtype)
+        em.open(f"if ({' && '.join(conds)})")
+        q = self.tmp("q")
+        em(f"const tp_pack<{T}, {n}> {q} = tp_ldvec<{T}, {n}>({ptr} + {first});")
+        for k, (v, _, _) in enumerate(group):
+            em(f"{arr}[{v}] = {q}.v[{k}];")
+        em.close()
+        em.open("else")
+        for v, ok, o in group:
+            em(f"{arr}[{v}] = ({ok}) ? {ptr}[{o}] : {other};")
+        em.close()
 
     # ------------------------------------------------------------------ atomics
     def emit_atomic(self, e: ir.Call, dst: TileRef | None):
