@@ -14,7 +14,11 @@ calls them by name, and those still decompose to core ATen.
 
 from __future__ import annotations
 
+import inspect
+import linecache
+import os
 import re
+import traceback
 import warnings
 from dataclasses import dataclass, field
 
@@ -59,6 +63,23 @@ def decomposition_table():
     return table
 
 
+def _forward_line(e: BaseException, model: torch.nn.Module) -> str:
+    """' (file:line: `code`)' for where capture failed: the innermost frame of the model's own source file in
+    e's traceback or in the call torch quotes in its message ('File "...", line N'), else the call it quotes."""
+    try:
+        src = os.path.realpath(inspect.getsourcefile(type(model)) or "")
+    except TypeError:   # a class defined where inspect cannot find its file
+        src = ""
+    frames = [(f.f_code.co_filename, n) for f, n in traceback.walk_tb(e.__traceback__)]
+    quoted = [(f, int(n)) for f, n in re.findall(r'File "([^"]+)", line (\d+)', str(e))]
+    own = [fn for fn in frames + quoted if src and os.path.realpath(fn[0]) == src]
+    hit = own[-1] if own else (quoted[-1] if quoted else None)
+    if hit is None:
+        return ""
+    code = linecache.getline(hit[0], hit[1]).strip()
+    return f" ({os.path.basename(hit[0])}:{hit[1]}" + (f": `{code}`)" if code else ")")
+
+
 def capture_program(model: torch.nn.Module, inputs: list) -> Captured:
     """Export `model(*inputs)` and decompose it to core ATen (raises LoweringError with the reason)."""
     try:
@@ -68,8 +89,15 @@ def capture_program(model: torch.nn.Module, inputs: list) -> Captured:
             ep = ep.run_decompositions(decomposition_table())
     except Exception as e:  # export failures come in many types; the message is what the user needs
         msg = str(e).strip().splitlines()
-        raise LoweringError(f"torch.export could not capture Model.forward: {type(e).__name__}: "
-                            f"{msg[0] if msg else ''}") from e
+        where = _forward_line(e, model)
+        hint = ""
+        if "data-dependent" in str(e) or "DataDependent" in type(e).__name__:
+            hint = ("; the reference branches on tensor values there (a Python `if`, `.item()` or `bool()` of a "
+                    "tensor, e.g. an argument check inside a torch.nn.functional function): the lowering follows "
+                    "control flow that depends on shapes only, so compute both sides with torch.where or move "
+                    "the check out of forward")
+        raise LoweringError(f"torch.export could not capture Model.forward{where}: {type(e).__name__}: "
+                            f"{msg[0] if msg else ''}{hint}") from e
     sig = ep.graph_signature
     specs = {s.arg.name: s for s in sig.input_specs}
     out_kinds = [s.kind.name for s in sig.output_specs]

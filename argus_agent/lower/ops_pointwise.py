@@ -548,7 +548,7 @@ def _no_op(ctx, node, *a, **kw):
     return None
 
 
-@register("aten.empty", "aten.empty_like", "aten.empty_strided", "aten.new_empty")
+@register("aten.empty", "aten.empty_like", "aten.empty_strided", "aten.new_empty", "aten.empty_permuted")
 def _empty(ctx, node, *a, **kw):
     """Uninitialized memory: its contents are unspecified, so zeros are as good as any (what reads it is
     overwritten by a copy / slice_scatter in torch's decompositions: circular padding)."""
@@ -561,6 +561,39 @@ def _copy(ctx, node, dst, src, non_blocking=False):
     """The functional copy: src broadcast to dst's shape, in dst's dtype."""
     dtype = result_dtype(node)
     return LTensor(dst.shape, dtype, lambda c: vals.cast(src(broadcast_coords(c, src.shape, dst.shape)), dtype))
+
+
+# Single-precision inverse error function (M. Giles, "Approximating the erfinv function", GPU Computing Gems,
+# 2011): a polynomial in w = -log(1 - x^2) on two ranges, about 1e-7 relative, then Newton steps on erf (each an
+# erf and an exp): one for fp32, two for float64 (1e-11 after one near |x| = 1, about 1e-15 after two).
+_ERFINV_CENTRAL = (2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087,
+                   -0.00125372503, -0.00417768164, 0.246640727, 1.50140941)
+_ERFINV_TAIL = (-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773,
+                -0.0076224613, 0.00943887047, 1.00167406, 2.83297682)
+
+
+def erfinv_value(x):
+    """erfinv(x) as a value tree: NaN outside [-1, 1], +-inf at +-1, as torch."""
+    def horner(coeffs, t):
+        p = _c(coeffs[0], x)
+        for k in coeffs[1:]:
+            p = call("add", _c(k, x), call("mul", p, t))
+        return p
+
+    w = call("neg", call("log", call("mul", call("sub", _c(1, x), x), call("add", _c(1, x), x))))
+    central = horner(_ERFINV_CENTRAL, call("sub", w, _c(2.5, x)))
+    tail = horner(_ERFINV_TAIL, call("sub", call("sqrt", w), _c(3, x)))
+    y = call("mul", call("where", call("lt", w, _c(5, x)), central, tail), x)
+    for _ in range(2 if x.dtype == torch.float64 else 1):
+        slope = call("mul", _c(2 / math.sqrt(math.pi), x), call("exp", call("neg", call("mul", y, y))))
+        y = call("sub", y, call("div", call("sub", call("erf", y), x), slope))
+    ax = call("abs", x)
+    edge = call("where", call("eq", ax, _c(1, x)), call("mul", x, _c(math.inf, x)), _c(math.nan, x))
+    return call("where", call("lt", ax, _c(1, x)), y, edge)
+
+
+for _n in ("aten.erfinv", "prims.erf_inv"):
+    _unary(_n, lambda a, cdt: erfinv_value(a))
 
 
 @register("prims.hypot")
