@@ -107,8 +107,8 @@ def verify_ir(kir, checks=None) -> Report:
     findings = [f for f in early if f.check in names]
     try:
         for name in names:
-            if name == "global_race" and written is not None:
-                got = _global_race_as_written(written())
+            if name in AS_WRITTEN and written is not None:
+                got = _as_written(name, written())
                 if got is not None:  # the kernel as written: one copy of each access, not one per stage
                     findings.extend(got)
                     continue
@@ -159,22 +159,33 @@ class _AsWritten:
         return self.ctx.solver.queries
 
 
-def _global_race_as_written(ctx):
-    """The global_race check's findings on the kernel as written (`ctx`: _AsWritten's Context), or None where
-    that form cannot be decided here (no such Context, or a query ends unknown: the check then runs on the
-    expanded form as before).
+# The checks that need nothing the per-stage rewrite of mbarrier arrays is for (no mbarrier orders, no phase):
+# global_race (global memory is not ordered by mbarriers), out_of_bounds (stage indices and in-stage offsets),
+# bank_conflict (a warp's addresses in one stage), mma_layout (operand layouts and descriptors) and
+# barrier_divergence (a block barrier under thread-dependent control flow). Where the kernel has mbarrier arrays
+# they run on the kernel as written (each access, mma and barrier once, not once per stage copy); the race,
+# deadlock, pipeline_hazard and tag_assertion checks run on the copies (the reachability of an assertion's line
+# as written: checks/tags.py).
+AS_WRITTEN = ("global_race", "out_of_bounds", "bank_conflict", "mma_layout", "barrier_divergence")
 
-    The rewrite keeps every statement and its order, so both forms make the same global accesses (blocks,
-    iterations, elements, masks, tickets), and global memory is not ordered by mbarriers: global_race needs
-    nothing the rewrite is for. As written, each access is one access instead of STAGES copies (gemm_streamk:
-    11 accesses and 15 queries instead of 44 and 54), and a counterexample names the kernel's own loop index."""
+
+def _as_written(name, ctx):
+    """The findings of check `name` (one of AS_WRITTEN) on the kernel as written (`ctx`: _AsWritten's Context),
+    or None where that form cannot be decided here (no such Context, or a query ends unknown: the check then runs
+    on the expanded form as before).
+
+    The rewrite keeps every statement and its order, only splitting a ring's loop index into round and stage, so
+    both forms make the same accesses (blocks, iterations, threads, elements, masks, tickets), the same mma ops
+    and the same barriers under the same conditions, and none of these checks reads an mbarrier. As written, each
+    is one event instead of STAGES copies (gemm_streamk's global_race: 11 accesses and 15 queries instead of 44
+    and 54), and a counterexample names the kernel's own loop index."""
     from .checks import ALL
     from .vc import SolverUnknown
 
     if ctx is None:
         return None
     try:
-        return ALL["global_race"](ctx)
+        return ALL[name](ctx)
     except SolverUnknown:
         return None
 

@@ -1,5 +1,5 @@
 """global_race on the kernel as written agrees with global_race on the per-stage copies mbarrier_arrays.expand
-makes (tilepy_verify/__init__.py `_global_race_as_written`): a warp-specialized ring over mbarrier arrays of
+makes (tilepy_verify/__init__.py `_as_written`): a warp-specialized ring over mbarrier arrays of
 STAGES stages copies each block's contiguous run of tiles (`first = block * per`, per = cdiv(tiles, grid):
 a product of unknowns) through shared memory into Y. Correct, both forms prove it race-free; with BUG="row"
 (every block stores its k-th tile at row tile k) both report the race on Y, on the same store, naming two

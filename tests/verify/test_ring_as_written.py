@@ -15,9 +15,11 @@ import tilepy_verify as tv
 @tp.kernel(threads=160, target="sm_90a")
 def ring(X: tp.Tensor[tp.f32, "R", 64], Y: tp.Tensor[tp.f32, "R", 64], BR: tp.constexpr = 32,
          STAGES: tp.constexpr = 3, LO: tp.constexpr = 0, HI: tp.constexpr = 1 << 30, MOD: tp.constexpr = 1,
-         REM: tp.constexpr = 0, OFF: tp.constexpr = 0):
+         REM: tp.constexpr = 0, OFF: tp.constexpr = 0, BUG: tp.constexpr = "none"):
     """A warp-specialized ring (tests/verify/seeded_corpus2.py's ws_pipe) whose consumer asserts the rows' tags
-    only in iterations LO <= k < HI with k % MOD == REM; OFF != 0 asserts a wrong row."""
+    only in iterations LO <= k < HI with k % MOD == REM; OFF != 0 asserts a wrong row. BUG="stage" reads stage
+    k % (STAGES + 1) of STAGES (out of bounds once per STAGES + 1 tiles), "barrier" puts a block barrier in the
+    consumer role."""
     tp.tag(X, lambda r, c: ("X", r, c))
     buf = tp.shared((BR, 64), tp.f32, stages=STAGES)
     full = tp.mbarrier(1, stages=STAGES)
@@ -32,7 +34,12 @@ def ring(X: tp.Tensor[tp.f32, "R", 64], Y: tp.Tensor[tp.f32, "R", 64], BR: tp.co
     else:
         for k in range(n):
             tp.mbarrier_wait(full[k % STAGES], k // STAGES)
-            x = tp.load(buf[k % STAGES], layout=tp.blocked((BR, 64), 128, 4))
+            if BUG == "stage":
+                x = tp.load(buf[k % (STAGES + 1)], layout=tp.blocked((BR, 64), 128, 4))
+            else:
+                x = tp.load(buf[k % STAGES], layout=tp.blocked((BR, 64), 128, 4))
+            if BUG == "barrier":
+                tp.barrier()
             if k >= LO and k < HI and k % MOD == REM:
                 tp.assert_tag(x, lambda t, r: t[1] == r + OFF, at=((k * BR + tp.arange(BR))[:, None],))
             tp.store(Y[k * BR:(k + 1) * BR, 0:64], x * 2.0)
@@ -85,3 +92,48 @@ def test_reachability_matches_arithmetic(stages, lo, hi, mod, rem):
     assert bool(_unreached(found)) == (not reached), (found, stages, lo, hi, mod, rem)
     if reached:
         assert found == [], found
+
+
+PER_STAGE = ["out_of_bounds", "bank_conflict", "mma_layout", "barrier_divergence"]
+
+
+def _lines(report):
+    return sorted((f.check, f.severity, f.span.line) for f in report.findings if f.check in PER_STAGE)
+
+
+def _ring_cases():
+    """(kernel, constexprs) of every kernel of the seeded corpora with mbarrier arrays (each bug and its twin)
+    and of `ring`'s seeded per-stage bugs."""
+    from tests.verify import seeded_corpus2
+    from tilepy_verify.mbarrier_arrays import expand
+
+    seen = set()
+    for kernel, bug, _checks, _shows in seeded_corpus2.CORPUS:
+        kir = kernel.ir(None, BUG=bug)
+        if expand(kir) is kir:
+            continue
+        for b in (bug, "none"):
+            if (kernel.name, b) not in seen:
+                seen.add((kernel.name, b))
+                yield kernel, {"BUG": b}
+    for bug in ("stage", "barrier"):
+        yield ring, {"BUG": bug}
+
+
+def test_per_stage_checks_as_written_find_what_the_copies_find(monkeypatch):
+    cases = list(_ring_cases())
+    assert len(cases) >= 20
+    written = [_lines(tv.verify(k, checks=PER_STAGE, **cx)) for k, cx in cases]
+    monkeypatch.setattr(tv, "AS_WRITTEN", ("global_race",))   # the former path: these checks on the copies
+    copies = [_lines(tv.verify(k, checks=PER_STAGE, **cx)) for k, cx in cases]
+    assert written == copies, [(k.name, cx, w, c) for (k, cx), w, c in zip(cases, written, copies) if w != c]
+    found = dict(zip((cx["BUG"] for k, cx in cases if k is ring), (w for (k, _), w in zip(cases, written)
+                                                                    if k is ring)))
+    assert [c for c, sev, _ in found["stage"] if sev == "error"] == ["out_of_bounds"], found
+    assert [c for c, sev, _ in found["barrier"] if sev == "error"] == ["barrier_divergence"], found
+
+
+def test_out_of_bounds_stage_as_written_names_the_loop_index():
+    f = [f for f in tv.verify(ring, checks=["out_of_bounds"], BUG="stage").errors]
+    assert len(f) == 1 and f[0].counterexample["stage"] == 3, f     # k % 4 == 3 for STAGES = 3
+    assert f[0].counterexample["iteration"]["k"] % 4 == 3, f[0].counterexample

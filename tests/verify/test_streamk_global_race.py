@@ -1,6 +1,6 @@
 """global_race on stdlib_kernels.gemm_streamk (a warp-specialized ring over mbarrier arrays around a stream-K
 fix-up) is decided on the kernel as written, not on the per-stage copies mbarrier_arrays.expand makes for the
-mbarrier checks (tilepy_verify/__init__.py `_global_race_as_written`): each global access once instead of
+mbarrier checks (tilepy_verify/__init__.py `_as_written`): each global access once instead of
 STAGES times. The correct kernel proves clean, and each seeded bug of the ticket protocol
 (tests/verify/streamk_ring_kernels.py: the part written after the ticket, the fix-up not masked by the
 ticket, the ticket on the next tile's lock, a relaxed ticket) is a race naming two blocks, as on the
