@@ -91,6 +91,8 @@ def t_rotary_gptj(pos, q, k, cs, head_size: int):
 LAYER_NORM_VARIANTS = ((512, False, 1, True, -1, True), (512, False, 1, True, -1, False),
                        (512, False, 1, False, -1, True), (512, False, 1, True, 0, True),
                        (512, False, 1, False, 0, False), (512, True, 1, True, -1, True))
+# layer_norm_ring (rows through a ring of shared-memory buffers, TMA): (STAGES, blocks per SM)
+LAYER_NORM_RING_VARIANTS = ((3, 2), (2, 2), (4, 2), (5, 2), (4, 1), (3, 3))
 RMSNORM_VARIANTS = ((512, -1, True), (512, -1, False), (512, 0, True), (512, 0, False), (256, -1, True))
 
 
@@ -200,8 +202,15 @@ def main(argv=None):
             {f"THREADS={th},ONE_PASS={op},ROWS={rw},EVEN={ev},MIN_BLOCKS={mb},WARP_SUMS={ws}": (
                 lambda th=th, op=op, rw=rw, ev=ev, mb=mb, ws=ws: L.launch_layer_norm(
                     x, w, b, y, 1e-5, THREADS=th, ONE_PASS=op, ROWS=rw, EVEN=ev, MIN_BLOCKS=mb, WARP_SUMS=ws))
-             for th, op, rw, ev, mb, ws in LAYER_NORM_VARIANTS},
+             for th, op, rw, ev, mb, ws in LAYER_NORM_VARIANTS}
+            | {f"RING,STAGES={st},BLOCKS_PER_SM={bps}": (lambda st=st, bps=bps: L.launch_layer_norm_ring(
+                x, w, b, y, 1e-5, blocks_per_sm=bps, STAGES=st)) for st, bps in LAYER_NORM_RING_VARIANTS},
             lambda: t_layer_norm(x, w, b), cf and (lambda: cf(x, w, b)), err)
+        for st, bps in LAYER_NORM_RING_VARIANTS:          # every variant's output is checked
+            y.fill_(float("nan"))
+            L.launch_layer_norm_ring(x, w, b, y, 1e-5, blocks_per_sm=bps, STAGES=st)
+            out["layer_norm"]["variants"][f"RING,STAGES={st},BLOCKS_PER_SM={bps}"]["rel_err_vs_f64"] = rel(
+                y, F.layer_norm(x.double(), (k,), w.double(), b.double(), 1e-5))
         del x, r, y, ro
 
     if want("merge_attn_states_lse"):

@@ -199,6 +199,68 @@ def layer_norm(X: tp.Tensor[tp.bf16, "M", "N"], W: tp.Tensor[tp.bf16, "N"], B: t
         tp.store(Y[row, 0:BLOCK_N], y)
 
 
+def _ring_min_blocks(c):
+    return c["MIN_BLOCKS"] or None
+
+
+@tp.kernel(threads=_row_threads, min_blocks=_ring_min_blocks)
+def layer_norm_ring(X: tp.Tensor[tp.bf16, "M", "N"], W: tp.Tensor[tp.bf16, "N"], B: tp.Tensor[tp.bf16, "N"],
+                    Y: tp.Tensor[tp.bf16, "M", "N"], eps: tp.f32, BLOCK_N: tp.constexpr = 4096,
+                    THREADS: tp.constexpr = 0, STAGES: tp.constexpr = 3, MIN_BLOCKS: tp.constexpr = 2):
+    """`layer_norm` (EVEN, WARP_SUMS, the centred two-pass variance) on a grid of a few blocks per
+    multiprocessor, block b normalizing rows b, b + G, b + 2G, ... (G = the grid), each row brought into shared
+    memory by a bulk tensor copy (TMA) STAGES - 1 rows ahead through a ring of STAGES row buffers: the rows in
+    flight wait in shared memory, not in registers, so an SM keeps (STAGES - 1) x blocks x 8 KB of x loading
+    while its threads reduce and store (one block a row holds at most 16 bytes a thread in flight: 32 KB an SM
+    at 2048 threads). empty[s] hands a buffer back to the copy once the block has read it.
+    Rows of exactly BLOCK_N = 8 x THREADS elements (the launch checks). w and b are loaded once, before the
+    rows. MIN_BLOCKS: the register bound (2 blocks of 512 threads an SM: 56 registers, no spills; at 4 the loop's
+    state spills)."""
+    g = tp.num_blocks(0)
+    b = tp.block_id(0)
+    n = X.shape[1]
+    WARPS = tp.num_threads() // 32
+    rows = tp.cdiv(X.shape[0] - b, g)                 # this block's rows: b + i * g for i < rows
+    tp.tag(X, lambda i, j: ("x", i, j))
+    tp.tag(W, lambda j: ("w", j))
+    tp.tag(B, lambda j: ("b", j))
+    lay = _row(BLOCK_N, tp.num_threads())
+    w16 = tp.load(W[0:BLOCK_N], layout=lay)
+    b16 = tp.load(B[0:BLOCK_N], layout=lay)
+    x_s = tp.shared((BLOCK_N,), tp.bf16, stages=STAGES)
+    full = tp.mbarrier(1, stages=STAGES)              # full[s]: the row copied into buffer s has landed
+    empty = tp.mbarrier(1, stages=STAGES)             # empty[s]: the block has read buffer s
+    for s in tp.static_range(STAGES - 1):             # the first STAGES - 1 rows
+        if s < rows:
+            tp.copy_bulk(X[b + s * g, 0:BLOCK_N], x_s[s], full[s])
+            tp.mbarrier_arrive(full[s])
+    for i in range(rows):
+        row = b + i * g
+        if i + STAGES - 1 < rows:                     # row i + STAGES - 1 into the buffer row i - 1 read
+            if i >= 1:
+                tp.mbarrier_wait(empty[(i + STAGES - 1) % STAGES], (i - 1) // STAGES)
+            tp.copy_bulk(X[row + (STAGES - 1) * g, 0:BLOCK_N], x_s[(i + STAGES - 1) % STAGES],
+                         full[(i + STAGES - 1) % STAGES])
+            tp.mbarrier_arrive(full[(i + STAGES - 1) % STAGES])
+        tp.mbarrier_wait(full[i % STAGES], i // STAGES)
+        x = tp.load(x_s[i % STAGES], layout=lay).to(tp.f32)
+        tp.mbarrier_arrive(empty[i % STAGES])         # (the block's threads arrive as one)
+        tp.assert_tag(x, lambda t, r: t[1] == r, at=(row,), message="the buffer holds this block's row i")
+        ws = tp.sum(tp.reshape(x, (WARPS, BLOCK_N // WARPS), layout=_warp_rows(BLOCK_N, tp.num_threads())), axis=1)
+        mean = tp.sum(tp.convert_layout(ws, _lanes(tp.num_threads())), axis=0, keepdims=True) / n
+        d = x - mean
+        wv = tp.sum(tp.reshape(d * d, (WARPS, BLOCK_N // WARPS), layout=_warp_rows(BLOCK_N, tp.num_threads())),
+                    axis=1)
+        var = tp.sum(tp.convert_layout(wv, _lanes(tp.num_threads())), axis=0, keepdims=True) / n
+        y = d * tp.rsqrt(var + eps) * w16.to(tp.f32) + b16.to(tp.f32)
+        tp.assert_tag(y, lambda t: t[0][0][0][0][2] == t[0][1][1] and t[1][1] == t[0][1][1],
+                      message="x, w and b of the same column")
+        tp.assert_tag(y, lambda t: (t[0][0][0][1][0][1] == t[0][0][0][0][1]
+                                    and t[0][0][1][0][0][0][0][0][1] == t[0][0][0][0][1]),
+                      message="the mean and the variance read this row only")
+        tp.store(Y[row, 0:BLOCK_N], y)
+
+
 # ---------------------------------------------------------------- merge_attn_states_lse
 
 
@@ -594,6 +656,7 @@ KERNELS = {
     "silu_and_mul": {tp.bf16: silu_and_mul, tp.f32: _f32(silu_and_mul)},
     "fused_add_rmsnorm": {tp.bf16: fused_add_rmsnorm, tp.f32: _f32(fused_add_rmsnorm)},
     "layer_norm": {tp.bf16: layer_norm, tp.f32: _f32(layer_norm)},
+    "layer_norm_ring": {tp.bf16: layer_norm_ring},
     "merge_attn_states_lse": {tp.bf16: merge_attn_states_lse, tp.f32: _f32(merge_attn_states_lse)},
     "rotary_neox": {tp.bf16: rotary_neox, tp.f32: _f32(rotary_neox)},
     "rotary_gptj": {tp.bf16: rotary_gptj, tp.f32: _f32(rotary_gptj)},
@@ -658,6 +721,19 @@ def launch_layer_norm(x, w, b, y, eps=1e-5, ROWS=1, **kw):
     if kw["EVEN"] and block != x.shape[1]:
         raise ValueError(f"layer_norm: EVEN=True needs rows of a power of two >= 16 elements, not {x.shape[1]}")
     return k[(tp.cdiv(x.shape[0], ROWS),)](x, w, b, y, eps, BLOCK_N=block, ROWS=ROWS, **kw)
+
+
+def launch_layer_norm_ring(x, w, b, y, eps=1e-5, blocks_per_sm=2, **kw):
+    """`layer_norm_ring`: y = layer_norm(x) * w + b for bf16 rows of a power of two 1024 .. 8192 elements (a
+    thread a 16-byte vector of the row), on a grid of `blocks_per_sm` blocks a multiprocessor (at most one a
+    row), each streaming its rows through a ring of shared-memory buffers filled by bulk tensor copies."""
+    m, n = x.shape
+    if _dtype(x) != tp.bf16 or n & (n - 1) or not 1024 <= n <= 8192:
+        raise ValueError(f"layer_norm_ring: bf16 rows of a power of two 1024 .. 8192 elements, not {x.dtype} rows "
+                         f"of {n}: use launch_layer_norm")
+    kw.setdefault("MIN_BLOCKS", blocks_per_sm)
+    grid = (max(1, min(int(m), int(blocks_per_sm) * _num_sms(x))),)
+    return layer_norm_ring[grid](x, w, b, y, eps, BLOCK_N=n, **kw)
 
 
 def launch_merge_attn_states_lse(po, pl, so, sl, o, ol, BR=None, **kw):

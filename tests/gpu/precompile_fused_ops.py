@@ -58,6 +58,8 @@ def llm_ops_rows():
     L.launch_layer_norm(x, w, b, y, 1e-5)
     for th, op, rw, ev, mb, ws in B.LAYER_NORM_VARIANTS:
         L.launch_layer_norm(x, w, b, y, 1e-5, THREADS=th, ONE_PASS=op, ROWS=rw, EVEN=ev, MIN_BLOCKS=mb, WARP_SUMS=ws)
+    for st, bps in B.LAYER_NORM_RING_VARIANTS:
+        L.launch_layer_norm_ring(x, w, b, y, 1e-5, blocks_per_sm=bps, STAGES=st)
     t, hq, hk, hs = 4, 32, 8, 128
     pos = torch.zeros(t, dtype=torch.int64)
     cs = torch.zeros(t, hs)
@@ -169,6 +171,16 @@ def decode_tests():
         run(bh, bhkv, qlen, sk, hd, causal, splits, **cfg)
 
 
+def ring_tests():
+    """tests/gpu/test_gpu_llm_ops.py's layer_norm_ring cases."""
+    from stdlib_kernels import llm_ops as L
+
+    for n in (4096, 1024, 8192, 2048):
+        x = torch.zeros(2, n, dtype=torch.bfloat16)
+        for stages, bps in ((2, 2), (3, 2), (4, 2), (4, 1)):
+            L.launch_layer_norm_ring(x, x[0], x[0], x.clone(), 1e-5, blocks_per_sm=bps, STAGES=stages)
+
+
 def halves_tests():
     """tests/gpu/test_gpu_llm_ops.py's HALVES_CASES."""
     from stdlib_kernels import llm_ops as L
@@ -187,7 +199,7 @@ if __name__ == "__main__":
     steps = sys.argv[1].split(",") if len(sys.argv) > 1 else ["llm", "stream", "sanitize", "fp32", "decode"]
     fns = {"llm": llm_ops_rows, "stream": rotary_stream_tests, "sanitize": sanitize_cases,
            "fp32": attention_fp32_cases, "decode": decode_d64, "rows": row_tests, "decode_tests": decode_tests,
-           "halves": halves_tests}
+           "halves": halves_tests, "ring": ring_tests}
     for s in steps:
         fns[s]()
     failed = [v for v in SEEN.values() if v.startswith("FAILED")]

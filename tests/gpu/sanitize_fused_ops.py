@@ -1,6 +1,6 @@
 """The fused ops' newer variants at small, ragged sizes, for compute-sanitizer: the streaming rotary kernels
 (both styles, several tokens a block, partial rotary, odd head counts), rotary_neox's EARLY_K / KVEC, and the
-row kernels' WARP_SUMS (layer_norm one and two rows a block, fused_add_rmsnorm):
+row kernels' WARP_SUMS (layer_norm one and two rows a block, fused_add_rmsnorm), layer_norm_ring:
 
 compute-sanitizer --tool memcheck python3 tests/gpu/sanitize_fused_ops.py
 compute-sanitizer --tool racecheck python3 tests/gpu/sanitize_fused_ops.py
@@ -42,6 +42,10 @@ def run(device="cuda"):
         L.launch_layer_norm(x, w, b, torch.empty_like(x), 1e-5, WARP_SUMS=ws)
         L.launch_layer_norm(x, w, b, torch.empty_like(x), 1e-5, ROWS=2, WARP_SUMS=ws)
         L.launch_fused_add_rmsnorm(x, r, w, torch.empty_like(x), torch.empty_like(x), 1e-6, WARP_SUMS=ws)
+    for m, n, stages, bps in ((300, 4096, 3, 1), (7, 1024, 4, 2), (700, 2048, 2, 2)):   # layer_norm_ring
+        x = torch.randn(m, n, device=device).to(bf)
+        wn, bn = torch.randn(n, device=device).to(bf), torch.randn(n, device=device).to(bf)
+        L.launch_layer_norm_ring(x, wn, bn, torch.empty_like(x), 1e-5, blocks_per_sm=bps, STAGES=stages)
     if device == "cuda":
         torch.cuda.synchronize()
 

@@ -204,3 +204,19 @@ def test_row_sums_per_warp(m, n, rows, request):
     assert torch.isnan(y[m]).all()
     ref_y, ref_r = L.ref_fused_add_rmsnorm(x, r, w, 1e-6, round_residual=lambda a: torch.from_numpy(a).to(dtype))
     assert rel(ro, ref_r) == 0.0 and rel(y2, ref_y) < TOL[dtype]
+
+
+@pytest.mark.parametrize("stages,bps", [(2, 2), (3, 2), (4, 2), (4, 1)])
+@pytest.mark.parametrize("m,n", [(1000, 4096), (37, 1024), (5, 8192), (300, 2048)])
+def test_layer_norm_ring(m, n, stages, bps, request):
+    """layer_norm_ring: rows through a ring of shared-memory buffers filled by bulk tensor copies, a grid of a
+    few blocks an SM each looping over rows b, b + G, ... (m > grid: several rows a block, the last round
+    partial); against float64, the row past M untouched."""
+    g = _gen(request)
+    x = (torch.randn(m, n, generator=g) * 3 + 1.5).to(torch.bfloat16)
+    w, b = torch.randn(n, generator=g).to(torch.bfloat16), torch.randn(n, generator=g).to(torch.bfloat16)
+    y = nan((m + 1, n), torch.bfloat16)
+    L.launch_layer_norm_ring(x.to(DEV), w.to(DEV), b.to(DEV), y[:m], 1e-5, blocks_per_sm=bps, STAGES=stages)
+    torch.cuda.synchronize()
+    assert rel(y[:m], L.ref_layer_norm(x, w, b, 1e-5)) < TOL[torch.bfloat16]
+    assert torch.isnan(y[m]).all()

@@ -252,7 +252,8 @@ KERNEL_NAMES = ["silu_and_mul", "fused_add_rmsnorm", "layer_norm", "merge_attn_s
                          + [("rotary_neox_stream", {}), ("rotary_neox_stream", {"PREFETCH": True}),
                             ("rotary_gptj_stream", {}), ("layer_norm", {"WARP_SUMS": True, "ONE_PASS": True}),
                             ("rotary_neox_rows", {}), ("rotary_neox_rows", dict(SPLIT=False, BHQ=32, THREADS=128)),
-                            ("layer_norm", {"WARP_SUMS": True, "ONE_PASS": True, "EVEN": True})])
+                            ("layer_norm", {"WARP_SUMS": True, "ONE_PASS": True, "EVEN": True}),
+                            ("layer_norm_ring", {}), ("layer_norm_ring", dict(STAGES=2, BLOCK_N=1024))])
 def test_verifies_clean_and_fast(name, params):
     kernel = L.KERNELS[name][L.tp.bf16]
     kernel._cache.clear()
@@ -412,3 +413,53 @@ def test_row_sums_per_warp(m, n, rows):
         assert rel(y2, ref_y) < 1e-6 and rel(ro, ref_r) < 1e-7
         outs.append((y, y2))
     torch.testing.assert_close(outs[0], outs[1], rtol=1e-6, atol=1e-6)
+
+
+# ---------------------------------------------------------------- layer_norm_ring
+@pytest.mark.parametrize("m,n,stages,bps", [(7, 1024, 3, 2), (9, 1024, 2, 1), (5, 2048, 4, 2), (3, 1024, 4, 4),
+                                            (1, 4096, 3, 2)])
+def test_layer_norm_ring(m, n, stages, bps, monkeypatch):
+    """Rows through a ring of shared-memory buffers filled by bulk copies, each block looping over rows b, b + G,
+    ... (the interpreter's 132 "SMs" patched down to 2: a grid smaller than the rows, the last round partial, and
+    blocks past M with no row); against float64, with a mean far from 0."""
+    monkeypatch.setattr(L, "_num_sms", lambda x: 2)
+    g = torch.Generator().manual_seed(m * 13 + n + stages)
+    x = (torch.randn(m, n, generator=g) * 3 + 5).to(torch.bfloat16)
+    w, b = torch.randn(n, generator=g).to(torch.bfloat16), torch.randn(n, generator=g).to(torch.bfloat16)
+    y = torch.full((m + 1, n), float("nan"), dtype=torch.bfloat16)
+    L.launch_layer_norm_ring(x, w, b, y[:m], 1e-5, blocks_per_sm=bps, STAGES=stages)
+    assert rel(y[:m], L.ref_layer_norm(x, w, b, 1e-5)) < TOL[torch.bfloat16]
+    assert torch.isnan(y[m].float()).all()
+
+
+def test_layer_norm_ring_refuses_other_rows():
+    x = torch.zeros(4, 700, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="power of two 1024 .. 8192"):
+        L.launch_layer_norm_ring(x, x[0], x[0], x.clone())
+    with pytest.raises(ValueError, match="use launch_layer_norm"):
+        L.launch_layer_norm_ring(torch.zeros(4, 1024), torch.zeros(1024), torch.zeros(1024), torch.zeros(4, 1024))
+
+
+@pytest.mark.parametrize("good,bad,check", [
+    # the copy one round too far ahead: the buffer holds another row
+    ("tp.copy_bulk(X[row + (STAGES - 1) * g, 0:BLOCK_N]", "tp.copy_bulk(X[row + STAGES * g, 0:BLOCK_N]",
+     "tag_assertion"),
+    # the refill without waiting for the block to have read the buffer
+    ("            if i >= 1:\n                tp.mbarrier_wait(empty[(i + STAGES - 1) % STAGES], (i - 1) // STAGES)\n",
+     "", "pipeline_hazard"),
+    # reading the next buffer
+    ("x = tp.load(x_s[i % STAGES], layout=lay)", "x = tp.load(x_s[(i + 1) % STAGES], layout=lay)", "pipeline_hazard"),
+])
+def test_broken_layer_norm_ring_is_caught(tmp_path, good, bad, check):
+    import importlib.util
+    from pathlib import Path
+
+    src = Path(L.__file__).read_text()
+    assert src.count(good) == 1
+    path = tmp_path / "broken_ring.py"
+    path.write_text(src.replace(good, bad))
+    spec = importlib.util.spec_from_file_location("broken_ring", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    report = tv.verify(mod.layer_norm_ring, BLOCK_N=1024, STAGES=3)
+    assert any(f.check == check for f in report.errors), str(report)
