@@ -153,20 +153,39 @@ def _plain(p: dict) -> dict:
     return {k: (v.name if hasattr(v, "name") else v) for k, v in p.items() if not isinstance(v, tp.Swizzle)}
 
 
+_FACTS: dict = {}
+
+
 def _resources(kind, M, N, K, p) -> dict:
-    try:
-        ck = compiled(kind, M, N, K, p)
-    except Exception as e:  # noqa: BLE001
-        return {"build": f"{type(e).__name__}: {str(e).splitlines()[0][:100]}"}
-    return {"registers": ck.resources.get("registers"), "spill_stores": ck.resources.get("spill_stores"),
-            "dynamic_smem": ck.resources.get("dynamic_smem"), **_sass_facts(ck)}
+    """Registers, spills, shared memory and the SASS facts of the kernel variant p runs (once per kernel)."""
+    key = (kind, repr(sorted(_plain(bf16_params(M, N, K, p) if kind == "bf16" else fp8_params(M, N, K, p)).items())))
+    if key not in _FACTS:
+        try:
+            ck = compiled(kind, M, N, K, p)
+            _FACTS[key] = {"registers": ck.resources.get("registers"), "spill_stores": ck.resources.get("spill_stores"),
+                           "dynamic_smem": ck.resources.get("dynamic_smem"), **_sass_facts(ck)}
+        except Exception as e:  # noqa: BLE001
+            _FACTS[key] = {"build": f"{type(e).__name__}: {str(e).splitlines()[0][:100]}"}
+    return _FACTS[key]
 
 
-def bf16_rows(shapes, variants, batches, g):
+class Deadline:
+    """Rows stop starting after `seconds` (the JSON written so far stays complete)."""
+
+    def __init__(self, seconds):
+        self.end = time.time() + seconds if seconds else None
+
+    def passed(self) -> bool:
+        return self.end is not None and time.time() > self.end
+
+
+def bf16_rows(shapes, variants, batches, g, rows, deadline, save):
     import torch
 
-    rows = {}
     for M, N, K in shapes:
+        if deadline.passed():
+            print(f"bf16 {M}x{N}x{K}: not run (--deadline)", flush=True)
+            continue
         a = torch.randn(M, K, device="cuda", generator=g).bfloat16()
         b = torch.randn(K, N, device="cuda", generator=g).bfloat16()
         ref = a.double() @ b.double()
@@ -195,9 +214,9 @@ def bf16_rows(shapes, variants, batches, g):
                   f"err {err:.1e} ({err_peer:.1e}) {'ok' if ok else 'WRONG'} regs {row[name].get('registers')} "
                   f"LDL/STL {row[name].get('local_memory_instrs')}", flush=True)
         rows[f"{M}x{N}x{K}"] = row
+        save()
         del a, b, ref
         torch.cuda.empty_cache()
-    return rows
 
 
 def _quantize(x):
@@ -207,11 +226,13 @@ def _quantize(x):
     return (x / scale).to(torch.float8_e4m3fn), scale.reshape(1)
 
 
-def fp8_rows(shapes, variants, batches, g):
+def fp8_rows(shapes, variants, batches, g, rows, deadline, save):
     import torch
 
-    rows = {}
     for M, N, K in shapes:
+        if deadline.passed():
+            print(f"fp8 {M}x{N}x{K}: not run (--deadline)", flush=True)
+            continue
         a, sa = _quantize(torch.randn(M, K, device="cuda", generator=g))
         b, sb = _quantize(torch.randn(N, K, device="cuda", generator=g))
         ref = (a.double() @ b.double().t()) * sa.double() * sb.double()
@@ -251,15 +272,18 @@ def fp8_rows(shapes, variants, batches, g):
                   f"err {err:.1e} (fast {err_fast:.1e}, promoted {err_peer:.1e}) {'ok' if ok else 'WRONG'} "
                   f"regs {r.get('registers')} LDL/STL {r.get('local_memory_instrs')}", flush=True)
         rows[f"{M}x{N}x{K}"] = row
+        save()
         del a, b, ref
         torch.cuda.empty_cache()
-    return rows
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="bf16,fp8")
-    ap.add_argument("--shapes", nargs="*", default=None, help="M,N,K triples (both kinds)")
+    ap.add_argument("--shapes", nargs="*", default=None, help="M,N,K triples (bf16)")
+    ap.add_argument("--fp8-shapes", nargs="*", default=None, help="M,N,K triples (fp8)")
+    ap.add_argument("--deadline", type=float, default=0,
+                    help="start no shape after this many seconds of its kind's rows (bf16, then fp8)")
     ap.add_argument("--variants", default=None, help="regex over variant names (the policy row always runs)")
     ap.add_argument("--tag", default="sweep")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
@@ -269,11 +293,12 @@ def main():
     args = ap.parse_args()
     kinds = args.only.split(",")
     shapes = [tuple(int(x) for x in s.split(",")) for s in args.shapes] if args.shapes else None
+    fp8_shapes = [tuple(int(x) for x in s.split(",")) for s in args.fp8_shapes] if args.fp8_shapes else None
 
     def pick(vs):
         return {k: v for k, v in vs.items() if k == "policy" or not args.variants or re.search(args.variants, k)}
 
-    todo = {"bf16": (shapes or SHAPES, pick(VARIANTS)), "fp8": (shapes or FP8_SHAPES, pick(FP8_VARIANTS))}
+    todo = {"bf16": (shapes or SHAPES, pick(VARIANTS)), "fp8": (fp8_shapes or FP8_SHAPES, pick(FP8_VARIANTS))}
     if args.precompile:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
@@ -307,15 +332,19 @@ def main():
                         "replay, random normal inputs (fp8: quantized per tensor, amax at 448); ratio = peer us / "
                         "ours us; bf16 peer torch.matmul bf16, fp8 peer torch._scaled_mm(out_dtype=bf16) default "
                         "(promoted accumulation)"}
-    g = torch.Generator(device="cuda").manual_seed(0)
-    if "bf16" in kinds:
-        result["bf16"] = bf16_rows(*todo["bf16"], args.batches, g)
-    if "fp8" in kinds:
-        result["fp8"] = fp8_rows(*todo["fp8"], args.batches, g)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"gemm-large-{args.tag}-{re.sub(r'[^A-Za-z0-9]+', '-', dev).strip('-').lower()}.json"
-    path.write_text(json.dumps(result, indent=1))
+
+    def save():
+        path.write_text(json.dumps(result, indent=1))
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    for kind, rows_of in (("bf16", bf16_rows), ("fp8", fp8_rows)):
+        if kind in kinds:
+            result[kind] = {}
+            rows_of(*todo[kind], args.batches, g, result[kind], Deadline(args.deadline), save)
+    save()
     print("wrote", path)
 
 
