@@ -568,7 +568,7 @@ class _Expander:
                 a = _affine(s.value, env)
                 if a is not None:
                     env[s.name] = a
-        d0 = self._offset(mma.value.args[0], loop.var, env, stage=True)
+        d0 = self._offset(_unpermuted(mma.value.args[0]), loop.var, env, stage=True)
         waits = [i for i, s in enumerate(body) if i > mi and isinstance(s, ir.Eval) and s.call.op == "mma_wait"]
         if not waits:
             raise self.error(mma.span, "an mma_async in a loop needs a tp.mma_wait(n) after it in the same "
@@ -580,14 +580,14 @@ class _Expander:
                                 "the loop's first wait retires it (tp.mma_wait(0) or (1))", prev.span))
         if prev is not None and d0 is not None:
             # the group before the loop must read the stage the loop's counter gives group start - 1
-            ps = self._offset(prev.value.args[0], loop.var, {loop.var: {1: _const_start(loop) - 1}}, stage=True,
-                              absolute=True)
+            ps = self._offset(_unpermuted(prev.value.args[0]), loop.var, {loop.var: {1: _const_start(loop) - 1}},
+                              stage=True, absolute=True)
             want = (_const_start(loop) - 1 - d0)
-            S = self._stages_of(mma.value.args[0])
+            S = self._stages_of(_unpermuted(mma.value.args[0]))
             if ps is None or S is None or (ps - want) % S:
                 out.append(_finding("pipeline_hazard", "the verifier follows a group issued before the loop as "
                                     "the loop's group start - 1: it must read that stage", prev.span))
-        S = self._stages_of(mma.value.args[0])
+        S = self._stages_of(_unpermuted(mma.value.args[0]))
         for i, s in enumerate(body):
             for x in _arrives([s]):
                 d = self._offset(x.call.args[0], loop.var, env)
@@ -645,6 +645,13 @@ def _finding(check, msg, span, other=None):
     from .report import Finding
 
     return Finding(check, "error", msg, span, {}, other)
+
+
+def _unpermuted(e):
+    """The stage a shared operand reads: `x[idx]` itself, or under a transposed view `x[idx].T` (swap-AB's A)."""
+    while isinstance(e, ir.Call) and e.op == "shared_permute":
+        e = e.args[0]
+    return e
 
 
 def _is_async(e) -> bool:

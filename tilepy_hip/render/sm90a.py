@@ -4,7 +4,8 @@ mbarriers, and bulk copies (cp.async.bulk) that complete transactions on an mbar
 wgmma descriptors. A shared tile feeds wgmma when its layout is one of the instruction's canonical forms:
 rows of exactly one swizzle atom (32, 64 or 128 bytes; tp.Swizzle(b, 3, 3) on 2-byte element offsets is the
 hardware's 16<<b byte swizzle), 8-row groups `8 * atom` bytes apart (the stride byte offset), the tile's
-stage aligned to 8 atoms. A is read K-major (row-major (M, K) tile, K == atom width); B either MN-major
+stage aligned to 8 atoms. A is read K-major (row-major (M, K) tile, K == atom width) or, for 16-bit types, MN-major
+(the transpose `s.T` of a (K, M) tile of atom-wide column blocks: the transpose bit; swap-AB); B either MN-major
 (row-major (K, N) with N == atom width: the transpose bit) or K-major (a column-major (K, N) layout).
 Within an atom, a k-step advances the start address by 32 bytes; across 8-row groups by the stride.
 """
@@ -37,6 +38,13 @@ def _descriptor_form(r, sref, which: str, mn_extent: int):
             and isinstance(stride[0], int) and stride[0] == shape[1][0]):
         blocks = stride[1][1]
         stride = (stride[0], 1)
+    # MN-major A, the transpose `s.T` of such a (K, M) tile of column blocks (swap-AB: B's tile as the instruction's
+    # A): ((atom, R), K) : ((1, block stride), atom)
+    if (which == "a" and isinstance(stride, tuple) and len(stride) == 2 and isinstance(stride[0], tuple)
+            and isinstance(shape[0], tuple) and len(shape[0]) == 2 and stride[0][0] == 1
+            and isinstance(stride[1], int) and stride[1] == shape[0][0]):
+        blocks = stride[0][1]
+        stride = (1, stride[1])
     if not (isinstance(stride, tuple) and len(stride) == 2 and all(isinstance(x, int) for x in stride)):
         problem = "it is not a 2-D strided layout (or (BK, (atom, BN // atom)) column blocks for B)"
     elif sw is None or sw.shift != 3 or (1 << sw.base) * eb != 16 or sw.bits not in _MODES:
@@ -64,8 +72,6 @@ def _descriptor_form(r, sref, which: str, mn_extent: int):
         elif st.stage_elems * eb % (8 * atom * eb):
             problem = (f"a stage of {st.stage_elems * eb} bytes is not a multiple of the {8 * atom * eb}-byte "
                        "swizzle pattern")
-        elif which == "a" and not kmajor:
-            problem = "A must be K-major (row-major (M, K)) for wgmma from shared memory here"
     if problem is not None:
         shape = "(BM, BK)" if which == "a" else "(BK, BN)"
         raise r.error(
@@ -103,6 +109,9 @@ def emit_wgmma(r, e, acc, a, b):
     tb, mode_b, lbo_b, sbo_b, _ = _descriptor_form(r, b, "b", n)
     fmt = instr.format
     transposable = fmt in ("bf16", "f16")  # the transpose bits exist for 16-bit types only
+    if not a_regs and ta and not transposable:
+        raise r.error(f"{instr.name} reads A K-major only, but this A tile is MN-major",
+                      "store A as a row-major (BM, BK) tile (K contiguous)")
     if not transposable and tb:
         raise r.error(f"{instr.name} reads B K-major only, but this B tile is MN-major (row-major (K, N))",
                       "store B as a column-major (K, N) tile: layout=tp.Layout((BK, BN), (1, BK)) with the "

@@ -1,0 +1,419 @@
+"""Issue 15, skinny / small / ragged GEMM shapes (G8): one sweep of gemm_hopper's candidate constexprs against
+cuBLAS on the same inputs, in one run, plus what cuBLAS itself launches for each shape (kernel names and times
+from torch.profiler) so that the next session knows the tile / split it is up against.
+
+    python benchmarks/gemm_small_sweep.py [--out DIR] [--name STEM] [--only REGEX] [--precompile N]
+    python benchmarks/gemm_small_sweep.py --ncu-target ours|cublas --shape 16,4096,4096   (under ncu)
+
+Every candidate's output is checked against float64 (computed on the GPU) before it is timed; times are
+`benchmarks/gemm.py`'s rule (median of 15 CUDA-graph replays of 20 calls, ours and cuBLAS alternated twice, each
+the better of its two medians). Each variant runs through `gemm_hopper.launch` with its constexprs explicit (the
+shape's policy is laid under them, so SPLIT_K / EPILOGUE / FIXUP / MIN_BLOCKS are given as 0 unless the variant
+sets them). "padded B" rows time the kernel on a B copied once, beforehand, into rows of a multiple of 128 bytes
+(the copy timed on its own beside it): whether B's row pitch is what costs at 3000 x 5000 x 4096.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import gemm as gb  # noqa: E402  (benchmarks/gemm.py: the row / timing rules)
+import torch  # noqa: E402
+
+import tilepy as tp  # noqa: E402
+import tilepy_hip  # noqa: E402
+from stdlib_kernels import gemm_hopper  # noqa: E402
+
+I128, I256 = tp.nv.wgmma_m64n128k16_bf16, tp.nv.wgmma_m64n256k16_bf16
+T64x128 = dict(BM=64, BN=128, CONSUMERS=1, INSTR=I128)
+ZERO = dict(SPLIT_K=1, EPILOGUE=0, FIXUP=0, MIN_BLOCKS=0)
+
+# (tag, constexprs over PRESETS + ZERO); None = the shape's policy (through launch, as callers get it);
+# ("policy", extra) = the policy with `extra` laid over it
+DECODE = [
+    ("policy", None),
+    ("policy_parts", ("parts", {})),
+    ("policy_slot_rows", ("policy", dict(SLOT_ROWS=1))),
+    ("64x128_s8_split4_fix3", dict(T64x128, IN_FLIGHT=1, STAGES=8, SPLIT_K=4, FIXUP=3)),
+    ("64x128_s8_split4_fix3_rows", dict(T64x128, IN_FLIGHT=1, STAGES=8, SPLIT_K=4, FIXUP=3, SLOT_ROWS=1)),
+    ("64x128_s6_wait0_split4_fix3", dict(T64x128, IN_FLIGHT=0, STAGES=6, SPLIT_K=4, FIXUP=3)),
+    ("64x128_s6_split4_passes", dict(T64x128, IN_FLIGHT=1, STAGES=6, SPLIT_K=4)),
+    ("64x256_s5_split8_fix3_rows", dict(BM=64, BN=256, CONSUMERS=1, INSTR=I256, IN_FLIGHT=1, STAGES=5, SPLIT_K=8,
+                                        FIXUP=3, SLOT_ROWS=1)),
+]
+SKINNY = [
+    ("policy", None),
+    ("policy_slot_rows", ("policy", dict(SLOT_ROWS=1))),
+    # B shared by the blocks of a cluster along M (TMA multicast): 64 x 128 tiles read B once per cluster
+    ("64x128_s6_cluster2", dict(T64x128, IN_FLIGHT=0, STAGES=6, CLUSTER_M=2)),
+    ("64x128_s6_cluster4", dict(T64x128, IN_FLIGHT=0, STAGES=6, CLUSTER_M=4)),
+    ("64x128_s6_nocluster", dict(T64x128, IN_FLIGHT=1, STAGES=6)),
+]
+SMALL = [
+    ("policy", None),
+    ("64x128_s6_cluster2", dict(T64x128, IN_FLIGHT=0, STAGES=6, CLUSTER_M=2)),
+    ("64x128_s4_cluster2", dict(T64x128, IN_FLIGHT=0, STAGES=4, CLUSTER_M=2)),
+    ("64x128_s6_cluster4", dict(T64x128, IN_FLIGHT=0, STAGES=6, CLUSTER_M=4)),
+    ("64x128_s6_cluster2_tma", dict(T64x128, IN_FLIGHT=0, STAGES=6, CLUSTER_M=2, EPILOGUE=2)),
+    ("64x128_s6_wait0", dict(T64x128, IN_FLIGHT=0, STAGES=6)),
+    ("128x128_s4_cluster2", dict(BN=128, INSTR=I128, IN_FLIGHT=0, STAGES=4, CLUSTER_M=2)),
+]
+RAGGED = [
+    ("policy", None),
+    ("policy_padded_b", ("padded", {})),
+    ("128x256_s4_cluster2", dict(IN_FLIGHT=0, STAGES=4, CLUSTER_M=2)),
+]
+# second call: mid-size shapes the "large" class splits (128 x 256 tiles filling at most half the SMs), B rows that
+# are a multiple of 16 bytes but not of 128 (3000 x 5000 x 4096: cluster multicast above), 129-256 rows in clusters,
+# and the decode class's two parts: splitk_sum's row block (BR) and a 16-row A padded to the tile's 64 rows
+T128x128 = dict(BN=128, INSTR=I128)
+MID = [
+    ("policy", None),
+    ("128x256_s4_nosplit", dict(IN_FLIGHT=0, STAGES=4)),
+    ("128x128_s4_wait0", dict(T128x128, IN_FLIGHT=0, STAGES=4)),
+    ("128x128_s6_wait0", dict(T128x128, IN_FLIGHT=0, STAGES=6)),
+    ("128x128_s6_wait1", dict(T128x128, IN_FLIGHT=1, STAGES=6)),
+    ("128x128_s5_wait0_tma", dict(T128x128, IN_FLIGHT=0, STAGES=5, EPILOGUE=2)),
+    ("128x128_s4_cluster2", dict(T128x128, IN_FLIGHT=0, STAGES=4, CLUSTER_M=2)),
+    ("64x128_s6_wait1", dict(T64x128, IN_FLIGHT=1, STAGES=6)),
+]
+REGS = dict(PRODUCER_REGS=64, CONSUMER_REGS=216)
+PITCH = [
+    ("policy", None),
+    ("128x256_s4_cluster2", dict(IN_FLIGHT=0, STAGES=4, CLUSTER_M=2)),
+    ("128x256_s4_cluster2_regs", dict(IN_FLIGHT=0, STAGES=4, CLUSTER_M=2, **REGS)),
+    ("128x256_s3_cluster2_tma_regs", dict(IN_FLIGHT=0, STAGES=3, CLUSTER_M=2, EPILOGUE=2, **REGS)),
+]
+SKINNY2 = [
+    ("policy", None),
+    ("64x128_s6_cluster2", dict(T64x128, IN_FLIGHT=0, STAGES=6, CLUSTER_M=2)),
+    ("64x128_s6_cluster2_tma", dict(T64x128, IN_FLIGHT=0, STAGES=6, CLUSTER_M=2, EPILOGUE=2)),
+    ("64x128_s5_cluster2", dict(T64x128, IN_FLIGHT=0, STAGES=5, CLUSTER_M=2)),
+]
+PARTS = [("policy", None), ("sum_rows", ("sums", {})), ("a_padded_64", ("apad", {})),
+         ("64x128_s8_split2_fix3", dict(T64x128, IN_FLIGHT=1, STAGES=8, SPLIT_K=2, FIXUP=3)),
+         ("64x128_s6_split3_fix3", dict(T64x128, IN_FLIGHT=1, STAGES=6, SPLIT_K=3, FIXUP=3))]
+# swap-AB (stdlib_kernels/gemm_splitk_swap.py): C^T = B^T A^T, A's rows the instruction's N, split-K into FIXUP=3 slots
+I16, I64 = tp.nv.wgmma_m64n16k16_bf16, tp.nv.wgmma_m64n64k16_bf16
+SW16 = dict(SWAP_AB=1, BM=16, INSTR=I16, IN_FLIGHT=1, FIXUP=3)
+SW64 = dict(SWAP_AB=1, BM=64, INSTR=I64, IN_FLIGHT=1, FIXUP=3)
+SWAP16 = [
+    ("policy", None),
+    ("swap16_128_s11_split2", dict(SW16, BN=128, CONSUMERS=2, STAGES=11, SPLIT_K=2)),
+    ("swap16_128_s11_split4", dict(SW16, BN=128, CONSUMERS=2, STAGES=11, SPLIT_K=4)),
+    ("swap16_128_s8_split4", dict(SW16, BN=128, CONSUMERS=2, STAGES=8, SPLIT_K=4)),
+    ("swap16_128_s11_split4_wait0", dict(SW16, BN=128, CONSUMERS=2, STAGES=11, SPLIT_K=4, IN_FLIGHT=0)),
+    ("swap16_64_s11_split2", dict(SW16, BN=64, CONSUMERS=1, STAGES=11, SPLIT_K=2)),
+    ("swap16_64_s11_split4", dict(SW16, BN=64, CONSUMERS=1, STAGES=11, SPLIT_K=4)),
+    ("swap16_256_s6_split8", dict(SW16, BN=256, CONSUMERS=2, STAGES=6, SPLIT_K=8)),
+]
+SWAP64 = [
+    ("policy", None),
+    ("swap64_128_s8_split2", dict(SW64, BN=128, CONSUMERS=2, STAGES=8, SPLIT_K=2)),
+    ("swap64_128_s8_split4", dict(SW64, BN=128, CONSUMERS=2, STAGES=8, SPLIT_K=4)),
+    ("swap64_64_s8_split4", dict(SW64, BN=64, CONSUMERS=1, STAGES=8, SPLIT_K=4)),
+]
+PLAN2 = [
+    ((16, 4096, 4096), SWAP16, ("bf16", "f32")),
+    ((64, 4096, 4096), SWAP64, ("bf16", "f32")),
+    ((16, 4096, 14336), SWAP16[:3] + SWAP16[6:7], ("bf16",)),
+    ((16, 14336, 4096), SWAP16[:2] + SWAP16[5:6], ("bf16",)),
+    ((32, 4096, 4096), SWAP64[:1] + [("swap32_128_s10_split4", dict(SW16, BM=32, INSTR=tp.nv.wgmma_m64n32k16_bf16,
+                                                                     BN=128, CONSUMERS=2, STAGES=10, SPLIT_K=4))],
+     ("bf16",)),
+    ((2048, 1024, 1024), MID, ("bf16", "f32")),
+    ((2048, 2048, 1024), MID, ("bf16", "f32")),
+    ((1536, 1536, 1536), MID[:5], ("bf16",)),
+    ((3000, 5000, 4096), PITCH, ("bf16", "f32")),
+    ((4096, 4104, 4096), PITCH[:2] + PITCH[3:], ("bf16",)),
+    ((4096, 4096, 4104), PITCH[:2] + PITCH[3:], ("bf16",)),
+    ((256, 4096, 4096), SKINNY2, ("bf16", "f32")),
+    ((200, 4096, 4096), SKINNY2, ("bf16", "f32")),
+    ((16, 4096, 4096), PARTS, ("bf16",)),
+    ((64, 4096, 4096), PARTS[:2], ("bf16",)),
+]
+PLAN = [  # (shape, variants, output dtypes)
+    ((16, 4096, 4096), DECODE, ("bf16", "f32")),
+    ((64, 4096, 4096), DECODE, ("bf16", "f32")),
+    ((128, 4096, 4096), SKINNY, ("bf16", "f32")),
+    ((256, 4096, 4096), SKINNY, ("bf16", "f32")),
+    ((1024, 1024, 1024), SMALL, ("bf16", "f32")),
+    ((2048, 1024, 1024), SMALL[:3], ("bf16",)),
+    ((3000, 5000, 4096), RAGGED, ("bf16",)),
+    ((2051, 2045, 1000), RAGGED[:1], ("bf16", "f32")),
+]
+DT = {"bf16": (torch.bfloat16, tp.bf16), "f32": (torch.float32, tp.f32)}
+
+
+def params_of(M, N, K, spec, out):
+    """The full constexprs a variant launches with."""
+    pol = gemm_hopper.policy(M, N, K, out, fixup=True)
+    if spec is None:
+        return pol
+    if isinstance(spec, tuple):
+        return {**pol, **spec[1]}   # (the policy laid under: "policy" with extras, "padded", "parts")
+    return {**gemm_hopper.PRESETS["sm_90a"], **ZERO, **spec}
+
+
+def _grid_ok(M, p):
+    return gemm_hopper._cdiv(M, p["BM"]) % p.get("CLUSTER_M", 1) == 0
+
+
+def sums_row(M, N, K, g, out_t, out):
+    """splitk_sum alone on the decode policy's slots at row blocks BR = 1, 2, 4, 8 (grid cdiv(M, BR) x N / 128)."""
+    p = gemm_hopper.policy(M, N, K, out, fixup=True)
+    ws = torch.randn(gemm_hopper.workspace_shapes(M, N, p)[0], device="cuda", generator=g)
+    c = torch.empty(M, N, device="cuda", dtype=out_t)
+    rows = ws.shape[0] // p["SPLIT_K"]
+    ref = sum(ws[q * rows:q * rows + M].double() for q in range(p["SPLIT_K"]))
+    summer = gemm_hopper.splitk_sum_bf16 if out == tp.bf16 else gemm_hopper.splitk_sum
+    r = {"policy": gb._policy_text(p)}
+    for br in (1, 2, 4, 8):
+        launcher = summer[(gemm_hopper._cdiv(M, br), gemm_hopper._cdiv(N, 128))]
+
+        def fn(launcher=launcher, br=br):
+            launcher(ws, c, SPLIT_K=p["SPLIT_K"], BR=br)
+
+        c.fill_(float("nan"))
+        fn()
+        r[f"BR{br}_err"] = gb.rel(c, ref)
+        r[f"BR{br}_us"] = min(gb.timeit_median(fn), gb.timeit_median(fn)) * 1e6
+    r["us"] = r["BR8_us"]
+    r["ratio"] = r["BR8_us"] / min(r[f"BR{b}_us"] for b in (1, 2, 4, 8))
+    r["rel_err"] = max(r[f"BR{b}_err"] for b in (1, 2, 4, 8))
+    r["torch_us"] = float("nan")
+    return r
+
+
+def apad_row(M, N, K, g, out_t, out):
+    """gemm_splitk alone (the decode policy) on A as given (M rows) and on A copied into a zeroed (64, K) buffer:
+    whether the tile rows past M that the A copy zero-fills cost time."""
+    p = gemm_hopper.policy(M, N, K, out, fixup=True)
+    a = torch.randn(M, K, device="cuda", generator=g).bfloat16()
+    ap = torch.zeros(p["BM"], K, device="cuda", dtype=torch.bfloat16)
+    ap[:M] = a
+    b = torch.randn(K, N, device="cuda", generator=g).bfloat16()
+    r = {"policy": gb._policy_text(p)}
+    for tag, aa in (("as_given", a), ("padded", ap)):
+        c = torch.empty(aa.shape[0], N, device="cuda", dtype=out_t)
+        plan = gemm_hopper._Plan(aa.shape[0], N, K, out, p)
+        ws = plan.buffer("fixup_ws", c, plan.shapes[0], torch.float32)
+        locks = plan.buffer("fixup_locks", c, plan.shapes[1], torch.int32)
+
+        def fn(plan=plan, aa=aa, c=c, ws=ws, locks=locks):
+            plan.launcher(aa, b, c, ws, locks, target="sm_90a", **plan.params)
+
+        r[f"{tag}_us"] = min(gb.timeit_median(fn), gb.timeit_median(fn)) * 1e6
+    r["us"] = r["as_given_us"]
+    r["ratio"] = r["as_given_us"] / r["padded_us"]
+    r["rel_err"] = float("nan")
+    r["torch_us"] = float("nan")
+    return r
+
+
+def build_items(only, plan):
+    items = {}
+    for (M, N, K), variants, outs in plan:
+        for tag, spec in variants:
+            if only and not re.search(only, tag):
+                continue
+            for o in outs:
+                out = DT[o][1]
+                p = params_of(M, N, K, spec, out)
+                NB = N if not (isinstance(spec, tuple) and spec[0] == "padded") else -(-N // 64) * 64
+                kernel, kp = gemm_hopper.plan_kernel(M, NB, out, p, K)
+                items[(id(kernel), tuple(sorted((k, repr(v)) for k, v in kp.items())))] = (M, NB, K, out, p)
+    return list(items.values())
+
+
+def precompile(only, workers, plan):
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    items = build_items(only, plan)
+    t = time.time()
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as ex:
+        errors = [e for e in ex.map(gb._build, items) if e]
+    print(f"precompiled {len(items)} kernels in {time.time() - t:.1f} s; {len(errors)} did not build: {errors[:4]}",
+          flush=True)
+
+
+def padded_row(M, N, K, g, out_t, out):
+    """The policy's kernel on B copied beforehand into (K, NB) with NB a multiple of 64 (128-byte rows), C (M, N);
+    the copy itself timed apart."""
+    p = gemm_hopper.policy(M, N, K, out, fixup=True)
+    NB = -(-N // 64) * 64
+    a = torch.randn(M, K, device="cuda", generator=g).bfloat16()
+    b = torch.randn(K, N, device="cuda", generator=g).bfloat16()
+    bp = torch.zeros(K, NB, device="cuda", dtype=torch.bfloat16)
+    bp[:, :N] = b
+    c = torch.full((M, N), float("nan"), device="cuda", dtype=out_t)
+    kernel = gemm_hopper.kernel_for(out, pad_b=True)
+    kp = gemm_hopper.kernel_params(p)
+    launcher = kernel[gemm_hopper.grid_of(M, N, p)]
+
+    def fn():
+        launcher(a, bp, c, target="sm_90a", **kp)
+
+    fn()
+    ref = a.double() @ b.double()
+    err = gb.rel(c, ref)
+    t = min(gb.timeit_median(fn), gb.timeit_median(fn))
+    t_copy = gb.timeit_median(lambda: bp[:, :N].copy_(b))
+    t_torch = min(gb.timeit_median(lambda: torch.matmul(a, b)), gb.timeit_median(lambda: torch.matmul(a, b)))
+    return {"us": t * 1e6, "copy_us": t_copy * 1e6, "torch_us": t_torch * 1e6, "ratio": t_torch / t,
+            "ratio_with_copy": t_torch / (t + t_copy), "rel_err": err, "policy": gb._policy_text(p)}
+
+
+def parts_row(M, N, K, g, out_t, out):
+    """The policy's split GEMM (FIXUP=3) timed in its parts: gemm_splitk alone, splitk_sum alone, and both."""
+    p = gemm_hopper.policy(M, N, K, out, fixup=True)
+    a = torch.randn(M, K, device="cuda", generator=g).bfloat16()
+    b = torch.randn(K, N, device="cuda", generator=g).bfloat16()
+    c = torch.full((M, N), float("nan"), device="cuda", dtype=out_t)
+    gemm_hopper.launch(a, b, c)
+    ref = a.double() @ b.double()
+    err = gb.rel(c, ref)
+    plan = gemm_hopper._Plan(M, N, K, out, p)
+    if plan.summer is None:
+        return {"error": "the policy here is not FIXUP=3", "policy": gb._policy_text(p)}
+    ws = plan.buffer("fixup_ws", c, plan.shapes[0], torch.float32)
+    locks = plan.buffer("fixup_locks", c, plan.shapes[1], torch.int32)
+    prm = plan.params
+
+    def gemm():
+        plan.launcher(a, b, c, ws, locks, target="sm_90a", **prm)
+
+    def summ():
+        plan.summer(ws, c, SPLIT_K=prm["SPLIT_K"])
+
+    t_g, t_s, t_b = (min(gb.timeit_median(f), gb.timeit_median(f)) for f in (gemm, summ, lambda: plan(a, b, c,
+                                                                                                       "sm_90a")))
+    t_torch = gb.timeit_median(lambda: torch.matmul(a, b)) if out_t == torch.bfloat16 else float("nan")
+    return {"us": t_b * 1e6, "gemm_us": t_g * 1e6, "sum_us": t_s * 1e6, "torch_us": t_torch * 1e6,
+            "ratio": t_torch / t_b, "rel_err": err, "policy": gb._policy_text(p),
+            "B_TBps_gemm_alone": K * N * 2 / t_g / 1e12}
+
+
+def cublas_kernels(M, N, K, out_t, mm_f32):
+    """What cuBLAS launches for one call (names, device us each), from torch.profiler over 10 calls."""
+    from torch.profiler import ProfilerActivity, profile
+
+    a = torch.randn(M, K, device="cuda").bfloat16()
+    b = torch.randn(K, N, device="cuda").bfloat16()
+    fn = (lambda: mm_f32(a, b)) if (out_t == torch.float32 and mm_f32) else (lambda: torch.matmul(a, b))
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(10):
+            fn()
+        torch.cuda.synchronize()
+    rows = []
+    for ev in prof.key_averages():
+        if ev.device_type is not None and "CUDA" in str(ev.device_type) and ev.count:
+            us = getattr(ev, "device_time_total", None) or getattr(ev, "cuda_time_total", 0)
+            rows.append({"kernel": ev.key[:200], "calls": ev.count, "us_each": us / ev.count})
+    return rows
+
+
+def ncu_target(which, M, N, K):
+    """Run one side 30 times (after a warm-up) for ncu to pick launches from (--launch-skip / --launch-count)."""
+    g = torch.Generator(device="cuda").manual_seed(15)
+    a = torch.randn(M, K, device="cuda", generator=g).bfloat16()
+    b = torch.randn(K, N, device="cuda", generator=g).bfloat16()
+    c = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
+    fn = (lambda: gemm_hopper.launch(a, b, c)) if which == "ours" else (lambda: torch.matmul(a, b))
+    for _ in range(30):
+        fn()
+    torch.cuda.synchronize()
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
+    ap.add_argument("--name", default="gemm-g8-small")
+    ap.add_argument("--only", default=None, help="regex over the variant tags")
+    ap.add_argument("--precompile", type=int, default=0)
+    ap.add_argument("--ncu-target", default=None)
+    ap.add_argument("--shape", default="16,4096,4096")
+    ap.add_argument("--plan", default="1", help="1: the first call's sweep, 2: the second's")
+    args = ap.parse_args(argv)
+    if args.ncu_target:
+        ncu_target(args.ncu_target, *(int(x) for x in args.shape.split(",")))
+        return
+    plan = PLAN if args.plan == "1" else PLAN2
+    if args.precompile:
+        precompile(args.only, args.precompile, plan)
+    props = torch.cuda.get_device_properties(0)
+    dev = re.sub(r"[^A-Za-z0-9_.-]+", "_", props.name).strip("_")
+    mm_f32 = gb._mm_f32out()
+    g = torch.Generator(device="cuda").manual_seed(15)
+    res = {"device": props.name, "torch": torch.__version__, "toolchain": tilepy_hip.toolchain_info()["nvidia"],
+           "time": time.strftime("%Y-%m-%d %H:%M:%S"), "timing": "median of 15 graph replays of 20 calls, ours and "
+           "cuBLAS alternated twice, the better of two medians each", "rows": {}, "cublas_kernels": {}}
+    path = Path(args.out) / f"{args.name}-{dev}.json"
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    for (M, N, K), variants, outs in plan:
+        key = f"{M}x{N}x{K}"
+        row = res["rows"].setdefault(key, {})
+        for o in outs:
+            out_t, out = DT[o]
+            try:
+                if args.plan == "1" or variants is MID or variants is PITCH:
+                    res["cublas_kernels"][f"{key}/{o}"] = cublas_kernels(M, N, K, out_t, mm_f32)
+            except Exception as e:  # noqa: BLE001 - the profiler is a side note
+                res["cublas_kernels"][f"{key}/{o}"] = f"{type(e).__name__}: {e}"[:200]
+            for tag, spec in variants:
+                if args.only and not re.search(args.only, tag):
+                    continue
+                name = f"{tag}/{o}"
+                try:
+                    if isinstance(spec, tuple) and spec[0] == "padded":
+                        r = padded_row(M, N, K, g, out_t, out)
+                    elif isinstance(spec, tuple) and spec[0] in ("sums", "apad"):
+                        r = (sums_row if spec[0] == "sums" else apad_row)(M, N, K, g, out_t, out)
+                        print(f"{key:16} {name:34} " + " ".join(f"{k} {v:.3g}" for k, v in r.items()
+                                                                  if k.endswith("_us")), flush=True)
+                    elif isinstance(spec, tuple) and spec[0] == "parts":
+                        r = parts_row(M, N, K, g, out_t, out)
+                        print(f"{key:16} {name:34} gemm {r.get('gemm_us', 0):.2f} us, sum {r.get('sum_us', 0):.2f}, "
+                              f"B at {r.get('B_TBps_gemm_alone', 0):.2f} TB/s (gemm alone)", flush=True)
+                    else:
+                        p = params_of(M, N, K, spec, out)
+                        if not _grid_ok(M, p):
+                            continue
+                        r0 = gb.f32out_row(M, N, K, g, mm_f32, out=out_t, params=p)
+                        r = {k: r0[k] for k in ("us", "torch_us", "ratio", "rel_err", "torch_rel_err", "registers",
+                                                "spills")}
+                        r["policy"] = gb._policy_text(p) + (f" CLUSTER_M={p['CLUSTER_M']}" if p.get("CLUSTER_M")
+                                                            else "") + (" SLOT_ROWS=1" if p.get("SLOT_ROWS") else "")
+                except Exception as e:  # noqa: BLE001 - a variant that fails here: say so, go on
+                    print(f"{key:16} {name:34} FAILED {type(e).__name__}: {str(e).splitlines()[0][:120]}", flush=True)
+                    row[name] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
+                    continue
+                row[name] = r
+                print(f"{key:16} {name:34} {r['us']:8.2f} us  cuBLAS {r['torch_us']:7.2f}  x {r['ratio']:.2f}  "
+                      f"err {r['rel_err']:.1e}  {r.get('registers', '')}/{r.get('spills', '')}  {r['policy']}"
+                      + (f"  copy {r['copy_us']:.1f} us, with copy x {r['ratio_with_copy']:.2f}" if "copy_us" in r
+                         else ""), flush=True)
+                torch.cuda.empty_cache()
+        path.write_text(json.dumps(res, indent=1))
+    for k, v in res["cublas_kernels"].items():
+        print("cuBLAS", k, v if isinstance(v, str) else [(x["kernel"][:90], x["calls"], round(x["us_each"], 2))
+                                                       for x in v], flush=True)
+    path.write_text(json.dumps(res, indent=1))
+    print("wrote", path)
+
+
+if __name__ == "__main__":
+    main()

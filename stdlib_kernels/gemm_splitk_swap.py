@@ -1,0 +1,80 @@
+"""Split-K GEMM for decode shapes with the operands swapped (swap-AB): C = A @ B for A (M, K) with few rows
+(M <= 64), B (K, N), computed as C^T = B^T @ A^T so that the few rows of A become the wgmma instruction's N (8-256)
+instead of padding its M (64): the block's tile is BN columns of C (the instruction's M: 64 per consumer warpgroup)
+by BM rows of C (the instruction's N, 16 for a 16-row decode).
+
+Why (benchmarks/NOTES.md, G8): at 16 x 4096 x 4096 the GEMM streams B (32 MB) and nothing else matters; cuBLAS
+runs a 128 x 16 tile of C^T with 11 stages and split-K (its nvjet `128x16_64x11 ... splitK` kernel, 7.1 us, plus a
+split-K reduce), while gemm_splitk's 64 x 128 tiles pad A's 16 rows to 64 in every stage: 24 KB a stage of which
+6 KB are zeros, 6 stages, 12.4 us. Here a stage is B's (BK, BN) tile plus A's (BM, BK) rows only (16 + 2 KB at
+BN = 128, BM = 16), so 11 stages fit and about twice as many bytes of B are in flight per SM.
+
+The staging is gemm_splitk's: B's (BK, BN) tile as BN / 64 column blocks of 128-byte swizzled rows (what the TMA
+box writes), read by the instruction as its A operand through `.T` (MN-major: the descriptor's transpose bit, legal
+for 16-bit types); A's (BM, BK) rows with the 128-byte swizzle, read as the instruction's B operand through `.T`
+(K-major, as gemm_hopper's B_NK form reads a weight). The accumulator is the (BN, BM) tile of C^T; its transpose
+(`acc.T`, a relabelling of the registers) is stored.
+
+Block z (grid z = SPLIT_K) sums its share of the k-tiles and stores its partial tile into slot z of WS (gemm_splitk's
+FIXUP=3 layout: SPLIT_K slots of cdiv(M, BM) * BM rows); `splitk_sum` adds the slots and rounds once into C. C and
+LOCKS are not used here: the signature is gemm_splitk's, so `gemm_hopper.launch` runs it through the same plan
+(SWAP_AB=1 with SPLIT_K > 1 and FIXUP=3 picks it).
+"""
+
+import tilepy as tp
+
+from .gemm_hopper import _threads, b_layout, splitk_sum, splitk_sum_bf16  # noqa: F401  (the sum, re-exported)
+
+
+@tp.kernel(threads=_threads, target="sm_90a")
+def gemm_splitk_swap(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"],
+                     C: tp.Tensor[tp.f32, "M", "N"], WS: tp.Tensor[tp.f32, "WR", "WC"], LOCKS: tp.Tensor[tp.i32, "T"],
+                     BM: tp.constexpr = 16, BN: tp.constexpr = 128, BK: tp.constexpr = 64,
+                     STAGES: tp.constexpr = 11, CONSUMERS: tp.constexpr = 2,
+                     INSTR: tp.constexpr = tp.nv.wgmma_m64n16k16_bf16, SWIZZLE: tp.constexpr = tp.Swizzle(3, 3, 3),
+                     SPLIT_K: tp.constexpr = 4, IN_FLIGHT: tp.constexpr = 1):
+    m0 = tp.block_id(0) * BM
+    n0 = tp.block_id(1) * BN
+    z = tp.block_id(2)
+    a_s = tp.shared((BM, BK), tp.bf16, stages=STAGES, swizzle=SWIZZLE)
+    b_s = tp.shared((BK, BN), tp.bf16, stages=STAGES, swizzle=SWIZZLE, layout=b_layout(BK, BN))
+    full = tp.mbarrier(1, stages=STAGES)
+    empty = tp.mbarrier(1, stages=STAGES)
+    tp.tag(A, lambda i, k: ("A", i, k))
+    tp.tag(B, lambda k, j: ("B", k, j))
+    k_tiles = tp.cdiv(tp.cdiv(A.shape[1], BK), SPLIT_K)   # every split runs the same count (zeros past K)
+    k_first = z * k_tiles
+    LC = tp.accumulator(INSTR, (BN, BM), (CONSUMERS, 1))  # C^T's tile: 64 of its rows (C's columns) per consumer
+    if tp.warpgroup_id() == 0:          # producer warpgroup: one thread issues the bulk tensor copies
+        for k in range(k_tiles):
+            if IN_FLIGHT == 0:
+                if k >= STAGES:
+                    tp.mbarrier_wait(empty[k % STAGES], k // STAGES - 1)
+            else:
+                tp.mbarrier_wait(empty[k % STAGES], k // STAGES)
+            k0 = (k_first + k) * BK
+            tp.copy_bulk(A[m0:m0 + BM, k0:k0 + BK], a_s[k % STAGES], full[k % STAGES])
+            tp.copy_bulk(B[k0:k0 + BK, n0:n0 + BN], b_s[k % STAGES], full[k % STAGES])
+            tp.mbarrier_arrive(full[k % STAGES])
+    else:                               # consumer warpgroups: C^T's tile, B's tile as the instruction's A
+        acc = tp.zeros((BN, BM), tp.f32, layout=LC)
+        if IN_FLIGHT == 0:
+            for k in range(k_tiles):
+                tp.mbarrier_wait(full[k % STAGES], k // STAGES)
+                acc = tp.mma(b_s[k % STAGES].T, a_s[k % STAGES].T, acc)
+                tp.mbarrier_arrive(empty[k % STAGES])
+        else:
+            for s in tp.static_range(STAGES - 1):
+                tp.mbarrier_arrive(empty[s])
+            for k in range(k_tiles):
+                tp.mbarrier_wait(full[k % STAGES], k // STAGES)
+                acc = tp.mma_async(b_s[k % STAGES].T, a_s[k % STAGES].T, acc)
+                tp.mma_wait(1)
+                tp.mbarrier_arrive(empty[(k + STAGES - 1) % STAGES])   # tile k - 1's stage
+            tp.mma_wait(0)
+        tp.assert_tag(tp.mma_operands(acc), lambda b, a: b[1] == a[2])   # B's k is A's k
+        mine = (z * tp.num_blocks(0) + tp.block_id(0)) * BM     # split z's slot
+        tp.store(WS[mine:mine + BM, n0:n0 + BN], acc.T)
+
+
+gemm_splitk_swap_bf16 = gemm_splitk_swap.retyped(C=tp.Tensor[tp.bf16, "M", "N"])

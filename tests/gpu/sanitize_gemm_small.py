@@ -1,0 +1,75 @@
+"""G8's new configurations of existing kernel forms on small ragged shapes, for compute-sanitizer: gemm_cluster with
+64 x 128 tiles and one consumer warpgroup (CLUSTER_M=2: the 129-256-row skinny candidate), f32 out and bf16 out
+through the TMA store, an odd number of M tiles (the grid rounded up to whole clusters), K not a multiple of BK;
+gemm_splitk_swap (swap-AB split-K, FIXUP=3 slots) on ragged decode shapes; and splitk_sum at row blocks of 1 and 2
+(the decode sum's candidates). With --sass: the cluster and swap kernels' SASS (HGMMA, no local memory).
+
+compute-sanitizer --tool memcheck python3 tests/gpu/sanitize_gemm_small.py
+compute-sanitizer --tool racecheck python3 tests/gpu/sanitize_gemm_small.py
+"""
+
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+
+import tilepy as tp  # noqa: E402
+import tilepy_hip  # noqa: E402
+from stdlib_kernels import gemm_hopper  # noqa: E402
+
+T = dict(BM=64, BN=128, CONSUMERS=1, INSTR=tp.nv.wgmma_m64n128k16_bf16, IN_FLIGHT=0, STAGES=6, SPLIT_K=1,
+         CLUSTER_M=2)
+d = torch.device("cuda")
+g = torch.Generator(device="cuda").manual_seed(0)
+for m, k, n in ((200, 520, 264), (136, 200, 128)):
+    a = torch.randn(m, k, device=d, generator=g).bfloat16()
+    b = torch.randn(k, n, device=d, generator=g).bfloat16()
+    ref = a.double() @ b.double()
+    for out, epi in ((torch.float32, 0), (torch.bfloat16, 2), (torch.bfloat16, 0)):
+        c = torch.full((m, n), float("nan"), device=d, dtype=out)
+        gemm_hopper.launch(a, b, c, EPILOGUE=epi, **T)
+        torch.cuda.synchronize()
+        err = float((c.double() - ref).norm() / ref.norm())
+        print(m, k, n, out, "EPILOGUE", epi, "rel err", err, flush=True)
+        assert err < (4e-3 if out == torch.bfloat16 else 1e-5), err
+# swap-AB split-K (gemm_splitk_swap through launch: SWAP_AB=1, FIXUP=3): ragged M / N / K, B rows padded (N = 2045)
+SW = dict(SWAP_AB=1, BM=16, BN=128, CONSUMERS=2, INSTR=tp.nv.wgmma_m64n16k16_bf16, IN_FLIGHT=1, FIXUP=3, STAGES=11)
+for (m, k, n), extra in (((13, 1000, 200), dict(SPLIT_K=3)), ((30, 520, 2045), dict(SPLIT_K=2, BN=64, CONSUMERS=1)),
+                         ((64, 700, 264), dict(SPLIT_K=4, BM=64, INSTR=tp.nv.wgmma_m64n64k16_bf16, STAGES=8))):
+    a = torch.randn(m, k, device=d, generator=g).bfloat16()
+    b = torch.randn(k, n, device=d, generator=g).bfloat16()
+    ref = a.double() @ b.double()
+    for out in (torch.float32, torch.bfloat16):
+        c = torch.full((m, n), float("nan"), device=d, dtype=out)
+        gemm_hopper.launch(a, b, c, **{**SW, **extra})
+        torch.cuda.synchronize()
+        err = float((c.double() - ref).norm() / ref.norm())
+        print("swap", m, k, n, out, "rel err", err, flush=True)
+        assert err < (4e-3 if out == torch.bfloat16 else 1e-5), err
+ws = torch.randn(4 * 64, 300, device=d, generator=g)
+for br in (1, 2):
+    c = torch.full((5, 300), float("nan"), device=d)
+    gemm_hopper.splitk_sum[(gemm_hopper._cdiv(5, br), gemm_hopper._cdiv(300, 128))](ws, c, SPLIT_K=4, BR=br)
+    torch.cuda.synchronize()
+    ref = sum(ws[q * 64:q * 64 + 5].double() for q in range(4))
+    err = float((c.double() - ref).abs().max())
+    print("splitk_sum BR", br, "max err", err, flush=True)
+    assert err < 1e-5, err
+if "--sass" in sys.argv:
+    for out in (tp.f32, tp.bf16):
+        kernel, kp = gemm_hopper.plan_kernel(200, 264, out, {**gemm_hopper.PRESETS["sm_90a"], **T,
+                                                              "EPILOGUE": 2 if out == tp.bf16 else 0}, 520)
+        ck = tilepy_hip.compile(kernel, target="sm_90a", **kp)
+        sass = ck.sass()
+        print(kernel.name, out, "HGMMA" in sass, "LDL" in sass or "STL" in sass, ck.resources, flush=True)
+        assert "HGMMA.64x128x16" in sass and "LDL" not in sass and "STL" not in sass
+    for out in (tp.f32, tp.bf16):
+        kernel, kp = gemm_hopper.plan_kernel(16, 4096, out, {**gemm_hopper.PRESETS["sm_90a"], **SW, "SPLIT_K": 4}, 4096)
+        ck = tilepy_hip.compile(kernel, target="sm_90a", **kp)
+        sass = ck.sass()
+        print(kernel.name, out, [ln.strip()[:90] for ln in sass.splitlines() if "HGMMA" in ln][:2],
+              "LDL" in sass or "STL" in sass, ck.resources, flush=True)
+        assert "HGMMA.64x16x16" in sass and "LDL" not in sass and "STL" not in sass
+print("ok")

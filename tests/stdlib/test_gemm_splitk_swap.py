@@ -1,0 +1,134 @@
+"""Swap-AB split-K GEMM for decode shapes (stdlib_kernels/gemm_splitk_swap.py: C^T = B^T A^T, A's few rows the
+wgmma instruction's N, B's tile read MN-major as its A): on the interpreter through `gemm_hopper.launch`
+(SWAP_AB=1, FIXUP=3 slots summed by splitk_sum) against float64, the verifier (clean; a premature release through
+the transposed operand still found), the rendered descriptor (the A transpose bit) and the launch's checks."""
+
+import numpy as np
+import pytest
+
+import tilepy as tp
+from stdlib_kernels import gemm_hopper
+from stdlib_kernels.gemm_splitk_swap import gemm_splitk_swap, gemm_splitk_swap_bf16
+from tilepy.dtypes import round_bf16
+
+SW = dict(SWAP_AB=1, BM=16, BN=128, CONSUMERS=2, INSTR=tp.nv.wgmma_m64n16k16_bf16, IN_FLIGHT=1, FIXUP=3)
+
+
+@pytest.mark.parametrize("out", [tp.f32, tp.bf16])
+@pytest.mark.parametrize(
+    "m,k,n,params",
+    [
+        (13, 300, 200, dict(SPLIT_K=3, STAGES=3)),             # 5 k-tiles in 3 splits: the last split reads zeros
+        (16, 128, 256, dict(SPLIT_K=2, STAGES=4)),             # exact tiles, fewer k-tiles than stages
+        (30, 256, 130, dict(SPLIT_K=2, STAGES=2, BM=32, INSTR=tp.nv.wgmma_m64n32k16_bf16)),
+        (5, 200, 2045, dict(SPLIT_K=2, STAGES=3, BN=64, CONSUMERS=1)),   # B's rows padded (4090 bytes)
+        (64, 190, 70, dict(SPLIT_K=2, STAGES=2, BM=64, INSTR=tp.nv.wgmma_m64n64k16_bf16, IN_FLIGHT=0)),
+        (20, 100, 256, dict(SPLIT_K=2, STAGES=2, BN=256)),     # two 64-row pieces of C^T per consumer
+    ],
+)
+def test_swap_ab_on_the_interpreter(m, k, n, params, out):
+    rng = np.random.default_rng(m * 7 + k + n)
+    a = round_bf16(rng.standard_normal((m, k)).astype(np.float32))
+    b = round_bf16(rng.standard_normal((k, n)).astype(np.float32))
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    c = np.full((m, n), np.nan, np.float32)
+    gemm_hopper.launch(a, b, c, out_dtype=out, **{**SW, **params})
+    assert not np.isnan(c).any()
+    if out == tp.f32:
+        np.testing.assert_allclose(c, ref, rtol=1e-5, atol=1e-4)
+    else:   # one rounding of the f32 sum to bf16: within bf16's half ulp of the exact value, plus f32 sum error
+        assert np.array_equal(c, round_bf16(c))
+        np.testing.assert_allclose(c, ref, rtol=2 ** -8, atol=1e-3)
+    plan = next(p for key, p in gemm_hopper._PLANS.items() if key[:3] == (m, n, k) and ("SWAP_AB", 1) in key)
+    assert plan.summer is not None and plan.fixup and plan.params["BM"] == params.get("BM", 16)
+
+
+def test_swap_ab_needs_split_k_into_slots():
+    p = {**gemm_hopper.PRESETS["sm_90a"], **SW, "SPLIT_K": 4}
+    kp = gemm_hopper.kernel_params(p)
+    assert set(kp) <= set(gemm_hopper.SWAP_KEYS) and kp["SPLIT_K"] == 4 and "FIXUP" not in kp
+    kernel, _ = gemm_hopper.plan_kernel(16, 4096, tp.bf16, p, 4096)
+    assert kernel.name == "gemm_splitk_swap"
+    for bad in (dict(SPLIT_K=1), dict(FIXUP=0), dict(FIXUP=2), dict(CLUSTER_M=2)):
+        with pytest.raises(ValueError, match="SWAP_AB"):
+            gemm_hopper.kernel_params({**p, **bad})
+
+
+def test_swap_ab_renders_the_a_transpose():
+    from tilepy_hip.render import render_kernel
+
+    src, _, maps = render_kernel(gemm_splitk_swap.ir("sm_90a", STAGES=11, SPLIT_K=4))
+    # the instruction reads A (B's tile) MN-major: trans-a 1, trans-b 0 (A's rows K-major as the instruction's B)
+    assert "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16" in src and "p, 1, 1, 1, 0;" in src
+    # A's descriptor: B's 64-column blocks 8192 bytes apart (leading byte offset), 8-row groups 1024 apart, 128-byte
+    # swizzle; a k-step of 16 rows advances it 2048 bytes (1024 elements)
+    assert ", 8192, 1024, 1);" in src and "+ 1024)) * 2, 8192, 1024, 1);" in src
+    assert [(s.param, s.box) for s in maps] == [("A", (64, 16)), ("B", (64, 64))]
+
+
+def test_a_transposed_operand_is_refused_for_k_major_only_formats():
+    from tilepy_hip.render import render_kernel
+
+    @tp.kernel(threads=128, target="sm_90a")
+    def tf32_mn_major(X: tp.Tensor[tp.f32, "K", "M"], Y: tp.Tensor[tp.f32, "N", "K"], C: tp.Tensor[tp.f32, "M", "N"]):
+        x_s = tp.shared((32, 64), tp.f32, swizzle=tp.Swizzle(3, 2, 3), layout=tp.Layout((32, (32, 2)), (32, (1, 1024))))
+        y_s = tp.shared((16, 32), tp.f32, swizzle=tp.Swizzle(3, 2, 3))
+        bar = tp.mbarrier(1)
+        tp.copy_bulk(X[0:32, 0:64], x_s, bar)
+        tp.copy_bulk(Y[0:16, 0:32], y_s, bar)
+        tp.mbarrier_arrive(bar)
+        tp.mbarrier_wait(bar, 0)
+        acc = tp.zeros((64, 16), tp.f32, layout=tp.accumulator(tp.nv.wgmma_m64n16k8_tf32, (64, 16), (1, 1)))
+        acc = tp.mma(x_s.T, y_s.T, acc)
+        tp.store(C[0:64, 0:16], acc)
+
+    with pytest.raises(Exception, match="K-major"):
+        render_kernel(tf32_mn_major.ir("sm_90a"))
+
+
+def test_swap_ab_verifies_clean_and_a_premature_release_is_found():
+    import time
+
+    import tilepy_verify as tv
+
+    for kernel in (gemm_splitk_swap, gemm_splitk_swap_bf16):
+        for p in (dict(STAGES=11, SPLIT_K=4), dict(BM=64, INSTR=tp.nv.wgmma_m64n64k16_bf16, STAGES=8, SPLIT_K=2),
+                  dict(BN=64, CONSUMERS=1, STAGES=6, SPLIT_K=2, IN_FLIGHT=0)):
+            t = time.perf_counter()
+            report = tv.verify(kernel, target="sm_90a", **p)
+            assert report.findings == [], [f.message for f in report.findings]
+            assert time.perf_counter() - t < 30      # (0.3-1.1 s idle; a hang guard under load, not a benchmark)
+    report = tv.verify(_premature_release, target="sm_90a")
+    assert [f.check for f in report.findings] == ["pipeline_hazard"], [str(f) for f in report.findings]
+
+
+@tp.kernel(threads=256, target="sm_90a")
+def _premature_release(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"],
+                       WS: tp.Tensor[tp.f32, "WR", "WC"], STAGES: tp.constexpr = 4):
+    """gemm_splitk_swap's ring with the seeded bug: the stage of tile k released right after its asynchronous wgmma
+    is issued (it should be tile k - 1's, after tp.mma_wait(1) retires that group)."""
+    m0 = tp.block_id(0) * 16
+    n0 = tp.block_id(1) * 64
+    a_s = tp.shared((16, 64), tp.bf16, stages=STAGES, swizzle=tp.Swizzle(3, 3, 3))
+    b_s = tp.shared((64, 64), tp.bf16, stages=STAGES, swizzle=tp.Swizzle(3, 3, 3),
+                    layout=gemm_hopper.b_layout(64, 64))
+    full = tp.mbarrier(1, stages=STAGES)
+    empty = tp.mbarrier(1, stages=STAGES)
+    k_tiles = tp.cdiv(A.shape[1], 64)
+    if tp.warpgroup_id() == 0:
+        for k in range(k_tiles):
+            tp.mbarrier_wait(empty[k % STAGES], k // STAGES)
+            tp.copy_bulk(A[m0:m0 + 16, k * 64:k * 64 + 64], a_s[k % STAGES], full[k % STAGES])
+            tp.copy_bulk(B[k * 64:k * 64 + 64, n0:n0 + 64], b_s[k % STAGES], full[k % STAGES])
+            tp.mbarrier_arrive(full[k % STAGES])
+    else:
+        acc = tp.zeros((64, 16), tp.f32, layout=tp.accumulator(tp.nv.wgmma_m64n16k16_bf16, (64, 16), (1, 1)))
+        for s in tp.static_range(STAGES):
+            tp.mbarrier_arrive(empty[s])
+        for k in range(k_tiles):
+            tp.mbarrier_wait(full[k % STAGES], k // STAGES)
+            acc = tp.mma_async(b_s[k % STAGES].T, a_s[k % STAGES].T, acc)
+            tp.mbarrier_arrive(empty[k % STAGES])      # BUG: its group may still read the stage
+            tp.mma_wait(1)
+        tp.mma_wait(0)
+        tp.store(WS[m0:m0 + 16, n0:n0 + 64], acc.T)
