@@ -386,7 +386,7 @@ def gemm_persistent(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", 
                     BM: tp.constexpr = 128, BN: tp.constexpr = 256, BK: tp.constexpr = 64, STAGES: tp.constexpr = 4,
                     CONSUMERS: tp.constexpr = 2, INSTR: tp.constexpr = tp.nv.wgmma_m64n256k16_bf16,
                     SWIZZLE: tp.constexpr = tp.Swizzle(3, 3, 3), PRODUCER_REGS: tp.constexpr = 0,
-                    CONSUMER_REGS: tp.constexpr = 0, GROUP_M: tp.constexpr = 8, EPILOGUE: tp.constexpr = 0):
+                    CONSUMER_REGS: tp.constexpr = 0, GROUP_M: tp.constexpr = 8):
     """gemm_hopper on a persistent grid: a 1-D grid of at most one block per SM, block b walking output tiles
     b, b + grid, ... in a grouped (L2-friendly) order, GROUP_M row tiles sweeping the columns together. The
     ring runs on across a block's output tiles, so the producer loads the next output tile's stages while the
@@ -399,21 +399,9 @@ def gemm_persistent(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", 
     form clean (it writes the tile and ring loops as one loop over the block's slots before the analysis:
     tilepy_verify/mbarrier_arrays.py, tests/stdlib/test_gemm_hopper.py::test_persistent_verifies, seeded bugs
     in tests/verify/test_persistent_nested.py); gemm_persistent_flat below is the same GEMM written as that one
-    loop per role, slower on the H100.
-
-    EPILOGUE=2, the TMA store overlapped with the next tile: the consumers write a tile's accumulator into c_s
-    (gemm_hopper's EPILOGUE=2 layout), arrive on `staged` and go straight on to the next tile's ring; the
-    producer, once it has issued the next tile's copies, stores c_s with a bulk tensor store, waits for its read
-    and hands c_s back through `c_free`, which the consumers wait for before writing the next tile into it (a
-    tile's store goes out one tile late; the block's last tile after the loop). Tile it's handshake is phase it
-    of `staged` and of `c_free`."""
+    loop per role, slower on the H100."""
     a_s = tp.shared((BM, BK), tp.bf16, stages=STAGES, swizzle=SWIZZLE)
     b_s = tp.shared((BK, BN), tp.bf16, stages=STAGES, swizzle=SWIZZLE, layout=b_layout(BK, BN))
-    if EPILOGUE == 2:
-        c_s = tp.shared((BM, BN), C.dtype, swizzle=tp.Swizzle(3, 4 - C.dtype.bytes // 2, 3),
-                        layout=b_layout(BM, BN, 128 // C.dtype.bytes))
-        staged = tp.mbarrier(1)     # the consumers' tile it is in c_s (phase it)
-        c_free = tp.mbarrier(1)     # the store of tile it has read c_s (phase it)
     full = tp.mbarrier(1, stages=STAGES)
     empty = tp.mbarrier(1, stages=STAGES)
     tp.tag(A, lambda i, k: ("A", i, k))
@@ -440,28 +428,6 @@ def gemm_persistent(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", 
                     tp.copy_bulk(A[m0:m0 + BM, k * BK:k * BK + BK], a_s[k % STAGES], full[k % STAGES])
                     tp.copy_bulk(B[k * BK:k * BK + BK, n0:n0 + BN], b_s[k % STAGES], full[k % STAGES])
                 tp.mbarrier_arrive(full[k % STAGES])
-            if EPILOGUE == 2:
-                it = (t - first) // step
-                if it > 0:                  # the previous tile, staged while this tile's ring filled
-                    pt = t - step
-                    p_first_m = (pt // in_group) * GROUP_M
-                    p_group_m = tp.minimum(n_m - p_first_m, GROUP_M)
-                    pm0 = (p_first_m + (pt % in_group) % p_group_m) * BM
-                    pn0 = ((pt % in_group) // p_group_m) * BN
-                    tp.mbarrier_wait(staged, it - 1)
-                    tp.store_bulk(c_s, C[pm0:pm0 + BM, pn0:pn0 + BN])
-                    tp.store_bulk_wait(c_s)             # c_s read: the consumers may write the next tile
-                    tp.mbarrier_arrive(c_free)
-        if EPILOGUE == 2:                   # the block's last tile
-            mine = tp.cdiv(n_m * n_n - first, step)
-            lt = first + (mine - 1) * step
-            l_first_m = (lt // in_group) * GROUP_M
-            l_group_m = tp.minimum(n_m - l_first_m, GROUP_M)
-            lm0 = (l_first_m + (lt % in_group) % l_group_m) * BM
-            ln0 = ((lt % in_group) // l_group_m) * BN
-            tp.mbarrier_wait(staged, mine - 1)
-            tp.store_bulk(c_s, C[lm0:lm0 + BM, ln0:ln0 + BN])
-            tp.store_bulk_wait(c_s)
     else:                               # consumer warpgroups: wgmma over their own threads, 64 rows each
         if CONSUMER_REGS > 0:
             tp.setmaxnreg(CONSUMER_REGS)
@@ -480,14 +446,7 @@ def gemm_persistent(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", 
                     acc = tp.mma(a_s[k % STAGES], b_s[k % STAGES], acc)
                 tp.mbarrier_arrive(empty[k % STAGES])
             tp.assert_tag(tp.mma_operands(acc), lambda a, b: a[2] == b[1])
-            if EPILOGUE == 2:
-                it = (t - first) // step
-                if it > 0:
-                    tp.mbarrier_wait(c_free, it - 1)    # the previous tile's store has read c_s
-                tp.store(c_s, acc)                      # (rounded to C's dtype)
-                tp.mbarrier_arrive(staged)              # the producer stores it after the next tile's copies
-            else:
-                tp.store(C[m0:m0 + BM, n0:n0 + BN], acc)
+            tp.store(C[m0:m0 + BM, n0:n0 + BN], acc)
 
 
 @tp.kernel(threads=_threads, target="sm_90a")
@@ -617,6 +576,31 @@ SPLIT_FIXUP: dict = {"decode": 3, "skinny_64x128": 3, "skinny_128x128": 3}
 MAX_SLOTS = 8   # FIXUP 2 and 3 unroll one load per split: past this many splits the passes serve
 # f32 out at <= 1024^3: 4 stages, not 6 (1024^3: 9.5-9.6 -> 8.8-8.9 us in two runs, gemm-shapes{,-confirm}-*.json)
 F32_OUT = {"small": dict(STAGES=4)}
+# G8 (H100, benchmarks/results/gemm-g8-small{,2}-*.json; bf16 / f32 out, us, cuBLAS timed beside each row). The forms
+# below are taken by `launch` callers only (`policy(..., fixup=True)`, `forms=True`: the lowering launches
+# gemm_hopper itself and cannot run gemm_splitk_swap or gemm_cluster).
+# * Decode rows (M <= 32) with a split: swap-AB (gemm_splitk_swap: C^T = B^T A^T, A's rows the instruction's N, 128
+#   columns of C per block over two consumer warpgroups, split-K into FIXUP=3's slots), cuBLAS's own form (its
+#   nvjet 128x16 tile, 11 stages, split-K): 16 x 4096 x 4096 12.9-13.2 -> 9.4-9.6 (0.67 -> 0.94-0.95x), 16 x 4096 x
+#   14336 47.5 -> 43.7 (0.91 -> 0.99), 32 x 4096 x 4096 13.1 -> 10.8 (BM 32, 10 stages). At 64 rows it measured the
+#   same as gemm_splitk (12.7 vs 13.0): not taken there.
+SWAP_DECODE = {16: dict(BM=16, INSTR=tp.nv.wgmma_m64n16k16_bf16, STAGES=8),
+               32: dict(BM=32, INSTR=tp.nv.wgmma_m64n32k16_bf16, STAGES=10)}
+# * Mid-size shapes of the large class whose 128 x 256 tiles fill at most half the SMs (the split-K 2 with atomics
+#   and a rounding pass it took before) and whose 128 x 128 tiles fill 3/4 to 1 wave: those, no split, wait_group 0
+#   (the lowering gets it too: the plain kernel); bf16 out 5 stages with the TMA store,
+#   f32 out 4 stages: 2048 x 1024 x 1024 bf16 32.9 -> 10.8 (0.27 -> 0.83x), f32 29.8 -> 12.6 (0.34 -> 0.81x). (Shapes
+#   whose 128 x 256 tiles fill more keep them: 2048 x 2048 x 1024 0.88, 1536^3 0.61 measured best as they are.)
+MID_128x128 = {tp.bf16: dict(STAGES=5, EPILOGUE=2), tp.f32: dict(STAGES=4, EPILOGUE=0)}
+# * B rows a multiple of 16 bytes (TMA) but not of 128 (a 128-byte box row then spans two L2 lines): the large policy
+#   in 2x1 clusters, B's tile multicast (gemm_cluster), read once per pair: 3000 x 5000 x 4096 bf16 269.3-269.8 ->
+#   199.7 (0.64-0.66 -> 0.87x), f32 282.9 -> 210.1 (0.62 -> 0.90x); 4096 x 4104 x 4096 bf16 293.5 -> 270-272 (0.65 ->
+#   0.73). (B padded to 128-byte rows beforehand: 182.8 us kernel, 0.99x, but its per-call copy costs 57 us. A's rows
+#   unaligned instead (4096 x 4096 x 4104): the policy as it is, 0.94; the cluster 0.85-0.88.)
+# * 193-256 rows whose 64 x 128 tiles fill one wave: those tiles in 2x1 clusters (B multicast), 6 stages, bf16 out
+#   through the TMA store: 256 x 4096 x 4096 bf16 26.0-26.5 -> 22.5-24.1, f32 25.9-26.3 -> 23.2-23.7 (two runs);
+#   200 x 4096 x 4096 the same as before (24.4-24.9 either way).
+SKINNY_CLUSTER = dict(IN_FLIGHT=0, BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=tp.nv.wgmma_m64n128k16_bf16, CLUSTER_M=2)
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -637,14 +621,25 @@ def shape_class(M: int, N: int, K: int) -> str:
     return "large"
 
 
-def policy(M: int, N: int, K: int, out=None, fixup: bool = False) -> dict:
+def policy(M: int, N: int, K: int, out=None, fixup: bool = False, forms: bool = True) -> dict:
     """The constexprs for an (M, N, K) GEMM: the shape class's policy (and, for `out` = tp.bf16, its bf16-output
     entries), plus SPLIT_K where the output tiles alone fill less than half the SMs and K has enough k-tiles to
     share (each split keeps >= 4). `fixup`: a split gets the class's reduction from SPLIT_FIXUP (FIXUP 1-3:
     gemm_splitk, which takes a workspace and tickets that `launch` keeps); without it (a caller that launches
-    gemm_hopper itself, the lowering) the split adds into a target the caller zeroes."""
+    gemm_hopper itself, the lowering) the split adds into a target the caller zeroes. With `fixup` and `forms`, the
+    kernel forms only `launch` runs: swap-AB for decode rows, 2x1 clusters for 193-256 rows and for B rows that are
+    not a multiple of 128 bytes (SWAP_DECODE, SKINNY_CLUSTER above)."""
     cls = shape_class(M, N, K)
     p = {**PRESETS["sm_90a"], **POLICIES[cls]}
+    if cls == "decode" and fixup and forms and M <= 32:
+        sw = {**p, **SWAP_DECODE[16 if M <= 16 else 32], "SWAP_AB": 1, "BN": 128, "CONSUMERS": 2, "IN_FLIGHT": 1}
+        tiles = _cdiv(M, sw["BM"]) * _cdiv(N, sw["BN"])
+        split = min(NUM_SMS // tiles, _cdiv(K, sw["BK"]) // 4, MAX_SLOTS) if 2 * tiles <= NUM_SMS else 1
+        if split > 1:
+            return {**sw, "SPLIT_K": split, "FIXUP": 3}
+    if (cls == "skinny" and fixup and forms and M > 192
+            and NUM_SMS // 2 < _cdiv(M, 64) * _cdiv(N, 128) <= NUM_SMS):
+        return {**p, **SKINNY_CLUSTER, **({"EPILOGUE": 2} if out == tp.bf16 else {})}
     fix_cls = cls
     if (cls == "skinny" and fixup and M > 128 and SPLIT_FIXUP.get("skinny_128x128") and _cdiv(K, 64) >= 8
             and NUM_SMS // 3 < _cdiv(M, 128) * _cdiv(N, 128) <= NUM_SMS // 2):
@@ -668,6 +663,16 @@ def policy(M: int, N: int, K: int, out=None, fixup: bool = False) -> dict:
         p.update(BF16_OUT.get(cls, {}))
     else:
         p.update(F32_OUT.get(cls, {}))
+    if (cls == "large" and 2 * _cdiv(M, 128) * _cdiv(N, 256) <= NUM_SMS
+            and NUM_SMS * 3 // 4 < _cdiv(M, 128) * _cdiv(N, 128) <= NUM_SMS):
+        # mid-size: 128 x 128 tiles in (most of) one wave instead of 128 x 256 tiles split over K (MID_128x128 above;
+        # measured at 128 such tiles; fewer would leave SMs idle where the split kept them busy: not measured)
+        for k in ("PRODUCER_REGS", "CONSUMER_REGS"):
+            p.pop(k, None)
+        p.update(SMALL_TILE, IN_FLIGHT=0, **MID_128x128[tp.bf16 if out == tp.bf16 else tp.f32])
+        return p
+    if cls == "large" and fixup and forms and (2 * N) % 128 and 2 * _cdiv(M, 128) * _cdiv(N, 256) > NUM_SMS:
+        p["CLUSTER_M"] = 2   # B rows that are not whole 128-byte lines: multicast B in 2x1 clusters (above)
     tiles = _cdiv(M, p["BM"]) * _cdiv(N, p["BN"])
     k_tiles = _cdiv(K, p["BK"])
     split = 1
@@ -758,13 +763,10 @@ def kernel_params(params: dict) -> dict:
         return {k: v for k, v in params.items() if k not in drop}
     for k in STEADY_ONLY:
         v = params.get(k, 0)
-        if (v not in (0, 1) if k == "SPLIT_K" else v not in (0, 2) if k == "EPILOGUE" else bool(v)):
-            raise ValueError(f"gemm_hopper: PERSISTENT=1 runs wait_group 0 without split-K, the staged copy epilogue "
-                             f"(EPILOGUE 0 or 2: the TMA store) or a B swizzle of its own; {k}={v!r} needs the "
-                             f"non-persistent kernel (PERSISTENT=0)")
-    kept = ("EPILOGUE",)                   # gemm_persistent's TMA store (EPILOGUE=2) overlaps the next tile
-    return {k: v for k, v in params.items()
-            if k not in tuple(x for x in STEADY_ONLY if x not in kept) + ("PERSISTENT", "NUM_SMS")}
+        if (v not in (0, 1) if k == "SPLIT_K" else bool(v)):
+            raise ValueError(f"gemm_hopper: PERSISTENT=1 runs wait_group 0 without split-K, the staged epilogue or "
+                             f"a B swizzle of its own; {k}={v!r} needs the non-persistent kernel (PERSISTENT=0)")
+    return {k: v for k, v in params.items() if k not in STEADY_ONLY + ("PERSISTENT", "NUM_SMS")}
 
 
 _VARIANTS: dict = {}
@@ -904,6 +906,10 @@ def launch(a, b, c, target: str = "sm_90a", out_dtype=None, **constexprs):
         if out not in KERNELS:
             raise ValueError(f"gemm_hopper writes f32 or bf16, not {out}")
         base = policy(M, N, K, out, fixup=True) if target == "sm_90a" else None
+        if base is not None and constexprs and (base.get("SWAP_AB") or clustered(base)):
+            # the policy's swap-AB / cluster form was measured as a whole: a caller's own constexprs are laid over
+            # the policy without it (the kernel that form replaced)
+            base = policy(M, N, K, out, fixup=True, forms=False)
         params = {**base, **constexprs} if base is not None else {**PRESETS[target], **constexprs}
         if "SPLIT_K" in constexprs and "FIXUP" not in constexprs:
             params.pop("FIXUP", None)      # the class's fix-up comes with the class's split, not a caller's
