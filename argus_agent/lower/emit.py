@@ -165,8 +165,10 @@ class _Emitter:
     def _load(self, v: V) -> str:
         buf, idx, conds = v.args
         param = self.names[buf]
-        window = self.window(idx, buf) if not conds else None
-        mask = self.conds(conds)
+        conds, never = _static_conds(conds)
+        window = self.window(idx, buf) if not conds and not never else None
+        # a condition false for every element (a constant coordinate in a padding) masks the whole tile off
+        mask = f"({self.anchor} < 0)" if never else self.conds(conds)
         if window is not None:
             view, text = window
             self.use(buf, view)
@@ -175,7 +177,7 @@ class _Emitter:
             itext = self.index(idx)
             if not ({x.name for x in variables(idx)} - self.scalar_vars):
                 # one element for the whole tile: index it with a tile anyway, so the value has the tile's shape
-                anchor = self.anyvar(conds) if mask is not None else self.anchor
+                anchor = self.anyvar(conds) if conds else self.anchor
                 itext = f"({itext} + 0 * {anchor})"
             elif mask is not None and not self.mask_vars(conds) <= {x.name for x in variables(idx)}:
                 extra = self.mask_vars(conds) - {x.name for x in variables(idx)}
@@ -213,6 +215,19 @@ class _Emitter:
 
     def window(self, idx, buf):
         return None
+
+
+def _static_conds(conds) -> tuple[tuple, bool]:
+    """(the conditions that depend on a variable, whether a constant one is false): constant conditions (a
+    1x1 conv's padding checks at coordinate 0) are decided here instead of rendered as Python booleans."""
+    kept, never = [], False
+    for c in conds:
+        k = c[1].const if not variables(c[1]) else None
+        if k is None:
+            kept.append(c)
+        elif not (k >= 0 if c[0] == "ge0" else k < c[2] if c[0] == "lt" else k % c[2] == 0):
+            never = True
+    return tuple(kept), never
 
 
 def _is_tile(v: V) -> bool:

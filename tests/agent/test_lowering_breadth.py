@@ -509,3 +509,23 @@ def test_a_branch_on_tensor_values_names_the_forward_line_and_what_to_do(tmp_pat
         lower_model(mod.Model(), [torch.randn(3, 4)], "cpu")
     msg = str(ei.value)
     assert "branchy_ref.py:6: `if x.sum() > 0:`" in msg and "torch.where" in msg, msg
+
+
+@pytest.mark.parametrize("k,pad", [(1, 0), (3, 1)], ids=["1x1", "3x3_pad1"])
+def test_a_conv_over_a_one_pixel_map_decides_its_constant_padding_checks(k, pad, tmp_path):
+    """A conv on a 1x1 map (a squeeze-and-excitation gate after a global mean): its padding conditions have
+    constant coordinates, decided at lowering time (all-true: no mask; false: the tap reads zeros); matches
+    torch in float64."""
+    conv = nn.Conv2d(6, 5, k, padding=pad)
+
+    class SE(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = conv
+
+        def forward(self, x):
+            return x * torch.sigmoid(self.conv(F.silu(x.mean((2, 3), keepdim=True)))[:, :1])
+    x = torch.randn(2, 6, 5, 4, generator=torch.Generator().manual_seed(8))
+    _, src, out, ref = run_lowered(SE(), [x], tmp_path, f"se_{k}", target="cpu")
+    assert "(0 >= 0)" not in src
+    assert torch.allclose(out.double(), ref, rtol=1e-5, atol=1e-6), (out.double() - ref).abs().max()

@@ -1,6 +1,7 @@
 """Loading and measuring the problem corpus (shared by its tests and by tools that run the suite).
 
-A problem is one file under `level1/` or `level2/` in KernelBench's format plus CPU sizes: `Model`,
+A problem is one file under `level1/` (single ops), `level2/` (fused chains) or `level3/` (whole blocks and
+small networks) in KernelBench's format plus CPU sizes: `Model`,
 `get_inputs()`, `get_init_inputs()`, `get_cpu_inputs()`, `get_cpu_init_inputs()`. Real sizes are only ever
 built on torch's meta device here, so measuring them allocates nothing.
 """
@@ -19,7 +20,7 @@ from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import FlopCounterMode
 
 ROOT = Path(__file__).resolve().parent
-LEVELS = ("level1", "level2")
+LEVELS = ("level1", "level2", "level3")
 FUNCTIONS = ("get_inputs", "get_init_inputs", "get_cpu_inputs", "get_cpu_init_inputs")
 NAME = re.compile(r"^(\d{3})_[a-z0-9]+(_[a-z0-9]+)*\.py$")
 
