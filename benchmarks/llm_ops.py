@@ -112,6 +112,9 @@ ROTARY_VARIANTS = [dict(THREADS=128), dict(THREADS=256), dict(THREADS=64), dict(
 # (measured slower on the H100, 2026-11-24 06:15, results/llm_ops-*-rotary-stream.json: the other stream
 # variants 50-74%, PREFETCH 50-51%, EARLY_K with KVEC 71-75%, blocks of 16 heads of 128 threads 70%)
 NEOX_ONLY = ("EARLY_K", "KVEC", "PREFETCH", "HALVES")       # the variants GPT-J's kernels do not have
+# rotary_ring (launch_rotary_ring): q / k through shared memory by bulk tensor copies; (THREADS, blocks per SM,
+# STAGES)
+ROTARY_RING_VARIANTS = ((512, 2, 3), (512, 2, 4), (256, 3, 3), (256, 3, 4), (256, 2, 4), (512, 1, 6))
 
 
 def main(argv=None):
@@ -253,10 +256,18 @@ def main(argv=None):
                 q2, k2 = q.clone(), kk.clone()
                 L.launch_rotary(pos, q2, k2, cs, hs, neox, **v)
                 err = max(err, rel(q2, rq.reshape(q2.shape)), rel(k2, rk.reshape(k2.shape)))
+            for th, bps, st in ROTARY_RING_VARIANTS:
+                q2, k2 = q.clone(), kk.clone()
+                L.launch_rotary_ring(pos, q2, k2, cs, hs, neox, blocks_per_sm=bps, THREADS=th, STAGES=st)
+                err = max(err, rel(q2, rq.reshape(q2.shape)), rel(k2, rk.reshape(k2.shape)))
             cf = comp(fn)
             row(f"rotary_{style}", [t, hq, hk, hs], nbytes,
                 {label(v): (lambda q2=q2, k2=k2, neox=neox, v=v: L.launch_rotary(pos, q2, k2, cs, hs, neox, **v))
-                 for v in vs},
+                 for v in vs}
+                | {f"RING,THREADS={th},BLOCKS_PER_SM={bps},STAGES={st}": (
+                    lambda q2=q2, k2=k2, neox=neox, th=th, bps=bps, st=st: L.launch_rotary_ring(
+                        pos, q2, k2, cs, hs, neox, blocks_per_sm=bps, THREADS=th, STAGES=st))
+                   for th, bps, st in ROTARY_RING_VARIANTS},
                 lambda fn=fn: fn(pos, q, kk, cs, hs), cf and (lambda cf=cf: cf(pos, q, kk, cs, hs)), err)
 
     print(f"device: {props.name}; copy {copy_bw / 1e9:.0f} GB/s")

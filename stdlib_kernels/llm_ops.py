@@ -638,6 +638,89 @@ def rotary_gptj_stream(POS: tp.Tensor[tp.i64, "T"], Q: tp.Tensor[tp.bf16, "T", "
         tp.store(KO[t, 0:BHK, 0:2 * BHALF], y * cos + yp * sin, mask=keep)
 
 
+@tp.kernel(threads=_threads, min_blocks=_min_blocks)
+def rotary_ring(POS: tp.Tensor[tp.i64, "T"], Q: tp.Tensor[tp.bf16, "T", "HQ", "HD"],
+                K: tp.Tensor[tp.bf16, "T", "HK", "HD"], CS: tp.Tensor[tp.f32, "P", "ROT"],
+                QO: tp.Tensor[tp.bf16, "T", "HQ", "HD"], KO: tp.Tensor[tp.bf16, "T", "HK", "HD"],
+                HALF: tp.constexpr = 64, BHQ: tp.constexpr = 32, BHK: tp.constexpr = 8, THREADS: tp.constexpr = 256,
+                STAGES: tp.constexpr = 3, NEOX: tp.constexpr = True, MIN_BLOCKS: tp.constexpr = 0):
+    """Both rotary styles on a grid of a few blocks a multiprocessor, block b rotating tokens b, b + G, ... (G the
+    grid): each token's rotated columns of all q and k heads ((BHQ, 2 * HALF) and (BHK, 2 * HALF) tiles) come
+    into shared memory by bulk tensor copies STAGES - 1 tokens ahead (full / empty mbarrier rings), so the q / k
+    loads are never on a token's critical path: only the position (loaded one token ahead) and the cos / sin
+    gather at it. The rotation is `rotary_neox_rows`' (NEOX: the partner half by one shuffle; HALF a power of two
+    >= 8) or `rotary_gptj`'s (pairs in-thread), from whole heads in 16-byte vectors; the outputs are stored from
+    registers. Columns from 2 * HALF up are left as they are (not written)."""
+    g = tp.num_blocks(0)
+    b = tp.block_id(0)
+    n = tp.cdiv(Q.shape[0] - b, g)                   # this block's tokens: b + i * g for i < n
+    tp.tag(Q, lambda i, h, j: ("q", i, h, j))
+    tp.tag(K, lambda i, h, j: ("k", i, h, j))
+    lq = tp.blocked((BHQ, 2 * HALF), THREADS, vec=8)
+    lk = tp.blocked((BHK, 2 * HALF), THREADS, vec=8)
+    c = tp.arange(2 * HALF, layout=_cols_of(lq))[None, :]                   # the columns each thread holds
+    if NEOX:
+        cj = tp.where(c < HALF, c, c - HALF)
+        sign = tp.where(c < HALF, -1.0, 1.0)
+    else:
+        cj = c // 2
+        sign = tp.where(c % 2 == 0, -1.0, 1.0)
+    q_s = tp.shared((BHQ, 2 * HALF), tp.bf16, stages=STAGES)
+    k_s = tp.shared((BHK, 2 * HALF), tp.bf16, stages=STAGES)
+    full = tp.mbarrier(1, stages=STAGES)              # full[s]: the token copied into buffer s has landed
+    empty = tp.mbarrier(1, stages=STAGES)             # empty[s]: the block has read buffer s
+    for s in tp.static_range(STAGES - 1):             # the first STAGES - 1 tokens
+        if s < n:
+            tp.copy_bulk(Q[b + s * g, 0:BHQ, 0:2 * HALF], q_s[s], full[s], fallback=False)
+            tp.copy_bulk(K[b + s * g, 0:BHK, 0:2 * HALF], k_s[s], full[s], fallback=False)
+            tp.mbarrier_arrive(full[s])
+    pn = tp.load(POS[b:b + 1])
+    for i in range(n):
+        t = b + i * g
+        p = pn
+        cos = tp.load(CS[p[:, None], cj], layout=_bcast(lq, (1, 2 * HALF)))
+        sin = tp.load(CS[p[:, None], cj + HALF], layout=_bcast(lq, (1, 2 * HALF))) * sign
+        kcos = tp.load(CS[p[:, None], cj], layout=_bcast(lk, (1, 2 * HALF)))
+        ksin = tp.load(CS[p[:, None], cj + HALF], layout=_bcast(lk, (1, 2 * HALF))) * sign
+        pn = tp.load(POS[t + g:t + g + 1])                              # the next token's (past T: 0, unused)
+        if i + STAGES - 1 < n:                        # token i + STAGES - 1 into the buffer token i - 1 read
+            if i > 0:
+                tp.mbarrier_wait(empty[(i + STAGES - 1) % STAGES], (i - 1) // STAGES)
+            tp.copy_bulk(Q[t + (STAGES - 1) * g, 0:BHQ, 0:2 * HALF], q_s[(i + STAGES - 1) % STAGES],
+                         full[(i + STAGES - 1) % STAGES], fallback=False)
+            tp.copy_bulk(K[t + (STAGES - 1) * g, 0:BHK, 0:2 * HALF], k_s[(i + STAGES - 1) % STAGES],
+                         full[(i + STAGES - 1) % STAGES], fallback=False)
+            tp.mbarrier_arrive(full[(i + STAGES - 1) % STAGES])
+        tp.mbarrier_wait(full[i % STAGES], i // STAGES)
+        x = tp.load(q_s[i % STAGES], layout=lq).to(tp.f32)
+        y = tp.load(k_s[i % STAGES], layout=lk).to(tp.f32)
+        tp.mbarrier_arrive(empty[i % STAGES])         # (the block's threads arrive as one)
+        tp.assert_tag(x, lambda tg, r, cc: tg[1] == r and tg[3] == cc, at=(t, c),
+                      message="buffer i holds this block's token i, column c at tile column c, q")
+        tp.assert_tag(y, lambda tg, r, cc: tg[1] == r and tg[3] == cc, at=(t, c),
+                      message="buffer i holds this block's token i, column c at tile column c, k")
+        if NEOX:
+            qh = tp.reshape(x, (BHQ, 2, HALF), layout=_as_halves(lq))
+            qp = tp.reshape(tp.sum(qh, axis=1, keepdims=True) - qh, (BHQ, 2 * HALF), layout=lq)
+            kh = tp.reshape(y, (BHK, 2, HALF), layout=_as_halves(lk))
+            kp = tp.reshape(tp.sum(kh, axis=1, keepdims=True) - kh, (BHK, 2 * HALF), layout=lk)
+            tp.assert_tag(qp, lambda tg: (tg[0][1] == tg[1][1] and tg[0][2] == tg[1][2]
+                                          and tg[0][3] % HALF == tg[1][3] % HALF), message="neox halves, q")
+            tp.assert_tag(kp, lambda tg: (tg[0][1] == tg[1][1] and tg[0][2] == tg[1][2]
+                                          and tg[0][3] % HALF == tg[1][3] % HALF), message="neox halves, k")
+        else:
+            qh = tp.reshape(x, (BHQ, HALF, 2), layout=_as_pairs(lq))
+            qp = tp.reshape(tp.sum(qh, axis=2, keepdims=True) - qh, (BHQ, 2 * HALF), layout=lq)
+            kh = tp.reshape(y, (BHK, HALF, 2), layout=_as_pairs(lk))
+            kp = tp.reshape(tp.sum(kh, axis=2, keepdims=True) - kh, (BHK, 2 * HALF), layout=lk)
+            tp.assert_tag(qp, lambda tg: (tg[0][1] == tg[1][1] and tg[0][2] == tg[1][2]
+                                          and tg[0][3] // 2 == tg[1][3] // 2), message="GPT-J pairs, q")
+            tp.assert_tag(kp, lambda tg: (tg[0][1] == tg[1][1] and tg[0][2] == tg[1][2]
+                                          and tg[0][3] // 2 == tg[1][3] // 2), message="GPT-J pairs, k")
+        tp.store(QO[t, 0:BHQ, 0:2 * HALF], x * cos + qp * sin)
+        tp.store(KO[t, 0:BHK, 0:2 * HALF], y * kcos + kp * ksin)
+
+
 # ---------------------------------------------------------------- f32 variants, launch helpers, references
 
 
@@ -663,6 +746,7 @@ KERNELS = {
     "rotary_neox_stream": {tp.bf16: rotary_neox_stream, tp.f32: _f32(rotary_neox_stream)},
     "rotary_gptj_stream": {tp.bf16: rotary_gptj_stream, tp.f32: _f32(rotary_gptj_stream)},
     "rotary_neox_rows": {tp.bf16: rotary_neox_rows, tp.f32: _f32(rotary_neox_rows)},
+    "rotary_ring": {tp.bf16: rotary_ring},
 }
 
 
@@ -757,6 +841,53 @@ def _num_sms(x):
     except ImportError:
         pass
     return 132
+
+
+def _tma_ok(*tensors):
+    """Whether every tensor is contiguous with a 16-byte aligned base (a tensor map describes it; numpy arrays
+    on the interpreter: contiguous)."""
+    for a in tensors:
+        if hasattr(a, "data_ptr"):
+            if not a.is_contiguous() or a.data_ptr() % 16:
+                return False
+        elif not a.flags.c_contiguous:
+            return False
+    return True
+
+
+def launch_rotary_ring(positions, q, k, cos_sin_cache, head_size, is_neox=True, q_out=None, k_out=None,
+                       blocks_per_sm=2, **kw):
+    """`rotary_ring`: both styles on a grid of `blocks_per_sm` blocks a multiprocessor (at most one a token),
+    each token's q and k heads brought into shared memory by bulk tensor copies STAGES - 1 tokens ahead. bf16,
+    contiguous 16-byte aligned q / k (and outputs), a power-of-two rot_dim / 2 (>= 8 for neox, >= 4 for GPT-J)
+    and head_size a multiple of 8; else a ValueError (use `launch_rotary`)."""
+    t = q.shape[0]
+    rot = int(cos_sin_cache.shape[1])
+    half = rot // 2
+    hq = q.shape[-1] // head_size if q.ndim == 2 else q.shape[1]
+    hk = k.shape[-1] // head_size if k.ndim == 2 else k.shape[1]
+    q_out = q if q_out is None else q_out
+    k_out = k if k_out is None else k_out
+    why = None
+    if _dtype(q) != tp.bf16 or _dtype(k) != tp.bf16:
+        why = "bf16 q and k"
+    elif rot % 2 or rot > head_size or half & (half - 1) or half < (8 if is_neox else 4) or head_size % 8:
+        why = f"a power-of-two rot_dim / 2 >= {8 if is_neox else 4} (got rot_dim {rot}) and head_size % 8 == 0"
+    elif not _tma_ok(q, k, q_out, k_out):
+        why = "contiguous q, k and outputs with 16-byte aligned bases (tensor maps)"
+    elif _pow2(hq, 1) > 256 or _pow2(hk, 1) > 256:
+        why = "at most 256 heads"
+    if why:
+        raise ValueError(f"launch_rotary_ring needs {why}: use launch_rotary")
+    kw.setdefault("THREADS", 256)
+    kw.setdefault("MIN_BLOCKS", int(blocks_per_sm))
+    grid = (max(1, min(int(t), int(blocks_per_sm) * _num_sms(q))),)
+
+    def shape(a, h):
+        return a.reshape(t, h, head_size)
+
+    return rotary_ring[grid](positions, shape(q, hq), shape(k, hk), cos_sin_cache, shape(q_out, hq),
+                             shape(k_out, hk), HALF=half, BHQ=_pow2(hq, 1), BHK=_pow2(hk, 1), NEOX=bool(is_neox), **kw)
 
 
 def launch_rotary(positions, q, k, cos_sin_cache, head_size, is_neox=True, q_out=None, k_out=None,

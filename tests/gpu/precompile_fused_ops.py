@@ -69,6 +69,8 @@ def llm_ops_rows():
         for v in B.ROTARY_VARIANTS:
             if neox or not any(n in v for n in B.NEOX_ONLY):
                 L.launch_rotary(pos, q, k, cs, hs, neox, **v)
+        for th, bps, st in B.ROTARY_RING_VARIANTS:
+            L.launch_rotary_ring(pos, q, k, cs, hs, neox, blocks_per_sm=bps, THREADS=th, STAGES=st)
 
 
 def rotary_stream_tests():
@@ -179,6 +181,12 @@ def ring_tests():
         x = torch.zeros(2, n, dtype=torch.bfloat16)
         for stages, bps in ((2, 2), (3, 2), (4, 2), (4, 1)):
             L.launch_layer_norm_ring(x, x[0], x[0], x.clone(), 1e-5, blocks_per_sm=bps, STAGES=stages)
+    for neox in (True, False):           # rotary_ring's cases
+        for t, hq, hk, hs, rot, bps, th, st in ((3000, 32, 8, 128, 128, 2, 512, 3), (37, 32, 8, 128, 128, 3, 256, 4),
+                                                 (500, 6, 1, 64, 32, 2, 64, 2), (5, 3, 3, 80, 16, 1, 32, 3)):
+            q, k = torch.zeros(2, hq * hs, dtype=torch.bfloat16), torch.zeros(2, hk * hs, dtype=torch.bfloat16)
+            L.launch_rotary_ring(torch.zeros(2, dtype=torch.int64), q, k, torch.zeros(4, rot), hs, neox,
+                                 blocks_per_sm=bps, THREADS=th, STAGES=st)
 
 
 def halves_tests():

@@ -1,6 +1,6 @@
 """The fused ops' newer variants at small, ragged sizes, for compute-sanitizer: the streaming rotary kernels
 (both styles, several tokens a block, partial rotary, odd head counts), rotary_neox's EARLY_K / KVEC, and the
-row kernels' WARP_SUMS (layer_norm one and two rows a block, fused_add_rmsnorm), layer_norm_ring:
+row kernels' WARP_SUMS (layer_norm one and two rows a block, fused_add_rmsnorm), layer_norm_ring, rotary_ring:
 
 compute-sanitizer --tool memcheck python3 tests/gpu/sanitize_fused_ops.py
 compute-sanitizer --tool racecheck python3 tests/gpu/sanitize_fused_ops.py
@@ -46,6 +46,13 @@ def run(device="cuda"):
         x = torch.randn(m, n, device=device).to(bf)
         wn, bn = torch.randn(n, device=device).to(bf), torch.randn(n, device=device).to(bf)
         L.launch_layer_norm_ring(x, wn, bn, torch.empty_like(x), 1e-5, blocks_per_sm=bps, STAGES=stages)
+    for neox in (True, False):                                                   # rotary_ring
+        for t, hq, hk, hs, rot, bps, th, st in ((300, 32, 8, 128, 128, 2, 512, 3), (7, 6, 1, 64, 32, 2, 64, 2),
+                                                 (5, 3, 3, 80, 16, 1, 32, 4)):
+            pos = torch.randint(0, 64, (t,), device=device)
+            cs = torch.randn(64, rot, device=device)
+            q, k = torch.randn(t, hq * hs, device=device).to(bf), torch.randn(t, hk * hs, device=device).to(bf)
+            L.launch_rotary_ring(pos, q, k, cs, hs, neox, blocks_per_sm=bps, THREADS=th, STAGES=st)
     if device == "cuda":
         torch.cuda.synchronize()
 

@@ -253,7 +253,9 @@ KERNEL_NAMES = ["silu_and_mul", "fused_add_rmsnorm", "layer_norm", "merge_attn_s
                             ("rotary_gptj_stream", {}), ("layer_norm", {"WARP_SUMS": True, "ONE_PASS": True}),
                             ("rotary_neox_rows", {}), ("rotary_neox_rows", dict(SPLIT=False, BHQ=32, THREADS=128)),
                             ("layer_norm", {"WARP_SUMS": True, "ONE_PASS": True, "EVEN": True}),
-                            ("layer_norm_ring", {}), ("layer_norm_ring", dict(STAGES=2, BLOCK_N=1024))])
+                            ("layer_norm_ring", {}), ("layer_norm_ring", dict(STAGES=2, BLOCK_N=1024)),
+                            ("rotary_ring", {}), ("rotary_ring", dict(NEOX=False, THREADS=512)),
+                            ("rotary_ring", dict(HALF=16, BHQ=4, BHK=2, THREADS=32, STAGES=2))])
 def test_verifies_clean_and_fast(name, params):
     kernel = L.KERNELS[name][L.tp.bf16]
     kernel._cache.clear()
@@ -462,4 +464,65 @@ def test_broken_layer_norm_ring_is_caught(tmp_path, good, bad, check):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     report = tv.verify(mod.layer_norm_ring, BLOCK_N=1024, STAGES=3)
+    assert any(f.check == check for f in report.errors), str(report)
+
+
+# ---------------------------------------------------------------- rotary_ring
+@pytest.mark.parametrize("neox", [True, False])
+@pytest.mark.parametrize("t,hq,hk,hs,rot,bps,threads,stages", [(7, 32, 8, 128, 128, 2, 256, 3),
+                                                               (9, 6, 1, 64, 32, 1, 64, 2),
+                                                               (5, 3, 3, 80, 16, 2, 32, 4),
+                                                               (1, 2, 1, 64, 64, 2, 64, 3)])
+def test_rotary_ring(neox, t, hq, hk, hs, rot, bps, threads, stages, monkeypatch):
+    """rotary_ring: q / k of each token through shared-memory buffers filled by bulk tensor copies, a grid of
+    fewer blocks than tokens (the interpreter's 132 "SMs" patched down to 2), odd head counts (the tiles' rows
+    past the heads), partial rotary (columns past rot untouched); out of place and in place, against float64."""
+    monkeypatch.setattr(L, "_num_sms", lambda x: 2)
+    g = torch.Generator().manual_seed(t * 100 + hq * 10 + hs + rot + neox)
+    pos = torch.randint(0, 40, (t,), generator=g)
+    ang = torch.rand(40, rot // 2, generator=g, dtype=torch.float64) * 6.3
+    cs = torch.cat([ang.cos(), ang.sin()], dim=1).float()
+    q, k = torch.randn(t, hq * hs, generator=g).bfloat16(), torch.randn(t, hk * hs, generator=g).bfloat16()
+    ref_q, ref_k = L.ref_rotary(pos, q, k, cs, hs, neox)
+    qo, ko = torch.full_like(q, float("nan")), torch.full_like(k, float("nan"))
+    L.launch_rotary_ring(pos, q, k, cs, hs, neox, q_out=qo, k_out=ko, blocks_per_sm=bps, THREADS=threads,
+                         STAGES=stages)
+    assert rel(qo.reshape(t, hq, hs)[..., :rot], ref_q.reshape(t, hq, hs)[..., :rot]) < TOL[torch.bfloat16]
+    assert rel(ko.reshape(t, hk, hs)[..., :rot], ref_k.reshape(t, hk, hs)[..., :rot]) < TOL[torch.bfloat16]
+    L.launch_rotary_ring(pos, q, k, cs, hs, neox, blocks_per_sm=bps, THREADS=threads, STAGES=stages)   # in place
+    assert rel(q, ref_q) < TOL[torch.bfloat16] and rel(k, ref_k) < TOL[torch.bfloat16]
+
+
+def test_rotary_ring_refuses_what_it_cannot_copy():
+    pos = torch.zeros(2, dtype=torch.int64)
+    q = torch.zeros(2, 4 * 64, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="power-of-two rot_dim"):
+        L.launch_rotary_ring(pos, q, q.clone(), torch.zeros(4, 48), 64)
+    with pytest.raises(ValueError, match="contiguous q, k"):
+        L.launch_rotary_ring(pos, torch.zeros(2, 8 * 64, dtype=torch.bfloat16)[:, ::2], q, torch.zeros(4, 64), 64)
+    with pytest.raises(ValueError, match="bf16 q and k"):
+        L.launch_rotary_ring(pos, q.float(), q.float(), torch.zeros(4, 64), 64)
+
+
+@pytest.mark.parametrize("good,bad,check", [
+    # the copy one round too far ahead: the buffer holds another token
+    ("tp.copy_bulk(Q[t + (STAGES - 1) * g, 0:BHQ, 0:2 * HALF]", "tp.copy_bulk(Q[t + STAGES * g, 0:BHQ, 0:2 * HALF]",
+     "tag_assertion"),
+    # the neox partner summed within a half instead of across the halves
+    ("qp = tp.reshape(tp.sum(qh, axis=1, keepdims=True) - qh,",
+     "qp = tp.reshape(tp.sum(qh, axis=2, keepdims=True) - qh,",
+     "tag_assertion"),
+])
+def test_broken_rotary_ring_is_caught(tmp_path, good, bad, check):
+    import importlib.util
+    from pathlib import Path
+
+    src = Path(L.__file__).read_text()
+    assert src.count(good) == 1
+    path = tmp_path / "broken_rotary_ring.py"
+    path.write_text(src.replace(good, bad))
+    spec = importlib.util.spec_from_file_location("broken_rotary_ring", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    report = tv.verify(mod.rotary_ring)
     assert any(f.check == check for f in report.errors), str(report)
