@@ -64,6 +64,9 @@ def bf16_params(M, N, K, p):
     base = gemm_hopper.policy(M, N, K, tp.bf16, fixup=True)
     if p is None:
         return base
+    if base.get("SWAP_AB") or gemm_hopper.clustered(base):
+        # as `launch` does: a caller's constexprs lie over the policy without its swap-AB / cluster form
+        base = gemm_hopper.policy(M, N, K, tp.bf16, fixup=True, forms=False)
     full = {**base, **p}
     if p.get("PERSISTENT"):
         for k in gemm_hopper.STEADY_ONLY:
@@ -153,20 +156,33 @@ def _plain(p: dict) -> dict:
     return {k: (v.name if hasattr(v, "name") else v) for k, v in p.items() if not isinstance(v, tp.Swizzle)}
 
 
-_FACTS: dict = {}
+_FACTS: dict = {}      # kernel key -> the facts dict every row of that kernel shares
+_SASS: dict = {}       # kernel key -> its compiled kernel, disassembled once at the end (add_sass_facts)
 
 
 def _resources(kind, M, N, K, p) -> dict:
-    """Registers, spills, shared memory and the SASS facts of the kernel variant p runs (once per kernel)."""
+    """Registers, spills and shared memory of the kernel variant p runs (once per kernel); its SASS facts are
+    added to the same dict by add_sass_facts."""
     key = (kind, repr(sorted(_plain(bf16_params(M, N, K, p) if kind == "bf16" else fp8_params(M, N, K, p)).items())))
     if key not in _FACTS:
         try:
             ck = compiled(kind, M, N, K, p)
             _FACTS[key] = {"registers": ck.resources.get("registers"), "spill_stores": ck.resources.get("spill_stores"),
-                           "dynamic_smem": ck.resources.get("dynamic_smem"), **_sass_facts(ck)}
+                           "dynamic_smem": ck.resources.get("dynamic_smem")}
+            _SASS[key] = ck
         except Exception as e:  # noqa: BLE001
             _FACTS[key] = {"build": f"{type(e).__name__}: {str(e).splitlines()[0][:100]}"}
     return _FACTS[key]
+
+
+def add_sass_facts():
+    """cuobjdump every kernel used (in threads: ~1-3 s each), into the rows' shared facts dicts."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    keys = list(_SASS)
+    with ThreadPoolExecutor(16) as ex:
+        for key, facts in zip(keys, ex.map(lambda k: _sass_facts(_SASS[k]), keys)):
+            _FACTS[key].update(facts)
 
 
 class Deadline:
@@ -209,10 +225,11 @@ def bf16_rows(shapes, variants, batches, g, rows, deadline, save):
             flops = 2 * M * N * K
             row[name] = {"us": t * 1e6, "peer_us": tp_ * 1e6, "ratio": tp_ / t, "tflops": flops / t / 1e12,
                          "rel_err": err, "peer_rel_err": err_peer, "ok": ok, "params": _plain(p),
-                         **_resources("bf16", M, N, K, v)}
+                         "kernel": _resources("bf16", M, N, K, v)}
             print(f"bf16 {M}x{N}x{K} {name:20s} {t * 1e6:8.1f} us  cuBLAS {tp_ * 1e6:8.1f} us  x{tp_ / t:.3f}  "
-                  f"err {err:.1e} ({err_peer:.1e}) {'ok' if ok else 'WRONG'} regs {row[name].get('registers')} "
-                  f"LDL/STL {row[name].get('local_memory_instrs')}", flush=True)
+                  f"err {err:.1e} ({err_peer:.1e}) {'ok' if ok else 'WRONG'} "
+                  f"regs {row[name]['kernel'].get('registers')} spills {row[name]['kernel'].get('spill_stores')}",
+                  flush=True)
         rows[f"{M}x{N}x{K}"] = row
         save()
         del a, b, ref
@@ -263,14 +280,14 @@ def fp8_rows(shapes, variants, batches, g, rows, deadline, save):
                                 peer, batches)
             r = {"us": t * 1e6, "peer_us": tp_ * 1e6, "ratio": tp_ / t, "tflops": 2 * M * N * K / t / 1e12,
                  "rel_err": err, "peer_rel_err": err_peer, "fast_accum_rel_err": err_fast, "ok": ok,
-                 "params": _plain(p), **_resources("fp8", M, N, K, v)}
+                 "params": _plain(p), "kernel": _resources("fp8", M, N, K, v)}
             if name == "policy":
                 tf, _ = timed_pair(fast, peer, batches)
                 r["fast_accum_us"] = tf * 1e6
             row[name] = r
             print(f"fp8  {M}x{N}x{K} {name:20s} {t * 1e6:8.1f} us  _scaled_mm {tp_ * 1e6:8.1f} us  x{tp_ / t:.3f}  "
                   f"err {err:.1e} (fast {err_fast:.1e}, promoted {err_peer:.1e}) {'ok' if ok else 'WRONG'} "
-                  f"regs {r.get('registers')} LDL/STL {r.get('local_memory_instrs')}", flush=True)
+                  f"regs {r['kernel'].get('registers')} spills {r['kernel'].get('spill_stores')}", flush=True)
         rows[f"{M}x{N}x{K}"] = row
         save()
         del a, b, ref
@@ -345,7 +362,14 @@ def main():
             result[kind] = {}
             rows_of(*todo[kind], args.batches, g, result[kind], Deadline(args.deadline), save)
     save()
+    add_sass_facts()
+    save()
     print("wrote", path)
+    for kind in ("bf16", "fp8"):          # the table last: ratio per variant and shape
+        for shape, row in result.get(kind, {}).items():
+            cells = "  ".join(f"{n} {r['ratio']:.3f}{'' if r['ok'] else ' WRONG'}"
+                              for n, r in row.items() if "ratio" in r)
+            print(f"{kind} {shape}: {cells}")
 
 
 if __name__ == "__main__":
