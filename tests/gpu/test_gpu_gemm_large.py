@@ -28,7 +28,7 @@ from stdlib_kernels import gemm_hopper  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 DEV = torch.device("cuda")
-P = gemm_hopper.PRESETS["sm_90a"]
+P = {**gemm_hopper.PRESETS["sm_90a"], "SPLIT_K": 1}   # (the small class's policy would split (300, 4096, 520))
 I128 = tp.nv.wgmma_m64n128k16_bf16
 R64 = dict(PRODUCER_REGS=64, CONSUMER_REGS=216)
 
@@ -40,6 +40,7 @@ VARIANTS = {
     "256x128_g2_tma_regs": dict(BM=256, BN=128, CONSUMERS=2, INSTR=I128, STAGES=3, EPILOGUE=2, IN_FLIGHT=0,
                                 GROUP_M=2, **R64),
     "256x128_s4": dict(BM=256, BN=128, CONSUMERS=2, INSTR=I128, STAGES=4, EPILOGUE=0, IN_FLIGHT=0),
+    "g2_split2": dict(BN=128, INSTR=I128, STAGES=4, IN_FLIGHT=1, GROUP_M=2, SPLIT_K=2),   # block z beside the order
 }
 
 
