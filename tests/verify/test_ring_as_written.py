@@ -15,11 +15,12 @@ import tilepy_verify as tv
 @tp.kernel(threads=160, target="sm_90a")
 def ring(X: tp.Tensor[tp.f32, "R", 64], Y: tp.Tensor[tp.f32, "R", 64], BR: tp.constexpr = 32,
          STAGES: tp.constexpr = 3, LO: tp.constexpr = 0, HI: tp.constexpr = 1 << 30, MOD: tp.constexpr = 1,
-         REM: tp.constexpr = 0, OFF: tp.constexpr = 0, BUG: tp.constexpr = "none"):
+         REM: tp.constexpr = 0, OFF: tp.constexpr = 0, BUG: tp.constexpr = "none", SOFF: tp.constexpr = 0,
+         SMOD: tp.constexpr = 0):
     """A warp-specialized ring (tests/verify/seeded_corpus2.py's ws_pipe) whose consumer asserts the rows' tags
     only in iterations LO <= k < HI with k % MOD == REM; OFF != 0 asserts a wrong row. BUG="stage" reads stage
     k % (STAGES + 1) of STAGES (out of bounds once per STAGES + 1 tiles), "barrier" puts a block barrier in the
-    consumer role."""
+    consumer role, "index" reads stage (k + SOFF) % SMOD."""
     tp.tag(X, lambda r, c: ("X", r, c))
     buf = tp.shared((BR, 64), tp.f32, stages=STAGES)
     full = tp.mbarrier(1, stages=STAGES)
@@ -36,6 +37,8 @@ def ring(X: tp.Tensor[tp.f32, "R", 64], Y: tp.Tensor[tp.f32, "R", 64], BR: tp.co
             tp.mbarrier_wait(full[k % STAGES], k // STAGES)
             if BUG == "stage":
                 x = tp.load(buf[k % (STAGES + 1)], layout=tp.blocked((BR, 64), 128, 4))
+            elif BUG == "index":
+                x = tp.load(buf[(k + SOFF) % SMOD], layout=tp.blocked((BR, 64), 128, 4))
             else:
                 x = tp.load(buf[k % STAGES], layout=tp.blocked((BR, 64), 128, 4))
             if BUG == "barrier":
@@ -137,3 +140,19 @@ def test_out_of_bounds_stage_as_written_names_the_loop_index():
     f = [f for f in tv.verify(ring, checks=["out_of_bounds"], BUG="stage").errors]
     assert len(f) == 1 and f[0].counterexample["stage"] == 3, f     # k % 4 == 3 for STAGES = 3
     assert f[0].counterexample["iteration"]["k"] % 4 == 3, f[0].counterexample
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
+@given(stages=st.integers(2, 4), soff=st.integers(-3, 5), extra=st.integers(-1, 2))
+def test_stage_index_bounds_as_written_match_arithmetic_and_copies(monkeypatch, stages, soff, extra):
+    """Stage (k + soff) % (stages + extra) of `stages` is out of bounds exactly when some k >= 0 gives a
+    value outside 0..stages-1 (Python's %: never negative for a positive modulus); as written and on the
+    copies alike."""
+    smod = stages + extra
+    bad = any(not 0 <= (k + soff) % smod < stages for k in range(2 * smod + 8))
+    kw = dict(STAGES=stages, BUG="index", SOFF=soff, SMOD=smod)
+    written = [f.check for f in tv.verify(ring, checks=["out_of_bounds"], **kw).errors]
+    with monkeypatch.context() as m:
+        m.setattr(tv, "AS_WRITTEN", ("global_race",))
+        copies = [f.check for f in tv.verify(ring, checks=["out_of_bounds"], **kw).errors]
+    assert written == copies == (["out_of_bounds"] if bad else []), (written, copies, kw)
