@@ -141,6 +141,12 @@ PLAN2 = [
     ((16, 4096, 4096), PARTS, ("bf16",)),
     ((64, 4096, 4096), PARTS[:2], ("bf16",)),
 ]
+# third call: the policy table through launch after G8's change ("policy") against the policy without its forms
+# ("noforms": what launch ran before for the swap / cluster rows) on the rows it changed
+TABLE = [("policy", None), ("policy_noforms", ("noforms", {}))]
+PLAN3 = [(s, TABLE, ("bf16", "f32")) for s in ((16, 4096, 4096), (32, 4096, 4096), (16, 4096, 14336),
+                                               (200, 4096, 4096), (256, 4096, 4096), (3000, 5000, 4096))]
+PLAN3 += [((2048, 1024, 1024), TABLE[:1], ("bf16", "f32"))]
 PLAN = [  # (shape, variants, output dtypes)
     ((16, 4096, 4096), DECODE, ("bf16", "f32")),
     ((64, 4096, 4096), DECODE, ("bf16", "f32")),
@@ -159,6 +165,8 @@ def params_of(M, N, K, spec, out):
     pol = gemm_hopper.policy(M, N, K, out, fixup=True)
     if spec is None:
         return pol
+    if isinstance(spec, tuple) and spec[0] == "noforms":
+        return gemm_hopper.policy(M, N, K, out, fixup=True, forms=False)
     if isinstance(spec, tuple):
         return {**pol, **spec[1]}   # (the policy laid under: "policy" with extras, "padded", "parts")
     return {**gemm_hopper.PRESETS["sm_90a"], **ZERO, **spec}
@@ -346,12 +354,12 @@ def main(argv=None):
     ap.add_argument("--precompile", type=int, default=0)
     ap.add_argument("--ncu-target", default=None)
     ap.add_argument("--shape", default="16,4096,4096")
-    ap.add_argument("--plan", default="1", help="1: the first call's sweep, 2: the second's")
+    ap.add_argument("--plan", default="1", help="1: the first call's sweep, 2: the second's, 3: the table")
     args = ap.parse_args(argv)
     if args.ncu_target:
         ncu_target(args.ncu_target, *(int(x) for x in args.shape.split(",")))
         return
-    plan = PLAN if args.plan == "1" else PLAN2
+    plan = {"1": PLAN, "2": PLAN2, "3": PLAN3}[args.plan]
     if args.precompile:
         precompile(args.only, args.precompile, plan)
     props = torch.cuda.get_device_properties(0)
@@ -369,7 +377,7 @@ def main(argv=None):
         for o in outs:
             out_t, out = DT[o]
             try:
-                if args.plan == "1" or variants is MID or variants is PITCH:
+                if args.plan == "1" or variants is MID or variants is PITCH or (args.plan == "3" and M <= 32):
                     res["cublas_kernels"][f"{key}/{o}"] = cublas_kernels(M, N, K, out_t, mm_f32)
             except Exception as e:  # noqa: BLE001 - the profiler is a side note
                 res["cublas_kernels"][f"{key}/{o}"] = f"{type(e).__name__}: {e}"[:200]

@@ -37,7 +37,8 @@ for m, k, n in ((200, 520, 264), (136, 200, 128)):
 # swap-AB split-K (gemm_splitk_swap through launch: SWAP_AB=1, FIXUP=3): ragged M / N / K, B rows padded (N = 2045)
 SW = dict(SWAP_AB=1, BM=16, BN=128, CONSUMERS=2, INSTR=tp.nv.wgmma_m64n16k16_bf16, IN_FLIGHT=1, FIXUP=3, STAGES=11)
 for (m, k, n), extra in (((13, 1000, 200), dict(SPLIT_K=3)), ((30, 520, 2045), dict(SPLIT_K=2, BN=64, CONSUMERS=1)),
-                         ((64, 700, 264), dict(SPLIT_K=4, BM=64, INSTR=tp.nv.wgmma_m64n64k16_bf16, STAGES=8))):
+                         ((64, 700, 264), dict(SPLIT_K=4, BM=64, INSTR=tp.nv.wgmma_m64n64k16_bf16, STAGES=8)),
+                         ((30, 520, 300), dict(SPLIT_K=2, BM=32, INSTR=tp.nv.wgmma_m64n32k16_bf16, STAGES=10))):
     a = torch.randn(m, k, device=d, generator=g).bfloat16()
     b = torch.randn(k, n, device=d, generator=g).bfloat16()
     ref = a.double() @ b.double()

@@ -132,3 +132,53 @@ def _premature_release(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K
             tp.mma_wait(1)
         tp.mma_wait(0)
         tp.store(WS[m0:m0 + 16, n0:n0 + 64], acc.T)
+
+
+def test_g8_policy_forms_for_launch_only():
+    """The forms `launch` runs (swap-AB for <= 32 decode rows, 2x1 clusters for 193-256 rows and for B rows that are
+    not whole 128-byte lines) come with fixup=True only; the lowering's policy (fixup=False) never has them."""
+    for m, bm in ((1, 16), (16, 16), (17, 32), (32, 32)):
+        p = gemm_hopper.policy(m, 4096, 4096, tp.bf16, fixup=True)
+        assert (p["SWAP_AB"], p["BM"], p["BN"], p["CONSUMERS"], p["SPLIT_K"], p["FIXUP"]) == (1, bm, 128, 2, 4, 3)
+        assert gemm_hopper.grid_of(m, 4096, p) == (1, 32, 4)
+        assert gemm_hopper.kernel_params(p)["INSTR"].n == bm
+        assert "SWAP_AB" not in gemm_hopper.policy(m, 4096, 4096, tp.bf16)                 # the lowering's
+    assert "SWAP_AB" not in gemm_hopper.policy(48, 4096, 4096, fixup=True)                  # 64 rows: gemm_splitk
+    assert "SWAP_AB" not in gemm_hopper.policy(16, 14336, 4096, fixup=True)                 # 112 tiles: no split
+    assert gemm_hopper.policy(16, 4096, 14336, fixup=True)["SPLIT_K"] == 4
+    assert gemm_hopper.policy(16, 512, 65536, fixup=True)["SPLIT_K"] == gemm_hopper.MAX_SLOTS   # the unrolled sum
+    for out in (tp.bf16, tp.f32):
+        sk = gemm_hopper.policy(256, 4096, 4096, out, fixup=True)
+        assert (sk["CLUSTER_M"], sk["BM"], sk["CONSUMERS"], sk.get("EPILOGUE", 0)) == (2, 64, 1, 2 if out == tp.bf16
+                                                                                        else 0)
+        assert not gemm_hopper.clustered(gemm_hopper.policy(256, 4096, 4096, out))
+        pitch = gemm_hopper.policy(3000, 5000, 4096, out, fixup=True)       # B rows of 10000 bytes
+        assert pitch["CLUSTER_M"] == 2 and pitch["BN"] == 256 and pitch.get("SPLIT_K", 1) == 1
+        assert not gemm_hopper.clustered(gemm_hopper.policy(3000, 5000, 4096, out))
+        assert not gemm_hopper.clustered(gemm_hopper.policy(4096, 4096, 4104, out, fixup=True))   # A's rows: no
+        assert not gemm_hopper.clustered(gemm_hopper.policy(4096, 4096, 4096, out, fixup=True))
+        assert not gemm_hopper.clustered(gemm_hopper.policy(2051, 2045, 1000, out, fixup=True))   # padded instead
+        # mid-size (128 x 256 tiles would split): 128 x 128 tiles in one wave, no split, launch and lowering alike
+        for fixup in (False, True):
+            mid = gemm_hopper.policy(2048, 1024, 1024, out, fixup=fixup)
+            assert (mid["BM"], mid["BN"], mid.get("SPLIT_K", 1), mid["IN_FLIGHT"]) == (128, 128, 1, 0)
+            assert (mid["STAGES"], mid["EPILOGUE"]) == ((5, 2) if out == tp.bf16 else (4, 0))
+            assert "PRODUCER_REGS" not in mid
+        assert gemm_hopper.policy(2048, 2048, 1024, out)["BN"] == 256                     # 128 big tiles: as before
+
+
+def test_a_callers_constexprs_get_the_policy_without_swap_ab():
+    rng = np.random.default_rng(3)
+    m, k, n = 16, 1024, 256
+    a = round_bf16(rng.standard_normal((m, k)).astype(np.float32))
+    b = round_bf16(rng.standard_normal((k, n)).astype(np.float32))
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    assert gemm_hopper.policy(m, n, k, tp.f32, fixup=True)["SWAP_AB"] == 1
+    gemm_hopper._PLANS.clear()
+    for given, swapped in ((dict(), True), (dict(STAGES=3), False), (dict(SPLIT_K=2), False)):
+        c = np.full((m, n), np.nan, np.float32)
+        gemm_hopper.launch(a, b, c, **given)
+        np.testing.assert_allclose(c, ref, rtol=1e-5, atol=1e-4)
+        plan = gemm_hopper._PLANS[(m, n, k, c.dtype, None, "sm_90a", *given.items())]
+        assert (plan.params["BM"] == 16) == swapped and ("INSTR" in plan.params)
+        assert (plan.params["INSTR"].n == 16) == swapped          # otherwise gemm_splitk / gemm_hopper's 64 x 128
