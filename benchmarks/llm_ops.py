@@ -148,6 +148,12 @@ def main(argv=None):
     out["d2d_copy"] = {"bytes": 2 * n * 4, "GBps": copy_bw / 1e9}
     del src, dst
 
+    path = Path(args.out) / f"llm_ops-{name}{'-quick' if args.quick else ''}{'-' + '-'.join(only) if only else ''}.json"
+
+    def save():
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(res, indent=1))
+
     def row(key, shape, nbytes, ours, eager, compiled, err):
         """`ours`: {variant label: callable}; every variant is timed, the fastest is the row's figure (chosen in
         this run, as torch.compile picks its own configs), and all of them are kept under "variants"."""
@@ -163,6 +169,7 @@ def main(argv=None):
             tc = timeit(compiled)
             r.update(compile_seconds=tc, speedup_vs_compile=tc / t, compile_fraction_of_copy=nbytes / tc / copy_bw)
         out[key] = r
+        save()                                   # after every row: a run cut short keeps what it measured
         print(f"{key:24s} {t * 1e6:9.1f} us {r['GBps']:7.0f} GB/s {r['fraction_of_copy']:6.1%} of copy; "
               f"eager {te / t:5.2f}x" + (f", compile {r['speedup_vs_compile']:5.2f}x" if compiled else "")
               + f"; rel err {err:.1e}; {best} (" + ", ".join(f"{k} {nbytes / v / copy_bw:.1%}" for k, v in ts.items())
@@ -271,9 +278,7 @@ def main(argv=None):
                 lambda fn=fn: fn(pos, q, kk, cs, hs), cf and (lambda cf=cf: cf(pos, q, kk, cs, hs)), err)
 
     print(f"device: {props.name}; copy {copy_bw / 1e9:.0f} GB/s")
-    Path(args.out).mkdir(parents=True, exist_ok=True)
-    path = Path(args.out) / f"llm_ops-{name}{'-quick' if args.quick else ''}{'-' + '-'.join(only) if only else ''}.json"
-    path.write_text(json.dumps(res, indent=1))
+    save()
     print("results in", path)
     return res
 

@@ -881,13 +881,15 @@ def launch_rotary_ring(positions, q, k, cos_sin_cache, head_size, is_neox=True, 
         raise ValueError(f"launch_rotary_ring needs {why}: use launch_rotary")
     kw.setdefault("THREADS", 256)
     kw.setdefault("MIN_BLOCKS", int(blocks_per_sm))
+    rows = max(1, 32 // half)           # each ring stage a multiple of 128 bytes (a bulk copy's shared alignment)
     grid = (max(1, min(int(t), int(blocks_per_sm) * _num_sms(q))),)
 
     def shape(a, h):
         return a.reshape(t, h, head_size)
 
     return rotary_ring[grid](positions, shape(q, hq), shape(k, hk), cos_sin_cache, shape(q_out, hq),
-                             shape(k_out, hk), HALF=half, BHQ=_pow2(hq, 1), BHK=_pow2(hk, 1), NEOX=bool(is_neox), **kw)
+                             shape(k_out, hk), HALF=half, BHQ=max(_pow2(hq, 1), rows), BHK=max(_pow2(hk, 1), rows),
+                             NEOX=bool(is_neox), **kw)
 
 
 def launch_rotary(positions, q, k, cos_sin_cache, head_size, is_neox=True, q_out=None, k_out=None,

@@ -42,6 +42,11 @@ def variants():
             for kern in ("attention_decode", "attention_decode_bf16"):   # benchmarks/attention.py's rings
                 out.append((kern, {**dict(HEAD_DIM=d, BN=128, STAGES=attention.DECODE_STAGES[d], CONSUMERS=1,
                                           QLEN=1, CAUSAL=False), **ring}))
+    for d, cfg in ((64, dict(PAIRED=True, PIPELINE=False)), (64, dict(attention.THREE_CONSUMERS, PAIRED=True)),
+                   (128, dict(PAIRED=True, PIPELINE=False, STAGES=2))):   # PAIRED: GPU tests and sanitizer
+        for causal in (False, True):
+            for group in (1, 2):
+                out.append(("attention_fwd", {**attention.PRESETS[d], **cfg, "CAUSAL": causal, "GROUP": group}))
     try:
         import attention as bench  # benchmarks/attention.py: the sweep's variants
         for _, _, _, params in bench.sweep_variants():

@@ -9,7 +9,9 @@
 #   bash tests/gpu/run_fused_ops.sh [steps]   steps: a comma list of bench (OPS: the llm_ops rows), errors, decode,
 #   check (the stream tests and the sanitizers above), rows (GPU tests: layer_norm / rmsnorm / per-warp rows, the
 #   decode cases, the lowered d 64 SDPA decode), sandec (memcheck + racecheck on sanitize_attention.py --decode),
-#   fused (the rotary stream / HALVES GPU tests and the fused ops' sanitizers alone);
+#   fused (the rotary stream / HALVES GPU tests and the fused ops' sanitizers alone), a6check (PAIRED attention,
+#   layer_norm_ring and rotary_ring: their GPU tests, memcheck + racecheck), a6bench (every llm_ops row, then
+#   benchmarks/attention.py --sweep on d64s512 / d128s512);
 #   default: bench,errors,decode,check
 set -uo pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site ${WHL:-build/a3_whl}/*.whl || exit 1
@@ -80,5 +82,25 @@ if has fused; then   # the rotary GPU tests (stream, HALVES) and the fused ops' 
   for tool in memcheck racecheck; do
     echo "== fused_$tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "/tmp/fused_$tool.log" | tail -1) $(tail -1 "/tmp/fused_$tool.log" | cut -c1-200)"
   done | tee -a "$OUT/fused.log"
+fi
+if has a6check; then   # PAIRED attention, layer_norm_ring, rotary_ring: GPU tests and memcheck + racecheck, side by side
+  timeout 120 python3 -m pytest -q -p no:cacheprovider tests/gpu/test_gpu_llm_ops.py tests/gpu/test_gpu_attention.py \
+    -k "ring or cfg5 or cfg6 or cfg7" > "$OUT/a6_tests.log" 2>&1 &
+  for tool in memcheck racecheck; do
+    timeout 120 compute-sanitizer --tool $tool python3 tests/gpu/sanitize_fused_ops.py --ring > "/tmp/a6_${tool}_ring.log" 2>&1 &
+    timeout 120 compute-sanitizer --tool $tool python3 tests/gpu/sanitize_attention.py --paired > "/tmp/a6_${tool}_paired.log" 2>&1 &
+  done
+  wait
+  echo "== a6 tests at $((SECONDS - T0)) s"; tail -3 "$OUT/a6_tests.log"; grep -E "^(FAILED|ERROR)" "$OUT/a6_tests.log" | head
+  for f in /tmp/a6_*.log; do
+    echo "== $f: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$f" | tail -1) $(tail -1 "$f" | cut -c1-200)"
+    grep -m3 -E "Error|Hazard|Invalid" "$f"
+  done | tee "$OUT/a6_sanitize.log"
+fi
+if has a6bench; then   # every llm_ops row (with the ring variants), then the attention sweep's short rows (PAIRED)
+  timeout 170 python3 benchmarks/llm_ops.py --out "$OUT" > "$OUT/a6_llm_ops.log" 2>&1
+  echo "== llm_ops rc=$? at $((SECONDS - T0)) s"; grep -E "of copy|copy [0-9]|Error" "$OUT/a6_llm_ops.log" | cut -c1-1800
+  timeout 70 python3 benchmarks/attention.py --sweep --sweep-rows d64s512,d128s512 --out "$OUT" > "$OUT/a6_sweep.log" 2>&1
+  echo "== sweep rc=$? at $((SECONDS - T0)) s"; cut -c1-200 "$OUT/a6_sweep.log" | tail -40
 fi
 echo "== done at $((SECONDS - T0)) s"

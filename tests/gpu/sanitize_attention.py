@@ -2,7 +2,7 @@
 
 compute-sanitizer --tool memcheck python3 tests/gpu/sanitize_attention.py
 compute-sanitizer --tool racecheck python3 tests/gpu/sanitize_attention.py [--policy]   (--policy: launch's
-policy table alone, both shape classes, not the sweep's alternatives)
+policy table alone, both shape classes, not the sweep's alternatives; --paired: the PAIRED cases alone)
 """
 
 import os
@@ -28,6 +28,8 @@ if "--policy" not in sys.argv:  # the policy table's alternatives (benchmarks/at
     CASES += [(128, True, (2, 1, 300, 257), dict(PAIRED=True, PIPELINE=False, STAGES=2))]
 if "--decode" in sys.argv:  # split-KV decoding alone
     CASES = []
+if "--paired" in sys.argv:  # PAIRED alone (two row blocks a block through one ring)
+    CASES = [c for c in CASES if c[3].get("PAIRED")]
 for hd, causal, (bh, bhkv, sq, sk), cfg in CASES:
     q = torch.randn(bh, sq, hd, device=d).bfloat16()
     k = torch.randn(bhkv, sk, hd, device=d).bfloat16()
@@ -39,10 +41,10 @@ for hd, causal, (bh, bhkv, sq, sk), cfg in CASES:
     assert torch.isfinite(o.float()).all()
 # split-KV decoding: several splits + the merge, and one split (the bf16 output written by the kernel); at d 64
 # with one warpgroup the default ring is 256-key tiles (decode_ring), 128-key tiles where the splits need them
-for hd, causal, (bh, bhkv, qlen, sk), splits, cfg in (
+for hd, causal, (bh, bhkv, qlen, sk), splits, cfg in (() if "--paired" in sys.argv else (
         (128, False, (8, 2, 1, 700), 3, {}), (64, True, (8, 2, 4, 333), 2, {}), (128, False, (8, 2, 1, 700), 1, {}),
         (64, True, (4, 1, 4, 300), 1, {}), (64, False, (8, 2, 1, 1500), 1, dict(BN=128, STAGES=6)),   # ring variants
-        (128, False, (8, 2, 1, 1500), 2, dict(BN=64, STAGES=6))):
+        (128, False, (8, 2, 1, 1500), 2, dict(BN=64, STAGES=6)))):
     q = torch.randn(bh, qlen, hd, device=d).bfloat16()
     k = torch.randn(bhkv, sk, hd, device=d).bfloat16()
     v = torch.randn(bhkv, sk, hd, device=d).bfloat16()

@@ -16,9 +16,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 from stdlib_kernels import llm_ops as L  # noqa: E402
 
 
-def run(device="cuda"):
+def run(device="cuda", ring_only=False):
     bf = torch.bfloat16
-    for neox in (True, False):
+    for neox in (() if ring_only else (True, False)):
         for t, hq, hk, hs, rot, stream, threads in ((300, 32, 8, 128, 128, 1, 256), (7, 6, 1, 64, 32, 2, 128),
                                                      (5, 3, 3, 80, 80, 1, 64)):
             pos = torch.randint(0, 64, (t,), device=device)
@@ -34,11 +34,11 @@ def run(device="cuda"):
     pos = torch.randint(0, 64, (9,), device=device)
     cs = torch.randn(64, 128, device=device)
     q, k = torch.randn(9, 32 * 128, device=device).to(bf), torch.randn(9, 8 * 128, device=device).to(bf)
-    for kw in (dict(THREADS=128, EARLY_K=True, KVEC=4), dict(THREADS=256, EARLY_K=True, KVEC=2),
-               dict(THREADS=256, KVEC=2)):
+    for kw in (() if ring_only else (dict(THREADS=128, EARLY_K=True, KVEC=4), dict(THREADS=256, EARLY_K=True, KVEC=2),
+                                     dict(THREADS=256, KVEC=2))):
         L.launch_rotary(pos, q, k, cs, 128, True, **kw)
     x, r, w, b = (torch.randn(*s, device=device).to(bf) for s in ((19, 4096), (19, 4096), (4096,), (4096,)))
-    for ws in (False, True):
+    for ws in (() if ring_only else (False, True)):
         L.launch_layer_norm(x, w, b, torch.empty_like(x), 1e-5, WARP_SUMS=ws)
         L.launch_layer_norm(x, w, b, torch.empty_like(x), 1e-5, ROWS=2, WARP_SUMS=ws)
         L.launch_fused_add_rmsnorm(x, r, w, torch.empty_like(x), torch.empty_like(x), 1e-6, WARP_SUMS=ws)
@@ -58,5 +58,5 @@ def run(device="cuda"):
 
 
 if __name__ == "__main__":
-    run()
+    run(ring_only="--ring" in sys.argv)      # --ring: layer_norm_ring and rotary_ring alone
     print("ok")
