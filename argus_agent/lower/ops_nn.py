@@ -218,14 +218,17 @@ def _convolution(ctx, node, x, w, bias, stride, padding, dilation, transposed, o
     acc = _acc(out)
     nsp = len(x.shape) - 2
     stride, padding, dilation = (list(v) * (nsp if len(v) == 1 else 1) for v in (stride, padding, dilation))
-    xb, wb = ctx.realize(x, "conv_in"), ctx.realize(w, "conv_w")
-    xbuf, wbuf = xb.buffer, wb.buffer
     N, Ci = x.shape[:2]
     Co = shape[1]
     ksz = list(w.shape[2:])
     cig = Ci // groups
     cog = Co // groups
     isz = list(x.shape[2:])
+    fused = (not transposed and _fused_copy_ok(ctx, x, w, stride, dilation, groups)
+             and conv_igemm_ok(ctx.target, x.dtype, N * math.prod(shape[2:]), cig, cog, math.prod(ksz), groups,
+                               x.numel, math.prod(shape)))
+    xb, wb = (x if fused else ctx.realize(x, "conv_in")), ctx.realize(w, "conv_w")
+    xbuf, wbuf = xb.buffer, wb.buffer
     from .index import flatten
 
     def fn(oc, rc):
@@ -265,7 +268,7 @@ def _convolution(ctx, node, x, w, bias, stride, padding, dilation, transposed, o
         red = phased
     elif x.dtype == w.dtype and conv_igemm_ok(ctx.target, x.dtype, npix, cig, cog, math.prod(ksz), groups,
                                               x.numel, math.prod(shape)):
-        red = _conv_igemm(ctx, xb, wb, shape, stride, padding, dilation, transposed, groups)
+        red = _conv_igemm(ctx, xb, wb, shape, stride, padding, dilation, transposed, groups, fused=fused)
     elif cig * math.prod(ksz) <= DIRECT_TAPS:
         red = _direct_sum(shape, acc, [cig] + ksz, fn)
     else:
@@ -315,7 +318,8 @@ def _pool_reduce(ctx, kind, shape, window, fn, acc, base):
     return ctx.reduce(kind, shape, window, fn, acc, base=base)
 
 
-def _conv_igemm(ctx, x, w, shape, stride, padding, dilation, transposed, groups, tma=True, wphase=None):
+def _conv_igemm(ctx, x, w, shape, stride, padding, dilation, transposed, groups, tma=True, wphase=None,
+                fused=False):
     """The convolution as an implicit GEMM on the tensor cores (stdlib conv_igemm): the input read in place
     (no im2col buffer), the weight as B (G, Cout/G, Cin/G * kernel): in place for a direct convolution, a
     permuted copy for a transposed one. One TF32 pass where PyTorch's cuDNN takes TF32 for fp32 convolutions
@@ -328,14 +332,16 @@ def _conv_igemm(ctx, x, w, shape, stride, padding, dilation, transposed, groups,
     if conv_prec == "bf16":     # operands rounded to bf16 (exact in TF32), one TF32 pass: f32 accumulation
         from .precision import rounded_bf16
         x, w = rounded_bf16(ctx, x, "conv_in_bf16"), rounded_bf16(ctx, w, "conv_w_bf16")
-    xb = ctx.contiguous(x, "conv_in")
+    xb = x if fused else ctx.contiguous(x, "conv_in")     # fused: computed in conv_tma's channels-last copy
     cig, cog = x.shape[1] // groups, shape[1] // groups
     ksz = list(w.shape[2:])
     K = cig * math.prod(ksz)
     if (tma and CONV_TMA and conv_tma.applies(x.shape, w.shape, stride, dilation, groups, transposed)
             and (CONV_TMA_WSTRIDE or stride[-1] == 1)):
         return _conv_tma(ctx, xb, w, shape, stride, padding, dilation, groups, conv_prec == "fp32",
-                         copy=tma if isinstance(tma, tuple) else None, wphase=wphase)
+                         copy=tma if isinstance(tma, tuple) else None, wphase=wphase, fused=fused)
+    if fused:
+        raise AssertionError("a convolution whose input was left to conv_tma's copy did not take conv_tma")
     geo = conv_igemm.geometry(x.shape, w.shape, shape, stride, padding, dilation, groups, transposed)
     if not transposed:
         wb = ctx.contiguous(w, "conv_w")
@@ -376,7 +382,23 @@ def _conv_precision(ctx) -> str:
     return prec.conv if prec is not None else ("tf32" if torch.backends.cudnn.allow_tf32 else "fp32")
 
 
-def _conv_tma(ctx, xb, w, shape, stride, padding, dilation, groups, split, copy=None, wphase=None):
+CONV_FUSED_COPY = os.environ.get("ARGUS_CONV_FUSED_COPY", "1") == "1"
+
+
+def _fused_copy_ok(ctx, x, w, stride, dilation, groups) -> bool:
+    """Whether a direct convolution's input, an expression rather than a buffer (padding modes as torch
+    decomposes them, an activation, a permute), is computed in conv_tma's channels-last copy instead of being
+    realized first (render_conv_copy.py): fp32 on conv_tma with the plain copy (unit W stride), not bf16
+    operands. ARGUS_CONV_FUSED_COPY=0 realizes it as before."""
+    from stdlib_kernels import conv_tma
+
+    return (CONV_FUSED_COPY and CONV_TMA and ctx.target == "sm_90a" and x.dtype == w.dtype == torch.float32
+            and x.buffer is None and ctx.whole_buffer(x) is None and stride[-1] == 1
+            and _conv_precision(ctx) != "bf16" and x.numel < 2**31
+            and conv_tma.applies(x.shape, w.shape, stride, dilation, groups, False))
+
+
+def _conv_tma(ctx, xb, w, shape, stride, padding, dilation, groups, split, copy=None, wphase=None, fused=False):
     """The convolution on conv_tma: B (G, Cout/G, taps * CIGP) from the weight (a small reordering copy, zeros
     at the channels padded to BK), the template's host lines copy x channels-last before the GEMM (`copy`: the
     (left padding, padded sizes) of a copy shared with other convolutions of x). `wphase` = (buffer, p, K): B is
@@ -404,6 +426,14 @@ def _conv_tma(ctx, xb, w, shape, stride, padding, dilation, groups, split, copy=
     K = math.prod(ksz) * cigp
     wb = ctx.contiguous(LTensor((groups, cog, K), w.dtype, wval), "conv_wtma")
     out = ctx.add_buffer("conv", shape, torch.float32)
+    if fused:       # x is an expression: the channels-last copy computes it (render_conv_copy.py)
+        from .render_conv_copy import NdhwcCopy, copy_reads, placeholder
+
+        known = {b.name: b for b in ctx.buffers}
+        ctx.kernels.append(ConvTemplate(out, placeholder(ctx, xb), wb.buffer, groups, cog, K, geo, split, ctx.note,
+                                        kernel="conv_tma", xcopy=NdhwcCopy(xb, geo),
+                                        xreads=copy_reads(xb, geo, known)))
+        return buffer_tensor(out)
     ctx.kernels.append(ConvTemplate(out, xb.buffer, wb.buffer, groups, cog, K, geo, split, ctx.note,
                                     kernel="conv_tma"))
     return buffer_tensor(out)

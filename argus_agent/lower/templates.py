@@ -327,6 +327,8 @@ class ConvTemplate:
     kernel: str = "conv_igemm"
     epilogue: object = None     # a fused Pointwise kernel spec (fuse_epilogues), written instead of `out`
     w_phase: int = -1           # >= 0: B is w[w_phase] of a (phases, G, Cout/G, K) weight shared by the phases
+    xcopy: object = None        # conv_tma: a render_conv_copy.NdhwcCopy (x computed in the channels-last copy)
+    xreads: tuple = ()          # the buffers that copy reads (x is then a placeholder, never allocated)
 
 
 def conv_igemm_ok(target: str, dtype: torch.dtype, npix: int, cig: int, cog: int, kvol: int, groups: int,
@@ -598,6 +600,13 @@ def render_gemm_template(t, n: int, target: str, buffers: dict, done: set) -> tu
             src = with_defaults(src, conv_params(t), kernel=kname)
         srcs.append(src)
     out = t.epilogue.out if t.epilogue is not None else t.out
+    xcopy = None
+    if isinstance(t, ConvTemplate) and t.xcopy is not None:    # the input computed in its channels-last copy
+        from .render_conv_copy import render_ndhwc_copy
+
+        csrc, cargs = render_ndhwc_copy(t.xcopy, f"k{n}_ndhwc", buffers)
+        srcs.append(csrc)
+        xcopy = (f"k{n}_ndhwc", cargs)
     if isinstance(t, Fp32GemmTemplate):
         lines = render_fp32_gemm(t, n)
         last = lines[-1]
@@ -607,7 +616,7 @@ def render_gemm_template(t, n: int, target: str, buffers: dict, done: set) -> tu
                      .replace(view, f"{out.name}.view({t.batch * t.ksplit}, {t.M}, {t.N})"
                               + "".join(f", {a}" for a in extra)))
         return srcs, lines
-    return srcs, render_conv(t, n, kname, out, extra, done)
+    return srcs, render_conv(t, n, kname, out, extra, done, xcopy)
 
 
 def conv_params(t: ConvTemplate) -> dict:
@@ -621,7 +630,8 @@ def conv_params(t: ConvTemplate) -> dict:
             "SPLIT": t.split}
 
 
-def render_conv(t: ConvTemplate, n: int, kname: str, out: Buffer, extra: list, done: set | None = None) -> list:
+def render_conv(t: ConvTemplate, n: int, kname: str, out: Buffer, extra: list, done: set | None = None,
+                xcopy: tuple | None = None) -> list:
     """Host lines: the weight's TF32 halves (K padded to 4), then the implicit GEMM over (pixels, channels, G)."""
     from stdlib_kernels import conv_igemm
 
@@ -659,7 +669,15 @@ def render_conv(t: ConvTemplate, n: int, kname: str, out: Buffer, extra: list, d
         # one copy per (input, layout): a transposed convolution's phases read the same one
         key = f"ndhwc:{t.x.name}:{geo['PA']}:{geo['XS']}:{geo['XQ']}:{geo['CP']}:{t.split}="
         made = [d for d in (done if done is not None else ()) if d.startswith(key)]
-        if made:
+        if xcopy is not None:     # the generated copy (the input computed in it): its own, never shared
+            lines.append(f"{xh} = torch.empty({xs}, dtype=torch.float32, device=dev)")
+            if t.split:
+                lines.append(f"{xl} = torch.empty({xs}, dtype=torch.float32, device=dev)")
+            view = (nb,) + tuple(geo["XS"]) + (geo["CP"],)
+            lines.append(f"launch({xcopy[0]}, {conv_tma.copy_grid(nb, geo)}, "
+                         + "".join(f"{a}, " for a in xcopy[1])
+                         + f"{xh}.view({view}), {xl}.view({view}), SPLIT={bool(t.split)})")
+        elif made:
             xh, xl = made[0][len(key):].split(",")
         else:
             lines.append(f"{xh} = torch.empty({xs}, dtype=torch.float32, device=dev)")

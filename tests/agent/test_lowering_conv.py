@@ -214,7 +214,8 @@ DEPTHWISE = [
 def test_depthwise_conv_is_a_direct_sum_fused_with_its_epilogue(name, make, xs, tf32, tmp_path):
     """A depthwise convolution (9 or 27 products per output, 25 dilated) is the written-out sum of its taps:
     no reduction kernel, and its BatchNorm + ReLU6 run in the kernel that fills the 1x1 convolution's input
-    (the 1x1 itself: the implicit GEMM, or at these sizes another written-out sum of 16 products)."""
+    (the 1x1 itself: the implicit GEMM, or at these sizes another written-out sum of 16 products). Where the
+    1x1 runs on conv_tma, that chain is computed in its channels-last copy (render_conv_copy.py): one kernel."""
     from argus_agent.lower.core import Reduction
 
     torch.manual_seed(6)
@@ -222,7 +223,11 @@ def test_depthwise_conv_is_a_direct_sum_fused_with_its_epilogue(name, make, xs, 
     prog, src, out, ref = _run(model, [torch.randn(xs)], tmp_path, f"dw_{name}")
     assert not [k for k in prog.kernels if isinstance(k, Reduction)]
     kernels, _ = fuse_epilogues(prog.kernels, prog.buffers, prog.outputs)
-    assert len(kernels) == 2, [type(k).__name__ for k in kernels]   # dw + bn + relu6, then the 1x1 + its bias
+    names = [type(k).__name__ for k in kernels]
+    if any(getattr(k, "xcopy", None) is not None for k in kernels):    # dw + bn + relu6 in the 1x1's copy
+        assert names == ["ConvTemplate"], names
+    else:
+        assert len(kernels) == 2, names   # dw + bn + relu6, then the 1x1 + its bias
     _close(out, ref, 1e-4)
 
 
@@ -348,3 +353,51 @@ def test_conv_kernels_carry_the_launch_constexprs_as_defaults(tmp_path, monkeypa
     plain = mod.conv_igemm.resolve_constexprs({})
     assert {k: plain[k] for k in convs[0][1]} == convs[0][1]
     assert torch.allclose(out.double(), ref, atol=1e-4, rtol=1e-4)
+
+
+class PaddedConv(nn.Module):
+    """A convolution whose input is an expression: a padding mode (torch decomposes it into gathers or slices),
+    and optionally an activation before it."""
+
+    def __init__(self, conv, act=False):
+        super().__init__()
+        self.conv, self.act = conv, act
+
+    def forward(self, x):
+        return self.conv(torch.relu(x) * 0.5 if self.act else x)
+
+
+PADDED = [
+    ("reflect2d", lambda: PaddedConv(nn.Conv2d(16, 24, 3, padding="same", padding_mode="reflect")), (2, 16, 7, 9)),
+    ("circular2d", lambda: PaddedConv(nn.Conv2d(16, 8, 3, padding=1, padding_mode="circular")), (1, 16, 6, 5)),
+    ("replicate2d_asym", lambda: PaddedConv(nn.Conv2d(32, 8, (3, 5), padding=(1, 2), padding_mode="replicate")),
+     (1, 32, 5, 8)),
+    ("reflect1d_dilated", lambda: PaddedConv(nn.Conv1d(16, 16, 3, padding=2, dilation=2, padding_mode="reflect")),
+     (2, 16, 40)),
+    ("circular3d", lambda: PaddedConv(nn.Conv3d(16, 8, 3, padding=1, padding_mode="circular")), (1, 16, 3, 4, 5)),
+    ("relu_1x1", lambda: PaddedConv(nn.Conv2d(20, 8, 1), act=True), (2, 20, 16, 20)),
+    ("relu_zero_pad", lambda: PaddedConv(nn.Conv2d(16, 8, 3, padding=1), act=True), (1, 16, 5, 6)),
+]
+
+
+@pytest.mark.parametrize("tf32", [False, True], indirect=True)
+@pytest.mark.parametrize("name,make,xs", PADDED, ids=[c[0] for c in PADDED])
+def test_an_input_expression_is_computed_in_the_channels_last_copy(name, make, xs, tf32, tmp_path, monkeypatch):
+    """A conv_tma convolution whose input is an expression (reflect / circular / replicate padding, an
+    activation) computes it in its channels-last copy (render_conv_copy.py): no kernel realizes the input,
+    the copy is the generated kernel, not to_ndhwc; against float64 on the interpreter. With
+    ARGUS_CONV_FUSED_COPY=0 (ops_nn.CONV_FUSED_COPY) the input is realized and copied by to_ndhwc."""
+    from argus_agent.lower import ops_nn
+
+    torch.manual_seed(11)
+    model = make()
+    x = torch.randn(xs)
+    prog, src, out, ref = _run(model, [x], tmp_path, f"padded_{name}_{tf32}")
+    convs = [k for k in prog.kernels if isinstance(k, ConvTemplate)]
+    assert [(k.kernel, k.xcopy is not None) for k in convs] == [("conv_tma", True)]
+    assert "_ndhwc, (" in src and "launch(to_ndhwc," not in src and "b_conv_in" not in src.split("def argus_forward")[1]
+    _close(out, ref, 1e-2 if tf32 else 1e-4)
+    monkeypatch.setattr(ops_nn, "CONV_FUSED_COPY", False)
+    prog, src, out2, _ = _run(model, [x], tmp_path, f"padded_{name}_{tf32}_off")
+    assert "launch(to_ndhwc," in src and all(k.xcopy is None for k in prog.kernels if isinstance(k, ConvTemplate))
+    _close(out2, ref, 1e-2 if tf32 else 1e-4)
