@@ -12,6 +12,7 @@ evaluated on `Var`s give the symbolic maps used in counterexamples and in the MM
 from __future__ import annotations
 
 import itertools
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -236,9 +237,23 @@ class _Walker(MemoryEvents):
         (one per mbarrier counter; a ring unrolled per stage has one per stage): one query for all of them, each
         alone only when that one has a model."""
         qs = {k: self._not_prefix_closed(lp, v) for k, v in vs.items()}
-        if len(qs) > 1 and self.solve(OR(*qs.values())) is None:
+        if len(qs) > 1 and (self._unsat_abstracted(OR(*qs.values())) or self.solve(OR(*qs.values())) is None):
             return dict.fromkeys(qs, True)
         return {k: self.solve(q) is None for k, q in qs.items()}
+
+    def _unsat_abstracted(self, term) -> bool:
+        """True when the linear abstraction of `term` (checks/tickets.py: each product of two unknowns and each
+        division by a run-time divisor a variable of its own, a relaxation) has no model, so neither has `term`.
+        False says nothing. A ring's guards compare the slot with a share's bounds (stream-K's
+        block * total // grid): the monotonicity a prefix-closed query asks about never needs their values."""
+        from .checks.tickets import linear_abstraction
+
+        if self._solver is None:
+            self._solver = Solver_(unknown="possible")
+        if getattr(self, "_nl", None) is None or self._nl.solver is not self._solver:
+            self._nl = SimpleNamespace(solver=self._solver)  # the abstraction's names and memos, per solver
+        abstract = linear_abstraction(self._nl, term)
+        return abstract is not term and self.solve(abstract) is None
 
     def branch(self, s: ir.If, st):
         cond = self.scalar(s.cond, st)
