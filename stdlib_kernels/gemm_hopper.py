@@ -597,9 +597,9 @@ MID_128x128 = {tp.bf16: dict(STAGES=5, EPILOGUE=2), tp.f32: dict(STAGES=4, EPILO
 #   199.7 (0.64-0.66 -> 0.87x), f32 282.9 -> 210.1 (0.62 -> 0.90x); 4096 x 4104 x 4096 bf16 293.5 -> 270-272 (0.65 ->
 #   0.73). (B padded to 128-byte rows beforehand: 182.8 us kernel, 0.99x, but its per-call copy costs 57 us. A's rows
 #   unaligned instead (4096 x 4096 x 4104): the policy as it is, 0.94; the cluster 0.85-0.88.)
-# * 193-256 rows whose 64 x 128 tiles fill one wave: those tiles in 2x1 clusters (B multicast), 6 stages, bf16 out
-#   through the TMA store: 256 x 4096 x 4096 bf16 26.0-26.5 -> 22.5-24.1, f32 25.9-26.3 -> 23.2-23.7 (two runs);
-#   200 x 4096 x 4096 the same as before (24.4-24.9 either way).
+# * 225-256 rows whose 64 x 128 tiles fill one wave: those tiles in 2x1 clusters (B multicast), 6 stages, bf16 out
+#   through the TMA store: 256 x 4096 x 4096 bf16 26.0-26.5 -> 22.5-24.1, f32 25.9-26.7 -> 23.2-23.8 (three runs);
+#   not at 200 x 4096 x 4096 (24.4-26.3 either way, the cluster 0-2% slower in two runs of three).
 SKINNY_CLUSTER = dict(IN_FLIGHT=0, BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=tp.nv.wgmma_m64n128k16_bf16, CLUSTER_M=2)
 
 
@@ -627,7 +627,7 @@ def policy(M: int, N: int, K: int, out=None, fixup: bool = False, forms: bool = 
     share (each split keeps >= 4). `fixup`: a split gets the class's reduction from SPLIT_FIXUP (FIXUP 1-3:
     gemm_splitk, which takes a workspace and tickets that `launch` keeps); without it (a caller that launches
     gemm_hopper itself, the lowering) the split adds into a target the caller zeroes. With `fixup` and `forms`, the
-    kernel forms only `launch` runs: swap-AB for decode rows, 2x1 clusters for 193-256 rows and for B rows that are
+    kernel forms only `launch` runs: swap-AB for decode rows, 2x1 clusters for 225-256 rows and for B rows that are
     not a multiple of 128 bytes (SWAP_DECODE, SKINNY_CLUSTER above)."""
     cls = shape_class(M, N, K)
     p = {**PRESETS["sm_90a"], **POLICIES[cls]}
@@ -637,7 +637,7 @@ def policy(M: int, N: int, K: int, out=None, fixup: bool = False, forms: bool = 
         split = min(NUM_SMS // tiles, _cdiv(K, sw["BK"]) // 4, MAX_SLOTS) if 2 * tiles <= NUM_SMS else 1
         if split > 1:
             return {**sw, "SPLIT_K": split, "FIXUP": 3}
-    if (cls == "skinny" and fixup and forms and M > 192
+    if (cls == "skinny" and fixup and forms and M > 224
             and NUM_SMS // 2 < _cdiv(M, 64) * _cdiv(N, 128) <= NUM_SMS):
         return {**p, **SKINNY_CLUSTER, **({"EPILOGUE": 2} if out == tp.bf16 else {})}
     fix_cls = cls

@@ -37,7 +37,7 @@ DEV = torch.device("cuda")
         (32, 4096, 4096, "swap"),
         (20, 4096, 1100, "swap"),        # K not a multiple of BK
         (256, 4096, 4096, "cluster"),
-        (200, 4096, 1000, "cluster"),    # 4 row tiles, the last one 8 rows
+        (240, 4096, 1000, "cluster"),    # 4 row tiles, the last one 48 rows
         (2048, 1024, 1024, "mid"),
         (1800, 1000, 1200, "mid"),     # ragged tiles in M and N
         (3000, 5000, 1000, "cluster"),   # B's rows 10000 bytes

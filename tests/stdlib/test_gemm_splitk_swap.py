@@ -152,6 +152,7 @@ def test_g8_policy_forms_for_launch_only():
         assert (sk["CLUSTER_M"], sk["BM"], sk["CONSUMERS"], sk.get("EPILOGUE", 0)) == (2, 64, 1, 2 if out == tp.bf16
                                                                                         else 0)
         assert not gemm_hopper.clustered(gemm_hopper.policy(256, 4096, 4096, out))
+        assert not gemm_hopper.clustered(gemm_hopper.policy(200, 4096, 4096, out, fixup=True))   # measured even
         pitch = gemm_hopper.policy(3000, 5000, 4096, out, fixup=True)       # B rows of 10000 bytes
         assert pitch["CLUSTER_M"] == 2 and pitch["BN"] == 256 and pitch.get("SPLIT_K", 1) == 1
         assert not gemm_hopper.clustered(gemm_hopper.policy(3000, 5000, 4096, out))
