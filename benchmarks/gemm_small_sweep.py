@@ -147,6 +147,22 @@ TABLE = [("policy", None), ("policy_noforms", ("noforms", {}))]
 PLAN3 = [(s, TABLE, ("bf16", "f32")) for s in ((16, 4096, 4096), (32, 4096, 4096), (16, 4096, 14336),
                                                (200, 4096, 4096), (256, 4096, 4096), (3000, 5000, 4096))]
 PLAN3 += [((2048, 1024, 1024), TABLE[:1], ("bf16", "f32"))]
+# fourth call: swap-AB at 32 and 64 rows with more row tiles (cuBLAS: 64 x 16 tiles of C^T, 16 stages, at 32 rows)
+I32 = tp.nv.wgmma_m64n32k16_bf16
+PLAN4 = [
+    ((32, 4096, 4096), [("policy", None),
+                        ("swap16_128_s8_split2", dict(SW16, BN=128, CONSUMERS=2, STAGES=8, SPLIT_K=2)),
+                        ("swap16_128_s8_split4", dict(SW16, BN=128, CONSUMERS=2, STAGES=8, SPLIT_K=4)),
+                        ("swap32_64_s12_split2", dict(SW16, BM=32, INSTR=I32, BN=64, CONSUMERS=1, STAGES=12,
+                                                      SPLIT_K=2)),
+                        ("swap32_128_s10_split2", dict(SW16, BM=32, INSTR=I32, BN=128, CONSUMERS=2, STAGES=10,
+                                                       SPLIT_K=2))], ("bf16",)),
+    ((64, 4096, 4096), [("policy", None),
+                        ("swap32_128_s10_split2", dict(SW16, BM=32, INSTR=I32, BN=128, CONSUMERS=2, STAGES=10,
+                                                       SPLIT_K=2)),
+                        ("swap16_128_s8_split2", dict(SW16, BN=128, CONSUMERS=2, STAGES=8, SPLIT_K=2)),
+                        ("swap64_128_s8_split4", dict(SW64, BN=128, CONSUMERS=2, STAGES=8, SPLIT_K=4))], ("bf16",)),
+]
 PLAN = [  # (shape, variants, output dtypes)
     ((16, 4096, 4096), DECODE, ("bf16", "f32")),
     ((64, 4096, 4096), DECODE, ("bf16", "f32")),
@@ -354,12 +370,13 @@ def main(argv=None):
     ap.add_argument("--precompile", type=int, default=0)
     ap.add_argument("--ncu-target", default=None)
     ap.add_argument("--shape", default="16,4096,4096")
-    ap.add_argument("--plan", default="1", help="1: the first call's sweep, 2: the second's, 3: the table")
+    ap.add_argument("--plan", default="1", help="1 / 2: the first / second call's sweep, 3: the table, 4: swap at "
+                    "32-64 rows")
     args = ap.parse_args(argv)
     if args.ncu_target:
         ncu_target(args.ncu_target, *(int(x) for x in args.shape.split(",")))
         return
-    plan = {"1": PLAN, "2": PLAN2, "3": PLAN3}[args.plan]
+    plan = {"1": PLAN, "2": PLAN2, "3": PLAN3, "4": PLAN4}[args.plan]
     if args.precompile:
         precompile(args.only, args.precompile, plan)
     props = torch.cuda.get_device_properties(0)
