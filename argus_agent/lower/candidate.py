@@ -54,6 +54,8 @@ class LoweredCandidate:
                 kinds.add("attention")
             elif type(k).__name__ in ("MoeTemplate", "ScatterAddTemplate"):   # stdlib MoE / atomic scatter
                 kinds.add("moe" if type(k).__name__ == "MoeTemplate" else "scatter")
+            elif type(k).__name__ == "RnnTemplate":   # stdlib recurrent steps: small GEMMs and a cell each
+                kinds.add("rnn")
             elif type(k).__name__ == "SortTemplate":   # stdlib bitonic row sort
                 kinds.add("sort")
             elif type(k).__name__ == "EmbeddingBagTemplate":   # stdlib embedding bag: a gathering reduction
@@ -112,7 +114,7 @@ def _reduction_length(kernel) -> int:
         return kernel.N
     if isinstance(kernel, (ConvTemplate, Fp32GemmTemplate, MatmulTemplate)):
         return kernel.K
-    if type(kernel).__name__ in ("ScatterAddTemplate", "MoeTemplate",
+    if type(kernel).__name__ in ("ScatterAddTemplate", "MoeTemplate", "RnnTemplate",
                                  "EmbeddingBagTemplate"):   # atomic adds of N rows; the MoE's GEMMs; a bag's sum
         return kernel.K
     return 1

@@ -16,6 +16,7 @@ from .core import Pointwise, Reduction, RowFused, Scan
 from .ops_attention import AttentionTemplate, attention_source, render_attention
 from .ops_moe import MoeTemplate, moe_source, render_moe
 from .ops_reduce import SortTemplate, render_sort, sort_source
+from .ops_rnn import RnnTemplate, render_rnn
 from .ops_scatter import ScatterAddTemplate, render_scatter_add
 from .ops_views import EmbeddingBagTemplate, render_embedding_bag
 from .render_flat import needs_i64, render_pointwise, render_reduction
@@ -73,6 +74,13 @@ def render_program(prog, precision: str | None = None) -> str:
                 kernels_src.append(preset_source("gemm_fp32", prog.target))
                 templates_done.add("gemm_fp32")
             launches += [(None, line, None) for line in render_attention(k)]
+            continue
+        if isinstance(k, RnnTemplate):     # a recurrent layer: a host loop of stdlib rnn_step launches
+            if "rnn" not in templates_done:
+                from .templates import stdlib_source
+                kernels_src.append(stdlib_source("rnn"))
+                templates_done.add("rnn")
+            launches += [(None, line, None) for line in render_rnn(k, n)]
             continue
         if isinstance(k, ScatterAddTemplate):
             if "scatter_add" not in templates_done:

@@ -51,7 +51,8 @@ class Captured:
 CONSTANT_MAX = 64
 
 # ops kept whole through capture: each has a lowering that picks a stdlib kernel or decomposes the node itself
-KEPT_WHOLE = ("aten.scaled_dot_product_attention.default",)
+KEPT_WHOLE = ("aten.scaled_dot_product_attention.default", "aten.lstm.input", "aten.gru.input", "aten.rnn_tanh.input",
+              "aten.rnn_relu.input")
 
 
 def decomposition_table():

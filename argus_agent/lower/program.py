@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.fx as fx
 
-from . import ops_attention, ops_lines, ops_moe, ops_nn, ops_pointwise, ops_reduce, ops_scatter, ops_views  # noqa: F401  (registrations)
+from . import ops_attention, ops_lines, ops_moe, ops_nn, ops_pointwise, ops_reduce, ops_rnn, ops_scatter, ops_views  # noqa: F401,E501  (registrations)
 from . import values as vals
 from .core import Buffer, Context, LTensor, Pointwise, Reduction, RowFused, Scan, buffer_tensor
 from .dispatch import lower_node as _lower_node

@@ -1,0 +1,82 @@
+"""Recurrent layers: nn.LSTM / nn.GRU / nn.RNN kept whole by capture and lowered to a host loop of
+`stdlib_kernels/rnn.py` steps (one RnnTemplate per layer and direction), against torch in float64: outputs,
+h_n and c_n, batch-first or not, bidirectional, stacked, with and without biases or initial states; what the
+step kernel does not take (half precision) goes through torch's decomposition instead."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn as nn
+
+from argus_agent.lower import lower_model
+
+from .lowered import run_lowered
+
+
+class States(nn.Module):
+    """The recurrent module's output and its final states as a flat tuple."""
+
+    def __init__(self, rnn):
+        super().__init__()
+        self.rnn = rnn
+
+    def forward(self, x, *state):
+        out, st = self.rnn(x, (state if len(state) > 1 else state[0]) if state else None)
+        return (out,) + (tuple(st) if isinstance(st, tuple) else (st,))
+
+
+CASES = {
+    "lstm_batch_first_2layers": (lambda: nn.LSTM(6, 8, 2, batch_first=True), (3, 5, 6), None),
+    "lstm_bidirectional_given_state": (lambda: nn.LSTM(4, 5, 1, bidirectional=True), (4, 3, 4), [(2, 3, 5)] * 2),
+    "gru_bidirectional_2layers": (lambda: nn.GRU(5, 7, 2, bidirectional=True), (4, 3, 5), [(4, 3, 7)]),
+    "rnn_relu_no_bias": (lambda: nn.RNN(5, 6, 2, nonlinearity="relu", bias=False, batch_first=True), (2, 7, 5),
+                         None),
+    "rnn_tanh_bidirectional_batch_first": (lambda: nn.RNN(3, 4, 2, bidirectional=True, batch_first=True),
+                                           (2, 6, 3), [(4, 2, 4)]),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_recurrent_layers_lower_to_steps_and_match_float64(case, tmp_path):
+    make, xshape, states = CASES[case]
+    torch.manual_seed(3)
+    model = States(make()).eval()
+    g = torch.Generator().manual_seed(4)
+    inputs = [torch.randn(xshape, generator=g)] + [torch.randn(s, generator=g) for s in states or []]
+    prog, src, out, ref = run_lowered(model, inputs, tmp_path, case, target="cpu")
+    layers, dirs = model.rnn.num_layers, 2 if model.rnn.bidirectional else 1
+    assert [type(k).__name__ for k in prog.kernels].count("RnnTemplate") == layers * dirs
+    assert "for s, t in enumerate(range(" in src        # the time loop is the host's: no per-step kernels
+    assert len(out) == len(ref)
+    for o, r in zip(out, ref):
+        assert o.shape == r.shape and o.dtype == torch.float32
+        assert torch.allclose(o.double(), r, rtol=1e-5, atol=1e-6), (o.double() - r).abs().max()
+
+
+def test_a_long_sequence_lowers_in_a_few_kernels():
+    """128 steps x 2 layers: one template per layer (the decomposed form was 517 kernels)."""
+    model = States(nn.LSTM(16, 24, 2, batch_first=True)).eval()
+    prog = lower_model(model, [torch.randn(4, 128, 16)], "sm_90a")
+    assert len(prog.kernels) <= 8, [type(k).__name__ for k in prog.kernels]
+
+
+def test_a_half_precision_lstm_is_decomposed_and_still_matches(tmp_path):
+    """The step kernel is fp32: a bf16 LSTM lowers through torch's decomposition (rounded as eager rounds)."""
+    torch.manual_seed(5)
+    model = States(nn.LSTM(4, 6, 1)).eval().to(torch.bfloat16)
+    x = torch.randn(3, 2, 4).to(torch.bfloat16)
+    prog = lower_model(model, [x], "cpu")
+    assert "RnnTemplate" not in [type(k).__name__ for k in prog.kernels]
+    import importlib.util
+
+    from argus_agent.lower import render_program
+    p = tmp_path / "bf16_lstm.py"
+    p.write_text(render_program(prog))
+    spec = importlib.util.spec_from_file_location("bf16_lstm", p)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    with torch.no_grad():
+        out, ref = mod.argus_forward(model, x), model(x)
+    for o, r in zip(out, ref):
+        torch.testing.assert_close(o.float(), r.float(), rtol=2e-2, atol=2e-2)
