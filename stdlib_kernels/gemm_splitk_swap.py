@@ -7,7 +7,9 @@ Why (benchmarks/NOTES.md, G8): at 16 x 4096 x 4096 the GEMM streams B (32 MB) an
 runs a 128 x 16 tile of C^T with 11 stages and split-K (its nvjet `128x16_64x11 ... splitK` kernel, 7.1 us, plus a
 split-K reduce), while gemm_splitk's 64 x 128 tiles pad A's 16 rows to 64 in every stage: 24 KB a stage of which
 6 KB are zeros, 6 stages, 12.4 us. Here a stage is B's (BK, BN) tile plus A's (BM, BK) rows only (16 + 2 KB at
-BN = 128, BM = 16), so 11 stages fit and about twice as many bytes of B are in flight per SM.
+BN = 128, BM = 16): 8 stages hold 128 KB of B per block (6 x 16 KB before). Measured on the H100: 9.4-9.6 us at
+16 x 4096 x 4096 (BN 128, two consumers, 8 or 11 stages, split 4), 0.93-0.95x cuBLAS; more row tiles (BM 16 at 32 or
+64 rows) re-read B and lose (NOTES.md).
 
 The staging is gemm_splitk's: B's (BK, BN) tile as BN / 64 column blocks of 128-byte swizzled rows (what the TMA
 box writes), read by the instruction as its A operand through `.T` (MN-major: the descriptor's transpose bit, legal
