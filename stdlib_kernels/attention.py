@@ -480,17 +480,20 @@ PRESETS = {
 # uses it). Three consumer warpgroups (BM = 192) share each K / V tile among more query rows and run one
 # warpgroup's softmax beside another's wgmma; their register budget (160 each, producer 24: 64K in all) has
 # no room for the pipelined loop's live S_j + P_{j-1} + O (it spills), so they run one tile at a time. Short
-# sequences (4 key tiles a block) do best one tile at a time as well. Chosen from
+# sequences (4 key tiles a block) do best one tile at a time as well, two row blocks a block (PAIRED: half the
+# blocks, each one's start, first round trips and epilogue paid once for two row blocks; at d = 128 two Q tiles
+# and 3 K / V stages exceed a block's shared memory: 2 stages). Chosen from
 # `benchmarks/attention.py --sweep` on the H100 (benchmarks/NOTES.md, results/attention-sweep-*.json).
 THREE_CONSUMERS = dict(CONSUMERS=3, PRODUCER_REGS=24, CONSUMER_REGS=160, PIPELINE=False)
 ONE_TILE = dict(PIPELINE=False)
-POLICIES = {  # (head dim, shape class, causal)
-    (64, "short", False): THREE_CONSUMERS,   # 1.07x flash (the preset 0.90)
-    (64, "short", True): ONE_TILE,           # 1.00x (three consumers 0.92: 512 rows in 3 blocks of 192)
+PAIRED = dict(PAIRED=True, PIPELINE=False)
+POLICIES = {  # (head dim, shape class, causal); figures: H100, 512 rows, vs flash in the same run
+    (64, "short", False): {**THREE_CONSUMERS, **PAIRED},   # 1.13x (unpaired 1.06, C2 paired 1.05, preset 0.95)
+    (64, "short", True): PAIRED,             # 1.11x (one tile unpaired 0.99, the preset 0.98, C3 paired 0.98)
     (64, "long", False): THREE_CONSUMERS,    # 1.55-1.59x (the preset 1.20-1.23)
     (64, "long", True): THREE_CONSUMERS,     # 1.35-1.49x (the preset 1.24-1.36)
-    (128, "short", False): ONE_TILE,         # 1.22x (the preset 1.11)
-    (128, "short", True): {},                # 1.18x (one tile at a time 1.17)
+    (128, "short", False): {**PAIRED, "STAGES": 2},   # 1.22x (the preset 1.22, one tile unpaired 1.19)
+    (128, "short", True): {**PAIRED, "STAGES": 2},    # 1.21x (the preset 1.15, one tile unpaired 1.18)
     (128, "long", False): {},
     (128, "long", True): {},
 }

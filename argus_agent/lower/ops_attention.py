@@ -270,7 +270,7 @@ def render_attention(t: AttentionTemplate) -> list[str]:
     if not t.splits:
         params = fwd_params(t)
         kw = ", ".join(f"{a}={b!r}" for a, b in params.items())
-        grid = f"lambda m: (tp.cdiv({t.sq}, 64 * m['CONSUMERS']), {t.bh})"
+        grid = f"lambda m: (tp.cdiv(tp.cdiv({t.sq}, 64 * m['CONSUMERS']), 2 if m.get('PAIRED') else 1), {t.bh})"
         return [f"launch(attention_fwd, {grid}, {q}, {k}, {v}, {t.out.name}.view({t.bh}, {t.sq}, {t.d}), "
                 f"{t.lse.name}.view({t.bh}, {t.sq}), {scale_log2!r}, {kw})"]
     rows = t.bh // t.bhkv * t.sq

@@ -445,6 +445,7 @@ def test_policy_table_and_launch():
         c = p["CONSUMERS"]
         prod, cons = p.get("PRODUCER_REGS", 24), p.get("CONSUMER_REGS", 240)
         assert 128 * prod + 128 * c * cons <= 65536
+        assert not (p.get("PAIRED") and p.get("PIPELINE", True))     # PAIRED runs one key tile at a time
     assert attention.shape_class(1024) == "short" and attention.shape_class(1025) == "long"
     with pytest.raises(ValueError, match="head dim 96"):
         attention.policy(96, 512)
