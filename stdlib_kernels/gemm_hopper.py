@@ -576,6 +576,15 @@ SPLIT_FIXUP: dict = {"decode": 3, "skinny_64x128": 3, "skinny_128x128": 3}
 MAX_SLOTS = 8   # FIXUP 2 and 3 unroll one load per split: past this many splits the passes serve
 # f32 out at <= 1024^3: 4 stages, not 6 (1024^3: 9.5-9.6 -> 8.8-8.9 us in two runs, gemm-shapes{,-confirm}-*.json)
 F32_OUT = {"small": dict(STAGES=4)}
+# The large class's bf16 output in the grouped tile order (gemm_hopper GROUP_M=16) where A alone overflows the L2
+# (50 MB on the H100): in row order a wave of 132 blocks spans every row tile of ~132 / cdiv(M, 128) columns, so each
+# wave streams all of A from HBM; 16 row tiles x ~8 columns per wave read ~32 MB of A and ~34 MB of B instead. H100,
+# bf16 out against cuBLAS in the same run, one run each (benchmarks/results/logs/g7-large-sweep-call3.log,
+# gemm-large-warm-2026-11-24-*.json): 8192^3 0.929 -> 0.981 (1637.6 -> 1558.0 us; cuBLAS 1520.9 / 1528.6), 4096 x
+# 4096 x 14336 0.973 -> 0.990 (inside the ~3% run-to-run spread). Shapes whose A fits (4096^3, 4096 x 14336 x 4096,
+# 8192 x 8192 x 1024) and f32 out keep the row order (not measured).
+L2_BYTES = 50 * 2**20
+LARGE_GROUP_M = 16
 # G8 (H100, benchmarks/results/gemm-g8-small{,2}-*.json; bf16 / f32 out, us, cuBLAS timed beside each row). The forms
 # below are taken by `launch` callers only (`policy(..., fixup=True)`, `forms=True`: the lowering launches
 # gemm_hopper itself and cannot run gemm_splitk_swap or gemm_cluster).
@@ -673,6 +682,8 @@ def policy(M: int, N: int, K: int, out=None, fixup: bool = False, forms: bool = 
         return p
     if cls == "large" and fixup and forms and (2 * N) % 128 and 2 * _cdiv(M, 128) * _cdiv(N, 256) > NUM_SMS:
         p["CLUSTER_M"] = 2   # B rows that are not whole 128-byte lines: multicast B in 2x1 clusters (above)
+    if cls == "large" and out == tp.bf16 and 2 * M * K > L2_BYTES and _cdiv(M, p["BM"]) > LARGE_GROUP_M:
+        p["GROUP_M"] = LARGE_GROUP_M   # A overflows the L2: the grouped tile order (above; gemm_cluster ignores it)
     tiles = _cdiv(M, p["BM"]) * _cdiv(N, p["BN"])
     k_tiles = _cdiv(K, p["BK"])
     split = 1

@@ -83,3 +83,16 @@ def test_which_kernels_take_group_m():
     assert gemm_hopper.fixed_up(split) and "GROUP_M" not in gemm_hopper.kernel_params(split)   # gemm_splitk
     kernel, kp = gemm_hopper.plan_kernel(4096, 4096, tp.bf16, p, 4096)
     assert kernel is gemm_hopper.kernel_for(tp.bf16) and kp["GROUP_M"] == 16
+
+
+def test_large_bf16_policy_groups_where_a_overflows_the_l2():
+    """The policy's grouped order: the large class's bf16 output where A (M x K bf16) is larger than the L2, the
+    row order elsewhere and for f32 out; `launch`'s plan passes it to gemm_hopper."""
+    for shape in ((8192, 8192, 8192), (4096, 4096, 14336)):
+        p = gemm_hopper.policy(*shape, tp.bf16, fixup=True)
+        assert p["GROUP_M"] == gemm_hopper.LARGE_GROUP_M == 16 and 2 * shape[0] * shape[2] > gemm_hopper.L2_BYTES
+        kernel, kp = gemm_hopper.plan_kernel(shape[0], shape[1], tp.bf16, p, shape[2])
+        assert kernel is gemm_hopper.kernel_for(tp.bf16) and kp["GROUP_M"] == 16
+        assert "GROUP_M" not in gemm_hopper.policy(*shape, tp.f32)
+    for shape in ((4096, 4096, 4096), (4096, 14336, 4096), (8192, 8192, 1024), (1024, 1024, 1024)):
+        assert "GROUP_M" not in gemm_hopper.policy(*shape, tp.bf16, fixup=True)
