@@ -70,14 +70,17 @@ def test_large_variants(variant, m, k, n, out):
         assert err <= 1.5 * _rel(torch.matmul(a, b), ref) + 1e-6
 
 
-@pytest.mark.parametrize("m,n,k", [(4096, 4096, 4096), (3000, 5000, 4096), (8192, 1024, 1024)])
+@pytest.mark.parametrize("m,n,k", [(4096, 4096, 4096), (3000, 5000, 4096), (8192, 1024, 1024), (4096, 2048, 14336)])
 def test_large_class_through_launch(m, n, k):
-    """The policy's large class as `launch` runs it (bf16 and f32 out), twice through one plan."""
+    """The policy's large class as `launch` runs it (bf16 and f32 out), twice through one plan; 4096 x 2048 x 14336
+    (A 117 MB, over the L2) runs the grouped order (GROUP_M=16) for bf16 out."""
     g = torch.Generator(device="cuda").manual_seed(m + n + k)
     a = torch.randn(m, k, device=DEV, generator=g).bfloat16()
     b = torch.randn(k, n, device=DEV, generator=g).bfloat16()
     ref = a.double() @ b.double()
     peer = _rel(torch.matmul(a, b), ref)
+    if 2 * m * k > gemm_hopper.L2_BYTES and m > 128 * gemm_hopper.LARGE_GROUP_M:
+        assert gemm_hopper.policy(m, n, k, tp.bf16, fixup=True).get("GROUP_M") == gemm_hopper.LARGE_GROUP_M
     for out in (torch.bfloat16, torch.float32):
         for _ in range(2):
             c = torch.full((m, n), float("nan"), device=DEV, dtype=out)
