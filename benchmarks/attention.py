@@ -319,6 +319,7 @@ def main(argv=None):
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     ap.add_argument("--sweep", action="store_true", help="time the policy variants (SWEEP) instead of the table")
     ap.add_argument("--decode", action="store_true", help="the decode rows alone (attention-decode-*.json)")
+    ap.add_argument("--no-decode", action="store_true", help="the forward table without the decode rows")
     ap.add_argument("--sweep-rows", default="", help="with --sweep: only rows d<D>s<S> in this comma list")
     args = ap.parse_args(argv)
     props = torch.cuda.get_device_properties(0)
@@ -346,7 +347,7 @@ def main(argv=None):
               f"{fmt(r['vs_cudnn'], '8.2f')} {r['rel_err']:8.1e} {fmt(r['flash_rel_err'], '9.1e')}", flush=True)
         torch.cuda.empty_cache()
     res["decode"] = []
-    for b, h, hkv, skv, d, qlen in DECODE:
+    for b, h, hkv, skv, d, qlen in ([] if args.no_decode else DECODE):
         r = decode_row(b, h, hkv, skv, d, qlen, g)
         res["decode"].append(r)
         print(f"decode {b} x {h}/{hkv} x {qlen} vs {skv} x {d}: {r['splits']} splits {r['us']:.1f} us, KV "

@@ -11,7 +11,8 @@
 #   decode cases, the lowered d 64 SDPA decode), sandec (memcheck + racecheck on sanitize_attention.py --decode),
 #   fused (the rotary stream / HALVES GPU tests and the fused ops' sanitizers alone), a6check (PAIRED attention,
 #   layer_norm_ring and rotary_ring: their GPU tests, memcheck + racecheck), a6bench (every llm_ops row, then
-#   benchmarks/attention.py --sweep on d64s512 / d128s512);
+#   benchmarks/attention.py --sweep on d64s512 / d128s512), a6final (the new defaults' GPU tests, the attention
+#   table without decode rows, the layer_norm / rotary rows);
 #   default: bench,errors,decode,check
 set -uo pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site ${WHL:-build/a3_whl}/*.whl || exit 1
@@ -102,5 +103,16 @@ if has a6bench; then   # every llm_ops row (with the ring variants), then the at
   echo "== llm_ops rc=$? at $((SECONDS - T0)) s"; grep -E "of copy|copy [0-9]|Error" "$OUT/a6_llm_ops.log" | cut -c1-1800
   timeout 70 python3 benchmarks/attention.py --sweep --sweep-rows d64s512,d128s512 --out "$OUT" > "$OUT/a6_sweep.log" 2>&1
   echo "== sweep rc=$? at $((SECONDS - T0)) s"; cut -c1-200 "$OUT/a6_sweep.log" | tail -40
+fi
+if has a6final; then   # the new defaults' GPU tests (rings, PAIRED policy, lowered short SDPA), then the tables
+  timeout 120 python3 -m pytest -q -p no:cacheprovider tests/gpu/test_gpu_llm_ops.py tests/gpu/test_gpu_attention.py \
+    tests/gpu/test_gpu_lower_sdpa.py -k "layer_norm or rotary or rmsnorm or attention_matches or launch_follows or \
+    one_tile or repeated or unaligned or lowered_sdpa_matches and attention_fwd" > "$OUT/a6_final_tests.log" 2>&1
+  echo "== final tests rc=$? at $((SECONDS - T0)) s"; tail -3 "$OUT/a6_final_tests.log"
+  grep -E "^(FAILED|ERROR)" "$OUT/a6_final_tests.log" | head
+  timeout 120 python3 benchmarks/attention.py --no-decode --out "$OUT" > "$OUT/a6_attention.log" 2>&1
+  echo "== attention rc=$? at $((SECONDS - T0)) s"; cut -c1-160 "$OUT/a6_attention.log" | tail -28
+  timeout 80 python3 benchmarks/llm_ops.py --ops layer_norm,rotary_neox,rotary_gptj --out "$OUT" > "$OUT/a6_llm.log" 2>&1
+  echo "== llm_ops rc=$? at $((SECONDS - T0)) s"; grep -E "of copy|copy [0-9]|Error" "$OUT/a6_llm.log" | cut -c1-300
 fi
 echo "== done at $((SECONDS - T0)) s"

@@ -44,6 +44,7 @@ def rel(x, ref):
 @pytest.mark.parametrize("b,h,hkv,sq,skv,d,causal,kernel", [
     (4, 16, 16, 2048, 2048, 128, False, "attention_fwd"),
     (4, 16, 16, 2048, 2048, 128, True, "attention_fwd"),
+    (8, 8, 4, 500, 500, 64, True, "attention_fwd"),               # short: PAIRED (two row blocks a block)
     (4, 32, 8, 1, 8192, 128, False, "attention_decode"),       # 4 splits, merged at once
     (16, 32, 8, 1, 8192, 128, False, "attention_decode_bf16"),  # 128 KV heads fill the SMs: one split, no merge
     (8, 32, 8, 1, 16384, 64, False, "attention_decode"),       # d 64, 2 splits
