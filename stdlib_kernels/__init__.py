@@ -3,7 +3,20 @@ picks the grid, and a numpy reference; each is runnable on its own (`python -m s
 
 import tilepy_hip  # noqa: F401  (registers the GPU backend: kernel[grid] on CUDA tensors launches through it)
 
-from . import conv, cumsum, embedding, gemm, gemm_hopper, max_pool, rmsnorm, scatter_add, softmax, vector_add
+# gemm_splitk_swap registers itself in gemm_hopper.SWAP_KERNELS (gemm_hopper.launch's swap-AB decode form)
+from . import (
+    conv,
+    cumsum,
+    embedding,
+    gemm,
+    gemm_hopper,
+    gemm_splitk_swap,
+    max_pool,
+    rmsnorm,
+    scatter_add,
+    softmax,
+    vector_add,
+)
 
 KERNELS = {
     "vector_add": vector_add.vector_add,
@@ -20,5 +33,5 @@ KERNELS = {
     "cumsum_block_scan": cumsum.block_scan,
 }
 
-__all__ = ["KERNELS", "conv", "cumsum", "embedding", "gemm", "gemm_hopper", "max_pool", "rmsnorm", "scatter_add",
-           "softmax", "vector_add"]
+__all__ = ["KERNELS", "conv", "cumsum", "embedding", "gemm", "gemm_hopper", "gemm_splitk_swap", "max_pool", "rmsnorm",
+           "scatter_add", "softmax", "vector_add"]

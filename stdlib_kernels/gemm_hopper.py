@@ -781,6 +781,9 @@ def kernel_params(params: dict) -> dict:
 
 
 _VARIANTS: dict = {}
+# gemm_splitk_swap registers itself here when imported (the package imports it): it builds on this module's
+# pieces (_threads, b_layout, splitk_sum), so importing it from here would make the two modules import each other
+SWAP_KERNELS: dict = {}
 
 
 def kernel_for(out, pad_a: bool = False, pad_b: bool = False, persistent: bool = False, cluster: bool = False,
@@ -800,7 +803,7 @@ def kernel_for(out, pad_a: bool = False, pad_b: bool = False, persistent: bool =
             ann["C"] = tp.Tensor[tp.bf16, "M", "N"]
         base = gemm_cluster if cluster else gemm_persistent if persistent else gemm_splitk if splitk else gemm_hopper
         if swap:
-            from .gemm_splitk_swap import gemm_splitk_swap as base
+            base = SWAP_KERNELS["gemm_splitk_swap"]
         k = _VARIANTS[key] = base.retyped(**ann) if ann else base
     return k
 

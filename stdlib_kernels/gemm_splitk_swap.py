@@ -25,6 +25,7 @@ LOCKS are not used here: the signature is gemm_splitk's, so `gemm_hopper.launch`
 
 import tilepy as tp
 
+from . import gemm_hopper
 from .gemm_hopper import _threads, b_layout, splitk_sum, splitk_sum_bf16  # noqa: F401  (the sum, re-exported)
 
 
@@ -80,3 +81,4 @@ def gemm_splitk_swap(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K",
 
 
 gemm_splitk_swap_bf16 = gemm_splitk_swap.retyped(C=tp.Tensor[tp.bf16, "M", "N"])
+gemm_hopper.SWAP_KERNELS["gemm_splitk_swap"] = gemm_splitk_swap   # gemm_hopper.kernel_for(swap=True) picks it
