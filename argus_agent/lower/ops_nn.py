@@ -383,19 +383,28 @@ def _conv_precision(ctx) -> str:
 
 
 CONV_FUSED_COPY = os.environ.get("ARGUS_CONV_FUSED_COPY", "1") == "1"
+FUSED_COPY_READS = 2
 
 
 def _fused_copy_ok(ctx, x, w, stride, dilation, groups) -> bool:
     """Whether a direct convolution's input, an expression rather than a buffer (padding modes as torch
     decomposes them, an activation, a permute), is computed in conv_tma's channels-last copy instead of being
     realized first (render_conv_copy.py): fp32 on conv_tma with the plain copy (unit W stride), not bf16
-    operands. ARGUS_CONV_FUSED_COPY=0 realizes it as before."""
+    operands, and at most FUSED_COPY_READS reads of a large buffer per element (a padding's selects read one
+    place; a depthwise convolution's written-out taps read nine: such an expression in the copy's (channel,
+    pixel) tiles took level2/029 from 0.76x to 0.60x eager on the H100). ARGUS_CONV_FUSED_COPY=0 realizes it as
+    before."""
     from stdlib_kernels import conv_tma
 
-    return (CONV_FUSED_COPY and CONV_TMA and ctx.target == "sm_90a" and x.dtype == w.dtype == torch.float32
+    from .render_conv_copy import reads_per_element
+
+    if not (CONV_FUSED_COPY and CONV_TMA and ctx.target == "sm_90a" and x.dtype == w.dtype == torch.float32
             and x.buffer is None and ctx.whole_buffer(x) is None and stride[-1] == 1
             and _conv_precision(ctx) != "bf16" and x.numel < 2**31
-            and conv_tma.applies(x.shape, w.shape, stride, dilation, groups, False))
+            and conv_tma.applies(x.shape, w.shape, stride, dilation, groups, False)):
+        return False
+    value = x([Var(f"_x{k}", n) for k, n in enumerate(x.shape)])
+    return reads_per_element(value, {b.name: b.numel for b in ctx.buffers}) <= FUSED_COPY_READS
 
 
 def _conv_tma(ctx, xb, w, shape, stride, padding, dilation, groups, split, copy=None, wphase=None, fused=False):

@@ -9,7 +9,7 @@ import torch
 
 from . import values as vals
 from .core import Buffer, LTensor, broadcast_coords, broadcast_shapes, buffer_tensor
-from .index import Sum, Var, add, const, flatten, floordiv, unflatten
+from .index import IExpr, Sum, Var, add, const, flatten, floordiv, numel, scale, unflatten, variables
 from .registry import register, result_dtype, result_shape
 from .values import call
 
@@ -233,6 +233,87 @@ def _gather_index(idx: LTensor, c, out_shape):
     return vals.cast(idx(broadcast_coords(c, idx.shape, out_shape)), torch.int64)
 
 
+class _NoCompose(Exception):
+    pass
+
+
+def _subst_placeholders(v, sub: dict, memo: dict):
+    """v with each placeholder variable (name -> int64 V) replaced by its value: an index leaf linear in it
+    becomes the leaf without it plus value * coefficient, a load whose index holds it a gather; _NoCompose where a
+    placeholder sits inside a div / mod, a load's validity conditions or any other index argument."""
+    if not (v.vars & sub.keys()):
+        return v
+    got = memo.get(v)
+    if got is not None:
+        return got
+    if v.op == "index":
+        e = v.args[0]
+        rest, extra = const(e.c) if isinstance(e, Sum) else const(0), []
+        for coef, a in (e.terms if isinstance(e, Sum) else ((1, e),)):
+            if isinstance(a, Var) and a.name in sub:
+                extra.append((coef, sub[a.name]))
+            elif {x.name for x in variables(a)} & sub.keys():
+                raise _NoCompose
+            else:
+                rest = add(rest, scale(a, coef))
+        out = vals.index_value(rest, v.dtype)
+        for coef, q in extra:
+            q = vals.cast(q, v.dtype)
+            out = call("add", out, q if coef == 1 else call("mul", q, vals.const(coef, v.dtype)))
+    elif v.op == "load":
+        buf, e, conds = v.args
+        if any({x.name for x in variables(cd[1])} & sub.keys() for cd in conds) or conds:
+            raise _NoCompose
+        off = _subst_placeholders(vals.index_value(e), sub, memo)
+        out = vals.make("gather", (buf, off), v.dtype)
+    else:
+        args = []
+        for a in v.args:
+            if isinstance(a, vals.V):
+                args.append(_subst_placeholders(a, sub, memo))
+            elif isinstance(a, IExpr) and {x.name for x in variables(a)} & sub.keys():
+                raise _NoCompose
+            else:
+                args.append(a)
+        out = vals.make(v.op, tuple(args), v.dtype)
+    memo[v] = out
+    return out
+
+
+def _composed_index(x: LTensor, idx: list, first: int, nb: int, bshape, shape):
+    """x[indices] as a function of x's expression (no buffer of x) when x is not a buffer, is read at most
+    about twice per element (the index picks rows, it does not fan one out to many) and its value is linear in
+    the indexed coordinates wherever they reach memory (an index chain, e.g. torch's reflection padding: one
+    gather along each padded dim): composed, the chain is one gather. None where it is not."""
+    if x.buffer is not None or numel(shape) > 2 * max(1, x.numel):
+        return None
+    names = {d: f"_ix{d}" for d in range(len(x.shape)) if idx[d] is not None}
+
+    def coords_of(c):
+        out = []
+        for d in range(len(x.shape)):
+            if idx[d] is None:
+                out.append(c[d if d < first else d - (sum(t is not None for t in idx)) + nb])
+            else:
+                out.append(Var(names[d], x.shape[d]))
+        return out
+
+    def f(c):
+        bc = c[first: first + nb]
+        sub = {}
+        for d, nm in names.items():
+            q = _gather_index(idx[d], bc, bshape)
+            n = vals.const(x.shape[d], torch.int64)
+            sub[nm] = call("where", call("lt", q, vals.const(0, torch.int64)), call("add", q, n), q)
+        return _subst_placeholders(x(coords_of(c)), sub, {})
+
+    try:
+        f([Var(f"_probe{k}", n) for k, n in enumerate(shape)])
+    except _NoCompose:
+        return None
+    return f
+
+
 @register("aten.index")
 def _index(ctx, node, x, indices):
     """x[i0, i1, ...] with index tensors (None = a full slice); advanced indices adjacent at the front."""
@@ -246,6 +327,9 @@ def _index(ctx, node, x, indices):
     nb = len(bshape)
     if any(t.dtype == torch.bool for t in tensors):
         raise NotImplementedError("boolean mask indexing (data-dependent shape)")
+    composed = _composed_index(x, idx, first, nb, bshape, shape)
+    if composed is not None:
+        return LTensor(shape, result_dtype(node), composed)
     ctx_x = ctx.realize(x, "indexed")
 
     def f(c):

@@ -37,6 +37,28 @@ def copy_reads(x: LTensor, geometry: dict, names) -> tuple:
     return tuple(names[b] for b in used)
 
 
+def reads_per_element(value, sizes: dict, big: int = 4096) -> int:
+    """Reads of large buffers (`sizes`: name -> numel, at least `big` elements) one element of `value` needs: a
+    `where` costs its condition and the dearer of its branches (a padding's select reads one place), any other
+    op the sum of its operands (a sum of taps reads every tap)."""
+    memo: dict = {}
+
+    def cost(v) -> int:
+        got = memo.get(v)
+        if got is not None:
+            return got
+        own = 1 if v.op in ("load", "gather") and sizes.get(v.args[0], 0) >= big else 0
+        sub = [cost(a) for a in v.args if hasattr(a, "op") and hasattr(a, "args")]
+        if v.op == "where" and len(sub) == 3:
+            out = own + sub[0] + max(sub[1], sub[2])
+        else:
+            out = own + sum(sub)
+        memo[v] = out
+        return out
+
+    return cost(value)
+
+
 def _vars(x: LTensor, geometry: dict):
     N, C = x.shape[:2]
     xv = geometry["XV"]

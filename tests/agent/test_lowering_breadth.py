@@ -529,3 +529,26 @@ def test_a_conv_over_a_one_pixel_map_decides_its_constant_padding_checks(k, pad,
     _, src, out, ref = run_lowered(SE(), [x], tmp_path, f"se_{k}", target="cpu")
     assert "(0 >= 0)" not in src
     assert torch.allclose(out.double(), ref, rtol=1e-5, atol=1e-6), (out.double() - ref).abs().max()
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
+def test_an_index_of_an_index_expression_composes_into_one_gather(mode, tmp_path):
+    """torch decomposes reflection padding into one aten.index per padded dim; an index of an expression that
+    is not a buffer composes with it (the placeholder coordinate replaced by the index value), so the padding is
+    one kernel, not one pass per dim. An index that reads its input many times over (a gather of rows fanned
+    out) still realizes it first. Against float64 on the interpreter."""
+    g = torch.Generator().manual_seed(12)
+    x = torch.randn(2, 3, 9, 11, generator=g)
+
+    def pad(x):
+        return F.pad(x * 1.5 + 1.0, (2, 3, 1, 2), mode=mode).relu()
+    prog, src, out, ref = run_lowered(Fn(pad), [x], tmp_path, f"compose_{mode}", "cpu")
+    assert_close(out, ref, 1e-6)
+    assert len(prog.kernels) == 1, [type(k).__name__ for k in prog.kernels]
+    rows = torch.randint(0, 9, (40,), generator=g)
+
+    def fan(x, i):
+        return (x * 2.0)[:, :, i]
+    prog, src, out, ref = run_lowered(Fn(fan), [x, rows], tmp_path, f"fan_{mode}", "cpu")
+    assert_close(out, ref, 1e-6)
+    assert len(prog.kernels) == 2                     # x * 2 realized, then the gather of it

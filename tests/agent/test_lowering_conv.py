@@ -401,3 +401,26 @@ def test_an_input_expression_is_computed_in_the_channels_last_copy(name, make, x
     prog, src, out2, _ = _run(model, [x], tmp_path, f"padded_{name}_{tf32}_off")
     assert "launch(to_ndhwc," in src and all(k.xcopy is None for k in prog.kernels if isinstance(k, ConvTemplate))
     _close(out2, ref, 1e-2 if tf32 else 1e-4)
+
+
+def test_an_input_reading_many_places_per_element_is_not_computed_in_the_copy():
+    """A depthwise convolution's written-out taps (nine reads of x per element) before a 1x1 convolution stay
+    their own kernel, then to_ndhwc (in the copy's tiles they measured slower: level2/029 0.76x -> 0.60x eager
+    on the H100); a padding's selects (one read per element) go into the copy."""
+    from argus_agent.lower import lower_model, render_program
+    from argus_agent.lower.render_conv_copy import reads_per_element
+
+    model = DepthwiseSeparable(32, 32, lambda c: nn.Conv2d(c, c, 3, padding=1, groups=c)).eval()
+    prog = lower_model(model, [torch.randn(1, 32, 16, 16)], "sm_90a")
+    convs = [k for k in prog.kernels if isinstance(k, ConvTemplate)]
+    assert convs and all(k.xcopy is None for k in convs)
+    assert "launch(to_ndhwc," in render_program(prog)
+    from argus_agent.lower import values as vals
+    from argus_agent.lower.index import Var
+    x = vals.load("b_x", Var("i", 10000), torch.float32)
+    y = vals.load("b_x", Var("i", 10000) + 1, torch.float32)
+    p = vals.load("b_p", Var("i", 10000), torch.float32)
+    cond = vals.call("lt", vals.index_value(Var("i", 10000)), vals.const(5, torch.int64))
+    sizes = {"b_x": 10000, "b_p": 64}
+    assert reads_per_element(vals.call("where", cond, x, y), sizes) == 1
+    assert reads_per_element(vals.call("add", vals.call("mul", x, p), y), sizes) == 2
