@@ -12,6 +12,7 @@ out_of_bounds, bank_conflict (performance), pipeline_hazard, mma_layout, tag_ass
 from __future__ import annotations
 
 import gc
+import threading
 import time
 from contextlib import contextmanager
 
@@ -104,13 +105,23 @@ def _fewer_collections():
     small terms (tuples, Syms) and keeps most of them in its memos until it ends, and a collection every 700
     allocations traversed them again and again (a fifth to a third of the CPU time of gemm_streamk narrow and
     attention_fwd d64 at 8 stages). Nothing is leaked (the collector still runs, and the memos are dropped when
-    the run ends); the caller's thresholds are restored."""
-    saved = gc.get_threshold()
-    gc.set_threshold(max(saved[0], GC_GEN0), *saved[1:])
+    the run ends); the caller's thresholds are restored when the last of the runs in progress (threads) ends."""
+    with _GC_LOCK:
+        if _GC_RUNS[0] == 0:
+            _GC_RUNS[1] = gc.get_threshold()
+            gc.set_threshold(max(_GC_RUNS[1][0], GC_GEN0), *_GC_RUNS[1][1:])
+        _GC_RUNS[0] += 1
     try:
         yield
     finally:
-        gc.set_threshold(*saved)
+        with _GC_LOCK:
+            _GC_RUNS[0] -= 1
+            if _GC_RUNS[0] == 0:
+                gc.set_threshold(*_GC_RUNS[1])
+
+
+_GC_LOCK = threading.Lock()
+_GC_RUNS: list = [0, None]  # runs in progress, the thresholds before the first of them
 
 
 def _verify_ir(kir, names, key) -> Report:
