@@ -156,3 +156,29 @@ def test_stage_index_bounds_as_written_match_arithmetic_and_copies(monkeypatch, 
         m.setattr(tv, "AS_WRITTEN", ("global_race",))
         copies = [f.check for f in tv.verify(ring, checks=["out_of_bounds"], **kw).errors]
     assert written == copies == (["out_of_bounds"] if bad else []), (written, copies, kw)
+
+
+def test_collector_threshold_raised_during_a_run_and_restored(monkeypatch):
+    """verify_ir raises CPython's young-generation threshold while it runs (its memos keep millions of terms
+    alive) and gives the caller's thresholds back afterwards, also after a run that raised."""
+    import gc
+
+    from tilepy_verify import checks
+
+    seen = []
+    real = checks.ALL["bank_conflict"]
+    monkeypatch.setitem(checks.ALL, "bank_conflict", lambda ctx: seen.append(gc.get_threshold()) or real(ctx))
+    before = gc.get_threshold()
+    try:
+        gc.set_threshold(900, 11, 12)
+        assert _tag_errors(HI=1) == []
+        assert seen and seen[-1][0] >= tv.GC_GEN0 and seen[-1][1:] == (11, 12), seen
+        assert gc.get_threshold() == (900, 11, 12)
+        monkeypatch.setitem(checks.ALL, "bank_conflict", lambda ctx: 1 / 0)
+        try:
+            tv.verify(ring, LO=1)
+        except ZeroDivisionError:
+            pass
+        assert gc.get_threshold() == (900, 11, 12)
+    finally:
+        gc.set_threshold(*before)
