@@ -31,7 +31,7 @@ def rnn_step(X: tp.Tensor[tp.f32, "RX", "I"], Hp: tp.Tensor[tp.f32, "RH", "CH"],
              x_row0: tp.i32, h_row0: tp.i32, h_rb: tp.i32, h_col0: tp.i32, c_row0: tp.i32, o_row0: tp.i32,
              co_row0: tp.i32, NB: tp.constexpr = 1, CELL: tp.constexpr = 0, X_RB: tp.constexpr = 1,
              O_RB: tp.constexpr = 1, O_COL0: tp.constexpr = 0,
-             BB: tp.constexpr = 8, BJ: tp.constexpr = 8, BK: tp.constexpr = 32):
+             BB: tp.constexpr = 8, BJ: tp.constexpr = 8, BK: tp.constexpr = 16):
     n_in = X.shape[1]
     n_h = Wh.shape[1]
     q = tp.arange(BB * BJ)
@@ -95,7 +95,7 @@ def policy(batch: int, hidden: int) -> dict:
     """(BB, BJ): 64 (batch row, hidden unit) pairs a block, BB batch rows of them (up to 8: the weight rows a
     block reads serve BB rows), BJ = 64 / BB hidden units."""
     bb = min(8, 1 << max(0, batch - 1).bit_length())
-    return dict(BB=bb, BJ=64 // bb, BK=32)
+    return dict(BB=bb, BJ=64 // bb, BK=16)
 
 
 def grid(batch: int, hidden: int, params: dict) -> tuple:

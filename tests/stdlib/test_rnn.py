@@ -35,3 +35,14 @@ def test_every_cell_verifies_clean(cell, o_rb):
     report = tilepy_verify.verify(rnn.rnn_step, target="sm_90a", NB=3, CELL=cell, X_RB=o_rb, O_RB=o_rb, O_COL0=5,
                                   BB=4, BJ=16, BK=32)
     assert report.ok, [str(f) for f in report.findings]
+
+
+@pytest.mark.parametrize("batch,hidden", [(1, 7), (10, 256), (64, 512)])
+def test_the_policy_fits_the_register_estimate(batch, hidden):
+    """Without a GPU the build gate judges by tilepy's estimate (every register tile live at once): the
+    template at its policy and at its defaults must fit, or the agent's CPU runs find no feasible candidate."""
+    from argus_agent import gates
+
+    for params in (rnn.policy(batch, hidden), {}):
+        res = gates.estimate(rnn.rnn_step, "sm_90a", params)
+        assert not gates.fits(res, "sm_90a"), (params, res)
