@@ -3,6 +3,7 @@ evaluations, which stay one at a time; a verifier verdict is remembered per cand
 
 import json
 
+import tilepy as tp
 from argus_agent import gates
 from argus_agent.evaluate import Evaluation
 from argus_agent.tuner import BATCH, make_template, tune
@@ -125,3 +126,21 @@ def test_spills_do_not_veto_a_compiled_kernel():
     spilled = gates.Resources(384, 172128, 168, "compiled", spills=504)
     assert gates.fits(spilled, "sm_90a") and gates.compiled_veto(spilled, "sm_90a") == ""
     assert "registers" in gates.compiled_veto(gates.Resources(384, 1024, 300, "compiled"), "sm_90a")
+
+
+def test_the_interpreter_target_is_not_vetoed_by_a_register_estimate():
+    """Target cpu runs the interpreter: a kernel estimated over 255 registers (every tile live at once) is not
+    refused there; on a GPU target with nothing to compile it still is."""
+
+    @tp.kernel(threads=128)
+    def wide(X: tp.Tensor[tp.f32, "M", "N"], Y: tp.Tensor[tp.f32, "M", "N"], BM: tp.constexpr = 128,
+             BN: tp.constexpr = 128):
+        a = tp.load(X[0:BM, 0:BN])
+        b = tp.load(Y[0:BM, 0:BN])
+        c = a * b
+        tp.store(X[0:BM, 0:BN], c * a + b)
+    assert gates.estimate(wide, "cpu").registers > 255
+    src = "def f(x, y):\n    launch(wide, (1,), x, y)\n"
+    assert gates.build_check({"wide": wide}, src, "cpu", can_compile=False) == ("", "")
+    outcome, why = gates.build_check({"wide": wide}, src, "sm_90a", can_compile=False)
+    assert outcome == "infeasible" and "registers" in why
