@@ -322,7 +322,6 @@ def _decompose(ctx, node, args: list, kwargs: dict) -> LTensor:
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    from .dispatch import lower_node
 
     slots, fakes = [], []
     with FakeTensorMode():
@@ -341,12 +340,17 @@ def _decompose(ctx, node, args: list, kwargs: dict) -> LTensor:
 
     with torch.no_grad():
         gm = make_fx(call, decomposition_table=torch.export.default_decompositions(), tracing_mode="fake")(*fakes)
-    env: dict = {}
-    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    for ph, src in zip(placeholders, slots):
-        env[ph] = _operand(src, args, kwargs, node)
-    result = None
-    for n in gm.graph.nodes:
+    result = lower_decomposition(ctx, node, gm.graph, [_operand(src, args, kwargs, node) for src in slots])
+    return result[0] if isinstance(result, tuple) else result
+
+
+def lower_decomposition(ctx, node, graph, operands: list):
+    """Lower the graph of torch's decomposition of `node` (its placeholders bound to `operands` in order) op by
+    op, each op carrying the node's source line; the lowered output (a tuple for several)."""
+    from .dispatch import lower_node
+
+    env: dict = dict(zip([n for n in graph.nodes if n.op == "placeholder"], operands))
+    for n in graph.nodes:
         if n.op == "call_function":
             n.meta["stack_trace"] = node.meta.get("stack_trace")
             env[n] = lower_node(ctx, n, env)
@@ -355,8 +359,7 @@ def _decompose(ctx, node, args: list, kwargs: dict) -> LTensor:
                                 "tensor, which is not lowered")
         elif n.op == "output":
             res = n.args[0]
-            result = env[res[0] if isinstance(res, (tuple, list)) else res]
-    return result
+            return tuple(env[r] for r in res) if isinstance(res, (tuple, list)) else env[res]
 
 
 def _operand(src_node, args, kwargs, node):

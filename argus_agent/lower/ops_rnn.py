@@ -107,8 +107,7 @@ def _decompose_lists(ctx, node, lowered: list):
     """The node through torch's own decomposition, its tensor operands given as node arguments or lists of them
     (`lowered`: the lowered values of node.args' leading tensor / list arguments, in order): the op alone is
     exported on meta tensors and decomposed with capture's table, and that graph's ops are lowered one by one."""
-    from .dispatch import lower_node
-    from .graph import LoweringError
+    from .ops_attention import lower_decomposition
 
     slots, values = [], []
     for a, val in zip(node.args, lowered):
@@ -130,19 +129,7 @@ def _decompose_lists(ctx, node, lowered: list):
     metas = tuple(torch.empty(tuple(n.meta["val"].shape), dtype=n.meta["val"].dtype, device="meta") for n in slots)
     with torch.no_grad():
         ep = torch.export.export(One(), metas, strict=False).run_decompositions(torch.export.default_decompositions())
-    env: dict = {}
-    for ph, val in zip([n for n in ep.graph.nodes if n.op == "placeholder"], values):
-        env[ph] = val
-    for n in ep.graph.nodes:
-        if n.op == "call_function":
-            n.meta["stack_trace"] = node.meta.get("stack_trace")
-            env[n] = lower_node(ctx, n, env)
-        elif n.op == "get_attr":
-            raise LoweringError(f"{source_line(node)}: torch's decomposition of `{node.target}` reads a constant "
-                                "tensor, which is not lowered")
-        elif n.op == "output":
-            res = n.args[0]
-            return tuple(env[r] for r in res) if isinstance(res, (tuple, list)) else env[res]
+    return lower_decomposition(ctx, node, ep.graph, values)
 
 
 def _rnn(ctx, node, x, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first):
