@@ -115,6 +115,7 @@ NEOX_ONLY = ("EARLY_K", "KVEC", "PREFETCH", "HALVES")       # the variants GPT-J
 # rotary_ring (launch_rotary_ring): q / k through shared memory by bulk tensor copies; (THREADS, blocks per SM,
 # STAGES)
 ROTARY_RING_VARIANTS = ((512, 2, 3), (512, 2, 4), (256, 3, 3), (256, 3, 4), (256, 2, 4), (512, 1, 6))
+ROTARY_RING_CS_SMEM = ((256, 3, 3), (256, 3, 4), (256, 4, 3))   # CS_SMEM: cos / sin through shared memory
 
 
 def main(argv=None):
@@ -263,9 +264,10 @@ def main(argv=None):
                 q2, k2 = q.clone(), kk.clone()
                 L.launch_rotary(pos, q2, k2, cs, hs, neox, **v)
                 err = max(err, rel(q2, rq.reshape(q2.shape)), rel(k2, rk.reshape(k2.shape)))
-            for th, bps, st in ROTARY_RING_VARIANTS:
+            for (th, bps, st), csm in [(v, False) for v in ROTARY_RING_VARIANTS] + [(v, True) for v in
+                                                                                ROTARY_RING_CS_SMEM]:
                 q2, k2 = q.clone(), kk.clone()
-                L.launch_rotary_ring(pos, q2, k2, cs, hs, neox, blocks_per_sm=bps, THREADS=th, STAGES=st)
+                L.launch_rotary_ring(pos, q2, k2, cs, hs, neox, blocks_per_sm=bps, THREADS=th, STAGES=st, CS_SMEM=csm)
                 err = max(err, rel(q2, rq.reshape(q2.shape)), rel(k2, rk.reshape(k2.shape)))
             cf = comp(fn)
             row(f"rotary_{style}", [t, hq, hk, hs], nbytes,
@@ -274,7 +276,11 @@ def main(argv=None):
                 | {f"RING,THREADS={th},BLOCKS_PER_SM={bps},STAGES={st}": (
                     lambda q2=q2, k2=k2, neox=neox, th=th, bps=bps, st=st: L.launch_rotary_ring(
                         pos, q2, k2, cs, hs, neox, blocks_per_sm=bps, THREADS=th, STAGES=st))
-                   for th, bps, st in ROTARY_RING_VARIANTS},
+                   for th, bps, st in ROTARY_RING_VARIANTS}
+                | {f"RING,CS_SMEM,THREADS={th},BLOCKS_PER_SM={bps},STAGES={st}": (
+                    lambda q2=q2, k2=k2, neox=neox, th=th, bps=bps, st=st: L.launch_rotary_ring(
+                        pos, q2, k2, cs, hs, neox, blocks_per_sm=bps, THREADS=th, STAGES=st, CS_SMEM=True))
+                   for th, bps, st in ROTARY_RING_CS_SMEM},
                 lambda fn=fn: fn(pos, q, kk, cs, hs), cf and (lambda cf=cf: cf(pos, q, kk, cs, hs)), err)
 
     print(f"device: {props.name}; copy {copy_bw / 1e9:.0f} GB/s")

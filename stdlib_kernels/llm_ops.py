@@ -643,14 +643,20 @@ def rotary_ring(POS: tp.Tensor[tp.i64, "T"], Q: tp.Tensor[tp.bf16, "T", "HQ", "H
                 K: tp.Tensor[tp.bf16, "T", "HK", "HD"], CS: tp.Tensor[tp.f32, "P", "ROT"],
                 QO: tp.Tensor[tp.bf16, "T", "HQ", "HD"], KO: tp.Tensor[tp.bf16, "T", "HK", "HD"],
                 HALF: tp.constexpr = 64, BHQ: tp.constexpr = 32, BHK: tp.constexpr = 8, THREADS: tp.constexpr = 256,
-                STAGES: tp.constexpr = 3, NEOX: tp.constexpr = True, MIN_BLOCKS: tp.constexpr = 0):
+                STAGES: tp.constexpr = 3, NEOX: tp.constexpr = True, MIN_BLOCKS: tp.constexpr = 0,
+                CS_SMEM: tp.constexpr = False):
     """Both rotary styles on a grid of a few blocks a multiprocessor, block b rotating tokens b, b + G, ... (G the
     grid): each token's rotated columns of all q and k heads ((BHQ, 2 * HALF) and (BHK, 2 * HALF) tiles) come
     into shared memory by bulk tensor copies STAGES - 1 tokens ahead (full / empty mbarrier rings), so the q / k
     loads are never on a token's critical path: only the position (loaded one token ahead) and the cos / sin
     gather at it. The rotation is `rotary_neox_rows`' (NEOX: the partner half by one shuffle; HALF a power of two
     >= 8) or `rotary_gptj`'s (pairs in-thread), from whole heads in 16-byte vectors; the outputs are stored from
-    registers. Columns from 2 * HALF up are left as they are (not written)."""
+    registers. Columns from 2 * HALF up are left as they are (not written).
+    CS_SMEM (opt-in, not timed): each token's cos / sin are gathered once, one element a thread, already in the
+    columns' order (cos[j % HALF] or cos[j // 2] at tile column j, sin with its sign) into a (2, 2 * HALF)
+    shared tile (handed over both ways by two mbarriers), and every thread reads its columns back as plain vectors:
+    one gathered global load a thread a token instead of the 48 bounds-checked scalar gathers of cos / sin for
+    q and k (the loop's SASS: fewer instructions, see docs/kernels.md)."""
     g = tp.num_blocks(0)
     b = tp.block_id(0)
     n = tp.cdiv(Q.shape[0] - b, g)                   # this block's tokens: b + i * g for i < n
@@ -667,6 +673,15 @@ def rotary_ring(POS: tp.Tensor[tp.i64, "T"], Q: tp.Tensor[tp.bf16, "T", "HQ", "H
         sign = tp.where(c % 2 == 0, -1.0, 1.0)
     q_s = tp.shared((BHQ, 2 * HALF), tp.bf16, stages=STAGES)
     k_s = tp.shared((BHK, 2 * HALF), tp.bf16, stages=STAGES)
+    lcs = tp.blocked((2, 2 * HALF), THREADS)
+    if CS_SMEM:
+        cs_s = tp.shared((2, 2 * HALF), tp.f32)   # token i's cos (row 0) and signed sin (row 1)
+        cs_full = tp.mbarrier(1)                  # phase i: token i's row is written
+        cs_free = tp.mbarrier(1)                  # phase i: token i's row has been read
+        rr = tp.arange(2, layout=_rows_of(lcs))[:, None]
+        cc = tp.arange(2 * HALF, layout=_cols_of(lcs))[None, :]
+        ccj = tp.where(cc < HALF, cc, cc - HALF) if NEOX else cc // 2
+        csgn = tp.where(rr == 0, 1.0, tp.where(cc < HALF, -1.0, 1.0) if NEOX else tp.where(cc % 2 == 0, -1.0, 1.0))
     full = tp.mbarrier(1, stages=STAGES)              # full[s]: the token copied into buffer s has landed
     empty = tp.mbarrier(1, stages=STAGES)             # empty[s]: the block has read buffer s
     for s in tp.static_range(STAGES - 1):             # the first STAGES - 1 tokens
@@ -678,10 +693,23 @@ def rotary_ring(POS: tp.Tensor[tp.i64, "T"], Q: tp.Tensor[tp.bf16, "T", "HQ", "H
     for i in range(n):
         t = b + i * g
         p = pn
-        cos = tp.load(CS[p[:, None], cj], layout=_bcast(lq, (1, 2 * HALF)))
-        sin = tp.load(CS[p[:, None], cj + HALF], layout=_bcast(lq, (1, 2 * HALF))) * sign
-        kcos = tp.load(CS[p[:, None], cj], layout=_bcast(lk, (1, 2 * HALF)))
-        ksin = tp.load(CS[p[:, None], cj + HALF], layout=_bcast(lk, (1, 2 * HALF))) * sign
+        if CS_SMEM:
+            row = tp.load(CS[p[:, None], ccj + rr * HALF], layout=lcs) * csgn
+            if i > 0:
+                tp.mbarrier_wait(cs_free, i - 1)      # the previous token's readers are done
+            tp.store(cs_s, row)
+            tp.mbarrier_arrive(cs_full)
+            tp.mbarrier_wait(cs_full, i)              # this token's row is written
+            cos = tp.load(cs_s[0:1, 0:2 * HALF], layout=_bcast(lq, (1, 2 * HALF)))
+            sin = tp.load(cs_s[1:2, 0:2 * HALF], layout=_bcast(lq, (1, 2 * HALF)))
+            kcos = tp.load(cs_s[0:1, 0:2 * HALF], layout=_bcast(lk, (1, 2 * HALF)))
+            ksin = tp.load(cs_s[1:2, 0:2 * HALF], layout=_bcast(lk, (1, 2 * HALF)))
+            tp.mbarrier_arrive(cs_free)
+        else:
+            cos = tp.load(CS[p[:, None], cj], layout=_bcast(lq, (1, 2 * HALF)))
+            sin = tp.load(CS[p[:, None], cj + HALF], layout=_bcast(lq, (1, 2 * HALF))) * sign
+            kcos = tp.load(CS[p[:, None], cj], layout=_bcast(lk, (1, 2 * HALF)))
+            ksin = tp.load(CS[p[:, None], cj + HALF], layout=_bcast(lk, (1, 2 * HALF))) * sign
         pn = tp.load(POS[t + g:t + g + 1])                              # the next token's (past T: 0, unused)
         if i + STAGES - 1 < n:                        # token i + STAGES - 1 into the buffer token i - 1 read
             if i > 0:

@@ -71,6 +71,8 @@ def llm_ops_rows():
                 L.launch_rotary(pos, q, k, cs, hs, neox, **v)
         for th, bps, st in B.ROTARY_RING_VARIANTS:
             L.launch_rotary_ring(pos, q, k, cs, hs, neox, blocks_per_sm=bps, THREADS=th, STAGES=st)
+        for th, bps, st in B.ROTARY_RING_CS_SMEM:
+            L.launch_rotary_ring(pos, q, k, cs, hs, neox, blocks_per_sm=bps, THREADS=th, STAGES=st, CS_SMEM=True)
 
 
 def rotary_stream_tests():
@@ -185,8 +187,9 @@ def ring_tests():
         for t, hq, hk, hs, rot, bps, th, st in ((3000, 32, 8, 128, 128, 2, 512, 3), (37, 32, 8, 128, 128, 3, 256, 4),
                                                  (500, 6, 1, 64, 32, 2, 64, 2), (5, 3, 3, 80, 16, 1, 32, 3)):
             q, k = torch.zeros(2, hq * hs, dtype=torch.bfloat16), torch.zeros(2, hk * hs, dtype=torch.bfloat16)
-            L.launch_rotary_ring(torch.zeros(2, dtype=torch.int64), q, k, torch.zeros(4, rot), hs, neox,
-                                 blocks_per_sm=bps, THREADS=th, STAGES=st)
+            for csm in (False, True):
+                L.launch_rotary_ring(torch.zeros(2, dtype=torch.int64), q, k, torch.zeros(4, rot), hs, neox,
+                                     blocks_per_sm=bps, THREADS=th, STAGES=st, CS_SMEM=csm)
 
 
 def halves_tests():

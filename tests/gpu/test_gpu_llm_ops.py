@@ -222,12 +222,13 @@ def test_layer_norm_ring(m, n, stages, bps, request):
     assert torch.isnan(y[m]).all()
 
 
+@pytest.mark.parametrize("cs_smem", [False, True])
 @pytest.mark.parametrize("neox", [True, False])
 @pytest.mark.parametrize("t,hq,hk,hs,rot,bps,threads,stages", [(3000, 32, 8, 128, 128, 2, 512, 3),
                                                                (37, 32, 8, 128, 128, 3, 256, 4),
                                                                (500, 6, 1, 64, 32, 2, 64, 2),
                                                                (5, 3, 3, 80, 16, 1, 32, 3)])
-def test_rotary_ring(neox, t, hq, hk, hs, rot, bps, threads, stages, request):
+def test_rotary_ring(neox, t, hq, hk, hs, rot, bps, threads, stages, cs_smem, request):
     """rotary_ring (q / k through shared-memory buffers filled by bulk tensor copies, a few blocks an SM looping
     over tokens): against float64, out of place and in place, partial rotary columns untouched."""
     g = _gen(request)
@@ -239,13 +240,13 @@ def test_rotary_ring(neox, t, hq, hk, hs, rot, bps, threads, stages, request):
     qd, kd = q.to(DEV), k.to(DEV)
     qo, ko = nan(q.shape, torch.bfloat16), nan(k.shape, torch.bfloat16)
     L.launch_rotary_ring(pos.to(DEV), qd, kd, cs.to(DEV), hs, neox, q_out=qo, k_out=ko, blocks_per_sm=bps,
-                         THREADS=threads, STAGES=stages)
+                         THREADS=threads, STAGES=stages, CS_SMEM=cs_smem)
     torch.cuda.synchronize()
     assert rel(qo.reshape(t, hq, hs)[..., :rot], ref_q.reshape(t, hq, hs)[..., :rot]) < TOL[torch.bfloat16]
     assert rel(ko.reshape(t, hk, hs)[..., :rot], ref_k.reshape(t, hk, hs)[..., :rot]) < TOL[torch.bfloat16]
     if rot < hs:
         assert torch.isnan(qo.reshape(t, hq, hs)[..., rot:]).all()      # columns past rot not written
     L.launch_rotary_ring(pos.to(DEV), qd, kd, cs.to(DEV), hs, neox, blocks_per_sm=bps, THREADS=threads,
-                         STAGES=stages)
+                         STAGES=stages, CS_SMEM=cs_smem)
     torch.cuda.synchronize()
     assert rel(qd, ref_q) < TOL[torch.bfloat16] and rel(kd, ref_k) < TOL[torch.bfloat16]

@@ -255,7 +255,8 @@ KERNEL_NAMES = ["silu_and_mul", "fused_add_rmsnorm", "layer_norm", "merge_attn_s
                             ("layer_norm", {"WARP_SUMS": True, "ONE_PASS": True, "EVEN": True}),
                             ("layer_norm_ring", {}), ("layer_norm_ring", dict(STAGES=2, BLOCK_N=1024)),
                             ("rotary_ring", {}), ("rotary_ring", dict(NEOX=False, THREADS=512)),
-                            ("rotary_ring", dict(HALF=16, BHQ=4, BHK=2, THREADS=32, STAGES=2))])
+                            ("rotary_ring", dict(HALF=16, BHQ=4, BHK=2, THREADS=32, STAGES=2)),
+                            ("rotary_ring", dict(CS_SMEM=True))])
 def test_verifies_clean_and_fast(name, params):
     kernel = L.KERNELS[name][L.tp.bf16]
     kernel._cache.clear()
@@ -468,12 +469,13 @@ def test_broken_layer_norm_ring_is_caught(tmp_path, good, bad, check):
 
 
 # ---------------------------------------------------------------- rotary_ring
+@pytest.mark.parametrize("cs_smem", [False, True])
 @pytest.mark.parametrize("neox", [True, False])
 @pytest.mark.parametrize("t,hq,hk,hs,rot,bps,threads,stages", [(7, 32, 8, 128, 128, 2, 256, 3),
                                                                (9, 6, 1, 64, 32, 1, 64, 2),
                                                                (5, 3, 3, 80, 16, 2, 32, 4),
                                                                (1, 2, 1, 64, 64, 2, 64, 3)])
-def test_rotary_ring(neox, t, hq, hk, hs, rot, bps, threads, stages, monkeypatch):
+def test_rotary_ring(neox, t, hq, hk, hs, rot, bps, threads, stages, cs_smem, monkeypatch):
     """rotary_ring: q / k of each token through shared-memory buffers filled by bulk tensor copies, a grid of
     fewer blocks than tokens (the interpreter's 132 "SMs" patched down to 2), odd head counts (the tiles' rows
     past the heads), partial rotary (columns past rot untouched); out of place and in place, against float64."""
@@ -486,10 +488,11 @@ def test_rotary_ring(neox, t, hq, hk, hs, rot, bps, threads, stages, monkeypatch
     ref_q, ref_k = L.ref_rotary(pos, q, k, cs, hs, neox)
     qo, ko = torch.full_like(q, float("nan")), torch.full_like(k, float("nan"))
     L.launch_rotary_ring(pos, q, k, cs, hs, neox, q_out=qo, k_out=ko, blocks_per_sm=bps, THREADS=threads,
-                         STAGES=stages)
+                         STAGES=stages, CS_SMEM=cs_smem)
     assert rel(qo.reshape(t, hq, hs)[..., :rot], ref_q.reshape(t, hq, hs)[..., :rot]) < TOL[torch.bfloat16]
     assert rel(ko.reshape(t, hk, hs)[..., :rot], ref_k.reshape(t, hk, hs)[..., :rot]) < TOL[torch.bfloat16]
-    L.launch_rotary_ring(pos, q, k, cs, hs, neox, blocks_per_sm=bps, THREADS=threads, STAGES=stages)   # in place
+    L.launch_rotary_ring(pos, q, k, cs, hs, neox, blocks_per_sm=bps, THREADS=threads, STAGES=stages,
+                         CS_SMEM=cs_smem)                                        # in place
     assert rel(q, ref_q) < TOL[torch.bfloat16] and rel(k, ref_k) < TOL[torch.bfloat16]
 
 
