@@ -12,7 +12,8 @@
 #   fused (the rotary stream / HALVES GPU tests and the fused ops' sanitizers alone), a6check (PAIRED attention,
 #   layer_norm_ring and rotary_ring: their GPU tests, memcheck + racecheck), a6bench (every llm_ops row, then
 #   benchmarks/attention.py --sweep on d64s512 / d128s512), a6final (the new defaults' GPU tests, the attention
-#   table without decode rows, the layer_norm / rotary rows);
+#   table without decode rows, the layer_norm / rotary rows), a6cs (rotary_ring CS_SMEM: GPU tests, sanitizers,
+#   the rotary rows without the torch.compile peer);
 #   default: bench,errors,decode,check
 set -uo pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site ${WHL:-build/a3_whl}/*.whl || exit 1
@@ -114,5 +115,16 @@ if has a6final; then   # the new defaults' GPU tests (rings, PAIRED policy, lowe
   echo "== attention rc=$? at $((SECONDS - T0)) s"; cut -c1-160 "$OUT/a6_attention.log" | tail -28
   timeout 80 python3 benchmarks/llm_ops.py --ops layer_norm,rotary_neox,rotary_gptj --out "$OUT" > "$OUT/a6_llm.log" 2>&1
   echo "== llm_ops rc=$? at $((SECONDS - T0)) s"; grep -E "of copy|copy [0-9]|Error" "$OUT/a6_llm.log" | cut -c1-300
+fi
+if has a6cs; then   # rotary_ring CS_SMEM: its GPU tests and memcheck / racecheck side by side, then the rotary rows
+  timeout 40 python3 -m pytest -q -p no:cacheprovider tests/gpu/test_gpu_llm_ops.py -k "rotary_ring" > "$OUT/a6cs_tests.log" 2>&1 &
+  for tool in memcheck racecheck; do
+    timeout 40 compute-sanitizer --tool $tool python3 tests/gpu/sanitize_fused_ops.py --ring > "/tmp/a6cs_$tool.log" 2>&1 &
+  done
+  wait
+  echo "== tests at $((SECONDS - T0)) s"; tail -1 "$OUT/a6cs_tests.log"; grep -E "^(FAILED|ERROR)" "$OUT/a6cs_tests.log" | head -5
+  for tool in memcheck racecheck; do echo "== $tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' /tmp/a6cs_$tool.log | tail -1)"; done
+  timeout 40 python3 benchmarks/llm_ops.py --no-compile --ops rotary_neox,rotary_gptj --out "$OUT" > "$OUT/a6cs_bench.log" 2>&1
+  echo "== bench rc=$? at $((SECONDS - T0)) s"; grep -E "of copy|copy [0-9]" "$OUT/a6cs_bench.log" | cut -c1-2500
 fi
 echo "== done at $((SECONDS - T0)) s"
