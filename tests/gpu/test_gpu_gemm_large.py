@@ -79,6 +79,9 @@ def test_large_class_through_launch(m, n, k):
     b = torch.randn(k, n, device=DEV, generator=g).bfloat16()
     ref = a.double() @ b.double()
     peer = _rel(torch.matmul(a, b), ref)
+    # f32 out against its like (the peer): cuBLAS's f32-out product; a fixed 1e-5 failed at K = 14336
+    # (1.6e-5: f32 accumulation over 14336 terms), so the bound is cuBLAS's own error on these inputs
+    peer32 = _rel(torch.mm(a, b, out_dtype=torch.float32), ref)
     if 2 * m * k > gemm_hopper.L2_BYTES and m > 128 * gemm_hopper.LARGE_GROUP_M:
         assert gemm_hopper.policy(m, n, k, tp.bf16, fixup=True).get("GROUP_M") == gemm_hopper.LARGE_GROUP_M
     for out in (torch.bfloat16, torch.float32):
@@ -87,7 +90,8 @@ def test_large_class_through_launch(m, n, k):
             gemm_hopper.launch(a, b, c)
             torch.cuda.synchronize()
             err = _rel(c, ref)
-            assert err <= (1.5 * peer + 1e-6 if out == torch.bfloat16 else 1e-5), (out, err, peer)
+            bound = 1.5 * peer + 1e-6 if out == torch.bfloat16 else 1.5 * peer32 + 1e-7
+            assert err <= bound, (out, err, peer, peer32)
 
 
 def test_sass_of_the_grouped_large_policy():
