@@ -62,21 +62,16 @@ def test_a_long_sequence_lowers_in_a_few_kernels():
 
 
 def test_a_half_precision_lstm_is_decomposed_and_still_matches(tmp_path):
-    """The step kernel is fp32: a bf16 LSTM lowers through torch's decomposition (rounded as eager rounds)."""
+    """The step kernel is fp32: a bf16 LSTM lowers through torch's decomposition (rounded as eager rounds), and
+    its error against float64 is no worse than eager's bf16 LSTM's."""
     torch.manual_seed(5)
     model = States(nn.LSTM(4, 6, 1)).eval().to(torch.bfloat16)
     x = torch.randn(3, 2, 4).to(torch.bfloat16)
-    prog = lower_model(model, [x], "cpu")
-    assert "RnnTemplate" not in [type(k).__name__ for k in prog.kernels]
-    import importlib.util
-
-    from argus_agent.lower import render_program
-    p = tmp_path / "bf16_lstm.py"
-    p.write_text(render_program(prog))
-    spec = importlib.util.spec_from_file_location("bf16_lstm", p)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
     with torch.no_grad():
-        out, ref = mod.argus_forward(model, x), model(x)
-    for o, r in zip(out, ref):
-        torch.testing.assert_close(o.float(), r.float(), rtol=2e-2, atol=2e-2)
+        eager = model(x)
+    prog, _, out, ref = run_lowered(model, [x], tmp_path, "bf16_lstm", target="cpu")
+    assert "RnnTemplate" not in [type(k).__name__ for k in prog.kernels]
+    for o, e, r in zip(out, eager, ref):
+        assert o.dtype == torch.bfloat16
+        ours, theirs = (o.double() - r).abs().max().item(), (e.double() - r).abs().max().item()
+        assert ours <= 1.5 * theirs + 1e-3, (ours, theirs)
