@@ -76,6 +76,9 @@ def test_slowest_presets_verify_clean_within_budget(name):
         assert took < allowed, (name, took, base, allowed)
 
 
+_SERIAL = "# P[i, c] weighs key j * BN + c\n" + " " * 24
+
+
 def _attention_with(tmp_path, good, bad):
     src = Path(attention.__file__).read_text()
     assert src.count(good) == 1, good
@@ -84,13 +87,14 @@ def _attention_with(tmp_path, good, bad):
     spec = importlib.util.spec_from_file_location("seeded_attention", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    return mod, src[:src.index(good)].count("\n") + 1
+    return mod, src[:src.index(good) + len(good)].count("\n") + 1     # the line of good's last line
 
 
 @pytest.mark.parametrize("kernel,good,bad,params", [
-    # the serial consumer multiplies P by the next stage's V tile (not yet waited for)
-    ("attention_fwd", "o = tp.mma(p16, v_s[j % STAGES], o)", "o = tp.mma(p16, v_s[(j + 1) % STAGES], o)",
-     {**attention.PRESETS[64], "PIPELINE": False}),
+    # the serial consumer multiplies P by the next stage's V tile (not yet waited for); the PAIRED consumer has the
+    # same line: the unpaired one is the line after its "key j * BN" comment
+    ("attention_fwd", _SERIAL + "o = tp.mma(p16, v_s[j % STAGES], o)",
+     _SERIAL + "o = tp.mma(p16, v_s[(j + 1) % STAGES], o)", {**attention.PRESETS[64], "PIPELINE": False}),
     # the decode consumer reads K from the stage after the one it waited for
     ("attention_decode", "sc = tp.mma(q_s[p], k_s[s * DP + p].T, sc)",
      "sc = tp.mma(q_s[p], k_s[((s + 1) % STAGES) * DP + p].T, sc)", {"HEAD_DIM": 64, "STAGES": 4}),
