@@ -1045,3 +1045,35 @@ def _cdist(ctx, node, x1, x2, p=2.0, compute_mode=None):
     if p == 2:
         return LTensor(shape, acc, lambda c: call("sqrt", red(c)))
     return LTensor(shape, acc, lambda c: call("pow", red(c), vals.const(1.0 / p, acc)))
+
+
+@register("aten._trilinear")
+def _trilinear(ctx, node, i1, i2, i3, expand1, expand2, expand3, sumdim, unroll_dim=1):
+    """torch._trilinear (nn.Bilinear / F.bilinear): each operand gets size-1 dims at its `expand` positions,
+    the three broadcast and multiply, and the product is summed over `sumdim`: one Reduction kernel whose
+    element is the product of three loads (x1[b, i] W[o, i, j] x2[b, j] for a bilinear layer)."""
+    ops = [(i1, set(expand1)), (i2, set(expand2)), (i3, set(expand3))]
+    rank = len(i1.shape) + len(expand1)
+    shapes = []
+    for t, ex in ops:
+        it = iter(t.shape)
+        shapes.append([1 if d in ex else next(it) for d in range(rank)])
+    full = [max(s[d] for s in shapes) for d in range(rank)]
+    sums = sorted(d % rank for d in sumdim)
+    keep = [d for d in range(rank) if d not in sums]
+    dtype = result_dtype(node)
+    cdt = vals.compute_dtype(dtype)
+
+    def element(oc, rc):
+        coords = {d: c for d, c in zip(keep, oc)}
+        coords.update({d: c for d, c in zip(sums, rc)})
+        v = None
+        for (t, ex), shape in zip(ops, shapes):
+            c = [coords[d] if shape[d] != 1 else const(0) for d in range(rank) if d not in ex]
+            x = vals.cast(t(c), cdt)
+            v = x if v is None else call("mul", v, x, dtype=cdt)
+        return v
+    if not sums:
+        return LTensor(tuple(full[d] for d in keep), dtype, lambda c: element(c, []))
+    return ctx.reduce("sum", tuple(full[d] for d in keep), tuple(full[d] for d in sums), element, dtype,
+                      base="trilinear")

@@ -552,3 +552,24 @@ def test_an_index_of_an_index_expression_composes_into_one_gather(mode, tmp_path
     prog, src, out, ref = run_lowered(Fn(fan), [x, rows], tmp_path, f"fan_{mode}", "cpu")
     assert_close(out, ref, 1e-6)
     assert len(prog.kernels) == 2                     # x * 2 realized, then the gather of it
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_bilinear_layer_lowers_through_trilinear(bias, tmp_path):
+    """nn.Bilinear is aten._trilinear (x1[b, i] W[o, i, j] x2[b, j] summed over i and j) plus the bias: one
+    reduction of three-load products, against torch in float64; also with a leading batch dim."""
+    class Bil(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer = nn.Bilinear(5, 6, 3, bias=bias)
+
+        def forward(self, x, y):
+            return self.layer(x, y)
+    torch.manual_seed(9)
+    model = Bil()
+    g = torch.Generator().manual_seed(10)
+    for shape in ((4,), (2, 3)):
+        a, b = torch.randn(*shape, 5, generator=g), torch.randn(*shape, 6, generator=g)
+        _, _, out, ref = run_lowered(model, [a, b], tmp_path, f"bil_{bias}_{len(shape)}", target="cpu")
+        assert out.shape == ref.shape
+        assert torch.allclose(out.double(), ref, rtol=1e-5, atol=1e-6), (out.double() - ref).abs().max()
