@@ -165,6 +165,7 @@ def test_collector_threshold_raised_during_a_run_and_restored(monkeypatch):
 
     from tilepy_verify import checks
 
+    monkeypatch.setattr(tv, "_CACHE", {})   # a report cached by an earlier test of this worker would run no check
     seen = []
     real = checks.ALL["bank_conflict"]
     monkeypatch.setitem(checks.ALL, "bank_conflict", lambda ctx: seen.append(gc.get_threshold()) or real(ctx))
