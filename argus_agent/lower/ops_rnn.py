@@ -31,8 +31,8 @@ from .values import call
 
 log = logging.getLogger("argus_agent.lower")
 
+# the op -> stdlib_kernels.rnn's cell number (LSTM, GRU, RNN_TANH, RNN_RELU)
 CELLS = {"aten.lstm.input": 0, "aten.gru.input": 1, "aten.rnn_tanh.input": 2, "aten.rnn_relu.input": 3}
-GATES = {0: 4, 1: 3, 2: 1, 3: 1}
 
 
 @dataclass
@@ -77,7 +77,7 @@ def render_rnn(t: RnnTemplate, n: int) -> list[str]:
 
     p = rnn.policy(t.B, t.H)
     grid = rnn.grid(t.B, t.H, p)
-    G = GATES[t.cell]
+    G = rnn.GATES[t.cell]
     v = f"_r{n}"
     h0 = f"{t.h0.name}.view({t.h0_rows}, {t.H})"
     c0 = f"{t.c0.name}.view({t.h0_rows}, {t.H})" if t.c0 is not None else h0    # no cell state: never read
@@ -97,10 +97,6 @@ def render_rnn(t: RnnTemplate, n: int) -> list[str]:
         f"0 if first else {t.col0}, {t.h0_row0} if first else {t.B} * ((s - 1) % 2), t * {t.o_rt}, "
         f"{t.B} * (s % 2), NB={t.B}, CELL={t.cell}, X_RB={t.x_rb}, O_RB={t.o_rb}, O_COL0={t.col0}, {consts})",
     ]
-
-
-def _fp32_buffer(ctx, x: LTensor, base: str) -> Buffer:
-    return ctx.contiguous(x, base).buffer
 
 
 def _decompose_lists(ctx, node, lowered: list):
@@ -133,7 +129,9 @@ def _decompose_lists(ctx, node, lowered: list):
 
 
 def _rnn(ctx, node, x, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first):
-    cell = CELLS[str(node.target).replace(".default", "")]
+    from stdlib_kernels import rnn
+
+    cell = CELLS[str(node.target)]
     hs = list(hx) if isinstance(hx, (list, tuple)) else [hx]
     per = (4 if has_biases else 2)
     D = 2 if bidirectional else 1
@@ -155,10 +153,13 @@ def _rnn(ctx, node, x, hx, params, has_biases, num_layers, dropout, train, bidir
     else:
         T, B, _ = x.shape
     H = hs[0].shape[-1]
-    G = GATES[cell]
-    h0 = _fp32_buffer(ctx, hs[0], "rnn_h0")
-    c0 = _fp32_buffer(ctx, hs[1], "rnn_c0") if cell == 0 else None
-    layer_in = _fp32_buffer(ctx, x, "rnn_x")
+    G = rnn.GATES[cell]
+    h0 = ctx.contiguous(hs[0], "rnn_h0").buffer
+    c0 = ctx.contiguous(hs[1], "rnn_c0").buffer if cell == rnn.LSTM else None
+    layer_in = ctx.contiguous(x, "rnn_x").buffer
+    if not has_biases:     # one zero buffer serves every layer and direction
+        zeros = ctx.contiguous(LTensor((G * H,), torch.float32, lambda c: vals.const(0, torch.float32)),
+                               "rnn_nobias").buffer
     I = x.shape[2]
     # row of (b, t) in a (T * B)-row view of the input / outputs: batch-first b * T + t, else t * B + b
     rb, rt = (T, 1) if batch_first else (1, B)
@@ -167,13 +168,10 @@ def _rnn(ctx, node, x, hx, params, has_biases, num_layers, dropout, train, bidir
         out = ctx.add_buffer(f"rnn_out{layer}", (T * B, D * H), torch.float32)
         for d in range(D):
             k = (layer * D + d) * per
-            wi, wh = (_fp32_buffer(ctx, params[k + i], f"rnn_w{i}") for i in range(2))
-            if has_biases:
-                bi, bh = (_fp32_buffer(ctx, params[k + i], f"rnn_b{i}") for i in (2, 3))
-            else:
-                bi = bh = _fp32_buffer(ctx, LTensor((G * H,), torch.float32, lambda c: vals.const(0, torch.float32)),
-                                       "rnn_nobias")
-            cbuf = ctx.add_buffer("rnn_c", (2 * B, H), torch.float32) if cell == 0 else None
+            wi, wh = (ctx.contiguous(params[k + i], f"rnn_w{i}").buffer for i in range(2))
+            bi, bh = ((ctx.contiguous(params[k + i], f"rnn_b{i}").buffer for i in (2, 3)) if has_biases
+                      else (zeros, zeros))
+            cbuf = ctx.add_buffer("rnn_c", (2 * B, H), torch.float32) if cell == rnn.LSTM else None
             ctx.kernels.append(RnnTemplate(
                 cell=cell, x=layer_in, x_rows=T * B, x_rb=rb, x_rt=rt, h0=h0, h0_rows=num_layers * D * B,
                 h0_row0=(layer * D + d) * B, c0=c0, cbuf=cbuf, wi=wi, wh=wh, bi=bi, bh=bh, out=out, o_rb=rb,
@@ -181,24 +179,21 @@ def _rnn(ctx, node, x, hx, params, has_biases, num_layers, dropout, train, bidir
                 what=f"layer {layer}{' reverse' if d else ''} of {source_line(node)}"))
             outs.append((out, cbuf))
         layer_in, I = out, D * H
-    last = layer_in
-    ot = buffer_tensor(last)
+    ot = buffer_tensor(layer_in)
     if batch_first:
-        output = LTensor((B, T, D * H), torch.float32, lambda c: ot([add(add(c[0] * T, c[1]), const(0)), c[2]]))
+        output = LTensor((B, T, D * H), torch.float32, lambda c: ot([add(c[0] * T, c[1]), c[2]]))
     else:
         output = LTensor((T, B, D * H), torch.float32, lambda c: ot([add(c[0] * B, c[1]), c[2]]))
-    hn = _state(outs, [o for o, _ in outs], T, B, H, D, rb, rt, final=True)
-    result = [output, hn]
-    if cell == 0:
-        cn = _state(outs, [cb for _, cb in outs], T, B, H, D, rb, rt, final=False)
-        result.append(cn)
-    return tuple(result)
+    hn = _state([o for o, _ in outs], T, B, H, D, rb, rt, final=True)
+    if cell != rnn.LSTM:
+        return output, hn
+    return output, hn, _state([cb for _, cb in outs], T, B, H, D, rb, rt, final=False)
 
 
-def _state(outs, bufs, T, B, H, D, rb, rt, final: bool) -> LTensor:
+def _state(bufs, T, B, H, D, rb, rt, final: bool) -> LTensor:
     """h_n (from each layer-direction's output rows at its last step) or c_n (from its ping-pong buffer's half
     written last), stacked over layers * directions: (L * D, B, H)."""
-    LD = len(outs)
+    LD = len(bufs)
     views = [buffer_tensor(b) for b in bufs]
 
     def pick(k: int, b, j):
