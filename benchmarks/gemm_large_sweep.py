@@ -46,6 +46,12 @@ VARIANTS = {
     "256x128_s4_g16": dict(BM=256, BN=128, CONSUMERS=2, INSTR=I128, STAGES=4, EPILOGUE=0, IN_FLIGHT=0, GROUP_M=16,
                            **R64),
     "persistent_r64_g16": dict(PERSISTENT=1, STAGES=4, GROUP_M=16, **R64),
+    # G9: cuBLAS's own structure at these shapes is 128 x 256 tiles (our frame) in 2x1 clusters along M (its
+    # nvjet_sm90_tst_256x128_64x4_1x2 names, column-major); the persistent grid at the group sizes the policy uses
+    "persistent_r64": dict(PERSISTENT=1, STAGES=4, GROUP_M=8, **R64),
+    "c2_tma_r64": dict(CLUSTER_M=2, **TMA3, **R64),
+    "c2_s4_r64": dict(CLUSTER_M=2, STAGES=4, EPILOGUE=0, IN_FLIGHT=0, **R64),
+    "256x128": dict(BM=256, BN=128, CONSUMERS=2, INSTR=I128, **TMA3, **R64),
 }
 # fp8, constexprs over gemm_fp8's policy (128 x 256 x 128, 4 stages, wait_group 0, GROUP_M 8)
 FP8_VARIANTS = {
@@ -185,6 +191,51 @@ def add_sass_facts():
             _FACTS[key].update(facts)
 
 
+def cublas_kernels(M, N, K, g) -> list:
+    """What torch.matmul bf16 launches at (M, N, K): each kernel's name (cuBLAS's nvjet names carry its tile, stages
+    and cluster, in cuBLAS's column-major frame: its M is our N), grid, block, registers and device us, from
+    torch.profiler's trace over 5 calls after a warm-up."""
+    import os
+    import tempfile
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    a = torch.randn(M, K, device="cuda", generator=g).bfloat16()
+    b = torch.randn(K, N, device="cuda", generator=g).bfloat16()
+    for _ in range(3):
+        torch.matmul(a, b)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(5):
+            torch.matmul(a, b)
+        torch.cuda.synchronize()
+    fd, path = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    try:
+        prof.export_chrome_trace(path)
+        trace = json.loads(Path(path).read_text())
+    finally:
+        os.unlink(path)
+    seen: dict = {}
+    for ev in trace.get("traceEvents", []):
+        if ev.get("cat") != "kernel":
+            continue
+        args = ev.get("args", {})
+        r = seen.setdefault(ev["name"][:200], {"kernel": ev["name"][:200], "grid": args.get("grid"),
+                                               "block": args.get("block"),
+                                               "registers": args.get("registers per thread"),
+                                               "smem": args.get("shared memory"), "us": []})
+        r["us"].append(ev.get("dur"))
+    rows = list(seen.values())
+    for r in rows:
+        r["us_median"] = statistics.median(r.pop("us"))
+    return rows
+
+
+PROFILE = False     # --profile: each bf16 shape's row records what cuBLAS launches (cublas_kernels)
+
+
 class Deadline:
     """Rows stop starting after `seconds` (the JSON written so far stays complete)."""
 
@@ -207,6 +258,12 @@ def bf16_rows(shapes, variants, batches, g, rows, deadline, save):
         ref = a.double() @ b.double()
         err_peer = _rel(torch.matmul(a, b), ref)
         row = {}
+        if PROFILE:
+            try:
+                row["cublas"] = cublas_kernels(M, N, K, g)
+                print(f"bf16 {M}x{N}x{K} cuBLAS runs {row['cublas']}", flush=True)
+            except Exception as e:  # noqa: BLE001 - the profile is a side note
+                row["cublas"] = f"{type(e).__name__}: {e}"[:200]
         for name, v in variants.items():
             p = bf16_params(M, N, K, v)
             c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
@@ -307,7 +364,10 @@ def main():
     ap.add_argument("--precompile", type=int, default=0, help="build every kernel first in N processes")
     ap.add_argument("--precompile-only", action="store_true")
     ap.add_argument("--batches", type=int, default=30)
+    ap.add_argument("--profile", action="store_true", help="record cuBLAS's kernels (name, grid) per bf16 shape")
     args = ap.parse_args()
+    global PROFILE
+    PROFILE = args.profile
     kinds = args.only.split(",")
     shapes = [tuple(int(x) for x in s.split(",")) for s in args.shapes] if args.shapes else None
     fp8_shapes = [tuple(int(x) for x in s.split(",")) for s in args.fp8_shapes] if args.fp8_shapes else None
@@ -368,7 +428,7 @@ def main():
     for kind in ("bf16", "fp8"):          # the table last: ratio per variant and shape
         for shape, row in result.get(kind, {}).items():
             cells = "  ".join(f"{n} {r['ratio']:.3f}{'' if r['ok'] else ' WRONG'}"
-                              for n, r in row.items() if "ratio" in r)
+                              for n, r in row.items() if isinstance(r, dict) and "ratio" in r)
             print(f"{kind} {shape}: {cells}")
 
 
