@@ -163,6 +163,39 @@ PLAN4 = [
                         ("swap16_128_s8_split2", dict(SW16, BN=128, CONSUMERS=2, STAGES=8, SPLIT_K=2)),
                         ("swap64_128_s8_split4", dict(SW64, BN=128, CONSUMERS=2, STAGES=8, SPLIT_K=4))], ("bf16",)),
 ]
+# fifth call (G10): swap-AB in clusters of row tiles (B's tile multicast to them: cuBLAS's 64 x 16 / 64 x 32 / 64 x 64
+# tiles of C^T in 1x2 clusters at 32 / 64 / 128 rows, 16 / 16 / 13 stages, unsplit), B given as (N, K) (a Linear's
+# weight, read in place: what the lowering launches), and 128 x 64 tiles in 2x1 clusters (cuBLAS's 256-row and 1024^3
+# form, `nvjet ... 128x64_64x8_1x2`)
+I128 = tp.nv.wgmma_m64n128k16_bf16
+SWC = dict(SWAP_AB=1, IN_FLIGHT=1, FIXUP=3, SPLIT_K=1, CLUSTER_M=2, CONSUMERS=1, BN=64)
+C16 = dict(SWC, BM=16, INSTR=I16, STAGES=16)
+C32 = dict(SWC, BM=32, INSTR=I32, STAGES=14)
+C64 = dict(SWC, BM=64, INSTR=I64, STAGES=12)
+C128 = dict(SWC, BM=128, INSTR=I128, STAGES=8)
+CL128x64 = dict(BM=128, BN=64, CONSUMERS=2, INSTR=I64, IN_FLIGHT=0, STAGES=8, CLUSTER_M=2)
+PLAN5 = [
+    ((32, 4096, 4096), [("policy", None), ("policy_nk", ("nk", {})), ("swap16_64_s16_cl2", C16),
+                        ("swap16_64_s16_cl2_nk", ("nk", C16)), ("swap16_64_s16_cl2_wait0", dict(C16, IN_FLIGHT=0)),
+                        ("swap16_128_s12_cl2_split2", dict(C16, BN=128, CONSUMERS=2, STAGES=12, SPLIT_K=2))],
+     ("bf16", "f32")),
+    ((64, 4096, 4096), [("policy", None), ("swap32_64_s14_cl2", C32), ("swap32_64_s14_cl2_nk", ("nk", C32)),
+                        ("swap32_64_s14_cl2_wait0", dict(C32, IN_FLIGHT=0)),
+                        ("swap32_128_s8_cl2_split2", dict(C32, BN=128, CONSUMERS=2, STAGES=8, SPLIT_K=2))],
+     ("bf16", "f32")),
+    ((128, 4096, 4096), [("policy", None), ("swap64_64_s12_cl2", C64), ("swap64_64_s12_cl2_nk", ("nk", C64)),
+                         ("swap64_64_s12_cl2_wait0", dict(C64, IN_FLIGHT=0)),
+                         ("swap64_128_s8_cl2_split2", dict(C64, BN=128, CONSUMERS=2, STAGES=8, SPLIT_K=2))],
+     ("bf16", "f32")),
+    ((100, 4096, 4096), [("policy", None), ("swap64_64_s12_cl2", C64)], ("bf16",)),
+    ((16, 4096, 4096), [("policy", None), ("policy_nk", ("nk", {}))], ("bf16",)),
+    ((256, 4096, 4096), [("policy", None), ("128x64_s8_cl2", CL128x64),
+                         ("128x64_s8_cl2_tma", dict(CL128x64, EPILOGUE=2)), ("swap128_64_s8_cl2", C128)],
+     ("bf16", "f32")),
+    ((1024, 1024, 1024), [("policy", None), ("128x64_s8_cl2", CL128x64),
+                          ("128x64_s8_cl2_tma", dict(CL128x64, EPILOGUE=2)), ("swap128_64_s8_cl2", C128)],
+     ("bf16", "f32")),
+]
 PLAN = [  # (shape, variants, output dtypes)
     ((16, 4096, 4096), DECODE, ("bf16", "f32")),
     ((64, 4096, 4096), DECODE, ("bf16", "f32")),
@@ -244,6 +277,44 @@ def apad_row(M, N, K, g, out_t, out):
     return r
 
 
+def nk_row(M, N, K, g, out_t, out, extra):
+    """gemm_splitk_swap with B given as (N, K) (B_NK=1: an nn.Linear weight read in place) at the shape's policy
+    (extra = {}) or at `extra`'s swap-AB constexprs, against cuBLAS's F.linear (torch.matmul(a, w.T)) on the same
+    inputs; the slots' sum launched after it where the constexprs split K."""
+    from stdlib_kernels import gemm_splitk_swap as gs
+
+    p = {**gemm_hopper.policy(M, N, K, out, fixup=True), **extra, "B_NK": 1}
+    if not p.get("SWAP_AB"):
+        return {"error": "the policy here is not swap-AB", "policy": gb._policy_text(p)}
+    a = torch.randn(M, K, device="cuda", generator=g).bfloat16()
+    w = torch.randn(N, K, device="cuda", generator=g).bfloat16()
+    c = torch.full((M, N), float("nan"), device="cuda", dtype=out_t)
+    kp = gemm_hopper.kernel_params(p)
+    kernel = gs.gemm_splitk_swap_nk_bf16 if out == tp.bf16 and kp["SPLIT_K"] == 1 else gs.gemm_splitk_swap_nk
+    launcher = kernel[gemm_hopper.grid_of(M, N, p)]
+    split = kp["SPLIT_K"] > 1
+    ws = torch.zeros(gemm_hopper.workspace_shapes(M, N, {**p, "FIXUP": 3})[0] if split else (1, 1), device="cuda")
+    locks = torch.zeros(1, device="cuda", dtype=torch.int32)
+    summer = (gemm_hopper.splitk_sum_bf16 if out == tp.bf16 else gemm_hopper.splitk_sum)[
+        (gemm_hopper._cdiv(M, 8), gemm_hopper._cdiv(N, 128))] if split else None
+    cw = c if not split else torch.empty(M, N, device="cuda")      # (the split kernel's C, unused: f32-typed)
+
+    def fn():
+        launcher(a, w, cw, ws, locks, target="sm_90a", **kp)
+        if summer is not None:
+            summer(ws, c, SPLIT_K=kp["SPLIT_K"])
+
+    fn()
+    ref = a.double() @ w.double().T
+    err = gb.rel(c, ref)
+    peer = (lambda: torch.matmul(a, w.T)) if out_t == torch.bfloat16 else (lambda: torch.mm(a, w.T, out_dtype=out_t))
+    err_torch = gb.rel(peer(), ref)
+    t, t_torch = gb.timeit_median(fn), gb.timeit_median(peer)
+    t, t_torch = min(t, gb.timeit_median(fn)), min(t_torch, gb.timeit_median(peer))
+    return {"us": t * 1e6, "torch_us": t_torch * 1e6, "ratio": t_torch / t, "rel_err": err, "torch_rel_err": err_torch,
+            "policy": gb._policy_text(p) + f" SWAP_AB CLUSTER_M={kp.get('CLUSTER_M', 1)} B_NK"}
+
+
 def build_items(only, plan):
     items = {}
     for (M, N, K), variants, outs in plan:
@@ -254,6 +325,8 @@ def build_items(only, plan):
                 out = DT[o][1]
                 p = params_of(M, N, K, spec, out)
                 NB = N if not (isinstance(spec, tuple) and spec[0] == "padded") else -(-N // 64) * 64
+                if isinstance(spec, tuple) and spec[0] == "nk":
+                    continue    # (built on first use)
                 kernel, kp = gemm_hopper.plan_kernel(M, NB, out, p, K)
                 items[(id(kernel), tuple(sorted((k, repr(v)) for k, v in kp.items())))] = (M, NB, K, out, p)
     return list(items.values())
@@ -371,12 +444,12 @@ def main(argv=None):
     ap.add_argument("--ncu-target", default=None)
     ap.add_argument("--shape", default="16,4096,4096")
     ap.add_argument("--plan", default="1", help="1 / 2: the first / second call's sweep, 3: the table, 4: swap at "
-                    "32-64 rows")
+                    "32-64 rows, 5: swap-AB in clusters, B as (N, K), 128 x 64 clusters")
     args = ap.parse_args(argv)
     if args.ncu_target:
         ncu_target(args.ncu_target, *(int(x) for x in args.shape.split(",")))
         return
-    plan = {"1": PLAN, "2": PLAN2, "3": PLAN3, "4": PLAN4}[args.plan]
+    plan = {"1": PLAN, "2": PLAN2, "3": PLAN3, "4": PLAN4, "5": PLAN5}[args.plan]
     if args.precompile:
         precompile(args.only, args.precompile, plan)
     props = torch.cuda.get_device_properties(0)
@@ -394,7 +467,8 @@ def main(argv=None):
         for o in outs:
             out_t, out = DT[o]
             try:
-                if args.plan == "1" or variants is MID or variants is PITCH or (args.plan == "3" and M <= 32):
+                if (args.plan in ("1", "5") or variants is MID or variants is PITCH
+                        or (args.plan == "3" and M <= 32)):
                     res["cublas_kernels"][f"{key}/{o}"] = cublas_kernels(M, N, K, out_t, mm_f32)
             except Exception as e:  # noqa: BLE001 - the profiler is a side note
                 res["cublas_kernels"][f"{key}/{o}"] = f"{type(e).__name__}: {e}"[:200]
@@ -405,6 +479,12 @@ def main(argv=None):
                 try:
                     if isinstance(spec, tuple) and spec[0] == "padded":
                         r = padded_row(M, N, K, g, out_t, out)
+                    elif isinstance(spec, tuple) and spec[0] == "nk":
+                        r = nk_row(M, N, K, g, out_t, out, spec[1])
+                        if "error" in r:
+                            print(f"{key:16} {name:34} {r['error']}", flush=True)
+                            row[name] = r
+                            continue
                     elif isinstance(spec, tuple) and spec[0] in ("sums", "apad"):
                         r = (sums_row if spec[0] == "sums" else apad_row)(M, N, K, g, out_t, out)
                         print(f"{key:16} {name:34} " + " ".join(f"{k} {v:.3g}" for k, v in r.items()

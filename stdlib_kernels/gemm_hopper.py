@@ -386,7 +386,7 @@ def gemm_persistent(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", 
                     BM: tp.constexpr = 128, BN: tp.constexpr = 256, BK: tp.constexpr = 64, STAGES: tp.constexpr = 4,
                     CONSUMERS: tp.constexpr = 2, INSTR: tp.constexpr = tp.nv.wgmma_m64n256k16_bf16,
                     SWIZZLE: tp.constexpr = tp.Swizzle(3, 3, 3), PRODUCER_REGS: tp.constexpr = 0,
-                    CONSUMER_REGS: tp.constexpr = 0, GROUP_M: tp.constexpr = 8):
+                    CONSUMER_REGS: tp.constexpr = 0, GROUP_M: tp.constexpr = 8, EPILOGUE: tp.constexpr = 0):
     """gemm_hopper on a persistent grid: a 1-D grid of at most one block per SM, block b walking output tiles
     b, b + grid, ... in a grouped (L2-friendly) order, GROUP_M row tiles sweeping the columns together. The
     ring runs on across a block's output tiles, so the producer loads the next output tile's stages while the
@@ -399,9 +399,23 @@ def gemm_persistent(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", 
     form clean (it writes the tile and ring loops as one loop over the block's slots before the analysis:
     tilepy_verify/mbarrier_arrays.py, tests/stdlib/test_gemm_hopper.py::test_persistent_verifies, seeded bugs
     in tests/verify/test_persistent_nested.py); gemm_persistent_flat below is the same GEMM written as that one
-    loop per role, slower on the H100."""
+    loop per role, slower on the H100.
+
+    EPILOGUE=2, the TMA store overlapped with the next tile (cuBLAS's persistent kernels store so): the consumers
+    write a tile's accumulator into c_s (gemm_hopper's EPILOGUE=2 layout), arrive on `staged` and go straight on to
+    the next tile's ring; the producer, once it has issued the next tile's copies, stores c_s with a bulk tensor
+    store, waits for its read and hands c_s back through `c_free`, which the consumers wait for before writing the
+    next tile into it (a tile's store goes out one tile late; the block's last tile after the loop). The block's
+    it-th tile's handshake is phase it of `staged` and of `c_free`. The store is TMA only (fallback=False: the
+    per-element copy beside it spilled 2.7-5.3 KB of the producer's registers), so C's rows must be 16-byte
+    multiples (the launch refuses others)."""
     a_s = tp.shared((BM, BK), tp.bf16, stages=STAGES, swizzle=SWIZZLE)
     b_s = tp.shared((BK, BN), tp.bf16, stages=STAGES, swizzle=SWIZZLE, layout=b_layout(BK, BN))
+    if EPILOGUE == 2:
+        c_s = tp.shared((BM, BN), C.dtype, swizzle=tp.Swizzle(3, 4 - C.dtype.bytes // 2, 3),
+                        layout=b_layout(BM, BN, 128 // C.dtype.bytes))
+        staged = tp.mbarrier(1)     # the consumers' tile it is in c_s (phase it)
+        c_free = tp.mbarrier(1)     # the store of tile it has read c_s (phase it)
     full = tp.mbarrier(1, stages=STAGES)
     empty = tp.mbarrier(1, stages=STAGES)
     tp.tag(A, lambda i, k: ("A", i, k))
@@ -428,6 +442,28 @@ def gemm_persistent(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", 
                     tp.copy_bulk(A[m0:m0 + BM, k * BK:k * BK + BK], a_s[k % STAGES], full[k % STAGES])
                     tp.copy_bulk(B[k * BK:k * BK + BK, n0:n0 + BN], b_s[k % STAGES], full[k % STAGES])
                 tp.mbarrier_arrive(full[k % STAGES])
+            if EPILOGUE == 2:
+                it = (t - first) // step
+                if it > 0:                  # the previous tile, staged while this tile's ring filled
+                    pt = t - step
+                    p_first_m = (pt // in_group) * GROUP_M
+                    p_group_m = tp.minimum(n_m - p_first_m, GROUP_M)
+                    pm0 = (p_first_m + (pt % in_group) % p_group_m) * BM
+                    pn0 = ((pt % in_group) // p_group_m) * BN
+                    tp.mbarrier_wait(staged, it - 1)
+                    tp.store_bulk(c_s, C[pm0:pm0 + BM, pn0:pn0 + BN], fallback=False)
+                    tp.store_bulk_wait(c_s)             # c_s read: the consumers may write the next tile
+                    tp.mbarrier_arrive(c_free)
+        if EPILOGUE == 2:                   # the block's last tile
+            mine = tp.cdiv(n_m * n_n - first, step)
+            lt = first + (mine - 1) * step
+            l_first_m = (lt // in_group) * GROUP_M
+            l_group_m = tp.minimum(n_m - l_first_m, GROUP_M)
+            lm0 = (l_first_m + (lt % in_group) % l_group_m) * BM
+            ln0 = ((lt % in_group) // l_group_m) * BN
+            tp.mbarrier_wait(staged, mine - 1)
+            tp.store_bulk(c_s, C[lm0:lm0 + BM, ln0:ln0 + BN], fallback=False)
+            tp.store_bulk_wait(c_s)
     else:                               # consumer warpgroups: wgmma over their own threads, 64 rows each
         if CONSUMER_REGS > 0:
             tp.setmaxnreg(CONSUMER_REGS)
@@ -446,7 +482,14 @@ def gemm_persistent(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", 
                     acc = tp.mma(a_s[k % STAGES], b_s[k % STAGES], acc)
                 tp.mbarrier_arrive(empty[k % STAGES])
             tp.assert_tag(tp.mma_operands(acc), lambda a, b: a[2] == b[1])
-            tp.store(C[m0:m0 + BM, n0:n0 + BN], acc)
+            if EPILOGUE == 2:
+                it = (t - first) // step
+                if it > 0:
+                    tp.mbarrier_wait(c_free, it - 1)    # the previous tile's store has read c_s
+                tp.store(c_s, acc)                      # (rounded to C's dtype)
+                tp.mbarrier_arrive(staged)              # the producer stores it after the next tile's copies
+            else:
+                tp.store(C[m0:m0 + BM, n0:n0 + BN], acc)
 
 
 @tp.kernel(threads=_threads, target="sm_90a")
@@ -722,7 +765,7 @@ PERSISTENT_ONLY = ("GROUP_M",)         # constexprs of gemm_persistent (and gemm
 STEADY_ONLY = ("IN_FLIGHT", "SPLIT_K", "EPILOGUE", "B_SWIZZLE", "FIXUP", "MIN_BLOCKS", "SLOT_ROWS")
 CLUSTER_ONLY = ("CLUSTER_M",)                            # gemm_cluster's (CLUSTER_M > 1 picks it)
 # gemm_splitk_swap's constexprs (SWAP_AB=1 picks it)
-SWAP_KEYS = ("BM", "BN", "BK", "STAGES", "CONSUMERS", "INSTR", "SWIZZLE", "SPLIT_K", "IN_FLIGHT")
+SWAP_KEYS = ("BM", "BN", "BK", "STAGES", "CONSUMERS", "INSTR", "SWIZZLE", "SPLIT_K", "IN_FLIGHT", "CLUSTER_M", "B_NK")
 
 
 def clustered(params: dict) -> bool:
@@ -731,9 +774,10 @@ def clustered(params: dict) -> bool:
 
 def fixed_up(params: dict) -> bool:
     """Whether these constexprs run split-K with the reduction in the kernel (gemm_splitk: SPLIT_K > 1 and
-    FIXUP 1 or 2) rather than gemm_hopper's atomics into a zeroed target (FIXUP 0)."""
+    FIXUP 1 or 2) rather than gemm_hopper's atomics into a zeroed target (FIXUP 0); gemm_splitk_swap's split
+    (SWAP_AB=1, clustered or not) stores FIXUP=3's slots."""
     return params.get("SPLIT_K", 1) > 1 and params.get("FIXUP", 0) > 0 and not params.get("PERSISTENT") \
-        and not clustered(params)
+        and (not clustered(params) or bool(params.get("SWAP_AB")))
 
 
 def kernel_params(params: dict) -> dict:
@@ -741,14 +785,15 @@ def kernel_params(params: dict) -> dict:
     and are not its own; gemm_persistent keeps the wgmma group synchronous and has no split-K. CLUSTER_M > 1
     picks gemm_cluster (wait_group 0, no split-K, EPILOGUE 0 or 2). SPLIT_K > 1 with FIXUP 1 / 2 picks
     gemm_splitk (no EPILOGUE of its own); FIXUP is nobody else's. SWAP_AB=1 picks gemm_splitk_swap (C^T = B^T A^T,
-    split-K into FIXUP=3's slots: SPLIT_K > 1 and FIXUP=3 required)."""
+    split-K into FIXUP=3's slots (SPLIT_K > 1 needs FIXUP=3), or unsplit (SPLIT_K=1: C stored by the kernel), in
+    clusters of CLUSTER_M row tiles sharing B's tile (multicast) or not)."""
     if params.get("SWAP_AB"):
-        if (params.get("SPLIT_K", 1) < 2 or params.get("FIXUP") != 3 or params.get("PERSISTENT")
-                or clustered(params)):
-            raise ValueError(f"gemm_hopper: SWAP_AB=1 (gemm_splitk_swap) runs split-K into slots summed by splitk_sum: "
-                             f"it needs SPLIT_K > 1 and FIXUP=3, no PERSISTENT or CLUSTER_M (got SPLIT_K="
-                             f"{params.get('SPLIT_K', 1)}, FIXUP={params.get('FIXUP')}); pass SPLIT_K=2..8, FIXUP=3")
-        return {k: v for k, v in params.items() if k in SWAP_KEYS}
+        if (params.get("SPLIT_K", 1) > 1 and params.get("FIXUP") != 3) or params.get("PERSISTENT"):
+            raise ValueError(f"gemm_hopper: SWAP_AB=1 (gemm_splitk_swap) runs split-K into slots summed by splitk_sum "
+                             f"(SPLIT_K > 1 needs FIXUP=3) or no split (SPLIT_K=1), never PERSISTENT (got SPLIT_K="
+                             f"{params.get('SPLIT_K', 1)}, FIXUP={params.get('FIXUP')}); pass SPLIT_K=1, or "
+                             f"SPLIT_K=2..8 with FIXUP=3")
+        return {**{k: v for k, v in params.items() if k in SWAP_KEYS}, "SPLIT_K": params.get("SPLIT_K", 1)}
     if clustered(params):
         bad = {k: params[k] for k in ("IN_FLIGHT", "SPLIT_K", "B_SWIZZLE", "PERSISTENT", "MIN_BLOCKS")
                if params.get(k, 0) not in
@@ -774,10 +819,14 @@ def kernel_params(params: dict) -> dict:
         return {k: v for k, v in params.items() if k not in drop}
     for k in STEADY_ONLY:
         v = params.get(k, 0)
-        if (v not in (0, 1) if k == "SPLIT_K" else bool(v)):
-            raise ValueError(f"gemm_hopper: PERSISTENT=1 runs wait_group 0 without split-K, the staged epilogue or "
-                             f"a B swizzle of its own; {k}={v!r} needs the non-persistent kernel (PERSISTENT=0)")
-    return {k: v for k, v in params.items() if k not in STEADY_ONLY + ("PERSISTENT", "NUM_SMS")}
+        if (v not in (0, 1) if k == "SPLIT_K" else v not in (0, 2) if k == "EPILOGUE" else bool(v)):
+            raise ValueError(f"gemm_hopper: PERSISTENT=1 runs wait_group 0 without split-K, the staged copy "
+                             f"epilogue (EPILOGUE=1) or a B swizzle of its own; {k}={v!r} needs the non-persistent "
+                             f"kernel (PERSISTENT=0)")
+    keep = {k: v for k, v in params.items() if k not in STEADY_ONLY + ("PERSISTENT", "NUM_SMS")}
+    if params.get("EPILOGUE"):      # EPILOGUE=2: the TMA store overlapped with the next tile
+        keep["EPILOGUE"] = params["EPILOGUE"]
+    return keep
 
 
 _VARIANTS: dict = {}
@@ -822,6 +871,8 @@ def workspace_shapes(M: int, N: int, params: dict) -> tuple:
     """gemm_splitk's (WS, LOCKS) shapes: FIXUP=1 sums into an (M, N) f32 workspace, FIXUP=2 keeps SPLIT_K slots
     of cdiv(M, BM) * BM rows; one ticket per output tile."""
     gm, gn = _cdiv(M, params["BM"]), _cdiv(N, params["BN"])
+    if params.get("SWAP_AB"):   # a cluster's grid is rounded up to whole clusters: a slot for every row tile
+        gm = _cdiv(gm, params.get("CLUSTER_M", 1)) * params.get("CLUSTER_M", 1)
     ws = (M, N) if params["FIXUP"] == 1 else (params["SPLIT_K"] * gm * params["BM"], N)   # 2, 3: slots
     return ws, (gm * gn,)
 
@@ -841,10 +892,12 @@ class _Plan:
         self.fixup = fixed_up(params)
         self.split = params.get("SPLIT_K", 1) > 1 and not self.fixup
         self.shapes = workspace_shapes(M, N, params) if self.fixup else None
+        if params.get("SWAP_AB") and not self.fixup:   # unsplit swap-AB stores C itself: WS / LOCKS unused
+            self.fixup, self.shapes = True, ((1, 1), (1,))
         self.out = out
         self.launcher = kernel[grid_of(M, N, params)]
         self.summer = None
-        if self.fixup and params["FIXUP"] == 3:     # the slots' sum, a second launch
+        if self.fixup and params.get("FIXUP") == 3 and params.get("SPLIT_K", 1) > 1:   # the slots' sum, a second launch
             self.summer = (splitk_sum_bf16 if out == tp.bf16 else splitk_sum)[(_cdiv(M, 8), _cdiv(N, 128))]
         self.bufs: dict = {}
 

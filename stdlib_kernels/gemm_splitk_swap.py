@@ -21,6 +21,16 @@ Block z (grid z = SPLIT_K) sums its share of the k-tiles and stores its partial 
 FIXUP=3 layout: SPLIT_K slots of cdiv(M, BM) * BM rows); `splitk_sum` adds the slots and rounds once into C. C and
 LOCKS are not used here: the signature is gemm_splitk's, so `gemm_hopper.launch` runs it through the same plan
 (SWAP_AB=1 with SPLIT_K > 1 and FIXUP=3 picks it).
+
+SPLIT_K=1: no split; the consumers store C^T's tile transposed into C itself (C's dtype; WS and LOCKS unused).
+CLUSTER_M > 1: thread-block clusters of CLUSTER_M row tiles (grid x) over the same BN columns of C, cuBLAS's form
+at 32-128 rows (its nvjet `64x16_64x16_1x2` / `64x32_64x16_1x2` / `64x64_64x13_2x1` kernels: tiles of C^T in 2-block
+clusters, 13-16 stages, no split): B's tile, the only large operand, is loaded once per cluster by a TMA multicast
+into the same stage of every block (issued by rank k % CLUSTER_M), so B is read once however many row tiles there
+are; as in gemm_cluster, a stage is refilled only after the consumers of every block released it (`empty[s]` counts
+CLUSTER_M arrivals, made remotely), with a cluster barrier after the mbarriers' initialization and before exit.
+B_NK=1 (`gemm_splitk_swap_nk`): B given as (N, K), an nn.Linear weight read in place; its (BN, BK) tile is K-major,
+the instruction's A operand without the transpose bit.
 """
 
 import tilepy as tp
@@ -29,56 +39,116 @@ from . import gemm_hopper
 from .gemm_hopper import _threads, b_layout, splitk_sum, splitk_sum_bf16  # noqa: F401  (the sum, re-exported)
 
 
-@tp.kernel(threads=_threads, target="sm_90a")
+def _cluster(c):
+    return (c["CLUSTER_M"], 1, 1)
+
+
+@tp.kernel(threads=_threads, target="sm_90a", cluster=_cluster)
 def gemm_splitk_swap(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"],
                      C: tp.Tensor[tp.f32, "M", "N"], WS: tp.Tensor[tp.f32, "WR", "WC"], LOCKS: tp.Tensor[tp.i32, "T"],
                      BM: tp.constexpr = 16, BN: tp.constexpr = 128, BK: tp.constexpr = 64,
                      STAGES: tp.constexpr = 11, CONSUMERS: tp.constexpr = 2,
                      INSTR: tp.constexpr = tp.nv.wgmma_m64n16k16_bf16, SWIZZLE: tp.constexpr = tp.Swizzle(3, 3, 3),
-                     SPLIT_K: tp.constexpr = 4, IN_FLIGHT: tp.constexpr = 1):
+                     SPLIT_K: tp.constexpr = 4, IN_FLIGHT: tp.constexpr = 1, CLUSTER_M: tp.constexpr = 1,
+                     B_NK: tp.constexpr = 0):
     m0 = tp.block_id(0) * BM
     n0 = tp.block_id(1) * BN
-    z = tp.block_id(2)
     a_s = tp.shared((BM, BK), tp.bf16, stages=STAGES, swizzle=SWIZZLE)
-    b_s = tp.shared((BK, BN), tp.bf16, stages=STAGES, swizzle=SWIZZLE, layout=b_layout(BK, BN))
+    if B_NK:
+        # B given as (N, K) (an nn.Linear weight, read in place): its (BN, BK) tile is K-major, the instruction's
+        # A operand as it is (no transpose bit)
+        b_s = tp.shared((BN, BK), tp.bf16, stages=STAGES, swizzle=SWIZZLE)
+    else:
+        b_s = tp.shared((BK, BN), tp.bf16, stages=STAGES, swizzle=SWIZZLE, layout=b_layout(BK, BN))
     full = tp.mbarrier(1, stages=STAGES)
-    empty = tp.mbarrier(1, stages=STAGES)
+    empty = tp.mbarrier(CLUSTER_M, stages=STAGES)    # with a cluster: the consumers of every block of it
     tp.tag(A, lambda i, k: ("A", i, k))
-    tp.tag(B, lambda k, j: ("B", k, j))
-    k_tiles = tp.cdiv(tp.cdiv(A.shape[1], BK), SPLIT_K)   # every split runs the same count (zeros past K)
-    k_first = z * k_tiles
+    if B_NK:
+        tp.tag(B, lambda j, k: ("B", k, j))
+    else:
+        tp.tag(B, lambda k, j: ("B", k, j))
+    if SPLIT_K > 1:
+        z = tp.block_id(2)
+        k_tiles = tp.cdiv(tp.cdiv(A.shape[1], BK), SPLIT_K)   # every split runs the same count (zeros past K)
+        k_first = z * k_tiles
+    else:                               # (no grid z: the verifier proves the blocks' C tiles disjoint)
+        k_tiles = tp.cdiv(A.shape[1], BK)
+        k_first = 0
     LC = tp.accumulator(INSTR, (BN, BM), (CONSUMERS, 1))  # C^T's tile: 64 of its rows (C's columns) per consumer
+    if CLUSTER_M > 1:
+        tp.cluster_sync()               # every block's mbarriers are initialized before any other block uses them
     if tp.warpgroup_id() == 0:          # producer warpgroup: one thread issues the bulk tensor copies
         for k in range(k_tiles):
-            if IN_FLIGHT == 0:
+            if IN_FLIGHT == 0 and CLUSTER_M == 1:
                 if k >= STAGES:
                     tp.mbarrier_wait(empty[k % STAGES], k // STAGES - 1)
-            else:
+            else:                       # (the consumers pre-release the stages, in every block of a cluster)
                 tp.mbarrier_wait(empty[k % STAGES], k // STAGES)
             k0 = (k_first + k) * BK
             tp.copy_bulk(A[m0:m0 + BM, k0:k0 + BK], a_s[k % STAGES], full[k % STAGES])
-            tp.copy_bulk(B[k0:k0 + BK, n0:n0 + BN], b_s[k % STAGES], full[k % STAGES])
+            if CLUSTER_M > 1:
+                # the blocks of a cluster are adjacent row tiles of the same BN columns: B's tile, loaded once,
+                # lands in the same stage of every block (TMA multicast; the ranks take turns issuing it)
+                if B_NK:
+                    tp.copy_bulk(B[n0:n0 + BN, k0:k0 + BK], b_s[k % STAGES], full[k % STAGES],
+                                 multicast=(1 << CLUSTER_M) - 1, by=k % CLUSTER_M)
+                else:
+                    tp.copy_bulk(B[k0:k0 + BK, n0:n0 + BN], b_s[k % STAGES], full[k % STAGES],
+                                 multicast=(1 << CLUSTER_M) - 1, by=k % CLUSTER_M)
+            elif B_NK:
+                tp.copy_bulk(B[n0:n0 + BN, k0:k0 + BK], b_s[k % STAGES], full[k % STAGES])
+            else:
+                tp.copy_bulk(B[k0:k0 + BK, n0:n0 + BN], b_s[k % STAGES], full[k % STAGES])
             tp.mbarrier_arrive(full[k % STAGES])
     else:                               # consumer warpgroups: C^T's tile, B's tile as the instruction's A
         acc = tp.zeros((BN, BM), tp.f32, layout=LC)
         if IN_FLIGHT == 0:
+            if CLUSTER_M > 1:
+                for s in tp.static_range(STAGES):      # every stage starts released, in every block
+                    for r in tp.static_range(CLUSTER_M):
+                        tp.mbarrier_arrive(empty[s], cta=r)
             for k in range(k_tiles):
                 tp.mbarrier_wait(full[k % STAGES], k // STAGES)
-                acc = tp.mma(b_s[k % STAGES].T, a_s[k % STAGES].T, acc)
-                tp.mbarrier_arrive(empty[k % STAGES])
+                if B_NK:
+                    acc = tp.mma(b_s[k % STAGES], a_s[k % STAGES].T, acc)
+                else:
+                    acc = tp.mma(b_s[k % STAGES].T, a_s[k % STAGES].T, acc)
+                if CLUSTER_M > 1:
+                    for r in tp.static_range(CLUSTER_M):       # released to every block that multicasts into it
+                        tp.mbarrier_arrive(empty[k % STAGES], cta=r)
+                else:
+                    tp.mbarrier_arrive(empty[k % STAGES])
         else:
             for s in tp.static_range(STAGES - 1):
-                tp.mbarrier_arrive(empty[s])
+                if CLUSTER_M > 1:
+                    for r in tp.static_range(CLUSTER_M):
+                        tp.mbarrier_arrive(empty[s], cta=r)
+                else:
+                    tp.mbarrier_arrive(empty[s])
             for k in range(k_tiles):
                 tp.mbarrier_wait(full[k % STAGES], k // STAGES)
-                acc = tp.mma_async(b_s[k % STAGES].T, a_s[k % STAGES].T, acc)
+                if B_NK:
+                    acc = tp.mma_async(b_s[k % STAGES], a_s[k % STAGES].T, acc)
+                else:
+                    acc = tp.mma_async(b_s[k % STAGES].T, a_s[k % STAGES].T, acc)
                 tp.mma_wait(1)
-                tp.mbarrier_arrive(empty[(k + STAGES - 1) % STAGES])   # tile k - 1's stage
+                if CLUSTER_M > 1:                      # tile k - 1's stage, in every block of the cluster
+                    for r in tp.static_range(CLUSTER_M):
+                        tp.mbarrier_arrive(empty[(k + STAGES - 1) % STAGES], cta=r)
+                else:
+                    tp.mbarrier_arrive(empty[(k + STAGES - 1) % STAGES])   # tile k - 1's stage
             tp.mma_wait(0)
         tp.assert_tag(tp.mma_operands(acc), lambda b, a: b[1] == a[2])   # B's k is A's k
-        mine = (z * tp.num_blocks(0) + tp.block_id(0)) * BM     # split z's slot
-        tp.store(WS[mine:mine + BM, n0:n0 + BN], acc.T)
+        if SPLIT_K > 1:
+            mine = (z * tp.num_blocks(0) + tp.block_id(0)) * BM     # split z's slot
+            tp.store(WS[mine:mine + BM, n0:n0 + BN], acc.T)
+        else:
+            tp.store(C[m0:m0 + BM, n0:n0 + BN], acc.T)      # unsplit: C itself, in C's dtype (WS, LOCKS unused)
+    if CLUSTER_M > 1:
+        tp.cluster_sync()               # no block leaves while another may still arrive on its mbarriers
 
 
 gemm_splitk_swap_bf16 = gemm_splitk_swap.retyped(C=tp.Tensor[tp.bf16, "M", "N"])
+gemm_splitk_swap_nk = gemm_splitk_swap.retyped(B=tp.Tensor[tp.bf16, "N", "K"])     # launch these with B_NK=1
+gemm_splitk_swap_nk_bf16 = gemm_splitk_swap.retyped(B=tp.Tensor[tp.bf16, "N", "K"], C=tp.Tensor[tp.bf16, "M", "N"])
 gemm_hopper.SWAP_KERNELS["gemm_splitk_swap"] = gemm_splitk_swap   # gemm_hopper.kernel_for(swap=True) picks it

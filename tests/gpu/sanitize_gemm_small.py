@@ -49,6 +49,38 @@ for (m, k, n), extra in (((13, 1000, 200), dict(SPLIT_K=3)), ((30, 520, 2045), d
         err = float((c.double() - ref).norm() / ref.norm())
         print("swap", m, k, n, out, "rel err", err, flush=True)
         assert err < (4e-3 if out == torch.bfloat16 else 1e-5), err
+# G10: swap-AB in 2x1 clusters of row tiles (B multicast), unsplit and split, an odd row-tile count; B as (N, K)
+from stdlib_kernels import gemm_splitk_swap as gs  # noqa: E402
+
+SWC = dict(SWAP_AB=1, IN_FLIGHT=1, FIXUP=3, SPLIT_K=1, CLUSTER_M=2, CONSUMERS=1, BN=64)
+for (m, k, n), extra in (((45, 1100, 264), dict(BM=16, INSTR=tp.nv.wgmma_m64n16k16_bf16, STAGES=16)),
+                         ((64, 520, 300), dict(BM=32, INSTR=tp.nv.wgmma_m64n32k16_bf16, STAGES=14, IN_FLIGHT=0)),
+                         ((100, 700, 2045), dict(BM=64, INSTR=tp.nv.wgmma_m64n64k16_bf16, STAGES=12)),
+                         ((40, 1000, 200), dict(BM=16, INSTR=tp.nv.wgmma_m64n16k16_bf16, STAGES=12, BN=128,
+                                                CONSUMERS=2, SPLIT_K=2))):
+    a = torch.randn(m, k, device=d, generator=g).bfloat16()
+    b = torch.randn(k, n, device=d, generator=g).bfloat16()
+    ref = a.double() @ b.double()
+    for out in (torch.float32, torch.bfloat16):
+        c = torch.full((m, n), float("nan"), device=d, dtype=out)
+        gemm_hopper.launch(a, b, c, **{**SWC, **extra})
+        torch.cuda.synchronize()
+        err = float((c.double() - ref).norm() / ref.norm())
+        print("swap cluster", m, k, n, out, extra.get("SPLIT_K", 1), "rel err", err, flush=True)
+        assert err < (4e-3 if out == torch.bfloat16 else 1e-5), err
+m, k, n = 32, 600, 264
+a = torch.randn(m, k, device=d, generator=g).bfloat16()
+w = torch.randn(n, k, device=d, generator=g).bfloat16()
+c = torch.full((m, n), float("nan"), device=d, dtype=torch.bfloat16)
+kp = gemm_hopper.kernel_params({**gemm_hopper.PRESETS["sm_90a"], **SWC, "BM": 16, "STAGES": 16, "B_NK": 1,
+                                "INSTR": tp.nv.wgmma_m64n16k16_bf16})
+gs.gemm_splitk_swap_nk_bf16[(2, gemm_hopper._cdiv(n, 64), 1)](a, w, c, torch.zeros(1, 1, device=d),
+                                                               torch.zeros(1, device=d, dtype=torch.int32),
+                                                               target="sm_90a", **kp)
+torch.cuda.synchronize()
+err = float((c.double() - a.double() @ w.double().T).norm() / (a.double() @ w.double().T).norm())
+print("swap cluster B_NK rel err", err, flush=True)
+assert err < 4e-3, err
 ws = torch.randn(4 * 64, 300, device=d, generator=g)
 for br in (1, 2):
     c = torch.full((5, 300), float("nan"), device=d)

@@ -75,3 +75,84 @@ def test_swap_ab_sass_and_registers():
         sass = ck.sass()
         assert kernel.name == "gemm_splitk_swap" and "HGMMA.64x16x16.F32.BF16" in sass and ".tnspA" in sass
         assert "LDL" not in sass and "STL" not in sass and ck.resources["spill_stores"] == 0
+
+
+I16, I32, I64 = tp.nv.wgmma_m64n16k16_bf16, tp.nv.wgmma_m64n32k16_bf16, tp.nv.wgmma_m64n64k16_bf16
+SWC = dict(SWAP_AB=1, IN_FLIGHT=1, FIXUP=3, SPLIT_K=1, CLUSTER_M=2, CONSUMERS=1, BN=64)
+
+
+@pytest.mark.parametrize("out", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize(
+    "m,n,k,extra",
+    [
+        (32, 4096, 4096, dict(BM=16, INSTR=I16, STAGES=16)),                  # cuBLAS's 32-row form: 2 row tiles
+        (45, 1000, 1100, dict(BM=16, INSTR=I16, STAGES=16)),                  # 3 row tiles: the grid's 4th is past M
+        (64, 4096, 4096, dict(BM=32, INSTR=I32, STAGES=14, IN_FLIGHT=0)),
+        (100, 2045, 1000, dict(BM=64, INSTR=I64, STAGES=12)),                 # B's rows padded, a partial row tile
+        (40, 4096, 4096, dict(BM=16, INSTR=I16, STAGES=12, BN=128, CONSUMERS=2, SPLIT_K=2)),   # slots per rank
+    ],
+)
+def test_swap_ab_clusters_through_launch(m, n, k, extra, out):
+    """gemm_splitk_swap in 2x1 clusters of row tiles (B's tile multicast), unsplit (C stored by the kernel) and split
+    (FIXUP=3 slots for every row tile of the rounded-up grid), against float64; the same bits from a second call."""
+    g = torch.Generator(device="cuda").manual_seed(m + n + k)
+    a = torch.randn(m, k, device=DEV, generator=g).bfloat16()
+    b = torch.randn(k, n, device=DEV, generator=g).bfloat16()
+    ref = a.double() @ b.double()
+    c = torch.full((m, n), float("nan"), device=DEV, dtype=out)
+    gemm_hopper.launch(a, b, c, **{**SWC, **extra})
+    torch.cuda.synchronize()
+    assert torch.isfinite(c).all()
+    err = float((c.double() - ref).norm() / ref.norm())
+    assert err < (3e-3 if out == torch.bfloat16 else 1e-5), err
+    first = c.clone()
+    c.fill_(float("nan"))
+    gemm_hopper.launch(a, b, c, **{**SWC, **extra})
+    torch.cuda.synchronize()
+    assert torch.equal(c, first)
+
+
+@pytest.mark.parametrize("out", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("m,n,k,extra", [(32, 4096, 4096, dict(BM=16, INSTR=I16, STAGES=16)),
+                                         (13, 1000, 520, dict(BM=16, INSTR=I16, STAGES=8, CLUSTER_M=1, BN=128,
+                                                              CONSUMERS=2, SPLIT_K=3))])
+def test_swap_ab_b_given_as_nk(m, n, k, extra, out):
+    """B_NK=1: B an (N, K) weight read in place (K-major, the instruction's A without the transpose bit), as the
+    lowering launches an nn.Linear's weight: against F.linear's float64 value."""
+    from stdlib_kernels import gemm_splitk_swap as gs
+
+    g = torch.Generator(device="cuda").manual_seed(m + n)
+    a = torch.randn(m, k, device=DEV, generator=g).bfloat16()
+    w = torch.randn(n, k, device=DEV, generator=g).bfloat16()
+    ref = a.double() @ w.double().T
+    p = {**gemm_hopper.PRESETS["sm_90a"], **SWC, **extra, "B_NK": 1}
+    kp = gemm_hopper.kernel_params(p)
+    split = kp["SPLIT_K"] > 1
+    c = torch.full((m, n), float("nan"), device=DEV, dtype=out)
+    ws = torch.zeros(gemm_hopper.workspace_shapes(m, n, p)[0] if split else (1, 1), device=DEV)
+    locks = torch.zeros(1, device=DEV, dtype=torch.int32)
+    kernel = gs.gemm_splitk_swap_nk_bf16 if out == torch.bfloat16 and not split else gs.gemm_splitk_swap_nk
+    kernel[gemm_hopper.grid_of(m, n, p)](a, w, c if not split else torch.empty(m, n, device=DEV), ws, locks,
+                                         target="sm_90a", **kp)
+    if split:
+        (gemm_hopper.splitk_sum_bf16 if out == torch.bfloat16 else gemm_hopper.splitk_sum)[
+            (gemm_hopper._cdiv(m, 8), gemm_hopper._cdiv(n, 128))](ws, c, SPLIT_K=kp["SPLIT_K"])
+    torch.cuda.synchronize()
+    assert torch.isfinite(c).all()
+    err = float((c.double() - ref).norm() / ref.norm())
+    assert err < (3e-3 if out == torch.bfloat16 else 1e-5), err
+
+
+def test_swap_ab_cluster_sass():
+    import tilepy_hip
+
+    for extra, instr in ((dict(BM=16, INSTR=I16, STAGES=16), "HGMMA.64x16x16"),
+                         (dict(BM=32, INSTR=I32, STAGES=14), "HGMMA.64x32x16"),
+                         (dict(BM=64, INSTR=I64, STAGES=12), "HGMMA.64x64x16")):
+        for out in (tp.f32, tp.bf16):
+            p = {**gemm_hopper.PRESETS["sm_90a"], **SWC, **extra}
+            kernel, kp = gemm_hopper.plan_kernel(64, 4096, out, p, 4096)
+            ck = tilepy_hip.compile(kernel, target="sm_90a", **kp)
+            sass = ck.sass()
+            assert kernel.name == "gemm_splitk_swap" and instr in sass and ".tnspA" in sass, kp
+            assert "LDL" not in sass and "STL" not in sass and ck.resources["spill_stores"] == 0

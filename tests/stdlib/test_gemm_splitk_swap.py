@@ -49,9 +49,14 @@ def test_swap_ab_needs_split_k_into_slots():
     assert set(kp) <= set(gemm_hopper.SWAP_KEYS) and kp["SPLIT_K"] == 4 and "FIXUP" not in kp
     kernel, _ = gemm_hopper.plan_kernel(16, 4096, tp.bf16, p, 4096)
     assert kernel.name == "gemm_splitk_swap"
-    for bad in (dict(SPLIT_K=1), dict(FIXUP=0), dict(FIXUP=2), dict(CLUSTER_M=2)):
+    for bad in (dict(FIXUP=0), dict(FIXUP=2), dict(PERSISTENT=1)):
         with pytest.raises(ValueError, match="SWAP_AB"):
             gemm_hopper.kernel_params({**p, **bad})
+    # unsplit (C stored by the kernel) and clustered forms are legal: SPLIT_K=1 passed explicitly (the kernel's
+    # default is 4), CLUSTER_M kept
+    kp = gemm_hopper.kernel_params({**p, "SPLIT_K": 1, "CLUSTER_M": 2})
+    assert (kp["SPLIT_K"], kp["CLUSTER_M"]) == (1, 2) and "FIXUP" not in kp
+    assert gemm_hopper.kernel_params({k: v for k, v in p.items() if k != "SPLIT_K"})["SPLIT_K"] == 1
 
 
 def test_swap_ab_renders_the_a_transpose():
@@ -183,3 +188,122 @@ def test_a_callers_constexprs_get_the_policy_without_swap_ab():
         plan = gemm_hopper._PLANS[(m, n, k, c.dtype, None, "sm_90a", *given.items())]
         assert (plan.params["BM"] == 16) == swapped and ("INSTR" in plan.params)
         assert (plan.params["INSTR"].n == 16) == swapped          # otherwise gemm_splitk / gemm_hopper's 64 x 128
+
+
+SWC = dict(SWAP_AB=1, IN_FLIGHT=1, FIXUP=3, SPLIT_K=1, CLUSTER_M=2, CONSUMERS=1, BN=64,
+           INSTR=tp.nv.wgmma_m64n16k16_bf16)
+
+
+@pytest.mark.parametrize("out", [tp.f32, tp.bf16])
+@pytest.mark.parametrize(
+    "m,k,n,params",
+    [
+        (30, 300, 200, dict(BM=16, STAGES=3)),                        # 2 row tiles, one cluster, B multicast
+        (45, 256, 130, dict(BM=16, STAGES=3, SPLIT_K=2, IN_FLIGHT=0)),  # 3 row tiles: the grid rounded up to 4
+        (70, 190, 136, dict(BM=32, INSTR=tp.nv.wgmma_m64n32k16_bf16, STAGES=3, BN=128, CONSUMERS=2)),
+        (100, 200, 2045, dict(BM=64, INSTR=tp.nv.wgmma_m64n64k16_bf16, STAGES=2)),   # B's rows padded
+        (20, 200, 130, dict(BM=16, STAGES=2, CLUSTER_M=1)),           # unsplit, no cluster
+    ],
+)
+def test_swap_ab_clusters_and_unsplit_on_the_interpreter(m, k, n, params, out):
+    """gemm_splitk_swap in clusters of CLUSTER_M row tiles (B's tile multicast to them) and unsplit (C stored by the
+    kernel, no slots or sum), through launch, against float64; NaN-poisoned output."""
+    rng = np.random.default_rng(m * 3 + k + n)
+    a = round_bf16(rng.standard_normal((m, k)).astype(np.float32))
+    b = round_bf16(rng.standard_normal((k, n)).astype(np.float32))
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    c = np.full((m, n), np.nan, np.float32)
+    given = {**SWC, **params}
+    gemm_hopper.launch(a, b, c, out_dtype=out, **given)
+    assert not np.isnan(c).any()
+    if out == tp.f32:
+        np.testing.assert_allclose(c, ref, rtol=1e-5, atol=1e-4)
+    else:
+        assert np.array_equal(c, round_bf16(c))
+        np.testing.assert_allclose(c, ref, rtol=2 ** -8, atol=1e-3)
+    plan = gemm_hopper._PLANS[(m, n, k, c.dtype, out, "sm_90a", *given.items())]
+    assert (plan.summer is not None) == (given["SPLIT_K"] > 1)
+    assert plan.params.get("CLUSTER_M", 1) == given["CLUSTER_M"]
+
+
+@pytest.mark.parametrize("split", [1, 3])
+def test_swap_ab_b_given_as_nk_on_the_interpreter(split):
+    """B_NK=1: B an (N, K) weight (an nn.Linear's, read in place) staged K-major, the instruction's A as it is."""
+    from stdlib_kernels.gemm_splitk_swap import gemm_splitk_swap_nk, gemm_splitk_swap_nk_bf16
+
+    rng = np.random.default_rng(split)
+    m, k, n = 45, 300, 136
+    a = round_bf16(rng.standard_normal((m, k)).astype(np.float32))
+    w = round_bf16(rng.standard_normal((n, k)).astype(np.float32))
+    ref = a.astype(np.float64) @ w.astype(np.float64).T
+    p = {**gemm_hopper.PRESETS["sm_90a"], **SWC, "BM": 16, "STAGES": 3, "SPLIT_K": split, "B_NK": 1}
+    kp = gemm_hopper.kernel_params(p)
+    c = np.full((m, n), np.nan, np.float32)
+    if split == 1:      # bf16 out, C stored by the kernel (numpy float32 standing for bf16: rounded values)
+        gemm_splitk_swap_nk_bf16[gemm_hopper.grid_of(m, n, p)](a, w, c, np.zeros((1, 1), np.float32),
+                                                               np.zeros(1, np.int32), target="sm_90a", **kp)
+        assert np.array_equal(c, round_bf16(c))
+        np.testing.assert_allclose(c, ref, rtol=2 ** -8, atol=1e-3)
+    else:
+        ws = np.zeros(gemm_hopper.workspace_shapes(m, n, p)[0], np.float32)
+        gemm_splitk_swap_nk[gemm_hopper.grid_of(m, n, p)](a, w, c, ws, np.zeros(1, np.int32), target="sm_90a", **kp)
+        gemm_hopper.splitk_sum[(gemm_hopper._cdiv(m, 8), gemm_hopper._cdiv(n, 128))](ws, c, SPLIT_K=split,
+                                                                                       target="sm_90a")
+        np.testing.assert_allclose(c, ref, rtol=1e-5, atol=1e-4)
+
+
+def test_swap_ab_cluster_forms_verify_clean_in_budget():
+    """The cluster / unsplit / B_NK forms the sweep times, each verified clean (the 2 s budget is the CPU figure at
+    rest: 0.3-1.4 s here; 30 s is a hang guard under load, not a benchmark)."""
+    import time
+
+    import tilepy_verify as tv
+    from stdlib_kernels.gemm_splitk_swap import gemm_splitk_swap_nk_bf16
+
+    i32, i64 = tp.nv.wgmma_m64n32k16_bf16, tp.nv.wgmma_m64n64k16_bf16
+    for kernel, p in ((gemm_splitk_swap_bf16, dict(BM=16, BN=64, CONSUMERS=1, STAGES=16, SPLIT_K=1, CLUSTER_M=2)),
+                      (gemm_splitk_swap, dict(BM=32, INSTR=i32, BN=64, CONSUMERS=1, STAGES=14, SPLIT_K=1, CLUSTER_M=2,
+                                              IN_FLIGHT=0)),
+                      (gemm_splitk_swap, dict(BM=64, INSTR=i64, BN=64, CONSUMERS=1, STAGES=12, SPLIT_K=1, CLUSTER_M=2)),
+                      (gemm_splitk_swap, dict(BM=16, BN=128, CONSUMERS=2, STAGES=12, SPLIT_K=2, CLUSTER_M=2)),
+                      (gemm_splitk_swap_nk_bf16, dict(BM=16, BN=64, CONSUMERS=1, STAGES=16, SPLIT_K=1, CLUSTER_M=2,
+                                                      B_NK=1))):
+        t = time.perf_counter()
+        report = tv.verify(kernel, target="sm_90a", **p)
+        assert report.findings == [], [f.message for f in report.findings]
+        assert time.perf_counter() - t < 30
+    report = tv.verify(_local_release_only, target="sm_90a")
+    assert report.findings, "a stage released to its own block only, while a multicast writes both, went unseen"
+
+
+@tp.kernel(threads=256, target="sm_90a", cluster=(2, 1, 1))
+def _local_release_only(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"],
+                        C: tp.Tensor[tp.f32, "M", "N"], STAGES: tp.constexpr = 3):
+    """The cluster form with the seeded bug: each block's consumers release a stage on their own block's `empty`
+    only, so a producer may multicast B's next tile into the other block's stage while its consumers read it."""
+    m0 = tp.block_id(0) * 16
+    n0 = tp.block_id(1) * 64
+    a_s = tp.shared((16, 64), tp.bf16, stages=STAGES, swizzle=tp.Swizzle(3, 3, 3))
+    b_s = tp.shared((64, 64), tp.bf16, stages=STAGES, swizzle=tp.Swizzle(3, 3, 3),
+                    layout=gemm_hopper.b_layout(64, 64))
+    full = tp.mbarrier(1, stages=STAGES)
+    empty = tp.mbarrier(1, stages=STAGES)
+    k_tiles = tp.cdiv(A.shape[1], 64)
+    tp.cluster_sync()
+    if tp.warpgroup_id() == 0:
+        for k in range(k_tiles):
+            tp.mbarrier_wait(empty[k % STAGES], k // STAGES)
+            tp.copy_bulk(A[m0:m0 + 16, k * 64:k * 64 + 64], a_s[k % STAGES], full[k % STAGES])
+            tp.copy_bulk(B[k * 64:k * 64 + 64, n0:n0 + 64], b_s[k % STAGES], full[k % STAGES], multicast=3,
+                         by=k % 2)
+            tp.mbarrier_arrive(full[k % STAGES])
+    else:
+        acc = tp.zeros((64, 16), tp.f32, layout=tp.accumulator(tp.nv.wgmma_m64n16k16_bf16, (64, 16), (1, 1)))
+        for s in tp.static_range(STAGES):
+            tp.mbarrier_arrive(empty[s])
+        for k in range(k_tiles):
+            tp.mbarrier_wait(full[k % STAGES], k // STAGES)
+            acc = tp.mma(b_s[k % STAGES].T, a_s[k % STAGES].T, acc)
+            tp.mbarrier_arrive(empty[k % STAGES])      # BUG: the other block's producer multicasts here too
+        tp.store(C[m0:m0 + 16, n0:n0 + 64], acc.T)
+    tp.cluster_sync()
