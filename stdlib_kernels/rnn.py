@@ -1,19 +1,31 @@
 """Recurrent cells, one time step per launch: LSTM, GRU and Elman (tanh / ReLU) in fp32.
 
-A step computes, for a block of batch rows b and hidden units j, every gate's pre-activation
-`x_t W_ih[g]^T + h_{t-1} W_hh[g]^T` as sums over the input and hidden axes (BK at a time, kept in a
-(BB * BJ, BK) tile per gate and summed at the end), adds the biases and applies the cell:
+The input's share of every gate, `GX = x W_ih^T` for all time steps at once, is one large GEMM before
+the loop (the lowering's fp32 GEMM); a step computes only the recurrent product `h_{t-1} W_hh^T` for a block of
+batch rows b and hidden units j, every gate of them, adds GX's row of (b, t), b_ih and b_hh, and applies the
+cell:
 
 - LSTM (PyTorch's gate order i, f, g, o): c = f * c' + i * g, h = o * tanh(c);
-- GRU (r, z, n): n = tanh(x W_in^T + b_in + r * (h' W_hn^T + b_hn)), h = (1 - z) * n + z * h';
+- GRU (r, z, n): n = tanh(gx_n + b_in + r * (h' W_hn^T + b_hn)), h = (1 - z) * n + z * h';
 - Elman: h = tanh(...) or relu(...).
 
-Every operand is a whole buffer read at run-time row offsets, so the host loop over time steps launches the
-same compiled kernel at each step: x_t is row `x_row0 + b * X_RB` of X (batch-first or sequence-first, either
-layer's input), h_{t-1} row `h_row0 + b * h_rb` from column `h_col0` (the initial state, or the previous
-step's output row of this direction), and h_t goes to row `o_row0 + b * O_RB` of the output sequence from
-column O_COL0 (a direction's half of a bidirectional output). The cell state ping-pongs between two (NB, H)
-halves of one buffer. Accumulation is fp32 FMA (no tensor cores), as exact as PyTorch's fp32 cell.
+Two kernels of one signature. `rnn_step_tc` (sm_90a) multiplies on the tensor cores: mma.sync m16n8k8 .tf32
+with both operands loaded straight into the fragment layouts and split in registers into TF32 heads and tails
+(x = hi + lo), three products per k-tile (lo hi + hi lo + hi hi) into a fresh accumulator added to the running
+sum with f32 adds, as stdlib_kernels/gemm_fp32.py does: fp32-accurate. The next k-tile's operands are loaded
+before the current one is multiplied. `rnn_step` is the portable form: fp32 FMA sums of (BB * BJ, BK) tiles.
+
+Both directions of a bidirectional layer are one launch (grid z = direction d): direction 1 runs time
+backwards, so at step s direction d is at time t_d = s (d = 0) or T - 1 - s (d = 1). Every operand is a whole
+buffer read at run-time offsets, so the host loop over the steps launches one compiled kernel:
+- GX: row b * X_RB + t_d * X_RT (batch-first or sequence-first), columns from d * G * H (the directions' W_ih
+  stacked), gate g's from there + g * H;
+- h_{t-1}: row h_row0 + d * h_drow + b * h_rb + t_prev * h_rt, columns from d * h_dcol (the initial state: rows
+  of h0, h_rt = h_dcol = 0; later: the previous step's output rows of this direction, t_prev = t_d -+ 1);
+- W (D * G * H, H): the directions' W_hh stacked; Bi, Bh (D * G * H) their b_ih, b_hh;
+- h_t: row t_d * O_RT + b * O_RB of Ho, columns from d * H (a direction's half of a bidirectional output);
+- c (LSTM): read at row c_row0 + d * NB + b of Cp (c0, or the half of the ping-pong buffer written last
+  step), written at row co_row0 + d * NB + b of Co (the other half).
 """
 
 import numpy as np
@@ -25,15 +37,16 @@ GATES = {LSTM: 4, GRU: 3, RNN_TANH: 1, RNN_RELU: 1}
 
 
 @tp.kernel(threads=128)
-def rnn_step(X: tp.Tensor[tp.f32, "RX", "I"], Hp: tp.Tensor[tp.f32, "RH", "CH"], Cp: tp.Tensor[tp.f32, "RC", "H"],
-             Wi: tp.Tensor[tp.f32, "GH", "I"], Wh: tp.Tensor[tp.f32, "GH", "H"], Bi: tp.Tensor[tp.f32, "GH"],
-             Bh: tp.Tensor[tp.f32, "GH"], Ho: tp.Tensor[tp.f32, "RO", "CO"], Co: tp.Tensor[tp.f32, "RC2", "H"],
-             x_row0: tp.i32, h_row0: tp.i32, h_rb: tp.i32, h_col0: tp.i32, c_row0: tp.i32, o_row0: tp.i32,
-             co_row0: tp.i32, NB: tp.constexpr = 1, CELL: tp.constexpr = 0, X_RB: tp.constexpr = 1,
-             O_RB: tp.constexpr = 1, O_COL0: tp.constexpr = 0,
+def rnn_step(GX: tp.Tensor[tp.f32, "RX", "CX"], Hp: tp.Tensor[tp.f32, "RH", "CH"], Cp: tp.Tensor[tp.f32, "RC", "H"],
+             W: tp.Tensor[tp.f32, "DGH", "H"], Bi: tp.Tensor[tp.f32, "DGH"], Bh: tp.Tensor[tp.f32, "DGH"],
+             Ho: tp.Tensor[tp.f32, "RO", "CO"], Co: tp.Tensor[tp.f32, "RC2", "H"], s: tp.i32, h_row0: tp.i32,
+             h_drow: tp.i32, h_rb: tp.i32, h_rt: tp.i32, h_dcol: tp.i32, c_row0: tp.i32, co_row0: tp.i32,
+             NB: tp.constexpr = 1, T: tp.constexpr = 1, CELL: tp.constexpr = 0, G: tp.constexpr = 4,
+             X_RB: tp.constexpr = 1, X_RT: tp.constexpr = 1, O_RB: tp.constexpr = 1, O_RT: tp.constexpr = 1,
              BB: tp.constexpr = 8, BJ: tp.constexpr = 8, BK: tp.constexpr = 16):
-    n_in = X.shape[1]
-    n_h = Wh.shape[1]
+    n_h = W.shape[1]
+    d = tp.block_id(2)
+    td = s + d * (T - 1 - 2 * s)                      # this direction's time step
     q = tp.arange(BB * BJ)
     b = (tp.block_id(1) * BB + q // BJ)[:, None]      # (BB * BJ, 1): a batch row and a hidden unit per tile row
     j = (tp.block_id(0) * BJ + q % BJ)[:, None]
@@ -43,63 +56,179 @@ def rnn_step(X: tp.Tensor[tp.f32, "RX", "I"], Hp: tp.Tensor[tp.f32, "RH", "CH"],
     a1 = tp.zeros((BB * BJ, BK), tp.f32)
     a2 = tp.zeros((BB * BJ, BK), tp.f32)
     a3 = tp.zeros((BB * BJ, BK), tp.f32)
-    xr = x_row0 + b * X_RB
-    for k0 in range(tp.cdiv(n_in, BK)):                # x_t W_ih^T
-        k = k0 * BK + kk
-        ok = live & (k < n_in)
-        x = tp.load(X[xr, k], mask=ok)
-        a0 = a0 + x * tp.load(Wi[j, k], mask=ok)
-        if CELL == 0 or CELL == 1:
-            a1 = a1 + x * tp.load(Wi[j + n_h, k], mask=ok)
-            a2 = a2 + x * tp.load(Wi[j + 2 * n_h, k], mask=ok)
-        if CELL == 0:
-            a3 = a3 + x * tp.load(Wi[j + 3 * n_h, k], mask=ok)
-    hr = h_row0 + b * h_rb
-    for k0 in range(tp.cdiv(n_h, BK)):                 # h_{t-1} W_hh^T (GRU: the n gate's part apart, in a3)
+    hr = h_row0 + d * h_drow + b * h_rb + (td - 1 + 2 * d) * h_rt
+    hc = d * h_dcol
+    wr = d * (G * n_h) + j
+    for k0 in range(tp.cdiv(n_h, BK)):                 # h_{t-1} W_hh^T, gate by gate
         k = k0 * BK + kk
         ok = live & (k < n_h)
-        h = tp.load(Hp[hr, h_col0 + k], mask=ok)
-        a0 = a0 + h * tp.load(Wh[j, k], mask=ok)
+        h = tp.load(Hp[hr, hc + k], mask=ok)
+        a0 = a0 + h * tp.load(W[wr, k], mask=ok)
         if CELL == 0 or CELL == 1:
-            a1 = a1 + h * tp.load(Wh[j + n_h, k], mask=ok)
+            a1 = a1 + h * tp.load(W[wr + n_h, k], mask=ok)
+            a2 = a2 + h * tp.load(W[wr + 2 * n_h, k], mask=ok)
         if CELL == 0:
-            a2 = a2 + h * tp.load(Wh[j + 2 * n_h, k], mask=ok)
-            a3 = a3 + h * tp.load(Wh[j + 3 * n_h, k], mask=ok)
-        if CELL == 1:
-            a3 = a3 + h * tp.load(Wh[j + 2 * n_h, k], mask=ok)
-    s0 = tp.sum(a0, axis=1, keepdims=True) + tp.load(Bi[j], mask=live) + tp.load(Bh[j], mask=live)
-    orow = o_row0 + b * O_RB        # distinct rows per batch row (O_RB >= 1): no two lanes store one element
+            a3 = a3 + h * tp.load(W[wr + 3 * n_h, k], mask=ok)
+    xr = b * X_RB + td * X_RT
+    orow = td * O_RT + b * O_RB     # distinct rows per batch row (O_RB >= 1): no two lanes store one element
+    # gate g's pre-activation: the input's share (GX + b_ih) and the recurrent one (the sum + b_hh)
+    x0 = tp.load(GX[xr, wr], mask=live) + tp.load(Bi[wr], mask=live)
+    s0 = tp.sum(a0, axis=1, keepdims=True) + tp.load(Bh[wr], mask=live)
+    if CELL == 0 or CELL == 1:
+        x1 = tp.load(GX[xr, wr + n_h], mask=live) + tp.load(Bi[wr + n_h], mask=live)
+        s1 = tp.sum(a1, axis=1, keepdims=True) + tp.load(Bh[wr + n_h], mask=live)
+        x2 = tp.load(GX[xr, wr + 2 * n_h], mask=live) + tp.load(Bi[wr + 2 * n_h], mask=live)
+        s2 = tp.sum(a2, axis=1, keepdims=True) + tp.load(Bh[wr + 2 * n_h], mask=live)
     if CELL == 0:
-        s1 = tp.sum(a1, axis=1, keepdims=True) + tp.load(Bi[j + n_h], mask=live) + tp.load(Bh[j + n_h], mask=live)
-        s2 = tp.sum(a2, axis=1, keepdims=True) + tp.load(Bi[j + 2 * n_h], mask=live) \
-            + tp.load(Bh[j + 2 * n_h], mask=live)
-        s3 = tp.sum(a3, axis=1, keepdims=True) + tp.load(Bi[j + 3 * n_h], mask=live) \
-            + tp.load(Bh[j + 3 * n_h], mask=live)
-        c = tp.sigmoid(s1) * tp.load(Cp[c_row0 + b, j], mask=live) + tp.sigmoid(s0) * tp.tanh(s2)
-        tp.store(Co[co_row0 + b, j], c, mask=live)
-        tp.store(Ho[orow, O_COL0 + j], tp.sigmoid(s3) * tp.tanh(c), mask=live)
+        x3 = tp.load(GX[xr, wr + 3 * n_h], mask=live) + tp.load(Bi[wr + 3 * n_h], mask=live)
+        s3 = tp.sum(a3, axis=1, keepdims=True) + tp.load(Bh[wr + 3 * n_h], mask=live)
+        c = tp.sigmoid(x1 + s1) * tp.load(Cp[c_row0 + d * NB + b, j], mask=live) \
+            + tp.sigmoid(x0 + s0) * tp.tanh(x2 + s2)
+        tp.store(Co[co_row0 + d * NB + b, j], c, mask=live)
+        tp.store(Ho[orow, d * n_h + j], tp.sigmoid(x3 + s3) * tp.tanh(c), mask=live)
     if CELL == 1:
-        s1 = tp.sum(a1, axis=1, keepdims=True) + tp.load(Bi[j + n_h], mask=live) + tp.load(Bh[j + n_h], mask=live)
-        nx = tp.sum(a2, axis=1, keepdims=True) + tp.load(Bi[j + 2 * n_h], mask=live)
-        nh = tp.sum(a3, axis=1, keepdims=True) + tp.load(Bh[j + 2 * n_h], mask=live)
-        n = tp.tanh(nx + tp.sigmoid(s0) * nh)
-        z = tp.sigmoid(s1)
-        tp.store(Ho[orow, O_COL0 + j], (1.0 - z) * n + z * tp.load(Hp[hr, h_col0 + j], mask=live), mask=live)
+        n = tp.tanh(x2 + tp.sigmoid(x0 + s0) * s2)
+        z = tp.sigmoid(x1 + s1)
+        tp.store(Ho[orow, d * n_h + j], (1.0 - z) * n + z * tp.load(Hp[hr, hc + j], mask=live), mask=live)
     if CELL == 2:
-        tp.store(Ho[orow, O_COL0 + j], tp.tanh(s0), mask=live)
+        tp.store(Ho[orow, d * n_h + j], tp.tanh(x0 + s0), mask=live)
     if CELL == 3:
-        tp.store(Ho[orow, O_COL0 + j], tp.maximum(s0, 0.0), mask=live)
+        tp.store(Ho[orow, d * n_h + j], tp.maximum(x0 + s0, 0.0), mask=live)
+
+
+def _tc_threads(c):
+    return 32 * c["WM"]
+
+
+@tp.kernel(threads=_tc_threads, target="sm_90a")
+def rnn_step_tc(GX: tp.Tensor[tp.f32, "RX", "CX"], Hp: tp.Tensor[tp.f32, "RH", "CH"],
+                Cp: tp.Tensor[tp.f32, "RC", "H"], W: tp.Tensor[tp.f32, "DGH", "H"], Bi: tp.Tensor[tp.f32, "DGH"],
+                Bh: tp.Tensor[tp.f32, "DGH"], Ho: tp.Tensor[tp.f32, "RO", "CO"], Co: tp.Tensor[tp.f32, "RC2", "H"],
+                s: tp.i32, h_row0: tp.i32, h_drow: tp.i32, h_rb: tp.i32, h_rt: tp.i32, h_dcol: tp.i32,
+                c_row0: tp.i32, co_row0: tp.i32,
+                NB: tp.constexpr = 1, T: tp.constexpr = 1, CELL: tp.constexpr = 0, G: tp.constexpr = 4,
+                X_RB: tp.constexpr = 1, X_RT: tp.constexpr = 1, O_RB: tp.constexpr = 1, O_RT: tp.constexpr = 1,
+                WM: tp.constexpr = 1, BK: tp.constexpr = 16, INSTR: tp.constexpr = tp.nv.mma_m16n8k8_tf32):
+    BM = 16 * WM                    # batch rows: WM warps of 16
+    BJ = 8                          # hidden units (of every gate)
+    LA = tp.mma_layout(INSTR, "a", (BM, BK), (WM, 1))
+    LB = tp.mma_layout(INSTR, "b", (BK, BJ), (WM, 1))
+    LC = tp.accumulator(INSTR, (BM, BJ), (WM, 1))
+    n_h = W.shape[1]
+    d = tp.block_id(2)
+    td = s + d * (T - 1 - 2 * s)                     # this direction's time step
+    b0 = tp.block_id(1) * BM
+    j0 = tp.block_id(0) * BJ
+    # A (h_{t-1}) and B (W_hh^T, gate 0's rows) tiles' rows and columns in the fragment layouts
+    ab = tp.zeros((BM, BK), tp.i32, layout=LA) + (b0 + tp.arange(BM))[:, None]
+    ak = tp.zeros((BM, BK), tp.i32, layout=LA) + tp.arange(BK)[None, :]
+    bk = tp.zeros((BK, BJ), tp.i32, layout=LB) + tp.arange(BK)[:, None]
+    bj = tp.zeros((BK, BJ), tp.i32, layout=LB) + (j0 + tp.arange(BJ))[None, :]
+    hr = h_row0 + d * h_drow + ab * h_rb + (td - 1 + 2 * d) * h_rt
+    hc = d * h_dcol + ak
+    wr = d * (G * n_h) + bj
+    arow = ab < NB
+    bcol = bj < n_h
+    acc0 = tp.zeros((BM, BJ), tp.f32, layout=LC)
+    acc1 = tp.zeros((BM, BJ), tp.f32, layout=LC)
+    acc2 = tp.zeros((BM, BJ), tp.f32, layout=LC)
+    acc3 = tp.zeros((BM, BJ), tp.f32, layout=LC)
+    # k-tile 0's operands; each iteration loads tile k + 1's before multiplying tile k's
+    a = tp.load(Hp[hr, hc], mask=arow & (ak < n_h), layout=LA)
+    w0 = tp.load(W[wr, bk], mask=bcol & (bk < n_h), layout=LB)
+    w1 = tp.load(W[wr + n_h, bk], mask=bcol & (bk < n_h) & (G > 1), layout=LB)
+    w2 = tp.load(W[wr + 2 * n_h, bk], mask=bcol & (bk < n_h) & (G > 2), layout=LB)
+    w3 = tp.load(W[wr + 3 * n_h, bk], mask=bcol & (bk < n_h) & (G > 3), layout=LB)
+    for k0 in range(0, n_h, BK):
+        kn = k0 + BK
+        na = tp.load(Hp[hr, hc + kn], mask=arow & (ak + kn < n_h), layout=LA)
+        nw0 = tp.load(W[wr, bk + kn], mask=bcol & (bk + kn < n_h), layout=LB)
+        nw1 = tp.load(W[wr + n_h, bk + kn], mask=bcol & (bk + kn < n_h) & (G > 1), layout=LB)
+        nw2 = tp.load(W[wr + 2 * n_h, bk + kn], mask=bcol & (bk + kn < n_h) & (G > 2), layout=LB)
+        nw3 = tp.load(W[wr + 3 * n_h, bk + kn], mask=bcol & (bk + kn < n_h) & (G > 3), layout=LB)
+        ahi = tp.round_tf32(a)
+        alo = tp.round_tf32(a - ahi)
+        hi = tp.round_tf32(w0)
+        part = tp.zeros((BM, BJ), tp.f32, layout=LC)
+        part = tp.mma(alo, hi, part)
+        part = tp.mma(ahi, tp.round_tf32(w0 - hi), part)
+        part = tp.mma(ahi, hi, part)
+        acc0 = acc0 + part
+        if G > 1:
+            hi = tp.round_tf32(w1)
+            part = tp.zeros((BM, BJ), tp.f32, layout=LC)
+            part = tp.mma(alo, hi, part)
+            part = tp.mma(ahi, tp.round_tf32(w1 - hi), part)
+            part = tp.mma(ahi, hi, part)
+            acc1 = acc1 + part
+            hi = tp.round_tf32(w2)
+            part = tp.zeros((BM, BJ), tp.f32, layout=LC)
+            part = tp.mma(alo, hi, part)
+            part = tp.mma(ahi, tp.round_tf32(w2 - hi), part)
+            part = tp.mma(ahi, hi, part)
+            acc2 = acc2 + part
+        if G > 3:
+            hi = tp.round_tf32(w3)
+            part = tp.zeros((BM, BJ), tp.f32, layout=LC)
+            part = tp.mma(alo, hi, part)
+            part = tp.mma(ahi, tp.round_tf32(w3 - hi), part)
+            part = tp.mma(ahi, hi, part)
+            acc3 = acc3 + part
+        a, w0, w1, w2, w3 = na, nw0, nw1, nw2, nw3
+    # the cell, in the accumulator layout: element (b, j)
+    b = tp.zeros((BM, BJ), tp.i32, layout=LC) + (b0 + tp.arange(BM))[:, None]
+    j = tp.zeros((BM, BJ), tp.i32, layout=LC) + (j0 + tp.arange(BJ))[None, :]
+    live = (b < NB) & (j < n_h)
+    xr = b * X_RB + td * X_RT
+    xc = d * (G * n_h) + j
+    orow = td * O_RT + b * O_RB     # distinct rows per batch row (O_RB >= 1): no two lanes store one element
+    # gate g's pre-activation: the input's share (GX + b_ih) and the recurrent one (the product + b_hh)
+    x0 = tp.load(GX[xr, xc], mask=live, layout=LC) + tp.load(Bi[xc], mask=live, layout=LC)
+    s0 = acc0 + tp.load(Bh[xc], mask=live, layout=LC)
+    if G > 1:
+        x1 = tp.load(GX[xr, xc + n_h], mask=live, layout=LC) + tp.load(Bi[xc + n_h], mask=live, layout=LC)
+        s1 = acc1 + tp.load(Bh[xc + n_h], mask=live, layout=LC)
+        x2 = tp.load(GX[xr, xc + 2 * n_h], mask=live, layout=LC) + tp.load(Bi[xc + 2 * n_h], mask=live, layout=LC)
+        s2 = acc2 + tp.load(Bh[xc + 2 * n_h], mask=live, layout=LC)
+    if CELL == 0:
+        x3 = tp.load(GX[xr, xc + 3 * n_h], mask=live, layout=LC) + tp.load(Bi[xc + 3 * n_h], mask=live, layout=LC)
+        s3 = acc3 + tp.load(Bh[xc + 3 * n_h], mask=live, layout=LC)
+        c = tp.sigmoid(x1 + s1) * tp.load(Cp[c_row0 + d * NB + b, j], mask=live, layout=LC) \
+            + tp.sigmoid(x0 + s0) * tp.tanh(x2 + s2)
+        tp.store(Co[co_row0 + d * NB + b, j], c, mask=live)
+        tp.store(Ho[orow, d * n_h + j], tp.sigmoid(x3 + s3) * tp.tanh(c), mask=live)
+    if CELL == 1:
+        n = tp.tanh(x2 + tp.sigmoid(x0 + s0) * s2)
+        z = tp.sigmoid(x1 + s1)
+        hp = tp.load(Hp[h_row0 + d * h_drow + b * h_rb + (td - 1 + 2 * d) * h_rt, d * h_dcol + j], mask=live,
+                     layout=LC)
+        tp.store(Ho[orow, d * n_h + j], (1.0 - z) * n + z * hp, mask=live)
+    if CELL == 2:
+        tp.store(Ho[orow, d * n_h + j], tp.tanh(x0 + s0), mask=live)
+    if CELL == 3:
+        tp.store(Ho[orow, d * n_h + j], tp.maximum(x0 + s0, 0.0), mask=live)
 
 
 def policy(batch: int, hidden: int) -> dict:
-    """(BB, BJ): 64 (batch row, hidden unit) pairs a block, BB batch rows of them (up to 8: the weight rows a
-    block reads serve BB rows), BJ = 64 / BB hidden units."""
+    """rnn_step's (BB, BJ): 64 (batch row, hidden unit) pairs a block, BB batch rows of them (up to 8: the
+    weight rows a block reads serve BB rows), BJ = 64 / BB hidden units."""
     bb = min(8, 1 << max(0, batch - 1).bit_length())
     return dict(BB=bb, BJ=64 // bb, BK=16)
 
 
-def grid(batch: int, hidden: int, params: dict) -> tuple:
-    return (tp.cdiv(hidden, params["BJ"]), tp.cdiv(batch, params["BB"]))
+def grid(batch: int, hidden: int, params: dict, directions: int = 1) -> tuple:
+    return (tp.cdiv(hidden, params["BJ"]), tp.cdiv(batch, params["BB"]), directions)
+
+
+def policy_tc(batch: int, hidden: int) -> dict:
+    """rnn_step_tc's warps: WM warps of 16 batch rows a block (up to 4), 8 hidden units of every gate; k-tiles
+    of 16 (32 would hold ~370 registers by tilepy's estimate, over the build gate's 255)."""
+    wm = min(4, 1 << max(0, -(-batch // 16) - 1).bit_length())
+    return dict(WM=wm, BK=16)
+
+
+def grid_tc(batch: int, hidden: int, params: dict, directions: int = 1) -> tuple:
+    return (tp.cdiv(hidden, 8), tp.cdiv(batch, 16 * params["WM"]), directions)
 
 
 def reference(cell: int, x, h, c, wi, wh, bi, bh):

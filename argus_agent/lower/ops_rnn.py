@@ -3,15 +3,18 @@
 `torch.export` holds `aten.lstm.input` / `aten.gru.input` / `aten.rnn_tanh.input` / `aten.rnn_relu.input` as one
 node before the decompositions, which would unroll it into a few ops per time step and layer (a 128-step,
 two-layer LSTM was 517 kernels, 27 MB of source and over four minutes of lowering). Capture keeps these
-ops whole (graph.KEPT_WHOLE); here each layer and direction becomes an `RnnTemplate`: the host program loops
-over the time steps and launches `stdlib_kernels/rnn.py`'s `rnn_step` once per step (the same compiled kernel:
-every per-step offset is a run-time argument). Layer l reads layer l - 1's output sequence as its input; h_n
-and c_n are views of the last step's rows (the first step's for the reverse direction) and of the final cell
-state, read by ordinary pointwise kernels.
+ops whole (graph.KEPT_WHOLE). Each layer is what cuDNN makes of it: the input's share of every gate at every
+step, x W_ih^T, is ONE GEMM before the loop (the lowering's fp32 GEMM: 3xTF32 on sm_90a, as accurate as
+an SGEMM); then an `RnnTemplate`, a host loop over the time steps launching `stdlib_kernels/rnn.py`'s step once
+per step, both directions of a bidirectional layer in one launch (the same compiled kernel: every per-step
+offset is a run-time argument). The step multiplies only h_{t-1} W_hh^T (on sm_90a on the tensor cores,
+`rnn_step_tc`: split TF32, fp32-accurate; elsewhere FMA sums, `rnn_step`) and applies the cell. Layer l reads
+layer l - 1's output sequence as its input; h_n and c_n are views of the last step's rows (the first step's
+for the reverse direction) and of the final cell state, read by ordinary pointwise kernels.
 
-fp32 only (the step's FMA sums are PyTorch's fp32 cell); other dtypes, projections (`proj_size`), packed
-sequences and dropout in training mode are lowered through torch's own decomposition (`ops_attention.
-_decompose`, per step, with the reason logged).
+fp32 only (PyTorch's fp32 cell); other dtypes, projections (`proj_size`), packed sequences and dropout in
+training mode are lowered through torch's own decomposition (`ops_attention._decompose`, per step, with the
+reason logged).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from . import values as vals
 from .core import Buffer, LTensor, buffer_tensor
 from .graph import source_line
 from .index import add, const
+from .ops_nn import matmul
 from .registry import register
 from .values import call
 
@@ -37,65 +41,67 @@ CELLS = {"aten.lstm.input": 0, "aten.gru.input": 1, "aten.rnn_tanh.input": 2, "a
 
 @dataclass
 class RnnTemplate:
-    """One layer and direction over T steps. x (T * B rows of I, row of (b, t) = b * x_rb + t * x_rt),
-    out (T * B rows of D * H, same row rule with o_rb / o_rt; this direction's columns from col0), the initial
-    state rows h0_row0 + b of h0 (and c0), cbuf (2 * B, H) the cell state's ping-pong (LSTM)."""
+    """One layer over T steps, both directions (D) in one launch per step. gx (T * B rows of D * G * H: the
+    input's share x W_ih^T of every gate, computed before the loop; the row of (b, t) is b * rb + t * rt),
+    out (T * B rows of D * H, same row rule; direction d's columns from d * H), the initial state rows
+    h0_row0 + d * B + b of h0 (and c0), cbuf (2 * D * B, H) the cell state's ping-pong (LSTM), wh (D * G * H, H),
+    bi and bh (D * G * H) the directions' W_hh, b_ih and b_hh stacked. `tc`: the tensor-core step (sm_90a)."""
 
     cell: int
-    x: Buffer
-    x_rows: int
-    x_rb: int
-    x_rt: int
+    gx: Buffer
     h0: Buffer
     h0_rows: int
     h0_row0: int
     c0: Buffer | None
     cbuf: Buffer | None
-    wi: Buffer
     wh: Buffer
     bi: Buffer
     bh: Buffer
     out: Buffer
-    o_rb: int
-    o_rt: int
-    col0: int
+    rb: int
+    rt: int
     T: int
     B: int
     I: int
     H: int
     D: int
-    reverse: bool
+    tc: bool = False
     what: str = ""
 
     @property
-    def K(self) -> int:       # the longest sum it runs (for tolerances)
+    def K(self) -> int:       # the longest sum behind an element (for tolerances): the projection's, then the step's
         return self.I + self.H
 
 
 def render_rnn(t: RnnTemplate, n: int) -> list[str]:
     from stdlib_kernels import rnn
 
-    p = rnn.policy(t.B, t.H)
-    grid = rnn.grid(t.B, t.H, p)
     G = rnn.GATES[t.cell]
+    if t.tc:
+        kern, p = "rnn_step_tc", rnn.policy_tc(t.B, t.H)
+        grid = rnn.grid_tc(t.B, t.H, p, t.D)
+    else:
+        kern, p = "rnn_step", rnn.policy(t.B, t.H)
+        grid = rnn.grid(t.B, t.H, p, t.D)
     v = f"_r{n}"
     h0 = f"{t.h0.name}.view({t.h0_rows}, {t.H})"
     c0 = f"{t.c0.name}.view({t.h0_rows}, {t.H})" if t.c0 is not None else h0    # no cell state: never read
-    cb = f"{t.cbuf.name}.view({2 * t.B}, {t.H})" if t.cbuf is not None else h0
-    steps = f"range({t.T} - 1, -1, -1)" if t.reverse else f"range({t.T})"
-    prev = "t + 1" if t.reverse else "t - 1"
-    consts = ", ".join(f"{k}={val}" for k, val in p.items())
+    cb = f"{t.cbuf.name}.view({2 * t.D * t.B}, {t.H})" if t.cbuf is not None else h0
+    consts = ", ".join(f"{k}={val}" for k, val in {
+        "NB": t.B, "T": t.T, "CELL": t.cell, "G": G, "X_RB": t.rb, "X_RT": t.rt, "O_RB": t.rb, "O_RT": t.rt,
+        **p}.items())
+    DB = t.D * t.B
+    # step 0 reads h0 / c0 (rows h0_row0 + d * B + b); step s > 0 the previous step's output rows of its
+    # direction and the ping-pong half step s - 1 wrote; step s writes half s % 2
     return [
-        f"{v}x, {v}o = {t.x.name}.view({t.x_rows}, {t.I}), {t.out.name}.view({t.T * t.B}, {t.D * t.H})",
+        f"{v}x, {v}o = {t.gx.name}.view({t.T * t.B}, {t.D * G * t.H}), {t.out.name}.view({t.T * t.B}, {t.D * t.H})",
         f"{v}h0, {v}c0, {v}c = {h0}, {c0}, {cb}",
-        f"{v}w = ({t.wi.name}.view({G * t.H}, {t.I}), {t.wh.name}.view({G * t.H}, {t.H}), {t.bi.name}, "
-        f"{t.bh.name})",
-        f"for s, t in enumerate({steps}):     # {t.what}",
-        "    first = s == 0",
-        f"    launch(rnn_step, {grid}, {v}x, {v}h0 if first else {v}o, {v}c0 if first else {v}c, *{v}w, {v}o, "
-        f"{v}c, t * {t.x_rt}, {t.h0_row0} if first else ({prev}) * {t.o_rt}, 1 if first else {t.o_rb}, "
-        f"0 if first else {t.col0}, {t.h0_row0} if first else {t.B} * ((s - 1) % 2), t * {t.o_rt}, "
-        f"{t.B} * (s % 2), NB={t.B}, CELL={t.cell}, X_RB={t.x_rb}, O_RB={t.o_rb}, O_COL0={t.col0}, {consts})",
+        f"{v}w = ({t.wh.name}.view({t.D * G * t.H}, {t.H}), {t.bi.name}, {t.bh.name})",
+        f"for s in range({t.T}):     # {t.what}",
+        "    f = s == 0",
+        f"    launch({kern}, {grid}, {v}x, {v}h0 if f else {v}o, {v}c0 if f else {v}c, *{v}w, {v}o, {v}c, s, "
+        f"{t.h0_row0} if f else 0, {t.B} if f else 0, 1 if f else {t.rb}, 0 if f else {t.rt}, 0 if f else {t.H}, "
+        f"{t.h0_row0} if f else {DB} * ((s - 1) % 2), {DB} * (s % 2), {consts})",
     ]
 
 
@@ -157,27 +163,35 @@ def _rnn(ctx, node, x, hx, params, has_biases, num_layers, dropout, train, bidir
     h0 = ctx.contiguous(hs[0], "rnn_h0").buffer
     c0 = ctx.contiguous(hs[1], "rnn_c0").buffer if cell == rnn.LSTM else None
     layer_in = ctx.contiguous(x, "rnn_x").buffer
-    if not has_biases:     # one zero buffer serves every layer and direction
-        zeros = ctx.contiguous(LTensor((G * H,), torch.float32, lambda c: vals.const(0, torch.float32)),
-                               "rnn_nobias").buffer
     I = x.shape[2]
     # row of (b, t) in a (T * B)-row view of the input / outputs: batch-first b * T + t, else t * B + b
     rb, rt = (T, 1) if batch_first else (1, B)
+    tc = ctx.target == "sm_90a"
+    if not has_biases:     # one zero b_hh serves every layer
+        zeros = ctx.contiguous(LTensor((D * G * H,), torch.float32, lambda c: vals.const(0, torch.float32)),
+                               "rnn_nobias").buffer
     outs = []
     for layer in range(num_layers):
+        ks = [(layer * D + d) * per for d in range(D)]
+        wi = _stacked(ctx, [params[k] for k in ks], "rnn_wi")
+        wh = _stacked(ctx, [params[k + 1] for k in ks], "rnn_wh")
+        if has_biases:
+            bi, bh = (_stacked(ctx, [params[k + i] for k in ks], f"rnn_b{i}") for i in (2, 3))
+        else:
+            bi = bh = zeros
+        # the input's share of every gate at every step: one GEMM (T * B, I) @ (I, D * G * H) (b_ih: the step's)
+        N = D * G * H
+        wit = LTensor((I, N), torch.float32, lambda c, w=wi, k=I: vals.load(w.name, add(c[1] * k, c[0]),
+                                                                             torch.float32))
+        gx = ctx.contiguous(matmul(ctx, _rows(layer_in, T * B, I), wit, torch.float32, base="rnn_gx"),
+                            "rnn_gx").buffer
         out = ctx.add_buffer(f"rnn_out{layer}", (T * B, D * H), torch.float32)
-        for d in range(D):
-            k = (layer * D + d) * per
-            wi, wh = (ctx.contiguous(params[k + i], f"rnn_w{i}").buffer for i in range(2))
-            bi, bh = ((ctx.contiguous(params[k + i], f"rnn_b{i}").buffer for i in (2, 3)) if has_biases
-                      else (zeros, zeros))
-            cbuf = ctx.add_buffer("rnn_c", (2 * B, H), torch.float32) if cell == rnn.LSTM else None
-            ctx.kernels.append(RnnTemplate(
-                cell=cell, x=layer_in, x_rows=T * B, x_rb=rb, x_rt=rt, h0=h0, h0_rows=num_layers * D * B,
-                h0_row0=(layer * D + d) * B, c0=c0, cbuf=cbuf, wi=wi, wh=wh, bi=bi, bh=bh, out=out, o_rb=rb,
-                o_rt=rt, col0=d * H, T=T, B=B, I=I, H=H, D=D, reverse=d == 1,
-                what=f"layer {layer}{' reverse' if d else ''} of {source_line(node)}"))
-            outs.append((out, cbuf))
+        cbuf = ctx.add_buffer("rnn_c", (2 * D * B, H), torch.float32) if cell == rnn.LSTM else None
+        ctx.kernels.append(RnnTemplate(
+            cell=cell, gx=gx, h0=h0, h0_rows=num_layers * D * B, h0_row0=layer * D * B, c0=c0, cbuf=cbuf, wh=wh,
+            bi=bi, bh=bh, out=out, rb=rb, rt=rt, T=T, B=B, I=I, H=H, D=D, tc=tc,
+            what=f"layer {layer}{' (both directions)' if D == 2 else ''} of {source_line(node)}"))
+        outs.append((out, cbuf))
         layer_in, I = out, D * H
     ot = buffer_tensor(layer_in)
     if batch_first:
@@ -190,19 +204,43 @@ def _rnn(ctx, node, x, hx, params, has_biases, num_layers, dropout, train, bidir
     return output, hn, _state([cb for _, cb in outs], T, B, H, D, rb, rt, final=False)
 
 
+def _rows(buf: Buffer, rows: int, cols: int) -> LTensor:
+    """A contiguous buffer as a (rows, cols) matrix."""
+    return LTensor((rows, cols), buf.dtype, lambda c: vals.load(buf.name, add(c[0] * cols, c[1]), buf.dtype))
+
+
+def _stacked(ctx, tensors: list, base: str) -> Buffer:
+    """The tensors (each (R, ...) alike) stacked along dim 0 as one contiguous buffer: the parameter itself when
+    there is one, else a copy (a bidirectional layer's two directions, once per call)."""
+    if len(tensors) == 1:
+        return ctx.contiguous(tensors[0], base).buffer
+    first = tensors[0]
+    R = first.shape[0]
+
+    def f(c):
+        v = None
+        for k in range(len(tensors) - 1, -1, -1):
+            e = tensors[k]([add(c[0], const(-k * R))] + list(c[1:]))
+            v = e if v is None else call("where", call("lt", vals.index_value(c[0]),
+                                                        vals.const((k + 1) * R, torch.int64), dtype=torch.bool),
+                                         e, v, dtype=torch.float32)
+        return v
+    return ctx.contiguous(LTensor((len(tensors) * R,) + tuple(first.shape[1:]), torch.float32, f), base).buffer
+
+
 def _state(bufs, T, B, H, D, rb, rt, final: bool) -> LTensor:
-    """h_n (from each layer-direction's output rows at its last step) or c_n (from its ping-pong buffer's half
-    written last), stacked over layers * directions: (L * D, B, H)."""
-    LD = len(bufs)
+    """h_n (from each layer's output rows at its direction's last step) or c_n (from the half of its ping-pong
+    buffer written last), stacked over layers * directions: (L * D, B, H)."""
+    LD = len(bufs) * D
     views = [buffer_tensor(b) for b in bufs]
 
     def pick(k: int, b, j):
-        d = k % D
+        layer, d = divmod(k, D)
         if final:                       # h: the output row of the direction's last step
             t_last = 0 if d == 1 else T - 1
-            return views[k]([add(b * rb, const(t_last * rt)), add(j, const(d * H))])
+            return views[layer]([add(b * rb, const(t_last * rt)), add(j, const(d * H))])
         half = (T - 1) % 2               # c: the ping-pong half the last step wrote
-        return views[k]([add(b, const(half * B)), j])
+        return views[layer]([add(b, const((half * D + d) * B)), j])
 
     def f(c):
         which, b, j = c

@@ -1,7 +1,8 @@
-"""Recurrent layers: nn.LSTM / nn.GRU / nn.RNN kept whole by capture and lowered to a host loop of
-`stdlib_kernels/rnn.py` steps (one RnnTemplate per layer and direction), against torch in float64: outputs,
-h_n and c_n, batch-first or not, bidirectional, stacked, with and without biases or initial states; what the
-step kernel does not take (half precision) goes through torch's decomposition instead."""
+"""Recurrent layers: nn.LSTM / nn.GRU / nn.RNN kept whole by capture and lowered to the input projection's GEMM
+and a host loop of `stdlib_kernels/rnn.py` steps (one RnnTemplate per layer, both directions in one launch per
+step), against torch in float64: outputs, h_n and c_n, batch-first or not, bidirectional, stacked, with and
+without biases or initial states; what the step kernel does not take (half precision) goes through torch's
+decomposition instead."""
 
 from __future__ import annotations
 
@@ -46,9 +47,27 @@ def test_recurrent_layers_lower_to_steps_and_match_float64(case, tmp_path):
     inputs = [torch.randn(xshape, generator=g)] + [torch.randn(s, generator=g) for s in states or []]
     prog, src, out, ref = run_lowered(model, inputs, tmp_path, case, target="cpu")
     layers, dirs = model.rnn.num_layers, 2 if model.rnn.bidirectional else 1
-    assert [type(k).__name__ for k in prog.kernels].count("RnnTemplate") == layers * dirs
-    assert "for s, t in enumerate(range(" in src        # the time loop is the host's: no per-step kernels
+    assert [type(k).__name__ for k in prog.kernels].count("RnnTemplate") == layers    # both directions: one
+    assert "for s in range(" in src        # the time loop is the host's: no per-step kernels
     assert len(out) == len(ref)
+    for o, r in zip(out, ref):
+        assert o.shape == r.shape and o.dtype == torch.float32
+        assert torch.allclose(o.double(), r, rtol=1e-5, atol=1e-6), (o.double() - r).abs().max()
+
+
+@pytest.mark.parametrize("case", ["lstm_bidirectional_given_state", "gru_bidirectional_2layers",
+                                  "rnn_relu_no_bias"])
+def test_on_sm90a_the_steps_run_on_tensor_cores_and_match_float64(case, tmp_path):
+    """Target sm_90a (run on the interpreter): the projection GEMM before the loop, then `rnn_step_tc` (split
+    TF32 mma.sync) per step, both directions in one launch; fp32-accurate against float64."""
+    make, xshape, states = CASES[case]
+    torch.manual_seed(3)
+    model = States(make()).eval()
+    g = torch.Generator().manual_seed(4)
+    inputs = [torch.randn(xshape, generator=g)] + [torch.randn(s, generator=g) for s in states or []]
+    prog, src, out, ref = run_lowered(model, inputs, tmp_path, case + "_sm90a", target="sm_90a")
+    assert [type(k).__name__ for k in prog.kernels].count("RnnTemplate") == model.rnn.num_layers
+    assert "launch(rnn_step_tc," in src
     for o, r in zip(out, ref):
         assert o.shape == r.shape and o.dtype == torch.float32
         assert torch.allclose(o.double(), r, rtol=1e-5, atol=1e-6), (o.double() - r).abs().max()
