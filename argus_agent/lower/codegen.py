@@ -24,6 +24,7 @@ from .render_rows import render_row_fused, render_scan
 from .render_stats import render_arg_reduction, render_welford
 from .render_tiled import render_tiled_reduction
 from .templates import (
+    SWAP,
     ConvTemplate,
     Fp32GemmTemplate,
     MatmulTemplate,
@@ -32,6 +33,7 @@ from .templates import (
     preset_source,
     render_gemm_template,
     render_matmul,
+    swap_source,
 )
 
 HEADER = '''"""ARGUS candidate: {what}.
@@ -109,6 +111,17 @@ def render_program(prog, precision: str | None = None) -> str:
             launches += [(None, line, None) for line in render_moe(k, n)]
             continue
         if isinstance(k, MatmulTemplate):
+            if k.kernel == SWAP and k.kernel not in templates_done:
+                # gemm_splitk_swap builds on gemm_hopper's helpers: that module's source first where the program
+                # has gemm_hopper templates too, else the helpers alone
+                hopper = [m for m in prog.kernels if isinstance(m, MatmulTemplate) and m.kernel == "gemm_hopper"]
+                if hopper and "gemm_hopper" not in templates_done:
+                    kernels_src.append(matmul_source(hopper, prog.target))
+                    templates_done.add("gemm_hopper")
+                kernels_src.append(swap_source([m for m in prog.kernels if isinstance(m, MatmulTemplate)
+                                                and m.kernel == SWAP], prog.target,
+                                               with_helpers="gemm_hopper" not in templates_done))
+                templates_done.add(k.kernel)
             if k.kernel not in templates_done:
                 kernels_src.append(matmul_source([m for m in prog.kernels if isinstance(m, MatmulTemplate)
                                                   and m.kernel == k.kernel], prog.target))

@@ -16,6 +16,7 @@ from .core import LTensor, buffer_tensor
 from .index import Sum, Var, add, const, floordiv
 from .registry import register, result_dtype, result_shape
 from .templates import (
+    SWAP,
     ConvTemplate,
     Fp32GemmTemplate,
     MatmulTemplate,
@@ -57,10 +58,10 @@ def matmul(ctx, a: LTensor, b: LTensor, out_dtype, base="mm") -> LTensor:
     if gemm is not None:
         ab = ctx.contiguous(a, "mm_a")
         # b the transpose of an (N, K) buffer (F.linear's weight): read in place by the K-major kernel form
-        # (no per-call transposing copy) where gemm_hopper's policy runs the plain kernel
+        # (no per-call transposing copy) where gemm_hopper's policy runs the plain kernel, and by swap-AB
         sb = _strides(b)
-        nk = (gemm == "gemm_hopper" and hopper_plain(M, N, K, out_dtype) and sb is not None and sb[2] == 0
-              and sb[1] == [1, K] and {x.name: x for x in ctx.buffers}[sb[0]].numel == N * K)
+        nk = ((gemm == SWAP or (gemm == "gemm_hopper" and hopper_plain(M, N, K, out_dtype))) and sb is not None
+              and sb[2] == 0 and sb[1] == [1, K] and {x.name: x for x in ctx.buffers}[sb[0]].numel == N * K)
         bbuf = {x.name: x for x in ctx.buffers}[sb[0]] if nk else ctx.contiguous(b, "mm_b").buffer
         buf = ctx.add_buffer(base, (M, N), torch.float32)
         ctx.kernels.append(MatmulTemplate(buf, ab.buffer, bbuf, M, N, K, gemm, ctx.note,

@@ -49,14 +49,33 @@ class MatmulTemplate:
 
 
 def gemm_for(target: str, dtype: torch.dtype, M: int, N: int, K: int) -> str | None:
-    """The stdlib GEMM for these operands on `target`, or None (then the generic reduction runs)."""
+    """The stdlib GEMM for these operands on `target`, or None (then the generic reduction runs): gemm_hopper, or
+    gemm_splitk_swap where gemm_hopper.launch's own policy takes swap-AB (decode rows: `swap_policy`)."""
     name = GEMMS.get(target, {}).get(dtype)
     if name is None:
         return None
     # bulk tensor copies need 16-byte aligned rows; tiny problems are better served by the generic kernel
     if (K * 2) % 16 or (N * 2) % 16 or M * N * K < 64**3:
         return None
+    if name == "gemm_hopper" and swap_policy(M, N, K) is not None:
+        return SWAP
     return name
+
+
+SWAP = "gemm_splitk_swap"
+# what the candidate module needs of gemm_hopper's source for gemm_splitk_swap (which imports them from it)
+SWAP_HELPERS = ("_threads", "b_layout", "splitk_sum")
+
+
+def swap_policy(M: int, N: int, K: int) -> dict | None:
+    """`gemm_hopper.launch`'s policy for an f32-output (M, N, K) GEMM where it is swap-AB (gemm_splitk_swap: C^T =
+    B^T A^T for few rows of A, split-K into slots summed by splitk_sum, or unsplit), else None. The lowering
+    takes the form launch measured (benchmarks/NOTES.md, G8 / G10) instead of gemm_hopper's 64-row tiles."""
+    import tilepy as tp
+    from stdlib_kernels import gemm_hopper
+
+    p = gemm_hopper.policy(M, N, K, tp.f32, fixup=True)
+    return p if p.get("SWAP_AB") else None
 
 
 @dataclass
@@ -194,6 +213,11 @@ def gemm_params(t: MatmulTemplate) -> tuple[str, dict, tuple]:
     split-K, persistent) where it has one, else its preset."""
     import importlib
 
+    if t.kernel == SWAP:
+        from stdlib_kernels import gemm_hopper
+
+        p = {**swap_policy(t.M, t.N, t.K), **({"B_NK": 1} if t.b_layout == "nk" else {})}
+        return t.kernel, gemm_hopper.kernel_params(p), tuple(gemm_hopper.grid_of(t.M, t.N, p))
     module = importlib.import_module(f"stdlib_kernels.{t.kernel}")
     policy = getattr(module, "policy", None)
     if policy is None:
@@ -229,6 +253,8 @@ def render_matmul(t: MatmulTemplate, n: int, target: str, buffers: dict) -> tupl
     (render_template); a B read as (N, K) or a fused epilogue gets a kernel of its own, gemm_hopper renamed
     (B retyped to (N, K) and B_NK=1; the epilogue written at its '# EPILOGUE' stores), with the launch's
     constexprs as its defaults (the build gate compiles kernels at their defaults)."""
+    if t.kernel == SWAP:
+        return render_swap(t, n)
     if t.b_layout == "kn" and t.epilogue is None:
         return [], render_template(t, target)
     kname, params, grid = gemm_params(t)
@@ -256,12 +282,63 @@ def render_matmul(t: MatmulTemplate, n: int, target: str, buffers: dict) -> tupl
     return [src], [line]
 
 
+def render_swap(t: MatmulTemplate, n: int) -> tuple[list, list]:
+    """(kernel sources, host lines) of a swap-AB template: gemm_splitk_swap at `swap_policy`'s constexprs into
+    FIXUP=3's slots (a per-call workspace every row of which the kernel writes) and splitk_sum adding them into
+    the f32 output; unsplit, the kernel stores the output itself (the workspace and tickets unused). A B read as
+    (N, K) (a Linear's weight, in place) gets the kernel of its own, B retyped, B_NK=1."""
+    from stdlib_kernels import gemm_hopper
+
+    kname, params, grid = gemm_params(t)
+    srcs = []
+    bview = f"{t.b.name}.view({t.K}, {t.N})"
+    if t.b_layout == "nk":
+        kname = f"{SWAP}_nk{n}"
+        src = _kernel_only(preset_source(SWAP, "sm_90a"), SWAP).replace(f"def {SWAP}(", f"def {kname}(", 1)
+        kn, nk = 'B: tp.Tensor[tp.bf16, "K", "N"]', 'B: tp.Tensor[tp.bf16, "N", "K"]'
+        if src.count(kn) != 1:
+            raise AssertionError(f"{SWAP}: parameter {kn!r} not found")
+        srcs.append(with_defaults(src.replace(kn, nk), params, kernel=kname))
+        bview = f"{t.b.name}.view({t.N}, {t.K})"
+    split = params["SPLIT_K"]
+    full = {**swap_policy(t.M, t.N, t.K), "SPLIT_K": split}
+    ws = gemm_hopper.workspace_shapes(t.M, t.N, full)[0] if split > 1 else (1, 1)
+    kw = "".join(f", {k}={_py_source(v)}" for k, v in params.items())
+    out = f"{t.out.name}.view({t.M}, {t.N})"
+    lines = [f"ws{n}_slots = torch.empty({tuple(ws)}, dtype=torch.float32, device=dev)",
+             f"ws{n}_tickets = torch.zeros(1, dtype=torch.int32, device=dev)",
+             f"launch({kname}, {grid}, {t.a.name}.view({t.M}, {t.K}), {bview}, {out}, ws{n}_slots, ws{n}_tickets"
+             f"{kw})"]
+    if split > 1:
+        lines.append(f"launch(splitk_sum, {(-(-t.M // 8), -(-t.N // 128))}, ws{n}_slots, {out}, SPLIT_K={split})")
+    return srcs, lines
+
+
+def swap_source(templates: list, target: str, with_helpers: bool) -> str:
+    """gemm_splitk_swap's source for a candidate module (matmul_source: the first (K, N) launch's constexprs as its
+    defaults), with what it imports from gemm_hopper (`SWAP_HELPERS`: the thread count, B's staged layout,
+    splitk_sum) unless the module holds gemm_hopper's source already."""
+    text = matmul_source(templates, target)
+    if not with_helpers:
+        return text
+    hopper = cst.parse_module(preset_source("gemm_hopper", target))
+    helpers = [cst.Module([]).code_for_node(st) for st in hopper.body
+               if isinstance(st, cst.FunctionDef) and st.name.value in SWAP_HELPERS]
+    if len(helpers) != len(SWAP_HELPERS):
+        raise AssertionError(f"gemm_hopper's source lacks one of {SWAP_HELPERS}")
+    return "\n\n".join(h.strip() + "\n" for h in helpers) + "\n\n" + text
+
+
 def matmul_source(templates: list, target: str) -> str:
     """The stdlib GEMM module's kernels with the (first) launch's constexprs as their defaults: the agent's
     build gate compiles each kernel at its defaults, so it checks what runs. Templates with a kernel of their
     own (a B read as (N, K), a fused epilogue: render_matmul) carry their constexprs there; the module's
     kernels keep its preset when only those launch (a bf16-output policy's stages and staged epilogue laid on
     the f32 kernel would not fit its shared memory)."""
+    if templates[0].kernel == SWAP:   # (swap_source adds gemm_hopper's helpers where the module lacks them)
+        text = preset_source(SWAP, target)
+        plain = [t for t in templates if t.b_layout == "kn"]
+        return with_defaults(text, gemm_params(plain[0])[1], kernel=SWAP) if plain else text
     text = preset_source(templates[0].kernel, target)
     plain = [t for t in templates if t.b_layout == "kn" and t.epilogue is None]
     if not plain:

@@ -69,3 +69,66 @@ def test_lowered_gemm_runs_the_policy(tmp_path, M, N, K):
     step = torch.finfo(torch.bfloat16).eps * ref.abs().clamp_min(2.0**-6)   # one bf16 step at |ref|
     err = (out.double() - ref.bfloat16().double()).abs()
     assert bool((err <= 1.01 * step).all()), err.max().item()
+
+
+class _Linear(torch.nn.Module):
+    def __init__(self, k, n):
+        super().__init__()
+        self.fc = torch.nn.Linear(k, n, bias=False)
+
+    def forward(self, x):
+        return self.fc(x).float()
+
+
+@pytest.mark.parametrize("M,N,K,form", [(16, 256, 1024, "mm"), (13, 256, 1024, "linear")])
+def test_decode_rows_lower_to_swap_ab(tmp_path, M, N, K, form):
+    """Decode rows (<= 32) lower to gemm_splitk_swap at `gemm_hopper.launch`'s own swap-AB policy (C^T = B^T A^T,
+    split-K into slots, splitk_sum after it) instead of gemm_hopper's 64-row tiles; a Linear's (N, K) weight is read
+    in place (B_NK=1, no transposing copy). Run on the interpreter: float64's value of the bf16 operands to within
+    one bf16 step, and every kernel of the candidate translates at its defaults."""
+    from stdlib_kernels import gemm_hopper
+
+    want = gemm_hopper.policy(M, N, K, tp.f32, fixup=True)
+    assert want.get("SWAP_AB") == 1 and want["SPLIT_K"] > 1
+    g = torch.Generator().manual_seed(M + N + K)
+    a = torch.randn(M, K, generator=g).bfloat16()
+    if form == "mm":
+        b = torch.randn(K, N, generator=g).bfloat16()
+        model, inputs, ref = MM(), [a, b], a.double() @ b.double()
+    else:
+        model = _Linear(K, N).bfloat16()
+        with torch.no_grad():
+            model.fc.weight.copy_(torch.randn(N, K, generator=g).bfloat16())
+        inputs, ref = [a], a.double() @ model.fc.weight.double().T
+    prog = lower_model(model, inputs, "sm_90a")
+    src = render_program(prog)
+    p = tmp_path / f"swap_{form}.py"
+    p.write_text(src)
+    spec = importlib.util.spec_from_file_location(f"swap_{form}_{M}", p)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    calls = []
+
+    def recording(kernel, grid, *args, **constexprs):
+        calls.append((kernel.name, grid, args, constexprs))
+        return real_launch(kernel, grid, *args, **constexprs)
+    mod.launch = recording
+    with torch.no_grad():
+        out = mod.argus_forward(model, *inputs)
+    names = [c[0] for c in calls]
+    gemm = [c for c in calls if c[0].startswith("gemm_")]
+    assert len(gemm) == 1 and gemm[0][0].startswith("gemm_splitk_swap"), names
+    assert names[names.index(gemm[0][0]) + 1] == "splitk_sum", names
+    name, grid, args, constexprs = gemm[0]
+    assert constexprs == gemm_hopper.kernel_params({**want, **({"B_NK": 1} if form == "linear" else {})})
+    assert tuple(grid) == tuple(gemm_hopper.grid_of(M, N, want))
+    if form == "linear":     # the weight itself, (N, K), no copy
+        assert args[1].shape == (N, K) and args[1].data_ptr() == model.fc.weight.data_ptr()
+    defaults = getattr(mod, name).resolve_constexprs({})
+    assert {k: defaults[k] for k in constexprs} == constexprs
+    for k in vars(mod).values():
+        if isinstance(k, tp.Kernel) and k.fn.__module__ == mod.__name__:
+            k.ir("sm_90a")
+    step = torch.finfo(torch.bfloat16).eps * ref.abs().clamp_min(2.0**-6)
+    err = (out.double() - ref.bfloat16().double()).abs()
+    assert bool((err <= 1.01 * step).all()), err.max().item()
