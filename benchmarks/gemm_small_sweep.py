@@ -424,12 +424,19 @@ def cublas_kernels(M, N, K, out_t, mm_f32):
 
 
 def ncu_target(which, M, N, K):
-    """Run one side 30 times (after a warm-up) for ncu to pick launches from (--launch-skip / --launch-count)."""
+    """Run one side 30 times (after a warm-up) for ncu to pick launches from (--launch-skip / --launch-count):
+    "ours" (the policy through launch), "cublas", or a variant tag of plan 5 at this shape."""
     g = torch.Generator(device="cuda").manual_seed(15)
     a = torch.randn(M, K, device="cuda", generator=g).bfloat16()
     b = torch.randn(K, N, device="cuda", generator=g).bfloat16()
     c = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
     fn = (lambda: gemm_hopper.launch(a, b, c)) if which == "ours" else (lambda: torch.matmul(a, b))
+    if which not in ("ours", "cublas"):
+        spec = next(sp for (shape, variants, _) in PLAN5 if shape == (M, N, K) for tag, sp in variants if tag == which)
+        p = params_of(M, N, K, spec, tp.bf16)
+
+        def fn():
+            gemm_hopper.launch(a, b, c, **p)
     for _ in range(30):
         fn()
     torch.cuda.synchronize()

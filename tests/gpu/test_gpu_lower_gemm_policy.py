@@ -59,3 +59,47 @@ def test_lowered_gemm_policy_on_gpu(tmp_path, M, N, K, dtype, precision):
     err = ((out - ref).abs() / (ref.abs() + 1)).max().item()
     # a bf16 program's product is rounded to bf16 as eager stores it: up to half a bf16 step (2^-8 relative)
     assert err < (2.0**-7 if dtype == torch.bfloat16 else 1e-3), err
+
+
+class _Linear(torch.nn.Module):
+    def __init__(self, k, n):
+        super().__init__()
+        self.fc = torch.nn.Linear(k, n, bias=True)
+
+    def forward(self, x):
+        return torch.relu(self.fc(x))
+
+
+@pytest.mark.parametrize("M,N,K,form", [(16, 4096, 4096, "linear"), (32, 2048, 1000, "mm"),
+                                         (13, 1024, 4096, "linear")])
+def test_lowered_decode_rows_run_swap_ab_on_gpu(tmp_path, M, N, K, form):
+    """Decode rows lower to gemm_splitk_swap (a Linear's weight read in place, B_NK=1) + splitk_sum: on the GPU,
+    twice (the slots are rewritten per call), against float64 of the bf16 operands (the Linear's bf16 output
+    rounded as eager rounds it: half a bf16 step)."""
+    g = torch.Generator().manual_seed(M + N + K)
+    a = torch.randn(M, K, generator=g).bfloat16()
+    if form == "linear":
+        model = _Linear(K, N).bfloat16()
+        inputs = [a]
+        with torch.no_grad():
+            ref = torch.relu(a.double() @ model.fc.weight.double().T + model.fc.bias.double())
+    else:
+        model = MM()
+        b = torch.randn(K, N, generator=g).bfloat16()
+        inputs = [a, b]
+        ref = torch.relu(a.double() @ b.double())
+    prog = lower_model(model, inputs, "sm_90a")
+    src = render_program(prog)
+    assert "launch(gemm_splitk_swap" in src and "launch(splitk_sum" in src, src[-1500:]
+    assert ("B_NK=1" in src) == (form == "linear")
+    p = tmp_path / f"swap_{form}_{M}.py"
+    p.write_text(src)
+    spec = importlib.util.spec_from_file_location(f"gpu_swap_{form}_{M}_{N}_{K}", p)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    model = model.to(DEV)
+    with torch.no_grad():
+        for _ in range(2):
+            out = mod.argus_forward(model, *(x.to(DEV) for x in inputs)).cpu().double()
+    err = ((out - ref).abs() / (ref.abs() + 1)).max().item()
+    assert err < 2.0**-7, err
