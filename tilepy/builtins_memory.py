@@ -212,11 +212,16 @@ class MemoryRules:
             args.append(by)
         return self.make("copy_bulk", NONE, node, *args, **attrs)
 
-    def b_store_bulk(self, node, src, dst):
+    def b_store_bulk(self, node, src, dst, fallback=True):
         src = self._view_arg(src, node, "bulk store source", ("shared",))
         dst = self._view_arg(dst, node, "bulk store destination", ("global",))
         self._check_copy(src, dst, node)
-        return self.make("store_bulk", NONE, node, src, dst)
+        if not isinstance(fallback, bool):
+            raise self.err(node, f"fallback= must be a compile-time bool, got {fallback!r}",
+                           "pass True/False or a tp.constexpr parameter", ConstexprError)
+        # fallback=False: TMA only (no per-element copy compiled in beside it), as copy_bulk's
+        attrs = {} if fallback else {"fallback": False}
+        return self.make("store_bulk", NONE, node, src, dst, **attrs)
 
     def b_store_bulk_wait(self, node, src):
         src = self._view_arg(src, node, "the shared tile a bulk store reads", ("shared",))

@@ -78,9 +78,11 @@ _OPS = [
            "of the mask): each CTA expects the tile on its own `mbarrier`, and the CTA of rank `by` issues one "
            "load that lands at the same shared offset of every CTA of the mask, completing each one's mbarrier",
            "bulk_copy"),
-    OpInfo("store_bulk", "store_bulk(src, dst)", True,
+    OpInfo("store_bulk", "store_bulk(src, dst) attrs{fallback}", True,
            "bulk tensor store shared->global (TMA store), issued by the role's first thread; reads `src` "
-           "asynchronously until a store_bulk_wait(src) by the same role; elements past the tensor are skipped",
+           "asynchronously until a store_bulk_wait(src) by the same role; elements past the tensor are skipped; "
+           "fallback=False: TMA only (no cooperative copy compiled in; the launch refuses tensors a tensor map "
+           "cannot describe)",
            "bulk_copy"),
     OpInfo("store_bulk_wait", "store_bulk_wait(src)", True,
            "wait until the role's bulk stores have read their shared sources (cp.async.bulk.wait_group.read 0); "

@@ -4,7 +4,7 @@
 #   bash tests/gpu/run_gemm_large.sh sweep [args for benchmarks/gemm_large_sweep.py]   # build, then the sweep alone
 #   bash tests/gpu/run_gemm_large.sh check                                             # GPU tests, then sanitizers
 # The sweep of every variant on every shape (the defaults) takes ~3 min after ~40 s of set-up; a short one:
-#   bash tests/gpu/run_gemm_large.sh sweep --variants '^(g16|g16_r96|s3_tma_r96)$' --batches 15 --deadline 25 \
+#   bash tests/gpu/run_gemm_large.sh sweep --variants '^(g16|g16_r88|s3_tma_r96)$' --batches 15 --deadline 25 \
 #        --shapes 8192,8192,8192 4096,4096,4096 4096,4096,14336 4096,14336,4096 8192,8192,1024 \
 #        --fp8-shapes 4096,4096,4096 8192,8192,8192 4096,14336,4096
 # Run the sanitizers apart from other GPU work: under them kernels run for seconds and hold the GPU (the first call

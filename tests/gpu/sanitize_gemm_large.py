@@ -1,6 +1,6 @@
 """The large-shape GEMM forms once each on small ragged shapes, for compute-sanitizer: gemm_hopper's grouped
-tile order with the TMA store and register budgets, the 256 x 128 tile, and gemm_fp8 with the TMA store and
-register budgets.
+tile order with the TMA store and register budgets, the 256 x 128 tile, gemm_persistent's TMA store overlapped with
+the next tile, and gemm_fp8 with the TMA store and register budgets.
 
 compute-sanitizer --tool memcheck python3 tests/gpu/sanitize_gemm_large.py
 compute-sanitizer --tool racecheck python3 tests/gpu/sanitize_gemm_large.py
@@ -22,7 +22,9 @@ P = gemm_hopper.PRESETS["sm_90a"]
 R64 = dict(PRODUCER_REGS=64, CONSUMER_REGS=216)
 for (m, k, n), extra in (((300, 520, 776), dict(STAGES=3, EPILOGUE=2, IN_FLIGHT=0, GROUP_M=2, **R64)),
                          ((520, 200, 264), dict(BM=256, BN=128, CONSUMERS=2, INSTR=tp.nv.wgmma_m64n128k16_bf16,
-                                                STAGES=3, EPILOGUE=2, IN_FLIGHT=0, GROUP_M=2, **R64))):
+                                                STAGES=3, EPILOGUE=2, IN_FLIGHT=0, GROUP_M=2, **R64)),
+                         # gemm_persistent, TMA store overlapped with the next tile: 3 blocks over 3 x 4 tiles
+                         ((300, 520, 776), dict(PERSISTENT=1, NUM_SMS=3, STAGES=3, EPILOGUE=2, GROUP_M=2, **R64))):
     a = torch.randn(m, k, device=d, generator=g).bfloat16()
     b = torch.randn(k, n, device=d, generator=g).bfloat16()
     ref = a.double() @ b.double()
@@ -30,7 +32,7 @@ for (m, k, n), extra in (((300, 520, 776), dict(STAGES=3, EPILOGUE=2, IN_FLIGHT=
     gemm_hopper.launch(a, b, c, **{**P, **extra})
     torch.cuda.synchronize()
     print("bf16", m, k, n, "rel err", float((c.double() - ref).norm() / ref.norm()), flush=True)
-for (m, n, k), extra in (((136, 260, 400), dict(STAGES=3, EPILOGUE=2, PRODUCER_REGS=96, CONSUMER_REGS=208)),
+for (m, n, k), extra in (((136, 260, 400), dict(STAGES=3, EPILOGUE=2, PRODUCER_REGS=96, CONSUMER_REGS=200)),
                          ((300, 520, 272), dict(STAGES=3, EPILOGUE=2, GROUP_M=2))):
     a = torch.randn(m, k, device=d, generator=g).to(torch.float8_e4m3fn)
     b = torch.randn(n, k, device=d, generator=g).to(torch.float8_e4m3fn)

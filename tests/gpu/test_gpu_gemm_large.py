@@ -41,6 +41,11 @@ VARIANTS = {
                                 GROUP_M=2, **R64),
     "256x128_s4": dict(BM=256, BN=128, CONSUMERS=2, INSTR=I128, STAGES=4, EPILOGUE=0, IN_FLIGHT=0),
     "g2_split2": dict(BN=128, INSTR=I128, STAGES=4, IN_FLIGHT=1, GROUP_M=2, SPLIT_K=2),   # block z beside the order
+    # gemm_persistent with the TMA store overlapped with the next tile: 7 / 5 blocks walk every tile (the handshake
+    # of c_s runs once per tile, the last tile's store after the loop)
+    "pers_tma_g3": dict(PERSISTENT=1, NUM_SMS=7, STAGES=3, EPILOGUE=2, GROUP_M=3, **R64),
+    "pers_tma_g16_r88": dict(PERSISTENT=1, NUM_SMS=5, STAGES=3, EPILOGUE=2, GROUP_M=16, PRODUCER_REGS=88,
+                             CONSUMER_REGS=208),
 }
 
 
@@ -103,3 +108,15 @@ def test_sass_of_the_grouped_large_policy():
     sass = ck.sass()
     assert "HGMMA.64x256x16.F32.BF16" in sass and "UTMASTG" in sass and "USETMAXREG" in sass
     assert len(re.findall(r"\b(?:LDL|STL)\b", sass)) <= 2, ck.resources
+
+
+def test_sass_of_the_persistent_tma_store():
+    """gemm_persistent EPILOGUE=2 (bf16 out, 3 stages, 64 / 216 registers): HGMMA, the TMA store, setmaxnreg and no
+    local memory anywhere (the store is TMA only: its per-element fallback spilled the producer's registers)."""
+    p = {**gemm_hopper.PRESETS["sm_90a"], "PERSISTENT": 1, "STAGES": 3, "EPILOGUE": 2, "GROUP_M": 8, **R64}
+    k, kp = gemm_hopper.plan_kernel(4096, 4096, tp.bf16, p, 4096)
+    assert k is gemm_hopper.kernel_for(tp.bf16, persistent=True) and kp["EPILOGUE"] == 2
+    ck = tilepy_hip.compile(k, target="sm_90a", **kp)
+    sass = ck.sass()
+    assert "HGMMA.64x256x16.F32.BF16" in sass and "UTMASTG" in sass and "USETMAXREG" in sass
+    assert not re.findall(r"\b(?:LDL|STL)\b", sass), ck.resources

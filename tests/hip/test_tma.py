@@ -134,8 +134,20 @@ def test_gemm_hopper_wait_group_1_and_setmaxnreg_render():
 
 def test_setmaxnreg_over_the_register_file_is_refused():
     p = {**gemm_hopper.PRESETS["sm_90a"], "IN_FLIGHT": 1, "PRODUCER_REGS": 56, "CONSUMER_REGS": 232}
-    with pytest.raises(tp.CompileError, match="66560 registers, over the 65536"):
+    with pytest.raises(tp.CompileError, match="66560 registers, over the 64512 the block launches with"):
         render_kernel(gemm_hopper.gemm_hopper.ir("sm_90a", **p))
+
+
+@pytest.mark.parametrize("regs,ok", [((96, 208), False), ((64, 216), True), ((40, 232), True), ((56, 224), True)])
+def test_setmaxnreg_fits_the_pool_the_block_launches_with(regs, ok):
+    """384 threads launch with 168 registers each (64512): an increase draws only on what the other roles gave
+    back. 96 / 208 needs 65536 (under the SM's 65536, over the block's 64512): it hung on the H100."""
+    p = {**gemm_hopper.PRESETS["sm_90a"], "PRODUCER_REGS": regs[0], "CONSUMER_REGS": regs[1]}
+    if ok:
+        render_kernel(gemm_hopper.gemm_hopper.ir("sm_90a", **p))
+    else:
+        with pytest.raises(tp.CompileError, match="65536 registers, over the 64512"):
+            render_kernel(gemm_hopper.gemm_hopper.ir("sm_90a", **p))
 
 
 @needs_sass
@@ -162,6 +174,18 @@ def test_tma_only_copy_has_no_fallback_path():
     assert "tp_ldvec" not in src and "fence.proxy.async" not in src
     with_fallback, _, _ = render_kernel(extra.tma_tile.ir("sm_90a"))
     assert "if (tp_tma_ok & 1u)" in with_fallback and "tp_ldvec" in with_fallback
+
+
+def test_tma_only_store_has_no_fallback_path():
+    """store_bulk(..., fallback=False) (gemm_persistent's overlapped epilogue): the bulk tensor store alone, no
+    tp_tma_ok guard and no cooperative copy beside it, its map required; the loads keep theirs."""
+    k = gemm_hopper.kernel_for(tp.bf16, persistent=True)
+    src, _, maps = render_kernel(k.ir("sm_90a", **{**gemm_hopper.PRESETS["sm_90a"], "STAGES": 3, "EPILOGUE": 2}))
+    stores = [m for m in maps if m.param == "C"]
+    assert stores and all(m.required for m in stores)
+    assert src.count("cp.async.bulk.tensor.2d.global.shared::cta") == 2 * 4  # 4 column blocks, in and after the loop
+    guards = {int(i) for i in re.findall(r"if \(tp_tma_ok & (\d+)u\)", src)}
+    assert all(1 << maps.index(m) not in guards for m in stores)
 
 
 def test_tma_only_copy_that_cannot_be_a_tensor_copy_is_a_compile_error():

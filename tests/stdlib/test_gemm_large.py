@@ -1,8 +1,9 @@
 """The large-shape GEMM forms on the CPU interpreter and the verifier (issue 15): gemm_hopper's grouped tile
 order (GROUP_M: the (x, y) grid's blocks in launch order take GROUP_M row tiles at a time down each column) on
 ragged shapes whose last group is short, with split-K, the TMA-store epilogue and the 256 x 128 tile (two consumer
-warpgroups of 128 rows each), f32 and bf16 out, against float64; every form proved clean by the verifier; which
-kernels take GROUP_M. Outputs are poisoned with NaN first (an unwritten or doubly mapped tile shows)."""
+warpgroups of 128 rows each), f32 and bf16 out, against float64; gemm_persistent's TMA store overlapped with the
+next tile; every form proved clean by the verifier; which kernels take GROUP_M. Outputs are poisoned with NaN
+first (an unwritten or doubly mapped tile shows)."""
 
 import numpy as np
 import pytest
@@ -96,3 +97,64 @@ def test_large_bf16_policy_groups_where_a_overflows_the_l2():
         assert "GROUP_M" not in gemm_hopper.policy(*shape, tp.f32)
     for shape in ((4096, 4096, 4096), (4096, 14336, 4096), (8192, 8192, 1024), (1024, 1024, 1024)):
         assert "GROUP_M" not in gemm_hopper.policy(*shape, tp.bf16, fixup=True)
+
+
+I64 = tp.nv.wgmma_m64n64k16_bf16
+PERS_TMA = dict(PERSISTENT=1, EPILOGUE=2)
+
+
+@pytest.mark.parametrize("m,k,n,params", [
+    # 3 blocks over 3 x 3 tiles of 64 columns: each block stores its tiles one tile late through c_s, the last
+    # after the loop; 4 k-tiles in 3 stages (two ring turns per tile, 2 empty slots)
+    (300, 200, 152, dict(NUM_SMS=3, BN=64, STAGES=3, GROUP_M=2, INSTR=I64, **PERS_TMA)),
+    (260, 130, 72, dict(NUM_SMS=4, BN=64, STAGES=2, GROUP_M=1, INSTR=I64, **PERS_TMA)),    # 3 x 2 tiles, 4 blocks
+    (130, 64, 136, dict(NUM_SMS=2, STAGES=2, GROUP_M=8, **PERS_TMA, **T128)),              # partial tiles in M, N
+    (520, 330, 264, dict(NUM_SMS=5, BN=64, STAGES=2, GROUP_M=3, INSTR=I64, PRODUCER_REGS=64, CONSUMER_REGS=216,
+                         **PERS_TMA)),                                                      # 5 x 5 tiles, 5 blocks
+])
+def test_persistent_tma_store_on_the_interpreter(m, k, n, params):
+    """gemm_persistent EPILOGUE=2 (bf16 out): the consumers stage each tile in c_s and go on; the producer stores
+    it with a TMA store once it has issued the next tile's copies and hands c_s back; every element written once
+    (NaN-poisoned), rounded once, against float64."""
+    a, b = _inputs(m, k, n, m + 5 * k + 3 * n)
+    c = np.full((m, n), np.nan, np.float32)
+    gemm_hopper.launch(a, b, c, out_dtype=tp.bf16, **params)
+    ref = gemm_hopper.reference(a, b)
+    assert not np.isnan(c).any(), "an output tile was never written"
+    np.testing.assert_array_equal(c, round_bf16(c))
+    assert np.abs(c - ref).max() <= 2.0**-8 * np.abs(ref).max()
+
+
+@pytest.mark.parametrize("params", [
+    dict(STAGES=3, GROUP_M=8, PRODUCER_REGS=64, CONSUMER_REGS=216),       # what the large sweep times
+    dict(STAGES=2, BN=64, INSTR=I64, GROUP_M=2),
+])
+def test_persistent_tma_store_verifies_clean(params):
+    """Every check proves the per-tile handshake of c_s (`staged` / `c_free`, phase = the block's tile index) in
+    the nested tile x ring loops, and the TMA store's asynchronous read ordered before the next tile's writes."""
+    import tilepy_verify as tv
+
+    k = gemm_hopper.kernel_for(tp.bf16, persistent=True)
+    report = tv.verify(k, target="sm_90a", **{**gemm_hopper.PRESETS["sm_90a"], "EPILOGUE": 2, **params})
+    assert report.ok and not report.findings, str(report)
+
+
+def test_persistent_tma_store_without_its_handback_is_a_race(tmp_path):
+    """Seeded bug: the consumers write c_s without waiting for `c_free` (the previous tile's TMA store may still
+    be reading it): the verifier reports a race on c_s."""
+    import importlib.util
+    import inspect
+
+    import tilepy_verify as tv
+
+    src = inspect.getsource(gemm_hopper)
+    old = "                    tp.mbarrier_wait(c_free, it - 1)    # the previous tile's store has read c_s"
+    assert src.count(old) == 1
+    path = tmp_path / "gemm_hopper_no_handback.py"
+    path.write_text(src.replace(old, "                    pass"))
+    spec = importlib.util.spec_from_file_location("gemm_hopper_no_handback", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    report = tv.verify(mod.kernel_for(tp.bf16, persistent=True), target="sm_90a",
+                       **{**mod.PRESETS["sm_90a"], "EPILOGUE": 2, "STAGES": 2, "BN": 64, "INSTR": I64, "GROUP_M": 2})
+    assert any(f.check == "race" and "c_s" in f.message for f in report.findings), str(report)

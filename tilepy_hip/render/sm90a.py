@@ -204,9 +204,14 @@ def emit_setmaxnreg(r, call):
     budgets[(lo, size)] = n
     total = sum(b * sz for (_, sz), b in budgets.items())
     total += (r.kir.num_threads - sum(sz for _, sz in budgets)) * ceiling
-    if total > 65536:
-        raise r.error(f"setmaxnreg budgets need {total} registers, over the 65536 an SM has "
-                      f"({', '.join(f'{b} x {sz} threads' for (_, sz), b in budgets.items())}; other threads keep "
+    # An increase draws on the block's own pool: the registers it launched with (the ceiling for every thread,
+    # which the register cap at entry gives it), not the SM's 65536. 96 / 208 at 384 threads asks for 65536 of a
+    # 64512 pool: on the H100 the consumers' setmaxnreg.inc waited forever (the kernel hung).
+    pool = ceiling * r.kir.num_threads
+    if total > pool:
+        raise r.error(f"setmaxnreg budgets need {total} registers, over the {pool} the block launches with "
+                      f"({ceiling} x {r.kir.num_threads} threads; "
+                      f"{', '.join(f'{b} x {sz} threads' for (_, sz), b in budgets.items())}; other threads keep "
                       f"{ceiling}): an increase would wait forever",
                       "lower the budgets (e.g. producer 40 or 56, consumers 232 or 224 for 3 warpgroups); the "
                       "role that decreases should come first in the kernel")
@@ -451,15 +456,23 @@ def emit_store_bulk(r, call):
     em(r.t.proxy_fence)
     _role_sync(r, "store_bulk", lo, size)
     tplan, why = tma.plan(view, sref.stype, sref.align)
+    fallback = call.attrs.get("fallback", True)
+    if tplan is None and not fallback:
+        raise r.error(f"tp.store_bulk(..., fallback=False) cannot be a bulk tensor store (TMA): {why}",
+                      "let it fall back (fallback=True), or make the tile TMA-shaped")
     if tplan is None:
         r.notes.append(f"store_bulk at line {r.ctx.span.line if r.ctx.span else '?'}: no TMA ({why})")
         r.emit_copy(call, False)
         return
-    if tplan.spec not in r.tensor_maps:
-        r.tensor_maps.append(tplan.spec)
-    i = r.tensor_maps.index(tplan.spec)
-    em.open(f"if (tp_tma_ok & {1 << i}u)")
-    em.open(f"if (tp_tid == {lo})")
+    spec = tplan.spec if fallback else replace(tplan.spec, required=True)
+    if spec not in r.tensor_maps:
+        r.tensor_maps.append(spec)
+    i = r.tensor_maps.index(spec)
+    if not fallback:   # TMA only: the launch refused a tensor its map cannot describe
+        em.open(f"if (tp_tid == {lo})")
+    else:
+        em.open(f"if (tp_tma_ok & {1 << i}u)")
+        em.open(f"if (tp_tid == {lo})")
     coords = list(reversed(view.starts))  # innermost first
     rank = tplan.spec.rank
     regs = ", ".join(f"%{j + 2}" for j in range(rank))
@@ -470,6 +483,8 @@ def emit_store_bulk(r, call):
            f':: "l"(&tp_tmap{i}), "r"(tp_smem_addr({sref.ptr} + {soff})), {args} : "memory");')
     em('asm volatile("cp.async.bulk.commit_group;\\n" ::: "memory");')
     em.close()
+    if not fallback:
+        return
     em.close()
     em.open("else")
     r.emit_copy(call, False)
