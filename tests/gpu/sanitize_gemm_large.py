@@ -3,7 +3,7 @@ tile order with the TMA store and register budgets, the 256 x 128 tile, gemm_per
 the next tile, and gemm_fp8 with the TMA store and register budgets.
 
 compute-sanitizer --tool memcheck python3 tests/gpu/sanitize_gemm_large.py
-compute-sanitizer --tool racecheck python3 tests/gpu/sanitize_gemm_large.py
+compute-sanitizer --tool racecheck python3 tests/gpu/sanitize_gemm_large.py [persistent]
 """
 
 import os
@@ -16,6 +16,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 import tilepy as tp  # noqa: E402
 from stdlib_kernels import gemm_fp8, gemm_hopper  # noqa: E402
 
+ONLY = sys.argv[1] if len(sys.argv) > 1 else ""   # "persistent": gemm_persistent's case alone (a short call)
 d = torch.device("cuda")
 g = torch.Generator(device="cuda").manual_seed(0)
 P = gemm_hopper.PRESETS["sm_90a"]
@@ -25,6 +26,8 @@ for (m, k, n), extra in (((300, 520, 776), dict(STAGES=3, EPILOGUE=2, IN_FLIGHT=
                                                 STAGES=3, EPILOGUE=2, IN_FLIGHT=0, GROUP_M=2, **R64)),
                          # gemm_persistent, TMA store overlapped with the next tile: 3 blocks over 3 x 4 tiles
                          ((300, 520, 776), dict(PERSISTENT=1, NUM_SMS=3, STAGES=3, EPILOGUE=2, GROUP_M=2, **R64))):
+    if ONLY == "persistent" and not extra.get("PERSISTENT"):
+        continue
     a = torch.randn(m, k, device=d, generator=g).bfloat16()
     b = torch.randn(k, n, device=d, generator=g).bfloat16()
     ref = a.double() @ b.double()
@@ -34,6 +37,8 @@ for (m, k, n), extra in (((300, 520, 776), dict(STAGES=3, EPILOGUE=2, IN_FLIGHT=
     print("bf16", m, k, n, "rel err", float((c.double() - ref).norm() / ref.norm()), flush=True)
 for (m, n, k), extra in (((136, 260, 400), dict(STAGES=3, EPILOGUE=2, PRODUCER_REGS=96, CONSUMER_REGS=200)),
                          ((300, 520, 272), dict(STAGES=3, EPILOGUE=2, GROUP_M=2))):
+    if ONLY == "persistent":
+        break
     a = torch.randn(m, k, device=d, generator=g).to(torch.float8_e4m3fn)
     b = torch.randn(n, k, device=d, generator=g).to(torch.float8_e4m3fn)
     s = torch.ones(1, device=d)
