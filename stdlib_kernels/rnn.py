@@ -12,7 +12,8 @@ cell:
 Two kernels of one signature. `rnn_step_tc` (sm_90a) multiplies on the tensor cores: mma.sync m16n8k8 .tf32
 with both operands loaded straight into the fragment layouts and split in registers into TF32 heads and tails
 (x = hi + lo), three products per k-tile (lo hi + hi lo + hi hi) into a fresh accumulator added to the running
-sum with f32 adds, as stdlib_kernels/gemm_fp32.py does: fp32-accurate. The next k-tile's operands are loaded
+sum with f32 adds, as stdlib_kernels/gemm_fp32.py does: fp32-accurate (PASSES=3); PASSES=1 keeps hi hi only:
+TF32, what cuDNN computes for fp32 RNNs while torch.backends.cudnn.allow_tf32. The next k-tile's operands are loaded
 before the current one is multiplied. `rnn_step` is the portable form: fp32 FMA sums of (BB * BJ, BK) tiles.
 
 Both directions of a bidirectional layer are one launch (grid z = direction d): direction 1 runs time
@@ -108,7 +109,8 @@ def rnn_step_tc(GX: tp.Tensor[tp.f32, "RX", "CX"], Hp: tp.Tensor[tp.f32, "RH", "
                 c_row0: tp.i32, co_row0: tp.i32,
                 NB: tp.constexpr = 1, T: tp.constexpr = 1, CELL: tp.constexpr = 0, G: tp.constexpr = 4,
                 X_RB: tp.constexpr = 1, X_RT: tp.constexpr = 1, O_RB: tp.constexpr = 1, O_RT: tp.constexpr = 1,
-                WM: tp.constexpr = 1, BK: tp.constexpr = 16, INSTR: tp.constexpr = tp.nv.mma_m16n8k8_tf32):
+                WM: tp.constexpr = 1, BK: tp.constexpr = 16, PASSES: tp.constexpr = 3,
+                INSTR: tp.constexpr = tp.nv.mma_m16n8k8_tf32):
     BM = 16 * WM                    # batch rows: WM warps of 16
     BJ = 8                          # hidden units (of every gate)
     LA = tp.mma_layout(INSTR, "a", (BM, BK), (WM, 1))
@@ -147,31 +149,35 @@ def rnn_step_tc(GX: tp.Tensor[tp.f32, "RX", "CX"], Hp: tp.Tensor[tp.f32, "RH", "
         nw2 = tp.load(W[wr + 2 * n_h, bk + kn], mask=bcol & (bk + kn < n_h) & (G > 2), layout=LB)
         nw3 = tp.load(W[wr + 3 * n_h, bk + kn], mask=bcol & (bk + kn < n_h) & (G > 3), layout=LB)
         ahi = tp.round_tf32(a)
-        alo = tp.round_tf32(a - ahi)
+        alo = tp.round_tf32(a - ahi)       # (unused, so not computed, when PASSES == 1)
         hi = tp.round_tf32(w0)
         part = tp.zeros((BM, BJ), tp.f32, layout=LC)
-        part = tp.mma(alo, hi, part)
-        part = tp.mma(ahi, tp.round_tf32(w0 - hi), part)
+        if PASSES == 3:
+            part = tp.mma(alo, hi, part)
+            part = tp.mma(ahi, tp.round_tf32(w0 - hi), part)
         part = tp.mma(ahi, hi, part)
         acc0 = acc0 + part
         if G > 1:
             hi = tp.round_tf32(w1)
             part = tp.zeros((BM, BJ), tp.f32, layout=LC)
-            part = tp.mma(alo, hi, part)
-            part = tp.mma(ahi, tp.round_tf32(w1 - hi), part)
+            if PASSES == 3:
+                part = tp.mma(alo, hi, part)
+                part = tp.mma(ahi, tp.round_tf32(w1 - hi), part)
             part = tp.mma(ahi, hi, part)
             acc1 = acc1 + part
             hi = tp.round_tf32(w2)
             part = tp.zeros((BM, BJ), tp.f32, layout=LC)
-            part = tp.mma(alo, hi, part)
-            part = tp.mma(ahi, tp.round_tf32(w2 - hi), part)
+            if PASSES == 3:
+                part = tp.mma(alo, hi, part)
+                part = tp.mma(ahi, tp.round_tf32(w2 - hi), part)
             part = tp.mma(ahi, hi, part)
             acc2 = acc2 + part
         if G > 3:
             hi = tp.round_tf32(w3)
             part = tp.zeros((BM, BJ), tp.f32, layout=LC)
-            part = tp.mma(alo, hi, part)
-            part = tp.mma(ahi, tp.round_tf32(w3 - hi), part)
+            if PASSES == 3:
+                part = tp.mma(alo, hi, part)
+                part = tp.mma(ahi, tp.round_tf32(w3 - hi), part)
             part = tp.mma(ahi, hi, part)
             acc3 = acc3 + part
         a, w0, w1, w2, w3 = na, nw0, nw1, nw2, nw3

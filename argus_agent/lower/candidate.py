@@ -92,6 +92,11 @@ def precision_of(program: LoweredProgram, inputs: list, on_gpu: bool) -> tuple[s
                                                     " (torch.backends.cuda.matmul.allow_tf32 / "
                                                     "set_float32_matmul_precision)"))
         reduced = True
+    rnn = any(op.startswith(("aten.lstm.", "aten.gru.", "aten.rnn_tanh.", "aten.rnn_relu.")) for op in program.ops)
+    if rnn and prec.conv != "fp32" and (on_gpu or prec.asked):
+        notes.append("recurrent layers in tf32" + ("" if prec.asked else " (torch.backends.cudnn.allow_tf32, "
+                                                                         "as cuDNN's RNNs)"))
+        reduced = True
     if half:
         notes.append("half-precision tensors (computed in fp32, rounded where stored)")
     # Two fp32 sums of the same K terms in different orders agree only to about K * 2^-24 of the terms'

@@ -20,7 +20,7 @@ reason logged).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.fx as fx
@@ -66,6 +66,7 @@ class RnnTemplate:
     H: int
     D: int
     tc: bool = False
+    passes: int = 3     # the tensor-core step's TF32 products per k-tile: 3 (fp32-accurate) or 1 (TF32)
     what: str = ""
 
     @property
@@ -78,7 +79,7 @@ def render_rnn(t: RnnTemplate, n: int) -> list[str]:
 
     G = rnn.GATES[t.cell]
     if t.tc:
-        kern, p = "rnn_step_tc", rnn.policy_tc(t.B, t.H)
+        kern, p = "rnn_step_tc", {**rnn.policy_tc(t.B, t.H), "PASSES": t.passes}
         grid = rnn.grid_tc(t.B, t.H, p, t.D)
     else:
         kern, p = "rnn_step", rnn.policy(t.B, t.H)
@@ -135,16 +136,16 @@ def _decompose_lists(ctx, node, lowered: list):
 
 
 def _rnn(ctx, node, x, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first):
-    from stdlib_kernels import rnn
 
     cell = CELLS[str(node.target)]
     hs = list(hx) if isinstance(hx, (list, tuple)) else [hx]
     per = (4 if has_biases else 2)
     D = 2 if bidirectional else 1
     tensors = [x] + hs + list(params)
+    dtypes = {t.dtype for t in tensors}
     why = None
-    if any(t.dtype != torch.float32 for t in tensors):
-        why = "operands not all float32"
+    if len(dtypes) != 1 or not dtypes <= {torch.float32, torch.float16, torch.bfloat16}:
+        why = f"operands of {sorted(map(str, dtypes))} (one of float32, float16, bfloat16 is taken)"
     elif len(params) != per * num_layers * D:
         why = "weights other than (w_ih, w_hh[, b_ih, b_hh]) per layer (an LSTM projection)"
     elif train and dropout > 0 and num_layers > 1:
@@ -154,6 +155,23 @@ def _rnn(ctx, node, x, hx, params, has_biases, num_layers, dropout, train, bidir
     if why is not None:
         log.info("%s: %s decomposed per step: %s", source_line(node), node.target, why)
         return _decompose_lists(ctx, node, [x, hx, params])
+    dtype = x.dtype
+    if dtype != torch.float32:
+        # a half-precision layer computes in fp32 (as cuDNN's: fp32 accumulation and cell math), its operands
+        # read up and its results stored back in their dtype
+        x, hs, params = _f32(x), [_f32(h) for h in hs], [_f32(w) for w in params]
+        got = _rnn32(ctx, node, cell, x, hs, params, has_biases, num_layers, D, per, batch_first)
+        return tuple(LTensor(t.shape, dtype, lambda c, t=t: vals.cast(t(c), dtype)) for t in got)
+    return _rnn32(ctx, node, cell, x, hs, params, has_biases, num_layers, D, per, batch_first)
+
+
+def _f32(t: LTensor) -> LTensor:
+    return LTensor(t.shape, torch.float32, lambda c: vals.cast(t(c), torch.float32))
+
+
+def _rnn32(ctx, node, cell, x, hs, params, has_biases, num_layers, D, per, batch_first):
+    from stdlib_kernels import rnn
+
     if batch_first:
         B, T, _ = x.shape
     else:
@@ -167,6 +185,10 @@ def _rnn(ctx, node, x, hx, params, has_biases, num_layers, dropout, train, bidir
     # row of (b, t) in a (T * B)-row view of the input / outputs: batch-first b * T + t, else t * B + b
     rb, rt = (T, 1) if batch_first else (1, B)
     tc = ctx.target == "sm_90a"
+    # cuDNN runs fp32 RNNs with TF32 products while torch.backends.cudnn.allow_tf32 (its default), as it runs
+    # convolutions: the projection GEMM and the step follow the convolutions' precision (precision.py)
+    prec = getattr(ctx, "precision", None)
+    passes = 1 if prec is not None and prec.conv != "fp32" else 3
     if not has_biases:     # one zero b_hh serves every layer
         zeros = ctx.contiguous(LTensor((D * G * H,), torch.float32, lambda c: vals.const(0, torch.float32)),
                                "rnn_nobias").buffer
@@ -183,13 +205,17 @@ def _rnn(ctx, node, x, hx, params, has_biases, num_layers, dropout, train, bidir
         N = D * G * H
         wit = LTensor((I, N), torch.float32, lambda c, w=wi, k=I: vals.load(w.name, add(c[1] * k, c[0]),
                                                                              torch.float32))
-        gx = ctx.contiguous(matmul(ctx, _rows(layer_in, T * B, I), wit, torch.float32, base="rnn_gx"),
-                            "rnn_gx").buffer
+        ctx.precision = None if prec is None else replace(prec, matmul="tf32" if passes == 1 else "fp32")
+        try:
+            gx = ctx.contiguous(matmul(ctx, _rows(layer_in, T * B, I), wit, torch.float32, base="rnn_gx"),
+                                "rnn_gx").buffer
+        finally:
+            ctx.precision = prec
         out = ctx.add_buffer(f"rnn_out{layer}", (T * B, D * H), torch.float32)
         cbuf = ctx.add_buffer("rnn_c", (2 * D * B, H), torch.float32) if cell == rnn.LSTM else None
         ctx.kernels.append(RnnTemplate(
             cell=cell, gx=gx, h0=h0, h0_rows=num_layers * D * B, h0_row0=layer * D * B, c0=c0, cbuf=cbuf, wh=wh,
-            bi=bi, bh=bh, out=out, rb=rb, rt=rt, T=T, B=B, I=I, H=H, D=D, tc=tc,
+            bi=bi, bh=bh, out=out, rb=rb, rt=rt, T=T, B=B, I=I, H=H, D=D, tc=tc, passes=passes,
             what=f"layer {layer}{' (both directions)' if D == 2 else ''} of {source_line(node)}"))
         outs.append((out, cbuf))
         layer_in, I = out, D * H

@@ -87,7 +87,7 @@ def lower_captured(captured: Captured, target: str = "cpu", precision=None) -> L
                 ctx.note = f"MoE ({source_line(node)})"
                 env[node] = ops_moe.lower(ctx, moe, env)
                 continue
-            env[node] = _lower_node(ctx, node, env)
+            env[node] = _shared_stored(ctx, node, _lower_node(ctx, node, env))
         elif node.op == "output":
             out_node = node
         elif node.op == "get_attr":
@@ -116,6 +116,55 @@ def lower_captured(captured: Captured, target: str = "cpu", precision=None) -> L
     buffers = [b for b in ctx.buffers if b.kind != "temp" or b.name in used]
     return LoweredProgram(captured, buffers, kernels, outputs, shapes, single, ops, ctx.target, placeholders,
                           ctx.precision)
+
+
+# A value is composed into each kernel that consumes it (recomputed per kernel). One whose element reads more
+# than SHARED_READS elements of large buffers (>= SHARED_BIG elements: not weights or BN statistics) and that
+# reaches two or more kernels is stored once instead: a 5x5 depthwise convolution (25 taps) read by an SE
+# block's mean and by its gating product was computed twice, 50 reads per element against 1 write and 2 reads.
+SHARED_READS = 8
+SHARED_BIG = 1 << 16
+
+
+def _sinks(node, limit: int = 64) -> set:
+    """The nodes where `node`'s value leaves the kernel it is composed into: following users through
+    pointwise ops and views (which compose into the same kernel), the first other op on each path (a
+    reduction, a convolution, a matmul, the output). Stops counting past `limit` nodes visited."""
+    out, seen, todo = set(), set(), list(node.users)
+    while todo and len(seen) < limit:
+        u = todo.pop()
+        if u in seen:
+            continue
+        seen.add(u)
+        op = u.target
+        fuses = u.op == "call_function" and (getattr(op, "is_view", False)
+                                             or torch.Tag.pointwise in getattr(op, "tags", ()))
+        if fuses:
+            todo.extend(u.users)
+        else:
+            out.add(u)
+    return out
+
+
+def _shared_stored(ctx: Context, node, t):
+    """`t` (node's lowered value) realized into a buffer of its own when it reaches several kernels and each
+    element is dear to recompute (see SHARED_READS); else `t` as it is."""
+    if (not isinstance(t, LTensor) or t.buffer is not None or not t.shape or t.numel < SHARED_BIG
+            or t.dtype not in STORAGE_OK or len(node.users) < 1):
+        return t
+    sinks = _sinks(node)
+    if len(sinks) < 2:
+        return t
+    from .index import Var
+    from .render_conv_copy import reads_per_element
+
+    sizes = {b.name: b.numel for b in ctx.buffers}
+    reads = reads_per_element(t([Var(f"i{d}", n) for d, n in enumerate(t.shape)]), sizes, big=SHARED_BIG)
+    if reads <= SHARED_READS:
+        return t
+    log.info("%s: stored once (%d reads of large buffers per element, read by %d kernels)", source_line(node),
+             reads, len(sinks))
+    return ctx.realize(t, "shared")
 
 
 def constant_tensor(c: torch.Tensor) -> LTensor:

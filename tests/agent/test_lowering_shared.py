@@ -1,0 +1,62 @@
+"""The fusion rule that stores a shared, dear value once (program._shared_stored): a value that reaches two or
+more kernels and reads more than SHARED_READS elements of large buffers per element is realized into a buffer
+instead of being recomputed in each kernel; a cheap one, or one that reaches a single kernel, is not. Checked on
+the lowered kernels and against float64 on the interpreter."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .lowered import assert_close, run_lowered
+
+
+class SqueezeExcite(nn.Module):
+    """A depthwise 5x5 convolution (25 taps per element) read by its mean and by the gated product."""
+
+    def __init__(self, c: int, k: int = 5):
+        super().__init__()
+        self.dw = nn.Conv2d(c, c, k, padding=k // 2, groups=c, bias=False)
+        self.fc = nn.Conv2d(c, c, 1)
+
+    def forward(self, x):
+        y = F.silu(self.dw(x))
+        return y * torch.sigmoid(self.fc(y.mean((2, 3), keepdim=True)))
+
+
+class OneConsumer(nn.Module):
+    def __init__(self, c: int):
+        super().__init__()
+        self.dw = nn.Conv2d(c, c, 5, padding=2, groups=c, bias=False)
+
+    def forward(self, x):
+        return F.silu(self.dw(x)) * 2.0
+
+
+class CheapShared(nn.Module):
+    def forward(self, x):
+        y = torch.relu(x) + 1.0
+        return y * y.mean((2, 3), keepdim=True)
+
+
+def _shared(prog):
+    return [b for b in prog.buffers if b.name.startswith("b_shared")]
+
+
+def test_a_dear_value_read_by_two_kernels_is_stored_once(tmp_path):
+    torch.manual_seed(0)
+    model = SqueezeExcite(16).eval()
+    x = torch.randn(1, 16, 64, 64)
+    prog, _, out, ref = run_lowered(model, [x], tmp_path, "se_shared", target="cpu")
+    assert len(_shared(prog)) == 1 and _shared(prog)[0].shape == (1, 16, 64, 64)
+    assert_close(out, ref, 1e-5)
+
+
+def test_a_value_read_by_one_kernel_or_cheap_is_composed_as_before(tmp_path):
+    torch.manual_seed(1)
+    x = torch.randn(1, 16, 64, 64)
+    for name, model in (("one", OneConsumer(16).eval()), ("cheap", CheapShared())):
+        prog, _, out, ref = run_lowered(model, [x], tmp_path, f"not_shared_{name}", target="cpu")
+        assert not _shared(prog), name
+        assert_close(out, ref, 1e-5)
