@@ -83,8 +83,14 @@ def _forward_line(e: BaseException, model: torch.nn.Module) -> str:
 
 def capture_program(model: torch.nn.Module, inputs: list) -> Captured:
     """Export `model(*inputs)` and decompose it to core ATen (raises LoweringError with the reason)."""
+    # An RNN module's fake run (shape propagation) goes through the backend kernel it would use on its device
+    # (mkldnn_rnn / _cudnn_rnn), whose fake implementations have given wrong state shapes in some torch builds
+    # (a bidirectional LSTM with given states under torch 2.11): the native path's plain ops give the shapes, and
+    # the captured graph keeps aten.lstm / gru / rnn whole either way (KEPT_WHOLE).
+    rnn = any(isinstance(m, torch.nn.RNNBase) for m in model.modules())
     try:
-        with torch.no_grad(), warnings.catch_warnings():
+        with torch.no_grad(), warnings.catch_warnings(), torch.backends.mkldnn.flags(enabled=not rnn), \
+                torch.backends.cudnn.flags(enabled=not rnn):
             warnings.simplefilter("ignore")   # export's internal deprecation chatter is not the user's concern
             ep = torch.export.export(model, tuple(inputs), strict=False)
             ep = ep.run_decompositions(decomposition_table())
