@@ -10,23 +10,27 @@ cell:
 - Elman: h = tanh(...) or relu(...).
 
 Two kernels of one signature. `rnn_step_tc` (sm_90a) multiplies on the tensor cores: mma.sync m16n8k8 .tf32
-with both operands loaded straight into the fragment layouts and split in registers into TF32 heads and tails
-(x = hi + lo), three products per k-tile (lo hi + hi lo + hi hi) into a fresh accumulator added to the running
-sum with f32 adds, as stdlib_kernels/gemm_fp32.py does: fp32-accurate (PASSES=3); PASSES=1 keeps hi hi only:
-TF32, what cuDNN computes for fp32 RNNs while torch.backends.cudnn.allow_tf32. The next k-tile's operands are loaded
-before the current one is multiplied. `rnn_step` is the portable form: fp32 FMA sums of (BB * BJ, BK) tiles.
+over a (16 * WM batch rows, 8 * WN) tile whose column n is gate n // 8 of hidden unit j0 + n % 8, so each warp
+column computes one gate (a warp's serial chain is one gate's sum, not every gate's). Both operands are loaded
+straight into the fragment layouts and split in registers into TF32 heads and tails (x = hi + lo): three
+products per k-tile (lo hi + hi lo + hi hi) into a fresh accumulator added to the running sum with f32 adds, as
+stdlib_kernels/gemm_fp32.py does: fp32-accurate (PASSES=3); PASSES=1 keeps hi hi only: TF32, what cuDNN
+computes for fp32 RNNs while torch.backends.cudnn.allow_tf32. The next k-tile's operands are loaded before the
+current one is multiplied. The gates' sums then meet in shared memory, and each thread applies the cell to one
+(b, j). `rnn_step` is the portable form: fp32 FMA sums of (BB * BJ, BK) tiles.
 
-Both directions of a bidirectional layer are one launch (grid z = direction d): direction 1 runs time
-backwards, so at step s direction d is at time t_d = s (d = 0) or T - 1 - s (d = 1). Every operand is a whole
-buffer read at run-time offsets, so the host loop over the steps launches one compiled kernel:
+Both directions of a bidirectional layer are one launch (grid z = direction d, ND directions): direction 1 runs
+time backwards, so at step s direction d is at time t_d = s (d = 0) or T - 1 - s (d = 1). Every operand is a
+whole buffer read at offsets derived from s (the only per-step argument, so the host loop over the steps
+launches one compiled kernel with one scalar changing):
 - GX: row b * X_RB + t_d * X_RT (batch-first or sequence-first), columns from d * G * H (the directions' W_ih
   stacked), gate g's from there + g * H;
-- h_{t-1}: row h_row0 + d * h_drow + b * h_rb + t_prev * h_rt, columns from d * h_dcol (the initial state: rows
-  of h0, h_rt = h_dcol = 0; later: the previous step's output rows of this direction, t_prev = t_d -+ 1);
+- h_{t-1}: at step 0 row h0_row0 + d * NB + b of h0 (Hp); later the previous step's output row
+  t_prev * O_RT + b * O_RB of this direction (Hp is the output), columns from d * H, t_prev = t_d -+ 1;
 - W (D * G * H, H): the directions' W_hh stacked; Bi, Bh (D * G * H) their b_ih, b_hh;
 - h_t: row t_d * O_RT + b * O_RB of Ho, columns from d * H (a direction's half of a bidirectional output);
-- c (LSTM): read at row c_row0 + d * NB + b of Cp (c0, or the half of the ping-pong buffer written last
-  step), written at row co_row0 + d * NB + b of Co (the other half).
+- c (LSTM): at step 0 row h0_row0 + d * NB + b of c0 (Cp), later the (ND * NB)-row half of the ping-pong buffer
+  the previous step wrote; written to half s % 2 of Co.
 """
 
 import numpy as np
@@ -40,14 +44,21 @@ GATES = {LSTM: 4, GRU: 3, RNN_TANH: 1, RNN_RELU: 1}
 @tp.kernel(threads=128)
 def rnn_step(GX: tp.Tensor[tp.f32, "RX", "CX"], Hp: tp.Tensor[tp.f32, "RH", "CH"], Cp: tp.Tensor[tp.f32, "RC", "H"],
              W: tp.Tensor[tp.f32, "DGH", "H"], Bi: tp.Tensor[tp.f32, "DGH"], Bh: tp.Tensor[tp.f32, "DGH"],
-             Ho: tp.Tensor[tp.f32, "RO", "CO"], Co: tp.Tensor[tp.f32, "RC2", "H"], s: tp.i32, h_row0: tp.i32,
-             h_drow: tp.i32, h_rb: tp.i32, h_rt: tp.i32, h_dcol: tp.i32, c_row0: tp.i32, co_row0: tp.i32,
+             Ho: tp.Tensor[tp.f32, "RO", "CO"], Co: tp.Tensor[tp.f32, "RC2", "H"], s: tp.i32, h0_row0: tp.i32,
              NB: tp.constexpr = 1, T: tp.constexpr = 1, CELL: tp.constexpr = 0, G: tp.constexpr = 4,
-             X_RB: tp.constexpr = 1, X_RT: tp.constexpr = 1, O_RB: tp.constexpr = 1, O_RT: tp.constexpr = 1,
-             BB: tp.constexpr = 8, BJ: tp.constexpr = 8, BK: tp.constexpr = 16):
+             ND: tp.constexpr = 1, X_RB: tp.constexpr = 1, X_RT: tp.constexpr = 1, O_RB: tp.constexpr = 1,
+             O_RT: tp.constexpr = 1, BB: tp.constexpr = 8, BJ: tp.constexpr = 8, BK: tp.constexpr = 16):
     n_h = W.shape[1]
     d = tp.block_id(2)
     td = s + d * (T - 1 - 2 * s)                      # this direction's time step
+    nf = (s + T - 1) // T                             # 0 at step 0 (h0 / c0 are read), else 1
+    h_row0 = (1 - nf) * h0_row0
+    h_drow = (1 - nf) * NB
+    h_rb = 1 + nf * (O_RB - 1)
+    h_rt = nf * O_RT
+    h_dcol = nf * n_h
+    c_row0 = (1 - nf) * h0_row0 + nf * (ND * NB) * ((s + 1) % 2)
+    co_row0 = (ND * NB) * (s % 2)
     q = tp.arange(BB * BJ)
     b = (tp.block_id(1) * BB + q // BJ)[:, None]      # (BB * BJ, 1): a batch row and a hidden unit per tile row
     j = (tp.block_id(0) * BJ + q % BJ)[:, None]
@@ -98,116 +109,87 @@ def rnn_step(GX: tp.Tensor[tp.f32, "RX", "CX"], Hp: tp.Tensor[tp.f32, "RH", "CH"
 
 
 def _tc_threads(c):
-    return 32 * c["WM"]
+    return 32 * c["WM"] * c["WN"]
 
 
 @tp.kernel(threads=_tc_threads, target="sm_90a")
 def rnn_step_tc(GX: tp.Tensor[tp.f32, "RX", "CX"], Hp: tp.Tensor[tp.f32, "RH", "CH"],
                 Cp: tp.Tensor[tp.f32, "RC", "H"], W: tp.Tensor[tp.f32, "DGH", "H"], Bi: tp.Tensor[tp.f32, "DGH"],
                 Bh: tp.Tensor[tp.f32, "DGH"], Ho: tp.Tensor[tp.f32, "RO", "CO"], Co: tp.Tensor[tp.f32, "RC2", "H"],
-                s: tp.i32, h_row0: tp.i32, h_drow: tp.i32, h_rb: tp.i32, h_rt: tp.i32, h_dcol: tp.i32,
-                c_row0: tp.i32, co_row0: tp.i32,
-                NB: tp.constexpr = 1, T: tp.constexpr = 1, CELL: tp.constexpr = 0, G: tp.constexpr = 4,
-                X_RB: tp.constexpr = 1, X_RT: tp.constexpr = 1, O_RB: tp.constexpr = 1, O_RT: tp.constexpr = 1,
-                WM: tp.constexpr = 1, BK: tp.constexpr = 16, PASSES: tp.constexpr = 3,
-                INSTR: tp.constexpr = tp.nv.mma_m16n8k8_tf32):
+                s: tp.i32, h0_row0: tp.i32, NB: tp.constexpr = 1, T: tp.constexpr = 1, CELL: tp.constexpr = 0,
+                G: tp.constexpr = 4, ND: tp.constexpr = 1, X_RB: tp.constexpr = 1, X_RT: tp.constexpr = 1,
+                O_RB: tp.constexpr = 1, O_RT: tp.constexpr = 1, WM: tp.constexpr = 1, WN: tp.constexpr = 4,
+                BK: tp.constexpr = 16, PASSES: tp.constexpr = 3, INSTR: tp.constexpr = tp.nv.mma_m16n8k8_tf32):
     BM = 16 * WM                    # batch rows: WM warps of 16
-    BJ = 8                          # hidden units (of every gate)
-    LA = tp.mma_layout(INSTR, "a", (BM, BK), (WM, 1))
-    LB = tp.mma_layout(INSTR, "b", (BK, BJ), (WM, 1))
-    LC = tp.accumulator(INSTR, (BM, BJ), (WM, 1))
+    BN = 8 * WN                     # column n: gate n // 8 of hidden unit j0 + n % 8 (a warp column per gate)
+    LA = tp.mma_layout(INSTR, "a", (BM, BK), (WM, WN))
+    LB = tp.mma_layout(INSTR, "b", (BK, BN), (WM, WN))
+    LC = tp.accumulator(INSTR, (BM, BN), (WM, WN))
+    LE = tp.blocked((BM, 8), 32 * WM * WN)          # the cell: (b, j) elements spread over every thread
     n_h = W.shape[1]
     d = tp.block_id(2)
     td = s + d * (T - 1 - 2 * s)                     # this direction's time step
+    nf = (s + T - 1) // T                            # 0 at step 0 (h0 / c0 are read), else 1
     b0 = tp.block_id(1) * BM
-    j0 = tp.block_id(0) * BJ
-    # A (h_{t-1}) and B (W_hh^T, gate 0's rows) tiles' rows and columns in the fragment layouts
+    j0 = tp.block_id(0) * 8
+    # A (h_{t-1}: h0's rows h0_row0 + d * NB + b, or the previous step's output rows of this direction) and B
+    # (W_hh^T: row d * G * H + gate * H + j of W) tiles' rows and columns in the fragment layouts
     ab = tp.zeros((BM, BK), tp.i32, layout=LA) + (b0 + tp.arange(BM))[:, None]
     ak = tp.zeros((BM, BK), tp.i32, layout=LA) + tp.arange(BK)[None, :]
-    bk = tp.zeros((BK, BJ), tp.i32, layout=LB) + tp.arange(BK)[:, None]
-    bj = tp.zeros((BK, BJ), tp.i32, layout=LB) + (j0 + tp.arange(BJ))[None, :]
-    hr = h_row0 + d * h_drow + ab * h_rb + (td - 1 + 2 * d) * h_rt
-    hc = d * h_dcol + ak
-    wr = d * (G * n_h) + bj
+    bk = tp.zeros((BK, BN), tp.i32, layout=LB) + tp.arange(BK)[:, None]
+    bn = tp.zeros((BK, BN), tp.i32, layout=LB) + tp.arange(BN)[None, :]
+    hr = (1 - nf) * (h0_row0 + d * NB + ab) + nf * ((td - 1 + 2 * d) * O_RT + ab * O_RB)
+    hc = nf * d * n_h + ak
+    wr = d * (G * n_h) + bn // 8 * n_h + j0 + bn % 8
     arow = ab < NB
-    bcol = bj < n_h
-    acc0 = tp.zeros((BM, BJ), tp.f32, layout=LC)
-    acc1 = tp.zeros((BM, BJ), tp.f32, layout=LC)
-    acc2 = tp.zeros((BM, BJ), tp.f32, layout=LC)
-    acc3 = tp.zeros((BM, BJ), tp.f32, layout=LC)
+    bcol = (j0 + bn % 8 < n_h) & (bn // 8 < G)
+    acc = tp.zeros((BM, BN), tp.f32, layout=LC)
     # k-tile 0's operands; each iteration loads tile k + 1's before multiplying tile k's
     a = tp.load(Hp[hr, hc], mask=arow & (ak < n_h), layout=LA)
-    w0 = tp.load(W[wr, bk], mask=bcol & (bk < n_h), layout=LB)
-    w1 = tp.load(W[wr + n_h, bk], mask=bcol & (bk < n_h) & (G > 1), layout=LB)
-    w2 = tp.load(W[wr + 2 * n_h, bk], mask=bcol & (bk < n_h) & (G > 2), layout=LB)
-    w3 = tp.load(W[wr + 3 * n_h, bk], mask=bcol & (bk < n_h) & (G > 3), layout=LB)
+    w = tp.load(W[wr, bk], mask=bcol & (bk < n_h), layout=LB)
     for k0 in range(0, n_h, BK):
         kn = k0 + BK
         na = tp.load(Hp[hr, hc + kn], mask=arow & (ak + kn < n_h), layout=LA)
-        nw0 = tp.load(W[wr, bk + kn], mask=bcol & (bk + kn < n_h), layout=LB)
-        nw1 = tp.load(W[wr + n_h, bk + kn], mask=bcol & (bk + kn < n_h) & (G > 1), layout=LB)
-        nw2 = tp.load(W[wr + 2 * n_h, bk + kn], mask=bcol & (bk + kn < n_h) & (G > 2), layout=LB)
-        nw3 = tp.load(W[wr + 3 * n_h, bk + kn], mask=bcol & (bk + kn < n_h) & (G > 3), layout=LB)
+        nw = tp.load(W[wr, bk + kn], mask=bcol & (bk + kn < n_h), layout=LB)
         ahi = tp.round_tf32(a)
-        alo = tp.round_tf32(a - ahi)       # (unused, so not computed, when PASSES == 1)
-        hi = tp.round_tf32(w0)
-        part = tp.zeros((BM, BJ), tp.f32, layout=LC)
+        hi = tp.round_tf32(w)
+        part = tp.zeros((BM, BN), tp.f32, layout=LC)
         if PASSES == 3:
-            part = tp.mma(alo, hi, part)
-            part = tp.mma(ahi, tp.round_tf32(w0 - hi), part)
+            part = tp.mma(tp.round_tf32(a - ahi), hi, part)
+            part = tp.mma(ahi, tp.round_tf32(w - hi), part)
         part = tp.mma(ahi, hi, part)
-        acc0 = acc0 + part
-        if G > 1:
-            hi = tp.round_tf32(w1)
-            part = tp.zeros((BM, BJ), tp.f32, layout=LC)
-            if PASSES == 3:
-                part = tp.mma(alo, hi, part)
-                part = tp.mma(ahi, tp.round_tf32(w1 - hi), part)
-            part = tp.mma(ahi, hi, part)
-            acc1 = acc1 + part
-            hi = tp.round_tf32(w2)
-            part = tp.zeros((BM, BJ), tp.f32, layout=LC)
-            if PASSES == 3:
-                part = tp.mma(alo, hi, part)
-                part = tp.mma(ahi, tp.round_tf32(w2 - hi), part)
-            part = tp.mma(ahi, hi, part)
-            acc2 = acc2 + part
-        if G > 3:
-            hi = tp.round_tf32(w3)
-            part = tp.zeros((BM, BJ), tp.f32, layout=LC)
-            if PASSES == 3:
-                part = tp.mma(alo, hi, part)
-                part = tp.mma(ahi, tp.round_tf32(w3 - hi), part)
-            part = tp.mma(ahi, hi, part)
-            acc3 = acc3 + part
-        a, w0, w1, w2, w3 = na, nw0, nw1, nw2, nw3
-    # the cell, in the accumulator layout: element (b, j)
-    b = tp.zeros((BM, BJ), tp.i32, layout=LC) + (b0 + tp.arange(BM))[:, None]
-    j = tp.zeros((BM, BJ), tp.i32, layout=LC) + (j0 + tp.arange(BJ))[None, :]
+        acc = acc + part
+        a, w = na, nw
+    # every gate of (b, j) to one thread: the recurrent sums through shared memory
+    sums = tp.shared((BM, BN), tp.f32)
+    tp.store(sums[0:BM, 0:BN], acc)
+    tp.barrier()
+    b = tp.zeros((BM, 8), tp.i32, layout=LE) + (b0 + tp.arange(BM))[:, None]
+    j = tp.zeros((BM, 8), tp.i32, layout=LE) + (j0 + tp.arange(8))[None, :]
     live = (b < NB) & (j < n_h)
     xr = b * X_RB + td * X_RT
     xc = d * (G * n_h) + j
     orow = td * O_RT + b * O_RB     # distinct rows per batch row (O_RB >= 1): no two lanes store one element
     # gate g's pre-activation: the input's share (GX + b_ih) and the recurrent one (the product + b_hh)
-    x0 = tp.load(GX[xr, xc], mask=live, layout=LC) + tp.load(Bi[xc], mask=live, layout=LC)
-    s0 = acc0 + tp.load(Bh[xc], mask=live, layout=LC)
+    x0 = tp.load(GX[xr, xc], mask=live, layout=LE) + tp.load(Bi[xc], mask=live, layout=LE)
+    s0 = tp.load(sums[0:BM, 0:8], layout=LE) + tp.load(Bh[xc], mask=live, layout=LE)
     if G > 1:
-        x1 = tp.load(GX[xr, xc + n_h], mask=live, layout=LC) + tp.load(Bi[xc + n_h], mask=live, layout=LC)
-        s1 = acc1 + tp.load(Bh[xc + n_h], mask=live, layout=LC)
-        x2 = tp.load(GX[xr, xc + 2 * n_h], mask=live, layout=LC) + tp.load(Bi[xc + 2 * n_h], mask=live, layout=LC)
-        s2 = acc2 + tp.load(Bh[xc + 2 * n_h], mask=live, layout=LC)
+        x1 = tp.load(GX[xr, xc + n_h], mask=live, layout=LE) + tp.load(Bi[xc + n_h], mask=live, layout=LE)
+        s1 = tp.load(sums[0:BM, 8:16], layout=LE) + tp.load(Bh[xc + n_h], mask=live, layout=LE)
+        x2 = tp.load(GX[xr, xc + 2 * n_h], mask=live, layout=LE) + tp.load(Bi[xc + 2 * n_h], mask=live, layout=LE)
+        s2 = tp.load(sums[0:BM, 16:24], layout=LE) + tp.load(Bh[xc + 2 * n_h], mask=live, layout=LE)
     if CELL == 0:
-        x3 = tp.load(GX[xr, xc + 3 * n_h], mask=live, layout=LC) + tp.load(Bi[xc + 3 * n_h], mask=live, layout=LC)
-        s3 = acc3 + tp.load(Bh[xc + 3 * n_h], mask=live, layout=LC)
-        c = tp.sigmoid(x1 + s1) * tp.load(Cp[c_row0 + d * NB + b, j], mask=live, layout=LC) \
-            + tp.sigmoid(x0 + s0) * tp.tanh(x2 + s2)
-        tp.store(Co[co_row0 + d * NB + b, j], c, mask=live)
+        x3 = tp.load(GX[xr, xc + 3 * n_h], mask=live, layout=LE) + tp.load(Bi[xc + 3 * n_h], mask=live, layout=LE)
+        s3 = tp.load(sums[0:BM, 24:32], layout=LE) + tp.load(Bh[xc + 3 * n_h], mask=live, layout=LE)
+        crow = (1 - nf) * (h0_row0 + d * NB + b) + nf * ((ND * NB) * ((s + 1) % 2) + d * NB + b)
+        c = tp.sigmoid(x1 + s1) * tp.load(Cp[crow, j], mask=live, layout=LE) + tp.sigmoid(x0 + s0) * tp.tanh(x2 + s2)
+        tp.store(Co[(ND * NB) * (s % 2) + d * NB + b, j], c, mask=live)
         tp.store(Ho[orow, d * n_h + j], tp.sigmoid(x3 + s3) * tp.tanh(c), mask=live)
     if CELL == 1:
         n = tp.tanh(x2 + tp.sigmoid(x0 + s0) * s2)
         z = tp.sigmoid(x1 + s1)
-        hp = tp.load(Hp[h_row0 + d * h_drow + b * h_rb + (td - 1 + 2 * d) * h_rt, d * h_dcol + j], mask=live,
-                     layout=LC)
+        hrow = (1 - nf) * (h0_row0 + d * NB + b) + nf * ((td - 1 + 2 * d) * O_RT + b * O_RB)
+        hp = tp.load(Hp[hrow, nf * d * n_h + j], mask=live, layout=LE)
         tp.store(Ho[orow, d * n_h + j], (1.0 - z) * n + z * hp, mask=live)
     if CELL == 2:
         tp.store(Ho[orow, d * n_h + j], tp.tanh(x0 + s0), mask=live)
@@ -226,11 +208,11 @@ def grid(batch: int, hidden: int, params: dict, directions: int = 1) -> tuple:
     return (tp.cdiv(hidden, params["BJ"]), tp.cdiv(batch, params["BB"]), directions)
 
 
-def policy_tc(batch: int, hidden: int) -> dict:
-    """rnn_step_tc's warps: WM warps of 16 batch rows a block (up to 4), 8 hidden units of every gate; k-tiles
-    of 16 (32 would hold ~370 registers by tilepy's estimate, over the build gate's 255)."""
-    wm = min(4, 1 << max(0, -(-batch // 16) - 1).bit_length())
-    return dict(WM=wm, BK=16)
+def policy_tc(batch: int, hidden: int, gates: int = 4) -> dict:
+    """rnn_step_tc's warps: WM (1 or 2) warps of 16 batch rows by WN warps, one per gate (4 for the GRU's 3:
+    the cell's exchange spreads (16 * WM, 8) elements one per thread), 8 hidden units; k-tiles of 32 (16 for
+    one gate: 32 is ~264 registers by tilepy's estimate, over the build gate's 255)."""
+    return dict(WM=2 if batch >= 64 else 1, WN=1 if gates == 1 else 4, BK=16 if gates == 1 else 32)
 
 
 def grid_tc(batch: int, hidden: int, params: dict, directions: int = 1) -> tuple:

@@ -79,7 +79,7 @@ def render_rnn(t: RnnTemplate, n: int) -> list[str]:
 
     G = rnn.GATES[t.cell]
     if t.tc:
-        kern, p = "rnn_step_tc", {**rnn.policy_tc(t.B, t.H), "PASSES": t.passes}
+        kern, p = "rnn_step_tc", {**rnn.policy_tc(t.B, t.H, G), "PASSES": t.passes}
         grid = rnn.grid_tc(t.B, t.H, p, t.D)
     else:
         kern, p = "rnn_step", rnn.policy(t.B, t.H)
@@ -89,20 +89,17 @@ def render_rnn(t: RnnTemplate, n: int) -> list[str]:
     c0 = f"{t.c0.name}.view({t.h0_rows}, {t.H})" if t.c0 is not None else h0    # no cell state: never read
     cb = f"{t.cbuf.name}.view({2 * t.D * t.B}, {t.H})" if t.cbuf is not None else h0
     consts = ", ".join(f"{k}={val}" for k, val in {
-        "NB": t.B, "T": t.T, "CELL": t.cell, "G": G, "X_RB": t.rb, "X_RT": t.rt, "O_RB": t.rb, "O_RT": t.rt,
-        **p}.items())
-    DB = t.D * t.B
+        "NB": t.B, "T": t.T, "CELL": t.cell, "G": G, "ND": t.D, "X_RB": t.rb, "X_RT": t.rt, "O_RB": t.rb,
+        "O_RT": t.rt, **p}.items())
     # step 0 reads h0 / c0 (rows h0_row0 + d * B + b); step s > 0 the previous step's output rows of its
-    # direction and the ping-pong half step s - 1 wrote; step s writes half s % 2
+    # direction and the ping-pong half step s - 1 wrote; step s writes half s % 2 (the kernel derives the rows
+    # from s: its only per-step argument)
     return [
         f"{v}x, {v}o = {t.gx.name}.view({t.T * t.B}, {t.D * G * t.H}), {t.out.name}.view({t.T * t.B}, {t.D * t.H})",
-        f"{v}h0, {v}c0, {v}c = {h0}, {c0}, {cb}",
-        f"{v}w = ({t.wh.name}.view({t.D * G * t.H}, {t.H}), {t.bi.name}, {t.bh.name})",
-        f"for s in range({t.T}):     # {t.what}",
-        "    f = s == 0",
-        f"    launch({kern}, {grid}, {v}x, {v}h0 if f else {v}o, {v}c0 if f else {v}c, *{v}w, {v}o, {v}c, s, "
-        f"{t.h0_row0} if f else 0, {t.B} if f else 0, 1 if f else {t.rb}, 0 if f else {t.rt}, 0 if f else {t.H}, "
-        f"{t.h0_row0} if f else {DB} * ((s - 1) % 2), {DB} * (s % 2), {consts})",
+        f"{v}w = ({t.wh.name}.view({t.D * G * t.H}, {t.H}), {t.bi.name}, {t.bh.name}, {v}o, {cb})",
+        f"launch({kern}, {grid}, {v}x, {h0}, {c0}, *{v}w, 0, {t.h0_row0}, {consts})",
+        f"for s in range(1, {t.T}):     # {t.what}",
+        f"    launch({kern}, {grid}, {v}x, {v}o, {cb}, *{v}w, s, {t.h0_row0}, {consts})",
     ]
 
 
