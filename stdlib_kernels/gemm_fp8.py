@@ -178,7 +178,11 @@ NUM_SMS = 132  # H100 SXM
 
 # The policy per shape class (constexprs over PRESETS["sm_90a"]); `policy(M, N, K)` picks one.
 POLICIES = {
-    "large": dict(),
+    # the TMA-store epilogue with 3 stages and register budgets 96 / 200 (setmaxnreg): H100, x torch._scaled_mm in
+    # the same run (benchmarks/NOTES.md G10, results/gemm-large-g10-fp8-*.json): 4096^3 0.833-0.838 -> 0.987 (the
+    # TMA store alone 0.937-0.940), 4096 x 14336 x 4096 0.795 -> 0.847 (TMA store alone), 8192^3 0.872 -> 0.876 (TMA
+    # store alone, even); the register budgets timed at 4096^3 only
+    "large": dict(STAGES=3, EPILOGUE=2, PRODUCER_REGS=96, CONSUMER_REGS=200),
     # M <= 256 (decode): 64 x 128 tiles, one consumer warpgroup, a deeper ring: more blocks than 128 x 256
     "skinny": dict(BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=tp.nv.wgmma_m64n128k32_e4m3, IN_FLIGHT=1),
     # <= 1024^3: 128 x 128 tiles (more blocks)

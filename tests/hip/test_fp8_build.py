@@ -25,8 +25,10 @@ needs_amd = pytest.mark.skipif(build.find_amd_clang() is None, reason="no AMDGPU
 def test_gemm_fp8_renders_tensor_maps_and_descriptors():
     p = gemm_fp8.policy(4096, 4096, 4096)
     src, _, maps = render_kernel(gemm_fp8.gemm_fp8.ir("sm_90a", **p))
-    # 128-byte rows (128 e4m3) under the 128-byte swizzle: one box per operand and stage
-    assert maps == [TensorMapSpec("A", "e4m3", 2, (128, 128), 3), TensorMapSpec("B", "e4m3", 2, (128, 256), 3)]
+    # 128-byte rows (128 e4m3) under the 128-byte swizzle: one box per operand and stage; the large policy's bf16
+    # tile leaves through the TMA store (EPILOGUE=2: 64-column blocks of 128-byte rows)
+    assert maps == [TensorMapSpec("A", "e4m3", 2, (128, 128), 3), TensorMapSpec("B", "e4m3", 2, (128, 256), 3),
+                    TensorMapSpec("C", "bf16", 2, (64, 128), 3)]
     assert "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3" in src
     assert "tp_e4m3* A" in src and "tp_bf16* C" in src
 
