@@ -13,7 +13,7 @@ import torch
 
 from . import values as vals
 from .core import LTensor, buffer_tensor
-from .index import Sum, Var, add, const, floordiv
+from .index import Sum, Var, add, const, floordiv, mod
 from .registry import register, result_dtype, result_shape
 from .templates import (
     SWAP,
@@ -206,6 +206,16 @@ def _addmm(ctx, node, bias, a, b, beta=1, alpha=1):
             v = call("add", v, bv if beta == 1 else call("mul", bv, vals.const(beta, acc)))
         return vals.cast(v, out)
     return _stored_like_eager(ctx, r, LTensor(shape, out, f))
+
+
+@register("aten.addbmm")
+def _addbmm(ctx, node, bias, a, b, beta=1, alpha=1):
+    """beta * bias + alpha * sum_i a[i] @ b[i]: one (n, B m) @ (B m, p) product, the batch folded into K."""
+    B, n, m = a.shape
+    p = b.shape[2]
+    a2 = LTensor((n, B * m), a.dtype, lambda c: a([floordiv(c[1], m), c[0], mod(c[1], m)]))
+    b2 = LTensor((B * m, p), b.dtype, lambda c: b([floordiv(c[0], m), mod(c[0], m), c[1]]))
+    return _addmm(ctx, node, bias, a2, b2, beta, alpha)
 
 
 def _in_range(e, n):

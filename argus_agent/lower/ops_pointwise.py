@@ -82,6 +82,8 @@ _SIMPLE_UNARY = {
 }
 for _name, _op in _SIMPLE_UNARY.items():
     _unary(f"aten.{_name}", lambda a, cdt, _op=_op: call(_op, a, dtype=cdt))
+    if _name != "sigmoid":   # the prims some decompositions emit (copysign: prims.abs)
+        _unary(f"prims.{_name}", lambda a, cdt, _op=_op: call(_op, a, dtype=cdt))
 
 
 def _c(v, like):
@@ -152,6 +154,14 @@ def _round(ctx, node, x, decimals=0):
 @register("aten.isnan")
 def _isnan(ctx, node, x):
     return pointwise(lambda a: call("ne", a, a), node, x)
+
+
+@register("aten.signbit", "prims.signbit")
+def _signbit(ctx, node, x):
+    """x's sign bit: negative, or a negative zero. A NaN reads as positive whatever its sign bit (the value
+    language has no bit casts; torch's decompositions reach signbit through copysign)."""
+    return pointwise(lambda a: _negative(a) if a.dtype.is_floating_point
+                     else call("lt", a, const(0, a.dtype), dtype=torch.bool), node, x)
 
 
 @register("aten.isinf")
@@ -371,7 +381,7 @@ register("aten.bitwise_left_shift", "aten.__lshift__")(_shift(True))
 register("aten.bitwise_right_shift", "aten.__rshift__")(_shift(False))
 
 
-@register("aten.where")
+@register("aten.where", "prims.where")
 def _where(ctx, node, c, a, b):
     cdt = vals.compute_dtype(result_dtype(node))
     return pointwise(lambda p, x, y: call("where", p, x, y, dtype=cdt), node, c, a, b)

@@ -573,3 +573,24 @@ def test_bilinear_layer_lowers_through_trilinear(bias, tmp_path):
         _, _, out, ref = run_lowered(model, [a, b], tmp_path, f"bil_{bias}_{len(shape)}", target="cpu")
         assert out.shape == ref.shape
         assert torch.allclose(out.double(), ref, rtol=1e-5, atol=1e-6), (out.double() - ref).abs().max()
+
+
+# --- addbmm, copysign / signbit (a second CPU probe, 2026-11-24) ----------------------------------------------------
+
+@pytest.mark.parametrize("beta, alpha", [(1, 1), (0.5, -1.5), (0, 2.0)])
+def test_addbmm_folds_the_batch_into_k(beta, alpha, tmp_path):
+    g = torch.Generator().manual_seed(2)
+    c, a, b = torch.randn(5, 7, generator=g), torch.randn(3, 5, 4, generator=g), torch.randn(3, 4, 7, generator=g)
+    prog, _, out, ref = _run(lambda c, a, b: torch.addbmm(c, a, b, beta=beta, alpha=alpha), [c, a, b], tmp_path,
+                             f"addbmm{beta}{alpha}".replace(".", "_").replace("-", "m"))
+    assert_close(out, ref, 1e-5)
+
+
+def test_copysign_and_signbit_follow_negative_zeros(tmp_path):
+    a = torch.tensor([[1.5, -2.0, 0.0, -0.0, 3.0, float("inf")]])
+    b = torch.tensor([[-0.0, 0.0, -1.0, 2.0, -float("inf"), -3.0]])
+    _, _, out, _ = _run(lambda a, b: torch.copysign(a, b), [a, b], tmp_path, "copysign")
+    want = torch.copysign(a, b)
+    assert torch.equal(out, want) and torch.equal(torch.signbit(out), torch.signbit(want))
+    _, _, bits, _ = _run(lambda b: torch.signbit(b), [b], tmp_path, "signbit")
+    assert torch.equal(bits, torch.signbit(b))
