@@ -123,6 +123,8 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="smaller sizes (a smoke test)")
     ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile peer")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
+    ap.add_argument("--ring-only", action="store_true", help="rotary: the rotary_ring variants alone (plain and "
+                    "CS_SMEM), not launch_rotary's older kernels")
     ap.add_argument("--ops", default="", help="comma list of ops to run (default: all); results in "
                     "llm_ops-<device>-<ops>.json")
     args = ap.parse_args(argv)
@@ -259,7 +261,7 @@ def main(argv=None):
             neox = style == "neox"
             rq, rk = fn(pos, q.double(), kk.double(), cs.double(), hs)
             err = 0.0
-            vs = [v for v in ROTARY_VARIANTS if neox or not any(n in v for n in NEOX_ONLY)]
+            vs = [v for v in ROTARY_VARIANTS if (neox or not any(n in v for n in NEOX_ONLY)) and not args.ring_only]
             for v in vs:
                 q2, k2 = q.clone(), kk.clone()
                 L.launch_rotary(pos, q2, k2, cs, hs, neox, **v)
@@ -275,7 +277,7 @@ def main(argv=None):
                  for v in vs}
                 | {f"RING,THREADS={th},BLOCKS_PER_SM={bps},STAGES={st}": (
                     lambda q2=q2, k2=k2, neox=neox, th=th, bps=bps, st=st: L.launch_rotary_ring(
-                        pos, q2, k2, cs, hs, neox, blocks_per_sm=bps, THREADS=th, STAGES=st))
+                        pos, q2, k2, cs, hs, neox, blocks_per_sm=bps, THREADS=th, STAGES=st, CS_SMEM=False))
                    for th, bps, st in ROTARY_RING_VARIANTS}
                 | {f"RING,CS_SMEM,THREADS={th},BLOCKS_PER_SM={bps},STAGES={st}": (
                     lambda q2=q2, k2=k2, neox=neox, th=th, bps=bps, st=st: L.launch_rotary_ring(

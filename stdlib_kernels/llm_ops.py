@@ -652,11 +652,14 @@ def rotary_ring(POS: tp.Tensor[tp.i64, "T"], Q: tp.Tensor[tp.bf16, "T", "HQ", "H
     gather at it. The rotation is `rotary_neox_rows`' (NEOX: the partner half by one shuffle; HALF a power of two
     >= 8) or `rotary_gptj`'s (pairs in-thread), from whole heads in 16-byte vectors; the outputs are stored from
     registers. Columns from 2 * HALF up are left as they are (not written).
-    CS_SMEM (opt-in, not timed): each token's cos / sin are gathered once, one element a thread, already in the
+    CS_SMEM (`launch_rotary_ring`'s default; H100: neox 94.0%, GPT-J 93.9% of copy against 89.8 / 86.4% without,
+    one run): each token's cos / sin are gathered once, one element a thread, already in the
     columns' order (cos[j % HALF] or cos[j // 2] at tile column j, sin with its sign) into a (2, 2 * HALF)
     shared tile (handed over both ways by two mbarriers), and every thread reads its columns back as plain vectors:
     one gathered global load a thread a token instead of the 48 bounds-checked scalar gathers of cos / sin for
-    q and k (the loop's SASS: fewer instructions, see docs/kernels.md)."""
+    q and k (the loop's SASS: fewer instructions, see docs/kernels.md).
+    (`tp.store_bulk` of the rotated heads from two shared output tiles was measured level with CS_SMEM alone and
+    left out: benchmarks/NOTES.md.)"""
     g = tp.num_blocks(0)
     b = tp.block_id(0)
     n = tp.cdiv(Q.shape[0] - b, g)                   # this block's tokens: b + i * g for i < n
@@ -924,8 +927,8 @@ def launch_rotary_ring(positions, q, k, cos_sin_cache, head_size, is_neox=True, 
     each token's q and k heads brought into shared memory by bulk tensor copies STAGES - 1 tokens ahead. bf16,
     contiguous 16-byte aligned q / k (and outputs), a power-of-two rot_dim / 2 (>= 8 for neox, >= 4 for GPT-J)
     and head_size a multiple of 8; else a ValueError (use `launch_rotary`). Defaults: 3 blocks of 256 threads an
-    SM, STAGES 3 (H100, 32768 tokens of 32 q + 8 k heads of 128: neox 80.6%, GPT-J 85.9% of copy; 4 stages
-    80.2 / 85.6%, 2 blocks 73.6 / 80.7%, 2 blocks of 512 threads 51-55%)."""
+    SM, STAGES 3, CS_SMEM (H100, 32768 tokens of 32 q + 8 k heads of 128: neox 94.0%, GPT-J 93.9% of copy, 1.25x /
+    1.94x torch.compile; without CS_SMEM 89.8 / 86.4%; 4 stages 93.4 / 94.1%, 4 blocks an SM 88.1 / 90.9%)."""
     t = q.shape[0]
     half = int(cos_sin_cache.shape[1]) // 2
     hq = q.shape[-1] // head_size if q.ndim == 2 else q.shape[1]
@@ -937,6 +940,7 @@ def launch_rotary_ring(positions, q, k, cos_sin_cache, head_size, is_neox=True, 
         raise ValueError(f"launch_rotary_ring needs {why}: use launch_rotary")
     kw.setdefault("THREADS", 256)
     kw.setdefault("MIN_BLOCKS", int(blocks_per_sm))
+    kw.setdefault("CS_SMEM", True)
     rows = max(1, 32 // half)           # each ring stage a multiple of 128 bytes (a bulk copy's shared alignment)
     grid = (max(1, min(int(t), int(blocks_per_sm) * _num_sms(q))),)
 
@@ -961,8 +965,8 @@ def launch_rotary(positions, q, k, cos_sin_cache, head_size, is_neox=True, q_out
     one a token), each looping over the tokens with the next position loaded ahead (all heads of a token a
     block, as one block a token); `heads_per_block` does not apply.
     `ring` (default: where `rotary_ring` takes the tensors and neither heads_per_block, stream nor a constexpr is
-    given): `launch_rotary_ring` (H100: neox 80.6%, GPT-J 85.9% of copy against 77.1 / 69.1% for the blocks
-    above in the same run)."""
+    given): `launch_rotary_ring` (H100: neox 94.0%, GPT-J 93.9% of copy with its CS_SMEM default; the blocks above
+    measured 77.1 / 69.1% in an earlier run)."""
     if ring is None:
         outs = (q if q_out is None else q_out, k if k_out is None else k_out)
         ring = heads_per_block is None and not stream and not kw and _rotary_ring_refusal(

@@ -70,7 +70,8 @@ def llm_ops_rows():
             if neox or not any(n in v for n in B.NEOX_ONLY):
                 L.launch_rotary(pos, q, k, cs, hs, neox, **v)
         for th, bps, st in B.ROTARY_RING_VARIANTS:
-            L.launch_rotary_ring(pos, q, k, cs, hs, neox, blocks_per_sm=bps, THREADS=th, STAGES=st)
+            L.launch_rotary_ring(pos, q, k, cs, hs, neox, blocks_per_sm=bps, THREADS=th, STAGES=st,
+                                 CS_SMEM=False)
         for th, bps, st in B.ROTARY_RING_CS_SMEM:
             L.launch_rotary_ring(pos, q, k, cs, hs, neox, blocks_per_sm=bps, THREADS=th, STAGES=st, CS_SMEM=True)
 
@@ -192,6 +193,21 @@ def ring_tests():
                                      blocks_per_sm=bps, THREADS=th, STAGES=st, CS_SMEM=csm)
 
 
+def ring_bench_rows():
+    """benchmarks/llm_ops.py --ring-only: the rotary_ring rows (plain and CS_SMEM) at the benchmark's shapes."""
+    import llm_ops as B  # benchmarks/llm_ops.py
+
+    from stdlib_kernels import llm_ops as L
+
+    t, hq, hk, hs = 4, 32, 8, 128
+    pos, cs = torch.zeros(t, dtype=torch.int64), torch.zeros(t, hs)
+    q, k = torch.zeros(t, hq * hs, dtype=torch.bfloat16), torch.zeros(t, hk * hs, dtype=torch.bfloat16)
+    for neox in (True, False):
+        for csm, rows in ((False, B.ROTARY_RING_VARIANTS), (True, B.ROTARY_RING_CS_SMEM)):
+            for th, bps, st in rows:
+                L.launch_rotary_ring(pos, q, k, cs, hs, neox, blocks_per_sm=bps, THREADS=th, STAGES=st, CS_SMEM=csm)
+
+
 def halves_tests():
     """tests/gpu/test_gpu_llm_ops.py's HALVES_CASES."""
     from stdlib_kernels import llm_ops as L
@@ -210,7 +226,7 @@ if __name__ == "__main__":
     steps = sys.argv[1].split(",") if len(sys.argv) > 1 else ["llm", "stream", "sanitize", "fp32", "decode"]
     fns = {"llm": llm_ops_rows, "stream": rotary_stream_tests, "sanitize": sanitize_cases,
            "fp32": attention_fp32_cases, "decode": decode_d64, "rows": row_tests, "decode_tests": decode_tests,
-           "halves": halves_tests, "ring": ring_tests}
+           "halves": halves_tests, "ring": ring_tests, "ringbench": ring_bench_rows}
     for s in steps:
         fns[s]()
     failed = [v for v in SEEN.values() if v.startswith("FAILED")]

@@ -13,7 +13,10 @@
 #   layer_norm_ring and rotary_ring: their GPU tests, memcheck + racecheck), a6bench (every llm_ops row, then
 #   benchmarks/attention.py --sweep on d64s512 / d128s512), a6final (the new defaults' GPU tests, the attention
 #   table without decode rows, the layer_norm / rotary rows), a6cs (rotary_ring CS_SMEM: GPU tests, sanitizers,
-#   the rotary rows without the torch.compile peer);
+#   the rotary rows without the torch.compile peer), a7 (the renderer's compile-time vector paths, shared loads /
+#   stores and gathers: the rotary, gather, embedding_bag, shared-view and renderer GPU tests with memcheck /
+#   racecheck on the rings, then the rotary_ring rows (plain and CS_SMEM) against eager / torch.compile / copy and
+#   level1/196 (EmbeddingBag) in the suite);
 #   default: bench,errors,decode,check
 set -uo pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site ${WHL:-build/a3_whl}/*.whl || exit 1
@@ -126,5 +129,21 @@ if has a6cs; then   # rotary_ring CS_SMEM: its GPU tests and memcheck / racechec
   for tool in memcheck racecheck; do echo "== $tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' /tmp/a6cs_$tool.log | tail -1)"; done
   timeout 40 python3 benchmarks/llm_ops.py --no-compile --ops rotary_neox,rotary_gptj --out "$OUT" > "$OUT/a6cs_bench.log" 2>&1
   echo "== bench rc=$? at $((SECONDS - T0)) s"; grep -E "of copy|copy [0-9]" "$OUT/a6cs_bench.log" | cut -c1-2500
+fi
+if has a7; then   # correctness side by side (GPU tests, sanitizers), then the timings alone
+  timeout 130 python3 -m pytest -q -n 6 -p no:cacheprovider tests/gpu/test_gpu_llm_ops.py -k "rotary" \
+    tests/gpu/test_gpu_gather_kernels.py tests/gpu/test_gpu_lower_slow7.py tests/gpu/test_gpu_shared_views.py \
+    tests/gpu/test_gpu_kernels.py > "$OUT/a7_tests.log" 2>&1 &
+  for tool in memcheck racecheck; do
+    timeout 100 compute-sanitizer --tool $tool python3 tests/gpu/sanitize_fused_ops.py --ring > "/tmp/a7_$tool.log" 2>&1 &
+  done
+  wait
+  echo "== tests at $((SECONDS - T0)) s"; tail -1 "$OUT/a7_tests.log"; grep -E "^(FAILED|ERROR)" "$OUT/a7_tests.log" | head -8
+  for tool in memcheck racecheck; do echo "== $tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' /tmp/a7_$tool.log | tail -1) $(tail -1 /tmp/a7_$tool.log | cut -c1-150)"; done | tee "$OUT/a7_sanitize.log"
+  timeout 110 python3 benchmarks/llm_ops.py --ring-only --ops rotary_neox,rotary_gptj --out "$OUT" > "$OUT/a7_bench.log" 2>&1
+  echo "== bench rc=$? at $((SECONDS - T0)) s"; grep -E "of copy|copy [0-9]|Error" "$OUT/a7_bench.log" | cut -c1-1500
+  timeout 70 python3 benchmarks/suite.py tests/problems/level1/196_embedding_bag_mean.py --jobs 4 --runs 10 \
+    --out "$OUT/a7_suite196.json" > "$OUT/a7_suite.log" 2>&1
+  echo "== suite 196 rc=$? at $((SECONDS - T0)) s"; grep -E "^(level|built)" "$OUT/a7_suite.log" | cut -c1-300
 fi
 echo "== done at $((SECONDS - T0)) s"

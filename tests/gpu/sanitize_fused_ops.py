@@ -52,7 +52,7 @@ def run(device="cuda", ring_only=False):
             pos = torch.randint(0, 64, (t,), device=device)
             cs = torch.randn(64, rot, device=device)
             q, k = torch.randn(t, hq * hs, device=device).to(bf), torch.randn(t, hk * hs, device=device).to(bf)
-            L.launch_rotary_ring(pos, q, k, cs, hs, neox, blocks_per_sm=bps, THREADS=th, STAGES=st)
+            L.launch_rotary_ring(pos, q, k, cs, hs, neox, blocks_per_sm=bps, THREADS=th, STAGES=st, CS_SMEM=False)
             L.launch_rotary_ring(pos, q, k, cs, hs, neox, blocks_per_sm=bps, THREADS=th, STAGES=st, CS_SMEM=True)
     if device == "cuda":
         torch.cuda.synchronize()

@@ -143,3 +143,64 @@ def test_a_row_gather_reads_consecutive_elements_as_one_vector(target):
     assert len(fallback) >= 4 * len(vec)              # the element loads of each group, kept for the else branch
     stores = tilepy_hip.render(scatter_only.ir(target), target)
     assert "tp_ldvec" not in stores                   # atomics and scatters stay element by element
+
+
+# ---------------------------------------------------------------- what the layouts prove at compile time
+def _loads_of(src, ptr):
+    return [ln.strip() for ln in src.splitlines() if any(f"tp_ldvec<float, {n}>({ptr} + " in ln for n in (2, 4))]
+
+
+@pytest.mark.parametrize("neox", [True, False])
+def test_a_gather_at_arange_columns_is_a_vector_load_proved_at_compile_time(neox):
+    """rotary's cos / sin gather CS[p[:, None], cj]: cj is a function of tp.arange, so the renderer knows each
+    thread's columns. neox (cj = c or c - HALF: 4 consecutive columns a group) and GPT-J (cj = c // 2: 8 slots of
+    4 columns, each twice) are one 16-byte load a group, guarded only by bounds and alignment (no run-time test
+    that the offsets are consecutive), and the rows the broadcast layout repeats are copied, not loaded again."""
+    from stdlib_kernels import llm_ops as L
+
+    src = tilepy_hip.render(L.rotary_ring.ir("sm_90a", HALF=64, BHQ=32, BHK=8, THREADS=256, NEOX=neox), "sm_90a")
+    loads = _loads_of(src, "CS")
+    guards = [ln for ln in src.splitlines() if ln.strip().startswith("if (") and "tp_aligned(CS + " in ln]
+    assert loads and len(guards) == len(loads)
+    for g in guards:
+        assert " == " not in g and g.count("<") == 3          # the row, the first and the last column; aligned
+    # q's (32, 128) tile, 16 values a thread (two rows of the same 8 columns), and k's: cos and sin each
+    assert len(loads) == (8 if neox else 4)
+    if not neox:   # pairs: each loaded cos feeds two slots
+        q = loads[0].split("=")[0].split()[-1]
+        assert src.count(f"= {q}.v[0];") >= 2
+    assert "tp_ldvec<tp_bf16, 8>((q_s + " in src          # the ring buffers read back in 16-byte vectors
+
+
+@tp.kernel(threads=64)
+def flipped(W: tp.Tensor[tp.f32, "V", "D"], Y: tp.Tensor[tp.f32, "N", "D"]):
+    n0 = tp.block_id(0) * 16
+    cols = tp.arange(32)
+    x = tp.load(W[(n0 + tp.arange(16))[:, None], (31 - cols)[None, :]])        # consecutive never: reversed
+    x = x + tp.load(W[(n0 + tp.arange(16))[:, None], (cols // 4)[None, :]])     # four slots, one element
+    tp.store(Y[n0:n0 + 16, 0:32], x)
+
+
+def test_a_gather_proved_not_consecutive_has_no_run_time_test():
+    """Reversed columns (31 - c) are proved never consecutive: element loads, no vector test; c // 4 repeats one
+    element over a group of four slots: one load, copied."""
+    src = tilepy_hip.render(flipped.ir("sm_90a"), "sm_90a")
+    assert "tp_aligned(W + " not in src and "tp_ldvec<float" not in src.split("Y[")[0]
+    assert src.count("const float tp_gv") >= 1                # one element for a group of slots
+
+
+@tp.kernel(threads=64)
+def smem_read(X: tp.Tensor[tp.f32, 32, 64], Y: tp.Tensor[tp.f32, 32, 64], Z: tp.Tensor[tp.f32, 64, 32]):
+    s = tp.shared((32, 64), tp.f32)
+    tp.copy(X[0:32, 0:64], s)
+    tp.barrier()
+    tp.store(Y[0:32, 0:64], tp.load(s, layout=tp.blocked((32, 64), 64, vec=4)) * 2.0)   # rows: 16-byte vectors
+    tp.store(Z[0:64, 0:32], tp.permute(tp.load(s), (1, 0)))                           # the same, any layout
+
+
+def test_shared_tiles_are_read_in_vectors_where_the_layouts_prove_it():
+    """A register tile whose value slots are consecutive, aligned elements of a shared tile in every thread is
+    read with one vector load a group (decided from the layouts at compile time); the interpreter and the GPU
+    tests check the values."""
+    src = tilepy_hip.render(smem_read.ir("sm_90a"), "sm_90a")
+    assert "tp_ldvec<float, 4>(s + " in src or "tp_ldvec<float, 4>((s" in src

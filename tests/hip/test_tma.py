@@ -171,9 +171,9 @@ def test_tma_only_copy_has_no_fallback_path():
     src, _, maps = render_kernel(extra.tma_tile.ir("sm_90a", FALLBACK=False))
     assert maps == [TensorMapSpec("X", "bf16", 2, (64, 64), 3, required=True)]
     assert "tp_tma_load_2d(" in src and "if (tp_tma_ok &" not in src
-    assert "tp_ldvec" not in src and "fence.proxy.async" not in src
+    assert "tp_ldvec<tp_bf16, 8>(X + " not in src and "fence.proxy.async" not in src   # (s is read in vectors)
     with_fallback, _, _ = render_kernel(extra.tma_tile.ir("sm_90a"))
-    assert "if (tp_tma_ok & 1u)" in with_fallback and "tp_ldvec" in with_fallback
+    assert "if (tp_tma_ok & 1u)" in with_fallback and "tp_ldvec<tp_bf16, 8>(X + " in with_fallback
 
 
 def test_tma_only_store_has_no_fallback_path():

@@ -256,7 +256,7 @@ KERNEL_NAMES = ["silu_and_mul", "fused_add_rmsnorm", "layer_norm", "merge_attn_s
                             ("layer_norm_ring", {}), ("layer_norm_ring", dict(STAGES=2, BLOCK_N=1024)),
                             ("rotary_ring", {}), ("rotary_ring", dict(NEOX=False, THREADS=512)),
                             ("rotary_ring", dict(HALF=16, BHQ=4, BHK=2, THREADS=32, STAGES=2)),
-                            ("rotary_ring", dict(CS_SMEM=True))])
+                            ("rotary_ring", dict(CS_SMEM=True)), ("rotary_ring", dict(CS_SMEM=True, NEOX=False))])
 def test_verifies_clean_and_fast(name, params):
     kernel = L.KERNELS[name][L.tp.bf16]
     kernel._cache.clear()

@@ -11,13 +11,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from tilepy import dtypes as dt
 from tilepy import ir
 from tilepy.ops import ATOMICS
-from tilepy.types import GatherTileType, RegType
+from tilepy.types import GatherTileType, RegType, ScalarType
 
 from .cexpr import cast, ctype
 from .tiles import Coord, TileRef
+
+# what the renderer knows at compile time of an index (`GatherOps._static_index`, `_coord_fact`)
+EXACT, UNIFORM, CODES = "exact", "uniform", "codes"
 
 
 @dataclass
@@ -50,8 +55,11 @@ class GatherOps:
                 index.append((name, d))
         self.env[s.name] = GatherRef(self.env[call.args[0].name], index, tuple(call.type.shape))
 
-    def _index_fns(self, view, coords, shape):
-        """(tensor, [fn(v) -> (C text, dtype) per tensor dimension]) of a gather view or window at `coords`."""
+    def _index_fns(self, view, coords, shape, facts=None):
+        """(tensor, [fn(v) -> (C text, dtype) per tensor dimension]) of a gather view or window at `coords`.
+        `facts` (a list, filled when given): per tensor dimension what is known at compile time of its index
+        (`_static_index`): a [threads, values] table of the index and whether a uniform run-time addend is
+        left out of it, or None where nothing is known."""
         if isinstance(view.type, GatherTileType):
             if isinstance(view, ir.Var):
                 g = self.env.get(view.name)
@@ -60,14 +68,25 @@ class GatherOps:
                 fns = []
                 for item in g.index:
                     if isinstance(item, TileRef):
-                        f = self.leaf(item, self._bcast_to(coords, shape, item.shape))
+                        c = self._bcast_to(coords, shape, item.shape)
+                        f = self.leaf(item, c)
                         fns.append(lambda v, f=f, d=item.dtype: (f(v), d))
+                        if facts is not None:   # equal coordinates of the index tile: the same index
+                            facts.append(self._coord_fact(c, item.shape))
                     else:
                         fns.append(lambda v, item=item: item)
+                        if facts is not None:
+                            facts.append((np.zeros_like(coords[0].arr), UNIFORM))
                 return g.tensor, fns
             fns = []
             for a in view.args[1:]:
-                f, d = self.plan(a, self._bcast(coords, shape, a) if isinstance(a.type, RegType) else coords)
+                c = self._bcast(coords, shape, a) if isinstance(a.type, RegType) else coords
+                if facts is not None:   # the index's values, else (a tile) which slots share one
+                    fact = self._static_index(a, c if isinstance(a.type, RegType) else coords)
+                    if fact is None and isinstance(a.type, RegType):
+                        fact = self._coord_fact(c, a.type.shape)
+                    facts.append(fact)
+                f, d = self.plan(a, c)
                 fns.append(lambda v, f=f, d=d: (f(v), d))
             return self.env[view.args[0].name], fns
         ref = self.view_ref(view)  # a window: start + coordinate on each kept dimension
@@ -77,9 +96,106 @@ class GatherOps:
             if j in tdims:
                 c = coords[tdims.index(j)]
                 fns.append(lambda v, s=start, c=c: (f"({s} + {c.c(v)})", dt.i32))
+                if facts is not None:
+                    facts.append((np.asarray(c.arr, dtype=np.int64), UNIFORM))
             else:
                 fns.append(lambda v, s=start: (f"({s})", dt.i32))
+                if facts is not None:
+                    facts.append((np.zeros_like(coords[0].arr), UNIFORM))
         return ref.tensor, fns
+
+    @staticmethod
+    def _coord_fact(coords, shape):
+        """An index tile's values are a function of its coordinates: slots whose coordinates are equal in every
+        thread hold the same index (the table holds the coordinates' row-major code: equality only)."""
+        if not coords:
+            return None
+        codes = np.ravel_multi_index(tuple(np.asarray(c.arr, dtype=np.int64) for c in coords), tuple(shape))
+        return np.asarray(codes, dtype=np.int64), CODES
+
+    # ops whose integer value the renderer can compute at compile time from the tile coordinates
+    _STATIC_BINOPS = {"+": np.add, "-": np.subtract, "*": np.multiply, "//": np.floor_divide, "%": np.mod,
+                      "<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal,
+                      "==": np.equal, "!=": np.not_equal, "&": np.bitwise_and, "|": np.bitwise_or,
+                      "and": np.logical_and, "or": np.logical_or}
+
+    def _static_index(self, e, coords, depth=0):
+        """(table, kind) for an integer index expression at `coords`: table[t, v] is its value in thread t at
+        value slot v (kind EXACT), or that up to a uniform run-time addend, the same in every thread and slot
+        (kind UNIFORM: `n0 + tp.arange(B)`); None when the value is not known at compile time (loaded from
+        memory, floats, a run-time scalar anywhere but added). Mirrors `plan`, with Python's // and % as the
+        kernels' (tp_floordiv, tp_mod)."""
+        if depth > 64 or not coords:
+            return None
+        T, V = np.asarray(coords[0].arr).shape
+        t = getattr(e, "type", None)
+        if isinstance(e, ir.Const):
+            if not isinstance(e.value, (bool, int, np.integer)):
+                return None
+            return np.full((T, V), int(e.value), dtype=np.int64), EXACT
+        if not isinstance(t, RegType):
+            ok = isinstance(t, ScalarType) and t.uniform and not t.dtype.is_float
+            return (np.zeros((T, V), dtype=np.int64), UNIFORM) if ok else None
+        if t.dtype.is_float:
+            return None
+
+        def sub(x):
+            return self._static_index(x, self._bcast(coords, t.shape, x) or coords, depth + 1)
+
+        out = None
+        if isinstance(e, ir.Var):
+            again = self.rematerialize(e.name)
+            out = self._static_index(again, coords, depth + 1) if again is not None else None
+        elif isinstance(e, ir.BinOp):
+            fn = self._STATIC_BINOPS.get(e.op)
+            a, b = sub(e.lhs), sub(e.rhs)
+            if fn is None or a is None or b is None:
+                return None
+            if a[1] == UNIFORM or b[1] == UNIFORM:   # a uniform addend survives + and -, and * by a constant
+                if e.op in ("+", "-") and not (e.op == "-" and b[1] == UNIFORM):
+                    out = fn(a[0], b[0]), UNIFORM
+                elif e.op == "*" and isinstance(e.rhs, ir.Const) and a[1] == UNIFORM:
+                    out = a[0] * b[0], UNIFORM
+                elif e.op == "*" and isinstance(e.lhs, ir.Const) and b[1] == UNIFORM:
+                    out = a[0] * b[0], UNIFORM
+                else:
+                    return None
+            else:
+                if e.op in ("//", "%") and not b[0].all():
+                    return None
+                out = np.asarray(fn(a[0], b[0])).astype(np.int64), EXACT
+        elif isinstance(e, ir.UnOp) and e.op == "-":
+            a = sub(e.operand)
+            out = None if a is None or a[1] != EXACT else (-a[0], EXACT)
+        elif isinstance(e, ir.Call):
+            op = e.op
+            if op == "arange":
+                out = np.asarray(coords[0].arr, dtype=np.int64), EXACT
+            elif op == "expand_dims":
+                axis = e.attrs["axis"]
+                return self._static_index(e.args[0], coords[:axis] + coords[axis + 1:], depth + 1)
+            elif op == "permute":
+                dims = e.attrs["dims"]
+                return self._static_index(e.args[0], [coords[dims.index(d)] for d in range(len(dims))], depth + 1)
+            elif op == "cast":
+                a = sub(e.args[0])
+                out = a if a is not None and not e.attrs["dtype"].is_float else None
+            elif op in ("where", "maximum", "minimum"):
+                subs = [sub(x) for x in e.args[:3 if op == "where" else 2]]
+                if any(x is None or x[1] != EXACT for x in subs):
+                    return None
+                if op == "where":
+                    out = np.where(subs[0][0] != 0, subs[1][0], subs[2][0]), EXACT
+                else:
+                    out = (np.maximum if op == "maximum" else np.minimum)(subs[0][0], subs[1][0]), EXACT
+            elif op == "zeros":
+                out = np.zeros((T, V), dtype=np.int64), EXACT
+        if out is None:
+            return None
+        table = np.broadcast_to(np.asarray(out[0], dtype=np.int64), (T, V))
+        if table.size and np.abs(table).max() >= 2 ** 30:   # past what the kernels' 32-bit arithmetic holds
+            return None
+        return table, out[1]
 
     @staticmethod
     def _bcast_to(coords, shape, have):
@@ -90,7 +206,8 @@ class GatherOps:
         """One global element per value slot. kind: "load" (arr[v] = element or other), "store" (element =
         arr[v]), or an atomic op (arr[v] = old value; `values` are the operands' arrays)."""
         em = self.em
-        tensor, fns = self._index_fns(view, coords, shape)
+        facts: list = []
+        tensor, fns = self._index_fns(view, coords, shape, facts if kind == "load" else None)
         V = layout.num_values
         cond, keep = self.owner(layout) if kind != "load" else (None, [True] * V)
         replicated = kind in ATOMICS and result and (cond or not all(keep))
@@ -109,12 +226,9 @@ class GatherOps:
             for v in range(V):
                 ms[v] = self.tmp("m")
                 em(f"const bool {ms[v]} = {cast(fm(v), md, dt.bool_)};")
-        # a load whose value slots run along the tile's last dimension in groups of `vec` (the layout's 16-byte
-        # vectors) reads a group with one vector load when, at run time, its elements are consecutive in memory,
-        # in bounds, unmasked and the first is aligned (a row gather X[idx[:, None], cols[None, :]], a flat
-        # gather of whole rows); otherwise element by element as below
-        vec = self.vector_width(layout, tensor.dtype, True) if kind == "load" else 1
-        group: list = []
+        if kind == "load":
+            self._gather_load(tensor, fns, facts, coords, layout, ms, strides, arr, other)
+            return
         for v in range(V):
             if not keep[v]:
                 continue
@@ -126,32 +240,18 @@ class GatherOps:
                 idx.append(name)
             c = [f"(unsigned long long){i} < (unsigned long long)({n})" for i, n in zip(idx, tensor.dims)]
             c += [ms[v]] if v in ms else []
-            if cond and kind != "load":
+            if cond:
                 c.insert(0, f"({cond})")
             ok = " && ".join(c)
             zero = cast("0", dt.i32, tensor.dtype)
-            flat = " + ".join(f"{i} * {s}" for i, s in zip(idx, strides))
-            addr = f"{tensor.ptr}[{flat}]"
-            if kind == "load" and vec > 1:
-                o = self.tmp("go")
-                em(f"const long long {o} = {flat};")
-                group.append((v, ok, o))
-                if len(group) == vec:
-                    self._vector_gather(group, tensor, arr, other)
-                    group = []
-                continue
-            if kind == "load":
-                em(f"{arr}[{v}] = ({ok}) ? {addr} : {other};")
-            elif kind == "store":
+            addr = f"{tensor.ptr}[{' + '.join(f'{i} * {s}' for i, s in zip(idx, strides))}]"
+            if kind == "store":
                 em(f"if ({ok}) {addr} = {arr}[{v}];")
             else:
                 fn = self.t.atomics[kind]
                 args = ", ".join(f"{a}[{v}]" for a in values)
                 call = f"{fn}(&{addr}, {args})"
                 em(f"{arr}[{v}] = ({ok}) ? {call} : {zero};" if result else f"if ({ok}) (void){call};")
-        if group:   # (vector_width divides the slots: never left over; kept element-wise if it were)
-            for v, ok, o in group:
-                em(f"{arr}[{v}] = ({ok}) ? {tensor.ptr}[{o}] : {other};")
         if fence_after:  # the updating threads' acquire fence, before the exchange's barrier
             em(fence_after)
         if replicated:
@@ -163,6 +263,123 @@ class GatherOps:
 
     def emit_gather_store(self, call: ir.Call, layout, coords, shape, mask, vals):
         self.element_access(call.args[0], layout, coords, shape, mask, "store", vals)
+
+    def _gather_load(self, tensor, fns, facts, coords, layout, ms, strides, arr, other):
+        """arr[v] = the gathered element at value slot v (or `other` where out of bounds or masked), with what
+        the layouts and index expressions prove at compile time:
+        * slots holding the same tile element in every thread (a broadcast axis) are loaded once and copied;
+        * a group of slots whose indices are known up to a uniform addend (`_static_index`: arange, constants,
+          uniform scalars, where / // / % of them) and whose last-dimension offsets from the group's first are
+          the same in every thread and cover 0..m-1 (m a power of two, at most 16 bytes) is one m-element
+          vector load, checked at run time only for bounds (the first element, and the last dimension's
+          first + m - 1), alignment and the slots' masks (a masked slot: the element loads); each slot takes its
+          element (`q.v[rel]`). Consecutive
+          columns are m = the group; GPT-J's cos[j // 2] are pairs of one element (m = half the group);
+          a group proved not to fit is loaded element by element, with no run-time test;
+        * where the indices are not known (loaded from memory), a group of the layout's 16-byte vector along
+          the last dimension is one vector load when, at run time, its offsets are consecutive, in bounds,
+          unmasked and the first is aligned (a row gather X[idx[:, None], cols[None, :]] of loaded rows);
+          element loads otherwise."""
+        em, ptr, T = self.em, tensor.ptr, ctype(tensor.dtype)
+        V, nd, eb = layout.num_values, len(tensor.dims), tensor.dtype.bytes
+        last = nd - 1
+        dup, seen = {}, {}
+        for v in range(V):
+            key = b"".join(np.ascontiguousarray(np.asarray(c.arr)[:, v]).tobytes() for c in coords)
+            if key in seen:
+                dup[v] = seen[key]
+            else:
+                seen[key] = v
+        names: dict = {}
+
+        def index(v):
+            """(index C names per dimension, in-bounds C text, in-bounds-and-mask C text, flat offset name)"""
+            if v not in names:
+                idx = []
+                for f in fns:
+                    text, _ = f(v)
+                    name = self.tmp("gi")
+                    em(f"const long long {name} = (long long)({text});")
+                    idx.append(name)
+                inb = " && ".join(f"(unsigned long long){i} < (unsigned long long)({n})"
+                                  for i, n in zip(idx, tensor.dims))
+                o = self.tmp("go")
+                em(f"const long long {o} = {' + '.join(f'{i} * {s}' for i, s in zip(idx, strides))};")
+                names[v] = (idx, inb, " && ".join([inb] + ([ms[v]] if v in ms else [])), o)
+            return names[v]
+
+        def element(v):
+            if v in dup:
+                em(f"{arr}[{v}] = {arr}[{dup[v]}];")
+                return
+            _, _, ok, o = index(v)
+            em(f"{arr}[{v}] = ({ok}) ? {ptr}[{o}] : {other};")
+
+        def pattern(v0, n):
+            """The last-dimension offsets of slots v0..v0 + n - 1 from v0's, when every other index is equal
+            across them and the offsets are the same in every thread; None when that is not known here."""
+            if len(facts) != nd:
+                return None
+            sl = slice(v0, v0 + n)
+            for j in range(nd):
+                if facts[j] is None:
+                    return None
+                tab, kind = facts[j]
+                d = tab[:, sl] - tab[:, v0:v0 + 1]
+                if (j != last or kind == CODES) and d.any():
+                    return None
+                if j == last and (d != d[:1]).any():
+                    return None
+            return [int(r) for r in facts[last][0][0, sl] - facts[last][0][0, v0]]
+
+        def fits(rel):
+            m = max(rel) + 1
+            return min(rel) == 0 and sorted(set(rel)) == list(range(m)) and not m & (m - 1) and m * eb <= 16
+
+        vec = self.vector_width(layout, tensor.dtype, True)
+        v0 = 0
+        while v0 < V:
+            n, rel = V, None
+            while n > 1:
+                if v0 % n == 0 and v0 + n <= V and not all(v in dup for v in range(v0, v0 + n)):
+                    rel = pattern(v0, n)
+                    if rel is not None and fits(rel):
+                        break
+                rel = None
+                n //= 2
+            if rel is None:
+                if vec > 1 and v0 % vec == 0 and v0 + vec <= V and pattern(v0, vec) is None \
+                        and not all(v in dup for v in range(v0, v0 + vec)):
+                    # not known here (indices loaded from memory): the run-time test of the layout's vector
+                    self._vector_gather([(v, index(v)[2], index(v)[3]) for v in range(v0, v0 + vec)],
+                                        tensor, arr, other)
+                    v0 += vec
+                else:                            # one slot, or a copy of an earlier one
+                    element(v0)
+                    v0 += 1
+                continue
+            m = max(rel) + 1
+            idx, inb, _, o = index(v0)
+            if m == 1:                            # the same element in every slot of the group
+                raw = self.tmp("gv")
+                em(f"const {T} {raw} = ({inb}) ? {ptr}[{o}] : {other};")
+                for v in range(v0, v0 + n):
+                    em(f"{arr}[{v}] = {f'({ms[v]}) ? {raw} : {other}' if v in ms else raw};")
+            else:
+                conds = [inb, f"(unsigned long long)({idx[last]} + {m - 1}) < (unsigned long long)"
+                              f"({tensor.dims[last]})", f"tp_aligned({ptr} + {o}, {m * eb})"]
+                conds += [ms[v] for v in range(v0, v0 + n) if v in ms]   # masked slots: the element loads
+                em.open(f"if ({' && '.join(conds)})")
+                q = self.tmp("q")
+                em(f"const tp_pack<{T}, {m}> {q} = tp_ldvec<{T}, {m}>({ptr} + {o});")
+                for k, v in enumerate(range(v0, v0 + n)):
+                    em(f"{arr}[{v}] = {q}.v[{rel[k]}];")
+                em.close()
+                em.open("else")
+                for v in range(v0, v0 + n):
+                    element(v)
+                em.close()
+            v0 += n
 
     def _vector_gather(self, group, tensor, arr, other):
         """One group of consecutive value slots [(slot, in-bounds-and-mask C text, flat offset name)]: a vector

@@ -498,6 +498,32 @@ class TileOps:
             if vec_ok:
                 em.close()
 
+    @staticmethod
+    def shared_vector_width(sref, coords, V: int) -> int:
+        """Values per vector access of a shared tile: the widest vec (at most 16 bytes, dividing V) at which,
+        in every thread, each group of vec consecutive value slots holds vec consecutive elements of the stage
+        starting at a multiple of vec, the stage's base being aligned to vec elements. Decided at compile
+        time from the layout's coordinate tables and the shared layout (swizzle included); 1 if none."""
+        eb = sref.dtype.bytes
+        if not coords or V < 2 or eb > 16:
+            return 1
+        try:
+            off = np.asarray(sref.stype.offset([c.arr for c in coords]), dtype=np.int64)
+        except (ValueError, TypeError):
+            return 1
+        if off.ndim != 2 or off.shape[1] != V:
+            return 1
+        vec = 1
+        while vec * 2 * eb <= 16 and V % (vec * 2) == 0 and sref.align % (vec * 2 * eb) == 0:
+            vec *= 2
+        while vec > 1:
+            g = off.reshape(off.shape[0], V // vec, vec)
+            if np.array_equal(g - g[:, :, :1], np.broadcast_to(np.arange(vec), g.shape)) \
+                    and not (g[:, :, 0] % vec).any():
+                return vec
+            vec //= 2
+        return 1
+
     def shared_access(self, sref, layout, coords, mask, kind, arr, other=None):
         em = self.em
         V = layout.num_values
@@ -508,8 +534,30 @@ class TileOps:
             for v in range(V):
                 ms[v] = self.tmp("m")
                 em(f"const bool {ms[v]} = {cast(fm(v), md, dt.bool_)};")
+        # groups of value slots that are consecutive, aligned elements of the stage in every thread (proved
+        # here, from the layouts) move as one vector access when none of them is masked or skipped
+        vec = self.shared_vector_width(sref, coords, V)
+        done = set()
+        T = ctype(sref.dtype)
+        for g in range(0, V if vec > 1 else 0, vec):
+            slots = range(g, g + vec)
+            if any(v in ms or not keep[v] for v in slots):
+                continue
+            off = sym_c(sref.stype.offset([c.sym(g) for c in coords]))
+            if kind == "load":
+                q = self.tmp("q")
+                em(f"const tp_pack<{T}, {vec}> {q} = tp_ldvec<{T}, {vec}>({sref.ptr} + {off});")
+                for k, v in enumerate(slots):
+                    em(f"{arr}[{v}] = {q}.v[{k}];")
+            else:
+                q = self.tmp("q")
+                em(f"tp_pack<{T}, {vec}> {q};")
+                for k, v in enumerate(slots):
+                    em(f"{q}.v[{k}] = {arr}[{v}];")
+                em((f"if ({cond}) " if cond else "") + f"tp_stvec<{T}, {vec}>({sref.ptr} + {off}, {q});")
+            done.update(slots)
         for v in range(V):
-            if not keep[v]:
+            if not keep[v] or v in done:
                 continue
             off = sym_c(sref.stype.offset([c.sym(v) for c in coords]))
             c = ([f"({cond})"] if cond and kind == "store" else []) + ([ms[v]] if v in ms else [])

@@ -491,7 +491,8 @@ class Renderer(AnalysisOps, ScalarOps, TileOps, CopyOps, GatherOps, ScanOps, Rem
                 f"({alloc.name} + ({idx}) * {elems})",
                 st,
                 f"({alloc.offset} + ({idx}) * {nbytes})",
-                self.t.shared_align(alloc.stype) if nbytes % self.t.shared_align(alloc.stype) == 0 else 16,
+                self.t.shared_align(alloc.stype) if nbytes % self.t.shared_align(alloc.stype) == 0
+                else min(16, nbytes & -nbytes),   # stage k starts k * nbytes bytes on
             )
         raise self.error(f"expected a shared tile, got {e.type}")
 
