@@ -22,7 +22,7 @@ from tilepy.symbolic import BinOp, Var
 from tilepy.targets import get_target
 from tilepy.types import RegType, ScalarType, TensorType
 
-from . import tile_ops
+from . import periodic, tile_ops
 from .events import (
     UNKNOWN,
     Analysis,
@@ -190,6 +190,10 @@ class _Walker(MemoryEvents):
         lp.base = dict(st.counters)
         for k in lp.cost:
             lp.base.setdefault(k, 0)
+        # Arrival counters bumped under a periodic guard (periodic.py): the iterations' count as a floor term.
+        allowed = {x.var.name for x in st.loops} | {x.trip.name for x in st.loops}
+        lp.periodic = {k: periodic.summed(c, lp, allowed) for k, c in lp.cost.items()
+                       if k.startswith("A:") and not isinstance(c, int) and lp.var.name in term_vars(c)}
         # Pass 2: the real walk, counters affine in the iteration index.
         env2 = dict(st.env)
         folds = {}
@@ -202,11 +206,18 @@ class _Walker(MemoryEvents):
                 env2[name] = fold(v0, v1, lp, after=False)
         env2[s.var] = lp.var
         n = lp.index()
-        ctr = {k: lp.base[k] + n * lp.cost[k] for k in lp.cost}
+        ctr = {k: lp.base[k] + n * lp.cost[k] for k in lp.cost if k not in lp.periodic}
+        for k, terms in lp.periodic.items():
+            ctr[k] = (fresh(f"cnt_{k}") if terms is None
+                      else lp.base[k] + periodic.total(terms, lp.start, lp.var, ordered=True))
+        lp.ctr = dict(ctr)
         st2 = _State(env2, ctr, st.path, st.threads, st.loops + (lp,), st.role)
         st2.divergent = st.divergent
         closed = self.prefix_closed_all(lp, v_iter)
         st2.avalid = dict(st.avalid)
+        for k, terms in lp.periodic.items():
+            if terms is None:
+                st2.avalid[k] = False
         for k, v in v_iter.items():
             prev = subst(v, {lp.var.name: lp.var - lp.step}) if closed[k] else False
             st2.avalid[k] = AND(st.avalid.get(k, True), OR(cmp("==", n, 0), prev))
@@ -215,7 +226,13 @@ class _Walker(MemoryEvents):
             self.A.loops.append(lp)
         # After the loop: counters advanced by trip * cost; assigned values joined.
         for k in lp.cost:
-            st.counters[k] = lp.base[k] + lp.trip * lp.cost[k]
+            terms = lp.periodic.get(k, ())
+            if terms is None:
+                st.counters[k], st.avalid[k] = fresh(f"cnt_{k}"), False
+            elif terms:
+                st.counters[k] = lp.base[k] + periodic.total(terms, lp.start, lp.start + lp.trip)
+            else:
+                st.counters[k] = lp.base[k] + lp.trip * lp.cost[k]
         for k, v in v_iter.items():
             last = subst(v, {lp.var.name: lp.start + (lp.trip - 1) * lp.step}) if closed[k] else False
             st.avalid[k] = AND(st.avalid.get(k, True), OR(cmp("==", lp.trip, 0), last))
@@ -270,6 +287,7 @@ class _Walker(MemoryEvents):
                 sub = _State(dict(st.env), st.counters, st.path, threads, st.loops, st.role + ((rid, branch),))
                 sub.avalid = st.avalid
                 sub.divergent = (s, mask)
+                sub.selmode = st.selmode
                 self.block(body, sub)
                 for k, v in sub.env.items():
                     if st.env.get(k) is not v:
@@ -277,25 +295,36 @@ class _Walker(MemoryEvents):
             return
         c = cond if cond is not UNKNOWN else ("bvar", f"if#{next(self._ids)}")
         before = dict(st.counters)
+        sel = st.selmode if st.loops and st.selmode is st.loops[-1] else None
+        if sel is None and st.loops and isinstance(c, tuple):
+            allowed = {x.var.name for x in st.loops[:-1]} | {x.trip.name for x in st.loops[:-1]}
+            if periodic.has_period(c, st.loops[-1], allowed):
+                sel = st.loops[-1]  # a guard periodic in the innermost loop: exact counters as Select terms
         t_state = _State(dict(st.env), dict(before), AND(st.path, c), st.threads, st.loops, st.role)
         t_state.divergent = st.divergent
         t_state.avalid = dict(st.avalid)
+        t_state.selmode = sel
         self.block(s.then, t_state)
         e_counters = dict(before)
         e_counters["T"] = t_state.counters["T"]
         e_state = _State(dict(st.env), e_counters, AND(st.path, NOT(c)), st.threads, st.loops, st.role)
         e_state.divergent = st.divergent
         e_state.avalid = dict(st.avalid)
+        e_state.selmode = sel
         self.block(s.orelse, e_state)
         for k in set(t_state.counters) | set(e_state.counters):
             a, b = t_state.counters.get(k, 0), e_state.counters.get(k, 0)
             va, vb = t_state.avalid.get(k, True), e_state.avalid.get(k, True)
             if k == "T":
                 st.counters[k] = b
+            elif sel is not None and k.startswith("A:") and not same_value(a, b):
+                # under a periodic guard: the count on either path, exact on both (the loop sums it: periodic.py)
+                st.counters[k] = select(c, a, b)
+                st.avalid[k] = True if va is True and vb is True else OR(AND(c, va), AND(NOT(c), vb))
             elif same_value(a, b):
                 st.counters[k] = a
                 if k.startswith("A:"):
-                    st.avalid[k] = OR(AND(c, va), AND(NOT(c), vb))
+                    st.avalid[k] = True if va is True and vb is True else OR(AND(c, va), AND(NOT(c), vb))
             elif k.startswith("A:") and same_value(b, before.get(k, 0)):
                 # arrivals only on the then path: exact where the condition held (sync.py, loop validity)
                 st.counters[k], st.avalid[k] = a, AND(c, va)
@@ -608,6 +637,7 @@ class _State:
             env, counters, path, threads, loops, role)
         self.divergent = None
         self.avalid: dict = {}  # arrival counter -> bool term under which its value is exact
+        self.selmode = None  # the innermost loop, where arrival counters merge as Select terms (periodic.py)
 
 
 

@@ -25,11 +25,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tilepy.symbolic import Sym, Var
+from tilepy.symbolic import BinOp, Sym, Var
 from tilepy.tv_layout import TVLayout
 from tilepy.types import RegType, SharedType, TensorType
 
-from .vc import AND, OR, cmp, in_range, is_int
+from .vc import AND, OR, cmp, const_of, in_range, is_int
 
 UNKNOWN = object()  # a scalar the analysis does not model (floats, data-dependent values)
 
@@ -59,6 +59,8 @@ class Loop:
     base: dict = field(default_factory=dict)  # counters at loop entry
     writes: list = field(default_factory=list)  # shared writes of one iteration (from the first pass)
     derived: list = field(default_factory=list)  # names of fresh variables defined per iteration (min / max)
+    periodic: dict = field(default_factory=dict)  # arrival counter -> periodic.summed terms (None: unknown)
+    ctr: dict = field(default_factory=dict)  # counters at the top of an iteration (pass 2)
 
     def index(self):
         """Iteration index n = (k - start) // step."""
@@ -66,7 +68,20 @@ class Loop:
 
     def constraint(self):
         step_ok = True if _is_one(self.step) else cmp("==", (self.var - self.start) % self.step, 0)
-        return AND(in_range(self.var, self.start, self.stop), step_ok, self.trip_def())
+        return AND(in_range(self.var, self.start, self.stop), step_ok, self.trip_def(), *self._rounds())
+
+    def _rounds(self):
+        """For a loop over range(0, X * R) with R >= 1 (a flattened persistent loop over a block's slots,
+        mbarrier_arrays._flatten: X tiles of R slots): var // R < X, a theorem Z3's nonlinear search need not
+        find (the tile of a slot is below the tile count)."""
+        s = self.stop
+        if not (const_of(self.start) == 0 and _is_one(self.step) and isinstance(s, BinOp) and s.op == "*"):
+            return ()
+        out = []
+        for x, r in ((s.a, s.b), (s.b, s.a)):
+            if isinstance(r, BinOp) and r.op == "max" and any((const_of(y) or 0) >= 1 for y in (r.a, r.b)):
+                out.append(cmp("<", self.var // r, x))
+        return out
 
     def trip_def(self):
         n = (self.stop - self.start + self.step - 1) // self.step if not _is_one(self.step) else self.stop - self.start

@@ -212,6 +212,8 @@ def latest_counted(ev, index, key, bound):
         return None
     L = loops[0]
     beta = L.cost.get(key, 0)
+    if key in L.periodic:
+        return _latest_periodic(L, index, key, bound)
     if not is_int(beta) or beta <= 0:
         return None
     alpha = subst(index, {L.var.name: L.start})
@@ -219,6 +221,21 @@ def latest_counted(ev, index, key, bound):
     k = L.start + n * L.step
     m = {L.var.name: k}
     return m, AND(cmp(">=", n, 0), cmp("<", n, L.trip))
+
+
+def _latest_periodic(L, index, key, bound):
+    """latest_counted for an arrive made once in the iterations where a periodic guard holds (periodic.py): the
+    m-th of them (m = bound - 1 - the arrivals before the loop) is v0 + m R. Only where the counter at the op is
+    the iteration's count itself (no arrival on it earlier in the iteration) and one guarded arrival makes it."""
+    terms = L.periodic.get(key)
+    if not terms or len(terms) != 1 or terms[0][0] != 1 or index is not L.ctr.get(key):
+        return None
+    g = terms[0][1]
+    v0, stride = g.first(L.start)
+    m = bound - 1 - L.base.get(key, 0)
+    v = v0 + m * stride
+    # (renamed by v, the guard's and the count's floor terms fold: vc.div_period)
+    return {L.var.name: v}, AND(cmp(">=", m, 0), cmp("<", m, g.count(L.start, L.stop)), *g.inv)
 
 
 # ------------------------------------------------------------------------------------------ happens-before

@@ -298,7 +298,79 @@ def _subst_sym(e: Sym, mapping, memo):
     return out
 
 
+def linear_form(e):
+    """{atom: coef, 1: const} of an integer term (sums and constant multiples flattened), or None."""
+    out: dict = {}
+
+    def go(x, k):
+        c = const_of(x)
+        if c is not None:
+            out[1] = out.get(1, 0) + k * c
+            return True
+        if isinstance(x, BinOp) and x.op in ("+", "-"):
+            return go(x.a, k) and go(x.b, k if x.op == "+" else -k)
+        if isinstance(x, BinOp) and x.op == "*" and (const_of(x.a) is not None or const_of(x.b) is not None):
+            ca = const_of(x.a)
+            return go(x.b, k * ca) if ca is not None else go(x.a, k * const_of(x.b))
+        if isinstance(x, Sym):
+            out[x] = out.get(x, 0) + k
+            return True
+        return False
+
+    if not go(as_sym(e) if is_int(e) else e, 1):
+        return None
+    return {a: c for a, c in out.items() if c or a == 1}
+
+
+def build_linear(lin):
+    out = as_sym(lin.get(1, 0))
+    for a, c in lin.items():
+        if a != 1 and c:
+            out = out + a * c
+    return out
+
+
+def period_lower(R):
+    """c where R is max(y, c) with a constant c >= 1 (a flattened ring's slots per tile), else None."""
+    if isinstance(R, BinOp) and R.op == "max":
+        cs = [c for c in (const_of(R.a), const_of(R.b)) if c is not None and c >= 1]
+        return max(cs) if cs else None
+    return None
+
+
+def div_period(op, x, R):
+    """x // R or x % R for a run-time divisor R >= c >= 1 (`period_lower`), exact: the multiples of R in x's
+    linear form taken out (x = rest + W R: x // R = rest // R + W, x % R = rest % R), a constant rest in
+    [-c, c) folded, floor taken into max / min. An instance of a slot loop's iteration v0 + m R (sync.py,
+    periodic.py) then has the tile and round of v0 plus m, terms the solver needs no nonlinear search for."""
+    lo = period_lower(R)
+    if op == "//" and isinstance(x, BinOp) and x.op in ("max", "min"):
+        return _apply(x.op, div_period(op, x.a, R), div_period(op, x.b, R))
+    lin = linear_form(x)
+    if lin is None:
+        return BinOp(op, as_sym(x), R)
+    whole = 0
+    for a in list(lin):
+        if a == R:
+            whole = whole + lin.pop(a)
+        elif isinstance(a, BinOp) and a.op == "*" and R in (a.a, a.b):
+            whole = whole + (a.b if a.a == R else a.a) * lin.pop(a)
+    rest = build_linear(lin)
+    c = const_of(rest)
+    if c is not None and 0 <= c < lo:
+        q, r = 0, as_sym(c)
+    elif c is not None and -lo <= c < 0:
+        q, r = -1, R + c
+    else:
+        if const_of(whole) == 0:
+            return BinOp(op, as_sym(x), R)
+        q, r = BinOp("//", as_sym(rest), R), BinOp("%", as_sym(rest), R)
+    return as_sym(q + whole) if op == "//" else as_sym(r)
+
+
 def _apply(op, a, b):
+    if op in ("//", "%") and isinstance(b, BinOp) and b.op == "max" and period_lower(b) is not None:
+        return div_period(op, a, b)
     if op in ("min", "max"):
         ca, cb = const_of(a), const_of(b)
         if ca is not None and cb is not None:
