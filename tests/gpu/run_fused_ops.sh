@@ -16,7 +16,8 @@
 #   the rotary rows without the torch.compile peer), a7 (the renderer's compile-time vector paths, shared loads /
 #   stores and gathers: the rotary, gather, embedding_bag, shared-view and renderer GPU tests with memcheck /
 #   racecheck on the rings, then the rotary_ring rows (plain and CS_SMEM) against eager / torch.compile / copy and
-#   level1/196 (EmbeddingBag) in the suite);
+#   level1/196 (EmbeddingBag) in the suite), a7b (gathers, embedding_bag, masked rotary GPU tests, memcheck on
+#   sanitize_slow7.py, the ring rows without the torch.compile peer, level1/196);
 #   default: bench,errors,decode,check
 set -uo pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site ${WHL:-build/a3_whl}/*.whl || exit 1
@@ -145,5 +146,20 @@ if has a7; then   # correctness side by side (GPU tests, sanitizers), then the t
   timeout 70 python3 benchmarks/suite.py tests/problems/level1/196_embedding_bag_mean.py --jobs 4 --runs 10 \
     --out "$OUT/a7_suite196.json" > "$OUT/a7_suite.log" 2>&1
   echo "== suite 196 rc=$? at $((SECONDS - T0)) s"; grep -E "^(level|built)" "$OUT/a7_suite.log" | cut -c1-300
+fi
+if has a7b; then   # after the masked-gather change: gathers, embedding_bag and masked rotary on the GPU, memcheck
+  # on L7's gather kernels, the ring rows again (no torch.compile peer), level1/196
+  timeout 70 python3 -m pytest -q -n 6 -p no:cacheprovider tests/gpu/test_gpu_gather_kernels.py \
+    tests/gpu/test_gpu_lower_slow7.py tests/gpu/test_gpu_llm_ops.py -k "not conv and (rotary and not stream and not \
+    halves or embedding or gather or scatter or pool or atomics or recomputed)" > "$OUT/a7b_tests.log" 2>&1 &
+  timeout 60 compute-sanitizer --tool memcheck python3 tests/gpu/sanitize_slow7.py > "/tmp/a7b_memcheck.log" 2>&1 &
+  wait
+  echo "== tests at $((SECONDS - T0)) s"; tail -1 "$OUT/a7b_tests.log"; grep -E "^(FAILED|ERROR)" "$OUT/a7b_tests.log" | head -8
+  echo "== memcheck slow7: $(grep -E '^ok' /tmp/a7b_memcheck.log | tr '\n' ' ') $(grep -E 'ERROR SUMMARY' /tmp/a7b_memcheck.log | tail -1)" | tee "$OUT/a7b_sanitize.log"
+  timeout 60 python3 benchmarks/llm_ops.py --ring-only --no-compile --ops rotary_neox,rotary_gptj --out "$OUT" > "$OUT/a7b_bench.log" 2>&1
+  echo "== bench rc=$? at $((SECONDS - T0)) s"; grep -E "of copy|copy [0-9]|Error" "$OUT/a7b_bench.log" | cut -c1-1500
+  timeout 50 python3 benchmarks/suite.py tests/problems/level1/196_embedding_bag_mean.py --jobs 4 --runs 10 \
+    --out "$OUT/a7b_suite196.json" > "$OUT/a7b_suite.log" 2>&1
+  echo "== suite 196 rc=$? at $((SECONDS - T0)) s"; grep -E "^(level|built)" "$OUT/a7b_suite.log" | cut -c1-300
 fi
 echo "== done at $((SECONDS - T0)) s"
