@@ -122,3 +122,28 @@ def test_non_periodic_guard_is_not_summed():
     lp = _loop()
     assert periodic.guard(cmp("==", lp.var * lp.var, 1), lp, set()) is None
     assert not periodic.has_period(cmp(">=", lp.var, 2), lp, set())
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_div_period_is_floor_division(seed):
+    """vc.div_period (what a substitution makes of x // R and x % R for R = max(y, c), c >= 1): the multiples of
+    R taken out of x, constant remainders folded, floor taken into max / min; exact against Python's floor
+    division for every value of the unknowns."""
+    from tilepy.symbolic import BinOp, Const, Var
+    from tilepy_verify.vc import div_period, evaluate_term
+
+    rng = np.random.default_rng(seed)
+    y, m, u = Var("y"), Var("m"), Var("u")
+    c = int(rng.integers(1, 4))
+    R = BinOp("max", y, Const(c))
+    k0 = int(rng.integers(-c, c))
+    forms = [R * 2 + k0, m * R + k0, R - 1 + m * R, u + m * R + R * 3, BinOp("max", m * R + k0, R),
+             BinOp("min", u, m * R), u * 2 + k0]
+    for x in forms:
+        for op in ("//", "%"):
+            t = div_period(op, x, R)
+            for _ in range(40):
+                env = {"y": int(rng.integers(-3, 9)), "m": int(rng.integers(-5, 9)), "u": int(rng.integers(-20, 30))}
+                xv, rv = evaluate_term(x, env), evaluate_term(R, env)
+                want = xv // rv if op == "//" else xv % rv
+                assert evaluate_term(t, env) == want, (x, op, t, env)
