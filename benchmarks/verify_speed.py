@@ -63,6 +63,11 @@ def cases():
     for k in (gemm_hopper.gemm_persistent, gemm_hopper.gemm_persistent_flat):
         yield f"{k.name}[sm_90a]", k, "sm_90a", {}
         yield f"{k.name}[sm_90a, 128x128 s5]", k, "sm_90a", {**gemm_hopper.SMALL_TILE, "STAGES": 5}
+    # launch's large bf16 class: gemm_persistent with the TMA store overlapped with the next tile (per-tile
+    # handshakes on `staged` / `c_free`: tilepy_verify/periodic.py)
+    kern, params = gemm_hopper.plan_kernel(4096, 4096, tp.bf16, gemm_hopper.policy(4096, 4096, 4096, tp.bf16,
+                                                                                     fixup=True), 4096)
+    yield "gemm_persistent_bf16[policy large, TMA store]", kern, "sm_90a", params
     mark(gemm.gemm, gemm_hopper.gemm_hopper, gemm_hopper.gemm_persistent, gemm_hopper.gemm_persistent_flat)
     for d, params in attention.PRESETS.items():
         for causal in (False, True):
