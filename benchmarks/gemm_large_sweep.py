@@ -76,7 +76,7 @@ def bf16_params(M, N, K, p):
     base = gemm_hopper.policy(M, N, K, tp.bf16, fixup=True)
     if p is None:
         return base
-    if base.get("SWAP_AB") or gemm_hopper.clustered(base):
+    if base.get("SWAP_AB") or gemm_hopper.clustered(base) or base.get("PERSISTENT"):
         # as `launch` does: a caller's constexprs lie over the policy without its swap-AB / cluster form
         base = gemm_hopper.policy(M, N, K, tp.bf16, fixup=True, forms=False)
     full = {**base, **p}

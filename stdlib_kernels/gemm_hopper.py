@@ -628,6 +628,17 @@ F32_OUT = {"small": dict(STAGES=4)}
 # 8192 x 8192 x 1024) and f32 out keep the row order (not measured).
 L2_BYTES = 50 * 2**20
 LARGE_GROUP_M = 16
+# G9 (H100, bf16 out against cuBLAS in the same run; benchmarks/results/gemm-large-g9-call{1,3}-*.json and
+# logs/g9-call2-*): cuBLAS's own kernel at these shapes is persistent (nvjet_sm90_tst_256x128_64x4_1x2 /
+# 320x128_64x3_1x2: a grid of 132, clusters of 2 along our M) and stores through TMA. gemm_persistent with the TMA
+# store overlapped with the next tile (EPILOGUE=2, 3 stages beside the 64 KB c_s, 64 / 216 registers, GROUP_M 8)
+# against the policy before (gemm_hopper, s3, TMA store, 64 / 216): 8192 x 8192 x 1024 0.818 -> 0.902 (237.8 -> 211.7
+# us), 4096 x 14336 x 4096 0.934 -> 0.963, 8192^3 0.991 -> 1.014, 4096 x 4096 x 14336 0.985 -> 0.997, 4096^3 0.954 ->
+# 0.985 (0.950 -> 0.978 in a second run); never slower. `launch` callers (fixup, forms) take it for the large class's
+# bf16 output with more 128 x 256 tiles than SMs (every measured shape had >= 512) whose B rows are whole 128-byte lines
+# (else the cluster form); its store is TMA only, so a C that a tensor map cannot describe (not contiguous, base not
+# 16-byte aligned) runs the policy without it.
+LARGE_PERSISTENT = dict(PERSISTENT=1, STAGES=3, EPILOGUE=2, PRODUCER_REGS=64, CONSUMER_REGS=216, GROUP_M=8)
 # G8 (H100, benchmarks/results/gemm-g8-small{,2}-*.json; bf16 / f32 out, us, cuBLAS timed beside each row). The forms
 # below are taken by `launch` callers only (`policy(..., fixup=True)`, `forms=True`: the lowering launches
 # gemm_hopper itself and cannot run gemm_splitk_swap or gemm_cluster).
@@ -727,6 +738,12 @@ def policy(M: int, N: int, K: int, out=None, fixup: bool = False, forms: bool = 
         p["CLUSTER_M"] = 2   # B rows that are not whole 128-byte lines: multicast B in 2x1 clusters (above)
     if cls == "large" and out == tp.bf16 and 2 * M * K > L2_BYTES and _cdiv(M, p["BM"]) > LARGE_GROUP_M:
         p["GROUP_M"] = LARGE_GROUP_M   # A overflows the L2: the grouped tile order (above; gemm_cluster ignores it)
+    if (cls == "large" and out == tp.bf16 and fixup and forms and not clustered(p)
+            and _cdiv(M, p["BM"]) * _cdiv(N, p["BN"]) > NUM_SMS):
+        # the persistent grid, the TMA store overlapped with the next tile (LARGE_PERSISTENT above); GROUP_M 16 where
+        # A overflows the L2 (measured the same as 8 there: 8192^3 1.017 / 1.014, 4096 x 4096 x 14336 0.996 / 0.997)
+        p.pop("IN_FLIGHT", None)
+        return {**p, **LARGE_PERSISTENT, "GROUP_M": p.get("GROUP_M", LARGE_PERSISTENT["GROUP_M"])}
     tiles = _cdiv(M, p["BM"]) * _cdiv(N, p["BN"])
     k_tiles = _cdiv(K, p["BK"])
     split = 1
@@ -963,6 +980,8 @@ def launch(a, b, c, target: str = "sm_90a", out_dtype=None, **constexprs):
     N = b.shape[1]
     try:
         key = (M, N, K, c.dtype, out_dtype, target, *constexprs.items())
+        if M * N * K > 1024 ** 3 and not _tma_storable(c):   # the persistent form's TMA-only store cannot write C
+            key += ("C not TMA-storable",)
         plan = _PLANS.get(key)
     except TypeError:
         key, plan = None, None
@@ -973,9 +992,11 @@ def launch(a, b, c, target: str = "sm_90a", out_dtype=None, **constexprs):
         if out not in KERNELS:
             raise ValueError(f"gemm_hopper writes f32 or bf16, not {out}")
         base = policy(M, N, K, out, fixup=True) if target == "sm_90a" else None
-        if base is not None and constexprs and (base.get("SWAP_AB") or clustered(base)):
-            # the policy's swap-AB / cluster form was measured as a whole: a caller's own constexprs are laid over
-            # the policy without it (the kernel that form replaced)
+        if base is not None and ((constexprs and (base.get("SWAP_AB") or clustered(base) or base.get("PERSISTENT")))
+                                 or (base.get("PERSISTENT") and not _tma_storable(c))):
+            # the policy's swap-AB / cluster / persistent form was measured as a whole: a caller's own constexprs are
+            # laid over the policy without it (the kernel that form replaced); so is a C that the persistent form's
+            # TMA-only store cannot write (not contiguous, base not 16-byte aligned)
             base = policy(M, N, K, out, fixup=True, forms=False)
         params = {**base, **constexprs} if base is not None else {**PRESETS[target], **constexprs}
         if "SPLIT_K" in constexprs and "FIXUP" not in constexprs:
@@ -1001,6 +1022,14 @@ def launch(a, b, c, target: str = "sm_90a", out_dtype=None, **constexprs):
         if key is not None:
             _PLANS[key] = plan
     return plan(a, b, c, target)
+
+
+def _tma_storable(c) -> bool:
+    """Whether a tensor map can describe C for a TMA-only store: contiguous, its base 16-byte aligned (the row
+    pitch is the large class's, a 16-byte multiple). numpy arrays (the interpreter) always."""
+    if isinstance(c, np.ndarray):
+        return True
+    return bool(c.is_contiguous()) and c.data_ptr() % 16 == 0
 
 
 def _f32(is_torch: bool):

@@ -88,15 +88,59 @@ def test_which_kernels_take_group_m():
 
 def test_large_bf16_policy_groups_where_a_overflows_the_l2():
     """The policy's grouped order: the large class's bf16 output where A (M x K bf16) is larger than the L2, the
-    row order elsewhere and for f32 out; `launch`'s plan passes it to gemm_hopper."""
+    row order elsewhere and for f32 out; the lowering's policy (no `fixup`) runs it in gemm_hopper, `launch`'s in
+    gemm_persistent (whose own order is GROUP_M 8 where A fits)."""
     for shape in ((8192, 8192, 8192), (4096, 4096, 14336)):
-        p = gemm_hopper.policy(*shape, tp.bf16, fixup=True)
-        assert p["GROUP_M"] == gemm_hopper.LARGE_GROUP_M == 16 and 2 * shape[0] * shape[2] > gemm_hopper.L2_BYTES
+        assert 2 * shape[0] * shape[2] > gemm_hopper.L2_BYTES
+        p = gemm_hopper.policy(*shape, tp.bf16)
+        assert p["GROUP_M"] == gemm_hopper.LARGE_GROUP_M == 16
         kernel, kp = gemm_hopper.plan_kernel(shape[0], shape[1], tp.bf16, p, shape[2])
         assert kernel is gemm_hopper.kernel_for(tp.bf16) and kp["GROUP_M"] == 16
+        p = gemm_hopper.policy(*shape, tp.bf16, fixup=True)
+        kernel, kp = gemm_hopper.plan_kernel(shape[0], shape[1], tp.bf16, p, shape[2])
+        assert kernel is gemm_hopper.kernel_for(tp.bf16, persistent=True) and kp["GROUP_M"] == 16
         assert "GROUP_M" not in gemm_hopper.policy(*shape, tp.f32)
     for shape in ((4096, 4096, 4096), (4096, 14336, 4096), (8192, 8192, 1024), (1024, 1024, 1024)):
-        assert "GROUP_M" not in gemm_hopper.policy(*shape, tp.bf16, fixup=True)
+        assert "GROUP_M" not in gemm_hopper.policy(*shape, tp.bf16)
+        assert gemm_hopper.policy(*shape, tp.bf16, fixup=True).get("GROUP_M") in (None, 8)
+
+
+@pytest.mark.parametrize("shape", [(4096, 4096, 4096), (8192, 8192, 8192), (4096, 14336, 4096), (4096, 4096, 14336),
+                                   (8192, 8192, 1024)])
+def test_launch_runs_the_large_bf16_class_persistent(shape):
+    """`launch`'s policy for the large class's bf16 output (more 128 x 256 tiles than SMs): gemm_persistent with the
+    TMA store overlapped with the next tile, 3 stages, 64 / 216 registers, a grid of one block per SM; f32 out, the
+    lowering's policy (no `fixup`) and a caller's own constexprs keep gemm_hopper."""
+    M, N, K = shape
+    p = gemm_hopper.policy(M, N, K, tp.bf16, fixup=True)
+    assert {k: p[k] for k in gemm_hopper.LARGE_PERSISTENT if k != "GROUP_M"} == \
+        {k: v for k, v in gemm_hopper.LARGE_PERSISTENT.items() if k != "GROUP_M"}
+    kernel, kp = gemm_hopper.plan_kernel(M, N, tp.bf16, p, K)
+    assert kernel is gemm_hopper.kernel_for(tp.bf16, persistent=True) and kp["EPILOGUE"] == 2
+    assert gemm_hopper.grid_of(M, N, p) == (gemm_hopper.NUM_SMS,)
+    assert not gemm_hopper.policy(M, N, K, tp.f32, fixup=True).get("PERSISTENT")
+    assert not gemm_hopper.policy(M, N, K, tp.bf16).get("PERSISTENT")
+    assert not gemm_hopper.policy(M, N, K, tp.bf16, fixup=True, forms=False).get("PERSISTENT")
+
+
+def test_persistent_form_only_where_it_was_measured():
+    """Not for one wave of tiles or fewer (2048 x 2048 x 1024: 128 tiles, 1536^3: 72), the mid-size 128 x 128 form,
+    B rows off 128-byte lines (the cluster form), padded rows or the other classes."""
+    for shape in ((2048, 2048, 1024), (1536, 1536, 1536), (2048, 1024, 1024), (3000, 5000, 4096), (2051, 2045, 1000),
+                  (1024, 1024, 1024), (128, 4096, 4096), (16, 4096, 4096)):
+        assert not gemm_hopper.policy(*shape, tp.bf16, fixup=True).get("PERSISTENT"), shape
+
+
+def test_tma_storable_output():
+    """The persistent form's store is TMA only: `launch` keys its plan on whether C can take it (contiguous, 16-byte
+    aligned base) and runs the policy without the form otherwise."""
+    torch = pytest.importorskip("torch")
+    c = torch.empty(64, 72, dtype=torch.bfloat16)
+    assert gemm_hopper._tma_storable(c)
+    assert not gemm_hopper._tma_storable(c[:, 8:])                  # rows of 72 elements, 64 of them used
+    flat = torch.empty(64 * 72 + 8, dtype=torch.bfloat16)
+    assert not gemm_hopper._tma_storable(flat[1:1 + 64 * 72].reshape(64, 72))   # base 2 bytes off
+    assert gemm_hopper._tma_storable(np.zeros((3, 8), np.float32))
 
 
 I64 = tp.nv.wgmma_m64n64k16_bf16
