@@ -99,6 +99,28 @@ def test_large_class_through_launch(m, n, k):
             assert err <= bound, (out, err, peer, peer32)
 
 
+def test_large_bf16_policy_is_persistent_and_writes_any_c():
+    """The large class's bf16 output through `launch` runs gemm_persistent's overlapped TMA store (the policy) on a
+    contiguous C, and the policy without it on a C the TMA-only store cannot write (a column slice of a wider
+    tensor): both against float64 and cuBLAS's bf16 error, the slice's neighbours untouched."""
+    m, n, k = 2048, 4096, 1024          # 16 x 16 = 256 tiles of 128 x 256 over 132 blocks
+    assert gemm_hopper.policy(m, n, k, tp.bf16, fixup=True).get("PERSISTENT")
+    g = torch.Generator(device="cuda").manual_seed(11)
+    a = torch.randn(m, k, device=DEV, generator=g).bfloat16()
+    b = torch.randn(k, n, device=DEV, generator=g).bfloat16()
+    ref = a.double() @ b.double()
+    bound = 1.5 * _rel(torch.matmul(a, b), ref) + 1e-6
+    c = torch.full((m, n), float("nan"), device=DEV, dtype=torch.bfloat16)
+    gemm_hopper.launch(a, b, c)
+    wide = torch.full((m, n + 64), float("nan"), device=DEV, dtype=torch.bfloat16)
+    view = wide[:, 64:]
+    assert not gemm_hopper._tma_storable(view)
+    gemm_hopper.launch(a, b, view)
+    torch.cuda.synchronize()
+    assert _rel(c, ref) <= bound and _rel(view, ref) <= bound
+    assert torch.isnan(wide[:, :64]).all()
+
+
 def test_sass_of_the_grouped_large_policy():
     """HGMMA, the TMA store, setmaxnreg and no local memory in the k loop (the 64-register producer may keep
     one 8-byte spill outside it)."""
