@@ -110,8 +110,8 @@ def tensor_map(spec, tensor):
 
 
 class TensorMapRefused(ValueError):
-    """A tensor a TMA-only bulk copy (`tp.copy_bulk(..., fallback=False)`) reads cannot be described by a
-    tensor map; the kernel has no other path, so it is not launched."""
+    """A tensor a TMA-only bulk copy or store (`tp.copy_bulk` / `tp.store_bulk(..., fallback=False)`) accesses
+    cannot be described by a tensor map; the kernel has no other path, so it is not launched."""
 
 
 def require(spec, tensor) -> None:
@@ -124,9 +124,9 @@ def require(spec, tensor) -> None:
         why = "the driver refused the map" + ("" if contiguous else " (the tensor is not contiguous)")
     raise TensorMapRefused(
         f"tensor '{spec.param}' (shape {list(shape)}): {why}. This kernel was built with TMA-only bulk copies "
-        "(copy_bulk(..., fallback=False)), so it cannot read it; pass a contiguous tensor with a 16-byte aligned "
-        "base and 16-byte multiple row strides (e.g. x.contiguous() or a padded copy), or build the kernel with "
-        "fallback=True")
+        "(copy_bulk / store_bulk(..., fallback=False)), so it cannot access it; pass a contiguous tensor with a "
+        "16-byte aligned base and 16-byte multiple row strides (e.g. x.contiguous() or a padded copy), or build the "
+        "kernel with fallback=True")
 
 
 def launch_values(ck, args) -> list:
