@@ -23,6 +23,7 @@ from .templates import (
     conv_igemm_ok,
     fp32_gemm_ok,
     gemm_for,
+    hopper_nk,
     hopper_plain,
 )
 from .values import call
@@ -58,9 +59,10 @@ def matmul(ctx, a: LTensor, b: LTensor, out_dtype, base="mm") -> LTensor:
     if gemm is not None:
         ab = ctx.contiguous(a, "mm_a")
         # b the transpose of an (N, K) buffer (F.linear's weight): read in place by the K-major kernel form
-        # (no per-call transposing copy) where gemm_hopper's policy runs the plain kernel, and by swap-AB
+        # (no per-call transposing copy) where gemm_hopper's policy runs gemm_hopper itself (split-K too), and by
+        # swap-AB
         sb = _strides(b)
-        nk = ((gemm == SWAP or (gemm == "gemm_hopper" and hopper_plain(M, N, K, out_dtype))) and sb is not None
+        nk = ((gemm == SWAP or (gemm == "gemm_hopper" and hopper_nk(M, N, K))) and sb is not None
               and sb[2] == 0 and sb[1] == [1, K] and {x.name: x for x in ctx.buffers}[sb[0]].numel == N * K)
         bbuf = {x.name: x for x in ctx.buffers}[sb[0]] if nk else ctx.contiguous(b, "mm_b").buffer
         buf = ctx.add_buffer(base, (M, N), torch.float32)

@@ -248,6 +248,19 @@ def hopper_plain(M: int, N: int, K: int, out: torch.dtype = torch.float32) -> bo
             and gemm_hopper.shape_class(M, N, K) != "unaligned")
 
 
+def hopper_nk(M: int, N: int, K: int, out: torch.dtype = torch.float32) -> bool:
+    """Whether gemm_hopper's policy for this shape runs gemm_hopper itself (no persistent grid or cluster, rows TMA
+    can describe), split-K or not: the kernel that reads B as (N, K) in place (B_NK). A split adds its partial
+    tiles atomically into the zeroed f32 output, whatever B's layout."""
+    from stdlib_kernels import gemm_hopper
+
+    tp_out = _out_tp(out)
+    if tp_out is None:
+        return False
+    p = gemm_hopper.policy(M, N, K, tp_out)
+    return not p.get("PERSISTENT") and not gemm_hopper.clustered(p) and gemm_hopper.shape_class(M, N, K) != "unaligned"
+
+
 def render_matmul(t: MatmulTemplate, n: int, target: str, buffers: dict) -> tuple[list, list]:
     """(kernel sources to add, host lines) of a matmul template. The plain form launches the module's kernel
     (render_template); a B read as (N, K) or a fused epilogue gets a kernel of its own, gemm_hopper renamed
@@ -258,9 +271,9 @@ def render_matmul(t: MatmulTemplate, n: int, target: str, buffers: dict) -> tupl
     if t.b_layout == "kn" and t.epilogue is None:
         return [], render_template(t, target)
     kname, params, grid = gemm_params(t)
-    if kname != t.kernel or params.get("SPLIT_K", 1) > 1:
-        raise AssertionError(f"{t.kernel}: a K-major B or a fused epilogue needs the plain kernel, not {kname} "
-                             f"{params}")
+    if kname != t.kernel or (params.get("SPLIT_K", 1) > 1 and t.epilogue is not None):
+        raise AssertionError(f"{t.kernel}: a K-major B needs gemm_hopper itself and a fused epilogue its plain kernel, "
+                             f"not {kname} {params}")
     if t.epilogue is not None:
         src, kname, extra = _fused_source(t, n, target, buffers)
     else:
@@ -279,7 +292,8 @@ def render_matmul(t: MatmulTemplate, n: int, target: str, buffers: dict) -> tupl
     kw = "".join(f", {k}={_py_source(v)}" for k, v in params.items())
     line = (f"launch({kname}, {grid}, {t.a.name}.view({t.M}, {t.K}), {bview}, {out.name}.view({t.M}, {t.N})"
             + "".join(f", {a}" for a in extra) + f"{kw})")
-    return [src], [line]
+    # split-K (a K-major B without an epilogue): the partial tiles are added into the zeroed f32 output
+    return [src], ([f"{out.name}.zero_()"] if params.get("SPLIT_K", 1) > 1 else []) + [line]
 
 
 def render_swap(t: MatmulTemplate, n: int) -> tuple[list, list]:

@@ -132,3 +132,49 @@ def test_decode_rows_lower_to_swap_ab(tmp_path, M, N, K, form):
     step = torch.finfo(torch.bfloat16).eps * ref.abs().clamp_min(2.0**-6)
     err = (out.double() - ref.bfloat16().double()).abs()
     assert bool((err <= 1.01 * step).all()), err.max().item()
+
+
+@pytest.mark.parametrize("M", [64, 128])
+def test_split_k_linear_reads_its_weight_in_place(tmp_path, M):
+    """A bf16 Linear whose gemm_hopper policy splits K (33-256 rows: decode / skinny) reads its (N, K) weight in
+    place (B_NK=1; before, only the plain kernel did, and a split paid a transposing copy of the weight per call):
+    the output zeroed, then gemm_hopper's split-K at the policy's constexprs; interpreter vs float64."""
+    from stdlib_kernels import gemm_hopper
+
+    N, K = 256, 1024
+    want = gemm_hopper.policy(M, N, K, tp.f32)
+    assert want.get("SPLIT_K", 1) > 1 and not want.get("SWAP_AB")
+    g = torch.Generator().manual_seed(M)
+    a = torch.randn(M, K, generator=g).bfloat16()
+    model = _Linear(K, N).bfloat16()
+    with torch.no_grad():
+        model.fc.weight.copy_(torch.randn(N, K, generator=g).bfloat16())
+    prog = lower_model(model, [a], "sm_90a")
+    src = render_program(prog)
+    assert ".zero_()" in src
+    p = tmp_path / f"nk_split_{M}.py"
+    p.write_text(src)
+    spec = importlib.util.spec_from_file_location(f"nk_split_{M}", p)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    calls = []
+
+    def recording(kernel, grid, *args, **constexprs):
+        calls.append((kernel.name, grid, args, constexprs))
+        return real_launch(kernel, grid, *args, **constexprs)
+    mod.launch = recording
+    with torch.no_grad():
+        out = mod.argus_forward(model, a)
+    gemm = [c for c in calls if c[0].startswith("gemm_")]
+    assert len(gemm) == 1, [c[0] for c in calls]
+    name, grid, args, constexprs = gemm[0]
+    assert name.startswith("gemm_hopper_nk") and constexprs == gemm_hopper.kernel_params({**want, "B_NK": 1})
+    assert tuple(grid) == tuple(gemm_hopper.grid_of(M, N, want))
+    assert args[1].shape == (N, K) and args[1].data_ptr() == model.fc.weight.data_ptr()     # in place, no copy
+    for k in vars(mod).values():
+        if isinstance(k, tp.Kernel) and k.fn.__module__ == mod.__name__:
+            k.ir("sm_90a")
+    ref = a.double() @ model.fc.weight.double().T
+    step = torch.finfo(torch.bfloat16).eps * ref.abs().clamp_min(2.0**-6)
+    err = (out.double() - ref.bfloat16().double()).abs()
+    assert bool((err <= 1.01 * step).all()), err.max().item()

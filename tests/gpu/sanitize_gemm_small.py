@@ -99,6 +99,21 @@ ref = a.double() @ w.double().T
 err = float((c.double() - ref).norm() / ref.norm())
 print("swap split B_NK rel err", err, flush=True)
 assert err < 1e-5, err
+# gemm_hopper with B as (N, K) (B_NK=1) at the decode / skinny split policies (the lowering's split-K Linear):
+# atomics into the zeroed f32 output, ragged M / N / K
+for m, n, k in ((48, 300, 1000), (100, 264, 520)):
+    a = torch.randn(m, k, device=d, generator=g).bfloat16()
+    w = torch.randn(n, k, device=d, generator=g).bfloat16()
+    p = gemm_hopper.policy(m, n, k, tp.f32)
+    assert p.get("SPLIT_K", 1) > 1, p
+    c = torch.zeros(m, n, device=d)
+    gemm_hopper.gemm_hopper_nk[gemm_hopper.grid_of(m, n, p)](a, w, c, target="sm_90a",
+                                                             **gemm_hopper.kernel_params({**p, "B_NK": 1}))
+    torch.cuda.synchronize()
+    ref = a.double() @ w.double().T
+    err = float((c.double() - ref).norm() / ref.norm())
+    print("gemm_hopper B_NK split", m, n, k, p["SPLIT_K"], "rel err", err, flush=True)
+    assert err < 1e-5, err
 ws = torch.randn(4 * 64, 300, device=d, generator=g)
 for br in (1, 2):
     c = torch.full((5, 300), float("nan"), device=d)
