@@ -112,7 +112,8 @@ ERROR_ROWS = [  # batch, heads, kv heads, sq, skv, d, causal
 # PV_LOLO (the split's fourth, smallest term of S / of P V)
 ERROR_VARIANTS = {"preset": {}, "promote": dict(PROMOTE=True), "lolo": dict(LOLO=True), "pv_lolo": dict(PV_LOLO=True),
                   "lolo_pv_lolo": dict(LOLO=True, PV_LOLO=True),
-                  "promote_lolo_pv_lolo": dict(PROMOTE=True, LOLO=True, PV_LOLO=True)}
+                  "promote_lolo_pv_lolo": dict(PROMOTE=True, LOLO=True, PV_LOLO=True),
+                  "pieces": dict(PIECES=True)}
 
 
 def error_study(seeds=3, head_dims=None, variants=None, identity_v=True):

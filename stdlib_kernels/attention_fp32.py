@@ -70,9 +70,13 @@ def attention_fp32(QH: tp.Tensor[tp.f32, "BH", "SQ", "D"], QL: tp.Tensor[tp.f32,
                    HEAD_DIM: tp.constexpr = 64, BN: tp.constexpr = 32, STAGES: tp.constexpr = 3,
                    CONSUMERS: tp.constexpr = 2, CAUSAL: tp.constexpr = False, GROUP: tp.constexpr = 1,
                    PBUF: tp.constexpr = 2, PROMOTE: tp.constexpr = False, PRODUCER_REGS: tp.constexpr = 24,
-                   CONSUMER_REGS: tp.constexpr = 240, LOLO: tp.constexpr = False, PV_LOLO: tp.constexpr = False):
+                   CONSUMER_REGS: tp.constexpr = 240, LOLO: tp.constexpr = False, PV_LOLO: tp.constexpr = False,
+                   PIECES: tp.constexpr = False):
     """LOLO / PV_LOLO (opt-in, for the error study): also the fourth, smallest term of S (Q_lo K_lo^T) / of
-    P V (P_lo V_lo), first in its chain: the split's dropped term, 2^-22 of the operands' product."""
+    P V (P_lo V_lo), first in its chain: the split's dropped term, 2^-22 of the operands' product.
+    PIECES (opt-in, not yet run on the device): S's products of each 32-column piece of the head dim in a chain
+    of their own (at most 12 k8 steps accumulated by the tensor cores), the pieces added in f32 registers: the
+    candidate fix for d 128's largest error (docs/kernels.md, "Why the d 128 xfails stay")."""
     BM = 64 * CONSUMERS
     DP = HEAD_DIM // 32                 # 32-column pieces of the head dimension (one swizzle atom of f32)
     SW = tp.Swizzle(3, 2, 3)
@@ -144,13 +148,25 @@ def attention_fp32(QH: tp.Tensor[tp.f32, "BH", "SQ", "D"], QL: tp.Tensor[tp.f32,
             if j < n_kv:
                 tp.mbarrier_wait(full[j % STAGES], j // STAGES)
                 sc = tp.zeros((BM, BN), tp.f32, layout=ACC_S)
-                if LOLO:
+                if PIECES:      # each 32-column piece of the head dim in a fresh chain, the pieces summed by FADD
+                    for p in tp.static_range(DP):
+                        sp = tp.zeros((BM, BN), tp.f32, layout=ACC_S)
+                        if LOLO:
+                            sp = tp.mma(q_lo[p], k_lo[(j % STAGES) * DP + p].T, sp)
+                        sp = tp.mma(q_lo[p], k_hi[(j % STAGES) * DP + p].T, sp)
+                        sp = tp.mma(q_hi[p], k_lo[(j % STAGES) * DP + p].T, sp)
+                        sp = tp.mma(q_hi[p], k_hi[(j % STAGES) * DP + p].T, sp)
+                        tp.assert_tag(tp.mma_operands(sp), lambda a, b: a[3] == b[3] and a[1] // GROUP == b[1])
+                        sc = sc + sp
+                elif LOLO:
                     for p in tp.static_range(DP):
                         sc = tp.mma(q_lo[p], k_lo[(j % STAGES) * DP + p].T, sc)
-                for p in tp.static_range(DP):      # the small terms first
+                for p in tp.static_range(0 if PIECES else DP):      # the small terms first
                     sc = tp.mma(q_lo[p], k_hi[(j % STAGES) * DP + p].T, sc)
                     sc = tp.mma(q_hi[p], k_lo[(j % STAGES) * DP + p].T, sc)
-                if PROMOTE:     # the head terms in a chain of their own, added to the tails' with an f32 add
+                if PIECES:
+                    pass
+                elif PROMOTE:   # the head terms in a chain of their own, added to the tails' with an f32 add
                     tp.assert_tag(tp.mma_operands(sc), lambda a, b: a[3] == b[3] and a[1] // GROUP == b[1])
                     sh = tp.zeros((BM, BN), tp.f32, layout=ACC_S)
                     for p in tp.static_range(DP):

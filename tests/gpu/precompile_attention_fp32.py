@@ -28,6 +28,8 @@ def variants():
                 out.append(("attention_fp32", {**attention_fp32.policy(d, 1024, causal), "GROUP": group}))
                 out.append(("attention_fp32", {**attention_fp32.policy(d, 1024, causal), "GROUP": group,
                                                "PROMOTE": True}))
+                out.append(("attention_fp32", {**attention_fp32.policy(d, 1024, causal), "GROUP": group,
+                                               "PIECES": True}))
     for d, causal, cfg in ((64, True, dict(STAGES=3, PBUF=1)), (64, False, dict(CONSUMERS=1, STAGES=4))):
         out.append(("attention_fp32", {**attention_fp32.policy(d, 1024, causal), "GROUP": 1, **cfg}))
         out.append(("attention_fp32", {**attention_fp32.policy(d, 1024, causal), "GROUP": 2, **cfg}))

@@ -17,7 +17,7 @@ from stdlib_kernels import attention_fp32  # noqa: E402
 CASES = [(64, False, (2, 1, 200, 333), {}), (64, True, (2, 2, 257, 250), {}), (128, True, (2, 1, 130, 70), {}),
          (32, False, (3, 3, 100, 203), {}), (64, True, (2, 1, 190, 190), dict(STAGES=3, PBUF=1)),
          (64, False, (2, 2, 100, 150), dict(CONSUMERS=1, STAGES=4)), (128, False, (2, 2, 100, 150), dict(PROMOTE=True)),
-         (128, True, (2, 1, 130, 70), dict(LOLO=True, PV_LOLO=True))]
+         (128, True, (2, 1, 130, 70), dict(LOLO=True, PV_LOLO=True)), (128, True, (2, 1, 130, 70), dict(PIECES=True))]
 
 
 def run(device="cuda"):

@@ -50,6 +50,8 @@ CASES = [
     (2, 1, 100, 150, 128, True, dict(PROMOTE=True)),                  # the head products in chains of their own
     (2, 1, 100, 150, 128, True, dict(LOLO=True, PV_LOLO=True)),       # the splits' fourth terms too
     (2, 2, 97, 70, 64, False, dict(LOLO=True)),
+    (2, 1, 100, 150, 128, True, dict(PIECES=True)),                   # each 32-column piece of S in its own chain
+    (2, 2, 97, 70, 64, False, dict(PIECES=True, LOLO=True)),
 ]
 
 
@@ -114,7 +116,8 @@ def test_presets_fit_a_block(d):
                                  dict(A.PRESETS[32], CAUSAL=True, GROUP=2),
                                  dict(A.PRESETS[64], CAUSAL=True, STAGES=3, PBUF=1),
                                  dict(A.PRESETS[64], CAUSAL=True, PROMOTE=True),
-                                 dict(A.PRESETS[128], CAUSAL=False, LOLO=True, PV_LOLO=True)])
+                                 dict(A.PRESETS[128], CAUSAL=False, LOLO=True, PV_LOLO=True),
+                                 dict(A.PRESETS[128], CAUSAL=True, PIECES=True)])
 def test_verifier_proves_the_kernel(cfg):
     tilepy_verify = pytest.importorskip("tilepy_verify")
     rep = tilepy_verify.verify(A.attention_fp32, target="sm_90a", **cfg)
