@@ -320,11 +320,11 @@ class _Walker(MemoryEvents):
             elif sel is not None and k.startswith("A:") and not same_value(a, b):
                 # under a periodic guard: the count on either path, exact on both (the loop sums it: periodic.py)
                 st.counters[k] = select(c, a, b)
-                st.avalid[k] = True if va is True and vb is True else OR(AND(c, va), AND(NOT(c), vb))
+                st.avalid[k] = va if va is vb else OR(AND(c, va), AND(NOT(c), vb))
             elif same_value(a, b):
                 st.counters[k] = a
                 if k.startswith("A:"):
-                    st.avalid[k] = True if va is True and vb is True else OR(AND(c, va), AND(NOT(c), vb))
+                    st.avalid[k] = va if va is vb else OR(AND(c, va), AND(NOT(c), vb))
             elif k.startswith("A:") and same_value(b, before.get(k, 0)):
                 # arrivals only on the then path: exact where the condition held (sync.py, loop validity)
                 st.counters[k], st.avalid[k] = a, AND(c, va)
