@@ -9,6 +9,8 @@ with the overrides), so a tuned tile size moves the grid with it.
 
 from __future__ import annotations
 
+import weakref
+
 import tilepy_hip  # noqa: F401  (registers the GPU backend that kernel[grid] uses for CUDA tensors)
 
 
@@ -23,3 +25,24 @@ def aligned16(x):
     (the attention kernels' FALLBACK=False) refuse a tensor a tensor map cannot describe; a contiguous view at
     an odd offset into a larger tensor is one, and a copy is what makes it describable."""
     return x if x.data_ptr() % 16 == 0 else x.clone()
+
+
+# id(tensor) -> (weak reference to it, its flat detached view); an entry leaves with its tensor
+_FLAT: dict = {}
+
+
+def flat(t):
+    """`t.detach().contiguous().view(-1)`, made once per contiguous tensor (a parameter or buffer read every call)
+    and reused while the tensor's storage is the one the view was made of: in-place updates show through the view;
+    a tensor given new data (`p.data = ...`, `.to()` in place) gets a new view; a non-contiguous one is copied on
+    every call, as before."""
+    got = _FLAT.get(id(t))
+    if got is not None and got[0]() is t and got[1].data_ptr() == t.data_ptr() and got[1].numel() == t.numel() \
+            and got[1].dtype == t.dtype:
+        return got[1]
+    v = t.detach().contiguous().view(-1)
+    if t.is_contiguous():
+        if got is None or got[0]() is not t:
+            weakref.finalize(t, _FLAT.pop, id(t), None)
+        _FLAT[id(t)] = (weakref.ref(t), v)
+    return v

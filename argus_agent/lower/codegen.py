@@ -11,6 +11,7 @@ renders the values of a kernel body. This module puts the kernels in order and w
 from __future__ import annotations
 
 import dataclasses
+import re
 
 from .core import Pointwise, Reduction, RowFused, Scan
 from .ops_attention import AttentionTemplate, attention_source, render_attention
@@ -45,10 +46,53 @@ is the host program (allocation and launches only). Precision: {precision}.
 import torch
 
 import tilepy as tp
-from argus_agent.runtime import aligned16, launch
+from argus_agent.runtime import aligned16, flat, launch
 
 PRECISION = {precision!r}
 '''
+
+def _state_ref(target: str, kind: str) -> str:
+    """The expression reading parameter / buffer `target` ('a.0.weight') off `model` through the modules' own
+    dicts: what model.get_parameter / get_buffer walk to, without their per-call checks (~2-7 us each)."""
+    *path, leaf = target.split(".")
+    mods = "".join(f"._modules[{p!r}]" for p in path)
+    return f"model{mods}._{'parameters' if kind == 'param' else 'buffers'}[{leaf!r}]"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Workspace:
+    """A template's scratch tensor of a fixed shape, allocated once per (device, input shapes) with the
+    intermediates instead of on every call."""
+    name: str
+    alloc: str
+
+
+_WORKSPACE = re.compile(r"^    (\w+) = (torch\.empty\((?:\d+|\((?:\d+, )*\d+,?\)), dtype=torch\.\w+, device=dev\))$")
+
+
+def _hoist_workspaces(launches: list) -> tuple[list, list]:
+    """The templates' host lines less their top-level `name = torch.empty(<constant shape>, ...)` scratch
+    allocations (names assigned once in the program), and those allocations as _Workspace temps. Contents of
+    torch.empty are unspecified, so a template never reads what it did not write in the same call: reusing the
+    tensor across calls is safe, as it is for the intermediates."""
+    lines = [line for kname, line, _ in launches if kname is None]
+    text = "\n".join(lines)
+    hoisted, out = [], []
+    for kname, line, grid in launches:
+        if kname is not None:
+            out.append((kname, line, grid))
+            continue
+        keep = []
+        for ln in line.split("\n"):
+            m = _WORKSPACE.match("    " + ln) if not ln.startswith(" ") else None
+            if m and len(re.findall(rf"(?m)^\s*{m.group(1)} = ", text)) == 1:
+                hoisted.append(_Workspace(m.group(1), m.group(2)))
+            else:
+                keep.append(ln)
+        if keep:
+            out.append((None, "\n".join(keep), grid))
+    return out, hoisted
+
 
 def render_program(prog, precision: str | None = None) -> str:
     """The candidate module's source for a LoweredProgram (`precision`: the text recorded in it; default the
@@ -175,10 +219,7 @@ def render_program(prog, precision: str | None = None) -> str:
         dev = dev or f"x{gi.index}.device"
     for gi in cap.inputs:
         if gi.kind in ("param", "buffer") and gi.name in prog.placeholders:
-            getter = "get_parameter" if gi.kind == "param" else "get_buffer"
-            host.append(
-                f"    {prog.placeholders[gi.name].name} = model.{getter}({gi.target!r}).detach().contiguous().view(-1)"
-            )
+            host.append(f"    {prog.placeholders[gi.name].name} = flat({_state_ref(gi.target, gi.kind)})")
             dev = dev or f"{prog.placeholders[gi.name].name}.device"
     dev = dev or "torch.device('cpu')"
     host.append(f"    dev = {dev}")
@@ -188,6 +229,8 @@ def render_program(prog, precision: str | None = None) -> str:
     for b in prog.buffers:
         if b.kind == "temp" and b.name in out_names:
             host.append(f"    {b.name} = torch.empty({max(1, b.numel)}, dtype={b.dtype}, device=dev)")
+    launches, hoisted = _hoist_workspaces(launches)
+    temps += hoisted
     if temps:
         shapes = ", ".join(f"tuple(x{gi.index}.shape)" for gi in user if prog.placeholders.get(gi.name))
         host.append(f"    key = (str(dev), {shapes})" if shapes else "    key = (str(dev),)")
@@ -195,7 +238,8 @@ def render_program(prog, precision: str | None = None) -> str:
         host.append("    if got is None:")
         host.append("        got = _TEMPS[key] = (")
         for b in temps:
-            host.append(f"            torch.empty({max(1, b.numel)}, dtype={b.dtype}, device=dev),")
+            host.append(f"            {b.alloc}," if isinstance(b, _Workspace) else
+                        f"            torch.empty({max(1, b.numel)}, dtype={b.dtype}, device=dev),")
         host.append("        )")
         host.append(f"    {', '.join(b.name for b in temps)}, = got")
     for kname, args, grid in launches:
