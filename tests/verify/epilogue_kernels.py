@@ -13,6 +13,7 @@ BUG (the correct kernel with BUG == "none"):
 * "no_free_wait": the consumers never wait for `c_free` (a race on c_s),
 * "last_phase": the producer's store of the block's last tile waits for phase mine - 2 of `staged`: it may
   store c_s before the consumers wrote the last tile into it (a race on c_s).
+SOFF / FOFF shift every phase the producer waits for on `staged` / the consumers wait for on `c_free`.
 """
 
 import tilepy as tp
@@ -23,7 +24,8 @@ from stdlib_kernels.gemm_hopper import b_layout
 def ring(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"], C: tp.Tensor[tp.f32, "M", "N"],
          BM: tp.constexpr = 64, BN: tp.constexpr = 64, BK: tp.constexpr = 64, STAGES: tp.constexpr = 2,
          CONSUMERS: tp.constexpr = 1, INSTR: tp.constexpr = tp.nv.wgmma_m64n64k16_bf16,
-         SWIZZLE: tp.constexpr = tp.Swizzle(3, 3, 3), GROUP_M: tp.constexpr = 2, BUG: tp.constexpr = "none"):
+         SWIZZLE: tp.constexpr = tp.Swizzle(3, 3, 3), GROUP_M: tp.constexpr = 2, BUG: tp.constexpr = "none",
+         SOFF: tp.constexpr = 0, FOFF: tp.constexpr = 0):
     a_s = tp.shared((BM, BK), tp.bf16, stages=STAGES, swizzle=SWIZZLE)
     b_s = tp.shared((BK, BN), tp.bf16, stages=STAGES, swizzle=SWIZZLE, layout=b_layout(BK, BN))
     c_s = tp.shared((BM, BN), C.dtype, swizzle=tp.Swizzle(3, 4 - C.dtype.bytes // 2, 3),
@@ -64,7 +66,7 @@ def ring(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"], C: tp
                 if BUG == "staged_phase":
                     tp.mbarrier_wait(staged, it)
                 else:
-                    tp.mbarrier_wait(staged, it - 1)
+                    tp.mbarrier_wait(staged, it - 1 + SOFF)
                 tp.store_bulk(c_s, C[pm0:pm0 + BM, pn0:pn0 + BN])
                 tp.store_bulk_wait(c_s)
                 tp.mbarrier_arrive(c_free)
@@ -77,7 +79,7 @@ def ring(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"], C: tp
         if BUG == "last_phase":
             tp.mbarrier_wait(staged, mine - 2)
         else:
-            tp.mbarrier_wait(staged, mine - 1)
+            tp.mbarrier_wait(staged, mine - 1 + SOFF)
         tp.store_bulk(c_s, C[lm0:lm0 + BM, ln0:ln0 + BN])
         tp.store_bulk_wait(c_s)
     else:
@@ -102,6 +104,6 @@ def ring(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"], C: tp
                     tp.mbarrier_wait(c_free, it - 2)
             elif BUG != "no_free_wait":
                 if it > 0:
-                    tp.mbarrier_wait(c_free, it - 1)    # the previous tile's store has read c_s
+                    tp.mbarrier_wait(c_free, it - 1 + FOFF)    # the previous tile's store has read c_s
             tp.store(c_s, acc)
             tp.mbarrier_arrive(staged)

@@ -74,6 +74,22 @@ def test_c_s_race_is_caught_and_real(bug):
     assert obs.race, "the trace oracle misses it"
 
 
+@pytest.mark.parametrize("soff", [-1, 0, 1])
+@pytest.mark.parametrize("foff", [-1, 0, 1])
+def test_shifted_phases_verifier_agrees_with_the_oracle(soff, foff):
+    """Every handshake phase shifted by a tile either way: the verifier reports a deadlock exactly where the
+    interpreter deadlocks (three tiles on one block), and a race on c_s exactly where the trace oracle sees one."""
+    a, b, c = _args(192, 64, 64)
+    obs = oracle.run(ring.ir("sm_90a", SOFF=soff, FOFF=foff), (1,), [a, b, c])
+    report = tv.verify(ring, target="sm_90a", SOFF=soff, FOFF=foff)
+    errors = {f.check for f in report.errors}
+    assert errors <= {"deadlock", "race"}, str(report)
+    assert ("deadlock" in errors) == bool(obs.deadlock), (str(report), obs.error)
+    if not obs.deadlock:
+        assert ("race" in errors) == bool(obs.race), (str(report), obs.race[:2])
+    assert (soff, foff) != (0, 0) or not errors
+
+
 # ------------------------------------------------------------------------------------------------ the floor terms
 
 
