@@ -46,3 +46,17 @@ def flat(t):
             weakref.finalize(t, _FLAT.pop, id(t), None)
         _FLAT[id(t)] = (weakref.ref(t), v)
     return v
+
+
+def state(model, specs) -> list:
+    """The flat views (`flat`) of `model`'s parameters and buffers: specs is a tuple of (kind, module path,
+    name), kind "p" (parameter) or "b" (buffer), e.g. ("p", ("features", "0"), "weight"). Read through the modules'
+    own dicts on every call (what `get_parameter` walks, without its checks), so a replaced submodule or parameter
+    is seen at once; candidates may not reach those private dicts themselves."""
+    out = []
+    for kind, path, name in specs:
+        m = model
+        for p in path:
+            m = m._modules[p]
+        out.append(flat((m._parameters if kind == "p" else m._buffers)[name]))
+    return out

@@ -46,17 +46,15 @@ is the host program (allocation and launches only). Precision: {precision}.
 import torch
 
 import tilepy as tp
-from argus_agent.runtime import aligned16, flat, launch
+from argus_agent.runtime import aligned16, launch, state
 
 PRECISION = {precision!r}
 '''
 
-def _state_ref(target: str, kind: str) -> str:
-    """The expression reading parameter / buffer `target` ('a.0.weight') off `model` through the modules' own
-    dicts: what model.get_parameter / get_buffer walk to, without their per-call checks (~2-7 us each)."""
+def _state_spec(target: str, kind: str) -> str:
+    """runtime.state's spec of parameter / buffer `target` ('a.0.weight'): ("p", ("a", "0"), "weight")."""
     *path, leaf = target.split(".")
-    mods = "".join(f"._modules[{p!r}]" for p in path)
-    return f"model{mods}._{'parameters' if kind == 'param' else 'buffers'}[{leaf!r}]"
+    return repr(("p" if kind == "param" else "b", tuple(path), leaf))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -217,10 +215,11 @@ def render_program(prog, precision: str | None = None) -> str:
         bind = f"aligned16(x{gi.index}.contiguous())" if tma_only else f"x{gi.index}.contiguous()"
         host.append(f"    {b.name} = {bind}.view(-1)")
         dev = dev or f"x{gi.index}.device"
-    for gi in cap.inputs:
-        if gi.kind in ("param", "buffer") and gi.name in prog.placeholders:
-            host.append(f"    {prog.placeholders[gi.name].name} = flat({_state_ref(gi.target, gi.kind)})")
-            dev = dev or f"{prog.placeholders[gi.name].name}.device"
+    bound = [(prog.placeholders[gi.name].name, _state_spec(gi.target, gi.kind)) for gi in cap.inputs
+             if gi.kind in ("param", "buffer") and gi.name in prog.placeholders]
+    if bound:
+        host.append(f"    {', '.join(n for n, _ in bound)}, = state(model, ({', '.join(s for _, s in bound)},))")
+        dev = dev or f"{bound[0][0]}.device"
     dev = dev or "torch.device('cpu')"
     host.append(f"    dev = {dev}")
     # intermediates are allocated once per (device, input shapes) and reused; outputs are fresh per call
