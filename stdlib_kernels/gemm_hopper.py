@@ -978,6 +978,13 @@ def launch(a, b, c, target: str = "sm_90a", out_dtype=None, **constexprs):
     call is a dictionary lookup and the kernel's launch."""
     M, K = a.shape
     N = b.shape[1]
+    if not isinstance(c, np.ndarray) and not c.is_contiguous():
+        # the kernels store a contiguous C: a strided one (a column slice of a wider tensor) gets the product through
+        # a contiguous buffer and one copy; its neighbours are untouched
+        full = c.new_empty(c.shape)     # every form writes all of C (a split zeroes it first)
+        out = launch(a, b, full, target, out_dtype, **constexprs)
+        c.copy_(full)
+        return c if out is full else out
     try:
         key = (M, N, K, c.dtype, out_dtype, target, *constexprs.items())
         if M * N * K > 1024 ** 3 and not _tma_storable(c):   # the persistent form's TMA-only store cannot write C

@@ -202,3 +202,19 @@ def test_persistent_tma_store_without_its_handback_is_a_race(tmp_path):
     report = tv.verify(mod.kernel_for(tp.bf16, persistent=True), target="sm_90a",
                        **{**mod.PRESETS["sm_90a"], "EPILOGUE": 2, "STAGES": 2, "BN": 64, "INSTR": I64, "GROUP_M": 2})
     assert any(f.check == "race" and "c_s" in f.message for f in report.findings), str(report)
+
+
+def test_a_strided_c_is_written_through_a_contiguous_buffer():
+    """launch on a C that the kernels cannot store into (a column slice of a wider tensor): the product lands in
+    the slice, within one bf16 rounding of float64, and the columns beside it stay untouched."""
+    torch = pytest.importorskip("torch")
+    g = torch.Generator().manual_seed(5)
+    a = torch.randn(40, 48, generator=g).bfloat16()
+    b = torch.randn(48, 56, generator=g).bfloat16()
+    wide = torch.full((40, 70), float("nan"), dtype=torch.bfloat16)
+    view = wide[:, 14:]
+    assert not view.is_contiguous()
+    gemm_hopper.launch(a, b, view, STAGES=2, **T128)
+    ref = a.double() @ b.double()
+    assert float((view.double() - ref).norm() / ref.norm()) <= 2.0 ** -8
+    assert torch.isnan(wide[:, :14]).all()
