@@ -474,17 +474,7 @@ class TileOps:
                 if cond:
                     conds.insert(0, f"({cond})")
                 em.open(f"if ({' && '.join(conds)})")
-                if kind == "load":
-                    q = self.tmp("q")
-                    em(f"const tp_pack<{T}, {vec}> {q} = tp_ldvec<{T}, {vec}>({ptr} + {off(first)});")
-                    for k, v in enumerate(slots):
-                        em(f"{arr}[{v}] = {q}.v[{k}];")
-                else:
-                    q = self.tmp("q")
-                    em(f"tp_pack<{T}, {vec}> {q};")
-                    for k, v in enumerate(slots):
-                        em(f"{q}.v[{k}] = {arr}[{v}];")
-                    em(f"tp_stvec<{T}, {vec}>({ptr} + {off(first)}, {q});")
+                self._vector_move(em, kind, T, vec, f"{ptr} + {off(first)}", arr, slots)
                 em.close()
                 em.open("else")
             for v in slots:
@@ -497,6 +487,20 @@ class TileOps:
                     em(f"if ({' && '.join(c)}) {ptr}[{off(v)}] = {arr}[{v}];")
             if vec_ok:
                 em.close()
+
+    def _vector_move(self, em, kind: str, T: str, vec: int, addr: str, arr: str, slots, store_guard: str = ""):
+        """One vector access of `vec` elements at `addr` for the value slots `slots` of register array `arr`: a
+        load into them, or a store of them (behind `store_guard`, e.g. 'if (c) ')."""
+        q = self.tmp("q")
+        if kind == "load":
+            em(f"const tp_pack<{T}, {vec}> {q} = tp_ldvec<{T}, {vec}>({addr});")
+            for k, v in enumerate(slots):
+                em(f"{arr}[{v}] = {q}.v[{k}];")
+            return
+        em(f"tp_pack<{T}, {vec}> {q};")
+        for k, v in enumerate(slots):
+            em(f"{q}.v[{k}] = {arr}[{v}];")
+        em(f"{store_guard}tp_stvec<{T}, {vec}>({addr}, {q});")
 
     @staticmethod
     def shared_vector_width(sref, coords, V: int) -> int:
@@ -544,17 +548,7 @@ class TileOps:
             if any(v in ms or not keep[v] for v in slots):
                 continue
             off = sym_c(sref.stype.offset([c.sym(g) for c in coords]))
-            if kind == "load":
-                q = self.tmp("q")
-                em(f"const tp_pack<{T}, {vec}> {q} = tp_ldvec<{T}, {vec}>({sref.ptr} + {off});")
-                for k, v in enumerate(slots):
-                    em(f"{arr}[{v}] = {q}.v[{k}];")
-            else:
-                q = self.tmp("q")
-                em(f"tp_pack<{T}, {vec}> {q};")
-                for k, v in enumerate(slots):
-                    em(f"{q}.v[{k}] = {arr}[{v}];")
-                em((f"if ({cond}) " if cond else "") + f"tp_stvec<{T}, {vec}>({sref.ptr} + {off}, {q});")
+            self._vector_move(em, kind, T, vec, f"{sref.ptr} + {off}", arr, slots, f"if ({cond}) " if cond else "")
             done.update(slots)
         for v in range(V):
             if not keep[v] or v in done:
