@@ -25,23 +25,29 @@ def _run(tmp_path, M, N, K):
     g = torch.Generator().manual_seed(M + N + K)
     a = torch.randn(M, K, generator=g).bfloat16()
     b = torch.randn(K, N, generator=g).bfloat16()
-    prog = lower_model(MM(), [a, b], "sm_90a")
-    src = render_program(prog)
-    p = tmp_path / f"mm_{M}_{N}_{K}.py"
+    src = render_program(lower_model(MM(), [a, b], "sm_90a"))
+    mod, calls, out = _recorded(src, tmp_path, f"mm_policy_{M}_{N}_{K}", MM(), [a, b])
+    ref = a.double() @ b.double()
+    return src, mod, [(name, grid, constexprs) for name, grid, _, constexprs in calls], out, ref
+
+
+def _recorded(src: str, tmp_path, name: str, model, inputs):
+    """Import the candidate `src` and run its argus_forward with every launch recorded: (module, [(kernel name,
+    grid, args, constexprs)], output)."""
+    p = tmp_path / f"{name}.py"
     p.write_text(src)
-    spec = importlib.util.spec_from_file_location(f"mm_policy_{M}_{N}_{K}", p)
+    spec = importlib.util.spec_from_file_location(name, p)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     calls = []
 
     def recording(kernel, grid, *args, **constexprs):
-        calls.append((kernel.name, grid, constexprs))
+        calls.append((kernel.name, grid, args, constexprs))
         return real_launch(kernel, grid, *args, **constexprs)
     mod.launch = recording
     with torch.no_grad():
-        out = mod.argus_forward(MM(), a, b)
-    ref = a.double() @ b.double()
-    return src, mod, calls, out, ref
+        out = mod.argus_forward(model, *inputs)
+    return mod, calls, out
 
 
 @pytest.mark.parametrize("M,N,K", [(128, 128, 1024), (320, 256, 128)], ids=["skinny_split_k", "small"])
@@ -102,19 +108,7 @@ def test_decode_rows_lower_to_swap_ab(tmp_path, M, N, K, form):
         inputs, ref = [a], a.double() @ model.fc.weight.double().T
     prog = lower_model(model, inputs, "sm_90a")
     src = render_program(prog)
-    p = tmp_path / f"swap_{form}.py"
-    p.write_text(src)
-    spec = importlib.util.spec_from_file_location(f"swap_{form}_{M}", p)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    calls = []
-
-    def recording(kernel, grid, *args, **constexprs):
-        calls.append((kernel.name, grid, args, constexprs))
-        return real_launch(kernel, grid, *args, **constexprs)
-    mod.launch = recording
-    with torch.no_grad():
-        out = mod.argus_forward(model, *inputs)
+    mod, calls, out = _recorded(src, tmp_path, f"swap_{form}_{M}", model, inputs)
     names = [c[0] for c in calls]
     gemm = [c for c in calls if c[0].startswith("gemm_")]
     assert len(gemm) == 1 and gemm[0][0].startswith("gemm_splitk_swap"), names
@@ -152,19 +146,7 @@ def test_split_k_linear_reads_its_weight_in_place(tmp_path, M):
     prog = lower_model(model, [a], "sm_90a")
     src = render_program(prog)
     assert ".zero_()" in src
-    p = tmp_path / f"nk_split_{M}.py"
-    p.write_text(src)
-    spec = importlib.util.spec_from_file_location(f"nk_split_{M}", p)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    calls = []
-
-    def recording(kernel, grid, *args, **constexprs):
-        calls.append((kernel.name, grid, args, constexprs))
-        return real_launch(kernel, grid, *args, **constexprs)
-    mod.launch = recording
-    with torch.no_grad():
-        out = mod.argus_forward(model, a)
+    mod, calls, out = _recorded(src, tmp_path, f"nk_split_{M}", model, [a])
     gemm = [c for c in calls if c[0].startswith("gemm_")]
     assert len(gemm) == 1, [c[0] for c in calls]
     name, grid, args, constexprs = gemm[0]
