@@ -594,3 +594,55 @@ def test_copysign_and_signbit_follow_negative_zeros(tmp_path):
     assert torch.equal(out, want) and torch.equal(torch.signbit(out), torch.signbit(want))
     _, _, bits, _ = _run(lambda b: torch.signbit(b), [b], tmp_path, "signbit")
     assert torch.equal(bits, torch.signbit(b))
+
+
+# --- special functions: lgamma, digamma (float64 inside), i0 ---------------------------------------------------------
+
+_SPECIAL_X = torch.cat([torch.linspace(-6.7, 12.3, 381),
+                        torch.tensor([0.0, -0.0, -1.0, -3.0, 1.0, 2.0, 1e-6, -2.5, -5.9857, 30.0, 100.5, 1e6])])
+
+
+@pytest.mark.parametrize("fn", [torch.lgamma, torch.digamma], ids=["lgamma", "digamma"])
+def test_lgamma_and_digamma_match_float64_with_their_poles(fn, tmp_path):
+    _, _, out, _ = _run(fn, [_SPECIAL_X], tmp_path, fn.__name__)
+    want = fn(_SPECIAL_X.double())
+    assert torch.equal(torch.isnan(out), torch.isnan(want))
+    assert torch.equal(torch.isinf(out), torch.isinf(want)) and torch.equal(out[torch.isinf(want)],
+                                                                          want[torch.isinf(want)].float())
+    fin = torch.isfinite(want)
+    # float64 inside, the reflection's sine in fp32, rounded once: within two fp32 roundings of float64 (torch's
+    # own fp32 digamma is off by up to 4.5e-7 here)
+    assert torch.allclose(out[fin].double(), want[fin], rtol=2.5e-7, atol=2.5e-7)
+    with pytest.raises(LoweringError, match="in float64"):
+        lower_model(Fn(fn), [_SPECIAL_X.double()], "cpu")
+
+
+def test_i0_matches_float64_and_refuses_float64(tmp_path):
+    x = torch.linspace(-20, 20, 401)
+    _, _, out, _ = _run(torch.special.i0, [x], tmp_path, "i0")
+    want = torch.special.i0(x.double())
+    assert torch.allclose(out.double(), want, rtol=3e-7, atol=0)      # Abramowitz & Stegun 9.8.1 / 9.8.2
+    with pytest.raises(LoweringError, match="i0 in float64"):
+        lower_model(Fn(torch.special.i0), [x.double()], "cpu")
+
+
+def test_the_special_functions_render_for_the_gpu(tmp_path):
+    """The sm_90a kernel renders to HIP C++ (the renderers have f64 exp / log / sqrt but no f64 sine: the
+    reflections take their sine in fp32)."""
+    import importlib.util
+
+    from argus_agent.lower import render_program
+    from tilepy_hip.render import render_source
+
+    fn = Fn(lambda x: torch.lgamma(x) + torch.digamma(x) + torch.special.i0(x))
+    src = render_program(lower_model(fn, [torch.randn(4096)], "sm_90a"))
+    p = tmp_path / "special_gpu.py"
+    p.write_text(src)
+    spec = importlib.util.spec_from_file_location("special_gpu", p)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    kernels = [v for v in vars(mod).values() if type(v).__name__ == "Kernel"]
+    assert kernels
+    for k in kernels:
+        cpp, _ = render_source(k.ir(target="sm_90a"), "sm_90a")
+        assert "double" in cpp and "tp_sinf" in cpp
