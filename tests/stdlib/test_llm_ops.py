@@ -263,7 +263,9 @@ def test_verifies_clean_and_fast(name, params):
     t0 = time.perf_counter()
     report = tv.verify(kernel, **params)
     assert report.ok and not report.errors, str(report)
-    assert time.perf_counter() - t0 < 2.0
+    # a hang guard, not a benchmark: the 2 s bar is measured by benchmarks/verify_speed.py (a timed test on a loaded
+    # 2-core CI machine fails on load, not on the verifier)
+    assert time.perf_counter() - t0 < 30
     assert report.stats["queries"] > 0
 
 

@@ -15,7 +15,7 @@ def test_gemm_presets_verify_clean(target):
     t0 = time.perf_counter()
     report = tv.verify(gemm.gemm, target=target, **gemm.PRESETS[target])
     assert report.ok, str(report)
-    assert time.perf_counter() - t0 < 2.0
+    assert time.perf_counter() - t0 < 30     # a hang guard: the 2 s bar is benchmarks/verify_speed.py's to measure
     assert report.stats["queries"] > 0
 
 
