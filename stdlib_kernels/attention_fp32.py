@@ -165,7 +165,7 @@ def attention_fp32(QH: tp.Tensor[tp.f32, "BH", "SQ", "D"], QL: tp.Tensor[tp.f32,
                     sc = tp.mma(q_lo[p], k_hi[(j % STAGES) * DP + p].T, sc)
                     sc = tp.mma(q_hi[p], k_lo[(j % STAGES) * DP + p].T, sc)
                 if PIECES:
-                    pass
+                    pass        # every product, head terms included, is in the pieces summed above
                 elif PROMOTE:   # the head terms in a chain of their own, added to the tails' with an f32 add
                     tp.assert_tag(tp.mma_operands(sc), lambda a, b: a[3] == b[3] and a[1] // GROUP == b[1])
                     sh = tp.zeros((BM, BN), tp.f32, layout=ACC_S)
