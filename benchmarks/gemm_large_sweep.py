@@ -88,7 +88,8 @@ def bf16_params(M, N, K, p):
 
 
 def fp8_params(M, N, K, p):
-    return {**gemm_fp8.policy(M, N, K), **(p or {})}
+    """The constexprs `gemm_fp8.launch` runs for variant p (None: the policy)."""
+    return gemm_fp8.params_for(M, N, K, **(p or {}))
 
 
 def _sass_facts(ck) -> dict:

@@ -121,3 +121,34 @@ def test_persistent_refuses_the_tma_store_epilogue():
         gemm_fp8.kernel_of({**gemm_fp8.PRESETS["sm_90a"], "PERSISTENT": 1, "EPILOGUE": 2})
     kernel, kp = gemm_fp8.kernel_of({**gemm_fp8.PRESETS["sm_90a"], "PERSISTENT": 1, "EPILOGUE": 0})
     assert kernel is gemm_fp8.gemm_fp8_persistent and "EPILOGUE" not in kp
+
+
+@pytest.mark.parametrize("shape", [(2051, 2045, 1008), (4096, 4096, 4096)])
+def test_persistent_through_launch_on_the_large_class(shape):
+    """PERSISTENT=1 through `launch` on a large-class shape (whose policy is the TMA-store epilogue): the policy's
+    EPILOGUE, its 3 stages and register budgets yield to the preset (they were a ValueError on the H100: the GPU
+    test's two persistent cases); what the caller names is kept, and a caller's EPILOGUE=2 is still refused."""
+    pol = gemm_fp8.policy(*shape)
+    assert pol["EPILOGUE"] == 2
+    p = gemm_fp8.params_for(*shape, PERSISTENT=1, GROUP_M=16)
+    kernel, kp = gemm_fp8.kernel_of(p)
+    assert kernel is gemm_fp8.gemm_fp8_persistent
+    assert kp["STAGES"] == gemm_fp8.PRESETS["sm_90a"]["STAGES"] and kp["GROUP_M"] == 16
+    assert not {"EPILOGUE", "PRODUCER_REGS", "CONSUMER_REGS", "IN_FLIGHT"} & set(kp)
+    kp = gemm_fp8.kernel_of(gemm_fp8.params_for(*shape, PERSISTENT=1, STAGES=3, PRODUCER_REGS=96,
+                                                CONSUMER_REGS=200))[1]
+    assert (kp["STAGES"], kp["PRODUCER_REGS"], kp["CONSUMER_REGS"]) == (3, 96, 200)
+    with pytest.raises(ValueError, match="EPILOGUE"):
+        gemm_fp8.kernel_of(gemm_fp8.params_for(*shape, PERSISTENT=1, EPILOGUE=2))
+    assert gemm_fp8.params_for(*shape) == pol       # without PERSISTENT: the policy as it is
+
+
+def test_persistent_through_launch_runs_on_a_large_class_shape():
+    """The same on the interpreter, end to end: a large-class shape (M N K > 1024^3) through `launch` with
+    PERSISTENT=1 (3 blocks over its 128 x 256 tiles, ragged M and N) against float64."""
+    M, N, K = 1032, 1000, 1056
+    assert gemm_fp8.shape_class(M, N, K) == "large"
+    a, b, sa, sb = _inputs(M, N, K, seed=3)
+    out = np.full((M, N), np.nan, np.float32)
+    gemm_fp8.launch(a, b, sa, sb, out, PERSISTENT=1, NUM_SMS=3)
+    _check_bf16_result(out, a, b, sa, sb)
