@@ -14,6 +14,7 @@ calls them by name, and those still decompose to core ATen.
 
 from __future__ import annotations
 
+import copy
 import inspect
 import linecache
 import os
@@ -87,12 +88,20 @@ def capture_program(model: torch.nn.Module, inputs: list) -> Captured:
     # (mkldnn_rnn / _cudnn_rnn), whose fake implementations have given wrong state shapes in some torch builds
     # (a bidirectional LSTM with given states under torch 2.11): the native path's plain ops give the shapes, and
     # the captured graph keeps aten.lstm / gru / rnn whole either way (KEPT_WHOLE).
+    # On CUDA, turning cuDNN off is not enough (torch 2.11 on the H100: the native CUDA path's fake run still gave a
+    # bidirectional LSTM with given states the wrong state shapes), so such a model is captured from a CPU copy of
+    # itself and its inputs: the graph depends on shapes and dtypes only, and parameters are bound by name.
     rnn = any(isinstance(m, torch.nn.RNNBase) for m in model.modules())
+    traced, args = model, tuple(inputs)
+    if rnn and any(isinstance(t, torch.Tensor) and t.device.type != "cpu"
+                   for t in (*inputs, *model.parameters(), *model.buffers())):
+        traced = copy.deepcopy(model).cpu()
+        args = tuple(x.cpu() if isinstance(x, torch.Tensor) else x for x in inputs)
     try:
         with torch.no_grad(), warnings.catch_warnings(), torch.backends.mkldnn.flags(enabled=not rnn), \
                 torch.backends.cudnn.flags(enabled=not rnn):
             warnings.simplefilter("ignore")   # export's internal deprecation chatter is not the user's concern
-            ep = torch.export.export(model, tuple(inputs), strict=False)
+            ep = torch.export.export(traced, args, strict=False)
             ep = ep.run_decompositions(decomposition_table())
     except Exception as e:  # export failures come in many types; the message is what the user needs
         msg = str(e).strip().splitlines()

@@ -68,3 +68,42 @@ def test_recurrent_layer_on_gpu_matches_float64(make, xshape, tf32, tmp_path, mo
             assert ours <= max(1e-3, 4 * theirs), (ours, theirs)
         else:
             assert ours <= max(2e-5, 1.5 * theirs), (ours, theirs)
+
+
+class BiLstmGivenStates(nn.Module):
+    """level3/023's shape of model: a bidirectional LSTM given (h0, c0), a Linear on both final hidden states."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(40, 48, 1, bidirectional=True)
+        self.fc = nn.Linear(96, 10)
+
+    def forward(self, x, h0, c0):
+        _, (h, _) = self.lstm(x, (h0, c0))
+        return self.fc(torch.cat([h[0], h[1]], dim=1))
+
+
+def test_rnn_model_captured_from_cuda_tensors(tmp_path, monkeypatch):
+    """A model and inputs already on the GPU (as the suite and the agent pass them): torch 2.11's CUDA fake run of
+    the LSTM gave wrong state shapes, so the capture runs on a CPU copy; the program matches float64."""
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
+    torch.manual_seed(1)
+    model = BiLstmGivenStates().eval()
+    x, h0, c0 = torch.randn(21, 6, 40), torch.randn(2, 6, 48), torch.randn(2, 6, 48)
+    gm = BiLstmGivenStates().eval()
+    gm.load_state_dict(model.state_dict())
+    gm = gm.cuda()
+    args = [x.cuda(), h0.cuda(), c0.cuda()]
+    p = tmp_path / "bilstm_gpu.py"
+    p.write_text(render_program(lower_model(gm, args, "sm_90a")))
+    spec = importlib.util.spec_from_file_location("bilstm_gpu", p)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    with torch.no_grad():
+        out = mod.argus_forward(gm, *args).double().cpu()
+        eager = gm(*args).double().cpu()
+        exact = BiLstmGivenStates().double()
+        exact.load_state_dict({k: v.double() for k, v in model.state_dict().items()})
+        ref = exact(x.double(), h0.double(), c0.double())
+    ours, theirs = (out - ref).abs().max().item(), (eager - ref).abs().max().item()
+    assert ours <= max(2e-5, 1.5 * theirs), (ours, theirs)
