@@ -196,6 +196,40 @@ PLAN5 = [
                           ("128x64_s8_cl2_tma", dict(CL128x64, EPILOGUE=2)), ("swap128_64_s8_cl2", C128)],
      ("bf16", "f32")),
 ]
+# sixth call (G11): two consumer warpgroups over ONE tile of C^T, each taking every other k-tile into its own
+# accumulator, summed through shared memory at the end (gemm_splitk_swap K_WAYS=2: two rings, one per consumer):
+# cuBLAS's 384-thread nvjet_sm90_tst_64x16_64x16_1x2 / 64x32_64x16_1x2 / 64x64_64x13_2x1 form, with and without its 1x2
+# clusters (B multicast) and split-K; STAGES is per ring (the block holds 2 x STAGES k-tiles)
+KW = dict(SWAP_AB=1, K_WAYS=2, CONSUMERS=2, BN=64, IN_FLIGHT=1, FIXUP=3, SPLIT_K=1)
+KW16, KW32, KW64, KW128 = (dict(KW, BM=16, INSTR=I16, STAGES=8), dict(KW, BM=32, INSTR=I32, STAGES=8),
+                           dict(KW, BM=64, INSTR=I64, STAGES=6), dict(KW, BM=128, INSTR=I128, STAGES=3))
+PLAN6 = [
+    ((16, 4096, 4096), [("policy", None), ("policy_nk", ("nk", {})),
+                        ("kw16_64_s8_split2", dict(KW16, SPLIT_K=2)),
+                        ("kw16_128_s4_split4", dict(KW16, BN=128, STAGES=4, SPLIT_K=4)),
+                        ("kw16_64_s8_split2_nk", ("nk", dict(KW16, SPLIT_K=2)))], ("bf16", "f32")),
+    ((32, 4096, 4096), [("policy", None), ("policy_nk", ("nk", {})),
+                        ("kw16_64_s8_cl2", dict(KW16, CLUSTER_M=2)), ("kw16_64_s8", KW16),
+                        ("kw16_64_s8_cl2_wait0", dict(KW16, CLUSTER_M=2, IN_FLIGHT=0)),
+                        ("kw32_64_s8_split2", dict(KW32, SPLIT_K=2)),
+                        ("kw16_64_s8_cl2_nk", ("nk", dict(KW16, CLUSTER_M=2))),
+                        ("kw32_64_s8_split2_nk", ("nk", dict(KW32, SPLIT_K=2)))], ("bf16", "f32")),
+    ((64, 4096, 4096), [("policy", None), ("kw32_64_s8_cl2", dict(KW32, CLUSTER_M=2)), ("kw32_64_s8", KW32),
+                        ("kw32_64_s8_cl2_wait0", dict(KW32, CLUSTER_M=2, IN_FLIGHT=0)),
+                        ("kw64_64_s6_split2", dict(KW64, SPLIT_K=2)),
+                        ("kw32_64_s8_cl2_nk", ("nk", dict(KW32, CLUSTER_M=2)))], ("bf16", "f32")),
+    ((100, 4096, 4096), [("policy", None), ("kw64_64_s6_cl2", dict(KW64, CLUSTER_M=2)), ("kw64_64_s6", KW64)],
+     ("bf16", "f32")),
+    ((128, 4096, 4096), [("policy", None), ("kw64_64_s6_cl2", dict(KW64, CLUSTER_M=2)), ("kw64_64_s6", KW64),
+                         ("kw64_64_s6_cl2_wait0", dict(KW64, CLUSTER_M=2, IN_FLIGHT=0)),
+                         ("kw64_64_s6_cl2_nk", ("nk", dict(KW64, CLUSTER_M=2)))], ("bf16", "f32")),
+    ((256, 4096, 4096), [("policy", None), ("kw128_64_s3_cl2", dict(KW128, CLUSTER_M=2)), ("kw128_64_s3", KW128),
+                         ("kw64_64_s6_cl2", dict(KW64, CLUSTER_M=2))], ("bf16", "f32")),
+    ((1024, 1024, 1024), [("policy", None), ("kw128_64_s3_cl2", dict(KW128, CLUSTER_M=2)), ("kw128_64_s3", KW128),
+                          ("kw64_64_s6_cl2", dict(KW64, CLUSTER_M=2))], ("bf16", "f32")),
+    ((2048, 1024, 1024), [("policy", None), ("kw128_64_s3_cl2", dict(KW128, CLUSTER_M=2)), ("kw128_64_s3", KW128)],
+     ("bf16", "f32")),
+]
 PLAN = [  # (shape, variants, output dtypes)
     ((16, 4096, 4096), DECODE, ("bf16", "f32")),
     ((64, 4096, 4096), DECODE, ("bf16", "f32")),
@@ -312,7 +346,8 @@ def nk_row(M, N, K, g, out_t, out, extra):
     t, t_torch = gb.timeit_median(fn), gb.timeit_median(peer)
     t, t_torch = min(t, gb.timeit_median(fn)), min(t_torch, gb.timeit_median(peer))
     return {"us": t * 1e6, "torch_us": t_torch * 1e6, "ratio": t_torch / t, "rel_err": err, "torch_rel_err": err_torch,
-            "policy": gb._policy_text(p) + f" SWAP_AB CLUSTER_M={kp.get('CLUSTER_M', 1)} B_NK"}
+            "policy": gb._policy_text(p) + f" SWAP_AB CLUSTER_M={kp.get('CLUSTER_M', 1)} B_NK"
+            + (" K_WAYS=2" if kp.get("K_WAYS") == 2 else "")}
 
 
 def build_items(only, plan):
@@ -451,12 +486,13 @@ def main(argv=None):
     ap.add_argument("--ncu-target", default=None)
     ap.add_argument("--shape", default="16,4096,4096")
     ap.add_argument("--plan", default="1", help="1 / 2: the first / second call's sweep, 3: the table, 4: swap at "
-                    "32-64 rows, 5: swap-AB in clusters, B as (N, K), 128 x 64 clusters")
+                    "32-64 rows, 5: swap-AB in clusters, B as (N, K), 128 x 64 clusters, 6: two consumers over one "
+                    "tile, alternate k-tiles (K_WAYS=2)")
     args = ap.parse_args(argv)
     if args.ncu_target:
         ncu_target(args.ncu_target, *(int(x) for x in args.shape.split(",")))
         return
-    plan = {"1": PLAN, "2": PLAN2, "3": PLAN3, "4": PLAN4, "5": PLAN5}[args.plan]
+    plan = {"1": PLAN, "2": PLAN2, "3": PLAN3, "4": PLAN4, "5": PLAN5, "6": PLAN6}[args.plan]
     if args.precompile:
         precompile(args.only, args.precompile, plan)
     props = torch.cuda.get_device_properties(0)
@@ -474,7 +510,7 @@ def main(argv=None):
         for o in outs:
             out_t, out = DT[o]
             try:
-                if (args.plan in ("1", "5") or variants is MID or variants is PITCH
+                if (args.plan in ("1", "5", "6") or variants is MID or variants is PITCH
                         or (args.plan == "3" and M <= 32)):
                     res["cublas_kernels"][f"{key}/{o}"] = cublas_kernels(M, N, K, out_t, mm_f32)
             except Exception as e:  # noqa: BLE001 - the profiler is a side note
@@ -508,7 +544,8 @@ def main(argv=None):
                         r = {k: r0[k] for k in ("us", "torch_us", "ratio", "rel_err", "torch_rel_err", "registers",
                                                 "spills")}
                         r["policy"] = gb._policy_text(p) + (f" CLUSTER_M={p['CLUSTER_M']}" if p.get("CLUSTER_M")
-                                                            else "") + (" SLOT_ROWS=1" if p.get("SLOT_ROWS") else "")
+                                                            else "") + (" SLOT_ROWS=1" if p.get("SLOT_ROWS") else "") \
+                            + (" SWAP_AB" if p.get("SWAP_AB") else "") + (" K_WAYS=2" if p.get("K_WAYS") == 2 else "")
                 except Exception as e:  # noqa: BLE001 - a variant that fails here: say so, go on
                     print(f"{key:16} {name:34} FAILED {type(e).__name__}: {str(e).splitlines()[0][:120]}", flush=True)
                     row[name] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}

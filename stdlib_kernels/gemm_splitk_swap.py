@@ -31,12 +31,28 @@ are; as in gemm_cluster, a stage is refilled only after the consumers of every b
 CLUSTER_M arrivals, made remotely), with a cluster barrier after the mbarriers' initialization and before exit.
 B_NK=1 (`gemm_splitk_swap_nk`): B given as (N, K), an nn.Linear weight read in place; its (BN, BK) tile is K-major,
 the instruction's A operand without the transpose bit.
+K_WAYS=2 (CONSUMERS=2, BN a multiple of 64): the two consumer warpgroups share ONE (BN, BM) tile of C^T, consumer r
+taking the k-tiles 2j + r into an accumulator of its own; consumer 1 hands its sum to consumer 0 through a shared
+(BN, BM) f32 tile (laid out thread-major, no bank conflicts) and consumer 0 adds it and stores. cuBLAS's form at 32-128
+rows (384 threads on a 64 x 16 / 64 x 32 / 64 x 64 tile of C^T): one consumer taking every k-tile in turn is
+latency-bound (G10's ncu: 22% of DRAM's and 21% of L2's peak), two keep twice the wgmma groups and TMA loads in
+flight. The producer puts k-tile 2j + r into ring r (its own tiles and full / empty mbarriers, STAGES stages each, so
+the block holds 2 x STAGES k-tiles), so each consumer runs a plain producer / consumer ring. A split's k-tile count is
+rounded up to even (zeros past K). Its bulk copies are TMA only (`fallback=False`: the per-element fallback doubled
+the producer's code and spilled at 168 registers); `launch` pads rows that are not 16-byte multiples.
 """
 
 import tilepy as tp
 
 from . import gemm_hopper
 from .gemm_hopper import _threads, b_layout, splitk_sum, splitk_sum_bf16  # noqa: F401  (the sum, re-exported)
+
+
+def _red_layout(BN, BM):
+    """The hand-over tile of the K_WAYS=2 form, (BN, BM) f32 laid out thread-major: element (row, col) of the
+    accumulator (wgmma m64nBMk16's C fragment over one warpgroup, BN / 64 row blocks) at 128 * value + thread, so each
+    store / load of one value index is 128 consecutive words (no bank conflicts)."""
+    return tp.Layout(((8, 2, 4, BN // 64), (2, 4, BM // 8)), ((4, 256, 32, 64 * BM), (128, 1, 512)))
 
 
 def _cluster(c):
@@ -50,102 +66,228 @@ def gemm_splitk_swap(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K",
                      STAGES: tp.constexpr = 11, CONSUMERS: tp.constexpr = 2,
                      INSTR: tp.constexpr = tp.nv.wgmma_m64n16k16_bf16, SWIZZLE: tp.constexpr = tp.Swizzle(3, 3, 3),
                      SPLIT_K: tp.constexpr = 4, IN_FLIGHT: tp.constexpr = 1, CLUSTER_M: tp.constexpr = 1,
-                     B_NK: tp.constexpr = 0):
+                     B_NK: tp.constexpr = 0, K_WAYS: tp.constexpr = 1):
     m0 = tp.block_id(0) * BM
     n0 = tp.block_id(1) * BN
-    a_s = tp.shared((BM, BK), tp.bf16, stages=STAGES, swizzle=SWIZZLE)
-    if B_NK:
-        # B given as (N, K) (an nn.Linear weight, read in place): its (BN, BK) tile is K-major, the instruction's
-        # A operand as it is (no transpose bit)
-        b_s = tp.shared((BN, BK), tp.bf16, stages=STAGES, swizzle=SWIZZLE)
-    else:
-        b_s = tp.shared((BK, BN), tp.bf16, stages=STAGES, swizzle=SWIZZLE, layout=b_layout(BK, BN))
-    full = tp.mbarrier(1, stages=STAGES)
-    empty = tp.mbarrier(CLUSTER_M, stages=STAGES)    # with a cluster: the consumers of every block of it
-    tp.tag(A, lambda i, k: ("A", i, k))
-    if B_NK:
-        tp.tag(B, lambda j, k: ("B", k, j))
-    else:
-        tp.tag(B, lambda k, j: ("B", k, j))
-    if SPLIT_K > 1:
-        z = tp.block_id(2)
-        k_tiles = tp.cdiv(tp.cdiv(A.shape[1], BK), SPLIT_K)   # every split runs the same count (zeros past K)
-        k_first = z * k_tiles
-    else:                               # (no grid z: the verifier proves the blocks' C tiles disjoint)
-        k_tiles = tp.cdiv(A.shape[1], BK)
-        k_first = 0
-    LC = tp.accumulator(INSTR, (BN, BM), (CONSUMERS, 1))  # C^T's tile: 64 of its rows (C's columns) per consumer
-    if CLUSTER_M > 1:
-        tp.cluster_sync()               # every block's mbarriers are initialized before any other block uses them
-    if tp.warpgroup_id() == 0:          # producer warpgroup: one thread issues the bulk tensor copies
-        for k in range(k_tiles):
-            if IN_FLIGHT == 0 and CLUSTER_M == 1:
-                if k >= STAGES:
-                    tp.mbarrier_wait(empty[k % STAGES], k // STAGES - 1)
-            else:                       # (the consumers pre-release the stages, in every block of a cluster)
-                tp.mbarrier_wait(empty[k % STAGES], k // STAGES)
-            k0 = (k_first + k) * BK
-            tp.copy_bulk(A[m0:m0 + BM, k0:k0 + BK], a_s[k % STAGES], full[k % STAGES])
-            if CLUSTER_M > 1:
-                # the blocks of a cluster are adjacent row tiles of the same BN columns: B's tile, loaded once,
-                # lands in the same stage of every block (TMA multicast; the ranks take turns issuing it)
-                if B_NK:
-                    tp.copy_bulk(B[n0:n0 + BN, k0:k0 + BK], b_s[k % STAGES], full[k % STAGES],
-                                 multicast=(1 << CLUSTER_M) - 1, by=k % CLUSTER_M)
-                else:
-                    tp.copy_bulk(B[k0:k0 + BK, n0:n0 + BN], b_s[k % STAGES], full[k % STAGES],
-                                 multicast=(1 << CLUSTER_M) - 1, by=k % CLUSTER_M)
-            elif B_NK:
-                tp.copy_bulk(B[n0:n0 + BN, k0:k0 + BK], b_s[k % STAGES], full[k % STAGES])
-            else:
-                tp.copy_bulk(B[k0:k0 + BK, n0:n0 + BN], b_s[k % STAGES], full[k % STAGES])
-            tp.mbarrier_arrive(full[k % STAGES])
-    else:                               # consumer warpgroups: C^T's tile, B's tile as the instruction's A
-        acc = tp.zeros((BN, BM), tp.f32, layout=LC)
-        if IN_FLIGHT == 0:
-            if CLUSTER_M > 1:
-                for s in tp.static_range(STAGES):      # every stage starts released, in every block
-                    for r in tp.static_range(CLUSTER_M):
-                        tp.mbarrier_arrive(empty[s], cta=r)
-            for k in range(k_tiles):
-                tp.mbarrier_wait(full[k % STAGES], k // STAGES)
-                if B_NK:
-                    acc = tp.mma(b_s[k % STAGES], a_s[k % STAGES].T, acc)
-                else:
-                    acc = tp.mma(b_s[k % STAGES].T, a_s[k % STAGES].T, acc)
-                if CLUSTER_M > 1:
-                    for r in tp.static_range(CLUSTER_M):       # released to every block that multicasts into it
-                        tp.mbarrier_arrive(empty[k % STAGES], cta=r)
-                else:
-                    tp.mbarrier_arrive(empty[k % STAGES])
+    # C^T's tile: 64 of its rows (C's columns) per consumer; with K_WAYS=2 the whole tile in each consumer
+    LC = tp.accumulator(INSTR, (BN, BM), (CONSUMERS // K_WAYS, 1))
+    if K_WAYS == 2:
+        # two consumer warpgroups over ONE tile of C^T, consumer r taking the k-tiles k with k % 2 == r into an
+        # accumulator of its own (cuBLAS's 384-thread nvjet_sm90_tst_64x16_64x16_1x2 form): two rings, ring r holding
+        # the k-tiles 2j + r in stage j % STAGES with full / empty mbarriers of its own, so each consumer has a plain
+        # producer / consumer ring; consumer 1 hands its sum to consumer 0 through shared memory (red, red_full).
+        # (Written out per ring: compile-time tuples of tiles cannot be bound under an `if`.)
+        a_s0 = tp.shared((BM, BK), tp.bf16, stages=STAGES, swizzle=SWIZZLE)
+        a_s1 = tp.shared((BM, BK), tp.bf16, stages=STAGES, swizzle=SWIZZLE)
+        if B_NK:
+            b_s0 = tp.shared((BN, BK), tp.bf16, stages=STAGES, swizzle=SWIZZLE)
+            b_s1 = tp.shared((BN, BK), tp.bf16, stages=STAGES, swizzle=SWIZZLE)
         else:
-            for s in tp.static_range(STAGES - 1):
-                if CLUSTER_M > 1:
-                    for r in tp.static_range(CLUSTER_M):
-                        tp.mbarrier_arrive(empty[s], cta=r)
-                else:
-                    tp.mbarrier_arrive(empty[s])
-            for k in range(k_tiles):
-                tp.mbarrier_wait(full[k % STAGES], k // STAGES)
-                if B_NK:
-                    acc = tp.mma_async(b_s[k % STAGES], a_s[k % STAGES].T, acc)
-                else:
-                    acc = tp.mma_async(b_s[k % STAGES].T, a_s[k % STAGES].T, acc)
-                tp.mma_wait(1)
-                if CLUSTER_M > 1:                      # tile k - 1's stage, in every block of the cluster
-                    for r in tp.static_range(CLUSTER_M):
-                        tp.mbarrier_arrive(empty[(k + STAGES - 1) % STAGES], cta=r)
-                else:
-                    tp.mbarrier_arrive(empty[(k + STAGES - 1) % STAGES])   # tile k - 1's stage
-            tp.mma_wait(0)
-        tp.assert_tag(tp.mma_operands(acc), lambda b, a: b[1] == a[2])   # B's k is A's k
+            b_s0 = tp.shared((BK, BN), tp.bf16, stages=STAGES, swizzle=SWIZZLE, layout=b_layout(BK, BN))
+            b_s1 = tp.shared((BK, BN), tp.bf16, stages=STAGES, swizzle=SWIZZLE, layout=b_layout(BK, BN))
+        full0 = tp.mbarrier(1, stages=STAGES)
+        full1 = tp.mbarrier(1, stages=STAGES)
+        empty0 = tp.mbarrier(CLUSTER_M, stages=STAGES)
+        empty1 = tp.mbarrier(CLUSTER_M, stages=STAGES)
+        red = tp.shared((BN, BM), tp.f32, layout=_red_layout(BN, BM))   # (thread-major: no bank conflicts)
+        red_full = tp.mbarrier(1)
+        tp.tag(A, lambda i, k: ("A", i, k))
+        if B_NK:
+            tp.tag(B, lambda j, k: ("B", k, j))
+        else:
+            tp.tag(B, lambda k, j: ("B", k, j))
         if SPLIT_K > 1:
-            mine = (z * tp.num_blocks(0) + tp.block_id(0)) * BM     # split z's slot
-            tp.store(WS[mine:mine + BM, n0:n0 + BN], acc.T)
+            z = tp.block_id(2)
+            # an even count per split (each consumer the same share; zeros past K), so no split's pairs reach the next
+            k_tiles = 2 * tp.cdiv(tp.cdiv(tp.cdiv(A.shape[1], BK), SPLIT_K), 2)
+            k_first = z * k_tiles
         else:
-            tp.store(C[m0:m0 + BM, n0:n0 + BN], acc.T)      # unsplit: C itself, in C's dtype (WS, LOCKS unused)
-    if CLUSTER_M > 1:
-        tp.cluster_sync()               # no block leaves while another may still arrive on its mbarriers
+            k_tiles = tp.cdiv(A.shape[1], BK)
+            k_first = 0
+        pairs = tp.cdiv(k_tiles, 2)     # (an odd count's last pair reads zeros into ring 1)
+        if CLUSTER_M > 1:
+            tp.cluster_sync()
+        if tp.warpgroup_id() == 0:      # producer: pair j's k-tile 2j + r into ring r, stage j % STAGES
+            for j in range(pairs):
+                tp.mbarrier_wait(empty0[j % STAGES], j // STAGES)        # (the consumers pre-release the stages)
+                k0 = (k_first + 2 * j) * BK
+                tp.copy_bulk(A[m0:m0 + BM, k0:k0 + BK], a_s0[j % STAGES], full0[j % STAGES], fallback=False)
+                if CLUSTER_M > 1:   # B's tile multicast into every block of the cluster, the ranks taking turns
+                    if B_NK:
+                        tp.copy_bulk(B[n0:n0 + BN, k0:k0 + BK], b_s0[j % STAGES], full0[j % STAGES],
+                                     multicast=(1 << CLUSTER_M) - 1, by=j % CLUSTER_M, fallback=False)
+                    else:
+                        tp.copy_bulk(B[k0:k0 + BK, n0:n0 + BN], b_s0[j % STAGES], full0[j % STAGES],
+                                     multicast=(1 << CLUSTER_M) - 1, by=j % CLUSTER_M, fallback=False)
+                elif B_NK:
+                    tp.copy_bulk(B[n0:n0 + BN, k0:k0 + BK], b_s0[j % STAGES], full0[j % STAGES], fallback=False)
+                else:
+                    tp.copy_bulk(B[k0:k0 + BK, n0:n0 + BN], b_s0[j % STAGES], full0[j % STAGES], fallback=False)
+                tp.mbarrier_arrive(full0[j % STAGES])
+                tp.mbarrier_wait(empty1[j % STAGES], j // STAGES)
+                k0 = (k_first + 2 * j + 1) * BK
+                tp.copy_bulk(A[m0:m0 + BM, k0:k0 + BK], a_s1[j % STAGES], full1[j % STAGES], fallback=False)
+                if CLUSTER_M > 1:
+                    if B_NK:
+                        tp.copy_bulk(B[n0:n0 + BN, k0:k0 + BK], b_s1[j % STAGES], full1[j % STAGES],
+                                     multicast=(1 << CLUSTER_M) - 1, by=j % CLUSTER_M, fallback=False)
+                    else:
+                        tp.copy_bulk(B[k0:k0 + BK, n0:n0 + BN], b_s1[j % STAGES], full1[j % STAGES],
+                                     multicast=(1 << CLUSTER_M) - 1, by=j % CLUSTER_M, fallback=False)
+                elif B_NK:
+                    tp.copy_bulk(B[n0:n0 + BN, k0:k0 + BK], b_s1[j % STAGES], full1[j % STAGES], fallback=False)
+                else:
+                    tp.copy_bulk(B[k0:k0 + BK, n0:n0 + BN], b_s1[j % STAGES], full1[j % STAGES], fallback=False)
+                tp.mbarrier_arrive(full1[j % STAGES])
+        else:
+            if tp.warpgroup_id() == 1:   # consumer 0: ring 0, the k-tiles 2j + 0
+                acc = tp.zeros((BN, BM), tp.f32, layout=LC)
+                for s in tp.static_range(STAGES - IN_FLIGHT):     # the ring's stages start released
+                    if CLUSTER_M > 1:
+                        for q in tp.static_range(CLUSTER_M):
+                            tp.mbarrier_arrive(empty0[s], cta=q)
+                    else:
+                        tp.mbarrier_arrive(empty0[s])
+                for j in range(pairs):
+                    tp.mbarrier_wait(full0[j % STAGES], j // STAGES)
+                    if B_NK:
+                        acc = tp.mma_async(b_s0[j % STAGES], a_s0[j % STAGES].T, acc)
+                    else:
+                        acc = tp.mma_async(b_s0[j % STAGES].T, a_s0[j % STAGES].T, acc)
+                    tp.mma_wait(IN_FLIGHT)
+                    if CLUSTER_M > 1:
+                        for q in tp.static_range(CLUSTER_M):
+                            tp.mbarrier_arrive(empty0[(j + STAGES - IN_FLIGHT) % STAGES], cta=q)
+                    else:
+                        tp.mbarrier_arrive(empty0[(j + STAGES - IN_FLIGHT) % STAGES])   # pair j - IN_FLIGHT's: retired
+                tp.mma_wait(0)
+                tp.assert_tag(tp.mma_operands(acc), lambda b, a: b[1] == a[2])   # B's k is A's k
+                tp.mbarrier_wait(red_full, 0)     # consumer 1's sum, added; then the tile is stored
+                acc = acc + tp.load(red, layout=LC)
+                if SPLIT_K > 1:
+                    mine = (z * tp.num_blocks(0) + tp.block_id(0)) * BM
+                    tp.store(WS[mine:mine + BM, n0:n0 + BN], acc.T)
+                else:
+                    tp.store(C[m0:m0 + BM, n0:n0 + BN], acc.T)
+            else:                             # consumer 1: ring 1, the k-tiles 2j + 1
+                acc = tp.zeros((BN, BM), tp.f32, layout=LC)
+                for s in tp.static_range(STAGES - IN_FLIGHT):     # the ring's stages start released
+                    if CLUSTER_M > 1:
+                        for q in tp.static_range(CLUSTER_M):
+                            tp.mbarrier_arrive(empty1[s], cta=q)
+                    else:
+                        tp.mbarrier_arrive(empty1[s])
+                for j in range(pairs):
+                    tp.mbarrier_wait(full1[j % STAGES], j // STAGES)
+                    if B_NK:
+                        acc = tp.mma_async(b_s1[j % STAGES], a_s1[j % STAGES].T, acc)
+                    else:
+                        acc = tp.mma_async(b_s1[j % STAGES].T, a_s1[j % STAGES].T, acc)
+                    tp.mma_wait(IN_FLIGHT)
+                    if CLUSTER_M > 1:
+                        for q in tp.static_range(CLUSTER_M):
+                            tp.mbarrier_arrive(empty1[(j + STAGES - IN_FLIGHT) % STAGES], cta=q)
+                    else:
+                        tp.mbarrier_arrive(empty1[(j + STAGES - IN_FLIGHT) % STAGES])   # pair j - IN_FLIGHT's: retired
+                tp.mma_wait(0)
+                tp.assert_tag(tp.mma_operands(acc), lambda b, a: b[1] == a[2])   # B's k is A's k
+                tp.store(red, acc)                # handed to consumer 0
+                tp.mbarrier_arrive(red_full)
+        if CLUSTER_M > 1:
+            tp.cluster_sync()
+    else:
+        a_s = tp.shared((BM, BK), tp.bf16, stages=STAGES, swizzle=SWIZZLE)
+        if B_NK:
+            # B given as (N, K) (an nn.Linear weight, read in place): its (BN, BK) tile is K-major, the instruction's
+            # A operand as it is (no transpose bit)
+            b_s = tp.shared((BN, BK), tp.bf16, stages=STAGES, swizzle=SWIZZLE)
+        else:
+            b_s = tp.shared((BK, BN), tp.bf16, stages=STAGES, swizzle=SWIZZLE, layout=b_layout(BK, BN))
+        full = tp.mbarrier(1, stages=STAGES)
+        empty = tp.mbarrier(CLUSTER_M, stages=STAGES)    # with a cluster: the consumers of every block of it
+        tp.tag(A, lambda i, k: ("A", i, k))
+        if B_NK:
+            tp.tag(B, lambda j, k: ("B", k, j))
+        else:
+            tp.tag(B, lambda k, j: ("B", k, j))
+        if SPLIT_K > 1:
+            z = tp.block_id(2)
+            k_tiles = tp.cdiv(tp.cdiv(A.shape[1], BK), SPLIT_K)   # every split runs the same count (zeros past K)
+            k_first = z * k_tiles
+        else:                               # (no grid z: the verifier proves the blocks' C tiles disjoint)
+            k_tiles = tp.cdiv(A.shape[1], BK)
+            k_first = 0
+        if CLUSTER_M > 1:
+            tp.cluster_sync()               # every block's mbarriers are initialized before any other block uses them
+        if tp.warpgroup_id() == 0:          # producer warpgroup: one thread issues the bulk tensor copies
+            for k in range(k_tiles):
+                if IN_FLIGHT == 0 and CLUSTER_M == 1:
+                    if k >= STAGES:
+                        tp.mbarrier_wait(empty[k % STAGES], k // STAGES - 1)
+                else:                       # (the consumers pre-release the stages, in every block of a cluster)
+                    tp.mbarrier_wait(empty[k % STAGES], k // STAGES)
+                k0 = (k_first + k) * BK
+                tp.copy_bulk(A[m0:m0 + BM, k0:k0 + BK], a_s[k % STAGES], full[k % STAGES])
+                if CLUSTER_M > 1:
+                    # the blocks of a cluster are adjacent row tiles of the same BN columns: B's tile, loaded once,
+                    # lands in the same stage of every block (TMA multicast; the ranks take turns issuing it)
+                    if B_NK:
+                        tp.copy_bulk(B[n0:n0 + BN, k0:k0 + BK], b_s[k % STAGES], full[k % STAGES],
+                                     multicast=(1 << CLUSTER_M) - 1, by=k % CLUSTER_M)
+                    else:
+                        tp.copy_bulk(B[k0:k0 + BK, n0:n0 + BN], b_s[k % STAGES], full[k % STAGES],
+                                     multicast=(1 << CLUSTER_M) - 1, by=k % CLUSTER_M)
+                elif B_NK:
+                    tp.copy_bulk(B[n0:n0 + BN, k0:k0 + BK], b_s[k % STAGES], full[k % STAGES])
+                else:
+                    tp.copy_bulk(B[k0:k0 + BK, n0:n0 + BN], b_s[k % STAGES], full[k % STAGES])
+                tp.mbarrier_arrive(full[k % STAGES])
+        else:                               # consumer warpgroups: C^T's tile, B's tile as the instruction's A
+            acc = tp.zeros((BN, BM), tp.f32, layout=LC)
+            if IN_FLIGHT == 0:
+                if CLUSTER_M > 1:
+                    for s in tp.static_range(STAGES):      # every stage starts released, in every block
+                        for r in tp.static_range(CLUSTER_M):
+                            tp.mbarrier_arrive(empty[s], cta=r)
+                for k in range(k_tiles):
+                    tp.mbarrier_wait(full[k % STAGES], k // STAGES)
+                    if B_NK:
+                        acc = tp.mma(b_s[k % STAGES], a_s[k % STAGES].T, acc)
+                    else:
+                        acc = tp.mma(b_s[k % STAGES].T, a_s[k % STAGES].T, acc)
+                    if CLUSTER_M > 1:
+                        for r in tp.static_range(CLUSTER_M):       # released to every block that multicasts into it
+                            tp.mbarrier_arrive(empty[k % STAGES], cta=r)
+                    else:
+                        tp.mbarrier_arrive(empty[k % STAGES])
+            else:
+                for s in tp.static_range(STAGES - 1):
+                    if CLUSTER_M > 1:
+                        for r in tp.static_range(CLUSTER_M):
+                            tp.mbarrier_arrive(empty[s], cta=r)
+                    else:
+                        tp.mbarrier_arrive(empty[s])
+                for k in range(k_tiles):
+                    tp.mbarrier_wait(full[k % STAGES], k // STAGES)
+                    if B_NK:
+                        acc = tp.mma_async(b_s[k % STAGES], a_s[k % STAGES].T, acc)
+                    else:
+                        acc = tp.mma_async(b_s[k % STAGES].T, a_s[k % STAGES].T, acc)
+                    tp.mma_wait(1)
+                    if CLUSTER_M > 1:                      # tile k - 1's stage, in every block of the cluster
+                        for r in tp.static_range(CLUSTER_M):
+                            tp.mbarrier_arrive(empty[(k + STAGES - 1) % STAGES], cta=r)
+                    else:
+                        tp.mbarrier_arrive(empty[(k + STAGES - 1) % STAGES])   # tile k - 1's stage
+                tp.mma_wait(0)
+            tp.assert_tag(tp.mma_operands(acc), lambda b, a: b[1] == a[2])   # B's k is A's k
+            if SPLIT_K > 1:
+                mine = (z * tp.num_blocks(0) + tp.block_id(0)) * BM     # split z's slot
+                tp.store(WS[mine:mine + BM, n0:n0 + BN], acc.T)
+            else:
+                tp.store(C[m0:m0 + BM, n0:n0 + BN], acc.T)      # unsplit: C itself, in C's dtype (WS, LOCKS unused)
+        if CLUSTER_M > 1:
+            tp.cluster_sync()               # no block leaves while another may still arrive on its mbarriers
 
 
 gemm_splitk_swap_bf16 = gemm_splitk_swap.retyped(C=tp.Tensor[tp.bf16, "M", "N"])
