@@ -386,8 +386,7 @@ def gemm_persistent(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", 
                     BM: tp.constexpr = 128, BN: tp.constexpr = 256, BK: tp.constexpr = 64, STAGES: tp.constexpr = 4,
                     CONSUMERS: tp.constexpr = 2, INSTR: tp.constexpr = tp.nv.wgmma_m64n256k16_bf16,
                     SWIZZLE: tp.constexpr = tp.Swizzle(3, 3, 3), PRODUCER_REGS: tp.constexpr = 0,
-                    CONSUMER_REGS: tp.constexpr = 0, GROUP_M: tp.constexpr = 8, EPILOGUE: tp.constexpr = 0,
-                    STORE_N: tp.constexpr = 0):
+                    CONSUMER_REGS: tp.constexpr = 0, GROUP_M: tp.constexpr = 8, EPILOGUE: tp.constexpr = 0):
     """gemm_hopper on a persistent grid: a 1-D grid of at most one block per SM, block b walking output tiles
     b, b + grid, ... in a grouped (L2-friendly) order, GROUP_M row tiles sweeping the columns together. The
     ring runs on across a block's output tiles, so the producer loads the next output tile's stages while the
@@ -409,29 +408,14 @@ def gemm_persistent(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", 
     next tile into it (a tile's store goes out one tile late; the block's last tile after the loop). The block's
     it-th tile's handshake is phase it of `staged` and of `c_free`. The store is TMA only (fallback=False: the
     per-element copy beside it spilled 2.7-5.3 KB of the producer's registers), so C's rows must be 16-byte
-    multiples (the launch refuses others).
-
-    STORE_N (EPILOGUE=2; 0: the whole tile at once, as above): the tile goes out in BN // STORE_N column pieces
-    (an even number) through two (BM, STORE_N) buffers, cuBLAS's structure (a 16 KB store buffer beside 4 stages
-    of 48 KB, where the whole 64 KB tile leaves room for 3). The consumers write piece p (acc[:, p * STORE_N:...],
-    a register-local column window) into buffer p % 2 and arrive on staged[p % 2]; the producer, once it has
-    issued the next tile's first STAGES copies (the ring is then full until the consumers start that tile),
-    stores the previous tile's pieces one by one as they are staged, waits for each read and hands the buffer
-    back through c_free[p % 2], which the consumers wait for before writing the buffer again: the two buffers
-    alternate between the consumers' writes and the TMA's reads. The j-th use of a buffer in a block (piece p
-    of the block's it-th tile: j = it * BN // (2 * STORE_N) + p // 2) is phase j of its staged and c_free."""
+    multiples (the launch refuses others)."""
     a_s = tp.shared((BM, BK), tp.bf16, stages=STAGES, swizzle=SWIZZLE)
     b_s = tp.shared((BK, BN), tp.bf16, stages=STAGES, swizzle=SWIZZLE, layout=b_layout(BK, BN))
-    if EPILOGUE == 2 and STORE_N == 0:
+    if EPILOGUE == 2:
         c_s = tp.shared((BM, BN), C.dtype, swizzle=tp.Swizzle(3, 4 - C.dtype.bytes // 2, 3),
                         layout=b_layout(BM, BN, 128 // C.dtype.bytes))
         staged = tp.mbarrier(1)     # the consumers' tile it is in c_s (phase it)
         c_free = tp.mbarrier(1)     # the store of tile it has read c_s (phase it)
-    if EPILOGUE == 2 and STORE_N > 0:
-        c_s = tp.shared((BM, STORE_N), C.dtype, stages=2, swizzle=tp.Swizzle(3, 4 - C.dtype.bytes // 2, 3),
-                        layout=b_layout(BM, STORE_N, 128 // C.dtype.bytes))
-        staged = tp.mbarrier(1, stages=2)     # buffer b holds the piece of its j-th use (phase j)
-        c_free = tp.mbarrier(1, stages=2)     # the store of that piece has read buffer b (phase j)
     full = tp.mbarrier(1, stages=STAGES)
     empty = tp.mbarrier(1, stages=STAGES)
     tp.tag(A, lambda i, k: ("A", i, k))
@@ -458,21 +442,7 @@ def gemm_persistent(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", 
                     tp.copy_bulk(A[m0:m0 + BM, k * BK:k * BK + BK], a_s[k % STAGES], full[k % STAGES])
                     tp.copy_bulk(B[k * BK:k * BK + BK, n0:n0 + BN], b_s[k % STAGES], full[k % STAGES])
                 tp.mbarrier_arrive(full[k % STAGES])
-                if EPILOGUE == 2 and STORE_N > 0:
-                    it = (t - first) // step
-                    if k == STAGES - 1 and it > 0:      # the ring is full: store the previous tile's pieces
-                        pt = t - step
-                        p_first_m = (pt // in_group) * GROUP_M
-                        p_group_m = tp.minimum(n_m - p_first_m, GROUP_M)
-                        pm0 = (p_first_m + (pt % in_group) % p_group_m) * BM
-                        pn0 = ((pt % in_group) // p_group_m) * BN
-                        for p in tp.static_range(BN // STORE_N):
-                            tp.mbarrier_wait(staged[p % 2], (it - 1) * (BN // (2 * STORE_N)) + p // 2)
-                            tp.store_bulk(c_s[p % 2], C[pm0:pm0 + BM, pn0 + p * STORE_N:pn0 + p * STORE_N + STORE_N],
-                                          fallback=False)
-                            tp.store_bulk_wait(c_s[p % 2])     # read: the consumers may write the buffer again
-                            tp.mbarrier_arrive(c_free[p % 2])
-            if EPILOGUE == 2 and STORE_N == 0:
+            if EPILOGUE == 2:
                 it = (t - first) // step
                 if it > 0:                  # the previous tile, staged while this tile's ring filled
                     pt = t - step
@@ -491,16 +461,9 @@ def gemm_persistent(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", 
             l_group_m = tp.minimum(n_m - l_first_m, GROUP_M)
             lm0 = (l_first_m + (lt % in_group) % l_group_m) * BM
             ln0 = ((lt % in_group) // l_group_m) * BN
-            if STORE_N == 0:
-                tp.mbarrier_wait(staged, mine - 1)
-                tp.store_bulk(c_s, C[lm0:lm0 + BM, ln0:ln0 + BN], fallback=False)
-                tp.store_bulk_wait(c_s)
-            else:
-                for p in tp.static_range(BN // STORE_N):
-                    tp.mbarrier_wait(staged[p % 2], (mine - 1) * (BN // (2 * STORE_N)) + p // 2)
-                    tp.store_bulk(c_s[p % 2], C[lm0:lm0 + BM, ln0 + p * STORE_N:ln0 + p * STORE_N + STORE_N],
-                                  fallback=False)
-                    tp.store_bulk_wait(c_s[p % 2])
+            tp.mbarrier_wait(staged, mine - 1)
+            tp.store_bulk(c_s, C[lm0:lm0 + BM, ln0:ln0 + BN], fallback=False)
+            tp.store_bulk_wait(c_s)
     else:                               # consumer warpgroups: wgmma over their own threads, 64 rows each
         if CONSUMER_REGS > 0:
             tp.setmaxnreg(CONSUMER_REGS)
@@ -519,21 +482,12 @@ def gemm_persistent(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", 
                     acc = tp.mma(a_s[k % STAGES], b_s[k % STAGES], acc)
                 tp.mbarrier_arrive(empty[k % STAGES])
             tp.assert_tag(tp.mma_operands(acc), lambda a, b: a[2] == b[1])
-            if EPILOGUE == 2 and STORE_N == 0:
+            if EPILOGUE == 2:
                 it = (t - first) // step
                 if it > 0:
                     tp.mbarrier_wait(c_free, it - 1)    # the previous tile's store has read c_s
                 tp.store(c_s, acc)                      # (rounded to C's dtype)
                 tp.mbarrier_arrive(staged)              # the producer stores it after the next tile's copies
-            elif EPILOGUE == 2:
-                it = (t - first) // step
-                for p in tp.static_range(BN // STORE_N):
-                    if p >= 2:                          # this tile's piece p - 2 has been read from the buffer
-                        tp.mbarrier_wait(c_free[p % 2], it * (BN // (2 * STORE_N)) + p // 2 - 1)
-                    elif it > 0:                        # the previous tile's last piece in this buffer
-                        tp.mbarrier_wait(c_free[p % 2], it * (BN // (2 * STORE_N)) - 1)
-                    tp.store(c_s[p % 2], acc[:, p * STORE_N:p * STORE_N + STORE_N])
-                    tp.mbarrier_arrive(staged[p % 2])
             else:
                 tp.store(C[m0:m0 + BM, n0:n0 + BN], acc)
 
