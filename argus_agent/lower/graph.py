@@ -14,7 +14,7 @@ calls them by name, and those still decompose to core ATen.
 
 from __future__ import annotations
 
-import copy
+import contextlib
 import inspect
 import linecache
 import os
@@ -82,26 +82,42 @@ def _forward_line(e: BaseException, model: torch.nn.Module) -> str:
     return f" ({os.path.basename(hit[0])}:{hit[1]}" + (f": `{code}`)" if code else ")")
 
 
+@contextlib.contextmanager
+def _lstm_state_shapes(active: bool):
+    """While capturing: torch's one_layer_lstm decomposition returns each final state in the shape of the state it
+    was given (a no-op where torch already does; in torch builds before pytorch/pytorch#185716 it drops the
+    leftover step dimension)."""
+    from torch._decomp import decompositions as decomp
+
+    original = getattr(decomp, "one_layer_lstm", None)
+    if not active or original is None:
+        yield
+        return
+
+    def one_layer_lstm(inp, hidden, params, has_biases, reverse=False):
+        out, (h, c) = original(inp, hidden, params, has_biases, reverse=reverse)
+        return out, (h.reshape(hidden[0].shape), c.reshape(hidden[1].shape))
+
+    decomp.one_layer_lstm = one_layer_lstm
+    try:
+        yield
+    finally:
+        decomp.one_layer_lstm = original
+
+
 def capture_program(model: torch.nn.Module, inputs: list) -> Captured:
     """Export `model(*inputs)` and decompose it to core ATen (raises LoweringError with the reason)."""
-    # An RNN module's fake run (shape propagation) goes through the backend kernel it would use on its device
-    # (mkldnn_rnn / _cudnn_rnn), whose fake implementations have given wrong state shapes in some torch builds
-    # (a bidirectional LSTM with given states under torch 2.11): the native path's plain ops give the shapes, and
-    # the captured graph keeps aten.lstm / gru / rnn whole either way (KEPT_WHOLE).
-    # On CUDA, turning cuDNN off is not enough (torch 2.11 on the H100: the native CUDA path's fake run still gave a
-    # bidirectional LSTM with given states the wrong state shapes), so such a model is captured from a CPU copy of
-    # itself and its inputs: the graph depends on shapes and dtypes only, and parameters are bound by name.
+    # An LSTM's shapes in the capture come from torch's Python decomposition of aten.lstm (the graph keeps the op
+    # whole, KEPT_WHOLE). Before pytorch/pytorch#185716 (torch 2.11 on the GPU machine) its one_layer_lstm returned
+    # the final states with a leftover step dimension, [1, batch, hidden] per layer and direction, so h_n / c_n were
+    # captured as 4-D and whatever used them failed (level3/023). _lstm_state_shapes corrects that during capture;
+    # mkldnn and cuDNN stay off so every device takes that decomposition.
     rnn = any(isinstance(m, torch.nn.RNNBase) for m in model.modules())
-    traced, args = model, tuple(inputs)
-    if rnn and any(isinstance(t, torch.Tensor) and t.device.type != "cpu"
-                   for t in (*inputs, *model.parameters(), *model.buffers())):
-        traced = copy.deepcopy(model).cpu()
-        args = tuple(x.cpu() if isinstance(x, torch.Tensor) else x for x in inputs)
     try:
         with torch.no_grad(), warnings.catch_warnings(), torch.backends.mkldnn.flags(enabled=not rnn), \
-                torch.backends.cudnn.flags(enabled=not rnn):
+                torch.backends.cudnn.flags(enabled=not rnn), _lstm_state_shapes(rnn):
             warnings.simplefilter("ignore")   # export's internal deprecation chatter is not the user's concern
-            ep = torch.export.export(traced, args, strict=False)
+            ep = torch.export.export(model, tuple(inputs), strict=False)
             ep = ep.run_decompositions(decomposition_table())
     except Exception as e:  # export failures come in many types; the message is what the user needs
         msg = str(e).strip().splitlines()

@@ -128,3 +128,41 @@ def test_what_the_template_does_not_take_is_decomposed_and_still_matches(tmp_pat
     assert "RnnTemplate" not in [type(k).__name__ for k in prog.kernels]
     for o, r in zip(out, ref):
         assert torch.allclose(o.double(), r, rtol=1e-5, atol=1e-6), (o.double() - r).abs().max()
+
+
+class BiLstmHead(nn.Module):
+    """level3/023's shape: a bidirectional LSTM given (h0, c0), a Linear on both directions' final hidden states."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(4, 5, 1, bidirectional=True)
+        self.fc = nn.Linear(10, 3)
+
+    def forward(self, x, h0, c0):
+        _, (h, _) = self.lstm(x, (h0, c0))
+        return self.fc(torch.cat([h[0], h[1]], dim=1))
+
+
+def test_capture_corrects_an_lstm_decomposition_that_leaves_a_step_dim(tmp_path, monkeypatch):
+    """torch builds before pytorch/pytorch#185716 (2.11, the GPU machine's) return one_layer_lstm's final states as
+    [1, batch, hidden]; the head's cat then fed the Linear a wrong shape and capture failed. With such a
+    decomposition patched in, the capture still gives the right shapes and the program matches float64."""
+    from torch._decomp import decompositions as decomp
+
+    fixed = decomp.one_layer_lstm
+
+    def with_step_dim(inp, hidden, params, has_biases, reverse=False):
+        out, (h, c) = fixed(inp, hidden, params, has_biases, reverse=reverse)
+        return out, (h.unsqueeze(0), c.unsqueeze(0))
+
+    monkeypatch.setattr(decomp, "one_layer_lstm", with_step_dim)
+    torch.manual_seed(5)
+    model = BiLstmHead().eval()
+    g = torch.Generator().manual_seed(6)
+    inputs = [torch.randn(4, 3, 4, generator=g), torch.randn(2, 3, 5, generator=g), torch.randn(2, 3, 5, generator=g)]
+    with pytest.raises(RuntimeError, match="reduction dim"):    # the patched decomposition is the broken one
+        with torch.backends.mkldnn.flags(enabled=False), torch.no_grad():
+            torch.export.export(model, tuple(inputs), strict=False)
+    _, _, out, ref = run_lowered(model, inputs, tmp_path, "bilstm_head", target="cpu")
+    assert out.shape == ref.shape == (3, 3)
+    assert torch.allclose(out.double(), ref, rtol=1e-5, atol=1e-6), (out.double() - ref).abs().max()

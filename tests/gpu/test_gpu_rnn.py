@@ -84,8 +84,9 @@ class BiLstmGivenStates(nn.Module):
 
 
 def test_rnn_model_captured_from_cuda_tensors(tmp_path, monkeypatch):
-    """A model and inputs already on the GPU (as the suite and the agent pass them): torch 2.11's CUDA fake run of
-    the LSTM gave wrong state shapes, so the capture runs on a CPU copy; the program matches float64."""
+    """A model and inputs already on the GPU (as the suite and the agent pass them), captured under the GPU
+    machine's torch (2.11, whose LSTM decomposition leaves a step dimension on the final states: the capture
+    corrects it); the program matches float64."""
     monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
     torch.manual_seed(1)
     model = BiLstmGivenStates().eval()
