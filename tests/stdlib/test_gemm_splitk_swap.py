@@ -307,3 +307,88 @@ def _local_release_only(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "
             tp.mbarrier_arrive(empty[k % STAGES])      # BUG: the other block's producer multicasts here too
         tp.store(C[m0:m0 + 16, n0:n0 + 64], acc.T)
     tp.cluster_sync()
+
+
+KW = dict(SWAP_AB=1, K_WAYS=2, CONSUMERS=2, BN=64, IN_FLIGHT=1, FIXUP=3, SPLIT_K=1, INSTR=tp.nv.wgmma_m64n16k16_bf16)
+
+
+@pytest.mark.parametrize("out", [tp.f32, tp.bf16])
+@pytest.mark.parametrize(
+    "m,k,n,params",
+    [
+        (13, 300, 200, dict(BM=16, STAGES=2, SPLIT_K=3)),     # 5 k-tiles: 2 per split rounded up, zeros past K
+        (30, 330, 130, dict(BM=32, INSTR=tp.nv.wgmma_m64n32k16_bf16, STAGES=2)),   # 6 k-tiles, unsplit
+        (45, 300, 136, dict(BM=16, STAGES=2, CLUSTER_M=2)),   # 3 row tiles in clusters; 5 k-tiles: ring 1's last
+        (70, 190, 2045, dict(BM=64, INSTR=tp.nv.wgmma_m64n64k16_bf16, STAGES=2, IN_FLIGHT=0)),   # B rows padded
+        (20, 520, 256, dict(BM=16, BN=128, STAGES=3, SPLIT_K=2)),   # two 64-row pieces in each consumer's tile
+        (130, 200, 100, dict(BM=128, INSTR=tp.nv.wgmma_m64n128k16_bf16, STAGES=2, CLUSTER_M=2, IN_FLIGHT=0)),
+    ],
+)
+def test_k_ways_on_the_interpreter(m, k, n, params, out):
+    """K_WAYS=2: two consumer warpgroups over one tile of C^T, consumer r taking the k-tiles 2j + r from ring r into
+    an accumulator of its own, consumer 1's sum handed to consumer 0 through shared memory: through launch against
+    float64 on ragged shapes (odd k-tile counts, a split's count rounded up to even, clusters, padded B rows, both
+    wait_group forms), NaN-poisoned output."""
+    rng = np.random.default_rng(m * 5 + k + n)
+    a = round_bf16(rng.standard_normal((m, k)).astype(np.float32))
+    b = round_bf16(rng.standard_normal((k, n)).astype(np.float32))
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    c = np.full((m, n), np.nan, np.float32)
+    given = {**KW, **params}
+    gemm_hopper.launch(a, b, c, out_dtype=out, **given)
+    assert not np.isnan(c).any()
+    if out == tp.f32:
+        np.testing.assert_allclose(c, ref, rtol=1e-5, atol=1e-4)
+    else:
+        assert np.array_equal(c, round_bf16(c))
+        np.testing.assert_allclose(c, ref, rtol=2 ** -8, atol=1e-3)
+    plan = gemm_hopper._PLANS[(m, n, k, c.dtype, out, "sm_90a", *given.items())]
+    assert plan.params["K_WAYS"] == 2 and (plan.summer is not None) == (given["SPLIT_K"] > 1)
+
+
+def test_k_ways_one_consumer_alone_is_not_the_product():
+    """Each consumer holds half of the k-tiles: with the hand-over dropped (consumer 0's tile alone), the result
+    is the even k-tiles' sum, far from the product (the test above would see a missing half)."""
+    rng = np.random.default_rng(11)
+    m, k, n = 16, 256, 64
+    a = round_bf16(rng.standard_normal((m, k)).astype(np.float32))
+    b = round_bf16(rng.standard_normal((k, n)).astype(np.float32))
+    even = sum(a[:, j * 64:(j + 1) * 64].astype(np.float64) @ b[j * 64:(j + 1) * 64].astype(np.float64)
+               for j in (0, 2))
+    full = a.astype(np.float64) @ b.astype(np.float64)
+    c = np.full((m, n), np.nan, np.float32)
+    gemm_hopper.launch(a, b, c, **{**KW, "BM": 16, "STAGES": 2})
+    np.testing.assert_allclose(c, full, rtol=1e-5, atol=1e-4)
+    assert np.abs(c - even).max() > 1.0
+
+
+def test_k_ways_needs_two_consumers_and_64_row_tiles():
+    p = {**gemm_hopper.PRESETS["sm_90a"], **KW, "BM": 16}
+    assert gemm_hopper.kernel_params(p)["K_WAYS"] == 2
+    for bad in (dict(CONSUMERS=1), dict(BN=96), dict(K_WAYS=3)):
+        with pytest.raises(ValueError, match="K_WAYS"):
+            gemm_hopper.kernel_params({**p, **bad})
+
+
+def test_k_ways_verifies_clean_and_renders_tma_only():
+    """The K_WAYS=2 forms verify clean (two plain rings: the verifier proves each consumer's; 2 s is the figure at
+    rest, 30 s a hang guard under load), and the copies are TMA only (no per-element fallback compiled in)."""
+    import time
+
+    import tilepy_verify as tv
+    from stdlib_kernels.gemm_splitk_swap import gemm_splitk_swap_nk
+    from tilepy_hip.render import render_kernel
+
+    i32, i64 = tp.nv.wgmma_m64n32k16_bf16, tp.nv.wgmma_m64n64k16_bf16
+    kw = dict(K_WAYS=2, CONSUMERS=2, BN=64)
+    for kernel, p in ((gemm_splitk_swap, dict(kw, BM=16, STAGES=8, SPLIT_K=2)),
+                      (gemm_splitk_swap_bf16, dict(kw, BM=16, STAGES=8, SPLIT_K=1, CLUSTER_M=2)),
+                      (gemm_splitk_swap, dict(kw, BM=32, INSTR=i32, STAGES=8, SPLIT_K=1, IN_FLIGHT=0, CLUSTER_M=2)),
+                      (gemm_splitk_swap_nk, dict(kw, BM=64, INSTR=i64, STAGES=6, SPLIT_K=2, B_NK=1))):
+        t = time.perf_counter()
+        report = tv.verify(kernel, target="sm_90a", **p)
+        assert report.findings == [], [str(f) for f in report.findings]
+        assert time.perf_counter() - t < 30
+    src, _, maps = render_kernel(gemm_splitk_swap.ir("sm_90a", **kw, BM=16, STAGES=8, SPLIT_K=2))
+    assert src.count("tp_tma_load_2d(") == 4 and "tp_aligned(" not in src    # A and B per ring, no fallback
+    assert "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16" in src
