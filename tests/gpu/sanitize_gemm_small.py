@@ -6,6 +6,8 @@ gemm_splitk_swap (swap-AB split-K, FIXUP=3 slots) on ragged decode shapes; and s
 
 compute-sanitizer --tool memcheck python3 tests/gpu/sanitize_gemm_small.py
 compute-sanitizer --tool racecheck python3 tests/gpu/sanitize_gemm_small.py
+(--kways: only G11's gemm_splitk_swap K_WAYS=2 cases: two consumer warpgroups over one tile, alternate k-tiles, the
+hand-over through shared memory; unsplit / split / clusters / B as (N, K), odd k-tile counts, ragged M / N / K)
 """
 
 import os
@@ -23,6 +25,48 @@ T = dict(BM=64, BN=128, CONSUMERS=1, INSTR=tp.nv.wgmma_m64n128k16_bf16, IN_FLIGH
          CLUSTER_M=2)
 d = torch.device("cuda")
 g = torch.Generator(device="cuda").manual_seed(0)
+
+
+def kways_cases():
+    from stdlib_kernels import gemm_splitk_swap as gs
+
+    i16, i32, i64 = tp.nv.wgmma_m64n16k16_bf16, tp.nv.wgmma_m64n32k16_bf16, tp.nv.wgmma_m64n64k16_bf16
+    kw = dict(SWAP_AB=1, K_WAYS=2, CONSUMERS=2, BN=64, IN_FLIGHT=1, FIXUP=3, SPLIT_K=1)
+    for (m, k, n), extra in (((45, 1100, 264), dict(BM=16, INSTR=i16, STAGES=8, CLUSTER_M=2)),   # 3 row tiles
+                             ((30, 520, 2045), dict(BM=32, INSTR=i32, STAGES=4, SPLIT_K=2)),     # 9 k-tiles, padded B
+                             ((100, 700, 300), dict(BM=64, INSTR=i64, STAGES=6, CLUSTER_M=2, IN_FLIGHT=0)),
+                             ((13, 1000, 200), dict(BM=16, INSTR=i16, BN=128, STAGES=4, SPLIT_K=3)),
+                             ((200, 300, 264), dict(BM=128, INSTR=tp.nv.wgmma_m64n128k16_bf16, STAGES=3))):  # 5 k-tiles
+        a = torch.randn(m, k, device=d, generator=g).bfloat16()
+        b = torch.randn(k, n, device=d, generator=g).bfloat16()
+        ref = a.double() @ b.double()
+        for out in (torch.float32, torch.bfloat16):
+            c = torch.full((m, n), float("nan"), device=d, dtype=out)
+            gemm_hopper.launch(a, b, c, **{**kw, **extra})
+            torch.cuda.synchronize()
+            err = float((c.double() - ref).norm() / ref.norm())
+            print("k_ways", m, k, n, out, extra, "rel err", err, flush=True)
+            assert err < (4e-3 if out == torch.bfloat16 else 1e-5), err
+    m, k, n = 32, 600, 264      # B as (N, K), in clusters, bf16 out stored by the kernel
+    a = torch.randn(m, k, device=d, generator=g).bfloat16()
+    w = torch.randn(n, k, device=d, generator=g).bfloat16()
+    c = torch.full((m, n), float("nan"), device=d, dtype=torch.bfloat16)
+    kp = gemm_hopper.kernel_params({**gemm_hopper.PRESETS["sm_90a"], **kw, "BM": 16, "STAGES": 8, "CLUSTER_M": 2,
+                                    "B_NK": 1, "INSTR": i16})
+    gs.gemm_splitk_swap_nk_bf16[(2, gemm_hopper._cdiv(n, 64), 1)](a, w, c, torch.zeros(1, 1, device=d),
+                                                                   torch.zeros(1, device=d, dtype=torch.int32),
+                                                                   target="sm_90a", **kp)
+    torch.cuda.synchronize()
+    ref = a.double() @ w.double().T
+    err = float((c.double() - ref).norm() / ref.norm())
+    print("k_ways B_NK cluster rel err", err, flush=True)
+    assert err < 4e-3, err
+
+
+if "--kways" in sys.argv:
+    kways_cases()
+    print("ok")
+    sys.exit(0)
 for m, k, n in ((200, 520, 264), (136, 200, 128)):
     a = torch.randn(m, k, device=d, generator=g).bfloat16()
     b = torch.randn(k, n, device=d, generator=g).bfloat16()
@@ -123,6 +167,7 @@ for br in (1, 2):
     err = float((c.double() - ref).abs().max())
     print("splitk_sum BR", br, "max err", err, flush=True)
     assert err < 1e-5, err
+kways_cases()
 if "--sass" in sys.argv:
     for out in (tp.f32, tp.bf16):
         kernel, kp = gemm_hopper.plan_kernel(200, 264, out, {**gemm_hopper.PRESETS["sm_90a"], **T,

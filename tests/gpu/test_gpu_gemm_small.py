@@ -156,3 +156,87 @@ def test_swap_ab_cluster_sass():
             sass = ck.sass()
             assert kernel.name == "gemm_splitk_swap" and instr in sass and ".tnspA" in sass, kp
             assert "LDL" not in sass and "STL" not in sass and ck.resources["spill_stores"] == 0
+
+
+KW = dict(SWAP_AB=1, K_WAYS=2, CONSUMERS=2, BN=64, IN_FLIGHT=1, FIXUP=3, SPLIT_K=1)
+I128 = tp.nv.wgmma_m64n128k16_bf16
+
+
+@pytest.mark.parametrize("out", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize(
+    "m,n,k,extra",
+    [
+        (32, 4096, 4096, dict(BM=16, INSTR=I16, STAGES=8, CLUSTER_M=2)),     # cuBLAS's 32-row form
+        (45, 1000, 1100, dict(BM=16, INSTR=I16, STAGES=8, CLUSTER_M=2)),     # 3 row tiles, 18 k-tiles
+        (64, 4096, 4096, dict(BM=32, INSTR=I32, STAGES=8, CLUSTER_M=2, IN_FLIGHT=0)),
+        (100, 2045, 1000, dict(BM=64, INSTR=I64, STAGES=6)),                 # B rows padded, 16 k-tiles, no cluster
+        (16, 4096, 4096, dict(BM=16, INSTR=I16, STAGES=8, SPLIT_K=2)),       # slots + splitk_sum
+        (30, 1000, 1000, dict(BM=32, INSTR=I32, STAGES=8, SPLIT_K=3)),       # 16 k-tiles in 3 splits of 6 (zeros)
+        (256, 4096, 4096, dict(BM=128, INSTR=I128, STAGES=3, CLUSTER_M=2)),
+        (1024, 1024, 1000, dict(BM=128, INSTR=I128, STAGES=3)),             # 16 k-tiles, the last one short
+    ],
+)
+def test_k_ways_through_launch(m, n, k, extra, out):
+    """gemm_splitk_swap K_WAYS=2 (two consumer warpgroups over one tile, alternate k-tiles, summed through shared
+    memory) through launch: against float64, NaN-poisoned C, the same bits from a second call."""
+    g = torch.Generator(device="cuda").manual_seed(m + n + k + 7)
+    a = torch.randn(m, k, device=DEV, generator=g).bfloat16()
+    b = torch.randn(k, n, device=DEV, generator=g).bfloat16()
+    ref = a.double() @ b.double()
+    c = torch.full((m, n), float("nan"), device=DEV, dtype=out)
+    gemm_hopper.launch(a, b, c, **{**KW, **extra})
+    torch.cuda.synchronize()
+    assert torch.isfinite(c).all()
+    err = float((c.double() - ref).norm() / ref.norm())
+    assert err < (3e-3 if out == torch.bfloat16 else 1e-5), err
+    first = c.clone()
+    c.fill_(float("nan"))
+    gemm_hopper.launch(a, b, c, **{**KW, **extra})
+    torch.cuda.synchronize()
+    assert torch.equal(c, first)
+
+
+@pytest.mark.parametrize("out", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("m,n,k,extra", [(32, 4096, 4096, dict(BM=16, INSTR=I16, STAGES=8, CLUSTER_M=2)),
+                                         (13, 1000, 520, dict(BM=16, INSTR=I16, STAGES=8, SPLIT_K=3))])
+def test_k_ways_b_given_as_nk(m, n, k, extra, out):
+    """K_WAYS=2 with B an (N, K) weight read in place (B_NK=1), against F.linear's float64 value."""
+    from stdlib_kernels import gemm_splitk_swap as gs
+
+    g = torch.Generator(device="cuda").manual_seed(m + n + 1)
+    a = torch.randn(m, k, device=DEV, generator=g).bfloat16()
+    w = torch.randn(n, k, device=DEV, generator=g).bfloat16()
+    ref = a.double() @ w.double().T
+    p = {**gemm_hopper.PRESETS["sm_90a"], **KW, **extra, "B_NK": 1}
+    kp = gemm_hopper.kernel_params(p)
+    split = kp["SPLIT_K"] > 1
+    c = torch.full((m, n), float("nan"), device=DEV, dtype=out)
+    ws = torch.zeros(gemm_hopper.workspace_shapes(m, n, p)[0] if split else (1, 1), device=DEV)
+    locks = torch.zeros(1, device=DEV, dtype=torch.int32)
+    kernel = gs.gemm_splitk_swap_nk_bf16 if out == torch.bfloat16 and not split else gs.gemm_splitk_swap_nk
+    kernel[gemm_hopper.grid_of(m, n, p)](a, w, c if not split else torch.empty(m, n, device=DEV), ws, locks,
+                                         target="sm_90a", **kp)
+    if split:
+        (gemm_hopper.splitk_sum_bf16 if out == torch.bfloat16 else gemm_hopper.splitk_sum)[
+            (gemm_hopper._cdiv(m, 8), gemm_hopper._cdiv(n, 128))](ws, c, SPLIT_K=kp["SPLIT_K"])
+    torch.cuda.synchronize()
+    assert torch.isfinite(c).all()
+    err = float((c.double() - ref).norm() / ref.norm())
+    assert err < (3e-3 if out == torch.bfloat16 else 1e-5), err
+
+
+def test_k_ways_sass():
+    import tilepy_hip
+
+    for extra, instr in ((dict(BM=16, INSTR=I16, STAGES=8, CLUSTER_M=2), "HGMMA.64x16x16"),
+                         (dict(BM=16, INSTR=I16, STAGES=8, SPLIT_K=2), "HGMMA.64x16x16"),
+                         (dict(BM=32, INSTR=I32, STAGES=8, CLUSTER_M=2), "HGMMA.64x32x16"),
+                         (dict(BM=64, INSTR=I64, STAGES=6, CLUSTER_M=2), "HGMMA.64x64x16"),
+                         (dict(BM=128, INSTR=I128, STAGES=3), "HGMMA.64x128x16")):
+        for out in (tp.f32, tp.bf16):
+            p = {**gemm_hopper.PRESETS["sm_90a"], **KW, **extra}
+            kernel, kp = gemm_hopper.plan_kernel(64, 4096, out, p, 4096)
+            ck = tilepy_hip.compile(kernel, target="sm_90a", **kp)
+            sass = ck.sass()
+            assert kernel.name == "gemm_splitk_swap" and instr in sass and ".tnspA" in sass, kp
+            assert "LDL" not in sass and "STL" not in sass and ck.resources["spill_stores"] == 0, kp
