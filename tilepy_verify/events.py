@@ -160,8 +160,7 @@ class Access:
     arr_valid: object = True  # bool term: `arr` is exact
     frame: tuple | None = None  # a view (permute / window): reaching.frame_* maps its coords to the tile's
     window: bool = False  # through a window: only part of the stage
-    bulk_store: bool = False  # tp.store_bulk's read of its shared source: from `point` until `until`
-    until: object = None  # the issuing role's store_bulk_wait that ends the read (None: never waited)
+    bulk_store: bool = False  # tp.store_bulk's read of its shared source: from `point` until a wait of its issuer
 
 
 @dataclass(eq=False)
@@ -324,6 +323,7 @@ class Analysis:
     global_accesses: list = field(default_factory=list)  # gathers.GAccess: stores, loads, atomics
     tickets: dict = field(default_factory=dict)  # name of an atomic's old value -> gathers.Ticket
     store_values: dict = field(default_factory=dict)  # id(GAccess of a store) -> the stored value
+    bulk_waits: list = field(default_factory=list)  # Points of the tp.store_bulk_wait ops (checks/race.py)
 
 
 # --------------------------------------------------------------------------------------------------- helpers

@@ -141,8 +141,9 @@ class MemoryEvents:
         self.record_write(acc, st, self.global_tag(src))
 
     def eff_store_bulk(self, e, st):
-        """A TMA store reads its shared source asynchronously, from the issue until the issuing role's
-        store_bulk_wait: one read access by the issuing thread whose `until` is that wait (checks/race.py)."""
+        """A TMA store reads its shared source asynchronously, from the issue until a store_bulk_wait of the
+        issuing thread that runs after it: one read access by the issuing thread (checks/race.py finds the waits
+        among `Analysis.bulk_waits`)."""
         src, dst = self.expr(e.args[0], st), self.expr(e.args[1], st)
         shape = tuple(e.args[0].type.shape)
         coords = np.indices(shape).reshape(len(shape), -1) if shape else np.zeros((0, 1), dtype=np.int64)
@@ -151,21 +152,11 @@ class MemoryEvents:
         if isinstance(src, SRef):
             acc = self.access(e, st, "read", src, tids, np.arange(coords.shape[1]), None, coords=tuple(coords))
             acc.bulk_store = True
-            if self.recording:
-                self.__dict__.setdefault("bulk_stores", []).append((acc, st.role))
         gathers.record(self, e, st, "write", dst)
 
     def eff_store_bulk_wait(self, e, st):
-        if not self.recording:
-            return
-        here = self.point(st, e.span)
-        keep = []
-        for acc, role in self.__dict__.get("bulk_stores", []):
-            if role == st.role and acc.until is None:
-                acc.until = here
-            else:
-                keep.append((acc, role))
-        self.bulk_stores = keep
+        if self.recording:
+            self.A.bulk_waits.append(self.point(st, e.span))
 
     def eff_commit_async(self, e, st):
         self.bump(st, "C:async")

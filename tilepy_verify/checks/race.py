@@ -10,7 +10,7 @@ from tilepy.symbolic import Var
 
 from ..counterexample import block_of, counter, instance, iteration_of, rename, thread_fields
 from ..report import Finding
-from ..sync import Sync, concurrent
+from ..sync import Sync, concurrent, in_line, instances_after, runs_on
 from ..vc import AND, NOT, OR, cmp
 from .overlap import cross_thread, self_conflict, slot_of
 
@@ -78,32 +78,52 @@ def _pair(ctx, a, b):
 
 
 def _bulk_store_pair(ctx, a, b, rel, m1, c1, m2, c2):
-    """`a`, a tp.store_bulk's read of its source, lasts from its issue until the issuing role's store_bulk_wait
-    (a.until; None: never waited). Another thread's write `b` is ordered with it only when it comes before the
-    issue or after that wait: through program order and barriers in one line of roles (barrier counters), through
-    mbarriers across concurrent roles. A barrier alone between issue and write does not order them (the bulk
-    store goes on reading)."""
+    """`a`, a tp.store_bulk's read of its source, lasts from its issue until a store_bulk_wait executed by the
+    issuing thread after it (cp.async.bulk.wait_group.read 0 waits for all of that thread's bulk stores, whichever
+    tile they read). Another thread's write `b` is ordered with it only when it comes before the issue or after
+    such a wait: through program order and barriers in one line of roles (barrier counters), through mbarriers
+    across concurrent roles. A barrier alone between issue and write does not order them (the bulk store goes
+    on reading)."""
     if b.kind == "read" or b.bulk_store:
         return None
     off, ta, tb = rel
     cond = AND(c1, c2, cmp("==", rename(a.stage, m1), rename(b.stage, m2)))
     B_b = counter(b.point, "B", m2)
+    ended = _waited(ctx, a, m1, b, m2, ta, tb)
     if concurrent(a.point, b.point):
         sync = ctx.__dict__.setdefault("_sync", Sync(ctx.analysis))
         cond = AND(cond, NOT(sync.sync(b.point, m2, a.point, m1, tb, ta)))
-        if a.until is not None:
-            cond = AND(cond, NOT(sync.sync(a.until, m1, b.point, m2, ta, tb)))
     else:
         cond = AND(cond, NOT(cmp("<", B_b, counter(a.point, "B", m1))))
-        if a.until is not None:
-            cond = AND(cond, NOT(cmp(">", B_b, counter(a.until, "B", m1))))
+    cond = AND(cond, NOT(ended))
     model = ctx.solver.check(cond)
     if model is None:
         return None
     f = report(ctx, b, a, off, tb, ta, model, m2, "@2", "@1")
-    f.message += (" (a tp.store_bulk reads the tile until the issuing role's tp.store_bulk_wait: write it only "
-                  "after that wait, e.g. hand the tile back through an mbarrier arrived on after the wait)")
+    f.message += (" (a tp.store_bulk reads the tile until the issuing thread's next tp.store_bulk_wait: write it "
+                  "only after that wait, behind a tp.barrier() or an mbarrier arrived on after the wait)")
     return f
+
+
+def _waited(ctx, a, m1, b, m2, ta, tb):
+    """Bool term: a store_bulk_wait executed by a's issuing thread `ta` after a's instance (renamed by m1) comes
+    before b's instance (renamed by m2): a barrier after the wait and before b in one line of roles, an
+    mbarrier edge from the wait to b across concurrent roles. The wait's instances tried are the earliest after
+    the issue (sync.instances_after: this and the next two iterations of the innermost common loop, the first of the
+    wait's own loops), each with its path condition: a wait that does not run ends nothing."""
+    terms = []
+    t1 = counter(a.point, "T", m1)
+    for w in ctx.analysis.bulk_waits:
+        if not in_line(w.role, a.point.role) or not runs_on(w, a.point, ta):
+            continue
+        for mw, vw in instances_after(w, a.point, m1, depth=3):
+            c = AND(vw, rename(w.path, mw), cmp("<", t1, counter(w, "T", mw)))
+            if concurrent(w, b.point):
+                sync = ctx.__dict__.setdefault("_sync", Sync(ctx.analysis))
+                terms.append(AND(c, sync.sync(w, mw, b.point, m2, ta, tb)))
+            else:
+                terms.append(AND(c, cmp("<", counter(w, "B", mw), counter(b.point, "B", m2))))
+    return OR(*terms)
 
 
 def report(ctx, a, b, off, ta, tb, model, m1, s1="@1", s2="@2"):
