@@ -38,7 +38,7 @@ from .events import (
 )
 from .memory_events import MemoryEvents
 from .reaching import frame_of, frame_permute, frame_window
-from .sync import prescan
+from .sync import drop_dead_roles, prescan
 from .tagterms import Alt, product
 from .values import (
     after_loop,
@@ -136,6 +136,7 @@ class _Walker(MemoryEvents):
         finally:
             if self._solver is not None:
                 self._solver.close()
+        drop_dead_roles(self.A)
         return self.A
 
     def point(self, st, span) -> Point:

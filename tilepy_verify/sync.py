@@ -70,6 +70,8 @@ def prescan(body, analysis):
                     bar = f"mbar:{c.args[0].name}"
                     if c.op == "mbarrier_arrive":
                         analysis.arrive_roles.setdefault(bar, set()).add(role)
+                        ops = analysis.__dict__.setdefault("_arrive_ops", {})
+                        ops[bar, role] = ops.get((bar, role), 0) + 1
                     else:
                         analysis.wait_nodes[bar] = analysis.wait_nodes.get(bar, 0) + 1
                         per = analysis.wait_roles.setdefault(bar, {})
@@ -85,6 +87,26 @@ def prescan(body, analysis):
                     go(s.orelse, role)
 
     go(body, ())
+
+
+def drop_dead_roles(analysis):
+    """After the walk: a role none of whose arrive ops on an mbarrier can run (each recorded with the path
+    condition False: a uniform guard the walker folded, e.g. consumer c's `if k % 2 == c` in the stage copies of
+    a ring whose STAGES is even, where stage s only ever holds tiles of parity s % 2) does not arrive on it.
+    Only a role whose every arrive op on it was recorded so is dropped (an op the walk did not record keeps it)."""
+    ops = analysis.__dict__.get("_arrive_ops", {})
+    dead: dict = {}
+    live = set()
+    for x in analysis.arrives:
+        key = (x.bar, tuple(x.point.role))
+        if x.point.path is False:
+            dead[key] = dead.get(key, 0) + 1
+        else:
+            live.add(key)
+    for (bar, role), n in dead.items():
+        roles = analysis.arrive_roles.get(bar)
+        if (bar, role) not in live and n == ops.get((bar, role)) and roles and role in roles and len(roles) > 1:
+            roles.discard(role)
 
 
 def sole_role(analysis, bar):
@@ -347,6 +369,91 @@ class Sync:
 # ------------------------------------------------------------------------------------------ several roles
 
 
+def alternating(analysis) -> dict:
+    """{bar: C} for the mbarriers (count C) that n > 1 roles arrive on in turns: each arrive op in one loop of
+    its role (depth 1, step 1), the loops alike (start and stop), no arrival outside them, and in each iteration
+    v at most one op runs (their guards exclusive), so that the iterations with an arrival are a prefix of the
+    loop (the disjunction of the guards prefix-closed). Two consumer roles taking alternate k-tiles of one ring
+    are the case: consumer c waits full[k % S] and releases empty[k % S] for k % 2 == c only, so with S odd
+    stage s is released by each consumer in turn. Then the arrival at iteration v is the (v - start)-th on the
+    mbarrier in a linear order of all of them, G = v - start, and where every arrive instance with G >= C comes
+    after a wait for phase G // C - 1 (proved as for `multi_role_shares`, single-role edges only), no arrival
+    with G // C > p can happen before phase p completes; by induction phase p completes exactly when the C
+    arrivals with G // C == p have happened (G is injective), so a wait for phase q is ordered after every
+    arrival with G < (q + 1) C: the single-role rule with G as the index. Proven here, each such arrive gets G
+    as its index (exact, `valid` True, a counter `key` of its own rising by one an iteration) and the mbarrier
+    counts C arrivals per phase in `Sync.count`. Memoized per analysis."""
+    memo = analysis.__dict__.get("_alternating")
+    if memo is not None:
+        return memo
+    out: dict = {}
+    analysis.__dict__["_alternating"] = out
+    ops = analysis.__dict__.get("_arrive_ops", {})
+    cands = [b for b, roles in analysis.arrive_roles.items()
+             if len(roles) > 1 and is_int(analysis.mbarriers.get(b)) and analysis.mbarriers[b] > 0]
+    if not cands:
+        return out
+    from .vc import Solver_
+
+    solver = Solver_(unknown="possible")
+    solver.facts.update(analysis.trip_facts)
+    try:
+        for b in cands:
+            xs = [x for x in analysis.arrives if x.bar == b]
+            if len(xs) != sum(k for (bb, _), k in ops.items() if bb == b):
+                continue  # an arrive op the walk did not record
+            if _alternate(solver, analysis, b, xs):
+                out[b] = analysis.mbarriers[b]
+    finally:
+        solver.close()
+    return out
+
+
+def _alternate(solver, analysis, b, xs) -> bool:
+    live = [x for x in xs if x.point.path is not False]
+    if len({tuple(x.point.role) for x in live}) < 2:
+        return False
+    L0 = None
+    for x in live:
+        if len(x.point.loops) != 1:
+            return False
+        L = x.point.loops[0]
+        if const_of(L.step) != 1 or L.derived:
+            return False
+        if L0 is None:
+            L0 = L
+        elif repr(L.start) != repr(L0.start) or repr(L.stop) != repr(L0.stop):
+            return False
+    v, v2 = Var("__alt_v"), Var("__alt_w")
+
+    def at(x, var):   # x's path with its loop's variable (and trip) the common one
+        L = x.point.loops[0]
+        return subst(x.point.path, {L.var.name: var, L.trip.name: L0.trip})
+
+    rng = lambda var: AND(cmp(">=", var, L0.start), cmp("<", var, L0.stop))  # noqa: E731
+    for i, x in enumerate(live):
+        for y in live[i + 1:]:
+            if solver.check(AND(rng(v), at(x, v), at(y, v)), small=False) is not None:
+                return False   # two arrivals in one iteration
+    runs = lambda var: OR(*(at(x, var) for x in live))  # noqa: E731
+    if solver.check(AND(rng(v), cmp(">=", v2, L0.start), cmp("<", v2, v), runs(v), NOT(runs(v2))),
+                    small=False) is not None:
+        return False   # the iterations with an arrival are not a prefix
+    C = analysis.mbarriers[b]
+    base = Sync(analysis, shares={})
+    saved = [(x, x.index, x.valid, x.key) for x in live]
+    for x in live:
+        L = x.point.loops[0]
+        key = f"G:{b}"
+        x.index, x.valid, x.key = L.var - L.start, True, key
+        L.cost[key], L.base[key] = 1, 0
+    if all(_throttled(solver, base, x, C) for x in live):
+        return True
+    for x, index, valid, key in saved:
+        x.index, x.valid, x.key = index, valid, key
+    return False
+
+
 def multi_role_shares(analysis) -> dict:
     """{bar: c} for the mbarriers that n > 1 roles arrive on whose per-phase structure is proven (module
     docstring): count C = n c, every arrive valid (its index exact) wherever it runs, and every arrive
@@ -355,9 +462,9 @@ def multi_role_shares(analysis) -> dict:
     memo = analysis.__dict__.get("_multi_role_shares")
     if memo is not None:
         return memo
-    out: dict = {}
+    out: dict = dict(alternating(analysis))
     multi = [b for b, roles in analysis.arrive_roles.items()
-             if len(roles) > 1 and is_int(analysis.mbarriers.get(b))]
+             if len(roles) > 1 and is_int(analysis.mbarriers.get(b)) and b not in out]
     if multi:
         from .vc import Solver_
 

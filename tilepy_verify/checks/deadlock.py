@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from ..counterexample import block_of, instance, iteration_of, rename, thread_fields
 from ..report import Finding
-from ..sync import Sync, always_valid, fresh_count, in_line, instances_before, latest_counted, sole_role
+from ..sync import Sync, alternating, always_valid, fresh_count, in_line, instances_before, latest_counted, sole_role
 from ..vc import AND, NOT, OR, cmp, subst
 from .tickets import none_quick_then_linear
 
@@ -47,7 +47,7 @@ def check(ctx) -> list:
         role = sole_role(A, w.bar)
         if C is None:
             continue
-        if role is None and A.arrive_roles.get(w.bar):
+        if role is None and A.arrive_roles.get(w.bar) and w.bar not in alternating(A):
             got = _several_roles(ctx, sync, w, C)
             if got is not None:
                 out.append(got)
@@ -247,8 +247,9 @@ def _chain(ctx, sync, w, tw, x, mx, visited, depth, first=False, held=None):
         if w2 is w or not in_line(w2.point.role, x.point.role) or any(in_line(w2.point.role, r) for r in visited):
             continue
         C2 = A.mbarriers.get(w2.bar)
-        several = sole_role(A, w2.bar) is None and bool(A.arrive_roles.get(w2.bar))
-        if C2 is None or (sole_role(A, w2.bar) is None and not several):
+        turns = w2.bar in alternating(A)  # roles arriving in turns: one index over them all (sync.alternating)
+        several = sole_role(A, w2.bar) is None and bool(A.arrive_roles.get(w2.bar)) and not turns
+        if C2 is None or (sole_role(A, w2.bar) is None and not several and not turns):
             continue
         tried = instances_before(w2.point, x.point, mx, depth=3 if first else 2)
         if not first and len(tried) == 2:
