@@ -282,7 +282,7 @@ def _convolution(ctx, node, x, w, bias, stride, padding, dilation, transposed, o
     elif x.dtype == w.dtype and conv_igemm_ok(ctx.target, x.dtype, npix, cig, cog, math.prod(ksz), groups,
                                               x.numel, math.prod(shape)):
         red = _conv_igemm(ctx, xb, wb, shape, stride, padding, dilation, transposed, groups, fused=fused)
-    elif cig * math.prod(ksz) <= DIRECT_TAPS:
+    elif cig * math.prod(ksz) <= DIRECT_TAPS or (cig == 1 and math.prod(ksz) <= DEPTHWISE_TAPS):
         red = _direct_sum(shape, acc, [cig] + ksz, fn)
     else:
         red = ctx.reduce("sum", shape, [cig] + ksz, fn, acc, base="conv")
@@ -297,6 +297,12 @@ def _convolution(ctx, node, x, w, bias, stride, padding, dilation, transposed, o
 # norm, activation) and the copy into the next convolution's input run in the same kernel, and no reduction
 # tile is left two-thirds empty (9 taps in a 16-wide tile).
 DIRECT_TAPS = 27
+# A depthwise convolution (one input channel per output) is a stencil: up to this many taps (7x7 as ConvNeXt's,
+# 9x9) it is written out too. As a reduction its 49-tap window took 887 us on the H100 for ConvNeXt's
+# 16 x 96 x 56 x 56 block against cuDNN's 164 us (level3/019, 2026-11-24): a reduction tile per output element
+# whose taps are all neighbours of the next output's, where the written-out taps of neighbouring threads share
+# their cache lines.
+DEPTHWISE_TAPS = 81
 
 
 def _taps(window) -> list:

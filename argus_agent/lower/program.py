@@ -124,6 +124,11 @@ def lower_captured(captured: Captured, target: str = "cpu", precision=None) -> L
 # block's mean and by its gating product was computed twice, 50 reads per element against 1 write and 2 reads.
 SHARED_READS = 8
 SHARED_BIG = 1 << 16
+# Ops that read their input twice, in their statistics and in their normalization (two kernels, or two passes of
+# one row kernel): one such sink counts as two (ConvNeXt's 49-tap depthwise convolution feeding a LayerNorm was
+# written out in its sum, its sum of squares and its normalization, 3 x 49 reads per element).
+SINK_READS = {"aten.native_layer_norm.default": 2, "aten.native_group_norm.default": 2,
+              "aten._native_batch_norm_legit.default": 2, "aten._native_batch_norm_legit_functional.default": 2}
 
 
 def _sinks(node, limit: int = 64) -> set:
@@ -153,7 +158,7 @@ def _shared_stored(ctx: Context, node, t):
             or t.dtype not in STORAGE_OK or len(node.users) < 1):
         return t
     sinks = _sinks(node)
-    if len(sinks) < 2:
+    if sum(SINK_READS.get(str(s.target), 1) for s in sinks) < 2:
         return t
     from .index import Var
     from .render_conv_copy import reads_per_element

@@ -60,3 +60,28 @@ def test_a_value_read_by_one_kernel_or_cheap_is_composed_as_before(tmp_path):
         prog, _, out, ref = run_lowered(model, [x], tmp_path, f"not_shared_{name}", target="cpu")
         assert not _shared(prog), name
         assert_close(out, ref, 1e-5)
+
+
+class DepthwiseNorm(nn.Module):
+    """ConvNeXt's front: a 7x7 depthwise convolution (49 taps), channels-last LayerNorm."""
+
+    def __init__(self, c: int, k: int = 7):
+        super().__init__()
+        self.dw = nn.Conv2d(c, c, k, padding=k // 2, groups=c)
+        self.norm = nn.LayerNorm(c)
+
+    def forward(self, x):
+        return self.norm(self.dw(x).permute(0, 2, 3, 1))
+
+
+def test_a_7x7_depthwise_is_written_out_and_stored_once_for_its_layer_norm(tmp_path):
+    """49 taps: the taps written out in a pointwise kernel (DEPTHWISE_TAPS), not a reduction; the LayerNorm reads
+    it in its statistics and its normalization (a sink that counts twice), so it is stored once."""
+    torch.manual_seed(2)
+    model = DepthwiseNorm(16).eval()
+    x = torch.randn(2, 16, 48, 50)       # past SHARED_BIG elements: not a small value
+    prog, _, out, ref = run_lowered(model, [x], tmp_path, "dw7_norm", target="cpu")
+    assert len(_shared(prog)) == 1 and _shared(prog)[0].shape == (2, 16, 48, 50)
+    names = [getattr(k, "name", type(k).__name__) for k in prog.kernels]
+    assert not any("reduce_sum" in n for n in names), names      # no reduction computes the convolution
+    assert_close(out, ref, 1e-5)
