@@ -230,6 +230,30 @@ PLAN6 = [
     ((2048, 1024, 1024), [("policy", None), ("kw128_64_s3_cl2", dict(KW128, CLUSTER_M=2)), ("kw128_64_s3", KW128)],
      ("bf16", "f32")),
 ]
+# seventh call (G11): the policy after K_WAYS=2 was taken for 65-128 rows ("policy") against the policy before
+# ("policy_noforms": the skinny 64 x 128 split 2, FIXUP=3), twice per row; K_WAYS=2 variants at 17-64 rows (split,
+# BN 128 with two 64-row pieces per consumer, two wgmma groups in flight); our kernels' device times (torch.profiler)
+# beside cuBLAS's, to part the kernel from the launch gaps
+PLAN7_TABLE = [("policy", None), ("policy_noforms", ("noforms", {})), ("policy_again", None),
+               ("policy_noforms_again", ("noforms", {}))]
+PLAN7 = [
+    ((128, 4096, 4096), PLAN7_TABLE + [("policy_nk", ("nk", {})), ("kw64_64_s6_wait0", dict(KW64, IN_FLIGHT=0)),
+                                       ("kw64_64_s6_if2", dict(KW64, IN_FLIGHT=2)),
+                                       ("kw64_64_s5", dict(KW64, STAGES=5))], ("bf16", "f32")),
+    ((100, 4096, 4096), PLAN7_TABLE, ("bf16", "f32")),
+    ((80, 4096, 4096), PLAN7_TABLE[:2], ("bf16", "f32")),
+    ((64, 4096, 4096), [("policy", None), ("kw64_64_s6_split2", dict(KW64, SPLIT_K=2)),
+                        ("kw64_64_s6_split2_if2", dict(KW64, SPLIT_K=2, IN_FLIGHT=2)),
+                        ("kw64_128_s3_split4", dict(KW64, BN=128, STAGES=3, SPLIT_K=4)),
+                        ("policy_again", None), ("kw64_64_s6_split2_again", dict(KW64, SPLIT_K=2))], ("bf16", "f32")),
+    ((48, 4096, 4096), [("policy", None), ("kw64_64_s6_split2", dict(KW64, SPLIT_K=2))], ("bf16",)),
+    ((32, 4096, 4096), [("policy", None), ("policy_nk", ("nk", {})), ("kw32_64_s8_split2", dict(KW32, SPLIT_K=2)),
+                        ("kw32_64_s8_split2_if2", dict(KW32, SPLIT_K=2, IN_FLIGHT=2)),
+                        ("kw32_128_s4_split4", dict(KW32, BN=128, STAGES=4, SPLIT_K=4)),
+                        ("kw32_64_s8_split2_nk", ("nk", dict(KW32, SPLIT_K=2))),
+                        ("policy_again", None), ("kw32_64_s8_split2_again", dict(KW32, SPLIT_K=2))], ("bf16", "f32")),
+    ((16, 4096, 4096), [("policy", None), ("kw16_64_s8_split2", dict(KW16, SPLIT_K=2))], ("bf16",)),
+]
 PLAN = [  # (shape, variants, output dtypes)
     ((16, 4096, 4096), DECODE, ("bf16", "f32")),
     ((64, 4096, 4096), DECODE, ("bf16", "f32")),
@@ -458,6 +482,29 @@ def cublas_kernels(M, N, K, out_t, mm_f32):
     return rows
 
 
+def our_kernels(M, N, K, out_t):
+    """What the policy through `launch` runs for one call (names, device us each), from torch.profiler over 10 calls,
+    as `cublas_kernels` does for cuBLAS: the kernels' own time, apart from the gaps between launches."""
+    from torch.profiler import ProfilerActivity, profile
+
+    a = torch.randn(M, K, device="cuda").bfloat16()
+    b = torch.randn(K, N, device="cuda").bfloat16()
+    c = torch.empty(M, N, device="cuda", dtype=out_t)
+    for _ in range(3):
+        gemm_hopper.launch(a, b, c)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(10):
+            gemm_hopper.launch(a, b, c)
+        torch.cuda.synchronize()
+    rows = []
+    for ev in prof.key_averages():
+        if ev.device_type is not None and "CUDA" in str(ev.device_type) and ev.count:
+            us = getattr(ev, "device_time_total", None) or getattr(ev, "cuda_time_total", 0)
+            rows.append({"kernel": ev.key[:200], "calls": ev.count, "us_each": us / ev.count})
+    return rows
+
+
 def ncu_target(which, M, N, K):
     """Run one side 30 times (after a warm-up) for ncu to pick launches from (--launch-skip / --launch-count):
     "ours" (the policy through launch), "cublas", or a variant tag of plan 5 at this shape."""
@@ -487,12 +534,13 @@ def main(argv=None):
     ap.add_argument("--shape", default="16,4096,4096")
     ap.add_argument("--plan", default="1", help="1 / 2: the first / second call's sweep, 3: the table, 4: swap at "
                     "32-64 rows, 5: swap-AB in clusters, B as (N, K), 128 x 64 clusters, 6: two consumers over one "
-                    "tile, alternate k-tiles (K_WAYS=2)")
+                    "tile, alternate k-tiles (K_WAYS=2), 7: the policy with K_WAYS against the policy before, our "
+                    "kernels' device times")
     args = ap.parse_args(argv)
     if args.ncu_target:
         ncu_target(args.ncu_target, *(int(x) for x in args.shape.split(",")))
         return
-    plan = {"1": PLAN, "2": PLAN2, "3": PLAN3, "4": PLAN4, "5": PLAN5, "6": PLAN6}[args.plan]
+    plan = {"1": PLAN, "2": PLAN2, "3": PLAN3, "4": PLAN4, "5": PLAN5, "6": PLAN6, "7": PLAN7}[args.plan]
     if args.precompile:
         precompile(args.only, args.precompile, plan)
     props = torch.cuda.get_device_properties(0)
@@ -510,11 +558,16 @@ def main(argv=None):
         for o in outs:
             out_t, out = DT[o]
             try:
-                if (args.plan in ("1", "5", "6") or variants is MID or variants is PITCH
+                if (args.plan in ("1", "5", "6", "7") or variants is MID or variants is PITCH
                         or (args.plan == "3" and M <= 32)):
                     res["cublas_kernels"][f"{key}/{o}"] = cublas_kernels(M, N, K, out_t, mm_f32)
             except Exception as e:  # noqa: BLE001 - the profiler is a side note
                 res["cublas_kernels"][f"{key}/{o}"] = f"{type(e).__name__}: {e}"[:200]
+            if args.plan == "7":
+                try:
+                    res.setdefault("our_kernels", {})[f"{key}/{o}"] = our_kernels(M, N, K, out_t)
+                except Exception as e:  # noqa: BLE001 - a side note too
+                    res.setdefault("our_kernels", {})[f"{key}/{o}"] = f"{type(e).__name__}: {e}"[:200]
             for tag, spec in variants:
                 if args.only and not re.search(args.only, tag):
                     continue
@@ -557,9 +610,10 @@ def main(argv=None):
                          else ""), flush=True)
                 torch.cuda.empty_cache()
         path.write_text(json.dumps(res, indent=1))
-    for k, v in res["cublas_kernels"].items():
-        print("cuBLAS", k, v if isinstance(v, str) else [(x["kernel"][:90], x["calls"], round(x["us_each"], 2))
-                                                       for x in v], flush=True)
+    for who, table in (("cuBLAS", res["cublas_kernels"]), ("ours", res.get("our_kernels", {}))):
+        for k, v in table.items():
+            print(who, k, v if isinstance(v, str) else [(x["kernel"][:90], x["calls"], round(x["us_each"], 2))
+                                                        for x in v], flush=True)
     path.write_text(json.dumps(res, indent=1))
     print("wrote", path)
 

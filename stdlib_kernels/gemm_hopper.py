@@ -664,6 +664,15 @@ MID_128x128 = {tp.bf16: dict(STAGES=5, EPILOGUE=2), tp.f32: dict(STAGES=4, EPILO
 #   through the TMA store: 256 x 4096 x 4096 bf16 26.0-26.5 -> 22.5-24.1, f32 25.9-26.7 -> 23.2-23.8 (three runs);
 #   not at 200 x 4096 x 4096 (24.4-26.3 either way, the cluster 0-2% slower in two runs of three).
 SKINNY_CLUSTER = dict(IN_FLIGHT=0, BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=tp.nv.wgmma_m64n128k16_bf16, CLUSTER_M=2)
+# * G11: 65-128 rows whose 64 x 64 tiles of C^T fill half a wave to one (two row tiles; N ~ 2100-4200): swap-AB with
+#   both consumer warpgroups on ONE 64 x 64 tile, consumer r taking the k-tiles 2j + r into an accumulator of its own
+#   (gemm_splitk_swap K_WAYS=2: two rings of 6 stages, the sums added through shared memory; cuBLAS's 384-thread
+#   form), unsplit: 128 x 4096 x 4096 bf16 / f32 out 18.67 / 19.51 us (64 x 128 tiles split 2, FIXUP=3) -> 15.85 /
+#   16.16 (0.77 / 0.75 -> 0.91 / 0.94x cuBLAS), 100 x 4096 x 4096 18.10 / 18.39 -> 16.86 / 16.96 (0.66 -> 0.71x)
+#   (benchmarks/results/gemm-g11-kways-*.json, one run). The same form in 1x2 clusters (B multicast, cuBLAS's own):
+#   18.4 / 18.5, no gain; at 32 / 64 rows (64 x 16 / 64 x 32 tiles) unsplit it is slower than the split policies.
+SWAP_KWAYS = dict(SWAP_AB=1, K_WAYS=2, CONSUMERS=2, BM=64, BN=64, STAGES=6, IN_FLIGHT=1, SPLIT_K=1,
+                  INSTR=tp.nv.wgmma_m64n64k16_bf16)
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -700,6 +709,9 @@ def policy(M: int, N: int, K: int, out=None, fixup: bool = False, forms: bool = 
         split = min(NUM_SMS // tiles, _cdiv(K, sw["BK"]) // 4, MAX_SLOTS) if 2 * tiles <= NUM_SMS else 1
         if split > 1:
             return {**sw, "SPLIT_K": split, "FIXUP": 3}
+    if (cls == "skinny" and fixup and forms and M <= 128
+            and NUM_SMS // 2 < _cdiv(M, 64) * _cdiv(N, 64) <= NUM_SMS):
+        return {**p, **SWAP_KWAYS}     # two consumers over one 64 x 64 tile of C^T, alternate k-tiles (above)
     if (cls == "skinny" and fixup and forms and M > 224
             and NUM_SMS // 2 < _cdiv(M, 64) * _cdiv(N, 128) <= NUM_SMS):
         return {**p, **SKINNY_CLUSTER, **({"EPILOGUE": 2} if out == tp.bf16 else {})}
@@ -996,6 +1008,8 @@ def launch(a, b, c, target: str = "sm_90a", out_dtype=None, **constexprs):
         key = (M, N, K, c.dtype, out_dtype, target, *constexprs.items())
         if M * N * K > 1024 ** 3 and not _tma_storable(c):   # the persistent form's TMA-only store cannot write C
             key += ("C not TMA-storable",)
+        if M <= 256 and not (_tma_storable(a) and _tma_storable(b)):   # K_WAYS=2's TMA-only loads cannot read them
+            key += ("A / B not TMA-loadable",)
         plan = _PLANS.get(key)
     except TypeError:
         key, plan = None, None
@@ -1007,7 +1021,8 @@ def launch(a, b, c, target: str = "sm_90a", out_dtype=None, **constexprs):
             raise ValueError(f"gemm_hopper writes f32 or bf16, not {out}")
         base = policy(M, N, K, out, fixup=True) if target == "sm_90a" else None
         if base is not None and ((constexprs and (base.get("SWAP_AB") or clustered(base) or base.get("PERSISTENT")))
-                                 or (base.get("PERSISTENT") and not _tma_storable(c))):
+                                 or (base.get("PERSISTENT") and not _tma_storable(c))
+                                 or (base.get("K_WAYS", 1) > 1 and not (_tma_storable(a) and _tma_storable(b)))):
             # the policy's swap-AB / cluster / persistent form was measured as a whole: a caller's own constexprs are
             # laid over the policy without it (the kernel that form replaced); so is a C that the persistent form's
             # TMA-only store cannot write (not contiguous, base not 16-byte aligned)
@@ -1039,7 +1054,8 @@ def launch(a, b, c, target: str = "sm_90a", out_dtype=None, **constexprs):
 
 
 def _tma_storable(c) -> bool:
-    """Whether a tensor map can describe C for a TMA-only store: contiguous, its base 16-byte aligned (the row
+    """Whether a tensor map can describe C for a TMA-only store (or A / B for TMA-only loads: gemm_splitk_swap
+    K_WAYS=2; their rows are padded to 16-byte multiples when not): contiguous, its base 16-byte aligned (the row
     pitch is the large class's, a 16-byte multiple). numpy arrays (the interpreter) always."""
     if isinstance(c, np.ndarray):
         return True

@@ -47,6 +47,18 @@ def kways_cases():
             err = float((c.double() - ref).norm() / ref.norm())
             print("k_ways", m, k, n, out, extra, "rel err", err, flush=True)
             assert err < (4e-3 if out == torch.bfloat16 else 1e-5), err
+    for m, n, k in ((65, 2200, 1001), (120, 4095, 300)):     # the policy itself (A / B rows padded by the plan)
+        assert gemm_hopper.policy(m, n, k, tp.f32, fixup=True).get("K_WAYS") == 2
+        a = torch.randn(m, k, device=d, generator=g).bfloat16()
+        b = torch.randn(k, n, device=d, generator=g).bfloat16()
+        ref = a.double() @ b.double()
+        for out in (torch.float32, torch.bfloat16):
+            c = torch.full((m, n), float("nan"), device=d, dtype=out)
+            gemm_hopper.launch(a, b, c)
+            torch.cuda.synchronize()
+            err = float((c.double() - ref).norm() / ref.norm())
+            print("k_ways policy", m, n, k, out, "rel err", err, flush=True)
+            assert err < (4e-3 if out == torch.bfloat16 else 1e-5), err
     m, k, n = 32, 600, 264      # B as (N, K), in clusters, bf16 out stored by the kernel
     a = torch.randn(m, k, device=d, generator=g).bfloat16()
     w = torch.randn(n, k, device=d, generator=g).bfloat16()

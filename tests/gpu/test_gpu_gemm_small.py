@@ -240,3 +240,39 @@ def test_k_ways_sass():
             sass = ck.sass()
             assert kernel.name == "gemm_splitk_swap" and instr in sass and ".tnspA" in sass, kp
             assert "LDL" not in sass and "STL" not in sass and ck.resources["spill_stores"] == 0, kp
+
+
+@pytest.mark.parametrize("out", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("m,n,k", [(128, 4096, 4096), (100, 4096, 1000), (80, 2200, 520), (65, 2200, 1001),
+                                   (120, 4095, 700)])
+def test_k_ways_policy_through_launch(m, n, k, out):
+    """`launch`'s policy at 65-128 rows (64 x 64 tiles of C^T filling half a wave to one) is swap-AB K_WAYS=2: against
+    float64, NaN-poisoned C, the same bits twice; K = 1001 / N = 4095 (rows padded by the plan). An A that TMA cannot
+    load (its base 2 bytes off 16) runs the policy without the form, correctly."""
+    o = tp.bf16 if out == torch.bfloat16 else tp.f32
+    assert gemm_hopper.policy(m, n, k, o, fixup=True).get("K_WAYS") == 2
+    g = torch.Generator(device="cuda").manual_seed(m + n + k + 3)
+    a = torch.randn(m, k, device=DEV, generator=g).bfloat16()
+    b = torch.randn(k, n, device=DEV, generator=g).bfloat16()
+    ref = a.double() @ b.double()
+    c = torch.full((m, n), float("nan"), device=DEV, dtype=out)
+    gemm_hopper.launch(a, b, c)
+    torch.cuda.synchronize()
+    err = float((c.double() - ref).norm() / ref.norm())
+    assert torch.isfinite(c).all() and err < (3e-3 if out == torch.bfloat16 else 1e-5), err
+    first = c.clone()
+    c.fill_(float("nan"))
+    gemm_hopper.launch(a, b, c)
+    torch.cuda.synchronize()
+    assert torch.equal(c, first)
+    flat = torch.empty(m * k + 1, device=DEV, dtype=torch.bfloat16)
+    a_off = flat[1:].view(m, k)          # contiguous, base 2 bytes past a 16-byte boundary
+    a_off.copy_(a)
+    assert not gemm_hopper._tma_storable(a_off)
+    c.fill_(float("nan"))
+    gemm_hopper.launch(a_off, b, c)
+    torch.cuda.synchronize()
+    err = float((c.double() - ref).norm() / ref.norm())
+    assert torch.isfinite(c).all() and err < (3e-3 if out == torch.bfloat16 else 1e-5), err
+    plan = gemm_hopper._PLANS[(m, n, k, c.dtype, None, "sm_90a", "A / B not TMA-loadable")]
+    assert plan.params.get("K_WAYS", 1) == 1

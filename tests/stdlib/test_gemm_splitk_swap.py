@@ -392,3 +392,17 @@ def test_k_ways_verifies_clean_and_renders_tma_only():
     src, _, maps = render_kernel(gemm_splitk_swap.ir("sm_90a", **kw, BM=16, STAGES=8, SPLIT_K=2))
     assert src.count("tp_tma_load_2d(") == 4 and "tp_aligned(" not in src    # A and B per ring, no fallback
     assert "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16" in src
+
+
+def test_k_ways_policy_rows():
+    """`launch`'s policy takes K_WAYS=2 (swap-AB, 64 x 64 tiles of C^T, unsplit) for 65-128 rows whose tiles fill half
+    a wave to one (measured: 100 / 128 x 4096 x 4096), and nowhere else."""
+    for out in (tp.f32, tp.bf16):
+        for m in (65, 100, 128):
+            p = gemm_hopper.policy(m, 4096, 4096, out, fixup=True)
+            assert (p["SWAP_AB"], p["K_WAYS"], p["BM"], p["BN"], p["CONSUMERS"], p["SPLIT_K"]) == (1, 2, 64, 64, 2, 1)
+            assert gemm_hopper.grid_of(m, 4096, p) == (2, 64, 1)
+            assert "K_WAYS" not in gemm_hopper.policy(m, 4096, 4096, out, fixup=True, forms=False)
+            assert "K_WAYS" not in gemm_hopper.policy(m, 4096, 4096, out)          # gemm_hopper's own callers
+        for m, n in ((128, 14336), (129, 4096), (64, 4096), (32, 4096), (128, 1024), (1024, 1024)):
+            assert gemm_hopper.policy(m, n, 4096, out, fixup=True).get("K_WAYS", 1) == 1, (m, n)
