@@ -371,12 +371,13 @@ class Sync:
 
 def alternating(analysis) -> dict:
     """{bar: C} for the mbarriers (count C) that n > 1 roles arrive on in turns: each arrive op in one loop of
-    its role (depth 1, step 1), the loops alike (start and stop), no arrival outside them, and in each iteration
+    its role (depth 1, step 1), the loops alike (start and stop), no arrival outside them but P before them by
+    one role (a pre-release of the stages: run once each, exact indices 0 .. P - 1), and in each iteration
     v at most one op runs (their guards exclusive), so that the iterations with an arrival are a prefix of the
     loop (the disjunction of the guards prefix-closed). Two consumer roles taking alternate k-tiles of one ring
     are the case: consumer c waits full[k % S] and releases empty[k % S] for k % 2 == c only, so with S odd
-    stage s is released by each consumer in turn. Then the arrival at iteration v is the (v - start)-th on the
-    mbarrier in a linear order of all of them, G = v - start, and where every arrive instance with G >= C comes
+    stage s is released by each consumer in turn. Then the arrival at iteration v is the (P + v - start)-th on
+    the mbarrier in a linear order of all of them, G = P + v - start, and where every arrive instance with G >= C comes
     after a wait for phase G // C - 1 (proved as for `multi_role_shares`, single-role edges only), no arrival
     with G // C > p can happen before phase p completes; by induction phase p completes exactly when the C
     arrivals with G // C == p have happened (G is injective), so a wait for phase q is ordered after every
@@ -413,8 +414,12 @@ def _alternate(solver, analysis, b, xs) -> bool:
     live = [x for x in xs if x.point.path is not False]
     if len({tuple(x.point.role) for x in live}) < 2:
         return False
+    pre = [x for x in live if not x.point.loops]      # arrivals before the loops (a pre-release of the stages)
+    inloop = [x for x in live if x.point.loops]
+    if not inloop:
+        return False
     L0 = None
-    for x in live:
+    for x in inloop:
         if len(x.point.loops) != 1:
             return False
         L = x.point.loops[0]
@@ -424,6 +429,20 @@ def _alternate(solver, analysis, b, xs) -> bool:
             L0 = L
         elif repr(L.start) != repr(L0.start) or repr(L.stop) != repr(L0.stop):
             return False
+    # pre-loop arrivals: one role's, each run once (path True) before that role's loop, with the exact indices
+    # 0 .. P - 1 (its own count is then the count over all roles)
+    if pre:
+        roles = {tuple(x.point.role) for x in pre}
+        if len(roles) != 1 or any(x.point.path is not True or x.valid is not True for x in pre):
+            return False
+        loops_of = [x.point.loops[0] for x in inloop if tuple(x.point.role) in roles]
+        for x in pre:
+            t = x.point.counters.get("T", 0)
+            if any(solver.check(cmp(">=", t, L.base.get("T", 0)), small=False) is not None for L in loops_of):
+                return False   # not before its role's loop
+        if sorted(x.index for x in pre if is_int(x.index)) != list(range(len(pre))):
+            return False
+    P = len(pre)
     v, v2 = Var("__alt_v"), Var("__alt_w")
 
     def at(x, var):   # x's path with its loop's variable (and trip) the common one
@@ -431,22 +450,22 @@ def _alternate(solver, analysis, b, xs) -> bool:
         return subst(x.point.path, {L.var.name: var, L.trip.name: L0.trip})
 
     rng = lambda var: AND(cmp(">=", var, L0.start), cmp("<", var, L0.stop))  # noqa: E731
-    for i, x in enumerate(live):
-        for y in live[i + 1:]:
+    for i, x in enumerate(inloop):
+        for y in inloop[i + 1:]:
             if solver.check(AND(rng(v), at(x, v), at(y, v)), small=False) is not None:
                 return False   # two arrivals in one iteration
-    runs = lambda var: OR(*(at(x, var) for x in live))  # noqa: E731
+    runs = lambda var: OR(*(at(x, var) for x in inloop))  # noqa: E731
     if solver.check(AND(rng(v), cmp(">=", v2, L0.start), cmp("<", v2, v), runs(v), NOT(runs(v2))),
                     small=False) is not None:
         return False   # the iterations with an arrival are not a prefix
     C = analysis.mbarriers[b]
     base = Sync(analysis, shares={})
     saved = [(x, x.index, x.valid, x.key) for x in live]
-    for x in live:
+    key = f"G:{b}"
+    for x in inloop:
         L = x.point.loops[0]
-        key = f"G:{b}"
-        x.index, x.valid, x.key = L.var - L.start, True, key
-        L.cost[key], L.base[key] = 1, 0
+        x.index, x.valid, x.key = P + (L.var - L.start), True, key
+        L.cost[key], L.base[key] = 1, P
     if all(_throttled(solver, base, x, C) for x in live):
         return True
     for x, index, valid, key in saved:

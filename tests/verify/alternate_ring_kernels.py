@@ -11,7 +11,9 @@ import tilepy as tp
 
 @tp.kernel(threads=96, target="sm_90a")
 def alternate(X: tp.Tensor[tp.f32, "R", 64], Y: tp.Tensor[tp.f32, "R", 64], BR: tp.constexpr = 32,
-              STAGES: tp.constexpr = 3, BUG: tp.constexpr = "none"):
+              STAGES: tp.constexpr = 3, PRE: tp.constexpr = False, BUG: tp.constexpr = "none"):
+    """Y = X through the ring. PRE: consumer 0 pre-releases every stage before its loop, and the producer waits
+    empty[k % S] for phase k // S from the first round on (instead of k // S - 1 from the second)."""
     tp.tag(X, lambda r, c: ("X", r, c))
     buf = tp.shared((BR, 64), tp.f32, stages=STAGES)
     full = tp.mbarrier(1, stages=STAGES)
@@ -22,7 +24,12 @@ def alternate(X: tp.Tensor[tp.f32, "R", 64], Y: tp.Tensor[tp.f32, "R", 64], BR: 
     n = X.shape[0] // BR
     if tp.warp_id() == 0:                                           # alt: producer warp, every k-tile
         for k in range(n):
-            if k >= STAGES:
+            if PRE:
+                if BUG == "early":
+                    tp.mbarrier_wait(empty[k % STAGES], k // STAGES - 1)    # alt: a round early
+                else:
+                    tp.mbarrier_wait(empty[k % STAGES], k // STAGES)        # alt: (pre-released: phase 0 done)
+            elif k >= STAGES:
                 if BUG == "early":
                     tp.mbarrier_wait(empty[k % STAGES], k // STAGES - 2)    # alt: a round early
                 else:
@@ -30,6 +37,9 @@ def alternate(X: tp.Tensor[tp.f32, "R", 64], Y: tp.Tensor[tp.f32, "R", 64], BR: 
             tp.copy_bulk(X[k * BR:(k + 1) * BR, 0:64], buf[k % STAGES], full[k % STAGES])
             tp.mbarrier_arrive(full[k % STAGES])
     elif tp.warp_id() == 1:                                         # alt: consumer 0, the even k-tiles
+        if PRE:
+            for s in tp.static_range(STAGES):
+                tp.mbarrier_arrive(empty[s])                        # alt: every stage free at the start
         for k in range(n):
             if k % 2 == 0:
                 tp.mbarrier_wait(full[k % STAGES], k // STAGES)

@@ -19,11 +19,11 @@ from . import oracle
 ROWS = 13 * 32  # 13 tiles: an odd count, so the last round is partial and consumer 0 takes one tile more
 
 
-def observe(bug, stages) -> set:
+def observe(bug, stages, pre=False) -> set:
     rng = np.random.default_rng(1718)
     x = rng.standard_normal((ROWS, 64)).astype(np.float32)
     y = np.full((ROWS, 64), np.nan, np.float32)
-    obs = oracle.run(K.alternate.ir(BUG=bug, STAGES=stages), (1,), [x, y])
+    obs = oracle.run(K.alternate.ir(BUG=bug, STAGES=stages, PRE=pre), (1,), [x, y])
     kinds = obs.classes()
     if obs.error is None and not np.array_equal(y.astype(np.float64), x.astype(np.float64)):
         kinds.add("wrong")
@@ -41,11 +41,25 @@ def test_twin_is_correct(stages):
     assert observe("none", stages) == set()
 
 
+@pytest.mark.parametrize("stages", [2, 3, 5])
+def test_pre_released_ring(stages):
+    """Consumer 0 pre-releases every stage (arrivals before the loops: G 0 for each empty[s], the loops' from 1):
+    clean and right; the producer waiting a round early is caught and is real."""
+    report = tv.verify(K.alternate, STAGES=stages, PRE=True)
+    assert report.ok and not report.findings, str(report)
+    assert observe("none", stages, pre=True) == set()
+    found = [f for f in tv.verify(K.alternate, STAGES=stages, PRE=True, BUG="early").errors
+             if f.check == "pipeline_hazard"]
+    assert found and found[0].counterexample, "the early refill is not reported"
+    assert "hazard" in observe("early", stages, pre=True)
+
+
 def test_odd_ring_alternates_and_even_ring_has_one_consumer_a_stage():
     """What makes the twin verify: at 3 stages every empty[s] is arrived on by both consumers in turns (proved),
     at 4 by one consumer each (the other's arrive ops there never run)."""
     odd = analyze(expand(K.alternate.ir(STAGES=3)))
     assert set(alternating(odd)) == {f"mbar:empty[{s}]" for s in range(3)}
+    assert set(alternating(analyze(expand(K.alternate.ir(STAGES=3, PRE=True))))) == set(alternating(odd))
     even = analyze(expand(K.alternate.ir(STAGES=4)))
     assert alternating(even) == {}
     assert all(len(even.arrive_roles[f"mbar:empty[{s}]"]) == 1 for s in range(4))
