@@ -60,6 +60,8 @@ class LoweredCandidate:
                 kinds.add("sort")
             elif type(k).__name__ == "EmbeddingBagTemplate":   # stdlib embedding bag: a gathering reduction
                 kinds.add("reduction")
+            elif type(k).__name__ == "DepthwiseTemplate":   # stdlib depthwise stencil
+                kinds.add("conv")
             else:
                 kinds.add("matmul")
         return "|".join(sorted(kinds)) or "elementwise"
@@ -119,8 +121,8 @@ def _reduction_length(kernel) -> int:
         return kernel.N
     if isinstance(kernel, (ConvTemplate, Fp32GemmTemplate, MatmulTemplate)):
         return kernel.K
-    if type(kernel).__name__ in ("ScatterAddTemplate", "MoeTemplate", "RnnTemplate",
-                                 "EmbeddingBagTemplate"):   # atomic adds of N rows; the MoE's GEMMs; a bag's sum
+    if type(kernel).__name__ in ("ScatterAddTemplate", "MoeTemplate", "RnnTemplate", "EmbeddingBagTemplate",
+                                 "DepthwiseTemplate"):   # atomic adds of N rows; the MoE's GEMMs; a bag or window sum
         return kernel.K
     return 1
 

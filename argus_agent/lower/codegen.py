@@ -15,6 +15,7 @@ import re
 
 from .core import Pointwise, Reduction, RowFused, Scan
 from .ops_attention import AttentionTemplate, attention_source, render_attention
+from .ops_depthwise import DepthwiseTemplate, render_depthwise
 from .ops_moe import MoeTemplate, moe_source, render_moe
 from .ops_reduce import SortTemplate, render_sort, sort_source
 from .ops_rnn import RnnTemplate, render_rnn
@@ -125,6 +126,13 @@ def render_program(prog, precision: str | None = None) -> str:
                 kernels_src.append(stdlib_source("rnn"))
                 templates_done.add("rnn")
             launches += [(None, line, None) for line in render_rnn(k, n)]
+            continue
+        if isinstance(k, DepthwiseTemplate):     # a large-window depthwise convolution: the stdlib stencil
+            if "depthwise_conv" not in templates_done:
+                from .templates import stdlib_source
+                kernels_src.append(stdlib_source("depthwise_conv"))
+                templates_done.add("depthwise_conv")
+            launches += [(None, line, None) for line in render_depthwise(k)]
             continue
         if isinstance(k, ScatterAddTemplate):
             if "scatter_add" not in templates_done:

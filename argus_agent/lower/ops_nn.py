@@ -14,6 +14,7 @@ import torch
 from . import values as vals
 from .core import LTensor, buffer_tensor
 from .index import Sum, Var, add, const, floordiv, mod
+from .ops_depthwise import depthwise, depthwise_ok
 from .registry import register, result_dtype, result_shape
 from .templates import (
     SWAP,
@@ -282,6 +283,8 @@ def _convolution(ctx, node, x, w, bias, stride, padding, dilation, transposed, o
     elif x.dtype == w.dtype and conv_igemm_ok(ctx.target, x.dtype, npix, cig, cog, math.prod(ksz), groups,
                                               x.numel, math.prod(shape)):
         red = _conv_igemm(ctx, xb, wb, shape, stride, padding, dilation, transposed, groups, fused=fused)
+    elif depthwise_ok(ctx.target, x, w, transposed, groups, stride, dilation, DIRECT_TAPS):
+        red = depthwise(ctx, x, w, shape, stride, padding, dilation)
     elif cig * math.prod(ksz) <= DIRECT_TAPS or (cig == 1 and math.prod(ksz) <= DEPTHWISE_TAPS):
         red = _direct_sum(shape, acc, [cig] + ksz, fn)
     else:
@@ -297,11 +300,10 @@ def _convolution(ctx, node, x, w, bias, stride, padding, dilation, transposed, o
 # norm, activation) and the copy into the next convolution's input run in the same kernel, and no reduction
 # tile is left two-thirds empty (9 taps in a 16-wide tile).
 DIRECT_TAPS = 27
-# A depthwise convolution (one input channel per output) is a stencil: up to this many taps (7x7 as ConvNeXt's,
-# 9x9) it is written out too. As a reduction its 49-tap window took 887 us on the H100 for ConvNeXt's
-# 16 x 96 x 56 x 56 block against cuDNN's 164 us (level3/019, 2026-11-24): a reduction tile per output element
-# whose taps are all neighbours of the next output's, where the written-out taps of neighbouring threads share
-# their cache lines.
+# A depthwise convolution (one input channel per output) is a stencil. On a GPU target a large window runs the
+# stdlib depthwise kernel (ops_depthwise); elsewhere (the CPU target, fp16/bf16, unequal strides) up to this
+# many taps (7x7 as ConvNeXt's, 9x9) it is written out too: as a reduction its 49-tap window took 887 us on the
+# H100 for ConvNeXt's 16 x 96 x 56 x 56 block, written out 401 us, the stdlib kernel (see ops_depthwise).
 DEPTHWISE_TAPS = 81
 
 

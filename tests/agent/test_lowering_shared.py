@@ -85,3 +85,30 @@ def test_a_7x7_depthwise_is_written_out_and_stored_once_for_its_layer_norm(tmp_p
     names = [getattr(k, "name", type(k).__name__) for k in prog.kernels]
     assert not any("reduce_sum" in n for n in names), names      # no reduction computes the convolution
     assert_close(out, ref, 1e-5)
+
+
+def test_on_sm90a_a_7x7_depthwise_runs_the_stdlib_stencil(tmp_path):
+    """On a GPU target the 49-tap depthwise convolution is stdlib_kernels/depthwise_conv.py's kernel (bias and the
+    norm after it pointwise); run here on the interpreter against float64, with a stride-2 dilated 7x7 with unequal padding too."""
+    torch.manual_seed(3)
+    model = DepthwiseNorm(16).eval()
+    x = torch.randn(2, 16, 48, 50)
+    prog, src, out, ref = run_lowered(model, [x], tmp_path, "dw7_sm90", target="sm_90a")
+    assert [type(k).__name__ for k in prog.kernels].count("DepthwiseTemplate") == 1
+    assert "launch(depthwise_conv2d" in src and "KH=7, KW=7, S=1, PH=3, PW=3, D=1" in src
+    assert_close(out, ref, 1e-5)
+
+    class Strided(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.dw = nn.Conv2d(8, 8, (7, 7), stride=2, padding=(3, 2), dilation=2, groups=8, bias=True)
+
+        def forward(self, x):
+            return torch.relu(self.dw(x))
+
+    model = Strided().eval()
+    x = torch.randn(3, 8, 29, 33)
+    prog, src, out, ref = run_lowered(model, [x], tmp_path, "dw5_s2_sm90", target="sm_90a")
+    assert "KH=7, KW=7, S=2, PH=3, PW=2, D=2" in src
+    assert out.shape == ref.shape
+    assert_close(out, ref, 1e-5)

@@ -1,0 +1,71 @@
+"""Depthwise 2-D convolutions with large windows (groups = in = out channels, more taps than ops_nn.DIRECT_TAPS)
+on a GPU target: `stdlib_kernels/depthwise_conv.py`, one block per (BH x BW) tile of an output plane, the taps
+read as strided windows of the plane and the tap's weight a uniform scalar of the block's channel.
+
+Written out as a pointwise sum of its taps over the flat output index (ops_nn._direct_sum), ConvNeXt's 7x7
+depthwise convolution of 16 x 96 x 56 x 56 took 401 us on the H100 (each tap's mask and channel recomputed from
+the flat index, the weight a per-element gather) and as a reduction 887 us, against cuDNN's 164 us (level3/019,
+2026-11-24). The bias and what follows stay pointwise kernels reading the result.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from .core import Buffer, buffer_tensor
+
+
+@dataclass
+class DepthwiseTemplate:
+    """out (N, C, OH, OW) f32 = the depthwise convolution of x (N, C, H, W) with w (C, 1, KH, KW), no bias."""
+
+    out: Buffer
+    x: Buffer
+    w: Buffer
+    planes: int
+    hw: tuple
+    ohw: tuple
+    window: tuple         # (KH, KW)
+    stride: int
+    pad: tuple            # (PH, PW)
+    dilation: int
+    what: str = ""
+
+    @property
+    def K(self) -> int:   # the longest sum it runs (for tolerances)
+        return self.window[0] * self.window[1]
+
+
+def depthwise_ok(target: str, x, w, transposed: bool, groups: int, stride, dilation, taps_direct: int) -> bool:
+    """Whether a convolution takes the stdlib depthwise kernel: a GPU target, fp32, 2-D, one input and one output
+    channel per group, the same stride and dilation along both axes, more taps than are written out."""
+    return (target != "cpu" and not transposed and len(x.shape) == 4 and x.dtype == w.dtype == torch.float32
+            and groups == x.shape[1] == w.shape[0] and w.shape[1] == 1 and len(set(stride)) == 1
+            and len(set(dilation)) == 1 and math.prod(w.shape[2:]) > taps_direct
+            and max(x.numel, math.prod(w.shape)) < 2**31)
+
+
+def depthwise(ctx, x, w, shape, stride, padding, dilation):
+    """The convolution as a DepthwiseTemplate; its result as a buffer tensor (the caller adds the bias)."""
+    xb = ctx.contiguous(x, "dw_in").buffer
+    wb = ctx.contiguous(w, "dw_w").buffer
+    out = ctx.add_buffer("dw", shape, torch.float32)
+    N, C = x.shape[:2]
+    ctx.kernels.append(DepthwiseTemplate(out, xb, wb, N * C, tuple(x.shape[2:]), tuple(shape[2:]),
+                                         tuple(w.shape[2:]), stride[0], tuple(padding), dilation[0], ctx.note))
+    return buffer_tensor(out)
+
+
+def render_depthwise(t: DepthwiseTemplate) -> list[str]:
+    from stdlib_kernels.depthwise_conv import grid, tile
+
+    p = tile(*t.ohw)
+    g = grid(t.planes, t.ohw[0], t.ohw[1], p["BH"], p["BW"])
+    kh, kw = t.window
+    return [f"launch(depthwise_conv2d, {g}, {t.x.name}.view({t.planes}, {t.hw[0]}, {t.hw[1]}), "
+            f"{t.w.name}.view({t.w.shape[0]}, {kh * kw}), {t.out.name}.view({t.planes}, {t.ohw[0]}, {t.ohw[1]}), "
+            f"KH={kh}, KW={kw}, S={t.stride}, PH={t.pad[0]}, PW={t.pad[1]}, D={t.dilation}, BH={p['BH']}, "
+            f"BW={p['BW']})"]

@@ -1,0 +1,40 @@
+"""stdlib_kernels/depthwise_conv.py on a real GPU against float64 (and the lowering's use of it through a
+ConvNeXt-shaped block). Skips without a GPU."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA GPU here (torch.cuda.is_available() is False): GPU tests need the device machine",
+                allow_module_level=True)
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+
+from stdlib_kernels import depthwise_conv as dw  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+DEV = torch.device("cuda")
+
+
+@pytest.mark.parametrize("shape,k,s,pad,d", [
+    ((16, 96, 56, 56), (7, 7), 1, (3, 3), 1),
+    ((3, 5, 30, 17), (7, 5), 2, (3, 1), 1),
+    ((2, 7, 21, 90), (9, 9), 1, (4, 4), 2),
+])
+def test_depthwise_on_gpu_matches_float64(shape, k, s, pad, d):
+    g = torch.Generator(device=DEV).manual_seed(sum(shape))
+    x = torch.randn(shape, device=DEV, generator=g)
+    w = torch.randn(shape[1], 1, *k, device=DEV, generator=g)
+    oh, ow = (dw.out_size(n, kk, s, p, d) for n, kk, p in zip(shape[2:], k, pad))
+    y = torch.full((shape[0], shape[1], oh, ow), float("nan"), device=DEV)
+    dw.launch(x, w, y, s, pad, d)
+    ref = torch.nn.functional.conv2d(x.double(), w.double(), None, s, pad, d, groups=shape[1])
+    theirs = torch.nn.functional.conv2d(x, w, None, s, pad, d, groups=shape[1])
+    ours_err = (y.double() - ref).abs().max().item()
+    their_err = (theirs.double() - ref).abs().max().item()
+    assert ours_err <= max(2 * their_err, 1e-5), (ours_err, their_err)
