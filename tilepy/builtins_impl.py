@@ -209,7 +209,10 @@ class BuiltinRules(SharedViewRules, MemoryRules, ComputeRules, GatherRules, Redu
                 shape = t.shape[:axis] + (1,) + t.shape[axis:]
                 layout = _insert_dim(t.layout, axis)
                 return self.make("expand_dims", RegType(t.dtype, shape, layout), node, base, axis=axis)
-            raise self.err(node, "register tiles can only be indexed as x[:, None] / x[None, :]",
+            if not none_at and all(isinstance(s, cst.Slice) for s in items) and len(items) <= len(t.shape):
+                return self.tile_window(base, node)
+            raise self.err(node, "register tiles can only be indexed as x[:, None] / x[None, :], or sliced at "
+                           "compile-time bounds (acc[:, c0:c0 + 64])",
                            "select elements with masks and tp.where, or reduce with tp.sum/tp.max",
                            UnsupportedConstructError)
         raise self.err(node, f"cannot index {t}", cls=KernelTypeError)

@@ -11,7 +11,7 @@ import libcst as cst
 from . import ir
 from .builtins_util import _show, affine_difference
 from .errors import ConstexprError, KernelTypeError, ShapeError, UnsupportedConstructError
-from .types import SharedType
+from .types import RegType, SharedType
 
 
 class SharedViewRules:
@@ -40,6 +40,42 @@ class SharedViewRules:
         if rank < 2:
             raise self.err(node, f"tp.transpose takes a tile of rank >= 2, got {_show(x)}", cls=KernelTypeError)
         return self.b_permute(node, x, tuple(reversed(range(rank))))
+
+    def tile_window(self, base, node):
+        """`acc[:, c0:c0 + 64]`: the sub-tile of a register tile at compile-time bounds, when every thread already
+        holds its part of it (TVLayout.window: the values kept in place, no data moved), e.g. a column block of a
+        wgmma accumulator, stored a piece at a time."""
+        t = base.type
+        items = [e.slice for e in node.slice]
+        starts, sizes = [], []
+        for axis, dim in enumerate(t.shape):
+            item = items[axis] if axis < len(items) else cst.Slice(lower=None, upper=None)
+            if item.step is not None:
+                raise self.err(node, "strided slices of register tiles are not supported",
+                               "slice contiguous blocks: x[:, c0:c0 + N]", UnsupportedConstructError)
+            lower = self.tr.expr(item.lower) if item.lower is not None else 0
+            size = dim - lower if item.upper is None and not isinstance(lower, ir.Expr) else (
+                affine_difference(self.tr.expr(item.upper), lower) if item.upper is not None else None)
+            if isinstance(lower, ir.Expr) or size is None:
+                raise self.err(node, f"the slice's start on axis {axis} is not a compile-time constant",
+                               "register tiles are sliced at constants or constexprs (acc[:, c0:c0 + 64] with c0 a "
+                               "tp.static_range index)", ConstexprError)
+            lower = self.const_int(lower, node, "slice start")
+            if not (0 <= lower and size > 0 and lower + size <= dim):
+                raise self.err(node, f"slice {lower}:{lower + size} of axis {axis} is outside the tile's {dim}",
+                               cls=ShapeError)
+            starts.append(lower)
+            sizes.append(size)
+        try:
+            layout = t.layout.window(tuple(starts), tuple(sizes))
+        except ValueError as ex:
+            raise self.err(node, f"this slice of a {t.shape} tile in layout {t.layout.short()} is not held by the "
+                           f"same threads ({ex})",
+                           "slice at multiples of the layout's value steps (a wgmma accumulator: column blocks "
+                           "of 8, 16, 32, ... at multiples of their width), or tp.convert_layout first",
+                           ShapeError) from None
+        return self.make("tile_window", RegType(t.dtype, tuple(sizes), layout), node, base, starts=tuple(starts),
+                         sizes=tuple(sizes))
 
     def shared_window(self, base, node):
         """`s[a:a + n, b]`: the window of a shared tile (or of one stage) at compile-time starts."""

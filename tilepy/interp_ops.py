@@ -268,6 +268,10 @@ class _ValueOps:
         (x,) = self._args(e, ctx)
         return np.expand_dims(x, int(e.attrs.get("axis", 0)))
 
+    def _op_tile_window(self, e, ctx):
+        (x,) = self._args(e, ctx)
+        return x[tuple(slice(a, a + n) for a, n in zip(e.attrs["starts"], e.attrs["sizes"]))]
+
     def _op_convert_layout(self, e, ctx):
         (x,) = self._args(e, ctx)
         return x

@@ -55,6 +55,9 @@ _OPS = [
     OpInfo("full", "full(value) attrs{shape, dtype, layout}", False, "register tile filled with `value`"),
     OpInfo("arange", "arange() attrs{n, layout}", False, "register tile [0, 1, ..., n-1] of i32"),
     OpInfo("expand_dims", "expand_dims(x) attrs{axis}", False, "insert a size-1 axis (x[:, None])"),
+    OpInfo("tile_window", "tile_window(x) attrs{starts, sizes}", False,
+           "the sub-tile x[starts, starts + sizes) (compile-time bounds); its layout keeps each element in the "
+           "thread and register that held it (TVLayout.window): no data moves"),
     OpInfo("convert_layout", "convert_layout(x) attrs{layout}", False,
            "same values, redistributed over threads by `layout` (through shared memory on the GPU)"),
     # memory

@@ -78,6 +78,57 @@ class TVLayout:
         strides = tuple(zero if d == axis else s for d, s in enumerate(self.strides))
         return TVLayout(tile, self.thread_shape, self.value_shape, strides, f"reduce({self.name}, {axis})")
 
+    def window(self, starts: tuple[int, ...], sizes: tuple[int, ...]) -> TVLayout:
+        """The layout of the sub-tile [starts, starts + sizes) when every thread already holds, among its own
+        values, exactly the sub-tile's elements that the result gives it (a register-local slice: the values
+        kept, no data moved): the value modes that step across the window's bounds along a dimension are split
+        at the window's size and their outer part fixed at the window's start. ValueError otherwise (the window
+        cuts a thread mode, a value mode moves two dimensions at once, or the start is not a multiple of the
+        split). An accumulator's (BM, 64) column window of a (BM, 256) wgmma tile is the m64n64 layout."""
+        vshape, vstr = list(self.value_shape), [list(self.strides[d][1]) for d in range(len(self.tile))]
+        for d, (start, size) in enumerate(zip(starts, sizes)):
+            if size == self.tile[d]:
+                continue
+            ts = self.strides[d][0]
+            if any(s and (s * (n - 1) >= size) for s, n in zip(ts, self.thread_shape)):
+                raise ValueError(f"dimension {d}: a thread mode steps across the window's size {size}")
+            modes = []
+            for j, (n, s) in enumerate(zip(vshape, vstr[d])):
+                if n == 1 or s == 0 or s * n <= size:
+                    modes.append((n, [x[j] for x in vstr], None))
+                    continue
+                if any(x[j] for e, x in enumerate(vstr) if e != d):
+                    raise ValueError(f"dimension {d}: a value mode that also moves dimension(s) other than {d}")
+                inner = max(1, size // s) if s < size else 1
+                if (s < size and (size % s or n % inner)) or (s >= size and s % size):
+                    raise ValueError(f"dimension {d}: a value mode of {n} x {s} does not split at {size}")
+                if inner > 1:
+                    modes.append((inner, [x[j] if e == d else 0 for e, x in enumerate(vstr)], None))
+                modes.append((n // inner, None, s * inner))        # outer part: fixed at the window's start
+            rest, pos = start, {}
+            for k in sorted((k for k, m in enumerate(modes) if m[1] is None), key=lambda k: -modes[k][2]):
+                n, _, s = modes[k]
+                pos[k] = min(rest // s, n - 1)
+                rest -= pos[k] * s
+            if rest:
+                raise ValueError(f"dimension {d}: the start {start} is not a multiple of the window's value modes")
+            vshape = [m[0] for m in modes if m[1] is not None]
+            kept = [m[1] for m in modes if m[1] is not None]
+            vstr = [[x[e] for x in kept] for e in range(len(self.tile))]
+        if not vshape:
+            vshape, vstr = [1], [[0] for _ in self.tile]
+        out = TVLayout(tuple(sizes), self.thread_shape, tuple(vshape),
+                       tuple((tuple(self.strides[d][0]), tuple(vstr[d])) for d in range(len(self.tile))),
+                       f"window({self.name}, {tuple(starts)}, {tuple(sizes)})")
+        if not (out.in_range() and out.covers_tile()):
+            raise ValueError("the window is not held register-locally by this layout")
+        # every element of the window is held by the same thread as before (the renderer then reads it in place)
+        want = np.ravel_multi_index(tuple(c + st for c, st in zip(out.coords, starts)), self.tile)
+        for t in range(self.num_threads):
+            if not np.isin(want[t], self.flat[t]).all():
+                raise ValueError("the window moves elements between threads")
+        return out
+
     def short(self) -> str:
         return self.name
 

@@ -592,6 +592,9 @@ class _Walker(MemoryEvents):
     def op_reshape(self, e, st):
         return tile_ops.reshape(self, e, st)
 
+    def op_tile_window(self, e, st):
+        return tile_ops.tile_window(self, e, st)
+
     def elementwise(self, e, vals, st):
         shape = e.type.shape
         regs = [v for v in vals if isinstance(v, Reg)]

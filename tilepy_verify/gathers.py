@@ -137,7 +137,8 @@ def atomic(walker, e, st):
 # ops a mask expression may hold and still be evaluated again for its value: no memory access, no effect
 _PURE_OPS = frozenset({"block_id", "num_blocks", "thread_id", "lane_id", "warp_id", "warpgroup_id", "dim", "cdiv",
                        "min", "max", "zeros", "full", "arange", "expand_dims", "convert_layout", "cast", "where",
-                       "maximum", "minimum", "permute", "reshape", "cluster_rank"})
+                       "maximum", "minimum", "permute", "reshape", "cluster_rank",
+                       "tile_window"})
 
 
 def _pure(e) -> bool:

@@ -40,6 +40,11 @@ def permute(walker, e, st):
     return _moved(walker, e, st, lambda c: tuple(c[dims.index(d)] for d in range(len(dims))))
 
 
+def tile_window(walker, e, st):
+    starts = e.attrs["starts"]
+    return _moved(walker, e, st, lambda c: tuple(x + a for x, a in zip(c, starts)))
+
+
 def reshape(walker, e, st):
     new, old = tuple(e.type.shape), tuple(e.args[0].type.shape)
 

@@ -177,6 +177,9 @@ class GatherOps:
             elif op == "permute":
                 dims = e.attrs["dims"]
                 return self._static_index(e.args[0], [coords[dims.index(d)] for d in range(len(dims))], depth + 1)
+            elif op == "tile_window":
+                return self._static_index(e.args[0], [Coord(c.tname, [k + a for k in c.vals], c.arr + a) if a else c
+                                                      for c, a in zip(coords, e.attrs["starts"])], depth + 1)
             elif op == "cast":
                 a = sub(e.args[0])
                 out = a if a is not None and not e.attrs["dtype"].is_float else None

@@ -14,7 +14,8 @@ from tilepy import ir
 from tilepy.types import RegType
 
 # ops whose value is a function of their operands and the tile coordinate only (no memory, no threads)
-CHEAP_OPS = frozenset({"arange", "expand_dims", "cast", "full", "zeros", "where", "maximum", "minimum", "permute"})
+CHEAP_OPS = frozenset({"arange", "expand_dims", "cast", "full", "zeros", "where", "maximum", "minimum", "permute",
+                       "tile_window"})
 
 
 @dataclass

@@ -20,7 +20,7 @@ COMMON_OPS = (
     "block_id num_blocks thread_id lane_id warp_id warpgroup_id dim cdiv min max view stage shared zeros full "
     "arange expand_dims convert_layout load store copy barrier cast where maximum minimum sum max_reduce "
     "min_reduce mma tag mma_operands assert_tag schedule gather_view prod scan_sum scan_prod permute reshape "
-    "shared_permute shared_window"
+    "shared_permute shared_window tile_window"
 ).split() + list(UNARY_MATH)
 
 ELEMENTWISE = frozenset({"cast", "where", "maximum", "minimum", *UNARY_MATH})

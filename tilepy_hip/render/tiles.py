@@ -156,6 +156,9 @@ class TileOps:
         if op == "permute":  # x's axis d is the result's axis dims.index(d): only the coordinates move
             dims = e.attrs["dims"]
             return self.plan(e.args[0], [coords[dims.index(d)] for d in range(len(dims))])
+        if op == "tile_window":  # x's element at the window's start plus the coordinate (held in place)
+            return self.plan(e.args[0], [Coord(c.tname, [k + a for k in c.vals], c.arr + a) if a else c
+                                         for c, a in zip(coords, e.attrs["starts"])])
         if op == "zeros":
             text = literal(0, t.dtype)
             return (lambda v: text), t.dtype
