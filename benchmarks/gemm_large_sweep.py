@@ -57,17 +57,37 @@ VARIANTS = {
     "pers_tma_r64": dict(PERSISTENT=1, STAGES=3, EPILOGUE=2, GROUP_M=8, **R64),
     "pers_tma_r64_g16": dict(PERSISTENT=1, STAGES=3, EPILOGUE=2, GROUP_M=16, **R64),
     "pers_tma_r88": dict(PERSISTENT=1, STAGES=3, EPILOGUE=2, GROUP_M=8, PRODUCER_REGS=88, CONSUMER_REGS=208),
+    # G12: the store in 64-column pieces through two 16 KB buffers (STORE_N=64, a store warp), 4 stages beside them
+    # (cuBLAS's 4 x 48 KB + 16 KB); GROUP_M the policy's; registers per variant (0: no setmaxnreg)
+    "pers_n64_s4": dict(PERSISTENT=1, STAGES=4, EPILOGUE=2, STORE_N=64, PRODUCER_REGS=0, CONSUMER_REGS=0),
+    "pers_n64_s4_r64": dict(PERSISTENT=1, STAGES=4, EPILOGUE=2, STORE_N=64, **R64),
+    "pers_n64_s4_r88": dict(PERSISTENT=1, STAGES=4, EPILOGUE=2, STORE_N=64, PRODUCER_REGS=88, CONSUMER_REGS=208),
+    "pers_n64_s4_r96": dict(PERSISTENT=1, STAGES=4, EPILOGUE=2, STORE_N=64, PRODUCER_REGS=96, CONSUMER_REGS=200),
+    "pers_n64_s3_r64": dict(PERSISTENT=1, STAGES=3, EPILOGUE=2, STORE_N=64, **R64),
+    "pers_whole_s3_r64": dict(PERSISTENT=1, STAGES=3, EPILOGUE=2, STORE_N=0, **R64),    # G9's form (the policy before)
+    "pers_n64_s4_r40": dict(PERSISTENT=1, STAGES=4, EPILOGUE=2, STORE_N=64, PRODUCER_REGS=40, CONSUMER_REGS=232),
+    "pers_n64_s4_g4": dict(PERSISTENT=1, STAGES=4, EPILOGUE=2, STORE_N=64, GROUP_M=4, **R64),
+    "pers_n64_s4_g16": dict(PERSISTENT=1, STAGES=4, EPILOGUE=2, STORE_N=64, GROUP_M=16, **R64),
 }
-# fp8, constexprs over gemm_fp8's policy (128 x 256 x 128, 4 stages, wait_group 0, GROUP_M 8)
+# fp8, constexprs over gemm_fp8's policy (128 x 256 x 128; since G10 the large class's is 3 stages, the TMA store,
+# 96 / 200): every knob named, so a variant means the same whatever the policy is
 # (budgets fit the block's 64512-register pool at 384 threads: 96 / 208 asked for 65536 and hung on the H100)
 FP8_VARIANTS = {
     "policy": None,
-    "s3_tma": dict(STAGES=3, EPILOGUE=2),
+    "s3_tma": dict(STAGES=3, EPILOGUE=2, PRODUCER_REGS=0, CONSUMER_REGS=0),
     "s3_tma_r96": dict(STAGES=3, EPILOGUE=2, PRODUCER_REGS=96, CONSUMER_REGS=200),
     "s3_tma_r80": dict(STAGES=3, EPILOGUE=2, PRODUCER_REGS=80, CONSUMER_REGS=208),
+    "s3_tma_r88": dict(STAGES=3, EPILOGUE=2, PRODUCER_REGS=88, CONSUMER_REGS=208),
     "s3_tma_r96_g16": dict(STAGES=3, EPILOGUE=2, PRODUCER_REGS=96, CONSUMER_REGS=200, GROUP_M=16),
-    "s4_r96": dict(STAGES=4, PRODUCER_REGS=96, CONSUMER_REGS=200),
+    "s3_tma_r96_g4": dict(STAGES=3, EPILOGUE=2, PRODUCER_REGS=96, CONSUMER_REGS=200, GROUP_M=4),
+    "s4_r96": dict(STAGES=4, EPILOGUE=0, PRODUCER_REGS=96, CONSUMER_REGS=200),
     "s3_tma_r96_wait1": dict(STAGES=3, EPILOGUE=2, PRODUCER_REGS=96, CONSUMER_REGS=200, IN_FLIGHT=1),
+    # G12: gemm_fp8_persistent_tma (persistent grid, the store in 64-column pieces overlapped with the next tile, a
+    # store warp, 4 stages)
+    "fp8_pers_n64": dict(PERSISTENT=1, STORE_N=64, STAGES=4),
+    "fp8_pers_n64_r96": dict(PERSISTENT=1, STORE_N=64, STAGES=4, PRODUCER_REGS=96, CONSUMER_REGS=200),
+    "fp8_pers_n64_r64": dict(PERSISTENT=1, STORE_N=64, STAGES=4, PRODUCER_REGS=64, CONSUMER_REGS=216),
+    "fp8_pers_n64_r96_g16": dict(PERSISTENT=1, STORE_N=64, STAGES=4, PRODUCER_REGS=96, CONSUMER_REGS=200, GROUP_M=16),
 }
 
 

@@ -171,6 +171,97 @@ def gemm_fp8_persistent(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "
                 tp.store(C[m0:m0 + BM, n0:n0 + BN], acc * scale)
 
 
+@tp.kernel(threads=_threads, target="sm_90a")
+def gemm_fp8_persistent_tma(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "N", "K"],
+                            SA: tp.Tensor[tp.f32, "SA"], SB: tp.Tensor[tp.f32, "SB"], C: tp.Tensor[tp.bf16, "M", "N"],
+                            BM: tp.constexpr = 128, BN: tp.constexpr = 256, BK: tp.constexpr = 128,
+                            STAGES: tp.constexpr = 4, CONSUMERS: tp.constexpr = 2,
+                            INSTR: tp.constexpr = tp.nv.wgmma_m64n256k32_e4m3,
+                            SWIZZLE: tp.constexpr = tp.Swizzle(3, 4, 3), GROUP_M: tp.constexpr = 8,
+                            PRODUCER_REGS: tp.constexpr = 0, CONSUMER_REGS: tp.constexpr = 0,
+                            STORE_N: tp.constexpr = 64):
+    """gemm_fp8 on a persistent grid with the TMA store in column pieces overlapped with the next tile: the form of
+    gemm_hopper.gemm_persistent(EPILOGUE=2, STORE_N) for e4m3 operands (B K-major, as gemm_fp8) and the scaled
+    bf16 output. Block b walks output tiles b, b + grid, ... in the grouped order; each tile takes `rounds` whole
+    turns of the ring (k-tile k of the block's it-th tile in stage k % STAGES, phase it * rounds + k // STAGES;
+    slots past the last k-tile carry only their arrivals). The producer warpgroup's first three warps issue the
+    copies (TMA only), its last warp is the store warp: the consumers write the scaled tile's piece p (acc[:, p *
+    STORE_N:...] * scale, rounded to bf16) into buffer p % 2 and arrive on staged[p % 2]; the store warp stores it
+    (TMA only), waits for the read and hands the buffer back through c_free[p % 2]. The j-th use of a buffer in a
+    block is phase j of both (j = it * BN // (2 * STORE_N) + p // 2). 4 stages of 48 KB beside two 16 KB buffers.
+    C's rows must be 16-byte multiples (N % 8 == 0) and the operands' bases 16-byte aligned (tensor maps)."""
+    a_s = tp.shared((BM, BK), tp.e4m3, stages=STAGES, swizzle=SWIZZLE)
+    b_s = tp.shared((BN, BK), tp.e4m3, stages=STAGES, swizzle=SWIZZLE)
+    c_s = tp.shared((BM, STORE_N), tp.bf16, stages=2, swizzle=tp.Swizzle(3, 3, 3), layout=b_layout(BM, STORE_N, 64))
+    staged = tp.mbarrier(1, stages=2)     # buffer b holds the piece of its j-th use (phase j)
+    c_free = tp.mbarrier(1, stages=2)     # the store of that piece has read buffer b (phase j)
+    full = tp.mbarrier(1, stages=STAGES)
+    empty = tp.mbarrier(1, stages=STAGES)
+    tp.tag(A, lambda i, k: ("A", i, k))
+    tp.tag(B, lambda j, k: ("B", k, j))
+    n_m = tp.cdiv(C.shape[0], BM)
+    n_n = tp.cdiv(C.shape[1], BN)
+    in_group = GROUP_M * n_n
+    k_tiles = tp.cdiv(A.shape[1], BK)
+    rounds = tp.cdiv(k_tiles, STAGES)
+    first = tp.block_id(0)
+    step = tp.num_blocks(0)
+    if tp.warpgroup_id() == 0:          # producer warpgroup (its registers go to the consumers: setmaxnreg)
+        if PRODUCER_REGS > 0:
+            tp.setmaxnreg(PRODUCER_REGS)
+        if tp.warp_id() < 3:            # the copies
+            for t in range(first, n_m * n_n, step):
+                first_m = (t // in_group) * GROUP_M
+                group_m = tp.minimum(n_m - first_m, GROUP_M)
+                m0 = (first_m + (t % in_group) % group_m) * BM
+                n0 = ((t % in_group) // group_m) * BN
+                turn = ((t - first) // step) * rounds
+                for k in range(rounds * STAGES):
+                    tp.mbarrier_wait(empty[k % STAGES], turn + k // STAGES)
+                    if k < k_tiles:
+                        tp.copy_bulk(A[m0:m0 + BM, k * BK:k * BK + BK], a_s[k % STAGES], full[k % STAGES],
+                                     fallback=False)
+                        tp.copy_bulk(B[n0:n0 + BN, k * BK:k * BK + BK], b_s[k % STAGES], full[k % STAGES],
+                                     fallback=False)
+                    tp.mbarrier_arrive(full[k % STAGES])
+        else:                           # the store warp, the block's tiles piece by piece
+            for t in range(first, n_m * n_n, step):
+                first_m = (t // in_group) * GROUP_M
+                group_m = tp.minimum(n_m - first_m, GROUP_M)
+                m0 = (first_m + (t % in_group) % group_m) * BM
+                n0 = ((t % in_group) // group_m) * BN
+                it = (t - first) // step
+                for p in tp.static_range(BN // STORE_N):
+                    tp.mbarrier_wait(staged[p % 2], it * (BN // (2 * STORE_N)) + p // 2)
+                    tp.store_bulk(c_s[p % 2], C[m0:m0 + BM, n0 + p * STORE_N:n0 + p * STORE_N + STORE_N],
+                                  fallback=False)
+                    tp.store_bulk_wait(c_s[p % 2])     # read: the consumers may write the buffer again
+                    tp.mbarrier_arrive(c_free[p % 2])
+    else:                               # consumer warpgroups
+        if CONSUMER_REGS > 0:
+            tp.setmaxnreg(CONSUMER_REGS)
+        scale = (tp.load(SA[0:1]) * tp.load(SB[0:1]))[:, None]
+        for s in tp.static_range(STAGES):
+            tp.mbarrier_arrive(empty[s])
+        for t in range(first, n_m * n_n, step):
+            turn = ((t - first) // step) * rounds
+            acc = tp.zeros((BM, BN), tp.f32, layout=tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1)))
+            for k in range(rounds * STAGES):
+                tp.mbarrier_wait(full[k % STAGES], turn + k // STAGES)
+                if k < k_tiles:
+                    acc = tp.mma(a_s[k % STAGES], b_s[k % STAGES].T, acc)
+                tp.mbarrier_arrive(empty[k % STAGES])
+            tp.assert_tag(tp.mma_operands(acc), lambda a, b: a[2] == b[1])
+            it = (t - first) // step
+            for p in tp.static_range(BN // STORE_N):
+                if p >= 2:                      # this tile's piece p - 2 has been read from the buffer
+                    tp.mbarrier_wait(c_free[p % 2], it * (BN // (2 * STORE_N)) + p // 2 - 1)
+                elif it > 0:                    # the previous tile's last piece in this buffer
+                    tp.mbarrier_wait(c_free[p % 2], it * (BN // (2 * STORE_N)) - 1)
+                tp.store(c_s[p % 2], acc[:, p * STORE_N:p * STORE_N + STORE_N] * scale)
+                tp.mbarrier_arrive(staged[p % 2])
+
+
 PRESETS = {
     "sm_90a": dict(BM=128, BN=256, BK=128, STAGES=4, CONSUMERS=2, INSTR=tp.nv.wgmma_m64n256k32_e4m3),
 }
@@ -215,6 +306,13 @@ def kernel_of(params: dict):
     if params.get("PERSISTENT"):
         if params.get("IN_FLIGHT"):
             raise ValueError("gemm_fp8: PERSISTENT=1 runs wait_group 0; drop IN_FLIGHT or PERSISTENT")
+        if params.get("STORE_N"):      # the TMA store in pieces overlapped with the next tile
+            if params.get("EPILOGUE", 2) != 2 or params.get("BN", 256) % (2 * params["STORE_N"]):
+                raise ValueError(f"gemm_fp8: STORE_N={params['STORE_N']} (gemm_fp8_persistent_tma) stores the tile in "
+                                 f"an even number of column pieces through the TMA (EPILOGUE 2 or absent); got BN="
+                                 f"{params.get('BN')}, EPILOGUE={params.get('EPILOGUE')}")
+            return gemm_fp8_persistent_tma, {k: v for k, v in params.items()
+                                             if k not in ("PERSISTENT", "NUM_SMS", "IN_FLIGHT", "EPILOGUE")}
         if params.get("EPILOGUE"):
             raise ValueError("gemm_fp8: PERSISTENT=1 stores from the registers; drop EPILOGUE or PERSISTENT")
         return gemm_fp8_persistent, {k: v for k, v in params.items()

@@ -386,7 +386,8 @@ def gemm_persistent(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", 
                     BM: tp.constexpr = 128, BN: tp.constexpr = 256, BK: tp.constexpr = 64, STAGES: tp.constexpr = 4,
                     CONSUMERS: tp.constexpr = 2, INSTR: tp.constexpr = tp.nv.wgmma_m64n256k16_bf16,
                     SWIZZLE: tp.constexpr = tp.Swizzle(3, 3, 3), PRODUCER_REGS: tp.constexpr = 0,
-                    CONSUMER_REGS: tp.constexpr = 0, GROUP_M: tp.constexpr = 8, EPILOGUE: tp.constexpr = 0):
+                    CONSUMER_REGS: tp.constexpr = 0, GROUP_M: tp.constexpr = 8, EPILOGUE: tp.constexpr = 0,
+                    STORE_N: tp.constexpr = 0):
     """gemm_hopper on a persistent grid: a 1-D grid of at most one block per SM, block b walking output tiles
     b, b + grid, ... in a grouped (L2-friendly) order, GROUP_M row tiles sweeping the columns together. The
     ring runs on across a block's output tiles, so the producer loads the next output tile's stages while the
@@ -408,14 +409,32 @@ def gemm_persistent(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", 
     next tile into it (a tile's store goes out one tile late; the block's last tile after the loop). The block's
     it-th tile's handshake is phase it of `staged` and of `c_free`. The store is TMA only (fallback=False: the
     per-element copy beside it spilled 2.7-5.3 KB of the producer's registers), so C's rows must be 16-byte
-    multiples (the launch refuses others)."""
+    multiples (the launch refuses others).
+
+    STORE_N (EPILOGUE=2; 0: the whole tile at once, as above): the tile goes out in BN // STORE_N column pieces
+    (an even number) through two (BM, STORE_N) buffers, cuBLAS's structure (a 16 KB store buffer beside 4 stages
+    of 48 KB, where the whole 64 KB tile leaves room for 3). The consumers write piece p (acc[:, p * STORE_N:...],
+    a register-local column window) into buffer p % 2 and arrive on staged[p % 2]; a store warp (the producer
+    warpgroup's last warp; the copies are issued by its first) walks the block's tiles beside the ring, stores each
+    piece as it is staged, waits for its read and hands the buffer back through c_free[p % 2], which the consumers
+    wait for before writing the buffer again: the two buffers alternate between the consumers' writes and the
+    TMA's reads while the producer keeps the ring full with the next tile's stages. The j-th use of a buffer in a
+    block (piece p of the block's it-th tile: j = it * BN // (2 * STORE_N) + p // 2) is phase j of its staged and
+    c_free. (Servicing the pieces from the producer's ring loop instead, at its STAGES-th slot, was correct on the
+    interpreter but beyond the verifier: a handshake under `k == STAGES - 1` in the ring.) The loads are TMA only
+    there (fallback=False): the per-row copy compiled beside them spilled the 64-register producer (224 bytes)."""
     a_s = tp.shared((BM, BK), tp.bf16, stages=STAGES, swizzle=SWIZZLE)
     b_s = tp.shared((BK, BN), tp.bf16, stages=STAGES, swizzle=SWIZZLE, layout=b_layout(BK, BN))
-    if EPILOGUE == 2:
+    if EPILOGUE == 2 and STORE_N == 0:
         c_s = tp.shared((BM, BN), C.dtype, swizzle=tp.Swizzle(3, 4 - C.dtype.bytes // 2, 3),
                         layout=b_layout(BM, BN, 128 // C.dtype.bytes))
         staged = tp.mbarrier(1)     # the consumers' tile it is in c_s (phase it)
         c_free = tp.mbarrier(1)     # the store of tile it has read c_s (phase it)
+    if EPILOGUE == 2 and STORE_N > 0:
+        c_s = tp.shared((BM, STORE_N), C.dtype, stages=2, swizzle=tp.Swizzle(3, 4 - C.dtype.bytes // 2, 3),
+                        layout=b_layout(BM, STORE_N, 128 // C.dtype.bytes))
+        staged = tp.mbarrier(1, stages=2)     # buffer b holds the piece of its j-th use (phase j)
+        c_free = tp.mbarrier(1, stages=2)     # the store of that piece has read buffer b (phase j)
     full = tp.mbarrier(1, stages=STAGES)
     empty = tp.mbarrier(1, stages=STAGES)
     tp.tag(A, lambda i, k: ("A", i, k))
@@ -430,40 +449,70 @@ def gemm_persistent(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", 
     if tp.warpgroup_id() == 0:          # producer warpgroup: one thread issues the bulk tensor copies
         if PRODUCER_REGS > 0:
             tp.setmaxnreg(PRODUCER_REGS)
-        for t in range(first, n_m * n_n, step):
-            first_m = (t // in_group) * GROUP_M
-            group_m = tp.minimum(n_m - first_m, GROUP_M)          # the last group may be short
-            m0 = (first_m + (t % in_group) % group_m) * BM
-            n0 = ((t % in_group) // group_m) * BN
-            turn = ((t - first) // step) * rounds     # ring turns taken by the earlier tiles of this block
-            for k in range(rounds * STAGES):
-                tp.mbarrier_wait(empty[k % STAGES], turn + k // STAGES)   # the consumers released the stage
-                if k < k_tiles:
-                    tp.copy_bulk(A[m0:m0 + BM, k * BK:k * BK + BK], a_s[k % STAGES], full[k % STAGES])
-                    tp.copy_bulk(B[k * BK:k * BK + BK, n0:n0 + BN], b_s[k % STAGES], full[k % STAGES])
-                tp.mbarrier_arrive(full[k % STAGES])
-            if EPILOGUE == 2:
-                it = (t - first) // step
-                if it > 0:                  # the previous tile, staged while this tile's ring filled
-                    pt = t - step
-                    p_first_m = (pt // in_group) * GROUP_M
-                    p_group_m = tp.minimum(n_m - p_first_m, GROUP_M)
-                    pm0 = (p_first_m + (pt % in_group) % p_group_m) * BM
-                    pn0 = ((pt % in_group) // p_group_m) * BN
-                    tp.mbarrier_wait(staged, it - 1)
-                    tp.store_bulk(c_s, C[pm0:pm0 + BM, pn0:pn0 + BN], fallback=False)
-                    tp.store_bulk_wait(c_s)             # c_s read: the consumers may write the next tile
-                    tp.mbarrier_arrive(c_free)
-        if EPILOGUE == 2:                   # the block's last tile
-            mine = tp.cdiv(n_m * n_n - first, step)
-            lt = first + (mine - 1) * step
-            l_first_m = (lt // in_group) * GROUP_M
-            l_group_m = tp.minimum(n_m - l_first_m, GROUP_M)
-            lm0 = (l_first_m + (lt % in_group) % l_group_m) * BM
-            ln0 = ((lt % in_group) // l_group_m) * BN
-            tp.mbarrier_wait(staged, mine - 1)
-            tp.store_bulk(c_s, C[lm0:lm0 + BM, ln0:ln0 + BN], fallback=False)
-            tp.store_bulk_wait(c_s)
+        if STORE_N > 0:
+            if tp.warp_id() < 3:        # warps 0-2: the copies (TMA only: the per-row copy beside them spilled)
+                for t in range(first, n_m * n_n, step):
+                    first_m = (t // in_group) * GROUP_M
+                    group_m = tp.minimum(n_m - first_m, GROUP_M)
+                    m0 = (first_m + (t % in_group) % group_m) * BM
+                    n0 = ((t % in_group) // group_m) * BN
+                    turn = ((t - first) // step) * rounds
+                    for k in range(rounds * STAGES):
+                        tp.mbarrier_wait(empty[k % STAGES], turn + k // STAGES)
+                        if k < k_tiles:
+                            tp.copy_bulk(A[m0:m0 + BM, k * BK:k * BK + BK], a_s[k % STAGES], full[k % STAGES],
+                                         fallback=False)
+                            tp.copy_bulk(B[k * BK:k * BK + BK, n0:n0 + BN], b_s[k % STAGES], full[k % STAGES],
+                                         fallback=False)
+                        tp.mbarrier_arrive(full[k % STAGES])
+            else:                       # warp 3: the store warp, the block's tiles piece by piece
+                for t in range(first, n_m * n_n, step):
+                    first_m = (t // in_group) * GROUP_M
+                    group_m = tp.minimum(n_m - first_m, GROUP_M)
+                    m0 = (first_m + (t % in_group) % group_m) * BM
+                    n0 = ((t % in_group) // group_m) * BN
+                    it = (t - first) // step
+                    for p in tp.static_range(BN // STORE_N):
+                        tp.mbarrier_wait(staged[p % 2], it * (BN // (2 * STORE_N)) + p // 2)
+                        tp.store_bulk(c_s[p % 2], C[m0:m0 + BM, n0 + p * STORE_N:n0 + p * STORE_N + STORE_N],
+                                      fallback=False)
+                        tp.store_bulk_wait(c_s[p % 2])     # read: the consumers may write the buffer again
+                        tp.mbarrier_arrive(c_free[p % 2])
+        else:       # the whole tile: the producer warpgroup copies and stores (the form before STORE_N)
+            for t in range(first, n_m * n_n, step):
+                first_m = (t // in_group) * GROUP_M
+                group_m = tp.minimum(n_m - first_m, GROUP_M)          # the last group may be short
+                m0 = (first_m + (t % in_group) % group_m) * BM
+                n0 = ((t % in_group) // group_m) * BN
+                turn = ((t - first) // step) * rounds     # ring turns taken by the earlier tiles of this block
+                for k in range(rounds * STAGES):
+                    tp.mbarrier_wait(empty[k % STAGES], turn + k // STAGES)   # the consumers released the stage
+                    if k < k_tiles:
+                        tp.copy_bulk(A[m0:m0 + BM, k * BK:k * BK + BK], a_s[k % STAGES], full[k % STAGES])
+                        tp.copy_bulk(B[k * BK:k * BK + BK, n0:n0 + BN], b_s[k % STAGES], full[k % STAGES])
+                    tp.mbarrier_arrive(full[k % STAGES])
+                if EPILOGUE == 2:
+                    it = (t - first) // step
+                    if it > 0:                  # the previous tile, staged while this tile's ring filled
+                        pt = t - step
+                        p_first_m = (pt // in_group) * GROUP_M
+                        p_group_m = tp.minimum(n_m - p_first_m, GROUP_M)
+                        pm0 = (p_first_m + (pt % in_group) % p_group_m) * BM
+                        pn0 = ((pt % in_group) // p_group_m) * BN
+                        tp.mbarrier_wait(staged, it - 1)
+                        tp.store_bulk(c_s, C[pm0:pm0 + BM, pn0:pn0 + BN], fallback=False)
+                        tp.store_bulk_wait(c_s)             # c_s read: the consumers may write the next tile
+                        tp.mbarrier_arrive(c_free)
+            if EPILOGUE == 2:                   # the block's last tile
+                mine = tp.cdiv(n_m * n_n - first, step)
+                lt = first + (mine - 1) * step
+                l_first_m = (lt // in_group) * GROUP_M
+                l_group_m = tp.minimum(n_m - l_first_m, GROUP_M)
+                lm0 = (l_first_m + (lt % in_group) % l_group_m) * BM
+                ln0 = ((lt % in_group) // l_group_m) * BN
+                tp.mbarrier_wait(staged, mine - 1)
+                tp.store_bulk(c_s, C[lm0:lm0 + BM, ln0:ln0 + BN], fallback=False)
+                tp.store_bulk_wait(c_s)
     else:                               # consumer warpgroups: wgmma over their own threads, 64 rows each
         if CONSUMER_REGS > 0:
             tp.setmaxnreg(CONSUMER_REGS)
@@ -482,12 +531,21 @@ def gemm_persistent(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", 
                     acc = tp.mma(a_s[k % STAGES], b_s[k % STAGES], acc)
                 tp.mbarrier_arrive(empty[k % STAGES])
             tp.assert_tag(tp.mma_operands(acc), lambda a, b: a[2] == b[1])
-            if EPILOGUE == 2:
+            if EPILOGUE == 2 and STORE_N == 0:
                 it = (t - first) // step
                 if it > 0:
                     tp.mbarrier_wait(c_free, it - 1)    # the previous tile's store has read c_s
                 tp.store(c_s, acc)                      # (rounded to C's dtype)
                 tp.mbarrier_arrive(staged)              # the producer stores it after the next tile's copies
+            elif EPILOGUE == 2:
+                it = (t - first) // step
+                for p in tp.static_range(BN // STORE_N):
+                    if p >= 2:                          # this tile's piece p - 2 has been read from the buffer
+                        tp.mbarrier_wait(c_free[p % 2], it * (BN // (2 * STORE_N)) + p // 2 - 1)
+                    elif it > 0:                        # the previous tile's last piece in this buffer
+                        tp.mbarrier_wait(c_free[p % 2], it * (BN // (2 * STORE_N)) - 1)
+                    tp.store(c_s[p % 2], acc[:, p * STORE_N:p * STORE_N + STORE_N])
+                    tp.mbarrier_arrive(staged[p % 2])
             else:
                 tp.store(C[m0:m0 + BM, n0:n0 + BN], acc)
 
@@ -638,7 +696,14 @@ LARGE_GROUP_M = 16
 # bf16 output with more 128 x 256 tiles than SMs (every measured shape had >= 512) whose B rows are whole 128-byte lines
 # (else the cluster form); its store is TMA only, so a C that a tensor map cannot describe (not contiguous, base not
 # 16-byte aligned) runs the policy without it.
-LARGE_PERSISTENT = dict(PERSISTENT=1, STAGES=3, EPILOGUE=2, PRODUCER_REGS=64, CONSUMER_REGS=216, GROUP_M=8)
+# G12 (H100, bf16 out against cuBLAS in the same run; benchmarks/results/gemm-large-g12-call{1,2}-*.json): the store
+# in 64-column pieces through two 16 KB buffers and a store warp (STORE_N=64), which leaves room for a 4th stage
+# (cuBLAS's 4 x 48 KB + a small store buffer), against the whole-tile c_s with 3 stages, 64 / 216 both: 8192 x 8192 x
+# 1024 0.873 -> 0.954, 4096^3 0.980 -> 0.995, 4096 x 14336 x 4096 0.962 -> 0.985, 8192^3 1.012 -> 1.018, 4096 x 4096
+# x 14336 0.996 -> 0.998 (call 1); the pieces with 3 stages gain nothing (0.964 / 0.906 / 0.948 / 0.984 / 0.996): the
+# 4th stage is the gain. No setmaxnreg 0.97 / 0.93 / 0.96 / 0.99 / 0.97; 96 / 200 as 64 / 216.
+LARGE_PERSISTENT = dict(PERSISTENT=1, STAGES=4, EPILOGUE=2, STORE_N=64, PRODUCER_REGS=64, CONSUMER_REGS=216,
+                        GROUP_M=8)
 # G8 (H100, benchmarks/results/gemm-g8-small{,2}-*.json; bf16 / f32 out, us, cuBLAS timed beside each row). The forms
 # below are taken by `launch` callers only (`policy(..., fixup=True)`, `forms=True`: the lowering launches
 # gemm_hopper itself and cannot run gemm_splitk_swap or gemm_cluster).
@@ -648,7 +713,11 @@ LARGE_PERSISTENT = dict(PERSISTENT=1, STAGES=3, EPILOGUE=2, PRODUCER_REGS=64, CO
 #   14336 47.5 -> 43.7 (0.91 -> 0.99), 32 x 4096 x 4096 13.1 -> 10.8 (BM 32, 10 stages). At 64 rows it measured the
 #   same as gemm_splitk (12.7 vs 13.0): not taken there.
 SWAP_DECODE = {16: dict(BM=16, INSTR=tp.nv.wgmma_m64n16k16_bf16, STAGES=8),
-               32: dict(BM=32, INSTR=tp.nv.wgmma_m64n32k16_bf16, STAGES=10)}
+               32: dict(BM=32, INSTR=tp.nv.wgmma_m64n32k16_bf16, STAGES=8, BN=64, K_WAYS=2)}
+# (17-32 rows since G11: K_WAYS=2, both consumers over one 64 x 32 tile of C^T on alternate k-tiles, 8 stages per ring,
+# split 2 at N = 4096 (64 tiles): 32 x 4096 x 4096 bf16 / f32 out 12.59 / 12.67 -> 11.83 / 11.13 us and 11.97 / 11.69
+# -> 10.88 / 10.99 (0.71-0.73 -> 0.76-0.78x cuBLAS; two runs, gemm-g11-{kways,table}-*.json); B as (N, K) even with the
+# BM 32 x BN 128 form it replaces (0.74-0.77 either way). Before: BN 128 over two consumers, 10 stages, split 4.)
 # * Mid-size shapes of the large class whose 128 x 256 tiles fill at most half the SMs (the split-K 2 with atomics
 #   and a rounding pass it took before) and whose 128 x 128 tiles fill 3/4 to 1 wave: those, no split, wait_group 0
 #   (the lowering gets it too: the plain kernel); bf16 out 5 stages with the TMA store,
@@ -664,13 +733,17 @@ MID_128x128 = {tp.bf16: dict(STAGES=5, EPILOGUE=2), tp.f32: dict(STAGES=4, EPILO
 #   through the TMA store: 256 x 4096 x 4096 bf16 26.0-26.5 -> 22.5-24.1, f32 25.9-26.7 -> 23.2-23.8 (three runs);
 #   not at 200 x 4096 x 4096 (24.4-26.3 either way, the cluster 0-2% slower in two runs of three).
 SKINNY_CLUSTER = dict(IN_FLIGHT=0, BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=tp.nv.wgmma_m64n128k16_bf16, CLUSTER_M=2)
-# * G11: 65-128 rows whose 64 x 64 tiles of C^T fill half a wave to one (two row tiles; N ~ 2100-4200): swap-AB with
+# * G11: 97-128 rows whose 64 x 64 tiles of C^T fill half a wave to one (two row tiles; N ~ 2100-4200): swap-AB with
 #   both consumer warpgroups on ONE 64 x 64 tile, consumer r taking the k-tiles 2j + r into an accumulator of its own
 #   (gemm_splitk_swap K_WAYS=2: two rings of 6 stages, the sums added through shared memory; cuBLAS's 384-thread
 #   form), unsplit: 128 x 4096 x 4096 bf16 / f32 out 18.67 / 19.51 us (64 x 128 tiles split 2, FIXUP=3) -> 15.85 /
 #   16.16 (0.77 / 0.75 -> 0.91 / 0.94x cuBLAS), 100 x 4096 x 4096 18.10 / 18.39 -> 16.86 / 16.96 (0.66 -> 0.71x)
-#   (benchmarks/results/gemm-g11-kways-*.json, one run). The same form in 1x2 clusters (B multicast, cuBLAS's own):
-#   18.4 / 18.5, no gain; at 32 / 64 rows (64 x 16 / 64 x 32 tiles) unsplit it is slower than the split policies.
+#   (benchmarks/results/gemm-g11-kways-*.json); again in the second call, the policy before alternated with it twice
+#   (gemm-g11-table-*.json): 128 rows 18.95-19.72 / 20.09-20.44 -> 15.67-15.80 / 16.50 (0.76 -> 0.93-0.94x), 100 rows
+#   17.59-17.70 / 18.39-18.56 -> 16.66-16.96 / 16.63-16.69 (0.66-0.68 -> 0.70-0.73x). Not at 80 rows: 17.26 / 18.60 ->
+#   19.26 / 19.30 (the second row tile's A box 48 of 64 rows past M; 100 rows: 28 past, 128: none), so only 97-128 rows.
+#   The same form in 1x2 clusters (B multicast, cuBLAS's own): 18.4 / 18.5, no gain; at 32 / 64 rows (64 x 16 / 64 x
+#   32 tiles) unsplit it is slower than the split policies.
 SWAP_KWAYS = dict(SWAP_AB=1, K_WAYS=2, CONSUMERS=2, BM=64, BN=64, STAGES=6, IN_FLIGHT=1, SPLIT_K=1,
                   INSTR=tp.nv.wgmma_m64n64k16_bf16)
 
@@ -704,12 +777,12 @@ def policy(M: int, N: int, K: int, out=None, fixup: bool = False, forms: bool = 
     cls = shape_class(M, N, K)
     p = {**PRESETS["sm_90a"], **POLICIES[cls]}
     if cls == "decode" and fixup and forms and M <= 32:
-        sw = {**p, **SWAP_DECODE[16 if M <= 16 else 32], "SWAP_AB": 1, "BN": 128, "CONSUMERS": 2, "IN_FLIGHT": 1}
+        sw = {**p, "SWAP_AB": 1, "BN": 128, "CONSUMERS": 2, "IN_FLIGHT": 1, **SWAP_DECODE[16 if M <= 16 else 32]}
         tiles = _cdiv(M, sw["BM"]) * _cdiv(N, sw["BN"])
         split = min(NUM_SMS // tiles, _cdiv(K, sw["BK"]) // 4, MAX_SLOTS) if 2 * tiles <= NUM_SMS else 1
         if split > 1:
             return {**sw, "SPLIT_K": split, "FIXUP": 3}
-    if (cls == "skinny" and fixup and forms and M <= 128
+    if (cls == "skinny" and fixup and forms and 96 < M <= 128
             and NUM_SMS // 2 < _cdiv(M, 64) * _cdiv(N, 64) <= NUM_SMS):
         return {**p, **SWAP_KWAYS}     # two consumers over one 64 x 64 tile of C^T, alternate k-tiles (above)
     if (cls == "skinny" and fixup and forms and M > 224
@@ -859,6 +932,11 @@ def kernel_params(params: dict) -> dict:
             raise ValueError(f"gemm_hopper: PERSISTENT=1 runs wait_group 0 without split-K, the staged copy "
                              f"epilogue (EPILOGUE=1) or a B swizzle of its own; {k}={v!r} needs the non-persistent "
                              f"kernel (PERSISTENT=0)")
+    store_n, bn = params.get("STORE_N", 0), params.get("BN", PRESETS["sm_90a"]["BN"])
+    if store_n and (params.get("EPILOGUE") != 2 or bn % (2 * store_n)):
+        raise ValueError(f"gemm_hopper: STORE_N={store_n} stores the tile in column pieces through two buffers: it "
+                         f"needs EPILOGUE=2 and an even number of pieces (BN={bn} a multiple of {2 * store_n}); got "
+                         f"EPILOGUE={params.get('EPILOGUE', 0)}")
     keep = {k: v for k, v in params.items() if k not in STEADY_ONLY + ("PERSISTENT", "NUM_SMS")}
     if params.get("EPILOGUE"):      # EPILOGUE=2: the TMA store overlapped with the next tile
         keep["EPILOGUE"] = params["EPILOGUE"]
@@ -1004,6 +1082,10 @@ def launch(a, b, c, target: str = "sm_90a", out_dtype=None, **constexprs):
         out = launch(a, b, full, target, out_dtype, **constexprs)
         c.copy_(full)
         return c if out is full else out
+    if not isinstance(a, np.ndarray) and M * N * K > 1024 ** 3 and not (_tma_storable(a) and _tma_storable(b)):
+        # the large class's persistent form (STORE_N) loads through TMA only: an operand a tensor map cannot
+        # describe (not contiguous, base off 16 bytes) is copied once into a fresh one
+        a, b = (x if _tma_storable(x) else x.clone() if x.is_contiguous() else x.contiguous() for x in (a, b))
     try:
         key = (M, N, K, c.dtype, out_dtype, target, *constexprs.items())
         if M * N * K > 1024 ** 3 and not _tma_storable(c):   # the persistent form's TMA-only store cannot write C

@@ -1,9 +1,10 @@
 """The large-shape GEMM forms once each on small ragged shapes, for compute-sanitizer: gemm_hopper's grouped
 tile order with the TMA store and register budgets, the 256 x 128 tile, gemm_persistent's TMA store overlapped with
-the next tile, and gemm_fp8 with the TMA store and register budgets.
+the next tile (whole, and in 64-column pieces: STORE_N), gemm_fp8 with the TMA store and register budgets, and
+gemm_fp8_persistent_tma (the pieces for fp8).
 
 compute-sanitizer --tool memcheck python3 tests/gpu/sanitize_gemm_large.py
-compute-sanitizer --tool racecheck python3 tests/gpu/sanitize_gemm_large.py [persistent]
+compute-sanitizer --tool racecheck python3 tests/gpu/sanitize_gemm_large.py [persistent | pieces]
 """
 
 import os
@@ -25,8 +26,12 @@ for (m, k, n), extra in (((300, 520, 776), dict(STAGES=3, EPILOGUE=2, IN_FLIGHT=
                          ((520, 200, 264), dict(BM=256, BN=128, CONSUMERS=2, INSTR=tp.nv.wgmma_m64n128k16_bf16,
                                                 STAGES=3, EPILOGUE=2, IN_FLIGHT=0, GROUP_M=2, **R64)),
                          # gemm_persistent, TMA store overlapped with the next tile: 3 blocks over 3 x 4 tiles
-                         ((300, 520, 776), dict(PERSISTENT=1, NUM_SMS=3, STAGES=3, EPILOGUE=2, GROUP_M=2, **R64))):
-    if ONLY == "persistent" and not extra.get("PERSISTENT"):
+                         ((300, 520, 776), dict(PERSISTENT=1, NUM_SMS=3, STAGES=3, EPILOGUE=2, GROUP_M=2, **R64)),
+                         # the store in 64-column pieces (two buffers, a store warp), 4 stages: 3 blocks over 3 x 4
+                         # tiles, partial in M, N and K
+                         ((300, 520, 776), dict(PERSISTENT=1, NUM_SMS=3, STAGES=4, EPILOGUE=2, STORE_N=64, GROUP_M=2,
+                                                **R64))):
+    if ONLY == "persistent" and not extra.get("PERSISTENT") or ONLY == "pieces" and not extra.get("STORE_N"):
         continue
     a = torch.randn(m, k, device=d, generator=g).bfloat16()
     b = torch.randn(k, n, device=d, generator=g).bfloat16()
@@ -36,9 +41,12 @@ for (m, k, n), extra in (((300, 520, 776), dict(STAGES=3, EPILOGUE=2, IN_FLIGHT=
     torch.cuda.synchronize()
     print("bf16", m, k, n, "rel err", float((c.double() - ref).norm() / ref.norm()), flush=True)
 for (m, n, k), extra in (((136, 260, 400), dict(STAGES=3, EPILOGUE=2, PRODUCER_REGS=96, CONSUMER_REGS=200)),
-                         ((300, 520, 272), dict(STAGES=3, EPILOGUE=2, GROUP_M=2))):
-    if ONLY == "persistent":
-        break
+                         ((300, 520, 272), dict(STAGES=3, EPILOGUE=2, GROUP_M=2)),
+                         # gemm_fp8_persistent_tma: 3 blocks over 3 x 3 tiles of 4 pieces, ragged M and K
+                         ((300, 520, 272), dict(PERSISTENT=1, NUM_SMS=3, STORE_N=64, STAGES=4, GROUP_M=2,
+                                                PRODUCER_REGS=96, CONSUMER_REGS=200))):
+    if ONLY == "persistent" or ONLY == "pieces" and not extra.get("STORE_N"):
+        continue
     a = torch.randn(m, k, device=d, generator=g).to(torch.float8_e4m3fn)
     b = torch.randn(n, k, device=d, generator=g).to(torch.float8_e4m3fn)
     s = torch.ones(1, device=d)

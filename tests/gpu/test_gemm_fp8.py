@@ -70,13 +70,20 @@ SHAPES = [(128, 4096, 4096), (1000, 1000, 1024), (2051, 2045, 1008), (257, 300, 
 
 
 TMA_REGS = dict(STAGES=3, EPILOGUE=2, PRODUCER_REGS=96, CONSUMER_REGS=200)   # TMA store + register budgets
+PIECES = dict(PERSISTENT=1, STORE_N=64, STAGES=4, PRODUCER_REGS=96, CONSUMER_REGS=200)
 CASES = [(shape, {}) for shape in SHAPES] + [((2051, 2045, 1008), dict(PERSISTENT=1)),
                                              ((4096, 4096, 4096), dict(PERSISTENT=1, GROUP_M=16)),
                                              # C's 4090-byte rows: the producer's copy instead of the TMA store
                                              ((2051, 2045, 1008), TMA_REGS),
                                              ((4096, 4096, 4096), dict(TMA_REGS, GROUP_M=16)),
                                              ((257, 300, 528), dict(STAGES=3, EPILOGUE=2)),
-                                             ((1000, 1000, 1024), dict(TMA_REGS, IN_FLIGHT=1))]
+                                             ((1000, 1000, 1024), dict(TMA_REGS, IN_FLIGHT=1)),
+                                             # gemm_fp8_persistent_tma (the store in 64-column pieces, a store
+                                             # warp, 4 stages): ragged M and K, N a multiple of 8 (TMA rows)
+                                             ((2051, 2040, 1008), dict(PIECES, NUM_SMS=37)),
+                                             ((4096, 4096, 4096), dict(PIECES, GROUP_M=16)),
+                                             ((257, 304, 528), dict(PIECES, NUM_SMS=3, PRODUCER_REGS=0,
+                                                                    CONSUMER_REGS=0))]
 
 
 @pytest.mark.parametrize("m,n,k,extra", [(*s, e) for s, e in CASES])
@@ -119,3 +126,15 @@ def test_gemm_fp8_scalar_scales_and_refusals():
         gemm_fp8.launch(a[:, :40].contiguous(), b[:, :40].contiguous(), sa, sb, out)
     with pytest.raises(ValueError, match="float8_e4m3fn"):
         gemm_fp8.launch(a.bfloat16(), b, sa, sb, out)
+
+
+def test_sass_of_the_persistent_tma_pieces():
+    """gemm_fp8_persistent_tma at 96 / 200: QGMMA e4m3, four TMA stores a tile, setmaxnreg, no local memory."""
+    import re
+
+    kernel, kp = gemm_fp8.kernel_of(gemm_fp8.params_for(4096, 4096, 4096, **PIECES))
+    assert kernel is gemm_fp8.gemm_fp8_persistent_tma
+    ck = tilepy_hip.compile(kernel, target="sm_90a", **kp)
+    sass = ck.sass()
+    assert "QGMMA.64x256x32.F32.E4M3.E4M3" in sass and sass.count("UTMASTG") >= 4 and "USETMAXREG" in sass
+    assert not re.findall(r"\b(?:LDL|STL)\b", sass), ck.resources

@@ -46,6 +46,11 @@ VARIANTS = {
     "pers_tma_g3": dict(PERSISTENT=1, NUM_SMS=7, STAGES=3, EPILOGUE=2, GROUP_M=3, **R64),
     "pers_tma_g16_r88": dict(PERSISTENT=1, NUM_SMS=5, STAGES=3, EPILOGUE=2, GROUP_M=16, PRODUCER_REGS=88,
                              CONSUMER_REGS=208),
+    # the store in 64-column pieces through two buffers (STORE_N=64: a store warp hands them back one by one), 4
+    # stages; 7 / 5 blocks walk every tile (each buffer's phases run on across tiles)
+    "pers_n64_s4_g3": dict(PERSISTENT=1, NUM_SMS=7, STAGES=4, EPILOGUE=2, STORE_N=64, GROUP_M=3, **R64),
+    "pers_n64_s4_g16_r96": dict(PERSISTENT=1, NUM_SMS=5, STAGES=4, EPILOGUE=2, STORE_N=64, GROUP_M=16,
+                                PRODUCER_REGS=96, CONSUMER_REGS=200),
 }
 
 
@@ -142,3 +147,19 @@ def test_sass_of_the_persistent_tma_store():
     sass = ck.sass()
     assert "HGMMA.64x256x16.F32.BF16" in sass and "UTMASTG" in sass and "USETMAXREG" in sass
     assert not re.findall(r"\b(?:LDL|STL)\b", sass), ck.resources
+
+
+@pytest.mark.parametrize("regs", [(0, 0), (64, 216), (96, 200)])
+def test_sass_of_the_persistent_store_in_pieces(regs):
+    """gemm_persistent STORE_N=64 (4 stages, two 16 KB store buffers, a store warp): HGMMA, four TMA stores per
+    tile, no local memory at these register budgets (its loads are TMA only: the per-row fallback beside them
+    spilled the 64-register producer)."""
+    p = {**gemm_hopper.PRESETS["sm_90a"], "PERSISTENT": 1, "STAGES": 4, "EPILOGUE": 2, "STORE_N": 64,
+         "PRODUCER_REGS": regs[0], "CONSUMER_REGS": regs[1]}
+    k, kp = gemm_hopper.plan_kernel(4096, 4096, tp.bf16, p, 4096)
+    ck = tilepy_hip.compile(k, target="sm_90a", **kp)
+    sass = ck.sass()
+    assert "HGMMA.64x256x16.F32.BF16" in sass and sass.count("UTMASTG") >= 4
+    assert ("USETMAXREG" in sass) == (regs[0] > 0)
+    assert not re.findall(r"\b(?:LDL|STL)\b", sass), ck.resources
+    assert ck.resources["dynamic_smem"] <= 232448

@@ -42,6 +42,11 @@ CASES = [
     ((136, 260, 400), dict(gemm_fp8.PRESETS["sm_90a"], STAGES=3, EPILOGUE=2, PRODUCER_REGS=96, CONSUMER_REGS=200)),
     ((300, 130, 400), dict(gemm_fp8.PRESETS["sm_90a"], STAGES=2, EPILOGUE=2, IN_FLIGHT=1)),
     ((200, 300, 272), dict(EPILOGUE=2, GROUP_M=2)),              # small class (128x128 tiles), short last group
+    # gemm_fp8_persistent_tma: the TMA store in 64-column pieces overlapped with the next tile (3 blocks over 3 x 3
+    # tiles of 4 pieces; 4 blocks over 3 x 3 tiles of 2 pieces, ring of 2 stages turning over within a tile)
+    ((300, 600, 400), dict(gemm_fp8.PRESETS["sm_90a"], PERSISTENT=1, NUM_SMS=3, STAGES=3, STORE_N=64, GROUP_M=2)),
+    ((260, 264, 272), dict(gemm_fp8.PRESETS["sm_90a"], PERSISTENT=1, NUM_SMS=4, STAGES=2, STORE_N=64, BN=128,
+                           INSTR=tp.nv.wgmma_m64n128k32_e4m3, GROUP_M=1)),
 ]
 
 
@@ -114,6 +119,32 @@ def test_tma_store_epilogue_verifies_clean(params):
 
     report = tv.verify_ir(gemm_fp8.gemm_fp8.ir("sm_90a", **params))
     assert not report.findings, str(report)
+
+
+@pytest.mark.parametrize("params", [
+    dict(gemm_fp8.PRESETS["sm_90a"], STAGES=4, STORE_N=64, PRODUCER_REGS=96, CONSUMER_REGS=200),
+    dict(gemm_fp8.PRESETS["sm_90a"], STAGES=2, STORE_N=64, BN=128, INSTR=tp.nv.wgmma_m64n128k32_e4m3, GROUP_M=2),
+])
+def test_persistent_tma_pieces_verify_clean(params):
+    """gemm_fp8_persistent_tma: the ring's per-tile turns, the two store buffers' handshakes with the store warp
+    (phase = the buffer's use count in the block, across tiles) and the TMA store's reads: clean."""
+    import tilepy_verify as tv
+
+    report = tv.verify(gemm_fp8.gemm_fp8_persistent_tma, target="sm_90a", **params)
+    assert report.ok and not report.findings, str(report)
+
+
+def test_persistent_tma_pieces_through_launch():
+    """PERSISTENT=1 with STORE_N picks gemm_fp8_persistent_tma (the policy's TMA-store entries yield to the preset
+    unless named); an odd number of pieces or another EPILOGUE is refused with the reason."""
+    p = gemm_fp8.params_for(4096, 14336, 4096, PERSISTENT=1, STORE_N=64, PRODUCER_REGS=96, CONSUMER_REGS=200)
+    kernel, kp = gemm_fp8.kernel_of(p)
+    assert kernel is gemm_fp8.gemm_fp8_persistent_tma
+    assert (kp["STAGES"], kp["STORE_N"], kp["PRODUCER_REGS"]) == (4, 64, 96) and "EPILOGUE" not in kp
+    with pytest.raises(ValueError, match="even number of column pieces"):
+        gemm_fp8.kernel_of({**p, "STORE_N": 128, "BN": 128})
+    with pytest.raises(ValueError, match="even number of column pieces"):
+        gemm_fp8.kernel_of({**p, "EPILOGUE": 0})
 
 
 def test_persistent_refuses_the_tma_store_epilogue():
