@@ -284,7 +284,7 @@ def _convolution(ctx, node, x, w, bias, stride, padding, dilation, transposed, o
                                               x.numel, math.prod(shape)):
         red = _conv_igemm(ctx, xb, wb, shape, stride, padding, dilation, transposed, groups, fused=fused)
     elif depthwise_ok(ctx.target, x, w, transposed, groups, stride, dilation, DIRECT_TAPS):
-        red = depthwise(ctx, x, w, shape, stride, padding, dilation)
+        red = depthwise(ctx, xb, wb, shape, stride, padding, dilation)
     elif cig * math.prod(ksz) <= DIRECT_TAPS or (cig == 1 and math.prod(ksz) <= DEPTHWISE_TAPS):
         red = _direct_sum(shape, acc, [cig] + ksz, fn)
     else:
