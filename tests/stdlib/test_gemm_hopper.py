@@ -92,7 +92,8 @@ def test_policy_table_by_shape_class():
     assert (skinny["BM"], skinny["BN"], skinny["STAGES"], skinny["MIN_BLOCKS"]) == (64, 128, 4, 2)
     assert skinny["SPLIT_K"] == gemm_hopper.NUM_SMS // tiles == 2
     assert gemm_hopper.grid_of(128, 4096, skinny) == (2, 32, 2)
-    assert "FIXUP" not in skinny and gemm_hopper.policy(128, 4096, 4096, fixup=True)["FIXUP"] == 3
+    assert "FIXUP" not in skinny and gemm_hopper.policy(128, 4096, 4096, fixup=True, forms=False)["FIXUP"] == 3
+    assert gemm_hopper.policy(128, 4096, 4096, fixup=True)["K_WAYS"] == 2    # launch's form (G11: swap-AB K_WAYS=2)
     # 64 x 128 tiles filling more than half a wave run unsplit (6 stages, no register cap)
     wide_n = gemm_hopper.policy(128, 8192, 4096, fixup=True)
     assert (wide_n["BM"], wide_n["BN"], wide_n["STAGES"], wide_n.get("SPLIT_K", 1)) == (64, 128, 6, 1)
