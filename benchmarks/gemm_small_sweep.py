@@ -254,6 +254,20 @@ PLAN7 = [
                         ("policy_again", None), ("kw32_64_s8_split2_again", dict(KW32, SPLIT_K=2))], ("bf16", "f32")),
     ((16, 4096, 4096), [("policy", None), ("kw16_64_s8_split2", dict(KW16, SPLIT_K=2))], ("bf16",)),
 ]
+# eighth call (G11): after the policy change (17-32 rows: K_WAYS split 2; 97-128 rows: K_WAYS unsplit) against the
+# forms it replaced, alternated; 97 / 112 rows (A's last row tile 31 / 16 rows past M); 56 / 64 rows once more
+OLD32 = dict(SW16, BM=32, INSTR=I32, BN=128, CONSUMERS=2, STAGES=10, SPLIT_K=4, K_WAYS=1)
+PLAN8 = [
+    ((32, 4096, 4096), [("policy", None), ("old32", OLD32), ("policy_again", None), ("old32_again", OLD32),
+                        ("policy_nk", ("nk", {})), ("old32_nk", ("nk", OLD32))], ("bf16", "f32")),
+    ((20, 4096, 4096), [("policy", None), ("old32", OLD32)], ("bf16",)),
+    ((128, 4096, 4096), PLAN7_TABLE[:2], ("bf16",)),
+    ((112, 4096, 4096), PLAN7_TABLE, ("bf16", "f32")),
+    ((97, 4096, 4096), PLAN7_TABLE[:2], ("bf16", "f32")),
+    ((64, 4096, 4096), [("policy", None), ("kw64_64_s6_split2_if2", dict(KW64, SPLIT_K=2, IN_FLIGHT=2)),
+                        ("kw64_64_s6_split2", dict(KW64, SPLIT_K=2))], ("bf16", "f32")),
+    ((56, 4096, 4096), [("policy", None), ("kw64_64_s6_split2_if2", dict(KW64, SPLIT_K=2, IN_FLIGHT=2))], ("bf16",)),
+]
 PLAN = [  # (shape, variants, output dtypes)
     ((16, 4096, 4096), DECODE, ("bf16", "f32")),
     ((64, 4096, 4096), DECODE, ("bf16", "f32")),
@@ -535,12 +549,12 @@ def main(argv=None):
     ap.add_argument("--plan", default="1", help="1 / 2: the first / second call's sweep, 3: the table, 4: swap at "
                     "32-64 rows, 5: swap-AB in clusters, B as (N, K), 128 x 64 clusters, 6: two consumers over one "
                     "tile, alternate k-tiles (K_WAYS=2), 7: the policy with K_WAYS against the policy before, our "
-                    "kernels' device times")
+                    "kernels' device times, 8: after the policy change")
     args = ap.parse_args(argv)
     if args.ncu_target:
         ncu_target(args.ncu_target, *(int(x) for x in args.shape.split(",")))
         return
-    plan = {"1": PLAN, "2": PLAN2, "3": PLAN3, "4": PLAN4, "5": PLAN5, "6": PLAN6, "7": PLAN7}[args.plan]
+    plan = {"1": PLAN, "2": PLAN2, "3": PLAN3, "4": PLAN4, "5": PLAN5, "6": PLAN6, "7": PLAN7, "8": PLAN8}[args.plan]
     if args.precompile:
         precompile(args.only, args.precompile, plan)
     props = torch.cuda.get_device_properties(0)
@@ -558,12 +572,12 @@ def main(argv=None):
         for o in outs:
             out_t, out = DT[o]
             try:
-                if (args.plan in ("1", "5", "6", "7") or variants is MID or variants is PITCH
+                if (args.plan in ("1", "5", "6", "7", "8") or variants is MID or variants is PITCH
                         or (args.plan == "3" and M <= 32)):
                     res["cublas_kernels"][f"{key}/{o}"] = cublas_kernels(M, N, K, out_t, mm_f32)
             except Exception as e:  # noqa: BLE001 - the profiler is a side note
                 res["cublas_kernels"][f"{key}/{o}"] = f"{type(e).__name__}: {e}"[:200]
-            if args.plan == "7":
+            if args.plan in ("7", "8"):
                 try:
                     res.setdefault("our_kernels", {})[f"{key}/{o}"] = our_kernels(M, N, K, out_t)
                 except Exception as e:  # noqa: BLE001 - a side note too
