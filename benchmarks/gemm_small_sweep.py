@@ -267,6 +267,9 @@ PLAN8 = [
     ((64, 4096, 4096), [("policy", None), ("kw64_64_s6_split2_if2", dict(KW64, SPLIT_K=2, IN_FLIGHT=2)),
                         ("kw64_64_s6_split2", dict(KW64, SPLIT_K=2))], ("bf16", "f32")),
     ((56, 4096, 4096), [("policy", None), ("kw64_64_s6_split2_if2", dict(KW64, SPLIT_K=2, IN_FLIGHT=2))], ("bf16",)),
+    # whether rows past M cost the K_WAYS kernel time: A (and C) as given against A zero-padded to whole 64-row tiles
+    ((80, 4096, 4096), [("kw64_64_s6_apad", ("kwpad", KW64))], ("bf16",)),
+    ((100, 4096, 4096), [("kw64_64_s6_apad", ("kwpad", KW64))], ("bf16",)),
 ]
 PLAN = [  # (shape, variants, output dtypes)
     ((16, 4096, 4096), DECODE, ("bf16", "f32")),
@@ -349,6 +352,30 @@ def apad_row(M, N, K, g, out_t, out):
     return r
 
 
+def kwpad_row(M, N, K, g, out_t, out, spec):
+    """The constexprs `spec` through launch on A (M rows) and on A copied into a zeroed (cdiv(M, BM) * BM, K) buffer
+    (C as many rows): whether the row tile's rows past M (zero-filled by the TMA box) cost time."""
+    p = {**gemm_hopper.PRESETS["sm_90a"], **ZERO, **spec}
+    mp = gemm_hopper._cdiv(M, p["BM"]) * p["BM"]
+    a = torch.randn(M, K, device="cuda", generator=g).bfloat16()
+    b = torch.randn(K, N, device="cuda", generator=g).bfloat16()
+    ap = torch.zeros(mp, K, device="cuda", dtype=torch.bfloat16)
+    ap[:M] = a
+    c = torch.full((M, N), float("nan"), device="cuda", dtype=out_t)
+    cp = torch.full((mp, N), float("nan"), device="cuda", dtype=out_t)
+    gemm_hopper.launch(a, b, c, **p)
+    gemm_hopper.launch(ap, b, cp, **p)
+    ref = a.double() @ b.double()
+    r = {"policy": gb._policy_text(p) + " K_WAYS=2", "rel_err": max(gb.rel(c, ref), gb.rel(cp[:M], ref))}
+    for tag, (aa, cc) in (("as_given", (a, c)), ("padded", (ap, cp))):
+        r[f"{tag}_us"] = min(gb.timeit_median(lambda aa=aa, cc=cc: gemm_hopper.launch(aa, b, cc, **p)),
+                             gb.timeit_median(lambda aa=aa, cc=cc: gemm_hopper.launch(aa, b, cc, **p))) * 1e6
+    r["us"] = r["as_given_us"]
+    r["ratio"] = r["as_given_us"] / r["padded_us"]
+    r["torch_us"] = float("nan")
+    return r
+
+
 def nk_row(M, N, K, g, out_t, out, extra):
     """gemm_splitk_swap with B given as (N, K) (B_NK=1: an nn.Linear weight read in place) at the shape's policy
     (extra = {}) or at `extra`'s swap-AB constexprs, against cuBLAS's F.linear (torch.matmul(a, w.T)) on the same
@@ -398,7 +425,7 @@ def build_items(only, plan):
                 out = DT[o][1]
                 p = params_of(M, N, K, spec, out)
                 NB = N if not (isinstance(spec, tuple) and spec[0] == "padded") else -(-N // 64) * 64
-                if isinstance(spec, tuple) and spec[0] == "nk":
+                if isinstance(spec, tuple) and spec[0] in ("nk", "kwpad"):
                     continue    # (built on first use)
                 kernel, kp = gemm_hopper.plan_kernel(M, NB, out, p, K)
                 items[(id(kernel), tuple(sorted((k, repr(v)) for k, v in kp.items())))] = (M, NB, K, out, p)
@@ -595,6 +622,10 @@ def main(argv=None):
                             print(f"{key:16} {name:34} {r['error']}", flush=True)
                             row[name] = r
                             continue
+                    elif isinstance(spec, tuple) and spec[0] == "kwpad":
+                        r = kwpad_row(M, N, K, g, out_t, out, spec[1])
+                        print(f"{key:16} {name:34} as given {r['as_given_us']:.2f} us, A padded to whole row tiles "
+                              f"{r['padded_us']:.2f} us", flush=True)
                     elif isinstance(spec, tuple) and spec[0] in ("sums", "apad"):
                         r = (sums_row if spec[0] == "sums" else apad_row)(M, N, K, g, out_t, out)
                         print(f"{key:16} {name:34} " + " ".join(f"{k} {v:.3g}" for k, v in r.items()
