@@ -372,18 +372,19 @@ class Sync:
 def alternating(analysis) -> dict:
     """{bar: C} for the mbarriers (count C) that n > 1 roles arrive on in turns: each arrive op in one loop of
     its role (depth 1, step 1), the loops alike (start and stop), no arrival outside them but P before them by
-    one role (a pre-release of the stages: run once each, exact indices 0 .. P - 1), and in each iteration
-    v at most one op runs (their guards exclusive), so that the iterations with an arrival are a prefix of the
-    loop (the disjunction of the guards prefix-closed). Two consumer roles taking alternate k-tiles of one ring
-    are the case: consumer c waits full[k % S] and releases empty[k % S] for k % 2 == c only, so with S odd
-    stage s is released by each consumer in turn. Then the arrival at iteration v is the (P + v - start)-th on
-    the mbarrier in a linear order of all of them, G = P + v - start, and where every arrive instance with G >= C comes
-    after a wait for phase G // C - 1 (proved as for `multi_role_shares`, single-role edges only), no arrival
-    with G // C > p can happen before phase p completes; by induction phase p completes exactly when the C
-    arrivals with G // C == p have happened (G is injective), so a wait for phase q is ordered after every
-    arrival with G < (q + 1) C: the single-role rule with G as the index. Proven here, each such arrive gets G
-    as its index (exact, `valid` True, a counter `key` of its own rising by one an iteration) and the mbarrier
-    counts C arrivals per phase in `Sync.count`. Memoized per analysis."""
+    one role (a pre-release of the stages: run once each, exact indices 0 .. P - 1), and in each iteration v at
+    most one op runs (their guards exclusive). Two consumer roles taking alternate k-tiles of one ring are the
+    case: consumer c waits full[k % S] and releases empty[k % S] for k % 2 == c only, so with S odd stage s is
+    released by each consumer in turn. Each arrival gets a label G, P + v - start in the loops (injective: one
+    arrival an iteration; >= 0). Where every arrive instance with G >= C comes after a wait for phase G // C - 1
+    (proved as for `multi_role_shares`, single-role edges only), the arrivals made when phase p completes, (p + 1)
+    C of them, all have G // C <= p (one with a larger G comes after that completion), and there are at most
+    (p + 1) C such labels: they are exactly the arrivals with G < (p + 1) C. So a wait for phase q is ordered after
+    every arrival with G < (q + 1) C: the single-role rule with G as the index, and a label no arrival takes is
+    a phase that never completes (a deadlock, which the deadlock check then reports; the labels need not be
+    a prefix). Proven here, each such arrive gets G as its index (exact, `valid` True, a counter `key` of its
+    own rising by one an iteration) and the mbarrier counts C arrivals per phase in `Sync.count`. Memoized per
+    analysis."""
     memo = analysis.__dict__.get("_alternating")
     if memo is not None:
         return memo
@@ -443,7 +444,7 @@ def _alternate(solver, analysis, b, xs) -> bool:
         if sorted(x.index for x in pre if is_int(x.index)) != list(range(len(pre))):
             return False
     P = len(pre)
-    v, v2 = Var("__alt_v"), Var("__alt_w")
+    v = Var("__alt_v")
 
     def at(x, var):   # x's path with its loop's variable (and trip) the common one
         L = x.point.loops[0]
@@ -454,10 +455,6 @@ def _alternate(solver, analysis, b, xs) -> bool:
         for y in inloop[i + 1:]:
             if solver.check(AND(rng(v), at(x, v), at(y, v)), small=False) is not None:
                 return False   # two arrivals in one iteration
-    runs = lambda var: OR(*(at(x, var) for x in inloop))  # noqa: E731
-    if solver.check(AND(rng(v), cmp(">=", v2, L0.start), cmp("<", v2, v), runs(v), NOT(runs(v2))),
-                    small=False) is not None:
-        return False   # the iterations with an arrival are not a prefix
     C = analysis.mbarriers[b]
     base = Sync(analysis, shares={})
     saved = [(x, x.index, x.valid, x.key) for x in live]

@@ -5,13 +5,15 @@ verifier looks for such a wait among the earliest instances after the issue (thi
 under its own path condition, and needs a block barrier between it and another thread's write. Each correct
 kernel verifies clean and computes the reference on the interpreter; each seeded bug is reported as a race on the
 tile and is real on the interpreter (which reads the source at the wait, the latest moment the hardware may: a
-tile goes out with a later tile's values)."""
+tile goes out with a later tile's values, or the trace oracle sees that read race with another thread's write)."""
 
 import numpy as np
 import pytest
 
 import tilepy as tp
 import tilepy_verify as tv
+
+from . import oracle
 
 
 @tp.kernel(threads=128, target="sm_90a")
@@ -78,20 +80,22 @@ CASES = [(two_tiles, "none"), (two_tiles, "alternate"), (two_tiles, "nowait"), (
 
 
 def _run(kernel, bug, m=7 * 32):
+    """(A, C, the trace oracle's classes) of one run on the interpreter."""
     a = np.random.default_rng(17).standard_normal((m, 32)).astype(np.float32)
     c = np.full((m, 32), np.nan, np.float32)
-    kernel[(1,)](a, c, target="sm_90a", BUG=bug)
-    return a, c
+    obs = oracle.run(kernel.ir("sm_90a", BUG=bug), (1,), [a, c])
+    assert obs.error is None, obs.error
+    return a, c, obs.classes()
 
 
 @pytest.mark.parametrize("kernel, bug", CASES, ids=[f"{k.name}-{b}" for k, b in CASES])
 def test_verifier_and_interpreter_agree(kernel, bug):
     report = tv.verify(kernel, BUG=bug)
-    a, c = _run(kernel, bug)
+    a, c, seen = _run(kernel, bug)
     right = np.array_equal(c.astype(np.float64), 2.0 * a.astype(np.float64))
     if bug in CLEAN:
         assert report.ok and not report.findings, str(report)
-        assert right
+        assert right and seen == set()
     else:
         races = [f for f in report.errors if f.check == "race"]
         assert races and ("'o_s'" in races[0].message or "'c_s'" in races[0].message), str(report)
@@ -101,11 +105,13 @@ def test_verifier_and_interpreter_agree(kernel, bug):
 
 def test_wait_after_the_barrier_is_a_race():
     """The wait after tile t + 1's first barrier instead of before it: the other threads pass the barrier and
-    write c_s while tile t's store may still read it. Real on hardware, but the interpreter runs a role's threads
-    in lock step (thread 0's wait before anyone's write), so only the verifier shows it."""
+    write c_s while tile t's store may still read it. The interpreter runs the threads in lock step (thread 0's
+    wait, where it reads c_s for the store, before anyone's write), so the output is right there; the trace oracle
+    sees that read and thread 1's write in one barrier interval."""
     report = tv.verify(one_tile, BUG="late")
     races = [f for f in report.errors if f.check == "race"]
     assert races and "'c_s'" in races[0].message, str(report)
     assert races[0].counterexample["other_iteration"]["t"] == races[0].counterexample["iteration"]["t"] - 1
-    a, c = _run(one_tile, "late")
-    assert np.array_equal(c.astype(np.float64), 2.0 * a.astype(np.float64))     # (the lock step hides it)
+    a, c, seen = _run(one_tile, "late")
+    assert np.array_equal(c.astype(np.float64), 2.0 * a.astype(np.float64))
+    assert "hazard" in seen
