@@ -14,6 +14,10 @@
 * Tiles past M, N or K are zero-filled by the copies; C's view masks the ragged edge of the store. The copy
   engine needs 16-byte rows, so K must be a multiple of 16 (`launch` says so).
 
+* `gemm_fp8_persistent_tma`: the large class's form (a grid of one block per SM walking the tiles, the scaled tile
+  stored through the TMA in 64-column pieces overlapped with the next tile's ring, 4 stages); `gemm_fp8_persistent`
+  keeps the store from registers (PERSISTENT=1 without STORE_N).
+
 `launch(a, b, scale_a, scale_b, out)` checks shapes and dtypes and picks the constexprs from `policy`.
 """
 
@@ -272,13 +276,23 @@ POLICIES = {
     # the TMA-store epilogue with 3 stages and register budgets 96 / 200 (setmaxnreg): H100, x torch._scaled_mm in
     # the same run (benchmarks/NOTES.md G10, results/gemm-large-g10-fp8-*.json): 4096^3 0.833-0.838 -> 0.987 (the
     # TMA store alone 0.937-0.940), 4096 x 14336 x 4096 0.795 -> 0.847 (TMA store alone), 8192^3 0.872 -> 0.876 (TMA
-    # store alone, even); the register budgets timed at 4096^3 only
+    # store alone, even); the register budgets timed at 4096^3 only. Since G12 the large class's shapes with more tiles
+    # than SMs and N % 8 == 0 run LARGE_PERSISTENT (below); this row serves the others and a caller's constexprs
     "large": dict(STAGES=3, EPILOGUE=2, PRODUCER_REGS=96, CONSUMER_REGS=200),
     # M <= 256 (decode): 64 x 128 tiles, one consumer warpgroup, a deeper ring: more blocks than 128 x 256
     "skinny": dict(BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=tp.nv.wgmma_m64n128k32_e4m3, IN_FLIGHT=1),
     # <= 1024^3: 128 x 128 tiles (more blocks)
     "small": dict(BN=128, STAGES=6, INSTR=tp.nv.wgmma_m64n128k32_e4m3, IN_FLIGHT=1),
 }
+
+
+# The large class with more 128 x 256 tiles than SMs and C rows of 16-byte multiples (N % 8 == 0: the TMA-only store)
+# runs gemm_fp8_persistent_tma (G12; H100, x torch._scaled_mm in the same run, benchmarks/results/gemm-large-g12-call2-
+# *.json): 96 / 200, GROUP_M 16 against the policy above: 8192^3 0.942 -> 1.004, 4096 x 14336 x 4096 1.005 -> 1.021
+# (the policy's 0.906 in call 1), 4096^3 0.948 -> 1.031, 4096 x 4096 x 14336 0.991 -> 1.053; 64 / 216, no budgets
+# and GROUP_M 8 within 1-3% of it. The persistent grid overlaps each tile's store with the next tile's ring (the
+# epilogue was exposed once per block) and the 16 KB store buffers leave room for a 4th stage.
+LARGE_PERSISTENT = dict(PERSISTENT=1, STORE_N=64, STAGES=4, PRODUCER_REGS=96, CONSUMER_REGS=200, GROUP_M=16)
 
 
 def shape_class(M: int, N: int, K: int) -> str:
@@ -289,8 +303,13 @@ def shape_class(M: int, N: int, K: int) -> str:
     return "large"
 
 
-def policy(M: int, N: int, K: int) -> dict:
-    return {**PRESETS["sm_90a"], **POLICIES[shape_class(M, N, K)]}
+def policy(M: int, N: int, K: int, forms: bool = True) -> dict:
+    """The constexprs for an (M, N, K) product: the class's row of POLICIES over the preset; with `forms`, the
+    large class's persistent form where it applies (LARGE_PERSISTENT above)."""
+    cls = shape_class(M, N, K)
+    if forms and cls == "large" and N % 8 == 0 and tp.cdiv(M, 128) * tp.cdiv(N, 256) > NUM_SMS:
+        return {**PRESETS["sm_90a"], **LARGE_PERSISTENT}
+    return {**PRESETS["sm_90a"], **POLICIES[cls]}
 
 
 def grid_of(M: int, N: int, params: dict) -> tuple:
@@ -364,9 +383,10 @@ TMA_STORE_SIZED = ("STAGES", "PRODUCER_REGS", "CONSUMER_REGS")
 
 
 def params_for(M: int, N: int, K: int, **constexprs) -> dict:
-    """The constexprs `launch` runs for an (M, N, K) product and a caller's constexprs: the policy under them;
-    for PERSISTENT=1, without the policy's IN_FLIGHT and TMA-store epilogue (above)."""
-    pol = policy(M, N, K)
+    """The constexprs `launch` runs for an (M, N, K) product and a caller's constexprs: the policy under them (a
+    caller's own constexprs lie over the policy without its persistent form, which was measured as a whole); for
+    PERSISTENT=1, without the policy's IN_FLIGHT and TMA-store epilogue (above)."""
+    pol = policy(M, N, K, forms=not constexprs)
     params = {**pol, **constexprs}
     if constexprs.get("PERSISTENT"):
         if "IN_FLIGHT" not in constexprs:

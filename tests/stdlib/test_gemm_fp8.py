@@ -159,7 +159,7 @@ def test_persistent_through_launch_on_the_large_class(shape):
     """PERSISTENT=1 through `launch` on a large-class shape (whose policy is the TMA-store epilogue): the policy's
     EPILOGUE, its 3 stages and register budgets yield to the preset (they were a ValueError on the H100: the GPU
     test's two persistent cases); what the caller names is kept, and a caller's EPILOGUE=2 is still refused."""
-    pol = gemm_fp8.policy(*shape)
+    pol = gemm_fp8.policy(*shape, forms=False)       # what a caller's own constexprs lie over
     assert pol["EPILOGUE"] == 2
     p = gemm_fp8.params_for(*shape, PERSISTENT=1, GROUP_M=16)
     kernel, kp = gemm_fp8.kernel_of(p)
@@ -171,7 +171,7 @@ def test_persistent_through_launch_on_the_large_class(shape):
     assert (kp["STAGES"], kp["PRODUCER_REGS"], kp["CONSUMER_REGS"]) == (3, 96, 200)
     with pytest.raises(ValueError, match="EPILOGUE"):
         gemm_fp8.kernel_of(gemm_fp8.params_for(*shape, PERSISTENT=1, EPILOGUE=2))
-    assert gemm_fp8.params_for(*shape) == pol       # without PERSISTENT: the policy as it is
+    assert gemm_fp8.params_for(*shape) == gemm_fp8.policy(*shape)      # no constexprs: the policy as it is
 
 
 def test_persistent_through_launch_runs_on_a_large_class_shape():
@@ -183,3 +183,19 @@ def test_persistent_through_launch_runs_on_a_large_class_shape():
     out = np.full((M, N), np.nan, np.float32)
     gemm_fp8.launch(a, b, sa, sb, out, PERSISTENT=1, NUM_SMS=3)
     _check_bf16_result(out, a, b, sa, sb)
+
+
+def test_large_policy_is_the_persistent_tma_pieces_where_measured():
+    """The large class with more 128 x 256 tiles than SMs and N % 8 == 0 runs gemm_fp8_persistent_tma (96 / 200,
+    GROUP_M 16, 4 stages); N off 8 (the TMA-only store cannot write its rows), few tiles, and a caller's own
+    constexprs keep gemm_fp8 with the TMA store."""
+    for shape in ((4096, 4096, 4096), (8192, 8192, 8192), (4096, 14336, 4096), (4096, 4096, 14336)):
+        p = gemm_fp8.policy(*shape)
+        assert {k: p[k] for k in gemm_fp8.LARGE_PERSISTENT} == gemm_fp8.LARGE_PERSISTENT
+        kernel, kp = gemm_fp8.kernel_of(gemm_fp8.params_for(*shape))
+        assert kernel is gemm_fp8.gemm_fp8_persistent_tma and gemm_fp8.grid_of(shape[0], shape[1], p) == (132,)
+        smem = kp["STAGES"] * (kp["BM"] + kp["BN"]) * kp["BK"] + 2 * kp["BM"] * kp["STORE_N"] * 2
+        assert smem <= 227 * 1024
+    for shape in ((2051, 2045, 1008), (1024, 1024, 2048)):
+        assert gemm_fp8.kernel_of(gemm_fp8.params_for(*shape))[0] is gemm_fp8.gemm_fp8
+    assert gemm_fp8.kernel_of(gemm_fp8.params_for(4096, 4096, 4096, GROUP_M=8))[0] is gemm_fp8.gemm_fp8
