@@ -94,8 +94,10 @@ def cases():
         mark(k)
     for cls in gemm_fp8.POLICIES:  # the scaled fp8 GEMM's policy classes
         M, N, K = {"large": (4096,) * 3, "small": (1024,) * 3, "skinny": (128, 4096, 4096)}[cls]
-        yield f"gemm_fp8[policy {cls}]", gemm_fp8.gemm_fp8, "sm_90a", gemm_fp8.policy(M, N, K)
-    mark(gemm_fp8.gemm_fp8)
+        yield f"gemm_fp8[policy {cls}]", gemm_fp8.gemm_fp8, "sm_90a", gemm_fp8.policy(M, N, K, forms=False)
+    kern, params = gemm_fp8.kernel_of(gemm_fp8.policy(4096, 4096, 4096))   # the large class's persistent form
+    yield f"{kern.name}[policy large]", kern, "sm_90a", params
+    mark(gemm_fp8.gemm_fp8, kern)
     for table in ("PRESETS", "SMALL_M", "TINY"):
         for which, params in getattr(moe, table).items():
             k = getattr(moe, f"moe_{which}")
