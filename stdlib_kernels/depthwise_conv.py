@@ -38,9 +38,10 @@ def out_size(n: int, k: int, s: int = 1, pad: int = 0, d: int = 1) -> int:
 
 
 def tile(oh: int, ow: int) -> dict:
-    """BH x BW of 512 outputs (4 per thread), BW the output row rounded up to a power of two (at most 64)."""
+    """BH x BW of at most 512 outputs (4 per thread), BW the output row rounded up to a power of two (at most 64),
+    BH no taller than the plane's rows rounded up (a 14 x 14 plane: 16 x 16, not 32 x 16 half empty)."""
     bw = min(64, 1 << max(2, (ow - 1).bit_length()))
-    return {"BH": 512 // bw, "BW": bw}
+    return {"BH": min(512 // bw, 1 << max(0, (oh - 1).bit_length())), "BW": bw}
 
 
 def grid(planes: int, oh: int, ow: int, bh: int, bw: int) -> tuple:
