@@ -76,6 +76,11 @@ def split_tf32_t(X: tp.Tensor[tp.f32, "Z", "R", "C"], HI: tp.Tensor[tp.f32, "Z",
     tp.store(LO[z, c0:c0 + T, r0:r0 + T], tp.convert_layout(lo.T, rows))
 
 
+def rs_instr(instr):
+    """The register-A twin of a wgmma .tf32 instruction (A_RAW: the consumers' split A is the A operand)."""
+    return getattr(tp.nv, instr.name.split(".", 1)[1] + "_rs")
+
+
 @tp.kernel(threads=_threads, target="sm_90a")
 def gemm_fp32(AH: tp.Tensor[tp.f32, "BA", "M", "K"], AL: tp.Tensor[tp.f32, "BA", "M", "K"],
               BH: tp.Tensor[tp.f32, "BB", "N", "K"], BL: tp.Tensor[tp.f32, "BB", "N", "K"],
@@ -83,10 +88,15 @@ def gemm_fp32(AH: tp.Tensor[tp.f32, "BA", "M", "K"], AL: tp.Tensor[tp.f32, "BA",
               BM: tp.constexpr = 128, BN: tp.constexpr = 128, BK: tp.constexpr = 32, STAGES: tp.constexpr = 3,
               CONSUMERS: tp.constexpr = 2, INSTR: tp.constexpr = tp.nv.wgmma_m64n128k8_tf32,
               PROMOTE: tp.constexpr = True, SWIZZLE: tp.constexpr = tp.Swizzle(3, 2, 3),
-              GROUP_M: tp.constexpr = 8, KSPLIT: tp.constexpr = 1, PASSES: tp.constexpr = 3):
+              GROUP_M: tp.constexpr = 8, KSPLIT: tp.constexpr = 1, PASSES: tp.constexpr = 3,
+              A_RAW: tp.constexpr = 0, WAIT_ONCE: tp.constexpr = 0, PRODUCER_REGS: tp.constexpr = 0,
+              CONSUMER_REGS: tp.constexpr = 0):
     """C[z] = (AH + AL)[z] @ (BH + BL)[zb].T from the TF32 halves (K-major, K % 4 == 0); zb = min(z, BB - 1).
     Split-K (KSPLIT > 1): block z' = z * KSPLIT + q of the grid's z sums the q-th share of the k-tiles into
-    C[z'] (C holds BA * KSPLIT partial products; the caller adds them up)."""
+    C[z'] (C holds BA * KSPLIT partial products; the caller adds them up).
+    A_RAW=1: AH is A itself (plain f32, K % 4 == 0; AL is not read: pass AH again) and the consumers split
+    each A tile in registers (hi = round_tf32(a), lo = round_tf32(a - hi): the same bits as split_tf32's),
+    feeding wgmma's register-A form; only B comes pre-split."""
     zc = tp.block_id(2)
     z = zc // KSPLIT
     zb = tp.min(z, BH.shape[0] - 1)     # a B with one batch serves them all
@@ -101,7 +111,9 @@ def gemm_fp32(AH: tp.Tensor[tp.f32, "BA", "M", "K"], AL: tp.Tensor[tp.f32, "BA",
     m0 = (first_m + (pid % in_group) % group_m) * BM
     n0 = ((pid % in_group) // group_m) * BN
     a_hi = tp.shared((BM, BK), tp.f32, stages=STAGES, swizzle=SWIZZLE)
-    a_lo = tp.shared((BM, BK), tp.f32, stages=STAGES if PASSES == 3 else 1, swizzle=SWIZZLE)
+    # (A_RAW: the tail is made in registers, so its shared tile is a token 8 rows of one stage)
+    a_lo = tp.shared((8 if A_RAW else BM, BK), tp.f32, stages=STAGES if PASSES == 3 and not A_RAW else 1,
+                     swizzle=SWIZZLE)
     b_hi = tp.shared((BN, BK), tp.f32, stages=STAGES, swizzle=SWIZZLE)   # K-major: the (N, K) tile
     b_lo = tp.shared((BN, BK), tp.f32, stages=STAGES if PASSES == 3 else 1, swizzle=SWIZZLE)
     # full[s]: the four copies into stage s landed; empty[s]: the consumers are done reading stage s.
@@ -124,7 +136,11 @@ def gemm_fp32(AH: tp.Tensor[tp.f32, "BA", "M", "K"], AL: tp.Tensor[tp.f32, "BA",
     k_tiles = tp.min(k_share, tp.cdiv(AH.shape[2], BK) - k_first)
     rounds = tp.cdiv(k_tiles, STAGES)   # round j uses every stage once: tile k = j * STAGES + s
     LC = tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1))   # the accumulator's layout (also an epilogue's)
+    RS = rs_instr(INSTR)                # A_RAW: the instruction with A in registers, and its A fragments
+    LA = tp.mma_layout(RS, "a", (BM, BK), (CONSUMERS, 1))
     if tp.warpgroup_id() == 0:          # producer warpgroup: one thread issues the bulk tensor copies
+        if PRODUCER_REGS > 0:
+            tp.setmaxnreg(PRODUCER_REGS)
         for j in range(rounds):
             for s in tp.static_range(STAGES):
                 k = j * STAGES + s
@@ -133,20 +149,46 @@ def gemm_fp32(AH: tp.Tensor[tp.f32, "BA", "M", "K"], AL: tp.Tensor[tp.f32, "BA",
                         tp.mbarrier_wait(empty[s], j - 1)    # the consumers released stage s (round j - 1)
                     k0 = (k_first + k) * BK
                     tp.copy_bulk(AH[z, m0:m0 + BM, k0:k0 + BK], a_hi[s], full[s])
-                    if PASSES == 3:
+                    if PASSES == 3 and not A_RAW:
                         tp.copy_bulk(AL[z, m0:m0 + BM, k0:k0 + BK], a_lo[s], full[s])
                     tp.copy_bulk(BH[zb, n0:n0 + BN, k0:k0 + BK], b_hi[s], full[s])
                     if PASSES == 3:
                         tp.copy_bulk(BL[zb, n0:n0 + BN, k0:k0 + BK], b_lo[s], full[s])
                     tp.mbarrier_arrive(full[s])
     else:                               # consumers: three TF32 products per k-tile, small terms first
+        if CONSUMER_REGS > 0:
+            tp.setmaxnreg(CONSUMER_REGS)
         acc = tp.zeros((BM, BN), tp.f32, layout=LC)
         for j in range(rounds):
             for s in tp.static_range(STAGES):
                 k = j * STAGES + s
                 if k < k_tiles:
                     tp.mbarrier_wait(full[s], j)             # stage s holds tile k
-                    if PASSES == 1:                          # TF32 (--precision tf32): one product
+                    if A_RAW:                                # A's tile split here, in the fragment's registers
+                        ra = tp.load(a_hi[s], layout=LA)
+                        ah = tp.round_tf32(ra)
+                        if PASSES == 1:
+                            acc = tp.mma(ah, b_hi[s].T, acc, instr=RS)
+                            tp.mbarrier_arrive(empty[s])
+                        else:
+                            al = tp.round_tf32(ra - ah)      # ra - ah is exact in f32
+                            part = tp.zeros((BM, BN), tp.f32, layout=LC)
+                            if WAIT_ONCE:                    # three wgmma groups in flight, one wait
+                                part = tp.mma_async(al, b_hi[s].T, part, instr=RS)
+                                part = tp.mma_async(ah, b_lo[s].T, part, instr=RS)
+                                part = tp.mma_async(ah, b_hi[s].T, part, instr=RS)
+                                tp.mma_wait(0)
+                            else:
+                                part = tp.mma(al, b_hi[s].T, part, instr=RS)
+                                part = tp.mma(ah, b_lo[s].T, part, instr=RS)
+                                part = tp.mma(ah, b_hi[s].T, part, instr=RS)
+                            # A's tags: (t,) for the head, ((t, (t,)),) for the tail (elementwise results are
+                            # tagged with their operands' tags); t[2] is the contraction index either way
+                            tp.assert_tag(tp.mma_operands(part), lambda a, b: (
+                                (a[0][0] == "A" and a[0][2] == b[1]) or (a[0][0] != "A" and a[0][0][2] == b[1])))
+                            tp.mbarrier_arrive(empty[s])
+                            acc = acc + part
+                    elif PASSES == 1:                        # TF32 (--precision tf32): one product
                         acc = tp.mma(a_hi[s], b_hi[s].T, acc)
                         tp.mbarrier_arrive(empty[s])
                     elif PROMOTE:
@@ -170,6 +212,13 @@ PRESETS = {
     # 128x128 tiles, 3 stages of a_hi, a_lo, b_hi, b_lo (16 KB each): 192 KB of shared memory
     "sm_90a": dict(BM=128, BN=128, BK=32, STAGES=3, CONSUMERS=2, INSTR=tp.nv.wgmma_m64n128k8_tf32),
 }
+# A split in the consumers' registers (A_RAW): three tiles a stage (a, b_hi, b_lo), so 4 stages fit in 192 KB
+RAW = dict(A_RAW=1, STAGES=4)
+
+
+def raw_ok(K: int) -> bool:
+    """Whether A can be read as it is (A_RAW): the bulk tensor copy needs its rows 16-byte multiples."""
+    return K % 4 == 0
 
 
 def _as3(x):
@@ -232,8 +281,19 @@ def launch_split(a_split, b_split, c, target: str = "sm_90a", **constexprs):
     return trace
 
 
+def launch_raw(a, b_split, c, target: str = "sm_90a", **constexprs):
+    """c = a @ b from a plain f32 `a` ((BATCH,) M, K), K % 4 == 0, and `split` halves of b: the GEMM splits A
+    in registers (A_RAW; RAW's 4 stages unless given), so A is read once and never written back."""
+    a3 = _as3(a)
+    if not raw_ok(a3.shape[2]):
+        raise ValueError(f"A_RAW reads A with the bulk tensor copy, whose rows must be 16-byte multiples: K = "
+                         f"{a3.shape[2]} is not a multiple of 4; split A first (launch_split(split(a), ...))")
+    return launch_split((a3, a3), b_split, c, target=target, **{**RAW, **constexprs})
+
+
 def launch(a, b, c, b_layout: str = "kn", target: str = "sm_90a", **constexprs):
-    """c = a @ b (b_layout="kn") or a @ b.T (b_layout="nk") in fp32 accuracy; see the module docstring."""
+    """c = a @ b (b_layout="kn") or a @ b.T (b_layout="nk") in fp32 accuracy; see the module docstring. A is
+    split in the GEMM's registers (A_RAW) where K % 4 == 0, else by a split pass first; A_RAW=0 forces that."""
     if b_layout not in ("kn", "nk"):
         raise ValueError(f"b_layout is 'kn' ((K, N), torch.matmul) or 'nk' ((N, K), F.linear), not {b_layout!r}")
     a3, b3 = _as3(a), _as3(b)
@@ -241,6 +301,10 @@ def launch(a, b, c, b_layout: str = "kn", target: str = "sm_90a", **constexprs):
     if kb != a3.shape[2]:
         raise ValueError(f"shapes do not agree: a {tuple(a.shape)}, b {tuple(b.shape)} ({b_layout}), c "
                          f"{tuple(c.shape)}")
+    raw = constexprs.get("A_RAW")
+    if raw or (raw is None and raw_ok(a3.shape[2])):          # (A_RAW=1 named with K % 4 != 0: launch_raw says so)
+        return launch_raw(a3, split(b, b_layout), c, target=target, **constexprs)
+    constexprs.pop("A_RAW", None)
     return launch_split(split(a), split(b, b_layout), c, target=target, **constexprs)
 
 

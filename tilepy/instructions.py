@@ -133,6 +133,17 @@ def _wgmma_rs(n: int, ab: dt.DType) -> MmaInstr:
                     smem_operands=True)
 
 
+def _wgmma_rs_tf32(n: int) -> MmaInstr:
+    """wgmma .tf32 with A in registers: f32 registers read as TF32 (the low 13 mantissa bits ignored). PTX
+    "wgmma .m64nNk8 register fragment for matrix A" (32-bit types): warp w holds rows 16w..16w+15 with
+    mma.m16n8k8 .tf32's A map inside the warp (a0: row g, column t; a1: row g+8; a2, a3: columns t+4)."""
+    t = (4, 8, 4)
+    a = _frag((64, 8), t, (2, 2), ((0, 1, 16), (8, 0)), ((1, 0, 0), (0, 4)), "wgmma64x8tf32.A")
+    base = _wgmma(n, dt.f32, "tf32")
+    return MmaInstr(f"nv.wgmma_m64n{n}k8_tf32_rs", "wgmma", 64, n, 8, dt.f32, dt.f32, 128, a, None, base.c,
+                    smem_operands=True, fmt="tf32")
+
+
 def _mfma32(ab: dt.DType) -> MmaInstr:
     # lane = l0 + 32*l1; "v_mfma_f32_32x32x8_bf16_1k": 4 k-values per lane, 16 accumulators.
     t = (32, 2)
@@ -170,6 +181,7 @@ for _ins in (
     *(_wgmma(n, dt.f32, "tf32") for n in (8, 16, 32, 64, 128, 256)),
     *(_wgmma(n, dt.e4m3) for n in (8, 16, 32, 64, 128, 256)),  # e4m3 x e4m3 -> f32, both operands K-major
     *(_wgmma_rs(n, ab) for n in (8, 16, 32, 64, 128, 256) for ab in (dt.bf16, dt.f16)),
+    *(_wgmma_rs_tf32(n) for n in (8, 16, 32, 64, 128, 256)),
     _mfma32(dt.bf16), _mfma32(dt.f16), _mfma16(dt.bf16), _mfma16(dt.f16),
 ):
     ALL[_ins.name] = _ins

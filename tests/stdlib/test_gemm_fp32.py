@@ -14,7 +14,7 @@ from stdlib_kernels import gemm_fp32
 from tilepy.instructions import round_tf32, truncate_tf32
 
 sys.path.insert(0, os.path.dirname(__file__))
-from tf32_kernels import mma_sync_tf32, tf32_probe  # noqa: E402
+from tf32_kernels import mma_sync_tf32, tf32_probe, tf32_probe_rs  # noqa: E402
 
 
 def _bits(x):
@@ -87,6 +87,23 @@ def test_wgmma_tf32_reads_truncated_operands():
     assert np.abs(c - a.astype(np.float64) @ b.T.astype(np.float64)).max() > 1e-3   # not an f32 product
 
 
+def test_wgmma_tf32_register_a_fragments():
+    """wgmma .tf32 with A in registers: the PTX fragment (a0 (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8,
+    t + 4) in warp w's rows 16w..) holds each element once, and the product reads them truncated."""
+    instr = tp.nv.wgmma_m64n64k8_tf32_rs
+    L = tp.mma_layout(instr, "a", (64, 8), (1, 1))
+    rows, cols = L.coords
+    assert sorted(zip(rows.ravel().tolist(), cols.ravel().tolist())) == [(i, k) for i in range(64) for k in range(8)]
+    lane, warp = 4 * 3 + 1, 2                    # thread 77: g = 3, t = 1 in warp 2
+    t = lane + 32 * warp
+    assert [(int(rows[t, v]), int(cols[t, v])) for v in range(4)] == [(35, 1), (43, 1), (35, 5), (43, 5)]
+    a, b = _operands()
+    c = np.full((64, 64), np.nan, np.float32)
+    tf32_probe_rs[(1,)](a, b, c)
+    want = truncate_tf32(a).astype(np.float64) @ truncate_tf32(b).astype(np.float64).T
+    np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-5)
+
+
 def test_mma_sync_tf32_fragments():
     a, b = _operands()
     a, b = a[:32, :16].copy(), b[:16, :16].T.copy()   # A (32, 16), B (16, 16): (K, N)
@@ -155,7 +172,7 @@ def test_gemm_fp32_single_accumulator_is_also_right_on_the_interpreter():
     a = rng.standard_normal((64, 96)).astype(np.float32)
     b = rng.standard_normal((40, 96)).astype(np.float32)
     c = np.full((64, 40), np.nan, np.float32)
-    gemm_fp32.launch(a, b, c, b_layout="nk", STAGES=2, PROMOTE=False)
+    gemm_fp32.launch(a, b, c, b_layout="nk", STAGES=2, PROMOTE=False, A_RAW=0)   # (A_RAW always promotes)
     assert _rel(c, gemm_fp32.reference(a, b, "nk")) < 3e-7
 
 
@@ -206,3 +223,108 @@ def test_gemm_fp32_one_pass_is_the_tf32_product(b_layout):
     heads = gemm_fp32.reference(round_tf32(a), round_tf32(b), b_layout)
     assert _rel(c, heads) < 3e-7
     assert _rel(c, gemm_fp32.reference(a, b, b_layout)) > 1e-5     # not the 3xTF32 result
+
+
+def _raw_and_split(a, b, b_layout, **params):
+    c_raw = np.full((*a.shape[:-1], b.shape[-1] if b_layout == "kn" else b.shape[-2]), np.nan, np.float32)
+    c_split = c_raw.copy()
+    gemm_fp32.launch(a, b, c_raw, b_layout=b_layout, A_RAW=1, **params)
+    gemm_fp32.launch(a, b, c_split, b_layout=b_layout, A_RAW=0, **params)
+    return c_raw, c_split
+
+
+@pytest.mark.parametrize("b_layout", ["nk", "kn"])
+@pytest.mark.parametrize("shape,params", [
+    ((130, 70, 100), dict(STAGES=2)),                       # ragged M, N; K a multiple of 4, not of BK
+    ((64, 129, 40), dict(STAGES=3, BN=64, INSTR=tp.nv.wgmma_m64n64k8_tf32)),
+    ((200, 72, 136), dict(WAIT_ONCE=1)),                    # RAW's 4 stages, the three groups waited once
+    ((70, 40, 300), dict(STAGES=2, BN=64, INSTR=tp.nv.wgmma_m64n64k8_tf32, KSPLIT=3)),
+    ((130, 70, 100), dict(STAGES=2, PASSES=1)),             # TF32: the head alone
+])
+def test_a_raw_is_bitwise_the_split_form(b_layout, shape, params):
+    """A split in the consumers' registers (A_RAW) gives the bits the split pass + GEMM give (the same
+    round_tf32 head and tail, the same products in the same order), and fp32 accuracy against float64."""
+    m, n, k = shape
+    rng = np.random.default_rng(m * n + k)
+    a = (rng.standard_normal((m, k)) * 10.0 ** rng.integers(-3, 4, (m, 1))).astype(np.float32)
+    b = rng.standard_normal((k, n) if b_layout == "kn" else (n, k)).astype(np.float32)
+    c_raw, c_split = _raw_and_split(a, b, b_layout, **params)
+    np.testing.assert_array_equal(c_raw, c_split)
+    ref = gemm_fp32.reference(a, b, b_layout)
+    if params.get("PASSES", 3) == 3:
+        f32 = (a @ (b if b_layout == "kn" else b.T)).astype(np.float32)
+        assert _rel(c_raw, ref) <= 1.5 * _rel(f32, ref) and _rel(c_raw, ref) < 3e-7
+    else:
+        assert _rel(c_raw, gemm_fp32.reference(round_tf32(a), round_tf32(b), b_layout)) < 3e-7
+
+
+def test_a_raw_batched_with_a_shared_b():
+    rng = np.random.default_rng(12)
+    a = rng.standard_normal((3, 70, 64)).astype(np.float32)
+    b = rng.standard_normal((1, 40, 64)).astype(np.float32)   # one (N, K) weight for every batch
+    c_raw, c_split = _raw_and_split(a, b, "nk", STAGES=2)
+    np.testing.assert_array_equal(c_raw, c_split)
+    assert _rel(c_raw, gemm_fp32.reference(a, b, "nk")) < 3e-7
+
+
+@pytest.mark.parametrize("k,splits", [(100, 1), (99, 2)])
+def test_launch_splits_a_only_where_it_cannot_read_it_raw(monkeypatch, k, splits):
+    """launch reads A as it is when its rows are 16-byte multiples (K % 4 == 0): only B goes through a split
+    pass; otherwise A is split (and K padded) first."""
+    calls = []
+    real = gemm_fp32.split
+    monkeypatch.setattr(gemm_fp32, "split", lambda x, b_layout="nk": calls.append(x.shape) or real(x, b_layout))
+    rng = np.random.default_rng(k)
+    a = rng.standard_normal((70, k)).astype(np.float32)
+    b = rng.standard_normal((k, 40)).astype(np.float32)
+    c = np.full((70, 40), np.nan, np.float32)
+    gemm_fp32.launch(a, b, c, STAGES=2)
+    assert len(calls) == splits and calls[-1] == b.shape
+    assert _rel(c, gemm_fp32.reference(a, b)) < 3e-7
+
+
+def test_a_raw_with_unaligned_k_says_what_to_do():
+    a = np.zeros((8, 99), np.float32)
+    with pytest.raises(ValueError, match="multiple of 4"):
+        gemm_fp32.launch(a, np.zeros((99, 8), np.float32), np.zeros((8, 8), np.float32), A_RAW=1)
+
+
+@pytest.mark.parametrize("params", [dict(), dict(WAIT_ONCE=1), dict(PASSES=1), dict(KSPLIT=2),
+                                    dict(PRODUCER_REGS=56, CONSUMER_REGS=224)])
+def test_a_raw_verifies_clean(params):
+    import tilepy_verify as tv
+
+    report = tv.verify(gemm_fp32.gemm_fp32, target="sm_90a", **{**gemm_fp32.PRESETS["sm_90a"], **gemm_fp32.RAW,
+                                                                 **params})
+    assert not report.findings, [f.message for f in report.findings]
+
+
+@pytest.mark.parametrize("operand", ["al, b_hi", "ah, b_lo", "ah, b_hi"])
+def test_a_raw_tag_assertion_catches_a_stale_stage(tmp_path, monkeypatch, operand):
+    """The A_RAW chain's tag assertion is not vacuous: a product that reads the next stage's B (whose tag
+    carries another k) fails it, for the head's and the tail's products alike."""
+    import importlib
+    from pathlib import Path
+
+    import tilepy_verify as tv
+
+    src = Path(gemm_fp32.__file__).read_text()
+    x, y = operand.split(", ")
+    good = f"part = tp.mma({x}, {y}[s].T, part, instr=RS)"
+    assert src.count(good) == 1
+    (tmp_path / "gemm_fp32_bug.py").write_text(src.replace(good, good.replace("[s]", "[(s + 1) % STAGES]")))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    bug = importlib.import_module("gemm_fp32_bug")
+    report = tv.verify(bug.gemm_fp32, target="sm_90a", **{**bug.PRESETS["sm_90a"], **bug.RAW})
+    assert "tag_assertion" in {f.check for f in report.findings}
+    sys.modules.pop("gemm_fp32_bug", None)
+
+
+def test_a_raw_renders_register_a_wgmma_and_three_tensor_maps():
+    from tilepy_hip.render import render_kernel
+
+    src, _, maps = render_kernel(gemm_fp32.gemm_fp32.ir("sm_90a", **{**gemm_fp32.PRESETS["sm_90a"], **gemm_fp32.RAW}))
+    assert len(maps) == 3                       # A, B's head, B's tail: no tail of A
+    assert "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 {%0" in src
+    assert "}, {%64, %65, %66, %67}, %68, p, 1, 1;" in src     # A from four registers, B through a descriptor
+    assert "__float_as_uint(" in src and "tp_pack2" not in src

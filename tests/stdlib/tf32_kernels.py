@@ -42,3 +42,17 @@ def mma_sync_tf32_smem(A: tp.Tensor[tp.f32, 32, 32], B: tp.Tensor[tp.f32, 64, 32
     acc = tp.zeros((32, 64), tp.f32, layout=tp.accumulator(INSTR, (32, 64), (2, 2)))
     acc = tp.mma(a, b.T, acc)
     tp.store(C[0:32, 0:64], acc)
+
+
+@tp.kernel(threads=128, target="sm_90a")
+def tf32_probe_rs(A: tp.Tensor[tp.f32, 64, 32], B: tp.Tensor[tp.f32, 64, 32], C: tp.Tensor[tp.f32, 64, 64],
+                  INSTR: tp.constexpr = tp.nv.wgmma_m64n64k8_tf32_rs):
+    """tf32_probe with A in registers (wgmma's register-A form): A loaded from global memory straight into the
+    instruction's A fragments (4 k-steps of 8 columns), B K-major in shared memory."""
+    a = tp.load(A[0:64, 0:32], layout=tp.mma_layout(INSTR, "a", (64, 32), (1, 1)))
+    b = tp.shared((64, 32), tp.f32, swizzle=tp.Swizzle(3, 2, 3))
+    tp.copy(B[0:64, 0:32], b)
+    tp.barrier()
+    acc = tp.zeros((64, 64), tp.f32, layout=tp.accumulator(INSTR, (64, 64)))
+    acc = tp.mma(a, b.T, acc)
+    tp.store(C[0:64, 0:64], acc)

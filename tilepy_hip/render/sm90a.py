@@ -137,9 +137,12 @@ def emit_wgmma(r, e, acc, a, b):
                 da = packed[ks, rr] = r.tmp("da")
                 base = instr.a.num_values * (rr + rep_r * ks)
                 vals = [a_slots[base + i] for i in range(instr.a.num_values)]
-                em(f"unsigned {da}[4];")  # four 32-bit registers, two 16-bit values each, in fragment order
+                em(f"unsigned {da}[4];")  # four 32-bit registers in fragment order
                 for i in range(4):
-                    em(f"{da}[{i}] = tp_pack2({a.name}[{vals[2 * i]}], {a.name}[{vals[2 * i + 1]}]);")
+                    if instr.ab.bytes == 4:   # .tf32: one f32 value a register (the tensor cores ignore its low bits)
+                        em(f"{da}[{i}] = __float_as_uint({a.name}[{vals[i]}]);")
+                    else:                     # 16-bit types: two values a register
+                        em(f"{da}[{i}] = tp_pack2({a.name}[{vals[2 * i]}], {a.name}[{vals[2 * i + 1]}]);")
     em("tp_wgmma_fence();")
     half = n // 2
     for ks in range(ksteps):
