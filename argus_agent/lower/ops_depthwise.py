@@ -39,12 +39,12 @@ class DepthwiseTemplate:
         return self.window[0] * self.window[1]
 
 
-def depthwise_ok(target: str, x, w, transposed: bool, groups: int, stride, dilation, taps_direct: int) -> bool:
+def depthwise_ok(target: str, x, w, transposed: bool, groups: int, stride, dilation, min_taps: int) -> bool:
     """Whether a convolution takes the stdlib depthwise kernel: a GPU target, fp32, 2-D, one input and one output
-    channel per group, the same stride and dilation along both axes, more taps than are written out."""
+    channel per group, the same stride and dilation along both axes, at least `min_taps` taps."""
     return (target != "cpu" and not transposed and len(x.shape) == 4 and x.dtype == w.dtype == torch.float32
             and groups == x.shape[1] == w.shape[0] and w.shape[1] == 1 and len(set(stride)) == 1
-            and len(set(dilation)) == 1 and math.prod(w.shape[2:]) > taps_direct
+            and len(set(dilation)) == 1 and math.prod(w.shape[2:]) >= min_taps
             and max(x.numel, math.prod(w.shape)) < 2**31)
 
 

@@ -283,7 +283,7 @@ def _convolution(ctx, node, x, w, bias, stride, padding, dilation, transposed, o
     elif x.dtype == w.dtype and conv_igemm_ok(ctx.target, x.dtype, npix, cig, cog, math.prod(ksz), groups,
                                               x.numel, math.prod(shape)):
         red = _conv_igemm(ctx, xb, wb, shape, stride, padding, dilation, transposed, groups, fused=fused)
-    elif depthwise_ok(ctx.target, x, w, transposed, groups, stride, dilation, DIRECT_TAPS):
+    elif depthwise_ok(ctx.target, x, w, transposed, groups, stride, dilation, DEPTHWISE_MIN_TAPS):
         red = depthwise(ctx, xb, wb, shape, stride, padding, dilation)
     elif cig * math.prod(ksz) <= DIRECT_TAPS or (cig == 1 and math.prod(ksz) <= DEPTHWISE_TAPS):
         red = _direct_sum(shape, acc, [cig] + ksz, fn)
@@ -305,6 +305,8 @@ DIRECT_TAPS = 27
 # many taps (7x7 as ConvNeXt's, 9x9) it is written out too: as a reduction its 49-tap window took 887 us on the
 # H100 for ConvNeXt's 16 x 96 x 56 x 56 block, written out 401 us, the stdlib kernel (see ops_depthwise).
 DEPTHWISE_TAPS = 81
+# From this many taps on a GPU target's fp32 depthwise convolution runs the stdlib kernel (below: written out)
+DEPTHWISE_MIN_TAPS = int(os.environ.get("ARGUS_DEPTHWISE_MIN_TAPS", DIRECT_TAPS + 1))
 
 
 def _taps(window) -> list:
