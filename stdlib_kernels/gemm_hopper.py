@@ -713,11 +713,15 @@ LARGE_PERSISTENT = dict(PERSISTENT=1, STAGES=4, EPILOGUE=2, STORE_N=64, PRODUCER
 #   14336 47.5 -> 43.7 (0.91 -> 0.99), 32 x 4096 x 4096 13.1 -> 10.8 (BM 32, 10 stages). At 64 rows it measured the
 #   same as gemm_splitk (12.7 vs 13.0): not taken there.
 SWAP_DECODE = {16: dict(BM=16, INSTR=tp.nv.wgmma_m64n16k16_bf16, STAGES=8),
-               32: dict(BM=32, INSTR=tp.nv.wgmma_m64n32k16_bf16, STAGES=8, BN=64, K_WAYS=2)}
+               32: dict(BM=32, INSTR=tp.nv.wgmma_m64n32k16_bf16, STAGES=8, BN=64, K_WAYS=2),
+               "17-31": dict(BM=32, INSTR=tp.nv.wgmma_m64n32k16_bf16, STAGES=10)}
 # (17-32 rows since G11: K_WAYS=2, both consumers over one 64 x 32 tile of C^T on alternate k-tiles, 8 stages per ring,
 # split 2 at N = 4096 (64 tiles): 32 x 4096 x 4096 bf16 / f32 out 12.59 / 12.67 -> 11.83 / 11.13 us and 11.97 / 11.69
 # -> 10.88 / 10.99 (0.71-0.73 -> 0.76-0.78x cuBLAS; two runs, gemm-g11-{kways,table}-*.json); B as (N, K) even with the
-# BM 32 x BN 128 form it replaces (0.74-0.77 either way). Before: BN 128 over two consumers, 10 stages, split 4.)
+# BM 32 x BN 128 form it replaces (0.74-0.77 either way). Before: BN 128 over two consumers, 10 stages, split 4. A
+# third run (gemm-g11-after-*.json): 32 rows 12.39-12.74 / 12.55-12.68 -> 11.79-12.15 / 12.08-12.19; but 20 rows 12.16
+# -> 13.25 (K_WAYS's A boxes, twice as many as BN 128's, with rows past M cost time: at 80 rows 20.7 us as given, 16.5
+# with A padded to whole tiles), so 17-31 rows keep the BN 128 form.)
 # * Mid-size shapes of the large class whose 128 x 256 tiles fill at most half the SMs (the split-K 2 with atomics
 #   and a rounding pass it took before) and whose 128 x 128 tiles fill 3/4 to 1 wave: those, no split, wait_group 0
 #   (the lowering gets it too: the plain kernel); bf16 out 5 stages with the TMA store,
@@ -777,7 +781,8 @@ def policy(M: int, N: int, K: int, out=None, fixup: bool = False, forms: bool = 
     cls = shape_class(M, N, K)
     p = {**PRESETS["sm_90a"], **POLICIES[cls]}
     if cls == "decode" and fixup and forms and M <= 32:
-        sw = {**p, "SWAP_AB": 1, "BN": 128, "CONSUMERS": 2, "IN_FLIGHT": 1, **SWAP_DECODE[16 if M <= 16 else 32]}
+        sw = {**p, "SWAP_AB": 1, "BN": 128, "CONSUMERS": 2, "IN_FLIGHT": 1,
+              **SWAP_DECODE[16 if M <= 16 else 32 if M == 32 else "17-31"]}
         tiles = _cdiv(M, sw["BM"]) * _cdiv(N, sw["BN"])
         split = min(NUM_SMS // tiles, _cdiv(K, sw["BK"]) // 4, MAX_SLOTS) if 2 * tiles <= NUM_SMS else 1
         if split > 1:

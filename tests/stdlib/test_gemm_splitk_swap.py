@@ -144,8 +144,9 @@ def test_g8_policy_forms_for_launch_only():
     not whole 128-byte lines) come with fixup=True only; the lowering's policy (fixup=False) never has them."""
     for m, bm in ((1, 16), (16, 16), (17, 32), (32, 32)):
         p = gemm_hopper.policy(m, 4096, 4096, tp.bf16, fixup=True)
-        # 17-32 rows: both consumers over one 64-column tile on alternate k-tiles (K_WAYS=2), split 2 (G11)
-        bn, split, kw = (128, 4, 1) if m <= 16 else (64, 2, 2)
+        # 32 rows: both consumers over one 64-column tile on alternate k-tiles (K_WAYS=2), split 2 (G11; 17-31 rows
+        # keep BN 128: K_WAYS lost at 20 rows)
+        bn, split, kw = (64, 2, 2) if m == 32 else (128, 4, 1)
         assert (p["SWAP_AB"], p["BM"], p["BN"], p["CONSUMERS"], p["SPLIT_K"], p["FIXUP"]) == (1, bm, bn, 2, split, 3)
         assert p.get("K_WAYS", 1) == kw and gemm_hopper.grid_of(m, 4096, p) == (1, 4096 // bn, split)
         assert gemm_hopper.kernel_params(p)["INSTR"].n == bm
@@ -398,10 +399,10 @@ def test_k_ways_verifies_clean_and_renders_tma_only():
 
 def test_k_ways_policy_rows():
     """`launch`'s policy takes K_WAYS=2 (swap-AB, 64 x 64 tiles of C^T, unsplit) for 97-128 rows whose tiles fill half
-    a wave to one (measured: 100 / 128 x 4096 x 4096; not 80, where it lost), and split 2 over 64 x 32 tiles at 17-32
-    rows; nowhere else."""
+    a wave to one (measured: 97 / 100 / 112 / 128 x 4096 x 4096; not 80, where it lost), and split 2 over 64 x 32 tiles
+    at 32 rows (not 20, where it lost); nowhere else."""
     for out in (tp.f32, tp.bf16):
-        for m in (20, 32):
+        for m in (32,):
             p = gemm_hopper.policy(m, 4096, 4096, out, fixup=True)
             assert (p["K_WAYS"], p["BM"], p["BN"], p["SPLIT_K"], p["FIXUP"]) == (2, 32, 64, 2, 3)
         for m in (97, 100, 128):
@@ -410,6 +411,7 @@ def test_k_ways_policy_rows():
             assert gemm_hopper.grid_of(m, 4096, p) == (2, 64, 1)
             assert "K_WAYS" not in gemm_hopper.policy(m, 4096, 4096, out, fixup=True, forms=False)
             assert "K_WAYS" not in gemm_hopper.policy(m, 4096, 4096, out)          # gemm_hopper's own callers
-        for m, n in ((128, 14336), (129, 4096), (64, 4096), (16, 4096), (65, 4096), (80, 4096), (96, 4096),
+        for m, n in ((128, 14336), (129, 4096), (64, 4096), (16, 4096), (20, 4096), (31, 4096), (65, 4096),
+                     (80, 4096), (96, 4096),
                      (128, 1024), (1024, 1024)):
             assert gemm_hopper.policy(m, n, 4096, out, fixup=True).get("K_WAYS", 1) == 1, (m, n)
