@@ -271,6 +271,18 @@ PLAN8 = [
     ((80, 4096, 4096), [("kw64_64_s6_apad", ("kwpad", KW64))], ("bf16",)),
     ((100, 4096, 4096), [("kw64_64_s6_apad", ("kwpad", KW64))], ("bf16",)),
 ]
+# ninth call (G11): K_WAYS with the last row tile shifted back to end at M (M_SHIFT=1: no rows past M in A's box)
+# against the policy, alternated, at 65-128 rows
+KWS = dict(KW64, M_SHIFT=1)
+PLAN9 = [
+    ((80, 4096, 4096), [("policy", None), ("kw64_64_s6_shift", KWS), ("policy_again", None),
+                        ("kw64_64_s6_shift_again", KWS)], ("bf16", "f32")),
+    ((100, 4096, 4096), [("policy", None), ("kw64_64_s6_shift", KWS), ("policy_again", None),
+                         ("kw64_64_s6_shift_again", KWS)], ("bf16", "f32")),
+    ((72, 4096, 4096), [("policy", None), ("kw64_64_s6_shift", KWS)], ("bf16",)),
+    ((112, 4096, 4096), [("policy", None), ("kw64_64_s6_shift", KWS)], ("bf16",)),
+    ((128, 4096, 4096), [("policy", None), ("kw64_64_s6_shift", KWS)], ("bf16",)),
+]
 PLAN = [  # (shape, variants, output dtypes)
     ((16, 4096, 4096), DECODE, ("bf16", "f32")),
     ((64, 4096, 4096), DECODE, ("bf16", "f32")),
@@ -576,12 +588,13 @@ def main(argv=None):
     ap.add_argument("--plan", default="1", help="1 / 2: the first / second call's sweep, 3: the table, 4: swap at "
                     "32-64 rows, 5: swap-AB in clusters, B as (N, K), 128 x 64 clusters, 6: two consumers over one "
                     "tile, alternate k-tiles (K_WAYS=2), 7: the policy with K_WAYS against the policy before, our "
-                    "kernels' device times, 8: after the policy change")
+                    "kernels' device times, 8: after the policy change, 9: K_WAYS with M_SHIFT")
     args = ap.parse_args(argv)
     if args.ncu_target:
         ncu_target(args.ncu_target, *(int(x) for x in args.shape.split(",")))
         return
-    plan = {"1": PLAN, "2": PLAN2, "3": PLAN3, "4": PLAN4, "5": PLAN5, "6": PLAN6, "7": PLAN7, "8": PLAN8}[args.plan]
+    plan = {"1": PLAN, "2": PLAN2, "3": PLAN3, "4": PLAN4, "5": PLAN5, "6": PLAN6, "7": PLAN7, "8": PLAN8,
+            "9": PLAN9}[args.plan]
     if args.precompile:
         precompile(args.only, args.precompile, plan)
     props = torch.cuda.get_device_properties(0)
@@ -604,7 +617,7 @@ def main(argv=None):
                     res["cublas_kernels"][f"{key}/{o}"] = cublas_kernels(M, N, K, out_t, mm_f32)
             except Exception as e:  # noqa: BLE001 - the profiler is a side note
                 res["cublas_kernels"][f"{key}/{o}"] = f"{type(e).__name__}: {e}"[:200]
-            if args.plan in ("7", "8"):
+            if args.plan in ("7", "8", "9"):
                 try:
                     res.setdefault("our_kernels", {})[f"{key}/{o}"] = our_kernels(M, N, K, out_t)
                 except Exception as e:  # noqa: BLE001 - a side note too
@@ -643,7 +656,8 @@ def main(argv=None):
                                                 "spills")}
                         r["policy"] = gb._policy_text(p) + (f" CLUSTER_M={p['CLUSTER_M']}" if p.get("CLUSTER_M")
                                                             else "") + (" SLOT_ROWS=1" if p.get("SLOT_ROWS") else "") \
-                            + (" SWAP_AB" if p.get("SWAP_AB") else "") + (" K_WAYS=2" if p.get("K_WAYS") == 2 else "")
+                            + (" SWAP_AB" if p.get("SWAP_AB") else "") + (" K_WAYS=2" if p.get("K_WAYS") == 2 else "") \
+                            + (" M_SHIFT" if p.get("M_SHIFT") else "")
                 except Exception as e:  # noqa: BLE001 - a variant that fails here: say so, go on
                     print(f"{key:16} {name:34} FAILED {type(e).__name__}: {str(e).splitlines()[0][:120]}", flush=True)
                     row[name] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}

@@ -36,7 +36,9 @@ def kways_cases():
                              ((30, 520, 2045), dict(BM=32, INSTR=i32, STAGES=4, SPLIT_K=2)),     # 9 k-tiles, padded B
                              ((100, 700, 300), dict(BM=64, INSTR=i64, STAGES=6, CLUSTER_M=2, IN_FLIGHT=0)),
                              ((13, 1000, 200), dict(BM=16, INSTR=i16, BN=128, STAGES=4, SPLIT_K=3)),
-                             ((200, 300, 264), dict(BM=128, INSTR=tp.nv.wgmma_m64n128k16_bf16, STAGES=3))):  # 5 k-tiles
+                             ((200, 300, 264), dict(BM=128, INSTR=tp.nv.wgmma_m64n128k16_bf16, STAGES=3)),  # 5 k-tiles
+                             ((80, 520, 300), dict(BM=64, INSTR=i64, STAGES=4, M_SHIFT=1)),    # last tile shifted
+                             ((100, 700, 264), dict(BM=64, INSTR=i64, STAGES=4, M_SHIFT=1, SPLIT_K=2))):
         a = torch.randn(m, k, device=d, generator=g).bfloat16()
         b = torch.randn(k, n, device=d, generator=g).bfloat16()
         ref = a.double() @ b.double()

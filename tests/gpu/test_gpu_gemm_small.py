@@ -174,6 +174,9 @@ I128 = tp.nv.wgmma_m64n128k16_bf16
         (30, 1000, 1000, dict(BM=32, INSTR=I32, STAGES=8, SPLIT_K=3)),       # 16 k-tiles in 3 splits of 6 (zeros)
         (256, 4096, 4096, dict(BM=128, INSTR=I128, STAGES=3, CLUSTER_M=2)),
         (1024, 1024, 1000, dict(BM=128, INSTR=I128, STAGES=3)),             # 16 k-tiles, the last one short
+        (80, 4096, 4096, dict(BM=64, INSTR=I64, STAGES=6, M_SHIFT=1)),      # last row tile shifted back to end at M
+        (100, 2045, 1000, dict(BM=64, INSTR=I64, STAGES=6, M_SHIFT=1, SPLIT_K=2)),   # shifted, into slots
+        (45, 1000, 1100, dict(BM=16, INSTR=I16, STAGES=8, M_SHIFT=1, CLUSTER_M=2)),  # a 4th (empty) tile in the cluster
     ],
 )
 def test_k_ways_through_launch(m, n, k, extra, out):

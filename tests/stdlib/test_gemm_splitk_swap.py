@@ -415,3 +415,45 @@ def test_k_ways_policy_rows():
                      (80, 4096), (96, 4096),
                      (128, 1024), (1024, 1024)):
             assert gemm_hopper.policy(m, n, 4096, out, fixup=True).get("K_WAYS", 1) == 1, (m, n)
+
+
+@pytest.mark.parametrize("out", [tp.f32, tp.bf16])
+@pytest.mark.parametrize("m,k,n,params", [
+    (80, 300, 200, dict(BM=64, INSTR=tp.nv.wgmma_m64n64k16_bf16, STAGES=2)),             # 2 tiles, the last at 16
+    (100, 256, 130, dict(BM=64, INSTR=tp.nv.wgmma_m64n64k16_bf16, STAGES=2, SPLIT_K=2)),  # shifted into slots
+    (45, 200, 136, dict(BM=16, STAGES=2, CLUSTER_M=2)),       # 3 tiles + the cluster's 4th: nothing of its own
+    (64, 200, 136, dict(BM=64, INSTR=tp.nv.wgmma_m64n64k16_bf16, STAGES=2)),             # whole tiles: no shift
+])
+def test_k_ways_last_row_tile_shifted(m, k, n, params, out):
+    """M_SHIFT=1: the last row tile ends at M (its A box wholly inside A); its rows below the tile's own first row
+    are the previous tile's, computed twice and stored once: against float64, NaN-poisoned C."""
+    rng = np.random.default_rng(m + k + n)
+    a = round_bf16(rng.standard_normal((m, k)).astype(np.float32))
+    b = round_bf16(rng.standard_normal((k, n)).astype(np.float32))
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    c = np.full((m, n), np.nan, np.float32)
+    gemm_hopper.launch(a, b, c, out_dtype=out, **{**KW, "M_SHIFT": 1, **params})
+    assert not np.isnan(c).any()
+    if out == tp.f32:
+        np.testing.assert_allclose(c, ref, rtol=1e-5, atol=1e-4)
+    else:
+        np.testing.assert_allclose(c, ref, rtol=2 ** -8, atol=1e-3)
+
+
+def test_k_ways_shifted_tile_verifies_clean_and_an_unmasked_overlap_is_found():
+    import tilepy_verify as tv
+
+    i64 = tp.nv.wgmma_m64n64k16_bf16
+    for kernel, p in ((gemm_splitk_swap_bf16, dict(SPLIT_K=1)), (gemm_splitk_swap, dict(SPLIT_K=2))):
+        report = tv.verify(kernel, target="sm_90a", K_WAYS=2, CONSUMERS=2, BN=64, BM=64, INSTR=i64, STAGES=6,
+                           M_SHIFT=1, **p)
+        assert report.findings == [], [str(f) for f in report.findings]
+    report = tv.verify(_shifted_unmasked, target="sm_90a")
+    assert [f.check for f in report.findings] == ["global_race"], [str(f) for f in report.findings]
+
+
+@tp.kernel(threads=128, target="sm_90a")
+def _shifted_unmasked(X: tp.Tensor[tp.f32, "M", 64], C: tp.Tensor[tp.f32, "M", 64]):
+    """The shifted last row tile with the seeded bug: its rows that the previous tile owns stored again."""
+    m0 = tp.minimum(tp.block_id(0) * 64, X.shape[0] - 64)
+    tp.store(C[m0:m0 + 64, 0:64], tp.load(X[m0:m0 + 64, 0:64]) * 2.0)     # BUG: no mask for rows below block * 64
