@@ -68,6 +68,9 @@ VARIANTS = {
     "pers_n64_s4_r40": dict(PERSISTENT=1, STAGES=4, EPILOGUE=2, STORE_N=64, PRODUCER_REGS=40, CONSUMER_REGS=232),
     "pers_n64_s4_g4": dict(PERSISTENT=1, STAGES=4, EPILOGUE=2, STORE_N=64, GROUP_M=4, **R64),
     "pers_n64_s4_g16": dict(PERSISTENT=1, STAGES=4, EPILOGUE=2, STORE_N=64, GROUP_M=16, **R64),
+    # 256 x 128 tiles (two consumers of 128 rows) in pieces: two 32 KB buffers leave 3 stages of 48 KB
+    "pers_256x128_n64_s3": dict(PERSISTENT=1, BM=256, BN=128, CONSUMERS=2, INSTR=I128, STAGES=3, EPILOGUE=2, STORE_N=64,
+                                **R64),
 }
 # fp8, constexprs over gemm_fp8's policy (128 x 256 x 128; since G10 the large class's is 3 stages, the TMA store,
 # 96 / 200): every knob named, so a variant means the same whatever the policy is
@@ -88,6 +91,7 @@ FP8_VARIANTS = {
     "fp8_pers_n64_r96": dict(PERSISTENT=1, STORE_N=64, STAGES=4, PRODUCER_REGS=96, CONSUMER_REGS=200),
     "fp8_pers_n64_r64": dict(PERSISTENT=1, STORE_N=64, STAGES=4, PRODUCER_REGS=64, CONSUMER_REGS=216),
     "fp8_pers_n64_r96_g16": dict(PERSISTENT=1, STORE_N=64, STAGES=4, PRODUCER_REGS=96, CONSUMER_REGS=200, GROUP_M=16),
+    "fp8_pers_n64_r64_g16": dict(PERSISTENT=1, STORE_N=64, STAGES=4, PRODUCER_REGS=64, CONSUMER_REGS=216, GROUP_M=16),
 }
 
 
