@@ -68,6 +68,9 @@ VARIANTS = {
     "pers_n64_s4_r40": dict(PERSISTENT=1, STAGES=4, EPILOGUE=2, STORE_N=64, PRODUCER_REGS=40, CONSUMER_REGS=232),
     "pers_n64_s4_g4": dict(PERSISTENT=1, STAGES=4, EPILOGUE=2, STORE_N=64, GROUP_M=4, **R64),
     "pers_n64_s4_g16": dict(PERSISTENT=1, STAGES=4, EPILOGUE=2, STORE_N=64, GROUP_M=16, **R64),
+    # 8 pieces of 32 columns (64-byte swizzle) through 4 buffers of 8 KB: a piece's TMA read is waited for 4 pieces
+    # later, not 2
+    "pers_n32_b4": dict(PERSISTENT=1, STAGES=4, EPILOGUE=2, STORE_N=32, STORE_BUFS=4, **R64),
     # 256 x 128 tiles (two consumers of 128 rows) in pieces: two 32 KB buffers leave 3 stages of 48 KB
     "pers_256x128_n64_s3": dict(PERSISTENT=1, BM=256, BN=128, CONSUMERS=2, INSTR=I128, STAGES=3, EPILOGUE=2, STORE_N=64,
                                 **R64),

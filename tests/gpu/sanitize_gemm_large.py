@@ -30,7 +30,10 @@ for (m, k, n), extra in (((300, 520, 776), dict(STAGES=3, EPILOGUE=2, IN_FLIGHT=
                          # the store in 64-column pieces (two buffers, a store warp), 4 stages: 3 blocks over 3 x 4
                          # tiles, partial in M, N and K
                          ((300, 520, 776), dict(PERSISTENT=1, NUM_SMS=3, STAGES=4, EPILOGUE=2, STORE_N=64, GROUP_M=2,
-                                                **R64))):
+                                                **R64)),
+                         # 8 pieces of 32 columns through 4 buffers (64-byte swizzle)
+                         ((300, 520, 776), dict(PERSISTENT=1, NUM_SMS=3, STAGES=4, EPILOGUE=2, STORE_N=32,
+                                                STORE_BUFS=4, GROUP_M=2, **R64))):
     if ONLY == "persistent" and not extra.get("PERSISTENT") or ONLY == "pieces" and not extra.get("STORE_N"):
         continue
     a = torch.randn(m, k, device=d, generator=g).bfloat16()

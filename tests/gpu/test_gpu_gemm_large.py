@@ -51,6 +51,8 @@ VARIANTS = {
     "pers_n64_s4_g3": dict(PERSISTENT=1, NUM_SMS=7, STAGES=4, EPILOGUE=2, STORE_N=64, GROUP_M=3, **R64),
     "pers_n64_s4_g16_r96": dict(PERSISTENT=1, NUM_SMS=5, STAGES=4, EPILOGUE=2, STORE_N=64, GROUP_M=16,
                                 PRODUCER_REGS=96, CONSUMER_REGS=200),
+    # 8 pieces of 32 columns (64-byte swizzled rows) through 4 buffers
+    "pers_n32_b4_g3": dict(PERSISTENT=1, NUM_SMS=7, STAGES=4, EPILOGUE=2, STORE_N=32, STORE_BUFS=4, GROUP_M=3, **R64),
 }
 
 

@@ -193,6 +193,8 @@ PIECES = dict(PERSISTENT=1, EPILOGUE=2, STORE_N=64, **gemm_hopper.PRESETS["sm_90
     (260, 130, 250, dict(PIECES, NUM_SMS=4, STAGES=2, GROUP_M=1, **T128)),      # 2 pieces a tile, 4 blocks
     (130, 64, 136, dict(PIECES, NUM_SMS=2, STAGES=3, GROUP_M=8, STORE_N=128)),   # 2 pieces of 128, partial tiles
     (520, 330, 600, dict(PIECES, NUM_SMS=5, STAGES=4, GROUP_M=3, PRODUCER_REGS=64, CONSUMER_REGS=216)),   # the policy's
+    # 8 pieces of 32 columns (64-byte rows, their swizzle) through 4 buffers
+    (300, 200, 600, dict(PIECES, NUM_SMS=3, STAGES=4, GROUP_M=2, STORE_N=32, STORE_BUFS=4)),
 ])
 def test_persistent_store_in_pieces_on_the_interpreter(m, k, n, params):
     """gemm_persistent STORE_N (bf16 out): the consumers stage each tile in column pieces through two buffers, a
@@ -206,8 +208,8 @@ def test_persistent_store_in_pieces_on_the_interpreter(m, k, n, params):
     assert np.abs(c - ref).max() <= 2.0**-8 * np.abs(ref).max()
 
 
-def test_store_in_pieces_needs_an_even_count():
-    with pytest.raises(ValueError, match="even number of pieces"):
+def test_store_in_pieces_needs_whole_rounds_of_the_buffers():
+    with pytest.raises(ValueError, match="whole number of rounds"):
         gemm_hopper.kernel_params({**PIECES, "STORE_N": 128, "BN": 128})
     with pytest.raises(ValueError, match="EPILOGUE=2"):
         gemm_hopper.kernel_params({**PIECES, "EPILOGUE": 0})
@@ -229,9 +231,11 @@ def test_persistent_store_in_pieces_verifies_clean(params):
 
 @pytest.mark.parametrize("old,check", [
     # (4 pieces of 64 columns) the consumers write piece p >= 2 before the store of piece p - 2 has read the buffer
-    ("                        tp.mbarrier_wait(c_free[p % 2], it * (BN // (2 * STORE_N)) + p // 2 - 1)", "race"),
+    ("                        tp.mbarrier_wait(c_free[p % STORE_BUFS],\n"
+     "                                         it * (BN // (STORE_BUFS * STORE_N)) + p // STORE_BUFS - 1)", "race"),
     # the store warp stores a piece before the consumers staged it
-    ("                        tp.mbarrier_wait(staged[p % 2], it * (BN // (2 * STORE_N)) + p // 2)", "race"),
+    ("                        tp.mbarrier_wait(staged[p % STORE_BUFS],\n"
+     "                                         it * (BN // (STORE_BUFS * STORE_N)) + p // STORE_BUFS)", "race"),
 ])
 def test_store_in_pieces_seeded_bugs_are_found(tmp_path, old, check):
     import importlib.util
