@@ -78,7 +78,7 @@ def split_tf32_t(X: tp.Tensor[tp.f32, "Z", "R", "C"], HI: tp.Tensor[tp.f32, "Z",
 
 def rs_instr(instr):
     """The register-A twin of a wgmma .tf32 instruction (A_RAW: the consumers' split A is the A operand)."""
-    return getattr(tp.nv, instr.name.split(".", 1)[1] + "_rs")
+    return getattr(tp.nv, instr.name.removeprefix("nv.") + "_rs")
 
 
 @tp.kernel(threads=_threads, target="sm_90a")
