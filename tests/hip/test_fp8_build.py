@@ -23,7 +23,7 @@ needs_amd = pytest.mark.skipif(build.find_amd_clang() is None, reason="no AMDGPU
 
 
 def test_gemm_fp8_renders_tensor_maps_and_descriptors():
-    p = gemm_fp8.policy(4096, 4096, 4096)
+    p = gemm_fp8.policy(4096, 4096, 4096, forms=False)     # gemm_fp8's own large row (not the persistent form)
     src, _, maps = render_kernel(gemm_fp8.gemm_fp8.ir("sm_90a", **p))
     # 128-byte rows (128 e4m3) under the 128-byte swizzle: one box per operand and stage; the large policy's bf16
     # tile leaves through the TMA store (EPILOGUE=2: 64-column blocks of 128-byte rows)
@@ -45,7 +45,8 @@ def test_tensor_map_of_e4m3_is_uint8_and_torch_dtype_is_float8():
 @pytest.mark.parametrize("shape", [(4096, 4096, 4096), (128, 4096, 4096)])
 def test_gemm_fp8_sass_has_qgmma_and_no_local_memory(shape):
     p = gemm_fp8.policy(*shape)
-    ck = tilepy_hip.compile(gemm_fp8.gemm_fp8, target="sm_90a", **p)
+    kernel, kp = gemm_fp8.kernel_of(p)          # at 4096^3 the large class's persistent form (gemm_fp8_persistent_tma)
+    ck = tilepy_hip.compile(kernel, target="sm_90a", **kp)
     sass = ck.sass()
     assert f"QGMMA.64x{p['BN']}x32.F32.E4M3.E4M3" in sass
     assert "UTMALDG" in sass
