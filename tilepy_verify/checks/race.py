@@ -89,38 +89,47 @@ def _bulk_store_pair(ctx, a, b, rel, m1, c1, m2, c2):
     off, ta, tb = rel
     cond = AND(c1, c2, cmp("==", rename(a.stage, m1), rename(b.stage, m2)))
     B_b = counter(b.point, "B", m2)
-    ended = _waited(ctx, a, m1, b, m2, ta, tb)
     if concurrent(a.point, b.point):
         sync = ctx.__dict__.setdefault("_sync", Sync(ctx.analysis))
         cond = AND(cond, NOT(sync.sync(b.point, m2, a.point, m1, tb, ta)))
     else:
         cond = AND(cond, NOT(cmp("<", B_b, counter(a.point, "B", m1))))
-    cond = AND(cond, NOT(ended))
-    model = ctx.solver.check(cond)
-    if model is None:
-        return None
+    # the waits' instances in this iteration first (the usual form: the wait after the store), then up to two
+    # iterations later too: a model of the first query is asked again with more ways for the read to end
+    for depth in (1, 3):
+        model = ctx.solver.check(AND(cond, NOT(_waited(ctx, a, m1, b, m2, ta, tb, depth))))
+        if model is None:
+            return None
     f = report(ctx, b, a, off, tb, ta, model, m2, "@2", "@1")
     f.message += (" (a tp.store_bulk reads the tile until the issuing thread's next tp.store_bulk_wait: write it "
                   "only after that wait, behind a tp.barrier() or an mbarrier arrived on after the wait)")
     return f
 
 
-def _waited(ctx, a, m1, b, m2, ta, tb):
+def _waited(ctx, a, m1, b, m2, ta, tb, depth=3):
     """Bool term: a store_bulk_wait executed by a's issuing thread `ta` after a's instance (renamed by m1) comes
     before b's instance (renamed by m2): a barrier after the wait and before b in one line of roles, an
     mbarrier edge from the wait to b across concurrent roles. The wait's instances tried are the earliest after
-    the issue (sync.instances_after: this and the next two iterations of the innermost common loop, the first of the
-    wait's own loops), each with its path condition: a wait that does not run ends nothing."""
+    the issue (sync.instances_after: this and the next depth - 1 iterations of the innermost common loop, the first
+    of the wait's own loops), each with its path condition: a wait that does not run ends nothing."""
     terms = []
     t1 = counter(a.point, "T", m1)
     for w in ctx.analysis.bulk_waits:
         if not in_line(w.role, a.point.role) or not runs_on(w, a.point, ta):
             continue
-        for mw, vw in instances_after(w, a.point, m1, depth=3):
+        for mw, vw in instances_after(w, a.point, m1, depth=depth):
             c = AND(vw, rename(w.path, mw), cmp("<", t1, counter(w, "T", mw)))
+            if c is False:
+                continue   # (a wait before the store in the same iteration)
             if concurrent(w, b.point):
-                sync = ctx.__dict__.setdefault("_sync", Sync(ctx.analysis))
-                terms.append(AND(c, sync.sync(w, mw, b.point, m2, ta, tb)))
+                # the same edge term for every store the wait ends (a tile's stores: one per shared piece)
+                memo = ctx.__dict__.setdefault("_bulk_edges", {})
+                key = (id(w), id(b.point), tuple(sorted((k, repr(v)) for k, v in mw.items())),
+                       tuple(sorted((k, repr(v)) for k, v in m2.items())), int(ta), int(tb))
+                if key not in memo:
+                    sync = ctx.__dict__.setdefault("_sync", Sync(ctx.analysis))
+                    memo[key] = sync.sync(w, mw, b.point, m2, ta, tb)
+                terms.append(AND(c, memo[key]))
             else:
                 terms.append(AND(c, cmp("<", counter(w, "B", mw), counter(b.point, "B", m2))))
     return OR(*terms)
