@@ -102,9 +102,12 @@ def test_mn_major_tf32_b_is_an_error():
 
 def test_gemm_fp8_policies_verify_clean():
     for shape in ((4096, 4096, 4096), (1024, 1024, 1024), (128, 4096, 4096)):
-        gemm_fp8.gemm_fp8._cache.clear()
-        report = tv.verify_ir(gemm_fp8.gemm_fp8.ir("sm_90a", **gemm_fp8.policy(*shape)))
+        kernel, kp = gemm_fp8.kernel_of(gemm_fp8.policy(*shape))     # 4096^3: gemm_fp8_persistent_tma (G12)
+        kernel._cache.clear()
+        report = tv.verify_ir(kernel.ir("sm_90a", **kp))
         assert report.findings == [], str(report)
+    report = tv.verify_ir(gemm_fp8.gemm_fp8.ir("sm_90a", **gemm_fp8.policy(4096, 4096, 4096, forms=False)))
+    assert report.findings == [], str(report)
 
 
 def test_gemm_fp8_persistent_verifies_clean():
