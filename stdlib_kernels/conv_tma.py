@@ -36,6 +36,7 @@ CPU: the interpreter) or numpy arrays; `applies(...)` says whether a convolution
 """
 
 import math
+import os
 
 import numpy as np
 
@@ -107,8 +108,9 @@ def conv_tma(XH: tp.Tensor[tp.f32, "N", "DHP", "SQ", "WQ", "CP"], XL: tp.Tensor[
              SPLIT: tp.constexpr = True,
              BM: tp.constexpr = 128, BN: tp.constexpr = 128, BK: tp.constexpr = 32, STAGES: tp.constexpr = 3,
              CONSUMERS: tp.constexpr = 2, INSTR: tp.constexpr = tp.nv.wgmma_m64n128k8_tf32,
-             SWIZZLE: tp.constexpr = tp.Swizzle(3, 2, 3)):
-    """Y[:, group z] = the convolution of XP (XH + XL if SPLIT, else XH) with the weight (WH + WL, else WH)."""
+             SWIZZLE: tp.constexpr = tp.Swizzle(3, 2, 3), STAGED: tp.constexpr = 1):
+    """Y[:, group z] = the convolution of XP (XH + XL if SPLIT, else XH) with the weight (WH + WL, else WH).
+    STAGED=1: the accumulator goes through shared memory and is stored along pixels (see the epilogue)."""
     OVOL = OS[0] * OS[1] * OS[2]
     PVOL = OVOL
     KVOL = KS[0] * KS[1] * KS[2]
@@ -125,15 +127,23 @@ def conv_tma(XH: tp.Tensor[tp.f32, "N", "DHP", "SQ", "WQ", "CP"], XL: tp.Tensor[
     r = t // WT                         # the output row (n, od, oh), flat
     m0 = r * OS[2] + ow0                # the flat output pixel of row 0
     a_hi = tp.shared((BM, BK), tp.f32, stages=STAGES, swizzle=SWIZZLE)
-    a_lo = tp.shared((BM, BK), tp.f32, stages=STAGES if SPLIT else 1, swizzle=SWIZZLE)
     b_hi = tp.shared((BN, BK), tp.f32, stages=STAGES, swizzle=SWIZZLE)   # K-major: the (N, K) tile
-    b_lo = tp.shared((BN, BK), tp.f32, stages=STAGES if SPLIT else 1, swizzle=SWIZZLE)
+    if SPLIT:                           # the TF32 tails
+        a_lo = tp.shared((BM, BK), tp.f32, stages=STAGES, swizzle=SWIZZLE)
+        b_lo = tp.shared((BN, BK), tp.f32, stages=STAGES, swizzle=SWIZZLE)
     # full[s]: the copies into stage s landed; empty[s]: the consumers are done reading stage s.
     full = tp.mbarrier(1, stages=STAGES)
     empty = tp.mbarrier(1, stages=STAGES)
+    if STAGED:
+        # the tile channel-major, (channel, pixel): a row of BM pixels is contiguous; padded by 4 so the
+        # accumulator's stores (8 pixels x 4 channel pairs a warp) fall in 32 distinct banks
+        c_s = tp.shared((BN, BM), tp.f32, layout=tp.Layout((BN, BM), (BM + 4, 1)))
+        staged = tp.mbarrier(1)         # the consumers' accumulators are in c_s
     k_tiles = KVOL * CT
     rounds = tp.cdiv(k_tiles, STAGES)   # round j uses every stage once: tile k = j * STAGES + s
     LC = tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1))
+    EC = 32 if BN > 32 else BN          # the staged epilogue's channels at a time
+    LE = tp.blocked((EC, BM), 128 * CONSUMERS, 4)   # its layout: 4 consecutive pixels a value
     if tp.warpgroup_id() == 0:          # producer: one thread issues the bulk tensor copies
         oh = r % OS[1]
         od = r // OS[1] % OS[0]
@@ -178,15 +188,37 @@ def conv_tma(XH: tp.Tensor[tp.f32, "N", "DHP", "SQ", "WQ", "CP"], XL: tp.Tensor[
                         acc = tp.mma(a_hi[s], b_hi[s].T, acc)
                         tp.mbarrier_arrive(empty[s])
         # epilogue: output element (pixel p, channel g * COG + c); a lowering may fuse a pointwise chain here
-        p = m0 + tp.arange(BM)[:, None]
-        c = n0 + tp.arange(BN)[None, :]
-        keep = (ow0 + tp.arange(BM)[:, None] < OS[2]) & (c < cog)
-        tp.store(Y[p // PVOL, g, c, p % OVOL], acc, mask=keep)   # EPILOGUE
+        if STAGED:
+            # Y is (channel, pixel) with pixels contiguous, the accumulator's lanes run over 8 pixels and 4
+            # channel pairs: stored from the registers, every lane writes one scalar and a fused epilogue reads
+            # its operands the same way (per-channel values once per element). Through c_s the consumers hold
+            # 4 consecutive pixels of one channel per value instead (16-byte stores along pixels, a warp's
+            # lanes whole rows of pixels, per-channel operands one broadcast load per 4 pixels), EC channels at
+            # a time (a fused epilogue's operands stay in registers). The tile is one output row segment: one
+            # image nq, pixels q0 .. q0 + BM of it (those past the row's end masked).
+            tp.store(c_s.T, acc)
+            tp.mbarrier_arrive(staged)
+            tp.mbarrier_wait(staged, 0)                      # every consumer's part of the tile is in c_s
+            nq = m0 // PVOL
+            q0 = m0 % PVOL
+            for e0 in tp.static_range(0, BN, EC):
+                v = tp.load(c_s[e0:e0 + EC, :], layout=LE)
+                c = n0 + e0 + tp.arange(EC)[:, None]
+                keep = (ow0 + tp.arange(BM)[None, :] < OS[2]) & (c < cog)
+                tp.store(Y[nq, g, n0 + e0:n0 + e0 + EC, q0:q0 + BM], v, mask=keep)   # EPILOGUE STAGED
+        else:
+            p = m0 + tp.arange(BM)[:, None]
+            c = n0 + tp.arange(BN)[None, :]
+            keep = (ow0 + tp.arange(BM)[:, None] < OS[2]) & (c < cog)
+            tp.store(Y[p // PVOL, g, c, p % OVOL], acc, mask=keep)   # EPILOGUE
 
 
 PRESETS = {
-    "sm_90a": dict(BM=128, BN=128, BK=32, STAGES=3, CONSUMERS=2, INSTR=tp.nv.wgmma_m64n128k8_tf32),
+    "sm_90a": dict(BM=128, BN=128, BK=32, STAGES=3, CONSUMERS=2, INSTR=tp.nv.wgmma_m64n128k8_tf32, STAGED=1),
 }
+
+# ARGUS_CONV_TMA_STAGED=0: the policy stores the accumulator from the registers (STAGED=0) everywhere
+STAGED_EPILOGUE = os.environ.get("ARGUS_CONV_TMA_STAGED", "1") == "1"
 
 # the smallest input channel count per group that takes this kernel (fewer: most of each k-tile would be the
 # zero padding of the channels; conv_igemm's gather serves them)
@@ -247,15 +279,19 @@ def geometry(x_shape, w_shape, y_shape, stride, padding, dilation, groups, copy=
 
 def policy(geo: dict, cog: int, split: bool) -> dict:
     """Tiles: BM 128 pixels (two consumer warpgroups) where an output row has more than 64, else 64 (one);
-    BN the smallest wgmma width >= Cout/G (32..128); as many stages as fit in shared memory."""
+    BN the smallest wgmma width >= Cout/G (32..128); as many stages as fit in shared memory beside the staged
+    epilogue's tile (STAGED), which takes its place where fewer than 3 stages would be left (3xTF32 at BM 128:
+    the ring keeps its depth, the accumulator is stored from the registers)."""
     from stdlib_kernels.conv_igemm import tile_n
 
     bm, cons = (128, 2) if geo["OS"][2] > 64 else (64, 1)
     tiles = tile_n(cog)
     bk = geo["BK"]
     stage = (bm + tiles["BN"]) * bk * 4 * (2 if split else 1)
-    stages = max(2, min(6, (200 * 1024) // stage))
-    return dict(BM=bm, CONSUMERS=cons, BK=bk, STAGES=stages,
+    budget = 200 * 1024
+    staged = int(STAGED_EPILOGUE and (budget - tiles["BN"] * (bm + 4) * 4) // stage >= 3)
+    stages = max(2, min(6, (budget - staged * tiles["BN"] * (bm + 4) * 4) // stage))
+    return dict(BM=bm, CONSUMERS=cons, BK=bk, STAGES=stages, STAGED=staged,
                 SWIZZLE=tp.Swizzle(3 if bk == 32 else 2, 2, 3), **tiles)
 
 

@@ -237,6 +237,8 @@ def _convolution(ctx, node, x, w, bias, stride, padding, dilation, transposed, o
     ksz = list(w.shape[2:])
     cig = Ci // groups
     cog = Co // groups
+    if not transposed and _subsampled_ok(ctx, x, w, shape, stride, padding, groups):
+        x, stride = _subsampled(x, shape, stride), [1] * nsp
     isz = list(x.shape[2:])
     fused = (not transposed and _fused_copy_ok(ctx, x, w, stride, dilation, groups)
              and conv_igemm_ok(ctx.target, x.dtype, N * math.prod(shape[2:]), cig, cog, math.prod(ksz), groups,
@@ -407,6 +409,35 @@ def _conv_precision(ctx) -> str:
 
 CONV_FUSED_COPY = os.environ.get("ARGUS_CONV_FUSED_COPY", "1") == "1"
 FUSED_COPY_READS = 2
+
+
+# A strided 1x1 convolution without padding (ResNet's and ResNeXt's projection shortcuts) is the 1x1 convolution
+# of its input's every S-th pixel: the subsampled input is an expression computed in conv_tma's channels-last
+# copy (render_conv_copy.py), 1 / S^2 of the input, and the GEMM is a plain batched one over every output pixel
+# of an image (128-pixel tiles). As a strided convolution it took the phased copy of the whole input and one
+# output row a tile: level3/020's 16 x 256 x 56 x 56 -> 512 x 28 x 28 shortcut in 64-pixel tiles of 28-pixel
+# rows, the copy 44 us. ARGUS_CONV_SUBSAMPLE=0 keeps it a strided convolution.
+CONV_SUBSAMPLE = os.environ.get("ARGUS_CONV_SUBSAMPLE", "1") == "1"
+
+
+def _subsampled_ok(ctx, x, w, shape, stride, padding, groups) -> bool:
+    """Whether a strided 1x1 convolution runs as the 1x1 convolution of its subsampled input on conv_tma."""
+    nsp = len(x.shape) - 2
+    if not (CONV_SUBSAMPLE and all(k == 1 for k in w.shape[2:]) and not any(padding)
+            and any(s > 1 for s in stride)):
+        return False
+    xs = _subsampled(x, shape, stride)
+    cig, cog = x.shape[1] // groups, shape[1] // groups
+    return (_fused_copy_ok(ctx, xs, w, [1] * nsp, [1] * nsp, groups)
+            and conv_igemm_ok(ctx.target, x.dtype, shape[0] * math.prod(shape[2:]), cig, cog, 1, groups,
+                              xs.numel, math.prod(shape)))
+
+
+def _subsampled(x, shape, stride) -> LTensor:
+    """x's pixels at every stride-th coordinate: (N, C, *the output's spatial sizes)."""
+    nsp = len(x.shape) - 2
+    return LTensor(tuple(x.shape[:2]) + tuple(shape[2:]), x.dtype,
+                   lambda c: x([c[0], c[1]] + [c[2 + d] * stride[d] for d in range(nsp)]))
 
 
 def _fused_copy_ok(ctx, x, w, stride, dilation, groups) -> bool:

@@ -455,18 +455,37 @@ def conv_igemm_ok(target: str, dtype: torch.dtype, npix: int, cig: int, cog: int
 _ROWS = "(m0 + tp.arange(BM)[:, None])"
 _COLS = "(n0 + tp.arange(BN)[None, :])"
 _ANCHOR = "0 * (tp.arange(BM)[:, None] + tp.arange(BN)[None, :])"   # gives a read the accumulator's shape
+# conv_tma's staged epilogue (STAGED=1): the tile is (channel, pixel), laid out LE, its value `v`
+# (EC channels from n0 + e0 at a time; the tile is pixels q0 .. q0 + BM of image nq)
+_STAGED = dict(image="nq", pixels="(q0 + tp.arange(BM)[None, :])", cols="(n0 + e0 + tp.arange(EC)[:, None])",
+               anchor="0 * (tp.arange(EC)[:, None] + tp.arange(BM)[None, :])", layout="LE", acc="v",
+               marker="  # EPILOGUE STAGED")
+_PLAIN = dict(rows=_ROWS, cols=_COLS, anchor=_ANCHOR, layout="LC", acc="acc", marker="  # EPILOGUE")
+
+
+def _frame(t) -> dict:
+    """The epilogue's tile: its row and column coordinates, the anchor that gives a read its shape, the layout,
+    the accumulator's name and the marker of the store it replaces."""
+    if isinstance(t, ConvTemplate) and t.kernel == "conv_tma" and conv_params(t).get("STAGED"):
+        return _STAGED
+    return _PLAIN
 
 
 def _epilogue_coords(t) -> tuple[str, list]:
     if isinstance(t, ConvTemplate):
+        fr = _frame(t)
         n, co = t.x.shape[0], t.groups * t.cog
         ov = t.out.numel // (n * co)
-        pix = f"({_ROWS} % OVOL)"
+        if fr is _STAGED:
+            return "Y", [("_eq_n", n, fr["image"]), ("_eq_c", co, f"(g * cog + {fr['cols']})"),
+                         ("_eq_p", ov, fr["pixels"])]
+        rows, cols = fr["rows"], fr["cols"]
+        pix = f"({rows} % OVOL)"
         if t.geometry.get("PHASED"):    # row p is pixel j of phase a's grid: output pixel a + S j
-            jd, jh, jw = (f"({_ROWS} % PVOL // (PS1 * PS2))", f"({_ROWS} % (PS1 * PS2) // PS2)",
-                          f"({_ROWS} % PS2)")
+            jd, jh, jw = (f"({rows} % PVOL // (PS1 * PS2))", f"({rows} % (PS1 * PS2) // PS2)",
+                          f"({rows} % PS2)")
             pix = f"((({jd} * ST[0] + a0) * OS[1] + {jh} * ST[1] + a1) * OS[2] + {jw} * ST[2] + a2)"
-        return "Y", [("_eq_n", n, f"({_ROWS} // PVOL)"), ("_eq_c", co, f"(g * cog + {_COLS})"),
+        return "Y", [("_eq_n", n, f"({rows} // PVOL)"), ("_eq_c", co, f"(g * cog + {cols})"),
                      ("_eq_p", ov, pix)]
     if isinstance(t, MatmulTemplate):
         return "C", [("_eq_m", t.M, _ROWS), ("_eq_n", t.N, _COLS)]
@@ -564,6 +583,7 @@ def _epilogue(t, buffers: dict, init_ok: bool = False) -> tuple[list, str, list,
         return got
 
     value = over_coords(t.epilogue.value)
+    fr = _frame(t)
 
     class _Epi(_Emitter):
         def index(self, e):
@@ -573,18 +593,19 @@ def _epilogue(t, buffers: dict, init_ok: bool = False) -> tuple[list, str, list,
             buf, idx, conds = v.args
             mask = self.conds(conds)
             self.use(buf)
-            itext = f"({self.index(idx)} + {_ANCHOR})"
-            text = f"tp.load({self.names[buf]}[{itext}]" + (f", mask={mask}" if mask else "") + ", layout=LC)"
+            itext = f"({self.index(idx)} + {fr['anchor']})"
+            text = (f"tp.load({self.names[buf]}[{itext}]" + (f", mask={mask}" if mask else "")
+                    + f", layout={fr['layout']})")
             return _upcast(text, v, self.buf_dtype(buf))
 
     used = sorted({v.args[0] for v in walk([value]) if v.op == "load"} - {t.out.name})
     names = {b: f"E_{b}" for b in used}
     em = _Epi(names, "i32", {})
-    em.anchor = _ANCHOR
+    em.anchor = fr["anchor"]
     em.buffer_dtypes = {b: buffers[b].dtype for b in buffers}
     for v in walk([value]):
         if v.op == "load" and v.args[0] == t.out.name:
-            em.done[v] = "acc"
+            em.done[v] = fr["acc"]
     init = []
     split = _addend(value, t.out.name) if init_ok else None
     if split is not None:     # acc + y: y (a bias) is the accumulator's initial value, loaded before the loop
@@ -651,6 +672,7 @@ def _fused_source(t, n: int, target: str, buffers: dict) -> tuple[str, str, list
                                           and src.count(zero) == 1)
     params, args = extra[:len(extra) // 2], extra[len(extra) // 2:]
     out_param = _epilogue_coords(t)[0]
+    fr = _frame(t)
     kname = f"{t.kernel}_e{n}"
     src = src.replace(f"def {t.kernel}(", f"def {kname}(", 1)
     # the output parameter takes the fused kernel's output dtype; the extra tensors follow it
@@ -665,10 +687,12 @@ def _fused_source(t, n: int, target: str, buffers: dict) -> tuple[str, str, list
             pad = line[:len(line) - len(line.lstrip())]
             out += [pad + q for q in init]
             continue
-        if "  # EPILOGUE" in line and not line.lstrip().startswith("#"):   # a store marked (not a comment)
+        mark = fr["marker"]
+        if (mark in line and not line.lstrip().startswith("#")       # a store marked (not a comment)
+                and (mark == _STAGED["marker"] or _STAGED["marker"] not in line)):
             pad = line[:len(line) - len(line.lstrip())]
             out += [pad + q for q in lines]
-            line = line.split("  # EPILOGUE")[0].rstrip().replace(", acc", f", {val}", 1)
+            line = line.split(mark)[0].rstrip().replace(f", {fr['acc']}", f", {val}", 1)
         out.append(line)
     return "\n".join(out) + "\n", kname, args
 

@@ -3,6 +3,8 @@ interpreter against torch in float64: every conv form, TF32 where PyTorch's flag
 where it does not, and pointwise chains that become the GEMM's or convolution's store."""
 
 
+import math
+
 import pytest
 import torch
 import torch.nn as nn
@@ -424,3 +426,61 @@ def test_an_input_reading_many_places_per_element_is_not_computed_in_the_copy():
     sizes = {"b_x": 10000, "b_p": 64}
     assert reads_per_element(vals.call("where", cond, x, y), sizes) == 1
     assert reads_per_element(vals.call("add", vals.call("mul", x, p), y), sizes) == 2
+
+
+class Projection(nn.Module):
+    """A residual block's end, as ResNet's / ResNeXt's downsampling blocks: relu(bn(conv(x)) + bn(short(x))),
+    `short` a strided 1x1 convolution without padding."""
+
+    def __init__(self, ci, co, stride, nd=2):
+        super().__init__()
+        conv, bn = (nn.Conv2d, nn.BatchNorm2d) if nd == 2 else (nn.Conv3d, nn.BatchNorm3d)
+        self.conv, self.bn = conv(ci, co, 3, stride=stride, padding=1, bias=False), bn(co)
+        self.short, self.bn_s = conv(ci, co, 1, stride=stride, bias=False), bn(co)
+        for b in (self.bn, self.bn_s):     # running statistics that are not the identity
+            b.running_mean.uniform_(-0.5, 0.5)
+            b.running_var.uniform_(0.5, 2.0)
+
+    def forward(self, x):
+        return torch.relu(self.bn(self.conv(x)) + self.bn_s(self.short(x)))
+
+
+PROJECTIONS = [
+    ("s2", 2, (2, 32, 10, 14), 2),
+    ("s21", (2, 1), (1, 32, 9, 12), 2),
+    ("s3_3d", (1, 3, 3), (2, 16, 4, 12, 11), 3),
+]
+
+
+@pytest.mark.parametrize("tf32", [False, True], indirect=True)
+@pytest.mark.parametrize("name,stride,xs,nd", PROJECTIONS, ids=[c[0] for c in PROJECTIONS])
+def test_strided_1x1_runs_on_its_subsampled_input(name, stride, xs, nd, tf32, tmp_path, monkeypatch):
+    """A strided 1x1 convolution without padding is the 1x1 convolution of its input's every S-th pixel: the
+    subsampling computed in conv_tma's channels-last copy (no phased copy of the whole input), the GEMM a plain
+    one over the image's pixels (geometry of a 1x1 convolution: one row of every output pixel), the other
+    convolution's BN, the add and the relu in its staged epilogue, which reads that convolution's NCHW output;
+    against float64 on the interpreter. ARGUS_CONV_SUBSAMPLE=0 (ops_nn.CONV_SUBSAMPLE) keeps the strided form."""
+    from argus_agent.lower import ops_nn
+
+    torch.manual_seed(5)
+    model = Projection(xs[1], 24, stride, nd).eval()
+    x = torch.randn(xs)
+    prog, src, out, ref = _run(model, [x], tmp_path, f"proj_{name}_{tf32}")
+    convs = [k for k in prog.kernels if isinstance(k, ConvTemplate)]
+    assert [k.kernel for k in convs] == ["conv_tma", "conv_tma"]
+    short = [k for k in convs if k.geometry["KS"] == (1, 1, 1)]
+    assert len(short) == 1 and short[0].xcopy is not None
+    osz = tuple(ref.shape[2:])
+    assert short[0].geometry["ST"] == (1, 1, 1) and short[0].geometry["OS"][2] == math.prod(osz)
+    kernels, _ = fuse_epilogues(prog.kernels, prog.buffers, prog.outputs)
+    assert [k.epilogue is not None for k in kernels if isinstance(k, ConvTemplate)] == [False, True]
+    fused = src.split("def conv_tma_e")[1].split("@tp.kernel")[0]
+    assert "# EPILOGUE STAGED" not in fused and "STAGED: tp.constexpr = 1" in fused and "layout=LE)" in fused
+    wstride = (stride if isinstance(stride, int) else stride[-1]) > 1
+    assert src.count("launch(to_ndhwc_phased") == wstride, "only the 3x3 convolution's copy is phased"
+    _close(out, ref, 1e-2 if tf32 else 1e-4)
+    monkeypatch.setattr(ops_nn, "CONV_SUBSAMPLE", False)
+    prog, src, out2, _ = _run(model, [x], tmp_path, f"proj_{name}_{tf32}_off")
+    convs = [k for k in prog.kernels if isinstance(k, ConvTemplate)]
+    assert all(k.xcopy is None for k in convs) and all(k.geometry["ST"] != (1, 1, 1) for k in convs)
+    _close(out2, ref, 1e-2 if tf32 else 1e-4)

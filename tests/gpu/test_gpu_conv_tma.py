@@ -68,3 +68,73 @@ def test_conv_tma_reads_a_shared_copy_at_an_offset(split):
     assert not out.isnan().any()
     err = (out - ref).abs().max().item() / ref.abs().max().item()
     assert err < (1e-5 if split else 3e-3), err
+
+
+@pytest.mark.parametrize("staged", [0, 1])
+@pytest.mark.parametrize("case", [CASES[1], CASES[2], CASES[5], CASES[7], CASES[9]],
+                         ids=["1x1_ow200", "hstride", "grouped", "cout200", "3d_wstride"])
+def test_conv_tma_staged_epilogue_on_gpu(case, staged):
+    """STAGED=1 (the accumulator through shared memory, 16-byte stores along pixels) and STAGED=0 (stored from
+    the registers) on the GPU, one TF32 pass: rows past a row's end, channels past Cout / G, groups, 3-D."""
+    xs, ws, stride, padding, dilation, groups = case
+    g = torch.Generator().manual_seed(sum(xs) + staged)
+    x, w = torch.randn(xs, generator=g), torch.randn(ws, generator=g)
+    ref = torch.as_tensor(conv_igemm.reference(x.numpy(), w.numpy(), stride, padding, dilation, groups))
+    y = torch.full(tuple(ref.shape), float("nan"), device=DEV)
+    conv_tma.launch(x.to(DEV), w.to(DEV), y, stride, padding, dilation, groups, split=False, STAGED=staged)
+    torch.cuda.synchronize()
+    out = y.cpu().double()
+    assert not out.isnan().any()
+    err = (out - ref).abs().max().item() / ref.abs().max().item()
+    assert err < 3e-3, err
+
+
+class _Projection(torch.nn.Module):
+    """relu(bn(conv3x3 / S(x)) + bn(conv1x1 / S(x))): ResNet's / ResNeXt's downsampling block's end."""
+
+    def __init__(self, ci, co, stride):
+        super().__init__()
+        nn = torch.nn
+        self.conv, self.bn = nn.Conv2d(ci, co, 3, stride=stride, padding=1, bias=False), nn.BatchNorm2d(co)
+        self.short, self.bn_s = nn.Conv2d(ci, co, 1, stride=stride, bias=False), nn.BatchNorm2d(co)
+        for b in (self.bn, self.bn_s):
+            b.running_mean.uniform_(-0.5, 0.5)
+            b.running_var.uniform_(0.5, 2.0)
+
+    def forward(self, x):
+        return torch.relu(self.bn(self.conv(x)) + self.bn_s(self.short(x)))
+
+
+@pytest.mark.parametrize("tf32", [False, True], ids=["fp32", "tf32"])
+@pytest.mark.parametrize("xs,co,stride", [((4, 64, 56, 56), 128, 2), ((2, 32, 30, 34), 64, (2, 1))],
+                         ids=["s2", "s21"])
+def test_lowered_projection_block_on_gpu(tmp_path, xs, co, stride, tf32):
+    """The lowered block on the GPU against float64: the strided 1x1 on its subsampled input (computed in
+    conv_tma's copy), the 3x3's BN, the add and the relu in the 1x1's staged epilogue reading the 3x3's NCHW
+    output; fp32 (3xTF32) at fp32 accuracy, TF32 as cuDNN's default."""
+    import importlib.util
+    import re
+
+    from argus_agent.lower import lower_model, render_program
+
+    old = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    try:
+        torch.manual_seed(3)
+        model = _Projection(xs[1], co, stride).eval()
+        x = torch.randn(xs)
+        src = render_program(lower_model(model, [x], "sm_90a"))
+    finally:
+        torch.backends.cudnn.allow_tf32 = old
+    host = src.split("def argus_forward")[1]
+    assert "launch(conv_tma_e" in host and re.search(r"launch\(k\d+_ndhwc", host), "the subsampled copy"
+    p = tmp_path / "projection.py"
+    p.write_text(src)
+    spec = importlib.util.spec_from_file_location("gpu_projection", p)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    with torch.no_grad():
+        ref = model.double()(x.double())
+        out = mod.argus_forward(model.float().to(DEV), x.to(DEV)).cpu().double()
+    err = (out - ref).abs().max().item() / ref.abs().max().item()
+    assert err < (3e-3 if tf32 else 1e-5), err

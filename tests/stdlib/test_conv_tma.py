@@ -109,7 +109,8 @@ def test_conv_tma_weight_layout_torch_and_numpy():
     ((8, 32, 32, 64, 64), (64, 32, 3, 3, 3), (8, 64, 32, 64, 64), 1, 1, 1, 1, True),   # level1/096, 3xTF32
     ((16, 128, 64, 64), (256, 32, 3, 3), (16, 256, 64, 64), 1, 1, 1, 4, False),        # level1/093, grouped
     ((16, 32, 256, 256), (64, 32, 3, 3), (16, 64, 128, 128), 2, 2, 2, 1, False),       # level1/091, W stride
-], ids=["2d", "3d_split", "grouped", "strided"])
+    ((16, 256, 56, 56), (512, 256, 1, 1), (16, 512, 56, 56), 1, 0, 1, 1, True),      # BM 128, 3xTF32: unstaged
+], ids=["2d", "3d_split", "grouped", "strided", "1x1_split"])
 def test_conv_tma_verifies_clean(case):
     """tilepy-verify, every check (the pipeline's included: both operands arrive by bulk copies), at real sizes:
     no two blocks write one output element, the ring's waits and arrivals pair up, wgmma layouts; and the
@@ -124,3 +125,66 @@ def test_conv_tma_verifies_clean(case):
         report = tilepy_verify.verify(kernel, **params)
         errors = [str(f) for f in report.findings if getattr(f, "severity", "error") == "error"]
         assert report.ok and not errors, errors
+
+
+STAGED_CASES = [CASES[0], CASES[2], CASES[3], CASES[6], CASES[7], CASES[9]]
+
+
+@pytest.mark.parametrize("staged", [0, 1])
+@pytest.mark.parametrize("case", STAGED_CASES, ids=_ids)
+def test_conv_tma_staged_epilogue_stores_every_element_once(case, staged):
+    """STAGED=1 (the accumulator through shared memory, stored along pixels EC channels at a time) and STAGED=0
+    (stored from the registers) write the same convolution: rows past an output row's end (OW 70 in 64-pixel
+    segments, 5 pixels in 64), channels past Cout / G (8 of a 32-wide tile; 160 in two tiles of 128), groups,
+    a 3-D W stride; every element written (NaN-poisoned output), none past the tensor (NaN-filled copy)."""
+    xs, ws, stride, padding, dilation, groups, cx = case
+    rng = np.random.default_rng(sum(xs) + sum(ws))
+    x = rng.standard_normal(xs).astype(np.float32)
+    w = rng.standard_normal(ws).astype(np.float32)
+    ref = conv_igemm.reference(x, w, stride, padding, dilation, groups)
+    y = np.full(ref.shape, np.nan, np.float32)
+    conv_tma.launch(x, w, y, stride, padding, dilation, groups, split=True, STAGED=staged, **cx)
+    assert not np.isnan(y).any(), "some output element was never written"
+    assert np.abs(y - ref).max() <= 1e-5 * np.abs(ref).max()
+
+
+def test_conv_tma_policy_stages_the_epilogue_where_the_ring_keeps_three_stages():
+    """The staged tile (BN x (BM + 4) f32) shares the 200 KiB with the ring: it is used where at least three
+    stages are left beside it, and those stages are what the ring gets; 3xTF32 at BM 128 (64 KiB a stage) keeps
+    the registers' store and the deeper ring. Shared memory stays within the H100's 227 KiB."""
+    for xs, ws, split, want in [((16, 256, 56, 56), (256, 256, 1, 1), False, (1, 4)),
+                                ((16, 256, 56, 56), (256, 256, 1, 1), True, (0, 3)),
+                                ((16, 256, 28, 28), (512, 256, 3, 3), True, (1, 3)),   # BM 64
+                                ((16, 64, 28, 28), (64, 64, 3, 3), True, (1, 5)),
+                                ((16, 64, 28, 28), (64, 64, 3, 3), False, (1, 6))]:
+        geo = conv_tma.geometry(xs, ws, xs[:1] + ws[:1] + xs[2:], 1, ws[2] // 2, 1, 1)
+        params = conv_tma.kernel_params(geo, ws[0], split)
+        assert (params["STAGED"], params["STAGES"]) == want, (xs, ws, split, params)
+        kir = conv_tma.conv_tma.ir("sm_90a", **params)
+        assert kir.shared_bytes <= 227 * 1024
+
+
+def test_conv_tma_verifier_sees_the_staged_tile_read_before_every_consumer_wrote_it():
+    """The consumers meet on the `staged` mbarrier between writing c_s and reading it back in the other
+    layout: without the wait the verifier reports the race on c_s (a seeded bug)."""
+    import importlib.util
+    import pathlib
+    import tempfile
+
+    import tilepy_verify
+
+    src = pathlib.Path(conv_tma.__file__).read_text()
+    wait = "            tp.mbarrier_wait(staged, 0)"
+    assert src.count(wait) == 1
+    with tempfile.TemporaryDirectory() as d:
+        p = pathlib.Path(d) / "conv_tma_nowait.py"
+        p.write_text(src.replace(wait, "            pass"))
+        spec = importlib.util.spec_from_file_location("conv_tma_nowait", p)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        geo = conv_tma.geometry((16, 256, 56, 56), (256, 256, 1, 1), (16, 256, 56, 56), 1, 0, 1, 1)
+        params = conv_tma.kernel_params(geo, 256, False)
+        assert params["STAGED"] == 1
+        assert tilepy_verify.verify(conv_tma.conv_tma, target="sm_90a", **params).ok
+        report = tilepy_verify.verify(mod.conv_tma, target="sm_90a", **params)
+        assert not report.ok and any("race" in str(f) and "c_s" in str(f) for f in report.findings)
