@@ -212,8 +212,10 @@ PRESETS = {
     # 128x128 tiles, 3 stages of a_hi, a_lo, b_hi, b_lo (16 KB each): 192 KB of shared memory
     "sm_90a": dict(BM=128, BN=128, BK=32, STAGES=3, CONSUMERS=2, INSTR=tp.nv.wgmma_m64n128k8_tf32),
 }
-# A split in the consumers' registers (A_RAW): three tiles a stage (a, b_hi, b_lo), so 4 stages fit in 192 KB
-RAW = dict(A_RAW=1, STAGES=4)
+# A split in the consumers' registers (A_RAW): three tiles a stage (a, b_hi, b_lo), so 4 stages fit in 192 KB;
+# the three chains as asynchronous groups waited once (WAIT_ONCE): H100, 4096^3 1228 us against 1386 with a
+# wait after each chain and 1296 for the split form (benchmarks/results/gemm-fp32-raw-*.json)
+RAW = dict(A_RAW=1, STAGES=4, WAIT_ONCE=1)
 
 
 def raw_ok(K: int) -> bool:

@@ -126,6 +126,7 @@ def test_gemm_hopper_bf16_out(m, n, k):
 @pytest.mark.parametrize("b_layout", ["kn", "nk"])
 @pytest.mark.parametrize("batch,bb,m,n,k,params", [
     (0, 0, 257, 300, 516, {}), (0, 0, 1000, 1000, 1000, {}), (0, 0, 1000, 96, 384, dict(WAIT_ONCE=1)),
+    (0, 0, 1000, 96, 384, dict(WAIT_ONCE=0)),             # a wait after each chain (RAW waits once)
     (3, 1, 65, 200, 64, {}), (2, 2, 130, 70, 100, dict(KSPLIT=2)),
 ])
 def test_a_raw_is_bitwise_the_split_form(b_layout, batch, bb, m, n, k, params):

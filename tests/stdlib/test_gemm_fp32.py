@@ -237,7 +237,7 @@ def _raw_and_split(a, b, b_layout, **params):
 @pytest.mark.parametrize("shape,params", [
     ((130, 70, 100), dict(STAGES=2)),                       # ragged M, N; K a multiple of 4, not of BK
     ((64, 129, 40), dict(STAGES=3, BN=64, INSTR=tp.nv.wgmma_m64n64k8_tf32)),
-    ((200, 72, 136), dict(WAIT_ONCE=1)),                    # RAW's 4 stages, the three groups waited once
+    ((200, 72, 136), dict(WAIT_ONCE=0)),                    # RAW's 4 stages, a wait after each chain
     ((70, 40, 300), dict(STAGES=2, BN=64, INSTR=tp.nv.wgmma_m64n64k8_tf32, KSPLIT=3)),
     ((130, 70, 100), dict(STAGES=2, PASSES=1)),             # TF32: the head alone
 ])
@@ -289,7 +289,7 @@ def test_a_raw_with_unaligned_k_says_what_to_do():
         gemm_fp32.launch(a, np.zeros((99, 8), np.float32), np.zeros((8, 8), np.float32), A_RAW=1)
 
 
-@pytest.mark.parametrize("params", [dict(), dict(WAIT_ONCE=1), dict(PASSES=1), dict(KSPLIT=2),
+@pytest.mark.parametrize("params", [dict(), dict(WAIT_ONCE=0), dict(PASSES=1), dict(KSPLIT=2),
                                     dict(PRODUCER_REGS=56, CONSUMER_REGS=224)])
 def test_a_raw_verifies_clean(params):
     import tilepy_verify as tv
@@ -310,13 +310,15 @@ def test_a_raw_tag_assertion_catches_a_stale_stage(tmp_path, monkeypatch, operan
 
     src = Path(gemm_fp32.__file__).read_text()
     x, y = operand.split(", ")
-    good = f"part = tp.mma({x}, {y}[s].T, part, instr=RS)"
-    assert src.count(good) == 1
+    good = f"({x}, {y}[s].T, part, instr=RS)"
+    assert src.count(good) == 2                 # the chains waited once (RAW) and waited each
     (tmp_path / "gemm_fp32_bug.py").write_text(src.replace(good, good.replace("[s]", "[(s + 1) % STAGES]")))
     monkeypatch.syspath_prepend(str(tmp_path))
     bug = importlib.import_module("gemm_fp32_bug")
-    report = tv.verify(bug.gemm_fp32, target="sm_90a", **{**bug.PRESETS["sm_90a"], **bug.RAW})
-    assert "tag_assertion" in {f.check for f in report.findings}
+    for wait_once in (1, 0):
+        report = tv.verify(bug.gemm_fp32, target="sm_90a", **{**bug.PRESETS["sm_90a"], **bug.RAW,
+                                                                "WAIT_ONCE": wait_once})
+        assert "tag_assertion" in {f.check for f in report.findings}, wait_once
     sys.modules.pop("gemm_fp32_bug", None)
 
 
