@@ -1,5 +1,6 @@
 """conv_tma's epilogue forms A/B on the GPU, in one run: each problem lowered with the staged epilogue and the
-subsampled strided 1x1 off ("before"), the staged epilogue alone ("staged"), and both ("after"); per form the
+subsampled strided 1x1 off ("before"), the staged epilogue alone ("staged"), both ("after"), and both with
+narrow groups merged ("merged", ARGUS_CONV_MERGE_GROUPS's form); per form the
 check against eager, the median of --runs timed calls (eager-launched and CUDA-graph-replayed) beside eager
 PyTorch's, and the CUDA kernels' times under torch.profiler.
 
@@ -28,8 +29,10 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 warnings.filterwarnings("ignore")
 
-FORMS = {"before": dict(staged=False, subsample=False), "staged": dict(staged=True, subsample=False),
-         "after": dict(staged=True, subsample=True)}
+FORMS = {"before": dict(staged=False, subsample=False, merge=False),
+         "staged": dict(staged=True, subsample=False, merge=False),
+         "after": dict(staged=True, subsample=True, merge=False),
+         "merged": dict(staged=True, subsample=True, merge=True)}
 
 
 def _set_form(form: str):
@@ -38,6 +41,7 @@ def _set_form(form: str):
 
     conv_tma.STAGED_EPILOGUE = FORMS[form]["staged"]
     ops_nn.CONV_SUBSAMPLE = FORMS[form]["subsample"]
+    ops_nn.CONV_MERGE_GROUPS = FORMS[form]["merge"]
 
 
 def _paths(work: Path, path: str, form: str) -> tuple[Path, Path]:
@@ -131,7 +135,7 @@ def _measure(work: Path, path: str, forms: list, runs: int) -> list:
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("files", nargs="+")
-    ap.add_argument("--forms", default="before,staged,after")
+    ap.add_argument("--forms", default="before,staged,after,merged")
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 4))
     ap.add_argument("--out", default=None)

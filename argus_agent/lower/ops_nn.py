@@ -239,6 +239,10 @@ def _convolution(ctx, node, x, w, bias, stride, padding, dilation, transposed, o
     cog = Co // groups
     if not transposed and _subsampled_ok(ctx, x, w, shape, stride, padding, groups):
         x, stride = _subsampled(x, shape, stride), [1] * nsp
+    merge = _merged_groups(ctx, x, w, transposed, stride, dilation, groups) if not transposed else 1
+    if merge > 1:
+        w, groups = _merged_weight(ctx, w, groups, merge), groups // merge
+        cig, cog = Ci // groups, Co // groups
     isz = list(x.shape[2:])
     fused = (not transposed and _fused_copy_ok(ctx, x, w, stride, dilation, groups)
              and conv_igemm_ok(ctx.target, x.dtype, N * math.prod(shape[2:]), cig, cog, math.prod(ksz), groups,
@@ -438,6 +442,46 @@ def _subsampled(x, shape, stride) -> LTensor:
     nsp = len(x.shape) - 2
     return LTensor(tuple(x.shape[:2]) + tuple(shape[2:]), x.dtype,
                    lambda c: x([c[0], c[1]] + [c[2 + d] * stride[d] for d in range(nsp)]))
+
+
+# A grouped convolution with narrow groups (ResNeXt's 32 groups of 8 channels) takes conv_igemm's element-wise
+# gathers and N tiles of Cout/G (8 of a 32-wide wgmma); conv_tma needs Cin/G a multiple of 32. Merged, m = 32 /
+# (Cin/G) neighbouring groups are one group of 32 input channels whose weight is block-diagonal (zeros between
+# the merged groups): the same convolution at m times the products, on conv_tma's bulk copies.
+# ARGUS_CONV_MERGE_GROUPS=1 turns it on (not yet timed: off).
+CONV_MERGE_GROUPS = os.environ.get("ARGUS_CONV_MERGE_GROUPS", "0") == "1"
+MERGED_CIG = 32
+
+
+def _merged_groups(ctx, x, w, transposed, stride, dilation, groups) -> int:
+    """How many neighbouring groups a grouped convolution merges into one (1: none): Cin/G of at least 4
+    dividing MERGED_CIG, the merged convolution taken by conv_tma on an fp32 GPU target."""
+    from stdlib_kernels import conv_tma
+
+    cig = x.shape[1] // groups
+    if not (CONV_MERGE_GROUPS and CONV_TMA and ctx.target == "sm_90a" and groups > 1 and not transposed
+            and x.dtype == w.dtype == torch.float32 and 4 <= cig < MERGED_CIG and MERGED_CIG % cig == 0
+            and groups % (MERGED_CIG // cig) == 0 and _conv_precision(ctx) != "bf16"
+            and (CONV_TMA_WSTRIDE or stride[-1] == 1)):
+        return 1
+    m = MERGED_CIG // cig
+    ws = (w.shape[0], MERGED_CIG) + tuple(w.shape[2:])
+    return m if conv_tma.applies(x.shape, ws, stride, dilation, groups // m, False) else 1
+
+
+def _merged_weight(ctx, w, groups: int, m: int) -> LTensor:
+    """The weight of the convolution with m neighbouring groups merged: (Cout, m Cin/G, *k), output channel
+    co's own Cin/G channels at (co // (Cout/G)) % m times Cin/G, zeros elsewhere."""
+    from .index import flatten
+
+    wb = ctx.realize(w, "conv_w").buffer
+    co_n, cig = w.shape[:2]
+    cog, ks = co_n // groups, list(w.shape[2:])
+
+    def value(c):
+        e = add(c[1], mod(floordiv(c[0], cog), m) * (-cig))      # the channel within co's own group
+        return vals.load(wb.name, flatten([c[0], e] + list(c[2:]), w.shape), wb.dtype, (("ge0", e), ("lt", e, cig)))
+    return LTensor((co_n, cig * m) + tuple(ks), w.dtype, value)
 
 
 def _fused_copy_ok(ctx, x, w, stride, dilation, groups) -> bool:

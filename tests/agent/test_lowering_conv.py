@@ -484,3 +484,31 @@ def test_strided_1x1_runs_on_its_subsampled_input(name, stride, xs, nd, tf32, tm
     convs = [k for k in prog.kernels if isinstance(k, ConvTemplate)]
     assert all(k.xcopy is None for k in convs) and all(k.geometry["ST"] != (1, 1, 1) for k in convs)
     _close(out2, ref, 1e-2 if tf32 else 1e-4)
+
+
+MERGED = [
+    ("g8x8_s2", lambda: nn.Conv2d(64, 64, 3, stride=2, padding=1, groups=8, bias=False), (2, 64, 11, 13), 2),
+    ("g4x8_cout16", lambda: nn.Conv2d(32, 64, 3, padding=1, groups=4), (1, 32, 6, 9), 1),
+    ("g8x4_3d", lambda: nn.Conv3d(32, 32, 3, padding=1, groups=8), (1, 32, 3, 5, 6), 1),
+]
+
+
+@pytest.mark.parametrize("tf32", [False, True], indirect=True)
+@pytest.mark.parametrize("name,make,xs,groups", MERGED, ids=[c[0] for c in MERGED])
+def test_narrow_groups_merge_into_conv_tma_groups(name, make, xs, groups, tf32, tmp_path, monkeypatch):
+    """ARGUS_CONV_MERGE_GROUPS=1 (ops_nn.CONV_MERGE_GROUPS): a grouped convolution with 4-16 channels per group
+    runs on conv_tma as a convolution of merged groups of 32 channels with a block-diagonal weight (zeros
+    between the merged groups): the same result as the grouped convolution (float64 on the interpreter);
+    off (the default), it stays on conv_igemm."""
+    from argus_agent.lower import ops_nn
+
+    torch.manual_seed(13)
+    model = ConvChain(make())
+    x = torch.randn(xs)
+    prog, src, out, ref = _run(model, [x], tmp_path, f"groups_{name}_{tf32}_off")
+    assert [k.kernel for k in prog.kernels if isinstance(k, ConvTemplate)] == ["conv_igemm"]
+    monkeypatch.setattr(ops_nn, "CONV_MERGE_GROUPS", True)
+    prog, src, out, ref = _run(model, [x], tmp_path, f"groups_{name}_{tf32}")
+    convs = [k for k in prog.kernels if isinstance(k, ConvTemplate)]
+    assert [(k.kernel, k.groups) for k in convs] == [("conv_tma", groups)]
+    _close(out, ref, 1e-2 if tf32 else 1e-4)

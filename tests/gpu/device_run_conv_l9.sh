@@ -2,7 +2,7 @@
 # One device call for conv_tma's staged epilogue and the subsampled strided 1x1: the conv_tma GPU tests and
 # compute-sanitizer (memcheck with a lowered projection block, racecheck on the stdlib launches) beside the
 # build phase of benchmarks/conv_epilogue_ab.py, then its timing phase alone on the GPU.
-# Usage on the device machine (repo root): bash tests/gpu/device_run_conv_l9.sh problems...
+# Usage on the device machine (repo root): bash tests/gpu/device_run_conv_l9.sh 020-problem [other problems...]
 set -uo pipefail
 if ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site .whl/*.whl || exit 1
@@ -20,7 +20,11 @@ t0=$SECONDS
  timeout 60 compute-sanitizer --tool racecheck python3 tests/gpu/sanitize_conv_tma.py --no-lowering \
    > "$OUT/sanitize_racecheck.log" 2>&1
  echo "racecheck rc=$? at $((SECONDS - t0)) s" >> "$OUT/sanitize_racecheck.log") &
-timeout ${BUILD_S:-110} python3 benchmarks/conv_epilogue_ab.py --phase build --work /tmp/ab --jobs 9 "$@" 2>&1 \
+# level3/020 in every form (its grouped 3x3 for "merged"), the other problems before / after
+first=$1; shift
+[ $# -gt 0 ] && (timeout ${BUILD_S:-110} python3 benchmarks/conv_epilogue_ab.py --phase build --work /tmp/ab \
+   --jobs 4 "$@" --forms before,after 2>&1 | grep -E "^build") &
+timeout ${BUILD_S:-110} python3 benchmarks/conv_epilogue_ab.py --phase build --work /tmp/ab --jobs 4 "$first" 2>&1 \
   | grep -E "^build" ; echo "build done at $((SECONDS - t0)) s"
 wait
 echo "== tests and sanitizers done at $((SECONDS - t0)) s"
@@ -29,6 +33,8 @@ for f in plain memcheck racecheck; do
   echo "== $f: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|^ok|rc=' "$OUT/sanitize_$f.log" | tr '\n' ' ')"
   grep -m5 -E "Error|Hazard|Invalid|Traceback" "$OUT/sanitize_$f.log"
 done
-timeout ${MEASURE_S:-80} python3 benchmarks/conv_epilogue_ab.py --phase measure --work /tmp/ab --runs 20 \
-  --out "$OUT/conv-epilogue-ab.json" "$@" 2>&1 | grep -E "^(==|     )"
+timeout ${MEASURE_S:-50} python3 benchmarks/conv_epilogue_ab.py --phase measure --work /tmp/ab --runs 20 \
+  --out "$OUT/conv-epilogue-ab-020.json" "$first" 2>&1 | grep -E "^(==|     )"
+[ $# -gt 0 ] && timeout ${MEASURE_S:-50} python3 benchmarks/conv_epilogue_ab.py --phase measure --work /tmp/ab \
+  --runs 20 --forms before,after --out "$OUT/conv-epilogue-ab-resnet.json" "$@" 2>&1 | grep -E "^(==|     )"
 echo "== all done at $((SECONDS - t0)) s"

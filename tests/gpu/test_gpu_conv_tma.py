@@ -138,3 +138,36 @@ def test_lowered_projection_block_on_gpu(tmp_path, xs, co, stride, tf32):
         out = mod.argus_forward(model.float().to(DEV), x.to(DEV)).cpu().double()
     err = (out - ref).abs().max().item() / ref.abs().max().item()
     assert err < (3e-3 if tf32 else 1e-5), err
+
+
+@pytest.mark.parametrize("tf32", [False, True], ids=["fp32", "tf32"])
+def test_lowered_merged_groups_on_gpu(tmp_path, tf32, monkeypatch):
+    """ARGUS_CONV_MERGE_GROUPS=1: ResNeXt's grouped 3x3 / 2 (8 channels a group) as conv_tma over merged groups
+    of 32 channels with a block-diagonal weight, BN and ReLU fused, on the GPU against float64."""
+    import importlib.util
+
+    from argus_agent.lower import lower_model, ops_nn, render_program
+
+    monkeypatch.setattr(ops_nn, "CONV_MERGE_GROUPS", True)
+    nn = torch.nn
+    old = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    try:
+        torch.manual_seed(4)
+        model = nn.Sequential(nn.Conv2d(128, 128, 3, stride=2, padding=1, groups=16, bias=False),
+                              nn.BatchNorm2d(128), nn.ReLU()).eval()
+        x = torch.randn(4, 128, 28, 30)
+        src = render_program(lower_model(model, [x], "sm_90a"))
+    finally:
+        torch.backends.cudnn.allow_tf32 = old
+    assert "launch(conv_tma_e" in src and "launch(conv_igemm" not in src
+    p = tmp_path / "merged.py"
+    p.write_text(src)
+    spec = importlib.util.spec_from_file_location("gpu_merged", p)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    with torch.no_grad():
+        ref = model.double()(x.double())
+        out = mod.argus_forward(model.float().to(DEV), x.to(DEV)).cpu().double()
+    err = (out - ref).abs().max().item() / ref.abs().max().item()
+    assert err < (3e-3 if tf32 else 1e-5), err
