@@ -749,7 +749,7 @@ MID_128x128 = {tp.bf16: dict(STAGES=5, EPILOGUE=2), tp.f32: dict(STAGES=4, EPILO
 #   through the TMA store: 256 x 4096 x 4096 bf16 26.0-26.5 -> 22.5-24.1, f32 25.9-26.7 -> 23.2-23.8 (three runs);
 #   not at 200 x 4096 x 4096 (24.4-26.3 either way, the cluster 0-2% slower in two runs of three).
 SKINNY_CLUSTER = dict(IN_FLIGHT=0, BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=tp.nv.wgmma_m64n128k16_bf16, CLUSTER_M=2)
-# * G11: 97-128 rows whose 64 x 64 tiles of C^T fill half a wave to one (two row tiles; N ~ 2100-4200): swap-AB with
+# * G11: 65-128 rows whose 64 x 64 tiles of C^T fill half a wave to one (two row tiles; N ~ 2100-4200): swap-AB with
 #   both consumer warpgroups on ONE 64 x 64 tile, consumer r taking the k-tiles 2j + r into an accumulator of its own
 #   (gemm_splitk_swap K_WAYS=2: two rings of 6 stages, the sums added through shared memory; cuBLAS's 384-thread
 #   form), unsplit: 128 x 4096 x 4096 bf16 / f32 out 18.67 / 19.51 us (64 x 128 tiles split 2, FIXUP=3) -> 15.85 /
@@ -757,10 +757,14 @@ SKINNY_CLUSTER = dict(IN_FLIGHT=0, BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=t
 #   (benchmarks/results/gemm-g11-kways-*.json); again in the second call, the policy before alternated with it twice
 #   (gemm-g11-table-*.json): 128 rows 18.95-19.72 / 20.09-20.44 -> 15.67-15.80 / 16.50 (0.76 -> 0.93-0.94x), 100 rows
 #   17.59-17.70 / 18.39-18.56 -> 16.66-16.96 / 16.63-16.69 (0.66-0.68 -> 0.70-0.73x). Not at 80 rows: 17.26 / 18.60 ->
-#   19.26 / 19.30 (the second row tile's A box 48 of 64 rows past M; 100 rows: 28 past, 128: none), so only 97-128 rows.
+#   19.26 / 19.30 (the second row tile's A box 48 of 64 rows past M; 100 rows: 28 past, 128: none): hence M_SHIFT below.
 #   The same form in 1x2 clusters (B multicast, cuBLAS's own): 18.4 / 18.5, no gain; at 32 / 64 rows (64 x 16 / 64 x
 #   32 tiles) unsplit it is slower than the split policies.
-SWAP_KWAYS = dict(SWAP_AB=1, K_WAYS=2, CONSUMERS=2, BM=64, BN=64, STAGES=6, IN_FLIGHT=1, SPLIT_K=1,
+#   With the last row tile shifted back to end at M (M_SHIFT=1: no rows past M in A's box), two alternations
+#   (gemm-g11-shift-*.json): 80 rows 17.30-17.37 / 18.05-18.31 -> 15.83-15.92 / 16.05-16.08 (0.56 / 0.54 -> 0.60x),
+#   100 rows (K_WAYS unshifted) 17.04-17.15 / 17.00-17.12 -> 16.05-16.20 / 16.00-16.09 (0.70-0.71 -> 0.74-0.75x), 72
+#   rows 17.98 -> 15.97 (one): so 65-128 rows, shifted.
+SWAP_KWAYS = dict(SWAP_AB=1, K_WAYS=2, CONSUMERS=2, BM=64, BN=64, STAGES=6, IN_FLIGHT=1, SPLIT_K=1, M_SHIFT=1,
                   INSTR=tp.nv.wgmma_m64n64k16_bf16)
 
 
@@ -799,7 +803,7 @@ def policy(M: int, N: int, K: int, out=None, fixup: bool = False, forms: bool = 
         split = min(NUM_SMS // tiles, _cdiv(K, sw["BK"]) // 4, MAX_SLOTS) if 2 * tiles <= NUM_SMS else 1
         if split > 1:
             return {**sw, "SPLIT_K": split, "FIXUP": 3}
-    if (cls == "skinny" and fixup and forms and 96 < M <= 128
+    if (cls == "skinny" and fixup and forms and M <= 128
             and NUM_SMS // 2 < _cdiv(M, 64) * _cdiv(N, 64) <= NUM_SMS):
         return {**p, **SWAP_KWAYS}     # two consumers over one 64 x 64 tile of C^T, alternate k-tiles (above)
     if (cls == "skinny" and fixup and forms and M > 224

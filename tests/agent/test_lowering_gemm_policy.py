@@ -164,7 +164,7 @@ def test_split_k_linear_reads_its_weight_in_place(tmp_path, M):
 
 @pytest.mark.parametrize("form", ["linear", "mm"])
 def test_skinny_rows_lower_to_swap_k_ways(tmp_path, form):
-    """97-128 rows whose 64 x 64 tiles of C^T fill half a wave to one: `launch`'s policy is swap-AB with both consumer
+    """65-128 rows whose 64 x 64 tiles of C^T fill half a wave to one: `launch`'s policy is swap-AB with both consumer
     warpgroups over one tile on alternate k-tiles (gemm_splitk_swap K_WAYS=2, unsplit: C stored by the kernel, no
     splitk_sum), and the lowering follows it (a Linear's (N, K) weight read in place); interpreter vs float64."""
     from stdlib_kernels import gemm_hopper
