@@ -14,7 +14,8 @@ Rows, each compared like with like, on the same random inputs, in the same run:
   benchmarks/gemm_fp8.py (which has the rows and an fp8 variant sweep of its own).
 Every output is checked against float64 (computed on the GPU) before it is timed; a timing is the median of
 CUDA-graph replays (GPU time only), the fp32 rows both with the splits and without (operands split
-beforehand). `--sweep` adds the fp32 kernel's tile/stage variants at 4096^3.
+beforehand; where launch reads A as it is and splits it in registers, `gemm_fp32` A_RAW, only B).
+`--sweep` adds the fp32 kernel's tile/stage variants at 4096^3.
 
 `gemm_hopper` runs with the policy its shape class gets from `gemm_hopper.policy(M, N, K, out)` (large / small /
 skinny / decode / unaligned: tile, stages, wait_group 1, split-K, the staged or TMA-store epilogue for bf16 out);
@@ -55,8 +56,9 @@ SHAPES = [  # (M, N, K)
     (128, 4096, 4096), (1024, 1024, 1024), (2051, 2045, 1000), (3000, 5000, 4096),
 ]
 
-FP32_SWEEP = {  # b_layout, constexprs over the preset (128x128x32, 3 stages, promoted accumulation)
+FP32_SWEEP = {  # b_layout, constexprs over launch's form (A split in registers, RAW; one accumulator: the split form)
     "nk_preset": ("nk", {}),
+    "kn_split_form": ("kn", dict(A_RAW=0)),
     "kn_s2": ("kn", dict(STAGES=2)),
     "kn_row_order": ("kn", dict(GROUP_M=1)),
     "kn_one_accumulator": ("kn", dict(PROMOTE=False)),
@@ -502,7 +504,9 @@ def streamk_rows(g, shapes, outs=(torch.bfloat16, torch.float32)) -> list:
 
 
 def fp32_row(M, N, K, g, b_layout="kn", **constexprs):
-    p = {**gemm_fp32.PRESETS["sm_90a"], **constexprs}
+    # the form launch runs: A split in the GEMM's registers (RAW) where K % 4 == 0 and the sum is promoted
+    raw = constexprs.get("A_RAW", int(gemm_fp32.raw_ok(K) and constexprs.get("PROMOTE", True)))
+    p = {**gemm_fp32.PRESETS["sm_90a"], **(gemm_fp32.RAW if raw else {}), **constexprs}
     a = torch.randn(M, K, device="cuda", generator=g)
     b = torch.randn((K, N) if b_layout == "kn" else (N, K), device="cuda", generator=g)
     c = torch.full((M, N), float("nan"), device="cuda")
@@ -515,12 +519,12 @@ def fp32_row(M, N, K, g, b_layout="kn", **constexprs):
     err_sgemm = rel(torch.matmul(a, bb), ref)
     (ah, al), (bh, bl) = gemm_fp32.split(a), gemm_fp32.split(b, b_layout)
     grid = gemm_fp32.grid(a, c, **constexprs)
-    args = [ah, al, bh, bl, c[None]]
+    args = [a[None], a[None], bh, bl, c[None]] if raw else [ah, al, bh, bl, c[None]]
     t_all = timeit(lambda: gemm_fp32.launch(a, b, c, b_layout, **constexprs))
-    t_gemm = timeit(lambda: launch_compiled(ck, grid, args))    # operands split beforehand (a weight, say)
+    t_gemm = timeit(lambda: launch_compiled(ck, grid, args))    # B (and A unless raw) split beforehand
     t_sgemm = timeit(lambda: torch.matmul(a, bb))
     return {**_row(M, N, K, t_all, t_sgemm, err, err_sgemm, ck, against="SGEMM (torch.matmul f32, TF32 off)"),
-            "b_layout": b_layout, "tile": [p["BM"], p["BN"], p["BK"]], "stages": p["STAGES"],
+            "b_layout": b_layout, "tile": [p["BM"], p["BN"], p["BK"]], "stages": p["STAGES"], "a_raw": bool(raw),
             "promote": p.get("PROMOTE", True), "gemm_only_us": t_gemm * 1e6, "gemm_only_ratio": t_sgemm / t_gemm,
             "error_no_worse": err <= err_sgemm}
 

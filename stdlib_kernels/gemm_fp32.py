@@ -287,6 +287,9 @@ def launch_raw(a, b_split, c, target: str = "sm_90a", **constexprs):
     """c = a @ b from a plain f32 `a` ((BATCH,) M, K), K % 4 == 0, and `split` halves of b: the GEMM splits A
     in registers (A_RAW; RAW's 4 stages unless given), so A is read once and never written back."""
     a3 = _as3(a)
+    if not constexprs.get("PROMOTE", True):
+        raise ValueError("A_RAW always adds each k-tile's products into the sum with f32 adds (PROMOTE): for one "
+                         "accumulator, split A first (launch_split(split(a), ...), or launch with A_RAW=0)")
     if not raw_ok(a3.shape[2]):
         raise ValueError(f"A_RAW reads A with the bulk tensor copy, whose rows must be 16-byte multiples: K = "
                          f"{a3.shape[2]} is not a multiple of 4; split A first (launch_split(split(a), ...))")
@@ -303,8 +306,8 @@ def launch(a, b, c, b_layout: str = "kn", target: str = "sm_90a", **constexprs):
     if kb != a3.shape[2]:
         raise ValueError(f"shapes do not agree: a {tuple(a.shape)}, b {tuple(b.shape)} ({b_layout}), c "
                          f"{tuple(c.shape)}")
-    raw = constexprs.get("A_RAW")
-    if raw or (raw is None and raw_ok(a3.shape[2])):          # (A_RAW=1 named with K % 4 != 0: launch_raw says so)
+    raw = constexprs.get("A_RAW")     # unnamed: raw where TMA can read A and the sum is promoted (the default)
+    if raw or (raw is None and raw_ok(a3.shape[2]) and constexprs.get("PROMOTE", True)):
         return launch_raw(a3, split(b, b_layout), c, target=target, **constexprs)
     constexprs.pop("A_RAW", None)
     return launch_split(split(a), split(b, b_layout), c, target=target, **constexprs)

@@ -172,7 +172,7 @@ def test_gemm_fp32_single_accumulator_is_also_right_on_the_interpreter():
     a = rng.standard_normal((64, 96)).astype(np.float32)
     b = rng.standard_normal((40, 96)).astype(np.float32)
     c = np.full((64, 40), np.nan, np.float32)
-    gemm_fp32.launch(a, b, c, b_layout="nk", STAGES=2, PROMOTE=False, A_RAW=0)   # (A_RAW always promotes)
+    gemm_fp32.launch(a, b, c, b_layout="nk", STAGES=2, PROMOTE=False)   # (A_RAW always promotes: the split form)
     assert _rel(c, gemm_fp32.reference(a, b, "nk")) < 3e-7
 
 
@@ -267,10 +267,11 @@ def test_a_raw_batched_with_a_shared_b():
     assert _rel(c_raw, gemm_fp32.reference(a, b, "nk")) < 3e-7
 
 
-@pytest.mark.parametrize("k,splits", [(100, 1), (99, 2)])
-def test_launch_splits_a_only_where_it_cannot_read_it_raw(monkeypatch, k, splits):
+@pytest.mark.parametrize("k,splits,params", [(100, 1, {}), (99, 2, {}), (100, 2, dict(PROMOTE=False)),
+                                             (100, 2, dict(A_RAW=0))])
+def test_launch_splits_a_only_where_it_cannot_read_it_raw(monkeypatch, k, splits, params):
     """launch reads A as it is when its rows are 16-byte multiples (K % 4 == 0): only B goes through a split
-    pass; otherwise A is split (and K padded) first."""
+    pass; otherwise A is split (and K padded) first, as it is for one accumulator or when A_RAW=0 is named."""
     calls = []
     real = gemm_fp32.split
     monkeypatch.setattr(gemm_fp32, "split", lambda x, b_layout="nk": calls.append(x.shape) or real(x, b_layout))
@@ -278,15 +279,18 @@ def test_launch_splits_a_only_where_it_cannot_read_it_raw(monkeypatch, k, splits
     a = rng.standard_normal((70, k)).astype(np.float32)
     b = rng.standard_normal((k, 40)).astype(np.float32)
     c = np.full((70, 40), np.nan, np.float32)
-    gemm_fp32.launch(a, b, c, STAGES=2)
+    gemm_fp32.launch(a, b, c, STAGES=2, **params)
     assert len(calls) == splits and calls[-1] == b.shape
     assert _rel(c, gemm_fp32.reference(a, b)) < 3e-7
 
 
-def test_a_raw_with_unaligned_k_says_what_to_do():
+def test_a_raw_with_unaligned_k_or_one_accumulator_says_what_to_do():
     a = np.zeros((8, 99), np.float32)
     with pytest.raises(ValueError, match="multiple of 4"):
         gemm_fp32.launch(a, np.zeros((99, 8), np.float32), np.zeros((8, 8), np.float32), A_RAW=1)
+    a = np.zeros((8, 96), np.float32)
+    with pytest.raises(ValueError, match="PROMOTE"):
+        gemm_fp32.launch(a, np.zeros((96, 8), np.float32), np.zeros((8, 8), np.float32), A_RAW=1, PROMOTE=False)
 
 
 @pytest.mark.parametrize("params", [dict(), dict(WAIT_ONCE=0), dict(PASSES=1), dict(KSPLIT=2),
