@@ -311,8 +311,12 @@ DIRECT_TAPS = 27
 # many taps (7x7 as ConvNeXt's, 9x9) it is written out too: as a reduction its 49-tap window took 887 us on the
 # H100 for ConvNeXt's 16 x 96 x 56 x 56 block, written out 401 us, the stdlib kernel (see ops_depthwise).
 DEPTHWISE_TAPS = 81
-# From this many taps on a GPU target's fp32 depthwise convolution runs the stdlib kernel (below: written out)
-DEPTHWISE_MIN_TAPS = int(os.environ.get("ARGUS_DEPTHWISE_MIN_TAPS", DIRECT_TAPS + 1))
+# From this many taps on a GPU target's fp32 depthwise convolution runs the stdlib kernel (below: written out).
+# 3x3 and 5x5 too: on the H100 (2026-11-24, benchmarks/results/suite-depthwise-min{28,9}-*.json, x eager) with the
+# kernel from 9 taps against from 28: MobileNetV2 blocks 1.05 -> 1.41, EfficientNet MBConv+SE 0.64 -> 1.10,
+# level1/094 (3x3 alone) 0.83 -> 1.31, ShuffleNet unit 0.95 -> 1.03; the written-out taps recompute each tap's
+# mask and gather the channel's weight per element, and were stored anyway where two kernels read them.
+DEPTHWISE_MIN_TAPS = int(os.environ.get("ARGUS_DEPTHWISE_MIN_TAPS", 9))
 
 
 def _taps(window) -> list:

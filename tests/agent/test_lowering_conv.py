@@ -214,10 +214,12 @@ DEPTHWISE = [
 @pytest.mark.parametrize("tf32", [False], indirect=True)
 @pytest.mark.parametrize("name,make,xs", DEPTHWISE, ids=[c[0] for c in DEPTHWISE])
 def test_depthwise_conv_is_a_direct_sum_fused_with_its_epilogue(name, make, xs, tf32, tmp_path):
-    """A depthwise convolution (9 or 27 products per output, 25 dilated) is the written-out sum of its taps:
-    no reduction kernel, and its BatchNorm + ReLU6 run in the kernel that fills the 1x1 convolution's input
-    (the 1x1 itself: the implicit GEMM, or at these sizes another written-out sum of 16 products). Where the
-    1x1 runs on conv_tma, that chain is computed in its channels-last copy (render_conv_copy.py): one kernel."""
+    """A 2-D depthwise convolution (9 products per output, 25 dilated) on sm_90a is the stdlib depthwise kernel
+    (DEPTHWISE_MIN_TAPS); a 3-D or transposed one (27, 9) is the written-out sum of its taps. No reduction kernel
+    either way, and the BatchNorm + ReLU6 run in the kernel that fills the 1x1 convolution's input (the 1x1
+    itself: the implicit GEMM, or at these sizes another written-out sum of 16 products). Where the 1x1 runs on
+    conv_tma, that chain is computed in its channels-last copy (render_conv_copy.py): one kernel after the
+    depthwise one (none for the written-out sum, which is computed in the copy too)."""
     from argus_agent.lower.core import Reduction
 
     torch.manual_seed(6)
@@ -226,10 +228,13 @@ def test_depthwise_conv_is_a_direct_sum_fused_with_its_epilogue(name, make, xs, 
     assert not [k for k in prog.kernels if isinstance(k, Reduction)]
     kernels, _ = fuse_epilogues(prog.kernels, prog.buffers, prog.outputs)
     names = [type(k).__name__ for k in kernels]
-    if any(getattr(k, "xcopy", None) is not None for k in kernels):    # dw + bn + relu6 in the 1x1's copy
-        assert names == ["ConvTemplate"], names
+    stencil = name in ("dw3x3", "dw5x5_s2_dil")
+    assert names.count("DepthwiseTemplate") == (1 if stencil else 0), names
+    rest = [n for n in names if n != "DepthwiseTemplate"]
+    if any(getattr(k, "xcopy", None) is not None for k in kernels):    # (dw +) bn + relu6 in the 1x1's copy
+        assert rest == ["ConvTemplate"], names
     else:
-        assert len(kernels) == 2, names   # dw + bn + relu6, then the 1x1 + its bias
+        assert len(rest) == 2, names   # (dw +) bn + relu6, then the 1x1 + its bias
     _close(out, ref, 1e-4)
 
 
@@ -405,14 +410,20 @@ def test_an_input_expression_is_computed_in_the_channels_last_copy(name, make, x
     _close(out2, ref, 1e-2 if tf32 else 1e-4)
 
 
-def test_an_input_reading_many_places_per_element_is_not_computed_in_the_copy():
-    """A depthwise convolution's written-out taps (nine reads of x per element) before a 1x1 convolution stay
-    their own kernel, then to_ndhwc (in the copy's tiles they measured slower: level2/029 0.76x -> 0.60x eager
-    on the H100); a padding's selects (one read per element) go into the copy."""
-    from argus_agent.lower import lower_model, render_program
+def test_an_input_reading_many_places_per_element_is_not_computed_in_the_copy(monkeypatch):
+    """A depthwise convolution's written-out taps (nine reads of x per element; with the stdlib depthwise kernel
+    held back) before a 1x1 convolution stay their own kernel, then to_ndhwc (in the copy's tiles they measured
+    slower: level2/029 0.76x -> 0.60x eager on the H100); a padding's selects (one read per element) go into the
+    copy, and so does the BatchNorm + ReLU6 of the stdlib depthwise kernel's output (one read per element)."""
+    from argus_agent.lower import lower_model, ops_nn, render_program
     from argus_agent.lower.render_conv_copy import reads_per_element
 
     model = DepthwiseSeparable(32, 32, lambda c: nn.Conv2d(c, c, 3, padding=1, groups=c)).eval()
+    prog = lower_model(model, [torch.randn(1, 32, 16, 16)], "sm_90a")
+    convs = [k for k in prog.kernels if isinstance(k, ConvTemplate)]
+    assert convs and all(k.xcopy is not None for k in convs)
+    assert "launch(depthwise_conv2d," in render_program(prog)
+    monkeypatch.setattr(ops_nn, "DEPTHWISE_MIN_TAPS", 10**6)
     prog = lower_model(model, [torch.randn(1, 32, 16, 16)], "sm_90a")
     convs = [k for k in prog.kernels if isinstance(k, ConvTemplate)]
     assert convs and all(k.xcopy is None for k in convs)
