@@ -83,7 +83,7 @@ def _load(p: Path):
     return mod
 
 
-def _measure(work: Path, path: str, forms: list, runs: int) -> list:
+def _measure(work: Path, path: str, forms: list, runs: int, done=None) -> list:
     import torch
     from conv_profile import kernel_times
     from suite import _median_ms
@@ -123,6 +123,8 @@ def _measure(work: Path, path: str, forms: list, runs: int) -> list:
             except Exception as e:
                 row["error"] = f"{type(e).__name__}: {str(e).strip()[:600]}"
             rows.append(row)
+            if done is not None:        # written row by row: a timeout keeps what was measured
+                done(row)
             print(f"== {name} {form}: {'ok ' if row.get('correct') else 'BAD'} ours {row.get('ours_ms', 0):.3f} ms"
                   f" graph {row.get('graph_ms', 0):.3f} ms eager {eager_ms:.3f} ms -> "
                   f"{row.get('speedup_eager', 0):.2f}x / {row.get('speedup_graph', 0):.2f}x "
@@ -157,12 +159,15 @@ def main():
     import torch
 
     rows = []
+
+    def done(row):
+        rows.append(row)
+        if args.out:
+            Path(args.out).write_text(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+                                                  "date": datetime.date.today().isoformat(), "runs": args.runs,
+                                                  "forms": {k: FORMS[k] for k in forms}, "rows": rows}, indent=1))
     for f in args.files:
-        rows += _measure(work, f, forms, args.runs)
-    if args.out:
-        Path(args.out).write_text(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                                              "date": datetime.date.today().isoformat(), "runs": args.runs,
-                                              "forms": {k: FORMS[k] for k in forms}, "rows": rows}, indent=1))
+        _measure(work, f, forms, args.runs, done)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ for f in memcheck racecheck; do
   echo "== $f: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|^ok|rc=' "$OUT/sanitize_$f.log" | tr '\n' ' ')"
   grep -m5 -E "Error|Hazard|Invalid|Traceback" "$OUT/sanitize_$f.log"
 done
-timeout ${MEASURE_S:-30} python3 benchmarks/conv_epilogue_ab.py --phase measure --work /tmp/ab --runs 20 \
+timeout ${MEASURE_S:-45} python3 benchmarks/conv_epilogue_ab.py --phase measure --work /tmp/ab --runs 20 \
   --out "$OUT/conv-epilogue-ab-020.json" "$first" 2>&1 | grep -E "^(==|     )"
 [ $# -gt 0 ] && timeout ${MEASURE_S:-30} python3 benchmarks/conv_epilogue_ab.py --phase measure --work /tmp/ab \
   --runs 20 --forms before,after --out "$OUT/conv-epilogue-ab-resnet.json" "$@" 2>&1 | grep -E "^(==|     )"
