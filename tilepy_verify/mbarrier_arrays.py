@@ -540,16 +540,21 @@ class _Expander:
             if isinstance(s, ir.Eval) and s.call.op == "mma_wait" and int(s.call.attrs.get("n", 0)) == 0:
                 return
             for x in _arrives([s]):
-                mma = next(m for m in loop.body if isinstance(m, ir.Assign) and _is_async(m.value))
+                mma = next(m for m in ir.walk(loop.body) if isinstance(m, ir.Assign) and _is_async(m.value))
                 out.append(self._premature(x, mma, "the loop's last groups are in flight until tp.mma_wait(0)"))
-        mma = next(m for m in loop.body if isinstance(m, ir.Assign) and _is_async(m.value))
+        mma = next(m for m in ir.walk(loop.body) if isinstance(m, ir.Assign) and _is_async(m.value))
         out.append(_finding("pipeline_hazard", "an asynchronous mma group is never retired (no tp.mma_wait(0) "
                             "after the loop): its result is used while the tensor cores may still write it",
                             mma.span))
 
     def _release_loop(self, loop: ir.For, prev, out) -> int:
-        """Check the releases in `loop`; returns how many of its groups may be in flight after it."""
-        body = loop.body
+        """Check the releases in `loop`; returns how many of its groups may be in flight after it. A body that is
+        `if k % P == c:` around the mma, its wait and every release of the loop (one of P consumer roles taking
+        every P-th k-tile) issues a group every P iterations: the groups in flight are tiles k, k - P, ..."""
+        body, stride = loop.body, 1
+        alt = _alternation(loop)
+        if alt is not None:
+            stride, body = alt
         asyncs = [i for i, s in enumerate(body) if isinstance(s, ir.Assign) and _is_async(s.value)]
         nested = [s for s in ir.walk(body) if isinstance(s, ir.Assign) and _is_async(s.value)
                   and not any(s is body[i] for i in asyncs)]
@@ -597,9 +602,9 @@ class _Expander:
                 bars = x.call.args[0].args[0] if isinstance(x.call.args[0], ir.Call) else None
                 T = self.arrays.get(bars.name) if isinstance(bars, ir.Var) else None
                 ok = d is not None and d0 is not None and S is not None and T == S
-                if not ok or (d - d0) % S < held:
-                    why = (f"it releases the stage of tile k - {(d - d0) % S}, but tile k - {held - 1}'s group "
-                           f"may still be in flight here (tp.mma_wait({n}))" if ok else
+                if not ok or any((d - d0 - i * stride) % S == 0 for i in range(held)):
+                    why = (f"it releases the stage of tile k - {(d - d0) % S}, but tile k - {(held - 1) * stride}'s "
+                           f"group may still be in flight here (tp.mma_wait({n}))" if ok else
                            "the verifier cannot tell which tile's stage it releases (index an mbarrier array by "
                            "the loop counter: empty[(k - 1) % STAGES])")
                     out.append(self._premature(x, mma, why))
@@ -631,6 +636,24 @@ class _Expander:
     def _premature(self, x, mma, why):
         return _finding("pipeline_hazard", f"pipeline hazard: this mbarrier_arrive can release a shared stage that "
                         f"an asynchronous wgmma group still reads ({why})", x.span, mma.span)
+
+
+def _alternation(loop):
+    """(P, then-body) when `loop`'s body issues its mma_async under `if k % P == c:` (P, c constants, P >= 2, no
+    else), the mma at that branch's top level and every arrive and mma of the body inside the branch, else None."""
+    outer = [s for s in loop.body if not (isinstance(s, ir.Assign) and isinstance(s.value.type, ScalarType))]
+    if len(outer) != 1 or not isinstance(outer[0], ir.If) or outer[0].orelse:
+        return None
+    s = outer[0]
+    c = s.cond
+    if not (isinstance(c, ir.BinOp) and c.op == "==" and isinstance(c.rhs, ir.Const)
+            and isinstance(c.lhs, ir.BinOp) and c.lhs.op == "%" and isinstance(c.lhs.lhs, ir.Var)
+            and c.lhs.lhs.name == loop.var and isinstance(c.lhs.rhs, ir.Const)):
+        return None
+    P = c.lhs.rhs.value
+    if not isinstance(P, int) or P < 2 or not any(isinstance(x, ir.Assign) and _is_async(x.value) for x in s.then):
+        return None
+    return P, s.then
 
 
 def _const_start(loop):

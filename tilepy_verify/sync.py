@@ -392,7 +392,7 @@ def alternating(analysis) -> dict:
     analysis.__dict__["_alternating"] = out
     ops = analysis.__dict__.get("_arrive_ops", {})
     cands = [b for b, roles in analysis.arrive_roles.items()
-             if len(roles) > 1 and is_int(analysis.mbarriers.get(b)) and analysis.mbarriers[b] > 0]
+             if roles and is_int(analysis.mbarriers.get(b)) and analysis.mbarriers[b] > 0]
     if not cands:
         return out
     from .vc import Solver_
@@ -404,6 +404,12 @@ def alternating(analysis) -> dict:
             xs = [x for x in analysis.arrives if x.bar == b]
             if len(xs) != sum(k for (bb, _), k in ops.items() if bb == b):
                 continue  # an arrive op the walk did not record
+            if len(analysis.arrive_roles[b]) == 1:
+                # one role: only where its own indices are not exact (a release under `k >= 2`, whose guard is
+                # neither prefix-closed nor periodic in a stage copy's round)
+                live = [x for x in xs if x.point.path is not False]
+                if all(x.valid is True for x in live) or all(always_valid(solver, x) for x in live):
+                    continue
             if _alternate(solver, analysis, b, xs):
                 out[b] = analysis.mbarriers[b]
     finally:
@@ -411,9 +417,12 @@ def alternating(analysis) -> dict:
     return out
 
 
+_MAX_SKIP = 8  # leading iterations without an arrival that `_alternate` looks for
+
+
 def _alternate(solver, analysis, b, xs) -> bool:
     live = [x for x in xs if x.point.path is not False]
-    if len({tuple(x.point.role) for x in live}) < 2:
+    if not live:
         return False
     pre = [x for x in live if not x.point.loops]      # arrivals before the loops (a pre-release of the stages)
     inloop = [x for x in live if x.point.loops]
@@ -455,14 +464,19 @@ def _alternate(solver, analysis, b, xs) -> bool:
         for y in inloop[i + 1:]:
             if solver.check(AND(rng(v), at(x, v), at(y, v)), small=False) is not None:
                 return False   # two arrivals in one iteration
+    # D: the first iterations without an arrival (a release of the tile before, `if k >= 2`); labels from there
+    runs = OR(*(at(x, v) for x in inloop))
+    D = 0
+    while D < _MAX_SKIP and solver.check(AND(rng(v), cmp("<", v, L0.start + D + 1), runs), small=False) is None:
+        D += 1
     C = analysis.mbarriers[b]
     base = Sync(analysis, shares={})
     saved = [(x, x.index, x.valid, x.key) for x in live]
     key = f"G:{b}"
     for x in inloop:
         L = x.point.loops[0]
-        x.index, x.valid, x.key = P + (L.var - L.start), True, key
-        L.cost[key], L.base[key] = 1, P
+        x.index, x.valid, x.key = P - D + (L.var - L.start), True, key
+        L.cost[key], L.base[key] = 1, P - D
     if all(_throttled(solver, base, x, C) for x in live):
         return True
     for x, index, valid, key in saved:

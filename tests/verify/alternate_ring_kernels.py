@@ -144,3 +144,73 @@ SPLIT_BUGS = [
     ("phase", {"pipeline_hazard"}, "wrong"),
     ("inflight", {"pipeline_hazard"}, None),
 ]
+
+
+@tp.kernel(threads=384, target="sm_90a")
+def split_k1(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"], C: tp.Tensor[tp.f32, "M", "N"],
+             D: tp.Tensor[tp.f32, "M", "N"], BM: tp.constexpr = 64, BN: tp.constexpr = 64, BK: tp.constexpr = 64,
+             STAGES: tp.constexpr = 4, BUG: tp.constexpr = "none"):
+    """split_k with one wgmma group in flight in each consumer: consumer c issues tile k's group, waits until one
+    is in flight (its tile k - 2 retired) and releases tile k - 2's stage; after its loop it retires the last."""
+    W = tp.nv.wgmma_m64n64k16_bf16
+    m0 = tp.block_id(0) * BM
+    n0 = tp.block_id(1) * BN
+    a_s = tp.shared((BM, BK), tp.bf16, stages=STAGES, swizzle=tp.Swizzle(3, 3, 3))
+    b_s = tp.shared((BK, BN), tp.bf16, stages=STAGES, swizzle=tp.Swizzle(3, 3, 3))
+    full = tp.mbarrier(1, stages=STAGES)
+    empty = tp.mbarrier(1, stages=STAGES)
+    tp.tag(A, lambda i, k: ("A", i, k))
+    tp.tag(B, lambda k, j: ("B", k, j))
+    k_tiles = tp.cdiv(A.shape[1], BK)
+    if tp.warpgroup_id() == 0:                                      # split1: producer warpgroup
+        for k in range(k_tiles):
+            if k >= STAGES:
+                tp.mbarrier_wait(empty[k % STAGES], k // STAGES - 1)
+            k0 = k * BK
+            tp.copy_bulk(A[m0:m0 + BM, k0:k0 + BK], a_s[k % STAGES], full[k % STAGES])
+            tp.copy_bulk(B[k0:k0 + BK, n0:n0 + BN], b_s[k % STAGES], full[k % STAGES])
+            tp.mbarrier_arrive(full[k % STAGES])
+    elif tp.warpgroup_id() == 1:                                    # split1: consumer 0, the even k-tiles
+        acc = tp.zeros((BM, BN), tp.f32, layout=tp.accumulator(W, (BM, BN)))
+        for k in range(k_tiles):
+            if k % 2 == 0:
+                tp.mbarrier_wait(full[k % STAGES], k // STAGES)
+                acc = tp.mma_async(a_s[k % STAGES], b_s[k % STAGES], acc)
+                tp.mma_wait(1)
+                if k >= 2:
+                    tp.mbarrier_arrive(empty[(k - 2) % STAGES])    # split1: its tile k - 2 retired
+        tp.mma_wait(0)
+        tp.assert_tag(tp.mma_operands(acc), lambda a, b: a[2] == b[1])
+        tp.store(C[m0:m0 + BM, n0:n0 + BN], acc)
+    else:                                                           # split1: consumer 1, the odd k-tiles
+        acc = tp.zeros((BM, BN), tp.f32, layout=tp.accumulator(W, (BM, BN)))
+        for k in range(k_tiles):
+            if k % 2 == 1:
+                tp.mbarrier_wait(full[k % STAGES], k // STAGES)
+                acc = tp.mma_async(a_s[k % STAGES], b_s[k % STAGES], acc)
+                if BUG == "wait2":
+                    tp.mma_wait(2)                                  # split1: tile k - 2's group may still run
+                else:
+                    tp.mma_wait(1)
+                if BUG == "own":
+                    tp.mbarrier_arrive(empty[k % STAGES])           # split1: the stage its own group reads
+                elif BUG == "other":
+                    tp.mbarrier_arrive(empty[(k - 1) % STAGES])     # split1: consumer 0's tile k - 1
+                elif BUG == "skip":
+                    if k >= 2 and k != 3:
+                        tp.mbarrier_arrive(empty[(k - 2) % STAGES])   # split1: tile 1's stage never released
+                elif k >= 2:
+                    tp.mbarrier_arrive(empty[(k - 2) % STAGES])
+        tp.mma_wait(0)
+        tp.assert_tag(tp.mma_operands(acc), lambda a, b: a[2] == b[1])
+        tp.store(D[m0:m0 + BM, n0:n0 + BN], acc)
+
+
+# split_k1's (BUG, checks of which one must report it, what the interpreter shows; None: a wgmma group in flight,
+# which the interpreter does not have)
+SPLIT1_BUGS = [
+    ("wait2", {"pipeline_hazard"}, None),
+    ("own", {"pipeline_hazard"}, None),
+    ("other", {"pipeline_hazard", "deadlock"}, "deadlock"),
+    ("skip", {"deadlock"}, "deadlock"),
+]

@@ -95,13 +95,13 @@ def test_bug_is_real(bug, checks, shows, stages):
     assert shows in observe(bug, stages)
 
 
-def _gemm(bug, stages):
+def _gemm(bug, stages, kernel=K.split_k, tiles=7):
     g = torch.Generator().manual_seed(1719)
-    a = torch.randn(64, 7 * 64, generator=g).bfloat16()       # 7 k-tiles: consumer 0 takes 4, consumer 1 3
-    b = torch.randn(7 * 64, 64, generator=g).bfloat16()
+    a = torch.randn(64, tiles * 64, generator=g).bfloat16()   # 7 k-tiles: consumer 0 takes 4, consumer 1 3
+    b = torch.randn(tiles * 64, 64, generator=g).bfloat16()
     c = np.zeros((64, 64), np.float32)
     d = np.zeros((64, 64), np.float32)
-    obs = oracle.run(K.split_k.ir(STAGES=stages, BUG=bug), (1, 1), [a, b, c, d])
+    obs = oracle.run(kernel.ir(STAGES=stages, BUG=bug), (1, 1), [a, b, c, d])
     ref = (a.double() @ b.double()).numpy()
     kinds = obs.classes()
     if obs.error is None and not np.allclose(c.astype(np.float64) + d, ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max()):
@@ -127,3 +127,33 @@ def test_split_k_bug(bug, checks, shows):
         assert found and found[0].counterexample, f"expected one of {sorted(checks)}:\n{report}"
     if shows is not None:
         assert shows in _gemm(bug, 3)
+
+
+@pytest.mark.parametrize("stages", [3, 4, 5, 6])
+def test_split_k_one_group_in_flight_verifies_clean(stages):
+    """Each consumer keeps one wgmma group in flight and releases its tile k - 2's stage under `k >= 2`: the
+    release check follows a group every second iteration (mbarrier_arrays._alternation), the releases' labels
+    start at the first iteration with one (sync.alternating's D)."""
+    report = tv.verify(K.split_k1, STAGES=stages)
+    assert report.ok and not report.findings, str(report)
+
+
+def test_split_k_one_group_in_flight_is_correct():
+    assert _gemm("none", 4, K.split_k1, tiles=9) == set()
+
+
+def test_split_k_one_group_in_flight_needs_three_stages():
+    """At 2 stages tile k - 2's stage is tile k's, which the group in flight reads: a real premature release."""
+    found = [f for f in tv.verify(K.split_k1, STAGES=2).errors if f.check == "pipeline_hazard"]
+    assert found and "in flight" in found[0].message
+
+
+@pytest.mark.parametrize("bug, checks, shows", K.SPLIT1_BUGS, ids=[b for b, *_ in K.SPLIT1_BUGS])
+def test_split_k_one_group_in_flight_bug(bug, checks, shows):
+    for stages in (3, 4):
+        report = tv.verify(K.split_k1, STAGES=stages, BUG=bug)
+        found = [f for f in report.errors if f.check in checks]
+        assert found and (found[0].counterexample or found[0].check == "pipeline_hazard"), \
+            f"expected one of {sorted(checks)}:\n{report}"
+    if shows is not None:
+        assert shows in _gemm(bug, 4, K.split_k1, tiles=9)
