@@ -162,6 +162,8 @@ def test_conv_tma_policy_stages_the_epilogue_where_the_ring_keeps_three_stages()
         assert (params["STAGED"], params["STAGES"]) == want, (xs, ws, split, params)
         kir = conv_tma.conv_tma.ir("sm_90a", **params)
         assert kir.shared_bytes <= 227 * 1024
+    # the preset (what `python -m tilepy_hip emit` builds): 3xTF32 at 3 stages, stored from the registers
+    assert conv_tma.conv_tma.ir("sm_90a", **conv_tma.PRESETS["sm_90a"]).shared_bytes <= 227 * 1024
 
 
 def test_conv_tma_verifier_sees_the_staged_tile_read_before_every_consumer_wrote_it():
