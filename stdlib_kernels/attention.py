@@ -61,12 +61,21 @@ def row_layout(consumers):
     return tp.TVLayout((64 * consumers,), (4, 8, 4, consumers, 1), (2,), (((0, 1, 16, 64, 0), (8,)),), "wgmma.rows")
 
 
+# The instructions by tile width, named directly (a candidate module may not reach attributes by string: the
+# agent's policy refuses getattr)
+_S_INSTR = {8: tp.nv.wgmma_m64n8k16_bf16, 16: tp.nv.wgmma_m64n16k16_bf16, 32: tp.nv.wgmma_m64n32k16_bf16,
+            64: tp.nv.wgmma_m64n64k16_bf16, 128: tp.nv.wgmma_m64n128k16_bf16, 256: tp.nv.wgmma_m64n256k16_bf16}
+_O_INSTR = {8: tp.nv.wgmma_m64n8k16_bf16_rs, 16: tp.nv.wgmma_m64n16k16_bf16_rs, 32: tp.nv.wgmma_m64n32k16_bf16_rs,
+            64: tp.nv.wgmma_m64n64k16_bf16_rs, 128: tp.nv.wgmma_m64n128k16_bf16_rs,
+            256: tp.nv.wgmma_m64n256k16_bf16_rs}
+
+
 def s_instr(BN):
-    return getattr(tp.nv, f"wgmma_m64n{BN}k16_bf16")
+    return _S_INSTR[BN]
 
 
 def o_instr(D):
-    return getattr(tp.nv, f"wgmma_m64n{D}k16_bf16_rs")
+    return _O_INSTR[D]
 
 
 @tp.kernel(threads=_threads, target="sm_90a")

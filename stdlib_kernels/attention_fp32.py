@@ -54,12 +54,18 @@ def row_layout(consumers):
     return tp.TVLayout((64 * consumers,), (4, 8, 4, consumers, 1), (2,), (((0, 1, 16, 64, 0), (8,)),), "wgmma.rows")
 
 
+# The instructions by tile width, named directly (a candidate module may not reach attributes by string: the
+# agent's policy refuses getattr)
+_TF32_INSTR = {8: tp.nv.wgmma_m64n8k8_tf32, 16: tp.nv.wgmma_m64n16k8_tf32, 32: tp.nv.wgmma_m64n32k8_tf32,
+               64: tp.nv.wgmma_m64n64k8_tf32, 128: tp.nv.wgmma_m64n128k8_tf32, 256: tp.nv.wgmma_m64n256k8_tf32}
+
+
 def s_instr(BN):
-    return getattr(tp.nv, f"wgmma_m64n{BN}k8_tf32")
+    return _TF32_INSTR[BN]
 
 
 def o_instr(D):
-    return getattr(tp.nv, f"wgmma_m64n{D}k8_tf32")
+    return _TF32_INSTR[D]
 
 
 @tp.kernel(threads=_threads, target="sm_90a")

@@ -76,9 +76,19 @@ def split_tf32_t(X: tp.Tensor[tp.f32, "Z", "R", "C"], HI: tp.Tensor[tp.f32, "Z",
     tp.store(LO[z, c0:c0 + T, r0:r0 + T], tp.convert_layout(lo.T, rows))
 
 
+# The register-A twin of each wgmma .tf32 instruction, named directly (a candidate module may not reach
+# attributes by string: the agent's policy refuses getattr)
+_RS_TF32 = {tp.nv.wgmma_m64n8k8_tf32.name: tp.nv.wgmma_m64n8k8_tf32_rs,
+            tp.nv.wgmma_m64n16k8_tf32.name: tp.nv.wgmma_m64n16k8_tf32_rs,
+            tp.nv.wgmma_m64n32k8_tf32.name: tp.nv.wgmma_m64n32k8_tf32_rs,
+            tp.nv.wgmma_m64n64k8_tf32.name: tp.nv.wgmma_m64n64k8_tf32_rs,
+            tp.nv.wgmma_m64n128k8_tf32.name: tp.nv.wgmma_m64n128k8_tf32_rs,
+            tp.nv.wgmma_m64n256k8_tf32.name: tp.nv.wgmma_m64n256k8_tf32_rs}
+
+
 def rs_instr(instr):
     """The register-A twin of a wgmma .tf32 instruction (A_RAW: the consumers' split A is the A operand)."""
-    return getattr(tp.nv, instr.name.removeprefix("nv.") + "_rs")
+    return _RS_TF32[instr.name]
 
 
 @tp.kernel(threads=_threads, target="sm_90a")

@@ -118,6 +118,8 @@ def stdlib_source(name: str) -> str:
         code = cst.Module([]).code_for_node(stmt).lstrip()
         if isinstance(stmt, cst.FunctionDef) and not stmt.decorators and stmt.name.value not in used:
             continue   # host helpers (numpy launch, reference, splits): the candidate's host program is its own
+        if isinstance(stmt, cst.ClassDef) and stmt.name.value not in used:
+            continue   # host-side classes (a launch plan cache with __slots__, which the candidate policy refuses)
         if isinstance(stmt, cst.If) and "__name__" in code:
             continue
         if code.startswith(("import ", "from ")) or _is_docstring(stmt):
