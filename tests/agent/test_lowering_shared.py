@@ -89,7 +89,8 @@ def test_a_7x7_depthwise_is_written_out_and_stored_once_for_its_layer_norm(tmp_p
 
 def test_on_sm90a_a_7x7_depthwise_runs_the_stdlib_stencil(tmp_path):
     """On a GPU target the 49-tap depthwise convolution is stdlib_kernels/depthwise_conv.py's kernel (bias and the
-    norm after it pointwise); run here on the interpreter against float64, with a stride-2 dilated 7x7 with unequal padding too."""
+    norm after it pointwise); run here on the interpreter against float64, with a stride-2 dilated 7x7 with
+    unequal padding too."""
     torch.manual_seed(3)
     model = DepthwiseNorm(16).eval()
     x = torch.randn(2, 16, 48, 50)
