@@ -13,13 +13,15 @@ import argparse
 import datetime
 import json
 import os
-import statistics
 import sys
 
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from stdlib_kernels import conv_igemm, conv_tma  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(__file__))
+from timing import event_ms  # noqa: E402
 
 TAPS = False
 PRECISIONS = (True, False)     # cudnn.allow_tf32 on (one TF32 pass) and off (3xTF32); --tf32-only: the first
@@ -41,18 +43,7 @@ SHAPES = [  # name, x, w, stride, padding, dilation, groups, transposed, output_
 
 
 def median_ms(fn, runs):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(runs):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        ts.append(a.elapsed_time(b))
-    return statistics.median(ts)
+    return event_ms(fn, runs)
 
 
 def bench(shape, d, runs):

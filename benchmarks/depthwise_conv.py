@@ -9,35 +9,20 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import statistics
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 SHAPES = [((16, 96, 56, 56), 7, 1, 3), ((16, 192, 28, 28), 7, 1, 3), ((16, 384, 14, 14), 7, 1, 3),
           ((32, 64, 112, 112), 7, 1, 3), ((16, 128, 64, 64), 9, 1, 4), ((16, 96, 56, 56), 7, 2, 3)]
 
 
-def _time(fn, runs=50):
-    import torch
-
-    for _ in range(5):
-        fn()
-    ts = []
-    for _ in range(runs):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        ts.append(a.elapsed_time(b) * 1e3)
-    return statistics.median(ts)
-
-
 def main():
     import torch
+    from timing import event_ms
 
     from stdlib_kernels import depthwise_conv as dw
 
@@ -54,8 +39,13 @@ def main():
         dw.launch(x, w, y, s, (p, p))
         ref = torch.nn.functional.conv2d(x.double(), w.double(), None, s, p, groups=shape[1])
         err = (y.double() - ref).abs().max().item()
-        ours = _time(lambda x=x, w=w, y=y, s=s, p=p: dw.launch(x, w, y, s, (p, p)))
-        theirs = _time(lambda x=x, w=w, s=s, p=p, c=shape[1]: torch.nn.functional.conv2d(x, w, None, s, p, groups=c))
+        def ours_call(x=x, w=w, y=y, s=s, p=p):
+            dw.launch(x, w, y, s, (p, p))
+
+        def torch_call(x=x, w=w, s=s, p=p, c=shape[1]):
+            torch.nn.functional.conv2d(x, w, None, s, p, groups=c)
+
+        ours, theirs = (1e3 * event_ms(f, 50, 5) for f in (ours_call, torch_call))
         gbs = (x.numel() + y.numel()) * 4 / ours / 1e3
         row = dict(shape=shape, k=k, stride=s, ours_us=ours, torch_us=theirs, ratio=theirs / ours, gb_s=gbs,
                    max_err=err)

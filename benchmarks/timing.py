@@ -27,3 +27,22 @@ def graph_seconds(fn, reps: int = 20, replays: int = 15) -> float:
         end.synchronize()
         times.append(start.elapsed_time(end) / 1e3 / reps)
     return statistics.median(times)
+
+
+def event_ms(fn, runs: int, warmup: int = 3) -> float:
+    """Median milliseconds of `fn` over `runs` calls, each timed alone with CUDA events after `warmup` calls
+    (launch gaps and host time included: what one eager call costs)."""
+    import torch
+
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(runs):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
