@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# G11's fourth device call (issue 15): K_WAYS=2 with the last row tile shifted back to end at M (M_SHIFT=1) against
-# the policy (gemm_small_sweep.py --plan 9); then every GPU test of the small forms and of
-# the lowered GEMM policies, and compute-sanitizer on the K_WAYS cases (the policy's included).
+# A device call of the small / skinny GEMM work (issue 15): the sweep `gemm_small_sweep.py --plan PLAN` (results
+# named NAME), then every GPU test of the small forms and of the lowered GEMM policies, and compute-sanitizer on the
+# K_WAYS cases (the policy's included). G11's calls 2-4 were plans 7 / 8 / 9 named gemm-g11-table / -after / -shift.
+# Usage on the device machine (repo root): bash benchmarks/gemm_small_tests.sh PLAN NAME
 set -uo pipefail
+plan=${1:?plan number}; name=${2:?results name}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 t0=$(date +%s)
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
-timeout 200 python3 benchmarks/gemm_small_sweep.py --plan 9 --name gemm-g11-shift --precompile 16 --out "$OUT" 2>&1 \
-  | tee "$OUT/gemm-g11-shift-sweep.log" | grep -v "^ *$"
+timeout 200 python3 benchmarks/gemm_small_sweep.py --plan "$plan" --name "$name" --precompile 16 --out "$OUT" 2>&1 \
+  | tee "$OUT/$name-sweep.log" | grep -v "^ *$"
 echo "== sweep done at +$(( $(date +%s) - t0 )) s"
 timeout 150 python3 -m pytest -q -n 4 -p no:cacheprovider tests/gpu/test_gpu_gemm_small.py \
   tests/gpu/test_gpu_lower_gemm_policy.py "tests/gpu/test_gpu_gemm_policies.py::test_policy_table_through_launch" 2>&1 \
