@@ -17,6 +17,8 @@ import torch
 
 from .core import Buffer, buffer_tensor
 
+GRID_Z_MAX = 65535     # CUDA's (and HIP's) largest grid z
+
 
 @dataclass
 class DepthwiseTemplate:
@@ -41,11 +43,13 @@ class DepthwiseTemplate:
 
 def depthwise_ok(target: str, x, w, transposed: bool, groups: int, stride, dilation, min_taps: int) -> bool:
     """Whether a convolution takes the stdlib depthwise kernel: a GPU target, fp32, 2-D, one input and one output
-    channel per group, the same stride and dilation along both axes, at least `min_taps` taps."""
+    channel per group, the same stride and dilation along both axes, at least `min_taps` taps, and at most
+    GRID_Z_MAX planes (batch x channels; more take the written-out sum)."""
     return (target != "cpu" and not transposed and len(x.shape) == 4 and x.dtype == w.dtype == torch.float32
             and groups == x.shape[1] == w.shape[0] and w.shape[1] == 1 and len(set(stride)) == 1
             and len(set(dilation)) == 1 and math.prod(w.shape[2:]) >= min_taps
-            and max(x.numel, math.prod(w.shape)) < 2**31)
+            and max(x.numel, math.prod(w.shape)) < 2**31
+            and x.shape[0] * x.shape[1] <= GRID_Z_MAX)       # planes are the grid's z: at most 65535 of them
 
 
 def depthwise(ctx, x, w, shape, stride, padding, dilation):

@@ -113,3 +113,20 @@ def test_on_sm90a_a_7x7_depthwise_runs_the_stdlib_stencil(tmp_path):
     assert "KH=7, KW=7, S=2, PH=3, PW=2, D=2" in src
     assert out.shape == ref.shape
     assert_close(out, ref, 1e-5)
+
+
+def test_the_depthwise_kernel_takes_at_most_a_grids_z_of_planes():
+    """Planes (batch x channels) are the kernel's grid z, at most 65535: more take the written-out sum."""
+    from argus_agent.lower.ops_depthwise import GRID_Z_MAX, depthwise_ok
+
+    class Shape:
+        def __init__(self, *shape, dtype=torch.float32):
+            self.shape, self.dtype = shape, dtype
+            self.numel = 1
+            for n in shape:
+                self.numel *= n
+
+    w = Shape(384, 1, 7, 7)
+    ok = [depthwise_ok("sm_90a", Shape(n, 384, 8, 8), w, False, 384, (1, 1), (1, 1), 9) for n in (170, 171)]
+    assert 170 * 384 <= GRID_Z_MAX < 171 * 384 and ok == [True, False]
+    assert not depthwise_ok("cpu", Shape(2, 384, 8, 8), w, False, 384, (1, 1), (1, 1), 9)
