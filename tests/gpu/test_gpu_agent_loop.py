@@ -11,8 +11,11 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 PROBLEMS = Path(__file__).resolve().parents[1] / "problems"
 
 
+# one problem per kind of embedded stdlib template (the candidate policy refused gemm_fp32's, attention's and
+# gemm_hopper's embedded sources at one point: tests/agent/test_lowered_sources_policy.py checks them on the CPU)
 @pytest.mark.parametrize("name", ["level1/001_relu", "level2/056_gemm_bias_relu_divide",
-                                  "level2/007_conv2d_relu_bias_add"])
+                                  "level2/007_conv2d_relu_bias_add", "level1/088_matmul_bf16",
+                                  "level1/133_sdpa_cross_bf16"])
 def test_the_template_candidate_is_correct_and_timed_on_the_gpu(name, tmp_path):
     from argus_agent.loop import Session
 
