@@ -35,7 +35,17 @@ from .templates import (
     preset_source,
     render_gemm_template,
     render_matmul,
+    stdlib_source,
     swap_source,
+)
+
+# Templates that launch one stdlib module's kernels as written: (spec class, module, host lines of a spec at
+# program position n)
+STDLIB_TEMPLATES = (
+    (RnnTemplate, "rnn", render_rnn),     # a recurrent layer: a host loop of stdlib rnn_step launches
+    (DepthwiseTemplate, "depthwise_conv", lambda k, n: render_depthwise(k)),   # the large-window stencil
+    (ScatterAddTemplate, "scatter_add", lambda k, n: render_scatter_add(k)),
+    (EmbeddingBagTemplate, "embedding_bag", lambda k, n: render_embedding_bag(k)),   # bags of one size
 )
 
 HEADER = '''"""ARGUS candidate: {what}.
@@ -120,33 +130,13 @@ def render_program(prog, precision: str | None = None) -> str:
                 templates_done.add("gemm_fp32")
             launches += [(None, line, None) for line in render_attention(k)]
             continue
-        if isinstance(k, RnnTemplate):     # a recurrent layer: a host loop of stdlib rnn_step launches
-            if "rnn" not in templates_done:
-                from .templates import stdlib_source
-                kernels_src.append(stdlib_source("rnn"))
-                templates_done.add("rnn")
-            launches += [(None, line, None) for line in render_rnn(k, n)]
-            continue
-        if isinstance(k, DepthwiseTemplate):     # a large-window depthwise convolution: the stdlib stencil
-            if "depthwise_conv" not in templates_done:
-                from .templates import stdlib_source
-                kernels_src.append(stdlib_source("depthwise_conv"))
-                templates_done.add("depthwise_conv")
-            launches += [(None, line, None) for line in render_depthwise(k)]
-            continue
-        if isinstance(k, ScatterAddTemplate):
-            if "scatter_add" not in templates_done:
-                from .templates import stdlib_source
-                kernels_src.append(stdlib_source("scatter_add"))
-                templates_done.add("scatter_add")
-            launches += [(None, line, None) for line in render_scatter_add(k)]
-            continue
-        if isinstance(k, EmbeddingBagTemplate):     # bags of one size: the stdlib row-gathering kernel
-            if "embedding_bag" not in templates_done:
-                from .templates import stdlib_source
-                kernels_src.append(stdlib_source("embedding_bag"))
-                templates_done.add("embedding_bag")
-            launches += [(None, line, None) for line in render_embedding_bag(k)]
+        plain = next(((name, render) for cls, name, render in STDLIB_TEMPLATES if isinstance(k, cls)), None)
+        if plain is not None:     # a template whose kernels are one stdlib module's, as written
+            name, render = plain
+            if name not in templates_done:
+                kernels_src.append(stdlib_source(name))
+                templates_done.add(name)
+            launches += [(None, line, None) for line in render(k, n)]
             continue
         if isinstance(k, SortTemplate):     # the stdlib bitonic row sort
             if "sort" not in templates_done:

@@ -1,5 +1,5 @@
-"""Depthwise 2-D convolutions with large windows (groups = in = out channels, more taps than ops_nn.DIRECT_TAPS)
-on a GPU target: `stdlib_kernels/depthwise_conv.py`, one block per (BH x BW) tile of an output plane, the taps
+"""Depthwise 2-D convolutions (groups = in = out channels) of at least ops_nn.DEPTHWISE_MIN_TAPS taps on a GPU
+target: `stdlib_kernels/depthwise_conv.py`, one block per (BH x BW) tile of an output plane, the taps
 read as strided windows of the plane and the tap's weight a uniform scalar of the block's channel.
 
 Written out as a pointwise sum of its taps over the flat output index (ops_nn._direct_sum), ConvNeXt's 7x7
