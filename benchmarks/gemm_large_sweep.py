@@ -71,6 +71,9 @@ VARIANTS = {
     # 8 pieces of 32 columns (64-byte swizzle) through 4 buffers of 8 KB: a piece's TMA read is waited for 4 pieces
     # later, not 2
     "pers_n32_b4": dict(PERSISTENT=1, STAGES=4, EPILOGUE=2, STORE_N=32, STORE_BUFS=4, **R64),
+    # G15: the policy's piece store with all 32 row tiles of 4096-row shapes in one group (the walk goes down each
+    # column first: B is read from HBM once, A stays in the L2)
+    "pers_g32": dict(PERSISTENT=1, STAGES=4, EPILOGUE=2, STORE_N=64, GROUP_M=32, **R64),
     # 256 x 128 tiles (two consumers of 128 rows) in pieces: two 32 KB buffers leave 3 stages of 48 KB
     "pers_256x128_n64_s3": dict(PERSISTENT=1, BM=256, BN=128, CONSUMERS=2, INSTR=I128, STAGES=3, EPILOGUE=2, STORE_N=64,
                                 **R64),
