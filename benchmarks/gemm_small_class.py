@@ -1,0 +1,223 @@
+"""Issue 15, the small class (<= 1024^3) and its edges (G16): gemm_hopper's policy and candidate forms against cuBLAS
+on the same inputs, in one run, with the device time of each side's kernels (torch.profiler) beside the graph time,
+so that the fixed cost of a launch (prologue, first loads, epilogue) can be told from the cost per k-tile.
+
+    python benchmarks/gemm_small_class.py [--plan diag|confirm] [--out DIR] [--name STEM] [--only REGEX]
+                                          [--precompile N]
+
+Every candidate's output is checked against float64 (on the GPU) before it is timed; graph times are
+`benchmarks/gemm.py`'s rule (median of 15 CUDA-graph replays of 20 calls, ours and cuBLAS alternated twice, each the
+better of its two medians); cuBLAS = torch.matmul bf16 (bf16 out) / torch.mm(out_dtype=float32) (f32 out). Device
+times: torch.profiler over 10 calls after 3, per kernel. Variants run through `gemm_hopper.launch` with their
+constexprs explicit (None: the shape's policy, as callers get it; ("policy", extra): the policy with `extra` over it;
+a dict: the constexprs over PRESETS with SPLIT_K / EPILOGUE / FIXUP / MIN_BLOCKS 0 unless set).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import gemm as gb  # noqa: E402  (benchmarks/gemm.py: the row / timing rules)
+import torch  # noqa: E402
+
+import tilepy as tp  # noqa: E402
+import tilepy_hip  # noqa: E402
+from stdlib_kernels import gemm_hopper  # noqa: E402
+
+I64, I128 = tp.nv.wgmma_m64n64k16_bf16, tp.nv.wgmma_m64n128k16_bf16
+ZERO = dict(SPLIT_K=1, EPILOGUE=0, FIXUP=0, MIN_BLOCKS=0)
+T64x128 = dict(BM=64, BN=128, CONSUMERS=1, INSTR=I128)
+# cuBLAS's 1024^3 kernel (nvjet_sm90_tst_128x64_64x8_1x2_h, G8's profile) in our terms: a 128 x 64 tile of C^T (128
+# columns of C by 64 rows), two consumer warpgroups, 8 stages, clusters of 2 row tiles sharing B's tile (multicast):
+# gemm_splitk_swap unsplit with CLUSTER_M=2
+SWAP128x64 = dict(SWAP_AB=1, BN=128, BM=64, CONSUMERS=2, INSTR=I64, IN_FLIGHT=1, SPLIT_K=1, FIXUP=3, STAGES=8)
+# cuBLAS's 2048 x 1024 x 1024 kernel (nvjet_sm90_tst_128x128_64x6_2x1_v): 128 x 128 tiles in 2-block clusters
+CL128 = dict(BN=128, INSTR=I128, IN_FLIGHT=0, CLUSTER_M=2)
+
+SMALL = [
+    ("policy", None, ("bf16", "f32")),
+    ("64x128_s6_tma", ("policy", dict(EPILOGUE=2)), ("bf16", "f32")),
+    ("swap128x64_cl2_s8", dict(SWAP128x64, CLUSTER_M=2), ("bf16", "f32")),
+    ("swap128x64_cl2_s8_wait0", dict(SWAP128x64, CLUSTER_M=2, IN_FLIGHT=0), ("f32",)),
+    ("swap128x64_s8", SWAP128x64, ("bf16", "f32")),
+    ("128x64_s8_wait1", dict(BM=128, BN=64, CONSUMERS=2, INSTR=I64, IN_FLIGHT=1, STAGES=8), ("f32",)),
+    ("128x64_s8_wait1_tma", dict(BM=128, BN=64, CONSUMERS=2, INSTR=I64, IN_FLIGHT=1, STAGES=8, EPILOGUE=2), ("bf16",)),
+    ("64x128_cl2_s6_tma", dict(T64x128, IN_FLIGHT=0, STAGES=6, CLUSTER_M=2, EPILOGUE=2), ("bf16", "f32")),
+]
+MID = [
+    ("policy", None, ("bf16", "f32")),
+    ("128x128_cl2_s5_tma", dict(CL128, STAGES=5, EPILOGUE=2), ("bf16",)),
+    ("128x128_cl2_s6", dict(CL128, STAGES=6), ("bf16", "f32")),
+    ("swap128x128_cl2_s6", dict(SWAP128x64, BM=128, INSTR=I128, STAGES=6, CLUSTER_M=2), ("f32",)),
+]
+EDGE512 = [
+    ("policy", None, ("bf16", "f32")),
+    ("64x128_s6_nosplit", ("policy", dict(SPLIT_K=1)), ("bf16", "f32")),
+    ("64x128_split2_fix3", ("policy", dict(SPLIT_K=2, FIXUP=3)), ("bf16",)),
+    ("64x64_s8", dict(BM=64, BN=64, CONSUMERS=1, INSTR=I64, IN_FLIGHT=1, STAGES=8), ("bf16",)),
+    ("swap128x64_s8", SWAP128x64, ("bf16",)),
+]
+PLAN_DIAG = [  # (shape, variants)
+    ((1024, 1024, 1024), SMALL),
+    ((2048, 1024, 1024), MID),
+    ((512, 512, 512), EDGE512),
+    ((768, 768, 768), [("policy", None, ("bf16", "f32")), ("64x128_s6_tma", ("policy", dict(EPILOGUE=2)), ("bf16",))]),
+    # (M N K > 1024^3: the large class, 32 tiles of 128 x 256 split 4 with atomics; the small class's tiles instead)
+    ((1024, 1024, 4096), [("policy", None, ("bf16", "f32")),
+                          ("64x128_s6_epi1", dict(T64x128, IN_FLIGHT=1, STAGES=6, EPILOGUE=1), ("bf16",)),
+                          ("64x128_s4", dict(T64x128, IN_FLIGHT=1, STAGES=4), ("f32",)),
+                          ("64x128_s6_tma", dict(T64x128, IN_FLIGHT=1, STAGES=6, EPILOGUE=2), ("bf16", "f32")),
+                          ("64x128_s4_split2_fix3_mb2", dict(T64x128, IN_FLIGHT=1, STAGES=4, SPLIT_K=2, FIXUP=3,
+                                                             MIN_BLOCKS=2), ("bf16", "f32")),
+                          ("swap128x64_cl2_s8", dict(SWAP128x64, CLUSTER_M=2), ("bf16",))]),
+    # the fixed cost of one launch: the same grid with 1 and 4 k-tiles
+    ((1024, 1024, 64), [("policy", None, ("bf16",))]),
+    ((1024, 1024, 256), [("policy", None, ("bf16",))]),
+    ((2048, 2048, 2048), [("policy", None, ("bf16", "f32"))]),
+    ((3000, 5000, 4096), [("policy", None, ("bf16", "f32")), ("policy_again", None, ("f32",))]),
+]
+PLANS = {"diag": PLAN_DIAG}
+DT = {"bf16": (torch.bfloat16, tp.bf16), "f32": (torch.float32, tp.f32)}
+
+
+def params_of(M, N, K, spec, out):
+    """The full constexprs a variant launches with."""
+    pol = gemm_hopper.policy(M, N, K, out, fixup=True)
+    if spec is None:
+        return pol
+    if isinstance(spec, tuple):
+        return {**pol, **spec[1]}
+    return {**gemm_hopper.PRESETS["sm_90a"], **ZERO, **spec}
+
+
+def device_kernels(fn):
+    """[(kernel name, device us per call)] of `fn` from torch.profiler over 10 calls after 3."""
+    from torch.profiler import ProfilerActivity, profile
+
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(10):
+            fn()
+        torch.cuda.synchronize()
+    rows = []
+    for ev in prof.key_averages():
+        if ev.device_type is not None and "CUDA" in str(ev.device_type) and ev.count:
+            us = getattr(ev, "device_time_total", None) or getattr(ev, "cuda_time_total", 0)
+            rows.append([ev.key[:120], round(us / 10, 3)])
+    return rows
+
+
+def build_items(plan, only):
+    items = {}
+    for (M, N, K), variants in plan:
+        for tag, spec, outs in variants:
+            if only and not re.search(only, tag):
+                continue
+            for o in outs:
+                out = DT[o][1]
+                p = params_of(M, N, K, spec, out)
+                kernel, kp = gemm_hopper.plan_kernel(M, N, out, p, K)
+                items[(id(kernel), tuple(sorted((k, repr(v)) for k, v in kp.items())))] = (M, N, K, out, p)
+    return list(items.values())
+
+
+def precompile(plan, only, workers):
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    items = build_items(plan, only)
+    t = time.time()
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as ex:
+        errors = [e for e in ex.map(gb._build, items) if e]
+    print(f"precompiled {len(items)} kernels in {time.time() - t:.1f} s; {len(errors)} did not build: {errors[:4]}",
+          flush=True)
+
+
+def _text(p):
+    return gb._policy_text(p) + "".join(f" {k}={p[k]}" for k in ("CLUSTER_M", "SWAP_AB", "K_WAYS") if p.get(k))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--plan", default="diag", choices=sorted(PLANS))
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
+    ap.add_argument("--name", default="gemm-g16-small")
+    ap.add_argument("--only", default=None, help="regex over the variant tags")
+    ap.add_argument("--precompile", type=int, default=0)
+    args = ap.parse_args(argv)
+    plan = PLANS[args.plan]
+    if args.precompile:
+        precompile(plan, args.only, args.precompile)
+    props = torch.cuda.get_device_properties(0)
+    dev = re.sub(r"[^A-Za-z0-9_.-]+", "_", props.name).strip("_")
+    mm_f32 = gb._mm_f32out()
+    g = torch.Generator(device="cuda").manual_seed(16)
+    res = {"device": props.name, "torch": torch.__version__, "toolchain": tilepy_hip.toolchain_info()["nvidia"],
+           "time": time.strftime("%Y-%m-%d %H:%M:%S"), "plan": args.plan,
+           "timing": "graph: median of 15 CUDA-graph replays of 20 calls, ours and cuBLAS alternated twice, the better "
+                     "of two medians each; device: torch.profiler, 10 calls after 3, us per call per kernel",
+           "rows": {}}
+    path = Path(args.out) / f"{args.name}-{dev}.json"
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    for (M, N, K), variants in plan:
+        key = f"{M}x{N}x{K}"
+        row = res["rows"].setdefault(key, {})
+        a = torch.randn(M, K, device="cuda", generator=g).bfloat16()
+        b = torch.randn(K, N, device="cuda", generator=g).bfloat16()
+        for o in ("bf16", "f32"):
+            out_t, out = DT[o]
+            if not any(o in outs for _, _, outs in variants):
+                continue
+            f32_peer = out == tp.f32 and mm_f32
+            peer = (lambda a=a, b=b: mm_f32(a, b)) if f32_peer else (lambda a=a, b=b: torch.matmul(a, b))
+            try:
+                row[f"cublas/{o}"] = {"device": device_kernels(peer)}
+            except Exception as e:  # noqa: BLE001 - the profiler is a side note
+                row[f"cublas/{o}"] = {"error": f"{type(e).__name__}: {e}"[:200]}
+            for tag, spec, outs in variants:
+                if o not in outs or (args.only and not re.search(args.only, tag)):
+                    continue
+                name = f"{tag}/{o}"
+                try:
+                    p = params_of(M, N, K, spec, out)
+                    if gemm_hopper._cdiv(M, p["BM"]) % p.get("CLUSTER_M", 1):
+                        continue
+                    r0 = gb.f32out_row(M, N, K, g, mm_f32, out=out_t, params=p)
+                    r = {k: r0[k] for k in ("us", "torch_us", "ratio", "rel_err", "torch_rel_err", "registers",
+                                            "spills")}
+                    r["policy"] = _text(p)
+                    c = torch.empty(M, N, device="cuda", dtype=out_t)
+                    r["device"] = device_kernels(lambda a=a, b=b, c=c, p=p: gemm_hopper.launch(a, b, c, **p))
+                except Exception as e:  # noqa: BLE001 - a variant that fails here: say so, go on
+                    print(f"{key:16} {name:28} FAILED {type(e).__name__}: {str(e).splitlines()[0][:120]}", flush=True)
+                    row[name] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
+                    continue
+                row[name] = r
+                dev_us = sum(x[1] for x in r["device"])
+                cub = row.get(f"cublas/{o}", {}).get("device") or []
+                print(f"{key:16} {name:28} {r['us']:8.2f} us  cuBLAS {r['torch_us']:7.2f}  x {r['ratio']:.3f}  "
+                      f"device {dev_us:6.2f} vs {sum(x[1] for x in cub):6.2f}  err {r['rel_err']:.1e}  "
+                      f"{r.get('registers', '')}/{r.get('spills', '')}  {r['policy']}", flush=True)
+                torch.cuda.empty_cache()
+            path.write_text(json.dumps(res, indent=1))
+    for key, row in res["rows"].items():
+        for name, r in row.items():
+            if name.startswith("cublas/") and "device" in r:
+                print("cuBLAS", key, name[7:], r["device"], flush=True)
+    path.write_text(json.dumps(res, indent=1))
+    print("wrote", path)
+
+
+if __name__ == "__main__":
+    main()
