@@ -283,6 +283,32 @@ PLAN9 = [
     ((112, 4096, 4096), [("policy", None), ("kw64_64_s6_shift", KWS)], ("bf16",)),
     ((128, 4096, 4096), [("policy", None), ("kw64_64_s6_shift", KWS)], ("bf16",)),
 ]
+# tenth call (G14): K split over the two blocks of a cluster, rank 1's sum read by rank 0 through distributed shared
+# memory (gemm_splitk_swap CLUSTER_K=2 with K_WAYS=2: no slots, no splitk_sum), one row tile of BM = M rounded up to 8
+# (wgmma n48 / n80 / n104 / n112) where it fits, alternated with the policy
+CK = dict(KW, FIXUP=0, CLUSTER_K=2)
+
+
+def _ck(bm, stages):
+    return dict(CK, BM=bm, INSTR=getattr(tp.nv, f"wgmma_m64n{bm}k16_bf16"), STAGES=stages)
+
+
+def _alt(tag, spec, twice=True):
+    v = [("policy", None), (tag, spec)]
+    return v + [("policy_again", None), (tag + "_again", spec)] if twice else v
+
+
+PLAN10 = [
+    ((32, 4096, 4096), _alt("ck32_s8", _ck(32, 8)), ("bf16", "f32")),
+    ((64, 4096, 4096), _alt("ck64_s6", _ck(64, 6)), ("bf16", "f32")),
+    ((80, 4096, 4096), _alt("ck80_s5", _ck(80, 5)) + [("ck80_s4", _ck(80, 4))], ("bf16", "f32")),
+    ((100, 4096, 4096), _alt("ck104_s4", _ck(104, 4)), ("bf16", "f32")),
+    ((128, 4096, 4096), _alt("ck128_s4", _ck(128, 4)) + [("ck128_s3", _ck(128, 3))], ("bf16", "f32")),
+    ((48, 4096, 4096), _alt("ck48_s6", _ck(48, 6), twice=False), ("bf16",)),
+    ((112, 4096, 4096), _alt("ck112_s4", _ck(112, 4), twice=False), ("bf16",)),
+    ((16, 4096, 4096), _alt("ck16_s8", _ck(16, 8), twice=False), ("bf16",)),
+    ((256, 4096, 4096), [("policy", None)], ("bf16",)),
+]
 PLAN = [  # (shape, variants, output dtypes)
     ((16, 4096, 4096), DECODE, ("bf16", "f32")),
     ((64, 4096, 4096), DECODE, ("bf16", "f32")),
@@ -535,20 +561,21 @@ def cublas_kernels(M, N, K, out_t, mm_f32):
     return rows
 
 
-def our_kernels(M, N, K, out_t):
-    """What the policy through `launch` runs for one call (names, device us each), from torch.profiler over 10 calls,
-    as `cublas_kernels` does for cuBLAS: the kernels' own time, apart from the gaps between launches."""
+def our_kernels(M, N, K, out_t, params=None):
+    """What the policy (or `params`) through `launch` runs for one call (names, device us each), from torch.profiler
+    over 10 calls, as `cublas_kernels` does for cuBLAS: the kernels' own time, apart from the gaps between launches."""
     from torch.profiler import ProfilerActivity, profile
 
     a = torch.randn(M, K, device="cuda").bfloat16()
     b = torch.randn(K, N, device="cuda").bfloat16()
     c = torch.empty(M, N, device="cuda", dtype=out_t)
+    given = {} if params is None else params
     for _ in range(3):
-        gemm_hopper.launch(a, b, c)
+        gemm_hopper.launch(a, b, c, **given)
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(10):
-            gemm_hopper.launch(a, b, c)
+            gemm_hopper.launch(a, b, c, **given)
         torch.cuda.synchronize()
     rows = []
     for ev in prof.key_averages():
@@ -588,13 +615,14 @@ def main(argv=None):
     ap.add_argument("--plan", default="1", help="1 / 2: the first / second call's sweep, 3: the table, 4: swap at "
                     "32-64 rows, 5: swap-AB in clusters, B as (N, K), 128 x 64 clusters, 6: two consumers over one "
                     "tile, alternate k-tiles (K_WAYS=2), 7: the policy with K_WAYS against the policy before, our "
-                    "kernels' device times, 8: after the policy change, 9: K_WAYS with M_SHIFT")
+                    "kernels' device times, 8: after the policy change, 9: K_WAYS with M_SHIFT, 10: K split over a "
+                    "cluster's two blocks (CLUSTER_K=2)")
     args = ap.parse_args(argv)
     if args.ncu_target:
         ncu_target(args.ncu_target, *(int(x) for x in args.shape.split(",")))
         return
     plan = {"1": PLAN, "2": PLAN2, "3": PLAN3, "4": PLAN4, "5": PLAN5, "6": PLAN6, "7": PLAN7, "8": PLAN8,
-            "9": PLAN9}[args.plan]
+            "9": PLAN9, "10": PLAN10}[args.plan]
     if args.precompile:
         precompile(args.only, args.precompile, plan)
     props = torch.cuda.get_device_properties(0)
@@ -612,16 +640,24 @@ def main(argv=None):
         for o in outs:
             out_t, out = DT[o]
             try:
-                if (args.plan in ("1", "5", "6", "7", "8") or variants is MID or variants is PITCH
+                if (args.plan in ("1", "5", "6", "7", "8", "10") or variants is MID or variants is PITCH
                         or (args.plan == "3" and M <= 32)):
                     res["cublas_kernels"][f"{key}/{o}"] = cublas_kernels(M, N, K, out_t, mm_f32)
             except Exception as e:  # noqa: BLE001 - the profiler is a side note
                 res["cublas_kernels"][f"{key}/{o}"] = f"{type(e).__name__}: {e}"[:200]
-            if args.plan in ("7", "8", "9"):
+            if args.plan in ("7", "8", "9", "10"):
                 try:
                     res.setdefault("our_kernels", {})[f"{key}/{o}"] = our_kernels(M, N, K, out_t)
                 except Exception as e:  # noqa: BLE001 - a side note too
                     res.setdefault("our_kernels", {})[f"{key}/{o}"] = f"{type(e).__name__}: {e}"[:200]
+            if args.plan == "10":   # the cluster-split form's own kernel time (no second kernel to add)
+                tag, spec = next(((t, sp) for t, sp in variants if t.startswith("ck")), (None, None))
+                if tag is not None:
+                    try:
+                        res["our_kernels"][f"{key}/{o}/{tag}"] = our_kernels(
+                            M, N, K, out_t, params_of(M, N, K, spec, out))
+                    except Exception as e:  # noqa: BLE001
+                        res["our_kernels"][f"{key}/{o}/{tag}"] = f"{type(e).__name__}: {e}"[:200]
             for tag, spec in variants:
                 if args.only and not re.search(args.only, tag):
                     continue
@@ -657,7 +693,8 @@ def main(argv=None):
                         r["policy"] = gb._policy_text(p) + (f" CLUSTER_M={p['CLUSTER_M']}" if p.get("CLUSTER_M")
                                                             else "") + (" SLOT_ROWS=1" if p.get("SLOT_ROWS") else "") \
                             + (" SWAP_AB" if p.get("SWAP_AB") else "") + (" K_WAYS=2" if p.get("K_WAYS") == 2 else "") \
-                            + (" M_SHIFT" if p.get("M_SHIFT") else "")
+                            + (" M_SHIFT" if p.get("M_SHIFT") else "") \
+                            + (f" CLUSTER_K={p['CLUSTER_K']}" if p.get("CLUSTER_K", 1) > 1 else "")
                 except Exception as e:  # noqa: BLE001 - a variant that fails here: say so, go on
                     print(f"{key:16} {name:34} FAILED {type(e).__name__}: {str(e).splitlines()[0][:120]}", flush=True)
                     row[name] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}

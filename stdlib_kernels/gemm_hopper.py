@@ -392,7 +392,7 @@ def gemm_persistent(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", 
                     CONSUMERS: tp.constexpr = 2, INSTR: tp.constexpr = tp.nv.wgmma_m64n256k16_bf16,
                     SWIZZLE: tp.constexpr = tp.Swizzle(3, 3, 3), PRODUCER_REGS: tp.constexpr = 0,
                     CONSUMER_REGS: tp.constexpr = 0, GROUP_M: tp.constexpr = 8, EPILOGUE: tp.constexpr = 0,
-                    STORE_N: tp.constexpr = 0, STORE_BUFS: tp.constexpr = 2):
+                    STORE_N: tp.constexpr = 0, STORE_BUFS: tp.constexpr = 2, DEFER: tp.constexpr = 0):
     """gemm_hopper on a persistent grid: a 1-D grid of at most one block per SM, block b walking output tiles
     b, b + grid, ... in a grouped (L2-friendly) order, GROUP_M row tiles sweeping the columns together. The
     ring runs on across a block's output tiles, so the producer loads the next output tile's stages while the
@@ -430,7 +430,15 @@ def gemm_persistent(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", 
     there (fallback=False): the per-row copy compiled beside them spilled the 64-register producer (224 bytes).
     STORE_BUFS (default 2) generalizes the two buffers: piece p uses buffer p % STORE_BUFS, its j-th use being
     j = it * BN // (STORE_BUFS * STORE_N) + p // STORE_BUFS; pieces under 128 bytes a row (STORE_N=32 for bf16)
-    take the swizzle of their span (64 bytes: tp.Swizzle(2, 3, 3))."""
+    take the swizzle of their span (64 bytes: tp.Swizzle(2, 3, 3)).
+
+    DEFER=1 (STORE_N > 0): the pieces that would wait inside the tile for a buffer's read (p >= STORE_BUFS) are
+    rounded to C's dtype and held in registers (a (BM, BN - STORE_BUFS * STORE_N) tile, 32 registers a thread at
+    128 x 256 bf16), and written during the next tile's first k-tile: its wgmma is issued asynchronously, the held
+    pieces go into the buffers as their reads complete, then the wgmma is waited for. The tensor cores work through
+    the store's round trip instead of idling at the tile's end; a tile's pieces still go out in order 0, 1, ... (the
+    store warp is unchanged), the last tile's held pieces after the loop. The first k-tile is taken out of the ring
+    loop (every tile has one: K >= 1)."""
     a_s = tp.shared((BM, BK), tp.bf16, stages=STAGES, swizzle=SWIZZLE)
     b_s = tp.shared((BK, BN), tp.bf16, stages=STAGES, swizzle=SWIZZLE, layout=b_layout(BK, BN))
     if EPILOGUE == 2 and STORE_N == 0:
@@ -524,6 +532,45 @@ def gemm_persistent(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", 
                 tp.mbarrier_wait(staged, mine - 1)
                 tp.store_bulk(c_s, C[lm0:lm0 + BM, ln0:ln0 + BN], fallback=False)
                 tp.store_bulk_wait(c_s)
+    elif DEFER:                         # consumer warpgroups, the held pieces written under the next first k-tile
+        if CONSUMER_REGS > 0:
+            tp.setmaxnreg(CONSUMER_REGS)
+        for s in tp.static_range(STAGES):
+            tp.mbarrier_arrive(empty[s])
+        uses = BN // (STORE_BUFS * STORE_N)         # uses of each buffer per tile
+        held = tp.cast(tp.zeros((BM, BN), tp.f32, layout=tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1))),
+                       C.dtype)[:, STORE_BUFS * STORE_N:BN]
+        for t in range(first, n_m * n_n, step):
+            it = (t - first) // step
+            turn = it * rounds
+            tp.mbarrier_wait(full[0], turn)             # slot 0: k-tile 0 (every tile has one)
+            acc = tp.mma_async(a_s[0], b_s[0],
+                               tp.zeros((BM, BN), tp.f32, layout=tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1))))
+            if it > 0:      # the previous tile's held pieces, while the tensor cores run k-tile 0
+                for p in tp.static_range(STORE_BUFS, BN // STORE_N):
+                    tp.mbarrier_wait(c_free[p % STORE_BUFS], (it - 1) * uses + p // STORE_BUFS - 1)
+                    tp.store(c_s[p % STORE_BUFS], held[:, (p - STORE_BUFS) * STORE_N:(p - STORE_BUFS + 1) * STORE_N])
+                    tp.mbarrier_arrive(staged[p % STORE_BUFS])
+            tp.mma_wait(0)
+            tp.mbarrier_arrive(empty[0])
+            for k in range(1, rounds * STAGES):
+                tp.mbarrier_wait(full[k % STAGES], turn + k // STAGES)
+                if k < k_tiles:
+                    acc = tp.mma(a_s[k % STAGES], b_s[k % STAGES], acc)
+                tp.mbarrier_arrive(empty[k % STAGES])
+            tp.assert_tag(tp.mma_operands(acc), lambda a, b: a[2] == b[1])
+            out = tp.cast(acc, C.dtype)
+            for p in tp.static_range(STORE_BUFS):      # pieces 0 .. STORE_BUFS - 1 now: their buffers were read
+                if it > 0:                              # (the previous tile's held pieces, a k-loop ago)
+                    tp.mbarrier_wait(c_free[p], it * uses - 1)
+                tp.store(c_s[p], out[:, p * STORE_N:p * STORE_N + STORE_N])
+                tp.mbarrier_arrive(staged[p])
+            held = out[:, STORE_BUFS * STORE_N:BN]
+        mine = tp.cdiv(n_m * n_n - first, step)     # the block's last tile's held pieces
+        for p in tp.static_range(STORE_BUFS, BN // STORE_N):
+            tp.mbarrier_wait(c_free[p % STORE_BUFS], (mine - 1) * uses + p // STORE_BUFS - 1)
+            tp.store(c_s[p % STORE_BUFS], held[:, (p - STORE_BUFS) * STORE_N:(p - STORE_BUFS + 1) * STORE_N])
+            tp.mbarrier_arrive(staged[p % STORE_BUFS])
     else:                               # consumer warpgroups: wgmma over their own threads, 64 rows each
         if CONSUMER_REGS > 0:
             tp.setmaxnreg(CONSUMER_REGS)
@@ -866,7 +913,7 @@ def policy(M: int, N: int, K: int, out=None, fixup: bool = False, forms: bool = 
 def grid_of(M: int, N: int, params: dict) -> tuple:
     if params.get("PERSISTENT"):
         return (min(_cdiv(M, params["BM"]) * _cdiv(N, params["BN"]), params.get("NUM_SMS", NUM_SMS)),)
-    return (_cdiv(M, params["BM"]), _cdiv(N, params["BN"]), params.get("SPLIT_K", 1))
+    return (_cdiv(M, params["BM"]), _cdiv(N, params["BN"]), params.get("SPLIT_K", 1) * params.get("CLUSTER_K", 1))
 
 
 def _other_tile(pol: dict, given: dict) -> bool:
@@ -889,7 +936,7 @@ STEADY_ONLY = ("IN_FLIGHT", "SPLIT_K", "EPILOGUE", "B_SWIZZLE", "FIXUP", "MIN_BL
 CLUSTER_ONLY = ("CLUSTER_M",)                            # gemm_cluster's (CLUSTER_M > 1 picks it)
 # gemm_splitk_swap's constexprs (SWAP_AB=1 picks it)
 SWAP_KEYS = ("BM", "BN", "BK", "STAGES", "CONSUMERS", "INSTR", "SWIZZLE", "SPLIT_K", "IN_FLIGHT", "CLUSTER_M", "B_NK",
-             "K_WAYS", "M_SHIFT")
+             "K_WAYS", "M_SHIFT", "CLUSTER_K")
 
 
 def clustered(params: dict) -> bool:
@@ -923,6 +970,13 @@ def kernel_params(params: dict) -> dict:
                              f"alternate k-tiles) needs CONSUMERS=2 and BN a multiple of 64 (got K_WAYS="
                              f"{params.get('K_WAYS')}, CONSUMERS={params.get('CONSUMERS')}, BN={params.get('BN')}); "
                              f"K_WAYS is 1 or 2")
+        if params.get("CLUSTER_K", 1) != 1 and (params.get("CLUSTER_K") != 2 or params.get("K_WAYS", 1) != 2
+                                                or params.get("SPLIT_K", 1) != 1 or clustered(params)):
+            raise ValueError(f"gemm_hopper: CLUSTER_K=2 (gemm_splitk_swap: K split over the two blocks of a cluster, "
+                             f"summed through distributed shared memory) needs K_WAYS=2, SPLIT_K=1 and CLUSTER_M=1 "
+                             f"(got CLUSTER_K={params.get('CLUSTER_K')}, K_WAYS={params.get('K_WAYS', 1)}, SPLIT_K="
+                             f"{params.get('SPLIT_K', 1)}, CLUSTER_M={params.get('CLUSTER_M', 1)}); CLUSTER_K is 1 "
+                             f"or 2")
         return {**{k: v for k, v in params.items() if k in SWAP_KEYS}, "SPLIT_K": params.get("SPLIT_K", 1)}
     if clustered(params):
         bad = {k: params[k] for k in ("IN_FLIGHT", "SPLIT_K", "B_SWIZZLE", "PERSISTENT", "MIN_BLOCKS")

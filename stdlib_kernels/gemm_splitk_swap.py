@@ -59,7 +59,7 @@ def _red_layout(BN, BM):
 
 
 def _cluster(c):
-    return (c["CLUSTER_M"], 1, 1)
+    return (c["CLUSTER_M"], 1, c["CLUSTER_K"])
 
 
 @tp.kernel(threads=_threads, target="sm_90a", cluster=_cluster)
@@ -69,7 +69,8 @@ def gemm_splitk_swap(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K",
                      STAGES: tp.constexpr = 11, CONSUMERS: tp.constexpr = 2,
                      INSTR: tp.constexpr = tp.nv.wgmma_m64n16k16_bf16, SWIZZLE: tp.constexpr = tp.Swizzle(3, 3, 3),
                      SPLIT_K: tp.constexpr = 4, IN_FLIGHT: tp.constexpr = 1, CLUSTER_M: tp.constexpr = 1,
-                     B_NK: tp.constexpr = 0, K_WAYS: tp.constexpr = 1, M_SHIFT: tp.constexpr = 0):
+                     B_NK: tp.constexpr = 0, K_WAYS: tp.constexpr = 1, M_SHIFT: tp.constexpr = 0,
+                     CLUSTER_K: tp.constexpr = 1):
     m0 = tp.block_id(0) * BM
     n0 = tp.block_id(1) * BN
     # C^T's tile: 64 of its rows (C's columns) per consumer; with K_WAYS=2 the whole tile in each consumer
@@ -104,6 +105,11 @@ def gemm_splitk_swap(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K",
             # an even count per split (each consumer the same share; zeros past K), so no split's pairs reach the next
             k_tiles = 2 * tp.cdiv(tp.cdiv(tp.cdiv(A.shape[1], BK), SPLIT_K), 2)
             k_first = z * k_tiles
+        elif CLUSTER_K > 1:
+            # the split is the cluster (grid z = CLUSTER_K blocks of one cluster): rank r's share of the k-tiles, its
+            # sum handed to rank 0 through distributed shared memory (below): no slots, no second kernel
+            k_tiles = 2 * tp.cdiv(tp.cdiv(tp.cdiv(A.shape[1], BK), CLUSTER_K), 2)
+            k_first = tp.block_id(2) * k_tiles
         else:
             k_tiles = tp.cdiv(A.shape[1], BK)
             k_first = 0
@@ -172,7 +178,9 @@ def gemm_splitk_swap(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K",
                 tp.assert_tag(tp.mma_operands(acc), lambda b, a: b[1] == a[2])   # B's k is A's k
                 tp.mbarrier_wait(red_full, 0)     # consumer 1's sum, added; then the tile is stored
                 acc = acc + tp.load(red, layout=LC)
-                if SPLIT_K > 1:
+                if CLUSTER_K > 1:
+                    tp.store(red, acc)            # the block's sum, for rank 0 (after the cluster barrier below)
+                elif SPLIT_K > 1:
                     mine = z * tp.num_blocks(0) * BM + m0          # split z's slot (rows as C's)
                     if M_SHIFT:
                         tp.store(WS[mine:mine + BM, n0:n0 + BN], acc.T,
@@ -208,6 +216,19 @@ def gemm_splitk_swap(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K",
                 tp.assert_tag(tp.mma_operands(acc), lambda b, a: b[1] == a[2])   # B's k is A's k
                 tp.store(red, acc)                # handed to consumer 0
                 tp.mbarrier_arrive(red_full)
+        if CLUSTER_K > 1:
+            # every block's sum is in its `red`; rank 0's consumer 0 adds the other ranks' (distributed shared
+            # memory) and stores C; the second barrier keeps them until it has read them
+            tp.cluster_sync()
+            if tp.block_id(2) == 0:
+                if tp.warpgroup_id() == 1:
+                    acc = tp.load(red, layout=LC) + tp.load(red, layout=LC, cta=1)    # (CLUSTER_K = 2)
+                    if M_SHIFT:
+                        tp.store(C[m0:m0 + BM, n0:n0 + BN], acc.T,
+                                 mask=(m0 + tp.arange(BM)[:, None] >= own) & (tp.arange(BN)[None, :] >= 0))
+                    else:
+                        tp.store(C[m0:m0 + BM, n0:n0 + BN], acc.T)
+            tp.cluster_sync()
         if CLUSTER_M > 1:
             tp.cluster_sync()
     else:

@@ -119,17 +119,41 @@ class MemoryRules:
             raise self.err(node, f"mask shape {mask.type.shape} does not broadcast to {shape}", cls=ShapeError)
         return mask
 
-    def b_load(self, node, src, mask=None, other=0, layout=None):
+    def b_load(self, node, src, mask=None, other=0, layout=None, cta=None):
         src = self._view_arg(src, node, "tp.load's source")
         t = src.type
+        if cta is not None:
+            cta = self._remote_rank(cta, src, node)
         # a gather reads element by element (no vector width to serve): lay it out as f32 tiles are, the
         # usual next step (x.to(tp.f32) then arithmetic) then needs no redistribution
         layout = self._layout_arg(layout, t.shape, dt.f32 if isinstance(t, GatherTileType) else t.dtype, node)
         args = [src]
         mask = self._mask_arg(mask, t.shape, node)
         other_e = self._weak_const(other, t, node) if not isinstance(other, ir.Expr) else other
+        extra = {} if cta is None else {"cta": cta}
         return self.make("load", self.reg(t.dtype, t.shape, layout, node), node, *args, other_e,
-                         *( [mask] if mask is not None else []), layout=layout, masked=mask is not None)
+                         *( [mask] if mask is not None else []), layout=layout, masked=mask is not None, **extra)
+
+    def _remote_rank(self, cta, src, node) -> int:
+        """load(shared tile, cta=r): the same allocation in block r of the cluster (distributed shared memory); r a
+        compile-time int. Blocks of a cluster run one kernel, so the analyses read it as the block's own tile; the
+        cluster check (tilepy_verify) asks for a tp.cluster_sync() before (the other block wrote it) and after (it
+        must not exit while this block reads it)."""
+        if self.tr.cluster_size == 1:
+            raise self.err(node, "tp.load(..., cta=r) reads another CTA's shared memory, but this kernel has no "
+                           "cluster", "declare one: @tp.kernel(cluster=(1, 1, 2))", KernelTypeError)
+        if not self.tr.target.has("cluster"):
+            raise self.err(node, f"tp.load(..., cta=) needs `cluster`, which target {self.tr.target.name} does not "
+                           "have", cls=TargetError)
+        if not isinstance(src.type, SharedType):
+            raise self.err(node, "tp.load(..., cta=r) reads a shared tile of another CTA; this source is global",
+                           "drop cta= for a global tile", KernelTypeError)
+        if isinstance(cta, ir.Const):
+            cta = cta.value
+        if isinstance(cta, bool) or not isinstance(cta, int) or not 0 <= cta < self.tr.cluster_size:
+            raise self.err(node, f"cta= must be a compile-time cluster rank, 0 to {self.tr.cluster_size - 1}, got "
+                           f"{_show(cta)}", "pass an int or a constexpr", KernelTypeError)
+        return int(cta)
 
     def b_store(self, node, dst, value, mask=None):
         dst = self._view_arg(dst, node, "tp.store's destination")

@@ -219,6 +219,8 @@ class _MemoryOps:
         other = args[i_other] if i_other is not None and i_other < len(args) else None
         if not isinstance(src, GlobalView | SharedRef):
             raise InterpreterError(f"load() needs a global or shared tile, got {type(src).__name__}", e.span)
+        if e.attrs.get("cta") is not None:
+            src = self._remote_shared(src, int(e.attrs["cta"]), e.span)
         if isinstance(e.type, RegType):
             dtype, shape, layout = e.type.dtype, tuple(e.type.shape), e.type.layout
         else:
@@ -258,6 +260,17 @@ class _MemoryOps:
                                        "addresses (per-thread view starts); give each thread its own elements "
                                        "in the layout", e.span)
         return out
+
+    def _remote_shared(self, src, rank: int, span):
+        """load(..., cta=rank): the same allocation, stage and window in block `rank` of the cluster."""
+        cta = self.peer(rank, span, "a load of another block's shared memory (cta=)")
+        if cta is None or rank == getattr(self, "cta_rank", 0):
+            return src
+        buf = next((b for b in cta.shared.values() if b.index == src.buf.index), None)
+        if buf is None:
+            raise InterpreterError(f"a load reaches block {cta.block} (cluster rank {rank}) before it allocated "
+                                   f"'{src.buf.name}': call tp.cluster_sync() after it has written the tile", span)
+        return SharedRef(buf, src.type, src.stage, src.origin)
 
     @staticmethod
     def _load_arg_positions(e) -> tuple:

@@ -61,8 +61,9 @@ _OPS = [
     OpInfo("convert_layout", "convert_layout(x) attrs{layout}", False,
            "same values, redistributed over threads by `layout` (through shared memory on the GPU)"),
     # memory
-    OpInfo("load", "load(src, other, [mask]) attrs{layout, masked}", False,
-           "read a view into a register tile; masked-off or out-of-bounds elements read `other` (0)"),
+    OpInfo("load", "load(src, other, [mask]) attrs{layout, masked, [cta]}", False,
+           "read a view into a register tile; masked-off or out-of-bounds elements read `other` (0); with `cta` "
+           "(a compile-time cluster rank), a shared tile of that CTA of the cluster (mapa + ld.shared::cluster)"),
     OpInfo("store", "store(dst, value, [mask])", True,
            "write a register tile into a view; masked or out-of-bounds elements are skipped; an element "
            "held by several threads is written by the lowest one"),

@@ -7,7 +7,8 @@ gemm_splitk_swap (swap-AB split-K, FIXUP=3 slots) on ragged decode shapes; and s
 compute-sanitizer --tool memcheck python3 tests/gpu/sanitize_gemm_small.py
 compute-sanitizer --tool racecheck python3 tests/gpu/sanitize_gemm_small.py
 (--kways: only G11's gemm_splitk_swap K_WAYS=2 cases: two consumer warpgroups over one tile, alternate k-tiles, the
-hand-over through shared memory; unsplit / split / clusters / B as (N, K), odd k-tile counts, ragged M / N / K)
+hand-over through shared memory; unsplit / split / clusters / B as (N, K), odd k-tile counts, ragged M / N / K;
+--clusterk: only G14's CLUSTER_K=2 cases, K split over a cluster's two blocks, summed through distributed shared memory)
 """
 
 import os
@@ -78,6 +79,48 @@ def kways_cases():
     assert err < 4e-3, err
 
 
+def cluster_k_cases():
+    """G14's CLUSTER_K=2: K split over the two blocks of a cluster, rank 1's sum read by rank 0 through distributed
+    shared memory (tp.load(..., cta=1)) between two cluster barriers; odd k-tile counts, ragged M / N / K, n48 / n80 /
+    n104 tiles, the shifted last row tile, B as (N, K)."""
+    from stdlib_kernels import gemm_splitk_swap as gs
+
+    ins = {bm: getattr(tp.nv, f"wgmma_m64n{bm}k16_bf16") for bm in (16, 32, 48, 64, 80, 104)}
+    ck = dict(SWAP_AB=1, K_WAYS=2, CONSUMERS=2, BN=64, IN_FLIGHT=1, SPLIT_K=1, CLUSTER_K=2)
+    for (m, k, n), bm, extra in (((32, 1100, 264), 32, dict(STAGES=8)),      # 18 k-tiles: 10 per rank, zeros past K
+                                 ((13, 520, 2045), 16, dict(STAGES=4)),      # 9 k-tiles, B rows padded
+                                 ((45, 300, 200), 48, dict(STAGES=6)),
+                                 ((80, 700, 130), 80, dict(STAGES=5)),
+                                 ((100, 264, 300), 104, dict(STAGES=4)),     # 5 k-tiles: rank 1 reads 1 real + zeros
+                                 ((130, 600, 200), 64, dict(STAGES=6, M_SHIFT=1))):
+        a = torch.randn(m, k, device=d, generator=g).bfloat16()
+        b = torch.randn(k, n, device=d, generator=g).bfloat16()
+        ref = a.double() @ b.double()
+        for out in (torch.float32, torch.bfloat16):
+            c = torch.full((m, n), float("nan"), device=d, dtype=out)
+            gemm_hopper.launch(a, b, c, **{**ck, **extra, "BM": bm, "INSTR": ins[bm]})
+            torch.cuda.synchronize()
+            err = float((c.double() - ref).norm() / ref.norm())
+            print("cluster_k", m, k, n, bm, out, extra, "rel err", err, flush=True)
+            assert err < (4e-3 if out == torch.bfloat16 else 1e-5), err
+    m, k, n = 32, 600, 264      # B as (N, K)
+    a = torch.randn(m, k, device=d, generator=g).bfloat16()
+    w = torch.randn(n, k, device=d, generator=g).bfloat16()
+    c = torch.full((m, n), float("nan"), device=d, dtype=torch.bfloat16)
+    p = {**gemm_hopper.PRESETS["sm_90a"], **ck, "BM": 32, "STAGES": 8, "B_NK": 1, "INSTR": ins[32]}
+    gs.gemm_splitk_swap_nk_bf16[gemm_hopper.grid_of(m, n, p)](a, w, c, torch.zeros(1, 1, device=d),
+                                                               torch.zeros(1, device=d, dtype=torch.int32),
+                                                               target="sm_90a", **gemm_hopper.kernel_params(p))
+    torch.cuda.synchronize()
+    err = float((c.double() - a.double() @ w.double().T).norm() / (a.double() @ w.double().T).norm())
+    print("cluster_k B_NK rel err", err, flush=True)
+    assert err < 4e-3, err
+
+
+if "--clusterk" in sys.argv:
+    cluster_k_cases()
+    print("ok")
+    sys.exit(0)
 if "--kways" in sys.argv:
     kways_cases()
     print("ok")

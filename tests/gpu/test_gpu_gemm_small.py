@@ -281,3 +281,81 @@ def test_k_ways_policy_through_launch(m, n, k, out):
     # (which way launch takes it: the policy without the form, or, past 1024^3, A copied into an aligned buffer)
     plan = gemm_hopper._PLANS.get((m, n, k, c.dtype, None, "sm_90a", "A / B not TMA-loadable"))
     assert plan is None or plan.params.get("K_WAYS", 1) == 1
+
+
+CK = dict(KW, CLUSTER_K=2)
+I48, I80, I104 = tp.nv.wgmma_m64n48k16_bf16, tp.nv.wgmma_m64n80k16_bf16, tp.nv.wgmma_m64n104k16_bf16
+
+
+@pytest.mark.parametrize("out", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize(
+    "m,n,k,extra",
+    [
+        (32, 4096, 4096, dict(BM=32, INSTR=I32, STAGES=8)),
+        (13, 1000, 1100, dict(BM=16, INSTR=I16, STAGES=8)),     # 18 k-tiles: 10 per rank (even), zeros past K
+        (45, 2045, 1000, dict(BM=48, INSTR=I48, STAGES=6)),     # B's rows padded, n48
+        (80, 4096, 4096, dict(BM=80, INSTR=I80, STAGES=5)),     # one 80-row tile: no rows past M in A's box
+        (100, 4096, 520, dict(BM=104, INSTR=I104, STAGES=4)),   # 9 k-tiles: rank 1 gets 3 real + zeros
+        (128, 2200, 4096, dict(BM=128, INSTR=I128, STAGES=4)),
+        (130, 1000, 700, dict(BM=64, INSTR=I64, STAGES=6, M_SHIFT=1)),   # 3 row tiles, the last shifted
+    ],
+)
+def test_cluster_k_through_launch(m, n, k, extra, out):
+    """CLUSTER_K=2: K split over the two blocks of a cluster, rank 1's sum read by rank 0 through distributed shared
+    memory (tp.load(..., cta=1)), no slots, no second kernel: against float64, NaN-poisoned C, the same bits from a
+    second call (the sum's order is fixed)."""
+    g = torch.Generator(device="cuda").manual_seed(m + n + k + 11)
+    a = torch.randn(m, k, device=DEV, generator=g).bfloat16()
+    b = torch.randn(k, n, device=DEV, generator=g).bfloat16()
+    ref = a.double() @ b.double()
+    c = torch.full((m, n), float("nan"), device=DEV, dtype=out)
+    gemm_hopper.launch(a, b, c, **{**CK, **extra})
+    torch.cuda.synchronize()
+    assert torch.isfinite(c).all()
+    err = float((c.double() - ref).norm() / ref.norm())
+    assert err < (3e-3 if out == torch.bfloat16 else 1e-5), err
+    plan = next(p for key, p in gemm_hopper._PLANS.items() if key[:3] == (m, n, k) and ("CLUSTER_K", 2) in key)
+    assert plan.summer is None and plan.params["CLUSTER_K"] == 2
+    first = c.clone()
+    c.fill_(float("nan"))
+    gemm_hopper.launch(a, b, c, **{**CK, **extra})
+    torch.cuda.synchronize()
+    assert torch.equal(c, first)
+
+
+def test_cluster_k_b_given_as_nk():
+    """CLUSTER_K=2 with B an (N, K) weight read in place (B_NK=1), against F.linear's float64 value."""
+    from stdlib_kernels import gemm_splitk_swap as gs
+
+    m, n, k = 32, 2048, 1000
+    g = torch.Generator(device="cuda").manual_seed(5)
+    a = torch.randn(m, k, device=DEV, generator=g).bfloat16()
+    w = torch.randn(n, k, device=DEV, generator=g).bfloat16()
+    ref = a.double() @ w.double().T
+    p = {**gemm_hopper.PRESETS["sm_90a"], **CK, "BM": 32, "INSTR": I32, "STAGES": 8, "B_NK": 1}
+    kp = gemm_hopper.kernel_params(p)
+    c = torch.full((m, n), float("nan"), device=DEV, dtype=torch.bfloat16)
+    ws = torch.zeros((1, 1), device=DEV)
+    locks = torch.zeros(1, device=DEV, dtype=torch.int32)
+    gs.gemm_splitk_swap_nk_bf16[gemm_hopper.grid_of(m, n, p)](a, w, c, ws, locks, target="sm_90a", **kp)
+    torch.cuda.synchronize()
+    assert torch.isfinite(c).all()
+    err = float((c.double() - ref).norm() / ref.norm())
+    assert err < 3e-3, err
+
+
+def test_cluster_k_sass():
+    """HGMMA at the new widths, the remote loads generic (LD, not LDS), a cluster barrier, no local memory."""
+    import tilepy_hip
+
+    for extra, instr in ((dict(BM=32, INSTR=I32, STAGES=8), "HGMMA.64x32x16"),
+                         (dict(BM=80, INSTR=I80, STAGES=5), "HGMMA.64x80x16"),
+                         (dict(BM=128, INSTR=I128, STAGES=4), "HGMMA.64x128x16")):
+        for out in (tp.f32, tp.bf16):
+            p = {**gemm_hopper.PRESETS["sm_90a"], **CK, **extra}
+            kernel, kp = gemm_hopper.plan_kernel(64, 4096, out, p, 4096)
+            ck = tilepy_hip.compile(kernel, target="sm_90a", **kp)
+            sass = ck.sass()
+            assert kernel.name == "gemm_splitk_swap" and instr in sass and ".tnspA" in sass, kp
+            assert "UCGABAR_WAIT" in sass and "LD.E" in sass, kp
+            assert "LDL" not in sass and "STL" not in sass and ck.resources["spill_stores"] == 0, kp

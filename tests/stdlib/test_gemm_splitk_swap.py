@@ -459,3 +459,128 @@ def _shifted_unmasked(X: tp.Tensor[tp.f32, "M", 64], C: tp.Tensor[tp.f32, "M", 6
     """The shifted last row tile with the seeded bug: its rows that the previous tile owns stored again."""
     m0 = tp.minimum(tp.block_id(0) * 64, X.shape[0] - 64)
     tp.store(C[m0:m0 + 64, 0:64], tp.load(X[m0:m0 + 64, 0:64]) * 2.0)     # BUG: no mask for rows below block * 64
+
+
+CK = dict(KW, FIXUP=0, CLUSTER_K=2)
+
+
+@pytest.mark.parametrize("out", [tp.f32, tp.bf16])
+@pytest.mark.parametrize("m,k,n,bm,params", [
+    (32, 700, 200, 32, dict(STAGES=3)),            # 11 k-tiles: 6 per rank (even), rank 1 reads zeros past K
+    (13, 200, 2045, 16, dict(STAGES=2)),           # B's rows padded; 4 k-tiles, 2 per rank
+    (45, 520, 130, 48, dict(STAGES=2)),            # wgmma n48, one row tile
+    (80, 300, 70, 80, dict(STAGES=2)),             # n80: A's box ends at M
+    (100, 264, 136, 104, dict(STAGES=2)),          # n104; 5 k-tiles: rank 1 one real tile and zeros
+    (130, 330, 64, 64, dict(STAGES=2, M_SHIFT=1)),   # three row tiles, the last shifted back to end at M
+])
+def test_cluster_k_on_the_interpreter(m, k, n, bm, params, out):
+    """CLUSTER_K=2: K split over the two blocks of a cluster (grid z), rank 1's sum read by rank 0 from its shared
+    memory (tp.load(..., cta=1)) between two cluster barriers; C stored once, no slots, no splitk_sum: against float64
+    on ragged shapes, NaN-poisoned C."""
+    rng = np.random.default_rng(m * 3 + k + n)
+    a = round_bf16(rng.standard_normal((m, k)).astype(np.float32))
+    b = round_bf16(rng.standard_normal((k, n)).astype(np.float32))
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    c = np.full((m, n), np.nan, np.float32)
+    given = {**CK, **params, "BM": bm, "INSTR": getattr(tp.nv, f"wgmma_m64n{bm}k16_bf16")}
+    gemm_hopper.launch(a, b, c, out_dtype=out, **given)
+    assert not np.isnan(c).any()
+    if out == tp.f32:
+        np.testing.assert_allclose(c, ref, rtol=1e-5, atol=1e-4)
+    else:
+        assert np.array_equal(c, round_bf16(c))
+        np.testing.assert_allclose(c, ref, rtol=2 ** -8, atol=1e-3)
+    plan = gemm_hopper._PLANS[(m, n, k, c.dtype, out, "sm_90a", *given.items())]
+    assert plan.summer is None and plan.params["CLUSTER_K"] == 2
+    assert gemm_hopper.grid_of(m, n, given)[2] == 2
+
+
+def test_cluster_k_rank_zero_alone_is_not_the_product():
+    """Each rank holds half of K: rank 0's own half is far from the product (the tests above would see a missing
+    remote sum)."""
+    rng = np.random.default_rng(3)
+    m, k, n = 16, 512, 64
+    a = round_bf16(rng.standard_normal((m, k)).astype(np.float32))
+    b = round_bf16(rng.standard_normal((k, n)).astype(np.float32))
+    half = a[:, :256].astype(np.float64) @ b[:256].astype(np.float64)
+    c = np.full((m, n), np.nan, np.float32)
+    gemm_hopper.launch(a, b, c, **{**CK, "BM": 16, "STAGES": 2})
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-5, atol=1e-4)
+    assert np.abs(c - half).max() > 1.0
+
+
+def test_cluster_k_needs_k_ways_and_no_other_split():
+    p = {**gemm_hopper.PRESETS["sm_90a"], **CK, "BM": 16}
+    assert gemm_hopper.kernel_params(p)["CLUSTER_K"] == 2
+    for bad in (dict(K_WAYS=1, CONSUMERS=1), dict(SPLIT_K=2, FIXUP=3), dict(CLUSTER_M=2), dict(CLUSTER_K=4)):
+        with pytest.raises(ValueError, match="CLUSTER_K"):
+            gemm_hopper.kernel_params({**p, **bad})
+
+
+def test_cluster_k_verifies_clean_and_renders_the_remote_load():
+    """The CLUSTER_K forms verify clean (2 s at rest; 30 s a hang guard under load); the remote load goes through
+    mapa's generic address; a kernel reading another block's tile without a cluster barrier before it, or without one
+    after it, is reported (race)."""
+    import time
+
+    import tilepy_verify as tv
+    from stdlib_kernels.gemm_splitk_swap import gemm_splitk_swap_nk
+    from tilepy_hip.render import render_kernel
+
+    i32, i80 = tp.nv.wgmma_m64n32k16_bf16, tp.nv.wgmma_m64n80k16_bf16
+    kw = dict(K_WAYS=2, CONSUMERS=2, BN=64, SPLIT_K=1, CLUSTER_K=2)
+    for kernel, p in ((gemm_splitk_swap_bf16, dict(kw, BM=32, INSTR=i32, STAGES=8)),
+                      (gemm_splitk_swap, dict(kw, BM=80, INSTR=i80, STAGES=5)),
+                      (gemm_splitk_swap, dict(kw, BM=64, INSTR=tp.nv.wgmma_m64n64k16_bf16, STAGES=6, M_SHIFT=1)),
+                      (gemm_splitk_swap_nk, dict(kw, BM=32, INSTR=i32, STAGES=8, B_NK=1))):
+        t = time.perf_counter()
+        report = tv.verify(kernel, target="sm_90a", **p)
+        assert report.findings == [], [str(f) for f in report.findings]
+        assert time.perf_counter() - t < 30
+    src, _, _ = render_kernel(gemm_splitk_swap.ir("sm_90a", **kw, BM=32, INSTR=i32, STAGES=8))
+    assert src.count("tp_mapa(red, 1)") == 1 and src.count("tp_cluster_sync()") == 2
+    for kernel in (_remote_before_sync, _remote_without_last_sync):
+        report = tv.verify(kernel, target="sm_90a")
+        assert [f.check for f in report.findings] == ["race"], [str(f) for f in report.findings]
+
+
+def test_remote_load_needs_a_cluster_and_a_shared_rank():
+    import tilepy.errors as te
+
+    with pytest.raises(te.KernelTypeError, match="no cluster"):
+        _remote_no_cluster.ir("sm_90a")
+    with pytest.raises(te.KernelTypeError, match="cluster rank"):
+        _remote_rank_out_of_range.ir("sm_90a")
+
+
+@tp.kernel(threads=128, target="sm_90a", cluster=(2, 1, 1))
+def _remote_before_sync(X: tp.Tensor[tp.f32, "N", 128], Y: tp.Tensor[tp.f32, "N", 128]):
+    s = tp.shared((128,), tp.f32)
+    tp.store(s, tp.load(X[tp.block_id(0), 0:128]))
+    tp.barrier()                # (the block's own threads: ordered)
+    v = tp.load(s, cta=1)       # seeded bug: no cluster barrier between the other block's store and this load
+    tp.cluster_sync()
+    tp.store(Y[tp.block_id(0), 0:128], v)
+
+
+@tp.kernel(threads=128, target="sm_90a", cluster=(2, 1, 1))
+def _remote_without_last_sync(X: tp.Tensor[tp.f32, "N", 128], Y: tp.Tensor[tp.f32, "N", 128]):
+    s = tp.shared((128,), tp.f32)
+    tp.store(s, tp.load(X[tp.block_id(0), 0:128]))
+    tp.cluster_sync()
+    v = tp.load(s, cta=1)       # seeded bug: the other block may exit (its shared memory gone) while this reads
+    tp.store(Y[tp.block_id(0), 0:128], v)
+
+
+@tp.kernel(threads=128, target="sm_90a")
+def _remote_no_cluster(X: tp.Tensor[tp.f32, "N", 128]):
+    s = tp.shared((128,), tp.f32)
+    tp.store(X[0, 0:128], tp.load(s, cta=1))
+
+
+@tp.kernel(threads=128, target="sm_90a", cluster=(2, 1, 1))
+def _remote_rank_out_of_range(X: tp.Tensor[tp.f32, "N", 128]):
+    s = tp.shared((128,), tp.f32)
+    tp.cluster_sync()
+    tp.store(X[0, 0:128], tp.load(s, cta=2))
+    tp.cluster_sync()

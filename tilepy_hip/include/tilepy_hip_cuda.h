@@ -153,6 +153,13 @@ static __device__ __forceinline__ int tp_cluster_rank() {
 static __device__ __forceinline__ void tp_cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }
+// the same shared-memory element in CTA `cta` of the cluster, as a generic address (distributed shared memory:
+// tp.load(..., cta=); the loads through it are generic, ld's shared::cluster window)
+template <class T> static __device__ __forceinline__ T* tp_mapa(T* p, int cta) {
+  unsigned long long r;
+  asm volatile("mapa.u64 %0, %1, %2;\n" : "=l"(r) : "l"(p), "r"(cta));
+  return (T*)r;
+}
 // arrive on the mbarrier at the same shared offset in CTA `cta` of the cluster, with the default semantics
 // (.release.cta, as CUTLASS's ClusterBarrier::arrive(cta_id)): what it orders is the arriving warp's own reads of
 // its stage (retired wgmma groups), before the other block's copy engine refills it. The .release.cluster form

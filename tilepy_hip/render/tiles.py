@@ -25,6 +25,7 @@ from tilepy.tv_layout import TVLayout
 from tilepy.types import GatherTileType, GlobalTileType, RegType, SharedType
 
 from .cexpr import cast, compute_type, ctype, is_half, literal, sym_c, var
+from .refs import SmemRef
 
 
 @dataclass
@@ -363,7 +364,12 @@ class TileOps:
         elif isinstance(src.type, GlobalTileType):
             self.global_access(self.view_ref(src), dst.layout, coords, mask, "load", dst.name, other)
         else:
-            self.shared_access(self.smem_ref(src), dst.layout, coords, mask, "load", dst.name, other)
+            sref = self.smem_ref(src)
+            if e.attrs.get("cta") is not None:   # the same tile in CTA `cta` of the cluster (distributed shared memory)
+                rp = self.tmp("rp")
+                self.em(f"{ctype(sref.dtype)}* {rp} = tp_mapa({sref.ptr}, {int(e.attrs['cta'])});")
+                sref = SmemRef(rp, sref.stype, sref.offset, sref.align)
+            self.shared_access(sref, dst.layout, coords, mask, "load", dst.name, other)
         self.em.close()
 
     def emit_store(self, call: ir.Call):

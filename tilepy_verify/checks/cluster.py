@@ -15,6 +15,9 @@ releases reach every block whose multicasts write into it; this module checks th
 * remote arrivals and multicast copies must come after a `tp.cluster_sync()` (the other blocks' mbarriers are
   initialized before it), and the kernel must end with one after the last of them (a block must not exit while
   others still write its shared memory): `race` otherwise.
+* a load of another block's shared tile (`tp.load(..., cta=r)`, distributed shared memory) is, to the walk, a load
+  of the block's own tile; it must come after a `tp.cluster_sync()` (the other block wrote the tile before it) and
+  the kernel must have one after it (the other block must not exit while its tile is read): `race` otherwise.
 A `cta=` is evaluated per rank (constants, `tp.static_range` variables, `tp.cluster_rank()` and + - * // % ^ & | of
 them); one that is something else is not judged here.
 """
@@ -30,6 +33,22 @@ def _bar_base(e):
     if isinstance(e, ir.Call) and e.op == "mbarrier_at":
         e = e.args[0]
     return e.name if isinstance(e, ir.Var) else None
+
+
+def _remote_loads(stmts, out, path):
+    """(statement, index path) of every statement that loads another block's shared tile (`tp.load(..., cta=r)`)."""
+    for i, s in enumerate(stmts):
+        here = (*path, i)
+        if isinstance(s, ir.Assign | ir.Eval):
+            e = s.value if isinstance(s, ir.Assign) else s.call
+            if any(isinstance(x, ir.Call) and x.op == "load" and x.attrs.get("cta") is not None
+                   for x in ir.walk_exprs(e)):
+                out.append((s, here))
+        elif isinstance(s, ir.For):
+            _remote_loads(s.body, out, here)
+        elif isinstance(s, ir.If):
+            _remote_loads(s.then, out, (*here, "then"))
+            _remote_loads(s.orelse, out, (*here, "else"))
 
 
 def _walk(stmts, env, out, path):
@@ -136,6 +155,24 @@ def findings(kir) -> list:
             out.append(Finding(
                 "race", "error", "a block can exit while another block of the cluster still arrives on its mbarriers "
                 "or multicasts into its shared memory: no tp.cluster_sync() comes after this", last[0].span,
+                {"detail": "end the kernel with tp.cluster_sync(), after the role branches join"}))
+    # a load of another block's shared tile (cta=): the blocks are alike, so the analyses read it as the block's
+    # own tile, written before a cluster barrier (which orders the other block's writes too: barrier.cluster's
+    # release / acquire); here: that barrier comes before the load, and another after it (the other block must not
+    # exit, its shared memory gone, while this one reads it)
+    loads: list = []
+    _remote_loads(kir.body, loads, ())
+    if loads:
+        first, last = loads[0], loads[-1]
+        if not any(p < first[1] for p in syncs):
+            out.append(Finding(
+                "race", "error", "a load of another block's shared tile (cta=) with no tp.cluster_sync() before it: "
+                "it can read the tile before that block wrote it", first[0].span,
+                {"detail": "write the tile, then tp.cluster_sync() where every thread runs, then load it"}))
+        if not any(p > last[1] for p in syncs):
+            out.append(Finding(
+                "race", "error", "a block can exit while another block of the cluster still reads its shared memory "
+                "(a load with cta=): no tp.cluster_sync() comes after this", last[0].span,
                 {"detail": "end the kernel with tp.cluster_sync(), after the role branches join"}))
     for i, (s, _env, p) in enumerate(evals):
         c = s.call
