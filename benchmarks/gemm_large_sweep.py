@@ -74,6 +74,10 @@ VARIANTS = {
     # G15: the policy's piece store with all 32 row tiles of 4096-row shapes in one group (the walk goes down each
     # column first: B is read from HBM once, A stays in the L2)
     "pers_g32": dict(PERSISTENT=1, STAGES=4, EPILOGUE=2, STORE_N=64, GROUP_M=32, **R64),
+    # G15: pieces 2 and 3 held in registers (bf16) and written under the next tile's first k-tile (its wgmma async):
+    # the store's round trip no longer stops the tensor cores at the tile's end (DEFER=1)
+    "pers_defer": dict(PERSISTENT=1, STAGES=4, EPILOGUE=2, STORE_N=64, DEFER=1, **R64),
+    "pers_n32_b4_defer": dict(PERSISTENT=1, STAGES=4, EPILOGUE=2, STORE_N=32, STORE_BUFS=4, DEFER=1, **R64),
     # 256 x 128 tiles (two consumers of 128 rows) in pieces: two 32 KB buffers leave 3 stages of 48 KB
     "pers_256x128_n64_s3": dict(PERSISTENT=1, BM=256, BN=128, CONSUMERS=2, INSTR=I128, STAGES=3, EPILOGUE=2, STORE_N=64,
                                 **R64),

@@ -1013,6 +1013,10 @@ def kernel_params(params: dict) -> dict:
         raise ValueError(f"gemm_hopper: STORE_N={store_n} stores the tile in column pieces through {bufs} buffers "
                          f"(STORE_BUFS): it needs EPILOGUE=2 and a whole number of rounds of the buffers (BN={bn} a "
                          f"multiple of {bufs * store_n}); got EPILOGUE={params.get('EPILOGUE', 0)}")
+    if params.get("DEFER") and (not store_n or bn != 2 * bufs * store_n):
+        raise ValueError(f"gemm_hopper: DEFER=1 holds the second half of the tile's STORE_N pieces in registers: it "
+                         f"needs EPILOGUE=2, STORE_N > 0 and BN = 2 x STORE_BUFS x STORE_N (got STORE_N={store_n}, "
+                         f"STORE_BUFS={bufs}, BN={bn})")
     keep = {k: v for k, v in params.items() if k not in STEADY_ONLY + ("PERSISTENT", "NUM_SMS")}
     if params.get("EPILOGUE"):      # EPILOGUE=2: the TMA store overlapped with the next tile
         keep["EPILOGUE"] = params["EPILOGUE"]

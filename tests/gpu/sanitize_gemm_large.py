@@ -4,7 +4,8 @@ the next tile (whole, and in 64-column pieces: STORE_N), gemm_fp8 with the TMA s
 gemm_fp8_persistent_tma (the pieces for fp8).
 
 compute-sanitizer --tool memcheck python3 tests/gpu/sanitize_gemm_large.py
-compute-sanitizer --tool racecheck python3 tests/gpu/sanitize_gemm_large.py [persistent | pieces]
+compute-sanitizer --tool racecheck python3 tests/gpu/sanitize_gemm_large.py [persistent | pieces | defer]
+(defer: the DEFER=1 piece forms alone: pieces held in registers and written under the next tile's first k-tile)
 """
 
 import os
@@ -33,8 +34,15 @@ for (m, k, n), extra in (((300, 520, 776), dict(STAGES=3, EPILOGUE=2, IN_FLIGHT=
                                                 **R64)),
                          # 8 pieces of 32 columns through 4 buffers (64-byte swizzle)
                          ((300, 520, 776), dict(PERSISTENT=1, NUM_SMS=3, STAGES=4, EPILOGUE=2, STORE_N=32,
-                                                STORE_BUFS=4, GROUP_M=2, **R64))):
-    if ONLY == "persistent" and not extra.get("PERSISTENT") or ONLY == "pieces" and not extra.get("STORE_N"):
+                                                STORE_BUFS=4, GROUP_M=2, **R64)),
+                         # DEFER=1: pieces 2 and 3 held in registers, written under the next tile's first k-tile;
+                         # 3 blocks over 3 x 4 tiles (partial in M, N and K), and one block over all 12
+                         ((300, 520, 776), dict(PERSISTENT=1, NUM_SMS=3, STAGES=4, EPILOGUE=2, STORE_N=64, GROUP_M=2,
+                                                DEFER=1, **R64)),
+                         ((300, 520, 776), dict(PERSISTENT=1, NUM_SMS=1, STAGES=4, EPILOGUE=2, STORE_N=32,
+                                                STORE_BUFS=4, GROUP_M=2, DEFER=1, **R64))):
+    if (ONLY == "persistent" and not extra.get("PERSISTENT") or ONLY == "pieces" and not extra.get("STORE_N")
+            or ONLY == "defer" and not extra.get("DEFER")):
         continue
     a = torch.randn(m, k, device=d, generator=g).bfloat16()
     b = torch.randn(k, n, device=d, generator=g).bfloat16()
@@ -48,7 +56,7 @@ for (m, n, k), extra in (((136, 260, 400), dict(STAGES=3, EPILOGUE=2, PRODUCER_R
                          # gemm_fp8_persistent_tma: 3 blocks over 3 x 3 tiles of 4 pieces, ragged M and K
                          ((300, 520, 272), dict(PERSISTENT=1, NUM_SMS=3, STORE_N=64, STAGES=4, GROUP_M=2,
                                                 PRODUCER_REGS=96, CONSUMER_REGS=200))):
-    if ONLY == "persistent" or ONLY == "pieces" and not extra.get("STORE_N"):
+    if ONLY in ("persistent", "defer") or ONLY == "pieces" and not extra.get("STORE_N"):
         continue
     a = torch.randn(m, k, device=d, generator=g).to(torch.float8_e4m3fn)
     b = torch.randn(n, k, device=d, generator=g).to(torch.float8_e4m3fn)

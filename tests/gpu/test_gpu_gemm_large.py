@@ -53,6 +53,11 @@ VARIANTS = {
                                 PRODUCER_REGS=96, CONSUMER_REGS=200),
     # 8 pieces of 32 columns (64-byte swizzled rows) through 4 buffers
     "pers_n32_b4_g3": dict(PERSISTENT=1, NUM_SMS=7, STAGES=4, EPILOGUE=2, STORE_N=32, STORE_BUFS=4, GROUP_M=3, **R64),
+    # DEFER=1: the second half of a tile's pieces held in registers (bf16 out: rounded first) and written under the
+    # next tile's first k-tile; 7 / 1 blocks walk every tile (one block: every tile's held pieces through one pair)
+    "pers_defer_g3": dict(PERSISTENT=1, NUM_SMS=7, STAGES=4, EPILOGUE=2, STORE_N=64, GROUP_M=3, DEFER=1, **R64),
+    "pers_n32_b4_defer_1blk": dict(PERSISTENT=1, NUM_SMS=1, STAGES=4, EPILOGUE=2, STORE_N=32, STORE_BUFS=4,
+                                   GROUP_M=2, DEFER=1, **R64),
 }
 
 
@@ -165,3 +170,18 @@ def test_sass_of_the_persistent_store_in_pieces(regs):
     assert ("USETMAXREG" in sass) == (regs[0] > 0)
     assert not re.findall(r"\b(?:LDL|STL)\b", sass), ck.resources
     assert ck.resources["dynamic_smem"] <= 232448
+
+
+@pytest.mark.parametrize("store", [(64, 2), (32, 4)])
+def test_sass_of_the_deferred_pieces(store):
+    """gemm_persistent DEFER=1 (the policy's form with the second half of the pieces held in registers): HGMMA, the
+    first k-tile's wgmma from zero (no zeroing of the accumulator: scale-d off, `RZ, !UPT`), the TMA stores, no
+    local memory at 64 / 216 registers."""
+    p = {**gemm_hopper.PRESETS["sm_90a"], "PERSISTENT": 1, "STAGES": 4, "EPILOGUE": 2, "STORE_N": store[0],
+         "STORE_BUFS": store[1], "DEFER": 1, **R64}
+    k, kp = gemm_hopper.plan_kernel(8192, 8192, tp.bf16, p, 1024)
+    ck = tilepy_hip.compile(k, target="sm_90a", **kp)
+    sass = ck.sass()
+    assert "HGMMA.64x256x16.F32.BF16" in sass and "UTMASTG" in sass and "USETMAXREG" in sass
+    assert re.search(r"HGMMA\.64x256x16\.F32\.BF16 R\d+, gdesc\[UR\d+\]\.tnspB, RZ, !UPT", sass)
+    assert not re.findall(r"\b(?:LDL|STL)\b", sass), ck.resources
