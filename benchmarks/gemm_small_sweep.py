@@ -309,6 +309,28 @@ PLAN10 = [
     ((16, 4096, 4096), _alt("ck16_s8", _ck(16, 8), twice=False), ("bf16",)),
     ((256, 4096, 4096), [("policy", None)], ("bf16",)),
 ]
+# eleventh call (G14): the policy with the cluster split (32-128 rows) against the forms it replaced ("before": 32 rows
+# K_WAYS split 2 into slots, 33-64 rows gemm_splitk split 4 into slots, 65-128 rows K_WAYS unsplit over two shifted row
+# tiles), alternated; two wgmma groups in flight per consumer (IN_FLIGHT=2); 96 rows (n96, not measured before)
+BEFORE32 = dict(KW32, SPLIT_K=2)
+BEFORE_SPLITK = dict(BM=64, BN=128, CONSUMERS=1, INSTR=I128, IN_FLIGHT=1, STAGES=6, SPLIT_K=4, FIXUP=3)
+
+
+def _table(before, extra=()):
+    return [("policy", None), ("before", before), ("policy_again", None), ("before_again", before), *extra]
+
+
+PLAN11 = [
+    ((32, 4096, 4096), _table(BEFORE32, [("policy_if2", ("policy", dict(IN_FLIGHT=2)))]), ("bf16", "f32")),
+    ((64, 4096, 4096), _table(BEFORE_SPLITK, [("policy_if2", ("policy", dict(IN_FLIGHT=2)))]), ("bf16", "f32")),
+    ((80, 4096, 4096), _table(KWS, [("policy_if2", ("policy", dict(IN_FLIGHT=2)))]), ("bf16", "f32")),
+    ((96, 4096, 4096), _table(KWS), ("bf16", "f32")),
+    ((128, 4096, 4096), _table(KWS), ("bf16", "f32")),
+    ((40, 4096, 4096), _table(BEFORE_SPLITK)[:2], ("bf16",)),
+    ((72, 4096, 4096), _table(KWS)[:2], ("bf16",)),
+    ((120, 4096, 4096), _table(KWS)[:2], ("bf16",)),
+    ((100, 2200, 1000), _table(KWS)[:2], ("bf16",)),
+]
 PLAN = [  # (shape, variants, output dtypes)
     ((16, 4096, 4096), DECODE, ("bf16", "f32")),
     ((64, 4096, 4096), DECODE, ("bf16", "f32")),
@@ -616,13 +638,13 @@ def main(argv=None):
                     "32-64 rows, 5: swap-AB in clusters, B as (N, K), 128 x 64 clusters, 6: two consumers over one "
                     "tile, alternate k-tiles (K_WAYS=2), 7: the policy with K_WAYS against the policy before, our "
                     "kernels' device times, 8: after the policy change, 9: K_WAYS with M_SHIFT, 10: K split over a "
-                    "cluster's two blocks (CLUSTER_K=2)")
+                    "cluster's two blocks (CLUSTER_K=2), 11: the policy with it against the forms it replaced")
     args = ap.parse_args(argv)
     if args.ncu_target:
         ncu_target(args.ncu_target, *(int(x) for x in args.shape.split(",")))
         return
     plan = {"1": PLAN, "2": PLAN2, "3": PLAN3, "4": PLAN4, "5": PLAN5, "6": PLAN6, "7": PLAN7, "8": PLAN8,
-            "9": PLAN9, "10": PLAN10}[args.plan]
+            "9": PLAN9, "10": PLAN10, "11": PLAN11}[args.plan]
     if args.precompile:
         precompile(args.only, args.precompile, plan)
     props = torch.cuda.get_device_properties(0)
@@ -645,7 +667,7 @@ def main(argv=None):
                     res["cublas_kernels"][f"{key}/{o}"] = cublas_kernels(M, N, K, out_t, mm_f32)
             except Exception as e:  # noqa: BLE001 - the profiler is a side note
                 res["cublas_kernels"][f"{key}/{o}"] = f"{type(e).__name__}: {e}"[:200]
-            if args.plan in ("7", "8", "9", "10"):
+            if args.plan in ("7", "8", "9", "10", "11"):
                 try:
                     res.setdefault("our_kernels", {})[f"{key}/{o}"] = our_kernels(M, N, K, out_t)
                 except Exception as e:  # noqa: BLE001 - a side note too

@@ -197,3 +197,40 @@ def test_skinny_rows_lower_to_swap_k_ways(tmp_path, form):
     step = torch.finfo(torch.bfloat16).eps * ref.abs().clamp_min(2.0**-6)
     err = (out.double() - ref.bfloat16().double()).abs()
     assert bool((err <= 1.01 * step).all()), err.max().item()
+
+
+@pytest.mark.parametrize("form", ["mm", "linear"])
+def test_rows_lower_to_the_cluster_split(tmp_path, form):
+    """32-128 rows whose 64-column tiles, split over K in two, fill half a wave to one: `launch`'s policy is G14's
+    CLUSTER_K=2 (one row tile, K split over a cluster's two blocks, summed through distributed shared memory, no
+    splitk_sum), and the lowering follows it (a Linear's weight read in place); interpreter vs float64."""
+    from stdlib_kernels import gemm_hopper
+
+    M, N, K = 100, 2176, 520
+    want = gemm_hopper.policy(M, N, K, tp.f32, fixup=True)
+    assert (want.get("SWAP_AB"), want.get("CLUSTER_K"), want["SPLIT_K"], want["BM"], want["BN"]) == (1, 2, 1, 104, 64)
+    g = torch.Generator().manual_seed(M + N + K)
+    a = torch.randn(M, K, generator=g).bfloat16()
+    if form == "mm":
+        b = torch.randn(K, N, generator=g).bfloat16()
+        model, inputs, ref = MM(), [a, b], a.double() @ b.double()
+    else:
+        model = _Linear(K, N).bfloat16()
+        with torch.no_grad():
+            model.fc.weight.copy_(torch.randn(N, K, generator=g).bfloat16())
+        inputs, ref = [a], a.double() @ model.fc.weight.double().T
+    src = render_program(lower_model(model, inputs, "sm_90a"))
+    mod, calls, out = _recorded(src, tmp_path, f"clusterk_{form}", model, inputs)
+    names = [c[0] for c in calls]
+    gemm = [c for c in calls if c[0].startswith("gemm_")]
+    assert len(gemm) == 1 and gemm[0][0].startswith("gemm_splitk_swap") and "splitk_sum" not in names, names
+    name, grid, args, constexprs = gemm[0]
+    assert constexprs == gemm_hopper.kernel_params({**want, **({"B_NK": 1} if form == "linear" else {})})
+    assert constexprs["CLUSTER_K"] == 2 and tuple(grid) == tuple(gemm_hopper.grid_of(M, N, want)) == (1, 34, 2)
+    if form == "linear":
+        assert args[1].shape == (N, K) and args[1].data_ptr() == model.fc.weight.data_ptr()
+    defaults = getattr(mod, name).resolve_constexprs({})
+    assert {k: defaults[k] for k in constexprs} == constexprs
+    step = torch.finfo(torch.bfloat16).eps * ref.abs().clamp_min(2.0**-6)
+    err = (out.double() - ref.bfloat16().double()).abs()
+    assert bool((err <= 1.01 * step).all()), err.max().item()

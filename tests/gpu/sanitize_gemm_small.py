@@ -103,6 +103,19 @@ def cluster_k_cases():
             err = float((c.double() - ref).norm() / ref.norm())
             print("cluster_k", m, k, n, bm, out, extra, "rel err", err, flush=True)
             assert err < (4e-3 if out == torch.bfloat16 else 1e-5), err
+    # the policy itself (launch's: 32-128 rows, >= 8 k-tiles, 64-column tiles filling half a wave to one when split)
+    for m, n, k in ((33, 2200, 1000), (64, 2200, 600), (100, 2200, 520), (128, 4095, 700)):
+        assert gemm_hopper.policy(m, n, k, tp.f32, fixup=True).get("CLUSTER_K") == 2
+        a = torch.randn(m, k, device=d, generator=g).bfloat16()
+        b = torch.randn(k, n, device=d, generator=g).bfloat16()
+        ref = a.double() @ b.double()
+        for out in (torch.float32, torch.bfloat16):
+            c = torch.full((m, n), float("nan"), device=d, dtype=out)
+            gemm_hopper.launch(a, b, c)
+            torch.cuda.synchronize()
+            err = float((c.double() - ref).norm() / ref.norm())
+            print("cluster_k policy", m, n, k, out, "rel err", err, flush=True)
+            assert err < (4e-3 if out == torch.bfloat16 else 1e-5), err
     m, k, n = 32, 600, 264      # B as (N, K)
     a = torch.randn(m, k, device=d, generator=g).bfloat16()
     w = torch.randn(n, k, device=d, generator=g).bfloat16()

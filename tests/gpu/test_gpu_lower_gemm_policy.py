@@ -105,8 +105,9 @@ def test_lowered_decode_rows_run_swap_ab_on_gpu(tmp_path, M, N, K, form):
     assert err < 2.0**-7, err
 
 
-@pytest.mark.parametrize("M,N,K", [(64, 4096, 4096), (128, 2048, 1000), (48, 2048, 4096)])
-# (128 x 4096 x 1000 lowers to swap-AB K_WAYS=2 since G11: test_lowered_skinny_rows_run_k_ways_on_gpu)
+@pytest.mark.parametrize("M,N,K", [(64, 1024, 4096), (128, 2048, 1000), (48, 2048, 4096)])
+# (128 x 4096 x 1000 lowers to swap-AB K_WAYS=2 since G11, 64 x 4096 x 4096 to G14's cluster split (CLUSTER_K=2):
+# test_lowered_skinny_rows_run_k_ways_on_gpu)
 def test_lowered_split_k_linear_reads_weight_in_place_on_gpu(tmp_path, M, N, K):
     """A bf16 Linear whose gemm_hopper policy splits K reads its (N, K) weight in place (B_NK=1, the output zeroed
     and the split's partial tiles added atomically): on the GPU, twice, against float64."""
@@ -132,11 +133,13 @@ def test_lowered_split_k_linear_reads_weight_in_place_on_gpu(tmp_path, M, N, K):
 
 
 @pytest.mark.parametrize("M,N,K,form", [(128, 4096, 4096, "linear"), (100, 4096, 1000, "mm"),
-                                         (80, 2200, 520, "linear")])
+                                         (80, 2200, 448, "linear"), (64, 4096, 4096, "linear")])
 def test_lowered_skinny_rows_run_k_ways_on_gpu(tmp_path, M, N, K, form):
     """65-128 rows whose 64 x 64 tiles of C^T fill half a wave to one lower to gemm_splitk_swap K_WAYS=2 (two consumer
     warpgroups over one tile, alternate k-tiles; unsplit, no splitk_sum), a Linear's weight read in place: on the
-    GPU, twice, against float64 of the bf16 operands."""
+    GPU, twice, against float64 of the bf16 operands. With >= 8 k-tiles (32-128 rows) it is G14's cluster split
+    (CLUSTER_K=2, one row tile, rank 1's sum read through distributed shared memory); 80 x 2200 x 448 (7 k-tiles)
+    keeps G11's unsplit two row tiles (M_SHIFT)."""
     g = torch.Generator().manual_seed(M + N + K)
     a = torch.randn(M, K, generator=g).bfloat16()
     if form == "linear":
@@ -152,6 +155,7 @@ def test_lowered_skinny_rows_run_k_ways_on_gpu(tmp_path, M, N, K, form):
     src = render_program(lower_model(model, inputs, "sm_90a"))
     assert "launch(gemm_splitk_swap" in src and "K_WAYS=2" in src and "launch(splitk_sum" not in src, src[-1500:]
     assert ("B_NK=1" in src) == (form == "linear")
+    assert ("CLUSTER_K=2" in src) == (K >= 512), src[-1500:]
     p = tmp_path / f"kways_{form}_{M}.py"
     p.write_text(src)
     spec = importlib.util.spec_from_file_location(f"gpu_kways_{form}_{M}_{N}_{K}", p)

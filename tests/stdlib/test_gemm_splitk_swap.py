@@ -146,12 +146,14 @@ def test_g8_policy_forms_for_launch_only():
         p = gemm_hopper.policy(m, 4096, 4096, tp.bf16, fixup=True)
         # 32 rows: both consumers over one 64-column tile on alternate k-tiles (K_WAYS=2), split 2 (G11; 17-31 rows
         # keep BN 128: K_WAYS lost at 20 rows)
-        bn, split, kw = (64, 2, 2) if m == 32 else (128, 4, 1)
-        assert (p["SWAP_AB"], p["BM"], p["BN"], p["CONSUMERS"], p["SPLIT_K"], p["FIXUP"]) == (1, bm, bn, 2, split, 3)
-        assert p.get("K_WAYS", 1) == kw and gemm_hopper.grid_of(m, 4096, p) == (1, 4096 // bn, split)
+        # (G14: 32 rows split over a cluster's two blocks instead, CLUSTER_K=2: no slots)
+        bn, split, kw, ck = (64, 1, 2, 2) if m == 32 else (128, 4, 1, 1)
+        assert (p["SWAP_AB"], p["BM"], p["BN"], p["CONSUMERS"], p["SPLIT_K"]) == (1, bm, bn, 2, split)
+        assert p.get("FIXUP") == (3 if split > 1 else None) and p.get("CLUSTER_K", 1) == ck
+        assert p.get("K_WAYS", 1) == kw and gemm_hopper.grid_of(m, 4096, p) == (1, 4096 // bn, split * ck)
         assert gemm_hopper.kernel_params(p)["INSTR"].n == bm
         assert "SWAP_AB" not in gemm_hopper.policy(m, 4096, 4096, tp.bf16)                 # the lowering's
-    assert "SWAP_AB" not in gemm_hopper.policy(48, 4096, 4096, fixup=True)                  # 64 rows: gemm_splitk
+    assert "SWAP_AB" not in gemm_hopper.policy(48, 1024, 4096, fixup=True)     # 16 column tiles: gemm_splitk
     assert "SWAP_AB" not in gemm_hopper.policy(16, 14336, 4096, fixup=True)                 # 112 tiles: no split
     assert gemm_hopper.policy(16, 4096, 14336, fixup=True)["SPLIT_K"] == 4
     assert gemm_hopper.policy(16, 512, 65536, fixup=True)["SPLIT_K"] == gemm_hopper.MAX_SLOTS   # the unrolled sum
@@ -401,20 +403,22 @@ def test_k_ways_verifies_clean_and_renders_tma_only():
 
 def test_k_ways_policy_rows():
     """`launch`'s policy takes K_WAYS=2 (swap-AB, 64 x 64 tiles of C^T, unsplit, the last row tile shifted back to end
-    at M) for 65-128 rows whose tiles fill half a wave to one (measured: 72-128 x 4096 x 4096), and split 2 over 64 x
-    32 tiles at 32 rows (not 20, where it lost); nowhere else."""
+    at M) for 65-128 rows whose tiles fill half a wave to one (measured: 72-128 x 4096 x 4096) where K is too short for
+    G14's split over a cluster (< 8 k-tiles; with more, test_cluster_k_policy_rows), and split over 64 x 32 tiles at 32
+    rows where the cluster split does not apply (not 20 rows, where it lost); nowhere else."""
     for out in (tp.f32, tp.bf16):
-        for m in (32,):
-            p = gemm_hopper.policy(m, 4096, 4096, out, fixup=True)
-            assert (p["K_WAYS"], p["BM"], p["BN"], p["SPLIT_K"], p["FIXUP"]) == (2, 32, 64, 2, 3)
+        for m in (32,):     # (32 column tiles: too few for the cluster split's half wave; split 4 into slots)
+            p = gemm_hopper.policy(m, 2048, 4096, out, fixup=True)
+            assert (p["K_WAYS"], p["BM"], p["BN"], p["SPLIT_K"], p["FIXUP"]) == (2, 32, 64, 4, 3)
+            assert p.get("CLUSTER_K", 1) == 1
         for m in (65, 80, 97, 100, 128):
-            p = gemm_hopper.policy(m, 4096, 4096, out, fixup=True)
+            p = gemm_hopper.policy(m, 4096, 448, out, fixup=True)
             assert (p["SWAP_AB"], p["K_WAYS"], p["BM"], p["BN"], p["CONSUMERS"], p["SPLIT_K"]) == (1, 2, 64, 64, 2, 1)
-            assert gemm_hopper.kernel_params(p)["M_SHIFT"] == 1
+            assert gemm_hopper.kernel_params(p)["M_SHIFT"] == 1 and p.get("CLUSTER_K", 1) == 1
             assert gemm_hopper.grid_of(m, 4096, p) == (2, 64, 1)
-            assert "K_WAYS" not in gemm_hopper.policy(m, 4096, 4096, out, fixup=True, forms=False)
+            assert "K_WAYS" not in gemm_hopper.policy(m, 4096, 448, out, fixup=True, forms=False)
             assert "K_WAYS" not in gemm_hopper.policy(m, 4096, 4096, out)          # gemm_hopper's own callers
-        for m, n in ((128, 14336), (129, 4096), (64, 4096), (16, 4096), (20, 4096), (31, 4096),
+        for m, n in ((128, 14336), (129, 4096), (64, 1024), (16, 4096), (20, 4096), (31, 4096),
                      (128, 1024), (1024, 1024)):
             assert gemm_hopper.policy(m, n, 4096, out, fixup=True).get("K_WAYS", 1) == 1, (m, n)
 
@@ -584,3 +588,23 @@ def _remote_rank_out_of_range(X: tp.Tensor[tp.f32, "N", 128]):
     tp.cluster_sync()
     tp.store(X[0, 0:128], tp.load(s, cta=2))
     tp.cluster_sync()
+
+
+def test_cluster_k_policy_rows():
+    """G14: 32-128 rows whose 64-column tiles, split over K in two, fill half a wave to one, with >= 8 k-tiles: one
+    row tile of BM = M rounded up to a wgmma width, K_WAYS=2, CLUSTER_K=2 (launch only: `fixup` and `forms`);
+    elsewhere the policies before (16 rows, 129 rows, 14336 columns, 1024 columns, short K)."""
+    for out in (tp.f32, tp.bf16):
+        for m, bm, stages in ((32, 32, 8), (33, 48, 6), (48, 48, 6), (64, 64, 6), (65, 80, 5), (80, 80, 5),
+                              (96, 96, 5), (100, 104, 4), (112, 112, 4), (128, 128, 4)):
+            p = gemm_hopper.policy(m, 4096, 4096, out, fixup=True)
+            assert (p["SWAP_AB"], p["K_WAYS"], p["CLUSTER_K"], p["BM"], p["BN"], p["STAGES"], p["SPLIT_K"]) == \
+                (1, 2, 2, bm, 64, stages, 1), (m, p)
+            kp = gemm_hopper.kernel_params(p)
+            assert kp["INSTR"].n == bm and kp["CLUSTER_K"] == 2 and "FIXUP" not in kp
+            assert gemm_hopper.grid_of(m, 4096, p) == (1, 64, 2)
+            assert "CLUSTER_K" not in gemm_hopper.policy(m, 4096, 4096, out, fixup=True, forms=False)
+            assert "CLUSTER_K" not in gemm_hopper.policy(m, 4096, 4096, out)
+        for m, n, k in ((16, 4096, 4096), (31, 4096, 4096), (129, 4096, 4096), (128, 14336, 4096),
+                        (64, 1024, 4096), (100, 4096, 448), (1024, 1024, 1024)):
+            assert gemm_hopper.policy(m, n, k, out, fixup=True).get("CLUSTER_K", 1) == 1, (m, n, k)
