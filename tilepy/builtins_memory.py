@@ -119,7 +119,7 @@ class MemoryRules:
             raise self.err(node, f"mask shape {mask.type.shape} does not broadcast to {shape}", cls=ShapeError)
         return mask
 
-    def b_load(self, node, src, mask=None, other=0, layout=None, cta=None):
+    def b_load(self, node, src, mask=None, other=0, layout=None, *, cta=None):
         src = self._view_arg(src, node, "tp.load's source")
         t = src.type
         if cta is not None:
