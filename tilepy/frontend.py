@@ -202,7 +202,19 @@ class Translator:
             if values is None or len(values) != len(target.elements):
                 raise self.error(node, "tuple unpacking needs a tuple of the same length on the right",
                                  cls=UnsupportedConstructError)
+            # Python evaluates the whole right side before it binds any name: `a, b = b, a + b` reads the old `a`.
+            # A value that reads a name bound by an earlier element is first held in a temporary of its own.
+            held, assigned = [], set()
             for el, v in zip(target.elements, values):
+                if isinstance(v, ir.Expr) and assigned and any(
+                        isinstance(x, ir.Var) and x.name in assigned for x in ir.walk_exprs(v)):
+                    self._held = getattr(self, "_held", 0) + 1
+                    tmp = f"_held{self._held}"
+                    self.bind(cst.Name(tmp), v, node)
+                    v = self.scope[tmp]
+                held.append(v)
+                assigned |= _target_names(el.value)
+            for el, v in zip(target.elements, held):
                 self.bind(el.value, v, node)
             return
         if not isinstance(target, cst.Name):
@@ -552,3 +564,12 @@ def _expr_hint(node) -> str:
         "NamedExpr": "assign on its own line",
         "StarredElement": "pass arguments explicitly",
     }.get(type(node).__name__, "use tp.* builtins, arithmetic, comparisons and indexing")
+
+
+def _target_names(target) -> set:
+    """The names an assignment target binds (a name, or a tuple / list of targets)."""
+    if isinstance(target, cst.Name):
+        return {target.value}
+    if isinstance(target, cst.Tuple | cst.List):
+        return set().union(*(_target_names(el.value) for el in target.elements))
+    return set()

@@ -259,3 +259,30 @@ def test_nanmedian_is_the_median_of_the_non_nan_values(dtype, dim, keepdim, tmp_
     _, va = _run(lambda x: torch.nanmedian(x), [x], tmp_path, f"nanmedian_all{str(dtype)[6:]}")
     r = torch.nanmedian(x)
     assert va.shape == r.shape and va == r
+
+
+@pytest.mark.parametrize("case", ["mode_rows", "topk_long_k64"])
+def test_lowered_sort_family_renders_for_sm90(case, tmp_path):
+    """torch.mode (sort, then the run search written out) and a topk of a line past 8192 (runs merged through
+    global memory) lowered for sm_90a: every kernel renders. The renderer's index analysis walked the written-out
+    search as a tree and never finished (tests/gpu/test_gpu_sort.py, cut three sessions running; the cause in
+    tests/hip/test_render_index_chain.py)."""
+    import importlib.util
+
+    import tilepy as tp
+    import tilepy_hip
+    from argus_agent.lower import lower_model, render_program
+
+    fn, x = {"mode_rows": (lambda t: torch.mode(t, dim=-1).values, torch.randint(-20, 20, (30, 700)).float()),
+             "topk_long_k64": (lambda t: torch.topk(t, 64, dim=-1).values, torch.randn(4, 30000))}[case]
+    prog = lower_model(Fn(fn), [x], "sm_90a")
+    assert _sorts(prog)
+    p = tmp_path / f"lowered_{case}.py"
+    p.write_text(render_program(prog))
+    spec = importlib.util.spec_from_file_location(f"lowered_render_{case}", p)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    kernels = [v for v in vars(mod).values() if isinstance(v, tp.Kernel)]
+    assert len(kernels) >= 2
+    for k in kernels:
+        assert "__global__" in tilepy_hip.render(k.ir("sm_90a"), "sm_90a")

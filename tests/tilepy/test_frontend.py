@@ -192,3 +192,45 @@ def test_warp_roles_lay_tiles_over_the_role_threads():
     global_reads = acc[(acc["space"] == 0) & ~acc["write"]]
     global_writes = acc[(acc["space"] == 0) & acc["write"]]
     assert global_reads["thread"].max() < 128 and global_writes["thread"].min() >= 128
+
+
+@tp.kernel(threads=32, target="sm_80")
+def _fib_positions(X: tp.Tensor[tp.f32, "N"], Y: tp.Tensor[tp.f32, "N"], STEPS: tp.constexpr = 5,
+                   BLOCK: tp.constexpr = 64):
+    i = tp.arange(BLOCK)
+    a = i % 7
+    b = (i + 1) % 7
+    for _ in tp.static_range(STEPS):
+        a, b = b, (a + b) % 7          # the right side first: the old a and b
+    c = i
+    d = i * 0
+    for _ in range(X.shape[0] // BLOCK):
+        c, d = d + 1, c                # in a run-time loop as well
+    tp.store(Y[0:BLOCK], tp.load(X[0:BLOCK]) * 0.0 + (a * 100 + b).to(tp.f32))
+    tp.store(Y[BLOCK:2 * BLOCK], (c * 1000 + d).to(tp.f32))
+
+
+def test_tuple_assignment_reads_the_old_values():
+    """`a, b = b, a + b` as Python means it: every value on the right is read before any name is bound."""
+    x = np.zeros(192, np.float32)
+    y = np.zeros(192, np.float32)
+    _fib_positions[(1,)](x, y)
+    i = np.arange(64)
+    a, b = i % 7, (i + 1) % 7
+    for _ in range(5):
+        a, b = b, (a + b) % 7
+    c, d = i, i * 0
+    for _ in range(3):
+        c, d = d + 1, c
+    assert np.array_equal(y[:64], a * 100 + b)
+    assert np.array_equal(y[64:128], c * 1000 + d)
+
+
+def test_tuple_assignment_without_overlap_adds_no_temporaries():
+    @tp.kernel(threads=32, target="sm_80")
+    def plain(X: tp.Tensor[tp.f32, "N"], Y: tp.Tensor[tp.f32, "N"]):
+        i = tp.arange(32)
+        a, b = i + 1, i * 2
+        tp.store(Y[0:32], tp.load(X[0:32]) + (a + b).to(tp.f32))
+
+    assert "_held" not in str(plain.ir())

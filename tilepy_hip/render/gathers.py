@@ -124,9 +124,28 @@ class GatherOps:
         value slot v (kind EXACT), or that up to a uniform run-time addend, the same in every thread and slot
         (kind UNIFORM: `n0 + tp.arange(B)`); None when the value is not known at compile time (loaded from
         memory, floats, a run-time scalar anywhere but added). Mirrors `plan`, with Python's // and % as the
-        kernels' (tp_floordiv, tp_mod)."""
+        kernels' (tp_floordiv, tp_mod).
+
+        Memoized per top-level call on (expression, coordinates): an index built as a chain of steps that each
+        read earlier steps more than once (a binary search written out: `lo = where(c, mid + 1, lo)`,
+        `mid = (lo + hi) // 2`, ...) is a DAG whose tree walk is exponential in its length."""
+        if depth == 0:
+            memo, self._static_memo = getattr(self, "_static_memo", None), {}
+            try:
+                return self._static_index(e, coords, 1)
+            finally:
+                self._static_memo = memo
         if depth > 64 or not coords:
             return None
+        key = (id(e), tuple((c.tname, c.arr.shape, np.asarray(c.arr).tobytes()) for c in coords))
+        memo = self._static_memo
+        if key in memo:
+            return memo[key][1]
+        got = self._static_index_uncached(e, coords, depth)
+        memo[key] = (e, got)    # e kept alive: a rematerialized expression's id is not reused while the memo is
+        return got
+
+    def _static_index_uncached(self, e, coords, depth):
         T, V = np.asarray(coords[0].arr).shape
         t = getattr(e, "type", None)
         if isinstance(e, ir.Const):
@@ -148,8 +167,9 @@ class GatherOps:
             out = self._static_index(again, coords, depth + 1) if again is not None else None
         elif isinstance(e, ir.BinOp):
             fn = self._STATIC_BINOPS.get(e.op)
-            a, b = sub(e.lhs), sub(e.rhs)
-            if fn is None or a is None or b is None:
+            a = sub(e.lhs) if fn is not None else None
+            b = sub(e.rhs) if a is not None else None
+            if b is None:
                 return None
             if a[1] == UNIFORM or b[1] == UNIFORM:   # a uniform addend survives + and -, and * by a constant
                 if e.op in ("+", "-") and not (e.op == "-" and b[1] == UNIFORM):
@@ -184,9 +204,11 @@ class GatherOps:
                 a = sub(e.args[0])
                 out = a if a is not None and not e.attrs["dtype"].is_float else None
             elif op in ("where", "maximum", "minimum"):
-                subs = [sub(x) for x in e.args[:3 if op == "where" else 2]]
-                if any(x is None or x[1] != EXACT for x in subs):
-                    return None
+                subs = []
+                for x in e.args[:3 if op == "where" else 2]:
+                    subs.append(sub(x))
+                    if subs[-1] is None or subs[-1][1] != EXACT:
+                        return None
                 if op == "where":
                     out = np.where(subs[0][0] != 0, subs[1][0], subs[2][0]), EXACT
                 else:
