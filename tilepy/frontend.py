@@ -365,15 +365,26 @@ class Translator:
         return self.binop(BINOPS[type(node.operator)], self.expr(node.left), self.expr(node.right), node)
 
     def expr_Comparison(self, node: cst.Comparison):
-        if len(node.comparisons) != 1:
-            raise self.error(node, "chained comparison", "split it: `(a < b) & (b < c)`",
-                             UnsupportedConstructError)
-        target = node.comparisons[0]
-        op = CMPOPS.get(type(target.operator))
-        if op is None:
-            raise self.error(node, f"comparison `{_describe(target.operator).strip()}`",
-                             "use ==, !=, <, <=, >, >=", UnsupportedConstructError)
-        return self.binop(op, self.expr(node.left), self.expr(target.comparator), node)
+        """`a < b`, and chains as Python means them: `a < b <= c` is `(a < b) and (b <= c)` with `b` taken once
+        (elementwise `&` where a side is a tile; kernel expressions have no side effects, so every link is
+        evaluated)."""
+        left, result = self.expr(node.left), None
+        for target in node.comparisons:
+            op = CMPOPS.get(type(target.operator))
+            if op is None:
+                raise self.error(node, f"comparison `{_describe(target.operator).strip()}`",
+                                 "use ==, !=, <, <=, >, >=", UnsupportedConstructError)
+            right = self.expr(target.comparator)
+            link = self.binop(op, left, right, node)
+            if result is None:
+                result = link
+            elif not isinstance(result, ir.Expr) and not isinstance(link, ir.Expr):
+                result = result and link
+            else:
+                tiles = any(isinstance(v, ir.Expr) and isinstance(v.type, RegType) for v in (result, link))
+                result = self.binop("&" if tiles else "and", result, link, node)
+            left = right
+        return result
 
     def expr_IfExp(self, node: cst.IfExp):
         """`a if c else b`: a compile-time `c` picks one branch while compiling (only that one is translated);
@@ -429,6 +440,9 @@ class Translator:
             return self.rules.method_call(fn, node)
         if isinstance(fn, Builtin):
             return self.rules.call(fn.name, node)
+        if fn is _py.abs and len(node.args) == 1 and node.args[0].keyword is None:
+            x = self.expr(node.args[0].value)
+            return self.rules.b_abs(node, x) if isinstance(x, ir.Expr) else _py.abs(x)   # abs(tile) is tp.abs
         if fn in (_py.min, _py.max):
             args = [self.expr(a.value) for a in node.args]
             if all(not isinstance(a, ir.Expr) for a in args):

@@ -234,3 +234,22 @@ def test_tuple_assignment_without_overlap_adds_no_temporaries():
         tp.store(Y[0:32], tp.load(X[0:32]) + (a + b).to(tp.f32))
 
     assert "_held" not in str(plain.ir())
+
+
+@tp.kernel(threads=32, target="sm_80")
+def _chains(X: tp.Tensor[tp.i32, "N"], Y: tp.Tensor[tp.i32, "N"], LO: tp.constexpr = -3, HI: tp.constexpr = 5):
+    x = tp.load(X[0:64])
+    n = X.shape[0]
+    inside = LO <= x < HI                                    # tiles: (LO <= x) & (x < HI)
+    ordered = (0 < n <= 64).to(tp.i32) if 0 < LO < HI else (-10 < n <= 64 != n + 1)   # compile- and run-time links
+    tp.store(Y[0:64], inside.to(tp.i32) * 10 + ordered.to(tp.i32) + abs(x) * 100)
+
+
+def test_comparison_chains_and_abs_are_pythons():
+    x = np.arange(-32, 32, dtype=np.int32)
+    y = np.zeros(64, np.int32)
+    _chains[(1,)](x, y)
+    assert np.array_equal(y, ((-3 <= x) & (x < 5)) * 10 + int(-10 < 64 <= 64 != 65) + np.abs(x) * 100)
+    y2 = np.zeros(64, np.int32)
+    _chains[(1,)](x, y2, LO=1, HI=4)
+    assert np.array_equal(y2, ((1 <= x) & (x < 4)) * 10 + 1 + np.abs(x) * 100)
