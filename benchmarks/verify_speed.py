@@ -110,6 +110,15 @@ def cases():
 
     for which, params in gemm_streamk.PRESETS.items():  # the launch's tiles (narrow: 6 stages; wide: FIXUP=0)
         yield f"gemm_streamk[{which}]", gemm_streamk.gemm_streamk, "sm_90a", params
+    from stdlib_kernels import gemm_splitk_swap
+
+    # swap-AB with two consumers over one tile on alternate k-tiles (K_WAYS=2, two rings): the policy's 17-32-row
+    # entry (64 x 32 tiles, 8 stages a ring) and 65-128-row class (SWAP_KWAYS), and the first in 2x1 clusters
+    swap = {k: v for k, v in gemm_hopper.SWAP_KWAYS.items() if k in gemm_hopper.SWAP_KEYS}
+    rows32 = dict(BM=32, BN=64, STAGES=8, INSTR=tp.nv.wgmma_m64n32k16_bf16, K_WAYS=2)
+    for name, params in (("K_WAYS 2, 64x64 s6", swap), ("K_WAYS 2, 64x32 s8", rows32),
+                         ("K_WAYS 2, 64x32 s8, 2x1 cluster", {**rows32, "CLUSTER_M": 2})):
+        yield f"gemm_splitk_swap[{name}]", gemm_splitk_swap.gemm_splitk_swap, "sm_90a", params
     for m in pkgutil.iter_modules(stdlib_kernels.__path__):  # every other stdlib kernel, default constexprs
         mod = importlib.import_module(f"stdlib_kernels.{m.name}")
         for attr, k in vars(mod).items():
@@ -137,6 +146,13 @@ def ring_cases():
     from stdlib_kernels import gemm_streamk
 
     yield "gemm_streamk[narrow]", gemm_streamk.gemm_streamk, "sm_90a", dict(gemm_streamk.PRESETS["narrow"])
+    from stdlib_kernels import gemm_splitk_swap
+
+    # swap-AB with two consumers on alternate k-tiles (two rings, K_WAYS=2: the 17-32-row policy's form) in 2x1
+    # clusters (B multicast, `empty` released remotely): three roles, four mbarrier arrays, the deadlock check's
+    # longest cycle search
+    yield ("gemm_splitk_swap[K_WAYS 2, 2x1 cluster, 64x32]", gemm_splitk_swap.gemm_splitk_swap, "sm_90a",
+           dict(BM=32, BN=64, INSTR=tp.nv.wgmma_m64n32k16_bf16, K_WAYS=2, CLUSTER_M=2))
     from tests.verify.window_stages_kernels import window  # a rolling window of STAGES shared tiles, no mbarrier
 
     yield "window[STAGES shared tiles]", window, None, {}

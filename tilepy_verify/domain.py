@@ -140,7 +140,8 @@ class _Walker(MemoryEvents):
         return self.A
 
     def point(self, st, span) -> Point:
-        return Point(st.loops, dict(st.counters), st.path, st.threads, st.role, span)
+        copy = st.copy if st.copy is not None and st.loops and st.loops[-1] is st.copy[0] else None
+        return Point(st.loops, dict(st.counters), st.path, st.threads, st.role, span, copy)
 
     def bump(self, st, key, n=1):
         st.counters[key] = st.counters.get(key, 0) + n
@@ -181,6 +182,7 @@ class _Walker(MemoryEvents):
         zero = {k: 0 for k in st.counters}
         st1 = _State(env1, dict(zero), st.path, st.threads, st.loops + (lp,), st.role)
         st1.divergent = st.divergent
+        st1.copy = st.copy
         n0 = len(self.writes)
         self.block(s.body, st1)
         body_writes = [w for w in self.writes[n0:]]
@@ -214,6 +216,7 @@ class _Walker(MemoryEvents):
         lp.ctr = dict(ctr)
         st2 = _State(env2, ctr, st.path, st.threads, st.loops + (lp,), st.role)
         st2.divergent = st.divergent
+        st2.copy = st.copy
         closed = self.prefix_closed_all(lp, v_iter)
         st2.avalid = dict(st.avalid)
         for k, terms in lp.periodic.items():
@@ -289,6 +292,7 @@ class _Walker(MemoryEvents):
                 sub.avalid = st.avalid
                 sub.divergent = (s, mask)
                 sub.selmode = st.selmode
+                sub.copy = st.copy
                 self.block(body, sub)
                 for k, v in sub.env.items():
                     if st.env.get(k) is not v:
@@ -305,6 +309,8 @@ class _Walker(MemoryEvents):
         t_state.divergent = st.divergent
         t_state.avalid = dict(st.avalid)
         t_state.selmode = sel
+        sc = getattr(s, "stage_copy", None)
+        t_state.copy = (st.loops[-1], *sc) if sc is not None and st.loops else st.copy
         self.block(s.then, t_state)
         e_counters = dict(before)
         e_counters["T"] = t_state.counters["T"]
@@ -312,6 +318,7 @@ class _Walker(MemoryEvents):
         e_state.divergent = st.divergent
         e_state.avalid = dict(st.avalid)
         e_state.selmode = sel
+        e_state.copy = st.copy
         self.block(s.orelse, e_state)
         for k in set(t_state.counters) | set(e_state.counters):
             a, b = t_state.counters.get(k, 0), e_state.counters.get(k, 0)
@@ -642,6 +649,7 @@ class _State:
         self.divergent = None
         self.avalid: dict = {}  # arrival counter -> bool term under which its value is exact
         self.selmode = None  # the innermost loop, where arrival counters merge as Select terms (periodic.py)
+        self.copy = None  # (round loop, S, c) inside a ring's stage copy (events.Point.copy)
 
 
 

@@ -101,6 +101,9 @@ class Point:
     threads: np.ndarray | None  # real thread ids running it (None: all)
     role: tuple  # ((if id, branch), ...) of enclosing role branches
     span: object
+    # (round loop, S, c): in stage copy c of a ring unrolled by S (mbarrier_arrays), directly in that loop over
+    # rounds j: iteration S * j + c of the loop as written (the deadlock check's hops count iterations by it)
+    copy: tuple | None = None
 
     def constraint(self):
         return AND(self.path, *(lp.constraint() for lp in self.loops))

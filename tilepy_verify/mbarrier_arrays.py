@@ -13,7 +13,9 @@ where every `k % S`, `(k + d) % S` folds to a constant and `k // S` to an affine
 `full[...]` names one mbarrier of the array (`full[0]`, `full[1]`, ...: one variable each, which is how the
 analysis sees them) and each phase is affine in the round. Only loops whose index reaches an mbarrier array
 are rewritten (start a constant, step 1); an array index that does not fold to a constant this way is an error
-naming its line (index the array by the loop counter: `bars[k % S]` or `bars[(k - 1) % S]`).
+naming its line (index the array by the loop counter: `bars[k % S]` or `bars[(k - 1) % S]`). Each copy's `if`
+carries `stage_copy = (S, c)`: the walker gives the points directly in it their iteration of the loop as written
+(`events.Point.copy`), by which the deadlock check's hops take the latest iterations, not the latest rounds.
 
 Asynchronous wgmma (`tp.mma_async`, `tp.mma_wait(n)`): a group's shared operands may be read by the tensor
 cores until a wait retires it. The analysis records an mma's reads where the op is, so what it cannot see is
@@ -311,7 +313,9 @@ class _Expander:
             subst_k = map_stmts(s.body, lambda x, kf=kf: _build(kf, x.span)
                                 if isinstance(x, ir.Var) and x.name == s.var else None)
             body = [ir.Assign(sp, s.var, _build(kf, sp))] + self.stmts(subst_k, body_env)
-            rounds.append(ir.If(sp, _bin("<", _build(kf, sp), stop, sp, BOOL), body, [], "uniform"))
+            copy = ir.If(sp, _bin("<", _build(kf, sp), stop, sp, BOOL), body, [], "uniform")
+            copy.stage_copy = (S, c)  # iteration k = S * round + c of the loop as written (events.Point.copy)
+            rounds.append(copy)
         for name in _assigned(s.body):
             env.pop(name, None)
         return [ir.For(sp, j, _const(0, sp), trips, _const(1, sp), rounds, s.kind, s.stages)]

@@ -33,7 +33,7 @@ from __future__ import annotations
 from ..counterexample import block_of, instance, iteration_of, rename, thread_fields
 from ..report import Finding
 from ..sync import Sync, alternating, always_valid, fresh_count, in_line, instances_before, latest_counted, sole_role
-from ..vc import AND, NOT, OR, cmp, subst
+from ..vc import AND, NOT, OR, cmp, linear_form, subst
 from .tickets import none_quick_then_linear
 
 
@@ -252,7 +252,10 @@ def _chain(ctx, sync, w, tw, x, mx, visited, depth, first=False, held=None):
         if C2 is None or (sole_role(A, w2.bar) is None and not several and not turns):
             continue
         tried = instances_before(w2.point, x.point, mx, depth=3 if first else 2)
-        if not first and len(tried) == 2:
+        lags = _copy_lags(ctx, w2, x, len(tried), first)
+        if lags is not None:
+            tried = [t for d, t in enumerate(tried) if d in lags]
+        elif not first and len(tried) == 2:
             tried = tried[:1] if _precedes(ctx, w2, x) else tried[1:]
         for mw2, vw2 in tried:
             order = cmp("<", subst(w2.point.counters.get("T", 0), mw2), subst(x.point.counters.get("T", 0), mx))
@@ -352,8 +355,49 @@ def _precedes(ctx, w2, x) -> bool:
     key = ("precedes", id(w2), id(x))
     memo = ctx.__dict__.setdefault("_deadlock_memo", {})
     if key not in memo:
-        late = cmp(">=", w2.point.counters.get("T", 0), x.point.counters.get("T", 0))
-        memo[key] = ctx.solver.check(AND(*(lp.constraint() for lp in x.point.loops), late), small=False) is None
+        tw, tx = w2.point.counters.get("T", 0), x.point.counters.get("T", 0)
+        lin = linear_form(tw - tx)
+        d = lin.get(1, 0) if lin is not None and set(lin) <= {1} else None
+        if d is not None and d < 0:  # the statement counters differ by a constant (one loop body): no query
+            memo[key] = True
+        elif d is not None:  # w2 never comes first: the query has a model wherever x's loops can run at all
+            memo[key] = _never_runs(ctx, x.point.loops)
+        else:
+            late = cmp(">=", tw, tx)
+            memo[key] = ctx.solver.check(AND(*(lp.constraint() for lp in x.point.loops), late), small=False) is None
+    return memo[key]
+
+
+def _copy_lags(ctx, w2, x, n, first):
+    """For w2 and x in stage copies of one ring unrolled per stage (events.Point.copy: iteration S j + c of the
+    loop as written, j the round): the rounds back d (instances_before's order) whose execution of w2 is one
+    of the latest before x in the loop as written, as `_chain` takes them in a loop that is not unrolled: the
+    latest three iterations on the first hop, the latest two on later ones (x's own iteration only where w2
+    comes first in it). None where the two are not such copies (the rounds as they are).
+
+    Without this each hop tried the latest rounds of every stage copy of a wait line, STAGES executions per
+    round: a chain through three roles (two consumer rings and their producer) was STAGES^2 chains per arrive."""
+    cw, cx = w2.point.copy, x.point.copy
+    if cw is None or cx is None or cw[0] is not cx[0] or cw[1] != cx[1]:
+        return None
+    S = cw[1]
+    keep = set()
+    for d in range(n):
+        lag = S * d + cx[2] - cw[2]  # iterations of the loop as written from w2's execution to x's
+        if lag < 0 or lag > (2 if first else 1):
+            continue
+        if lag == 0 and not _precedes(ctx, w2, x):
+            continue
+        keep.add(d)
+    return keep
+
+
+def _never_runs(ctx, loops) -> bool:
+    """Whether no iteration of `loops` (a point's enclosing loops) can run (one cached query per loop nest)."""
+    key = ("never", tuple(id(lp) for lp in loops))
+    memo = ctx.__dict__.setdefault("_deadlock_memo", {})
+    if key not in memo:
+        memo[key] = ctx.solver.check(AND(*(lp.constraint() for lp in loops)), small=False) is None
     return memo[key]
 
 
