@@ -10,7 +10,8 @@ Every candidate's output is checked against float64 (on the GPU) before it is ti
 better of its two medians); cuBLAS = torch.matmul bf16 (bf16 out) / torch.mm(out_dtype=float32) (f32 out). Device
 times: torch.profiler over 10 calls after 3, per kernel. Variants run through `gemm_hopper.launch` with their
 constexprs explicit (None: the shape's policy, as callers get it; ("policy", extra): the policy with `extra` over it;
-a dict: the constexprs over PRESETS with SPLIT_K / EPILOGUE / FIXUP / MIN_BLOCKS 0 unless set).
+("out", {"bf16": ..., "f32": ...}): full constexprs per output dtype; a dict: the constexprs over PRESETS with
+SPLIT_K / EPILOGUE / FIXUP / MIN_BLOCKS 0 unless set).
 """
 
 from __future__ import annotations
@@ -85,7 +86,34 @@ PLAN_DIAG = [  # (shape, variants)
     ((2048, 2048, 2048), [("policy", None, ("bf16", "f32"))]),
     ((3000, 5000, 4096), [("policy", None, ("bf16", "f32")), ("policy_again", None, ("f32",))]),
 ]
-PLANS = {"diag": PLAN_DIAG}
+# call 2: the policy after G16's rows ("policy") alternated twice with the constexprs it replaced ("before"), per
+# output dtype; the cluster forms' fixed cost against their cost per k-tile (1 and 64 k-tiles); two blocks per SM
+OLD_SMALL = {"bf16": dict(T64x128, IN_FLIGHT=1, STAGES=6, EPILOGUE=1), "f32": dict(T64x128, IN_FLIGHT=1, STAGES=4)}
+OLD_SPLIT2 = {o: dict(v, SPLIT_K=2) for o, v in OLD_SMALL.items()}
+OLD_LARGE_SPLIT4 = {"bf16": dict(IN_FLIGHT=0, STAGES=3, EPILOGUE=2, PRODUCER_REGS=64, CONSUMER_REGS=216, SPLIT_K=4),
+                    "f32": dict(IN_FLIGHT=0, STAGES=4, SPLIT_K=4)}
+
+
+def _ab(before, outs=("bf16", "f32")):
+    return [("policy", None, outs), ("before", ("out", before), outs), ("policy_again", None, outs),
+            ("before_again", ("out", before), outs)]
+
+
+CL_TMA = dict(T64x128, IN_FLIGHT=0, STAGES=6, CLUSTER_M=2, EPILOGUE=2)
+MB2 = dict(BM=64, BN=64, CONSUMERS=1, INSTR=I64, IN_FLIGHT=1, STAGES=4, MIN_BLOCKS=2)
+PLAN_CONFIRM = [
+    ((512, 512, 512), _ab(OLD_SPLIT2)),
+    ((640, 640, 640), _ab(OLD_SPLIT2, ("bf16",))[:2]),
+    ((1024, 1024, 1024), _ab(OLD_SMALL, ("bf16",)) + [("64x64_s4_mb2", MB2, ("bf16", "f32"))]),
+    ((768, 768, 768), _ab(OLD_SMALL, ("bf16",)) + [("64x64_s4_mb2", MB2, ("bf16",))]),
+    ((1024, 1024, 4096), _ab(OLD_LARGE_SPLIT4)),
+    ((512, 2048, 4096), _ab(OLD_LARGE_SPLIT4, ("bf16",))[:2]),
+    ((1024, 1024, 64), [("policy", None, ("bf16",)), ("64x128_cl2_s6_tma", CL_TMA, ("bf16",)),
+                        ("swap128x64_s8", SWAP128x64, ("bf16",)), ("swap128x64_cl2_s8", dict(SWAP128x64, CLUSTER_M=2),
+                                                                   ("bf16",))]),
+    ((1024, 1024, 4096), [("64x128_cl2_s6_tma", CL_TMA, ("bf16",)), ("swap128x64_s8", SWAP128x64, ("bf16",))]),
+]
+PLANS = {"diag": PLAN_DIAG, "confirm": PLAN_CONFIRM}
 DT = {"bf16": (torch.bfloat16, tp.bf16), "f32": (torch.float32, tp.f32)}
 
 
@@ -94,6 +122,8 @@ def params_of(M, N, K, spec, out):
     pol = gemm_hopper.policy(M, N, K, out, fixup=True)
     if spec is None:
         return pol
+    if isinstance(spec, tuple) and spec[0] == "out":       # full constexprs per output dtype
+        return {**gemm_hopper.PRESETS["sm_90a"], **ZERO, **spec[1]["bf16" if out == tp.bf16 else "f32"]}
     if isinstance(spec, tuple):
         return {**pol, **spec[1]}
     return {**gemm_hopper.PRESETS["sm_90a"], **ZERO, **spec}

@@ -718,7 +718,12 @@ POLICIES = {
 # 40-register producer spills into the consumer's k-loop; 64 / 216 spills 8 bytes outside it). 2x1 clusters with B
 # multicast (gemm_cluster, CLUSTER_M=2) add nothing over this at these shapes (0.90 / 0.89 / 0.70 / 0.95 / 0.97):
 # not in the table.
-BF16_OUT = {"small": dict(EPILOGUE=1), "large": dict(STAGES=3, EPILOGUE=2, PRODUCER_REGS=64, CONSUMER_REGS=216)}
+BF16_OUT = {"small": dict(EPILOGUE=2), "large": dict(STAGES=3, EPILOGUE=2, PRODUCER_REGS=64, CONSUMER_REGS=216)}
+# (The small class's bf16 output went out through the staged copy, EPILOGUE=1, until G16: the TMA store measured
+# faster in three runs, device time by torch.profiler: 1024^3 8.57 -> 8.01 us, 768^3 7.10 -> 6.66, 1024 x 1024 x 4096
+# (these tiles) 20.92 -> 20.39 (benchmarks/results/gemm-g16-diag-*.json); graph time 1024^3 9.9-10.4 -> 9.5 in G4's
+# call 4 (gemm-tma-store-sweep-*.json). f32 out keeps the registers' store: the same at 1024^3 (7.96 / 7.93 us), slower
+# at 1024 x 1024 x 4096 (22.3 -> 24.8 us with 6 stages).)
 # The split's reduction per class where `policy(..., fixup=True)` splits K (gemm_splitk; FIXUP 0 or absent: atomics
 # into a zeroed target plus, for bf16 out, a rounding pass). FIXUP 1 / 2 in no class: they measured SLOWER than the two
 # passes on every split shape (H100, benchmarks/results/gemm-fixup-*.json; bf16 out, us: 16 x 4096 x 4096 14.6 with
@@ -787,6 +792,15 @@ SWAP_DECODE = {16: dict(BM=16, INSTR=tp.nv.wgmma_m64n16k16_bf16, STAGES=8),
 #   f32 out 4 stages: 2048 x 1024 x 1024 bf16 32.9 -> 10.8 (0.27 -> 0.83x), f32 29.8 -> 12.6 (0.34 -> 0.81x). (Shapes
 #   whose 128 x 256 tiles fill more keep them: 2048 x 2048 x 1024 0.88, 1536^3 0.61 measured best as they are.)
 MID_128x128 = {tp.bf16: dict(STAGES=5, EPILOGUE=2), tp.f32: dict(STAGES=4, EPILOGUE=0)}
+# G16 (H100, benchmarks/results/gemm-g16-*.json; us per call, graph time, x cuBLAS in the same run):
+# * Large shapes whose 128 x 256 tiles would split K (at most half a wave) and whose 64 x 128 tiles fill 3/4 to one
+#   wave (neither the mid-size rule above): the small class's tiles, unsplit (SMALL_TILES_LARGE): 1024 x 1024 x 4096
+#   bf16 out 36.76 (128 x 256 split 4 with atomics, an f32 workspace and a rounding pass: 0.42x) -> 20.63 (0.77x),
+#   f32 out 32.24 (0.50x) -> 22.97 (0.71x); split 2 over these tiles with FIXUP=3 and two blocks per SM 31.0 / 25.0.
+# * The small class where its 64 x 128 tiles fill at most half a wave and K has at most 16 k-tiles: 64 x 64 tiles, 8
+#   stages, no split (SMALL_64x64) instead of 64 x 128 tiles split 2 with atomics (and, for bf16, a workspace and a
+#   rounding pass): 512^3 bf16 10.30 (0.40x) -> 5.64 (0.69x); 64 x 128 tiles unsplit 6.38, split 2 with FIXUP=3 6.84.
+SMALL_64x64 = dict(BM=64, BN=64, STAGES=8, CONSUMERS=1, INSTR=tp.nv.wgmma_m64n64k16_bf16, IN_FLIGHT=1, EPILOGUE=0)
 # * B rows a multiple of 16 bytes (TMA) but not of 128 (a 128-byte box row then spans two L2 lines): the large policy
 #   in 2x1 clusters, B's tile multicast (gemm_cluster), read once per pair: 3000 x 5000 x 4096 bf16 269.3-269.8 ->
 #   199.7 (0.64-0.66 -> 0.87x), f32 282.9 -> 210.1 (0.62 -> 0.90x); 4096 x 4104 x 4096 bf16 293.5 -> 270-272 (0.65 ->
@@ -904,6 +918,14 @@ def policy(M: int, N: int, K: int, out=None, fixup: bool = False, forms: bool = 
         p.update(BF16_OUT.get(cls, {}))
     else:
         p.update(F32_OUT.get(cls, {}))
+    if cls == "small" and 2 * _cdiv(M, 64) * _cdiv(N, 128) <= NUM_SMS and _cdiv(K, 64) <= 16:
+        return {**p, **SMALL_64x64}     # few 64 x 128 tiles, short K: twice the tiles, no split (G16, above)
+    if (cls == "large" and 2 * _cdiv(M, 128) * _cdiv(N, 256) <= NUM_SMS
+            and not NUM_SMS * 3 // 4 < _cdiv(M, 128) * _cdiv(N, 128) <= NUM_SMS
+            and NUM_SMS * 3 // 4 < _cdiv(M, 64) * _cdiv(N, 128) <= NUM_SMS):
+        # the small class's 64 x 128 tiles in one wave instead of 128 x 256 tiles split over K (G16, above)
+        small = {**PRESETS["sm_90a"], **POLICIES["small"]}
+        return {**small, **(BF16_OUT if out == tp.bf16 else F32_OUT)["small"]}
     if (cls == "large" and 2 * _cdiv(M, 128) * _cdiv(N, 256) <= NUM_SMS
             and NUM_SMS * 3 // 4 < _cdiv(M, 128) * _cdiv(N, 128) <= NUM_SMS):
         # mid-size: 128 x 128 tiles in (most of) one wave instead of 128 x 256 tiles split over K (MID_128x128 above;

@@ -129,8 +129,8 @@ def test_policy_table_decode_unaligned_and_bf16_out():
     una = gemm_hopper.policy(2051, 2045, 1000)
     assert (una["BM"], una["BN"], una["STAGES"], una["IN_FLIGHT"]) == (128, 256, 4, 0)
     assert gemm_hopper.shape_class(1000, 1000, 1000) == "small"             # small first, padded all the same
-    # bf16 out stages the small class's epilogue; f32 out and the other classes do not
-    assert gemm_hopper.policy(1024, 1024, 1024, tp.bf16)["EPILOGUE"] == 1
+    # bf16 out stores the small class's tile through the TMA store (G16); f32 out and the other classes do not
+    assert gemm_hopper.policy(1024, 1024, 1024, tp.bf16)["EPILOGUE"] == 2
     assert not gemm_hopper.policy(1024, 1024, 1024).get("EPILOGUE")
     big = gemm_hopper.policy(4096, 4096, 4096, tp.bf16)                 # large, bf16: the TMA store, 3 stages
     assert (big["EPILOGUE"], big["STAGES"]) == (2, 3) and not gemm_hopper.policy(4096, 4096, 4096).get("EPILOGUE")
@@ -141,12 +141,13 @@ def test_policy_table_decode_unaligned_and_bf16_out():
 
 def test_launch_passes_the_output_dtype_to_the_policy():
     rng = np.random.default_rng(5)
-    a = round_bf16(rng.standard_normal((300, 64)).astype(np.float32))
-    b = round_bf16(rng.standard_normal((64, 72)).astype(np.float32))
-    c = np.full((300, 72), np.nan, np.float32)
-    gemm_hopper.launch(a, b, c, out_dtype=tp.bf16, STAGES=2)                # small class, bf16: staged epilogue
-    plan = next(p for key, p in gemm_hopper._PLANS.items() if key[:3] == (300, 72, 64) and key[4] == tp.bf16)
-    assert plan.params["EPILOGUE"] == 1
+    # (576 x 1000: 72 tiles of 64 x 128, more than half a wave: the small class's 64 x 128 tile, not SMALL_64x64)
+    a = round_bf16(rng.standard_normal((576, 64)).astype(np.float32))
+    b = round_bf16(rng.standard_normal((64, 1000)).astype(np.float32))
+    c = np.full((576, 1000), np.nan, np.float32)
+    gemm_hopper.launch(a, b, c, out_dtype=tp.bf16, STAGES=2)                # small class, bf16: the TMA store
+    plan = next(p for key, p in gemm_hopper._PLANS.items() if key[:3] == (576, 1000, 64) and key[4] == tp.bf16)
+    assert plan.params["EPILOGUE"] == 2
     ref = gemm_hopper.reference(a, b)
     assert not np.isnan(c).any() and np.abs(c - ref).max() <= 2.0**-8 * np.abs(ref).max()
 
@@ -331,12 +332,12 @@ def test_staged_epilogue_without_the_wait_is_a_race():
 
 
 def test_a_callers_own_tile_does_not_inherit_the_policys_epilogue(monkeypatch):
-    """300 x 520 x 200 with bf16 out is the small class, whose policy stages the output (EPILOGUE=1) in a
-    shared tile sized for its 64x128 tile; a caller's 128x256 4-stage tile with that staging would not fit in
-    shared memory, so another tile given without EPILOGUE runs the direct store (asked for, it is kept; fewer
-    stages of the policy's own tile keep it: test_launch_passes_the_output_dtype_to_the_policy)."""
-    m, k, n = 300, 200, 520
-    assert gemm_hopper.policy(m, n, k, tp.bf16).get("EPILOGUE") == 1
+    """576 x 1000 x 200 with bf16 out is the small class, whose policy stages the output (EPILOGUE=2, the TMA
+    store) in a shared tile sized for its 64x128 tile; a caller's 128x256 4-stage tile with that staging would not
+    fit in shared memory, so another tile given without EPILOGUE runs the direct store (asked for, it is kept;
+    fewer stages of the policy's own tile keep it: test_launch_passes_the_output_dtype_to_the_policy)."""
+    m, k, n = 576, 200, 1000
+    assert gemm_hopper.policy(m, n, k, tp.bf16).get("EPILOGUE") == 2
     seen = []
     real = gemm_hopper._Plan
 

@@ -1,0 +1,41 @@
+"""G16's small-class policy forms on small ragged shapes, for compute-sanitizer, through `gemm_hopper.launch` with
+the constexprs of the shape each form serves: 64 x 64 tiles unsplit (SMALL_64x64, 8 stages: more stages than k-tiles
+here, and 16 k-tiles with K not a multiple of BK), the small class's 64 x 128 tiles for a large shape (the TMA store
+for bf16 out), the small class's own with C rows a tensor map cannot describe (the store's fallback copy).
+
+compute-sanitizer --tool memcheck python3 tests/gpu/sanitize_gemm_small_class.py
+compute-sanitizer --tool racecheck python3 tests/gpu/sanitize_gemm_small_class.py
+"""
+
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+
+import tilepy as tp  # noqa: E402
+import tilepy_hip  # noqa: E402, F401
+from stdlib_kernels import gemm_hopper  # noqa: E402
+
+d = torch.device("cuda")
+g = torch.Generator(device="cuda").manual_seed(16)
+# (the shape whose policy is the form, the shape it runs at)
+CASES = [((512, 512, 512), (130, 200, 300)),        # 64 x 64, 5 k-tiles in 8 stages, ragged M / N / K
+         ((300, 500, 400), (70, 130, 1000)),        # 64 x 64, 16 k-tiles, K not a multiple of BK
+         ((1024, 1024, 4096), (130, 264, 700)),     # 64 x 128 unsplit (from the large class)
+         ((1024, 1024, 1024), (100, 1001, 200))]    # 64 x 128, C's rows 2002 bytes: the TMA store's fallback
+for policy_shape, (m, n, k) in CASES:
+    a = torch.randn(m, k, device=d, generator=g).bfloat16()
+    b = torch.randn(k, n, device=d, generator=g).bfloat16()
+    ref = a.double() @ b.double()
+    for out, o in ((torch.float32, tp.f32), (torch.bfloat16, tp.bf16)):
+        p = gemm_hopper.policy(*policy_shape, o, fixup=True)
+        c = torch.full((m, n), float("nan"), device=d, dtype=out)
+        gemm_hopper.launch(a, b, c, **p)
+        torch.cuda.synchronize()
+        err = float((c.double() - ref).norm() / ref.norm())
+        print(policy_shape, (m, n, k), out, {x: p.get(x) for x in ("BM", "BN", "STAGES", "EPILOGUE")}, "rel err",
+              err, flush=True)
+        assert err < (4e-3 if out == torch.bfloat16 else 1e-5), err
+print("ok")

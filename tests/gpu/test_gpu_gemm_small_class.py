@@ -1,0 +1,85 @@
+"""G16's small-class rows of gemm_hopper's policy on a real GPU, through `gemm_hopper.launch` as callers get them:
+64 x 64 tiles unsplit where the small class's 64 x 128 tiles fill at most half a wave (512^3 and ragged shapes),
+the small class's 64 x 128 tiles unsplit for large shapes whose 128 x 256 tiles would split K (1024 x 1024 x 4096),
+and the TMA store for the small class's bf16 output (C rows a tensor map can describe, and rows it cannot: N = 1001,
+stored by the producer's copy). Every output is poisoned with NaN first and checked against float64 (computed on
+the GPU) within cuBLAS's own error on the same inputs (x 1.5) and the bar of the other GEMM GPU tests; a second call
+through the same plan gives the same bits (no atomics in these forms). SASS: HGMMA, no local memory. Skips without
+a GPU."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed")
+if not torch.cuda.is_available():
+    pytest.skip(
+        "no CUDA GPU here (torch.cuda.is_available() is False): GPU tests need the device machine",
+        allow_module_level=True,
+    )
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+
+import tilepy as tp  # noqa: E402
+from stdlib_kernels import gemm_hopper  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+DEV = torch.device("cuda")
+
+
+@pytest.mark.parametrize("out", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize(
+    "m,n,k,form",
+    [
+        (512, 512, 512, "64x64"),
+        (500, 520, 1000, "64x64"),       # ragged M / N, K not a multiple of BK (16 k-tiles)
+        (300, 1001, 200, "64x64"),       # B's rows padded (2002 bytes), C's not a tensor map's
+        (1024, 1024, 4096, "64x128"),    # the large class on the small tiles
+        (1000, 1000, 4000, "64x128"),
+        (1024, 1024, 1024, "64x128"),    # the small class's own tile: the TMA store for bf16 out
+        (1000, 1001, 1000, "64x128"),    # C's rows 2002 bytes: the store falls back to the producer's copy
+        (768, 768, 768, "64x128"),
+    ],
+)
+def test_small_class_forms_through_launch(m, n, k, form, out):
+    o = tp.bf16 if out == torch.bfloat16 else tp.f32
+    p = gemm_hopper.policy(m, n, k, o, fixup=True)
+    assert (p["BM"], p["BN"], p.get("SPLIT_K", 1)) == ((64, 64, 1) if form == "64x64" else (64, 128, 1)), p
+    assert p.get("EPILOGUE", 0) == (2 if form == "64x128" and o == tp.bf16 else 0), p
+    g = torch.Generator(device="cuda").manual_seed(m + n + k)
+    a = torch.randn(m, k, device=DEV, generator=g).bfloat16()
+    b = torch.randn(k, n, device=DEV, generator=g).bfloat16()
+    ref = a.double() @ b.double()
+    peer = torch.matmul(a, b) if out == torch.bfloat16 else (a.float() @ b.float())
+    peer_err = float((peer.double() - ref).norm() / ref.norm())
+    c = torch.full((m, n), float("nan"), device=DEV, dtype=out)
+    gemm_hopper.launch(a, b, c)
+    torch.cuda.synchronize()
+    assert torch.isfinite(c).all()
+    err = float((c.double() - ref).norm() / ref.norm())
+    assert err < (3e-3 if out == torch.bfloat16 else 1e-5), err
+    if out == torch.bfloat16:           # one rounding of the f32 sum, as cuBLAS's
+        assert err <= 1.5 * peer_err, (err, peer_err)
+    first = c.clone()
+    c.fill_(float("nan"))
+    gemm_hopper.launch(a, b, c)
+    torch.cuda.synchronize()
+    assert torch.equal(c, first)
+
+
+@pytest.mark.parametrize("shape", [(512, 512, 512), (1024, 1024, 4096), (1024, 1024, 1024)])
+def test_small_class_sass(shape):
+    import tilepy_hip
+
+    for out in (tp.f32, tp.bf16):
+        p = gemm_hopper.policy(*shape, out, fixup=True)
+        kernel, kp = gemm_hopper.plan_kernel(shape[0], shape[1], out, p, shape[2])
+        ck = tilepy_hip.compile(kernel, target="sm_90a", **kp)
+        sass = ck.sass()
+        assert kernel.name == "gemm_hopper" and f"HGMMA.64x{p['BN']}x16.F32.BF16" in sass
+        assert "LDL" not in sass and "STL" not in sass and ck.resources["spill_stores"] == 0
+        if p.get("EPILOGUE") == 2:
+            assert "UTMASTG" in sass

@@ -1,0 +1,88 @@
+"""G16's small-class rows of gemm_hopper's policy (issue 15; measured in benchmarks/results/gemm-g16-*.json):
+* the small class whose 64 x 128 tiles fill at most half a wave with at most 16 k-tiles runs 64 x 64 tiles, 8
+  stages, unsplit (SMALL_64x64) instead of 64 x 128 tiles split 2 with atomics;
+* large shapes whose 128 x 256 tiles would split K and whose 64 x 128 tiles fill 3/4 to one wave run the small
+  class's tiles unsplit;
+* the small class's bf16 output goes out through the TMA store (EPILOGUE=2).
+The policy table is checked by shape; each form runs on the interpreter through `launch` against float64 on ragged
+shapes (its constexprs taken from the shape it serves, run on a smaller one: the interpreter is slow), and verifies
+clean (its time: benchmarks/NOTES.md, G16)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tilepy as tp
+from stdlib_kernels import gemm_hopper
+from tilepy.dtypes import round_bf16
+
+
+def _small(p):
+    return {k: p.get(k) for k in ("BM", "BN", "STAGES", "CONSUMERS", "SPLIT_K", "EPILOGUE", "PERSISTENT")}
+
+
+@pytest.mark.parametrize("fixup", [False, True])     # the lowering's policy and launch's: the same rows
+def test_policy_rows(fixup):
+    for shape in ((512, 512, 512), (300, 500, 400), (640, 640, 1000)):
+        for out in (tp.f32, tp.bf16):
+            p = gemm_hopper.policy(*shape, out, fixup=fixup)
+            assert gemm_hopper.shape_class(*shape) == "small"
+            assert _small(p) == dict(BM=64, BN=64, STAGES=8, CONSUMERS=1, SPLIT_K=None, EPILOGUE=0,
+                                     PERSISTENT=None), (shape, p)
+    # more than 16 k-tiles: the split stays (not measured without it)
+    assert gemm_hopper.policy(512, 512, 4096, fixup=fixup)["SPLIT_K"] == 4
+    # more than half a wave of 64 x 128 tiles: those tiles, the TMA store for bf16 out
+    for shape in ((768, 768, 768), (1024, 1024, 1024)):
+        assert _small(gemm_hopper.policy(*shape, tp.bf16, fixup=fixup)) == dict(
+            BM=64, BN=128, STAGES=6, CONSUMERS=1, SPLIT_K=None, EPILOGUE=2, PERSISTENT=None)
+        assert _small(gemm_hopper.policy(*shape, tp.f32, fixup=fixup)) == dict(
+            BM=64, BN=128, STAGES=4, CONSUMERS=1, SPLIT_K=None, EPILOGUE=None, PERSISTENT=None)
+    # the large class with few 128 x 256 tiles and a wave of 64 x 128 ones: those, unsplit
+    for shape in ((1024, 1024, 4096), (1000, 1000, 4000), (512, 2048, 4096)):
+        assert gemm_hopper.shape_class(*shape) == "large"
+        assert _small(gemm_hopper.policy(*shape, tp.bf16, fixup=fixup)) == dict(
+            BM=64, BN=128, STAGES=6, CONSUMERS=1, SPLIT_K=None, EPILOGUE=2, PERSISTENT=None)
+        p = gemm_hopper.policy(*shape, tp.f32, fixup=fixup)
+        assert _small(p) == dict(BM=64, BN=128, STAGES=4, CONSUMERS=1, SPLIT_K=None, EPILOGUE=None, PERSISTENT=None)
+        assert "PRODUCER_REGS" not in p and p["IN_FLIGHT"] == 1
+    # the mid-size rule (128 x 128 tiles) and the large class proper are not this rule's
+    assert gemm_hopper.policy(2048, 1024, 1024)["BM"] == 128 and gemm_hopper.policy(2048, 2048, 2048)["BN"] == 256
+
+
+# (the shape whose policy the form is, the shape it runs at here)
+FORMS = [((512, 512, 512), (130, 200, 300)),       # SMALL_64x64: ragged M / N / K
+         ((300, 500, 400), (70, 72, 1000)),        # SMALL_64x64: 16 k-tiles (K not a multiple of BK)
+         ((1024, 1024, 4096), (130, 264, 200)),    # the large class on the small tiles: 64 x 128, TMA store (bf16)
+         ((1024, 1024, 1024), (100, 130, 70))]     # the small class's own: N one column past a tile
+
+
+@pytest.mark.parametrize("out", [tp.f32, tp.bf16])
+@pytest.mark.parametrize("policy_shape,shape", FORMS)
+def test_forms_on_the_interpreter(policy_shape, shape, out):
+    m, n, k = shape
+    p = gemm_hopper.policy(*policy_shape, out, fixup=True)
+    rng = np.random.default_rng(m + n + k)
+    a = round_bf16(rng.standard_normal((m, k)).astype(np.float32))
+    b = round_bf16(rng.standard_normal((k, n)).astype(np.float32))
+    ref = gemm_hopper.reference(a, b)
+    for _ in range(2):                  # twice through one plan
+        c = np.full((m, n), np.nan, np.float32)
+        gemm_hopper.launch(a, b, c, out_dtype=out, **p)
+        assert not np.isnan(c).any()
+        if out == tp.bf16:              # one bf16 rounding of the f32 sum
+            assert np.abs(c - ref).max() <= 2.0**-8 * np.abs(ref).max()
+            np.testing.assert_array_equal(c, round_bf16(c))
+        else:
+            np.testing.assert_allclose(c, ref, rtol=1e-5, atol=1e-4 * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("out", [tp.f32, tp.bf16])
+@pytest.mark.parametrize("policy_shape", [(512, 512, 512), (1024, 1024, 4096), (1024, 1024, 1024)])
+def test_forms_verify_clean(policy_shape, out):
+    import tilepy_verify as tv
+
+    p = gemm_hopper.policy(*policy_shape, out, fixup=True)
+    kernel, kp = gemm_hopper.plan_kernel(*policy_shape[:2], out, p, policy_shape[2])
+    report = tv.verify(kernel, target="sm_90a", **kp)
+    assert report.findings == [], report.findings
