@@ -438,7 +438,7 @@ def gemm_persistent(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", 
     pieces go into the buffers as their reads complete, then the wgmma is waited for. The tensor cores work through
     the store's round trip instead of idling at the tile's end; a tile's pieces still go out in order 0, 1, ... (the
     store warp is unchanged), the last tile's held pieces after the loop. The first k-tile is taken out of the ring
-    loop (every tile has one: K >= 1)."""
+    loop (every tile has one: K >= 1); the held pieces' `staged` arrivals wait for that wgmma to retire."""
     a_s = tp.shared((BM, BK), tp.bf16, stages=STAGES, swizzle=SWIZZLE)
     b_s = tp.shared((BK, BN), tp.bf16, stages=STAGES, swizzle=SWIZZLE, layout=b_layout(BK, BN))
     if EPILOGUE == 2 and STORE_N == 0:
@@ -546,12 +546,14 @@ def gemm_persistent(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", 
             tp.mbarrier_wait(full[0], turn)             # slot 0: k-tile 0 (every tile has one)
             acc = tp.mma_async(a_s[0], b_s[0],
                                tp.zeros((BM, BN), tp.f32, layout=tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1))))
-            if it > 0:      # the previous tile's held pieces, while the tensor cores run k-tile 0
+            if it > 0:      # the previous tile's held pieces (one a buffer), while the tensor cores run k-tile 0
                 for p in tp.static_range(STORE_BUFS, BN // STORE_N):
                     tp.mbarrier_wait(c_free[p % STORE_BUFS], (it - 1) * uses + p // STORE_BUFS - 1)
                     tp.store(c_s[p % STORE_BUFS], held[:, (p - STORE_BUFS) * STORE_N:(p - STORE_BUFS + 1) * STORE_N])
-                    tp.mbarrier_arrive(staged[p % STORE_BUFS])
             tp.mma_wait(0)
+            if it > 0:      # (staged once the wgmma is retired: no arrive while a wgmma group is in flight)
+                for p in tp.static_range(STORE_BUFS, BN // STORE_N):
+                    tp.mbarrier_arrive(staged[p % STORE_BUFS])
             tp.mbarrier_arrive(empty[0])
             for k in range(1, rounds * STAGES):
                 tp.mbarrier_wait(full[k % STAGES], turn + k // STAGES)
