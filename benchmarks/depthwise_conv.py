@@ -17,7 +17,9 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 SHAPES = [((16, 96, 56, 56), 7, 1, 3), ((16, 192, 28, 28), 7, 1, 3), ((16, 384, 14, 14), 7, 1, 3),
-          ((32, 64, 112, 112), 7, 1, 3), ((16, 128, 64, 64), 9, 1, 4), ((16, 96, 56, 56), 7, 2, 3)]
+          ((32, 64, 112, 112), 7, 1, 3), ((16, 128, 64, 64), 9, 1, 4), ((16, 96, 56, 56), 7, 2, 3),
+          ((16, 576, 14, 14), 3, 1, 1), ((16, 960, 7, 7), 3, 1, 1), ((16, 144, 56, 56), 3, 2, 1),
+          ((16, 1152, 7, 7), 5, 1, 2), ((16, 32, 112, 112), 3, 1, 1)]
 
 
 def main():
@@ -36,22 +38,30 @@ def main():
         oh = dw.out_size(shape[2], k, s, p)
         ow = dw.out_size(shape[3], k, s, p)
         y = torch.empty(shape[0], shape[1], oh, ow, device="cuda")
-        dw.launch(x, w, y, s, (p, p))
         ref = torch.nn.functional.conv2d(x.double(), w.double(), None, s, p, groups=shape[1])
-        err = (y.double() - ref).abs().max().item()
-        def ours_call(x=x, w=w, y=y, s=s, p=p):
-            dw.launch(x, w, y, s, (p, p))
+        errs = {}
+        for staged in (False, True):
+            y.zero_()
+            dw.launch(x, w, y, s, (p, p), staged=staged)
+            errs[staged] = (y.double() - ref).abs().max().item()
+
+        def ours_call(x=x, w=w, y=y, s=s, p=p, staged=False):
+            dw.launch(x, w, y, s, (p, p), staged=staged)
+
+        def staged_call(x=x, w=w, y=y, s=s, p=p):
+            dw.launch(x, w, y, s, (p, p), staged=True)
 
         def torch_call(x=x, w=w, s=s, p=p, c=shape[1]):
             torch.nn.functional.conv2d(x, w, None, s, p, groups=c)
 
-        ours, theirs = (1e3 * event_ms(f, 50, 5) for f in (ours_call, torch_call))
+        ours, staged_us, theirs = (1e3 * event_ms(f, 50, 5) for f in (ours_call, staged_call, torch_call))
         gbs = (x.numel() + y.numel()) * 4 / ours / 1e3
-        row = dict(shape=shape, k=k, stride=s, ours_us=ours, torch_us=theirs, ratio=theirs / ours, gb_s=gbs,
-                   max_err=err)
+        row = dict(shape=shape, k=k, stride=s, ours_us=ours, staged_us=staged_us, torch_us=theirs,
+                   ratio=theirs / ours, staged_ratio=theirs / staged_us, gb_s=gbs, max_err=errs[False],
+                   staged_max_err=errs[True], staged_tile=dw.staged_tile(shape[1], oh, ow, (k, k), s, 1))
         rows.append(row)
-        print(f"{str(shape):22s} k{k} s{s}: ours {ours:8.1f} us  torch {theirs:8.1f} us  x{theirs / ours:5.2f}  "
-              f"{gbs:6.0f} GB/s  err {err:.1e}")
+        print(f"{str(shape):22s} k{k} s{s}: ours {ours:7.1f} us  staged {staged_us:7.1f}  torch {theirs:7.1f} us  "
+              f"x{theirs / ours:5.2f} / staged x{theirs / staged_us:5.2f}  err {errs[False]:.1e} / {errs[True]:.1e}")
     if args.out:
         Path(args.out).write_text(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
                                               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),

@@ -33,6 +33,59 @@ def depthwise_conv2d(X: tp.Tensor[tp.f32, "P", "H", "W"], Wt: tp.Tensor[tp.f32, 
     tp.store(Y[plane, oh0:oh0 + BH, ow0:ow0 + BW], acc)
 
 
+def _halo(k, d, s):
+    """Rows (or columns) past the tile's own that its taps read in one stride phase, as a power of two (0: none)."""
+    n = (k - 1) * d // s
+    return 0 if n == 0 else 1 << (n - 1).bit_length()
+
+
+@tp.kernel(threads=128)
+def depthwise_conv2d_staged(X: tp.Tensor[tp.f32, "P", "H", "W"], Wt: tp.Tensor[tp.f32, "C", "KK"],
+                            Y: tp.Tensor[tp.f32, "P", "OH", "OW"], KH: tp.constexpr = 7, KW: tp.constexpr = 7,
+                            S: tp.constexpr = 1, PH: tp.constexpr = 3, PW: tp.constexpr = 3, D: tp.constexpr = 1,
+                            BP: tp.constexpr = 2, BH: tp.constexpr = 16, BW: tp.constexpr = 16):
+    """A (BP, BH, BW) tile of outputs of BP planes whose channels follow each other (BP divides C), the input
+    they read staged in shared memory first: per stride phase (ph, pw) the rows h0 + ph + S i and columns
+    w0 + pw + S j of the tile's window (its own BH x BW and a halo of HH rows / HW columns), so that every tap
+    reads a unit-stride window of one phase, `s[phase, :, q:q + BH, r:r + BW]` with q = kh D // S. A tap's
+    weight is one load per thread (the channel is the block's c0 plus the plane's index)."""
+    ow0 = tp.block_id(0) * BW
+    oh0 = tp.block_id(1) * BH
+    p0 = tp.block_id(2) * BP
+    HH = _halo(KH, D, S)
+    HW = _halo(KW, D, S)
+    s = tp.shared((S * S, BP, BH + HH, BW + HW), tp.f32)
+    h0 = oh0 * S - PH
+    w0 = ow0 * S - PW
+    for ph in tp.static_range(S):
+        for pw in tp.static_range(S):
+            hs = h0 + ph
+            ws = w0 + pw
+            tp.store(s[ph * S + pw, :, 0:BH, 0:BW],
+                     tp.load(X[p0:p0 + BP, hs:hs + BH * S:S, ws:ws + BW * S:S], other=0.0))
+            if HW > 0:
+                tp.store(s[ph * S + pw, :, 0:BH, BW:BW + HW],
+                         tp.load(X[p0:p0 + BP, hs:hs + BH * S:S, ws + BW * S:ws + (BW + HW) * S:S], other=0.0))
+            if HH > 0:
+                tp.store(s[ph * S + pw, :, BH:BH + HH, 0:BW],
+                         tp.load(X[p0:p0 + BP, hs + BH * S:hs + (BH + HH) * S:S, ws:ws + BW * S:S], other=0.0))
+            if HH > 0 and HW > 0:
+                tp.store(s[ph * S + pw, :, BH:BH + HH, BW:BW + HW],
+                         tp.load(X[p0:p0 + BP, hs + BH * S:hs + (BH + HH) * S:S, ws + BW * S:ws + (BW + HW) * S:S],
+                                 other=0.0))
+    tp.barrier()
+    c0 = p0 % Wt.shape[0]
+    acc = tp.zeros((BP, BH, BW), tp.f32)
+    for kh in tp.static_range(KH):
+        for kw in tp.static_range(KW):
+            q = s[(kh * D) % S * S + (kw * D) % S, :, (kh * D) // S:(kh * D) // S + BH,
+                  (kw * D) // S:(kw * D) // S + BW]
+            zero = tp.zeros((BP, BH, BW), tp.i32)
+            wv = tp.load(Wt[c0 + tp.arange(BP)[:, None][:, :, None] + zero, zero + (kh * KW + kw)])
+            acc = acc + tp.load(q) * wv
+    tp.store(Y[p0:p0 + BP, oh0:oh0 + BH, ow0:ow0 + BW], acc)
+
+
 def out_size(n: int, k: int, s: int = 1, pad: int = 0, d: int = 1) -> int:
     return (n + 2 * pad - d * (k - 1) - 1) // s + 1
 
@@ -44,14 +97,35 @@ def tile(oh: int, ow: int) -> dict:
     return {"BH": min(512 // bw, 1 << max(0, (oh - 1).bit_length())), "BW": bw}
 
 
-def grid(planes: int, oh: int, ow: int, bh: int, bw: int) -> tuple:
-    return (tp.cdiv(ow, bw), tp.cdiv(oh, bh), planes)
+def staged_tile(channels: int, oh: int, ow: int, k: tuple, s: int, d: int) -> dict | None:
+    """The staged kernel's (BP, BH, BW): the plane's tile as `tile` gives it, planes added (a power of two that
+    divides the channel count) until the tile holds 512 outputs, one per value slot of the 128 threads; None
+    where its shared memory (S^2 phases of the tile and its halo) passes 48 KB."""
+    t = tile(oh, ow)
+    bp = 1
+    while bp * t["BH"] * t["BW"] < 512 and channels % (2 * bp) == 0:
+        bp *= 2
+    rows, cols = t["BH"] + _halo(k[0], d, s), t["BW"] + _halo(k[1], d, s)
+    if s * s * bp * rows * cols * 4 > 48 * 1024:
+        return None
+    return {"BP": bp, **t}
 
 
-def launch(x, w, y, s: int = 1, pad=(0, 0), d: int = 1, **kw):
-    """x: (N, C, H, W) contiguous; w: (C, 1, KH, KW); y: (N, C, OH, OW)."""
+def grid(planes: int, oh: int, ow: int, bh: int, bw: int, bp: int = 1) -> tuple:
+    return (tp.cdiv(ow, bw), tp.cdiv(oh, bh), tp.cdiv(planes, bp))
+
+
+def launch(x, w, y, s: int = 1, pad=(0, 0), d: int = 1, staged: bool = False, **kw):
+    """x: (N, C, H, W) contiguous; w: (C, 1, KH, KW); y: (N, C, OH, OW). `staged`: the kernel that stages its
+    input in shared memory (`depthwise_conv2d_staged`, where its tile fits)."""
     kh, kwid = w.shape[-2:]
     xs, ys = x.reshape(-1, *x.shape[-2:]), y.reshape(-1, *y.shape[-2:])
+    st = staged_tile(w.shape[0], ys.shape[1], ys.shape[2], (kh, kwid), s, d) if staged else None
+    if st is not None:
+        p = {**st, **kw}
+        g = grid(ys.shape[0], ys.shape[1], ys.shape[2], p["BH"], p["BW"], p["BP"])
+        return depthwise_conv2d_staged[g](xs, w.reshape(w.shape[0], -1), ys, KH=kh, KW=kwid, S=s, PH=pad[0],
+                                          PW=pad[1], D=d, **p)
     p = {**tile(*ys.shape[1:]), **kw}
     g = grid(ys.shape[0], ys.shape[1], ys.shape[2], p["BH"], p["BW"])
     return depthwise_conv2d[g](xs, w.reshape(w.shape[0], -1), ys, KH=kh, KW=kwid, S=s, PH=pad[0], PW=pad[1], D=d,

@@ -25,14 +25,19 @@ DEV = torch.device("cuda")
     ((16, 96, 56, 56), (7, 7), 1, (3, 3), 1),
     ((3, 5, 30, 17), (7, 5), 2, (3, 1), 1),
     ((2, 7, 21, 90), (9, 9), 1, (4, 4), 2),
+    ((4, 64, 14, 14), (7, 7), 1, (3, 3), 1),
+    ((3, 24, 7, 7), (3, 3), 1, (1, 1), 1),
+    ((2, 12, 29, 30), (3, 3), 2, (1, 1), 1),
+    ((2, 10, 25, 25), (5, 5), 2, (2, 2), 1),
 ])
-def test_depthwise_on_gpu_matches_float64(shape, k, s, pad, d):
+@pytest.mark.parametrize("staged", [False, True])
+def test_depthwise_on_gpu_matches_float64(shape, k, s, pad, d, staged):
     g = torch.Generator(device=DEV).manual_seed(sum(shape))
     x = torch.randn(shape, device=DEV, generator=g)
     w = torch.randn(shape[1], 1, *k, device=DEV, generator=g)
     oh, ow = (dw.out_size(n, kk, s, p, d) for n, kk, p in zip(shape[2:], k, pad))
     y = torch.full((shape[0], shape[1], oh, ow), float("nan"), device=DEV)
-    dw.launch(x, w, y, s, pad, d)
+    dw.launch(x, w, y, s, pad, d, staged=staged)
     ref = torch.nn.functional.conv2d(x.double(), w.double(), None, s, pad, d, groups=shape[1])
     theirs = torch.nn.functional.conv2d(x, w, None, s, pad, d, groups=shape[1])
     ours_err = (y.double() - ref).abs().max().item()
