@@ -830,9 +830,9 @@ SKINNY_CLUSTER = dict(IN_FLIGHT=0, BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=t
 SWAP_KWAYS = dict(SWAP_AB=1, K_WAYS=2, CONSUMERS=2, BM=64, BN=64, STAGES=6, IN_FLIGHT=1, SPLIT_K=1, M_SHIFT=1,
                   INSTR=tp.nv.wgmma_m64n64k16_bf16)
 # * G14: 32-128 rows whose 64-column tiles of C^T, split over K in two, fill half a wave to one (N ~ 2100-4200; K at
-#   least 8 k-tiles): ONE row tile of BM = M rounded up to a wgmma width (n32 / 48 / 64 / 80 / 96 / 104 / 112 / 128:
-#   few or no rows past M in A's box), K_WAYS=2, and K split over the two blocks of a (1, 1, 2) cluster, rank 1's sum
-#   read by rank 0 through distributed shared memory (CLUSTER_K=2: no slots, no splitk_sum). H100, alternated twice
+#   least 48 k-tiles, below): ONE row tile of BM = M rounded up to a wgmma width (n32 / 48 / 64 / 80 / 96 / 104 / 112 /
+#   128: few or no rows past M in A's box), K_WAYS=2, and K split over the two blocks of a (1, 1, 2) cluster, rank 1's
+#   sum read by rank 0 through distributed shared memory (CLUSTER_K=2: no slots, no splitk_sum). H100, alternated twice
 #   with the policy before, bf16 / f32 out, us (x cuBLAS in the same row; benchmarks/results/gemm-g14-clusterk-*.json):
 #   32 rows 11.52-11.87 / 11.82-11.83 -> 10.99-11.07 / 10.98-11.00 (0.76-0.77 -> 0.81-0.82), 64 rows 13.84-14.68 /
 #   13.60-13.70 -> 12.13-12.54 / 11.80-11.95 (0.66-0.69 -> 0.78-0.89), 80 rows 15.75-15.93 / 16.44-16.64 -> 12.94-12.96
@@ -840,14 +840,21 @@ SWAP_KWAYS = dict(SWAP_AB=1, K_WAYS=2, CONSUMERS=2, BM=64, BN=64, STAGES=6, IN_F
 #   (0.78-0.79 -> 0.87), 128 rows 16.73-16.89 / 16.76-16.92 -> 16.16-16.24 / 16.26-16.33 (0.91-0.93 -> 0.94-0.97);
 #   once: 48 rows 13.57 -> 11.88 (0.67 -> 0.77), 112 rows 17.00 -> 15.57 (0.66 -> 0.72). Stages per ring: what fits
 #   227 KB beside the (64, BM) f32 hand-over tile (80 rows: 4 stages 12.90 / 13.21 as 5's; 128 rows: 3 stages lose,
-#   16.88 / 17.74). n96 (81-96 rows) was not measured. 16 rows (n16, 0.98 against the split-4 policy's 0.93, one run,
-#   inside the spread) keep the policy.
+#   16.88 / 17.74). 16 rows (n16, 0.98 against the split-4 policy's 0.93, one run,
+#   inside the spread) keep the policy. A second call, the policy with it alternated twice against the forms it
+#   replaced (gemm-g14-table-*.json): 32 rows 0.75-0.76 -> 0.80-0.83, 40 rows 0.73 -> 0.85, 64 rows 0.68-0.73 ->
+#   0.78-0.81, 72 / 80 / 96 (n96) rows 0.61-0.66 -> 0.71-0.78, 120 rows 0.96 -> 1.01, 128 rows 0.92 -> 0.92-0.97; but
+#   100 x 2200 x 1000 LOST, 9.29 -> 10.84 us (0.69 -> 0.59): the cluster's kernel costs ~1.5 us more than the same
+#   blocks unclustered (32 rows: 9.95 against 8.44 us), which 16 k-tiles do not win back (at 100 rows the slope is
+#   ~0.146 us a k-tile for two row tiles unsplit, ~0.084 for the split: even at ~41 k-tiles). Hence >= 48 k-tiles.
 CLUSTER_SPLIT_STAGES = {32: 8, 48: 6, 64: 6, 80: 5, 96: 5, 104: 4, 112: 4, 128: 4}
+CLUSTER_SPLIT_MIN_K_TILES = 48
 
 
 def cluster_split(M: int, N: int, K: int) -> dict | None:
     """The CLUSTER_K=2 form (above) for an (M, N, K) GEMM, or None where it does not apply."""
-    if not 32 <= M <= 128 or _cdiv(K, 64) < 8 or not NUM_SMS // 2 < 2 * _cdiv(N, 64) <= NUM_SMS:
+    if (not 32 <= M <= 128 or _cdiv(K, 64) < CLUSTER_SPLIT_MIN_K_TILES
+            or not NUM_SMS // 2 < 2 * _cdiv(N, 64) <= NUM_SMS):
         return None
     bm = min(b for b in CLUSTER_SPLIT_STAGES if b >= M)
     return dict(SWAP_AB=1, K_WAYS=2, CONSUMERS=2, BM=bm, BN=64, STAGES=CLUSTER_SPLIT_STAGES[bm], IN_FLIGHT=1,
