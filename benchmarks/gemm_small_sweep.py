@@ -331,6 +331,27 @@ PLAN11 = [
     ((120, 4096, 4096), _table(KWS)[:2], ("bf16",)),
     ((100, 2200, 1000), _table(KWS)[:2], ("bf16",)),
 ]
+# twelfth call (G14): where the cluster split starts paying in K (it lost at 100 x 2200 x 1000, 16 k-tiles; the policy
+# takes it from 48): the form forced against the forms before at 2048 / 3072 (32 / 48 k-tiles)
+def _forced_ck(m):
+    bm = min(b for b in gemm_hopper.CLUSTER_SPLIT_STAGES if b >= m)
+    return _ck(bm, gemm_hopper.CLUSTER_SPLIT_STAGES[bm])
+
+
+PLAN12 = [
+    ((32, 4096, 2048), [("before", BEFORE32), ("ck", _forced_ck(32)), ("before_again", BEFORE32),
+                        ("ck_again", _forced_ck(32))], ("bf16",)),
+    ((64, 4096, 2048), [("before", BEFORE_SPLITK), ("ck", _forced_ck(64)), ("before_again", BEFORE_SPLITK),
+                        ("ck_again", _forced_ck(64))], ("bf16",)),
+    ((100, 4096, 2048), [("before", KWS), ("ck", _forced_ck(100)), ("before_again", KWS),
+                         ("ck_again", _forced_ck(100))], ("bf16",)),
+    ((128, 4096, 2048), [("before", KWS), ("ck", _forced_ck(128))], ("bf16",)),
+    ((80, 4096, 2048), [("before", KWS), ("ck", _forced_ck(80))], ("bf16",)),
+    ((32, 4096, 3072), [("before", BEFORE32), ("ck", _forced_ck(32))], ("bf16",)),
+    ((64, 4096, 3072), [("before", BEFORE_SPLITK), ("ck", _forced_ck(64))], ("bf16",)),
+    ((100, 4096, 3072), [("before", KWS), ("ck", _forced_ck(100))], ("bf16",)),
+    ((128, 4096, 3072), [("before", KWS), ("ck", _forced_ck(128))], ("bf16",)),
+]
 PLAN = [  # (shape, variants, output dtypes)
     ((16, 4096, 4096), DECODE, ("bf16", "f32")),
     ((64, 4096, 4096), DECODE, ("bf16", "f32")),
@@ -638,13 +659,14 @@ def main(argv=None):
                     "32-64 rows, 5: swap-AB in clusters, B as (N, K), 128 x 64 clusters, 6: two consumers over one "
                     "tile, alternate k-tiles (K_WAYS=2), 7: the policy with K_WAYS against the policy before, our "
                     "kernels' device times, 8: after the policy change, 9: K_WAYS with M_SHIFT, 10: K split over a "
-                    "cluster's two blocks (CLUSTER_K=2), 11: the policy with it against the forms it replaced")
+                    "cluster's two blocks (CLUSTER_K=2), 11: the policy with it against the forms it replaced, "
+                    "12: where in K the cluster split starts paying")
     args = ap.parse_args(argv)
     if args.ncu_target:
         ncu_target(args.ncu_target, *(int(x) for x in args.shape.split(",")))
         return
     plan = {"1": PLAN, "2": PLAN2, "3": PLAN3, "4": PLAN4, "5": PLAN5, "6": PLAN6, "7": PLAN7, "8": PLAN8,
-            "9": PLAN9, "10": PLAN10, "11": PLAN11}[args.plan]
+            "9": PLAN9, "10": PLAN10, "11": PLAN11, "12": PLAN12}[args.plan]
     if args.precompile:
         precompile(args.only, args.precompile, plan)
     props = torch.cuda.get_device_properties(0)
