@@ -80,6 +80,7 @@ def test_small_class_sass(shape):
         ck = tilepy_hip.compile(kernel, target="sm_90a", **kp)
         sass = ck.sass()
         assert kernel.name == "gemm_hopper" and f"HGMMA.64x{p['BN']}x16.F32.BF16" in sass
-        assert "LDL" not in sass and "STL" not in sass and ck.resources["spill_stores"] == 0
+        assert "LDL" not in sass and "STL" not in sass       # no local memory (spills)
+        assert ck.resources.get("spill_stores", 0) == 0     # (a kernel built in-process by launch has no ptxas log)
         if p.get("EPILOGUE") == 2:
             assert "UTMASTG" in sass
