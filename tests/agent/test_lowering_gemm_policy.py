@@ -204,10 +204,10 @@ def test_rows_lower_to_the_cluster_split(tmp_path, form, monkeypatch):
     """32-128 rows whose 64-column tiles, split over K in two, fill half a wave to one: `launch`'s policy is G14's
     CLUSTER_K=2 (one row tile, K split over a cluster's two blocks, summed through distributed shared memory, no
     splitk_sum), and the lowering follows it (a Linear's weight read in place); interpreter vs float64. (The policy's
-    K threshold, 48 k-tiles, lowered to 8 here: the interpreter's time.)"""
+    K threshold, 64 k-tiles at these rows, lowered to 8 here: the interpreter's time.)"""
     from stdlib_kernels import gemm_hopper
 
-    monkeypatch.setattr(gemm_hopper, "CLUSTER_SPLIT_MIN_K_TILES", 8)
+    monkeypatch.setattr(gemm_hopper, "CLUSTER_SPLIT_MIN_K_TILES", {128: 8})
     M, N, K = 100, 2176, 520
     want = gemm_hopper.policy(M, N, K, tp.f32, fixup=True)
     assert (want.get("SWAP_AB"), want.get("CLUSTER_K"), want["SPLIT_K"], want["BM"], want["BN"]) == (1, 2, 1, 104, 64)
