@@ -2,7 +2,7 @@
 on the same inputs, in one run, with the device time of each side's kernels (torch.profiler) beside the graph time,
 so that the fixed cost of a launch (prologue, first loads, epilogue) can be told from the cost per k-tile.
 
-    python benchmarks/gemm_small_class.py [--plan diag|confirm] [--out DIR] [--name STEM] [--only REGEX]
+    python benchmarks/gemm_small_class.py [--plan diag|confirm|cluster] [--out DIR] [--name STEM] [--only REGEX]
                                           [--precompile N]
 
 Every candidate's output is checked against float64 (on the GPU) before it is timed; graph times are
@@ -113,7 +113,13 @@ PLAN_CONFIRM = [
                                                                    ("bf16",))]),
     ((1024, 1024, 4096), [("64x128_cl2_s6_tma", CL_TMA, ("bf16",)), ("swap128x64_s8", SWAP128x64, ("bf16",))]),
 ]
-PLANS = {"diag": PLAN_DIAG, "confirm": PLAN_CONFIRM}
+# next (not run): where a cluster's +1.5 us per launch goes (G16, NOTES): the 2x1 cluster with and without the
+# multicast (MULTICAST=False: cluster dims, cluster barriers and remote releases, every block loading its own B), at 1,
+# 16 and 64 k-tiles, beside the unclustered policy
+CL_NOMC = dict(CL_TMA, MULTICAST=False)
+PLAN_CLUSTER = [((1024, 1024, k), [("policy", None, ("bf16",)), ("64x128_cl2_s6_tma", CL_TMA, ("bf16",)),
+                                   ("64x128_cl2_s6_tma_nomc", CL_NOMC, ("bf16",))]) for k in (64, 1024, 4096)]
+PLANS = {"diag": PLAN_DIAG, "confirm": PLAN_CONFIRM, "cluster": PLAN_CLUSTER}
 DT = {"bf16": (torch.bfloat16, tp.bf16), "f32": (torch.float32, tp.f32)}
 
 
