@@ -36,6 +36,6 @@ def _swap_queries(stages):
 
 def test_deadlock_chain_queries_do_not_grow_with_stages():
     # whether a wait comes before an arrive in one loop body is read off their statement counters (a constant
-    # difference) instead of asked: 33 / 225 / 393 queries at 2 / 6 / 8 stages before, 12 at each now
+    # difference) instead of asked: 33 / 225 / 393 queries at 2 / 6 / 8 stages before, 10 at each now
     q2, q6 = _swap_queries(2), _swap_queries(6)
     assert q6 <= q2 + 2, (q2, q6)

@@ -239,7 +239,8 @@ def _chain(ctx, sync, w, tw, x, mx, visited, depth, first=False, held=None):
     The first hop tries the latest three executions of w2 before x; later hops the latest one (this
     iteration where w2 comes before x in the loop body, else the previous one), which keeps a ring's
     disjunction linear in its length (a chain through an earlier execution is not found: a missed
-    deadlock at worst, never a false one)."""
+    deadlock at worst, never a false one). In a ring unrolled per stage these are iterations of the loop as
+    written, not rounds of the copies (`_copy_lags`)."""
     A = ctx.analysis
     out = []
     held = held if held is not None else [(tuple(w.point.role), tw)]
