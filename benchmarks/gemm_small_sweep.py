@@ -352,6 +352,17 @@ PLAN12 = [
     ((100, 4096, 3072), [("before", KWS), ("ck", _forced_ck(100))], ("bf16",)),
     ((128, 4096, 3072), [("before", KWS), ("ck", _forced_ck(128))], ("bf16",)),
 ]
+# thirteenth call (G14): the cluster split below 32 rows (n16 / n24 / n32 row tiles) against the policy there (swap-AB
+# BN 128 split 4 into slots + splitk_sum), alternated; 16 x 4096 x 14336 (the LLM decode shape)
+PLAN13 = [
+    ((16, 4096, 4096), [("policy", None), ("ck16", _ck(16, 8)), ("policy_again", None), ("ck16_again", _ck(16, 8))],
+     ("bf16", "f32")),
+    ((24, 4096, 4096), [("policy", None), ("ck24", _ck(24, 8)), ("policy_again", None), ("ck24_again", _ck(24, 8)),
+                        ("ck32", _ck(32, 8))], ("bf16",)),
+    ((20, 4096, 4096), [("policy", None), ("ck24", _ck(24, 8)), ("ck32", _ck(32, 8))], ("bf16",)),
+    ((28, 4096, 4096), [("policy", None), ("ck32", _ck(32, 8))], ("bf16",)),
+    ((16, 4096, 14336), [("policy", None), ("ck16", _ck(16, 8))], ("bf16",)),
+]
 PLAN = [  # (shape, variants, output dtypes)
     ((16, 4096, 4096), DECODE, ("bf16", "f32")),
     ((64, 4096, 4096), DECODE, ("bf16", "f32")),
@@ -660,13 +671,13 @@ def main(argv=None):
                     "tile, alternate k-tiles (K_WAYS=2), 7: the policy with K_WAYS against the policy before, our "
                     "kernels' device times, 8: after the policy change, 9: K_WAYS with M_SHIFT, 10: K split over a "
                     "cluster's two blocks (CLUSTER_K=2), 11: the policy with it against the forms it replaced, "
-                    "12: where in K the cluster split starts paying")
+                    "12: where in K the cluster split starts paying, 13: the cluster split below 32 rows")
     args = ap.parse_args(argv)
     if args.ncu_target:
         ncu_target(args.ncu_target, *(int(x) for x in args.shape.split(",")))
         return
     plan = {"1": PLAN, "2": PLAN2, "3": PLAN3, "4": PLAN4, "5": PLAN5, "6": PLAN6, "7": PLAN7, "8": PLAN8,
-            "9": PLAN9, "10": PLAN10, "11": PLAN11, "12": PLAN12}[args.plan]
+            "9": PLAN9, "10": PLAN10, "11": PLAN11, "12": PLAN12, "13": PLAN13}[args.plan]
     if args.precompile:
         precompile(args.only, args.precompile, plan)
     props = torch.cuda.get_device_properties(0)
