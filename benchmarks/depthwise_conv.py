@@ -45,8 +45,8 @@ def main():
             dw.launch(x, w, y, s, (p, p), staged=staged)
             errs[staged] = (y.double() - ref).abs().max().item()
 
-        def ours_call(x=x, w=w, y=y, s=s, p=p, staged=False):
-            dw.launch(x, w, y, s, (p, p), staged=staged)
+        def ours_call(x=x, w=w, y=y, s=s, p=p):
+            dw.launch(x, w, y, s, (p, p), staged=False)
 
         def staged_call(x=x, w=w, y=y, s=s, p=p):
             dw.launch(x, w, y, s, (p, p), staged=True)

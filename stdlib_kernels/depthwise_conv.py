@@ -115,21 +115,35 @@ def grid(planes: int, oh: int, ow: int, bh: int, bw: int, bp: int = 1) -> tuple:
     return (tp.cdiv(ow, bw), tp.cdiv(oh, bh), tp.cdiv(planes, bp))
 
 
-def launch(x, w, y, s: int = 1, pad=(0, 0), d: int = 1, staged: bool = False, **kw):
-    """x: (N, C, H, W) contiguous; w: (C, 1, KH, KW); y: (N, C, OH, OW). `staged`: the kernel that stages its
-    input in shared memory (`depthwise_conv2d_staged`, where its tile fits)."""
+def staged_pays(channels: int, oh: int, ow: int, k: tuple, s: int, d: int) -> bool:
+    """Whether the policy runs the staged kernel: where its tile fits and either puts several planes in a block
+    (planes of at most 256 outputs) or reads strided input (the one-plane kernel's strided taps are element
+    loads)."""
+    st = staged_tile(channels, oh, ow, k, s, d)
+    return st is not None and (st["BP"] > 1 or s > 1)
+
+
+def plan(planes: int, channels: int, oh: int, ow: int, k: tuple, s: int, d: int, staged=None) -> tuple:
+    """(kernel name, constexprs without the window's, grid) for `planes` output planes of oh x ow. `staged`:
+    None for the policy (`staged_pays`), True / False to force a form (the staged one where its tile fits)."""
+    use = staged_pays(channels, oh, ow, k, s, d) if staged is None else staged
+    st = staged_tile(channels, oh, ow, k, s, d) if use else None
+    if st is not None:
+        return "depthwise_conv2d_staged", st, grid(planes, oh, ow, st["BH"], st["BW"], st["BP"])
+    p = tile(oh, ow)
+    return "depthwise_conv2d", p, grid(planes, oh, ow, p["BH"], p["BW"])
+
+
+def launch(x, w, y, s: int = 1, pad=(0, 0), d: int = 1, staged=None, **kw):
+    """x: (N, C, H, W) contiguous; w: (C, 1, KH, KW); y: (N, C, OH, OW). `staged`: None for the policy (`plan`),
+    True for the kernel that stages its input in shared memory (`depthwise_conv2d_staged`, where its tile fits),
+    False for the one-plane kernel."""
     kh, kwid = w.shape[-2:]
     xs, ys = x.reshape(-1, *x.shape[-2:]), y.reshape(-1, *y.shape[-2:])
-    st = staged_tile(w.shape[0], ys.shape[1], ys.shape[2], (kh, kwid), s, d) if staged else None
-    if st is not None:
-        p = {**st, **kw}
-        g = grid(ys.shape[0], ys.shape[1], ys.shape[2], p["BH"], p["BW"], p["BP"])
-        return depthwise_conv2d_staged[g](xs, w.reshape(w.shape[0], -1), ys, KH=kh, KW=kwid, S=s, PH=pad[0],
-                                          PW=pad[1], D=d, **p)
-    p = {**tile(*ys.shape[1:]), **kw}
-    g = grid(ys.shape[0], ys.shape[1], ys.shape[2], p["BH"], p["BW"])
-    return depthwise_conv2d[g](xs, w.reshape(w.shape[0], -1), ys, KH=kh, KW=kwid, S=s, PH=pad[0], PW=pad[1], D=d,
-                               **p)
+    name, p, g = plan(ys.shape[0], w.shape[0], ys.shape[1], ys.shape[2], (kh, kwid), s, d, staged)
+    kernel = depthwise_conv2d_staged if name == "depthwise_conv2d_staged" else depthwise_conv2d
+    return kernel[g](xs, w.reshape(w.shape[0], -1), ys, KH=kh, KW=kwid, S=s, PH=pad[0], PW=pad[1], D=d,
+                     **{**p, **kw})
 
 
 def reference(x, w, s: int = 1, pad=(0, 0), d: int = 1):

@@ -1,6 +1,8 @@
 """Depthwise 2-D convolutions (groups = in = out channels) of at least ops_nn.DEPTHWISE_MIN_TAPS taps on a GPU
-target: `stdlib_kernels/depthwise_conv.py`, one block per (BH x BW) tile of an output plane, the taps
-read as strided windows of the plane and the tap's weight a uniform scalar of the block's channel.
+target: `stdlib_kernels/depthwise_conv.py` (its `plan` picks the kernel): one block per (BH x BW) tile of an
+output plane, the taps read as strided windows of the plane and the tap's weight a uniform scalar of the block's
+channel, or, for small planes and strided convolutions, a (BP, BH, BW) tile of several planes with its input
+staged in shared memory per stride phase.
 
 Written out as a pointwise sum of its taps over the flat output index (ops_nn._direct_sum), ConvNeXt's 7x7
 depthwise convolution of 16 x 96 x 56 x 56 took 401 us on the H100 (each tap's mask and channel recomputed from
@@ -64,12 +66,11 @@ def depthwise(ctx, x, w, shape, stride, padding, dilation):
 
 
 def render_depthwise(t: DepthwiseTemplate) -> list[str]:
-    from stdlib_kernels.depthwise_conv import grid, tile
+    from stdlib_kernels.depthwise_conv import plan
 
-    p = tile(*t.ohw)
-    g = grid(t.planes, t.ohw[0], t.ohw[1], p["BH"], p["BW"])
     kh, kw = t.window
-    return [f"launch(depthwise_conv2d, {g}, {t.x.name}.view({t.planes}, {t.hw[0]}, {t.hw[1]}), "
+    name, p, g = plan(t.planes, t.w.shape[0], t.ohw[0], t.ohw[1], t.window, t.stride, t.dilation)
+    tile = ", ".join(f"{k}={v}" for k, v in p.items())
+    return [f"launch({name}, {g}, {t.x.name}.view({t.planes}, {t.hw[0]}, {t.hw[1]}), "
             f"{t.w.name}.view({t.w.shape[0]}, {kh * kw}), {t.out.name}.view({t.planes}, {t.ohw[0]}, {t.ohw[1]}), "
-            f"KH={kh}, KW={kw}, S={t.stride}, PH={t.pad[0]}, PW={t.pad[1]}, D={t.dilation}, BH={p['BH']}, "
-            f"BW={p['BW']})"]
+            f"KH={kh}, KW={kw}, S={t.stride}, PH={t.pad[0]}, PW={t.pad[1]}, D={t.dilation}, {tile})"]
