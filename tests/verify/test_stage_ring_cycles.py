@@ -3,9 +3,9 @@ analysis: tilepy_verify/mbarrier_arrays.py). The deadlock check's hops between t
 executions of a wait that the loop as written has (the latest iterations, `deadlock._copy_lags`), not the latest
 rounds of every copy; this is the family that change must still catch: a producer, a consumer and a retiring
 role pass each k-tile round a ring of STAGES stages (full[s] -> mid[s] -> free[s]; the consumer releases the
-stage itself on empty[s]), and a wait one phase late anywhere closes a cycle through all three. Each late wait is reported as a deadlock naming the three roles and
-deadlocks on the interpreter; the correct twin verifies clean and runs (tests/verify/test_deadlock_ring.py is
-the same family over single mbarriers)."""
+stage itself on empty[s]), and a wait one phase late anywhere closes a cycle through all three. Each late wait
+is reported as a deadlock (the producer's naming the three roles) and deadlocks on the interpreter; the correct
+twin verifies clean and runs (tests/verify/test_deadlock_ring.py is the same family over single mbarriers)."""
 
 import numpy as np
 import pytest
