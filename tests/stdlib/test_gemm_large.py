@@ -239,9 +239,9 @@ def test_deferred_pieces_need_half_the_tile_in_the_buffers():
     assert gemm_hopper.kernel_params({**PIECES, "DEFER": 1})["DEFER"] == 1
 
 
-@pytest.mark.xfail(strict=True, reason="the verifier reports races on c_s for the held pieces' handshakes (a ring "
-                                       "whose first slot is taken out of the loop, and c_s writes under `it > 0` "
-                                       "before it): not proved, so DEFER is in no policy")
+@pytest.mark.xfail(strict=True, reason="the verifier does not follow a ring whose first slot is taken out of the "
+                                       "loop (false races on c_s, false hazards on stage 0): not proved, so DEFER "
+                                       "is in no policy (docs/kernels.md)")
 def test_deferred_pieces_verify_clean():
     import tilepy_verify as tv
 
