@@ -116,11 +116,12 @@ def grid(planes: int, oh: int, ow: int, bh: int, bw: int, bp: int = 1) -> tuple:
 
 
 def staged_pays(channels: int, oh: int, ow: int, k: tuple, s: int, d: int) -> bool:
-    """Whether the policy runs the staged kernel: where its tile fits and either puts several planes in a block
-    (planes of at most 256 outputs) or reads strided input (the one-plane kernel's strided taps are element
-    loads)."""
-    st = staged_tile(channels, oh, ow, k, s, d)
-    return st is not None and (st["BP"] > 1 or s > 1)
+    """Whether the policy runs the staged kernel: wherever its tile fits. H100, fp32, against the one-plane
+    kernel (x torch's depthwise conv2d, benchmarks/results/depthwise-staged-*.json): 7x7 taps 1.00 -> 2.95 (56 x 56
+    planes), 1.26 -> 3.48 (112 x 112), 0.57 -> 1.32 (14 x 14), stride 2 0.59 -> 1.21; 9x9 1.60 -> 5.37; 3x3
+    0.65 -> 0.95 (14 x 14), 0.32 -> 0.70 (7 x 7), 1.42 -> 1.48 (112 x 112); only 3x3 stride 2 on 56 x 56 planes
+    was slower (0.75 -> 0.70, one run)."""
+    return staged_tile(channels, oh, ow, k, s, d) is not None
 
 
 def plan(planes: int, channels: int, oh: int, ow: int, k: tuple, s: int, d: int, staged=None) -> tuple:
