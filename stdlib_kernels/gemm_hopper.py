@@ -829,36 +829,40 @@ SKINNY_CLUSTER = dict(IN_FLIGHT=0, BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=t
 #   rows 17.98 -> 15.97 (one): so 65-128 rows, shifted.
 SWAP_KWAYS = dict(SWAP_AB=1, K_WAYS=2, CONSUMERS=2, BM=64, BN=64, STAGES=6, IN_FLIGHT=1, SPLIT_K=1, M_SHIFT=1,
                   INSTR=tp.nv.wgmma_m64n64k16_bf16)
-# * G14: 32-128 rows whose 64-column tiles of C^T, split over K in two, fill half a wave to one (N ~ 2100-4200; K at
-#   least 32-64 k-tiles, below): ONE row tile of BM = M rounded up to a wgmma width (n32 / 48 / 64 / 80 / 96 / 104 / 112
-#   / 128: few or no rows past M in A's box), K_WAYS=2, and K split over the two blocks of a (1, 1, 2) cluster, rank 1's
-#   sum read by rank 0 through distributed shared memory (CLUSTER_K=2: no slots, no splitk_sum). H100, alternated twice
-#   with the policy before, bf16 / f32 out, us (x cuBLAS in the same row; benchmarks/results/gemm-g14-clusterk-*.json):
-#   32 rows 11.52-11.87 / 11.82-11.83 -> 10.99-11.07 / 10.98-11.00 (0.76-0.77 -> 0.81-0.82), 64 rows 13.84-14.68 /
-#   13.60-13.70 -> 12.13-12.54 / 11.80-11.95 (0.66-0.69 -> 0.78-0.89), 80 rows 15.75-15.93 / 16.44-16.64 -> 12.94-12.96
-#   / 13.76-13.88 (0.60-0.63 -> 0.73-0.75), 100 rows (n104) 16.15-16.33 / 16.43-16.51 -> 14.74-14.90 / 14.84-14.88
-#   (0.78-0.79 -> 0.87), 128 rows 16.73-16.89 / 16.76-16.92 -> 16.16-16.24 / 16.26-16.33 (0.91-0.93 -> 0.94-0.97); once:
-#   48 rows 13.57 -> 11.88 (0.67 -> 0.77), 112 rows 17.00 -> 15.57 (0.66 -> 0.72). Stages per ring: what fits 227 KB
-#   beside the (64, BM) f32 hand-over tile (80 rows: 4 stages 12.90 / 13.21 as 5's; 128 rows: 3 stages lose, 16.88 /
-#   17.74). 16 rows (n16, 0.98 against the split-4 policy's 0.93, one run, inside the spread) keep the policy. A second
-#   call, the policy with it alternated twice against the forms it replaced (gemm-g14-table-*.json): 32 rows 0.75-0.76
-#   -> 0.80-0.83, 40 rows 0.73 -> 0.85, 64 rows 0.68-0.73 -> 0.78-0.81, 72 / 80 / 96 (n96) rows 0.61-0.66 -> 0.71-0.78,
-#   120 rows 0.96 -> 1.01, 128 rows 0.92 -> 0.92-0.97; but 100 x 2200 x 1000 LOST, 9.29 -> 10.84 us (0.69 -> 0.59): the
-#   cluster's kernel costs ~1.5 us more than the same blocks unclustered (32 rows: 9.95 against 8.44 us), which 16
-#   k-tiles do not win back (at 100 rows the slope is ~0.146 us a k-tile for two row tiles unsplit, ~0.084 for the
-#   split: even at ~41 k-tiles). A third call, the form forced against the forms before at 32 / 48 k-tiles
-#   (gemm-g14-ksplit-*.json, bf16 out, us): K = 2048: 32 rows 7.84-8.13 -> 8.01 (even), 64 rows 9.26-9.36 -> 8.83 (-5%,
-#   twice), 80 rows 9.64 -> 9.60 (even), 100 rows 9.60-9.65 -> 10.53-10.59 (loses), 128 rows 9.63 -> 11.39 (loses); K =
-#   3072: 32 rows 9.58 -> 9.12, 64 rows 10.84 -> 10.17, 100 rows 12.35 -> 12.38 (even), 128 rows 12.49 -> 13.19 (loses;
-#   at 4096 it wins). Hence the k-tiles it needs per row range (rows up to the key): 32 rows 48, 33-64 32 (the split
-#   into slots it replaces pays a second kernel), 65-96 48, 97-128 64.
-CLUSTER_SPLIT_STAGES = {32: 8, 48: 6, 64: 6, 80: 5, 96: 5, 104: 4, 112: 4, 128: 4}
+# * G14: 17-128 rows (32-128 in the first calls) whose 64-column tiles of C^T, split over K in two, fill half a wave to
+#   one (N ~ 2100-4200; K at least 32-64 k-tiles, below): ONE row tile of BM = M rounded up to a wgmma width (n24 / 32 /
+#   48 / 64 / 80 / 96 / 104 / 112 / 128: few or no rows past M in A's box), K_WAYS=2, and K split over the two blocks of
+#   a (1, 1, 2) cluster, rank 1's sum read by rank 0 through distributed shared memory (CLUSTER_K=2: no slots, no
+#   splitk_sum). H100, alternated twice with the policy before, bf16 / f32 out, us (x cuBLAS in the same row;
+#   benchmarks/results/gemm-g14-clusterk-*.json): 32 rows 11.52-11.87 / 11.82-11.83 -> 10.99-11.07 / 10.98-11.00
+#   (0.76-0.77 -> 0.81-0.82), 64 rows 13.84-14.68 / 13.60-13.70 -> 12.13-12.54 / 11.80-11.95 (0.66-0.69 -> 0.78-0.89),
+#   80 rows 15.75-15.93 / 16.44-16.64 -> 12.94-12.96 / 13.76-13.88 (0.60-0.63 -> 0.73-0.75), 100 rows (n104) 16.15-16.33
+#   / 16.43-16.51 -> 14.74-14.90 / 14.84-14.88 (0.78-0.79 -> 0.87), 128 rows 16.73-16.89 / 16.76-16.92 -> 16.16-16.24 /
+#   16.26-16.33 (0.91-0.93 -> 0.94-0.97); once: 48 rows 13.57 -> 11.88 (0.67 -> 0.77), 112 rows 17.00 -> 15.57 (0.66 ->
+#   0.72). Stages per ring: what fits 227 KB beside the (64, BM) f32 hand-over tile (80 rows: 4 stages 12.90 / 13.21 as
+#   5's; 128 rows: 3 stages lose, 16.88 / 17.74). 16 rows (n16, 0.98 against the split-4 policy's 0.93, one run, inside
+#   the spread) keep the policy. A second call, the policy with it alternated twice against the forms it replaced
+#   (gemm-g14-table-*.json): 32 rows 0.75-0.76 -> 0.80-0.83, 40 rows 0.73 -> 0.85, 64 rows 0.68-0.73 -> 0.78-0.81, 72 /
+#   80 / 96 (n96) rows 0.61-0.66 -> 0.71-0.78, 120 rows 0.96 -> 1.01, 128 rows 0.92 -> 0.92-0.97; but 100 x 2200 x 1000
+#   LOST, 9.29 -> 10.84 us (0.69 -> 0.59): the cluster's kernel costs ~1.5 us more than the same blocks unclustered (32
+#   rows: 9.95 against 8.44 us), which 16 k-tiles do not win back (at 100 rows the slope is ~0.146 us a k-tile for two
+#   row tiles unsplit, ~0.084 for the split: even at ~41 k-tiles). A third call, the form forced against the forms
+#   before at 32 / 48 k-tiles (gemm-g14-ksplit-*.json, bf16 out, us): K = 2048: 32 rows 7.84-8.13 -> 8.01 (even), 64
+#   rows 9.26-9.36 -> 8.83 (-5%, twice), 80 rows 9.64 -> 9.60 (even), 100 rows 9.60-9.65 -> 10.53-10.59 (loses), 128
+#   rows 9.63 -> 11.39 (loses); K = 3072: 32 rows 9.58 -> 9.12, 64 rows 10.84 -> 10.17, 100 rows 12.35 -> 12.38 (even),
+#   128 rows 12.49 -> 13.19 (loses; at 4096 it wins). Hence the k-tiles it needs per row range (rows up to the key): 32
+#   rows 48, 33-64 32 (the split into slots it replaces pays a second kernel), 65-96 48, 97-128 64.
+#   A fourth call below 32 rows, against the swap-AB BN 128 split 4 into slots (gemm-g14-below32-*.json, bf16, us): 24
+#   rows (n24) 10.88 / 10.94 -> 9.90 / 9.88 (0.78-0.79 -> 0.86), 20 rows (n24) 10.91 -> 10.16 (0.78 -> 0.84; n32 12.06
+#   loses: rows past M), 28 rows (n32) 11.13 -> 10.33 (0.76 -> 0.83); 16 rows even twice (9.45-9.61 -> 9.44, f32 9.32 ->
+#   9.31) and 16 x 4096 x 14336 even (42.87 -> 43.34): 16 rows keep the policy, 17-31 rows take the split.
+CLUSTER_SPLIT_STAGES = {24: 8, 32: 8, 48: 6, 64: 6, 80: 5, 96: 5, 104: 4, 112: 4, 128: 4}
 CLUSTER_SPLIT_MIN_K_TILES = {32: 48, 64: 32, 96: 48, 128: 64}
 
 
 def cluster_split(M: int, N: int, K: int) -> dict | None:
     """The CLUSTER_K=2 form (above) for an (M, N, K) GEMM, or None where it does not apply."""
-    if (not 32 <= M <= 128 or not NUM_SMS // 2 < 2 * _cdiv(N, 64) <= NUM_SMS
+    if (not 17 <= M <= 128 or not NUM_SMS // 2 < 2 * _cdiv(N, 64) <= NUM_SMS
             or _cdiv(K, 64) < next(v for m, v in CLUSTER_SPLIT_MIN_K_TILES.items() if M <= m)):
         return None
     bm = min(b for b in CLUSTER_SPLIT_STAGES if b >= M)

@@ -292,6 +292,7 @@ I48, I80, I104 = tp.nv.wgmma_m64n48k16_bf16, tp.nv.wgmma_m64n80k16_bf16, tp.nv.w
     "m,n,k,extra",
     [
         (32, 4096, 4096, dict(BM=32, INSTR=I32, STAGES=8)),
+        (20, 4096, 3100, dict(BM=24, INSTR=tp.nv.wgmma_m64n24k16_bf16, STAGES=8)),   # n24, 4 rows past M
         (13, 1000, 1100, dict(BM=16, INSTR=I16, STAGES=8)),     # 18 k-tiles: 10 per rank (even), zeros past K
         (45, 2045, 1000, dict(BM=48, INSTR=I48, STAGES=6)),     # B's rows padded, n48
         (80, 4096, 4096, dict(BM=80, INSTR=I80, STAGES=5)),     # one 80-row tile: no rows past M in A's box

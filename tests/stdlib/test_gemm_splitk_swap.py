@@ -142,12 +142,11 @@ def _premature_release(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K
 def test_g8_policy_forms_for_launch_only():
     """The forms `launch` runs (swap-AB for <= 32 decode rows, 2x1 clusters for 193-256 rows and for B rows that are
     not whole 128-byte lines) come with fixup=True only; the lowering's policy (fixup=False) never has them."""
-    for m, bm in ((1, 16), (16, 16), (17, 32), (32, 32)):
+    for m, bm in ((1, 16), (16, 16), (17, 24), (32, 32)):
         p = gemm_hopper.policy(m, 4096, 4096, tp.bf16, fixup=True)
-        # 32 rows: both consumers over one 64-column tile on alternate k-tiles (K_WAYS=2), split 2 (G11; 17-31 rows
-        # keep BN 128: K_WAYS lost at 20 rows)
-        # (G14: 32 rows split over a cluster's two blocks instead, CLUSTER_K=2: no slots)
-        bn, split, kw, ck = (64, 1, 2, 2) if m == 32 else (128, 4, 1, 1)
+        # 17-32 rows (G14): both consumers over one 64-column tile on alternate k-tiles (K_WAYS=2), K split over a
+        # cluster's two blocks (CLUSTER_K=2: no slots); 16 rows: BN 128 over two consumers, split 4 into slots
+        bn, split, kw, ck = (64, 1, 2, 2) if m > 16 else (128, 4, 1, 1)
         assert (p["SWAP_AB"], p["BM"], p["BN"], p["CONSUMERS"], p["SPLIT_K"]) == (1, bm, bn, 2, split)
         assert p.get("FIXUP") == (3 if split > 1 else None) and p.get("CLUSTER_K", 1) == ck
         assert p.get("K_WAYS", 1) == kw and gemm_hopper.grid_of(m, 4096, p) == (1, 4096 // bn, split * ck)
@@ -418,8 +417,7 @@ def test_k_ways_policy_rows():
             assert gemm_hopper.grid_of(m, 4096, p) == (2, 64, 1)
             assert "K_WAYS" not in gemm_hopper.policy(m, 4096, 448, out, fixup=True, forms=False)
             assert "K_WAYS" not in gemm_hopper.policy(m, 4096, 4096, out)          # gemm_hopper's own callers
-        for m, n in ((128, 14336), (129, 4096), (64, 1024), (16, 4096), (20, 4096), (31, 4096),
-                     (128, 1024), (1024, 1024)):
+        for m, n in ((128, 14336), (129, 4096), (64, 1024), (16, 4096), (128, 1024), (1024, 1024)):
             assert gemm_hopper.policy(m, n, 4096, out, fixup=True).get("K_WAYS", 1) == 1, (m, n)
 
 
@@ -591,11 +589,12 @@ def _remote_rank_out_of_range(X: tp.Tensor[tp.f32, "N", 128]):
 
 
 def test_cluster_k_policy_rows():
-    """G14: 32-128 rows whose 64-column tiles, split over K in two, fill half a wave to one, with 32-64 k-tiles: one
+    """G14: 17-128 rows whose 64-column tiles, split over K in two, fill half a wave to one, with 32-64 k-tiles: one
     row tile of BM = M rounded up to a wgmma width, K_WAYS=2, CLUSTER_K=2 (launch only: `fixup` and `forms`);
     elsewhere the policies before (16 rows, 129 rows, 14336 columns, 1024 columns, short K: 100 x 2200 x 1000 lost)."""
     for out in (tp.f32, tp.bf16):
-        for m, bm, stages in ((32, 32, 8), (33, 48, 6), (48, 48, 6), (64, 64, 6), (65, 80, 5), (80, 80, 5),
+        for m, bm, stages in ((17, 24, 8), (24, 24, 8), (25, 32, 8), (32, 32, 8), (33, 48, 6), (48, 48, 6),
+                              (64, 64, 6), (65, 80, 5), (80, 80, 5),
                               (96, 96, 5), (100, 104, 4), (112, 112, 4), (128, 128, 4)):
             p = gemm_hopper.policy(m, 4096, 4096, out, fixup=True)
             assert (p["SWAP_AB"], p["K_WAYS"], p["CLUSTER_K"], p["BM"], p["BN"], p["STAGES"], p["SPLIT_K"]) == \
@@ -603,13 +602,13 @@ def test_cluster_k_policy_rows():
             kp = gemm_hopper.kernel_params(p)
             assert kp["INSTR"].n == bm and kp["CLUSTER_K"] == 2 and "FIXUP" not in kp
             assert gemm_hopper.grid_of(m, 4096, p) == (1, 64, 2)
-            # the k-tiles it needs: 48 at 32 rows, 32 at 33-64, 48 at 65-96, 64 at 97-128 (measured break-evens)
+            # the k-tiles it needs: 48 at 17-32 rows, 32 at 33-64, 48 at 65-96, 64 at 97-128 (measured break-evens)
             need = 48 if m <= 32 else 32 if m <= 64 else 48 if m <= 96 else 64
             assert gemm_hopper.policy(m, 4096, 64 * need, out, fixup=True)["CLUSTER_K"] == 2
             assert gemm_hopper.policy(m, 4096, 64 * need - 64, out, fixup=True).get("CLUSTER_K", 1) == 1
             assert "CLUSTER_K" not in gemm_hopper.policy(m, 4096, 4096, out, fixup=True, forms=False)
             assert "CLUSTER_K" not in gemm_hopper.policy(m, 4096, 4096, out)
-        for m, n, k in ((16, 4096, 4096), (31, 4096, 4096), (129, 4096, 4096), (128, 14336, 4096),
+        for m, n, k in ((16, 4096, 4096), (20, 4096, 3008), (129, 4096, 4096), (128, 14336, 4096),
                         (64, 1024, 4096), (100, 4096, 448), (100, 2200, 1000), (128, 4096, 3072),
                         (1024, 1024, 1024)):
             assert gemm_hopper.policy(m, n, k, out, fixup=True).get("CLUSTER_K", 1) == 1, (m, n, k)
