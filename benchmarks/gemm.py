@@ -294,8 +294,6 @@ def _build(item):
 
 def precompile(shapes, only, outs, workers=16):
     """Build every kernel the sweep launches, in parallel processes (the sweep then finds them cached)."""
-    from concurrent.futures import ProcessPoolExecutor
-
     items = {}
     for M, N, K in shapes:
         for _, p0 in _sweep_variants(M, N, K, only):
@@ -304,12 +302,21 @@ def precompile(shapes, only, outs, workers=16):
                 p = p0 or gemm_hopper.policy(M, N, K, o, fixup=True)
                 kernel, kp = gemm_hopper.plan_kernel(M, N, o, p, K)
                 items[(id(kernel), tuple(sorted((k, repr(v)) for k, v in kp.items())))] = (M, N, K, o, p)
-    t = time.time()
-    import multiprocessing
+    build_all(list(items.values()), workers)
 
+
+def build_all(items: list, workers: int) -> list:
+    """Compile (M, N, K, out, params) items into the kernel cache in `workers` spawned processes (`_build`);
+    prints the count and the first errors, returns the errors."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    t = time.time()
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as ex:
-        errors = [e for e in ex.map(_build, items.values()) if e]
-    print(f"  precompiled {len(items)} kernels in {time.time() - t:.1f} s ({len(errors)} did not build)", flush=True)
+        errors = [e for e in ex.map(_build, items) if e]
+    print(f"precompiled {len(items)} kernels in {time.time() - t:.1f} s; {len(errors)} did not build: {errors[:4]}",
+          flush=True)
+    return errors
 
 
 def policy_sweep(g, shapes, only=None, outs=(torch.bfloat16,), out=None, save=None) -> dict:

@@ -169,15 +169,7 @@ def build_items(plan, only):
 
 
 def precompile(plan, only, workers):
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    items = build_items(plan, only)
-    t = time.time()
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as ex:
-        errors = [e for e in ex.map(gb._build, items) if e]
-    print(f"precompiled {len(items)} kernels in {time.time() - t:.1f} s; {len(errors)} did not build: {errors[:4]}",
-          flush=True)
+    gb.build_all(build_items(plan, only), workers)
 
 
 def _text(p):

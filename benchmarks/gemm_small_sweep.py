@@ -525,15 +525,7 @@ def build_items(only, plan):
 
 
 def precompile(only, workers, plan):
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    items = build_items(only, plan)
-    t = time.time()
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as ex:
-        errors = [e for e in ex.map(gb._build, items) if e]
-    print(f"precompiled {len(items)} kernels in {time.time() - t:.1f} s; {len(errors)} did not build: {errors[:4]}",
-          flush=True)
+    gb.build_all(build_items(only, plan), workers)
 
 
 def padded_row(M, N, K, g, out_t, out):
