@@ -43,6 +43,11 @@ the producer's code and spilled at 168 registers); `launch` pads rows that are n
 M_SHIFT=1 (with K_WAYS=2, M >= BM): the last row tile is shifted back to end at M, so A's box holds no rows past M
 (they cost the K_WAYS kernel time: H100, 80 x 4096 x 4096 20.7 us as given against 16.5 with A padded to whole
 tiles); its rows below the tile's own first row belong to the previous tile and are masked out of its store.
+CLUSTER_K=2 (with K_WAYS=2, SPLIT_K=1; G14): grid z = 2 is a (1, 1, 2) cluster, rank r summing half of the k-tiles;
+consumer 0 of each block writes the block's sum into its hand-over tile, a cluster barrier publishes it, rank 0's
+consumer 0 adds rank 1's tile read through distributed shared memory (`tp.load(red, cta=1)`) and stores C, and a
+relaxed cluster barrier keeps rank 1 until then: a split of K with no slots and no splitk_sum (H100: 20-128 rows of
+N = K = 4096 0.60-0.93 -> 0.73-0.97x cuBLAS; benchmarks/NOTES.md G14).
 """
 
 import tilepy as tp
@@ -228,7 +233,9 @@ def gemm_splitk_swap(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K",
                                  mask=(m0 + tp.arange(BM)[:, None] >= own) & (tp.arange(BN)[None, :] >= 0))
                     else:
                         tp.store(C[m0:m0 + BM, n0:n0 + BN], acc.T)
-            tp.cluster_sync()
+            # (relaxed: no release, whose MEMBAR.ALL.GPU waited for C's stores, 0.6 us on an H100; the remote values
+            # are stored above, so rank 0's reads have returned before it arrives)
+            tp.cluster_sync(relaxed=True)
         if CLUSTER_M > 1:
             tp.cluster_sync()
     else:

@@ -279,8 +279,15 @@ class MemoryRules:
     def b_cluster_rank(self, node):
         return self.make("cluster_rank", ScalarType(dt.i32), node)
 
-    def b_cluster_sync(self, node):
-        return self.make("cluster_sync", NONE, node)
+    def b_cluster_sync(self, node, relaxed=False):
+        if isinstance(relaxed, ir.Const):
+            relaxed = relaxed.value
+        if not isinstance(relaxed, bool):
+            raise self.err(node, f"tp.cluster_sync(relaxed=) is a compile-time bool, got {_show(relaxed)}",
+                           cls=KernelTypeError)
+        # relaxed: the barrier without its release / acquire (barrier.cluster.arrive.relaxed): an execution barrier
+        # only, e.g. the closing one that keeps a block's shared memory alive until the others have read it
+        return self.make("cluster_sync", NONE, node, **({"relaxed": True} if relaxed else {}))
 
     def b_mbarrier_wait(self, node, bar, phase):
         return self.make("mbarrier_wait", NONE, node, self._bar(bar, node), self.expr(phase, node))

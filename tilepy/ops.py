@@ -104,7 +104,8 @@ _OPS = [
     OpInfo("cluster_sync", "cluster_sync()", True,
            "barrier over every thread of every block of the cluster (barrier.cluster.arrive + wait): mbarriers "
            "initialized before it may be used by the other CTAs; a CTA leaves only after the others stop "
-           "touching its shared memory", "cluster"),
+           "touching its shared memory; attrs{relaxed}: without the release / acquire (an execution barrier "
+           "only)", "cluster"),
     OpInfo("mbarrier_wait", "mbarrier_wait(bar, phase)", True, "wait until phase `phase` of the mbarrier completes",
            "mbarrier"),
     *(OpInfo(f"atomic_{k}", f"atomic_{k}(dst, value, [mask]) attrs{{sem, masked}}", True,

@@ -423,8 +423,10 @@ class _Walker(MemoryEvents):
         return Var("block0") % cx + (Var("block1") % cy) * cx + (Var("block2") % cz) * (cx * cy)
 
     def eff_cluster_sync(self, e, st):
-        # within the block, a barrier of all its threads (the cluster-wide part: checks/cluster.py)
-        self.eff_barrier(e, st)
+        # within the block, a barrier of all its threads (the cluster-wide part: checks/cluster.py); a relaxed one
+        # orders no memory: not a barrier here
+        if not e.attrs.get("relaxed"):
+            self.eff_barrier(e, st)
 
     def op_thread_id(self, e, st):
         return Var("tid")

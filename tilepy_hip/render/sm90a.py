@@ -302,7 +302,7 @@ def emit_cluster_sync(r, call):
     if r.ctx.divergent:
         raise r.error("tp.cluster_sync() inside a role branch: every thread of the cluster must reach it",
                       "call it where all the block's threads run (after the allocations, at the end)")
-    r.em("tp_cluster_sync();")
+    r.em("tp_cluster_sync_relaxed();" if call.attrs.get("relaxed") else "tp_cluster_sync();")
 
 
 def emit_mbarrier_arrive(r, call):

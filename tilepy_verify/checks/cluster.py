@@ -17,7 +17,9 @@ releases reach every block whose multicasts write into it; this module checks th
   others still write its shared memory): `race` otherwise.
 * a load of another block's shared tile (`tp.load(..., cta=r)`, distributed shared memory) is, to the walk, a load
   of the block's own tile; it must come after a `tp.cluster_sync()` (the other block wrote the tile before it) and
-  the kernel must have one after it (the other block must not exit while its tile is read): `race` otherwise.
+  the kernel must have one after it (the other block must not exit while its tile is read): `race` otherwise. A
+  relaxed barrier (`relaxed=True`, no release / acquire) counts for neither rule but the last, and there only once
+  each loaded value has been stored before it.
 A `cta=` is evaluated per rank (constants, `tp.static_range` variables, `tp.cluster_rank()` and + - * // % ^ & | of
 them); one that is something else is not judged here.
 """
@@ -49,6 +51,26 @@ def _remote_loads(stmts, out, path):
         elif isinstance(s, ir.If):
             _remote_loads(s.then, out, (*here, "then"))
             _remote_loads(s.orelse, out, (*here, "else"))
+
+
+def _used_before(stmt, path, sync, evals) -> bool:
+    """Whether the value a remote load assigns is stored (a store of an expression that mentions it) after the load
+    and before the relaxed cluster barrier at `sync`: the load has then returned (the store needs its value), so
+    the barrier's relaxed arrival cannot let the other block exit while it reads."""
+    if not isinstance(stmt, ir.Assign):
+        return False
+    return any(s.call.op in ("store", "store_bulk") and path < p < sync
+               and any(_uses(a, stmt.name, 0) for a in s.call.args if isinstance(a, ir.Expr))
+               for s, _, p in evals)
+
+
+def _uses(e, name, depth) -> bool:
+    """Whether expression `e` reads variable `name`, directly or through variables assigned once."""
+    for x in ir.walk_exprs(e):
+        if isinstance(x, ir.Var) and (x.name == name or (
+                depth < 8 and x.name in _DEFS and _uses(_DEFS[x.name], name, depth + 1))):
+            return True
+    return False
 
 
 def _walk(stmts, env, out, path):
@@ -143,7 +165,10 @@ def findings(kir) -> list:
     remote = [(s, env, p) for s, env, p in evals
               if (s.call.op == "mbarrier_arrive" and len(s.call.args) > 1)
               or (s.call.op == "copy_bulk" and "multicast" in s.call.attrs)]
-    syncs = [p for s, _, p in evals if s.call.op == "cluster_sync" and len(p) == 1]
+    # (a relaxed cluster barrier orders no memory: it neither publishes mbarrier initializations nor another
+    # block's writes; it may close the kernel after remote loads whose values are used before it, below)
+    syncs = [p for s, _, p in evals if s.call.op == "cluster_sync" and len(p) == 1 and not s.call.attrs.get("relaxed")]
+    relaxed = [p for s, _, p in evals if s.call.op == "cluster_sync" and len(p) == 1 and s.call.attrs.get("relaxed")]
     if remote:
         first, last = remote[0], remote[-1]
         if not any(p < first[2] for p in syncs):
@@ -169,10 +194,13 @@ def findings(kir) -> list:
                 "race", "error", "a load of another block's shared tile (cta=) with no tp.cluster_sync() before it: "
                 "it can read the tile before that block wrote it", first[0].span,
                 {"detail": "write the tile, then tp.cluster_sync() where every thread runs, then load it"}))
-        if not any(p > last[1] for p in syncs):
+        closing = any(p > last[1] for p in syncs) or any(
+            p > last[1] and all(_used_before(ld, path, p, evals) for ld, path in loads) for p in relaxed)
+        if not closing:
             out.append(Finding(
                 "race", "error", "a block can exit while another block of the cluster still reads its shared memory "
-                "(a load with cta=): no tp.cluster_sync() comes after this", last[0].span,
+                "(a load with cta=): no tp.cluster_sync() comes after this (a relaxed one only after the loaded "
+                "values are stored)", last[0].span,
                 {"detail": "end the kernel with tp.cluster_sync(), after the role branches join"}))
     for i, (s, _env, p) in enumerate(evals):
         c = s.call
