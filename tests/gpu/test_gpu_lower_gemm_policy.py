@@ -133,7 +133,8 @@ def test_lowered_split_k_linear_reads_weight_in_place_on_gpu(tmp_path, M, N, K):
 
 
 @pytest.mark.parametrize("M,N,K,form", [(128, 4096, 4096, "linear"), (100, 4096, 1000, "mm"),
-                                         (80, 2200, 448, "linear"), (64, 4096, 4096, "linear")])
+                                         (80, 2200, 448, "linear"), (64, 4096, 4096, "linear"),
+                                         (24, 4096, 4096, "linear")])
 def test_lowered_skinny_rows_run_k_ways_on_gpu(tmp_path, M, N, K, form):
     """65-128 rows whose 64 x 64 tiles of C^T fill half a wave to one lower to gemm_splitk_swap K_WAYS=2 (two consumer
     warpgroups over one tile, alternate k-tiles; unsplit, no splitk_sum), a Linear's weight read in place: on the
