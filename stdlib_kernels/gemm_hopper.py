@@ -438,7 +438,10 @@ def gemm_persistent(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", 
     pieces go into the buffers as their reads complete, then the wgmma is waited for. The tensor cores work through
     the store's round trip instead of idling at the tile's end; a tile's pieces still go out in order 0, 1, ... (the
     store warp is unchanged), the last tile's held pieces after the loop. The first k-tile is taken out of the ring
-    loop (every tile has one: K >= 1); the held pieces' `staged` arrivals wait for that wgmma to retire."""
+    loop (every tile has one: K >= 1); the held pieces' `staged` arrivals wait for that wgmma to retire. DEFER=2 is
+    the same schedule with the ring loop whole from slot 0 (slot 0's wait repeated, its mma skipped there; k_tiles
+    at least 1): one ring loop per tile, the form the verifier's ring flattening takes (it proves it only with a
+    change to reaching.cross_role, slowly: benchmarks/NOTES.md, G15); not timed on the GPU."""
     a_s = tp.shared((BM, BK), tp.bf16, stages=STAGES, swizzle=SWIZZLE)
     b_s = tp.shared((BK, BN), tp.bf16, stages=STAGES, swizzle=SWIZZLE, layout=b_layout(BK, BN))
     if EPILOGUE == 2 and STORE_N == 0:
@@ -461,6 +464,8 @@ def gemm_persistent(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", 
     n_n = tp.cdiv(C.shape[1], BN)
     in_group = GROUP_M * n_n                       # output tiles per group of GROUP_M tile rows
     k_tiles = tp.cdiv(A.shape[1], BK)
+    if DEFER == 2:
+        k_tiles = tp.maximum(k_tiles, 1)           # k-tile 0 is multiplied before the ring: every tile has one
     rounds = tp.cdiv(k_tiles, STAGES)
     first = tp.block_id(0)
     step = tp.num_blocks(0)
@@ -554,12 +559,20 @@ def gemm_persistent(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", 
             if it > 0:      # (staged once the wgmma is retired: no arrive while a wgmma group is in flight)
                 for p in tp.static_range(STORE_BUFS, BN // STORE_N):
                     tp.mbarrier_arrive(staged[p % STORE_BUFS])
-            tp.mbarrier_arrive(empty[0])
-            for k in range(1, rounds * STAGES):
-                tp.mbarrier_wait(full[k % STAGES], turn + k // STAGES)
-                if k < k_tiles:
-                    acc = tp.mma(a_s[k % STAGES], b_s[k % STAGES], acc)
-                tp.mbarrier_arrive(empty[k % STAGES])
+            if DEFER == 2:      # the ring whole from slot 0 (its k-tile multiplied above): one ring loop to verify
+                for k in range(rounds * STAGES):
+                    tp.mbarrier_wait(full[k % STAGES], turn + k // STAGES)
+                    if k < k_tiles:
+                        if k > 0:
+                            acc = tp.mma(a_s[k % STAGES], b_s[k % STAGES], acc)
+                    tp.mbarrier_arrive(empty[k % STAGES])
+            else:
+                tp.mbarrier_arrive(empty[0])
+                for k in range(1, rounds * STAGES):
+                    tp.mbarrier_wait(full[k % STAGES], turn + k // STAGES)
+                    if k < k_tiles:
+                        acc = tp.mma(a_s[k % STAGES], b_s[k % STAGES], acc)
+                    tp.mbarrier_arrive(empty[k % STAGES])
             tp.assert_tag(tp.mma_operands(acc), lambda a, b: a[2] == b[1])
             out = tp.cast(acc, C.dtype)
             for p in tp.static_range(STORE_BUFS):      # pieces 0 .. STORE_BUFS - 1 now: their buffers were read
@@ -1078,6 +1091,8 @@ def kernel_params(params: dict) -> dict:
         raise ValueError(f"gemm_hopper: STORE_N={store_n} stores the tile in column pieces through {bufs} buffers "
                          f"(STORE_BUFS): it needs EPILOGUE=2 and a whole number of rounds of the buffers (BN={bn} a "
                          f"multiple of {bufs * store_n}); got EPILOGUE={params.get('EPILOGUE', 0)}")
+    if params.get("DEFER") not in (None, 0, 1, 2):
+        raise ValueError(f"gemm_hopper: DEFER is 0, 1 or 2, not {params['DEFER']!r}")
     if params.get("DEFER") and (not store_n or bn != 2 * bufs * store_n):
         raise ValueError(f"gemm_hopper: DEFER=1 holds the second half of the tile's STORE_N pieces in registers: it "
                          f"needs EPILOGUE=2, STORE_N > 0 and BN = 2 x STORE_BUFS x STORE_N (got STORE_N={store_n}, "

@@ -58,6 +58,8 @@ VARIANTS = {
     "pers_defer_g3": dict(PERSISTENT=1, NUM_SMS=7, STAGES=4, EPILOGUE=2, STORE_N=64, GROUP_M=3, DEFER=1, **R64),
     "pers_n32_b4_defer_1blk": dict(PERSISTENT=1, NUM_SMS=1, STAGES=4, EPILOGUE=2, STORE_N=32, STORE_BUFS=4,
                                    GROUP_M=2, DEFER=1, **R64),
+    # DEFER=2: the same schedule with the ring loop whole from slot 0 (the verifier's form)
+    "pers_defer2_g3": dict(PERSISTENT=1, NUM_SMS=7, STAGES=4, EPILOGUE=2, STORE_N=64, GROUP_M=3, DEFER=2, **R64),
 }
 
 
