@@ -78,6 +78,8 @@ VARIANTS = {
     # the store's round trip no longer stops the tensor cores at the tile's end (DEFER=1)
     "pers_defer": dict(PERSISTENT=1, STAGES=4, EPILOGUE=2, STORE_N=64, DEFER=1, **R64),
     "pers_n32_b4_defer": dict(PERSISTENT=1, STAGES=4, EPILOGUE=2, STORE_N=32, STORE_BUFS=4, DEFER=1, **R64),
+    # DEFER=2: DEFER's schedule with the ring loop whole from slot 0 (the form the verifier's ring flattening takes)
+    "pers_defer2": dict(PERSISTENT=1, STAGES=4, EPILOGUE=2, STORE_N=64, DEFER=2, **R64),
     # 256 x 128 tiles (two consumers of 128 rows) in pieces: two 32 KB buffers leave 3 stages of 48 KB
     "pers_256x128_n64_s3": dict(PERSISTENT=1, BM=256, BN=128, CONSUMERS=2, INSTR=I128, STAGES=3, EPILOGUE=2, STORE_N=64,
                                 **R64),

@@ -40,7 +40,10 @@ for (m, k, n), extra in (((300, 520, 776), dict(STAGES=3, EPILOGUE=2, IN_FLIGHT=
                          ((300, 520, 776), dict(PERSISTENT=1, NUM_SMS=3, STAGES=4, EPILOGUE=2, STORE_N=64, GROUP_M=2,
                                                 DEFER=1, **R64)),
                          ((300, 520, 776), dict(PERSISTENT=1, NUM_SMS=1, STAGES=4, EPILOGUE=2, STORE_N=32,
-                                                STORE_BUFS=4, GROUP_M=2, DEFER=1, **R64))):
+                                                STORE_BUFS=4, GROUP_M=2, DEFER=1, **R64)),
+                         # DEFER=2 (the ring loop whole from slot 0): 3 blocks over 3 x 4 tiles
+                         ((300, 520, 776), dict(PERSISTENT=1, NUM_SMS=3, STAGES=4, EPILOGUE=2, STORE_N=64, GROUP_M=2,
+                                                DEFER=2, **R64))):
     if (ONLY == "persistent" and not extra.get("PERSISTENT") or ONLY == "pieces" and not extra.get("STORE_N")
             or ONLY == "defer" and not extra.get("DEFER")):
         continue
