@@ -853,6 +853,7 @@ class Solver_:
         self.first_try_s = FIRST_TRY_S  # as it is, before concrete sizes are tried (`_answer`)
         self._good_seed = None  # the concrete sizes of the last seeded model (tried first next time)
         self._witness = False  # inside `satisfiable`: a model is what is wanted
+        self.small_timeout_s = None  # the small-model search's limit where not the query's (checks/tickets._quick)
 
     def check(self, term, want_vars=(), small=True) -> dict | None:
         """A model (name -> int, plus bool vars) of `term` together with the ranges of its variables, or
@@ -1050,7 +1051,8 @@ class Solver_:
         if not keys:
             return None
         limit = self.timeout_s
-        self._set_timeout(min(limit, SMALL_MODEL_TIMEOUT_S) if limit and limit > 0 else SMALL_MODEL_TIMEOUT_S)
+        own = self.small_timeout_s if self.small_timeout_s is not None else limit
+        self._set_timeout(min(own, SMALL_MODEL_TIMEOUT_S) if own and own > 0 else SMALL_MODEL_TIMEOUT_S)
         try:
             return self._small_search(formula, names, want_vars, keys)
         finally:

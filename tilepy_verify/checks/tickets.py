@@ -524,7 +524,7 @@ def check_linear_first(ctx, cond):
     lemmas = nonlinear_lemmas(cond)
     if not lemmas:  # linear already
         return ctx.solver.check(cond)
-    answer = _quick(ctx, cond)  # many such queries Z3 settles at once as they are
+    answer = _quick(ctx, cond, seconds=LINEAR_FIRST_QUICK_S)  # many such queries Z3 settles at once as they are
     if answer is not _UNKNOWN:
         return answer
     full = AND(cond, *lemmas)
@@ -534,25 +534,33 @@ def check_linear_first(ctx, cond):
 
 
 QUICK_S = 0.1
+# check_linear_first's as-is try: the global race pairs Z3 settles as they are take 1-10 ms (2-core sandbox, loaded);
+# those it does not settle in 0.1 s (gemm_streamk's two ticket pairs) have a linear abstraction unsatisfiable in
+# 10 ms, so a longer try only waits (0.2 s of gemm_streamk's 0.7)
+LINEAR_FIRST_QUICK_S = 0.02
 _UNKNOWN = object()
 
 
-def _quick(ctx, cond, small=True):
-    """solver.check(cond) within QUICK_S seconds: its answer, or _UNKNOWN (never a proof)."""
+def _quick(ctx, cond, small=True, seconds=None):
+    """solver.check(cond) within `seconds` (QUICK_S): its answer, or _UNKNOWN (never a proof). A model's search
+    for small sizes (`small`) keeps QUICK_S whatever `seconds` is: a shorter try must not leave larger
+    counterexamples (a replay allocates their sizes)."""
     from ..vc import SolverUnknown
 
     solver = ctx.solver
     if solver.unknown != "raise":  # an unknown would read as a model there
         return _UNKNOWN
-    saved = solver.timeout_s
-    solver.timeout_s = QUICK_S
-    solver._set_timeout(QUICK_S)
+    saved, saved_small = solver.timeout_s, solver.small_timeout_s
+    budget = QUICK_S if seconds is None else seconds
+    solver.timeout_s = budget
+    solver.small_timeout_s = QUICK_S
+    solver._set_timeout(budget)
     try:
         return solver.check(cond, small=small)
     except SolverUnknown:
         return _UNKNOWN
     finally:
-        solver.timeout_s = saved
+        solver.timeout_s, solver.small_timeout_s = saved, saved_small
         solver._set_timeout(saved)
 
 
