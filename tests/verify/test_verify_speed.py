@@ -30,8 +30,8 @@ REFERENCE_QUIET = 0.7  # seconds: gemm_hopper's default, CPU time on the 2-core 
 SLOW = ["attention_fwd[d64, causal]", "attention_fwd[d128]", "attention_decode[d64, q4]",
         "gemm_hopper[policy small]", "gemm_hopper[policy unaligned]", "moe_gemm13[PRESETS]",
         "gemm_streamk[narrow]",  # stream-K's 6-stage launch preset: 2.1-3.9 s before its ring work (V6)
-        "gemm_splitk_swap[K_WAYS 2, 64x32 s8]"]  # two rings, three roles: 1.2 s before the deadlock check's order
-#                                                  read off the statement counters, 1.0 s after (V9)
+        "gemm_splitk_swap[K_WAYS 2, 64x32 s8]"]  # two rings, three roles: 1.2 s before the deadlock check's hops
+#                                                  by iterations of the loop as written, 0.4-0.5 s after (V9)
 
 
 def _cold(kernel, target, params):
