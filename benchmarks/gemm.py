@@ -511,14 +511,18 @@ def streamk_rows(g, shapes, outs=(torch.bfloat16, torch.float32)) -> list:
 
 
 def fp32_row(M, N, K, g, b_layout="kn", **constexprs):
-    # the form launch runs: A split in the GEMM's registers (RAW) where K % 4 == 0 and the sum is promoted
+    # the form launch runs: A split in the GEMM's registers (RAW) where K % 4 == 0 and the sum is promoted,
+    # and split-K by gemm_fp32.policy where no tile is named
+    named = dict(constexprs)
+    if not gemm_fp32._tiled(constexprs):
+        constexprs = {**gemm_fp32.policy(M, N, K), **constexprs}
     raw = constexprs.get("A_RAW", int(gemm_fp32.raw_ok(K) and constexprs.get("PROMOTE", True)))
     p = {**gemm_fp32.PRESETS["sm_90a"], **(gemm_fp32.RAW if raw else {}), **constexprs}
     a = torch.randn(M, K, device="cuda", generator=g)
     b = torch.randn((K, N) if b_layout == "kn" else (N, K), device="cuda", generator=g)
     c = torch.full((M, N), float("nan"), device="cuda")
     ck = tilepy_hip.compile(gemm_fp32.gemm_fp32, target="sm_90a", **p)
-    gemm_fp32.launch(a, b, c, b_layout, **constexprs)
+    gemm_fp32.launch(a, b, c, b_layout, **named)
     bb = b if b_layout == "kn" else b.t()
     ref = a.double() @ bb.double()
     err = rel(c, ref)
@@ -527,11 +531,17 @@ def fp32_row(M, N, K, g, b_layout="kn", **constexprs):
     (ah, al), (bh, bl) = gemm_fp32.split(a), gemm_fp32.split(b, b_layout)
     grid = gemm_fp32.grid(a, c, **constexprs)
     args = [a[None], a[None], bh, bl, c[None]] if raw else [ah, al, bh, bl, c[None]]
-    t_all = timeit(lambda: gemm_fp32.launch(a, b, c, b_layout, **constexprs))
-    t_gemm = timeit(lambda: launch_compiled(ck, grid, args))    # B (and A unless raw) split beforehand
+    t_all = timeit(lambda: gemm_fp32.launch(a, b, c, b_layout, **named))
+    if constexprs.get("KSPLIT", 1) > 1:     # B (and A unless raw) split beforehand; the partial products' sum
+        kw = {k: v for k, v in constexprs.items() if k != "A_RAW"}
+        t_gemm = timeit(lambda: gemm_fp32.launch_raw(a, (bh, bl), c, **kw) if raw
+                        else gemm_fp32.launch_split((ah, al), (bh, bl), c, **kw))
+    else:
+        t_gemm = timeit(lambda: launch_compiled(ck, grid, args))    # B (and A unless raw) split beforehand
     t_sgemm = timeit(lambda: torch.matmul(a, bb))
     return {**_row(M, N, K, t_all, t_sgemm, err, err_sgemm, ck, against="SGEMM (torch.matmul f32, TF32 off)"),
             "b_layout": b_layout, "tile": [p["BM"], p["BN"], p["BK"]], "stages": p["STAGES"], "a_raw": bool(raw),
+            "ksplit": p.get("KSPLIT", 1),
             "promote": p.get("PROMOTE", True), "gemm_only_us": t_gemm * 1e6, "gemm_only_ratio": t_sgemm / t_gemm,
             "error_no_worse": err <= err_sgemm}
 

@@ -32,7 +32,8 @@ Host API (what a lowering calls; torch tensors on a CUDA device, or numpy arrays
   used many times may be split once with `split(b, b_layout)` and passed to `launch_split`.
 * Split-K (`KSPLIT=S`): too few output tiles to fill the GPU and a long K (256 x 256 x 131072) run S blocks
   per tile, each over a share of the k-tiles, into S partial products (grid z = BATCH * S) that are added
-  up afterwards.
+  up afterwards. `launch` picks S with `policy` (one wave of blocks, >= 8 k-tiles a share) unless the caller
+  names a tile.
 * addmm (beta * bias + alpha * a @ b) is this GEMM followed by an elementwise kernel.
 * `PASSES=1`: one TF32 product a_hi @ b_hi per k-tile (what cuBLAS computes for fp32 under TF32; a lowering's
   `--precision tf32`): the tails are neither copied nor multiplied (AL and BL may be any tensors of their
@@ -233,6 +234,30 @@ def raw_ok(K: int) -> bool:
     return K % 4 == 0
 
 
+SMS = 132                 # H100 SXM's streaming multiprocessors
+MIN_SHARE = 8             # split-K: at least this many k-tiles a block (the pipeline's fill and the partial
+                          # products' extra traffic are paid once per share)
+
+
+def policy(M: int, N: int, K: int, batch: int = 1, sms: int | None = None) -> dict:
+    """The constexprs `launch` adds when the caller names no tile: split-K where the output tiles (128 x 128,
+    the preset) leave SMs idle and K is long. KSPLIT = S runs S blocks a tile, so tiles x S fills at most one
+    wave of `sms` and each share keeps >= MIN_SHARE k-tiles; the shares are evened out (no empty share).
+    128 x 4096 x 4096: 32 tiles x 4 shares of 32 k-tiles; 4096^3: {} (1024 tiles)."""
+    p, sms = PRESETS["sm_90a"], sms or SMS
+    tiles = batch * -(-M // p["BM"]) * -(-N // p["BN"])
+    kt = -(-K // p["BK"])
+    ks = min(sms // tiles, kt // MIN_SHARE)
+    if ks < 2:
+        return {}
+    return {"KSPLIT": -(-kt // -(-kt // ks))}   # as many shares as cdiv(kt, ks)-long shares need
+
+
+def _tiled(constexprs) -> bool:
+    """Whether the caller chose the tiling (then the policy stays out)."""
+    return any(k in constexprs for k in ("BM", "BN", "BK", "KSPLIT", "CONSUMERS", "INSTR"))
+
+
 def _as3(x):
     return x if x.ndim == 3 else x.reshape(1, *x.shape)
 
@@ -289,7 +314,13 @@ def launch_split(a_split, b_split, c, target: str = "sm_90a", **constexprs):
     part = _empty(c3, (c3.shape[0] * ks,) + tuple(c3.shape[1:]))
     g = grid(ah, c3, **constexprs)
     trace = gemm_fp32[(g[0], g[1], g[2] * ks)](ah, al, bh, bl, part, target=target, **params)
-    c3[...] = part.reshape(c3.shape[0], ks, *c3.shape[1:]).sum(1)
+    part = part.reshape(c3.shape[0], ks, *c3.shape[1:])
+    if isinstance(part, np.ndarray):
+        np.sum(part, axis=1, out=c3)
+    else:
+        import torch
+
+        torch.sum(part, dim=1, out=c3)
     return trace
 
 
@@ -316,6 +347,8 @@ def launch(a, b, c, b_layout: str = "kn", target: str = "sm_90a", **constexprs):
     if kb != a3.shape[2]:
         raise ValueError(f"shapes do not agree: a {tuple(a.shape)}, b {tuple(b.shape)} ({b_layout}), c "
                          f"{tuple(c.shape)}")
+    if not _tiled(constexprs):        # split-K where the tiles leave SMs idle (policy)
+        constexprs = {**policy(a3.shape[1], c.shape[-1], a3.shape[2], a3.shape[0]), **constexprs}
     raw = constexprs.get("A_RAW")     # unnamed: raw where TMA can read A and the sum is promoted (the default)
     if raw or (raw is None and raw_ok(a3.shape[2]) and constexprs.get("PROMOTE", True)):
         return launch_raw(a3, split(b, b_layout), c, target=target, **constexprs)

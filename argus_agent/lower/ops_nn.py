@@ -152,12 +152,11 @@ def _fp32_gemm(ctx, a, b, batch, M, N, K, base):
 
 
 def split_k(nbatch: int, M: int, N: int, K: int, sms: int = 132) -> int:
-    """How many shares of K each 128 x 128 output tile of the fp32 GEMM is split into: 1 while the tiles fill
-    the GPU or K is short; else enough blocks for two waves, each share at least 2048 long."""
-    tiles = nbatch * -(-M // 128) * -(-N // 128)
-    if tiles >= sms or K < 8192:
-        return 1
-    return max(1, min(-(-2 * sms // tiles), K // 2048))
+    """How many shares of K each 128 x 128 output tile of the fp32 GEMM is split into: stdlib gemm_fp32's
+    `policy` (what its own launch runs): one wave of blocks where the tiles leave SMs idle, >= 8 k-tiles a share."""
+    from stdlib_kernels import gemm_fp32
+
+    return gemm_fp32.policy(M, N, K, nbatch, sms).get("KSPLIT", 1)
 
 
 def _contig(shape):

@@ -157,3 +157,23 @@ def test_sass_of_the_register_a_form():
     hgmma = re.findall(r"HGMMA\.64x128x8\.F32\.TF32[^;]*", sass)
     assert hgmma and all(re.search(r"TF32\S* R\d+, R\d+, gdesc", h) for h in hgmma), hgmma[:3]
     assert not re.findall(r"\b(?:LDL|STL)\b", sass), ck.resources
+
+
+@pytest.mark.parametrize("b_layout", ["kn", "nk"])
+@pytest.mark.parametrize("m,n,k", [(128, 4096, 4096), (64, 4096, 2048), (100, 3000, 2000), (70, 1000, 1001)])
+def test_policy_split_k_through_launch(b_layout, m, n, k):
+    """launch's split-K policy (gemm_fp32.policy) on skinny shapes: ragged M, a K the shares do not divide and
+    K % 4 != 0 (the split form); the summed partial products are as accurate as SGEMM (NaN-poisoned output)."""
+    ks = gemm_fp32.policy(m, n, k).get("KSPLIT", 1)
+    assert ks > 1
+    g = torch.Generator(device=DEV).manual_seed(m + n + k)
+    a = torch.randn(m, k, device=DEV, generator=g)
+    b = torch.randn((k, n) if b_layout == "kn" else (n, k), device=DEV, generator=g)
+    c = torch.full((m, n), float("nan"), device=DEV)
+    gemm_fp32.launch(a, b, c, b_layout=b_layout)
+    torch.cuda.synchronize()
+    bt = b if b_layout == "kn" else b.t()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    ref = a.double() @ bt.double()
+    err, err_sgemm = _rel(c, ref), _rel(a @ bt, ref)
+    assert err <= err_sgemm, (ks, err, err_sgemm)

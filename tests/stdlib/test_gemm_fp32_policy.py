@@ -1,0 +1,79 @@
+"""gemm_fp32's split-K policy (stdlib_kernels/gemm_fp32.py `policy`, what `launch` runs when the caller names no
+tile): the blocks fill one wave of SMs, every share keeps >= MIN_SHARE k-tiles and none is empty; on the
+interpreter the split product through `launch` matches float64 at fp32 accuracy on ragged M and a K that the
+shares do not divide. Outputs are poisoned with NaN first."""
+
+import numpy as np
+import pytest
+
+from stdlib_kernels import gemm_fp32
+
+
+def _rel(c, ref):
+    return float(np.linalg.norm(np.asarray(c, np.float64) - ref) / np.linalg.norm(ref))
+
+
+@pytest.mark.parametrize("M,N,K,batch", [(128, 4096, 4096, 1), (64, 4096, 4096, 1), (256, 4096, 4096, 1),
+                                         (1024, 1024, 1024, 1), (100, 300, 5000, 3), (256, 256, 131072, 1),
+                                         (4096, 4096, 4096, 1), (128, 128, 200, 1)])
+def test_policy_fills_one_wave_with_long_enough_shares(M, N, K, batch):
+    p = gemm_fp32.PRESETS["sm_90a"]
+    tiles = batch * -(-M // p["BM"]) * -(-N // p["BN"])
+    kt = -(-K // p["BK"])
+    ks = gemm_fp32.policy(M, N, K, batch).get("KSPLIT", 1)
+    share = -(-kt // ks)
+    assert tiles * ks <= max(tiles, gemm_fp32.SMS)             # never a second wave made by the split
+    assert ks == 1 or share >= gemm_fp32.MIN_SHARE             # each share long enough to pay for itself
+    assert (ks - 1) * share < kt                                 # no empty share
+    if ks == 1:     # no split: the tiles fill the GPU, or K has too few k-tiles for two shares
+        assert tiles * 2 > gemm_fp32.SMS or kt < 2 * gemm_fp32.MIN_SHARE
+    else:           # and no room for another share within the wave and the share length
+        assert tiles * (ks + 1) > gemm_fp32.SMS or -(-kt // (ks + 1)) < gemm_fp32.MIN_SHARE
+
+
+def test_policy_values_at_the_benchmarked_shapes():
+    assert gemm_fp32.policy(128, 4096, 4096) == {"KSPLIT": 4}     # 32 tiles x 4 shares of 32 k-tiles
+    assert gemm_fp32.policy(1024, 1024, 1024) == {"KSPLIT": 2}    # 64 tiles x 2 of 16
+    assert gemm_fp32.policy(4096, 4096, 4096) == {}
+
+
+@pytest.mark.parametrize("b_layout", ["kn", "nk"])
+@pytest.mark.parametrize("M,K,raw,ks", [(37, 531, False, 2), (70, 800, True, 3)])
+def test_launch_runs_the_policy_split_and_matches_float64(monkeypatch, b_layout, M, K, raw, ks):
+    """Ragged M, K not a multiple of the share (531: 17 k-tiles in shares of 9; 800: 25 in shares of 9, 9, 7),
+    both the split form (K % 4 != 0) and A split in registers; a small `sms` makes the policy split."""
+    monkeypatch.setattr(gemm_fp32, "SMS", 4)
+    seen = []
+    real = gemm_fp32.gemm_fp32.__getitem__
+
+    class Spy:
+        def __getitem__(self, grid):
+            seen.append(grid)
+            return real(grid)
+    monkeypatch.setattr(gemm_fp32, "gemm_fp32", Spy())
+    rng = np.random.default_rng(M + K)
+    a = rng.standard_normal((M, K)).astype(np.float32)
+    b = rng.standard_normal((K, 90) if b_layout == "kn" else (90, K)).astype(np.float32)
+    c = np.full((M, 90), np.nan, np.float32)
+    assert gemm_fp32.policy(M, 90, K) == {"KSPLIT": ks}
+    assert gemm_fp32.raw_ok(K) == raw
+    gemm_fp32.launch(a, b, c, b_layout)
+    assert seen and seen[-1][2] == ks           # grid z = batch x KSPLIT
+    ref = gemm_fp32.reference(a, b, b_layout)
+    assert _rel(c, ref) < 3e-7
+    f32 = a @ (b if b_layout == "kn" else b.T)
+    assert np.abs(c - ref).max() <= 2 * np.abs(f32 - ref).max()
+
+
+def test_a_named_tile_keeps_the_policy_out(monkeypatch):
+    seen = []
+    real = gemm_fp32.launch_split
+    monkeypatch.setattr(gemm_fp32, "launch_split", lambda *a, **k: seen.append(k) or real(*a, **k))
+    monkeypatch.setattr(gemm_fp32, "SMS", 4)
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((40, 600)).astype(np.float32)
+    b = rng.standard_normal((600, 24)).astype(np.float32)
+    c = np.full((40, 24), np.nan, np.float32)
+    gemm_fp32.launch(a, b, c, BK=32)
+    assert "KSPLIT" not in seen[-1]
+    assert _rel(c, gemm_fp32.reference(a, b)) < 3e-7
