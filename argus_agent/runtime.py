@@ -60,3 +60,30 @@ def state(model, specs) -> list:
             m = m._modules[p]
         out.append(flat((m._parameters if kind == "p" else m._buffers)[name]))
     return out
+
+
+# id(weight) -> (weak reference to it, the state it was split in, the call, the halves); leaves with its weight
+_SPLITS: dict = {}
+
+
+def weight_split(kernel, grid, w, w_view, out_shape, out_view):
+    """The TF32 halves (hi, lo) of a weight (the fp32 GEMM's B operand, a parameter's flat view from `state`):
+    `kernel` (split_tf32 / split_tf32_t) over `grid` on w.view(w_view) into two new f32 tensors of `out_shape`
+    (passed as .view(out_view)), made once and reused while the weight is the same tensor in the same state:
+    its data pointer, shape, dtype and torch's version counter (which every in-place change bumps, also through
+    a view and under no_grad). A new split follows any change; a weight given new data gets a new view from
+    `state`, so a new entry. Candidates may not read the version counter (a private attribute) themselves."""
+    import torch
+
+    now = (w.data_ptr(), tuple(w.shape), w.dtype, w._version, w.device)
+    call = (kernel, grid, tuple(w_view), tuple(out_shape), tuple(out_view))
+    got = _SPLITS.get(id(w))
+    if got is not None and got[0]() is w and got[1] == now and got[2] == call:
+        return got[3]
+    hi = torch.empty(out_shape, dtype=torch.float32, device=w.device)
+    lo = torch.empty(out_shape, dtype=torch.float32, device=w.device)
+    launch(kernel, grid, w.view(w_view), hi.view(out_view), lo.view(out_view))
+    if got is None or got[0]() is not w:
+        weakref.finalize(w, _SPLITS.pop, id(w), None)
+    _SPLITS[id(w)] = (weakref.ref(w), now, call, (hi, lo))
+    return hi, lo

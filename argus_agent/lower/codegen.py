@@ -57,7 +57,7 @@ is the host program (allocation and launches only). Precision: {precision}.
 import torch
 
 import tilepy as tp
-from argus_agent.runtime import aligned16, launch, state
+from argus_agent.runtime import aligned16, launch, state, weight_split
 
 PRECISION = {precision!r}
 '''

@@ -384,7 +384,8 @@ def fp32_gemm_raw(t: Fp32GemmTemplate) -> bool:
 
 def render_fp32_gemm(t: Fp32GemmTemplate, n: int) -> list[str]:
     """Host lines: split B (and A, unless the GEMM splits it in registers: fp32_gemm_raw) into TF32 halves (K
-    padded to 4), then the GEMM over (M, N, BATCH); the raw form's kernel is `gemm_fp32_raw` (RAW defaults)."""
+    padded to 4), then the GEMM over (M, N, BATCH); the raw form's kernel is `gemm_fp32_raw` (RAW defaults).
+    A B that is a model's parameter or buffer is split once per state of it (`runtime.weight_split`)."""
     kp = -(-t.K // 4) * 4
     a_rows = t.batch * t.M
     ah, al, bh, bl = (f"ws{n}_{x}" for x in ("ah", "al", "bh", "bl"))
@@ -397,14 +398,22 @@ def render_fp32_gemm(t: Fp32GemmTemplate, n: int) -> list[str]:
                  f"{al} = torch.empty(({t.batch}, {t.M}, {kp}), dtype=torch.float32, device=dev)",
                  f"launch(split_tf32, ({-(-a_rows // 16)}, {-(-kp // 128)}), {t.a.name}.view({a_rows}, {t.K}), "
                  f"{ah}.view({a_rows}, {kp}), {al}.view({a_rows}, {kp}))"]
-    lines += [f"{bh} = torch.empty(({nb}, {t.N}, {kp}), dtype=torch.float32, device=dev)",
-              f"{bl} = torch.empty(({nb}, {t.N}, {kp}), dtype=torch.float32, device=dev)"]
-    if t.b_layout == "nk":
-        lines.append(f"launch(split_tf32, ({-(-nb * t.N // 16)}, {-(-kp // 128)}), {t.b.name}.view({nb * t.N}, "
-                     f"{t.K}), {bh}.view({nb * t.N}, {kp}), {bl}.view({nb * t.N}, {kp}))")
+    if t.b.kind in ("param", "buffer"):   # a model's weight: split once per state of it (runtime.weight_split)
+        if t.b_layout == "nk":
+            lines.append(f"{bh}, {bl} = weight_split(split_tf32, ({-(-nb * t.N // 16)}, {-(-kp // 128)}), "
+                         f"{t.b.name}, ({nb * t.N}, {t.K}), ({nb}, {t.N}, {kp}), ({nb * t.N}, {kp}))")
+        else:
+            lines.append(f"{bh}, {bl} = weight_split(split_tf32_t, ({-(-kp // 32)}, {-(-t.N // 32)}, {nb}), "
+                         f"{t.b.name}, ({nb}, {t.K}, {t.N}), ({nb}, {t.N}, {kp}), ({nb}, {t.N}, {kp}))")
     else:
-        lines.append(f"launch(split_tf32_t, ({-(-kp // 32)}, {-(-t.N // 32)}, {nb}), {t.b.name}.view({nb}, {t.K}, "
-                     f"{t.N}), {bh}, {bl})")
+        lines += [f"{bh} = torch.empty(({nb}, {t.N}, {kp}), dtype=torch.float32, device=dev)",
+                  f"{bl} = torch.empty(({nb}, {t.N}, {kp}), dtype=torch.float32, device=dev)"]
+        if t.b_layout == "nk":
+            lines.append(f"launch(split_tf32, ({-(-nb * t.N // 16)}, {-(-kp // 128)}), {t.b.name}.view("
+                         f"{nb * t.N}, {t.K}), {bh}.view({nb * t.N}, {kp}), {bl}.view({nb * t.N}, {kp}))")
+        else:
+            lines.append(f"launch(split_tf32_t, ({-(-kp // 32)}, {-(-t.N // 32)}, {nb}), {t.b.name}.view({nb}, "
+                         f"{t.K}, {t.N}), {bh}, {bl})")
     zc = t.batch * t.ksplit
     grid = f"lambda m: (tp.cdiv({t.M}, m['BM']), tp.cdiv({t.N}, m['BN']), {zc})"
     ks = (f", KSPLIT={t.ksplit}" if t.ksplit > 1 else "") + (f", PASSES={t.passes}" if t.passes != 3 else "")

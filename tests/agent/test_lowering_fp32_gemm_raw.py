@@ -29,7 +29,7 @@ class Mlp(nn.Module):
 
 def _split_sources(src: str) -> list[str]:
     """The first argument of every split_tf32(_t) launch in the program (what is split)."""
-    return re.findall(r"launch\(split_tf32(?:_t)?, \([^)]*\), (\w+)", src)
+    return re.findall(r"(?:launch|weight_split)\(split_tf32(?:_t)?, \([^)]*\), (\w+)", src)
 
 
 def _launched_gemm_defaults(src: str) -> dict:

@@ -40,7 +40,7 @@ def test_lowered_mlp_reads_activations_raw(tmp_path, rows, c, hidden):
     torch.manual_seed(rows + c)
     model, x = Mlp(c, hidden), torch.randn(rows, c)
     src = render_program(lower_model(model, [x], "sm_90a"))
-    splits = re.findall(r"launch\(split_tf32(?:_t)?, \([^)]*\), (\w+)", src)
+    splits = re.findall(r"(?:launch|weight_split)\(split_tf32(?:_t)?, \([^)]*\), (\w+)", src)
     assert len(splits) == 2 and all("weight" in s for s in splits), splits     # the two weights, no activation
     p = tmp_path / f"mlp_{rows}.py"
     p.write_text(src)

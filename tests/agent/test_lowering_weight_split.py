@@ -1,0 +1,96 @@
+"""The lowered fp32 GEMM splits a weight (a model parameter, its B operand) into TF32 halves once, not on every
+call (argus_agent.runtime.weight_split): a lowered Linear (B read as (N, K)) and a parameter used as torch.matmul's
+(K, N) B, each called twice, split once; after an in-place change of the weight (under no_grad: torch's version
+counter moves) the next call splits again and its output follows the new weight (float64 reference). Lowered
+for sm_90a, run on the CPU interpreter."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+
+from argus_agent import runtime
+from argus_agent.policy import check_source
+
+from .lowered import assert_close, run_lowered
+
+
+class MatmulParam(nn.Module):
+    def __init__(self, k, n):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(k, n) / k**0.5)
+
+    def forward(self, x):
+        return x @ self.w
+
+
+def _splits(monkeypatch):
+    seen = []
+    real = runtime.launch
+
+    def counting(kernel, grid, *args, **kw):
+        if kernel.name.startswith("split_tf32"):     # the splits (the lowered module binds this launch too)
+            seen.append(kernel.name)
+        return real(kernel, grid, *args, **kw)
+    monkeypatch.setattr(runtime, "launch", counting)
+    return seen
+
+
+def _case(monkeypatch, tmp_path, model, x, weight, name):
+    torch.manual_seed(0)
+    seen = _splits(monkeypatch)
+    prog, src, out, ref = run_lowered(model, [x], tmp_path, name)
+    assert check_source(src, f"{name}.py") == ""
+    assert "weight_split(split_tf32" in src
+    assert_close(out, ref, 1e-4)
+    assert len(seen) == 1                                   # the first call split the weight (A: in registers)
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(f"again_{name}", tmp_path / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    with torch.no_grad():
+        out2 = mod.argus_forward(model, x)                  # run_lowered's model.float() gave it new data: split
+        assert len(seen) == 2
+        assert torch.equal(out2, mod.argus_forward(model, x))
+    assert len(seen) == 2                                   # the next call reused the halves
+    with torch.no_grad():
+        weight(model).add_(1.0)                             # in place: same storage, version counter moves
+        out3 = mod.argus_forward(model, x)
+        ref3 = model.double()(x.double())
+    model.float()
+    assert len(seen) == 3                                   # split again after the change
+    assert_close(out3, ref3, 1e-4)
+    assert not torch.allclose(out3, out2, atol=1e-2)        # the output followed the weight
+
+
+def test_lowered_linear_splits_its_weight_once(monkeypatch, tmp_path):
+    torch.manual_seed(1)
+    lin = nn.Linear(96, 80, bias=False)
+    _case(monkeypatch, tmp_path, lin, torch.randn(40, 96), lambda m: m.weight, "linear")
+
+
+def test_lowered_matmul_with_a_kn_parameter_splits_it_once(monkeypatch, tmp_path):
+    torch.manual_seed(2)
+    _case(monkeypatch, tmp_path, MatmulParam(96, 72), torch.randn(48, 96), lambda m: m.w, "matmul_kn")
+
+
+def test_weight_split_follows_data_and_version(monkeypatch):
+    """runtime.weight_split on its own: one split per state of the weight; a new one after an in-place change
+    or when the tensor is given new data; the halves are split_tf32's."""
+    from stdlib_kernels import gemm_fp32
+
+    seen = _splits(monkeypatch)
+    w = torch.randn(20, 8)
+
+    def halves():
+        return runtime.weight_split(gemm_fp32.split_tf32, (2, 1), w, (20, 8), (1, 20, 8), (20, 8))
+    a = halves()
+    assert halves()[0] is a[0] and len(seen) == 1
+    hi, lo = gemm_fp32.split(w, "nk")
+    assert torch.equal(hi, a[0]) and torch.equal(lo, a[1])
+    w.mul_(2)                                               # in place
+    c = halves()
+    assert len(seen) == 2 and torch.equal(c[0], 2 * a[0])
+    w.data = torch.randn(20, 8)                             # new data, same tensor object
+    d = halves()
+    assert len(seen) == 3 and torch.equal(d[0], gemm_fp32.split(w, "nk")[0])
