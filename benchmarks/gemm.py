@@ -514,7 +514,7 @@ def fp32_row(M, N, K, g, b_layout="kn", **constexprs):
     # the form launch runs: A split in the GEMM's registers (RAW) where K % 4 == 0 and the sum is promoted,
     # and split-K by gemm_fp32.policy where no tile is named
     named = dict(constexprs)
-    if not gemm_fp32._tiled(constexprs):
+    if not gemm_fp32.tile_named(constexprs):
         constexprs = {**gemm_fp32.policy(M, N, K), **constexprs}
     raw = constexprs.get("A_RAW", int(gemm_fp32.raw_ok(K) and constexprs.get("PROMOTE", True)))
     p = {**gemm_fp32.PRESETS["sm_90a"], **(gemm_fp32.RAW if raw else {}), **constexprs}

@@ -253,7 +253,7 @@ def policy(M: int, N: int, K: int, batch: int = 1, sms: int | None = None) -> di
     return {"KSPLIT": -(-kt // -(-kt // ks))}   # as many shares as cdiv(kt, ks)-long shares need
 
 
-def _tiled(constexprs) -> bool:
+def tile_named(constexprs) -> bool:
     """Whether the caller chose the tiling (then the policy stays out)."""
     return any(k in constexprs for k in ("BM", "BN", "BK", "KSPLIT", "CONSUMERS", "INSTR"))
 
@@ -347,7 +347,7 @@ def launch(a, b, c, b_layout: str = "kn", target: str = "sm_90a", **constexprs):
     if kb != a3.shape[2]:
         raise ValueError(f"shapes do not agree: a {tuple(a.shape)}, b {tuple(b.shape)} ({b_layout}), c "
                          f"{tuple(c.shape)}")
-    if not _tiled(constexprs):        # split-K where the tiles leave SMs idle (policy)
+    if not tile_named(constexprs):        # split-K where the tiles leave SMs idle (policy)
         constexprs = {**policy(a3.shape[1], c.shape[-1], a3.shape[2], a3.shape[0]), **constexprs}
     raw = constexprs.get("A_RAW")     # unnamed: raw where TMA can read A and the sum is promoted (the default)
     if raw or (raw is None and raw_ok(a3.shape[2]) and constexprs.get("PROMOTE", True)):

@@ -293,7 +293,7 @@ def test_a_raw_with_unaligned_k_or_one_accumulator_says_what_to_do():
         gemm_fp32.launch(a, np.zeros((96, 8), np.float32), np.zeros((8, 8), np.float32), A_RAW=1, PROMOTE=False)
 
 
-@pytest.mark.parametrize("params", [dict(), dict(WAIT_ONCE=0), dict(PASSES=1), dict(KSPLIT=2),
+@pytest.mark.parametrize("params", [dict(), dict(WAIT_ONCE=0), dict(PASSES=1), dict(KSPLIT=2), dict(KSPLIT=4),
                                     dict(PRODUCER_REGS=56, CONSUMER_REGS=224)])
 def test_a_raw_verifies_clean(params):
     import tilepy_verify as tv
