@@ -1,0 +1,63 @@
+"""A lowered fp32 Linear on a real GPU splits its weight into TF32 halves once (argus_agent.runtime.weight_split)
+and again after an in-place change of the weight: outputs against float64 before and after the change, and the
+number of split launches. Skinny rows (128 x 1024 -> 2048): the GEMM also runs the split-K policy. Skips
+without a GPU."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA GPU here (torch.cuda.is_available() is False): GPU tests need the device machine",
+                allow_module_level=True)
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+
+from argus_agent import runtime  # noqa: E402
+from argus_agent.lower import lower_model, render_program  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+DEV = torch.device("cuda")
+
+
+def _rel(x, ref):
+    return float((x.double() - ref).norm() / ref.norm())
+
+
+def test_lowered_linear_splits_its_weight_once_per_state(tmp_path, monkeypatch):
+    torch.manual_seed(17)
+    lin, x = torch.nn.Linear(1024, 2048), torch.randn(128, 1024)
+    src = render_program(lower_model(lin, [x], "sm_90a"))
+    assert "weight_split(split_tf32" in src and "KSPLIT=" in src
+    seen = []
+    real = runtime.launch
+
+    def counting(kernel, grid, *args, **kw):
+        if kernel.name.startswith("split_tf32"):
+            seen.append(kernel.name)
+        return real(kernel, grid, *args, **kw)
+    monkeypatch.setattr(runtime, "launch", counting)
+    p = tmp_path / "lin.py"
+    p.write_text(src)
+    spec = importlib.util.spec_from_file_location("gpu_lowered_weight_split", p)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    lin, xd = lin.to(DEV), x.to(DEV)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    with torch.no_grad():
+        outs = [mod.argus_forward(lin, xd) for _ in range(3)]
+        torch.cuda.synchronize()
+        assert len(seen) == 1 and all(torch.equal(o, outs[0]) for o in outs)
+        ref = torch.nn.functional.linear(xd.double(), lin.weight.double(), lin.bias.double())
+        assert _rel(outs[0], ref) <= _rel(lin(xd), ref)
+        lin.weight.mul_(-0.5)
+        out = mod.argus_forward(lin, xd)
+        torch.cuda.synchronize()
+        assert len(seen) == 2
+        ref = torch.nn.functional.linear(xd.double(), lin.weight.double(), lin.bias.double())
+        assert _rel(out, ref) <= _rel(lin(xd), ref)
