@@ -162,16 +162,14 @@ def test_split_k_linear_reads_its_weight_in_place(tmp_path, M):
     assert bool((err <= 1.01 * step).all()), err.max().item()
 
 
-@pytest.mark.parametrize("form", ["linear", "mm"])
-def test_skinny_rows_lower_to_swap_k_ways(tmp_path, form):
-    """65-128 rows whose 64 x 64 tiles of C^T fill half a wave to one: `launch`'s policy is swap-AB with both consumer
-    warpgroups over one tile on alternate k-tiles (gemm_splitk_swap K_WAYS=2, unsplit: C stored by the kernel, no
-    splitk_sum), and the lowering follows it (a Linear's (N, K) weight read in place); interpreter vs float64."""
+def _lowered_swap_gemm(tmp_path, form: str, M: int, N: int, K: int, tag: str) -> tuple:
+    """Lower a (M, K) x (K, N) matmul ("mm") or a Linear of an (N, K) weight ("linear") for sm_90a and run it on the
+    interpreter: the one GEMM launch must be gemm_splitk_swap with `launch`'s policy constexprs and no splitk_sum,
+    a Linear's weight read in place, and the result within one bf16 step of float64. Returns (policy, grid,
+    constexprs) of that launch."""
     from stdlib_kernels import gemm_hopper
 
-    M, N, K = 100, 2176, 256
     want = gemm_hopper.policy(M, N, K, tp.f32, fixup=True)
-    assert (want.get("SWAP_AB"), want.get("K_WAYS"), want["SPLIT_K"], want["BM"], want["BN"]) == (1, 2, 1, 64, 64)
     g = torch.Generator().manual_seed(M + N + K)
     a = torch.randn(M, K, generator=g).bfloat16()
     if form == "mm":
@@ -183,13 +181,13 @@ def test_skinny_rows_lower_to_swap_k_ways(tmp_path, form):
             model.fc.weight.copy_(torch.randn(N, K, generator=g).bfloat16())
         inputs, ref = [a], a.double() @ model.fc.weight.double().T
     src = render_program(lower_model(model, inputs, "sm_90a"))
-    mod, calls, out = _recorded(src, tmp_path, f"kways_{form}", model, inputs)
+    mod, calls, out = _recorded(src, tmp_path, f"{tag}_{form}", model, inputs)
     names = [c[0] for c in calls]
     gemm = [c for c in calls if c[0].startswith("gemm_")]
     assert len(gemm) == 1 and gemm[0][0].startswith("gemm_splitk_swap") and "splitk_sum" not in names, names
     name, grid, args, constexprs = gemm[0]
     assert constexprs == gemm_hopper.kernel_params({**want, **({"B_NK": 1} if form == "linear" else {})})
-    assert constexprs["K_WAYS"] == 2 and tuple(grid) == tuple(gemm_hopper.grid_of(M, N, want)) == (2, 34, 1)
+    assert tuple(grid) == tuple(gemm_hopper.grid_of(M, N, want))
     if form == "linear":
         assert args[1].shape == (N, K) and args[1].data_ptr() == model.fc.weight.data_ptr()
     defaults = getattr(mod, name).resolve_constexprs({})
@@ -197,6 +195,17 @@ def test_skinny_rows_lower_to_swap_k_ways(tmp_path, form):
     step = torch.finfo(torch.bfloat16).eps * ref.abs().clamp_min(2.0**-6)
     err = (out.double() - ref.bfloat16().double()).abs()
     assert bool((err <= 1.01 * step).all()), err.max().item()
+    return want, tuple(grid), constexprs
+
+
+@pytest.mark.parametrize("form", ["linear", "mm"])
+def test_skinny_rows_lower_to_swap_k_ways(tmp_path, form):
+    """65-128 rows whose 64 x 64 tiles of C^T fill half a wave to one: `launch`'s policy is swap-AB with both consumer
+    warpgroups over one tile on alternate k-tiles (gemm_splitk_swap K_WAYS=2, unsplit: C stored by the kernel, no
+    splitk_sum), and the lowering follows it (a Linear's (N, K) weight read in place); interpreter vs float64."""
+    want, grid, constexprs = _lowered_swap_gemm(tmp_path, form, 100, 2176, 256, "kways")
+    assert (want.get("SWAP_AB"), want.get("K_WAYS"), want["SPLIT_K"], want["BM"], want["BN"]) == (1, 2, 1, 64, 64)
+    assert constexprs["K_WAYS"] == 2 and grid == (2, 34, 1)
 
 
 @pytest.mark.parametrize("form", ["mm", "linear"])
@@ -208,31 +217,6 @@ def test_rows_lower_to_the_cluster_split(tmp_path, form, monkeypatch):
     from stdlib_kernels import gemm_hopper
 
     monkeypatch.setattr(gemm_hopper, "CLUSTER_SPLIT_MIN_K_TILES", {128: 8})
-    M, N, K = 100, 2176, 520
-    want = gemm_hopper.policy(M, N, K, tp.f32, fixup=True)
+    want, grid, constexprs = _lowered_swap_gemm(tmp_path, form, 100, 2176, 520, "clusterk")
     assert (want.get("SWAP_AB"), want.get("CLUSTER_K"), want["SPLIT_K"], want["BM"], want["BN"]) == (1, 2, 1, 104, 64)
-    g = torch.Generator().manual_seed(M + N + K)
-    a = torch.randn(M, K, generator=g).bfloat16()
-    if form == "mm":
-        b = torch.randn(K, N, generator=g).bfloat16()
-        model, inputs, ref = MM(), [a, b], a.double() @ b.double()
-    else:
-        model = _Linear(K, N).bfloat16()
-        with torch.no_grad():
-            model.fc.weight.copy_(torch.randn(N, K, generator=g).bfloat16())
-        inputs, ref = [a], a.double() @ model.fc.weight.double().T
-    src = render_program(lower_model(model, inputs, "sm_90a"))
-    mod, calls, out = _recorded(src, tmp_path, f"clusterk_{form}", model, inputs)
-    names = [c[0] for c in calls]
-    gemm = [c for c in calls if c[0].startswith("gemm_")]
-    assert len(gemm) == 1 and gemm[0][0].startswith("gemm_splitk_swap") and "splitk_sum" not in names, names
-    name, grid, args, constexprs = gemm[0]
-    assert constexprs == gemm_hopper.kernel_params({**want, **({"B_NK": 1} if form == "linear" else {})})
-    assert constexprs["CLUSTER_K"] == 2 and tuple(grid) == tuple(gemm_hopper.grid_of(M, N, want)) == (1, 34, 2)
-    if form == "linear":
-        assert args[1].shape == (N, K) and args[1].data_ptr() == model.fc.weight.data_ptr()
-    defaults = getattr(mod, name).resolve_constexprs({})
-    assert {k: defaults[k] for k in constexprs} == constexprs
-    step = torch.finfo(torch.bfloat16).eps * ref.abs().clamp_min(2.0**-6)
-    err = (out.double() - ref.bfloat16().double()).abs()
-    assert bool((err <= 1.01 * step).all()), err.max().item()
+    assert constexprs["CLUSTER_K"] == 2 and grid == (1, 34, 2)
