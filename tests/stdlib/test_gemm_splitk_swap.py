@@ -14,6 +14,25 @@ from tilepy.dtypes import round_bf16
 SW = dict(SWAP_AB=1, BM=16, BN=128, CONSUMERS=2, INSTR=tp.nv.wgmma_m64n16k16_bf16, IN_FLIGHT=1, FIXUP=3)
 
 
+def _launched(m: int, k: int, n: int, given: dict, out, seed: int) -> np.ndarray:
+    """C = A B through gemm_hopper.launch with `given` constexprs on random bf16 A (m, k) and B (k, n), into a
+    NaN-poisoned f32 C, checked against float64: every element written; f32 out within f32 sum error, bf16 out bf16
+    values within bf16's half ulp of the exact product (one rounding of the f32 sum) plus the sum's error."""
+    rng = np.random.default_rng(seed)
+    a = round_bf16(rng.standard_normal((m, k)).astype(np.float32))
+    b = round_bf16(rng.standard_normal((k, n)).astype(np.float32))
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    c = np.full((m, n), np.nan, np.float32)
+    gemm_hopper.launch(a, b, c, out_dtype=out, **given)
+    assert not np.isnan(c).any()
+    if out == tp.f32:
+        np.testing.assert_allclose(c, ref, rtol=1e-5, atol=1e-4)
+    else:
+        assert np.array_equal(c, round_bf16(c))
+        np.testing.assert_allclose(c, ref, rtol=2 ** -8, atol=1e-3)
+    return c
+
+
 @pytest.mark.parametrize("out", [tp.f32, tp.bf16])
 @pytest.mark.parametrize(
     "m,k,n,params",
@@ -27,18 +46,7 @@ SW = dict(SWAP_AB=1, BM=16, BN=128, CONSUMERS=2, INSTR=tp.nv.wgmma_m64n16k16_bf1
     ],
 )
 def test_swap_ab_on_the_interpreter(m, k, n, params, out):
-    rng = np.random.default_rng(m * 7 + k + n)
-    a = round_bf16(rng.standard_normal((m, k)).astype(np.float32))
-    b = round_bf16(rng.standard_normal((k, n)).astype(np.float32))
-    ref = a.astype(np.float64) @ b.astype(np.float64)
-    c = np.full((m, n), np.nan, np.float32)
-    gemm_hopper.launch(a, b, c, out_dtype=out, **{**SW, **params})
-    assert not np.isnan(c).any()
-    if out == tp.f32:
-        np.testing.assert_allclose(c, ref, rtol=1e-5, atol=1e-4)
-    else:   # one rounding of the f32 sum to bf16: within bf16's half ulp of the exact value, plus f32 sum error
-        assert np.array_equal(c, round_bf16(c))
-        np.testing.assert_allclose(c, ref, rtol=2 ** -8, atol=1e-3)
+    _launched(m, k, n, {**SW, **params}, out, m * 7 + k + n)
     plan = next(p for key, p in gemm_hopper._PLANS.items() if key[:3] == (m, n, k) and ("SWAP_AB", 1) in key)
     assert plan.summer is not None and plan.fixup and plan.params["BM"] == params.get("BM", 16)
 
@@ -212,19 +220,8 @@ SWC = dict(SWAP_AB=1, IN_FLIGHT=1, FIXUP=3, SPLIT_K=1, CLUSTER_M=2, CONSUMERS=1,
 def test_swap_ab_clusters_and_unsplit_on_the_interpreter(m, k, n, params, out):
     """gemm_splitk_swap in clusters of CLUSTER_M row tiles (B's tile multicast to them) and unsplit (C stored by the
     kernel, no slots or sum), through launch, against float64; NaN-poisoned output."""
-    rng = np.random.default_rng(m * 3 + k + n)
-    a = round_bf16(rng.standard_normal((m, k)).astype(np.float32))
-    b = round_bf16(rng.standard_normal((k, n)).astype(np.float32))
-    ref = a.astype(np.float64) @ b.astype(np.float64)
-    c = np.full((m, n), np.nan, np.float32)
     given = {**SWC, **params}
-    gemm_hopper.launch(a, b, c, out_dtype=out, **given)
-    assert not np.isnan(c).any()
-    if out == tp.f32:
-        np.testing.assert_allclose(c, ref, rtol=1e-5, atol=1e-4)
-    else:
-        assert np.array_equal(c, round_bf16(c))
-        np.testing.assert_allclose(c, ref, rtol=2 ** -8, atol=1e-3)
+    c = _launched(m, k, n, given, out, m * 3 + k + n)
     plan = gemm_hopper._PLANS[(m, n, k, c.dtype, out, "sm_90a", *given.items())]
     assert (plan.summer is not None) == (given["SPLIT_K"] > 1)
     assert plan.params.get("CLUSTER_M", 1) == given["CLUSTER_M"]
@@ -333,19 +330,8 @@ def test_k_ways_on_the_interpreter(m, k, n, params, out):
     an accumulator of its own, consumer 1's sum handed to consumer 0 through shared memory: through launch against
     float64 on ragged shapes (odd k-tile counts, a split's count rounded up to even, clusters, padded B rows, both
     wait_group forms), NaN-poisoned output."""
-    rng = np.random.default_rng(m * 5 + k + n)
-    a = round_bf16(rng.standard_normal((m, k)).astype(np.float32))
-    b = round_bf16(rng.standard_normal((k, n)).astype(np.float32))
-    ref = a.astype(np.float64) @ b.astype(np.float64)
-    c = np.full((m, n), np.nan, np.float32)
     given = {**KW, **params}
-    gemm_hopper.launch(a, b, c, out_dtype=out, **given)
-    assert not np.isnan(c).any()
-    if out == tp.f32:
-        np.testing.assert_allclose(c, ref, rtol=1e-5, atol=1e-4)
-    else:
-        assert np.array_equal(c, round_bf16(c))
-        np.testing.assert_allclose(c, ref, rtol=2 ** -8, atol=1e-3)
+    c = _launched(m, k, n, given, out, m * 5 + k + n)
     plan = gemm_hopper._PLANS[(m, n, k, c.dtype, out, "sm_90a", *given.items())]
     assert plan.params["K_WAYS"] == 2 and (plan.summer is not None) == (given["SPLIT_K"] > 1)
 
@@ -431,17 +417,7 @@ def test_k_ways_policy_rows():
 def test_k_ways_last_row_tile_shifted(m, k, n, params, out):
     """M_SHIFT=1: the last row tile ends at M (its A box wholly inside A); its rows below the tile's own first row
     are the previous tile's, computed twice and stored once: against float64, NaN-poisoned C."""
-    rng = np.random.default_rng(m + k + n)
-    a = round_bf16(rng.standard_normal((m, k)).astype(np.float32))
-    b = round_bf16(rng.standard_normal((k, n)).astype(np.float32))
-    ref = a.astype(np.float64) @ b.astype(np.float64)
-    c = np.full((m, n), np.nan, np.float32)
-    gemm_hopper.launch(a, b, c, out_dtype=out, **{**KW, "M_SHIFT": 1, **params})
-    assert not np.isnan(c).any()
-    if out == tp.f32:
-        np.testing.assert_allclose(c, ref, rtol=1e-5, atol=1e-4)
-    else:
-        np.testing.assert_allclose(c, ref, rtol=2 ** -8, atol=1e-3)
+    _launched(m, k, n, {**KW, "M_SHIFT": 1, **params}, out, m + k + n)
 
 
 def test_k_ways_shifted_tile_verifies_clean_and_an_unmasked_overlap_is_found():
@@ -479,19 +455,8 @@ def test_cluster_k_on_the_interpreter(m, k, n, bm, params, out):
     """CLUSTER_K=2: K split over the two blocks of a cluster (grid z), rank 1's sum read by rank 0 from its shared
     memory (tp.load(..., cta=1)) between two cluster barriers; C stored once, no slots, no splitk_sum: against float64
     on ragged shapes, NaN-poisoned C."""
-    rng = np.random.default_rng(m * 3 + k + n)
-    a = round_bf16(rng.standard_normal((m, k)).astype(np.float32))
-    b = round_bf16(rng.standard_normal((k, n)).astype(np.float32))
-    ref = a.astype(np.float64) @ b.astype(np.float64)
-    c = np.full((m, n), np.nan, np.float32)
     given = {**CK, **params, "BM": bm, "INSTR": getattr(tp.nv, f"wgmma_m64n{bm}k16_bf16")}
-    gemm_hopper.launch(a, b, c, out_dtype=out, **given)
-    assert not np.isnan(c).any()
-    if out == tp.f32:
-        np.testing.assert_allclose(c, ref, rtol=1e-5, atol=1e-4)
-    else:
-        assert np.array_equal(c, round_bf16(c))
-        np.testing.assert_allclose(c, ref, rtol=2 ** -8, atol=1e-3)
+    c = _launched(m, k, n, given, out, m * 3 + k + n)
     plan = gemm_hopper._PLANS[(m, n, k, c.dtype, out, "sm_90a", *given.items())]
     assert plan.summer is None and plan.params["CLUSTER_K"] == 2
     assert gemm_hopper.grid_of(m, n, given)[2] == 2
