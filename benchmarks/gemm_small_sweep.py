@@ -363,6 +363,27 @@ PLAN13 = [
     ((28, 4096, 4096), [("policy", None), ("ck32", _ck(32, 8))], ("bf16",)),
     ((16, 4096, 14336), [("policy", None), ("ck16", _ck(16, 8))], ("bf16",)),
 ]
+# fourteenth call (G19): the policy's cluster split re-timed with its closing cluster barrier relaxed (it was timed
+# with the release / acquire barrier there), alternated twice with the forms before at N = K = 4096, and the split
+# forced against the forms before at 16-48 k-tiles (where it starts paying: CLUSTER_SPLIT_MIN_K_TILES)
+def _kscan(m, ks, before):
+    return [((m, 4096, k), [("before", before), ("ck", _forced_ck(m))], ("bf16",)) for k in ks]
+
+
+PLAN14 = [
+    ((32, 4096, 4096), _table(BEFORE32), ("bf16",)),
+    ((64, 4096, 4096), _table(BEFORE_SPLITK), ("bf16",)),
+    ((80, 4096, 4096), _table(KWS), ("bf16",)),
+    ((100, 4096, 4096), _table(KWS), ("bf16",)),
+    ((128, 4096, 4096), _table(KWS), ("bf16",)),
+    *_kscan(32, (1024, 2048, 3072), BEFORE32),
+    *_kscan(64, (1024, 1536, 2048), BEFORE_SPLITK),
+    *_kscan(80, (2048, 3072), KWS),
+    *_kscan(100, (2048, 3072), KWS),
+    *_kscan(128, (2048, 3072), KWS),
+    ((24, 4096, 2048), [("policy", None), ("ck", _forced_ck(24))], ("bf16",)),
+    ((24, 4096, 1536), [("policy", None), ("ck", _forced_ck(24))], ("bf16",)),
+]
 PLAN = [  # (shape, variants, output dtypes)
     ((16, 4096, 4096), DECODE, ("bf16", "f32")),
     ((64, 4096, 4096), DECODE, ("bf16", "f32")),
@@ -663,13 +684,14 @@ def main(argv=None):
                     "tile, alternate k-tiles (K_WAYS=2), 7: the policy with K_WAYS against the policy before, our "
                     "kernels' device times, 8: after the policy change, 9: K_WAYS with M_SHIFT, 10: K split over a "
                     "cluster's two blocks (CLUSTER_K=2), 11: the policy with it against the forms it replaced, "
-                    "12: where in K the cluster split starts paying, 13: the cluster split below 32 rows")
+                    "12: where in K the cluster split starts paying, 13: the cluster split below 32 rows, 14: the "
+                    "cluster split re-timed with its relaxed closing barrier, and its K thresholds")
     args = ap.parse_args(argv)
     if args.ncu_target:
         ncu_target(args.ncu_target, *(int(x) for x in args.shape.split(",")))
         return
     plan = {"1": PLAN, "2": PLAN2, "3": PLAN3, "4": PLAN4, "5": PLAN5, "6": PLAN6, "7": PLAN7, "8": PLAN8,
-            "9": PLAN9, "10": PLAN10, "11": PLAN11, "12": PLAN12, "13": PLAN13}[args.plan]
+            "9": PLAN9, "10": PLAN10, "11": PLAN11, "12": PLAN12, "13": PLAN13, "14": PLAN14}[args.plan]
     if args.precompile:
         precompile(args.only, args.precompile, plan)
     props = torch.cuda.get_device_properties(0)
