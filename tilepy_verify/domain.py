@@ -22,7 +22,7 @@ from tilepy.symbolic import BinOp, Var
 from tilepy.targets import get_target
 from tilepy.types import RegType, ScalarType, TensorType
 
-from . import periodic, tile_ops
+from . import periodic, symbolic_ring, tile_ops
 from .events import (
     UNKNOWN,
     Analysis,
@@ -85,14 +85,17 @@ def coverage() -> dict:
     return out
 
 
-def analyze(kir) -> Analysis:
-    """Walk `kir` once (loops twice: a first pass measures the body) and collect the events."""
-    return _Walker(kir).run()
+def analyze(kir, symbolic=False) -> Analysis:
+    """Walk `kir` once (loops twice: a first pass measures the body) and collect the events. `symbolic`: name an
+    mbarrier array's element by its term (the kernel as written, its rings not unrolled: symbolic_ring.py)."""
+    return _Walker(kir, symbolic).run()
 
 
 class _Walker(MemoryEvents):
-    def __init__(self, kir):
+    def __init__(self, kir, symbolic=False):
         self.kir = kir
+        self.symbolic = symbolic
+        self.ring_allocs = symbolic_ring.ring_allocs(kir) if symbolic else set()
         self.target = get_target(kir.target)
         self.T = kir.num_threads
         self.ws = self.target.warp_size
@@ -130,7 +133,7 @@ class _Walker(MemoryEvents):
         counters = {"B": 0, "T": 0, "C:async": 0}
         state = _State(env, counters, True, None, (), ())
         self._all_loops = []
-        prescan(self.kir.body, self.A)
+        prescan(self.kir.body, self.A, self.symbolic)
         try:
             self.block(self.kir.body, state)
         finally:

@@ -164,6 +164,7 @@ class Access:
     frame: tuple | None = None  # a view (permute / window): reaching.frame_* maps its coords to the tile's
     window: bool = False  # through a window: only part of the stage
     bulk_store: bool = False  # tp.store_bulk's read of its shared source: from `point` until a wait of its issuer
+    elem: object = None  # bulk copy on an mbarrier array's element, walked as written (symbolic_ring.py): its term
 
 
 @dataclass(eq=False)
@@ -174,6 +175,7 @@ class Wait:
     span: object
     bar: str | None = None  # mbarrier_wait: the mbarrier and the phase term (None: not modelled)
     phase: object = None
+    elem: object = None  # on an mbarrier array's element, walked as written (symbolic_ring.py): its term
 
 
 @dataclass(eq=False)
@@ -187,6 +189,7 @@ class Arrive:
     index: object
     valid: object
     span: object
+    elem: object = None  # on an mbarrier array's element, walked as written (symbolic_ring.py): its term
 
 
 @dataclass(eq=False)
@@ -327,6 +330,8 @@ class Analysis:
     tickets: dict = field(default_factory=dict)  # name of an atomic's old value -> gathers.Ticket
     store_values: dict = field(default_factory=dict)  # id(GAccess of a store) -> the stored value
     bulk_waits: list = field(default_factory=list)  # Points of the tp.store_bulk_wait ops (checks/race.py)
+    # a walk naming mbarrier array elements by term (symbolic_ring.py): why a ring read is not of the covered form
+    symbolic_gaps: list = field(default_factory=list)
 
 
 # --------------------------------------------------------------------------------------------------- helpers

@@ -13,7 +13,7 @@ from tilepy.instructions import mma_operand_layout
 from tilepy.tv_layout import TVLayout, blocked
 from tilepy.types import RegType
 
-from . import gathers
+from . import gathers, symbolic_ring
 from .events import (
     UNKNOWN,
     Access,
@@ -128,7 +128,7 @@ class MemoryEvents:
     def eff_copy_bulk(self, e, st):
         src, dst = self.expr(e.args[0], st), self.expr(e.args[1], st)
         gathers.record(self, e, st, "read", src)
-        bar = bar_name(e.args[2])
+        bar, elem = self.bar_of(e.args[2], st)
         shape = tuple(e.args[0].type.shape)
         coords = np.indices(shape).reshape(len(shape), -1) if shape else np.zeros((0, 1), dtype=np.int64)
         first = int(st.threads[0]) if st.threads is not None and len(st.threads) else 0
@@ -137,6 +137,10 @@ class MemoryEvents:
                           group=st.counters.get(f"C:{bar}", 0), coords=tuple(coords))
         key = arr_key(bar, st.role)
         acc.bar, acc.arr, acc.arr_valid = bar, st.counters.get(key, 0), st.avalid.get(key, True)
+        if self.symbolic and _at_array(e.args[2]):
+            # an array's element: its arrivals are counted per element by symbolic_ring.py, never by this counter
+            # of the whole array (reaching.cross_role and sync.py ask for acc.arr)
+            acc.arr, acc.elem = None, (elem if not e.attrs.get("multicast") else None)
         self.bump(st, f"C:{bar}")
         self.record_write(acc, st, self.global_tag(src))
 
@@ -166,18 +170,19 @@ class MemoryEvents:
             self.A.waits.append(Wait(self.point(st, e.span), "C:async", int(e.attrs.get("n", 0)), e.span))
 
     def eff_mbarrier_wait(self, e, st):
-        bar = bar_name(e.args[0])
+        bar, elem = self.bar_of(e.args[0], st)
         phase = self.scalar(e.args[1], st) if len(e.args) > 1 else UNKNOWN
-        w = Wait(self.point(st, e.span), f"C:{bar}", 0, e.span, bar, phase if intlike(phase) else None)
+        w = Wait(self.point(st, e.span), f"C:{bar}", 0, e.span, bar, phase if intlike(phase) else None, elem)
         self.mwaits.append(w)
         if self.recording:
             # a completed phase makes the bulk copies tied to it visible to the waiting role (sync.py)
             self.A.waits.append(w)
 
     def eff_mbarrier_arrive(self, e, st):
-        bar = bar_name(e.args[0])
+        bar, elem = self.bar_of(e.args[0], st)
         key = arr_key(bar, st.role)
-        ev = Arrive(self.point(st, e.span), bar, key, st.counters.get(key, 0), st.avalid.get(key, True), e.span)
+        ev = Arrive(self.point(st, e.span), bar, key, st.counters.get(key, 0), st.avalid.get(key, True), e.span,
+                    elem if len(e.args) == 1 else None)  # a cluster's remote arrive (cta=): not counted per element
         if self.recording:
             self.A.arrives.append(ev)
         self.bump(st, key)
@@ -335,8 +340,22 @@ class MemoryEvents:
     def read_tag(self, ref: SRef, acc: Access):
         """Tag alternatives of the elements a read of `ref` sees: those of the most recent write to the same
         stage, found among the writes of this iteration, of the previous iterations (up to a window of
-        stages + 1) and before the loop."""
+        stages + 1) and before the loop. A ring's tile read in a walk that names mbarrier array elements by term:
+        the copy the read's wait lands, per element (symbolic_ring.py)."""
+        if self.symbolic:
+            got = symbolic_ring.reaching_tag(self, ref, acc)
+            if got is not None:
+                return got
         return reaching_tag(self, ref, acc)
+
+    def bar_of(self, e, st):
+        """(the mbarrier's name, its element term or None): `bars[i]` is `bars[<i>]` of the stage copies
+        (mbarrier_arrays.py) or, in a walk that names array elements by term (symbolic_ring.py), the array
+        `bars` with element i."""
+        if self.symbolic and _at_array(e):
+            idx = self.scalar(e.args[1], st)
+            return f"mbar:{e.args[0].name}", (idx if intlike(idx) else None)
+        return bar_name(e), None
 
 
 def stype_shape(alloc) -> tuple:
@@ -345,3 +364,7 @@ def stype_shape(alloc) -> tuple:
 
 def bar_name(e) -> str:
     return f"mbar:{e.name}" if isinstance(e, ir.Var) else "mbar:?"
+
+
+def _at_array(e) -> bool:
+    return isinstance(e, ir.Call) and e.op == "mbarrier_at" and isinstance(e.args[0], ir.Var)

@@ -45,10 +45,11 @@ THREAD_OPS = {"thread_id", "lane_id", "warp_id", "warpgroup_id"}
 # ------------------------------------------------------------------------------------------ IR pre-scan
 
 
-def prescan(body, analysis):
+def prescan(body, analysis, arrays=False):
     """Which roles arrive on each mbarrier and how many wait ops each has (before the walk: reaching.py
     needs them while the walk is still going). A role is the tuple of (id(If), branch) of the enclosing
-    thread-dependent `if`s, as the walker numbers them."""
+    thread-dependent `if`s, as the walker numbers them. `arrays`: an op on an mbarrier array's element
+    (`full[k % S]`) counts as one on the array (a walk naming elements by term: symbolic_ring.py)."""
     per_thread: set = set()
 
     def thread_dep(e) -> bool:
@@ -66,8 +67,11 @@ def prescan(body, analysis):
                     per_thread.add(s.name)
             elif isinstance(s, ir.Eval):
                 c = s.call
-                if c.op in ("mbarrier_arrive", "mbarrier_wait") and c.args and isinstance(c.args[0], ir.Var):
-                    bar = f"mbar:{c.args[0].name}"
+                b = c.args[0] if c.args else None
+                if arrays and isinstance(b, ir.Call) and b.op == "mbarrier_at" and isinstance(b.args[0], ir.Var):
+                    b = b.args[0]
+                if c.op in ("mbarrier_arrive", "mbarrier_wait") and isinstance(b, ir.Var):
+                    bar = f"mbar:{b.name}"
                     if c.op == "mbarrier_arrive":
                         analysis.arrive_roles.setdefault(bar, set()).add(role)
                         ops = analysis.__dict__.setdefault("_arrive_ops", {})
