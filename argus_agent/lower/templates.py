@@ -785,7 +785,9 @@ def conv_params(t: ConvTemplate) -> dict:
 
 def render_conv(t: ConvTemplate, n: int, kname: str, out: Buffer, extra: list, done: set | None = None,
                 xcopy: tuple | None = None) -> list:
-    """Host lines: the weight's TF32 halves (K padded to 4), then the implicit GEMM over (pixels, channels, G)."""
+    """Host lines: the weight's TF32 halves (K padded to 4), then the implicit GEMM over (pixels, channels, G). A
+    weight that is a model's parameter or buffer (a direct convolution's) is split once per state of it
+    (`runtime.weight_split`); a transposed convolution's permuted copy is computed every call, so split with it."""
     from stdlib_kernels import conv_igemm
 
     g, cog, K = t.groups, t.cog, t.K
@@ -800,6 +802,11 @@ def render_conv(t: ConvTemplate, n: int, kname: str, out: Buffer, extra: list, d
     lines = []
     if made:
         wh, wl = made[0][len(key):].split(",")
+    elif t.w.kind in ("param", "buffer"):   # a model's weight: split once per state of it (runtime.weight_split)
+        lines.append(f"{wh}, {wl} = weight_split(split_tf32, ({-(-rows // 16)}, {-(-kp // 128)}), {t.w.name}, "
+                     f"({rows}, {K}), ({nw * g}, {cog}, {kp}), ({rows}, {kp}))")
+        if t.w_phase >= 0 and done is not None:
+            done.add(f"{key}{wh},{wl}")
     else:
         lines.append(f"{wh} = torch.empty(({nw * g}, {cog}, {kp}), dtype=torch.float32, device=dev)")
         lines.append(f"{wl} = torch.empty(({nw * g}, {cog}, {kp}), dtype=torch.float32, device=dev)")

@@ -1,11 +1,13 @@
 """The lowered fp32 GEMM splits a weight (a model parameter, its B operand) into TF32 halves once, not on every
-call (argus_agent.runtime.weight_split): a lowered Linear (B read as (N, K)) and a parameter used as torch.matmul's
-(K, N) B, each called twice, split once; after an in-place change of the weight (under no_grad: torch's version
+call (argus_agent.runtime.weight_split): a lowered Linear (B read as (N, K)), a parameter used as torch.matmul's
+(K, N) B and a convolution's weight (conv_tma and conv_igemm, 3xTF32 and one TF32 pass), each called twice, split
+once; after an in-place change of the weight (under no_grad: torch's version
 counter moves) the next call splits again and its output follows the new weight (float64 reference). Lowered
 for sm_90a, run on the CPU interpreter."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.nn as nn
 
@@ -36,13 +38,13 @@ def _splits(monkeypatch):
     return seen
 
 
-def _case(monkeypatch, tmp_path, model, x, weight, name):
+def _case(monkeypatch, tmp_path, model, x, weight, name, tol=1e-4):
     torch.manual_seed(0)
     seen = _splits(monkeypatch)
     prog, src, out, ref = run_lowered(model, [x], tmp_path, name)
     assert check_source(src, f"{name}.py") == ""
-    assert "weight_split(split_tf32" in src
-    assert_close(out, ref, 1e-4)
+    assert "weight_split(split_tf32" in src and "launch(split_tf32" not in src
+    assert_close(out, ref, tol)
     assert len(seen) == 1                                   # the first call split the weight (A: in registers)
     import importlib.util
     spec = importlib.util.spec_from_file_location(f"again_{name}", tmp_path / f"{name}.py")
@@ -59,7 +61,7 @@ def _case(monkeypatch, tmp_path, model, x, weight, name):
         ref3 = model.double()(x.double())
     model.float()
     assert len(seen) == 3                                   # split again after the change
-    assert_close(out3, ref3, 1e-4)
+    assert_close(out3, ref3, tol)
     assert not torch.allclose(out3, out2, atol=1e-2)        # the output followed the weight
 
 
@@ -72,6 +74,22 @@ def test_lowered_linear_splits_its_weight_once(monkeypatch, tmp_path):
 def test_lowered_matmul_with_a_kn_parameter_splits_it_once(monkeypatch, tmp_path):
     torch.manual_seed(2)
     _case(monkeypatch, tmp_path, MatmulParam(96, 72), torch.randn(48, 96), lambda m: m.w, "matmul_kn")
+
+
+@pytest.mark.parametrize("tf32", [False, True])
+@pytest.mark.parametrize("kernel", ["conv_igemm"])
+def test_lowered_conv_splits_its_weight_once(kernel, tf32, monkeypatch, tmp_path):
+    """A direct convolution's weight (a parameter, the implicit GEMM's B) is split once per state of it, as a
+    Linear's: conv_tma (16 input channels) and conv_igemm (a strided grouped one), 3xTF32 and one TF32 pass."""
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", tf32)
+    torch.manual_seed(3)
+    if kernel == "conv_tma":
+        conv, xs = nn.Conv2d(16, 32, 3, padding=1), (2, 16, 10, 9)
+    else:
+        conv, xs = nn.Conv2d(8, 32, 3, stride=2, padding=1, groups=2), (2, 8, 12, 11)
+    _case(monkeypatch, tmp_path, conv, torch.randn(xs), lambda m: m.weight, f"conv_{kernel}_{tf32}",
+          tol=1e-2 if tf32 else 1e-4)
+    assert f"def {kernel}(" in (tmp_path / f"conv_{kernel}_{tf32}.py").read_text()
 
 
 def test_weight_split_follows_data_and_version(monkeypatch):
