@@ -9,7 +9,8 @@ bulk copies on such an array (the producer / consumer ring) then sees the copy i
 `cross_role` does for one named mbarrier, but per element:
 
 * the producer's arrivals on element e before its iteration k_p, every arrive op on the array being in the copy's
-  loop (step 1, start a0), unconditional, on element (k + d) % R (the copy's own d and R), nx of them in an
+  loop (step 1, start a0), unconditional or under an upper bound of k the copy's guard implies (`if j < n_kv`:
+  then it ran at every iteration before a copy), on element (k + d) % R (the copy's own d and R), nx of them in an
   iteration, nb before the copy: nx #{k' in [a0, k_p) : (k' + d) % R == e} + nb at the copy's iterations
   (k_p + d) % R == e, which are k_p = v0 + m R with v0 = a0 + (e - d - a0) % R the first (periodic.py's floor
   count; there it is m nx + nb);
@@ -33,6 +34,7 @@ import os
 
 from tilepy import ir
 
+from . import periodic
 from .reaching import _definite, _monotone, _tag_of
 from .sync import in_line, sole_role, waits_in_line
 from .vc import AND, NOT, OR, cmp, const_of, linear_form, subst
@@ -148,7 +150,7 @@ def _cross(walker, alloc, P, stage):
         earlier = cmp("<=", _T(P), _T(W.point))
         if walker.solve(AND(P.constraint(), earlier)) is not None or not _monotone(walker, W):
             return f"the wait on {bar[5:]} is not before the read in every iteration, or its phase decreases"
-        got = _latest(A, y, bar, role, C, W)
+        got = _latest(walker, y, bar, role, C, W)
         if isinstance(got, str):
             return got
         m, valid = got
@@ -170,9 +172,10 @@ def _cross(walker, alloc, P, stage):
     return "the landed copies do not cover every execution of the read"
 
 
-def _latest(A, y, bar, role, C, W):
+def _latest(walker, y, bar, role, C, W):
     """(mapping of the copy's loop variable, validity) of the latest instance of copy `y` whose role had made fewer
     than (q + 1) C arrivals on the wait's element before it (module doc), or the reason it is not of that form."""
+    A = walker.A
     if len(y.point.loops) != 1:
         return "the copy is not directly in one loop"
     L = y.point.loops[0]
@@ -186,8 +189,10 @@ def _latest(A, y, bar, role, C, W):
         return f"not every arrive op on {bar[5:]} was walked before the read"
     nx = nb = 0
     for x in xs:
-        if tuple(x.point.loops) != (L,) or x.point.path is not True:
-            return f"an arrive on {bar[5:]} is outside the copy's loop or under a condition"
+        if tuple(x.point.loops) != (L,):
+            return f"an arrive on {bar[5:]} is outside the copy's loop"
+        if not _holds_before(walker, L, x.point.path, y.point.path):
+            return f"an arrive on {bar[5:]} is under a condition that is not prefix-closed or not implied by the copy's"
         if _offset(x.elem, L.var) != dy:
             return f"an arrive on {bar[5:]} is on another element than the copy's"
         lin = linear_form(_T(x.point) - _T(y.point))
@@ -204,6 +209,19 @@ def _latest(A, y, bar, role, C, W):
     kp = v0 + m * R
     valid = AND(cmp(">=", m, 0), cmp("<", kp, L.stop), cmp(">=", e, 0), cmp("<", e, R))
     return {L.var.name: kp}, valid
+
+
+def _holds_before(walker, L, g, h) -> bool:
+    """Does the arrive's guard `g` hold at every iteration of L up to and including any where the copy's guard `h`
+    holds? True for no guard; for an upper bound in L's index (`j < n_kv`: prefix-closed, periodic.guard with no
+    lower bound and no period) that `h` implies. Then the arrive runs at every iteration before a copy instance,
+    and the element count of the module doc is exact."""
+    if g is True:
+        return True
+    gd = periodic.guard(g, L, set())
+    if gd is None or gd.lows or gd.period is not None:
+        return False
+    return walker.solve(AND(L.constraint(), h, NOT(g))) is None
 
 
 def note_gaps(kir, gaps):
