@@ -870,7 +870,14 @@ SWAP_KWAYS = dict(SWAP_AB=1, K_WAYS=2, CONSUMERS=2, BM=64, BN=64, STAGES=6, IN_F
 #   loses: rows past M), 28 rows (n32) 11.13 -> 10.33 (0.76 -> 0.83); 16 rows even twice (9.45-9.61 -> 9.44, f32 9.32 ->
 #   9.31) and 16 x 4096 x 14336 even (42.87 -> 43.34): 16 rows keep the policy, 17-31 rows take the split.
 CLUSTER_SPLIT_STAGES = {24: 8, 32: 8, 48: 6, 64: 6, 80: 5, 96: 5, 104: 4, 112: 4, 128: 4}
-CLUSTER_SPLIT_MIN_K_TILES = {32: 48, 64: 32, 96: 48, 128: 64}
+# G19 re-timed it with its closing cluster barrier relaxed (H100, gemm-g19-retime-*.json, bf16 out, us, x cuBLAS):
+# N = K = 4096 alternated twice with the forms before: 32 rows 10.71-10.78 -> 9.56-9.76 (0.78 -> 0.85-0.86), 64 rows
+# 12.80-13.14 -> 11.13-11.16 (0.69-0.72 -> 0.80-0.82), 80 rows 15.71-15.72 -> 12.58-12.59 (0.60-0.61 -> 0.76), 100
+# rows 15.83-15.93 -> 14.14-14.15 (0.77-0.78 -> 0.87), 128 rows 15.81-15.91 -> 14.91-14.95 (0.93 -> 0.99); forced at
+# fewer k-tiles it now pays from 16 k-tiles at 24-64 rows (32 x 4096 x 1024 6.92 -> 6.08, 64 x 4096 x 1024 7.84 ->
+# 6.84, 24 x 4096 x 1536 7.58 -> 6.50), 32 at 80 rows (9.47 -> 8.98), 48 at 100 rows (12.47 -> 11.85; 32: 9.70 ->
+# 10.20 loses), 64 at 128 rows (48: 12.46 -> 12.45 even; 32 loses, 9.67 -> 10.77). Below 16 k-tiles: not measured.
+CLUSTER_SPLIT_MIN_K_TILES = {32: 16, 64: 16, 96: 32, 112: 48, 128: 64}
 
 
 def cluster_split(M: int, N: int, K: int) -> dict | None:
