@@ -24,7 +24,7 @@
 import numpy as np
 
 import tilepy as tp
-from stdlib_kernels.gemm_hopper import b_layout
+from stdlib_kernels.gemm_hopper import b_layout, splitk_sum_bf16
 
 
 def _threads(c):
@@ -266,6 +266,62 @@ def gemm_fp8_persistent_tma(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m
                 tp.mbarrier_arrive(staged[p % 2])
 
 
+@tp.kernel(threads=_threads, target="sm_90a")
+def gemm_fp8_swap(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "N", "K"], SA: tp.Tensor[tp.f32, "SA"],
+                  SB: tp.Tensor[tp.f32, "SB"], C: tp.Tensor[tp.bf16, "M", "N"], WS: tp.Tensor[tp.f32, "WR", "WC"],
+                  BM: tp.constexpr = 16, BN: tp.constexpr = 128, BK: tp.constexpr = 128, STAGES: tp.constexpr = 10,
+                  CONSUMERS: tp.constexpr = 2, INSTR: tp.constexpr = tp.nv.wgmma_m64n16k32_e4m3,
+                  SWIZZLE: tp.constexpr = tp.Swizzle(3, 4, 3), SPLIT_K: tp.constexpr = 4):
+    """Skinny rows (decode: M <= 256) with the operands swapped: C^T = B @ A^T, so A's few rows are the wgmma
+    instruction's N (16-256) instead of padding its M (64), and B, the one large operand, streams through a deep
+    ring. Both operands stay K-major, as fp8 wgmma reads them: B's (BN, BK) tile is the instruction's A operand as
+    it is, A's (BM, BK) tile its B operand through `.T`. The block's tile is BN columns of C (64 per consumer
+    warpgroup) by BM rows; the accumulator is the (BN, BM) tile of C^T, scaled and stored transposed (`acc.T`).
+    One wgmma group in flight (wait_group 1; tile k - 1's stage released after it).
+    SPLIT_K > 1: block z (grid z) sums the z-th share of the k-tiles, scaled, into slot z of WS (SPLIT_K slots of
+    cdiv(M, BM) * BM rows, gemm_hopper.gemm_splitk's FIXUP=3 layout); `splitk_sum_bf16` adds the slots and rounds
+    once into C. SPLIT_K=1: C's tile is stored from the registers (WS unused)."""
+    m0 = tp.block_id(0) * BM
+    n0 = tp.block_id(1) * BN
+    a_s = tp.shared((BM, BK), tp.e4m3, stages=STAGES, swizzle=SWIZZLE)
+    b_s = tp.shared((BN, BK), tp.e4m3, stages=STAGES, swizzle=SWIZZLE)
+    full = tp.mbarrier(1, stages=STAGES)
+    empty = tp.mbarrier(1, stages=STAGES)
+    tp.tag(A, lambda i, k: ("A", i, k))
+    tp.tag(B, lambda j, k: ("B", k, j))
+    if SPLIT_K > 1:
+        z = tp.block_id(2)
+        k_tiles = tp.cdiv(tp.cdiv(A.shape[1], BK), SPLIT_K)   # every share the same count (zeros past K)
+        k_first = z * k_tiles
+    else:
+        k_tiles = tp.cdiv(A.shape[1], BK)
+        k_first = 0
+    if tp.warpgroup_id() == 0:          # producer warpgroup: one thread issues the bulk tensor copies
+        for k in range(k_tiles):
+            tp.mbarrier_wait(empty[k % STAGES], k // STAGES)       # (the consumers pre-release the stages)
+            k0 = (k_first + k) * BK
+            tp.copy_bulk(A[m0:m0 + BM, k0:k0 + BK], a_s[k % STAGES], full[k % STAGES])
+            tp.copy_bulk(B[n0:n0 + BN, k0:k0 + BK], b_s[k % STAGES], full[k % STAGES])
+            tp.mbarrier_arrive(full[k % STAGES])
+    else:                               # consumer warpgroups: 64 columns of C (rows of C^T) each
+        scale = (tp.load(SA[0:1]) * tp.load(SB[0:1]))[:, None]
+        acc = tp.zeros((BN, BM), tp.f32, layout=tp.accumulator(INSTR, (BN, BM), (CONSUMERS, 1)))
+        for s in tp.static_range(STAGES - 1):
+            tp.mbarrier_arrive(empty[s])
+        for k in range(k_tiles):
+            tp.mbarrier_wait(full[k % STAGES], k // STAGES)
+            acc = tp.mma_async(b_s[k % STAGES], a_s[k % STAGES].T, acc)
+            tp.mma_wait(1)
+            tp.mbarrier_arrive(empty[(k + STAGES - 1) % STAGES])   # tile k - 1's stage
+        tp.mma_wait(0)
+        tp.assert_tag(tp.mma_operands(acc), lambda b, a: b[1] == a[2])   # B's k is A's k
+        if SPLIT_K > 1:
+            mine = (z * tp.num_blocks(0) + tp.block_id(0)) * BM      # split z's slot
+            tp.store(WS[mine:mine + BM, n0:n0 + BN], (acc * scale).T)
+        else:
+            tp.store(C[m0:m0 + BM, n0:n0 + BN], (acc * scale).T)
+
+
 PRESETS = {
     "sm_90a": dict(BM=128, BN=256, BK=128, STAGES=4, CONSUMERS=2, INSTR=tp.nv.wgmma_m64n256k32_e4m3),
 }
@@ -295,6 +351,34 @@ POLICIES = {
 LARGE_PERSISTENT = dict(PERSISTENT=1, STORE_N=64, STAGES=4, PRODUCER_REGS=96, CONSUMER_REGS=200, GROUP_M=16)
 
 
+# Skinny rows with the operands swapped (gemm_fp8_swap): C^T's tile is BN = 128 columns of C over two consumer
+# warpgroups by BM rows (the instruction's N: the rows rounded up to 16, 32, 64 or 128; more rows take 128-row
+# tiles), a ring as deep as 220 KB of shared memory holds (at most 12 stages), and split-K so the tiles x shares
+# fill at most one wave of SMs with >= SWAP_MIN_SHARE k-tiles a share (slots summed by splitk_sum_bf16).
+SWAP_INSTR = {16: tp.nv.wgmma_m64n16k32_e4m3, 32: tp.nv.wgmma_m64n32k32_e4m3, 64: tp.nv.wgmma_m64n64k32_e4m3,
+              128: tp.nv.wgmma_m64n128k32_e4m3}
+SWAP_MIN_SHARE = 4
+SWAP_MAX_SPLIT = 8     # splitk_sum unrolls one load per slot
+SWAP_SMEM = 220 * 1024
+
+
+def swap_params(M: int, N: int, K: int, BN: int = 128, BM: int | None = None, sms: int | None = None) -> dict:
+    """gemm_fp8_swap's constexprs for an (M, N, K) product (SWAP=1 marks the form for `launch`)."""
+    if BM is None:
+        BM = next(r for r in (16, 32, 64, 128) if r >= min(M, 128))
+    bk = 128
+    stages = min(12, SWAP_SMEM // ((BN + BM) * bk))
+    tiles = tp.cdiv(M, BM) * tp.cdiv(N, BN)
+    kt = tp.cdiv(K, bk)
+    split = max(1, min((sms or NUM_SMS) // tiles, kt // SWAP_MIN_SHARE, SWAP_MAX_SPLIT))
+    split = tp.cdiv(kt, tp.cdiv(kt, split))      # evened out: no empty share
+    return dict(SWAP=1, BM=BM, BN=BN, BK=bk, STAGES=stages, CONSUMERS=BN // 64, INSTR=SWAP_INSTR[BM],
+                SWIZZLE=tp.Swizzle(3, 4, 3), SPLIT_K=split)
+
+
+SWAP_KEYS = ("BM", "BN", "BK", "STAGES", "CONSUMERS", "INSTR", "SWIZZLE", "SPLIT_K")
+
+
 def shape_class(M: int, N: int, K: int) -> str:
     if M <= 256:
         return "skinny"
@@ -313,6 +397,8 @@ def policy(M: int, N: int, K: int, forms: bool = True) -> dict:
 
 
 def grid_of(M: int, N: int, params: dict) -> tuple:
+    if params.get("SWAP"):
+        return (tp.cdiv(M, params["BM"]), tp.cdiv(N, params["BN"]), params.get("SPLIT_K", 1))
     tiles = tp.cdiv(M, params["BM"]) * tp.cdiv(N, params["BN"])
     if params.get("PERSISTENT"):
         return (min(tiles, params.get("NUM_SMS", NUM_SMS)),)
@@ -322,6 +408,15 @@ def grid_of(M: int, N: int, params: dict) -> tuple:
 def kernel_of(params: dict):
     """(kernel, its constexprs): PERSISTENT=1 (and NUM_SMS, the grid cap) picks gemm_fp8_persistent, which keeps
     the wgmma group synchronous and stores from the registers (IN_FLIGHT and EPILOGUE are gemm_fp8's alone)."""
+    if params.get("SWAP"):
+        extra = sorted(set(params) - set(SWAP_KEYS) - {"SWAP"})
+        if extra:
+            raise ValueError(f"gemm_fp8: SWAP=1 (gemm_fp8_swap) takes {', '.join(SWAP_KEYS)}; drop {extra}")
+        if params["BN"] != 64 * params["CONSUMERS"] or params["INSTR"].n != params["BM"]:
+            raise ValueError(f"gemm_fp8: SWAP=1 computes C^T: BN = 64 * CONSUMERS columns of C and BM rows, the "
+                             f"instruction's N; got BN={params['BN']}, CONSUMERS={params['CONSUMERS']}, BM="
+                             f"{params['BM']}, INSTR {params['INSTR'].name}")
+        return gemm_fp8_swap, {k: params[k] for k in SWAP_KEYS}
     if params.get("PERSISTENT"):
         if params.get("IN_FLIGHT"):
             raise ValueError("gemm_fp8: PERSISTENT=1 runs wait_group 0; drop IN_FLIGHT or PERSISTENT")
@@ -386,6 +481,9 @@ def params_for(M: int, N: int, K: int, **constexprs) -> dict:
     """The constexprs `launch` runs for an (M, N, K) product and a caller's constexprs: the policy under them (a
     caller's own constexprs lie over the policy without its persistent form, which was measured as a whole); for
     PERSISTENT=1, without the policy's IN_FLIGHT and TMA-store epilogue (above)."""
+    if constexprs.get("SWAP"):      # the swap form's own table under the caller's constexprs
+        sw = swap_params(M, N, K, BN=constexprs.get("BN", 128), BM=constexprs.get("BM"))
+        return {**sw, **constexprs}
     pol = policy(M, N, K, forms=not constexprs)
     params = {**pol, **constexprs}
     if constexprs.get("PERSISTENT"):
@@ -412,7 +510,31 @@ def launch(a, b, scale_a, scale_b, out, target: str = "sm_90a", **constexprs):
     if tuple(scale_b.shape) == ():
         scale_b = scale_b.reshape(1)
     kernel, kp = kernel_of(params)
+    if params.get("SWAP"):
+        split = kp["SPLIT_K"]
+        ws = _workspace(out, (split * tp.cdiv(M, kp["BM"]) * kp["BM"], N) if split > 1 else (1, 1))
+        r = kernel[grid_of(M, N, params)](a, b, scale_a, scale_b, out, ws, target=target, **kp)
+        if split > 1:       # the scaled slots' sum, rounded once into out
+            splitk_sum_bf16[(tp.cdiv(M, 8), tp.cdiv(N, 128))](ws, out, SPLIT_K=split)
+        return r
     return kernel[grid_of(M, N, params)](a, b, scale_a, scale_b, out, target=target, **kp)
+
+
+_WS: dict = {}
+
+
+def _workspace(like, shape):
+    """swap-AB's split-K slots: one f32 buffer per (device, shape), reused by later calls (every call writes each
+    slot it reads; calls on two streams at once would share it: launch's callers run one stream)."""
+    if isinstance(like, np.ndarray):
+        return np.zeros(shape, np.float32)
+    import torch
+
+    key = (like.device, shape)
+    buf = _WS.get(key)
+    if buf is None:
+        buf = _WS[key] = torch.empty(shape, dtype=torch.float32, device=like.device)
+    return buf
 
 
 def reference(a, b, scale_a, scale_b):

@@ -47,6 +47,13 @@ CASES = [
     ((300, 600, 400), dict(gemm_fp8.PRESETS["sm_90a"], PERSISTENT=1, NUM_SMS=3, STAGES=3, STORE_N=64, GROUP_M=2)),
     ((260, 264, 272), dict(gemm_fp8.PRESETS["sm_90a"], PERSISTENT=1, NUM_SMS=4, STAGES=2, STORE_N=64, BN=128,
                            INSTR=tp.nv.wgmma_m64n128k32_e4m3, GROUP_M=1)),
+    # gemm_fp8_swap (skinny rows, C^T = B @ A^T): unsplit BM 16; split 2 over ragged K (slots + splitk_sum_bf16);
+    # two 128-row tiles, split 2, a ring of 2 stages turning over; BM 32 split 4; one consumer of 64 columns, 7 rows
+    ((16, 256, 512), dict(SWAP=1)),
+    ((40, 200, 1040), dict(SWAP=1)),
+    ((130, 200, 1040), dict(SWAP=1, STAGES=2)),
+    ((24, 300, 2048), dict(SWAP=1, BM=32, STAGES=3)),
+    ((7, 136, 1552), dict(SWAP=1, BN=64, CONSUMERS=1, SPLIT_K=3)),
 ]
 
 
@@ -87,6 +94,37 @@ def test_policy_table_classes():
         assert p["INSTR"].n == p["BN"] and p["BM"] == 64 * p["CONSUMERS"] and p["BK"] == 128
         smem = p["STAGES"] * (p["BM"] + p["BN"]) * p["BK"]
         assert smem <= 227 * 1024
+
+
+def test_swap_params_and_refusals():
+    """The swap form's table: BM the rows rounded up to an instruction N (16-128), the ring as deep as fits,
+    split-K filling at most one wave with >= 4 k-tiles a share; constexprs it does not take, or a tile that is not
+    C^T's, are refused with what to change."""
+    for (M, N, K), (bm, split) in {(16, 4096, 4096): (16, 4), (128, 4096, 4096): (128, 4), (16, 14336, 4096): (16, 1),
+                                   (256, 4096, 14336): (128, 2), (40, 4096, 512): (64, 1)}.items():
+        p = gemm_fp8.swap_params(M, N, K)
+        assert (p["BM"], p["SPLIT_K"], p["INSTR"].n, p["CONSUMERS"]) == (bm, split, bm, 2), (M, N, K, p)
+        assert p["STAGES"] * (p["BM"] + p["BN"]) * p["BK"] <= gemm_fp8.SWAP_SMEM and p["STAGES"] >= 4
+        tiles = -(-M // bm) * -(-N // 128)
+        assert tiles * split <= gemm_fp8.NUM_SMS or split == 1
+    a, b, sa, sb = _inputs(32, 128, 256)
+    out = np.zeros((32, 128), np.float32)
+    with pytest.raises(ValueError, match="drop.*IN_FLIGHT"):
+        gemm_fp8.launch(a, b, sa, sb, out, SWAP=1, IN_FLIGHT=1)
+    with pytest.raises(ValueError, match="BN = 64 \\* CONSUMERS"):
+        gemm_fp8.launch(a, b, sa, sb, out, SWAP=1, CONSUMERS=1)   # BN 128 over one consumer
+
+
+@pytest.mark.parametrize("shape", [(16, 4096, 4096), (128, 4096, 4096), (64, 14336, 4096)])
+def test_swap_verifies_clean(shape):
+    """gemm_fp8_swap: the ring's pre-released stages, wait_group 1 with tile k - 1's stage released after it, the
+    split's slots (disjoint per block) and the transposed store: clean."""
+    import tilepy_verify as tv
+
+    kernel, kp = gemm_fp8.kernel_of(gemm_fp8.swap_params(*shape))
+    assert kernel is gemm_fp8.gemm_fp8_swap
+    report = tv.verify(kernel, target="sm_90a", **kp)
+    assert report.ok and not report.findings, str(report)
 
 
 def test_launch_refuses_bad_shapes_and_dtypes():

@@ -1,0 +1,107 @@
+"""fp8 GEMM on skinny rows (decode: M = 16-256 of N = K = 4096, N = 14336 / K = 4096 and N = 4096 / K = 14336):
+the swap-AB split-K form (`gemm_fp8.gemm_fp8_swap`, SWAP=1) beside the skinny class's unswapped 64 x 128 tiles, each
+against torch._scaled_mm on the same inputs (benchmarks/gemm_fp8.py's row: outputs checked against float64 first,
+medians of graph replays, three rounds interleaved with the peer). Writes gemm_fp8_skinny-<device>.json.
+
+    python benchmarks/gemm_fp8_skinny.py [--rows 16 32 64 128 256] [--nk 4096,4096 14336,4096 4096,14336] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import torch  # noqa: E402
+from gemm_fp8 import fp8_row, inputs  # noqa: E402
+
+import tilepy_hip  # noqa: E402
+from stdlib_kernels import gemm_fp8  # noqa: E402
+
+
+def variants(M, N, K) -> dict:
+    """The swap form's table row, its split halved / doubled, 64-column tiles (one consumer) and the old skinny row."""
+    sw = gemm_fp8.swap_params(M, N, K)
+    out = {"swap": sw}
+    s = sw["SPLIT_K"]
+    if s > 1:
+        out["swap_split_half"] = {**sw, "SPLIT_K": max(1, s // 2)}
+    if s * 2 <= gemm_fp8.SWAP_MAX_SPLIT and -(-K // 128) >= 2 * s * 2:
+        out["swap_split_x2"] = {**sw, "SPLIT_K": s * 2}
+    n64 = gemm_fp8.swap_params(M, N, K, BN=64)
+    out["swap_bn64"] = n64
+    if M > 128:
+        out["swap_bm64"] = gemm_fp8.swap_params(M, N, K, BM=64)
+    out["unswapped_skinny"] = {**gemm_fp8.PRESETS["sm_90a"], **gemm_fp8.POLICIES["skinny"]}
+    return out
+
+
+def build_all(params_list, jobs=16):
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    def key(p):
+        return repr(sorted(p.items(), key=str))
+    uniq = {key(p): p for p in params_list}
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as ex:
+        res = list(ex.map(_build, uniq.values()))
+    return [e for e in res if e]
+
+
+def _build(p):
+    try:
+        kernel, kp = gemm_fp8.kernel_of(p)
+        tilepy_hip.compile(kernel, target="sm_90a", **kp)
+        return None
+    except Exception as e:  # noqa: BLE001 - reported by the caller
+        return f"{type(e).__name__}: {str(e)[:200]}"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", nargs="*", type=int, default=[16, 32, 64, 128, 256])
+    ap.add_argument("--nk", nargs="*", default=["4096,4096", "14336,4096", "4096,14336"])
+    ap.add_argument("--only", nargs="*", default=None, help="variant names to time (default: all)")
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
+    args = ap.parse_args(argv)
+    shapes = [(m, *(int(x) for x in nk.split(","))) for nk in args.nk for m in args.rows]
+    table = {s: {k: v for k, v in variants(*s).items() if args.only is None or k in args.only} for s in shapes}
+    t = time.time()
+    fails = build_all([p for row in table.values() for p in row.values()])
+    print(f"built in {time.time() - t:.1f} s; failures: {fails}", flush=True)
+    props = torch.cuda.get_device_properties(0)
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", props.name).strip("_")
+    g = torch.Generator(device="cuda").manual_seed(20)
+    res = {"device": props.name, "torch": torch.__version__, "toolchain": tilepy_hip.toolchain_info()["nvidia"],
+           "time": time.strftime("%Y-%m-%d %H:%M:%S"), "rows": {}}
+    for M, N, K in shapes:
+        data = inputs(M, N, K, g)
+        row, peer = {}, None
+        for tag, p in table[(M, N, K)].items():
+            try:
+                r = fp8_row(M, N, K, g, params=p, data=data, t_peer=peer)
+            except Exception as e:  # noqa: BLE001 - a variant that does not build or fit: say so, go on
+                print(f"{M}x{N}x{K} {tag:18s} skipped: {type(e).__name__}: {str(e).splitlines()[0][:100]}", flush=True)
+                continue
+            peer = peer or (r["torch_us"], r["fast_accum_us"])
+            row[tag] = r
+            pp = {k: p[k] for k in ("BM", "BN", "STAGES", "SPLIT_K") if k in p}
+            print(f"{M}x{N}x{K} {tag:18s} {r['us']:8.2f} us  _scaled_mm {r['torch_us']:7.2f}  x {r['ratio']:.3f} "
+                  f"(fast accum x {r['ratio_fast_accum']:.3f})  err {r['rel_err']:.1e} / {r['torch_rel_err']:.1e}  "
+                  f"regs {r['registers']} spills {r['spills']}  {pp}", flush=True)
+        res["rows"][f"{M}x{N}x{K}"] = row
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    path = Path(args.out) / f"gemm_fp8_skinny-{name}.json"
+    path.write_text(json.dumps(res, indent=1, default=str))
+    print("wrote", path)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,84 @@
+"""gemm_fp8's swap-AB split-K form for skinny rows (`gemm_fp8_swap`, SWAP=1: C^T = B @ A^T, A's rows the wgmma
+instruction's N) on a real GPU: against float64 of the e4m3 inputs and next to torch._scaled_mm on the same inputs,
+over every BM of the table (16, 32, 64, 128 rows), unsplit and split (slots summed by splitk_sum_bf16), ragged M,
+N and K (K a multiple of 16, not of the 128-wide k-tile), the decode shapes at full size, and the scaled tile's bf16
+rounding. Outputs are poisoned with NaN first. Skips without a GPU."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed")
+if not torch.cuda.is_available():
+    pytest.skip(
+        "no CUDA GPU here (torch.cuda.is_available() is False): GPU tests need the device machine",
+        allow_module_level=True,
+    )
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+
+from stdlib_kernels import gemm_fp8  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+DEV = torch.device("cuda")
+
+
+def _quantize(x):
+    scale = (x.abs().max().float() / 448.0).clamp(min=1e-12)
+    return (x / scale).to(torch.float8_e4m3fn), scale.reshape(1)
+
+
+CASES = [
+    ((16, 4096, 4096), {}),                  # decode: BM 16, split 4 (the table's row)
+    ((128, 4096, 4096), {}),                 # BM 128, split 4
+    ((32, 14336, 4096), {}),                 # 112 column tiles: unsplit, C stored from the registers
+    ((256, 4096, 14336), {}),                # two 128-row tiles, split 2
+    ((40, 1000, 2064), {}),                  # ragged: BM 64 over 40 rows, N off the 128-column tile, K off BK
+    ((100, 520, 1040), dict(SPLIT_K=3)),     # ragged, an uneven split (the last share reads zeros past K)
+    ((7, 264, 528), dict(SPLIT_K=1, STAGES=2)),   # a ring of 2 stages turning over, 7 rows
+    ((24, 300, 2064), dict(BN=64, CONSUMERS=1, BM=32, INSTR=gemm_fp8.SWAP_INSTR[32])),   # one consumer
+]
+
+
+@pytest.mark.parametrize("shape,extra", CASES, ids=[f"{m}x{n}x{k}-{sorted(e)}" for (m, n, k), e in CASES])
+def test_swap_against_float64_and_scaled_mm(shape, extra):
+    M, N, K = shape
+    g = torch.Generator(device="cuda").manual_seed(M + N + K)
+    a, sa = _quantize(torch.randn(M, K, device=DEV, generator=g))
+    b, sb = _quantize(torch.randn(N, K, device=DEV, generator=g))
+    out = torch.full((M, N), float("nan"), device=DEV, dtype=torch.bfloat16)
+    p = gemm_fp8.params_for(M, N, K, SWAP=1, **extra)
+    gemm_fp8.launch(a, b, sa, sb, out, SWAP=1, **extra)
+    torch.cuda.synchronize()
+    ref = (a.double() @ b.double().t()) * sa.double() * sb.double()
+    mag = (a.double().abs() @ b.double().abs().t()) * sa.double() * sb.double()
+    assert not out.isnan().any()
+    # bf16 rounding of the result (half an ulp, 2^-9 relative) plus f32 accumulation of exact products (and of the
+    # scaled partial products' sum where K is split)
+    bound = 2.0**-8 * ref.abs() + 1e-5 * mag + 1e-30
+    worst = ((out.double() - ref).abs() - bound).max().item()
+    assert worst <= 0, f"error over the bound by {worst} ({p['SPLIT_K']} shares)"
+    theirs = torch._scaled_mm(a, b.t(), sa, sb, out_dtype=torch.bfloat16).double()
+    err, err_peer = float((out.double() - ref).norm() / ref.norm()), float((theirs - ref).norm() / ref.norm())
+    assert err <= 1.5 * err_peer + 1e-6, (err, err_peer)
+
+
+def test_swap_split_reuses_its_workspace_and_follows_new_inputs():
+    """The split's slots live in one buffer per (device, shape), reused: a second call on other inputs gives their
+    product (every slot rewritten), not a mix."""
+    M, N, K = 64, 1024, 4096
+    g = torch.Generator(device="cuda").manual_seed(5)
+    outs, refs = [], []
+    for _ in range(2):
+        a, sa = _quantize(torch.randn(M, K, device=DEV, generator=g))
+        b, sb = _quantize(torch.randn(N, K, device=DEV, generator=g))
+        out = torch.full((M, N), float("nan"), device=DEV, dtype=torch.bfloat16)
+        gemm_fp8.launch(a, b, sa, sb, out, SWAP=1)
+        outs.append(out)
+        refs.append((a.double() @ b.double().t()) * sa.double() * sb.double())
+    assert gemm_fp8.params_for(M, N, K, SWAP=1)["SPLIT_K"] > 1
+    for out, ref in zip(outs, refs):
+        assert float((out.double() - ref).norm() / ref.norm()) < 4e-3
