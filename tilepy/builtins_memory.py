@@ -173,6 +173,40 @@ class MemoryRules:
         return self.make("store", NONE, node, dst, value, *([mask] if mask is not None else []),
                          masked=mask is not None)
 
+    def b_store_remote(self, node, dst, value, mbarrier, cta):
+        """tp.store_remote(dst, value, mbarrier, cta): the register tile into the shared tile `dst` of the block of
+        cluster rank `cta` (a uniform int), asynchronously (st.async): its bytes complete that block's `mbarrier`,
+        of which the op is one arrival (with the tile's bytes as the transaction count). The receiving block waits
+        on its mbarrier and then reads `dst`; no cluster barrier and no fence around the exchange: the writes are
+        visible through the mbarrier's phase. The analyses read it as a store into the block's own `dst` that
+        lands when its own `mbarrier` completes (the blocks of a cluster run one kernel)."""
+        dst = self._view_arg(dst, node, "tp.store_remote's destination", ("shared",))
+        t = dst.type
+        if self.tr.cluster_size == 1:
+            raise self.err(node, "tp.store_remote writes another CTA's shared memory, but this kernel has no cluster",
+                           "declare one: @tp.kernel(cluster=(1, 1, 2))", KernelTypeError)
+        if not self.tr.target.has("cluster"):
+            raise self.err(node, f"tp.store_remote needs `cluster`, which target {self.tr.target.name} does not have",
+                           cls=TargetError)
+        if t.dtype.bytes != 4:
+            raise self.err(node, f"tp.store_remote moves 32-bit elements (st.async); the destination is {t.dtype}",
+                           "exchange f32 (or i32) tiles", KernelTypeError)
+        value = self.tile_value(value, node, "the stored value")
+        vt = value.type if isinstance(value, ir.Expr) else None
+        if not isinstance(vt, RegType):
+            raise self.err(node, f"tp.store_remote writes a register tile, got {_show(value)}", cls=KernelTypeError)
+        if vt.shape != t.shape:
+            raise self.err(node, f"storing a {vt.shape} tile into a {t.shape} destination",
+                           "slice the destination to the tile's shape", ShapeError)
+        if vt.dtype != t.dtype:
+            value = self.make("cast", RegType(t.dtype, vt.shape, vt.layout), node, value, dtype=t.dtype)
+        bar = self._bar(mbarrier, node)
+        cta = self.expr(cta, node)
+        if not (isinstance(cta.type, ScalarType) and cta.type.dtype.is_int and cta.type.uniform):
+            raise self.err(node, "cta= must be a uniform integer cluster rank", "e.g. tp.cluster_rank() ^ 1",
+                           KernelTypeError)
+        return self.make("store_remote", NONE, node, dst, value, bar, cta)
+
     def _check_copy(self, src, dst, node):
         if isinstance(src.type, GatherTileType) or isinstance(dst.type, GatherTileType):
             raise self.err(node, "copies move rectangular windows; this is a gather/scatter (or strided) view",

@@ -427,6 +427,56 @@ class _MemoryOps:
             tbar.expect(-1)
         self._event("copy_bulk", e, ctx, target=bar.index, value=bar.completed)
 
+    def _op_store_remote(self, e, ctx):
+        """store_remote(dst, value, mbarrier, cta): the register tile's elements (each once, by the lowest thread
+        holding it) written into the same allocation of block `cta` of the cluster, tied to the phase of that
+        block's `mbarrier` in progress now, which this op arrives on once: they land when a wait there sees the
+        phase completed (st.async completes its bytes on that mbarrier; the arrival carries their count)."""
+        args = self._args(e, ctx)
+        dst, val, bar = args[0], args[1], args[2]
+        if not isinstance(dst, SharedRef) or not isinstance(bar, MBarrier):
+            raise InterpreterError("store_remote(dst, value, mbarrier, cta) writes a shared tile, its bytes "
+                                   "completing an mbarrier", e.span)
+        rank = self._uniform_int(e.args[3], ctx, "store_remote cta= (a cluster rank)")
+        shape = tuple(dst.shape)
+        vt = e.args[1].type
+        if isinstance(vt, RegType) and tuple(vt.shape) == shape and vt.layout is not None:
+            layout, tile = vt.layout, val
+        else:
+            layout = self._default_layout(shape, ctx, dst.dtype)
+            tile = np.broadcast_to(self._tile_operand(val, vt, layout, shape, ctx, e.span), shape)
+        tids, act = self._thread_map(layout, ctx, e.span)
+        if act is None:
+            t_idx, v_idx = _owners(layout)
+        else:
+            t_idx, v_idx = _owners_of(layout, np.broadcast_to(act[:, None], (layout.num_threads, layout.num_values)))
+        coords = tuple(c[t_idx, v_idx] for c in layout.coords)
+        vals = _at(tile, coords, t_idx.shape) if coords else np.broadcast_to(np.asarray(tile), t_idx.shape)
+        if len(t_idx) != int(np.prod(shape)):
+            raise InterpreterError(f"store_remote writes every element of its {list(shape)} tile once (the bytes "
+                                   f"its mbarrier expects); the active threads hold {len(t_idx)} of them", e.span)
+        off = np.asarray(dst.offsets(coords, e.span))
+        tbuf, tbar = dst.buf, bar
+        cta = self.peer(rank, e.span, "a remote store (tp.store_remote)")
+        if cta is not None and rank != getattr(self, "cta_rank", 0):
+            tbuf = next((b for b in cta.shared.values() if b.index == dst.buf.index), None)
+            tbar = _bar_by_index(cta.mbars, bar.index)
+            if tbuf is None or tbar is None:
+                raise InterpreterError(
+                    f"a remote store reaches block {cta.block} (cluster rank {rank}) before it allocated "
+                    f"'{dst.buf.name}' / initialized '{bar.name}': call tp.cluster_sync(relaxed=True) after the "
+                    "allocations, before any block stores into another", e.span)
+        op, it, seq = self._rec_ctx(e, ctx) if self.recording else (0, 0, 0)
+        p = PendingCopy(tbuf, np.ravel(off), _storage(np.ravel(vals), dst.dtype), np.ravel(tids[t_idx]), op, it,
+                        self.interval, seq, phase=tbar.completed)
+        tbar.pending.append(p)
+        if self._hooks["on_pending"] is not None:
+            self._hooks["on_pending"](e, p, self._tag_info(ctx))
+        done = tbar.arrive()
+        self._event("mbarrier_arrive", e, ctx, target=tbar.index, value=tbar.completed)
+        if done:
+            self._event("mbarrier_complete", e, ctx, target=tbar.index, value=tbar.completed)
+
     def _op_cluster_rank(self, e, ctx):
         return getattr(self, "cta_rank", 0)
 

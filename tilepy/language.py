@@ -63,7 +63,7 @@ _BUILTINS = (
     "maximum minimum exp exp2 log log2 sqrt rsqrt abs sin cos tanh sigmoid silu erf round_tf32 sum max min mma "
     "convert_layout tag assert_tag mma_operands schedule pipeline static_range num_threads warp_size "
     "atomic_add atomic_max atomic_min atomic_cas prod any all argmax argmin cumsum cumprod permute reshape transpose "
-    "broadcast_to mma_async mma_wait setmaxnreg store_bulk store_bulk_wait cluster_rank cluster_sync"
+    "broadcast_to mma_async mma_wait setmaxnreg store_bulk store_bulk_wait cluster_rank cluster_sync store_remote"
 ).split()
 
 def cdiv_const(a: int, b: int) -> int:

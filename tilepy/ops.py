@@ -99,6 +99,11 @@ _OPS = [
     OpInfo("mbarrier_arrive", "mbarrier_arrive(bar, [cta])", True,
            "arrive on an mbarrier (one arrival per role); with `cta` (a uniform cluster rank), on that CTA's copy "
            "of the mbarrier (mapa + mbarrier.arrive.shared::cluster)", "mbarrier"),
+    OpInfo("store_remote", "store_remote(dst, value, mbarrier, cta)", True,
+           "write a register tile of 32-bit elements into the shared tile `dst` of the CTA of cluster rank `cta` "
+           "(a uniform int) asynchronously (mapa + st.async): the writes complete their bytes on that CTA's "
+           "`mbarrier`, of which the op is one arrival (arrive.expect_tx of the tile's bytes, by the role's first "
+           "thread); that CTA reads `dst` after waiting on its mbarrier. No fence: nothing else is ordered", "cluster"),
     OpInfo("cluster_rank", "cluster_rank()", False,
            "rank of this block in its thread-block cluster (0 .. cluster size - 1; uniform)", "cluster"),
     OpInfo("cluster_sync", "cluster_sync()", True,

@@ -144,6 +144,30 @@ class MemoryEvents:
         self.bump(st, f"C:{bar}")
         self.record_write(acc, st, self.global_tag(src))
 
+    def eff_store_remote(self, e, st):
+        """tp.store_remote(dst, value, bar, cta): the blocks of a cluster run one kernel, so it is read as a write of
+        the block's own `dst` by the threads holding the tile, tied to the phase of its own `bar` in progress (as
+        a bulk copy: visible after a wait that sees it complete), then one arrival of the role on `bar`
+        (checks/cluster.py judges the cluster side: the other block's barrier initialized, alive until it lands)."""
+        dst = self.expr(e.args[0], st)
+        val = self.expr(e.args[1], st)
+        bar = bar_name(e.args[2])
+        key = arr_key(bar, st.role)
+        if isinstance(dst, SRef):
+            vt = e.args[1].type
+            layout = vt.layout if isinstance(vt, RegType) and tuple(vt.shape) == dst.shape else \
+                blocked(dst.shape, self.branch_threads(st), max(16 // dst.alloc.type.dtype.bytes, 1))
+            tids, vals = self.slots(layout, st, owners=True)
+            acc = self.access(e, st, "async", dst, tids, vals, layout, channel=f"C:{bar}",
+                              group=st.counters.get(f"C:{bar}", 0))
+            acc.bar, acc.arr, acc.arr_valid = bar, st.counters.get(key, 0), st.avalid.get(key, True)
+            self.bump(st, f"C:{bar}")
+            self.record_write(acc, st, val.tag if isinstance(val, Reg) else None)
+        ev = Arrive(self.point(st, e.span), bar, key, st.counters.get(key, 0), st.avalid.get(key, True), e.span)
+        if self.recording:
+            self.A.arrives.append(ev)
+        self.bump(st, key)
+
     def eff_store_bulk(self, e, st):
         """A TMA store reads its shared source asynchronously, from the issue until a store_bulk_wait of the
         issuing thread that runs after it: one read access by the issuing thread (checks/race.py finds the waits

@@ -70,9 +70,13 @@ def prescan(body, analysis, arrays=False):
                 b = c.args[0] if c.args else None
                 if arrays and isinstance(b, ir.Call) and b.op == "mbarrier_at" and isinstance(b.args[0], ir.Var):
                     b = b.args[0]
-                if c.op in ("mbarrier_arrive", "mbarrier_wait") and isinstance(b, ir.Var):
+                if c.op == "store_remote":     # (its mbarrier is its third argument; the op is one arrival)
+                    b = c.args[2]
+                    if arrays and isinstance(b, ir.Call) and b.op == "mbarrier_at" and isinstance(b.args[0], ir.Var):
+                        b = b.args[0]
+                if c.op in ("mbarrier_arrive", "mbarrier_wait", "store_remote") and isinstance(b, ir.Var):
                     bar = f"mbar:{b.name}"
-                    if c.op == "mbarrier_arrive":
+                    if c.op != "mbarrier_wait":
                         analysis.arrive_roles.setdefault(bar, set()).add(role)
                         ops = analysis.__dict__.setdefault("_arrive_ops", {})
                         ops[bar, role] = ops.get((bar, role), 0) + 1

@@ -179,6 +179,31 @@ static __device__ __forceinline__ void tp_mbar_arrive_cluster_sc(unsigned long l
                "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n}\n"
                :: "r"(tp_smem_addr(bar)), "r"(cta) : "memory");
 }
+// tp.store_remote: st.async of 1 / 2 / 4 32-bit values to the shared::cluster address `ra` (another CTA's shared
+// memory, from mapa), completing their bytes on the mbarrier at shared::cluster address `rb`; and the one arrival
+// that carries the tile's byte count (arrive.expect_tx, default .release.cta: no MEMBAR, the data is ordered by the
+// transaction count, not by a fence)
+static __device__ __forceinline__ unsigned tp_mapa_shared(unsigned a, int cta) {
+  unsigned r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(cta));
+  return r;
+}
+static __device__ __forceinline__ void tp_st_async1(unsigned ra, unsigned a, unsigned rb) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];\n"
+               :: "r"(ra), "r"(a), "r"(rb) : "memory");
+}
+static __device__ __forceinline__ void tp_st_async2(unsigned ra, unsigned a, unsigned b, unsigned rb) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.b32 [%0], {%1, %2}, [%3];\n"
+               :: "r"(ra), "r"(a), "r"(b), "r"(rb) : "memory");
+}
+static __device__ __forceinline__ void tp_st_async4(unsigned ra, unsigned a, unsigned b, unsigned c, unsigned d,
+                                                    unsigned rb) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];\n"
+               :: "r"(ra), "r"(a), "r"(b), "r"(c), "r"(d), "r"(rb) : "memory");
+}
+static __device__ __forceinline__ void tp_mbar_arrive_expect_tx_remote(unsigned rb, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cluster.b64 _, [%0], %1;\n" :: "r"(rb), "r"(bytes) : "memory");
+}
 static __device__ __forceinline__ void tp_bulk_g2s(unsigned dst, const void* src, unsigned bytes, unsigned long long* bar) {
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
                :: "r"(dst), "l"(src), "r"(bytes), "r"(tp_smem_addr(bar)) : "memory");

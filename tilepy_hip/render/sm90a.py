@@ -12,6 +12,7 @@ Within an atom, a k-step advances the start address by 32 bytes; across 8-row gr
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 from tilepy import ir
@@ -19,7 +20,7 @@ from tilepy.instructions import mma_operand_layout
 from tilepy.symbolic import Var
 
 from . import tma
-from .cexpr import ctype, sym_c
+from .cexpr import cast, ctype, sym_c
 
 _MODES = {3: 1, 2: 2, 1: 3}  # swizzle bits -> descriptor layout type (128B, 64B, 32B)
 
@@ -303,6 +304,55 @@ def emit_cluster_sync(r, call):
         raise r.error("tp.cluster_sync() inside a role branch: every thread of the cluster must reach it",
                       "call it where all the block's threads run (after the allocations, at the end)")
     r.em("tp_cluster_sync_relaxed();" if call.attrs.get("relaxed") else "tp_cluster_sync();")
+
+
+def emit_store_remote(r, call):
+    """tp.store_remote(dst, value, mbarrier, cta): the role's first thread arrives on CTA `cta`'s mbarrier with the
+    tile's bytes as its transaction count (mbarrier.arrive.expect_tx.shared::cluster), and every thread writes its
+    values there with st.async (16-byte vectors where the shared layout makes each thread's values contiguous),
+    each completing its bytes on that mbarrier: the phase completes when the arrival and every byte are in, in
+    either order (the count may go below zero first). No fence: the receiver reads through its mbarrier wait."""
+    dst, value, barv, ctav = call.args
+    t = value.type
+    if r.ctx.divergent and r.ctx.role is None:
+        raise r.error("tp.store_remote in a branch whose threads the renderer cannot tell",
+                      "call it in a warp-role branch (tp.warpgroup_id() == ...) or where every thread runs")
+    lo, _ = r.role_range()
+    bar, base = _bar(r, barv)
+    if r.mbar_per_thread.get(base):
+        raise r.error("tp.store_remote completes an mbarrier that other roles also arrive on",
+                      "give the exchange an mbarrier of its own (tp.mbarrier(1)), waited on by the receiving role")
+    cond, keep = r.owner(t.layout)      # (an element held several times is written once, by its lowest thread)
+    coords = r.out_coords(t.layout)
+    em = r.em
+    em.open()
+    f, d = r.plan(value, coords)
+    sref = r.smem_ref(dst)
+    dtype = dst.type.dtype
+    V = t.layout.num_values
+    vals = r.tmp("v")
+    em(f"{ctype(dtype)} {vals}[{V}];")
+    for v in range(V):
+        em(f"{vals}[{v}] = {cast(f(v), d, dtype)};")
+    cta = r.scalar_as(ctav, r.i32)
+    ra, rb = r.tmp("ra"), r.tmp("rb")
+    em(f"const unsigned {ra} = tp_mapa_shared(tp_smem_addr({sref.ptr}), {cta});")
+    em(f"const unsigned {rb} = tp_mapa_shared(tp_smem_addr({bar}), {cta});")
+    nbytes = dtype.bytes * math.prod(t.shape)      # every element once
+    em(f"if (tp_tid == {lo}) tp_mbar_arrive_expect_tx_remote({rb}, {nbytes}u);")
+    bits = "__float_as_uint({})" if dtype.is_float else "(unsigned)({})"
+    vec = r.shared_vector_width(sref, coords, V) if all(keep) else 1
+    if cond:
+        em.open(f"if ({cond})")
+    for g in range(0, V, vec):
+        if not keep[g]:
+            continue
+        off = sym_c(sref.stype.offset([c.sym(g) for c in coords]))
+        words = ", ".join(bits.format(f"{vals}[{v}]") for v in range(g, g + vec))
+        em(f"tp_st_async{vec}({ra} + (unsigned)({off}) * {dtype.bytes}u, {words}, {rb});")
+    if cond:
+        em.close()
+    em.close()
 
 
 def emit_mbarrier_arrive(r, call):

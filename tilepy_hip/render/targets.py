@@ -160,6 +160,7 @@ SM_90A = RenderTarget(
         store_bulk_wait=sm90a.emit_store_bulk_wait,
         mbarrier=sm90a.emit_mbarrier_init,
         mbarrier_arrive=sm90a.emit_mbarrier_arrive,
+        store_remote=sm90a.emit_store_remote,
         mbarrier_wait=sm90a.emit_mbarrier_wait,
         mbarrier_at=sm90a.emit_mbarrier_at,
         cluster_rank=sm90a.emit_cluster_rank,

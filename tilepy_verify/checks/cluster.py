@@ -15,6 +15,9 @@ releases reach every block whose multicasts write into it; this module checks th
 * remote arrivals and multicast copies must come after a `tp.cluster_sync()` (the other blocks' mbarriers are
   initialized before it), and the kernel must end with one after the last of them (a block must not exit while
   others still write its shared memory): `race` otherwise.
+* `tp.store_remote(dst, value, bar, cta)` is, to the walk, a store into the block's own `dst` completing its own
+  `bar`: its targets must be a permutation of the ranks, a cluster barrier (relaxed or not) must come before the
+  first, and a wait on `bar` after each in the same line (then no closing barrier is needed).
 * a load of another block's shared tile (`tp.load(..., cta=r)`, distributed shared memory) is, to the walk, a load
   of the block's own tile; it must come after a `tp.cluster_sync()` (the other block wrote the tile before it) and
   the kernel must have one after it (the other block must not exit while its tile is read): `race` otherwise. A
@@ -146,6 +149,46 @@ def _product(lists):
             yield (x, *rest)
 
 
+def _remote_stores(kir, evals, syncs) -> list:
+    """tp.store_remote(dst, value, bar, cta): the walk reads it as a store into the block's own `dst` completing its
+    own `bar`, which holds when the blocks' targets are a permutation of the cluster's ranks (each block receives
+    the stores it makes, e.g. cta=tp.cluster_rank() ^ 1). Around it: a cluster barrier before the first (the other
+    block's mbarrier initialized: tp.mbarrier's initialization is fenced at cluster scope, so a relaxed barrier
+    publishes it), and, after each, a wait on its mbarrier in the same line (the block then has received the store
+    its partner sent, so the partner no longer writes it; and the partner stays until it has received this one):
+    no closing barrier is needed."""
+    out = []
+    pushes = [(s, env, p) for s, env, p in evals if s.call.op == "store_remote"]
+    if not pushes:
+        return out
+    size = 1
+    for d in kir.cluster:
+        size *= d
+    if not any(p < pushes[0][2] for p in syncs):
+        out.append(Finding(
+            "race", "error", "tp.store_remote can reach another block of the cluster before it initialized its "
+            "mbarrier: no tp.cluster_sync() comes before it", pushes[0][0].span,
+            {"detail": "call tp.cluster_sync(relaxed=True) after the tp.mbarrier() allocations, where every thread "
+                       "runs"}))
+    for s, env, p in pushes:
+        bar = _bar_base(s.call.args[2])
+        targets = [_targets(s.call.args[3], env, r) for r in range(size)]
+        if any(t is None or len(t) != 1 for t in targets) or sorted(next(iter(t)) for t in targets) != \
+                list(range(size)):
+            out.append(Finding(
+                "race", "error", "tp.store_remote whose target ranks are not a permutation of the cluster's (or are "
+                "not a function of tp.cluster_rank() this check can evaluate): a block would receive more or fewer "
+                "stores than it makes, which the analysis of one block cannot follow", s.span,
+                {"detail": "exchange between partners, e.g. cta=tp.cluster_rank() ^ 1"}))
+        if not any(s2.call.op == "mbarrier_wait" and p2 > p and p2[:-1] == p[:len(p2) - 1]
+                   and _bar_base(s2.call.args[0]) == bar for s2, _, p2 in evals):
+            out.append(Finding(
+                "race", "error", f"no wait on '{bar}' after this tp.store_remote in the same role: the block can exit "
+                "while its partner's store into it is still in flight", s.span,
+                {"detail": f"wait on '{bar}' (tp.mbarrier_wait) after the store, then read the tile"}))
+    return out
+
+
 def findings(kir) -> list:
     if getattr(kir, "cluster", (1, 1, 1)) == (1, 1, 1):
         return []
@@ -202,6 +245,7 @@ def findings(kir) -> list:
                 "(a load with cta=): no tp.cluster_sync() comes after this (a relaxed one only after the loaded "
                 "values are stored)", last[0].span,
                 {"detail": "end the kernel with tp.cluster_sync(), after the role branches join"}))
+    out += _remote_stores(kir, evals, syncs + relaxed)
     for i, (s, _env, p) in enumerate(evals):
         c = s.call
         if c.op != "copy_bulk" or "multicast" not in c.attrs:
