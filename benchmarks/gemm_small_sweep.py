@@ -384,6 +384,36 @@ PLAN14 = [
     ((24, 4096, 2048), [("policy", None), ("ck", _forced_ck(24))], ("bf16",)),
     ((24, 4096, 1536), [("policy", None), ("ck", _forced_ck(24))], ("bf16",)),
 ]
+# fifteenth call (G19): the cluster split's sums exchanged by st.async (PUSH=1: tp.store_remote into the other
+# rank's shared memory, completing its mbarrier; no cluster barrier after the k-loop, no fence, each rank stores half
+# the tile) against the policy's barrier exchange, alternated; BM 96 with 4 stages, 112 / 128 with 3 (recv beside
+# the rings); at short K forced against the policy there
+def _push(m, stages=None):
+    p = dict(_forced_ck(m), PUSH=1)
+    return dict(p, STAGES=stages) if stages else p
+
+
+PUSH_ON = ("policy", dict(PUSH=1))
+PLAN15 = [
+    ((32, 4096, 4096), _alt("push", PUSH_ON), ("bf16", "f32")),
+    ((64, 4096, 4096), _alt("push", PUSH_ON), ("bf16", "f32")),
+    ((80, 4096, 4096), _alt("push", PUSH_ON), ("bf16", "f32")),
+    ((100, 4096, 4096), _alt("push", PUSH_ON), ("bf16", "f32")),
+    ((24, 4096, 4096), _alt("push", PUSH_ON, twice=False), ("bf16",)),
+    ((48, 4096, 4096), _alt("push", PUSH_ON, twice=False), ("bf16",)),
+    ((96, 4096, 4096), _alt("push_s4", _push(96, 4), twice=False), ("bf16",)),
+    ((112, 4096, 4096), _alt("push_s3", _push(112, 3), twice=False), ("bf16",)),
+    ((128, 4096, 4096), _alt("push_s3", _push(128, 3)), ("bf16",)),
+    ((16, 4096, 4096), [("policy", None), ("ck16_push", dict(_ck(16, 8), PUSH=1)), ("ck16", _ck(16, 8))], ("bf16",)),
+    ((32, 4096, 1024), _alt("push", _push(32), twice=False), ("bf16",)),
+    ((32, 4096, 512), _alt("push", _push(32), twice=False), ("bf16",)),
+    ((64, 4096, 1024), _alt("push", _push(64), twice=False), ("bf16",)),
+    ((64, 4096, 512), _alt("push", _push(64), twice=False), ("bf16",)),
+    ((80, 4096, 1536), _alt("push", _push(80), twice=False), ("bf16",)),
+    ((100, 4096, 2048), _alt("push", _push(100), twice=False), ("bf16",)),
+    ((100, 4096, 3072), _alt("push", _push(100), twice=False), ("bf16",)),
+    ((128, 4096, 3072), _alt("push_s3", _push(128, 3), twice=False), ("bf16",)),
+]
 PLAN = [  # (shape, variants, output dtypes)
     ((16, 4096, 4096), DECODE, ("bf16", "f32")),
     ((64, 4096, 4096), DECODE, ("bf16", "f32")),
@@ -685,13 +715,14 @@ def main(argv=None):
                     "kernels' device times, 8: after the policy change, 9: K_WAYS with M_SHIFT, 10: K split over a "
                     "cluster's two blocks (CLUSTER_K=2), 11: the policy with it against the forms it replaced, "
                     "12: where in K the cluster split starts paying, 13: the cluster split below 32 rows, 14: the "
-                    "cluster split re-timed with its relaxed closing barrier, and its K thresholds")
+                    "cluster split re-timed with its relaxed closing barrier, and its K thresholds, 15: its sums "
+                    "exchanged by st.async (PUSH=1)")
     args = ap.parse_args(argv)
     if args.ncu_target:
         ncu_target(args.ncu_target, *(int(x) for x in args.shape.split(",")))
         return
     plan = {"1": PLAN, "2": PLAN2, "3": PLAN3, "4": PLAN4, "5": PLAN5, "6": PLAN6, "7": PLAN7, "8": PLAN8,
-            "9": PLAN9, "10": PLAN10, "11": PLAN11, "12": PLAN12, "13": PLAN13, "14": PLAN14}[args.plan]
+            "9": PLAN9, "10": PLAN10, "11": PLAN11, "12": PLAN12, "13": PLAN13, "14": PLAN14, "15": PLAN15}[args.plan]
     if args.precompile:
         precompile(args.only, args.precompile, plan)
     props = torch.cuda.get_device_properties(0)
@@ -763,7 +794,8 @@ def main(argv=None):
                                                             else "") + (" SLOT_ROWS=1" if p.get("SLOT_ROWS") else "") \
                             + (" SWAP_AB" if p.get("SWAP_AB") else "") + (" K_WAYS=2" if p.get("K_WAYS") == 2 else "") \
                             + (" M_SHIFT" if p.get("M_SHIFT") else "") \
-                            + (f" CLUSTER_K={p['CLUSTER_K']}" if p.get("CLUSTER_K", 1) > 1 else "")
+                            + (f" CLUSTER_K={p['CLUSTER_K']}" if p.get("CLUSTER_K", 1) > 1 else "") \
+                            + (" PUSH" if p.get("PUSH") else "")
                 except Exception as e:  # noqa: BLE001 - a variant that fails here: say so, go on
                     print(f"{key:16} {name:34} FAILED {type(e).__name__}: {str(e).splitlines()[0][:120]}", flush=True)
                     row[name] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}

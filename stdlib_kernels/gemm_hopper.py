@@ -1021,7 +1021,7 @@ STEADY_ONLY = ("IN_FLIGHT", "SPLIT_K", "EPILOGUE", "B_SWIZZLE", "FIXUP", "MIN_BL
 CLUSTER_ONLY = ("CLUSTER_M",)                            # gemm_cluster's (CLUSTER_M > 1 picks it)
 # gemm_splitk_swap's constexprs (SWAP_AB=1 picks it)
 SWAP_KEYS = ("BM", "BN", "BK", "STAGES", "CONSUMERS", "INSTR", "SWIZZLE", "SPLIT_K", "IN_FLIGHT", "CLUSTER_M", "B_NK",
-             "K_WAYS", "M_SHIFT", "CLUSTER_K")
+             "K_WAYS", "M_SHIFT", "CLUSTER_K", "PUSH")
 
 
 def clustered(params: dict) -> bool:
@@ -1062,6 +1062,9 @@ def kernel_params(params: dict) -> dict:
                              f"(got CLUSTER_K={params.get('CLUSTER_K')}, K_WAYS={params.get('K_WAYS', 1)}, SPLIT_K="
                              f"{params.get('SPLIT_K', 1)}, CLUSTER_M={params.get('CLUSTER_M', 1)}); CLUSTER_K is 1 "
                              f"or 2")
+        if params.get("PUSH") and params.get("CLUSTER_K", 1) != 2:
+            raise ValueError(f"gemm_hopper: PUSH=1 (gemm_splitk_swap: the cluster split's sums exchanged by st.async) "
+                             f"needs CLUSTER_K=2 (got CLUSTER_K={params.get('CLUSTER_K', 1)})")
         return {**{k: v for k, v in params.items() if k in SWAP_KEYS}, "SPLIT_K": params.get("SPLIT_K", 1)}
     if clustered(params):
         bad = {k: params[k] for k in ("IN_FLIGHT", "SPLIT_K", "B_SWIZZLE", "PERSISTENT", "MIN_BLOCKS")

@@ -63,6 +63,13 @@ def _red_layout(BN, BM):
     return tp.Layout(((8, 2, 4, BN // 64), (2, 4, BM // 8)), ((4, 256, 32, 64 * BM), (128, 1, 512)))
 
 
+def _recv_layout(BN, BM):
+    """The tile PUSH=1 receives, (BN, BM) f32 laid out so each thread's values of the accumulator (wgmma m64nBMk16's
+    C fragment, BN / 64 row blocks) lie in runs of 4 (its values (e, h) of one column pair j), the 32 threads of a
+    warp side by side: every st.async / load of it is 16 bytes a thread, 512 contiguous bytes a warp."""
+    return tp.Layout(((8, 2, 4, BN // 64), (2, 4, BM // 8)), ((16, 2, 128, 512 * (BM // 8)), (1, 4, 512)))
+
+
 def _cluster(c):
     return (c["CLUSTER_M"], 1, c["CLUSTER_K"])
 
@@ -75,7 +82,7 @@ def gemm_splitk_swap(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K",
                      INSTR: tp.constexpr = tp.nv.wgmma_m64n16k16_bf16, SWIZZLE: tp.constexpr = tp.Swizzle(3, 3, 3),
                      SPLIT_K: tp.constexpr = 4, IN_FLIGHT: tp.constexpr = 1, CLUSTER_M: tp.constexpr = 1,
                      B_NK: tp.constexpr = 0, K_WAYS: tp.constexpr = 1, M_SHIFT: tp.constexpr = 0,
-                     CLUSTER_K: tp.constexpr = 1):
+                     CLUSTER_K: tp.constexpr = 1, PUSH: tp.constexpr = 0):
     m0 = tp.block_id(0) * BM
     n0 = tp.block_id(1) * BN
     # C^T's tile: 64 of its rows (C's columns) per consumer; with K_WAYS=2 the whole tile in each consumer
@@ -100,6 +107,9 @@ def gemm_splitk_swap(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K",
         empty1 = tp.mbarrier(CLUSTER_M, stages=STAGES)
         red = tp.shared((BN, BM), tp.f32, layout=_red_layout(BN, BM))   # (thread-major: no bank conflicts)
         red_full = tp.mbarrier(1)
+        if CLUSTER_K > 1 and PUSH:      # the other rank's sum, pushed into this block (st.async), and its mbarrier
+            recv = tp.shared((BN, BM), tp.f32, layout=_recv_layout(BN, BM))
+            recv_full = tp.mbarrier(1)
         tp.tag(A, lambda i, k: ("A", i, k))
         if B_NK:
             tp.tag(B, lambda j, k: ("B", k, j))
@@ -126,6 +136,10 @@ def gemm_splitk_swap(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K",
             m0 = tp.minimum(own, A.shape[0] - BM)
         if CLUSTER_M > 1:
             tp.cluster_sync()
+        if CLUSTER_K > 1 and PUSH:
+            # the other block's recv_full is initialized before this block pushes into it (tp.mbarrier's init is
+            # fenced at cluster scope, so an execution barrier publishes it: no release, no MEMBAR)
+            tp.cluster_sync(relaxed=True)
         if tp.warpgroup_id() == 0:      # producer: pair j's k-tile 2j + r into ring r, stage j % STAGES
             for j in range(pairs):
                 tp.mbarrier_wait(empty0[j % STAGES], j // STAGES)        # (the consumers pre-release the stages)
@@ -183,7 +197,19 @@ def gemm_splitk_swap(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K",
                 tp.assert_tag(tp.mma_operands(acc), lambda b, a: b[1] == a[2])   # B's k is A's k
                 tp.mbarrier_wait(red_full, 0)     # consumer 1's sum, added; then the tile is stored
                 acc = acc + tp.load(red, layout=LC)
-                if CLUSTER_K > 1:
+                if CLUSTER_K > 1 and PUSH:
+                    # the block's sum pushed into the other rank's `recv` (st.async, completing its recv_full: no
+                    # cluster barrier, no fence), the other's received; each rank stores half the tile's columns of
+                    # C (rows of C^T: consumer 0's warps 0-1 on rank 0, 2-3 on rank 1)
+                    tp.store_remote(recv, acc, recv_full, tp.cluster_rank() ^ 1)
+                    tp.mbarrier_wait(recv_full, 0)
+                    acc = acc + tp.load(recv, layout=LC)
+                    mine = tp.arange(BN)[None, :] * 2 // BN == tp.block_id(2)
+                    if M_SHIFT:
+                        tp.store(C[m0:m0 + BM, n0:n0 + BN], acc.T, mask=mine & (m0 + tp.arange(BM)[:, None] >= own))
+                    else:
+                        tp.store(C[m0:m0 + BM, n0:n0 + BN], acc.T, mask=mine)
+                elif CLUSTER_K > 1:
                     tp.store(red, acc)            # the block's sum, for rank 0 (after the cluster barrier below)
                 elif SPLIT_K > 1:
                     mine = z * tp.num_blocks(0) * BM + m0          # split z's slot (rows as C's)
@@ -221,7 +247,7 @@ def gemm_splitk_swap(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K",
                 tp.assert_tag(tp.mma_operands(acc), lambda b, a: b[1] == a[2])   # B's k is A's k
                 tp.store(red, acc)                # handed to consumer 0
                 tp.mbarrier_arrive(red_full)
-        if CLUSTER_K > 1:
+        if CLUSTER_K > 1 and not PUSH:
             # every block's sum is in its `red`; rank 0's consumer 0 adds the other ranks' (distributed shared
             # memory) and stores C; the second barrier keeps them until it has read them
             tp.cluster_sync()

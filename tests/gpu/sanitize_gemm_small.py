@@ -92,7 +92,12 @@ def cluster_k_cases():
                                  ((45, 300, 200), 48, dict(STAGES=6)),
                                  ((80, 700, 130), 80, dict(STAGES=5)),
                                  ((100, 264, 300), 104, dict(STAGES=4)),     # 5 k-tiles: rank 1 reads 1 real + zeros
-                                 ((130, 600, 200), 64, dict(STAGES=6, M_SHIFT=1))):
+                                 ((130, 600, 200), 64, dict(STAGES=6, M_SHIFT=1)),
+                                 # PUSH=1 (G19): the sums exchanged by st.async (tp.store_remote), no barrier after
+                                 ((32, 1100, 264), 32, dict(STAGES=8, PUSH=1)),
+                                 ((13, 520, 2045), 16, dict(STAGES=4, PUSH=1)),
+                                 ((100, 264, 300), 104, dict(STAGES=4, PUSH=1)),
+                                 ((130, 600, 200), 64, dict(STAGES=6, M_SHIFT=1, PUSH=1))):
         a = torch.randn(m, k, device=d, generator=g).bfloat16()
         b = torch.randn(k, n, device=d, generator=g).bfloat16()
         ref = a.double() @ b.double()

@@ -301,10 +301,15 @@ I48, I80, I104 = tp.nv.wgmma_m64n48k16_bf16, tp.nv.wgmma_m64n80k16_bf16, tp.nv.w
         (130, 1000, 700, dict(BM=64, INSTR=I64, STAGES=6, M_SHIFT=1)),   # 3 row tiles, the last shifted
     ],
 )
-def test_cluster_k_through_launch(m, n, k, extra, out):
+@pytest.mark.parametrize("push", [0, 1])
+def test_cluster_k_through_launch(m, n, k, extra, out, push):
     """CLUSTER_K=2: K split over the two blocks of a cluster, rank 1's sum read by rank 0 through distributed shared
     memory (tp.load(..., cta=1)), no slots, no second kernel: against float64, NaN-poisoned C, the same bits from a
-    second call (the sum's order is fixed)."""
+    second call (the sum's order is fixed). PUSH=1 (G19): each rank's sum pushed into the other's shared memory by
+    st.async (tp.store_remote) completing its mbarrier, each rank storing half the tile's columns (BM 128 does not
+    fit beside 4 stages: 3 there)."""
+    if push:
+        extra = {**extra, "PUSH": 1, **({"STAGES": 3} if extra["BM"] == 128 else {})}
     g = torch.Generator(device="cuda").manual_seed(m + n + k + 11)
     a = torch.randn(m, k, device=DEV, generator=g).bfloat16()
     b = torch.randn(k, n, device=DEV, generator=g).bfloat16()
@@ -351,12 +356,18 @@ def test_cluster_k_sass():
 
     for extra, instr in ((dict(BM=32, INSTR=I32, STAGES=8), "HGMMA.64x32x16"),
                          (dict(BM=80, INSTR=I80, STAGES=5), "HGMMA.64x80x16"),
-                         (dict(BM=128, INSTR=I128, STAGES=4), "HGMMA.64x128x16")):
+                         (dict(BM=128, INSTR=I128, STAGES=4), "HGMMA.64x128x16"),
+                         (dict(BM=32, INSTR=I32, STAGES=8, PUSH=1), "HGMMA.64x32x16"),
+                         (dict(BM=104, INSTR=I104, STAGES=4, PUSH=1), "HGMMA.64x104x16")):
         for out in (tp.f32, tp.bf16):
             p = {**gemm_hopper.PRESETS["sm_90a"], **CK, **extra}
             kernel, kp = gemm_hopper.plan_kernel(64, 4096, out, p, 4096)
             ck = tilepy_hip.compile(kernel, target="sm_90a", **kp)
             sass = ck.sass()
             assert kernel.name == "gemm_splitk_swap" and instr in sass and ".tnspA" in sass, kp
-            assert "UCGABAR_WAIT" in sass and "LD.E" in sass, kp
+            assert "UCGABAR_WAIT" in sass, kp
+            if extra.get("PUSH"):   # the exchange: 16-byte st.async, no GPU-scope fence anywhere
+                assert "STAS.128" in sass and "MEMBAR.ALL.GPU" not in sass, kp
+            else:
+                assert "LD.E" in sass, kp
             assert "LDL" not in sass and "STL" not in sass and ck.resources["spill_stores"] == 0, kp
