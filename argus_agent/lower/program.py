@@ -10,6 +10,8 @@ import torch.fx as fx
 
 from . import ops_attention, ops_lines, ops_moe, ops_nn, ops_pointwise, ops_reduce, ops_rnn, ops_scatter, ops_views  # noqa: F401,E501  (registrations)
 from . import values as vals
+from .attention_match import find as find_attention
+from .attention_match import lower as lower_attention
 from .core import Buffer, Context, LTensor, Pointwise, Reduction, RowFused, Scan, buffer_tensor
 from .dispatch import lower_node as _lower_node
 from .graph import Captured, LoweringError, capture_program, source_line
@@ -61,6 +63,8 @@ def lower_captured(captured: Captured, target: str = "cpu", precision=None) -> L
     if moe is not None and (why := ops_moe.plan(moe)) is not None:
         log.info("%s: MoE lowered op by op: %s", source_line(moe.out), why)
         moe = None
+    attn = find_attention(captured, target)   # attention written out, computed by the stdlib kernels
+    attn_live = set().union(set(), *(m.live for m in attn.values()))
     for node in ep.graph.nodes:
         if node.op == "placeholder":
             gi = by_name[node.name]
@@ -83,6 +87,11 @@ def lower_captured(captured: Captured, target: str = "cpu", precision=None) -> L
             ops.append(str(node.target))
             if moe is not None and node not in moe.live:
                 continue                          # consumed by the MoE template only
+            if node in attn_live:
+                continue                          # consumed by an attention template only
+            if node in attn:
+                env[node] = lower_attention(ctx, attn[node], env)
+                continue
             if moe is not None and node is moe.out:
                 ctx.note = f"MoE ({source_line(node)})"
                 env[node] = ops_moe.lower(ctx, moe, env)
