@@ -70,12 +70,16 @@ def main(argv=None):
     ap.add_argument("--nk", nargs="*", default=["4096,4096", "14336,4096", "4096,14336"])
     ap.add_argument("--only", nargs="*", default=None, help="variant names to time (default: all)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
+    ap.add_argument("--jobs", type=int, default=16, help="processes building the kernels first")
+    ap.add_argument("--build-only", action="store_true", help="build the kernels and stop")
     args = ap.parse_args(argv)
     shapes = [(m, *(int(x) for x in nk.split(","))) for nk in args.nk for m in args.rows]
     table = {s: {k: v for k, v in variants(*s).items() if args.only is None or k in args.only} for s in shapes}
     t = time.time()
-    fails = build_all([p for row in table.values() for p in row.values()])
+    fails = build_all([p for row in table.values() for p in row.values()], args.jobs)
     print(f"built in {time.time() - t:.1f} s; failures: {fails}", flush=True)
+    if args.build_only:
+        return
     props = torch.cuda.get_device_properties(0)
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", props.name).strip("_")
     g = torch.Generator(device="cuda").manual_seed(20)

@@ -101,13 +101,16 @@ def gemm_fp32(AH: tp.Tensor[tp.f32, "BA", "M", "K"], AL: tp.Tensor[tp.f32, "BA",
               PROMOTE: tp.constexpr = True, SWIZZLE: tp.constexpr = tp.Swizzle(3, 2, 3),
               GROUP_M: tp.constexpr = 8, KSPLIT: tp.constexpr = 1, PASSES: tp.constexpr = 3,
               A_RAW: tp.constexpr = 0, WAIT_ONCE: tp.constexpr = 0, PRODUCER_REGS: tp.constexpr = 0,
-              CONSUMER_REGS: tp.constexpr = 0):
+              CONSUMER_REGS: tp.constexpr = 0, C_T: tp.constexpr = 0):
     """C[z] = (AH + AL)[z] @ (BH + BL)[zb].T from the TF32 halves (K-major, K % 4 == 0); zb = min(z, BB - 1).
     Split-K (KSPLIT > 1): block z' = z * KSPLIT + q of the grid's z sums the q-th share of the k-tiles into
     C[z'] (C holds BA * KSPLIT partial products; the caller adds them up).
     A_RAW=1: AH is A itself (plain f32, K % 4 == 0; AL is not read: pass AH again) and the consumers split
     each A tile in registers (hi = round_tf32(a), lo = round_tf32(a - hi): the same bits as split_tf32's),
-    feeding wgmma's register-A form; only B comes pre-split."""
+    feeding wgmma's register-A form; only B comes pre-split.
+    C_T=1 (`gemm_fp32_ct`, C given as (BC, N, M)): the tile is stored transposed, C[z] = ((AH + AL) @ (BH +
+    BL).T).T; with A_RAW, the swap-AB form of a skinny product (`launch`'s SWAP): out = x @ W.T computed as
+    (W @ x.T).T with the weight W read as it is, split in registers, and only the few rows of x pre-split."""
     zc = tp.block_id(2)
     z = zc // KSPLIT
     zb = tp.min(z, BH.shape[0] - 1)     # a B with one batch serves them all
@@ -216,7 +219,13 @@ def gemm_fp32(AH: tp.Tensor[tp.f32, "BA", "M", "K"], AL: tp.Tensor[tp.f32, "BA",
                         acc = tp.mma(a_hi[s], b_hi[s].T, acc)
                         tp.assert_tag(tp.mma_operands(acc), lambda a, b: a[2] == b[1])
                         tp.mbarrier_arrive(empty[s])
-        tp.store(C[zc, m0:m0 + BM, n0:n0 + BN], acc)   # EPILOGUE (a lowering may fuse a pointwise chain here)
+        if C_T:                             # (gemm_fp32_ct: C is (BC, N, M))
+            tp.store(C[zc, n0:n0 + BN, m0:m0 + BM], acc.T)
+        else:
+            tp.store(C[zc, m0:m0 + BM, n0:n0 + BN], acc)   # EPILOGUE (a lowering may fuse a pointwise chain here)
+
+
+gemm_fp32_ct = gemm_fp32.retyped(C=tp.Tensor[tp.f32, "BC", "N", "M"])    # launch these with C_T=1
 
 
 PRESETS = {
@@ -337,9 +346,71 @@ def launch_raw(a, b_split, c, target: str = "sm_90a", **constexprs):
     return launch_split((a3, a3), b_split, c, target=target, **{**RAW, **constexprs})
 
 
+# Swap-AB for skinny rows of an "nk" weight (out = x @ W.T, x few rows): computed as out^T = W @ x.T by gemm_fp32_ct
+# with A_RAW, so the weight, the one large operand, is read once as it is (split in the consumers' registers) and only
+# x's few rows are split by a pass (the unswapped form split the whole weight, 2 x its bytes written and read back,
+# on every call). The kernel's columns are x's rows: BN = M rounded up to 16, 32, 64 or 128 (the tf32 instruction's N,
+# less padding than 128-wide tiles), 4 stages (the kernel's named mbarriers), split-K by `policy`.
+_TF32_N = {16: tp.nv.wgmma_m64n16k8_tf32, 32: tp.nv.wgmma_m64n32k8_tf32, 64: tp.nv.wgmma_m64n64k8_tf32,
+           128: tp.nv.wgmma_m64n128k8_tf32}
+SWAP_ROWS = 256           # launch swaps "nk" products of at most this many rows (unbatched, K % 4 == 0)
+
+
+def swap_params(M: int, N: int, K: int, sms: int | None = None) -> dict:
+    """gemm_fp32_ct's constexprs for out (M, N) = x (M, K) @ W (N, K).T by swap-AB (see SWAP_ROWS)."""
+    p = PRESETS["sm_90a"]
+    bn = next(r for r in (16, 32, 64, 128) if r >= min(M, 128))
+    return {**p, **RAW, "BN": bn, "INSTR": _TF32_N[bn], "C_T": 1, **policy(N, M, K, sms=sms)}
+
+
+def swap_ok(a, b, b_layout: str, constexprs: dict) -> bool:
+    """Whether `launch` runs the swap-AB form: asked (SWAP=1), or by default for an unbatched "nk" product of at
+    most SWAP_ROWS rows with K % 4 == 0, no tile, form (A_RAW) or precision (PASSES, PROMOTE) named."""
+    swap = constexprs.get("SWAP")
+    if swap is not None:
+        return bool(swap)
+    a3, b3 = _as3(a), _as3(b)
+    return (b_layout == "nk" and a3.shape[0] == 1 and b3.shape[0] == 1 and a3.shape[1] <= SWAP_ROWS
+            and raw_ok(a3.shape[2]) and not tile_named(constexprs)
+            and not any(k in constexprs for k in ("A_RAW", "PASSES", "PROMOTE")))
+
+
+def launch_swap(a, w, c, target: str = "sm_90a", **constexprs):
+    """c = a @ w.T for a (M, K) and an "nk" weight w (N, K), K % 4 == 0, by swap-AB (SWAP_ROWS): the GEMM reads w
+    as it is and splits it in registers; a is split by one pass."""
+    a3, w3, c3 = _as3(a), _as3(w), _as3(c)
+    if a3.shape[0] != 1 or w3.shape[0] != 1 or not raw_ok(a3.shape[2]):
+        raise ValueError(f"gemm_fp32 swap-AB (SWAP=1) takes one (M, K) a and one (N, K) weight with K % 4 == 0, got a "
+                         f"{tuple(a.shape)}, w {tuple(w.shape)}: launch with SWAP=0")
+    M, K = a3.shape[1:]
+    N = w3.shape[1]
+    if w3.shape[2] != K or tuple(c3.shape) != (1, M, N):
+        raise ValueError(f"shapes do not agree: a {tuple(a.shape)}, w {tuple(w.shape)} (N, K), c {tuple(c.shape)}")
+    params = {**swap_params(M, N, K), **{k: v for k, v in constexprs.items() if k != "SWAP"}}
+    if params.get("PASSES", 3) != 3 or not params.get("PROMOTE", True) or not params.get("A_RAW") \
+            or not params.get("C_T"):
+        raise ValueError("gemm_fp32 swap-AB reads the weight raw (A_RAW=1, three promoted passes) and stores the "
+                         "transposed tile (C_T=1); launch with SWAP=0 for other forms")
+    xh, xl = split(a3, "nk")
+    ks = params.get("KSPLIT", 1)
+    g = (tp.cdiv(N, params["BM"]) * tp.cdiv(M, params["BN"]), 1, ks)
+    if ks == 1:
+        return gemm_fp32_ct[g](w3, w3, xh, xl, c3, target=target, **params)
+    part = _empty(c3, (ks, M, N))
+    trace = gemm_fp32_ct[g](w3, w3, xh, xl, part, target=target, **params)
+    if isinstance(part, np.ndarray):
+        np.sum(part, axis=0, out=c3[0])
+    else:
+        import torch
+
+        torch.sum(part, dim=0, out=c3[0])
+    return trace
+
+
 def launch(a, b, c, b_layout: str = "kn", target: str = "sm_90a", **constexprs):
     """c = a @ b (b_layout="kn") or a @ b.T (b_layout="nk") in fp32 accuracy; see the module docstring. A is
-    split in the GEMM's registers (A_RAW) where K % 4 == 0, else by a split pass first; A_RAW=0 forces that."""
+    split in the GEMM's registers (A_RAW) where K % 4 == 0, else by a split pass first; A_RAW=0 forces that.
+    An unbatched "nk" product of at most SWAP_ROWS rows runs swap-AB (`launch_swap`; SWAP=0 keeps the form above)."""
     if b_layout not in ("kn", "nk"):
         raise ValueError(f"b_layout is 'kn' ((K, N), torch.matmul) or 'nk' ((N, K), F.linear), not {b_layout!r}")
     a3, b3 = _as3(a), _as3(b)
@@ -347,6 +418,11 @@ def launch(a, b, c, b_layout: str = "kn", target: str = "sm_90a", **constexprs):
     if kb != a3.shape[2]:
         raise ValueError(f"shapes do not agree: a {tuple(a.shape)}, b {tuple(b.shape)} ({b_layout}), c "
                          f"{tuple(c.shape)}")
+    if swap_ok(a, b, b_layout, constexprs):   # few rows of x @ W.T: W read as it is (SWAP_ROWS)
+        if b_layout != "nk":
+            raise ValueError("gemm_fp32 swap-AB (SWAP=1) reads an (N, K) weight: pass b_layout='nk' or SWAP=0")
+        return launch_swap(a, b, c, target=target, **constexprs)
+    constexprs.pop("SWAP", None)
     if not tile_named(constexprs):        # split-K where the tiles leave SMs idle (policy)
         constexprs = {**policy(a3.shape[1], c.shape[-1], a3.shape[2], a3.shape[0]), **constexprs}
     raw = constexprs.get("A_RAW")     # unnamed: raw where TMA can read A and the sum is promoted (the default)

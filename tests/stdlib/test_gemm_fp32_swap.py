@@ -1,0 +1,67 @@
+"""gemm_fp32's swap-AB form for skinny rows of an (N, K) weight (`launch_swap`, gemm_fp32_ct with A_RAW and C_T=1:
+out^T = W @ x.T, the weight read as it is and split in the consumers' registers, only x's rows split by a pass) on
+the CPU interpreter: against float64 next to an f32 GEMM's error, over the table's column tiles (16-128 rows of x),
+ragged M / N / K, split-K by the policy; which calls swap, and what it refuses. Outputs are poisoned with NaN."""
+
+import numpy as np
+import pytest
+
+from stdlib_kernels import gemm_fp32
+
+
+def _rel(x, ref):
+    return float(np.linalg.norm(x.astype(np.float64) - ref) / np.linalg.norm(ref))
+
+
+@pytest.mark.parametrize("M,N,K,sms", [(16, 200, 96, None), (40, 130, 264, None), (100, 300, 1032, 12),
+                                       (130, 72, 520, None), (7, 136, 1552, 20)])
+def test_swap_matches_float64_at_f32_accuracy(monkeypatch, M, N, K, sms):
+    if sms:                             # a smaller GPU: the policy splits K more (KSPLIT partial products, summed)
+        monkeypatch.setattr(gemm_fp32, "SMS", sms)
+    calls = []
+    real = gemm_fp32.split
+    monkeypatch.setattr(gemm_fp32, "split", lambda x, b_layout="nk": calls.append(tuple(x.shape)) or real(x, b_layout))
+    rng = np.random.default_rng(M * N + K)
+    a = (rng.standard_normal((M, K)) * 10.0 ** rng.integers(-3, 4, (M, 1))).astype(np.float32)
+    w = rng.standard_normal((N, K)).astype(np.float32)
+    c = np.full((M, N), np.nan, np.float32)
+    p = gemm_fp32.swap_params(M, N, K)
+    assert p["BN"] >= min(M, 128) and p["INSTR"].n == p["BN"] and p["C_T"] == 1 and p["A_RAW"] == 1
+    assert p.get("KSPLIT", 1) == gemm_fp32.policy(N, M, K).get("KSPLIT", 1)   # (the kernel's rows are W's)
+    gemm_fp32.launch(a, w, c, b_layout="nk")
+    assert calls == [(1, M, K)]                 # x alone was split; the weight was read as it is
+    ref = gemm_fp32.reference(a, w, "nk")
+    f32 = (a @ w.T).astype(np.float32)
+    assert _rel(c, ref) <= 1.5 * _rel(f32, ref) and _rel(c, ref) < 3e-7
+
+
+def test_which_calls_swap():
+    a, w = np.zeros((64, 96), np.float32), np.zeros((80, 96), np.float32)
+    assert gemm_fp32.swap_ok(a, w, "nk", {})
+    assert not gemm_fp32.swap_ok(a, w.T, "kn", {})                              # a (K, N) b: the split form
+    assert not gemm_fp32.swap_ok(np.zeros((300, 96), np.float32), w, "nk", {})  # past SWAP_ROWS
+    assert not gemm_fp32.swap_ok(np.zeros((64, 98), np.float32), np.zeros((80, 98), np.float32), "nk", {})  # K % 4
+    assert not gemm_fp32.swap_ok(np.zeros((2, 64, 96), np.float32), w, "nk", {})   # batched
+    for named in (dict(BM=64), dict(A_RAW=1), dict(PASSES=1), dict(SWAP=0)):
+        assert not gemm_fp32.swap_ok(a, w, "nk", named)
+    assert gemm_fp32.swap_ok(np.zeros((300, 96), np.float32), w, "nk", dict(SWAP=1))
+
+
+def test_swap_refusals_say_what_to_do():
+    a, w, c = np.zeros((8, 96), np.float32), np.zeros((16, 96), np.float32), np.zeros((8, 16), np.float32)
+    with pytest.raises(ValueError, match="b_layout='nk' or SWAP=0"):
+        gemm_fp32.launch(a, w.T.copy(), c, b_layout="kn", SWAP=1)
+    with pytest.raises(ValueError, match="K % 4 == 0"):
+        gemm_fp32.launch(np.zeros((8, 98), np.float32), np.zeros((16, 98), np.float32), c, b_layout="nk", SWAP=1)
+    with pytest.raises(ValueError, match="SWAP=0"):
+        gemm_fp32.launch(a, w, c, b_layout="nk", SWAP=1, PASSES=1)
+
+
+@pytest.mark.parametrize("shape", [(16, 4096, 4096), (128, 4096, 4096), (64, 1024, 96)])
+def test_swap_verifies_clean(shape):
+    """gemm_fp32_ct under the swap table (register-A split of the weight's tile, x's halves from shared memory,
+    the transposed store, split-K partial products in their own slices): clean."""
+    import tilepy_verify as tv
+
+    report = tv.verify(gemm_fp32.gemm_fp32_ct, target="sm_90a", **gemm_fp32.swap_params(*shape))
+    assert report.ok and not report.findings, str(report)
