@@ -149,3 +149,26 @@ def test_family_against_copies_and_interpreter(cx, monkeypatch):
         assert found and shows, (found, shows)
         if cx.get("BUG") == "rows":  # a wrong tag in a covered ring: caught by the symbolic proof itself
             assert _gaps(K.ring, **cx) == [] and ("tag_assertion", found[0][1]) in found
+
+
+def _stdlib_rings():
+    from stdlib_kernels import attention, gemm_hopper, gemm_streamk
+
+    return [("gemm_hopper", gemm_hopper.gemm_hopper, "sm_90a", dict(gemm_hopper.PRESETS["sm_90a"])),
+            ("gemm_persistent_flat", gemm_hopper.gemm_persistent_flat, "sm_90a", {}),
+            ("attention_fwd d64 causal", attention.attention_fwd, None, {**attention.PRESETS[64], "CAUSAL": True}),
+            ("gemm_streamk narrow", gemm_streamk.gemm_streamk, "sm_90a", dict(gemm_streamk.PRESETS["narrow"]))]
+
+
+@pytest.mark.parametrize("case", range(4), ids=["gemm_hopper", "gemm_persistent_flat", "attention_fwd", "streamk"])
+def test_stdlib_rings_prove_their_tags_symbolically(case, monkeypatch):
+    """The stdlib's flat rings are of the covered form: every ring read is matched per element (no fallback) and
+    every tag assertion is proved there, with the switch on as with it off."""
+    _name, kernel, target, cx = _stdlib_rings()[case]
+    kernel._cache.clear()
+    kir = kernel.ir(target, **cx)
+    analysis = analyze(kir, symbolic=True)
+    assert analysis.symbolic_gaps == [] and analysis.assertions
+    monkeypatch.setattr(symbolic_ring, "ENABLED", True)
+    report = tv.verify_ir(kir)
+    assert report.ok, str(report)
