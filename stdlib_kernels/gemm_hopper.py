@@ -869,7 +869,7 @@ SWAP_KWAYS = dict(SWAP_AB=1, K_WAYS=2, CONSUMERS=2, BM=64, BN=64, STAGES=6, IN_F
 #   rows (n24) 10.88 / 10.94 -> 9.90 / 9.88 (0.78-0.79 -> 0.86), 20 rows (n24) 10.91 -> 10.16 (0.78 -> 0.84; n32 12.06
 #   loses: rows past M), 28 rows (n32) 11.13 -> 10.33 (0.76 -> 0.83); 16 rows even twice (9.45-9.61 -> 9.44, f32 9.32 ->
 #   9.31) and 16 x 4096 x 14336 even (42.87 -> 43.34): 16 rows keep the policy, 17-31 rows take the split.
-CLUSTER_SPLIT_STAGES = {24: 8, 32: 8, 48: 6, 64: 6, 80: 5, 96: 5, 104: 4, 112: 4, 128: 4}
+CLUSTER_SPLIT_STAGES = {8: 8, 16: 8, 24: 8, 32: 8, 48: 6, 64: 6, 80: 5, 96: 4, 104: 4, 112: 4, 128: 4}
 # G19 re-timed it with its closing cluster barrier relaxed (H100, gemm-g19-retime-*.json, bf16 out, us, x cuBLAS):
 # N = K = 4096 alternated twice with the forms before: 32 rows 10.71-10.78 -> 9.56-9.76 (0.78 -> 0.85-0.86), 64 rows
 # 12.80-13.14 -> 11.13-11.16 (0.69-0.72 -> 0.80-0.82), 80 rows 15.71-15.72 -> 12.58-12.59 (0.60-0.61 -> 0.76), 100
@@ -877,7 +877,21 @@ CLUSTER_SPLIT_STAGES = {24: 8, 32: 8, 48: 6, 64: 6, 80: 5, 96: 5, 104: 4, 112: 4
 # fewer k-tiles it now pays from 16 k-tiles at 24-64 rows (32 x 4096 x 1024 6.92 -> 6.08, 64 x 4096 x 1024 7.84 ->
 # 6.84, 24 x 4096 x 1536 7.58 -> 6.50), 32 at 80 rows (9.47 -> 8.98), 48 at 100 rows (12.47 -> 11.85; 32: 9.70 ->
 # 10.20 loses), 64 at 128 rows (48: 12.46 -> 12.45 even; 32 loses, 9.67 -> 10.77). Below 16 k-tiles: not measured.
-CLUSTER_SPLIT_MIN_K_TILES = {32: 16, 64: 16, 96: 32, 112: 48, 128: 64}
+# Then the sums exchanged by st.async (PUSH=1, gemm_splitk_swap: each rank's sum pushed into the other's shared memory,
+# completing its mbarrier; no cluster barrier after the k-loop, no fence; each rank stores half the tile), alternated
+# twice with the barrier exchange (gemm-g19-push-*.json; us, bf16 / f32 out, x cuBLAS): 32 rows 9.52-9.66 / 9.64-9.74
+# -> 9.28 / 9.43 (0.84-0.86 -> 0.88-0.89), 64 rows 11.12-11.15 / 11.00-11.07 -> 10.56-10.63 / 10.63 (0.79-0.82 ->
+# 0.84-0.88), 80 rows 12.46-12.54 / 12.20-12.66 -> 11.42-11.47 / 11.33-11.43 (0.75-0.77 -> 0.81-0.83), 100 rows (n104)
+# 13.49-13.59 / 13.38-13.46 -> 12.22-12.23 / 12.45-12.57 (0.86-0.89 -> 0.95); once: 24 rows 9.89 -> 9.26 (0.90 ->
+# 0.94), 48 rows 10.56 -> 10.16 (0.81 -> 0.86), 96 rows 13.35 -> 11.76 with 4 stages (0.75 -> 0.84: the received tile
+# leaves room for 4, not 5); 16 rows (n16, this form against the split-4 policy) 9.57 -> 8.51 (0.94 -> 1.06: one run,
+# 16 rows keep the split-4 policy; the n8 / n16 entries above are for the sweeps). 112 / 128
+# rows fit only 3 stages beside it and lose there (13.89 -> 14.20, 14.19-14.43 -> 14.80-14.87): no push (the barrier
+# exchange). At short K it pays from 8 k-tiles at 32 / 64 rows (32 x 4096 x 512 6.38 -> 4.96 against the split into
+# slots, 64 x 4096 x 512 6.46 -> 5.51), 24 at 80 rows (7.96 -> 7.08), 32 at 100 rows (9.40 -> 8.78). Below 8: not
+# measured.
+CLUSTER_SPLIT_MIN_K_TILES = {64: 8, 96: 24, 104: 32, 112: 48, 128: 64}
+CLUSTER_SPLIT_PUSH_BM = 104     # PUSH=1 up to this BM (its received tile beside CLUSTER_SPLIT_STAGES' stages)
 
 
 def cluster_split(M: int, N: int, K: int) -> dict | None:
@@ -887,7 +901,8 @@ def cluster_split(M: int, N: int, K: int) -> dict | None:
         return None
     bm = min(b for b in CLUSTER_SPLIT_STAGES if b >= M)
     return dict(SWAP_AB=1, K_WAYS=2, CONSUMERS=2, BM=bm, BN=64, STAGES=CLUSTER_SPLIT_STAGES[bm], IN_FLIGHT=1,
-                SPLIT_K=1, CLUSTER_K=2, INSTR=getattr(tp.nv, f"wgmma_m64n{bm}k16_bf16"))
+                SPLIT_K=1, CLUSTER_K=2, INSTR=getattr(tp.nv, f"wgmma_m64n{bm}k16_bf16"),
+                **({"PUSH": 1} if bm <= CLUSTER_SPLIT_PUSH_BM else {}))
 
 
 def _cdiv(a: int, b: int) -> int:

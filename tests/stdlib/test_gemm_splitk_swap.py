@@ -588,27 +588,28 @@ def _remote_rank_out_of_range(X: tp.Tensor[tp.f32, "N", 128]):
 
 
 def test_cluster_k_policy_rows():
-    """G14: 17-128 rows whose 64-column tiles, split over K in two, fill half a wave to one, with 16-64 k-tiles: one
+    """G14: 17-128 rows whose 64-column tiles, split over K in two, fill half a wave to one, with 8-64 k-tiles: one
     row tile of BM = M rounded up to a wgmma width, K_WAYS=2, CLUSTER_K=2 (launch only: `fixup` and `forms`);
     elsewhere the policies before (16 rows, 129 rows, 14336 columns, 1024 columns, short K: 100 x 2200 x 1000 lost)."""
     for out in (tp.f32, tp.bf16):
         for m, bm, stages in ((17, 24, 8), (24, 24, 8), (25, 32, 8), (32, 32, 8), (33, 48, 6), (48, 48, 6),
-                              (64, 64, 6), (65, 80, 5), (80, 80, 5),
-                              (96, 96, 5), (100, 104, 4), (112, 112, 4), (128, 128, 4)):
+                              (64, 64, 6), (65, 80, 5), (80, 80, 5), (96, 96, 4), (100, 104, 4), (112, 112, 4),
+                              (128, 128, 4)):
             p = gemm_hopper.policy(m, 4096, 4096, out, fixup=True)
             assert (p["SWAP_AB"], p["K_WAYS"], p["CLUSTER_K"], p["BM"], p["BN"], p["STAGES"], p["SPLIT_K"]) == \
                 (1, 2, 2, bm, 64, stages, 1), (m, p)
             kp = gemm_hopper.kernel_params(p)
             assert kp["INSTR"].n == bm and kp["CLUSTER_K"] == 2 and "FIXUP" not in kp
+            assert kp.get("PUSH", 0) == (1 if bm <= 104 else 0), (m, kp)     # (G19: the sums exchanged by st.async)
             assert gemm_hopper.grid_of(m, 4096, p) == (1, 64, 2)
-            # the k-tiles it needs (G19's break-evens with the relaxed closing barrier): 16 at 17-64 rows, 32 at
-            # 65-96, 48 at 97-112, 64 at 113-128
-            need = 16 if m <= 64 else 32 if m <= 96 else 48 if m <= 112 else 64
+            # the k-tiles it needs (G19's break-evens, the sums pushed up to BM 104): 8 at 17-64 rows, 24 at 65-96, 32
+            # at 97-104, 48 at 105-112, 64 at 113-128
+            need = 8 if m <= 64 else 24 if m <= 96 else 32 if m <= 104 else 48 if m <= 112 else 64
             assert gemm_hopper.policy(m, 4096, 64 * need, out, fixup=True)["CLUSTER_K"] == 2
             assert gemm_hopper.policy(m, 4096, 64 * need - 64, out, fixup=True).get("CLUSTER_K", 1) == 1
             assert "CLUSTER_K" not in gemm_hopper.policy(m, 4096, 4096, out, fixup=True, forms=False)
             assert "CLUSTER_K" not in gemm_hopper.policy(m, 4096, 4096, out)
-        for m, n, k in ((16, 4096, 4096), (20, 4096, 960), (129, 4096, 4096), (128, 14336, 4096),
+        for m, n, k in ((16, 4096, 4096), (20, 4096, 448), (129, 4096, 4096), (128, 14336, 4096),
                         (64, 1024, 4096), (100, 4096, 448), (100, 2200, 1000), (128, 4096, 3072),
                         (1024, 1024, 1024)):
             assert gemm_hopper.policy(m, n, k, out, fixup=True).get("CLUSTER_K", 1) == 1, (m, n, k)
