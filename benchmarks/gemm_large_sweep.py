@@ -1,8 +1,9 @@
 """The large-shape policy space of the bf16 GEMM (stdlib_kernels/gemm_hopper.py, bf16 in and out, against
-torch.matmul bf16) and of the fp8 GEMM (stdlib_kernels/gemm_fp8.py, e4m3 in, bf16 out, per-tensor scales, against
-torch._scaled_mm) in one run; writes benchmarks/results/gemm-large-sweep-<tag>-<device>.json (or --out DIR).
+torch.matmul bf16; bf16 in and f32 out, `--only f32`, against torch.mm(out_dtype=torch.float32)) and of the fp8
+GEMM (stdlib_kernels/gemm_fp8.py, e4m3 in, bf16 out, per-tensor scales, against torch._scaled_mm) in one run;
+writes benchmarks/results/gemm-large-sweep-<tag>-<device>.json (or --out DIR).
 
-    python benchmarks/gemm_large_sweep.py [--only bf16,fp8] [--shapes M,N,K ...] [--variants REGEX] [--tag NAME]
+    python benchmarks/gemm_large_sweep.py [--only bf16,f32,fp8] [--shapes M,N,K ...] [--variants REGEX] [--tag NAME]
                                           [--precompile N] [--precompile-only] [--batches N] [--out DIR]
 
 Every output is checked against float64 (on the GPU) before it is timed, the ragged shape too (3000 x 5000 x
@@ -21,6 +22,7 @@ import re
 import statistics
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -84,6 +86,30 @@ VARIANTS = {
     "pers_256x128_n64_s3": dict(PERSISTENT=1, BM=256, BN=128, CONSUMERS=2, INSTR=I128, STAGES=3, EPILOGUE=2, STORE_N=64,
                                 **R64),
 }
+# f32 out (bf16 in, f32 accumulate and out, against torch.mm(a, b, out_dtype=torch.float32)), constexprs over the
+# shape's f32 policy (G18). Before G18 the policy was gemm_hopper 128 x 256, 4 stages, the registers' store (a 128 KB
+# f32 c_s does not fit beside the ring). A (128, 32) f32 piece is 16 KB (128-byte rows, cuBLAS's 4 x 48 KB stages + a
+# small store buffer); 64 columns are 32 KB a buffer (3 stages beside two); 16 columns 8 KB (64-byte rows).
+PERS = dict(PERSISTENT=1, EPILOGUE=2)
+F32_VARIANTS = {
+    "policy": None,
+    "s4_r64": dict(PERSISTENT=0, STAGES=4, EPILOGUE=0, IN_FLIGHT=0, **R64),            # the policy before + setmaxnreg
+    "pers_regs_s4_r64": dict(PERSISTENT=1, STAGES=4, EPILOGUE=0, GROUP_M=8, **R64),    # persistent, registers' store
+    "pers_n32_s4_r64": dict(PERS, STAGES=4, STORE_N=32, STORE_BUFS=2, STORE_SPAN=0, GROUP_M=8, **R64),
+    # STORE_SPAN=32: each buffer as 32-byte column blocks (the consumers' 8-byte pairs conflict-free; four TMA boxes a
+    # piece of 32 columns) instead of 128-byte swizzled rows (a 2-way bank conflict on every write)
+    "pers_n32_sp32_s4_r64": dict(PERS, STAGES=4, STORE_N=32, STORE_BUFS=2, STORE_SPAN=32, GROUP_M=8, **R64),
+    "pers_n32_sp32_s4_r64_g16": dict(PERS, STAGES=4, STORE_N=32, STORE_BUFS=2, STORE_SPAN=32, GROUP_M=16, **R64),
+    "pers_n32_sp32_s4_r0": dict(PERS, STAGES=4, STORE_N=32, STORE_BUFS=2, STORE_SPAN=32, GROUP_M=8, PRODUCER_REGS=0,
+                                CONSUMER_REGS=0),
+    "pers_n16_b4_sp32_s4_r64": dict(PERS, STAGES=4, STORE_N=16, STORE_BUFS=4, STORE_SPAN=32, GROUP_M=8, **R64),
+    "pers_n64_s3_r64": dict(PERS, STAGES=3, STORE_N=64, STORE_BUFS=2, STORE_SPAN=0, GROUP_M=8, **R64),
+    # 4 pieces of 64 through ONE 32 KB buffer beside 4 stages (each piece waits for the previous one's read; a
+    # quarter of the 8-piece form's write x store pairs for the verifier: 0.8 s CPU against 1.9-2.1)
+    "pers_n64_b1_s4_r64": dict(PERS, STAGES=4, STORE_N=64, STORE_BUFS=1, STORE_SPAN=0, GROUP_M=8, **R64),
+    "pers_n64_sp32_s3_r64": dict(PERS, STAGES=3, STORE_N=64, STORE_BUFS=2, STORE_SPAN=32, GROUP_M=8, **R64),
+    "c2_s4_r64": dict(CLUSTER_M=2, STAGES=4, EPILOGUE=0, IN_FLIGHT=0, **R64),   # B rows off 128-byte lines' form
+}
 # fp8, constexprs over gemm_fp8's policy (128 x 256 x 128; since G10 the large class's is 3 stages, the TMA store,
 # 96 / 200): every knob named, so a variant means the same whatever the policy is
 # (budgets fit the block's 64512-register pool at 384 threads: 96 / 208 asked for 65536 and hung on the H100)
@@ -107,14 +133,14 @@ FP8_VARIANTS = {
 }
 
 
-def bf16_params(M, N, K, p):
-    """The constexprs `gemm_hopper.launch` runs for variant p (None: the policy)."""
-    base = gemm_hopper.policy(M, N, K, tp.bf16, fixup=True)
+def bf16_params(M, N, K, p, out=tp.bf16):
+    """The constexprs `gemm_hopper.launch` runs for variant p (None: the policy) with output dtype `out`."""
+    base = gemm_hopper.policy(M, N, K, out, fixup=True)
     if p is None:
         return base
     if base.get("SWAP_AB") or gemm_hopper.clustered(base) or base.get("PERSISTENT"):
         # as `launch` does: a caller's constexprs lie over the policy without its swap-AB / cluster form
-        base = gemm_hopper.policy(M, N, K, tp.bf16, fixup=True, forms=False)
+        base = gemm_hopper.policy(M, N, K, out, fixup=True, forms=False)
     full = {**base, **p}
     if p.get("PERSISTENT"):
         for k in gemm_hopper.STEADY_ONLY:
@@ -126,6 +152,13 @@ def bf16_params(M, N, K, p):
 def fp8_params(M, N, K, p):
     """The constexprs `gemm_fp8.launch` runs for variant p (None: the policy)."""
     return gemm_fp8.params_for(M, N, K, **(p or {}))
+
+
+def params_of(kind, M, N, K, p):
+    """The constexprs variant p of `kind` (bf16, f32: gemm_hopper's output dtype; fp8) runs."""
+    if kind == "fp8":
+        return fp8_params(M, N, K, p)
+    return bf16_params(M, N, K, p, tp.f32 if kind == "f32" else tp.bf16)
 
 
 def _sass_facts(ck) -> dict:
@@ -141,9 +174,9 @@ def _sass_facts(ck) -> dict:
 def compiled(kind, M, N, K, p):
     import tilepy_hip
 
-    if kind == "bf16":
-        params = bf16_params(M, N, K, p)
-        kernel, kp = gemm_hopper.plan_kernel(M, N, tp.bf16, params, K)
+    if kind in ("bf16", "f32"):
+        out = tp.f32 if kind == "f32" else tp.bf16
+        kernel, kp = gemm_hopper.plan_kernel(M, N, out, bf16_params(M, N, K, p, out), K)
     else:
         kernel, kp = gemm_fp8.kernel_of(fp8_params(M, N, K, p))
     return tilepy_hip.compile(kernel, target="sm_90a", **kp)
@@ -212,7 +245,7 @@ _SASS: dict = {}       # kernel key -> its compiled kernel, disassembled once at
 def _resources(kind, M, N, K, p) -> dict:
     """Registers, spills and shared memory of the kernel variant p runs (once per kernel); its SASS facts are
     added to the same dict by add_sass_facts."""
-    key = (kind, repr(sorted(_plain(bf16_params(M, N, K, p) if kind == "bf16" else fp8_params(M, N, K, p)).items())))
+    key = (kind, repr(sorted(_plain(params_of(kind, M, N, K, p)).items())))
     if key not in _FACTS:
         try:
             ck = compiled(kind, M, N, K, p)
@@ -234,10 +267,10 @@ def add_sass_facts():
             _FACTS[key].update(facts)
 
 
-def cublas_kernels(M, N, K, g) -> list:
-    """What torch.matmul bf16 launches at (M, N, K): each kernel's name (cuBLAS's nvjet names carry its tile, stages
-    and cluster, in cuBLAS's column-major frame: its M is our N), grid, block, registers and device us, from
-    torch.profiler's trace over 5 calls after a warm-up."""
+def cublas_kernels(M, N, K, g, peer_fn=None) -> list:
+    """What torch.matmul bf16 (or `peer_fn`) launches at (M, N, K): each kernel's name (cuBLAS's nvjet names carry
+    its tile, stages and cluster, in cuBLAS's column-major frame: its M is our N), grid, block, registers and device
+    us, from torch.profiler's trace over 5 calls after a warm-up."""
     import os
     import tempfile
 
@@ -246,12 +279,13 @@ def cublas_kernels(M, N, K, g) -> list:
 
     a = torch.randn(M, K, device="cuda", generator=g).bfloat16()
     b = torch.randn(K, N, device="cuda", generator=g).bfloat16()
+    peer_fn = peer_fn or torch.matmul
     for _ in range(3):
-        torch.matmul(a, b)
+        peer_fn(a, b)
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(5):
-            torch.matmul(a, b)
+            peer_fn(a, b)
         torch.cuda.synchronize()
     fd, path = tempfile.mkstemp(suffix=".json")
     os.close(fd)
@@ -289,44 +323,55 @@ class Deadline:
         return self.end is not None and time.time() > self.end
 
 
-def bf16_rows(shapes, variants, batches, g, rows, deadline, save):
+def bf16_rows(shapes, variants, batches, g, rows, deadline, save, kind="bf16"):
+    """bf16 in; bf16 out against torch.matmul bf16, or (kind "f32") f32 out against torch.mm(out_dtype=float32)."""
     import torch
+
+    dt = torch.float32 if kind == "f32" else torch.bfloat16
+    if kind == "f32":
+        def peer_fn(a, b):
+            return torch.mm(a, b, out_dtype=torch.float32)
+    else:
+        def peer_fn(a, b):
+            return torch.matmul(a, b)
 
     for M, N, K in shapes:
         if deadline.passed():
-            print(f"bf16 {M}x{N}x{K}: not run (--deadline)", flush=True)
+            print(f"{kind} {M}x{N}x{K}: not run (--deadline)", flush=True)
             continue
         a = torch.randn(M, K, device="cuda", generator=g).bfloat16()
         b = torch.randn(K, N, device="cuda", generator=g).bfloat16()
         ref = a.double() @ b.double()
-        err_peer = _rel(torch.matmul(a, b), ref)
+        err_peer = _rel(peer_fn(a, b), ref)
         row = {}
         if PROFILE:
             try:
-                row["cublas"] = cublas_kernels(M, N, K, g)
-                print(f"bf16 {M}x{N}x{K} cuBLAS runs {row['cublas']}", flush=True)
+                row["cublas"] = cublas_kernels(M, N, K, g, peer_fn)
+                print(f"{kind} {M}x{N}x{K} cuBLAS runs {row['cublas']}", flush=True)
             except Exception as e:  # noqa: BLE001 - the profile is a side note
                 row["cublas"] = f"{type(e).__name__}: {e}"[:200]
         for name, v in variants.items():
-            p = bf16_params(M, N, K, v)
-            c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
+            p = params_of(kind, M, N, K, v)
+            c = torch.full((M, N), float("nan"), device="cuda", dtype=dt)
             try:
                 gemm_hopper.launch(a, b, c, **p)
                 torch.cuda.synchronize()
             except Exception as e:  # noqa: BLE001 - a variant that does not build or run: say so, go on
-                print(f"bf16 {M}x{N}x{K} {name:20s} failed: {type(e).__name__}: {str(e).splitlines()[0][:100]}",
+                print(f"{kind} {M}x{N}x{K} {name:20s} failed: {type(e).__name__}: {str(e).splitlines()[0][:100]}",
                       flush=True)
                 row[name] = {"failed": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
                 continue
             err = _rel(c, ref)
-            ok = err <= 1.5 * err_peer + 1e-4     # cuBLAS's bf16 output rounds the same sum once
+            # cuBLAS's bf16 output rounds the same sum once; f32 out: both sum in f32 (error ~1e-6, an order under
+            # bf16's rounding: 1.5x the peer's plus 1e-7)
+            ok = err <= 1.5 * err_peer + (1e-7 if kind == "f32" else 1e-4)
             t, tp_ = timed_pair(lambda a=a, b=b, c=c, p=p: gemm_hopper.launch(a, b, c, **p),
-                                lambda a=a, b=b: torch.matmul(a, b), batches)
+                                lambda a=a, b=b: peer_fn(a, b), batches)
             flops = 2 * M * N * K
             row[name] = {"us": t * 1e6, "peer_us": tp_ * 1e6, "ratio": tp_ / t, "tflops": flops / t / 1e12,
                          "rel_err": err, "peer_rel_err": err_peer, "ok": ok, "params": _plain(p),
-                         "kernel": _resources("bf16", M, N, K, v)}
-            print(f"bf16 {M}x{N}x{K} {name:20s} {t * 1e6:8.1f} us  cuBLAS {tp_ * 1e6:8.1f} us  x{tp_ / t:.3f}  "
+                         "kernel": _resources(kind, M, N, K, v)}
+            print(f"{kind} {M}x{N}x{K} {name:20s} {t * 1e6:8.1f} us  cuBLAS {tp_ * 1e6:8.1f} us  x{tp_ / t:.3f}  "
                   f"err {err:.1e} ({err_peer:.1e}) {'ok' if ok else 'WRONG'} "
                   f"regs {row[name]['kernel'].get('registers')} spills {row[name]['kernel'].get('spill_stores')}",
                   flush=True)
@@ -396,8 +441,8 @@ def fp8_rows(shapes, variants, batches, g, rows, deadline, save):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", default="bf16,fp8")
-    ap.add_argument("--shapes", nargs="*", default=None, help="M,N,K triples (bf16)")
+    ap.add_argument("--only", default="bf16,fp8", help="kinds among bf16, f32 (f32 out), fp8")
+    ap.add_argument("--shapes", nargs="*", default=None, help="M,N,K triples (bf16, f32)")
     ap.add_argument("--fp8-shapes", nargs="*", default=None, help="M,N,K triples (fp8)")
     ap.add_argument("--deadline", type=float, default=0,
                     help="start no shape after this many seconds of its kind's rows (bf16, then fp8)")
@@ -418,7 +463,8 @@ def main():
     def pick(vs):
         return {k: v for k, v in vs.items() if k == "policy" or not args.variants or re.search(args.variants, k)}
 
-    todo = {"bf16": (shapes or SHAPES, pick(VARIANTS)), "fp8": (fp8_shapes or FP8_SHAPES, pick(FP8_VARIANTS))}
+    todo = {"bf16": (shapes or SHAPES, pick(VARIANTS)), "f32": (shapes or SHAPES, pick(F32_VARIANTS)),
+            "fp8": (fp8_shapes or FP8_SHAPES, pick(FP8_VARIANTS))}
     if args.precompile:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
@@ -429,8 +475,7 @@ def main():
             sh, vs = todo[kind]
             for M, N, K in sh:
                 for v in vs.values():
-                    key = (kind, repr(sorted(_plain(bf16_params(M, N, K, v) if kind == "bf16"
-                                                    else fp8_params(M, N, K, v)).items())))
+                    key = (kind, repr(sorted(_plain(params_of(kind, M, N, K, v)).items())))
                     if key not in seen:
                         seen.add(key)
                         items.append((kind, M, N, K, v))
@@ -450,8 +495,8 @@ def main():
               "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
               "method": "median of CUDA-graph replays (10 calls each), ours and the peer alternating replay by "
                         "replay, random normal inputs (fp8: quantized per tensor, amax at 448); ratio = peer us / "
-                        "ours us; bf16 peer torch.matmul bf16, fp8 peer torch._scaled_mm(out_dtype=bf16) default "
-                        "(promoted accumulation)"}
+                        "ours us; bf16 peer torch.matmul bf16, f32 (f32 out) peer torch.mm(out_dtype=float32), "
+                        "fp8 peer torch._scaled_mm(out_dtype=bf16) default (promoted accumulation)"}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"gemm-large-{args.tag}-{re.sub(r'[^A-Za-z0-9]+', '-', dev).strip('-').lower()}.json"
@@ -460,7 +505,7 @@ def main():
         path.write_text(json.dumps(result, indent=1))
 
     g = torch.Generator(device="cuda").manual_seed(0)
-    for kind, rows_of in (("bf16", bf16_rows), ("fp8", fp8_rows)):
+    for kind, rows_of in (("bf16", bf16_rows), ("f32", partial(bf16_rows, kind="f32")), ("fp8", fp8_rows)):
         if kind in kinds:
             result[kind] = {}
             rows_of(*todo[kind], args.batches, g, result[kind], Deadline(args.deadline), save)
@@ -468,7 +513,7 @@ def main():
     add_sass_facts()
     save()
     print("wrote", path)
-    for kind in ("bf16", "fp8"):          # the table last: ratio per variant and shape
+    for kind in ("bf16", "f32", "fp8"):          # the table last: ratio per variant and shape
         for shape, row in result.get(kind, {}).items():
             cells = "  ".join(f"{n} {r['ratio']:.3f}{'' if r['ok'] else ' WRONG'}"
                               for n, r in row.items() if isinstance(r, dict) and "ratio" in r)

@@ -44,6 +44,12 @@ def _span_bits(row_bytes: int) -> int:
     return {32: 1, 64: 2}.get(min(row_bytes, 128), 3)
 
 
+def _store_span(row_bytes: int, span: int) -> int:
+    """The bytes of a store buffer's column block: `span` (gemm_persistent's STORE_SPAN) or, for 0, the piece's row
+    capped at 128."""
+    return span if span > 0 else min(row_bytes, 128)
+
+
 def _rows(consumers):
     """The rows of a (64 * consumers, N) wgmma accumulator as a 1-D register layout: thread l of a quad-row group
     holds rows l // 4 and l // 4 + 8 of its warp's 16 (the same layout as attention's row statistics)."""
@@ -392,7 +398,8 @@ def gemm_persistent(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", 
                     CONSUMERS: tp.constexpr = 2, INSTR: tp.constexpr = tp.nv.wgmma_m64n256k16_bf16,
                     SWIZZLE: tp.constexpr = tp.Swizzle(3, 3, 3), PRODUCER_REGS: tp.constexpr = 0,
                     CONSUMER_REGS: tp.constexpr = 0, GROUP_M: tp.constexpr = 8, EPILOGUE: tp.constexpr = 0,
-                    STORE_N: tp.constexpr = 0, STORE_BUFS: tp.constexpr = 2, DEFER: tp.constexpr = 0):
+                    STORE_N: tp.constexpr = 0, STORE_BUFS: tp.constexpr = 2, DEFER: tp.constexpr = 0,
+                    STORE_SPAN: tp.constexpr = 0):
     """gemm_hopper on a persistent grid: a 1-D grid of at most one block per SM, block b walking output tiles
     b, b + grid, ... in a grouped (L2-friendly) order, GROUP_M row tiles sweeping the columns together. The
     ring runs on across a block's output tiles, so the producer loads the next output tile's stages while the
@@ -431,6 +438,11 @@ def gemm_persistent(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", 
     STORE_BUFS (default 2) generalizes the two buffers: piece p uses buffer p % STORE_BUFS, its j-th use being
     j = it * BN // (STORE_BUFS * STORE_N) + p // STORE_BUFS; pieces under 128 bytes a row (STORE_N=32 for bf16)
     take the swizzle of their span (64 bytes: tp.Swizzle(2, 3, 3)).
+    STORE_SPAN (bytes, 32 / 64 / 128; 0: a piece's row, at most 128): a buffer as column blocks of rows that wide,
+    each block one TMA box of its own. For f32 out (G18): the accumulator's 8-byte pairs land four to a row, so a
+    half-warp's 8-byte writes cover four rows x 32 bytes; in 128-byte swizzled rows those are two 16-byte chunks a
+    row that the XOR maps onto the same banks in rows 2i and 2i + 1 (a 2-way conflict); in 32-byte blocks the four
+    rows are 128 consecutive bytes (conflict-free), at four TMA stores a piece of 32 columns.
 
     DEFER=1 (STORE_N > 0): the pieces that would wait inside the tile for a buffer's read (p >= STORE_BUFS) are
     rounded to C's dtype and held in registers (a (BM, BN - STORE_BUFS * STORE_N) tile, 32 registers a thread at
@@ -452,8 +464,9 @@ def gemm_persistent(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", 
     if EPILOGUE == 2 and STORE_N > 0:
         # STORE_BUFS buffers of (BM, STORE_N): rows of min(STORE_N, 128 bytes) under the swizzle of that span
         c_s = tp.shared((BM, STORE_N), C.dtype, stages=STORE_BUFS,
-                        swizzle=tp.Swizzle(_span_bits(STORE_N * C.dtype.bytes), 4 - C.dtype.bytes // 2, 3),
-                        layout=b_layout(BM, STORE_N, min(STORE_N, 128 // C.dtype.bytes)))
+                        swizzle=tp.Swizzle(_span_bits(_store_span(STORE_N * C.dtype.bytes, STORE_SPAN)),
+                                           4 - C.dtype.bytes // 2, 3),
+                        layout=b_layout(BM, STORE_N, _store_span(STORE_N * C.dtype.bytes, STORE_SPAN) // C.dtype.bytes))
         staged = tp.mbarrier(1, stages=STORE_BUFS)     # buffer b holds the piece of its j-th use (phase j)
         c_free = tp.mbarrier(1, stages=STORE_BUFS)     # the store of that piece has read buffer b (phase j)
     full = tp.mbarrier(1, stages=STAGES)
@@ -783,6 +796,17 @@ LARGE_GROUP_M = 16
 # 4th stage is the gain. No setmaxnreg 0.97 / 0.93 / 0.96 / 0.99 / 0.97; 96 / 200 as 64 / 216.
 LARGE_PERSISTENT = dict(PERSISTENT=1, STAGES=4, EPILOGUE=2, STORE_N=64, PRODUCER_REGS=64, CONSUMER_REGS=216,
                         GROUP_M=8)
+# G18 (H100, f32 out against torch.mm(out_dtype=float32) in the same run, two sweeps; benchmarks/results/
+# gemm-large-g18-call1{a,b}-*.json): the same persistent form for f32 out, in 32-column pieces (a (128, 32) f32 buffer
+# is 16 KB: two beside the 4 stages, 229472 bytes) against the f32 policy before (gemm_hopper 128 x 256 s4, the
+# registers' store): 8192 x 8192 x 1024 0.871 / 0.855 -> 0.964 / 0.967, 4096 x 14336 x 4096 0.933 / 0.926 -> 0.971 /
+# 0.979, 4096^3 0.920 / 0.924 -> 0.990 / 0.989, 4096 x 4096 x 14336 0.929 / 0.960 -> 0.997 / 0.996, 8192^3 0.963 /
+# 0.969 -> 1.015 / 1.007. The buffers' 128-byte swizzled rows take the consumers' 8-byte pairs with a 2-way bank
+# conflict; 32-byte column blocks (STORE_SPAN=32, conflict-free, four TMA boxes a piece) measured SLOWER (0.875-0.881
+# at 8192 x 8192 x 1024, 0.966-0.974 at 4096^3); 4 pieces of 64 beside 3 stages 0.916-0.927 / 0.965-0.966; setmaxnreg
+# alone on the policy 0.854-0.881 / 0.953-0.961. 3000 x 5000 x 4096 (B rows off 128-byte lines) keeps the cluster
+# (0.843-0.855; these forms 0.675-0.683).
+LARGE_PERSISTENT_F32 = dict(LARGE_PERSISTENT, STORE_N=32)
 # G8 (H100, benchmarks/results/gemm-g8-small{,2}-*.json; bf16 / f32 out, us, cuBLAS timed beside each row). The forms
 # below are taken by `launch` callers only (`policy(..., fixup=True)`, `forms=True`: the lowering launches
 # gemm_hopper itself and cannot run gemm_splitk_swap or gemm_cluster).
@@ -991,12 +1015,14 @@ def policy(M: int, N: int, K: int, out=None, fixup: bool = False, forms: bool = 
         p["CLUSTER_M"] = 2   # B rows that are not whole 128-byte lines: multicast B in 2x1 clusters (above)
     if cls == "large" and out == tp.bf16 and 2 * M * K > L2_BYTES and _cdiv(M, p["BM"]) > LARGE_GROUP_M:
         p["GROUP_M"] = LARGE_GROUP_M   # A overflows the L2: the grouped tile order (above; gemm_cluster ignores it)
-    if (cls == "large" and out == tp.bf16 and fixup and forms and not clustered(p)
+    if (cls == "large" and out in (tp.bf16, tp.f32) and fixup and forms and not clustered(p)
             and _cdiv(M, p["BM"]) * _cdiv(N, p["BN"]) > NUM_SMS):
         # the persistent grid, the TMA store overlapped with the next tile (LARGE_PERSISTENT above); GROUP_M 16 where
-        # A overflows the L2 (measured the same as 8 there: 8192^3 1.017 / 1.014, 4096 x 4096 x 14336 0.996 / 0.997)
+        # A overflows the L2 (measured the same as 8 there: 8192^3 1.017 / 1.014, 4096 x 4096 x 14336 0.996 / 0.997);
+        # f32 out in 32-column pieces, GROUP_M 8 (LARGE_PERSISTENT_F32, G18)
         p.pop("IN_FLIGHT", None)
-        return {**p, **LARGE_PERSISTENT, "GROUP_M": p.get("GROUP_M", LARGE_PERSISTENT["GROUP_M"])}
+        pers = LARGE_PERSISTENT if out == tp.bf16 else LARGE_PERSISTENT_F32
+        return {**p, **pers, "GROUP_M": p.get("GROUP_M", pers["GROUP_M"])}
     tiles = _cdiv(M, p["BM"]) * _cdiv(N, p["BN"])
     k_tiles = _cdiv(K, p["BK"])
     split = 1
@@ -1116,6 +1142,10 @@ def kernel_params(params: dict) -> dict:
         raise ValueError(f"gemm_hopper: STORE_N={store_n} stores the tile in column pieces through {bufs} buffers "
                          f"(STORE_BUFS): it needs EPILOGUE=2 and a whole number of rounds of the buffers (BN={bn} a "
                          f"multiple of {bufs * store_n}); got EPILOGUE={params.get('EPILOGUE', 0)}")
+    if params.get("STORE_SPAN", 0) not in (0, 32, 64, 128) or (params.get("STORE_SPAN") and not store_n):
+        raise ValueError(f"gemm_hopper: STORE_SPAN (the store buffers' column blocks, bytes) is 32, 64 or 128 (0: a "
+                         f"piece's row, at most 128) and needs STORE_N > 0; got STORE_SPAN={params['STORE_SPAN']!r}, "
+                         f"STORE_N={store_n}")
     if params.get("DEFER") not in (None, 0, 1, 2):
         raise ValueError(f"gemm_hopper: DEFER is 0, 1 or 2, not {params['DEFER']!r}")
     if params.get("DEFER") and (not store_n or bn != 2 * bufs * store_n):
@@ -1160,6 +1190,10 @@ def plan_kernel(M: int, N: int, out, params: dict, K: int | None = None):
     """(kernel, its constexprs) that `launch` runs for these constexprs (N and K: which operands are padded;
     split-K without the in-kernel fix-up accumulates in f32 whatever the output)."""
     split = params.get("SPLIT_K", 1) > 1 and not fixed_up(params)
+    span, store_n = params.get("STORE_SPAN", 0), params.get("STORE_N", 0)
+    if span and params.get("PERSISTENT") and store_n * (4 if out == tp.f32 else 2) % span:
+        raise ValueError(f"gemm_hopper: STORE_SPAN={span} bytes must divide a store piece's row (STORE_N={store_n} "
+                         f"columns of {out}); pass a smaller STORE_SPAN or 0")
     pad_a = K is not None and (2 * K) % 16 != 0
     kernel = kernel_for(tp.f32 if split else out, pad_a, (2 * N) % 16 != 0, bool(params.get("PERSISTENT")),
                         clustered(params), fixed_up(params), bool(params.get("SWAP_AB")))

@@ -60,7 +60,32 @@ VARIANTS = {
                                    GROUP_M=2, DEFER=1, **R64),
     # DEFER=2: the same schedule with the ring loop whole from slot 0 (the verifier's form)
     "pers_defer2_g3": dict(PERSISTENT=1, NUM_SMS=7, STAGES=4, EPILOGUE=2, STORE_N=64, GROUP_M=3, DEFER=2, **R64),
+    # (G18) the pieces that fit beside the ring for f32 out too: 8 pieces of 32 f32 columns (128-byte rows) through
+    # two 16 KB buffers, 4 stages, and the same in 32-byte column blocks (STORE_SPAN=32: four TMA boxes a piece);
+    # 16 pieces of 16 through four 8 KB buffers; 4 pieces of 64 (two 32 KB buffers), 3 stages; 7 / 5 blocks walk
+    # every tile
+    "pers_n32_s4_g3": dict(PERSISTENT=1, NUM_SMS=7, STAGES=4, EPILOGUE=2, STORE_N=32, GROUP_M=3, **R64),
+    "pers_n32_sp32_s4_g16": dict(PERSISTENT=1, NUM_SMS=5, STAGES=4, EPILOGUE=2, STORE_N=32, STORE_SPAN=32,
+                                 GROUP_M=16, **R64),
+    "pers_n16_b4_sp32_g3": dict(PERSISTENT=1, NUM_SMS=7, STAGES=4, EPILOGUE=2, STORE_N=16, STORE_BUFS=4,
+                                STORE_SPAN=32, GROUP_M=3, **R64),
+    "pers_n64_sp32_s3_g3": dict(PERSISTENT=1, NUM_SMS=7, STAGES=3, EPILOGUE=2, STORE_N=64, STORE_SPAN=32, GROUP_M=3,
+                                **R64),
+    # 4 pieces of 64 through one buffer (32 KB for f32) beside 4 stages
+    "pers_n64_b1_s4_g3": dict(PERSISTENT=1, NUM_SMS=7, STAGES=4, EPILOGUE=2, STORE_N=64, STORE_BUFS=1, GROUP_M=3,
+                              **R64),
 }
+SMEM = 232448       # the H100's shared memory a block may opt into
+
+
+def _smem_bytes(v, out):
+    """The ring's and the staged store's shared memory of variant v (bf16 operands, C of dtype `out`)."""
+    bm, bn, bk = v.get("BM", 128), v.get("BN", 256), v.get("BK", 64)
+    ring = v.get("STAGES", 4) * (bm + bn) * bk * 2
+    if v.get("EPILOGUE") != 2:
+        return ring
+    cols = v["STORE_N"] * v.get("STORE_BUFS", 2) if v.get("STORE_N") else bn
+    return ring + bm * cols * out.itemsize
 
 
 def _rel(x, ref):
@@ -74,8 +99,10 @@ def _rel(x, ref):
 @pytest.mark.parametrize("out", [torch.float32, torch.bfloat16])
 def test_large_variants(variant, m, k, n, out):
     v = VARIANTS[variant]
-    if out == torch.float32 and v.get("EPILOGUE") == 2 and v.get("BN", 256) * v.get("BM", 128) > 128 * 128:
-        pytest.skip("f32 out: a 128 KB c_s does not fit beside the ring (the policy stores f32 from registers)")
+    if _smem_bytes(v, out) > SMEM - 1024:
+        pytest.skip(f"{out}: the staged store ({_smem_bytes(v, out)} bytes with the ring) does not fit")
+    if out == torch.float32 and v.get("DEFER"):
+        pytest.skip("DEFER holds pieces rounded to C's dtype in registers: f32's would double them (not a form)")
     g = torch.Generator(device="cuda").manual_seed(m + k + n)
     a = torch.randn(m, k, device=DEV, generator=g).bfloat16()
     b = torch.randn(k, n, device=DEV, generator=g).bfloat16()
@@ -89,10 +116,12 @@ def test_large_variants(variant, m, k, n, out):
         assert err <= 1.5 * _rel(torch.matmul(a, b), ref) + 1e-6
 
 
-@pytest.mark.parametrize("m,n,k", [(4096, 4096, 4096), (3000, 5000, 4096), (8192, 1024, 1024), (4096, 2048, 14336)])
+@pytest.mark.parametrize("m,n,k", [(4096, 4096, 4096), (3000, 5000, 4096), (8192, 1024, 1024), (4096, 2048, 14336),
+                                   (2056, 4160, 1040)])
 def test_large_class_through_launch(m, n, k):
-    """The policy's large class as `launch` runs it (bf16 and f32 out), twice through one plan; 4096 x 2048 x 14336
-    (A 117 MB, over the L2) runs the grouped order (GROUP_M=16) for bf16 out."""
+    """The policy's large class as `launch` runs it (bf16 and f32 out: gemm_persistent's pieces, the 2x1 cluster at
+    3000 x 5000 x 4096), twice through one plan; 4096 x 2048 x 14336 (A 117 MB, over the L2) runs the grouped order
+    (GROUP_M=16) for bf16 out; 2056 x 4160 x 1040 has tiles partial in M, N and K."""
     g = torch.Generator(device="cuda").manual_seed(m + n + k)
     a = torch.randn(m, k, device=DEV, generator=g).bfloat16()
     b = torch.randn(k, n, device=DEV, generator=g).bfloat16()
@@ -113,20 +142,26 @@ def test_large_class_through_launch(m, n, k):
             assert err <= bound, (out, err, peer, peer32)
 
 
-def test_large_bf16_policy_is_persistent_and_writes_any_c():
-    """The large class's bf16 output through `launch` runs gemm_persistent's overlapped TMA store (the policy) on a
-    contiguous C, and the policy without it on a C the TMA-only store cannot write (a column slice of a wider
-    tensor): both against float64 and cuBLAS's bf16 error, the slice's neighbours untouched."""
+@pytest.mark.parametrize("out", [torch.bfloat16, torch.float32])
+def test_large_policy_is_persistent_and_writes_any_c(out):
+    """The large class's bf16 (and, since G18, f32) output through `launch` runs gemm_persistent's overlapped TMA
+    store in pieces (the policy) on a contiguous C, and the policy without it on a C the TMA-only store cannot write
+    (a column slice of a wider tensor): both against float64 and cuBLAS's error in the same output dtype, the
+    slice's neighbours untouched."""
     m, n, k = 2048, 4096, 1024          # 16 x 16 = 256 tiles of 128 x 256 over 132 blocks
-    assert gemm_hopper.policy(m, n, k, tp.bf16, fixup=True).get("PERSISTENT")
+    p = gemm_hopper.policy(m, n, k, tp.bf16 if out == torch.bfloat16 else tp.f32, fixup=True)
+    assert p.get("PERSISTENT") and p["STORE_N"] == (64 if out == torch.bfloat16 else 32)
     g = torch.Generator(device="cuda").manual_seed(11)
     a = torch.randn(m, k, device=DEV, generator=g).bfloat16()
     b = torch.randn(k, n, device=DEV, generator=g).bfloat16()
     ref = a.double() @ b.double()
-    bound = 1.5 * _rel(torch.matmul(a, b), ref) + 1e-6
-    c = torch.full((m, n), float("nan"), device=DEV, dtype=torch.bfloat16)
+    if out == torch.bfloat16:
+        bound = 1.5 * _rel(torch.matmul(a, b), ref) + 1e-6
+    else:
+        bound = 1.5 * _rel(torch.mm(a, b, out_dtype=torch.float32), ref) + 1e-7
+    c = torch.full((m, n), float("nan"), device=DEV, dtype=out)
     gemm_hopper.launch(a, b, c)
-    wide = torch.full((m, n + 64), float("nan"), device=DEV, dtype=torch.bfloat16)
+    wide = torch.full((m, n + 64), float("nan"), device=DEV, dtype=out)
     view = wide[:, 64:]
     assert not gemm_hopper._tma_storable(view)
     gemm_hopper.launch(a, b, view)
@@ -170,6 +205,19 @@ def test_sass_of_the_persistent_store_in_pieces(regs):
     sass = ck.sass()
     assert "HGMMA.64x256x16.F32.BF16" in sass and sass.count("UTMASTG") >= 4
     assert ("USETMAXREG" in sass) == (regs[0] > 0)
+    assert not re.findall(r"\b(?:LDL|STL)\b", sass), ck.resources
+    assert ck.resources["dynamic_smem"] <= 232448
+
+
+def test_sass_of_the_f32_persistent_policy():
+    """The large class's f32 output (G18: gemm_persistent, 8 pieces of 32 f32 columns through two 16 KB buffers, 4
+    stages, 64 / 216): HGMMA, eight TMA stores a tile, setmaxnreg, no local memory, inside the opt-in shared memory."""
+    p = gemm_hopper.policy(8192, 8192, 1024, tp.f32, fixup=True)
+    k, kp = gemm_hopper.plan_kernel(8192, 8192, tp.f32, p, 1024)
+    assert k is gemm_hopper.kernel_for(tp.f32, persistent=True) and kp["STORE_N"] == 32
+    ck = tilepy_hip.compile(k, target="sm_90a", **kp)
+    sass = ck.sass()
+    assert "HGMMA.64x256x16.F32.BF16" in sass and sass.count("UTMASTG") >= 8 and "USETMAXREG" in sass
     assert not re.findall(r"\b(?:LDL|STL)\b", sass), ck.resources
     assert ck.resources["dynamic_smem"] <= 232448
 

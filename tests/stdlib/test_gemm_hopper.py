@@ -246,13 +246,15 @@ def test_persistent_flat_matches_the_reference_on_the_interpreter():
     assert _rel(c16, ref) < 4e-3 and np.array_equal(c16, round_bf16(c16))
 
 
-def test_only_launchs_bf16_policy_picks_the_persistent_kernel():
-    """gemm_persistent (verified clean, its TMA-store epilogue included) is launch's large bf16 form only
-    (tests/stdlib/test_gemm_large.py): f32 out and the lowering's policy (no `fixup`) keep gemm_hopper."""
+def test_only_launchs_policy_picks_the_persistent_kernel():
+    """gemm_persistent (verified clean, its TMA-store epilogue included) is launch's large form only, bf16 and (since
+    G18) f32 out (tests/stdlib/test_gemm_large.py): the lowering's policy (no `fixup`) and the other classes keep
+    gemm_hopper."""
     for shape in ((4096, 4096, 4096), (8192, 8192, 8192), (1024, 1024, 1024), (128, 4096, 4096)):
         assert not gemm_hopper.policy(*shape).get("PERSISTENT")
         assert not gemm_hopper.policy(*shape, tp.bf16).get("PERSISTENT")
-        assert not gemm_hopper.policy(*shape, tp.f32, fixup=True).get("PERSISTENT")
+        large = shape in ((4096, 4096, 4096), (8192, 8192, 8192))       # more 128 x 256 tiles than SMs
+        assert bool(gemm_hopper.policy(*shape, tp.f32, fixup=True).get("PERSISTENT")) == large
 
 
 I32, I64 = tp.nv.wgmma_m64n32k16_bf16, tp.nv.wgmma_m64n64k16_bf16

@@ -109,8 +109,9 @@ def test_large_bf16_policy_groups_where_a_overflows_the_l2():
                                    (8192, 8192, 1024)])
 def test_launch_runs_the_large_bf16_class_persistent(shape):
     """`launch`'s policy for the large class's bf16 output (more 128 x 256 tiles than SMs): gemm_persistent with the
-    TMA store overlapped with the next tile, 3 stages, 64 / 216 registers, a grid of one block per SM; f32 out, the
-    lowering's policy (no `fixup`) and a caller's own constexprs keep gemm_hopper."""
+    TMA store overlapped with the next tile, in 64-column pieces beside 4 stages, 64 / 216 registers, a grid of one
+    block per SM; f32 out (G18) the same in 32-column pieces, GROUP_M 8; the lowering's policy (no `fixup`) and a
+    caller's own constexprs keep gemm_hopper."""
     M, N, K = shape
     p = gemm_hopper.policy(M, N, K, tp.bf16, fixup=True)
     assert {k: p[k] for k in gemm_hopper.LARGE_PERSISTENT if k != "GROUP_M"} == \
@@ -118,7 +119,13 @@ def test_launch_runs_the_large_bf16_class_persistent(shape):
     kernel, kp = gemm_hopper.plan_kernel(M, N, tp.bf16, p, K)
     assert kernel is gemm_hopper.kernel_for(tp.bf16, persistent=True) and kp["EPILOGUE"] == 2
     assert gemm_hopper.grid_of(M, N, p) == (gemm_hopper.NUM_SMS,)
-    assert not gemm_hopper.policy(M, N, K, tp.f32, fixup=True).get("PERSISTENT")
+    p32 = gemm_hopper.policy(M, N, K, tp.f32, fixup=True)
+    assert {k: p32[k] for k in gemm_hopper.LARGE_PERSISTENT_F32} == gemm_hopper.LARGE_PERSISTENT_F32
+    assert gemm_hopper.LARGE_PERSISTENT_F32["STORE_N"] == 32 and "IN_FLIGHT" not in p32
+    kernel, kp = gemm_hopper.plan_kernel(M, N, tp.f32, p32, K)
+    assert kernel is gemm_hopper.kernel_for(tp.f32, persistent=True) and kp["EPILOGUE"] == 2 and kp["STORE_N"] == 32
+    assert gemm_hopper.grid_of(M, N, p32) == (gemm_hopper.NUM_SMS,)
+    assert not gemm_hopper.policy(M, N, K, tp.f32).get("PERSISTENT")
     assert not gemm_hopper.policy(M, N, K, tp.bf16).get("PERSISTENT")
     assert not gemm_hopper.policy(M, N, K, tp.bf16, fixup=True, forms=False).get("PERSISTENT")
 
@@ -128,7 +135,8 @@ def test_persistent_form_only_where_it_was_measured():
     B rows off 128-byte lines (the cluster form), padded rows or the other classes."""
     for shape in ((2048, 2048, 1024), (1536, 1536, 1536), (2048, 1024, 1024), (3000, 5000, 4096), (2051, 2045, 1000),
                   (1024, 1024, 1024), (128, 4096, 4096), (16, 4096, 4096)):
-        assert not gemm_hopper.policy(*shape, tp.bf16, fixup=True).get("PERSISTENT"), shape
+        for out in (tp.bf16, tp.f32):
+            assert not gemm_hopper.policy(*shape, out, fixup=True).get("PERSISTENT"), (shape, out)
 
 
 def test_tma_storable_output():
@@ -206,6 +214,27 @@ def test_persistent_store_in_pieces_on_the_interpreter(m, k, n, params):
     assert not np.isnan(c).any(), "an output tile was never written"
     np.testing.assert_array_equal(c, round_bf16(c))
     assert np.abs(c - ref).max() <= 2.0**-8 * np.abs(ref).max()
+
+
+@pytest.mark.parametrize("m,k,n,params", [
+    # (G18) f32 out, the policy's form (8 pieces of 32 columns, 128-byte rows, through two 16 KB buffers, 4 stages):
+    # 3 blocks over 3 x 3 tiles with 4 k-tiles (one ring turn a tile), ragged M, N and K
+    (300, 200, 600, dict(PIECES, **gemm_hopper.LARGE_PERSISTENT_F32, NUM_SMS=3)),
+    (300, 200, 600, dict(PIECES, NUM_SMS=3, STAGES=4, GROUP_M=2, STORE_N=32, STORE_SPAN=32)),   # 32-byte blocks
+    (520, 330, 600, dict(PIECES, NUM_SMS=5, STAGES=3, GROUP_M=3, STORE_N=32)),      # 5 x 3 tiles, 2 turns a tile
+    (300, 200, 600, dict(PIECES, NUM_SMS=2, STAGES=4, GROUP_M=2, STORE_N=16, STORE_BUFS=4)),   # 16 of 16 (64 B rows)
+    (130, 64, 136, dict(PIECES, NUM_SMS=1, STAGES=3, GROUP_M=8, STORE_N=64)),      # 4 of 64, one block, one k-tile
+    (300, 200, 600, dict(PIECES, NUM_SMS=3, STAGES=4, GROUP_M=2, STORE_N=64, STORE_BUFS=1)),    # 4 through ONE buffer
+])
+def test_persistent_store_in_pieces_f32_on_the_interpreter(m, k, n, params):
+    """gemm_persistent STORE_N with f32 out (G18): every element written once (NaN-poisoned), the f32 sums against
+    float64 at f32 accuracy."""
+    a, b = _inputs(m, k, n, 2 * m + k + n)
+    c = np.full((m, n), np.nan, np.float32)
+    gemm_hopper.launch(a, b, c, **params)
+    ref = gemm_hopper.reference(a, b)
+    assert not np.isnan(c).any(), "an output tile was never written"
+    assert float(np.linalg.norm(c - ref) / np.linalg.norm(ref)) < 1e-6
 
 
 @pytest.mark.parametrize("m,k,n,params", [
@@ -289,6 +318,21 @@ def test_persistent_store_in_pieces_verifies_clean(params):
     k = gemm_hopper.kernel_for(tp.bf16, persistent=True)
     report = tv.verify(k, target="sm_90a", **{**gemm_hopper.PRESETS["sm_90a"], "EPILOGUE": 2, "STORE_N": 64, **params})
     assert report.ok and not report.findings, str(report)
+
+
+def test_persistent_store_in_pieces_f32_verifies_clean():
+    """The f32 piece form at its policy's constexprs (8 pieces of 32 columns through two buffers, 4 stages, 64 / 216):
+    no race, no deadlock, no pipeline hazard; the consumers' 8-byte writes of the accumulator's pairs into 128-byte
+    swizzled rows are a 2-way bank conflict (a half-warp's four rows take the same two 16-byte chunks under the
+    TMA's XOR; no TMA swizzle spreads them), reported as a performance finding, not a fault."""
+    import tilepy_verify as tv
+
+    kernel, kp = gemm_hopper.plan_kernel(4096, 4096, tp.f32, gemm_hopper.policy(4096, 4096, 4096, tp.f32, fixup=True),
+                                         4096)
+    assert kernel is gemm_hopper.kernel_for(tp.f32, persistent=True) and kp["STORE_N"] == 32
+    report = tv.verify(kernel, target="sm_90a", **kp)
+    assert report.ok, str(report)
+    assert {(f.check, f.severity) for f in report.findings} <= {("bank_conflict", "performance")}, str(report)
 
 
 @pytest.mark.parametrize("old,check", [
