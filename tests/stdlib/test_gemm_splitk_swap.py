@@ -450,12 +450,15 @@ CK = dict(KW, FIXUP=0, CLUSTER_K=2)
     (80, 300, 70, 80, dict(STAGES=2)),             # n80: A's box ends at M
     (100, 264, 136, 104, dict(STAGES=2)),          # n104; 5 k-tiles: rank 1 one real tile and zeros
     (130, 330, 64, 64, dict(STAGES=2, M_SHIFT=1)),   # three row tiles, the last shifted back to end at M
+    (5, 330, 130, 8, dict(STAGES=2)),              # n8: 3 of 8 rows past M
 ])
-def test_cluster_k_on_the_interpreter(m, k, n, bm, params, out):
+@pytest.mark.parametrize("push", [0, 1])
+def test_cluster_k_on_the_interpreter(m, k, n, bm, params, out, push):
     """CLUSTER_K=2: K split over the two blocks of a cluster (grid z), rank 1's sum read by rank 0 from its shared
     memory (tp.load(..., cta=1)) between two cluster barriers; C stored once, no slots, no splitk_sum: against float64
-    on ragged shapes, NaN-poisoned C."""
-    given = {**CK, **params, "BM": bm, "INSTR": getattr(tp.nv, f"wgmma_m64n{bm}k16_bf16")}
+    on ragged shapes, NaN-poisoned C. PUSH=1 (G19): each rank's sum pushed into the other's `recv` by
+    tp.store_remote, each rank storing half the tile's columns (C still written whole: no NaN left)."""
+    given = {**CK, **params, "BM": bm, "INSTR": getattr(tp.nv, f"wgmma_m64n{bm}k16_bf16"), "PUSH": push}
     c = _launched(m, k, n, given, out, m * 3 + k + n)
     plan = gemm_hopper._PLANS[(m, n, k, c.dtype, out, "sm_90a", *given.items())]
     assert plan.summer is None and plan.params["CLUSTER_K"] == 2
@@ -482,6 +485,8 @@ def test_cluster_k_needs_k_ways_and_no_other_split():
     for bad in (dict(K_WAYS=1, CONSUMERS=1), dict(SPLIT_K=2, FIXUP=3), dict(CLUSTER_M=2), dict(CLUSTER_K=4)):
         with pytest.raises(ValueError, match="CLUSTER_K"):
             gemm_hopper.kernel_params({**p, **bad})
+    with pytest.raises(ValueError, match="PUSH=1"):
+        gemm_hopper.kernel_params({**p, "CLUSTER_K": 1, "PUSH": 1})
 
 
 def test_cluster_k_verifies_clean_and_renders_the_remote_load():
@@ -507,6 +512,20 @@ def test_cluster_k_verifies_clean_and_renders_the_remote_load():
     src, _, _ = render_kernel(gemm_splitk_swap.ir("sm_90a", **kw, BM=32, INSTR=i32, STAGES=8))
     assert src.count("tp_mapa(red, 1)") == 1 and src.count("tp_cluster_sync()") == 1
     assert src.count("tp_cluster_sync_relaxed()") == 1     # the closing barrier (G14 call 5: -0.6 us)
+    # PUSH=1 (G19): verifies clean; the sums move by 16-byte st.async, one arrive.expect_tx of the whole tile
+    # (BN x BM f32), no remote load, only the opening (relaxed) cluster barrier
+    for kernel, p in ((gemm_splitk_swap_bf16, dict(kw, BM=32, INSTR=i32, STAGES=8, PUSH=1)),
+                      (gemm_splitk_swap, dict(kw, BM=104, INSTR=tp.nv.wgmma_m64n104k16_bf16, STAGES=4, PUSH=1)),
+                      (gemm_splitk_swap, dict(kw, BM=64, INSTR=tp.nv.wgmma_m64n64k16_bf16, STAGES=6, M_SHIFT=1,
+                                              PUSH=1))):
+        t = time.perf_counter()
+        report = tv.verify(kernel, target="sm_90a", **p)
+        assert report.findings == [], [str(f) for f in report.findings]
+        assert time.perf_counter() - t < 30
+    src, _, _ = render_kernel(gemm_splitk_swap.ir("sm_90a", **kw, BM=32, INSTR=i32, STAGES=8, PUSH=1))
+    assert src.count("tp_st_async4(") == 4 and "tp_st_async1(" not in src and "tp_mapa(" not in src
+    assert src.count("tp_mbar_arrive_expect_tx_remote(") == 1 and f"{64 * 32 * 4}u" in src
+    assert src.count("tp_cluster_sync_relaxed()") == 1 and "tp_cluster_sync()" not in src
     for kernel in (_remote_before_sync, _remote_without_last_sync, _remote_relaxed_before_store,
                    _remote_relaxed_opening):
         report = tv.verify(kernel, target="sm_90a")
