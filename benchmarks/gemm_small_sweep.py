@@ -414,6 +414,23 @@ PLAN15 = [
     ((100, 4096, 3072), _alt("push", _push(100), twice=False), ("bf16",)),
     ((128, 4096, 3072), _alt("push_s3", _push(128, 3), twice=False), ("bf16",)),
 ]
+# sixteenth call (G19): the policy with PUSH at rows not timed with it, against the barrier exchange (PUSH=0) or the
+# forms before at short K; the pushed split below 17 rows (n8 / n16) against the split-4 policy there
+PUSH_OFF = ("policy", dict(PUSH=0))
+PLAN16 = [
+    ((16, 4096, 4096), _alt("ck16_push", dict(_ck(16, 8), PUSH=1)), ("bf16", "f32")),
+    ((8, 4096, 4096), _alt("ck8_push", dict(_ck(8, 8), PUSH=1)), ("bf16",)),
+    ((1, 4096, 4096), _alt("ck8_push", dict(_ck(8, 8), PUSH=1), twice=False), ("bf16",)),
+    ((16, 4096, 14336), _alt("ck16_push", dict(_ck(16, 8), PUSH=1), twice=False), ("bf16",)),
+    ((20, 4096, 4096), [("policy", None), ("barrier", PUSH_OFF)], ("bf16",)),
+    ((40, 4096, 4096), [("policy", None), ("barrier", PUSH_OFF)], ("bf16",)),
+    ((56, 4096, 4096), [("policy", None), ("barrier", PUSH_OFF)], ("bf16",)),
+    ((72, 4096, 4096), [("policy", None), ("barrier", PUSH_OFF)], ("f32",)),
+    ((48, 4096, 512), [("policy", None), ("before", BEFORE_SPLITK)], ("bf16",)),
+    ((24, 4096, 768), [("policy", None), ("before", dict(BEFORE32, BM=32, STAGES=8))], ("bf16",)),
+    ((96, 4096, 1536), [("policy", None), ("before", KWS)], ("bf16",)),
+    ((104, 4096, 2048), [("policy", None), ("before", KWS)], ("bf16",)),
+]
 PLAN = [  # (shape, variants, output dtypes)
     ((16, 4096, 4096), DECODE, ("bf16", "f32")),
     ((64, 4096, 4096), DECODE, ("bf16", "f32")),
@@ -716,13 +733,14 @@ def main(argv=None):
                     "cluster's two blocks (CLUSTER_K=2), 11: the policy with it against the forms it replaced, "
                     "12: where in K the cluster split starts paying, 13: the cluster split below 32 rows, 14: the "
                     "cluster split re-timed with its relaxed closing barrier, and its K thresholds, 15: its sums "
-                    "exchanged by st.async (PUSH=1)")
+                    "exchanged by st.async (PUSH=1), 16: the policy with PUSH at more rows, n8 / n16")
     args = ap.parse_args(argv)
     if args.ncu_target:
         ncu_target(args.ncu_target, *(int(x) for x in args.shape.split(",")))
         return
     plan = {"1": PLAN, "2": PLAN2, "3": PLAN3, "4": PLAN4, "5": PLAN5, "6": PLAN6, "7": PLAN7, "8": PLAN8,
-            "9": PLAN9, "10": PLAN10, "11": PLAN11, "12": PLAN12, "13": PLAN13, "14": PLAN14, "15": PLAN15}[args.plan]
+            "9": PLAN9, "10": PLAN10, "11": PLAN11, "12": PLAN12, "13": PLAN13, "14": PLAN14, "15": PLAN15,
+            "16": PLAN16}[args.plan]
     if args.precompile:
         precompile(args.only, args.precompile, plan)
     props = torch.cuda.get_device_properties(0)

@@ -16,7 +16,7 @@ echo "== sweep done at +$(( $(date +%s) - t0 )) s"
 if [ -n "$only" ]; then tests=(tests/gpu/test_gpu_gemm_small.py -k "$only"); else
   tests=(tests/gpu/test_gpu_gemm_small.py tests/gpu/test_gpu_lower_gemm_policy.py
          "tests/gpu/test_gpu_gemm_policies.py::test_policy_table_through_launch"); fi
-timeout 150 python3 -m pytest -q -n 4 -p no:cacheprovider "${tests[@]}" 2>&1 \
+timeout 200 python3 -m pytest -q -n 4 -p no:cacheprovider "${tests[@]}" 2>&1 \
   | tee "$OUT/gemm-g11-pytest.log" | grep -vE "^(tests|E |  )|Warning" | tail -12
 echo "== pytest done at +$(( $(date +%s) - t0 )) s"
 for tool in memcheck racecheck; do
