@@ -62,28 +62,36 @@ def state(model, specs) -> list:
     return out
 
 
-# id(weight) -> (weak reference to it, the state it was split in, the call, the halves); leaves with its weight
+# (id(weight), the call) -> (weak reference to the weight, the state it was split in, the halves); an entry leaves
+# with its weight
 _SPLITS: dict = {}
 
 
-def weight_split(kernel, grid, w, w_view, out_shape, out_view):
+def weight_split(kernel, grid, w, w_view, out_shape, out_view, key=None, prep=None, tag: str = ""):
     """The TF32 halves (hi, lo) of a weight (the fp32 GEMM's B operand, a parameter's flat view from `state`):
     `kernel` (split_tf32 / split_tf32_t) over `grid` on w.view(w_view) into two new f32 tensors of `out_shape`
     (passed as .view(out_view)), made once and reused while the weight is the same tensor in the same state:
     its data pointer, shape, dtype and torch's version counter (which every in-place change bumps, also through
     a view and under no_grad). A new split follows any change; a weight given new data gets a new view from
-    `state`, so a new entry. Candidates may not read the version counter (a private attribute) themselves."""
+    `state`, so a new entry. Candidates may not read the version counter (a private attribute) themselves.
+    `key` and `prep` (a convolution's B reordered from its weight, conv_tma): `w` is a scratch tensor that `prep()`
+    fills from the parameter `key` (launching the reordering kernel); the state is key's, and prep runs only when
+    it moved, before the split. `tag` names the prep (the reordering kernel), so two preps of one key differ."""
     import torch
 
-    now = (w.data_ptr(), tuple(w.shape), w.dtype, w._version, w.device)
-    call = (kernel, grid, tuple(w_view), tuple(out_shape), tuple(out_view))
-    got = _SPLITS.get(id(w))
-    if got is not None and got[0]() is w and got[1] == now and got[2] == call:
-        return got[3]
+    src = w if key is None else key
+    now = (src.data_ptr(), tuple(src.shape), src.dtype, src._version, src.device)
+    call = (kernel, grid, tuple(w_view), tuple(out_shape), tuple(out_view), tag)
+    entry = (id(src), call)
+    got = _SPLITS.get(entry)
+    if got is not None and got[0]() is src and got[1] == now:
+        return got[2]
+    if prep is not None:
+        prep()
     hi = torch.empty(out_shape, dtype=torch.float32, device=w.device)
     lo = torch.empty(out_shape, dtype=torch.float32, device=w.device)
     launch(kernel, grid, w.view(w_view), hi.view(out_view), lo.view(out_view))
-    if got is None or got[0]() is not w:
-        weakref.finalize(w, _SPLITS.pop, id(w), None)
-    _SPLITS[id(w)] = (weakref.ref(w), now, call, (hi, lo))
+    if got is None or got[0]() is not src:
+        weakref.finalize(src, _SPLITS.pop, entry, None)
+    _SPLITS[entry] = (weakref.ref(src), now, (hi, lo))
     return hi, lo

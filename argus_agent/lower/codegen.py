@@ -30,6 +30,7 @@ from .templates import (
     ConvTemplate,
     Fp32GemmTemplate,
     MatmulTemplate,
+    conv_weight_preps,
     fuse_epilogues,
     matmul_source,
     preset_source,
@@ -114,9 +115,16 @@ def render_program(prog, precision: str | None = None) -> str:
     kernels_src, launches = [], []
     extra_temps: list = []
     templates_done = set()
+    # conv_tma weights reordered from a parameter: the reordering launch becomes weight_split's prep (run once per
+    # state of the parameter) instead of a launch on every call
+    wpreps = conv_weight_preps(prog.kernels, buffers, {b.name for b in prog.outputs})
+    prep_lines: dict = {}
     for n, k in enumerate(prog.kernels):
         if isinstance(k, (Fp32GemmTemplate, ConvTemplate)):
-            srcs, lines = render_gemm_template(k, n, prog.target, buffers, templates_done)
+            wprep = None
+            if isinstance(k, ConvTemplate) and k.w.name in prep_lines:
+                wprep = (wpreps[k.w.name], prep_lines[k.w.name])
+            srcs, lines = render_gemm_template(k, n, prog.target, buffers, templates_done, wprep)
             kernels_src += srcs
             launches += [(None, line, None) for line in lines]
             continue
@@ -192,6 +200,9 @@ def render_program(prog, precision: str | None = None) -> str:
         else:
             src, args, info = render_reduction(k, kname, buffers)
         kernels_src.append(src)
+        if isinstance(k, Pointwise) and k.out.name in wpreps:
+            prep_lines[k.out.name] = f"launch({kname}, {info['grid']}, {', '.join(args)})"
+            continue
         launches.append((kname, args, info["grid"]))
     cap = prog.captured
     user = [gi for gi in cap.inputs if gi.kind == "input"]

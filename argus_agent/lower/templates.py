@@ -717,8 +717,10 @@ def _kernel_only(src: str, name: str) -> str:
     raise AssertionError(f"no kernel {name}")
 
 
-def render_gemm_template(t, n: int, target: str, buffers: dict, done: set) -> tuple[list, list]:
-    """(kernel sources to add, host lines) for an Fp32GemmTemplate or a ConvTemplate, fused epilogue or not."""
+def render_gemm_template(t, n: int, target: str, buffers: dict, done: set, wprep: tuple | None = None
+                         ) -> tuple[list, list]:
+    """(kernel sources to add, host lines) for an Fp32GemmTemplate or a ConvTemplate, fused epilogue or not
+    (`wprep`: render_conv's)."""
     srcs = []
     if "gemm_fp32" not in done:         # split_tf32 serves both
         srcs.append(preset_source("gemm_fp32", target))
@@ -769,7 +771,7 @@ def render_gemm_template(t, n: int, target: str, buffers: dict, done: set) -> tu
                      .replace(view, f"{out.name}.view({t.batch * t.ksplit}, {t.M}, {t.N})"
                               + "".join(f", {a}" for a in extra)))
         return srcs, lines
-    return srcs, render_conv(t, n, kname, out, extra, done, xcopy)
+    return srcs, render_conv(t, n, kname, out, extra, done, xcopy, wprep)
 
 
 def conv_params(t: ConvTemplate) -> dict:
@@ -783,11 +785,39 @@ def conv_params(t: ConvTemplate) -> dict:
             "SPLIT": t.split}
 
 
+def conv_weight_preps(kernels: list, buffers: dict, outputs: set) -> dict:
+    """{B buffer: the parameter it is made of} for conv_tma's reordered weights that can be made once per state of
+    the parameter: B a temp written by one Pointwise kernel that reads one parameter or buffer alone, and read by
+    nothing but conv_tma templates (as their B). The host program then runs that kernel as the `prep` of
+    `runtime.weight_split` (keyed on the parameter), not on every call."""
+    from .core import Pointwise
+
+    preps = {}
+    for t in kernels:
+        if not (isinstance(t, ConvTemplate) and t.kernel == "conv_tma" and t.w_phase < 0 and t.w.kind == "temp"
+                and t.w.name not in outputs and t.w.name not in preps):
+            continue
+        name = t.w.name
+        made = [k for k in kernels if getattr(k, "out", None) is not None and k.out.name == name]
+        if len(made) != 1 or not isinstance(made[0], Pointwise):
+            continue
+        src = _reads(made[0])
+        if len(src) != 1 or getattr(buffers.get(next(iter(src))), "kind", None) not in ("param", "buffer"):
+            continue
+        readers = [k for k in kernels if name in _reads(k)]
+        if all(isinstance(k, ConvTemplate) and k.kernel == "conv_tma" and k.w_phase < 0 and k.w.name == name
+               for k in readers):
+            preps[name] = next(iter(src))
+    return preps
+
+
 def render_conv(t: ConvTemplate, n: int, kname: str, out: Buffer, extra: list, done: set | None = None,
-                xcopy: tuple | None = None) -> list:
+                xcopy: tuple | None = None, wprep: tuple | None = None) -> list:
     """Host lines: the weight's TF32 halves (K padded to 4), then the implicit GEMM over (pixels, channels, G). A
     weight that is a model's parameter or buffer (a direct convolution's) is split once per state of it
-    (`runtime.weight_split`); a transposed convolution's permuted copy is computed every call, so split with it."""
+    (`runtime.weight_split`); so is conv_tma's reordered copy of one (`wprep` = (the parameter, the host line that
+    reorders it): weight_split's key and prep, conv_weight_preps); a transposed convolution's permuted copy is
+    computed every call, so split with it."""
     from stdlib_kernels import conv_igemm
 
     g, cog, K = t.groups, t.cog, t.K
@@ -802,9 +832,11 @@ def render_conv(t: ConvTemplate, n: int, kname: str, out: Buffer, extra: list, d
     lines = []
     if made:
         wh, wl = made[0][len(key):].split(",")
-    elif t.w.kind in ("param", "buffer"):   # a model's weight: split once per state of it (runtime.weight_split)
+    elif t.w.kind in ("param", "buffer") or wprep is not None:   # split once per state of the weight
+        prep = "" if wprep is None else \
+            f", key={wprep[0]}, prep=lambda: {wprep[1]}, tag={wprep[1].split('(')[1].split(',')[0]!r}"
         lines.append(f"{wh}, {wl} = weight_split(split_tf32, ({-(-rows // 16)}, {-(-kp // 128)}), {t.w.name}, "
-                     f"({rows}, {K}), ({nw * g}, {cog}, {kp}), ({rows}, {kp}))")
+                     f"({rows}, {K}), ({nw * g}, {cog}, {kp}), ({rows}, {kp}){prep})")
         if t.w_phase >= 0 and done is not None:
             done.add(f"{key}{wh},{wl}")
     else:

@@ -26,24 +26,30 @@ class MatmulParam(nn.Module):
         return x @ self.w
 
 
-def _splits(monkeypatch):
+def _splits(monkeypatch, also=()):
+    """The names of the split_tf32(_t) launches (and of the kernels named in `also`) from now on."""
     seen = []
     real = runtime.launch
 
     def counting(kernel, grid, *args, **kw):
-        if kernel.name.startswith("split_tf32"):     # the splits (the lowered module binds this launch too)
+        if kernel.name.startswith("split_tf32") or kernel.name in also:   # (the lowered module binds this launch)
             seen.append(kernel.name)
         return real(kernel, grid, *args, **kw)
     monkeypatch.setattr(runtime, "launch", counting)
     return seen
 
 
-def _case(monkeypatch, tmp_path, model, x, weight, name, tol=1e-4):
+def _case(monkeypatch, tmp_path, model, x, weight, name, tol=1e-4, prep=None):
+    """`prep`: the name of a kernel that makes the split's input from the weight (conv_tma's reordering), which
+    must run with the split and only then; each entry of `seen` is then a (prep, split) pair."""
     torch.manual_seed(0)
-    seen = _splits(monkeypatch)
+    raw = _splits(monkeypatch, (prep,) if prep else ())
+    seen = _Pairs(raw) if prep else raw
     prog, src, out, ref = run_lowered(model, [x], tmp_path, name)
     assert check_source(src, f"{name}.py") == ""
     assert "weight_split(split_tf32" in src and "launch(split_tf32" not in src
+    if prep:
+        assert f"prep=lambda: launch({prep}," in src and src.count(f"launch({prep},") == 1
     assert_close(out, ref, tol)
     assert len(seen) == 1                                   # the first call split the weight (A: in registers)
     import importlib.util
@@ -76,11 +82,25 @@ def test_lowered_matmul_with_a_kn_parameter_splits_it_once(monkeypatch, tmp_path
     _case(monkeypatch, tmp_path, MatmulParam(96, 72), torch.randn(48, 96), lambda m: m.w, "matmul_kn")
 
 
+class _Pairs:
+    """A count of (prep, split) launch pairs in a list of launch names, checking each prep came with a split."""
+
+    def __init__(self, names):
+        self.names = names
+
+    def __len__(self):
+        assert len(self.names) % 2 == 0 and all(a.startswith("k") and b.startswith("split_tf32")
+                                                for a, b in zip(self.names[::2], self.names[1::2])), self.names
+        return len(self.names) // 2
+
+
 @pytest.mark.parametrize("tf32", [False, True])
-@pytest.mark.parametrize("kernel", ["conv_igemm"])
+@pytest.mark.parametrize("kernel", ["conv_tma", "conv_igemm"])
 def test_lowered_conv_splits_its_weight_once(kernel, tf32, monkeypatch, tmp_path):
     """A direct convolution's weight (a parameter, the implicit GEMM's B) is split once per state of it, as a
-    Linear's: conv_tma (16 input channels) and conv_igemm (a strided grouped one), 3xTF32 and one TF32 pass."""
+    Linear's: conv_igemm (a strided grouped one) splits the parameter itself; conv_tma (16 input channels) reorders
+    it into its B first (taps x padded channels), and that reordering runs with the split, once per state too (as
+    weight_split's prep, keyed on the parameter); 3xTF32 and one TF32 pass."""
     monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", tf32)
     torch.manual_seed(3)
     if kernel == "conv_tma":
@@ -88,7 +108,7 @@ def test_lowered_conv_splits_its_weight_once(kernel, tf32, monkeypatch, tmp_path
     else:
         conv, xs = nn.Conv2d(8, 32, 3, stride=2, padding=1, groups=2), (2, 8, 12, 11)
     _case(monkeypatch, tmp_path, conv, torch.randn(xs), lambda m: m.weight, f"conv_{kernel}_{tf32}",
-          tol=1e-2 if tf32 else 1e-4)
+          tol=1e-2 if tf32 else 1e-4, prep="k0_pointwise" if kernel == "conv_tma" else None)
     assert f"def {kernel}(" in (tmp_path / f"conv_{kernel}_{tf32}.py").read_text()
 
 
