@@ -452,8 +452,10 @@ def gemm_persistent(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", 
     store warp is unchanged), the last tile's held pieces after the loop. The first k-tile is taken out of the ring
     loop (every tile has one: K >= 1); the held pieces' `staged` arrivals wait for that wgmma to retire. DEFER=2 is
     the same schedule with the ring loop whole from slot 0 (slot 0's wait repeated, its mma skipped there; k_tiles
-    at least 1): one ring loop per tile, the form the verifier's ring flattening takes (it proves it only with a
-    change to reaching.cross_role, slowly: benchmarks/NOTES.md, G15); not timed on the GPU."""
+    at least 1): one ring loop per tile, the form the verifier's ring flattening takes, and proves: the prologue's wait
+    on full[0] is a second wait op on it beside the ring's, and the read sees the copies of the higher phase
+    (reaching.cross_role); `turn` is written as the tile's first slot, ((t - first) // step) * rounds, which the
+    flattening turns into a linear count (benchmarks/NOTES.md, V11)."""
     a_s = tp.shared((BM, BK), tp.bf16, stages=STAGES, swizzle=SWIZZLE)
     b_s = tp.shared((BK, BN), tp.bf16, stages=STAGES, swizzle=SWIZZLE, layout=b_layout(BK, BN))
     if EPILOGUE == 2 and STORE_N == 0:
@@ -560,7 +562,7 @@ def gemm_persistent(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", 
                        C.dtype)[:, STORE_BUFS * STORE_N:BN]
         for t in range(first, n_m * n_n, step):
             it = (t - first) // step
-            turn = it * rounds
+            turn = ((t - first) // step) * rounds       # (the tile's first slot, as mbarrier_arrays._flatten reads it)
             tp.mbarrier_wait(full[0], turn)             # slot 0: k-tile 0 (every tile has one)
             acc = tp.mma_async(a_s[0], b_s[0],
                                tp.zeros((BM, BN), tp.f32, layout=tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1))))

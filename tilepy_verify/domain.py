@@ -189,6 +189,7 @@ class _Walker(MemoryEvents):
         n0 = len(self.writes)
         self.block(s.body, st1)
         body_writes = [w for w in self.writes[n0:]]
+        lp.mwaits = self.mwaits[len(saved[2]):]
         self.recording, self.writes, self.mwaits = saved
         v_iter = {k: v for k, v in st1.avalid.items() if v is not True}
         lp.cost = {k: st1.counters.get(k, 0) for k in set(st1.counters) | set(st.counters)}

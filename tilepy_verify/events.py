@@ -58,6 +58,7 @@ class Loop:
     cost: dict = field(default_factory=dict)  # counters per iteration
     base: dict = field(default_factory=dict)  # counters at loop entry
     writes: list = field(default_factory=list)  # shared writes of one iteration (from the first pass)
+    mwaits: list | None = None  # mbarrier waits of one iteration (known after the first pass; reaching.py)
     derived: list = field(default_factory=list)  # names of fresh variables defined per iteration (min / max)
     periodic: dict = field(default_factory=dict)  # arrival counter -> periodic.summed terms (None: unknown)
     ctr: dict = field(default_factory=dict)  # counters at the top of an iteration (pass 2)

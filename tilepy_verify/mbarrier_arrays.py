@@ -402,6 +402,17 @@ class _Expander:
                 return _bin("-", ir.Var(I32, e.span, J), ir.Var(I32, e.span, j), e.span)
             return idx(e)
 
+        def in_pre(e):
+            # the tile's first slot in its prologue (a wait there on k-tile 0's stage: gemm_persistent DEFER=2):
+            # index * R0 is J - j in every slot of the tile wherever R0 >= 1 (R = R0 there); elsewhere (the ring
+            # runs no round) the product as written. where(R0 >= 1, J - j, index * R0): a linear term where the
+            # product needed a nonlinear search in every query it reached (race 77 s, deadlock 117 s at 4 stages)
+            if not first_slot(e):
+                return idx(e)
+            slot = _bin("-", ir.Var(I32, e.span, J), ir.Var(I32, e.span, j), e.span)
+            return ir.Call(I32, e.span, "where", (_bin(">=", map_expr(R0, lambda x: None), _const(1, e.span), e.span,
+                                                       BOOL), slot, map_top(e, idx)), {})
+
         def rewrite(stmts, fn=idx):  # top down: a product is matched before its index factor
             return map_stmts(stmts, fn, top_down=True)
 
@@ -410,7 +421,7 @@ class _Expander:
         # again in the tile (ring or epilogue), not read by a statement before it (which runs after it now)
         every, once, defined = [], [], set()
         again = _assigned([lp] + post)
-        for x in rewrite(pre):
+        for x in rewrite(pre, in_pre):
             pure = (isinstance(x, ir.Assign) and isinstance(x.value.type, ScalarType) and _pure(x.value)
                     and not _uses(x.value, (_assigned(s.body) - defined) | {x.name}) and x.name not in again
                     and not _uses_stmts(once, {x.name}))

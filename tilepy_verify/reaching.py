@@ -90,6 +90,73 @@ def _monotone(walker, w) -> bool:
     return walker.solve(q) is None
 
 
+def _the_wait(walker, bar, P):
+    """The wait op on `bar` whose phase is the highest the read's role has seen complete at P (module doc), or
+    None. One wait op on it in the role's line: that wait, earlier in the same iteration, its phase never
+    decreasing. Several: the latest of those earlier in the same iteration whose phase is the highest of every
+    execution of every one of them before P (`_highest`); a later wait for an older phase (which returns at once)
+    does not hide the copies an earlier one made visible."""
+    A = walker.A
+    waits = [x for x in walker.mwaits if x.bar == bar and in_line(x.point.role, P.role)]  # so far
+    if waits_in_line(A, bar, P.role) == 1:
+        if len(waits) != 1 or waits[0].phase is None or tuple(waits[0].point.loops) != tuple(P.loops):
+            return None
+        return waits[0] if _before(walker, waits[0], P) and _monotone(walker, waits[0]) else None
+    for W in reversed([x for x in waits if tuple(x.point.loops) == tuple(P.loops) and x.phase is not None]):
+        if _before(walker, W, P) and _highest(walker, W, P, waits):
+            return W
+    return None
+
+
+def _before(walker, W, P) -> bool:
+    """W comes before P in every iteration where P runs."""
+    earlier = cmp("<=", P.counters.get("T", 0), W.point.counters.get("T", 0))  # W not before P: unsat
+    return walker.solve(AND(P.constraint(), earlier)) is None
+
+
+def _highest(walker, W, P, waits) -> bool:
+    """With several wait ops on the copies' mbarrier in the read's line (a tile's prologue waiting on its first
+    stage before the ring: gemm_persistent DEFER=2): no execution of any of them before the read, W's own in
+    earlier iterations included, waits for a higher phase than W at the read's iteration. Then W's phase q is
+    the highest the read's role has seen complete, and the copies tied to later phases are not visible through
+    it, as with one monotone wait. `waits`: the wait ops on the mbarrier in the line so far (program order);
+    those later in the body of P's loop run before P in earlier iterations: the loop's first walk recorded
+    them (Loop.mwaits). Only a read in at most one loop, the waits in it or before it; anything else is not
+    proven (False)."""
+    loops = tuple(P.loops)
+    if len(loops) > 1:
+        return False
+    L = loops[0] if loops else None
+    q = W.phase
+    bad = []
+    for x in waits:  # before P in program order
+        if x is W:
+            continue
+        xl = tuple(x.point.loops)
+        if x.phase is None:
+            return False
+        if xl == loops:  # this iteration (earlier ones below, with the loop's other waits)
+            bad.append(AND(x.point.path, cmp(">", x.phase, q)))
+        elif L is None or L not in xl:  # before P's loop: at top level or in a loop that has finished
+            m = x.point.instance("~hi")
+            bad.append(AND(subst(x.point.constraint(), m), cmp(">", subst(x.phase, m), q)))
+        else:
+            return False  # in a loop nested in P's
+    if L is not None:
+        step = const_of(L.step)
+        if step is None or step <= 0 or L.mwaits is None:  # (None: the loop's first walk, not known yet)
+            return False
+        for x in L.mwaits:  # every wait op of the loop's body, at an earlier iteration
+            if x.bar != W.bar or not in_line(x.point.role, P.role):
+                continue
+            if x.phase is None or tuple(x.point.loops) != loops:
+                return False
+            m = x.point.instance("~hi")
+            bad.append(AND(subst(x.point.constraint(), m), cmp("<", m[L.var.name], L.var),
+                           cmp(">", subst(x.phase, m), q)))
+    return walker.solve(AND(P.constraint(), W.point.path, OR(*bad))) is None
+
+
 def _own_later(alloc, P) -> bool:
     """Does the read's own role write `alloc` in the body of a loop around it (known after the loop's first
     walk)?"""
@@ -114,16 +181,10 @@ def cross_role(walker, alloc, P, stage):
         bar = acc.bar
         if acc.kind != "async" or bar is None or acc.arr is None or A.mbarriers.get(bar) is None:
             return []
-        if sole_role(A, bar) != tuple(acc.point.role) or waits_in_line(A, bar, P.role) != 1:
+        if sole_role(A, bar) != tuple(acc.point.role):
             return []
-        waits = [x for x in walker.mwaits if x.bar == bar and in_line(x.point.role, P.role)]  # so far
-        if len(waits) != 1 or waits[0].phase is None:
-            return []
-        W = waits[0]
-        if tuple(W.point.loops) != tuple(P.loops):
-            return []
-        earlier = cmp("<=", P.counters.get("T", 0), W.point.counters.get("T", 0))  # W not before P: unsat
-        if walker.solve(AND(P.constraint(), earlier)) is not None or not _monotone(walker, W):
+        W = _the_wait(walker, bar, P)
+        if W is None:
             return []
         C = A.mbarriers[bar]
         got = latest_counted(acc.point, acc.arr, arr_key(bar, acc.point.role), (W.phase + 1) * C)
