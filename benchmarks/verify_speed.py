@@ -68,7 +68,7 @@ def cases():
     kern, params = gemm_hopper.plan_kernel(4096, 4096, tp.bf16, gemm_hopper.policy(4096, 4096, 4096, tp.bf16,
                                                                                      fixup=True), 4096)
     yield "gemm_persistent_bf16[policy large, TMA store]", kern, "sm_90a", params
-    # and its f32 output (G18): 8 pieces of 32 columns through the two buffers
+    # and its f32 output (G18): 4 pieces of 64 columns through one buffer
     kern, params = gemm_hopper.plan_kernel(4096, 4096, tp.f32, gemm_hopper.policy(4096, 4096, 4096, tp.f32,
                                                                                     fixup=True), 4096)
     yield "gemm_persistent[policy large f32, TMA store]", kern, "sm_90a", params

@@ -807,8 +807,13 @@ LARGE_PERSISTENT = dict(PERSISTENT=1, STAGES=4, EPILOGUE=2, STORE_N=64, PRODUCER
 # conflict; 32-byte column blocks (STORE_SPAN=32, conflict-free, four TMA boxes a piece) measured SLOWER (0.875-0.881
 # at 8192 x 8192 x 1024, 0.966-0.974 at 4096^3); 4 pieces of 64 beside 3 stages 0.916-0.927 / 0.965-0.966; setmaxnreg
 # alone on the policy 0.854-0.881 / 0.953-0.961. 3000 x 5000 x 4096 (B rows off 128-byte lines) keeps the cluster
-# (0.843-0.855; these forms 0.675-0.683).
-LARGE_PERSISTENT_F32 = dict(LARGE_PERSISTENT, STORE_N=32)
+# (0.843-0.855; these forms 0.675-0.683). The 8 pieces verify in 1.9-2.1 s CPU (8 writes x 8 TMA stores of c_s for
+# the race check), over the 2 s bar; 4 pieces of 64 columns through ONE 32 KB buffer (STORE_BUFS=1: each piece
+# waits for the previous one's read) verify in 0.8 s and measured the same within the spread, two more runs
+# (gemm-large-g18-call2{a,b}-*.json, 8 pieces / 4 through one buffer): 8192 x 8192 x 1024 0.967 / 0.969, 0.987 /
+# 0.978; 4096 x 14336 x 4096 0.971 / 0.970, 0.976 / 0.976; 4096^3 0.993 / 0.991, 0.992 / 0.984; 4096 x 4096 x 14336
+# 0.988 / 0.995, 1.021 / 0.993; 8192^3 1.025 / 1.001, 1.005 / 1.015: the policy is the one-buffer form.
+LARGE_PERSISTENT_F32 = dict(LARGE_PERSISTENT, STORE_N=64, STORE_BUFS=1)
 # G8 (H100, benchmarks/results/gemm-g8-small{,2}-*.json; bf16 / f32 out, us, cuBLAS timed beside each row). The forms
 # below are taken by `launch` callers only (`policy(..., fixup=True)`, `forms=True`: the lowering launches
 # gemm_hopper itself and cannot run gemm_splitk_swap or gemm_cluster).
@@ -910,19 +915,23 @@ CLUSTER_SPLIT_STAGES = {8: 8, 16: 8, 24: 8, 32: 8, 48: 6, 64: 6, 80: 5, 96: 4, 1
 # 0.84-0.88), 80 rows 12.46-12.54 / 12.20-12.66 -> 11.42-11.47 / 11.33-11.43 (0.75-0.77 -> 0.81-0.83), 100 rows (n104)
 # 13.49-13.59 / 13.38-13.46 -> 12.22-12.23 / 12.45-12.57 (0.86-0.89 -> 0.95); once: 24 rows 9.89 -> 9.26 (0.90 ->
 # 0.94), 48 rows 10.56 -> 10.16 (0.81 -> 0.86), 96 rows 13.35 -> 11.76 with 4 stages (0.75 -> 0.84: the received tile
-# leaves room for 4, not 5); 16 rows (n16, this form against the split-4 policy) 9.57 -> 8.51 (0.94 -> 1.06: one run,
-# 16 rows keep the split-4 policy; the n8 / n16 entries above are for the sweeps). 112 / 128
+# leaves room for 4, not 5); 16 rows (n16, this form against the split-4 policy) 9.57 -> 8.51 (0.94 -> 1.06). 112 / 128
 # rows fit only 3 stages beside it and lose there (13.89 -> 14.20, 14.19-14.43 -> 14.80-14.87): no push (the barrier
 # exchange). At short K it pays from 8 k-tiles at 32 / 64 rows (32 x 4096 x 512 6.38 -> 4.96 against the split into
 # slots, 64 x 4096 x 512 6.46 -> 5.51), 24 at 80 rows (7.96 -> 7.08), 32 at 100 rows (9.40 -> 8.78). Below 8: not
-# measured.
+# measured. A third call (gemm-g19-confirm-*.json), below 17 rows against the swap-AB split-4 policy there, alternated
+# twice: 16 rows (n16) 9.61-9.64 / 9.48-9.61 -> 8.50-8.54 / 8.48-8.49 (0.93-0.96 -> 1.06-1.07), 8 rows (n8) 9.78-9.89
+# -> 8.16-8.17 (0.85-0.86 -> 1.03); once: 1 row (n8) 9.92 -> 8.26 (0.92 -> 1.10), 16 x 4096 x 14336 even (43.44 ->
+# 43.49, 1.00); so 1-16 rows take it too. With PUSH against the barrier exchange (once): 20 rows 0.89 -> 0.92, 40 rows
+# 0.87 -> 0.91, 56 rows 0.82 -> 0.85, 72 rows (f32 out) 0.78 -> 0.85; at short K against the forms before: 48 x 4096 x
+# 512 0.49 -> 0.69, 24 x 4096 x 768 0.58 -> 0.75, 96 x 4096 x 1536 0.65 -> 0.69, 104 x 4096 x 2048 0.71 -> 0.78.
 CLUSTER_SPLIT_MIN_K_TILES = {64: 8, 96: 24, 104: 32, 112: 48, 128: 64}
 CLUSTER_SPLIT_PUSH_BM = 104     # PUSH=1 up to this BM (its received tile beside CLUSTER_SPLIT_STAGES' stages)
 
 
 def cluster_split(M: int, N: int, K: int) -> dict | None:
     """The CLUSTER_K=2 form (above) for an (M, N, K) GEMM, or None where it does not apply."""
-    if (not 17 <= M <= 128 or not NUM_SMS // 2 < 2 * _cdiv(N, 64) <= NUM_SMS
+    if (not 1 <= M <= 128 or not NUM_SMS // 2 < 2 * _cdiv(N, 64) <= NUM_SMS
             or _cdiv(K, 64) < next(v for m, v in CLUSTER_SPLIT_MIN_K_TILES.items() if M <= m)):
         return None
     bm = min(b for b in CLUSTER_SPLIT_STAGES if b >= M)
@@ -1021,7 +1030,7 @@ def policy(M: int, N: int, K: int, out=None, fixup: bool = False, forms: bool = 
             and _cdiv(M, p["BM"]) * _cdiv(N, p["BN"]) > NUM_SMS):
         # the persistent grid, the TMA store overlapped with the next tile (LARGE_PERSISTENT above); GROUP_M 16 where
         # A overflows the L2 (measured the same as 8 there: 8192^3 1.017 / 1.014, 4096 x 4096 x 14336 0.996 / 0.997);
-        # f32 out in 32-column pieces, GROUP_M 8 (LARGE_PERSISTENT_F32, G18)
+        # f32 out in 64-column pieces through one buffer, GROUP_M 8 (LARGE_PERSISTENT_F32, G18)
         p.pop("IN_FLIGHT", None)
         pers = LARGE_PERSISTENT if out == tp.bf16 else LARGE_PERSISTENT_F32
         return {**p, **pers, "GROUP_M": p.get("GROUP_M", pers["GROUP_M"])}

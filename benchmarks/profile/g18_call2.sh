@@ -18,7 +18,7 @@ grep -vE "^\s*$" "$OUT/gemm-g18.log" | grep -v -i warn | tail -24 | cut -c1-150 
 for run in a b; do
   timeout 75 python3 benchmarks/gemm_large_sweep.py --only f32 --tag g18-call2$run --out "$OUT" --batches 12 \
     --precompile 8 \
-    --variants '^(before_g18|pers_n64_b1_s4_r64)$' --shapes $S 2>&1 | grep -v -i warn \
+    --variants '^pers_n64_b1_s4_r64$' --shapes $S 2>&1 | grep -v -i warn \
     | grep -E "^f32 [0-9x]+:|wrote|failed|WRONG" | tee -a "$LOG"
   echo "== sweep $run $(el)" | tee -a "$LOG"
 done

@@ -4,11 +4,13 @@ the next tile (whole, and in 64-column pieces: STORE_N), gemm_fp8 with the TMA s
 gemm_fp8_persistent_tma (the pieces for fp8).
 
 compute-sanitizer --tool memcheck python3 tests/gpu/sanitize_gemm_large.py
-compute-sanitizer --tool racecheck python3 tests/gpu/sanitize_gemm_large.py [persistent|pieces|defer|f32|f32policy]
+compute-sanitizer --tool racecheck python3 tests/gpu/sanitize_gemm_large.py [MODE: persistent, pieces, defer, f32,
+f32policy or f32b1]
 (defer: the DEFER=1 piece forms alone: pieces held in registers and written under the next tile's first k-tile;
 f32: the piece forms with f32 out alone, G18: 8 pieces of 32 columns through two 16 KB buffers (128-byte rows, and
 32-byte column blocks), 16 of 16 through four, 4 of 64 beside 3 stages, and the large f32 class through launch on a
-ragged shape; f32policy: the two 2056-row cases alone)
+ragged shape; f32policy: the two 2056-row cases alone; f32b1: the policy's one-buffer form on the small ragged
+shape alone)
 """
 
 import os
@@ -66,12 +68,16 @@ for (m, k, n), extra in (((300, 520, 776), dict(PERSISTENT=1, NUM_SMS=3, STAGES=
                                                 STORE_BUFS=4, STORE_SPAN=32, GROUP_M=2, **R64)),
                          ((300, 520, 776), dict(PERSISTENT=1, NUM_SMS=3, STAGES=3, EPILOGUE=2, STORE_N=64,
                                                 STORE_SPAN=32, GROUP_M=2, **R64)),
+                         # the policy's form (4 pieces of 64 through one buffer, 4 stages): 3 blocks, and 1 block
+                         ((300, 520, 776), dict(gemm_hopper.LARGE_PERSISTENT_F32, NUM_SMS=3, GROUP_M=2)),
+                         ((300, 520, 776), dict(gemm_hopper.LARGE_PERSISTENT_F32, NUM_SMS=1, GROUP_M=2)),
                          # the large f32 class through launch (its policy): 2056 x 4160 x 1040, 17 x 17 tiles
                          # (partial in M, N and K) on the policy's grid; and 4 pieces of 64 through one buffer
                          ((2056, 1040, 4160), {}),
                          ((2056, 1040, 4160), dict(PERSISTENT=1, STAGES=4, EPILOGUE=2, STORE_N=64, STORE_BUFS=1,
                                                    GROUP_M=8, **R64))):
-    if ONLY not in ("", "pieces", "persistent", "f32", "f32policy") or ONLY == "f32policy" and m < 2000:
+    if (ONLY not in ("", "pieces", "persistent", "f32", "f32policy", "f32b1") or ONLY == "f32policy" and m < 2000
+            or ONLY == "f32b1" and (m > 2000 or extra.get("STORE_BUFS") != 1)):
         continue
     a = torch.randn(m, k, device=d, generator=g).bfloat16()
     b = torch.randn(k, n, device=d, generator=g).bfloat16()
@@ -86,7 +92,7 @@ for (m, n, k), extra in (((136, 260, 400), dict(STAGES=3, EPILOGUE=2, PRODUCER_R
                          # gemm_fp8_persistent_tma: 3 blocks over 3 x 3 tiles of 4 pieces, ragged M and K
                          ((300, 520, 272), dict(PERSISTENT=1, NUM_SMS=3, STORE_N=64, STAGES=4, GROUP_M=2,
                                                 PRODUCER_REGS=96, CONSUMER_REGS=200))):
-    if ONLY in ("persistent", "defer", "f32", "f32policy") or ONLY == "pieces" and not extra.get("STORE_N"):
+    if ONLY in ("persistent", "defer", "f32", "f32policy", "f32b1") or ONLY == "pieces" and not extra.get("STORE_N"):
         continue
     a = torch.randn(m, k, device=d, generator=g).to(torch.float8_e4m3fn)
     b = torch.randn(n, k, device=d, generator=g).to(torch.float8_e4m3fn)

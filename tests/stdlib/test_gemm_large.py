@@ -110,7 +110,8 @@ def test_large_bf16_policy_groups_where_a_overflows_the_l2():
 def test_launch_runs_the_large_bf16_class_persistent(shape):
     """`launch`'s policy for the large class's bf16 output (more 128 x 256 tiles than SMs): gemm_persistent with the
     TMA store overlapped with the next tile, in 64-column pieces beside 4 stages, 64 / 216 registers, a grid of one
-    block per SM; f32 out (G18) the same in 32-column pieces, GROUP_M 8; the lowering's policy (no `fixup`) and a
+    block per SM; f32 out (G18) the same in 64-column pieces through one buffer, GROUP_M 8; the lowering's policy
+    (no `fixup`) and a
     caller's own constexprs keep gemm_hopper."""
     M, N, K = shape
     p = gemm_hopper.policy(M, N, K, tp.bf16, fixup=True)
@@ -121,9 +122,10 @@ def test_launch_runs_the_large_bf16_class_persistent(shape):
     assert gemm_hopper.grid_of(M, N, p) == (gemm_hopper.NUM_SMS,)
     p32 = gemm_hopper.policy(M, N, K, tp.f32, fixup=True)
     assert {k: p32[k] for k in gemm_hopper.LARGE_PERSISTENT_F32} == gemm_hopper.LARGE_PERSISTENT_F32
-    assert gemm_hopper.LARGE_PERSISTENT_F32["STORE_N"] == 32 and "IN_FLIGHT" not in p32
+    assert gemm_hopper.LARGE_PERSISTENT_F32["STORE_N"] == 64 and "IN_FLIGHT" not in p32
     kernel, kp = gemm_hopper.plan_kernel(M, N, tp.f32, p32, K)
-    assert kernel is gemm_hopper.kernel_for(tp.f32, persistent=True) and kp["EPILOGUE"] == 2 and kp["STORE_N"] == 32
+    assert kernel is gemm_hopper.kernel_for(tp.f32, persistent=True) and kp["EPILOGUE"] == 2
+    assert (kp["STORE_N"], kp["STORE_BUFS"]) == (64, 1)
     assert gemm_hopper.grid_of(M, N, p32) == (gemm_hopper.NUM_SMS,)
     assert not gemm_hopper.policy(M, N, K, tp.f32).get("PERSISTENT")
     assert not gemm_hopper.policy(M, N, K, tp.bf16).get("PERSISTENT")
@@ -217,14 +219,14 @@ def test_persistent_store_in_pieces_on_the_interpreter(m, k, n, params):
 
 
 @pytest.mark.parametrize("m,k,n,params", [
-    # (G18) f32 out, the policy's form (8 pieces of 32 columns, 128-byte rows, through two 16 KB buffers, 4 stages):
-    # 3 blocks over 3 x 3 tiles with 4 k-tiles (one ring turn a tile), ragged M, N and K
+    # (G18) f32 out, the policy's form (4 pieces of 64 columns through one 32 KB buffer, 4 stages): 3 blocks over 3 x
+    # 3 tiles with 4 k-tiles (one ring turn a tile), ragged M, N and K; 8 pieces of 32 through two 16 KB buffers
     (300, 200, 600, dict(PIECES, **gemm_hopper.LARGE_PERSISTENT_F32, NUM_SMS=3)),
+    (300, 200, 600, dict(PIECES, NUM_SMS=3, STAGES=4, GROUP_M=2, STORE_N=32, PRODUCER_REGS=64, CONSUMER_REGS=216)),
     (300, 200, 600, dict(PIECES, NUM_SMS=3, STAGES=4, GROUP_M=2, STORE_N=32, STORE_SPAN=32)),   # 32-byte blocks
     (520, 330, 600, dict(PIECES, NUM_SMS=5, STAGES=3, GROUP_M=3, STORE_N=32)),      # 5 x 3 tiles, 2 turns a tile
     (300, 200, 600, dict(PIECES, NUM_SMS=2, STAGES=4, GROUP_M=2, STORE_N=16, STORE_BUFS=4)),   # 16 of 16 (64 B rows)
     (130, 64, 136, dict(PIECES, NUM_SMS=1, STAGES=3, GROUP_M=8, STORE_N=64)),      # 4 of 64, one block, one k-tile
-    (300, 200, 600, dict(PIECES, NUM_SMS=3, STAGES=4, GROUP_M=2, STORE_N=64, STORE_BUFS=1)),    # 4 through ONE buffer
 ])
 def test_persistent_store_in_pieces_f32_on_the_interpreter(m, k, n, params):
     """gemm_persistent STORE_N with f32 out (G18): every element written once (NaN-poisoned), the f32 sums against
@@ -325,7 +327,7 @@ def test_persistent_store_in_pieces_verifies_clean(params):
 
 
 def test_persistent_store_in_pieces_f32_verifies_clean():
-    """The f32 piece form at its policy's constexprs (8 pieces of 32 columns through two buffers, 4 stages, 64 / 216):
+    """The f32 piece form at its policy's constexprs (4 pieces of 64 columns through one buffer, 4 stages, 64 / 216):
     no race, no deadlock, no pipeline hazard; the consumers' 8-byte writes of the accumulator's pairs into 128-byte
     swizzled rows are a 2-way bank conflict (a half-warp's four rows take the same two 16-byte chunks under the
     TMA's XOR; no TMA swizzle spreads them), reported as a performance finding, not a fault."""
@@ -333,7 +335,7 @@ def test_persistent_store_in_pieces_f32_verifies_clean():
 
     kernel, kp = gemm_hopper.plan_kernel(4096, 4096, tp.f32, gemm_hopper.policy(4096, 4096, 4096, tp.f32, fixup=True),
                                          4096)
-    assert kernel is gemm_hopper.kernel_for(tp.f32, persistent=True) and kp["STORE_N"] == 32
+    assert kernel is gemm_hopper.kernel_for(tp.f32, persistent=True) and (kp["STORE_N"], kp["STORE_BUFS"]) == (64, 1)
     report = tv.verify(kernel, target="sm_90a", **kp)
     assert report.ok, str(report)
     assert {(f.check, f.severity) for f in report.findings} <= {("bank_conflict", "performance")}, str(report)
