@@ -138,7 +138,11 @@ def _verify_ir(kir, names, key) -> Report:
     analysis = analyze(expanded)  # mbarrier arrays in the analysis's terms
     solver = Solver_()
     solver.facts.update(analysis.trip_facts)
-    written = _AsWritten(kir, symbolic_ring.enabled()) if expanded is not kir else None
+    symbolic = symbolic_ring.enabled() and expanded is not kir
+    if symbolic and (gap := symbolic_ring.static_gap(kir)) is not None:
+        symbolic_ring.note_gaps(kir, [gap])
+        symbolic = False
+    written = _AsWritten(kir, symbolic) if expanded is not kir else None
     ctx = Context(analysis, solver, written)
     from .checks.cluster import findings as cluster_findings
 
@@ -237,9 +241,9 @@ def _as_written(name, ctx):
 
 def _tags_as_written(kir, ctx):
     """The tag check's findings on the kernel as written with its rings' reads matched by element terms
-    (symbolic_ring.py, TILEPY_VERIFY_SYMBOLIC_RINGS=1), or None where a ring read is not of the covered form (the
-    reason in a debug line; the check then runs on the stage copies), the walk does not take that form, or a query
-    ends unknown."""
+    (symbolic_ring.py; TILEPY_VERIFY_SYMBOLIC_RINGS=0 turns it off), or None where a ring read is not of the
+    covered form (the reason in a debug line; the check then runs on the stage copies), the walk does not take
+    that form, or a query ends unknown."""
     from .checks import ALL
     from .vc import SolverUnknown
 

@@ -1,7 +1,8 @@
 """A ring of mbarrier arrays (`full[k % STAGES]`) read on the kernel as written: the tag proof's reaching writes
 matched by element terms, not by unrolling the ring into STAGES copies (issue 17 item 4; switch-gated).
 
-Off by default. With `TILEPY_VERIFY_SYMBOLIC_RINGS=1` (or `symbolic_ring.ENABLED = True`) the walk of the kernel
+On by default since 2026-11-24 23:00 (`TILEPY_VERIFY_SYMBOLIC_RINGS=0`, or `symbolic_ring.ENABLED = False`, turns it
+off: the tag check then runs on the stage copies everywhere, as before). The walk of the kernel
 as written (the one global_race, out_of_bounds, ... already run on) names an mbarrier array's element by
 (array, element term): `full[k % S]` is the mbarrier `mbar:full` with element `k % S` on the bulk copy, the wait
 and the arrive (`Access.elem`, `Wait.elem`, `Arrive.elem`). A shared read whose stages another role fills by
@@ -40,7 +41,7 @@ from .sync import in_line, sole_role, waits_in_line
 from .vc import AND, NOT, OR, cmp, const_of, linear_form, subst
 
 ENV = "TILEPY_VERIFY_SYMBOLIC_RINGS"
-ENABLED: bool | None = None  # None: read ENV ("1" on); True / False override it (tests)
+ENABLED: bool | None = None  # None: read ENV (unset or "1": on, "0": off); True / False override it (tests)
 
 log = logging.getLogger("tilepy_verify.symbolic_ring")
 
@@ -48,7 +49,7 @@ log = logging.getLogger("tilepy_verify.symbolic_ring")
 def enabled() -> bool:
     if ENABLED is not None:
         return bool(ENABLED)
-    return os.environ.get(ENV, "").strip() == "1"
+    return os.environ.get(ENV, "1").strip() != "0"
 
 
 def ring_allocs(kir) -> set:
@@ -66,12 +67,27 @@ def ring_allocs(kir) -> set:
     return out
 
 
+def static_gap(kir):
+    """Why no ring of `kir` can be of the covered form, seen in the IR before any walk (the walk naming elements
+    by term is then not made: the plain one serves the checks that run as written), or None."""
+    for s in ir.walk(kir.body):
+        if not isinstance(s, ir.Eval) or s.call.op not in ("copy_bulk", "mbarrier_arrive"):
+            continue
+        c = s.call
+        bar = c.args[2] if c.op == "copy_bulk" and len(c.args) > 2 else c.args[0] if c.args else None
+        if not (isinstance(bar, ir.Call) and bar.op == "mbarrier_at"):
+            continue
+        if (c.op == "copy_bulk" and c.attrs.get("multicast")) or (c.op == "mbarrier_arrive" and len(c.args) > 1):
+            return f"line {getattr(s.span, 'line', '?')}: a cluster's multicast copy or remote arrive on an array"
+    return None
+
+
 def reaching_tag(walker, ref, acc):
     """callable(coords) -> [Alt] for a read of a ring tile (see the module doc), or None where the read is not a
     ring's (reaching.reaching_tag decides) or not of the covered form (the reason recorded as a gap; reaching.py
     then decides, and the tag check does not use this walk)."""
-    if ref.alloc.name not in walker.ring_allocs:
-        return None
+    if ref.alloc.name not in walker.ring_allocs or (walker.recording and walker.A.symbolic_gaps):
+        return None  # not a ring's tile, or the tag check falls back already
     stage = ref.stage if ref.stage is not None else 0
     got = _cross(walker, ref.alloc, acc.point, stage)
     if isinstance(got, str):
@@ -127,8 +143,8 @@ def _cross(walker, alloc, P, stage):
         return "several roles write the ring's tile"
     if len(P.loops) != 1:
         return "the read is not directly in one loop"
-    found = []
-    for w in cross:
+    ring = []
+    for w in cross:  # the structural conditions of every copy first: a gap is then found before any query
         y = w.access
         if y.kind != "async" or y.elem is None or y.bar is None:
             return "a write of the tile that is not a bulk copy on an element of an mbarrier array"
@@ -147,9 +163,14 @@ def _cross(walker, alloc, P, stage):
         W = waits[0]
         if tuple(W.point.loops) != tuple(P.loops):
             return f"the wait on {bar[5:]} is not in the read's loop"
-        earlier = cmp("<=", _T(P), _T(W.point))
-        if walker.solve(AND(P.constraint(), earlier)) is not None or not _monotone(walker, W):
-            return f"the wait on {bar[5:]} is not before the read in every iteration, or its phase decreases"
+        ring.append((w, y, bar, C, role, W))
+    found, asked = [], set()
+    for w, y, bar, C, role, W in ring:
+        if id(W) not in asked:  # (the copies of one mbarrier share its wait: asked once)
+            asked.add(id(W))
+            earlier = cmp("<=", _T(P), _T(W.point))
+            if walker.solve(AND(P.constraint(), earlier)) is not None or not _monotone(walker, W):
+                return f"the wait on {bar[5:]} is not before the read in every iteration, or its phase decreases"
         got = _latest(walker, y, bar, role, C, W)
         if isinstance(got, str):
             return got

@@ -1,9 +1,9 @@
-"""The symbolic-ring switch (TILEPY_VERIFY_SYMBOLIC_RINGS=1, tilepy_verify/symbolic_ring.py): the tag proof of a
-ring over mbarrier arrays on the kernel as written, its reads matched to the copies their waits land per element,
-instead of on the STAGES loop-body copies. Its findings must be those of the copies on every ring kernel, bug and
-twin (the stage-ring bugs, the corpora's ring kernels, a family at element offsets and several arrivals a tile),
-the proof must be the symbolic one where the ring is of the covered form (no fallback), and the copies must be
-used, with the reason, where it is not. Ground truth for the family: the interpreter (wrong output, trace
+"""The symbolic-ring switch (TILEPY_VERIFY_SYMBOLIC_RINGS, on by default; tilepy_verify/symbolic_ring.py): the tag
+proof of a ring over mbarrier arrays on the kernel as written, its reads matched to the copies their waits land per
+element, instead of on the STAGES loop-body copies. Its findings must be those of the copies on every ring kernel,
+bug and twin (the stage-ring bugs, the corpora's ring kernels, a family at element offsets and several arrivals a
+tile), the proof must be the symbolic one where the ring is of the covered form (no fallback), and the copies must
+be used, with the reason, where it is not. Ground truth for the family: the interpreter (wrong output, trace
 hazards, deadlock)."""
 
 import logging
@@ -112,7 +112,7 @@ def test_switch_reads_the_environment(monkeypatch):
     monkeypatch.setenv(symbolic_ring.ENV, "0")
     assert not symbolic_ring.enabled()
     monkeypatch.delenv(symbolic_ring.ENV)
-    assert not symbolic_ring.enabled()
+    assert symbolic_ring.enabled()  # on by default
 
 
 ROWS = 10 * 32  # 10 tiles: more than three rounds at 3 stages
