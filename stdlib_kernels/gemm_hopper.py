@@ -813,7 +813,9 @@ LARGE_PERSISTENT = dict(PERSISTENT=1, STAGES=4, EPILOGUE=2, STORE_N=64, PRODUCER
 # (gemm-large-g18-call2{a,b}-*.json, 8 pieces / 4 through one buffer): 8192 x 8192 x 1024 0.967 / 0.969, 0.987 /
 # 0.978; 4096 x 14336 x 4096 0.971 / 0.970, 0.976 / 0.976; 4096^3 0.993 / 0.991, 0.992 / 0.984; 4096 x 4096 x 14336
 # 0.988 / 0.995, 1.021 / 0.993; 8192^3 1.025 / 1.001, 1.005 / 1.015: the policy is the one-buffer form.
-LARGE_PERSISTENT_F32 = dict(LARGE_PERSISTENT, STORE_N=64, STORE_BUFS=1)
+# (Spelled out, not derived from LARGE_PERSISTENT: a bf16-only knob there, DEFER, does not apply to one buffer.)
+LARGE_PERSISTENT_F32 = dict(PERSISTENT=1, STAGES=4, EPILOGUE=2, STORE_N=64, STORE_BUFS=1, PRODUCER_REGS=64,
+                            CONSUMER_REGS=216, GROUP_M=8)
 # G8 (H100, benchmarks/results/gemm-g8-small{,2}-*.json; bf16 / f32 out, us, cuBLAS timed beside each row). The forms
 # below are taken by `launch` callers only (`policy(..., fixup=True)`, `forms=True`: the lowering launches
 # gemm_hopper itself and cannot run gemm_splitk_swap or gemm_cluster).
