@@ -133,6 +133,12 @@ def lower_captured(captured: Captured, target: str = "cpu", precision=None) -> L
 # block's mean and by its gating product was computed twice, 50 reads per element against 1 write and 2 reads.
 SHARED_READS = 8
 SHARED_BIG = 1 << 16
+# A read whose address jumps where the value's innermost coordinate steps by one (a transposed view: ViT's
+# `conv(x).flatten(2).transpose(1, 2)`) pulls a 32-byte sector per 4-byte element, 8 times the bytes of a read in
+# order: one such read is reason enough, so a value reaching two or more kernels with it is stored once (coalesced)
+# instead of gathered again in every kernel (level3/009's residual stream read the patch embedding transposed in
+# each of its 10 consumers: its final LayerNorm alone took 833 us of the program's 3509).
+STRIDED_READS = SHARED_READS + 1
 # Ops that read their input twice, in their statistics and in their normalization (two kernels, or two passes of
 # one row kernel): one such sink counts as two (ConvNeXt's 49-tap depthwise convolution feeding a LayerNorm was
 # written out in its sum, its sum of squares and its normalization, 3 x 49 reads per element).
@@ -173,7 +179,8 @@ def _shared_stored(ctx: Context, node, t):
     from .render_conv_copy import reads_per_element
 
     sizes = {b.name: b.numel for b in ctx.buffers}
-    reads = reads_per_element(t([Var(f"i{d}", n) for d, n in enumerate(t.shape)]), sizes, big=SHARED_BIG)
+    coords = [Var(f"i{d}", n) for d, n in enumerate(t.shape)]
+    reads = reads_per_element(t(coords), sizes, big=SHARED_BIG, inner=coords[-1], strided=STRIDED_READS)
     if reads <= SHARED_READS:
         return t
     log.info("%s: stored once (%d reads of large buffers per element, read by %d kernels)", source_line(node),

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from .core import Buffer, LTensor
 from .emit import _TileEmitter, _view_signature
-from .index import Var, unflatten
+from .index import Var, as_index, unflatten
 from .values import walk
 
 
@@ -37,10 +37,12 @@ def copy_reads(x: LTensor, geometry: dict, names) -> tuple:
     return tuple(names[b] for b in used)
 
 
-def reads_per_element(value, sizes: dict, big: int = 4096) -> int:
+def reads_per_element(value, sizes: dict, big: int = 4096, inner=None, strided: int = 1) -> int:
     """Reads of large buffers (`sizes`: name -> numel, at least `big` elements) one element of `value` needs: a
     `where` costs its condition and the dearer of its branches (a padding's select reads one place), any other
-    op the sum of its operands (a sum of taps reads every tap)."""
+    op the sum of its operands (a sum of taps reads every tap). With `inner` (the Var of the value's innermost
+    coordinate) a load whose address steps by more than 2 elements where `inner` steps by one (a transposed read:
+    neighbouring threads touch different 32-byte sectors) costs `strided` reads instead of one."""
     memo: dict = {}
 
     def cost(v) -> int:
@@ -48,6 +50,8 @@ def reads_per_element(value, sizes: dict, big: int = 4096) -> int:
         if got is not None:
             return got
         own = 1 if v.op in ("load", "gather") and sizes.get(v.args[0], 0) >= big else 0
+        if own and inner is not None and v.op == "load" and _steps_far(v.args[1], inner):
+            own = strided
         sub = [cost(a) for a in v.args if hasattr(a, "op") and hasattr(a, "args")]
         if v.op == "where" and len(sub) == 3:
             out = own + sub[0] + max(sub[1], sub[2])
@@ -57,6 +61,25 @@ def reads_per_element(value, sizes: dict, big: int = 4096) -> int:
         return out
 
     return cost(value)
+
+
+def _steps_far(idx, inner) -> bool:
+    """Whether the flat address `idx` moves by more than 2 elements when `inner` goes from 0 to 1 (or from the
+    middle of its range one further), the other variables at 0 and at the middle of their ranges."""
+    from .index import substitute, variables
+
+    names = variables(idx)
+    if inner not in names or inner.size < 2:
+        return False
+    others = [x for x in names if x != inner]
+    for fill in (0, 1):
+        for at in (0, (inner.size - 1) // 2):
+            base = {x.name: as_index((x.size - 1) // 2 if fill else 0) for x in others}
+            a = substitute(idx, {**base, inner.name: as_index(at)}).const
+            b = substitute(idx, {**base, inner.name: as_index(at + 1)}).const
+            if a is not None and b is not None and abs(b - a) > 2:
+                return True
+    return False
 
 
 def _vars(x: LTensor, geometry: dict):

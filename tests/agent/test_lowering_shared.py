@@ -76,12 +76,13 @@ class DepthwiseNorm(nn.Module):
 
 def test_a_7x7_depthwise_is_written_out_and_stored_once_for_its_layer_norm(tmp_path):
     """49 taps: the taps written out in a pointwise kernel (DEPTHWISE_TAPS), not a reduction; the LayerNorm reads
-    it in its statistics and its normalization (a sink that counts twice), so it is stored once."""
+    it in its statistics and its normalization (a sink that counts twice), so it is stored once; the channels-last
+    view the LayerNorm reads (a stride of H * W along its rows) is stored once too (STRIDED_READS)."""
     torch.manual_seed(2)
     model = DepthwiseNorm(16).eval()
     x = torch.randn(2, 16, 48, 50)       # past SHARED_BIG elements: not a small value
     prog, _, out, ref = run_lowered(model, [x], tmp_path, "dw7_norm", target="cpu")
-    assert len(_shared(prog)) == 1 and _shared(prog)[0].shape == (2, 16, 48, 50)
+    assert [b.shape for b in _shared(prog)] == [(2, 16, 48, 50), (2, 48, 50, 16)]
     names = [getattr(k, "name", type(k).__name__) for k in prog.kernels]
     assert not any("reduce_sum" in n for n in names), names      # no reduction computes the convolution
     assert_close(out, ref, 1e-5)
@@ -130,3 +131,40 @@ def test_the_depthwise_kernel_takes_at_most_a_grids_z_of_planes():
     ok = [depthwise_ok("sm_90a", Shape(n, 384, 8, 8), w, False, 384, (1, 1), (1, 1), 9) for n in (170, 171)]
     assert 170 * 384 <= GRID_Z_MAX < 171 * 384 and ok == [True, False]
     assert not depthwise_ok("cpu", Shape(2, 384, 8, 8), w, False, 384, (1, 1), (1, 1), 9)
+
+
+class TransposedTwice(nn.Module):
+    """ViT's patch embedding read transposed ((N, C, P) -> (N, P, C): a stride of P floats along the innermost
+    coordinate) by a LayerNorm's statistics and by the residual sum."""
+
+    def __init__(self, c: int):
+        super().__init__()
+        self.norm = nn.LayerNorm(c)
+
+    def forward(self, x):
+        t = x.flatten(2).transpose(1, 2) + 1.0
+        return t + self.norm(t)
+
+
+class ContiguousTwice(nn.Module):
+    def __init__(self, c: int):
+        super().__init__()
+        self.norm = nn.LayerNorm(c)
+
+    def forward(self, x):
+        t = x.flatten(2) + 1.0
+        return t + self.norm(t)
+
+
+def test_a_transposed_read_reaching_two_kernels_is_stored_once(tmp_path):
+    """One strided read counts as STRIDED_READS reads: the transposed value is stored once, coalesced; the same
+    value read in order (a stride of one) is still composed into each kernel."""
+    torch.manual_seed(2)
+    x = torch.randn(2, 64, 16, 32)
+    prog, _, out, ref = run_lowered(TransposedTwice(64).eval(), [x], tmp_path, "transposed_shared", target="cpu")
+    assert [b.shape for b in _shared(prog)] == [(2, 512, 64)]
+    assert_close(out, ref, 1e-5)
+    y = torch.randn(2, 512, 8, 8)
+    prog, _, out, ref = run_lowered(ContiguousTwice(64).eval(), [y], tmp_path, "in_order", target="cpu")
+    assert not _shared(prog)
+    assert_close(out, ref, 1e-5)
