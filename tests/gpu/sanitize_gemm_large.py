@@ -50,7 +50,7 @@ for (m, k, n), extra in (((300, 520, 776), dict(STAGES=3, EPILOGUE=2, IN_FLIGHT=
                          ((300, 520, 776), dict(PERSISTENT=1, NUM_SMS=3, STAGES=4, EPILOGUE=2, STORE_N=64, GROUP_M=2,
                                                 DEFER=2, **R64))):
     if (ONLY == "persistent" and not extra.get("PERSISTENT") or ONLY == "pieces" and not extra.get("STORE_N")
-            or ONLY == "defer" and not extra.get("DEFER") or ONLY in ("f32", "f32policy")):
+            or ONLY == "defer" and not extra.get("DEFER") or ONLY in ("f32", "f32policy", "f32b1")):
         continue
     a = torch.randn(m, k, device=d, generator=g).bfloat16()
     b = torch.randn(k, n, device=d, generator=g).bfloat16()
