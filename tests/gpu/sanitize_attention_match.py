@@ -3,7 +3,6 @@
 error against eager."""
 
 import importlib.util
-import math
 import os
 import sys
 import tempfile
@@ -12,19 +11,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 from argus_agent.lower import lower_model, render_program  # noqa: E402
-
-
-class WrittenOut(torch.nn.Module):
-    def __init__(self, max_len: int):
-        super().__init__()
-        self.register_buffer("mask", torch.tril(torch.ones(max_len, max_len)).view(1, 1, max_len, max_len))
-
-    def forward(self, q, k, v):
-        t = q.size(-2)
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
-        att = att.masked_fill(self.mask[:, :, :t, :t] == 0, float("-inf"))
-        return torch.nn.functional.softmax(att, dim=-1) @ v
-
+from tests.gpu.test_gpu_lower_attention_match import WrittenOut  # noqa: E402
 
 for dtype, shape in ((torch.float32, (2, 3, 100, 64)), (torch.bfloat16, (2, 3, 130, 64))):
     model = WrittenOut(256).to(dtype)
