@@ -39,6 +39,10 @@ SMALL = {  # "kn" (torch.matmul) shapes toward 2x SGEMM: constexprs through laun
                          "bn64": dict(BN=64, INSTR=tp.nv.wgmma_m64n64k8_tf32, KSPLIT=1),
                          "s3": dict(STAGES=3)},
 }
+# --confirm: launch's own choice ("launch": launch_policy, 64-wide unsplit tiles at these shapes) against the split-K
+# policy it replaced there ("split_policy")
+CONFIRM = {shape: {"launch": {}, "split_policy": gemm_fp32.policy(*shape)}
+           for shape in ((1024, 1024, 1024), (256, 4096, 4096), (512, 2048, 2048))}
 
 
 def _swap_forms(M, N, K) -> dict:
@@ -56,7 +60,7 @@ def _swap_forms(M, N, K) -> dict:
 
 
 def _small_params(M, N, K, kw) -> dict:
-    pol = {} if gemm_fp32.tile_named(kw) else gemm_fp32.policy(M, N, K)
+    pol = {} if gemm_fp32.tile_named(kw) else gemm_fp32.launch_policy(M, N, K)
     return {**gemm_fp32.PRESETS["sm_90a"], **gemm_fp32.RAW, **pol, **kw}
 
 
@@ -69,7 +73,7 @@ def _build(item):
         return f"{name}: {type(e).__name__}: {str(e)[:160]}"
 
 
-def precompile(shapes, small: bool, workers: int = 16):
+def precompile(shapes, small, workers: int = 16):
     """Build every kernel the rows launch, in parallel processes (the rows then find them cached)."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
@@ -79,7 +83,7 @@ def precompile(shapes, small: bool, workers: int = 16):
         for name, p in _swap_forms(M, N, K).values():
             items[(name, tuple(sorted((k, repr(v)) for k, v in p.items())))] = (name, p)
     if small:
-        for (M, N, K), forms in SMALL.items():
+        for (M, N, K), forms in small.items():
             for kw in forms.values():
                 p = _small_params(M, N, K, kw)
                 items[("gemm_fp32", tuple(sorted((k, repr(v)) for k, v in p.items())))] = ("gemm_fp32", p)
@@ -136,8 +140,8 @@ def swap_row(M, N, K, g):
     return row
 
 
-def small_rows(g):
-    return [small_row(M, N, K, forms, g) for (M, N, K), forms in SMALL.items()]
+def small_rows(g, table=None):
+    return [small_row(M, N, K, forms, g) for (M, N, K), forms in (table or SMALL).items()]
 
 
 def small_row(M, N, K, forms, g):
@@ -170,13 +174,14 @@ def main(argv=None):
     ap.add_argument("--rows", nargs="*", type=int, default=[16, 32, 64, 128, 256])
     ap.add_argument("--nk", nargs="*", default=["4096,4096", "14336,4096"])
     ap.add_argument("--small", action="store_true", help="also the small / ragged kn sweep")
+    ap.add_argument("--confirm", action="store_true", help="instead of the sweep: launch's choice against split-K")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     ap.add_argument("--precompile", type=int, default=0, help="build the kernels first in N processes")
     ap.add_argument("--build-only", action="store_true", help="with --precompile: build and stop")
     args = ap.parse_args(argv)
     shapes = [(m, *(int(v) for v in nk.split(","))) for nk in args.nk for m in args.rows]
     if args.precompile:
-        precompile(shapes, args.small, args.precompile)
+        precompile(shapes, CONFIRM if args.confirm else SMALL if args.small else None, args.precompile)
     if args.build_only:
         return
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -185,8 +190,8 @@ def main(argv=None):
     res = {"device": props.name, "torch": torch.__version__, "toolchain": tilepy_hip.toolchain_info()["nvidia"],
            "time": time.strftime("%Y-%m-%d %H:%M:%S"),
            "swap": swap_rows(shapes, g)}
-    if args.small:
-        res["small"] = small_rows(g)
+    if args.small or args.confirm:
+        res["small"] = small_rows(g, CONFIRM if args.confirm else SMALL)
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", props.name).strip("_")
     Path(args.out).mkdir(parents=True, exist_ok=True)
     path = Path(args.out) / f"gemm_fp32_swap-{name}.json"

@@ -262,6 +262,18 @@ def policy(M: int, N: int, K: int, batch: int = 1, sms: int | None = None) -> di
     return {"KSPLIT": -(-kt // -(-kt // ks))}   # as many shares as cdiv(kt, ks)-long shares need
 
 
+def launch_policy(M: int, N: int, K: int, batch: int = 1, sms: int | None = None) -> dict:
+    """What `launch` adds when the caller names no tile: `policy`'s split-K, except where it would split 128 x 128
+    tiles that as 128 x 64 tiles (BN=64) fill at least 3/4 of a wave of `sms` unsplit: those, with no partial
+    products to add up (H100, 1024^3: 35.1 us split 2 -> 31.7 us, x SGEMM 1.60 -> 1.77; benchmarks/NOTES.md G20).
+    The lowering keeps `policy` (its split_k)."""
+    pol, sms = policy(M, N, K, batch, sms), sms or SMS
+    narrow = batch * -(-M // PRESETS["sm_90a"]["BM"]) * -(-N // 64)
+    if pol.get("KSPLIT", 1) > 1 and 4 * narrow >= 3 * sms and narrow <= sms:
+        return {"BN": 64, "INSTR": tp.nv.wgmma_m64n64k8_tf32}
+    return pol
+
+
 def tile_named(constexprs) -> bool:
     """Whether the caller chose the tiling (then the policy stays out)."""
     return any(k in constexprs for k in ("BM", "BN", "BK", "KSPLIT", "CONSUMERS", "INSTR"))
@@ -423,8 +435,8 @@ def launch(a, b, c, b_layout: str = "kn", target: str = "sm_90a", **constexprs):
             raise ValueError("gemm_fp32 swap-AB (SWAP=1) reads an (N, K) weight: pass b_layout='nk' or SWAP=0")
         return launch_swap(a, b, c, target=target, **constexprs)
     constexprs.pop("SWAP", None)
-    if not tile_named(constexprs):        # split-K where the tiles leave SMs idle (policy)
-        constexprs = {**policy(a3.shape[1], c.shape[-1], a3.shape[2], a3.shape[0]), **constexprs}
+    if not tile_named(constexprs):        # split-K (or narrower tiles) where the tiles leave SMs idle
+        constexprs = {**launch_policy(a3.shape[1], c.shape[-1], a3.shape[2], a3.shape[0]), **constexprs}
     raw = constexprs.get("A_RAW")     # unnamed: raw where TMA can read A and the sum is promoted (the default)
     if raw or (raw is None and raw_ok(a3.shape[2]) and constexprs.get("PROMOTE", True)):
         return launch_raw(a3, split(b, b_layout), c, target=target, **constexprs)

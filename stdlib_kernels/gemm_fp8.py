@@ -335,7 +335,8 @@ POLICIES = {
     # store alone, even); the register budgets timed at 4096^3 only. Since G12 the large class's shapes with more tiles
     # than SMs and N % 8 == 0 run LARGE_PERSISTENT (below); this row serves the others and a caller's constexprs
     "large": dict(STAGES=3, EPILOGUE=2, PRODUCER_REGS=96, CONSUMER_REGS=200),
-    # M <= 256 (decode): 64 x 128 tiles, one consumer warpgroup, a deeper ring: more blocks than 128 x 256
+    # M <= 256 (decode): 64 x 128 tiles, one consumer warpgroup, a deeper ring: more blocks than 128 x 256. Since G20
+    # `policy` runs swap-AB there (swap_params); this row is what a caller's own constexprs lie over
     "skinny": dict(BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=tp.nv.wgmma_m64n128k32_e4m3, IN_FLIGHT=1),
     # <= 1024^3: 128 x 128 tiles (more blocks)
     "small": dict(BN=128, STAGES=6, INSTR=tp.nv.wgmma_m64n128k32_e4m3, IN_FLIGHT=1),
@@ -389,10 +390,14 @@ def shape_class(M: int, N: int, K: int) -> str:
 
 def policy(M: int, N: int, K: int, forms: bool = True) -> dict:
     """The constexprs for an (M, N, K) product: the class's row of POLICIES over the preset; with `forms`, the
-    large class's persistent form where it applies (LARGE_PERSISTENT above)."""
+    large class's persistent form where it applies (LARGE_PERSISTENT above) and the skinny class's swap-AB form
+    (`swap_params`: H100, x torch._scaled_mm, above the unswapped 64 x 128 row at all 15 measured decode shapes,
+    benchmarks/NOTES.md G20)."""
     cls = shape_class(M, N, K)
     if forms and cls == "large" and N % 8 == 0 and tp.cdiv(M, 128) * tp.cdiv(N, 256) > NUM_SMS:
         return {**PRESETS["sm_90a"], **LARGE_PERSISTENT}
+    if forms and cls == "skinny":       # swap-AB (G20; the row below stays what a caller's constexprs lie over)
+        return swap_params(M, N, K)
     return {**PRESETS["sm_90a"], **POLICIES[cls]}
 
 

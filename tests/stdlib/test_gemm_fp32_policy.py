@@ -6,6 +6,7 @@ shares do not divide. Outputs are poisoned with NaN first."""
 import numpy as np
 import pytest
 
+import tilepy as tp
 from stdlib_kernels import gemm_fp32
 
 
@@ -77,3 +78,25 @@ def test_a_named_tile_keeps_the_policy_out(monkeypatch):
     gemm_fp32.launch(a, b, c, BK=32)
     assert "KSPLIT" not in seen[-1]
     assert _rel(c, gemm_fp32.reference(a, b)) < 3e-7
+
+
+def test_launch_takes_64_wide_tiles_where_they_fill_the_wave_unsplit(monkeypatch):
+    """launch_policy: where the split-K policy would split 128 x 128 tiles that as 128 x 64 tiles fill >= 3/4 of a
+    wave unsplit (1024^3 on 132 SMs; here 256 x 256 on 8), launch runs those, no partial products; the lowering's
+    policy keeps its split."""
+    assert gemm_fp32.launch_policy(1024, 1024, 1024) == {"BN": 64, "INSTR": tp.nv.wgmma_m64n64k8_tf32}
+    assert gemm_fp32.launch_policy(128, 4096, 4096) == gemm_fp32.policy(128, 4096, 4096) == {"KSPLIT": 4}
+    assert gemm_fp32.launch_policy(4096, 4096, 4096) == {}
+    monkeypatch.setattr(gemm_fp32, "SMS", 8)
+    assert gemm_fp32.policy(256, 256, 1024) == {"KSPLIT": 2}
+    seen = []
+    real = gemm_fp32.launch_split
+    monkeypatch.setattr(gemm_fp32, "launch_split", lambda *a, **k: seen.append(k) or real(*a, **k))
+    rng = np.random.default_rng(9)
+    a = rng.standard_normal((256, 1024)).astype(np.float32)
+    b = rng.standard_normal((1024, 256)).astype(np.float32)
+    c = np.full((256, 256), np.nan, np.float32)
+    gemm_fp32.launch(a, b, c)
+    assert seen[-1]["BN"] == 64 and seen[-1].get("KSPLIT", 1) == 1
+    ref = gemm_fp32.reference(a, b)
+    assert _rel(c, ref) < 3e-7 and np.abs(c - ref).max() <= 2 * np.abs(a @ b - ref).max()

@@ -35,7 +35,8 @@ def _check_bf16_result(out, a, b, sa, sb):
 CASES = [
     ((200, 300, 272), {}),                                    # small class: 128x128 tiles, wait_group 1
     ((136, 260, 144), dict(gemm_fp8.PRESETS["sm_90a"])),      # the large preset (128x256, 2 consumers) forced
-    ((40, 200, 160), {}),                                     # skinny class: 64x128, one consumer
+    ((40, 200, 160), {}),                                     # skinny class: swap-AB (BM 64, unsplit)
+    ((40, 200, 160), dict(STAGES=4)),                         # a caller's constexprs: the 64x128 row under them
     ((300, 130, 400), dict(gemm_fp8.PRESETS["sm_90a"], STAGES=2, IN_FLIGHT=1)),   # ring turns over, in flight
     ((300, 520, 400), dict(PERSISTENT=1, NUM_SMS=3, STAGES=2)),   # persistent: 3 blocks over 6 tiles, ragged
     # the TMA-store epilogue (consumers -> c_s -> the producer's bulk tensor store) with the register budgets
@@ -89,8 +90,9 @@ def test_policy_table_classes():
     assert gemm_fp8.shape_class(4096, 14336, 4096) == "large"
     p = gemm_fp8.policy(4096, 4096, 4096)
     assert (p["BM"], p["BN"], p["BK"], p["INSTR"]) == (128, 256, 128, tp.nv.wgmma_m64n256k32_e4m3)
+    assert gemm_fp8.policy(128, 4096, 4096) == gemm_fp8.swap_params(128, 4096, 4096)     # skinny: swap-AB
     for shape in ((128, 4096, 4096), (1024, 1024, 1024), (4096, 4096, 4096)):
-        p = gemm_fp8.policy(*shape)
+        p = gemm_fp8.policy(*shape, forms=False)
         assert p["INSTR"].n == p["BN"] and p["BM"] == 64 * p["CONSUMERS"] and p["BK"] == 128
         smem = p["STAGES"] * (p["BM"] + p["BN"]) * p["BK"]
         assert smem <= 227 * 1024
