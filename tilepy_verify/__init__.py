@@ -213,8 +213,9 @@ class _AsWritten:
 # bank_conflict (a warp's addresses in one stage), mma_layout (operand layouts and descriptors) and
 # barrier_divergence (a block barrier under thread-dependent control flow). Where the kernel has mbarrier arrays
 # they run on the kernel as written (each access, mma and barrier once, not once per stage copy); the race,
-# deadlock, pipeline_hazard and tag_assertion checks run on the copies (the reachability of an assertion's line
-# as written: checks/tags.py).
+# deadlock and pipeline_hazard checks run on the copies (the reachability of an assertion's line as written:
+# checks/tags.py), and tag_assertion too where a ring is not of the form symbolic_ring.py covers (or the switch
+# is off): where it is, the tag proof runs as written (`_tags_as_written`).
 AS_WRITTEN = ("global_race", "out_of_bounds", "bank_conflict", "mma_layout", "barrier_divergence")
 
 
