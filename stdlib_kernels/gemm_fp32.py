@@ -262,14 +262,20 @@ def policy(M: int, N: int, K: int, batch: int = 1, sms: int | None = None) -> di
     return {"KSPLIT": -(-kt // -(-kt // ks))}   # as many shares as cdiv(kt, ks)-long shares need
 
 
+NARROW_KT = 32           # launch_policy: 64-wide unsplit tiles only up to this many k-tiles (K <= 1024)
+
+
 def launch_policy(M: int, N: int, K: int, batch: int = 1, sms: int | None = None) -> dict:
-    """What `launch` adds when the caller names no tile: `policy`'s split-K, except where it would split 128 x 128
-    tiles that as 128 x 64 tiles (BN=64) fill at least 3/4 of a wave of `sms` unsplit: those, with no partial
-    products to add up (H100, 1024^3: 35.1 us split 2 -> 31.7 us, x SGEMM 1.60 -> 1.77; benchmarks/NOTES.md G20).
-    The lowering keeps `policy` (its split_k)."""
+    """What `launch` adds when the caller names no tile: `policy`'s split-K, except for a short K (<= NARROW_KT
+    k-tiles) where it would split 128 x 128 tiles that as 128 x 64 tiles (BN=64) fill at least 3/4 of a wave of
+    `sms` unsplit: those, with no partial products to add up. H100, x SGEMM through launch (benchmarks/NOTES.md G20):
+    1024^3 (32 k-tiles) split 2 1.57-1.60 -> 1.77-1.78; with longer K the split won (512 x 2048 x 2048, 64 k-tiles:
+    1.47 split, 1.43 narrow; 256 x 4096 x 4096, 128 k-tiles: 1.15 / 1.05), hence NARROW_KT. The lowering keeps
+    `policy` (its split_k)."""
     pol, sms = policy(M, N, K, batch, sms), sms or SMS
     narrow = batch * -(-M // PRESETS["sm_90a"]["BM"]) * -(-N // 64)
-    if pol.get("KSPLIT", 1) > 1 and 4 * narrow >= 3 * sms and narrow <= sms:
+    if (pol.get("KSPLIT", 1) > 1 and -(-K // PRESETS["sm_90a"]["BK"]) <= NARROW_KT and 4 * narrow >= 3 * sms
+            and narrow <= sms):
         return {"BN": 64, "INSTR": tp.nv.wgmma_m64n64k8_tf32}
     return pol
 

@@ -81,12 +81,14 @@ def test_a_named_tile_keeps_the_policy_out(monkeypatch):
 
 
 def test_launch_takes_64_wide_tiles_where_they_fill_the_wave_unsplit(monkeypatch):
-    """launch_policy: where the split-K policy would split 128 x 128 tiles that as 128 x 64 tiles fill >= 3/4 of a
-    wave unsplit (1024^3 on 132 SMs; here 256 x 256 on 8), launch runs those, no partial products; the lowering's
-    policy keeps its split."""
+    """launch_policy: where the split-K policy would split 128 x 128 tiles of a short K (<= 32 k-tiles) that as
+    128 x 64 tiles fill >= 3/4 of a wave unsplit (1024^3 on 132 SMs; here 256 x 256 x 1024 on 8), launch runs
+    those, no partial products; the lowering's policy keeps its split."""
     assert gemm_fp32.launch_policy(1024, 1024, 1024) == {"BN": 64, "INSTR": tp.nv.wgmma_m64n64k8_tf32}
     assert gemm_fp32.launch_policy(128, 4096, 4096) == gemm_fp32.policy(128, 4096, 4096) == {"KSPLIT": 4}
     assert gemm_fp32.launch_policy(4096, 4096, 4096) == {}
+    for longer_k in ((512, 2048, 2048), (256, 4096, 4096)):    # measured: the split wins there
+        assert gemm_fp32.launch_policy(*longer_k) == gemm_fp32.policy(*longer_k) == {"KSPLIT": 2}
     monkeypatch.setattr(gemm_fp32, "SMS", 8)
     assert gemm_fp32.policy(256, 256, 1024) == {"KSPLIT": 2}
     seen = []
