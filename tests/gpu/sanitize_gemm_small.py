@@ -8,7 +8,8 @@ compute-sanitizer --tool memcheck python3 tests/gpu/sanitize_gemm_small.py
 compute-sanitizer --tool racecheck python3 tests/gpu/sanitize_gemm_small.py
 (--kways: only G11's gemm_splitk_swap K_WAYS=2 cases: two consumer warpgroups over one tile, alternate k-tiles, the
 hand-over through shared memory; unsplit / split / clusters / B as (N, K), odd k-tile counts, ragged M / N / K;
---clusterk: only G14's CLUSTER_K=2 cases, K split over a cluster's two blocks, summed through distributed shared memory)
+--clusterk: only G14's CLUSTER_K=2 cases, K split over a cluster's two blocks, summed through distributed shared memory;
+--clusterk-small: only its pushed form below 17 rows, n8 / n16, and the policy there)
 """
 
 import os
@@ -79,15 +80,19 @@ def kways_cases():
     assert err < 4e-3, err
 
 
-def cluster_k_cases():
+def cluster_k_cases(only_small=False):
     """G14's CLUSTER_K=2: K split over the two blocks of a cluster, rank 1's sum read by rank 0 through distributed
     shared memory (tp.load(..., cta=1)) between two cluster barriers; odd k-tile counts, ragged M / N / K, n48 / n80 /
     n104 tiles, the shifted last row tile, B as (N, K)."""
     from stdlib_kernels import gemm_splitk_swap as gs
 
-    ins = {bm: getattr(tp.nv, f"wgmma_m64n{bm}k16_bf16") for bm in (16, 32, 48, 64, 80, 104)}
+    ins = {bm: getattr(tp.nv, f"wgmma_m64n{bm}k16_bf16") for bm in (8, 16, 32, 48, 64, 80, 104)}
     ck = dict(SWAP_AB=1, K_WAYS=2, CONSUMERS=2, BN=64, IN_FLIGHT=1, SPLIT_K=1, CLUSTER_K=2)
-    for (m, k, n), bm, extra in (((32, 1100, 264), 32, dict(STAGES=8)),      # 18 k-tiles: 10 per rank, zeros past K
+    # (G19, --clusterk-small: only the pushed split below 17 rows, n8 / n16, and the policy there)
+    small = [((5, 1000, 264), 8, dict(STAGES=8, PUSH=1)),                  # n8: 3 of 8 rows past M, 16 k-tiles
+             ((16, 1100, 2045), 16, dict(STAGES=8, PUSH=1))]               # 18 k-tiles, B rows padded
+    for (m, k, n), bm, extra in small if only_small else [
+                                 ((32, 1100, 264), 32, dict(STAGES=8)),      # 18 k-tiles: 10 per rank, zeros past K
                                  ((13, 520, 2045), 16, dict(STAGES=4)),      # 9 k-tiles, B rows padded
                                  ((45, 300, 200), 48, dict(STAGES=6)),
                                  ((80, 700, 130), 80, dict(STAGES=5)),
@@ -97,7 +102,7 @@ def cluster_k_cases():
                                  ((32, 1100, 264), 32, dict(STAGES=8, PUSH=1)),
                                  ((13, 520, 2045), 16, dict(STAGES=4, PUSH=1)),
                                  ((100, 264, 300), 104, dict(STAGES=4, PUSH=1)),
-                                 ((130, 600, 200), 64, dict(STAGES=6, M_SHIFT=1, PUSH=1))):
+                                 ((130, 600, 200), 64, dict(STAGES=6, M_SHIFT=1, PUSH=1)), *small]:
         a = torch.randn(m, k, device=d, generator=g).bfloat16()
         b = torch.randn(k, n, device=d, generator=g).bfloat16()
         ref = a.double() @ b.double()
@@ -109,7 +114,9 @@ def cluster_k_cases():
             print("cluster_k", m, k, n, bm, out, extra, "rel err", err, flush=True)
             assert err < (4e-3 if out == torch.bfloat16 else 1e-5), err
     # the policy itself (launch's: 17-128 rows, 32-64 k-tiles, 64-column tiles filling half a wave to one when split)
-    for m, n, k in ((20, 2200, 3100), (33, 2200, 2050), (64, 2200, 3072), (100, 2200, 4100), (128, 4095, 4100)):
+    for m, n, k in ((8, 2200, 1100), (16, 2200, 600)) if only_small else (
+            (20, 2200, 3100), (33, 2200, 2050), (64, 2200, 3072), (100, 2200, 4100), (128, 4095, 4100), (8, 2200, 1100),
+            (16, 2200, 600)):
         assert gemm_hopper.policy(m, n, k, tp.f32, fixup=True).get("CLUSTER_K") == 2
         a = torch.randn(m, k, device=d, generator=g).bfloat16()
         b = torch.randn(k, n, device=d, generator=g).bfloat16()
@@ -135,6 +142,10 @@ def cluster_k_cases():
     assert err < 4e-3, err
 
 
+if "--clusterk-small" in sys.argv:
+    cluster_k_cases(only_small=True)
+    print("ok")
+    sys.exit(0)
 if "--clusterk" in sys.argv:
     cluster_k_cases()
     print("ok")

@@ -299,6 +299,7 @@ I48, I80, I104 = tp.nv.wgmma_m64n48k16_bf16, tp.nv.wgmma_m64n80k16_bf16, tp.nv.w
         (100, 4096, 520, dict(BM=104, INSTR=I104, STAGES=4)),   # 9 k-tiles: rank 1 gets 3 real + zeros
         (128, 2200, 4096, dict(BM=128, INSTR=I128, STAGES=4)),
         (130, 1000, 700, dict(BM=64, INSTR=I64, STAGES=6, M_SHIFT=1)),   # 3 row tiles, the last shifted
+        (5, 4096, 1000, dict(BM=8, INSTR=tp.nv.wgmma_m64n8k16_bf16, STAGES=8)),   # n8: 3 of 8 rows past M
     ],
 )
 @pytest.mark.parametrize("push", [0, 1])

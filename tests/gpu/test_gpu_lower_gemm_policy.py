@@ -70,8 +70,9 @@ class _Linear(torch.nn.Module):
         return torch.relu(self.fc(x))
 
 
-@pytest.mark.parametrize("M,N,K,form", [(16, 4096, 4096, "linear"), (32, 2048, 1000, "mm"),
+@pytest.mark.parametrize("M,N,K,form", [(16, 2048, 4096, "linear"), (32, 2048, 1000, "mm"),
                                          (13, 1024, 4096, "linear")])
+# (16 x 4096 x 4096 lowers to the cluster split since G19: test_lowered_skinny_rows_run_k_ways_on_gpu)
 def test_lowered_decode_rows_run_swap_ab_on_gpu(tmp_path, M, N, K, form):
     """Decode rows lower to gemm_splitk_swap (a Linear's weight read in place, B_NK=1) + splitk_sum: on the GPU,
     twice (the slots are rewritten per call), against float64 of the bf16 operands (the Linear's bf16 output
@@ -134,7 +135,7 @@ def test_lowered_split_k_linear_reads_weight_in_place_on_gpu(tmp_path, M, N, K):
 
 @pytest.mark.parametrize("M,N,K,form", [(128, 4096, 4096, "linear"), (100, 4096, 1000, "mm"),
                                          (80, 2200, 448, "linear"), (64, 4096, 4096, "linear"),
-                                         (24, 4096, 4096, "linear")])
+                                         (24, 4096, 4096, "linear"), (16, 4096, 4096, "linear")])
 def test_lowered_skinny_rows_run_k_ways_on_gpu(tmp_path, M, N, K, form):
     """65-128 rows whose 64 x 64 tiles of C^T fill half a wave to one lower to gemm_splitk_swap K_WAYS=2 (two consumer
     warpgroups over one tile, alternate k-tiles; unsplit, no splitk_sum), a Linear's weight read in place: on the

@@ -150,19 +150,20 @@ def _premature_release(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K
 def test_g8_policy_forms_for_launch_only():
     """The forms `launch` runs (swap-AB for <= 32 decode rows, 2x1 clusters for 193-256 rows and for B rows that are
     not whole 128-byte lines) come with fixup=True only; the lowering's policy (fixup=False) never has them."""
-    for m, bm in ((1, 16), (16, 16), (17, 24), (32, 32)):
-        p = gemm_hopper.policy(m, 4096, 4096, tp.bf16, fixup=True)
-        # 17-32 rows (G14): both consumers over one 64-column tile on alternate k-tiles (K_WAYS=2), K split over a
-        # cluster's two blocks (CLUSTER_K=2: no slots); 16 rows: BN 128 over two consumers, split 4 into slots
-        bn, split, kw, ck = (64, 1, 2, 2) if m > 16 else (128, 4, 1, 1)
+    for m, n, bm in ((1, 4096, 8), (16, 4096, 16), (17, 4096, 24), (32, 4096, 32), (1, 8192, 16), (16, 8192, 16)):
+        p = gemm_hopper.policy(m, n, 4096, tp.bf16, fixup=True)
+        # 1-32 rows at N ~ 4096 (G14, G19 below 17): both consumers over one 64-column tile on alternate k-tiles
+        # (K_WAYS=2), K split over a cluster's two blocks (CLUSTER_K=2: no slots); 16 rows at N = 8192 (past the
+        # cluster split's N): BN 128 over two consumers, split 2 into slots
+        bn, split, kw, ck = (64, 1, 2, 2) if n == 4096 else (128, 2, 1, 1)
         assert (p["SWAP_AB"], p["BM"], p["BN"], p["CONSUMERS"], p["SPLIT_K"]) == (1, bm, bn, 2, split)
         assert p.get("FIXUP") == (3 if split > 1 else None) and p.get("CLUSTER_K", 1) == ck
-        assert p.get("K_WAYS", 1) == kw and gemm_hopper.grid_of(m, 4096, p) == (1, 4096 // bn, split * ck)
+        assert p.get("K_WAYS", 1) == kw and gemm_hopper.grid_of(m, n, p) == (1, n // bn, split * ck)
         assert gemm_hopper.kernel_params(p)["INSTR"].n == bm
-        assert "SWAP_AB" not in gemm_hopper.policy(m, 4096, 4096, tp.bf16)                 # the lowering's
+        assert "SWAP_AB" not in gemm_hopper.policy(m, n, 4096, tp.bf16)                 # the lowering's
     assert "SWAP_AB" not in gemm_hopper.policy(48, 1024, 4096, fixup=True)     # 16 column tiles: gemm_splitk
     assert "SWAP_AB" not in gemm_hopper.policy(16, 14336, 4096, fixup=True)                 # 112 tiles: no split
-    assert gemm_hopper.policy(16, 4096, 14336, fixup=True)["SPLIT_K"] == 4
+    assert gemm_hopper.policy(16, 2048, 14336, fixup=True)["SPLIT_K"] == 8     # (16 x 4096 x 14336: the cluster split)
     assert gemm_hopper.policy(16, 512, 65536, fixup=True)["SPLIT_K"] == gemm_hopper.MAX_SLOTS   # the unrolled sum
     for out in (tp.bf16, tp.f32):
         sk = gemm_hopper.policy(256, 4096, 4096, out, fixup=True)
@@ -403,7 +404,7 @@ def test_k_ways_policy_rows():
             assert gemm_hopper.grid_of(m, 4096, p) == (2, 64, 1)
             assert "K_WAYS" not in gemm_hopper.policy(m, 4096, 448, out, fixup=True, forms=False)
             assert "K_WAYS" not in gemm_hopper.policy(m, 4096, 4096, out)          # gemm_hopper's own callers
-        for m, n in ((128, 14336), (129, 4096), (64, 1024), (16, 4096), (128, 1024), (1024, 1024)):
+        for m, n in ((128, 14336), (129, 4096), (64, 1024), (16, 8192), (128, 1024), (1024, 1024)):
             assert gemm_hopper.policy(m, n, 4096, out, fixup=True).get("K_WAYS", 1) == 1, (m, n)
 
 
@@ -607,13 +608,14 @@ def _remote_rank_out_of_range(X: tp.Tensor[tp.f32, "N", 128]):
 
 
 def test_cluster_k_policy_rows():
-    """G14: 17-128 rows whose 64-column tiles, split over K in two, fill half a wave to one, with 8-64 k-tiles: one
+    """G14: 1-128 rows (G19: 1-16 too) whose 64-column tiles, split over K in two, fill half a wave to one, with 8-64
+    k-tiles: one
     row tile of BM = M rounded up to a wgmma width, K_WAYS=2, CLUSTER_K=2 (launch only: `fixup` and `forms`);
     elsewhere the policies before (16 rows, 129 rows, 14336 columns, 1024 columns, short K: 100 x 2200 x 1000 lost)."""
     for out in (tp.f32, tp.bf16):
-        for m, bm, stages in ((17, 24, 8), (24, 24, 8), (25, 32, 8), (32, 32, 8), (33, 48, 6), (48, 48, 6),
-                              (64, 64, 6), (65, 80, 5), (80, 80, 5), (96, 96, 4), (100, 104, 4), (112, 112, 4),
-                              (128, 128, 4)):
+        for m, bm, stages in ((1, 8, 8), (8, 8, 8), (9, 16, 8), (16, 16, 8), (17, 24, 8), (24, 24, 8), (25, 32, 8),
+                              (32, 32, 8), (33, 48, 6), (48, 48, 6), (64, 64, 6), (65, 80, 5), (80, 80, 5),
+                              (96, 96, 4), (100, 104, 4), (112, 112, 4), (128, 128, 4)):
             p = gemm_hopper.policy(m, 4096, 4096, out, fixup=True)
             assert (p["SWAP_AB"], p["K_WAYS"], p["CLUSTER_K"], p["BM"], p["BN"], p["STAGES"], p["SPLIT_K"]) == \
                 (1, 2, 2, bm, 64, stages, 1), (m, p)
@@ -621,14 +623,14 @@ def test_cluster_k_policy_rows():
             assert kp["INSTR"].n == bm and kp["CLUSTER_K"] == 2 and "FIXUP" not in kp
             assert kp.get("PUSH", 0) == (1 if bm <= 104 else 0), (m, kp)     # (G19: the sums exchanged by st.async)
             assert gemm_hopper.grid_of(m, 4096, p) == (1, 64, 2)
-            # the k-tiles it needs (G19's break-evens, the sums pushed up to BM 104): 8 at 17-64 rows, 24 at 65-96, 32
+            # the k-tiles it needs (G19's break-evens, the sums pushed up to BM 104): 8 at 1-64 rows, 24 at 65-96, 32
             # at 97-104, 48 at 105-112, 64 at 113-128
             need = 8 if m <= 64 else 24 if m <= 96 else 32 if m <= 104 else 48 if m <= 112 else 64
             assert gemm_hopper.policy(m, 4096, 64 * need, out, fixup=True)["CLUSTER_K"] == 2
             assert gemm_hopper.policy(m, 4096, 64 * need - 64, out, fixup=True).get("CLUSTER_K", 1) == 1
             assert "CLUSTER_K" not in gemm_hopper.policy(m, 4096, 4096, out, fixup=True, forms=False)
             assert "CLUSTER_K" not in gemm_hopper.policy(m, 4096, 4096, out)
-        for m, n, k in ((16, 4096, 4096), (20, 4096, 448), (129, 4096, 4096), (128, 14336, 4096),
+        for m, n, k in ((16, 4096, 448), (20, 4096, 448), (129, 4096, 4096), (128, 14336, 4096),
                         (64, 1024, 4096), (100, 4096, 448), (100, 2200, 1000), (128, 4096, 3072),
                         (1024, 1024, 1024)):
             assert gemm_hopper.policy(m, n, k, out, fixup=True).get("CLUSTER_K", 1) == 1, (m, n, k)
