@@ -48,7 +48,7 @@ def test_gemm_fp8_sass_has_qgmma_and_no_local_memory(shape):
     kernel, kp = gemm_fp8.kernel_of(p)          # at 4096^3 the large class's persistent form (gemm_fp8_persistent_tma)
     ck = tilepy_hip.compile(kernel, target="sm_90a", **kp)
     sass = ck.sass()
-    assert f"QGMMA.64x{p['BN']}x32.F32.E4M3.E4M3" in sass
+    assert f"QGMMA.64x{p['INSTR'].n}x32.F32.E4M3.E4M3" in sass   # (swap-AB at 128 rows: the instruction's N is BM)
     assert "UTMALDG" in sass
     assert not re.search(r"\b(LDL|STL)\b", sass)
     r = ck.resources
