@@ -231,18 +231,25 @@ def _blocked_before(ctx, sync, w, mw, x, mx):
     roles = {tuple(v.point.role) for v in list(sync.waits) + list(ctx.analysis.arrives)}
     limit = len(roles) if MAX_ROLES is None else min(MAX_ROLES, len(roles))
     out += _chain(ctx, sync, w, tw, x, mx, [tuple(w.point.role)], max(1, limit - 1), first=True,
-                  held=[(tuple(w.point.role), tw)])
+                  held=[(tuple(w.point.role), tw)], single=True)
     return out
 
 
-def _chain(ctx, sync, w, tw, x, mx, visited, depth, first=False, held=None):
+def _chain(ctx, sync, w, tw, x, mx, visited, depth, first=False, held=None, single=False):
     """Hops from arrive instance x: a wait w2 of x's role before x, the arrive x2 that completes the phase
     w2 needs; closing where x2 is in w's role after w, else on through x2's role (a role not yet visited).
     The first hop tries the latest three executions of w2 before x; later hops the latest one (this
     iteration where w2 comes before x in the loop body, else the previous one), which keeps a ring's
     disjunction linear in its length (a chain through an earlier execution is not found: a missed
     deadlock at worst, never a false one). In a ring unrolled per stage these are iterations of the loop as
-    written, not rounds of the copies (`_copy_lags`)."""
+    written, not rounds of the copies (`_copy_lags`).
+
+    `single`: every hop so far through an mbarrier one role arrives on; then the chain closes only in w's own
+    role. A cycle that closes in an earlier hop's role (w2's: w2 waits for x2, whose role waits before x2 for an
+    arrival w2's role makes after w2) does not pass through w: it is the cycle of w2's own check, whose first hop
+    tries the latest three executions of the next wait where this chain's later hop tries one, and which covers
+    every execution of w2 (a deadlock there is reported at w2). gemm_persistent DEFER=2: 384 of a producer
+    wait's 444 cycles closed in the consumers (consumer -> store warp -> consumer), each also the consumers' own."""
     A = ctx.analysis
     out = []
     held = held if held is not None else [(tuple(w.point.role), tw)]
@@ -277,7 +284,7 @@ def _chain(ctx, sync, w, tw, x, mx, visited, depth, first=False, held=None):
                     continue
                 # x2 closes the chain where its role waits in it (w's role, or an earlier hop's): it comes
                 # after that wait, which is held back itself
-                held_at = [t for r, t in held if in_line(x2.point.role, r)]
+                held_at = [t for r, t in (held[:1] if single else held) if in_line(x2.point.role, r)]
                 closes = bool(held_at)
                 if not closes and (depth <= 1 or in_line(x2.point.role, w2.point.role)
                                    or any(in_line(x2.point.role, r) for r in visited)):
@@ -296,7 +303,7 @@ def _chain(ctx, sync, w, tw, x, mx, visited, depth, first=False, held=None):
                     continue
                 tw2 = subst(w2.point.counters.get("T", 0), mw2)
                 for c, rest in _chain(ctx, sync, w, tw, x2, mx2, visited + [tuple(w2.point.role)], depth - 1,
-                                      held=held + [(tuple(w2.point.role), tw2)]):
+                                      held=held + [(tuple(w2.point.role), tw2)], single=single):
                     out.append((AND(base, c), [hop] + rest))
     return out
 
