@@ -431,6 +431,16 @@ PLAN16 = [
     ((96, 4096, 1536), [("policy", None), ("before", KWS)], ("bf16",)),
     ((104, 4096, 2048), [("policy", None), ("before", KWS)], ("bf16",)),
 ]
+# seventeenth call (G19): A multicast to pairs of column tiles (CLUSTER_N=2 with the pushed split: (1, 2, 2) clusters,
+# A's L2 traffic halved, two release cluster barriers) against the policy. CLUSTER_N is not in the kernel: apply
+# benchmarks/profile/g19_cluster_n.patch first (measured 2.3-2.9x slower, gemm-g19-pair-*.json: not kept)
+PAIR = ("policy", dict(CLUSTER_N=2))
+PLAN17 = [
+    ((80, 4096, 4096), _alt("pair", PAIR), ("bf16",)),
+    ((64, 4096, 4096), _alt("pair", PAIR, twice=False), ("bf16",)),
+    ((100, 4096, 4096), _alt("pair", PAIR, twice=False), ("bf16",)),
+    ((32, 4096, 4096), _alt("pair", PAIR, twice=False), ("bf16",)),
+]
 PLAN = [  # (shape, variants, output dtypes)
     ((16, 4096, 4096), DECODE, ("bf16", "f32")),
     ((64, 4096, 4096), DECODE, ("bf16", "f32")),
@@ -733,14 +743,15 @@ def main(argv=None):
                     "cluster's two blocks (CLUSTER_K=2), 11: the policy with it against the forms it replaced, "
                     "12: where in K the cluster split starts paying, 13: the cluster split below 32 rows, 14: the "
                     "cluster split re-timed with its relaxed closing barrier, and its K thresholds, 15: its sums "
-                    "exchanged by st.async (PUSH=1), 16: the policy with PUSH at more rows, n8 / n16")
+                    "exchanged by st.async (PUSH=1), 16: the policy with PUSH at more rows, n8 / n16, 17: A "
+                    "multicast to pairs of column tiles (CLUSTER_N=2)")
     args = ap.parse_args(argv)
     if args.ncu_target:
         ncu_target(args.ncu_target, *(int(x) for x in args.shape.split(",")))
         return
     plan = {"1": PLAN, "2": PLAN2, "3": PLAN3, "4": PLAN4, "5": PLAN5, "6": PLAN6, "7": PLAN7, "8": PLAN8,
             "9": PLAN9, "10": PLAN10, "11": PLAN11, "12": PLAN12, "13": PLAN13, "14": PLAN14, "15": PLAN15,
-            "16": PLAN16}[args.plan]
+            "16": PLAN16, "17": PLAN17}[args.plan]
     if args.precompile:
         precompile(args.only, args.precompile, plan)
     props = torch.cuda.get_device_properties(0)
@@ -813,7 +824,7 @@ def main(argv=None):
                             + (" SWAP_AB" if p.get("SWAP_AB") else "") + (" K_WAYS=2" if p.get("K_WAYS") == 2 else "") \
                             + (" M_SHIFT" if p.get("M_SHIFT") else "") \
                             + (f" CLUSTER_K={p['CLUSTER_K']}" if p.get("CLUSTER_K", 1) > 1 else "") \
-                            + (" PUSH" if p.get("PUSH") else "")
+                            + (" PUSH" if p.get("PUSH") else "") + (" CLUSTER_N=2" if p.get("CLUSTER_N") == 2 else "")
                 except Exception as e:  # noqa: BLE001 - a variant that fails here: say so, go on
                     print(f"{key:16} {name:34} FAILED {type(e).__name__}: {str(e).splitlines()[0][:120]}", flush=True)
                     row[name] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
