@@ -4,6 +4,7 @@ against torch._scaled_mm on the same inputs (benchmarks/gemm_fp8.py's row: outpu
 medians of graph replays, three rounds interleaved with the peer). Writes gemm_fp8_skinny-<device>.json.
 
     python benchmarks/gemm_fp8_skinny.py [--rows 16 32 64 128 256] [--nk 4096,4096 14336,4096 4096,14336] [--out DIR]
+    python benchmarks/gemm_fp8_skinny.py --cluster --repeat 2 --name NAME ...    (G21: slots against CLUSTER_K)
 """
 
 from __future__ import annotations
@@ -26,8 +27,22 @@ import tilepy_hip  # noqa: E402
 from stdlib_kernels import gemm_fp8  # noqa: E402
 
 
-def variants(M, N, K) -> dict:
-    """The swap form's table row, its split halved / doubled, 64-column tiles (one consumer) and the old skinny row."""
+def variants(M, N, K, cluster=False) -> dict:
+    """The swap form's table row, its split halved / doubled, 64-column tiles (one consumer) and the old skinny row.
+    With `cluster` (G21): the policy's row, the split into slots (summed by a second kernel; also over 64-column
+    tiles from 128 rows), the split summed in the kernel over a cluster (CLUSTER_K = the split, 128- and 64-column
+    tiles) and a cluster of 2 where the table's is 4."""
+    if cluster:
+        out = {"policy": gemm_fp8.swap_policy(M, N, K), "slots": gemm_fp8.swap_params(M, N, K)}
+        if M >= 128:
+            out["slots_bn64"] = gemm_fp8.swap_params(M, N, K, BN=64)
+        for tag, bn in (("cluster", 128), ("cluster_bn64", 64)):
+            p = gemm_fp8.swap_params(M, N, K, BN=bn, cluster=True)
+            if p["CLUSTER_K"] > 1:
+                out[tag] = p
+            if bn == 128 and p["CLUSTER_K"] == 4:
+                out["cluster2"] = {**p, "CLUSTER_K": 2, "STAGES": gemm_fp8.swap_cluster_stages(p["BM"], bn, 2)}
+        return out
     sw = gemm_fp8.swap_params(M, N, K)
     out = {"swap": sw}
     s = sw["SPLIT_K"]
@@ -72,9 +87,13 @@ def main(argv=None):
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     ap.add_argument("--jobs", type=int, default=16, help="processes building the kernels first")
     ap.add_argument("--build-only", action="store_true", help="build the kernels and stop")
+    ap.add_argument("--cluster", action="store_true", help="G21's variants: slots against the cluster's in-kernel sum")
+    ap.add_argument("--repeat", type=int, default=1, help="time every shape's variants this many times, alternated")
+    ap.add_argument("--name", default="gemm_fp8_skinny", help="the JSON file's stem")
     args = ap.parse_args(argv)
     shapes = [(m, *(int(x) for x in nk.split(","))) for nk in args.nk for m in args.rows]
-    table = {s: {k: v for k, v in variants(*s).items() if args.only is None or k in args.only} for s in shapes}
+    table = {s: {k: v for k, v in variants(*s, cluster=args.cluster).items() if args.only is None or k in args.only}
+             for s in shapes}
     t = time.time()
     fails = build_all([p for row in table.values() for p in row.values()], args.jobs)
     print(f"built in {time.time() - t:.1f} s; failures: {fails}", flush=True)
@@ -87,24 +106,31 @@ def main(argv=None):
            "time": time.strftime("%Y-%m-%d %H:%M:%S"), "rows": {}}
     for M, N, K in shapes:
         data = inputs(M, N, K, g)
-        row, peer = {}, None
-        for tag, p in table[(M, N, K)].items():
-            try:
-                r = fp8_row(M, N, K, g, params=p, data=data, t_peer=peer)
-            except Exception as e:  # noqa: BLE001 - a variant that does not build or fit: say so, go on
-                print(f"{M}x{N}x{K} {tag:18s} skipped: {type(e).__name__}: {str(e).splitlines()[0][:100]}", flush=True)
-                continue
-            peer = peer or (r["torch_us"], r["fast_accum_us"])
-            row[tag] = r
-            pp = {k: p[k] for k in ("BM", "BN", "STAGES", "SPLIT_K") if k in p}
-            print(f"{M}x{N}x{K} {tag:18s} {r['us']:8.2f} us  _scaled_mm {r['torch_us']:7.2f}  x {r['ratio']:.3f} "
-                  f"(fast accum x {r['ratio_fast_accum']:.3f})  err {r['rel_err']:.1e} / {r['torch_rel_err']:.1e}  "
-                  f"regs {r['registers']} spills {r['spills']}  {pp}", flush=True)
+        row = {}
+        for rep in range(args.repeat):
+            peer = None         # the peer timed again in every repetition (its first variant's rounds)
+            for tag, p in table[(M, N, K)].items():
+                try:
+                    r = fp8_row(M, N, K, g, params=p, data=data, t_peer=peer)
+                except Exception as e:  # noqa: BLE001 - a variant that does not build or fit: say so, go on
+                    print(f"{M}x{N}x{K} {tag:18s} skipped: {type(e).__name__}: {str(e).splitlines()[0][:100]}",
+                          flush=True)
+                    continue
+                peer = peer or (r["torch_us"], r["fast_accum_us"])
+                row[tag if args.repeat == 1 else f"{tag}#{rep}"] = r
+                _show(M, N, K, tag if args.repeat == 1 else f"{tag}#{rep}", p, r)
         res["rows"][f"{M}x{N}x{K}"] = row
     Path(args.out).mkdir(parents=True, exist_ok=True)
-    path = Path(args.out) / f"gemm_fp8_skinny-{name}.json"
+    path = Path(args.out) / f"{args.name}-{name}.json"
     path.write_text(json.dumps(res, indent=1, default=str))
     print("wrote", path)
+
+
+def _show(M, N, K, tag, p, r):
+    pp = {k: p[k] for k in ("BM", "BN", "STAGES", "SPLIT_K", "CLUSTER_K") if k in p}
+    print(f"{M}x{N}x{K} {tag:18s} {r['us']:8.2f} us  _scaled_mm {r['torch_us']:7.2f}  x {r['ratio']:.3f} "
+          f"(fast accum x {r['ratio_fast_accum']:.3f})  err {r['rel_err']:.1e} / {r['torch_rel_err']:.1e}  "
+          f"regs {r['registers']} spills {r['spills']}  {pp}", flush=True)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ import numpy as np
 
 import tilepy as tp
 from stdlib_kernels.gemm_hopper import b_layout, splitk_sum_bf16
+from stdlib_kernels.gemm_splitk_swap import _recv_layout
 
 
 def _threads(c):
@@ -266,12 +267,17 @@ def gemm_fp8_persistent_tma(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m
                 tp.mbarrier_arrive(staged[p % 2])
 
 
-@tp.kernel(threads=_threads, target="sm_90a")
+def _swap_cluster(c):
+    return (1, 1, c["CLUSTER_K"])
+
+
+@tp.kernel(threads=_threads, target="sm_90a", cluster=_swap_cluster)
 def gemm_fp8_swap(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "N", "K"], SA: tp.Tensor[tp.f32, "SA"],
                   SB: tp.Tensor[tp.f32, "SB"], C: tp.Tensor[tp.bf16, "M", "N"], WS: tp.Tensor[tp.f32, "WR", "WC"],
                   BM: tp.constexpr = 16, BN: tp.constexpr = 128, BK: tp.constexpr = 128, STAGES: tp.constexpr = 10,
                   CONSUMERS: tp.constexpr = 2, INSTR: tp.constexpr = tp.nv.wgmma_m64n16k32_e4m3,
-                  SWIZZLE: tp.constexpr = tp.Swizzle(3, 4, 3), SPLIT_K: tp.constexpr = 4):
+                  SWIZZLE: tp.constexpr = tp.Swizzle(3, 4, 3), SPLIT_K: tp.constexpr = 4,
+                  CLUSTER_K: tp.constexpr = 1):
     """Skinny rows (decode: M <= 256) with the operands swapped: C^T = B @ A^T, so A's few rows are the wgmma
     instruction's N (16-256) instead of padding its M (64), and B, the one large operand, streams through a deep
     ring. Both operands stay K-major, as fp8 wgmma reads them: B's (BN, BK) tile is the instruction's A operand as
@@ -280,22 +286,41 @@ def gemm_fp8_swap(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "N", "K
     One wgmma group in flight (wait_group 1; tile k - 1's stage released after it).
     SPLIT_K > 1: block z (grid z) sums the z-th share of the k-tiles, scaled, into slot z of WS (SPLIT_K slots of
     cdiv(M, BM) * BM rows, gemm_hopper.gemm_splitk's FIXUP=3 layout); `splitk_sum_bf16` adds the slots and rounds
-    once into C. SPLIT_K=1: C's tile is stored from the registers (WS unused)."""
+    once into C. SPLIT_K=1: C's tile is stored from the registers (WS unused).
+    CLUSTER_K = 2 or 4 (SPLIT_K=1; G21): the split summed inside the kernel, no slots and no second launch. Grid z =
+    CLUSTER_K is one (1, 1, CLUSTER_K) cluster, rank r summing the r-th share of the k-tiles; the ranks all-reduce
+    their scaled tiles in log2(CLUSTER_K) butterfly rounds: in round i each rank pushes its running sum into rank
+    (r ^ 2^i)'s receive tile recv[i] by st.async (tp.store_remote, completing that rank's recv_full[i]: no cluster
+    barrier, no fence), waits on its own recv_full[i] and adds what it received (the same two values on both sides,
+    so every rank holds the same sum); rank r then stores its 1/CLUSTER_K of the tile's columns of C (rows of C^T).
+    gemm_splitk_swap's PUSH=1 exchange (G19) for e4m3 operands and more than two ranks; only a relaxed cluster
+    barrier after the allocations (the receiving mbarriers are initialized before any push)."""
     m0 = tp.block_id(0) * BM
     n0 = tp.block_id(1) * BN
+    LC = tp.accumulator(INSTR, (BN, BM), (CONSUMERS, 1))
     a_s = tp.shared((BM, BK), tp.e4m3, stages=STAGES, swizzle=SWIZZLE)
     b_s = tp.shared((BN, BK), tp.e4m3, stages=STAGES, swizzle=SWIZZLE)
     full = tp.mbarrier(1, stages=STAGES)
     empty = tp.mbarrier(1, stages=STAGES)
+    if CLUSTER_K > 1:       # round i's receive tile (written once, by rank r ^ 2^i) and its mbarrier
+        recv = tp.shared((BN, BM), tp.f32, stages=CLUSTER_K // 2, layout=_recv_layout(BN, BM))
+        recv_full = tp.mbarrier(1, stages=CLUSTER_K // 2)
     tp.tag(A, lambda i, k: ("A", i, k))
     tp.tag(B, lambda j, k: ("B", k, j))
     if SPLIT_K > 1:
         z = tp.block_id(2)
         k_tiles = tp.cdiv(tp.cdiv(A.shape[1], BK), SPLIT_K)   # every share the same count (zeros past K)
         k_first = z * k_tiles
+    elif CLUSTER_K > 1:
+        k_tiles = tp.cdiv(tp.cdiv(A.shape[1], BK), CLUSTER_K)   # rank r's share (zeros past K)
+        k_first = tp.block_id(2) * k_tiles
     else:
         k_tiles = tp.cdiv(A.shape[1], BK)
         k_first = 0
+    if CLUSTER_K > 1:
+        # every rank's recv_full is initialized before another rank pushes into it (the mbarrier's init is fenced at
+        # cluster scope: an execution barrier publishes it)
+        tp.cluster_sync(relaxed=True)
     if tp.warpgroup_id() == 0:          # producer warpgroup: one thread issues the bulk tensor copies
         for k in range(k_tiles):
             tp.mbarrier_wait(empty[k % STAGES], k // STAGES)       # (the consumers pre-release the stages)
@@ -305,7 +330,7 @@ def gemm_fp8_swap(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "N", "K
             tp.mbarrier_arrive(full[k % STAGES])
     else:                               # consumer warpgroups: 64 columns of C (rows of C^T) each
         scale = (tp.load(SA[0:1]) * tp.load(SB[0:1]))[:, None]
-        acc = tp.zeros((BN, BM), tp.f32, layout=tp.accumulator(INSTR, (BN, BM), (CONSUMERS, 1)))
+        acc = tp.zeros((BN, BM), tp.f32, layout=LC)
         for s in tp.static_range(STAGES - 1):
             tp.mbarrier_arrive(empty[s])
         for k in range(k_tiles):
@@ -318,6 +343,14 @@ def gemm_fp8_swap(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "N", "K
         if SPLIT_K > 1:
             mine = (z * tp.num_blocks(0) + tp.block_id(0)) * BM      # split z's slot
             tp.store(WS[mine:mine + BM, n0:n0 + BN], (acc * scale).T)
+        elif CLUSTER_K > 1:
+            total = acc * scale
+            for i in tp.static_range(CLUSTER_K // 2):        # butterfly rounds: partner r ^ 1, then r ^ 2
+                tp.store_remote(recv[i], total, recv_full[i], tp.cluster_rank() ^ (1 << i))
+                tp.mbarrier_wait(recv_full[i], 0)
+                total = total + tp.load(recv[i], layout=LC)
+            mine = tp.arange(BN)[None, :] * CLUSTER_K // BN == tp.block_id(2)    # this rank's columns of C
+            tp.store(C[m0:m0 + BM, n0:n0 + BN], total.T, mask=mine)
         else:
             tp.store(C[m0:m0 + BM, n0:n0 + BN], (acc * scale).T)
 
@@ -363,8 +396,11 @@ SWAP_MAX_SPLIT = 8     # splitk_sum unrolls one load per slot
 SWAP_SMEM = 220 * 1024
 
 
-def swap_params(M: int, N: int, K: int, BN: int = 128, BM: int | None = None, sms: int | None = None) -> dict:
-    """gemm_fp8_swap's constexprs for an (M, N, K) product (SWAP=1 marks the form for `launch`)."""
+def swap_params(M: int, N: int, K: int, BN: int = 128, BM: int | None = None, sms: int | None = None,
+                cluster: bool = False) -> dict:
+    """gemm_fp8_swap's constexprs for an (M, N, K) product (SWAP=1 marks the form for `launch`). With `cluster`, a
+    split of 2 or 4 runs as CLUSTER_K (summed inside the kernel through distributed shared memory, `swap_cluster_ok`)
+    where the receive tiles leave room for SWAP_CLUSTER_MIN_STAGES stages; otherwise the slots."""
     if BM is None:
         BM = next(r for r in (16, 32, 64, 128) if r >= min(M, 128))
     bk = 128
@@ -373,11 +409,30 @@ def swap_params(M: int, N: int, K: int, BN: int = 128, BM: int | None = None, sm
     kt = tp.cdiv(K, bk)
     split = max(1, min((sms or NUM_SMS) // tiles, kt // SWAP_MIN_SHARE, SWAP_MAX_SPLIT))
     split = tp.cdiv(kt, tp.cdiv(kt, split))      # evened out: no empty share
-    return dict(SWAP=1, BM=BM, BN=BN, BK=bk, STAGES=stages, CONSUMERS=BN // 64, INSTR=SWAP_INSTR[BM],
-                SWIZZLE=tp.Swizzle(3, 4, 3), SPLIT_K=split)
+    p = dict(SWAP=1, BM=BM, BN=BN, BK=bk, STAGES=stages, CONSUMERS=BN // 64, INSTR=SWAP_INSTR[BM],
+             SWIZZLE=tp.Swizzle(3, 4, 3), SPLIT_K=split, CLUSTER_K=1)
+    if cluster and split in (2, 4):
+        cstages = swap_cluster_stages(BM, BN, split)
+        if cstages >= SWAP_CLUSTER_MIN_STAGES:
+            p.update(SPLIT_K=1, CLUSTER_K=split, STAGES=cstages)
+    return p
 
 
-SWAP_KEYS = ("BM", "BN", "BK", "STAGES", "CONSUMERS", "INSTR", "SWIZZLE", "SPLIT_K")
+SWAP_CLUSTER = True
+SWAP_CLUSTER_MIN_STAGES = 4
+
+
+def swap_cluster_stages(BM: int, BN: int, cluster_k: int) -> int:
+    """The ring's depth beside CLUSTER_K's receive tiles (cluster_k // 2 f32 (BN, BM) tiles) in SWAP_SMEM."""
+    return min(12, (SWAP_SMEM - (cluster_k // 2) * BN * BM * 4) // ((BN + BM) * 128))
+
+
+def swap_policy(M: int, N: int, K: int) -> dict:
+    """The skinny class's form: swap-AB (swap_params) with the split summed in the kernel where it applies."""
+    return swap_params(M, N, K, cluster=SWAP_CLUSTER)
+
+
+SWAP_KEYS = ("BM", "BN", "BK", "STAGES", "CONSUMERS", "INSTR", "SWIZZLE", "SPLIT_K", "CLUSTER_K")
 
 
 def shape_class(M: int, N: int, K: int) -> str:
@@ -397,13 +452,14 @@ def policy(M: int, N: int, K: int, forms: bool = True) -> dict:
     if forms and cls == "large" and N % 8 == 0 and tp.cdiv(M, 128) * tp.cdiv(N, 256) > NUM_SMS:
         return {**PRESETS["sm_90a"], **LARGE_PERSISTENT}
     if forms and cls == "skinny":       # swap-AB (G20; the row below stays what a caller's constexprs lie over)
-        return swap_params(M, N, K)
+        return swap_policy(M, N, K)
     return {**PRESETS["sm_90a"], **POLICIES[cls]}
 
 
 def grid_of(M: int, N: int, params: dict) -> tuple:
     if params.get("SWAP"):
-        return (tp.cdiv(M, params["BM"]), tp.cdiv(N, params["BN"]), params.get("SPLIT_K", 1))
+        return (tp.cdiv(M, params["BM"]), tp.cdiv(N, params["BN"]),
+                max(params.get("SPLIT_K", 1), params.get("CLUSTER_K", 1)))
     tiles = tp.cdiv(M, params["BM"]) * tp.cdiv(N, params["BN"])
     if params.get("PERSISTENT"):
         return (min(tiles, params.get("NUM_SMS", NUM_SMS)),)
@@ -421,7 +477,12 @@ def kernel_of(params: dict):
             raise ValueError(f"gemm_fp8: SWAP=1 computes C^T: BN = 64 * CONSUMERS columns of C and BM rows, the "
                              f"instruction's N; got BN={params['BN']}, CONSUMERS={params['CONSUMERS']}, BM="
                              f"{params['BM']}, INSTR {params['INSTR'].name}")
-        return gemm_fp8_swap, {k: params[k] for k in SWAP_KEYS}
+        ck = params.get("CLUSTER_K", 1)
+        if ck not in (1, 2, 4) or (ck > 1 and params["SPLIT_K"] != 1):
+            raise ValueError(f"gemm_fp8: SWAP=1 with CLUSTER_K={ck}, SPLIT_K={params['SPLIT_K']}: the in-kernel sum "
+                             "runs over a cluster of 2 or 4 blocks (CLUSTER_K 2 or 4) with SPLIT_K=1; or pass "
+                             "CLUSTER_K=1 for the slots summed by a second kernel")
+        return gemm_fp8_swap, {k: params.get(k, 1) for k in SWAP_KEYS}
     if params.get("PERSISTENT"):
         if params.get("IN_FLIGHT"):
             raise ValueError("gemm_fp8: PERSISTENT=1 runs wait_group 0; drop IN_FLIGHT or PERSISTENT")
@@ -487,7 +548,16 @@ def params_for(M: int, N: int, K: int, **constexprs) -> dict:
     caller's own constexprs lie over the policy without its persistent form, which was measured as a whole); for
     PERSISTENT=1, without the policy's IN_FLIGHT and TMA-store epilogue (above)."""
     if constexprs.get("SWAP"):      # the swap form's own table under the caller's constexprs
-        sw = swap_params(M, N, K, BN=constexprs.get("BN", 128), BM=constexprs.get("BM"))
+        # (the in-kernel sum where the table takes it, unless the caller names a split of slots)
+        sw = swap_params(M, N, K, BN=constexprs.get("BN", 128), BM=constexprs.get("BM"),
+                         cluster="SPLIT_K" not in constexprs and SWAP_CLUSTER)
+        ck = constexprs.get("CLUSTER_K")
+        if ck is not None and ck > 1 and sw["CLUSTER_K"] != ck:
+            # a cluster the table did not pick: its ring beside the receive tiles
+            sw.update(SPLIT_K=1, CLUSTER_K=ck, STAGES=swap_cluster_stages(sw["BM"], sw["BN"], ck))
+        elif ck == 1 and sw["CLUSTER_K"] > 1:   # the slots asked for: the table's split as slots
+            slots = swap_params(M, N, K, BN=sw["BN"], BM=sw["BM"])
+            sw.update(SPLIT_K=slots["SPLIT_K"], CLUSTER_K=1, STAGES=slots["STAGES"])
         return {**sw, **constexprs}
     pol = policy(M, N, K, forms=not constexprs)
     params = {**pol, **constexprs}
@@ -516,7 +586,7 @@ def launch(a, b, scale_a, scale_b, out, target: str = "sm_90a", **constexprs):
         scale_b = scale_b.reshape(1)
     kernel, kp = kernel_of(params)
     if params.get("SWAP"):
-        split = kp["SPLIT_K"]
+        split = kp["SPLIT_K"]       # (CLUSTER_K > 1: the sum is the kernel's own, no slots)
         ws = _workspace(out, (split * tp.cdiv(M, kp["BM"]) * kp["BM"], N) if split > 1 else (1, 1))
         r = kernel[grid_of(M, N, params)](a, b, scale_a, scale_b, out, ws, target=target, **kp)
         if split > 1:       # the scaled slots' sum, rounded once into out

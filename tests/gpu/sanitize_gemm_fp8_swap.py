@@ -1,4 +1,5 @@
-"""gemm_fp8's swap-AB split-K form (gemm_fp8_swap) for compute-sanitizer: unsplit and split (slots + splitk_sum_bf16),
+"""gemm_fp8's swap-AB split-K form (gemm_fp8_swap) for compute-sanitizer: unsplit and split (slots + splitk_sum_bf16;
+CLUSTER_K's in-kernel sum over a cluster),
 ragged rows / columns / K, BM 16 / 64 / 128, a ring that turns over; each output checked against float64.
 
 compute-sanitizer --tool memcheck python3 tests/gpu/sanitize_gemm_fp8_swap.py
@@ -17,7 +18,10 @@ from stdlib_kernels import gemm_fp8  # noqa: E402
 d = torch.device("cuda")
 g = torch.Generator(device="cuda").manual_seed(0)
 for (m, n, k), extra in (((16, 520, 2064), {}), ((40, 1000, 1040), dict(SPLIT_K=1)),
-                         ((130, 264, 1552), dict(STAGES=3)), ((100, 300, 528), dict(SPLIT_K=1, STAGES=2))):
+                         ((130, 264, 1552), dict(STAGES=3)), ((100, 300, 528), dict(SPLIT_K=1, STAGES=2)),
+                         # CLUSTER_K (G21): 4 ranks over ragged K, 2 ranks with a ring turning over, one consumer
+                         ((16, 520, 2064), dict(CLUSTER_K=4)), ((40, 264, 1040), dict(CLUSTER_K=2, STAGES=2)),
+                         ((130, 136, 1552), dict(BN=64, CONSUMERS=1, CLUSTER_K=2, STAGES=3))):
     a = torch.randn(m, k, device=d, generator=g).to(torch.float8_e4m3fn)
     b = torch.randn(n, k, device=d, generator=g).to(torch.float8_e4m3fn)
     sa, sb = torch.full((1,), 0.5, device=d), torch.full((1,), 0.25, device=d)
@@ -27,6 +31,7 @@ for (m, n, k), extra in (((16, 520, 2064), {}), ((40, 1000, 1040), dict(SPLIT_K=
     torch.cuda.synchronize()
     ref = (a.double() @ b.double().t()) * 0.125
     err = float((out.double() - ref).norm() / ref.norm())
-    print("fp8 swap", m, n, k, "BM", p["BM"], "split", p["SPLIT_K"], "stages", p["STAGES"], "rel err", err, flush=True)
+    print("fp8 swap", m, n, k, "BM", p["BM"], "BN", p["BN"], "split", p["SPLIT_K"], "cluster", p["CLUSTER_K"],
+          "stages", p["STAGES"], "rel err", err, flush=True)
     assert err < 4e-3, err
 print("ok")

@@ -1,6 +1,7 @@
 """gemm_fp8's swap-AB split-K form for skinny rows (`gemm_fp8_swap`, SWAP=1: C^T = B @ A^T, A's rows the wgmma
 instruction's N) on a real GPU: against float64 of the e4m3 inputs and next to torch._scaled_mm on the same inputs,
-over every BM of the table (16, 32, 64, 128 rows), unsplit and split (slots summed by splitk_sum_bf16), ragged M,
+over every BM of the table (16, 32, 64, 128 rows), unsplit and split (slots summed by splitk_sum_bf16, or summed in the
+kernel over a cluster: CLUSTER_K), ragged M,
 N and K (K a multiple of 16, not of the 128-wide k-tile), the decode shapes at full size, and the scaled tile's bf16
 rounding; the skinny class's policy is this form. Outputs are poisoned with NaN first. Skips without a GPU."""
 
@@ -32,14 +33,22 @@ def _quantize(x):
 
 
 CASES = [
-    ((16, 4096, 4096), {}),                  # decode: BM 16, split 4 (the table's row)
-    ((128, 4096, 4096), {}),                 # BM 128, split 4
+    ((16, 4096, 4096), dict(CLUSTER_K=1)),   # decode: BM 16, split 4 into slots
+    ((128, 4096, 4096), {}),                 # BM 128, split 4 (slots: no room for the cluster's receive tiles)
     ((32, 14336, 4096), {}),                 # 112 column tiles: unsplit, C stored from the registers
     ((256, 4096, 14336), {}),                # two 128-row tiles, split 2
     ((40, 1000, 2064), {}),                  # ragged: BM 64 over 40 rows, N off the 128-column tile, K off BK
     ((100, 520, 1040), dict(SPLIT_K=3)),     # ragged, an uneven split (the last share reads zeros past K)
     ((7, 264, 528), dict(SPLIT_K=1, STAGES=2)),   # a ring of 2 stages turning over, 7 rows
     ((24, 300, 2064), dict(BN=64, CONSUMERS=1, BM=32, INSTR=gemm_fp8.SWAP_INSTR[32])),   # one consumer
+    # CLUSTER_K (G21): the split summed in the kernel over a (1, 1, 2 / 4) cluster by st.async butterfly rounds
+    ((16, 4096, 4096), dict(CLUSTER_K=4)),                   # the table's 16-row form: 4 ranks, 11 stages
+    ((64, 4096, 4096), dict(CLUSTER_K=4)),                   # BM 64, 4 ranks beside 2 receive tiles
+    ((128, 4096, 4096), dict(BN=64, CONSUMERS=1, CLUSTER_K=2)),   # 128 rows over 64-column tiles, 2 ranks
+    ((256, 4096, 14336), dict(CLUSTER_K=2)),                 # two row tiles, 2 ranks
+    ((40, 1000, 2064), dict(CLUSTER_K=4)),                   # ragged M, N, K (the last share past K)
+    ((100, 520, 1040), dict(CLUSTER_K=2, STAGES=2)),         # ragged, a ring of 2 stages turning over
+    ((24, 136, 2064), dict(BN=64, CONSUMERS=1, BM=32, INSTR=gemm_fp8.SWAP_INSTR[32], CLUSTER_K=4)),  # 16 cols a rank
 ]
 
 
@@ -72,6 +81,21 @@ def test_swap_against_float64_and_scaled_mm(shape, extra):
     assert bool((excess <= 0).all()), (float(excess.max()), p["SPLIT_K"])
 
 
+def test_cluster_split_gives_the_same_bits_twice():
+    """CLUSTER_K's sum is a fixed order (butterfly rounds): two launches on the same inputs give the same bits."""
+    M, N, K = 32, 4096, 4096
+    g = torch.Generator(device="cuda").manual_seed(9)
+    a, sa = _quantize(torch.randn(M, K, device=DEV, generator=g))
+    b, sb = _quantize(torch.randn(N, K, device=DEV, generator=g))
+    outs = []
+    for _ in range(2):
+        out = torch.full((M, N), float("nan"), device=DEV, dtype=torch.bfloat16)
+        gemm_fp8.launch(a, b, sa, sb, out, SWAP=1, CLUSTER_K=4)
+        outs.append(out)
+    torch.cuda.synchronize()
+    assert torch.equal(outs[0], outs[1])
+
+
 def test_skinny_policy_is_swap_through_launch():
     M, N, K = 128, 4096, 4096
     assert gemm_fp8.kernel_of(gemm_fp8.params_for(M, N, K))[0] is gemm_fp8.gemm_fp8_swap
@@ -87,9 +111,9 @@ def test_swap_split_reuses_its_workspace_and_follows_new_inputs():
         a, sa = _quantize(torch.randn(M, K, device=DEV, generator=g))
         b, sb = _quantize(torch.randn(N, K, device=DEV, generator=g))
         out = torch.full((M, N), float("nan"), device=DEV, dtype=torch.bfloat16)
-        gemm_fp8.launch(a, b, sa, sb, out, SWAP=1)
+        gemm_fp8.launch(a, b, sa, sb, out, SWAP=1, CLUSTER_K=1)     # (the slots, not the cluster's sum)
         outs.append(out)
         refs.append((a.double() @ b.double().t()) * sa.double() * sb.double())
-    assert gemm_fp8.params_for(M, N, K, SWAP=1)["SPLIT_K"] > 1
+    assert gemm_fp8.params_for(M, N, K, SWAP=1, CLUSTER_K=1)["SPLIT_K"] > 1
     for out, ref in zip(outs, refs):
         assert float((out.double() - ref).norm() / ref.norm()) < 4e-3

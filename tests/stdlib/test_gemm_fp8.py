@@ -55,6 +55,14 @@ CASES = [
     ((130, 200, 1040), dict(SWAP=1, STAGES=2)),
     ((24, 300, 2048), dict(SWAP=1, BM=32, STAGES=3)),
     ((7, 136, 1552), dict(SWAP=1, BN=64, CONSUMERS=1, SPLIT_K=3)),
+    # CLUSTER_K (G21): the split summed in the kernel by st.async butterfly rounds over a (1, 1, 2 / 4) cluster, each
+    # rank storing its share of the columns: 4 ranks over ragged K (the last share reads zeros past K); 2 ranks over
+    # ragged M and N with a ring of 2 stages turning over; 4 ranks at BM 32 / BN 64 (16 columns a rank, one warp); two
+    # 128-row tiles of one consumer, 2 ranks
+    ((16, 256, 1040), dict(SWAP=1, CLUSTER_K=4)),
+    ((40, 200, 1040), dict(SWAP=1, CLUSTER_K=2, STAGES=2)),
+    ((24, 136, 2048), dict(SWAP=1, BM=32, BN=64, CONSUMERS=1, CLUSTER_K=4, STAGES=3)),
+    ((130, 136, 784), dict(SWAP=1, BN=64, CONSUMERS=1, CLUSTER_K=2, STAGES=2)),
 ]
 
 
@@ -90,7 +98,7 @@ def test_policy_table_classes():
     assert gemm_fp8.shape_class(4096, 14336, 4096) == "large"
     p = gemm_fp8.policy(4096, 4096, 4096)
     assert (p["BM"], p["BN"], p["BK"], p["INSTR"]) == (128, 256, 128, tp.nv.wgmma_m64n256k32_e4m3)
-    assert gemm_fp8.policy(128, 4096, 4096) == gemm_fp8.swap_params(128, 4096, 4096)     # skinny: swap-AB
+    assert gemm_fp8.policy(128, 4096, 4096) == gemm_fp8.swap_policy(128, 4096, 4096)     # skinny: swap-AB
     for shape in ((128, 4096, 4096), (1024, 1024, 1024), (4096, 4096, 4096)):
         p = gemm_fp8.policy(*shape, forms=False)
         assert p["INSTR"].n == p["BN"] and p["BM"] == 64 * p["CONSUMERS"] and p["BK"] == 128
@@ -115,15 +123,43 @@ def test_swap_params_and_refusals():
         gemm_fp8.launch(a, b, sa, sb, out, SWAP=1, IN_FLIGHT=1)
     with pytest.raises(ValueError, match="BN = 64 \\* CONSUMERS"):
         gemm_fp8.launch(a, b, sa, sb, out, SWAP=1, CONSUMERS=1)   # BN 128 over one consumer
+    with pytest.raises(ValueError, match="cluster of 2 or 4 blocks"):
+        gemm_fp8.launch(a, b, sa, sb, out, SWAP=1, CLUSTER_K=3)
+    with pytest.raises(ValueError, match="cluster of 2 or 4 blocks"):
+        gemm_fp8.launch(a, b, sa, sb, out, SWAP=1, CLUSTER_K=2, SPLIT_K=2)
 
 
-@pytest.mark.parametrize("shape", [(16, 4096, 4096), (128, 4096, 4096), (64, 14336, 4096)])
-def test_swap_verifies_clean(shape):
+def test_swap_cluster_params():
+    """CLUSTER_K's table: a split of 2 or 4 becomes the cluster where its receive tiles (CLUSTER_K / 2 f32 (BN, BM)
+    tiles) leave at least SWAP_CLUSTER_MIN_STAGES stages in SWAP_SMEM; a caller's CLUSTER_K gets the ring that fits
+    beside them, a caller's SPLIT_K (or CLUSTER_K=1) the slots."""
+    for (M, N, K, bn), (ck, split) in {(16, 4096, 4096, 128): (4, 1), (64, 4096, 4096, 128): (4, 1),
+                                       (128, 4096, 4096, 128): (1, 4), (128, 4096, 4096, 64): (2, 1),
+                                       (16, 14336, 4096, 128): (1, 1), (256, 4096, 4096, 128): (2, 1)}.items():
+        p = gemm_fp8.swap_params(M, N, K, BN=bn, cluster=True)
+        assert (p["CLUSTER_K"], p["SPLIT_K"]) == (ck, split), (M, N, K, bn, p)
+        recv = (p["CLUSTER_K"] // 2) * p["BN"] * p["BM"] * 4
+        assert p["STAGES"] * (p["BM"] + p["BN"]) * p["BK"] + recv <= gemm_fp8.SWAP_SMEM and p["STAGES"] >= 4
+        assert gemm_fp8.grid_of(M, N, p)[2] == max(ck, split)
+    p = gemm_fp8.params_for(16, 4096, 4096, SWAP=1, SPLIT_K=2)
+    assert (p["SPLIT_K"], p["CLUSTER_K"]) == (2, 1)
+    p = gemm_fp8.params_for(16, 4096, 4096, SWAP=1, CLUSTER_K=1)
+    assert (p["SPLIT_K"], p["CLUSTER_K"]) == (4, 1)
+    p = gemm_fp8.params_for(128, 4096, 4096, SWAP=1, CLUSTER_K=2)
+    assert (p["SPLIT_K"], p["CLUSTER_K"], p["STAGES"]) == (1, 2, gemm_fp8.swap_cluster_stages(128, 128, 2))
+
+
+@pytest.mark.parametrize("shape,cluster", [((16, 4096, 4096), False), ((128, 4096, 4096), False),
+                                           ((64, 14336, 4096), False), ((16, 4096, 4096), True),
+                                           ((64, 4096, 4096), True), ((256, 4096, 4096), True)])
+def test_swap_verifies_clean(shape, cluster):
     """gemm_fp8_swap: the ring's pre-released stages, wait_group 1 with tile k - 1's stage released after it, the
-    split's slots (disjoint per block) and the transposed store: clean."""
+    split's slots (disjoint per block) and the transposed store; CLUSTER_K's pushes (each receive tile waited on before
+    it is read and before the block exits) and the ranks' disjoint column shares: clean."""
     import tilepy_verify as tv
 
-    kernel, kp = gemm_fp8.kernel_of(gemm_fp8.swap_params(*shape))
+    kernel, kp = gemm_fp8.kernel_of(gemm_fp8.swap_params(*shape, cluster=cluster))
+    assert (kp["CLUSTER_K"] > 1) == cluster
     assert kernel is gemm_fp8.gemm_fp8_swap
     report = tv.verify(kernel, target="sm_90a", **kp)
     assert report.ok and not report.findings, str(report)
