@@ -7,13 +7,18 @@ be used, with the reason, where it is not. Ground truth for the family: the inte
 hazards, deadlock)."""
 
 import logging
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as hst
 
 import tilepy_verify as tv
+from tilepy.symbolic import Var
 from tilepy_verify import symbolic_ring
 from tilepy_verify.domain import analyze
+from tilepy_verify.events import Loop, Point
 
 from . import oracle, seeded_corpus, seeded_corpus2
 from . import stage_ring_kernels as S
@@ -172,3 +177,59 @@ def test_stdlib_rings_prove_their_tags_symbolically(case, monkeypatch):
     monkeypatch.setattr(symbolic_ring, "ENABLED", True)
     report = tv.verify_ir(kir)
     assert report.ok, str(report)
+
+
+# ---------------------------------------------------------------------------------------- the element count alone
+
+
+def _ring_model(a0, stop, d, R, C, nx, nb, e, q):
+    """Brute force: the producer's iterations in order, nb arrivals on element (k + d) % R, the copy, nx - nb more;
+    (whether phase q of element e completes, the latest copy on e issued with fewer than (q + 1) C arrivals on e
+    before it or None)."""
+    count, latest = 0, None
+    for k in range(a0, stop):
+        if (k + d) % R != e:
+            continue
+        count += nb
+        if count < (q + 1) * C:
+            latest = k
+        count += nx - nb
+    return count >= (q + 1) * C, latest
+
+
+@settings(max_examples=300, deadline=None)
+@given(a0=hst.integers(0, 3), n=hst.integers(0, 20), d=hst.integers(-3, 5), R=hst.integers(1, 6),
+       C=hst.integers(1, 3), nx=hst.integers(1, 3), nb=hst.integers(0, 3), e=hst.integers(0, 5), q=hst.integers(0, 8))
+def test_latest_copy_matches_brute_force(a0, n, d, R, C, nx, nb, e, q):
+    """symbolic_ring._latest's closed form (the copy instance k_p = v0 + m R with m = ((q + 1) C - 1 - nb) // nx,
+    valid where 0 <= m and k_p < stop) against counting the arrivals iteration by iteration, with constant bounds,
+    element and phase (the terms fold to numbers), wherever the phase completes (otherwise the wait never returns:
+    the deadlock check's case; no read runs to be given a tag). Invalid exactly where no copy precedes it."""
+    nb = min(nb, nx)
+    e = e % R
+    stop = a0 + n
+    k = Var("k#0")
+    L = Loop(0, "k", k, a0, stop, 1, Var("trip#0"), None, None, None)
+
+    def point(t):
+        return Point((L,), {"T": t}, True, None, (), None)
+
+    elem = (k + d) % R
+    y = SimpleNamespace(point=point(nb + 1), elem=elem, stage=0)
+    xs = [SimpleNamespace(bar="mbar:full", point=point(i + 1 if i < nb else i + 2), elem=elem) for i in range(nx)]
+    A = SimpleNamespace(arrives=xs, _arrive_ops={("mbar:full", ()): nx})
+    walker = SimpleNamespace(A=A)
+    W = SimpleNamespace(elem=e, phase=q)
+    got = symbolic_ring._latest(walker, y, "mbar:full", (), C, W)
+    if R == 1:  # `(k + d) % 1` folds to 0: not an element term of the loop index (the copies decide)
+        assert isinstance(got, str)
+        return
+    assert not isinstance(got, str), got
+    m, valid = got
+    completes, want = _ring_model(a0, stop, d, R, C, nx, nb, e, q)
+    if not completes:  # the wait never returns (the deadlock check's case): no read runs to be given a tag
+        return
+    if want is None:
+        assert valid is False, (m, valid)
+    else:
+        assert valid is True and int(m["k#0"]) == want, (m, valid, want)
