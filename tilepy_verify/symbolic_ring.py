@@ -86,7 +86,10 @@ def reaching_tag(walker, ref, acc):
     """callable(coords) -> [Alt] for a read of a ring tile (see the module doc), or None where the read is not a
     ring's (reaching.reaching_tag decides) or not of the covered form (the reason recorded as a gap; reaching.py
     then decides, and the tag check does not use this walk)."""
-    if ref.alloc.name not in walker.ring_allocs or (walker.recording and walker.A.symbolic_gaps):
+    ring = ref.alloc.name in walker.ring_allocs or any(
+        w.access.alloc is ref.alloc and w.access.kind == "async" and w.access.bar is not None and w.access.arr is None
+        for w in walker.writes)  # (a copy on an array's element so far: the tile under another name)
+    if not ring or (walker.recording and walker.A.symbolic_gaps):
         return None  # not a ring's tile, or the tag check falls back already
     stage = ref.stage if ref.stage is not None else 0
     got = _cross(walker, ref.alloc, acc.point, stage)
