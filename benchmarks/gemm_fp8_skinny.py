@@ -37,7 +37,7 @@ def variants(M, N, K, cluster=False) -> dict:
         if M >= 128:
             out["slots_bn64"] = gemm_fp8.swap_params(M, N, K, BN=64)
         for tag, bn in (("cluster", 128), ("cluster_bn64", 64)):
-            p = gemm_fp8.swap_params(M, N, K, BN=bn, cluster=True)
+            p = gemm_fp8.swap_params(M, N, K, BN=bn, cluster=4)
             if p["CLUSTER_K"] > 1:
                 out[tag] = p
             if bn == 128 and p["CLUSTER_K"] == 4:

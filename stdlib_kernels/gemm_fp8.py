@@ -397,10 +397,10 @@ SWAP_SMEM = 220 * 1024
 
 
 def swap_params(M: int, N: int, K: int, BN: int = 128, BM: int | None = None, sms: int | None = None,
-                cluster: bool = False) -> dict:
-    """gemm_fp8_swap's constexprs for an (M, N, K) product (SWAP=1 marks the form for `launch`). With `cluster`, a
-    split of 2 or 4 runs as CLUSTER_K (summed inside the kernel through distributed shared memory, `swap_cluster_ok`)
-    where the receive tiles leave room for SWAP_CLUSTER_MIN_STAGES stages; otherwise the slots."""
+                cluster: int = 0) -> dict:
+    """gemm_fp8_swap's constexprs for an (M, N, K) product (SWAP=1 marks the form for `launch`). With `cluster` (2 or
+    4: the most ranks taken), a split of 2 (or 4) runs as CLUSTER_K (summed inside the kernel through distributed
+    shared memory) where the receive tiles leave room for SWAP_CLUSTER_MIN_STAGES stages; otherwise the slots."""
     if BM is None:
         BM = next(r for r in (16, 32, 64, 128) if r >= min(M, 128))
     bk = 128
@@ -411,14 +411,14 @@ def swap_params(M: int, N: int, K: int, BN: int = 128, BM: int | None = None, sm
     split = tp.cdiv(kt, tp.cdiv(kt, split))      # evened out: no empty share
     p = dict(SWAP=1, BM=BM, BN=BN, BK=bk, STAGES=stages, CONSUMERS=BN // 64, INSTR=SWAP_INSTR[BM],
              SWIZZLE=tp.Swizzle(3, 4, 3), SPLIT_K=split, CLUSTER_K=1)
-    if cluster and split in (2, 4):
+    if split in (2, 4) and split <= cluster:
         cstages = swap_cluster_stages(BM, BN, split)
         if cstages >= SWAP_CLUSTER_MIN_STAGES:
             p.update(SPLIT_K=1, CLUSTER_K=split, STAGES=cstages)
     return p
 
 
-SWAP_CLUSTER = True
+SWAP_CLUSTER = 2      # the most ranks the skinny policy's in-kernel sum takes (0: the slots)
 SWAP_CLUSTER_MIN_STAGES = 4
 
 
@@ -428,8 +428,17 @@ def swap_cluster_stages(BM: int, BN: int, cluster_k: int) -> int:
 
 
 def swap_policy(M: int, N: int, K: int) -> dict:
-    """The skinny class's form: swap-AB (swap_params) with the split summed in the kernel where it applies."""
-    return swap_params(M, N, K, cluster=SWAP_CLUSTER)
+    """The skinny class's form: swap-AB (swap_params) with a split of 2 summed in the kernel (CLUSTER_K=2) where it
+    applies: over 128-column tiles where their split is 2, else over 64-column tiles (one consumer) where theirs is
+    (H100, x torch._scaled_mm, benchmarks/NOTES.md G21: 16-128 x 4096 x 4096 0.67-0.82 -> 0.77-0.85 and 256 x 4096 x
+    4096 0.79-0.81 -> 0.89-0.96 against the slots). Clusters of 4 are not taken: at 16-64 x 4096 x 4096 they ran
+    11.3-15.4 us against the slots' 7.8-9.3 (and 64 x 4096 x 14336 38 us against 29)."""
+    p = swap_params(M, N, K, cluster=SWAP_CLUSTER)
+    if p["SPLIT_K"] > 2 and SWAP_CLUSTER:
+        q = swap_params(M, N, K, BN=64, cluster=SWAP_CLUSTER)
+        if q["CLUSTER_K"] > 1:
+            return q
+    return p
 
 
 SWAP_KEYS = ("BM", "BN", "BK", "STAGES", "CONSUMERS", "INSTR", "SWIZZLE", "SPLIT_K", "CLUSTER_K")
@@ -550,7 +559,7 @@ def params_for(M: int, N: int, K: int, **constexprs) -> dict:
     if constexprs.get("SWAP"):      # the swap form's own table under the caller's constexprs
         # (the in-kernel sum where the table takes it, unless the caller names a split of slots)
         sw = swap_params(M, N, K, BN=constexprs.get("BN", 128), BM=constexprs.get("BM"),
-                         cluster="SPLIT_K" not in constexprs and SWAP_CLUSTER)
+                         cluster=0 if "SPLIT_K" in constexprs else SWAP_CLUSTER)
         ck = constexprs.get("CLUSTER_K")
         if ck is not None and ck > 1 and sw["CLUSTER_K"] != ck:
             # a cluster the table did not pick: its ring beside the receive tiles

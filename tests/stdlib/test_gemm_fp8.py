@@ -133,16 +133,26 @@ def test_swap_cluster_params():
     """CLUSTER_K's table: a split of 2 or 4 becomes the cluster where its receive tiles (CLUSTER_K / 2 f32 (BN, BM)
     tiles) leave at least SWAP_CLUSTER_MIN_STAGES stages in SWAP_SMEM; a caller's CLUSTER_K gets the ring that fits
     beside them, a caller's SPLIT_K (or CLUSTER_K=1) the slots."""
-    for (M, N, K, bn), (ck, split) in {(16, 4096, 4096, 128): (4, 1), (64, 4096, 4096, 128): (4, 1),
-                                       (128, 4096, 4096, 128): (1, 4), (128, 4096, 4096, 64): (2, 1),
-                                       (16, 14336, 4096, 128): (1, 1), (256, 4096, 4096, 128): (2, 1)}.items():
-        p = gemm_fp8.swap_params(M, N, K, BN=bn, cluster=True)
+    for (M, N, K, bn, most), (ck, split) in {(16, 4096, 4096, 128, 4): (4, 1), (16, 4096, 4096, 128, 2): (1, 4),
+                                             (64, 4096, 4096, 128, 4): (4, 1), (128, 4096, 4096, 128, 4): (1, 4),
+                                             (128, 4096, 4096, 64, 2): (2, 1), (16, 14336, 4096, 128, 2): (1, 1),
+                                             (256, 4096, 4096, 128, 2): (2, 1),
+                                             (256, 4096, 4096, 128, 0): (1, 2)}.items():
+        p = gemm_fp8.swap_params(M, N, K, BN=bn, cluster=most)
         assert (p["CLUSTER_K"], p["SPLIT_K"]) == (ck, split), (M, N, K, bn, p)
         recv = (p["CLUSTER_K"] // 2) * p["BN"] * p["BM"] * 4
         assert p["STAGES"] * (p["BM"] + p["BN"]) * p["BK"] + recv <= gemm_fp8.SWAP_SMEM and p["STAGES"] >= 4
         assert gemm_fp8.grid_of(M, N, p)[2] == max(ck, split)
+    # the policy: a split of 2 in the kernel, over 128-column tiles where theirs is 2, else over 64-column tiles
+    for (M, N, K), (bn, ck, split) in {(16, 4096, 4096): (64, 2, 1), (128, 4096, 4096): (64, 2, 1),
+                                       (256, 4096, 4096): (128, 2, 1), (16, 14336, 4096): (128, 1, 1),
+                                       (16, 4096, 14336): (64, 2, 1)}.items():
+        p = gemm_fp8.policy(M, N, K)
+        assert (p["BN"], p["CONSUMERS"], p["CLUSTER_K"], p["SPLIT_K"]) == (bn, bn // 64, ck, split), (M, N, K, p)
     p = gemm_fp8.params_for(16, 4096, 4096, SWAP=1, SPLIT_K=2)
     assert (p["SPLIT_K"], p["CLUSTER_K"]) == (2, 1)
+    p = gemm_fp8.params_for(256, 4096, 4096, SWAP=1, CLUSTER_K=1)
+    assert (p["SPLIT_K"], p["CLUSTER_K"], p["STAGES"]) == (2, 1, gemm_fp8.swap_params(256, 4096, 4096)["STAGES"])
     p = gemm_fp8.params_for(16, 4096, 4096, SWAP=1, CLUSTER_K=1)
     assert (p["SPLIT_K"], p["CLUSTER_K"]) == (4, 1)
     p = gemm_fp8.params_for(128, 4096, 4096, SWAP=1, CLUSTER_K=2)
@@ -151,15 +161,17 @@ def test_swap_cluster_params():
 
 @pytest.mark.parametrize("shape,cluster", [((16, 4096, 4096), False), ((128, 4096, 4096), False),
                                            ((64, 14336, 4096), False), ((16, 4096, 4096), True),
-                                           ((64, 4096, 4096), True), ((256, 4096, 4096), True)])
+                                           ((64, 4096, 4096), True), ((256, 4096, 4096), True),
+                                           ((16, 4096, 4096), "policy"), ((128, 4096, 4096), "policy")])
 def test_swap_verifies_clean(shape, cluster):
     """gemm_fp8_swap: the ring's pre-released stages, wait_group 1 with tile k - 1's stage released after it, the
     split's slots (disjoint per block) and the transposed store; CLUSTER_K's pushes (each receive tile waited on before
     it is read and before the block exits) and the ranks' disjoint column shares: clean."""
     import tilepy_verify as tv
 
-    kernel, kp = gemm_fp8.kernel_of(gemm_fp8.swap_params(*shape, cluster=cluster))
-    assert (kp["CLUSTER_K"] > 1) == cluster
+    p = gemm_fp8.swap_policy(*shape) if cluster == "policy" else gemm_fp8.swap_params(*shape, cluster=4 * cluster)
+    kernel, kp = gemm_fp8.kernel_of(p)
+    assert (kp["CLUSTER_K"] > 1) == bool(cluster)
     assert kernel is gemm_fp8.gemm_fp8_swap
     report = tv.verify(kernel, target="sm_90a", **kp)
     assert report.ok and not report.findings, str(report)
