@@ -796,8 +796,16 @@ LARGE_GROUP_M = 16
 # 1024 0.873 -> 0.954, 4096^3 0.980 -> 0.995, 4096 x 14336 x 4096 0.962 -> 0.985, 8192^3 1.012 -> 1.018, 4096 x 4096
 # x 14336 0.996 -> 0.998 (call 1); the pieces with 3 stages gain nothing (0.964 / 0.906 / 0.948 / 0.984 / 0.996): the
 # 4th stage is the gain. No setmaxnreg 0.97 / 0.93 / 0.96 / 0.99 / 0.97; 96 / 200 as 64 / 216.
+# V11 (H100, bf16 out against cuBLAS in the same run, two sweeps; benchmarks/results/gemm-large-v11-call1{a,b}-*.json):
+# DEFER=2, pieces 2 and 3 held in registers and written under the next tile's first k-tile (G15's schedule, the ring
+# whole from slot 0: the form tilepy-verify proves, clean in 1.2-1.5 s CPU at these constexprs, load 11-14), against
+# the form above: 8192 x 8192 x 1024 0.960 / 0.959 -> 1.009 / 1.004, 4096 x 14336 x 4096 0.985 / 0.983 -> 1.008 /
+# 1.006, 4096^3 0.993 / 1.000 -> 1.009 / 1.009, 4096 x 4096 x 14336 0.996 / 0.998 -> 1.004 / 1.005, 8192^3 1.020 /
+# 1.051 -> 1.031 / 1.042 (even within that shape's spread: cuBLAS itself 1531 / 1646 us in the two runs); 168
+# registers, no spills. G15's DEFER=1 (the same schedule, the first slot taken out of the ring, not proved) measured
+# 1.004-1.066 in three runs.
 LARGE_PERSISTENT = dict(PERSISTENT=1, STAGES=4, EPILOGUE=2, STORE_N=64, PRODUCER_REGS=64, CONSUMER_REGS=216,
-                        GROUP_M=8)
+                        GROUP_M=8, DEFER=2)
 # G18 (H100, f32 out against torch.mm(out_dtype=float32) in the same run, two sweeps; benchmarks/results/
 # gemm-large-g18-call1{a,b}-*.json): the same persistent form for f32 out, in 32-column pieces (a (128, 32) f32 buffer
 # is 16 KB: two beside the 4 stages, 229472 bytes) against the f32 policy before (gemm_hopper 128 x 256 s4, the

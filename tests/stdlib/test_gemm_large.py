@@ -110,7 +110,8 @@ def test_large_bf16_policy_groups_where_a_overflows_the_l2():
 def test_launch_runs_the_large_bf16_class_persistent(shape):
     """`launch`'s policy for the large class's bf16 output (more 128 x 256 tiles than SMs): gemm_persistent with the
     TMA store overlapped with the next tile, in 64-column pieces beside 4 stages, 64 / 216 registers, a grid of one
-    block per SM; f32 out (G18) the same in 64-column pieces through one buffer, GROUP_M 8; the lowering's policy
+    block per SM, the second half of each tile's pieces written under the next tile's first k-tile (DEFER=2, V11);
+    f32 out (G18) the same in 64-column pieces through one buffer, GROUP_M 8, no DEFER; the lowering's policy
     (no `fixup`) and a
     caller's own constexprs keep gemm_hopper."""
     M, N, K = shape
@@ -119,13 +120,14 @@ def test_launch_runs_the_large_bf16_class_persistent(shape):
         {k: v for k, v in gemm_hopper.LARGE_PERSISTENT.items() if k != "GROUP_M"}
     kernel, kp = gemm_hopper.plan_kernel(M, N, tp.bf16, p, K)
     assert kernel is gemm_hopper.kernel_for(tp.bf16, persistent=True) and kp["EPILOGUE"] == 2
+    assert kp["DEFER"] == 2     # (V11) pieces 2 and 3 written under the next tile's first k-tile, the ring whole
     assert gemm_hopper.grid_of(M, N, p) == (gemm_hopper.NUM_SMS,)
     p32 = gemm_hopper.policy(M, N, K, tp.f32, fixup=True)
     assert {k: p32[k] for k in gemm_hopper.LARGE_PERSISTENT_F32} == gemm_hopper.LARGE_PERSISTENT_F32
     assert gemm_hopper.LARGE_PERSISTENT_F32["STORE_N"] == 64 and "IN_FLIGHT" not in p32
     kernel, kp = gemm_hopper.plan_kernel(M, N, tp.f32, p32, K)
     assert kernel is gemm_hopper.kernel_for(tp.f32, persistent=True) and kp["EPILOGUE"] == 2
-    assert (kp["STORE_N"], kp["STORE_BUFS"]) == (64, 1)
+    assert (kp["STORE_N"], kp["STORE_BUFS"]) == (64, 1) and not kp.get("DEFER")
     assert gemm_hopper.grid_of(M, N, p32) == (gemm_hopper.NUM_SMS,)
     assert not gemm_hopper.policy(M, N, K, tp.f32).get("PERSISTENT")
     assert not gemm_hopper.policy(M, N, K, tp.bf16).get("PERSISTENT")
@@ -289,7 +291,8 @@ def test_deferred_pieces_verify_clean():
 
 
 @pytest.mark.parametrize("params", [
-    dict(STAGES=4, GROUP_M=8, PRODUCER_REGS=64, CONSUMER_REGS=216),      # the policy's
+    dict(STAGES=4, GROUP_M=8, PRODUCER_REGS=64, CONSUMER_REGS=216),      # the policy's (LARGE_PERSISTENT)
+    dict(STAGES=4, GROUP_M=16, PRODUCER_REGS=64, CONSUMER_REGS=216),     # the policy's where A overflows the L2
     dict(STAGES=2, GROUP_M=2),
     dict(STAGES=3, GROUP_M=2, STORE_N=32, STORE_BUFS=4),                  # 8 pieces of 32, 4 buffers
 ])
