@@ -429,11 +429,15 @@ def swap_cluster_stages(BM: int, BN: int, cluster_k: int) -> int:
 
 def swap_policy(M: int, N: int, K: int) -> dict:
     """The skinny class's form: swap-AB (swap_params) with a split of 2 summed in the kernel (CLUSTER_K=2) where it
-    applies: over 128-column tiles where their split is 2, else over 64-column tiles (one consumer) where theirs is
-    (H100, x torch._scaled_mm, benchmarks/NOTES.md G21: 16-128 x 4096 x 4096 0.67-0.82 -> 0.77-0.85 and 256 x 4096 x
-    4096 0.79-0.81 -> 0.89-0.96 against the slots). Clusters of 4 are not taken: at 16-64 x 4096 x 4096 they ran
-    11.3-15.4 us against the slots' 7.8-9.3 (and 64 x 4096 x 14336 38 us against 29)."""
+    applies: over 128-column tiles where their split is 2 and the row tiles are whole (M % BM == 0), else over 64-column
+    tiles (one consumer) where theirs is. H100, x torch._scaled_mm against the slots, two alternated runs
+    (benchmarks/NOTES.md G21): 16-128 x 4096 x 4096 0.59-0.84 -> 0.60-0.86, 256 x 4096 x 4096 0.79-0.80 -> 0.95-0.96,
+    16-256 x 4096 x 14336 0.79-0.98 -> 0.90-1.08; 192 x 4096 x 4096 (a half-empty second row tile, 128-column tiles)
+    lost 4% and keeps the slots. Clusters of 4 are not taken: at 16-64 x 4096 x 4096 they ran 11.3-15.4 us against
+    the slots' 7.8-9.3 (and 64 x 4096 x 14336 38 us against 29)."""
     p = swap_params(M, N, K, cluster=SWAP_CLUSTER)
+    if p["CLUSTER_K"] > 1 and M % p["BM"]:
+        return swap_params(M, N, K)
     if p["SPLIT_K"] > 2 and SWAP_CLUSTER:
         q = swap_params(M, N, K, BN=64, cluster=SWAP_CLUSTER)
         if q["CLUSTER_K"] > 1:

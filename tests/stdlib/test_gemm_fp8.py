@@ -146,7 +146,8 @@ def test_swap_cluster_params():
     # the policy: a split of 2 in the kernel, over 128-column tiles where theirs is 2, else over 64-column tiles
     for (M, N, K), (bn, ck, split) in {(16, 4096, 4096): (64, 2, 1), (128, 4096, 4096): (64, 2, 1),
                                        (256, 4096, 4096): (128, 2, 1), (16, 14336, 4096): (128, 1, 1),
-                                       (16, 4096, 14336): (64, 2, 1)}.items():
+                                       (16, 4096, 14336): (64, 2, 1), (96, 4096, 4096): (64, 2, 1),
+                                       (192, 4096, 4096): (128, 1, 2)}.items():
         p = gemm_fp8.policy(M, N, K)
         assert (p["BN"], p["CONSUMERS"], p["CLUSTER_K"], p["SPLIT_K"]) == (bn, bn // 64, ck, split), (M, N, K, p)
     p = gemm_fp8.params_for(16, 4096, 4096, SWAP=1, SPLIT_K=2)
