@@ -17,6 +17,8 @@
 * `gemm_fp8_persistent_tma`: the large class's form (a grid of one block per SM walking the tiles, the scaled tile
   stored through the TMA in 64-column pieces overlapped with the next tile's ring, 4 stages); `gemm_fp8_persistent`
   keeps the store from registers (PERSISTENT=1 without STORE_N).
+* `gemm_fp8_swap`: the skinny class's form (M <= 256: C^T = B @ A^T, A's rows the instruction's N), split-K summed
+  by a second kernel from slots or, with CLUSTER_K, inside the kernel over a thread-block cluster (`swap_policy`).
 
 `launch(a, b, scale_a, scale_b, out)` checks shapes and dtypes and picks the constexprs from `policy`.
 """
@@ -388,7 +390,8 @@ LARGE_PERSISTENT = dict(PERSISTENT=1, STORE_N=64, STAGES=4, PRODUCER_REGS=96, CO
 # Skinny rows with the operands swapped (gemm_fp8_swap): C^T's tile is BN = 128 columns of C over two consumer
 # warpgroups by BM rows (the instruction's N: the rows rounded up to 16, 32, 64 or 128; more rows take 128-row
 # tiles), a ring as deep as 220 KB of shared memory holds (at most 12 stages), and split-K so the tiles x shares
-# fill at most one wave of SMs with >= SWAP_MIN_SHARE k-tiles a share (slots summed by splitk_sum_bf16).
+# fill at most one wave of SMs with >= SWAP_MIN_SHARE k-tiles a share (slots summed by splitk_sum_bf16, or, with
+# `cluster`, summed in the kernel over a cluster: CLUSTER_K; the policy, swap_policy, takes CLUSTER_K=2, G21).
 SWAP_INSTR = {16: tp.nv.wgmma_m64n16k32_e4m3, 32: tp.nv.wgmma_m64n32k32_e4m3, 64: tp.nv.wgmma_m64n64k32_e4m3,
               128: tp.nv.wgmma_m64n128k32_e4m3}
 SWAP_MIN_SHARE = 4
