@@ -69,7 +69,9 @@ def test_scratch_tensors_are_allocated_once_and_calls_stay_correct(tmp_path, mon
     assert torch.allclose(out.double(), ref, rtol=1e-5, atol=1e-5)
     body = src[src.index("def argus_forward"):]
     once, per_call = body[:body.index("= got")], body[body.index("= got"):]
-    assert re.search(r"^            torch\.empty\(\(", once, re.M), "the split's scratch tensors, allocated once"
+    assert re.search(r"^            torch\.empty\(", once, re.M), "the intermediates, allocated once"
+    # the weight's TF32 halves are made once per weight state (runtime.weight_split keeps them), not per call
+    assert "weight_split(split_tf32, " in per_call and "launch(split_tf32" not in per_call
     assert not re.search(r"^    \w+ = torch\.empty\(\(", per_call, re.M), "a fixed-shape scratch tensor per call"
     assert "get_parameter" not in body and "('p', ('c1',), 'weight')" in body and "_parameters" not in body
     # a second and a third call with other inputs reuse the scratch tensors and still match float64
