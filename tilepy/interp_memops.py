@@ -283,12 +283,10 @@ class _MemoryOps:
     def _default_layout(self, shape, ctx, dtype):
         return _blocked(tuple(shape), int(ctx.tids.size), max(16 // dtype.bytes, 1))
 
-    def _op_store(self, e, ctx):
-        args = self._args(e, ctx)
-        dst, val = args[0], args[1]
-        mask = args[2] if len(args) > 2 else None
-        if not isinstance(dst, GlobalView | SharedRef):
-            raise InterpreterError(f"store() needs a global or shared tile, got {type(dst).__name__}", e.span)
+    def _stored_values(self, e, ctx, dst, val):
+        """Who writes what of a store's register tile `val` into `dst`: (shape, layout, tids, t_idx, coords,
+        vals), each element once, by the lowest active thread holding it (the value's own layout where it is a
+        register tile of dst's shape, else the default layout of dst's shape)."""
         shape = tuple(dst.shape)
         vt = e.args[1].type
         if isinstance(vt, RegType) and tuple(vt.shape) == shape and vt.layout is not None:
@@ -303,6 +301,15 @@ class _MemoryOps:
             t_idx, v_idx = _owners_of(layout, np.broadcast_to(act[:, None], (layout.num_threads, layout.num_values)))
         coords = tuple(c[t_idx, v_idx] for c in layout.coords)
         vals = _at(tile, coords, t_idx.shape) if coords else np.broadcast_to(np.asarray(tile), t_idx.shape)
+        return shape, layout, tids, t_idx, coords, vals
+
+    def _op_store(self, e, ctx):
+        args = self._args(e, ctx)
+        dst, val = args[0], args[1]
+        mask = args[2] if len(args) > 2 else None
+        if not isinstance(dst, GlobalView | SharedRef):
+            raise InterpreterError(f"store() needs a global or shared tile, got {type(dst).__name__}", e.span)
+        shape, layout, tids, t_idx, coords, vals = self._stored_values(e, ctx, dst, val)
         ok = None
         if mask is not None:
             m = self._tile_operand(mask, e.args[2].type, layout, shape, ctx, e.span)
@@ -438,20 +445,7 @@ class _MemoryOps:
             raise InterpreterError("store_remote(dst, value, mbarrier, cta) writes a shared tile, its bytes "
                                    "completing an mbarrier", e.span)
         rank = self._uniform_int(e.args[3], ctx, "store_remote cta= (a cluster rank)")
-        shape = tuple(dst.shape)
-        vt = e.args[1].type
-        if isinstance(vt, RegType) and tuple(vt.shape) == shape and vt.layout is not None:
-            layout, tile = vt.layout, val
-        else:
-            layout = self._default_layout(shape, ctx, dst.dtype)
-            tile = np.broadcast_to(self._tile_operand(val, vt, layout, shape, ctx, e.span), shape)
-        tids, act = self._thread_map(layout, ctx, e.span)
-        if act is None:
-            t_idx, v_idx = _owners(layout)
-        else:
-            t_idx, v_idx = _owners_of(layout, np.broadcast_to(act[:, None], (layout.num_threads, layout.num_values)))
-        coords = tuple(c[t_idx, v_idx] for c in layout.coords)
-        vals = _at(tile, coords, t_idx.shape) if coords else np.broadcast_to(np.asarray(tile), t_idx.shape)
+        shape, layout, tids, t_idx, coords, vals = self._stored_values(e, ctx, dst, val)
         if len(t_idx) != int(np.prod(shape)):
             raise InterpreterError(f"store_remote writes every element of its {list(shape)} tile once (the bytes "
                                    f"its mbarrier expects); the active threads hold {len(t_idx)} of them", e.span)
