@@ -194,15 +194,27 @@ def cross_role(walker, alloc, P, stage):
         wstage = subst(acc.stage, m) if m else acc.stage
         cond = AND(W.point.path, valid, subst(acc.point.path, m), subst(acc.arr_valid, m), cmp("==", wstage, stage))
         found.append((w, m, cond, subst(acc.point.counters.get("T", 0), m)))
+    out = newest_of(found)
+    # a definite candidate that matches whenever the read runs hides everything older: stop the chain there
+    return ended_by_definite(walker, P, out) or out
+
+
+def newest_of(found: list) -> list:
+    """Candidates (w, m, cond, t) -> (w, m, cond and no other matching candidate is newer than t, definite)."""
     out = []
     for i, (w, m, cond, t) in enumerate(found):
         newest = [OR(NOT(c2), cmp("<", t2, t)) for j, (_, _, c2, t2) in enumerate(found) if j != i]
         out.append((w, m, AND(cond, *newest), _definite(w)))
-    # a definite candidate that matches whenever the read runs hides everything older: stop the chain there
+    return out
+
+
+def ended_by_definite(walker, P, out: list):
+    """The chain up to the first definite candidate that matches wherever the read P runs, closed by the
+    sentinel that hides everything older; None if there is none."""
     for i, (_w, _m, cond, definite) in enumerate(out):
         if definite and walker.solve(AND(P.constraint(), NOT(cond))) is None:
             return out[:i + 1] + [(None, {}, False, True)]
-    return out
+    return None
 
 
 def reaching_tag(walker, ref, acc):

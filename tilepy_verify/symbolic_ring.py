@@ -36,9 +36,9 @@ import os
 from tilepy import ir
 
 from . import periodic
-from .reaching import _definite, _monotone, _tag_of
+from .reaching import _monotone, _tag_of, ended_by_definite, newest_of
 from .sync import in_line, sole_role, waits_in_line
-from .vc import AND, NOT, OR, cmp, const_of, linear_form, subst
+from .vc import AND, NOT, cmp, const_of, linear_form, subst
 
 ENV = "TILEPY_VERIFY_SYMBOLIC_RINGS"
 ENABLED: bool | None = None  # None: read ENV (unset or "1": on, "0": off); True / False override it (tests)
@@ -181,15 +181,12 @@ def _cross(walker, alloc, P, stage):
         wstage = subst(y.stage, m)
         cond = AND(W.point.path, valid, subst(y.point.path, m), cmp("==", wstage, stage))
         found.append((w, m, cond, _T(y.point, m)))
-    out = []
-    for i, (w, m, cond, t) in enumerate(found):
-        newest = [OR(NOT(c2), cmp("<", t2, t)) for j, (_, _, c2, t2) in enumerate(found) if j != i]
-        out.append((w, m, AND(cond, *newest), _definite(w)))
+    out = newest_of(found)
     # the definite candidates that match, together, wherever the read runs hide everything older (several copy ops
     # under complementary guards: each the newest where it matches)
-    for i, (_w, _m, cond, definite) in enumerate(out):
-        if definite and walker.solve(AND(P.constraint(), NOT(cond))) is None:
-            return out[:i + 1] + [(None, {}, False, True)]
+    ended = ended_by_definite(walker, P, out)
+    if ended is not None:
+        return ended
     sure = [NOT(cond) for _w, _m, cond, definite in out if definite]
     if len(sure) > 1 and walker.solve(AND(P.constraint(), *sure)) is None:
         return out + [(None, {}, False, True)]
