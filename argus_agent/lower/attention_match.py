@@ -54,6 +54,8 @@ class ExplicitAttention:
     scale: float
     causal: bool
     live: set = field(default_factory=set)     # the chain's nodes, computed by the template only
+    plan: str = ""                              # kernel_plan's answer for these operands
+    group: int = 1
 
 
 def _shape(n) -> tuple:
@@ -132,9 +134,8 @@ def _is_neg_inf(a) -> bool:
     return False
 
 
-def _const_value(n: fx.Node, captured, values: dict, chain: set):
-    """The value of the boolean mask `n` when it is computed from buffers and constants only (else None); the
-    nodes it takes that nothing else uses join `chain`."""
+def _const_value(n: fx.Node, captured, values: dict):
+    """The value of the boolean mask `n` when it is computed from buffers and constants only (else None)."""
     if n in values:
         return values[n]
     if n.op == "placeholder":
@@ -152,7 +153,7 @@ def _const_value(n: fx.Node, captured, values: dict, chain: set):
     args = []
     for a in n.args:
         if isinstance(a, fx.Node):
-            v = _const_value(a, captured, values, chain)
+            v = _const_value(a, captured, values)
             if v is None:
                 return None
             args.append(v)
@@ -165,9 +166,9 @@ def _const_value(n: fx.Node, captured, values: dict, chain: set):
     return values[n]
 
 
-def _causal(cond: fx.Node, masked_where_true: bool, captured, shape: tuple, chain: set) -> bool:
+def _causal(cond: fx.Node, masked_where_true: bool, captured, shape: tuple) -> bool:
     """Whether `cond` (evaluated now) hides exactly the keys j > i of query i, the same for every batch."""
-    value = _const_value(cond, captured, {}, chain)
+    value = _const_value(cond, captured, {})
     if value is None or value.dtype != torch.bool:
         return False
     t, s = shape[-2:]
@@ -207,7 +208,7 @@ def _match(sm: fx.Node, captured) -> ExplicitAttention | None:
             scores, hidden_where_true = a, False
         else:
             return None
-        if not isinstance(cond, fx.Node) or not _causal(cond, hidden_where_true, captured, _shape(x), chain):
+        if not isinstance(cond, fx.Node) or not _causal(cond, hidden_where_true, captured, _shape(x)):
             return None
         # the condition's nodes (and the -inf fill) are the template's when nothing else uses them
         inner = _cone(cond, set()) | {n for n in (a, b) if isinstance(n, fx.Node) and n is not scores}
@@ -272,20 +273,19 @@ def find(captured, target: str) -> dict:
         m = _match(node, captured)
         if m is None:
             continue
-        q, k, v = (torch.empty(0).new_empty(_shape(n), dtype=_dtype(n), device="meta") for n in (m.q, m.k, m.v))
+        q, k, v = (torch.empty(_shape(n), dtype=_dtype(n), device="meta") for n in (m.q, m.k, m.v))
         plan, why = kernel_plan(target, q, k, v, None, 0.0, m.causal, m.scale, False)
         if plan is None:
             log.info("%s: attention written out, lowered op by op: %s", source_line(node), why)
             continue
+        m.plan, m.group = plan, why      # (the plan's second value is the query heads per KV head)
         found[m.out] = m
     return found
 
 
 def lower(ctx, m: ExplicitAttention, env: dict):
     """The template of match `m` on the lowered q, k, v."""
-    from .ops_attention import _template, kernel_plan
+    from .ops_attention import _template
 
-    q, k, v = env[m.q], env[m.k], env[m.v]
-    plan, group = kernel_plan(ctx.target, q, k, v, None, 0.0, m.causal, m.scale, False)
     ctx.note = f"attention written out ({source_line(m.out)})"
-    return _template(ctx, plan, group, q, k, v, m.causal, m.scale)
+    return _template(ctx, m.plan, m.group, env[m.q], env[m.k], env[m.v], m.causal, m.scale)

@@ -64,7 +64,7 @@ def lower_captured(captured: Captured, target: str = "cpu", precision=None) -> L
         log.info("%s: MoE lowered op by op: %s", source_line(moe.out), why)
         moe = None
     attn = find_attention(captured, target)   # attention written out, computed by the stdlib kernels
-    attn_live = set().union(set(), *(m.live for m in attn.values()))
+    attn_live = set().union(*(m.live for m in attn.values()))
     for node in ep.graph.nodes:
         if node.op == "placeholder":
             gi = by_name[node.name]
