@@ -441,6 +441,36 @@ PLAN17 = [
     ((100, 4096, 4096), _alt("pair", PAIR, twice=False), ("bf16",)),
     ((32, 4096, 4096), _alt("pair", PAIR, twice=False), ("bf16",)),
 ]
+# eighteenth call (G23): what limits the pushed cluster split at 32-112 rows: its depth (stages per ring: if fewer cost
+# nothing, the rings are not what waits), BM past M (n64 at 48 rows, n96 at 80: the instruction's N against A's box),
+# 64 x 128 tiles (A read once per 128 columns, 64 blocks), B as (N, K); beside ncu (g23_call1.sh)
+def _stages(m, s, push=1):
+    return ("policy", dict(STAGES=s, PUSH=push))
+
+
+PLAN18 = [
+    ((64, 4096, 4096), [("policy", None), ("s5", _stages(64, 5)), ("s4", _stages(64, 4)), ("s3", _stages(64, 3)),
+                        ("bn128_s3", dict(_push(64, 3), BN=128)), ("policy_again", None), ("s4_again", _stages(64, 4)),
+                        ("policy_nk", ("nk", {}))], ("bf16",)),
+    ((80, 4096, 4096), [("policy", None), ("s4", _stages(80, 4)), ("s3", _stages(80, 3)),
+                        ("bm96_s4", _push(96, 4)), ("policy_again", None)], ("bf16",)),
+    ((112, 4096, 4096), [("policy", None), ("s3", _stages(112, 3, 0)), ("push_s3", _push(112, 3)),
+                         ("policy_again", None)], ("bf16",)),
+    ((32, 4096, 4096), [("policy", None), ("s6", _stages(32, 6)), ("s4", _stages(32, 4)), ("policy_again", None)],
+     ("bf16",)),
+    ((48, 4096, 4096), [("policy", None), ("bm64", _push(64)), ("policy_again", None)], ("bf16",)),
+]
+# nineteenth call (G23): the policy with 4 stages per ring at BM 32-80 (CLUSTER_SPLIT_STAGES) alternated twice with
+# the stages before (8 / 6 / 6 / 5); 112 rows with the hand-over and receive tiles in one (XCH=1: PUSH beside 4 stages)
+def _before(m):
+    bm = min(b for b in gemm_hopper.CLUSTER_SPLIT_STAGES if b >= m)
+    return ("policy", dict(STAGES={32: 8, 48: 6, 64: 6, 80: 5}[bm]))
+
+
+PLAN19 = [((m, 4096, 4096), _table(_before(m)), outs) for m, outs in (
+    (32, ("bf16", "f32")), (64, ("bf16", "f32")), (80, ("bf16", "f32")), (28, ("bf16",)), (40, ("bf16",)),
+    (48, ("bf16",)), (56, ("bf16",)), (72, ("bf16",)))]
+PLAN19 += [((m, 4096, 1024), _table(_before(m))[:2], ("bf16",)) for m in (32, 64)]
 PLAN = [  # (shape, variants, output dtypes)
     ((16, 4096, 4096), DECODE, ("bf16", "f32")),
     ((64, 4096, 4096), DECODE, ("bf16", "f32")),
@@ -709,16 +739,18 @@ def our_kernels(M, N, K, out_t, params=None):
     return rows
 
 
-def ncu_target(which, M, N, K):
+def ncu_target(which, M, N, K, plan="5"):
     """Run one side 30 times (after a warm-up) for ncu to pick launches from (--launch-skip / --launch-count):
-    "ours" (the policy through launch), "cublas", or a variant tag of plan 5 at this shape."""
+    "ours" (the policy through launch), "cublas", or a variant tag of `plan` (5 unless given) at this shape."""
     g = torch.Generator(device="cuda").manual_seed(15)
     a = torch.randn(M, K, device="cuda", generator=g).bfloat16()
     b = torch.randn(K, N, device="cuda", generator=g).bfloat16()
     c = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
     fn = (lambda: gemm_hopper.launch(a, b, c)) if which == "ours" else (lambda: torch.matmul(a, b))
     if which not in ("ours", "cublas"):
-        spec = next(sp for (shape, variants, _) in PLAN5 if shape == (M, N, K) for tag, sp in variants if tag == which)
+        plans = {"5": PLAN5, "18": PLAN18}
+        spec = next(sp for (shape, variants, _) in plans[plan] if shape == (M, N, K) for tag, sp in variants
+                    if tag == which)
         p = params_of(M, N, K, spec, tp.bf16)
 
         def fn():
@@ -744,14 +776,15 @@ def main(argv=None):
                     "12: where in K the cluster split starts paying, 13: the cluster split below 32 rows, 14: the "
                     "cluster split re-timed with its relaxed closing barrier, and its K thresholds, 15: its sums "
                     "exchanged by st.async (PUSH=1), 16: the policy with PUSH at more rows, n8 / n16, 17: A "
-                    "multicast to pairs of column tiles (CLUSTER_N=2)")
+                    "multicast to pairs of column tiles (CLUSTER_N=2), 18: the pushed split's stages, BM, "
+                    "BN 128 (G23), 19: 4 stages per ring at BM 32-80 against the stages before")
     args = ap.parse_args(argv)
     if args.ncu_target:
-        ncu_target(args.ncu_target, *(int(x) for x in args.shape.split(",")))
+        ncu_target(args.ncu_target, *(int(x) for x in args.shape.split(",")), plan=args.plan)
         return
     plan = {"1": PLAN, "2": PLAN2, "3": PLAN3, "4": PLAN4, "5": PLAN5, "6": PLAN6, "7": PLAN7, "8": PLAN8,
             "9": PLAN9, "10": PLAN10, "11": PLAN11, "12": PLAN12, "13": PLAN13, "14": PLAN14, "15": PLAN15,
-            "16": PLAN16, "17": PLAN17}[args.plan]
+            "16": PLAN16, "17": PLAN17, "18": PLAN18, "19": PLAN19}[args.plan]
     if args.precompile:
         precompile(args.only, args.precompile, plan)
     props = torch.cuda.get_device_properties(0)
@@ -774,7 +807,7 @@ def main(argv=None):
                     res["cublas_kernels"][f"{key}/{o}"] = cublas_kernels(M, N, K, out_t, mm_f32)
             except Exception as e:  # noqa: BLE001 - the profiler is a side note
                 res["cublas_kernels"][f"{key}/{o}"] = f"{type(e).__name__}: {e}"[:200]
-            if args.plan in ("7", "8", "9", "10", "11"):
+            if args.plan in ("7", "8", "9", "10", "11", "18"):
                 try:
                     res.setdefault("our_kernels", {})[f"{key}/{o}"] = our_kernels(M, N, K, out_t)
                 except Exception as e:  # noqa: BLE001 - a side note too
