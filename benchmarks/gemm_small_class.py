@@ -2,7 +2,7 @@
 on the same inputs, in one run, with the device time of each side's kernels (torch.profiler) beside the graph time,
 so that the fixed cost of a launch (prologue, first loads, epilogue) can be told from the cost per k-tile.
 
-    python benchmarks/gemm_small_class.py [--plan diag|confirm|cluster] [--out DIR] [--name STEM] [--only REGEX]
+    python benchmarks/gemm_small_class.py [--plan diag|confirm|cluster|g22] [--out DIR] [--name STEM] [--only REGEX]
                                           [--precompile N]
 
 Every candidate's output is checked against float64 (on the GPU) before it is timed; graph times are
@@ -119,7 +119,41 @@ PLAN_CONFIRM = [
 CL_NOMC = dict(CL_TMA, MULTICAST=False)
 PLAN_CLUSTER = [((1024, 1024, k), [("policy", None, ("bf16",)), ("64x128_cl2_s6_tma", CL_TMA, ("bf16",)),
                                    ("64x128_cl2_s6_tma_nomc", CL_NOMC, ("bf16",))]) for k in (64, 1024, 4096)]
-PLANS = {"diag": PLAN_DIAG, "confirm": PLAN_CONFIRM, "cluster": PLAN_CLUSTER}
+# G22 (call 2): the 2x1 cluster form with relaxed barriers (gemm_cluster RELAXED=1: the opening barrier without
+# release / acquire, the closing one replaced by the producer's tail) at 6 / 8 stages, and the unclustered policy at 8
+# stages (wait_group 1 and 0), each alternated twice with the policy; bf16 out through the TMA store, f32 out from the
+# registers (the policy's own epilogues)
+
+
+def _cl(bm=64, bn=128, consumers=1, stages=8, f32_epi=0):
+    base = dict(BM=bm, BN=bn, CONSUMERS=consumers, INSTR=I128 if bn == 128 else I64, IN_FLIGHT=0, CLUSTER_M=2,
+                RELAXED=1, STAGES=stages)
+    return ("out", {"bf16": dict(base, EPILOGUE=2), "f32": dict(base, EPILOGUE=f32_epi)})
+
+
+S8 = ("policy", dict(STAGES=8))
+S8W0 = ("policy", dict(STAGES=8, IN_FLIGHT=0))
+BOTH = ("bf16", "f32")
+
+
+def _again(rows):
+    return rows + [(f"{t}_again", spec, outs) for t, spec, outs in rows]
+
+
+PLAN_G22 = [
+    ((1024, 1024, 64), [("policy", None, ("bf16",)), ("cl_rel_s8", _cl(), ("bf16",))]),
+    ((1024, 1024, 1024), _again([("policy", None, BOTH), ("s8", S8, BOTH), ("cl_rel_s8", _cl(), BOTH)])
+     + [("s8_w0", S8W0, BOTH), ("cl_rel_s6", _cl(stages=6), BOTH)]),
+    ((1024, 1024, 4096), _again([("policy", None, BOTH), ("s8", S8, BOTH), ("cl_rel_s8", _cl(), BOTH)])),
+    ((512, 2048, 4096), _again([("policy", None, BOTH), ("cl_rel_s8", _cl(), BOTH)]) + [("s8", S8, BOTH)]),
+    ((768, 768, 768), _again([("policy", None, BOTH), ("cl_rel_s8", _cl(), BOTH)]) + [("s8", S8, BOTH)]),
+    ((640, 640, 640), _again([("policy", None, BOTH), ("cl_rel_64x64_s8", _cl(bn=64), BOTH)])
+     + [("cl_rel_s8", _cl(), ("bf16",))]),
+    ((512, 512, 512), _again([("policy", None, BOTH), ("cl_rel_64x64_s8", _cl(bn=64), BOTH)])
+     + [("cl_rel_s8", _cl(), ("bf16",))]),
+    ((2048, 1024, 1024), _again([("policy", None, BOTH), ("cl128_rel_s6", _cl(bm=128, consumers=2, stages=6), BOTH)])),
+]
+PLANS = {"diag": PLAN_DIAG, "confirm": PLAN_CONFIRM, "cluster": PLAN_CLUSTER, "g22": PLAN_G22}
 DT = {"bf16": (torch.bfloat16, tp.bf16), "f32": (torch.float32, tp.f32)}
 
 
@@ -173,7 +207,8 @@ def precompile(plan, only, workers):
 
 
 def _text(p):
-    return gb._policy_text(p) + "".join(f" {k}={p[k]}" for k in ("CLUSTER_M", "SWAP_AB", "K_WAYS") if p.get(k))
+    return gb._policy_text(p) + "".join(f" {k}={p[k]}" for k in ("CLUSTER_M", "SWAP_AB", "K_WAYS", "RELAXED")
+                                        if p.get(k))
 
 
 def main(argv=None):

@@ -80,7 +80,8 @@ def one_init_barrier(src):
 
 def no_tma_store(src):
     """The TMA store of C dropped (the consumers still stage c_s; the producer still waits for it)."""
-    return _sub(r"asm volatile\(\"cp\.async\.bulk\.tensor\.2d\.global\.shared::cta\.bulk_group[^;]*;\\n\"[^;]*;\n", "")(src)
+    return _sub(r"asm volatile\(\"cp\.async\.bulk\.tensor\.2d\.global\.shared::cta\.bulk_group"
+                r"[^;]*;\\n\"[^;]*;\n", "")(src)
 
 
 def empty_kernel(src):
@@ -110,14 +111,15 @@ def split_multicast(src):
 def cluster_in_flight(src):
     """gemm_cluster's consumer with one wgmma group in flight: wait_group 1, and tile k - 1's stage released (to both
     ranks) after tile k's group is issued; wait_group 0 after the loop."""
+    rel = r"\s*// tilepy[^\n]*\n\s*__syncwarp\(\);\n\s*if \(tp_lane == 0\) tp_mbar_arrive_cluster\(\(empty_p \+ "
     pat = (r"tp_wgmma_commit\(\);\n(\s*)tp_wgmma_wait0\(\);\n(\s*)\}\n"
-           r"(\s*// tilepy[^\n]*\n\s*__syncwarp\(\);\n\s*if \(tp_lane == 0\) tp_mbar_arrive_cluster\(\(empty_p \+ \(tp_mod<int>\(k, 6\)\)\), 0\);\n"
-           r"\s*// tilepy[^\n]*\n\s*__syncwarp\(\);\n\s*if \(tp_lane == 0\) tp_mbar_arrive_cluster\(\(empty_p \+ \(tp_mod<int>\(k, 6\)\)\), 1\);\n)"
+           r"(" + rel + r"\(tp_mod<int>\(k, 6\)\)\), 0\);\n" + rel + r"\(tp_mod<int>\(k, 6\)\)\), 1\);\n)"
            r"(\s*)\}\n(\s*)\}\n")
 
     def repl(m):
         rel = m.group(3).replace("tp_mod<int>(k, 6)", "tp_mod<int>(k + 5, 6)")
-        return (f"tp_wgmma_commit();\n{m.group(1)}asm volatile(\"wgmma.wait_group.sync.aligned 1;\\n\" ::: \"memory\");\n"
+        wait1 = "asm volatile(\"wgmma.wait_group.sync.aligned 1;\\n\" ::: \"memory\");"
+        return (f"tp_wgmma_commit();\n{m.group(1)}{wait1}\n"
                 f"{m.group(2)}}}\n{m.group(2)}if (k > 0) {{\n{rel}{m.group(2)}}}\n{m.group(4)}}}\n{m.group(5)}}}\n"
                 f"{m.group(5)}tp_wgmma_wait0();\n")
     out, n = re.subn(pat, repl, src, count=1)
@@ -227,7 +229,7 @@ def main(argv=None):
             try:
                 ck, grid = build(base, edits, M, N, K)
                 prep = prepare(ck, [a, b, c])
-                fn = (lambda prep=prep, grid=grid: prep.call(grid, [a, b, c]))
+                fn = (lambda prep=prep, grid=grid, args=(a, b, c): prep.call(grid, list(args)))
                 c.fill_(float("nan"))
                 fn()
                 torch.cuda.synchronize()

@@ -325,7 +325,7 @@ def gemm_cluster(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"
                  CONSUMERS: tp.constexpr = 2, INSTR: tp.constexpr = tp.nv.wgmma_m64n256k16_bf16,
                  SWIZZLE: tp.constexpr = tp.Swizzle(3, 3, 3), PRODUCER_REGS: tp.constexpr = 0,
                  CONSUMER_REGS: tp.constexpr = 0, EPILOGUE: tp.constexpr = 0, CLUSTER_M: tp.constexpr = 2,
-                 MULTICAST: tp.constexpr = True):
+                 MULTICAST: tp.constexpr = True, RELAXED: tp.constexpr = 0):
     """gemm_hopper on thread-block clusters of CLUSTER_M blocks along M: the blocks of a cluster compute
     vertically adjacent output tiles (the same columns n0), so they share B's tile of every k-step. It is loaded
     once per cluster with a TMA multicast (issued by rank k % CLUSTER_M, taking turns) into the same stage of
@@ -335,7 +335,15 @@ def gemm_cluster(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"
     multicast writes into. `full[s]` of each block expects A's tile and B's tile (its own copy and the
     multicast). The cluster barrier at the start publishes every block's mbarrier initialization before any
     remote arrival or multicast; the one at the end keeps a block's shared memory alive until the others are
-    done arriving on it. EPILOGUE 0 (registers -> C) or 2 (TMA store through a staged tile), as gemm_hopper."""
+    done arriving on it. EPILOGUE 0 (registers -> C) or 2 (TMA store through a staged tile), as gemm_hopper.
+
+    RELAXED=1 (G22): neither cluster barrier carries release / acquire, whose MEMBAR.ALL.GPU cost 1.2 us of the
+    form's 1.5 us per launch over the unclustered kernel (H100, 1024 x 1024 x 64: 4.74 -> 3.50 us device). The
+    opening one is an execution barrier (`tp.mbarrier`'s initialization is fenced at cluster scope, so it publishes
+    the inits: CUTLASS's arrive_relaxed / wait); the closing one is replaced by the producer's tail: after its last
+    copy it waits on every stage of `empty` for one more phase, i.e. until the consumers of EVERY block have released
+    every stage it filled. Those releases are the only remote writes into a block (a multicast into it completes on
+    its own `full`, which its consumers wait for), so once the tail has seen them the block may exit."""
     m0 = tp.block_id(0) * BM
     n0 = tp.block_id(1) * BN
     a_s = tp.shared((BM, BK), tp.bf16, stages=STAGES, swizzle=SWIZZLE)
@@ -349,7 +357,8 @@ def gemm_cluster(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"
     tp.tag(A, lambda i, k: ("A", i, k))
     tp.tag(B, lambda k, j: ("B", k, j))
     k_tiles = tp.cdiv(A.shape[1], BK)
-    tp.cluster_sync()                   # every block's mbarriers are initialized before any other block uses them
+    # every block's mbarriers are initialized before any other block uses them
+    tp.cluster_sync(relaxed=RELAXED == 1)
     if tp.warpgroup_id() == 0:          # producer warpgroup: one thread issues the bulk tensor copies
         if PRODUCER_REGS > 0:
             tp.setmaxnreg(PRODUCER_REGS)
@@ -367,6 +376,12 @@ def gemm_cluster(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"
             tp.mbarrier_wait(staged, 0)                # the consumers' accumulators are in c_s
             tp.store_bulk(c_s, C[m0:m0 + BM, n0:n0 + BN])
             tp.store_bulk_wait(c_s)
+        if RELAXED:
+            # the tail: every block's consumers released every stage this block filled (the last remote arrivals
+            # on its mbarriers): wait k_tiles .. k_tiles + STAGES - 1, as the loop would before its next copies
+            for k in range(k_tiles + STAGES):
+                if k >= k_tiles:
+                    tp.mbarrier_wait(empty[k % STAGES], k // STAGES)
     else:                               # consumer warpgroups: wgmma over their own threads, 64 rows each
         if CONSUMER_REGS > 0:
             tp.setmaxnreg(CONSUMER_REGS)
@@ -385,7 +400,8 @@ def gemm_cluster(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"
             tp.mbarrier_arrive(staged)
         else:
             tp.store(C[m0:m0 + BM, n0:n0 + BN], acc)
-    tp.cluster_sync()                   # no block leaves while another may still arrive on its mbarriers
+    if not RELAXED:
+        tp.cluster_sync()               # no block leaves while another may still arrive on its mbarriers
 
 
 gemm_cluster_bf16 = gemm_cluster.retyped(C=tp.Tensor[tp.bf16, "M", "N"])
@@ -1080,7 +1096,7 @@ def _other_block(pol: dict, given: dict) -> bool:
 PERSISTENT_ONLY = ("GROUP_M",)         # constexprs of gemm_persistent (and gemm_hopper's grouped order) alone
 # constexprs of gemm_hopper / gemm_splitk alone
 STEADY_ONLY = ("IN_FLIGHT", "SPLIT_K", "EPILOGUE", "B_SWIZZLE", "FIXUP", "MIN_BLOCKS", "SLOT_ROWS")
-CLUSTER_ONLY = ("CLUSTER_M",)                            # gemm_cluster's (CLUSTER_M > 1 picks it)
+CLUSTER_ONLY = ("CLUSTER_M", "RELAXED")                  # gemm_cluster's (CLUSTER_M > 1 picks it)
 # gemm_splitk_swap's constexprs (SWAP_AB=1 picks it)
 SWAP_KEYS = ("BM", "BN", "BK", "STAGES", "CONSUMERS", "INSTR", "SWIZZLE", "SPLIT_K", "IN_FLIGHT", "CLUSTER_M", "B_NK",
              "K_WAYS", "M_SHIFT", "CLUSTER_K", "PUSH")

@@ -84,3 +84,58 @@ def test_small_class_sass(shape):
         assert ck.resources.get("spill_stores", 0) == 0     # (a kernel built in-process by launch has no ptxas log)
         if p.get("EPILOGUE") == 2:
             assert "UTMASTG" in sass
+
+
+# G22: gemm_cluster's RELAXED=1 forms (the opening cluster barrier relaxed, the closing one replaced by the producer's
+# tail), through launch with their constexprs given: 2x1 clusters along M, B multicast, at ragged shapes (M = 900: 15
+# row tiles, the grid rounded up to whole clusters, one block wholly past M), one k-tile under 8 stages, B's rows
+# padded and C's rows no tensor map can describe (N = 1001: the TMA store's fallback copy)
+_CL = dict(BM=64, BN=128, CONSUMERS=1, INSTR=tp.nv.wgmma_m64n128k16_bf16, IN_FLIGHT=0, CLUSTER_M=2, RELAXED=1,
+           STAGES=8)
+RELAXED_FORMS = {"64x128_s8": _CL, "64x64_s8": dict(_CL, BN=64, INSTR=tp.nv.wgmma_m64n64k16_bf16),
+                 "128x128_s6": dict(_CL, BM=128, CONSUMERS=2, STAGES=6)}
+
+
+@pytest.mark.parametrize("out", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("form", list(RELAXED_FORMS))
+@pytest.mark.parametrize("m,n,k", [(1024, 1024, 1024), (900, 1000, 520), (130, 264, 64), (300, 1001, 200),
+                                   (512, 512, 4096)])
+def test_relaxed_cluster_forms(m, n, k, form, out):
+    o = tp.bf16 if out == torch.bfloat16 else tp.f32
+    p = dict(RELAXED_FORMS[form], EPILOGUE=2 if o == tp.bf16 else 0)
+    kernel, kp = gemm_hopper.plan_kernel(m, n, o, p, k)
+    assert kernel.name == "gemm_cluster" and kp["RELAXED"] == 1 and kp["CLUSTER_M"] == 2, (kernel.name, kp)
+    g = torch.Generator(device="cuda").manual_seed(m + n + k)
+    a = torch.randn(m, k, device=DEV, generator=g).bfloat16()
+    b = torch.randn(k, n, device=DEV, generator=g).bfloat16()
+    ref = a.double() @ b.double()
+    peer = torch.matmul(a, b) if out == torch.bfloat16 else (a.float() @ b.float())
+    peer_err = float((peer.double() - ref).norm() / ref.norm())
+    c = torch.full((m, n), float("nan"), device=DEV, dtype=out)
+    gemm_hopper.launch(a, b, c, **p)
+    torch.cuda.synchronize()
+    assert torch.isfinite(c).all()
+    err = float((c.double() - ref).norm() / ref.norm())
+    assert err < (3e-3 if out == torch.bfloat16 else 1e-5), err
+    if out == torch.bfloat16:
+        assert err <= 1.5 * peer_err, (err, peer_err)
+    first = c.clone()
+    for _ in range(3):                  # the same bits every call (no atomics; the tail leaves no block behind)
+        c.fill_(float("nan"))
+        gemm_hopper.launch(a, b, c, **p)
+    torch.cuda.synchronize()
+    assert torch.equal(c, first)
+
+
+@pytest.mark.parametrize("form", list(RELAXED_FORMS))
+def test_relaxed_cluster_sass(form):
+    import tilepy_hip
+
+    for o in (tp.f32, tp.bf16):
+        p = dict(RELAXED_FORMS[form], EPILOGUE=2 if o == tp.bf16 else 0)
+        kernel, kp = gemm_hopper.plan_kernel(1024, 1024, o, p, 1024)
+        sass = tilepy_hip.compile(kernel, target="sm_90a", **kp).sass()
+        assert f"HGMMA.64x{p['BN']}x16.F32.BF16" in sass and "UTMALDG.2D.MULTICAST" in sass
+        assert "LDL" not in sass and "STL" not in sass
+        assert "MEMBAR.ALL.GPU" not in sass        # no release at cluster / GPU scope: the point of RELAXED
+        assert ("UTMASTG" in sass) == (o == tp.bf16)

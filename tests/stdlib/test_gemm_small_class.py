@@ -86,3 +86,45 @@ def test_forms_verify_clean(policy_shape, out):
     kernel, kp = gemm_hopper.plan_kernel(*policy_shape[:2], out, p, policy_shape[2])
     report = tv.verify(kernel, target="sm_90a", **kp)
     assert report.findings == [], report.findings
+
+
+# G22: gemm_cluster RELAXED=1 (the opening cluster barrier relaxed, the closing one replaced by the producer's tail:
+# it waits until every block's consumers released every stage it filled), 2x1 clusters along M with B multicast
+_CL = dict(BM=64, BN=128, CONSUMERS=1, INSTR=tp.nv.wgmma_m64n128k16_bf16, IN_FLIGHT=0, CLUSTER_M=2, RELAXED=1,
+           STAGES=8)
+RELAXED_FORMS = [_CL, dict(_CL, BN=64, INSTR=tp.nv.wgmma_m64n64k16_bf16), dict(_CL, BM=128, CONSUMERS=2, STAGES=6)]
+
+
+@pytest.mark.parametrize("out", [tp.f32, tp.bf16])
+@pytest.mark.parametrize("form", range(len(RELAXED_FORMS)))
+@pytest.mark.parametrize("shape", [(130, 200, 300), (200, 130, 64), (70, 72, 1000)])
+def test_relaxed_cluster_on_the_interpreter(shape, form, out):
+    m, n, k = shape
+    p = dict(RELAXED_FORMS[form], EPILOGUE=2 if out == tp.bf16 else 0)
+    kernel, kp = gemm_hopper.plan_kernel(m, n, out, p, k)
+    assert kernel.name == "gemm_cluster" and kp["RELAXED"] == 1
+    rng = np.random.default_rng(m + n + k)
+    a = round_bf16(rng.standard_normal((m, k)).astype(np.float32))
+    b = round_bf16(rng.standard_normal((k, n)).astype(np.float32))
+    ref = gemm_hopper.reference(a, b)
+    for _ in range(2):                  # twice through one plan
+        c = np.full((m, n), np.nan, np.float32)
+        gemm_hopper.launch(a, b, c, out_dtype=out, **p)
+        assert not np.isnan(c).any()
+        if out == tp.bf16:
+            assert np.abs(c - ref).max() <= 2.0**-8 * np.abs(ref).max()
+            np.testing.assert_array_equal(c, round_bf16(c))
+        else:
+            np.testing.assert_allclose(c, ref, rtol=1e-5, atol=1e-4 * np.abs(ref).max())
+
+
+def test_relaxed_cluster_source():
+    """RELAXED=1 renders no release / acquire cluster barrier (its MEMBAR.ALL.GPU was the form's cost per launch) and
+    the producer's tail waits; RELAXED=0 keeps both barriers."""
+    import tilepy_hip
+
+    for rel in (0, 1):
+        k, kp = gemm_hopper.plan_kernel(1024, 1024, tp.bf16, dict(_CL, EPILOGUE=2, RELAXED=rel), 1024)
+        src = tilepy_hip.render(k.ir("sm_90a", **kp), "sm_90a")
+        assert src.count("tp_cluster_sync();") == (0 if rel else 2)
+        assert src.count("tp_cluster_sync_relaxed();") == rel
