@@ -101,7 +101,7 @@ def gemm_fp32(AH: tp.Tensor[tp.f32, "BA", "M", "K"], AL: tp.Tensor[tp.f32, "BA",
               PROMOTE: tp.constexpr = True, SWIZZLE: tp.constexpr = tp.Swizzle(3, 2, 3),
               GROUP_M: tp.constexpr = 8, KSPLIT: tp.constexpr = 1, PASSES: tp.constexpr = 3,
               A_RAW: tp.constexpr = 0, WAIT_ONCE: tp.constexpr = 0, PRODUCER_REGS: tp.constexpr = 0,
-              CONSUMER_REGS: tp.constexpr = 0, C_T: tp.constexpr = 0):
+              CONSUMER_REGS: tp.constexpr = 0, C_T: tp.constexpr = 0, A_KN: tp.constexpr = 0):
     """C[z] = (AH + AL)[z] @ (BH + BL)[zb].T from the TF32 halves (K-major, K % 4 == 0); zb = min(z, BB - 1).
     Split-K (KSPLIT > 1): block z' = z * KSPLIT + q of the grid's z sums the q-th share of the k-tiles into
     C[z'] (C holds BA * KSPLIT partial products; the caller adds them up).
@@ -110,7 +110,10 @@ def gemm_fp32(AH: tp.Tensor[tp.f32, "BA", "M", "K"], AL: tp.Tensor[tp.f32, "BA",
     feeding wgmma's register-A form; only B comes pre-split.
     C_T=1 (`gemm_fp32_ct`, C given as (BC, N, M)): the tile is stored transposed, C[z] = ((AH + AL) @ (BH +
     BL).T).T; with A_RAW, the swap-AB form of a skinny product (`launch`'s SWAP): out = x @ W.T computed as
-    (W @ x.T).T with the weight W read as it is, split in registers, and only the few rows of x pre-split."""
+    (W @ x.T).T with the weight W read as it is, split in registers, and only the few rows of x pre-split.
+    A_KN=1 (with A_RAW; `gemm_fp32_kt`, AH given as (BA, K, M)): A is read M-major, the (BK, BM) tile staged in
+    32-column blocks of 128-byte rows, and loaded transposed into the register fragments: the swap-AB form of
+    out = x @ B for a (K, N) B (torch.matmul's weight), (B.T @ x.T).T with B read as it is."""
     zc = tp.block_id(2)
     z = zc // KSPLIT
     zb = tp.min(z, BH.shape[0] - 1)     # a B with one batch serves them all
@@ -118,13 +121,19 @@ def gemm_fp32(AH: tp.Tensor[tp.f32, "BA", "M", "K"], AL: tp.Tensor[tp.f32, "BA",
     # at once share their A rows and B columns in L2. Any grid of cdiv(M, BM) * cdiv(N, BN) blocks in x and y
     # serves: (tiles, 1) or (row tiles, column tiles) alike.
     pid = tp.block_id(0) + tp.num_blocks(0) * tp.block_id(1)
-    num_m = tp.cdiv(AH.shape[1], BM)
+    MA = AH.shape[2] if A_KN else AH.shape[1]       # A's rows and its K (A_KN: AH is (BA, K, M))
+    KA = AH.shape[1] if A_KN else AH.shape[2]
+    num_m = tp.cdiv(MA, BM)
     in_group = GROUP_M * tp.cdiv(BH.shape[1], BN)
     first_m = (pid // in_group) * GROUP_M
     group_m = num_m - first_m if num_m - first_m < GROUP_M else GROUP_M   # the last group may be short
     m0 = (first_m + (pid % in_group) % group_m) * BM
     n0 = ((pid % in_group) // group_m) * BN
-    a_hi = tp.shared((BM, BK), tp.f32, stages=STAGES, swizzle=SWIZZLE)
+    if A_KN:    # the (BK, BM) tile as BM // 32 blocks of (BK, 32): rows of 128 bytes, one TMA box each
+        a_hi = tp.shared((BK, BM), tp.f32, stages=STAGES, swizzle=SWIZZLE,
+                         layout=tp.Layout((BK, (32, BM // 32)), (32, (1, 32 * BK))))
+    else:
+        a_hi = tp.shared((BM, BK), tp.f32, stages=STAGES, swizzle=SWIZZLE)
     # (A_RAW: the tail is made in registers, so its shared tile is a token 8 rows of one stage)
     a_lo = tp.shared((8 if A_RAW else BM, BK), tp.f32, stages=STAGES if PASSES == 3 and not A_RAW else 1,
                      swizzle=SWIZZLE)
@@ -141,13 +150,17 @@ def gemm_fp32(AH: tp.Tensor[tp.f32, "BA", "M", "K"], AL: tp.Tensor[tp.f32, "BA",
     empty3 = tp.mbarrier(1)
     full = (full0, full1, full2, full3)
     empty = (empty0, empty1, empty2, empty3)
-    tp.tag(AH, lambda b, i, k: ("A", i, k))
-    tp.tag(AL, lambda b, i, k: ("A", i, k))
+    if A_KN:
+        tp.tag(AH, lambda b, k, i: ("A", i, k))
+        tp.tag(AL, lambda b, k, i: ("A", i, k))
+    else:
+        tp.tag(AH, lambda b, i, k: ("A", i, k))
+        tp.tag(AL, lambda b, i, k: ("A", i, k))
     tp.tag(BH, lambda b, j, k: ("B", k, j))
     tp.tag(BL, lambda b, j, k: ("B", k, j))
-    k_share = tp.cdiv(tp.cdiv(AH.shape[2], BK), KSPLIT)
+    k_share = tp.cdiv(tp.cdiv(KA, BK), KSPLIT)
     k_first = (zc % KSPLIT) * k_share        # this block's k-tiles: k_first .. k_first + k_tiles - 1
-    k_tiles = tp.min(k_share, tp.cdiv(AH.shape[2], BK) - k_first)
+    k_tiles = tp.min(k_share, tp.cdiv(KA, BK) - k_first)
     rounds = tp.cdiv(k_tiles, STAGES)   # round j uses every stage once: tile k = j * STAGES + s
     LC = tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1))   # the accumulator's layout (also an epilogue's)
     RS = rs_instr(INSTR)                # A_RAW: the instruction with A in registers, and its A fragments
@@ -162,7 +175,10 @@ def gemm_fp32(AH: tp.Tensor[tp.f32, "BA", "M", "K"], AL: tp.Tensor[tp.f32, "BA",
                     if j > 0:
                         tp.mbarrier_wait(empty[s], j - 1)    # the consumers released stage s (round j - 1)
                     k0 = (k_first + k) * BK
-                    tp.copy_bulk(AH[z, m0:m0 + BM, k0:k0 + BK], a_hi[s], full[s])
+                    if A_KN:
+                        tp.copy_bulk(AH[z, k0:k0 + BK, m0:m0 + BM], a_hi[s], full[s])
+                    else:
+                        tp.copy_bulk(AH[z, m0:m0 + BM, k0:k0 + BK], a_hi[s], full[s])
                     if PASSES == 3 and not A_RAW:
                         tp.copy_bulk(AL[z, m0:m0 + BM, k0:k0 + BK], a_lo[s], full[s])
                     tp.copy_bulk(BH[zb, n0:n0 + BN, k0:k0 + BK], b_hi[s], full[s])
@@ -179,7 +195,7 @@ def gemm_fp32(AH: tp.Tensor[tp.f32, "BA", "M", "K"], AL: tp.Tensor[tp.f32, "BA",
                 if k < k_tiles:
                     tp.mbarrier_wait(full[s], j)             # stage s holds tile k
                     if A_RAW:                                # A's tile split here, in the fragment's registers
-                        ra = tp.load(a_hi[s], layout=LA)
+                        ra = tp.load(a_hi[s].T if A_KN else a_hi[s], layout=LA)
                         ah = tp.round_tf32(ra)
                         if PASSES == 1:
                             acc = tp.mma(ah, b_hi[s].T, acc, instr=RS)
@@ -226,6 +242,9 @@ def gemm_fp32(AH: tp.Tensor[tp.f32, "BA", "M", "K"], AL: tp.Tensor[tp.f32, "BA",
 
 
 gemm_fp32_ct = gemm_fp32.retyped(C=tp.Tensor[tp.f32, "BC", "N", "M"])    # launch these with C_T=1
+# A read M-major (A_KN=1, A_RAW=1, C_T=1): the swap-AB form for a (K, N) B
+gemm_fp32_kt = gemm_fp32.retyped(AH=tp.Tensor[tp.f32, "BA", "KA", "M"], AL=tp.Tensor[tp.f32, "BA", "KA", "M"],
+                                 C=tp.Tensor[tp.f32, "BC", "N", "M"])
 
 
 PRESETS = {
@@ -248,13 +267,14 @@ MIN_SHARE = 8             # split-K: at least this many k-tiles a block (the pip
                           # products' extra traffic are paid once per share)
 
 
-def policy(M: int, N: int, K: int, batch: int = 1, sms: int | None = None) -> dict:
+def policy(M: int, N: int, K: int, batch: int = 1, sms: int | None = None, bn: int | None = None) -> dict:
     """The constexprs `launch` adds when the caller names no tile: split-K where the output tiles (128 x 128,
     the preset) leave SMs idle and K is long. KSPLIT = S runs S blocks a tile, so tiles x S fills at most one
     wave of `sms` and each share keeps >= MIN_SHARE k-tiles; the shares are evened out (no empty share).
-    128 x 4096 x 4096: 32 tiles x 4 shares of 32 k-tiles; 4096^3: {} (1024 tiles)."""
+    128 x 4096 x 4096: 32 tiles x 4 shares of 32 k-tiles; 4096^3: {} (1024 tiles). `bn`: tiles that wide instead
+    of the preset's."""
     p, sms = PRESETS["sm_90a"], sms or SMS
-    tiles = batch * -(-M // p["BM"]) * -(-N // p["BN"])
+    tiles = batch * -(-M // p["BM"]) * -(-N // (bn or p["BN"]))
     kt = -(-K // p["BK"])
     ks = min(sms // tiles, kt // MIN_SHARE)
     if ks < 2:
@@ -364,58 +384,72 @@ def launch_raw(a, b_split, c, target: str = "sm_90a", **constexprs):
     return launch_split((a3, a3), b_split, c, target=target, **{**RAW, **constexprs})
 
 
-# Swap-AB for skinny rows of an "nk" weight (out = x @ W.T, x few rows): computed as out^T = W @ x.T by gemm_fp32_ct
-# with A_RAW, so the weight, the one large operand, is read once as it is (split in the consumers' registers) and only
-# x's few rows are split by a pass (the unswapped form split the whole weight, 2 x its bytes written and read back,
-# on every call). The kernel's columns are x's rows: BN = M rounded up to 16, 32, 64 or 128 (the tf32 instruction's N,
-# less padding than 128-wide tiles), 4 stages (the kernel's named mbarriers), split-K by `policy`.
+# Swap-AB for skinny rows (out = x @ W.T or x @ B, x few rows): computed as out^T = W @ x.T by gemm_fp32_ct with A_RAW
+# (an "nk" weight W, (N, K)), or out^T = B.T @ x.T by gemm_fp32_kt with A_RAW and A_KN (a "kn" B, (K, N), read M-major
+# and loaded transposed into the register fragments), so the weight, the one large operand, is read once as it is (split
+# in the consumers' registers) and only x's few rows are split by a pass (the unswapped form split the whole weight, 2 x
+# its bytes written and read back, on every call). The kernel's columns are x's rows: BN = M rounded up to 16, 32, 64
+# or 128 (the tf32 instruction's N, less padding than 128-wide tiles; "kn" stops at 64: its transposed fragment loads
+# take 16 address registers, and at 128 columns the consumers spill in the k-loop), 4 stages (the kernel's named
+# mbarriers), split-K by `policy`.
 _TF32_N = {16: tp.nv.wgmma_m64n16k8_tf32, 32: tp.nv.wgmma_m64n32k8_tf32, 64: tp.nv.wgmma_m64n64k8_tf32,
            128: tp.nv.wgmma_m64n128k8_tf32}
-SWAP_ROWS = 256           # launch swaps "nk" products of at most this many rows (unbatched, K % 4 == 0)
+SWAP_ROWS = 256           # launch swaps products of at most this many rows (unbatched; "nk": K % 4 == 0, "kn": N % 4)
+KN_BN = 64                # the widest column tile of the "kn" swap (gemm_fp32_kt)
 
 
-def swap_params(M: int, N: int, K: int, sms: int | None = None) -> dict:
-    """gemm_fp32_ct's constexprs for out (M, N) = x (M, K) @ W (N, K).T by swap-AB (see SWAP_ROWS)."""
+def swap_params(M: int, N: int, K: int, sms: int | None = None, b_layout: str = "nk") -> dict:
+    """The swap kernel's constexprs (gemm_fp32_ct for "nk", gemm_fp32_kt for "kn") for out (M, N) = x (M, K) @ W (N,
+    K).T or x @ B (K, N) by swap-AB (see SWAP_ROWS)."""
     p = PRESETS["sm_90a"]
-    bn = next(r for r in (16, 32, 64, 128) if r >= min(M, 128))
-    return {**p, **RAW, "BN": bn, "INSTR": _TF32_N[bn], "C_T": 1, **policy(N, M, K, sms=sms)}
+    bn = next(r for r in (16, 32, 64, 128) if r >= min(M, 128 if b_layout == "nk" else KN_BN))
+    kn = {"A_KN": 1} if b_layout == "kn" else {}
+    return {**p, **RAW, "BN": bn, "INSTR": _TF32_N[bn], "C_T": 1, **kn, **policy(N, M, K, sms=sms, bn=bn)}
+
+
+def _swap_layout_ok(a3, b3, b_layout: str) -> bool:
+    """The swap form's operand rows are 16-byte multiples (TMA reads the weight as it is): "nk" K % 4, "kn" N % 4."""
+    return b_layout in ("nk", "kn") and (raw_ok(a3.shape[2]) if b_layout == "nk" else b3.shape[2] % 4 == 0)
 
 
 def swap_ok(a, b, b_layout: str, constexprs: dict) -> bool:
-    """Whether `launch` runs the swap-AB form: asked (SWAP=1), or by default for an unbatched "nk" product of at
-    most SWAP_ROWS rows with K % 4 == 0, no tile, form (A_RAW) or precision (PASSES, PROMOTE) named."""
+    """Whether `launch` runs the swap-AB form: asked (SWAP=1), or by default for an unbatched product of at most
+    SWAP_ROWS rows whose weight TMA can read as it is ("nk": K % 4 == 0; "kn": N % 4 == 0), no tile, form (A_RAW)
+    or precision (PASSES, PROMOTE) named."""
     swap = constexprs.get("SWAP")
     if swap is not None:
         return bool(swap)
     a3, b3 = _as3(a), _as3(b)
-    return (b_layout == "nk" and a3.shape[0] == 1 and b3.shape[0] == 1 and a3.shape[1] <= SWAP_ROWS
-            and raw_ok(a3.shape[2]) and not tile_named(constexprs)
-            and not any(k in constexprs for k in ("A_RAW", "PASSES", "PROMOTE")))
+    return (a3.shape[0] == 1 and b3.shape[0] == 1 and a3.shape[1] <= SWAP_ROWS and _swap_layout_ok(a3, b3, b_layout)
+            and not tile_named(constexprs) and not any(k in constexprs for k in ("A_RAW", "PASSES", "PROMOTE")))
 
 
-def launch_swap(a, w, c, target: str = "sm_90a", **constexprs):
-    """c = a @ w.T for a (M, K) and an "nk" weight w (N, K), K % 4 == 0, by swap-AB (SWAP_ROWS): the GEMM reads w
-    as it is and splits it in registers; a is split by one pass."""
+def launch_swap(a, w, c, target: str = "sm_90a", b_layout: str = "nk", **constexprs):
+    """c = a @ w.T for a (M, K) and an "nk" weight w (N, K), K % 4 == 0, or c = a @ w for a "kn" w (K, N), N % 4 ==
+    0, by swap-AB (SWAP_ROWS): the GEMM reads w as it is and splits it in registers; a is split by one pass."""
     a3, w3, c3 = _as3(a), _as3(w), _as3(c)
-    if a3.shape[0] != 1 or w3.shape[0] != 1 or not raw_ok(a3.shape[2]):
-        raise ValueError(f"gemm_fp32 swap-AB (SWAP=1) takes one (M, K) a and one (N, K) weight with K % 4 == 0, got a "
-                         f"{tuple(a.shape)}, w {tuple(w.shape)}: launch with SWAP=0")
+    if a3.shape[0] != 1 or w3.shape[0] != 1 or not _swap_layout_ok(a3, w3, b_layout):
+        need = "an (N, K) weight with K % 4 == 0" if b_layout == "nk" else "a (K, N) weight with N % 4 == 0"
+        raise ValueError(f"gemm_fp32 swap-AB (SWAP=1) takes one (M, K) a and {need}, got a {tuple(a.shape)}, w "
+                         f"{tuple(w.shape)} ({b_layout}): launch with SWAP=0")
     M, K = a3.shape[1:]
-    N = w3.shape[1]
-    if w3.shape[2] != K or tuple(c3.shape) != (1, M, N):
-        raise ValueError(f"shapes do not agree: a {tuple(a.shape)}, w {tuple(w.shape)} (N, K), c {tuple(c.shape)}")
-    params = {**swap_params(M, N, K), **{k: v for k, v in constexprs.items() if k != "SWAP"}}
+    N, KW = (w3.shape[1], w3.shape[2]) if b_layout == "nk" else (w3.shape[2], w3.shape[1])
+    if KW != K or tuple(c3.shape) != (1, M, N):
+        raise ValueError(f"shapes do not agree: a {tuple(a.shape)}, w {tuple(w.shape)} ({b_layout}), c "
+                         f"{tuple(c.shape)}")
+    params = {**swap_params(M, N, K, b_layout=b_layout), **{k: v for k, v in constexprs.items() if k != "SWAP"}}
     if params.get("PASSES", 3) != 3 or not params.get("PROMOTE", True) or not params.get("A_RAW") \
-            or not params.get("C_T"):
-        raise ValueError("gemm_fp32 swap-AB reads the weight raw (A_RAW=1, three promoted passes) and stores the "
-                         "transposed tile (C_T=1); launch with SWAP=0 for other forms")
+            or not params.get("C_T") or bool(params.get("A_KN")) != (b_layout == "kn"):
+        raise ValueError("gemm_fp32 swap-AB reads the weight raw (A_RAW=1, three promoted passes; A_KN=1 for a 'kn' "
+                         "weight) and stores the transposed tile (C_T=1); launch with SWAP=0 for other forms")
+    kernel = gemm_fp32_kt if b_layout == "kn" else gemm_fp32_ct
     xh, xl = split(a3, "nk")
     ks = params.get("KSPLIT", 1)
     g = (tp.cdiv(N, params["BM"]) * tp.cdiv(M, params["BN"]), 1, ks)
     if ks == 1:
-        return gemm_fp32_ct[g](w3, w3, xh, xl, c3, target=target, **params)
+        return kernel[g](w3, w3, xh, xl, c3, target=target, **params)
     part = _empty(c3, (ks, M, N))
-    trace = gemm_fp32_ct[g](w3, w3, xh, xl, part, target=target, **params)
+    trace = kernel[g](w3, w3, xh, xl, part, target=target, **params)
     if isinstance(part, np.ndarray):
         np.sum(part, axis=0, out=c3[0])
     else:
@@ -428,7 +462,7 @@ def launch_swap(a, w, c, target: str = "sm_90a", **constexprs):
 def launch(a, b, c, b_layout: str = "kn", target: str = "sm_90a", **constexprs):
     """c = a @ b (b_layout="kn") or a @ b.T (b_layout="nk") in fp32 accuracy; see the module docstring. A is
     split in the GEMM's registers (A_RAW) where K % 4 == 0, else by a split pass first; A_RAW=0 forces that.
-    An unbatched "nk" product of at most SWAP_ROWS rows runs swap-AB (`launch_swap`; SWAP=0 keeps the form above)."""
+    An unbatched product of at most SWAP_ROWS rows runs swap-AB (`launch_swap`; SWAP=0 keeps the form above)."""
     if b_layout not in ("kn", "nk"):
         raise ValueError(f"b_layout is 'kn' ((K, N), torch.matmul) or 'nk' ((N, K), F.linear), not {b_layout!r}")
     a3, b3 = _as3(a), _as3(b)
@@ -436,10 +470,8 @@ def launch(a, b, c, b_layout: str = "kn", target: str = "sm_90a", **constexprs):
     if kb != a3.shape[2]:
         raise ValueError(f"shapes do not agree: a {tuple(a.shape)}, b {tuple(b.shape)} ({b_layout}), c "
                          f"{tuple(c.shape)}")
-    if swap_ok(a, b, b_layout, constexprs):   # few rows of x @ W.T: W read as it is (SWAP_ROWS)
-        if b_layout != "nk":
-            raise ValueError("gemm_fp32 swap-AB (SWAP=1) reads an (N, K) weight: pass b_layout='nk' or SWAP=0")
-        return launch_swap(a, b, c, target=target, **constexprs)
+    if swap_ok(a, b, b_layout, constexprs):   # few rows of x @ W.T or x @ B: the weight read as it is (SWAP_ROWS)
+        return launch_swap(a, b, c, target=target, b_layout=b_layout, **constexprs)
     constexprs.pop("SWAP", None)
     if not tile_named(constexprs):        # split-K (or narrower tiles) where the tiles leave SMs idle
         constexprs = {**launch_policy(a3.shape[1], c.shape[-1], a3.shape[2], a3.shape[0]), **constexprs}

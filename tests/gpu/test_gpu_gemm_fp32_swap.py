@@ -1,8 +1,9 @@
 """gemm_fp32's swap-AB form (out = x @ W.T for few rows of x: gemm_fp32_ct with the weight read as it is and split
 in registers, the transposed store) on a real GPU: its error against float64 next to cuBLAS SGEMM's (F.linear f32,
 TF32 off) on the same inputs, over the table's column tiles (16-128 rows), ragged shapes, split-K by the policy and
-the decode shapes at full size; the unswapped form (SWAP=0) on the same inputs agrees. Outputs are poisoned with NaN
-first. Skips without a GPU."""
+the decode shapes at full size; the unswapped form (SWAP=0) on the same inputs agrees. The same for a (K, N) B
+(gemm_fp32_kt: B read M-major, loaded transposed into the register fragments; torch.matmul f32 the peer). Outputs are
+poisoned with NaN first. Skips without a GPU."""
 
 from __future__ import annotations
 
@@ -50,3 +51,26 @@ def test_swap_error_no_worse_than_sgemm(m, n, k):
     if k >= 1000:
         assert err <= err_sgemm, (err, err_sgemm)
     assert err <= 1.5 * err0 + 2.0**-24, (err, err0)      # the same three products, in another order
+
+
+@pytest.mark.parametrize("m,n,k,extra", [(16, 4096, 4096, {}), (128, 4096, 4096, {}), (64, 14336, 4096, {}),
+                                         (256, 1000, 2048, {}), (7, 300, 518, {}), (40, 132, 1000, {}),
+                                         (100, 3000, 2002, {}), (1024, 1024, 1024, dict(SWAP=1)),
+                                         (33, 520, 777, dict(SWAP=1, KSPLIT=3, STAGES=2))])
+def test_swap_kn_error_no_worse_than_sgemm(m, n, k, extra):
+    g = torch.Generator(device=DEV).manual_seed(m * 5 + n * 11 + k)
+    x = torch.randn(m, k, device=DEV, generator=g)
+    b = torch.randn(k, n, device=DEV, generator=g)
+    assert gemm_fp32.swap_ok(x, b, "kn", extra)
+    c = torch.full((m, n), float("nan"), device=DEV)
+    gemm_fp32.launch(x, b, c, b_layout="kn", **extra)
+    c0 = torch.full((m, n), float("nan"), device=DEV)
+    gemm_fp32.launch(x, b, c0, b_layout="kn", SWAP=0)
+    torch.cuda.synchronize()
+    ref = x.double() @ b.double()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    err, err0, err_sgemm = _rel(c, ref), _rel(c0, ref), _rel(torch.matmul(x, b), ref)
+    assert err <= 1.25 * err_sgemm or err <= 2.0**-22, (err, err_sgemm)
+    if k >= 1000:
+        assert err <= err_sgemm, (err, err_sgemm)
+    assert err <= 1.5 * err0 + 2.0**-24, (err, err0)

@@ -98,7 +98,7 @@ def test_launch_takes_64_wide_tiles_where_they_fill_the_wave_unsplit(monkeypatch
     a = rng.standard_normal((256, 1024)).astype(np.float32)
     b = rng.standard_normal((1024, 256)).astype(np.float32)
     c = np.full((256, 256), np.nan, np.float32)
-    gemm_fp32.launch(a, b, c)
+    gemm_fp32.launch(a, b, c, SWAP=0)       # (256 rows of a (K, N) b would swap: SWAP_ROWS)
     assert seen[-1]["BN"] == 64 and seen[-1].get("KSPLIT", 1) == 1
     ref = gemm_fp32.reference(a, b)
     assert _rel(c, ref) < 3e-7 and np.abs(c - ref).max() <= 2 * np.abs(a @ b - ref).max()

@@ -1,11 +1,13 @@
 """gemm_fp32's swap-AB form for skinny rows of an (N, K) weight (`launch_swap`, gemm_fp32_ct with A_RAW and C_T=1:
-out^T = W @ x.T, the weight read as it is and split in the consumers' registers, only x's rows split by a pass) on
+out^T = W @ x.T, the weight read as it is and split in the consumers' registers, only x's rows split by a pass) and
+of a (K, N) B (gemm_fp32_kt, A_KN=1: out^T = B.T @ x.T, B read M-major and loaded transposed into the fragments) on
 the CPU interpreter: against float64 next to an f32 GEMM's error, over the table's column tiles (16-128 rows of x),
 ragged M / N / K, split-K by the policy; which calls swap, and what it refuses. Outputs are poisoned with NaN."""
 
 import numpy as np
 import pytest
 
+import tilepy as tp
 from stdlib_kernels import gemm_fp32
 
 
@@ -38,7 +40,9 @@ def test_swap_matches_float64_at_f32_accuracy(monkeypatch, M, N, K, sms):
 def test_which_calls_swap():
     a, w = np.zeros((64, 96), np.float32), np.zeros((80, 96), np.float32)
     assert gemm_fp32.swap_ok(a, w, "nk", {})
-    assert not gemm_fp32.swap_ok(a, w.T, "kn", {})                              # a (K, N) b: the split form
+    assert gemm_fp32.swap_ok(a, w.T, "kn", {})                                  # a (K, N) b, N % 4 == 0
+    assert not gemm_fp32.swap_ok(a, np.zeros((96, 78), np.float32), "kn", {})    # its rows not 16-byte multiples
+    assert gemm_fp32.swap_ok(np.zeros((64, 98), np.float32), np.zeros((98, 80), np.float32), "kn", {})  # any K
     assert not gemm_fp32.swap_ok(np.zeros((300, 96), np.float32), w, "nk", {})  # past SWAP_ROWS
     assert not gemm_fp32.swap_ok(np.zeros((64, 98), np.float32), np.zeros((80, 98), np.float32), "nk", {})  # K % 4
     assert not gemm_fp32.swap_ok(np.zeros((2, 64, 96), np.float32), w, "nk", {})   # batched
@@ -49,8 +53,8 @@ def test_which_calls_swap():
 
 def test_swap_refusals_say_what_to_do():
     a, w, c = np.zeros((8, 96), np.float32), np.zeros((16, 96), np.float32), np.zeros((8, 16), np.float32)
-    with pytest.raises(ValueError, match="b_layout='nk' or SWAP=0"):
-        gemm_fp32.launch(a, w.T.copy(), c, b_layout="kn", SWAP=1)
+    with pytest.raises(ValueError, match="N % 4 == 0"):
+        gemm_fp32.launch(a, np.zeros((96, 18), np.float32), np.zeros((8, 18), np.float32), b_layout="kn", SWAP=1)
     with pytest.raises(ValueError, match="K % 4 == 0"):
         gemm_fp32.launch(np.zeros((8, 98), np.float32), np.zeros((16, 98), np.float32), c, b_layout="nk", SWAP=1)
     with pytest.raises(ValueError, match="SWAP=0"):
@@ -65,3 +69,45 @@ def test_swap_verifies_clean(shape):
 
     report = tv.verify(gemm_fp32.gemm_fp32_ct, target="sm_90a", **gemm_fp32.swap_params(*shape))
     assert report.ok and not report.findings, str(report)
+
+
+@pytest.mark.parametrize("M,N,K,sms,extra", [(16, 200, 96, None, {}), (40, 132, 262, None, {}),
+                                             (100, 300, 1030, 12, {}), (130, 72, 520, None, {}),
+                                             (7, 136, 1552, 20, {}), (64, 96, 200, None, dict(STAGES=2)),
+                                             (33, 128, 1000, None, dict(BN=32, INSTR=tp.nv.wgmma_m64n32k8_tf32))])
+def test_swap_kn_matches_float64_at_f32_accuracy(monkeypatch, M, N, K, sms, extra):
+    """out = x @ B for a (K, N) B: B is read as it is (never split), x's rows alone are split; any K (B's rows past
+    K read as zeros, x's halves padded with zeros), ragged M / N, split-K by the policy, column tiles <= KN_BN."""
+    if sms:
+        monkeypatch.setattr(gemm_fp32, "SMS", sms)
+    calls = []
+    real = gemm_fp32.split
+    monkeypatch.setattr(gemm_fp32, "split", lambda x, b_layout="nk": calls.append(tuple(x.shape)) or real(x, b_layout))
+    rng = np.random.default_rng(M * N + K)
+    a = (rng.standard_normal((M, K)) * 10.0 ** rng.integers(-3, 4, (M, 1))).astype(np.float32)
+    b = (rng.standard_normal((K, N)) * 10.0 ** rng.integers(-2, 3, (1, N))).astype(np.float32)
+    c = np.full((M, N), np.nan, np.float32)
+    p = gemm_fp32.swap_params(M, N, K, b_layout="kn")
+    assert p["BN"] >= min(M, gemm_fp32.KN_BN) and p["BN"] <= gemm_fp32.KN_BN and p["INSTR"].n == p["BN"]
+    assert p["A_KN"] == 1 and p["C_T"] == 1 and p["A_RAW"] == 1
+    gemm_fp32.launch(a, b, c, b_layout="kn", **({"SWAP": 1, **extra} if extra else {}))
+    assert calls == [(1, M, K)]                 # x alone was split; B was read as it is
+    ref = gemm_fp32.reference(a, b)
+    f32 = (a @ b).astype(np.float32)
+    assert _rel(c, ref) <= 1.5 * _rel(f32, ref) and _rel(c, ref) < 3e-7
+    c0 = np.full((M, N), np.nan, np.float32)
+    gemm_fp32.launch(a, b, c0, b_layout="kn", SWAP=0)            # the unswapped form: the same three products
+    assert _rel(c, ref) <= 1.5 * _rel(c0, ref) + 2.0 ** -24
+
+
+@pytest.mark.parametrize("shape", [(16, 4096, 4096), (128, 4096, 4096), (64, 1024, 96), (1024, 1024, 1024)])
+def test_swap_kn_verifies_clean(shape):
+    """gemm_fp32_kt under the kn swap table (B's (BK, BM) tile in 32-column blocks, read transposed into the
+    register fragments): no errors; the one performance finding is the transposed read's 2-way bank conflict (the
+    128-byte swizzle spreads the fragment's 8 rows x 4 k over 4 of its 8 granules)."""
+    import tilepy_verify as tv
+
+    report = tv.verify(gemm_fp32.gemm_fp32_kt, target="sm_90a", **gemm_fp32.swap_params(*shape, b_layout="kn"))
+    assert report.ok, str(report)
+    assert [(f.check, f.severity, f.counterexample.get("degree")) for f in report.findings] == [
+        ("bank_conflict", "performance", 2)], str(report)
