@@ -5,6 +5,7 @@ medians of graph replays, three rounds interleaved with the peer). Writes gemm_f
 
     python benchmarks/gemm_fp8_skinny.py [--rows 16 32 64 128 256] [--nk 4096,4096 14336,4096 4096,14336] [--out DIR]
     python benchmarks/gemm_fp8_skinny.py --cluster --repeat 2 --name NAME ...    (G21: slots against CLUSTER_K)
+    python benchmarks/gemm_fp8_skinny.py --kways --repeat 2 --name NAME ...     (G24: K_WAYS=2, exact BM, deeper ring)
 """
 
 from __future__ import annotations
@@ -25,6 +26,27 @@ from gemm_fp8 import fp8_row, inputs  # noqa: E402
 
 import tilepy_hip  # noqa: E402
 from stdlib_kernels import gemm_fp8  # noqa: E402
+
+
+def kways_variants(M, N, K) -> dict:
+    """G24: the policy's row; two consumers on one 64-column tile taking alternate k-tiles (K_WAYS=2, the split of 2
+    summed in the kernel where the table takes it); BM the rows rounded up to 8 (an e4m3 instruction N: no rows past M
+    in A's box) where the policy's BM pads, alone and with K_WAYS=2; the policy's ring at up to 16 stages."""
+    pol = gemm_fp8.swap_policy(M, N, K)
+    out = {"policy": pol, "kways": gemm_fp8.swap_params(M, N, K, k_ways=2, cluster=2, BM=pol["BM"])}
+    exact = -(-min(M, 128) // 8) * 8
+    if M > 128 and M % 128:
+        exact = next((b for b in (96, 112, 104, 80, 64) if M % b == 0), exact)
+    if exact != pol["BM"] and exact in gemm_fp8.SWAP_INSTR:
+        cl = 2 if pol["CLUSTER_K"] > 1 else 0
+        out["bm_exact"] = gemm_fp8.swap_params(M, N, K, BN=pol["BN"], BM=exact, cluster=cl)
+        out["kways_bm_exact"] = gemm_fp8.swap_params(M, N, K, BM=exact, k_ways=2, cluster=2)
+    bytes_stage = (pol["BN"] + pol["BM"]) * 128
+    recv = (pol["CLUSTER_K"] // 2) * pol["BN"] * pol["BM"] * 4
+    deep = min(16, (gemm_fp8.SWAP_SMEM - recv) // bytes_stage)
+    if deep > pol["STAGES"]:
+        out["stages16"] = {**pol, "STAGES": deep}
+    return out
 
 
 def variants(M, N, K, cluster=False) -> dict:
@@ -88,11 +110,13 @@ def main(argv=None):
     ap.add_argument("--jobs", type=int, default=16, help="processes building the kernels first")
     ap.add_argument("--build-only", action="store_true", help="build the kernels and stop")
     ap.add_argument("--cluster", action="store_true", help="G21's variants: slots against the cluster's in-kernel sum")
+    ap.add_argument("--kways", action="store_true", help="G24's variants: K_WAYS=2, exact BM, a deeper ring")
     ap.add_argument("--repeat", type=int, default=1, help="time every shape's variants this many times, alternated")
     ap.add_argument("--name", default="gemm_fp8_skinny", help="the JSON file's stem")
     args = ap.parse_args(argv)
     shapes = [(m, *(int(x) for x in nk.split(","))) for nk in args.nk for m in args.rows]
-    table = {s: {k: v for k, v in variants(*s, cluster=args.cluster).items() if args.only is None or k in args.only}
+    table = {s: {k: v for k, v in (kways_variants(*s) if args.kways else variants(*s, cluster=args.cluster)).items()
+                 if args.only is None or k in args.only}
              for s in shapes}
     t = time.time()
     fails = build_all([p for row in table.values() for p in row.values()], args.jobs)
@@ -127,7 +151,7 @@ def main(argv=None):
 
 
 def _show(M, N, K, tag, p, r):
-    pp = {k: p[k] for k in ("BM", "BN", "STAGES", "SPLIT_K", "CLUSTER_K") if k in p}
+    pp = {k: p[k] for k in ("BM", "BN", "STAGES", "SPLIT_K", "CLUSTER_K", "K_WAYS") if k in p}
     print(f"{M}x{N}x{K} {tag:18s} {r['us']:8.2f} us  _scaled_mm {r['torch_us']:7.2f}  x {r['ratio']:.3f} "
           f"(fast accum x {r['ratio_fast_accum']:.3f})  err {r['rel_err']:.1e} / {r['torch_rel_err']:.1e}  "
           f"regs {r['registers']} spills {r['spills']}  {pp}", flush=True)

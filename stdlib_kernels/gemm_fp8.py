@@ -279,7 +279,7 @@ def gemm_fp8_swap(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "N", "K
                   BM: tp.constexpr = 16, BN: tp.constexpr = 128, BK: tp.constexpr = 128, STAGES: tp.constexpr = 10,
                   CONSUMERS: tp.constexpr = 2, INSTR: tp.constexpr = tp.nv.wgmma_m64n16k32_e4m3,
                   SWIZZLE: tp.constexpr = tp.Swizzle(3, 4, 3), SPLIT_K: tp.constexpr = 4,
-                  CLUSTER_K: tp.constexpr = 1):
+                  CLUSTER_K: tp.constexpr = 1, K_WAYS: tp.constexpr = 1):
     """Skinny rows (decode: M <= 256) with the operands swapped: C^T = B @ A^T, so A's few rows are the wgmma
     instruction's N (16-256) instead of padding its M (64), and B, the one large operand, streams through a deep
     ring. Both operands stay K-major, as fp8 wgmma reads them: B's (BN, BK) tile is the instruction's A operand as
@@ -296,10 +296,17 @@ def gemm_fp8_swap(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "N", "K
     barrier, no fence), waits on its own recv_full[i] and adds what it received (the same two values on both sides,
     so every rank holds the same sum); rank r then stores its 1/CLUSTER_K of the tile's columns of C (rows of C^T).
     gemm_splitk_swap's PUSH=1 exchange (G19) for e4m3 operands and more than two ranks; only a relaxed cluster
-    barrier after the allocations (the receiving mbarriers are initialized before any push)."""
+    barrier after the allocations (the receiving mbarriers are initialized before any push).
+    K_WAYS=2 (CONSUMERS=2, BN=64; G24): both consumer warpgroups on ONE (BN, BM) tile of C^T, consumer r taking the
+    block's k-tiles k with k % 2 == r into an accumulator of its own (cuBLAS's 384-thread decode form: two wgmma chains
+    and twice the stage releases in flight per SM). One ring of an even STAGES: tile k in stage k % STAGES as before,
+    so consumer r owns the stages s % 2 == r; it pre-releases its stages but the last (s < STAGES - 2) and, after
+    tile k's group is issued and wait_group 1 has retired its previous tile's, releases that stage ((k + STAGES - 2) %
+    STAGES). Consumer 1 hands its sum to consumer 0 through a shared (BN, BM) f32 tile (red, red_full); consumer 0
+    adds it and goes on as the one consumer of K_WAYS=1 does (slots, cluster exchange or the store)."""
     m0 = tp.block_id(0) * BM
     n0 = tp.block_id(1) * BN
-    LC = tp.accumulator(INSTR, (BN, BM), (CONSUMERS, 1))
+    LC = tp.accumulator(INSTR, (BN, BM), (CONSUMERS // K_WAYS, 1))
     a_s = tp.shared((BM, BK), tp.e4m3, stages=STAGES, swizzle=SWIZZLE)
     b_s = tp.shared((BN, BK), tp.e4m3, stages=STAGES, swizzle=SWIZZLE)
     full = tp.mbarrier(1, stages=STAGES)
@@ -307,6 +314,9 @@ def gemm_fp8_swap(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "N", "K
     if CLUSTER_K > 1:       # round i's receive tile (written once, by rank r ^ 2^i) and its mbarrier
         recv = tp.shared((BN, BM), tp.f32, stages=CLUSTER_K // 2, layout=_recv_layout(BN, BM))
         recv_full = tp.mbarrier(1, stages=CLUSTER_K // 2)
+    if K_WAYS == 2:         # consumer 1's sum, handed to consumer 0
+        red = tp.shared((BN, BM), tp.f32, layout=_recv_layout(BN, BM))
+        red_full = tp.mbarrier(1)
     tp.tag(A, lambda i, k: ("A", i, k))
     tp.tag(B, lambda j, k: ("B", k, j))
     if SPLIT_K > 1:
@@ -330,18 +340,46 @@ def gemm_fp8_swap(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "N", "K
             tp.copy_bulk(A[m0:m0 + BM, k0:k0 + BK], a_s[k % STAGES], full[k % STAGES])
             tp.copy_bulk(B[n0:n0 + BN, k0:k0 + BK], b_s[k % STAGES], full[k % STAGES])
             tp.mbarrier_arrive(full[k % STAGES])
-    else:                               # consumer warpgroups: 64 columns of C (rows of C^T) each
-        scale = (tp.load(SA[0:1]) * tp.load(SB[0:1]))[:, None]
-        acc = tp.zeros((BN, BM), tp.f32, layout=LC)
-        for s in tp.static_range(STAGES - 1):
+    elif tp.warpgroup_id() == 2 if K_WAYS == 2 else False:   # K_WAYS=2's consumer 1: the odd k-tiles, its sum
+        acc = tp.zeros((BN, BM), tp.f32, layout=LC)           # handed to consumer 0
+        for s in tp.static_range(1, STAGES - 2, 2):           # its stages (s % 2 == 1) but the last start released
             tp.mbarrier_arrive(empty[s])
         for k in range(k_tiles):
-            tp.mbarrier_wait(full[k % STAGES], k // STAGES)
-            acc = tp.mma_async(b_s[k % STAGES], a_s[k % STAGES].T, acc)
-            tp.mma_wait(1)
-            tp.mbarrier_arrive(empty[(k + STAGES - 1) % STAGES])   # tile k - 1's stage
+            if k % 2 == 1:
+                tp.mbarrier_wait(full[k % STAGES], k // STAGES)
+                acc = tp.mma_async(b_s[k % STAGES], a_s[k % STAGES].T, acc)
+                tp.mma_wait(1)
+                tp.mbarrier_arrive(empty[(k + STAGES - 2) % STAGES])   # its previous tile's (k - 2) stage
         tp.mma_wait(0)
-        tp.assert_tag(tp.mma_operands(acc), lambda b, a: b[1] == a[2])   # B's k is A's k
+        tp.assert_tag(tp.mma_operands(acc), lambda b, a: b[1] == a[2])
+        tp.store(red, acc)
+        tp.mbarrier_arrive(red_full)
+    else:                               # consumer warpgroups: 64 columns of C (rows of C^T) each (K_WAYS=2: the even
+        scale = (tp.load(SA[0:1]) * tp.load(SB[0:1]))[:, None]       # k-tiles of the one tile)
+        acc = tp.zeros((BN, BM), tp.f32, layout=LC)
+        if K_WAYS == 2:     # the even k-tiles
+            for s in tp.static_range(0, STAGES - 2, 2):
+                tp.mbarrier_arrive(empty[s])
+            for k in range(k_tiles):
+                if k % 2 == 0:
+                    tp.mbarrier_wait(full[k % STAGES], k // STAGES)
+                    acc = tp.mma_async(b_s[k % STAGES], a_s[k % STAGES].T, acc)
+                    tp.mma_wait(1)
+                    tp.mbarrier_arrive(empty[(k + STAGES - 2) % STAGES])   # tile k - 2's stage
+            tp.mma_wait(0)
+            tp.assert_tag(tp.mma_operands(acc), lambda b, a: b[1] == a[2])
+            tp.mbarrier_wait(red_full, 0)
+            acc = acc + tp.load(red, layout=LC)
+        else:
+            for s in tp.static_range(STAGES - 1):
+                tp.mbarrier_arrive(empty[s])
+            for k in range(k_tiles):
+                tp.mbarrier_wait(full[k % STAGES], k // STAGES)
+                acc = tp.mma_async(b_s[k % STAGES], a_s[k % STAGES].T, acc)
+                tp.mma_wait(1)
+                tp.mbarrier_arrive(empty[(k + STAGES - 1) % STAGES])   # tile k - 1's stage
+            tp.mma_wait(0)
+            tp.assert_tag(tp.mma_operands(acc), lambda b, a: b[1] == a[2])   # B's k is A's k
         if SPLIT_K > 1:
             mine = (z * tp.num_blocks(0) + tp.block_id(0)) * BM      # split z's slot
             tp.store(WS[mine:mine + BM, n0:n0 + BN], (acc * scale).T)
@@ -392,30 +430,33 @@ LARGE_PERSISTENT = dict(PERSISTENT=1, STORE_N=64, STAGES=4, PRODUCER_REGS=96, CO
 # tiles), a ring as deep as 220 KB of shared memory holds (at most 12 stages), and split-K so the tiles x shares
 # fill at most one wave of SMs with >= SWAP_MIN_SHARE k-tiles a share (slots summed by splitk_sum_bf16, or, with
 # `cluster`, summed in the kernel over a cluster: CLUSTER_K; the policy, swap_policy, takes CLUSTER_K=2, G21).
-SWAP_INSTR = {16: tp.nv.wgmma_m64n16k32_e4m3, 32: tp.nv.wgmma_m64n32k32_e4m3, 64: tp.nv.wgmma_m64n64k32_e4m3,
-              128: tp.nv.wgmma_m64n128k32_e4m3}
+SWAP_INSTR = {n: getattr(tp.nv, f"wgmma_m64n{n}k32_e4m3") for n in (16, 24, 32, 48, 64, 80, 96, 104, 112, 128)}
 SWAP_MIN_SHARE = 4
 SWAP_MAX_SPLIT = 8     # splitk_sum unrolls one load per slot
 SWAP_SMEM = 220 * 1024
 
 
 def swap_params(M: int, N: int, K: int, BN: int = 128, BM: int | None = None, sms: int | None = None,
-                cluster: int = 0) -> dict:
+                cluster: int = 0, k_ways: int = 1) -> dict:
     """gemm_fp8_swap's constexprs for an (M, N, K) product (SWAP=1 marks the form for `launch`). With `cluster` (2 or
     4: the most ranks taken), a split of 2 (or 4) runs as CLUSTER_K (summed inside the kernel through distributed
-    shared memory) where the receive tiles leave room for SWAP_CLUSTER_MIN_STAGES stages; otherwise the slots."""
+    shared memory) where the receive tiles leave room for SWAP_CLUSTER_MIN_STAGES stages; otherwise the slots.
+    k_ways=2: two consumer warpgroups on one 64-column tile (K_WAYS=2; BN 64), an even ring beside the hand-over
+    tile."""
     if BM is None:
         BM = next(r for r in (16, 32, 64, 128) if r >= min(M, 128))
     bk = 128
-    stages = min(12, SWAP_SMEM // ((BN + BM) * bk))
+    if k_ways == 2:
+        BN = 64
+    stages = swap_stages(BM, BN, 1, k_ways)
     tiles = tp.cdiv(M, BM) * tp.cdiv(N, BN)
     kt = tp.cdiv(K, bk)
     split = max(1, min((sms or NUM_SMS) // tiles, kt // SWAP_MIN_SHARE, SWAP_MAX_SPLIT))
     split = tp.cdiv(kt, tp.cdiv(kt, split))      # evened out: no empty share
-    p = dict(SWAP=1, BM=BM, BN=BN, BK=bk, STAGES=stages, CONSUMERS=BN // 64, INSTR=SWAP_INSTR[BM],
-             SWIZZLE=tp.Swizzle(3, 4, 3), SPLIT_K=split, CLUSTER_K=1)
+    p = dict(SWAP=1, BM=BM, BN=BN, BK=bk, STAGES=stages, CONSUMERS=k_ways * BN // 64, INSTR=SWAP_INSTR[BM],
+             SWIZZLE=tp.Swizzle(3, 4, 3), SPLIT_K=split, CLUSTER_K=1, K_WAYS=k_ways)
     if split in (2, 4) and split <= cluster:
-        cstages = swap_cluster_stages(BM, BN, split)
+        cstages = swap_stages(BM, BN, split, k_ways)
         if cstages >= SWAP_CLUSTER_MIN_STAGES:
             p.update(SPLIT_K=1, CLUSTER_K=split, STAGES=cstages)
     return p
@@ -425,9 +466,20 @@ SWAP_CLUSTER = 2      # the most ranks the skinny policy's in-kernel sum takes (
 SWAP_CLUSTER_MIN_STAGES = 4
 
 
+SWAP_MAX_STAGES = 12
+
+
+def swap_stages(BM: int, BN: int, cluster_k: int = 1, k_ways: int = 1) -> int:
+    """The ring's depth beside CLUSTER_K's receive tiles (cluster_k // 2 f32 (BN, BM) tiles) and K_WAYS=2's hand-over
+    tile (one more) in SWAP_SMEM, at most SWAP_MAX_STAGES; with K_WAYS=2 an even count (each consumer its half)."""
+    tiles = cluster_k // 2 + (k_ways == 2)
+    stages = min(SWAP_MAX_STAGES, (SWAP_SMEM - tiles * BN * BM * 4) // ((BN + BM) * 128))
+    return stages - stages % 2 if k_ways == 2 else stages
+
+
 def swap_cluster_stages(BM: int, BN: int, cluster_k: int) -> int:
     """The ring's depth beside CLUSTER_K's receive tiles (cluster_k // 2 f32 (BN, BM) tiles) in SWAP_SMEM."""
-    return min(12, (SWAP_SMEM - (cluster_k // 2) * BN * BM * 4) // ((BN + BM) * 128))
+    return swap_stages(BM, BN, cluster_k)
 
 
 def swap_policy(M: int, N: int, K: int) -> dict:
@@ -448,7 +500,7 @@ def swap_policy(M: int, N: int, K: int) -> dict:
     return p
 
 
-SWAP_KEYS = ("BM", "BN", "BK", "STAGES", "CONSUMERS", "INSTR", "SWIZZLE", "SPLIT_K", "CLUSTER_K")
+SWAP_KEYS = ("BM", "BN", "BK", "STAGES", "CONSUMERS", "INSTR", "SWIZZLE", "SPLIT_K", "CLUSTER_K", "K_WAYS")
 
 
 def shape_class(M: int, N: int, K: int) -> str:
@@ -489,10 +541,16 @@ def kernel_of(params: dict):
         extra = sorted(set(params) - set(SWAP_KEYS) - {"SWAP"})
         if extra:
             raise ValueError(f"gemm_fp8: SWAP=1 (gemm_fp8_swap) takes {', '.join(SWAP_KEYS)}; drop {extra}")
-        if params["BN"] != 64 * params["CONSUMERS"] or params["INSTR"].n != params["BM"]:
-            raise ValueError(f"gemm_fp8: SWAP=1 computes C^T: BN = 64 * CONSUMERS columns of C and BM rows, the "
-                             f"instruction's N; got BN={params['BN']}, CONSUMERS={params['CONSUMERS']}, BM="
-                             f"{params['BM']}, INSTR {params['INSTR'].name}")
+        kw = params.get("K_WAYS", 1)
+        if kw not in (1, 2) or (kw == 2 and (params["CONSUMERS"] != 2 or params["STAGES"] % 2
+                                             or params["STAGES"] < 4)):
+            raise ValueError(f"gemm_fp8: SWAP=1 with K_WAYS={kw}: two consumers on one tile (K_WAYS=2) take "
+                             f"CONSUMERS=2 and an even STAGES >= 4 (each consumer's stages, one released a tile "
+                             f"late); got CONSUMERS={params['CONSUMERS']}, STAGES={params['STAGES']}; or pass K_WAYS=1")
+        if params["BN"] * kw != 64 * params["CONSUMERS"] or params["INSTR"].n != params["BM"]:
+            raise ValueError(f"gemm_fp8: SWAP=1 computes C^T: BN = 64 * CONSUMERS / K_WAYS columns of C and BM rows, "
+                             f"the instruction's N; got BN={params['BN']}, CONSUMERS={params['CONSUMERS']}, K_WAYS="
+                             f"{kw}, BM={params['BM']}, INSTR {params['INSTR'].name}")
         ck = params.get("CLUSTER_K", 1)
         if ck not in (1, 2, 4) or (ck > 1 and params["SPLIT_K"] != 1):
             raise ValueError(f"gemm_fp8: SWAP=1 with CLUSTER_K={ck}, SPLIT_K={params['SPLIT_K']}: the in-kernel sum "
@@ -565,14 +623,15 @@ def params_for(M: int, N: int, K: int, **constexprs) -> dict:
     PERSISTENT=1, without the policy's IN_FLIGHT and TMA-store epilogue (above)."""
     if constexprs.get("SWAP"):      # the swap form's own table under the caller's constexprs
         # (the in-kernel sum where the table takes it, unless the caller names a split of slots)
+        kw = constexprs.get("K_WAYS", 1)
         sw = swap_params(M, N, K, BN=constexprs.get("BN", 128), BM=constexprs.get("BM"),
-                         cluster=0 if "SPLIT_K" in constexprs else SWAP_CLUSTER)
+                         cluster=0 if "SPLIT_K" in constexprs else SWAP_CLUSTER, k_ways=kw)
         ck = constexprs.get("CLUSTER_K")
         if ck is not None and ck > 1 and sw["CLUSTER_K"] != ck:
             # a cluster the table did not pick: its ring beside the receive tiles
-            sw.update(SPLIT_K=1, CLUSTER_K=ck, STAGES=swap_cluster_stages(sw["BM"], sw["BN"], ck))
+            sw.update(SPLIT_K=1, CLUSTER_K=ck, STAGES=swap_stages(sw["BM"], sw["BN"], ck, kw))
         elif ck == 1 and sw["CLUSTER_K"] > 1:   # the slots asked for: the table's split as slots
-            slots = swap_params(M, N, K, BN=sw["BN"], BM=sw["BM"])
+            slots = swap_params(M, N, K, BN=sw["BN"], BM=sw["BM"], k_ways=kw)
             sw.update(SPLIT_K=slots["SPLIT_K"], CLUSTER_K=1, STAGES=slots["STAGES"])
         return {**sw, **constexprs}
     pol = policy(M, N, K, forms=not constexprs)

@@ -2,8 +2,8 @@
 CLUSTER_K's in-kernel sum over a cluster),
 ragged rows / columns / K, BM 16 / 64 / 128, a ring that turns over; each output checked against float64.
 
-compute-sanitizer --tool memcheck python3 tests/gpu/sanitize_gemm_fp8_swap.py
-compute-sanitizer --tool racecheck python3 tests/gpu/sanitize_gemm_fp8_swap.py
+compute-sanitizer --tool memcheck python3 tests/gpu/sanitize_gemm_fp8_swap.py [g24]
+compute-sanitizer --tool racecheck python3 tests/gpu/sanitize_gemm_fp8_swap.py [g24]     (g24: K_WAYS / exact BM only)
 """
 
 import os
@@ -17,11 +17,17 @@ from stdlib_kernels import gemm_fp8  # noqa: E402
 
 d = torch.device("cuda")
 g = torch.Generator(device="cuda").manual_seed(0)
-for (m, n, k), extra in (((16, 520, 2064), {}), ((40, 1000, 1040), dict(SPLIT_K=1)),
-                         ((130, 264, 1552), dict(STAGES=3)), ((100, 300, 528), dict(SPLIT_K=1, STAGES=2)),
-                         # CLUSTER_K (G21): 4 ranks over ragged K, 2 ranks with a ring turning over, one consumer
-                         ((16, 520, 2064), dict(CLUSTER_K=4)), ((40, 264, 1040), dict(CLUSTER_K=2, STAGES=2)),
-                         ((130, 136, 1552), dict(BN=64, CONSUMERS=1, CLUSTER_K=2, STAGES=3))):
+CASES = [((16, 520, 2064), {}), ((40, 1000, 1040), dict(SPLIT_K=1)),
+         ((130, 264, 1552), dict(STAGES=3)), ((100, 300, 528), dict(SPLIT_K=1, STAGES=2)),
+         # CLUSTER_K (G21): 4 ranks over ragged K, 2 ranks with a ring turning over, one consumer
+         ((16, 520, 2064), dict(CLUSTER_K=4)), ((40, 264, 1040), dict(CLUSTER_K=2, STAGES=2)),
+         ((130, 136, 1552), dict(BN=64, CONSUMERS=1, CLUSTER_K=2, STAGES=3))]
+# K_WAYS=2 (G24: two consumers on alternate k-tiles, the hand-over tile): the cluster's sum over ragged K, the slots,
+# unsplit with a ring of 4 turning over and an odd k-tile count; BM the rows' own e4m3 instruction N (24, 48, 96)
+G24 = [((16, 520, 2064), dict(K_WAYS=2, CLUSTER_K=2)), ((40, 1000, 1040), dict(K_WAYS=2, CLUSTER_K=1)),
+       ((100, 264, 1168), dict(K_WAYS=2, SPLIT_K=1, STAGES=4)), ((48, 264, 1552), dict(K_WAYS=2, BM=48)),
+       ((96, 136, 1040), dict(BM=96, BN=64, CLUSTER_K=2, STAGES=3)), ((24, 200, 528), dict(BM=24, SPLIT_K=1, STAGES=2))]
+for (m, n, k), extra in G24 if sys.argv[1:] == ["g24"] else CASES + G24:
     a = torch.randn(m, k, device=d, generator=g).to(torch.float8_e4m3fn)
     b = torch.randn(n, k, device=d, generator=g).to(torch.float8_e4m3fn)
     sa, sb = torch.full((1,), 0.5, device=d), torch.full((1,), 0.25, device=d)
@@ -32,6 +38,6 @@ for (m, n, k), extra in (((16, 520, 2064), {}), ((40, 1000, 1040), dict(SPLIT_K=
     ref = (a.double() @ b.double().t()) * 0.125
     err = float((out.double() - ref).norm() / ref.norm())
     print("fp8 swap", m, n, k, "BM", p["BM"], "BN", p["BN"], "split", p["SPLIT_K"], "cluster", p["CLUSTER_K"],
-          "stages", p["STAGES"], "rel err", err, flush=True)
+          "k_ways", p["K_WAYS"], "stages", p["STAGES"], "rel err", err, flush=True)
     assert err < 4e-3, err
 print("ok")

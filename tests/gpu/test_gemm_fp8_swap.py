@@ -1,9 +1,9 @@
 """gemm_fp8's swap-AB split-K form for skinny rows (`gemm_fp8_swap`, SWAP=1: C^T = B @ A^T, A's rows the wgmma
 instruction's N) on a real GPU: against float64 of the e4m3 inputs and next to torch._scaled_mm on the same inputs,
-over every BM of the table (16, 32, 64, 128 rows), unsplit and split (slots summed by splitk_sum_bf16, or summed in the
-kernel over a cluster: CLUSTER_K), ragged M,
-N and K (K a multiple of 16, not of the 128-wide k-tile), the decode shapes at full size, and the scaled tile's bf16
-rounding; the skinny class's policy is this form. Outputs are poisoned with NaN first. Skips without a GPU."""
+over every BM of the table (16, 32, 64, 128 rows; 24, 48, 96), two consumers on one tile (K_WAYS=2), unsplit and
+split (slots summed by splitk_sum_bf16, or summed in the kernel over a cluster: CLUSTER_K), ragged M, N and K (K a
+multiple of 16, not of the 128-wide k-tile), the decode shapes at full size, and the scaled tile's bf16 rounding; the
+skinny class's policy is this form. Outputs are poisoned with NaN first. Skips without a GPU."""
 
 from __future__ import annotations
 
@@ -49,6 +49,17 @@ CASES = [
     ((40, 1000, 2064), dict(CLUSTER_K=4)),                   # ragged M, N, K (the last share past K)
     ((100, 520, 1040), dict(CLUSTER_K=2, STAGES=2)),         # ragged, a ring of 2 stages turning over
     ((24, 136, 2064), dict(BN=64, CONSUMERS=1, BM=32, INSTR=gemm_fp8.SWAP_INSTR[32], CLUSTER_K=4)),  # 16 cols a rank
+    # K_WAYS=2 (G24): two consumers on one 64-column tile taking alternate k-tiles, consumer 1's sum handed over
+    ((16, 4096, 4096), dict(K_WAYS=2)),                      # the cluster's sum (2 ranks), 12 stages
+    ((128, 4096, 4096), dict(K_WAYS=2)),                     # BM 128, 2 ranks, 6 stages
+    ((256, 4096, 14336), dict(K_WAYS=2)),                    # two row tiles, unsplit (128 tiles)
+    ((40, 1000, 2064), dict(K_WAYS=2, CLUSTER_K=1)),         # ragged, the slots
+    ((100, 520, 1168), dict(K_WAYS=2, SPLIT_K=1, STAGES=4)),  # an odd k-tile count, a ring of 4 turning over
+    # BM the rows' own instruction N (no rows past M in A's box): e4m3 n24 / n48 / n96
+    ((24, 4096, 4096), dict(BM=24, BN=64)),
+    ((48, 1000, 2064), dict(BM=48, K_WAYS=2)),
+    ((96, 4096, 4096), dict(BM=96, BN=64)),
+    ((192, 4096, 4096), dict(BM=96, K_WAYS=2)),              # two whole 96-row tiles
 ]
 
 

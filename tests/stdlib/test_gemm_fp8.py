@@ -63,6 +63,15 @@ CASES = [
     ((40, 200, 1040), dict(SWAP=1, CLUSTER_K=2, STAGES=2)),
     ((24, 136, 2048), dict(SWAP=1, BM=32, BN=64, CONSUMERS=1, CLUSTER_K=4, STAGES=3)),
     ((130, 136, 784), dict(SWAP=1, BN=64, CONSUMERS=1, CLUSTER_K=2, STAGES=2)),
+    # K_WAYS=2 (G24): two consumers on one 64-column tile taking alternate k-tiles of one ring, consumer 1's sum handed
+    # over in shared memory: the cluster's sum over ragged K; the slots; unsplit over an odd k-tile count with a ring of
+    # 4 turning over. BM the rows' own e4m3 instruction N (n24 / n48 / n96: no rows past M in A's box)
+    ((16, 256, 1040), dict(SWAP=1, K_WAYS=2)),
+    ((40, 200, 1296), dict(SWAP=1, K_WAYS=2, CLUSTER_K=1)),
+    ((100, 136, 1040), dict(SWAP=1, K_WAYS=2, SPLIT_K=1, STAGES=4)),
+    ((24, 136, 512), dict(SWAP=1, BM=24, BN=64)),
+    ((48, 200, 1040), dict(SWAP=1, BM=48, K_WAYS=2)),
+    ((96, 136, 784), dict(SWAP=1, BM=96, BN=64, CLUSTER_K=2, STAGES=3)),
 ]
 
 
@@ -127,6 +136,10 @@ def test_swap_params_and_refusals():
         gemm_fp8.launch(a, b, sa, sb, out, SWAP=1, CLUSTER_K=3)
     with pytest.raises(ValueError, match="cluster of 2 or 4 blocks"):
         gemm_fp8.launch(a, b, sa, sb, out, SWAP=1, CLUSTER_K=2, SPLIT_K=2)
+    with pytest.raises(ValueError, match="even STAGES >= 4"):
+        gemm_fp8.launch(a, b, sa, sb, out, SWAP=1, K_WAYS=2, STAGES=5)
+    with pytest.raises(ValueError, match="BN = 64 \\* CONSUMERS / K_WAYS"):
+        gemm_fp8.launch(a, b, sa, sb, out, SWAP=1, K_WAYS=2, BN=128)
 
 
 def test_swap_cluster_params():
@@ -163,16 +176,29 @@ def test_swap_cluster_params():
 @pytest.mark.parametrize("shape,cluster", [((16, 4096, 4096), False), ((128, 4096, 4096), False),
                                            ((64, 14336, 4096), False), ((16, 4096, 4096), True),
                                            ((64, 4096, 4096), True), ((256, 4096, 4096), True),
-                                           ((16, 4096, 4096), "policy"), ((128, 4096, 4096), "policy")])
+                                           ((16, 4096, 4096), "policy"), ((128, 4096, 4096), "policy"),
+                                           ((16, 4096, 4096), "kways"), ((128, 4096, 4096), "kways"),
+                                           ((192, 4096, 4096), "kways96"), ((96, 4096, 4096), "bm96")])
 def test_swap_verifies_clean(shape, cluster):
     """gemm_fp8_swap: the ring's pre-released stages, wait_group 1 with tile k - 1's stage released after it, the
     split's slots (disjoint per block) and the transposed store; CLUSTER_K's pushes (each receive tile waited on before
-    it is read and before the block exits) and the ranks' disjoint column shares: clean."""
+    it is read and before the block exits) and the ranks' disjoint column shares; K_WAYS=2's two consumers on
+    alternate k-tiles of one ring (each releasing its own stages, tile k - 2's after wait_group 1) and the hand-over
+    tile (over a cluster of 2, and unsplit at BM 96); BM 96 (n96) over a cluster: clean."""
     import tilepy_verify as tv
 
-    p = gemm_fp8.swap_policy(*shape) if cluster == "policy" else gemm_fp8.swap_params(*shape, cluster=4 * cluster)
+    if cluster == "policy":
+        p = gemm_fp8.swap_policy(*shape)
+    elif cluster == "kways":
+        p = gemm_fp8.swap_params(*shape, k_ways=2, cluster=2)
+    elif cluster == "kways96":
+        p = gemm_fp8.swap_params(*shape, BM=96, k_ways=2, cluster=2)
+    elif cluster == "bm96":
+        p = gemm_fp8.swap_params(*shape, BM=96, BN=64, cluster=2)
+    else:
+        p = gemm_fp8.swap_params(*shape, cluster=4 * cluster)
     kernel, kp = gemm_fp8.kernel_of(p)
-    assert (kp["CLUSTER_K"] > 1) == bool(cluster)
+    assert (kp["CLUSTER_K"] > 1) == (bool(cluster) and cluster != "kways96")    # (192 rows at BM 96: unsplit)
     assert kernel is gemm_fp8.gemm_fp8_swap
     report = tv.verify(kernel, target="sm_90a", **kp)
     assert report.ok and not report.findings, str(report)
