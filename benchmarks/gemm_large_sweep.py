@@ -35,6 +35,7 @@ SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (4096, 14336, 4096), (4096, 40
           (3000, 5000, 4096)]
 FP8_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (4096, 14336, 4096), (4096, 4096, 14336)]
 I128 = tp.nv.wgmma_m64n128k16_bf16
+I192 = tp.nv.wgmma_m64n192k16_bf16
 R64 = dict(PRODUCER_REGS=64, CONSUMER_REGS=216)
 TMA3 = dict(STAGES=3, EPILOGUE=2, IN_FLIGHT=0)
 # bf16 out, constexprs over the shape's policy (None: the policy itself); every knob a variant changes is named
@@ -85,6 +86,14 @@ VARIANTS = {
     # 256 x 128 tiles (two consumers of 128 rows) in pieces: two 32 KB buffers leave 3 stages of 48 KB
     "pers_256x128_n64_s3": dict(PERSISTENT=1, BM=256, BN=128, CONSUMERS=2, INSTR=I128, STAGES=3, EPILOGUE=2, STORE_N=64,
                                 **R64),
+    # G26, 3000 x 5000 x 4096 (B rows of 10000 bytes: the policy's 2x1 cluster): 128 x 192 tiles (24 x 27 = 648 tiles,
+    # 4.9 waves of 132 against 128 x 256's 480 = 3.6), in 2x1 clusters (B multicast) and not; clusters of 4 (B read
+    # once per 4 row tiles)
+    "c2_n192_s4_tma": dict(CLUSTER_M=2, BN=192, INSTR=I192, STAGES=4, EPILOGUE=2, IN_FLIGHT=0, **R64),
+    "c2_n192_s4_regs": dict(CLUSTER_M=2, BN=192, INSTR=I192, STAGES=4, EPILOGUE=0, IN_FLIGHT=0, **R64),
+    "n192_s4_tma": dict(BN=192, INSTR=I192, STAGES=4, EPILOGUE=2, IN_FLIGHT=0, **R64),
+    "c4_tma_r64": dict(CLUSTER_M=4, **TMA3, **R64),
+    "c4_n192_s4_tma": dict(CLUSTER_M=4, BN=192, INSTR=I192, STAGES=4, EPILOGUE=2, IN_FLIGHT=0, **R64),
 }
 # f32 out (bf16 in, f32 accumulate and out, against torch.mm(a, b, out_dtype=torch.float32)), constexprs over the
 # shape's f32 policy (G18). Before G18 the policy was gemm_hopper 128 x 256, 4 stages, the registers' store (a 128 KB
@@ -109,6 +118,16 @@ F32_VARIANTS = {
     "pers_n64_b1_s4_r64": dict(PERS, STAGES=4, STORE_N=64, STORE_BUFS=1, STORE_SPAN=0, GROUP_M=8, **R64),
     "pers_n64_sp32_s3_r64": dict(PERS, STAGES=3, STORE_N=64, STORE_BUFS=2, STORE_SPAN=32, GROUP_M=8, **R64),
     "c2_s4_r64": dict(CLUSTER_M=2, STAGES=4, EPILOGUE=0, IN_FLIGHT=0, **R64),   # B rows off 128-byte lines' form
+    # G26: the one-buffer policy with its last piece (32 registers) held and written under the next tile's first
+    # k-tile (DEFER=2, HELD=1); 8 pieces of 32 through two buffers with the last 2 / 4 held (16 / 32 registers a piece)
+    "pers_b1_held1": dict(PERS, STAGES=4, STORE_N=64, STORE_BUFS=1, STORE_SPAN=0, GROUP_M=8, DEFER=2, HELD=1, **R64),
+    "pers_n32_held2": dict(PERS, STAGES=4, STORE_N=32, STORE_BUFS=2, STORE_SPAN=0, GROUP_M=8, DEFER=2, HELD=2, **R64),
+    "pers_n32_held4": dict(PERS, STAGES=4, STORE_N=32, STORE_BUFS=2, STORE_SPAN=0, GROUP_M=8, DEFER=2, HELD=4, **R64),
+    # G26, 3000 x 5000 x 4096: 128 x 192 tiles in 2x1 clusters (c_s of 96 KB beside 3 stages, or the registers'
+    # store beside 5), clusters of 4
+    "c2_n192_s3_tma": dict(CLUSTER_M=2, BN=192, INSTR=I192, STAGES=3, EPILOGUE=2, IN_FLIGHT=0, **R64),
+    "c2_n192_s5_r64": dict(CLUSTER_M=2, BN=192, INSTR=I192, STAGES=5, EPILOGUE=0, IN_FLIGHT=0, **R64),
+    "c4_s4_r64": dict(CLUSTER_M=4, STAGES=4, EPILOGUE=0, IN_FLIGHT=0, **R64),
 }
 # fp8, constexprs over gemm_fp8's policy (128 x 256 x 128; since G10 the large class's is 3 stages, the TMA store,
 # 96 / 200): every knob named, so a variant means the same whatever the policy is

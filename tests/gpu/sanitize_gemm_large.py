@@ -5,7 +5,7 @@ gemm_fp8_persistent_tma (the pieces for fp8).
 
 compute-sanitizer --tool memcheck python3 tests/gpu/sanitize_gemm_large.py
 compute-sanitizer --tool racecheck python3 tests/gpu/sanitize_gemm_large.py [MODE: persistent, pieces, defer, f32,
-f32policy or f32b1]
+f32policy, f32b1 or held]
 (defer: the DEFER=1 piece forms alone: pieces held in registers and written under the next tile's first k-tile;
 f32: the piece forms with f32 out alone, G18: 8 pieces of 32 columns through two 16 KB buffers (128-byte rows, and
 32-byte column blocks), 16 of 16 through four, 4 of 64 beside 3 stages, and the large f32 class through launch on a
@@ -50,7 +50,7 @@ for (m, k, n), extra in (((300, 520, 776), dict(STAGES=3, EPILOGUE=2, IN_FLIGHT=
                          ((300, 520, 776), dict(PERSISTENT=1, NUM_SMS=3, STAGES=4, EPILOGUE=2, STORE_N=64, GROUP_M=2,
                                                 DEFER=2, **R64))):
     if (ONLY == "persistent" and not extra.get("PERSISTENT") or ONLY == "pieces" and not extra.get("STORE_N")
-            or ONLY == "defer" and not extra.get("DEFER") or ONLY in ("f32", "f32policy", "f32b1")):
+            or ONLY == "defer" and not extra.get("DEFER") or ONLY in ("f32", "f32policy", "f32b1", "held")):
         continue
     a = torch.randn(m, k, device=d, generator=g).bfloat16()
     b = torch.randn(k, n, device=d, generator=g).bfloat16()
@@ -92,7 +92,8 @@ for (m, n, k), extra in (((136, 260, 400), dict(STAGES=3, EPILOGUE=2, PRODUCER_R
                          # gemm_fp8_persistent_tma: 3 blocks over 3 x 3 tiles of 4 pieces, ragged M and K
                          ((300, 520, 272), dict(PERSISTENT=1, NUM_SMS=3, STORE_N=64, STAGES=4, GROUP_M=2,
                                                 PRODUCER_REGS=96, CONSUMER_REGS=200))):
-    if ONLY in ("persistent", "defer", "f32", "f32policy", "f32b1") or ONLY == "pieces" and not extra.get("STORE_N"):
+    if ONLY in ("persistent", "defer", "f32", "f32policy", "f32b1", "held") or ONLY == "pieces" and not extra.get(
+            "STORE_N"):
         continue
     a = torch.randn(m, k, device=d, generator=g).to(torch.float8_e4m3fn)
     b = torch.randn(n, k, device=d, generator=g).to(torch.float8_e4m3fn)
@@ -102,4 +103,27 @@ for (m, n, k), extra in (((136, 260, 400), dict(STAGES=3, EPILOGUE=2, PRODUCER_R
     torch.cuda.synchronize()
     ref = a.double() @ b.double().t()
     print("fp8", m, n, k, "rel err", float((out.double() - ref).norm() / ref.norm()), flush=True)
+# G26 (mode "held" alone, or all): DEFER=2 with HELD (the last piece(s) held in registers; f32 and bf16 out): the
+# one-buffer form with piece 3 held over 3 blocks and one block, 8 pieces of 32 with 2 held; and 128 x 192 tiles in
+# 2x1 clusters (TMA store, 3 row tiles: the grid rounded up to whole clusters), clusters of 4
+I192 = tp.nv.wgmma_m64n192k16_bf16
+for (m, k, n), extra, outs in (
+        ((300, 520, 776), dict(gemm_hopper.LARGE_PERSISTENT_F32, NUM_SMS=3, GROUP_M=2, DEFER=2, HELD=1), "fb"),
+        ((300, 520, 776), dict(gemm_hopper.LARGE_PERSISTENT_F32, NUM_SMS=1, GROUP_M=2, DEFER=2, HELD=1), "f"),
+        ((300, 520, 776), dict(gemm_hopper.LARGE_PERSISTENT_F32, NUM_SMS=3, STORE_N=32, STORE_BUFS=2, GROUP_M=2,
+                               DEFER=2, HELD=2), "f"),
+        ((300, 520, 776), dict(CLUSTER_M=2, BN=192, INSTR=I192, STAGES=4, EPILOGUE=2, IN_FLIGHT=0, **R64), "b"),
+        ((300, 520, 776), dict(CLUSTER_M=2, BN=192, INSTR=I192, STAGES=3, EPILOGUE=2, IN_FLIGHT=0, **R64), "f"),
+        ((300, 520, 776), dict(CLUSTER_M=4, STAGES=3, EPILOGUE=2, IN_FLIGHT=0, **R64), "b")):
+    if ONLY not in ("", "held"):
+        continue
+    a = torch.randn(m, k, device=d, generator=g).bfloat16()
+    b = torch.randn(k, n, device=d, generator=g).bfloat16()
+    ref = a.double() @ b.double()
+    for o in outs:
+        c = torch.full((m, n), float("nan"), device=d, dtype=torch.float32 if o == "f" else torch.bfloat16)
+        gemm_hopper.launch(a, b, c, **{**P, **extra})
+        torch.cuda.synchronize()
+        print("held/n192", o, extra.get("HELD"), extra.get("BN"), extra.get("CLUSTER_M"), "rel err",
+              float((c.double() - ref).norm() / ref.norm()), flush=True)
 print("ok")

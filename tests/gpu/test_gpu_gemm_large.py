@@ -30,6 +30,7 @@ pytestmark = pytest.mark.gpu
 DEV = torch.device("cuda")
 P = {**gemm_hopper.PRESETS["sm_90a"], "SPLIT_K": 1}   # (the small class's policy would split (300, 4096, 520))
 I128 = tp.nv.wgmma_m64n128k16_bf16
+I192 = tp.nv.wgmma_m64n192k16_bf16
 R64 = dict(PRODUCER_REGS=64, CONSUMER_REGS=216)
 
 VARIANTS = {
@@ -74,6 +75,18 @@ VARIANTS = {
     # 4 pieces of 64 through one buffer (32 KB for f32) beside 4 stages
     "pers_n64_b1_s4_g3": dict(PERSISTENT=1, NUM_SMS=7, STAGES=4, EPILOGUE=2, STORE_N=64, STORE_BUFS=1, GROUP_M=3,
                               **R64),
+    # (G26) DEFER=2 with HELD: the one-buffer form's last piece held (f32: 32 registers) and written under the next
+    # tile's first k-tile; 8 pieces of 32 through two buffers, the last 2 held; 7 / 1 blocks walk every tile
+    "pers_b1_held1_g3": dict(PERSISTENT=1, NUM_SMS=7, STAGES=4, EPILOGUE=2, STORE_N=64, STORE_BUFS=1, GROUP_M=3,
+                             DEFER=2, HELD=1, **R64),
+    "pers_n32_held2_1blk": dict(PERSISTENT=1, NUM_SMS=1, STAGES=4, EPILOGUE=2, STORE_N=32, STORE_BUFS=2, GROUP_M=2,
+                                DEFER=2, HELD=2, **R64),
+    # (G26) 128 x 192 tiles (wgmma n192) in 2x1 clusters: the TMA store beside 4 stages (bf16) / 3 (f32), the
+    # registers' store beside 5; clusters of 4 (rows rounded up to whole clusters)
+    "c2_n192_s4_tma": dict(CLUSTER_M=2, BN=192, INSTR=I192, STAGES=4, EPILOGUE=2, IN_FLIGHT=0, **R64),
+    "c2_n192_s3_tma": dict(CLUSTER_M=2, BN=192, INSTR=I192, STAGES=3, EPILOGUE=2, IN_FLIGHT=0, **R64),
+    "c2_n192_s5": dict(CLUSTER_M=2, BN=192, INSTR=I192, STAGES=5, EPILOGUE=0, IN_FLIGHT=0, **R64),
+    "c4_s3_tma": dict(CLUSTER_M=4, STAGES=3, EPILOGUE=2, IN_FLIGHT=0, **R64),
 }
 SMEM = 232448       # the H100's shared memory a block may opt into
 
@@ -101,8 +114,8 @@ def test_large_variants(variant, m, k, n, out):
     v = VARIANTS[variant]
     if _smem_bytes(v, out) > SMEM - 1024:
         pytest.skip(f"{out}: the staged store ({_smem_bytes(v, out)} bytes with the ring) does not fit")
-    if out == torch.float32 and v.get("DEFER"):
-        pytest.skip("DEFER holds pieces rounded to C's dtype in registers: f32's would double them (not a form)")
+    if out == torch.float32 and v.get("DEFER") and not v.get("HELD"):
+        pytest.skip("DEFER holds half the tile in registers in C's dtype: f32's would double them (HELD: a form)")
     g = torch.Generator(device="cuda").manual_seed(m + k + n)
     a = torch.randn(m, k, device=DEV, generator=g).bfloat16()
     b = torch.randn(k, n, device=DEV, generator=g).bfloat16()
@@ -235,3 +248,29 @@ def test_sass_of_the_deferred_pieces(store):
     assert "HGMMA.64x256x16.F32.BF16" in sass and "UTMASTG" in sass and "USETMAXREG" in sass
     assert re.search(r"HGMMA\.64x256x16\.F32\.BF16 R\d+, gdesc\[UR\d+\]\.tnspB, RZ, !UPT", sass)
     assert not re.findall(r"\b(?:LDL|STL)\b", sass), ck.resources
+
+
+def test_sass_of_the_f32_held_piece():
+    """gemm_persistent f32 out, one 64-column buffer, DEFER=2 with the last piece held (HELD=1, G26): HGMMA with the
+    first k-tile's wgmma from zero (`RZ, !UPT`), the TMA stores, setmaxnreg, no local memory at 64 / 216."""
+    p = {**gemm_hopper.PRESETS["sm_90a"], **gemm_hopper.LARGE_PERSISTENT_F32, "DEFER": 2, "HELD": 1}
+    k, kp = gemm_hopper.plan_kernel(8192, 8192, tp.f32, p, 1024)
+    ck = tilepy_hip.compile(k, target="sm_90a", **kp)
+    sass = ck.sass()
+    assert "HGMMA.64x256x16.F32.BF16" in sass and "UTMASTG" in sass and "USETMAXREG" in sass
+    assert re.search(r"HGMMA\.64x256x16\.F32\.BF16 R\d+, gdesc\[UR\d+\]\.tnspB, RZ, !UPT", sass)
+    assert not re.findall(r"\b(?:LDL|STL)\b", sass), ck.resources
+    assert ck.resources["dynamic_smem"] <= 232448
+
+
+def test_sass_of_the_n192_cluster():
+    """gemm_cluster with 128 x 192 tiles (G26: 3000 x 5000 x 4096's candidate): HGMMA.64x192x16, the bulk tensor
+    copies, the TMA store, no local memory in the k-loop (ptxas may keep 8 bytes outside it, as the 128 x 256 form)."""
+    p = {**gemm_hopper.PRESETS["sm_90a"], "CLUSTER_M": 2, "BN": 192, "INSTR": I192, "STAGES": 4, "EPILOGUE": 2,
+         **R64}
+    k, kp = gemm_hopper.plan_kernel(3000, 5000, tp.bf16, p, 4096)
+    ck = tilepy_hip.compile(k, target="sm_90a", **kp)
+    sass = ck.sass()
+    assert "HGMMA.64x192x16.F32.BF16" in sass and "UTMASTG" in sass and "UTMALDG" in sass, sass[:400]
+    assert ck.resources["spill_stores"] <= 8, ck.resources
+    assert ck.resources["dynamic_smem"] <= 232448

@@ -405,3 +405,73 @@ def test_a_strided_c_is_written_through_a_contiguous_buffer():
     ref = a.double() @ b.double()
     assert float((view.double() - ref).norm() / ref.norm()) <= 2.0 ** -8
     assert torch.isnan(wide[:, :14]).all()
+
+
+@pytest.mark.parametrize("m,k,n,params", [
+    # (G26) DEFER=2 with HELD: the last piece(s) held in registers in C's dtype, the pieces before them written at the
+    # tile's end (those past the first STORE_BUFS waiting for their buffer's read inside the tile). One 64-column
+    # buffer with piece 3 held: 3 blocks over 3 x 3 tiles (ragged M, N, K), one block over 9 tiles, one k-tile a tile
+    (300, 200, 600, dict({**PIECES, **gemm_hopper.LARGE_PERSISTENT_F32}, NUM_SMS=3, DEFER=2, HELD=1)),
+    (300, 64, 600, dict({**PIECES, **gemm_hopper.LARGE_PERSISTENT_F32, "STAGES": 2, "GROUP_M": 2}, NUM_SMS=1, DEFER=2,
+                        HELD=1)),
+    (130, 64, 136, dict(PIECES, NUM_SMS=1, STAGES=3, GROUP_M=8, STORE_BUFS=1, DEFER=2, HELD=1)),
+    # 8 pieces of 32 through two buffers, pieces 6 and 7 held (one a buffer) / 4-7 held (two a buffer: the first of
+    # each buffer handed to the store warp while the next tile's first wgmma runs, for the second to wait on)
+    (520, 330, 600, dict(PIECES, NUM_SMS=5, STAGES=4, GROUP_M=3, STORE_N=32, DEFER=2, HELD=2)),
+    (300, 200, 600, dict(PIECES, NUM_SMS=3, STAGES=4, GROUP_M=2, STORE_N=32, DEFER=2, HELD=4)),
+    (300, 200, 600, dict(PIECES, NUM_SMS=3, STAGES=3, GROUP_M=2, STORE_BUFS=1, DEFER=1, HELD=1)),   # DEFER=1's ring
+])
+@pytest.mark.parametrize("out", [tp.f32, tp.bf16])
+def test_held_pieces_on_the_interpreter(m, k, n, params, out):
+    """gemm_persistent DEFER with HELD (G26), f32 and bf16 out: every element written once (NaN-poisoned), f32 at
+    f32 accuracy against float64, bf16 rounded once."""
+    a, b = _inputs(m, k, n, m + 5 * k + n)
+    c = np.full((m, n), np.nan, np.float32)
+    gemm_hopper.launch(a, b, c, out_dtype=out, **params)
+    ref = gemm_hopper.reference(a, b)
+    assert not np.isnan(c).any(), "an output tile was never written"
+    if out == tp.f32:
+        assert float(np.linalg.norm(c - ref) / np.linalg.norm(ref)) < 1e-6
+    else:
+        np.testing.assert_array_equal(c, round_bf16(c))
+        assert np.abs(c - ref).max() <= 2.0**-8 * np.abs(ref).max()
+
+
+def test_held_pieces_need_a_deferred_window():
+    for bad in (dict(HELD=1), dict(DEFER=2, HELD=3), dict(DEFER=2, HELD=2, STORE_BUFS=1, STORE_N=128, BN=256),
+                dict(DEFER=2, STORE_BUFS=1, HELD=4)):
+        with pytest.raises(ValueError, match="HELD="):
+            gemm_hopper.kernel_params({**PIECES, **bad})
+    assert gemm_hopper.kernel_params({**PIECES, "DEFER": 2, "STORE_BUFS": 1, "HELD": 1})["HELD"] == 1
+
+
+def test_held_piece_f32_verifies_clean():
+    """The f32 one-buffer form with piece 3 held (DEFER=2, HELD=1: its handshake in the tile's prologue, its staged
+    arrival after the first wgmma retires): no race, no deadlock, no pipeline hazard; the 2-way bank conflict of the
+    f32 pairs (the policy form's own) is its one, performance, finding."""
+    import tilepy_verify as tv
+
+    p = {**gemm_hopper.PRESETS["sm_90a"], **gemm_hopper.LARGE_PERSISTENT_F32, "DEFER": 2, "HELD": 1}
+    kernel, kp = gemm_hopper.plan_kernel(4096, 4096, tp.f32, p, 4096)
+    report = tv.verify(kernel, target="sm_90a", **kp)
+    assert report.ok, str(report)
+    assert {(f.check, f.severity) for f in report.findings} <= {("bank_conflict", "performance")}, str(report)
+
+
+@pytest.mark.parametrize("out", [tp.f32, tp.bf16])
+@pytest.mark.parametrize("params", [
+    dict(CLUSTER_M=2, STAGES=3, EPILOGUE=2),      # 128 x 192 tiles (wgmma n192), 2x1 clusters, the TMA store
+    dict(CLUSTER_M=2, STAGES=4, EPILOGUE=0),      # the registers' store
+    dict(CLUSTER_M=4, STAGES=2, EPILOGUE=2),      # clusters of 4: 3 row tiles rounded up to 4
+])
+def test_n192_clusters_on_the_interpreter(params, out):
+    """gemm_cluster with 128 x 192 tiles (G26), ragged in M, N and K (3 row tiles: the grid rounded up to whole
+    clusters), against float64."""
+    a, b = _inputs(300, 200, 420, 7)
+    c = np.full((300, 420), np.nan, np.float32)
+    gemm_hopper.launch(a, b, c, out_dtype=out, **{**gemm_hopper.PRESETS["sm_90a"], "BN": 192,
+                                                   "INSTR": tp.nv.wgmma_m64n192k16_bf16, "IN_FLIGHT": 0, **params})
+    ref = gemm_hopper.reference(a, b)
+    assert not np.isnan(c).any(), "an output tile was never written"
+    tol = 1e-6 if out == tp.f32 else 2.0**-8
+    assert np.abs(c - ref).max() <= tol * np.abs(ref).max()
