@@ -50,6 +50,11 @@ def _store_span(row_bytes: int, span: int) -> int:
     return span if span > 0 else min(row_bytes, 128)
 
 
+def _lead(bn: int, store_n: int, bufs: int, held: int) -> int:
+    """gemm_persistent DEFER: the pieces written at a tile's end (the rest held): all but HELD, or STORE_BUFS."""
+    return bn // store_n - held if held > 0 else bufs
+
+
 def _rows(consumers):
     """The rows of a (64 * consumers, N) wgmma accumulator as a 1-D register layout: thread l of a quad-row group
     holds rows l // 4 and l // 4 + 8 of its warp's 16 (the same layout as attention's row statistics)."""
@@ -415,7 +420,7 @@ def gemm_persistent(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", 
                     SWIZZLE: tp.constexpr = tp.Swizzle(3, 3, 3), PRODUCER_REGS: tp.constexpr = 0,
                     CONSUMER_REGS: tp.constexpr = 0, GROUP_M: tp.constexpr = 8, EPILOGUE: tp.constexpr = 0,
                     STORE_N: tp.constexpr = 0, STORE_BUFS: tp.constexpr = 2, DEFER: tp.constexpr = 0,
-                    STORE_SPAN: tp.constexpr = 0):
+                    STORE_SPAN: tp.constexpr = 0, HELD: tp.constexpr = 0):
     """gemm_hopper on a persistent grid: a 1-D grid of at most one block per SM, block b walking output tiles
     b, b + grid, ... in a grouped (L2-friendly) order, GROUP_M row tiles sweeping the columns together. The
     ring runs on across a block's output tiles, so the producer loads the next output tile's stages while the
@@ -471,7 +476,11 @@ def gemm_persistent(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", 
     at least 1): one ring loop per tile, the form the verifier's ring flattening takes, and proves: the prologue's wait
     on full[0] is a second wait op on it beside the ring's, and the read sees the copies of the higher phase
     (reaching.cross_role); `turn` is written as the tile's first slot, ((t - first) // step) * rounds, which the
-    flattening turns into a linear count (benchmarks/NOTES.md, V11)."""
+    flattening turns into a linear count (benchmarks/NOTES.md, V11).
+    HELD (DEFER > 0; 0: the pieces from STORE_BUFS on, half the tile): how many of the tile's last pieces are held
+    (1 .. BN // STORE_N - STORE_BUFS); the pieces before them go out at the tile's end, those past the first
+    STORE_BUFS each waiting for its buffer's previous read as without DEFER. For f32 out (G26), where half a tile is
+    64 more registers: one buffer of 64 columns (STORE_BUFS=1), piece 3 held (32 registers) or pieces 2 and 3."""
     a_s = tp.shared((BM, BK), tp.bf16, stages=STAGES, swizzle=SWIZZLE)
     b_s = tp.shared((BK, BN), tp.bf16, stages=STAGES, swizzle=SWIZZLE, layout=b_layout(BK, BN))
     if EPILOGUE == 2 and STORE_N == 0:
@@ -575,21 +584,25 @@ def gemm_persistent(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", 
             tp.mbarrier_arrive(empty[s])
         uses = BN // (STORE_BUFS * STORE_N)         # uses of each buffer per tile
         held = tp.cast(tp.zeros((BM, BN), tp.f32, layout=tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1))),
-                       C.dtype)[:, STORE_BUFS * STORE_N:BN]
+                       C.dtype)[:, _lead(BN, STORE_N, STORE_BUFS, HELD) * STORE_N:BN]
         for t in range(first, n_m * n_n, step):
             it = (t - first) // step
             turn = ((t - first) // step) * rounds       # (the tile's first slot, as mbarrier_arrays._flatten reads it)
             tp.mbarrier_wait(full[0], turn)             # slot 0: k-tile 0 (every tile has one)
             acc = tp.mma_async(a_s[0], b_s[0],
                                tp.zeros((BM, BN), tp.f32, layout=tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1))))
-            if it > 0:      # the previous tile's held pieces (one a buffer), while the tensor cores run k-tile 0
-                for p in tp.static_range(STORE_BUFS, BN // STORE_N):
+            if it > 0:      # the previous tile's held pieces, while the tensor cores run k-tile 0
+                for p in tp.static_range(_lead(BN, STORE_N, STORE_BUFS, HELD), BN // STORE_N):
                     tp.mbarrier_wait(c_free[p % STORE_BUFS], (it - 1) * uses + p // STORE_BUFS - 1)
-                    tp.store(c_s[p % STORE_BUFS], held[:, (p - STORE_BUFS) * STORE_N:(p - STORE_BUFS + 1) * STORE_N])
+                    tp.store(c_s[p % STORE_BUFS], held[:, (p - _lead(BN, STORE_N, STORE_BUFS, HELD)) * STORE_N:
+                                                       (p + 1 - _lead(BN, STORE_N, STORE_BUFS, HELD)) * STORE_N])
+                    if HELD > 0 and p + STORE_BUFS < BN // STORE_N:
+                        tp.mbarrier_arrive(staged[p % STORE_BUFS])      # (a later held piece waits for its read)
             tp.mma_wait(0)
             if it > 0:      # (staged once the wgmma is retired: no arrive while a wgmma group is in flight)
-                for p in tp.static_range(STORE_BUFS, BN // STORE_N):
-                    tp.mbarrier_arrive(staged[p % STORE_BUFS])
+                for p in tp.static_range(_lead(BN, STORE_N, STORE_BUFS, HELD), BN // STORE_N):
+                    if not (HELD > 0 and p + STORE_BUFS < BN // STORE_N):
+                        tp.mbarrier_arrive(staged[p % STORE_BUFS])
             if DEFER == 2:      # the ring whole from slot 0 (its k-tile multiplied above): one ring loop to verify
                 for k in range(rounds * STAGES):
                     tp.mbarrier_wait(full[k % STAGES], turn + k // STAGES)
@@ -606,16 +619,19 @@ def gemm_persistent(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", 
                     tp.mbarrier_arrive(empty[k % STAGES])
             tp.assert_tag(tp.mma_operands(acc), lambda a, b: a[2] == b[1])
             out = tp.cast(acc, C.dtype)
-            for p in tp.static_range(STORE_BUFS):      # pieces 0 .. STORE_BUFS - 1 now: their buffers were read
-                if it > 0:                              # (the previous tile's held pieces, a k-loop ago)
+            for p in tp.static_range(_lead(BN, STORE_N, STORE_BUFS, HELD)):    # the pieces not held, now
+                if p >= STORE_BUFS:                     # this tile's piece p - STORE_BUFS has been read from it
+                    tp.mbarrier_wait(c_free[p % STORE_BUFS], it * uses + p // STORE_BUFS - 1)
+                elif it > 0:                            # (the previous tile's held pieces, a k-loop ago)
                     tp.mbarrier_wait(c_free[p], it * uses - 1)
-                tp.store(c_s[p], out[:, p * STORE_N:p * STORE_N + STORE_N])
-                tp.mbarrier_arrive(staged[p])
-            held = out[:, STORE_BUFS * STORE_N:BN]
+                tp.store(c_s[p % STORE_BUFS], out[:, p * STORE_N:p * STORE_N + STORE_N])
+                tp.mbarrier_arrive(staged[p % STORE_BUFS])
+            held = out[:, _lead(BN, STORE_N, STORE_BUFS, HELD) * STORE_N:BN]
         mine = tp.cdiv(n_m * n_n - first, step)     # the block's last tile's held pieces
-        for p in tp.static_range(STORE_BUFS, BN // STORE_N):
+        for p in tp.static_range(_lead(BN, STORE_N, STORE_BUFS, HELD), BN // STORE_N):
             tp.mbarrier_wait(c_free[p % STORE_BUFS], (mine - 1) * uses + p // STORE_BUFS - 1)
-            tp.store(c_s[p % STORE_BUFS], held[:, (p - STORE_BUFS) * STORE_N:(p - STORE_BUFS + 1) * STORE_N])
+            tp.store(c_s[p % STORE_BUFS], held[:, (p - _lead(BN, STORE_N, STORE_BUFS, HELD)) * STORE_N:
+                                               (p + 1 - _lead(BN, STORE_N, STORE_BUFS, HELD)) * STORE_N])
             tp.mbarrier_arrive(staged[p % STORE_BUFS])
     else:                               # consumer warpgroups: wgmma over their own threads, 64 rows each
         if CONSUMER_REGS > 0:
@@ -1185,7 +1201,14 @@ def kernel_params(params: dict) -> dict:
                          f"STORE_N={store_n}")
     if params.get("DEFER") not in (None, 0, 1, 2):
         raise ValueError(f"gemm_hopper: DEFER is 0, 1 or 2, not {params['DEFER']!r}")
-    if params.get("DEFER") and (not store_n or bn != 2 * bufs * store_n):
+    held = params.get("HELD", 0)
+    if held and (not params.get("DEFER") or not store_n or not 1 <= held <= bn // store_n - bufs
+                 or bn % (held * store_n)):
+        raise ValueError(f"gemm_hopper: HELD={held} holds the tile's last {held} pieces in registers under DEFER: it "
+                         f"needs DEFER 1 or 2, STORE_N > 0, 1 <= HELD <= BN // STORE_N - STORE_BUFS and HELD x "
+                         f"STORE_N dividing BN (a register window of the accumulator); got DEFER="
+                         f"{params.get('DEFER', 0)}, STORE_N={store_n}, STORE_BUFS={bufs}, BN={bn}")
+    if params.get("DEFER") and not held and (not store_n or bn != 2 * bufs * store_n):
         raise ValueError(f"gemm_hopper: DEFER=1 holds the second half of the tile's STORE_N pieces in registers: it "
                          f"needs EPILOGUE=2, STORE_N > 0 and BN = 2 x STORE_BUFS x STORE_N (got STORE_N={store_n}, "
                          f"STORE_BUFS={bufs}, BN={bn})")
