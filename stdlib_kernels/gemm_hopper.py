@@ -942,7 +942,12 @@ SWAP_KWAYS = dict(SWAP_AB=1, K_WAYS=2, CONSUMERS=2, BM=64, BN=64, STAGES=6, IN_F
 #   rows (n24) 10.88 / 10.94 -> 9.90 / 9.88 (0.78-0.79 -> 0.86), 20 rows (n24) 10.91 -> 10.16 (0.78 -> 0.84; n32 12.06
 #   loses: rows past M), 28 rows (n32) 11.13 -> 10.33 (0.76 -> 0.83); 16 rows even twice (9.45-9.61 -> 9.44, f32 9.32 ->
 #   9.31) and 16 x 4096 x 14336 even (42.87 -> 43.34): 16 rows keep the policy, 17-31 rows take the split.
-CLUSTER_SPLIT_STAGES = {8: 8, 16: 8, 24: 8, 32: 8, 48: 6, 64: 6, 80: 5, 96: 4, 104: 4, 112: 4, 128: 4}
+# G23 (gemm-g23-limits-*.json, H100, bf16 out, us): fewer stages per ring are as fast or faster with PUSH=1, 32 rows 4
+# stages 9.18 against 8's 9.67-9.80 (6: 9.43), 64 rows 4 stages 10.43-10.73 against 6's 10.68-11.48 (5: 10.64; 3
+# lose, 11.36), 80 rows 4 stages 11.73 against 5's 11.61-12.18 (3: 12.31); ncu (warm L2): the consumers wait on the
+# full mbarriers and the producer on the empty ones at once, i.e. the loads in flight are not what is short. 32-80
+# rows take 4 stages (BM 48 by its neighbours); confirmed alternated in the call after (benchmarks/NOTES.md, G23).
+CLUSTER_SPLIT_STAGES = {8: 8, 16: 8, 24: 8, 32: 4, 48: 4, 64: 4, 80: 4, 96: 4, 104: 4, 112: 4, 128: 4}
 # G19 re-timed it with its closing cluster barrier relaxed (H100, gemm-g19-retime-*.json, bf16 out, us, x cuBLAS):
 # N = K = 4096 alternated twice with the forms before: 32 rows 10.71-10.78 -> 9.56-9.76 (0.78 -> 0.85-0.86), 64 rows
 # 12.80-13.14 -> 11.13-11.16 (0.69-0.72 -> 0.80-0.82), 80 rows 15.71-15.72 -> 12.58-12.59 (0.60-0.61 -> 0.76), 100
@@ -969,6 +974,7 @@ CLUSTER_SPLIT_STAGES = {8: 8, 16: 8, 24: 8, 32: 8, 48: 6, 64: 6, 80: 5, 96: 4, 1
 # 512 0.49 -> 0.69, 24 x 4096 x 768 0.58 -> 0.75, 96 x 4096 x 1536 0.65 -> 0.69, 104 x 4096 x 2048 0.71 -> 0.78.
 CLUSTER_SPLIT_MIN_K_TILES = {64: 8, 96: 24, 104: 32, 112: 48, 128: 64}
 CLUSTER_SPLIT_PUSH_BM = 104     # PUSH=1 up to this BM (its received tile beside CLUSTER_SPLIT_STAGES' stages)
+# past it (BM 112 / 128), PUSH=1 with XCH=1: the hand-over and received tiles in one, so 4 stages fit beside it (G23)
 
 
 def cluster_split(M: int, N: int, K: int) -> dict | None:
@@ -979,7 +985,7 @@ def cluster_split(M: int, N: int, K: int) -> dict | None:
     bm = min(b for b in CLUSTER_SPLIT_STAGES if b >= M)
     return dict(SWAP_AB=1, K_WAYS=2, CONSUMERS=2, BM=bm, BN=64, STAGES=CLUSTER_SPLIT_STAGES[bm], IN_FLIGHT=1,
                 SPLIT_K=1, CLUSTER_K=2, INSTR=getattr(tp.nv, f"wgmma_m64n{bm}k16_bf16"),
-                **({"PUSH": 1} if bm <= CLUSTER_SPLIT_PUSH_BM else {}))
+                PUSH=1, **({} if bm <= CLUSTER_SPLIT_PUSH_BM else {"XCH": 1}))
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -1115,7 +1121,7 @@ STEADY_ONLY = ("IN_FLIGHT", "SPLIT_K", "EPILOGUE", "B_SWIZZLE", "FIXUP", "MIN_BL
 CLUSTER_ONLY = ("CLUSTER_M", "RELAXED")                  # gemm_cluster's (CLUSTER_M > 1 picks it)
 # gemm_splitk_swap's constexprs (SWAP_AB=1 picks it)
 SWAP_KEYS = ("BM", "BN", "BK", "STAGES", "CONSUMERS", "INSTR", "SWIZZLE", "SPLIT_K", "IN_FLIGHT", "CLUSTER_M", "B_NK",
-             "K_WAYS", "M_SHIFT", "CLUSTER_K", "PUSH")
+             "K_WAYS", "M_SHIFT", "CLUSTER_K", "PUSH", "XCH")
 
 
 def clustered(params: dict) -> bool:
@@ -1159,6 +1165,9 @@ def kernel_params(params: dict) -> dict:
         if params.get("PUSH") and params.get("CLUSTER_K", 1) != 2:
             raise ValueError(f"gemm_hopper: PUSH=1 (gemm_splitk_swap: the cluster split's sums exchanged by st.async) "
                              f"needs CLUSTER_K=2 (got CLUSTER_K={params.get('CLUSTER_K', 1)})")
+        if params.get("XCH") and not params.get("PUSH"):
+            raise ValueError(f"gemm_hopper: XCH=1 (gemm_splitk_swap: the pushed exchange's two tiles in one) needs "
+                             f"PUSH=1 (got PUSH={params.get('PUSH', 0)})")
         return {**{k: v for k, v in params.items() if k in SWAP_KEYS}, "SPLIT_K": params.get("SPLIT_K", 1)}
     if clustered(params):
         bad = {k: params[k] for k in ("IN_FLIGHT", "SPLIT_K", "B_SWIZZLE", "PERSISTENT", "MIN_BLOCKS")
