@@ -461,16 +461,20 @@ PLAN18 = [
     ((48, 4096, 4096), [("policy", None), ("bm64", _push(64)), ("policy_again", None)], ("bf16",)),
 ]
 # nineteenth call (G23): the policy with 4 stages per ring at BM 32-80 (CLUSTER_SPLIT_STAGES) alternated twice with
-# the stages before (8 / 6 / 6 / 5); 112 rows with the hand-over and receive tiles in one (XCH=1: PUSH beside 4 stages)
+# the stages before (8 / 6 / 6 / 5); at BM 112 / 128 the pushed exchange in one tile (XCH=1) against the barrier one
 def _before(m):
     bm = min(b for b in gemm_hopper.CLUSTER_SPLIT_STAGES if b >= m)
     return ("policy", dict(STAGES={32: 8, 48: 6, 64: 6, 80: 5}[bm]))
 
 
-PLAN19 = [((m, 4096, 4096), _table(_before(m)), outs) for m, outs in (
-    (32, ("bf16", "f32")), (64, ("bf16", "f32")), (80, ("bf16", "f32")), (28, ("bf16",)), (40, ("bf16",)),
-    (48, ("bf16",)), (56, ("bf16",)), (72, ("bf16",)))]
-PLAN19 += [((m, 4096, 1024), _table(_before(m))[:2], ("bf16",)) for m in (32, 64)]
+PLAN19 = [((m, 4096, 4096), _table(_before(m)), ("bf16",)) for m in (32, 64, 80)]
+PLAN19 += [((m, 4096, 4096), _table(_before(m))[:2], ("f32",)) for m in (32, 64)]
+PLAN19 += [((m, 4096, 4096), _table(_before(m))[:2], ("bf16",)) for m in (48, 72)]
+# 105-128 rows: the pushed exchange with XCH=1 (4 stages) against the barrier exchange (PUSH=0, 4 stages) before
+BARRIER = ("policy", dict(PUSH=0, XCH=0))
+PLAN19 += [((m, 4096, 4096), _table(BARRIER), ("bf16",)) for m in (112, 128)]
+PLAN19 += [((m, 4096, 4096), _table(BARRIER)[:2], ("f32",)) for m in (112, 128)]
+PLAN19 += [((m, 4096, 4096), _table(BARRIER)[:2], ("bf16",)) for m in (108, 120)]
 PLAN = [  # (shape, variants, output dtypes)
     ((16, 4096, 4096), DECODE, ("bf16", "f32")),
     ((64, 4096, 4096), DECODE, ("bf16", "f32")),
@@ -777,7 +781,7 @@ def main(argv=None):
                     "cluster split re-timed with its relaxed closing barrier, and its K thresholds, 15: its sums "
                     "exchanged by st.async (PUSH=1), 16: the policy with PUSH at more rows, n8 / n16, 17: A "
                     "multicast to pairs of column tiles (CLUSTER_N=2), 18: the pushed split's stages, BM, "
-                    "BN 128 (G23), 19: 4 stages per ring at BM 32-80 against the stages before")
+                    "BN 128 (G23), 19: 4 stages per ring at BM 32-80 against the stages before, XCH at BM 112 / 128")
     args = ap.parse_args(argv)
     if args.ncu_target:
         ncu_target(args.ncu_target, *(int(x) for x in args.shape.split(",")), plan=args.plan)
@@ -857,7 +861,8 @@ def main(argv=None):
                             + (" SWAP_AB" if p.get("SWAP_AB") else "") + (" K_WAYS=2" if p.get("K_WAYS") == 2 else "") \
                             + (" M_SHIFT" if p.get("M_SHIFT") else "") \
                             + (f" CLUSTER_K={p['CLUSTER_K']}" if p.get("CLUSTER_K", 1) > 1 else "") \
-                            + (" PUSH" if p.get("PUSH") else "") + (" CLUSTER_N=2" if p.get("CLUSTER_N") == 2 else "")
+                            + (" PUSH" if p.get("PUSH") else "") + (" XCH" if p.get("XCH") else "") \
+                            + (" CLUSTER_N=2" if p.get("CLUSTER_N") == 2 else "")
                 except Exception as e:  # noqa: BLE001 - a variant that fails here: say so, go on
                     print(f"{key:16} {name:34} FAILED {type(e).__name__}: {str(e).splitlines()[0][:120]}", flush=True)
                     row[name] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}

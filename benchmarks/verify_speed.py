@@ -123,8 +123,8 @@ def cases():
     for name, params in (("K_WAYS 2, 64x64 s6", swap), ("K_WAYS 2, 64x32 s8", rows32),
                          ("K_WAYS 2, 64x32 s8, 2x1 cluster", {**rows32, "CLUSTER_M": 2})):
         yield f"gemm_splitk_swap[{name}]", gemm_splitk_swap.gemm_splitk_swap, "sm_90a", params
-    # the policy's cluster split (K over a (1, 1, 2) cluster; G14 / G19): the sums pushed by st.async (PUSH=1, n32)
-    # and exchanged through cluster barriers (n128)
+    # the policy's cluster split (K over a (1, 1, 2) cluster; G14 / G19 / G23): the sums pushed by st.async (PUSH=1,
+    # n32; n128 with the hand-over and received tiles in one, XCH=1)
     for m in (32, 128):
         params = {k: v for k, v in gemm_hopper.cluster_split(m, 4096, 4096).items() if k in gemm_hopper.SWAP_KEYS}
         yield f"gemm_splitk_swap[cluster split, {m} rows]", gemm_splitk_swap.gemm_splitk_swap, "sm_90a", params

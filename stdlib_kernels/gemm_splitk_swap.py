@@ -48,6 +48,15 @@ consumer 0 of each block writes the block's sum into its hand-over tile, a clust
 consumer 0 adds rank 1's tile read through distributed shared memory (`tp.load(red, cta=1)`) and stores C, and a
 relaxed cluster barrier keeps rank 1 until then: a split of K with no slots and no splitk_sum (H100: 20-128 rows of
 N = K = 4096 0.60-0.93 -> 0.73-0.97x cuBLAS; benchmarks/NOTES.md G14).
+PUSH=1 (with CLUSTER_K=2; G19): each rank's consumer 0 pushes the block's sum into the other rank's `recv` by
+st.async (tp.store_remote, completing its mbarrier: no cluster barrier after the k-loop, no fence), adds the other's,
+and stores half the tile's columns. XCH=1 (with PUSH=1; G23): `recv` is `red` itself: consumer 0, having read consumer
+1's sum, pushes the sum's row totals into the other rank's `flag` (st.async completing its `xfree`: values computed
+from every thread's reads of `red`, so the signal cannot leave before them) and pushes its sum once its own `xfree`
+has completed (the other rank's `red` read): one (BN, BM) f32 tile instead of two (plus BN floats), so the pushed
+exchange fits beside 4 stages per ring at BM 112 / 128 (3 there before, which lost). The verifier reads a push as a
+store into the block's own tile, so it sees this hand-over as one role's program order: the cross-block order above
+is argued here, not proven by it.
 """
 
 import tilepy as tp
@@ -82,7 +91,7 @@ def gemm_splitk_swap(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K",
                      INSTR: tp.constexpr = tp.nv.wgmma_m64n16k16_bf16, SWIZZLE: tp.constexpr = tp.Swizzle(3, 3, 3),
                      SPLIT_K: tp.constexpr = 4, IN_FLIGHT: tp.constexpr = 1, CLUSTER_M: tp.constexpr = 1,
                      B_NK: tp.constexpr = 0, K_WAYS: tp.constexpr = 1, M_SHIFT: tp.constexpr = 0,
-                     CLUSTER_K: tp.constexpr = 1, PUSH: tp.constexpr = 0):
+                     CLUSTER_K: tp.constexpr = 1, PUSH: tp.constexpr = 0, XCH: tp.constexpr = 0):
     m0 = tp.block_id(0) * BM
     n0 = tp.block_id(1) * BN
     # C^T's tile: 64 of its rows (C's columns) per consumer; with K_WAYS=2 the whole tile in each consumer
@@ -105,10 +114,18 @@ def gemm_splitk_swap(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K",
         full1 = tp.mbarrier(1, stages=STAGES)
         empty0 = tp.mbarrier(CLUSTER_M, stages=STAGES)
         empty1 = tp.mbarrier(CLUSTER_M, stages=STAGES)
-        red = tp.shared((BN, BM), tp.f32, layout=_red_layout(BN, BM))   # (thread-major: no bank conflicts)
+        if CLUSTER_K > 1 and PUSH and XCH:
+            # one tile for both hand-overs (G23): consumer 1's sum, then, once consumer 0 has read it, the other
+            # rank's (pushed after this block's arrival on its `xfree`): PUSH beside 4 stages at BM 112 / 128
+            red = tp.shared((BN, BM), tp.f32, layout=_recv_layout(BN, BM))
+            flag = tp.shared((BN,), tp.f32)     # the other rank's signal that its `red` is read (its row sums)
+            xfree = tp.mbarrier(1)
+        else:
+            red = tp.shared((BN, BM), tp.f32, layout=_red_layout(BN, BM))   # (thread-major: no bank conflicts)
         red_full = tp.mbarrier(1)
         if CLUSTER_K > 1 and PUSH:      # the other rank's sum, pushed into this block (st.async), and its mbarrier
-            recv = tp.shared((BN, BM), tp.f32, layout=_recv_layout(BN, BM))
+            if not XCH:
+                recv = tp.shared((BN, BM), tp.f32, layout=_recv_layout(BN, BM))
             recv_full = tp.mbarrier(1)
         tp.tag(A, lambda i, k: ("A", i, k))
         if B_NK:
@@ -197,7 +214,22 @@ def gemm_splitk_swap(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K",
                 tp.assert_tag(tp.mma_operands(acc), lambda b, a: b[1] == a[2])   # B's k is A's k
                 tp.mbarrier_wait(red_full, 0)     # consumer 1's sum, added; then the tile is stored
                 acc = acc + tp.load(red, layout=LC)
-                if CLUSTER_K > 1 and PUSH:
+                if CLUSTER_K > 1 and PUSH and XCH:
+                    # `red` read: the other rank may push into it. The signal is the sum's rows pushed into its
+                    # `flag` (st.async completing its `xfree`): values computed from every thread's reads of `red`,
+                    # so no signal leaves before those reads have returned. This block pushes once its own `xfree`
+                    # completes (the other's `red` read too), then receives into its `red`
+                    tp.store_remote(flag, tp.sum(acc, axis=1), xfree, tp.cluster_rank() ^ 1)
+                    tp.mbarrier_wait(xfree, 0)
+                    tp.store_remote(red, acc, recv_full, tp.cluster_rank() ^ 1)
+                    tp.mbarrier_wait(recv_full, 0)
+                    acc = acc + tp.load(red, layout=LC)
+                    mine = tp.arange(BN)[None, :] * 2 // BN == tp.block_id(2)
+                    if M_SHIFT:
+                        tp.store(C[m0:m0 + BM, n0:n0 + BN], acc.T, mask=mine & (m0 + tp.arange(BM)[:, None] >= own))
+                    else:
+                        tp.store(C[m0:m0 + BM, n0:n0 + BN], acc.T, mask=mine)
+                elif CLUSTER_K > 1 and PUSH:
                     # the block's sum pushed into the other rank's `recv` (st.async, completing its recv_full: no
                     # cluster barrier, no fence), the other's received; each rank stores half the tile's columns of
                     # C (rows of C^T: consumer 0's warps 0-1 on rank 0, 2-3 on rank 1)

@@ -9,7 +9,8 @@ compute-sanitizer --tool racecheck python3 tests/gpu/sanitize_gemm_small.py
 (--kways: only G11's gemm_splitk_swap K_WAYS=2 cases: two consumer warpgroups over one tile, alternate k-tiles, the
 hand-over through shared memory; unsplit / split / clusters / B as (N, K), odd k-tile counts, ragged M / N / K;
 --clusterk: only G14's CLUSTER_K=2 cases, K split over a cluster's two blocks, summed through distributed shared memory;
---clusterk-small: only its pushed form below 17 rows, n8 / n16, and the policy there)
+--clusterk-small: only its pushed form below 17 rows, n8 / n16, and the policy there; --clusterk-stages: the
+policy's split with 4 stages per ring at 32-80 rows and XCH at 105-128 rows, G23)
 """
 
 import os
@@ -142,6 +143,31 @@ def cluster_k_cases(only_small=False):
     assert err < 4e-3, err
 
 
+def cluster_split_stages_cases():
+    """G23: the policy's cluster split with 4 stages per ring at BM 32-80 (CLUSTER_SPLIT_STAGES) and, at 105-128 rows,
+    its pushed exchange in one tile (XCH=1): each ring turning over several times, odd k-tile counts, N not a multiple
+    of 64."""
+    for m, n, k in ((32, 2200, 3100), (33, 2200, 2050), (64, 2200, 3072), (72, 2200, 3100), (112, 2200, 3100),
+                    (120, 2200, 4100)):
+        p = gemm_hopper.policy(m, n, k, tp.f32, fixup=True)
+        assert p.get("CLUSTER_K") == 2 and p.get("PUSH") == 1 and p["STAGES"] == 4, p
+        assert p.get("XCH", 0) == (m > 104), p     # (105-128 rows: the exchange in one tile)
+        a = torch.randn(m, k, device=d, generator=g).bfloat16()
+        b = torch.randn(k, n, device=d, generator=g).bfloat16()
+        ref = a.double() @ b.double()
+        for out in (torch.float32, torch.bfloat16):
+            c = torch.full((m, n), float("nan"), device=d, dtype=out)
+            gemm_hopper.launch(a, b, c)
+            torch.cuda.synchronize()
+            err = float((c.double() - ref).norm() / ref.norm())
+            print("cluster split, 4 stages", m, n, k, out, "rel err", err, flush=True)
+            assert err < (4e-3 if out == torch.bfloat16 else 1e-5), err
+
+
+if "--clusterk-stages" in sys.argv:
+    cluster_split_stages_cases()
+    print("ok")
+    sys.exit(0)
 if "--clusterk-small" in sys.argv:
     cluster_k_cases(only_small=True)
     print("ok")

@@ -372,3 +372,89 @@ def test_cluster_k_sass():
             else:
                 assert "LD.E" in sass, kp
             assert "LDL" not in sass and "STL" not in sass and ck.resources["spill_stores"] == 0, kp
+
+
+@pytest.mark.parametrize("out", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("m,n,k", [(32, 4096, 4096), (28, 2200, 3100), (40, 4096, 1000), (64, 4096, 4096),
+                                   (56, 2200, 3100), (80, 4096, 4096), (72, 4095, 2050)])
+def test_cluster_split_four_stages_through_launch(m, n, k, out):
+    """G23: the policy's cluster split at 25-80 rows runs 4 stages per ring (CLUSTER_SPLIT_STAGES), each ring turning
+    over 2-8 times, odd k-tile counts (3100 / 2050: 49 / 33), N = 4095 (B's rows padded): against float64,
+    NaN-poisoned C, the same bits twice."""
+    o = tp.bf16 if out == torch.bfloat16 else tp.f32
+    p = gemm_hopper.policy(m, n, k, o, fixup=True)
+    assert p.get("CLUSTER_K") == 2 and p.get("PUSH") == 1 and p["STAGES"] == 4, p
+    g = torch.Generator(device="cuda").manual_seed(m + n + k + 23)
+    a = torch.randn(m, k, device=DEV, generator=g).bfloat16()
+    b = torch.randn(k, n, device=DEV, generator=g).bfloat16()
+    ref = a.double() @ b.double()
+    c = torch.full((m, n), float("nan"), device=DEV, dtype=out)
+    gemm_hopper.launch(a, b, c)
+    torch.cuda.synchronize()
+    err = float((c.double() - ref).norm() / ref.norm())
+    assert torch.isfinite(c).all() and err < (3e-3 if out == torch.bfloat16 else 1e-5), err
+    first = c.clone()
+    c.fill_(float("nan"))
+    gemm_hopper.launch(a, b, c)
+    torch.cuda.synchronize()
+    assert torch.equal(c, first)
+
+
+def test_cluster_split_four_stages_sass():
+    """The policy's 4-stage forms (BM 32 / 48 / 64 / 80): HGMMA at BM, the 16-byte st.async exchange, no local
+    memory."""
+    import tilepy_hip
+
+    for m in (32, 48, 64, 80):
+        for out in (tp.f32, tp.bf16):
+            p = gemm_hopper.policy(m, 4096, 4096, out, fixup=True)
+            kernel, kp = gemm_hopper.plan_kernel(m, 4096, out, p, 4096)
+            ck = tilepy_hip.compile(kernel, target="sm_90a", **kp)
+            sass = ck.sass()
+            assert kp["STAGES"] == 4 and f"HGMMA.64x{kp['BM']}x16" in sass and "STAS.128" in sass, kp
+            assert "LDL" not in sass and "STL" not in sass and ck.resources["spill_stores"] == 0, kp
+
+
+@pytest.mark.parametrize("out", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("m,n,k,extra", [
+    (112, 4096, 4096, None), (128, 4096, 4096, None), (105, 2200, 3100, None),     # the policy (49 k-tiles: odd)
+    (120, 4095, 4100, None),                                                       # B's rows padded, n128
+    (130, 1000, 700, dict(BM=64, INSTR=I64, STAGES=4, M_SHIFT=1)),                 # 3 row tiles, the last shifted
+    (32, 2048, 1100, dict(BM=32, INSTR=I32, STAGES=4)),                            # 18 k-tiles
+])
+def test_cluster_split_one_exchange_tile_through_launch(m, n, k, extra, out):
+    """XCH=1 (G23): the pushed exchange with one tile for consumer 1's hand-over and the other rank's sum (the policy
+    at 105-128 rows, 4 stages per ring): against float64, NaN-poisoned C, the same bits twice."""
+    o = tp.bf16 if out == torch.bfloat16 else tp.f32
+    given = {} if extra is None else {**CK, **extra, "PUSH": 1, "XCH": 1}
+    p = {**gemm_hopper.policy(m, n, k, o, fixup=True), **given}
+    assert p.get("CLUSTER_K") == 2 and p.get("PUSH") == 1 and p.get("XCH") == 1 and p["STAGES"] == 4, p
+    g = torch.Generator(device="cuda").manual_seed(m + n + k + 29)
+    a = torch.randn(m, k, device=DEV, generator=g).bfloat16()
+    b = torch.randn(k, n, device=DEV, generator=g).bfloat16()
+    ref = a.double() @ b.double()
+    c = torch.full((m, n), float("nan"), device=DEV, dtype=out)
+    gemm_hopper.launch(a, b, c, **given)
+    torch.cuda.synchronize()
+    err = float((c.double() - ref).norm() / ref.norm())
+    assert torch.isfinite(c).all() and err < (3e-3 if out == torch.bfloat16 else 1e-5), err
+    first = c.clone()
+    c.fill_(float("nan"))
+    gemm_hopper.launch(a, b, c, **given)
+    torch.cuda.synchronize()
+    assert torch.equal(c, first)
+
+
+def test_cluster_split_one_exchange_tile_sass():
+    """XCH=1 at BM 112 / 128: HGMMA at BM, 16-byte st.async, no GPU-scope fence, no local memory."""
+    import tilepy_hip
+
+    for m in (112, 128):
+        for out in (tp.f32, tp.bf16):
+            p = gemm_hopper.policy(m, 4096, 4096, out, fixup=True)
+            kernel, kp = gemm_hopper.plan_kernel(m, 4096, out, p, 4096)
+            ck = tilepy_hip.compile(kernel, target="sm_90a", **kp)
+            sass = ck.sass()
+            assert kp["XCH"] == 1 and kp["STAGES"] == 4 and f"HGMMA.64x{m}x16" in sass and "STAS.128" in sass, kp
+            assert "MEMBAR.ALL.GPU" not in sass, kp
+            assert "LDL" not in sass and "STL" not in sass and ck.resources["spill_stores"] == 0, kp

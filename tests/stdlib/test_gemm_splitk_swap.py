@@ -10,6 +10,7 @@ import tilepy as tp
 from stdlib_kernels import gemm_hopper
 from stdlib_kernels.gemm_splitk_swap import gemm_splitk_swap, gemm_splitk_swap_bf16
 from tilepy.dtypes import round_bf16
+from tilepy.errors import ResourceError
 
 SW = dict(SWAP_AB=1, BM=16, BN=128, CONSUMERS=2, INSTR=tp.nv.wgmma_m64n16k16_bf16, IN_FLIGHT=1, FIXUP=3)
 
@@ -488,6 +489,8 @@ def test_cluster_k_needs_k_ways_and_no_other_split():
             gemm_hopper.kernel_params({**p, **bad})
     with pytest.raises(ValueError, match="PUSH=1"):
         gemm_hopper.kernel_params({**p, "CLUSTER_K": 1, "PUSH": 1})
+    with pytest.raises(ValueError, match="XCH=1"):
+        gemm_hopper.kernel_params({**p, "XCH": 1})
 
 
 def test_cluster_k_verifies_clean_and_renders_the_remote_load():
@@ -613,15 +616,16 @@ def test_cluster_k_policy_rows():
     row tile of BM = M rounded up to a wgmma width, K_WAYS=2, CLUSTER_K=2 (launch only: `fixup` and `forms`);
     elsewhere the policies before (16 rows, 129 rows, 14336 columns, 1024 columns, short K: 100 x 2200 x 1000 lost)."""
     for out in (tp.f32, tp.bf16):
-        for m, bm, stages in ((1, 8, 8), (8, 8, 8), (9, 16, 8), (16, 16, 8), (17, 24, 8), (24, 24, 8), (25, 32, 8),
-                              (32, 32, 8), (33, 48, 6), (48, 48, 6), (64, 64, 6), (65, 80, 5), (80, 80, 5),
+        for m, bm, stages in ((1, 8, 8), (8, 8, 8), (9, 16, 8), (16, 16, 8), (17, 24, 8), (24, 24, 8), (25, 32, 4),
+                              (32, 32, 4), (33, 48, 4), (48, 48, 4), (64, 64, 4), (65, 80, 4), (80, 80, 4),
                               (96, 96, 4), (100, 104, 4), (112, 112, 4), (128, 128, 4)):
             p = gemm_hopper.policy(m, 4096, 4096, out, fixup=True)
             assert (p["SWAP_AB"], p["K_WAYS"], p["CLUSTER_K"], p["BM"], p["BN"], p["STAGES"], p["SPLIT_K"]) == \
                 (1, 2, 2, bm, 64, stages, 1), (m, p)
             kp = gemm_hopper.kernel_params(p)
             assert kp["INSTR"].n == bm and kp["CLUSTER_K"] == 2 and "FIXUP" not in kp
-            assert kp.get("PUSH", 0) == (1 if bm <= 104 else 0), (m, kp)     # (G19: the sums exchanged by st.async)
+            assert kp["PUSH"] == 1, (m, kp)     # (G19: the sums exchanged by st.async)
+            assert kp.get("XCH", 0) == (1 if bm > 104 else 0), (m, kp)   # (G23: in one tile, beside 4 stages)
             assert gemm_hopper.grid_of(m, 4096, p) == (1, 64, 2)
             # the k-tiles it needs (G19's break-evens, the sums pushed up to BM 104): 8 at 1-64 rows, 24 at 65-96, 32
             # at 97-104, 48 at 105-112, 64 at 113-128
@@ -634,3 +638,52 @@ def test_cluster_k_policy_rows():
                         (64, 1024, 4096), (100, 4096, 448), (100, 2200, 1000), (128, 4096, 3072),
                         (1024, 1024, 1024)):
             assert gemm_hopper.policy(m, n, k, out, fixup=True).get("CLUSTER_K", 1) == 1, (m, n, k)
+
+
+@pytest.mark.parametrize("out", [tp.f32, tp.bf16])
+@pytest.mark.parametrize("m,k,n,bm,params", [
+    (112, 700, 200, 112, dict(STAGES=3)),          # n112; 11 k-tiles: 6 per rank, rank 1 reads zeros past K
+    (120, 264, 136, 128, dict(STAGES=2)),          # n128, 8 rows past M; 5 k-tiles
+    (32, 1100, 70, 32, dict(STAGES=2)),            # 18 k-tiles: each ring turning over 2-3 times
+    (130, 330, 64, 64, dict(STAGES=2, M_SHIFT=1)),   # three row tiles, the last shifted back to end at M
+])
+def test_cluster_k_one_exchange_tile_on_the_interpreter(m, k, n, bm, params, out):
+    """XCH=1 (G23): the pushed exchange (PUSH=1) with consumer 1's hand-over and the other rank's sum in ONE tile,
+    the other rank signalled by its `flag` push once the tile is read: against float64, NaN-poisoned C."""
+    given = {**CK, **params, "BM": bm, "INSTR": getattr(tp.nv, f"wgmma_m64n{bm}k16_bf16"), "PUSH": 1, "XCH": 1}
+    c = _launched(m, k, n, given, out, m * 5 + k + n)
+    plan = gemm_hopper._PLANS[(m, n, k, c.dtype, out, "sm_90a", *given.items())]
+    assert plan.summer is None and plan.params["XCH"] == 1
+
+
+def test_cluster_k_one_exchange_tile_verifies_clean_and_fits_four_stages():
+    """XCH=1 verifies clean in budget (the policy's BM 112 / 128 forms, both outputs, a shifted tile); it allocates
+    one (64, BM) f32 exchange tile (plus 64 floats and an mbarrier) where PUSH alone takes two, so 4 stages per ring
+    fit in 227 KB at BM 112 / 128; the exchange is two st.async pushes (the row sums, 256 bytes, then the tile), no
+    remote load, no release cluster barrier."""
+    import time
+
+    import tilepy_verify as tv
+    from tilepy_hip.render import render_kernel
+
+    kw = dict(K_WAYS=2, CONSUMERS=2, BN=64, SPLIT_K=1, CLUSTER_K=2, PUSH=1)
+    for bm in (112, 128):
+        params = {k: v for k, v in gemm_hopper.cluster_split(bm, 4096, 4096).items() if k in gemm_hopper.SWAP_KEYS}
+        assert params["XCH"] == 1 and params["STAGES"] == 4
+        for kernel in (gemm_splitk_swap, gemm_splitk_swap_bf16):
+            t = time.perf_counter()
+            report = tv.verify(kernel, target="sm_90a", **params)
+            assert report.findings == [], [str(f) for f in report.findings]
+            assert time.perf_counter() - t < 30
+        p = dict(kw, BM=bm, INSTR=getattr(tp.nv, f"wgmma_m64n{bm}k16_bf16"), STAGES=4)
+        src, smem, _ = render_kernel(gemm_splitk_swap.ir("sm_90a", **p, XCH=1))
+        assert smem <= 227 * 1024 and render_kernel(gemm_splitk_swap.ir("sm_90a", **dict(p, STAGES=3)))[1] \
+            - render_kernel(gemm_splitk_swap.ir("sm_90a", **dict(p, STAGES=3), XCH=1))[1] > 64 * bm * 4 - 512
+        with pytest.raises(ResourceError, match="shared memory"):      # two tiles beside 4 stages: too much
+            gemm_splitk_swap.ir("sm_90a", **p)
+        assert src.count("tp_mbar_arrive_expect_tx_remote(") == 2 and f"{64 * bm * 4}u" in src and "256u" in src
+        assert "tp_mapa(" not in src and "tp_cluster_sync()" not in src
+    t = time.perf_counter()
+    report = tv.verify(gemm_splitk_swap, target="sm_90a", **dict(kw, BM=64, INSTR=tp.nv.wgmma_m64n64k16_bf16,
+                                                                  STAGES=4, M_SHIFT=1, XCH=1))
+    assert report.findings == [] and time.perf_counter() - t < 30, [str(f) for f in report.findings]
