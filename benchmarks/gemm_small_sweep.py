@@ -468,13 +468,11 @@ def _before(m):
 
 
 PLAN19 = [((m, 4096, 4096), _table(_before(m)), ("bf16",)) for m in (32, 64, 80)]
-PLAN19 += [((m, 4096, 4096), _table(_before(m))[:2], ("f32",)) for m in (32, 64)]
 PLAN19 += [((m, 4096, 4096), _table(_before(m))[:2], ("bf16",)) for m in (48, 72)]
 # 105-128 rows: the pushed exchange with XCH=1 (4 stages) against the barrier exchange (PUSH=0, 4 stages) before
 BARRIER = ("policy", dict(PUSH=0, XCH=0))
 PLAN19 += [((m, 4096, 4096), _table(BARRIER), ("bf16",)) for m in (112, 128)]
-PLAN19 += [((m, 4096, 4096), _table(BARRIER)[:2], ("f32",)) for m in (112, 128)]
-PLAN19 += [((m, 4096, 4096), _table(BARRIER)[:2], ("bf16",)) for m in (108, 120)]
+PLAN19 += [((112, 4096, 4096), _table(BARRIER)[:2], ("f32",))]
 PLAN = [  # (shape, variants, output dtypes)
     ((16, 4096, 4096), DECODE, ("bf16", "f32")),
     ((64, 4096, 4096), DECODE, ("bf16", "f32")),
