@@ -80,6 +80,31 @@ def cases(args):
         for bug in ["none"] + [b for b, *_ in stage_ring_kernels.BUGS]:
             for st in (2, 3, 4, 6):
                 yield f"stage_ring BUG={bug} S={st}", stage_ring_kernels.ring, None, {"BUG": bug, "STAGES": st}
+        yield from _more_rings()
+
+
+def _more_rings():
+    """The ring shapes of tests/verify/symbolic_ring_kernels2.py (two waits, a self-filled ring, conv_tma's
+    unrolled stages, two producer roles), symbolic_ring_kernels.py's family and the cluster kernels' bugs."""
+    from tests.verify import cluster_kernels as CK
+    from tests.verify import symbolic_ring_kernels as K
+    from tests.verify import symbolic_ring_kernels2 as K2
+
+    for b in ("none", "stage", "rows", "prologue", "phase"):
+        yield f"self_ring BUG={b}", K2.self_ring, None, {"BUG": b}
+    for late in (0, 1, 2):
+        for b in ("none", "late", "early", "rows"):
+            yield f"two_waits LATE={late} BUG={b}", K2.two_waits, None, {"LATE": late, "BUG": b}
+    for b in ("none", "stage", "phase", "rows"):
+        yield f"unrolled BUG={b}", K2.unrolled, None, {"BUG": b}
+    yield "two_producers", K2.two_producers, None, {}
+    for cx in ({}, {"D": 1}, {"D": 2, "STAGES": 4}, {"NX": 2}, {"NX": 2, "NB": 1}, {"D": 1, "NX": 3, "NB": 2},
+               {"BUG": "rows"}, {"BUG": "phase"}, {"BUG": "elem", "NX": 2}, {"BUG": "elem", "D": 1, "NX": 2, "NB": 1}):
+        yield f"family {cx}", K.ring, None, cx
+    for b in range(6):
+        yield f"cluster_gemm BUG={b}", CK.cluster_gemm, None, {"BUG": b}
+    for b in (0, 6):
+        yield f"cluster_gemm_peer BUG={b}", CK.cluster_gemm_peer, None, {"BUG": b}
 
 
 def main(argv=None) -> int:

@@ -139,9 +139,6 @@ def _verify_ir(kir, names, key) -> Report:
     solver = Solver_()
     solver.facts.update(analysis.trip_facts)
     symbolic = symbolic_ring.enabled() and expanded is not kir
-    if symbolic and (gap := symbolic_ring.static_gap(kir)) is not None:
-        symbolic_ring.note_gaps(kir, [gap])
-        symbolic = False
     written = _AsWritten(kir, symbolic) if expanded is not kir else None
     ctx = Context(analysis, solver, written)
     from .checks.cluster import findings as cluster_findings

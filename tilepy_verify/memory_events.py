@@ -140,7 +140,9 @@ class MemoryEvents:
         if self.symbolic and _at_array(e.args[2]):
             # an array's element: its arrivals are counted per element by symbolic_ring.py, never by this counter
             # of the whole array (reaching.cross_role and sync.py ask for acc.arr)
-            acc.arr, acc.elem = None, (elem if not e.attrs.get("multicast") else None)
+            # (a multicast copy is, to each block of its mask, a copy into its own stage on its own element:
+            # checks/cluster.py judges the cluster side)
+            acc.arr, acc.elem = None, elem
         self.bump(st, f"C:{bar}")
         self.record_write(acc, st, self.global_tag(src))
 
@@ -205,8 +207,9 @@ class MemoryEvents:
     def eff_mbarrier_arrive(self, e, st):
         bar, elem = self.bar_of(e.args[0], st)
         key = arr_key(bar, st.role)
-        ev = Arrive(self.point(st, e.span), bar, key, st.counters.get(key, 0), st.avalid.get(key, True), e.span,
-                    elem if len(e.args) == 1 else None)  # a cluster's remote arrive (cta=): not counted per element
+        # (a cluster's remote arrive, cta=: summed over the blocks that send it, an arrival on the block's own
+        # element, as the count on the copies has it; checks/cluster.py judges that the releases reach every rank)
+        ev = Arrive(self.point(st, e.span), bar, key, st.counters.get(key, 0), st.avalid.get(key, True), e.span, elem)
         if self.recording:
             self.A.arrives.append(ev)
         self.bump(st, key)

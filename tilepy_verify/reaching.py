@@ -102,7 +102,8 @@ def _the_wait(walker, bar, P):
         if len(waits) != 1 or waits[0].phase is None or tuple(waits[0].point.loops) != tuple(P.loops):
             return None
         return waits[0] if _before(walker, waits[0], P) and _monotone(walker, waits[0]) else None
-    for W in reversed([x for x in waits if tuple(x.point.loops) == tuple(P.loops) and x.phase is not None]):
+    for W in reversed([x for x in waits if tuple(x.point.loops) == tuple(P.loops) and x.phase is not None
+                       and x.point.path is not False]):  # (a wait under a guard the walk folded to False: none)
         if _before(walker, W, P) and _highest(walker, W, P, waits):
             return W
     return None
