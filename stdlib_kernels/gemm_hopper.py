@@ -946,7 +946,9 @@ SWAP_KWAYS = dict(SWAP_AB=1, K_WAYS=2, CONSUMERS=2, BM=64, BN=64, STAGES=6, IN_F
 # stages 9.18 against 8's 9.67-9.80 (6: 9.43), 64 rows 4 stages 10.43-10.73 against 6's 10.68-11.48 (5: 10.64; 3
 # lose, 11.36), 80 rows 4 stages 11.73 against 5's 11.61-12.18 (3: 12.31); ncu (warm L2): the consumers wait on the
 # full mbarriers and the producer on the empty ones at once, i.e. the loads in flight are not what is short. 32-80
-# rows take 4 stages (BM 48 by its neighbours); confirmed alternated in the call after (benchmarks/NOTES.md, G23).
+# rows take 4 stages; the call after (gemm-g23-stages-*.json), alternated twice with the stages before, bf16 out: 32
+# rows 9.52-9.54 -> 8.89-9.06 us (0.89 -> 0.91-0.92), 64 rows 10.48 -> 10.17-10.25 (0.85-0.88 -> 0.87-0.88), 80 rows
+# 11.58-11.59 -> 11.02-11.30 (0.81 -> 0.84-0.85); once: 48 rows 10.16 -> 9.90 (0.84 -> 0.86), 72 rows 11.38 -> 11.06.
 CLUSTER_SPLIT_STAGES = {8: 8, 16: 8, 24: 8, 32: 4, 48: 4, 64: 4, 80: 4, 96: 4, 104: 4, 112: 4, 128: 4}
 # G19 re-timed it with its closing cluster barrier relaxed (H100, gemm-g19-retime-*.json, bf16 out, us, x cuBLAS):
 # N = K = 4096 alternated twice with the forms before: 32 rows 10.71-10.78 -> 9.56-9.76 (0.78 -> 0.85-0.86), 64 rows
@@ -974,7 +976,10 @@ CLUSTER_SPLIT_STAGES = {8: 8, 16: 8, 24: 8, 32: 4, 48: 4, 64: 4, 80: 4, 96: 4, 1
 # 512 0.49 -> 0.69, 24 x 4096 x 768 0.58 -> 0.75, 96 x 4096 x 1536 0.65 -> 0.69, 104 x 4096 x 2048 0.71 -> 0.78.
 CLUSTER_SPLIT_MIN_K_TILES = {64: 8, 96: 24, 104: 32, 112: 48, 128: 64}
 CLUSTER_SPLIT_PUSH_BM = 104     # PUSH=1 up to this BM (its received tile beside CLUSTER_SPLIT_STAGES' stages)
-# past it (BM 112 / 128), PUSH=1 with XCH=1: the hand-over and received tiles in one, so 4 stages fit beside it (G23)
+# past it (BM 112 / 128), PUSH=1 with XCH=1: the hand-over and received tiles in one, so 4 stages fit beside it (G23;
+# gemm-g23-stages-*.json, alternated twice with the barrier exchange's 4 stages, us, x cuBLAS: 112 rows 13.79-13.83 ->
+# 11.89-12.08 (0.75 -> 0.86), f32 out 13.88 -> 12.17 (0.74 -> 0.84); 128 rows 14.47-14.81 -> 12.64-12.65 (0.99-1.00 ->
+# 1.14)). Its K thresholds (48 / 64 k-tiles) are the barrier exchange's, not re-measured with it.
 
 
 def cluster_split(M: int, N: int, K: int) -> dict | None:
