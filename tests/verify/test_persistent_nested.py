@@ -79,7 +79,11 @@ def ring(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"], C: tp
                     tp.mbarrier_wait(empty[k % STAGES], turn + k // STAGES)
                 if k < k_tiles:
                     tp.copy_bulk(A[m0:m0 + BM, k * BK:k * BK + BK], a_s[k % STAGES], full[k % STAGES])
-                    tp.copy_bulk(B[k * BK:k * BK + BK, n0:n0 + BN], b_s[k % STAGES], full[k % STAGES])
+                    if BUG == "b_later_tiles":
+                        kb = k + tp.minimum(t - first, 1)
+                        tp.copy_bulk(B[kb * BK:kb * BK + BK, n0:n0 + BN], b_s[k % STAGES], full[k % STAGES])
+                    else:
+                        tp.copy_bulk(B[k * BK:k * BK + BK, n0:n0 + BN], b_s[k % STAGES], full[k % STAGES])
                 tp.mbarrier_arrive(full[k % STAGES])
     else:
         if CONSUMER_REGS > 0:
@@ -105,7 +109,12 @@ def ring(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"], C: tp
                 turn = ((t - first) // step) * rounds
             acc = tp.zeros((BM, BN), tp.f32, layout=tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1)))
             for k in range(rounds * STAGES):
-                tp.mbarrier_wait(full[k % STAGES], turn + k // STAGES)
+                if BUG == "next_round":
+                    tp.mbarrier_wait(full[k % STAGES], turn + k // STAGES + 1)
+                elif BUG == "early_round":
+                    tp.mbarrier_wait(full[k % STAGES], turn + k // STAGES - 1)
+                else:
+                    tp.mbarrier_wait(full[k % STAGES], turn + k // STAGES)
                 if k < k_tiles:
                     acc = tp.mma(a_s[k % STAGES], b_s[k % STAGES], acc)
                 tp.mbarrier_arrive(empty[k % STAGES])
