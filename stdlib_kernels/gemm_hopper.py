@@ -780,12 +780,21 @@ POLICIES = {
 # 40-register producer spills into the consumer's k-loop; 64 / 216 spills 8 bytes outside it). 2x1 clusters with B
 # multicast (gemm_cluster, CLUSTER_M=2) add nothing over this at these shapes (0.90 / 0.89 / 0.70 / 0.95 / 0.97):
 # not in the table.
-BF16_OUT = {"small": dict(EPILOGUE=2), "large": dict(STAGES=3, EPILOGUE=2, PRODUCER_REGS=64, CONSUMER_REGS=216)}
+BF16_OUT = {"small": dict(EPILOGUE=2, STAGES=8),
+            "large": dict(STAGES=3, EPILOGUE=2, PRODUCER_REGS=64, CONSUMER_REGS=216)}
 # (The small class's bf16 output went out through the staged copy, EPILOGUE=1, until G16: the TMA store measured
 # faster in three runs, device time by torch.profiler: 1024^3 8.57 -> 8.01 us, 768^3 7.10 -> 6.66, 1024 x 1024 x 4096
 # (these tiles) 20.92 -> 20.39 (benchmarks/results/gemm-g16-diag-*.json); graph time 1024^3 9.9-10.4 -> 9.5 in G4's
 # call 4 (gemm-tma-store-sweep-*.json). f32 out keeps the registers' store: the same at 1024^3 (7.96 / 7.93 us), slower
 # at 1024 x 1024 x 4096 (22.3 -> 24.8 us with 6 stages).)
+# G22 (H100, benchmarks/results/gemm-g22-*.json): the small class's cost per k-tile follows the bytes in flight (a
+# 64 x 128 block with one consumer warpgroup is latency-bound: 0.327 us a k-tile at 6 stages, 0.275 at 8, cuBLAS
+# 0.184 with 8 stages and multicast), so its bf16 output takes 8 stages beside the 16 KB store tile (213 KB): graph
+# time, alternated twice with the 6 stages before, x cuBLAS: 1024^3 8.82 / 9.14 -> 8.50 / 8.56 us (0.70-0.72 ->
+# 0.77-0.78), 1024 x 1024 x 4096 (the large class on these tiles) 25.14 / 25.08 -> 21.97 / 21.88 (0.64-0.65 -> 0.75),
+# once: 512 x 2048 x 4096 24.66 / 24.59 -> 21.53 (0.67 -> 0.81), 768^3 7.27 / 7.29 -> 7.16 (device 6.75 -> 6.23). f32
+# out (registers' store, 4 stages) gains nothing from 8: 1024^3 9.27 / 9.20 -> 9.52 / 9.45, 1024 x 1024 x 4096
+# 22.95 / 22.96 -> 23.54 / 23.31.
 # The split's reduction per class where `policy(..., fixup=True)` splits K (gemm_splitk; FIXUP 0 or absent: atomics
 # into a zeroed target plus, for bf16 out, a rounding pass). FIXUP 1 / 2 in no class: they measured SLOWER than the two
 # passes on every split shape (H100, benchmarks/results/gemm-fixup-*.json; bf16 out, us: 16 x 4096 x 4096 14.6 with

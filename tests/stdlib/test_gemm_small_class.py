@@ -3,7 +3,7 @@
   stages, unsplit (SMALL_64x64) instead of 64 x 128 tiles split 2 with atomics;
 * large shapes whose 128 x 256 tiles would split K and whose 64 x 128 tiles fill 3/4 to one wave run the small
   class's tiles unsplit;
-* the small class's bf16 output goes out through the TMA store (EPILOGUE=2).
+* the small class's bf16 output goes out through the TMA store (EPILOGUE=2), with 8 stages (G22).
 The policy table is checked by shape; each form runs on the interpreter through `launch` against float64 on ragged
 shapes (its constexprs taken from the shape it serves, run on a smaller one: the interpreter is slow), and verifies
 clean (its time: benchmarks/NOTES.md, G16)."""
@@ -35,14 +35,14 @@ def test_policy_rows(fixup):
     # more than half a wave of 64 x 128 tiles: those tiles, the TMA store for bf16 out
     for shape in ((768, 768, 768), (1024, 1024, 1024)):
         assert _small(gemm_hopper.policy(*shape, tp.bf16, fixup=fixup)) == dict(
-            BM=64, BN=128, STAGES=6, CONSUMERS=1, SPLIT_K=None, EPILOGUE=2, PERSISTENT=None)
+            BM=64, BN=128, STAGES=8, CONSUMERS=1, SPLIT_K=None, EPILOGUE=2, PERSISTENT=None)
         assert _small(gemm_hopper.policy(*shape, tp.f32, fixup=fixup)) == dict(
             BM=64, BN=128, STAGES=4, CONSUMERS=1, SPLIT_K=None, EPILOGUE=None, PERSISTENT=None)
     # the large class with few 128 x 256 tiles and a wave of 64 x 128 ones: those, unsplit
     for shape in ((1024, 1024, 4096), (1000, 1000, 4000), (512, 2048, 4096)):
         assert gemm_hopper.shape_class(*shape) == "large"
         assert _small(gemm_hopper.policy(*shape, tp.bf16, fixup=fixup)) == dict(
-            BM=64, BN=128, STAGES=6, CONSUMERS=1, SPLIT_K=None, EPILOGUE=2, PERSISTENT=None)
+            BM=64, BN=128, STAGES=8, CONSUMERS=1, SPLIT_K=None, EPILOGUE=2, PERSISTENT=None)
         p = gemm_hopper.policy(*shape, tp.f32, fixup=fixup)
         assert _small(p) == dict(BM=64, BN=128, STAGES=4, CONSUMERS=1, SPLIT_K=None, EPILOGUE=None, PERSISTENT=None)
         assert "PRODUCER_REGS" not in p and p["IN_FLIGHT"] == 1
