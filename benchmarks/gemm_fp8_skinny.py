@@ -31,7 +31,9 @@ from stdlib_kernels import gemm_fp8  # noqa: E402
 def kways_variants(M, N, K) -> dict:
     """G24: the policy's row; two consumers on one 64-column tile taking alternate k-tiles (K_WAYS=2, the split of 2
     summed in the kernel where the table takes it); BM the rows rounded up to 8 (an e4m3 instruction N: no rows past M
-    in A's box) where the policy's BM pads, alone and with K_WAYS=2; the policy's ring at up to 16 stages."""
+    in A's box) where the policy's BM pads, alone and with K_WAYS=2; the policy's ring at up to 16 stages; the rows
+    split over a cluster of 2 sharing B by multicast (CLUSTER_M=2: cm, cm_kw with K_WAYS=2, cm_kw16 its ring at 16
+    stages, cm_bn128 over 128-column tiles); policy_g21: the table before the exact-BM rows."""
     pol = gemm_fp8.swap_policy(M, N, K)
     out = {"policy": pol, "kways": gemm_fp8.swap_params(M, N, K, k_ways=2, cluster=2, BM=pol["BM"])}
     exact = -(-min(M, 128) // 8) * 8
@@ -46,6 +48,16 @@ def kways_variants(M, N, K) -> dict:
     deep = min(16, (gemm_fp8.SWAP_SMEM - recv) // bytes_stage)
     if deep > pol["STAGES"]:
         out["stages16"] = {**pol, "STAGES": deep}
+    # the rows split over a (2, 1, 1) cluster sharing B's tiles by multicast (CLUSTER_M=2, no K split; cuBLAS's form):
+    # one consumer, two on alternate k-tiles (and their ring at up to 16 stages), 128-column tiles
+    out["cm"] = gemm_fp8.swap_params(M, N, K, BN=64, cluster_m=2)
+    out["cm_kw"] = kw = gemm_fp8.swap_params(M, N, K, k_ways=2, cluster_m=2)
+    red = kw["BN"] * kw["BM"] * 4
+    deep = min(16, (gemm_fp8.SWAP_SMEM - red) // ((kw["BN"] + kw["BM"]) * 128))
+    if deep - deep % 2 > kw["STAGES"]:
+        out["cm_kw16"] = {**kw, "STAGES": deep - deep % 2}
+    out["cm_bn128"] = gemm_fp8.swap_params(M, N, K, BN=128, cluster_m=2)
+    out["policy_g21"] = gemm_fp8.swap_policy(M, N, K, exact=False)     # the table before G24's exact-BM rows
     return out
 
 
@@ -151,7 +163,7 @@ def main(argv=None):
 
 
 def _show(M, N, K, tag, p, r):
-    pp = {k: p[k] for k in ("BM", "BN", "STAGES", "SPLIT_K", "CLUSTER_K", "K_WAYS") if k in p}
+    pp = {k: p[k] for k in ("BM", "BN", "STAGES", "SPLIT_K", "CLUSTER_K", "K_WAYS", "CLUSTER_M") if k in p}
     print(f"{M}x{N}x{K} {tag:18s} {r['us']:8.2f} us  _scaled_mm {r['torch_us']:7.2f}  x {r['ratio']:.3f} "
           f"(fast accum x {r['ratio_fast_accum']:.3f})  err {r['rel_err']:.1e} / {r['torch_rel_err']:.1e}  "
           f"regs {r['registers']} spills {r['spills']}  {pp}", flush=True)

@@ -270,7 +270,7 @@ def gemm_fp8_persistent_tma(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m
 
 
 def _swap_cluster(c):
-    return (1, 1, c["CLUSTER_K"])
+    return (c.get("CLUSTER_M", 1), 1, c["CLUSTER_K"])
 
 
 @tp.kernel(threads=_threads, target="sm_90a", cluster=_swap_cluster)
@@ -279,7 +279,7 @@ def gemm_fp8_swap(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "N", "K
                   BM: tp.constexpr = 16, BN: tp.constexpr = 128, BK: tp.constexpr = 128, STAGES: tp.constexpr = 10,
                   CONSUMERS: tp.constexpr = 2, INSTR: tp.constexpr = tp.nv.wgmma_m64n16k32_e4m3,
                   SWIZZLE: tp.constexpr = tp.Swizzle(3, 4, 3), SPLIT_K: tp.constexpr = 4,
-                  CLUSTER_K: tp.constexpr = 1, K_WAYS: tp.constexpr = 1):
+                  CLUSTER_K: tp.constexpr = 1, K_WAYS: tp.constexpr = 1, CLUSTER_M: tp.constexpr = 1):
     """Skinny rows (decode: M <= 256) with the operands swapped: C^T = B @ A^T, so A's few rows are the wgmma
     instruction's N (16-256) instead of padding its M (64), and B, the one large operand, streams through a deep
     ring. Both operands stay K-major, as fp8 wgmma reads them: B's (BN, BK) tile is the instruction's A operand as
@@ -303,14 +303,21 @@ def gemm_fp8_swap(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "N", "K
     so consumer r owns the stages s % 2 == r; it pre-releases its stages but the last (s < STAGES - 2) and, after
     tile k's group is issued and wait_group 1 has retired its previous tile's, releases that stage ((k + STAGES - 2) %
     STAGES). Consumer 1 hands its sum to consumer 0 through a shared (BN, BM) f32 tile (red, red_full); consumer 0
-    adds it and goes on as the one consumer of K_WAYS=1 does (slots, cluster exchange or the store)."""
+    adds it and goes on as the one consumer of K_WAYS=1 does (slots, cluster exchange or the store).
+    CLUSTER_M=2 (SPLIT_K=1, CLUSTER_K=1; G24): the two row tiles of a column tile are one (2, 1, 1) cluster (cuBLAS's
+    nvjet 64x8 / 64x64 ..._1x2 decode kernels: rows split over the cluster, no K split, no sum): B's tile, the one large
+    operand, is loaded once per cluster by a TMA multicast into the same stage of both blocks (issued by rank k % 2),
+    each block loading its own rows of A; a stage is refilled only after the consumers of both blocks released it
+    (empty[s] counts CLUSTER_M arrivals, made on every block), with a cluster barrier after the mbarriers'
+    initialization and before exit (no block leaves while the other may still arrive on its mbarriers). Grid x is a
+    multiple of CLUSTER_M (a row tile wholly past M loads zeros and stores nothing)."""
     m0 = tp.block_id(0) * BM
     n0 = tp.block_id(1) * BN
     LC = tp.accumulator(INSTR, (BN, BM), (CONSUMERS // K_WAYS, 1))
     a_s = tp.shared((BM, BK), tp.e4m3, stages=STAGES, swizzle=SWIZZLE)
     b_s = tp.shared((BN, BK), tp.e4m3, stages=STAGES, swizzle=SWIZZLE)
     full = tp.mbarrier(1, stages=STAGES)
-    empty = tp.mbarrier(1, stages=STAGES)
+    empty = tp.mbarrier(CLUSTER_M, stages=STAGES)      # (CLUSTER_M: the consumers of every block of the cluster)
     if CLUSTER_K > 1:       # round i's receive tile (written once, by rank r ^ 2^i) and its mbarrier
         recv = tp.shared((BN, BM), tp.f32, stages=CLUSTER_K // 2, layout=_recv_layout(BN, BM))
         recv_full = tp.mbarrier(1, stages=CLUSTER_K // 2)
@@ -329,7 +336,9 @@ def gemm_fp8_swap(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "N", "K
     else:
         k_tiles = tp.cdiv(A.shape[1], BK)
         k_first = 0
-    if CLUSTER_K > 1:
+    if CLUSTER_M > 1:
+        tp.cluster_sync()       # every block's mbarriers initialized before the other's multicasts and arrivals
+    elif CLUSTER_K > 1:
         # every rank's recv_full is initialized before another rank pushes into it (the mbarrier's init is fenced at
         # cluster scope: an execution barrier publishes it)
         tp.cluster_sync(relaxed=True)
@@ -338,18 +347,23 @@ def gemm_fp8_swap(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "N", "K
             tp.mbarrier_wait(empty[k % STAGES], k // STAGES)       # (the consumers pre-release the stages)
             k0 = (k_first + k) * BK
             tp.copy_bulk(A[m0:m0 + BM, k0:k0 + BK], a_s[k % STAGES], full[k % STAGES])
-            tp.copy_bulk(B[n0:n0 + BN, k0:k0 + BK], b_s[k % STAGES], full[k % STAGES])
+            # (CLUSTER_M: into the same stage of every block of the cluster, the ranks taking turns)
+            tp.copy_bulk(B[n0:n0 + BN, k0:k0 + BK], b_s[k % STAGES], full[k % STAGES],
+                         multicast=(1 << CLUSTER_M) - 1 if CLUSTER_M > 1 else 0,
+                         by=k % CLUSTER_M if CLUSTER_M > 1 else None)
             tp.mbarrier_arrive(full[k % STAGES])
     elif tp.warpgroup_id() == 2 if K_WAYS == 2 else False:   # K_WAYS=2's consumer 1: the odd k-tiles, its sum
         acc = tp.zeros((BN, BM), tp.f32, layout=LC)           # handed to consumer 0
         for s in tp.static_range(1, STAGES - 2, 2):           # its stages (s % 2 == 1) but the last start released
-            tp.mbarrier_arrive(empty[s])
+            for q in tp.static_range(CLUSTER_M):
+                tp.mbarrier_arrive(empty[s], cta=q if CLUSTER_M > 1 else None)
         for k in range(k_tiles):
             if k % 2 == 1:
                 tp.mbarrier_wait(full[k % STAGES], k // STAGES)
                 acc = tp.mma_async(b_s[k % STAGES], a_s[k % STAGES].T, acc)
                 tp.mma_wait(1)
-                tp.mbarrier_arrive(empty[(k + STAGES - 2) % STAGES])   # its previous tile's (k - 2) stage
+                for q in tp.static_range(CLUSTER_M):   # its previous tile's (k - 2) stage
+                    tp.mbarrier_arrive(empty[(k + STAGES - 2) % STAGES], cta=q if CLUSTER_M > 1 else None)
         tp.mma_wait(0)
         tp.assert_tag(tp.mma_operands(acc), lambda b, a: b[1] == a[2])
         tp.store(red, acc)
@@ -359,25 +373,29 @@ def gemm_fp8_swap(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "N", "K
         acc = tp.zeros((BN, BM), tp.f32, layout=LC)
         if K_WAYS == 2:     # the even k-tiles
             for s in tp.static_range(0, STAGES - 2, 2):
-                tp.mbarrier_arrive(empty[s])
+                for q in tp.static_range(CLUSTER_M):
+                    tp.mbarrier_arrive(empty[s], cta=q if CLUSTER_M > 1 else None)
             for k in range(k_tiles):
                 if k % 2 == 0:
                     tp.mbarrier_wait(full[k % STAGES], k // STAGES)
                     acc = tp.mma_async(b_s[k % STAGES], a_s[k % STAGES].T, acc)
                     tp.mma_wait(1)
-                    tp.mbarrier_arrive(empty[(k + STAGES - 2) % STAGES])   # tile k - 2's stage
+                    for q in tp.static_range(CLUSTER_M):   # tile k - 2's stage
+                        tp.mbarrier_arrive(empty[(k + STAGES - 2) % STAGES], cta=q if CLUSTER_M > 1 else None)
             tp.mma_wait(0)
             tp.assert_tag(tp.mma_operands(acc), lambda b, a: b[1] == a[2])
             tp.mbarrier_wait(red_full, 0)
             acc = acc + tp.load(red, layout=LC)
         else:
             for s in tp.static_range(STAGES - 1):
-                tp.mbarrier_arrive(empty[s])
+                for q in tp.static_range(CLUSTER_M):
+                    tp.mbarrier_arrive(empty[s], cta=q if CLUSTER_M > 1 else None)
             for k in range(k_tiles):
                 tp.mbarrier_wait(full[k % STAGES], k // STAGES)
                 acc = tp.mma_async(b_s[k % STAGES], a_s[k % STAGES].T, acc)
                 tp.mma_wait(1)
-                tp.mbarrier_arrive(empty[(k + STAGES - 1) % STAGES])   # tile k - 1's stage
+                for q in tp.static_range(CLUSTER_M):   # tile k - 1's stage
+                    tp.mbarrier_arrive(empty[(k + STAGES - 1) % STAGES], cta=q if CLUSTER_M > 1 else None)
             tp.mma_wait(0)
             tp.assert_tag(tp.mma_operands(acc), lambda b, a: b[1] == a[2])   # B's k is A's k
         if SPLIT_K > 1:
@@ -393,6 +411,8 @@ def gemm_fp8_swap(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "N", "K
             tp.store(C[m0:m0 + BM, n0:n0 + BN], total.T, mask=mine)
         else:
             tp.store(C[m0:m0 + BM, n0:n0 + BN], (acc * scale).T)
+    if CLUSTER_M > 1:
+        tp.cluster_sync()       # (the other block's last releases arrive on this block's mbarriers)
 
 
 PRESETS = {
@@ -430,19 +450,22 @@ LARGE_PERSISTENT = dict(PERSISTENT=1, STORE_N=64, STAGES=4, PRODUCER_REGS=96, CO
 # tiles), a ring as deep as 220 KB of shared memory holds (at most 12 stages), and split-K so the tiles x shares
 # fill at most one wave of SMs with >= SWAP_MIN_SHARE k-tiles a share (slots summed by splitk_sum_bf16, or, with
 # `cluster`, summed in the kernel over a cluster: CLUSTER_K; the policy, swap_policy, takes CLUSTER_K=2, G21).
-SWAP_INSTR = {n: getattr(tp.nv, f"wgmma_m64n{n}k32_e4m3") for n in (16, 24, 32, 48, 64, 80, 96, 104, 112, 128)}
+SWAP_INSTR = {n: getattr(tp.nv, f"wgmma_m64n{n}k32_e4m3") for n in (8, 16, 24, 32, 48, 64, 80, 96, 104, 112, 128)}
 SWAP_MIN_SHARE = 4
 SWAP_MAX_SPLIT = 8     # splitk_sum unrolls one load per slot
 SWAP_SMEM = 220 * 1024
 
 
 def swap_params(M: int, N: int, K: int, BN: int = 128, BM: int | None = None, sms: int | None = None,
-                cluster: int = 0, k_ways: int = 1) -> dict:
+                cluster: int = 0, k_ways: int = 1, cluster_m: int = 1) -> dict:
     """gemm_fp8_swap's constexprs for an (M, N, K) product (SWAP=1 marks the form for `launch`). With `cluster` (2 or
     4: the most ranks taken), a split of 2 (or 4) runs as CLUSTER_K (summed inside the kernel through distributed
     shared memory) where the receive tiles leave room for SWAP_CLUSTER_MIN_STAGES stages; otherwise the slots.
     k_ways=2: two consumer warpgroups on one 64-column tile (K_WAYS=2; BN 64), an even ring beside the hand-over
-    tile."""
+    tile. cluster_m=2: the rows split over a (2, 1, 1) cluster sharing B's tiles by multicast (CLUSTER_M=2), BM the
+    instruction N that holds half the rows, no K split."""
+    if BM is None and cluster_m > 1:
+        BM = next(r for r in sorted(SWAP_INSTR) if r >= min(tp.cdiv(M, cluster_m), 128))
     if BM is None:
         BM = next(r for r in (16, 32, 64, 128) if r >= min(M, 128))
     bk = 128
@@ -452,9 +475,9 @@ def swap_params(M: int, N: int, K: int, BN: int = 128, BM: int | None = None, sm
     tiles = tp.cdiv(M, BM) * tp.cdiv(N, BN)
     kt = tp.cdiv(K, bk)
     split = max(1, min((sms or NUM_SMS) // tiles, kt // SWAP_MIN_SHARE, SWAP_MAX_SPLIT))
-    split = tp.cdiv(kt, tp.cdiv(kt, split))      # evened out: no empty share
+    split = tp.cdiv(kt, tp.cdiv(kt, split)) if cluster_m == 1 else 1     # evened out: no empty share
     p = dict(SWAP=1, BM=BM, BN=BN, BK=bk, STAGES=stages, CONSUMERS=k_ways * BN // 64, INSTR=SWAP_INSTR[BM],
-             SWIZZLE=tp.Swizzle(3, 4, 3), SPLIT_K=split, CLUSTER_K=1, K_WAYS=k_ways)
+             SWIZZLE=tp.Swizzle(3, 4, 3), SPLIT_K=split, CLUSTER_K=1, K_WAYS=k_ways, CLUSTER_M=cluster_m)
     if split in (2, 4) and split <= cluster:
         cstages = swap_stages(BM, BN, split, k_ways)
         if cstages >= SWAP_CLUSTER_MIN_STAGES:
@@ -482,25 +505,52 @@ def swap_cluster_stages(BM: int, BN: int, cluster_k: int) -> int:
     return swap_stages(BM, BN, cluster_k)
 
 
-def swap_policy(M: int, N: int, K: int) -> dict:
+def swap_policy(M: int, N: int, K: int, exact: bool = True) -> dict:
     """The skinny class's form: swap-AB (swap_params) with a split of 2 summed in the kernel (CLUSTER_K=2) where it
     applies: over 128-column tiles where their split is 2 and the row tiles are whole (M % BM == 0), else over 64-column
     tiles (one consumer) where theirs is. H100, x torch._scaled_mm against the slots, two alternated runs
     (benchmarks/NOTES.md G21): 16-128 x 4096 x 4096 0.59-0.84 -> 0.60-0.86, 256 x 4096 x 4096 0.79-0.80 -> 0.95-0.96,
     16-256 x 4096 x 14336 0.79-0.98 -> 0.90-1.08; 192 x 4096 x 4096 (a half-empty second row tile, 128-column tiles)
     lost 4% and keeps the slots. Clusters of 4 are not taken: at 16-64 x 4096 x 4096 they ran 11.3-15.4 us against
-    the slots' 7.8-9.3 (and 64 x 4096 x 14336 38 us against 29)."""
+    the slots' 7.8-9.3 (and 64 x 4096 x 14336 38 us against 29).
+    More than 16 rows that the table's BM pads, where that form splits K and SWAP_EXACT_K[0] <= K <= SWAP_EXACT_K[1]
+    (G24): BM the rows' own instruction N (swap_exact_bm: no rows past M in A's box) with two consumers on one
+    64-column tile taking alternate k-tiles (K_WAYS=2), where that runs as the cluster's split of 2 or unsplit, in one
+    full wave, with >= 8 stages (exact=False: G21's table without it). H100, x torch._scaled_mm, four alternated runs
+    over two calls (benchmarks/NOTES.md G24): 24 x 4096 x 4096 0.77-0.79 -> 0.81-0.82, 48 rows 0.70-0.71 -> 0.75-0.76,
+    96 rows 0.67-0.68 -> 0.74-0.76, 192 rows 0.74-0.76 -> 0.90-0.93 (measured at N = K = 4096 only)."""
     p = swap_params(M, N, K, cluster=SWAP_CLUSTER)
     if p["CLUSTER_K"] > 1 and M % p["BM"]:
-        return swap_params(M, N, K)
-    if p["SPLIT_K"] > 2 and SWAP_CLUSTER:
+        p = swap_params(M, N, K)
+    elif p["SPLIT_K"] > 2 and SWAP_CLUSTER:
         q = swap_params(M, N, K, BN=64, cluster=SWAP_CLUSTER)
         if q["CLUSTER_K"] > 1:
+            p = q
+    bm = swap_exact_bm(M)
+    if (exact and M > 16 and bm and bm < p["BM"] and SWAP_EXACT_K[0] <= K <= SWAP_EXACT_K[1]
+            and max(p["SPLIT_K"], p["CLUSTER_K"]) > 1):
+        q = swap_params(M, N, K, BM=bm, k_ways=2, cluster=SWAP_CLUSTER)
+        blocks = tp.cdiv(M, bm) * tp.cdiv(N, q["BN"]) * q["CLUSTER_K"]
+        if q["SPLIT_K"] == 1 and q["STAGES"] >= 8 and 0.9 * NUM_SMS <= blocks <= NUM_SMS:
             return q
     return p
 
 
-SWAP_KEYS = ("BM", "BN", "BK", "STAGES", "CONSUMERS", "INSTR", "SWIZZLE", "SPLIT_K", "CLUSTER_K", "K_WAYS")
+# the K range where the exact-BM rows were measured (K = 4096; K_WAYS=2 lost at K = 14336 with BM 128, shorter K is
+# not measured)
+SWAP_EXACT_K = (4096, 4096)
+
+
+def swap_exact_bm(M: int) -> int | None:
+    """The BM that covers M rows with no rows past M in A's box where the table's doesn't: up to 128 rows, the
+    smallest e4m3 instruction N >= M; 129-255 rows, half of them where that is an instruction N (two whole row tiles);
+    None otherwise."""
+    if M <= 128:
+        return next(n for n in sorted(SWAP_INSTR) if n >= M)
+    return M // 2 if M < 256 and M % 2 == 0 and M // 2 in SWAP_INSTR else None
+
+
+SWAP_KEYS = ("BM", "BN", "BK", "STAGES", "CONSUMERS", "INSTR", "SWIZZLE", "SPLIT_K", "CLUSTER_K", "K_WAYS", "CLUSTER_M")
 
 
 def shape_class(M: int, N: int, K: int) -> str:
@@ -526,7 +576,8 @@ def policy(M: int, N: int, K: int, forms: bool = True) -> dict:
 
 def grid_of(M: int, N: int, params: dict) -> tuple:
     if params.get("SWAP"):
-        return (tp.cdiv(M, params["BM"]), tp.cdiv(N, params["BN"]),
+        cm = params.get("CLUSTER_M", 1)      # (grid x a multiple of the cluster's row tiles)
+        return (cm * tp.cdiv(tp.cdiv(M, params["BM"]), cm), tp.cdiv(N, params["BN"]),
                 max(params.get("SPLIT_K", 1), params.get("CLUSTER_K", 1)))
     tiles = tp.cdiv(M, params["BM"]) * tp.cdiv(N, params["BN"])
     if params.get("PERSISTENT"):
@@ -556,6 +607,11 @@ def kernel_of(params: dict):
             raise ValueError(f"gemm_fp8: SWAP=1 with CLUSTER_K={ck}, SPLIT_K={params['SPLIT_K']}: the in-kernel sum "
                              "runs over a cluster of 2 or 4 blocks (CLUSTER_K 2 or 4) with SPLIT_K=1; or pass "
                              "CLUSTER_K=1 for the slots summed by a second kernel")
+        cm = params.get("CLUSTER_M", 1)
+        if cm not in (1, 2) or (cm == 2 and (ck != 1 or params["SPLIT_K"] != 1)):
+            raise ValueError(f"gemm_fp8: SWAP=1 with CLUSTER_M={cm}: the rows split over a cluster of 2 (CLUSTER_M=2) "
+                             f"run without a K split (SPLIT_K=1, CLUSTER_K=1); got SPLIT_K={params['SPLIT_K']}, "
+                             f"CLUSTER_K={ck}")
         return gemm_fp8_swap, {k: params.get(k, 1) for k in SWAP_KEYS}
     if params.get("PERSISTENT"):
         if params.get("IN_FLIGHT"):
@@ -623,9 +679,9 @@ def params_for(M: int, N: int, K: int, **constexprs) -> dict:
     PERSISTENT=1, without the policy's IN_FLIGHT and TMA-store epilogue (above)."""
     if constexprs.get("SWAP"):      # the swap form's own table under the caller's constexprs
         # (the in-kernel sum where the table takes it, unless the caller names a split of slots)
-        kw = constexprs.get("K_WAYS", 1)
+        kw, cm = constexprs.get("K_WAYS", 1), constexprs.get("CLUSTER_M", 1)
         sw = swap_params(M, N, K, BN=constexprs.get("BN", 128), BM=constexprs.get("BM"),
-                         cluster=0 if "SPLIT_K" in constexprs else SWAP_CLUSTER, k_ways=kw)
+                         cluster=0 if "SPLIT_K" in constexprs else SWAP_CLUSTER, k_ways=kw, cluster_m=cm)
         ck = constexprs.get("CLUSTER_K")
         if ck is not None and ck > 1 and sw["CLUSTER_K"] != ck:
             # a cluster the table did not pick: its ring beside the receive tiles

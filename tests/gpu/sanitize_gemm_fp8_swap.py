@@ -26,7 +26,11 @@ CASES = [((16, 520, 2064), {}), ((40, 1000, 1040), dict(SPLIT_K=1)),
 # unsplit with a ring of 4 turning over and an odd k-tile count; BM the rows' own e4m3 instruction N (24, 48, 96)
 G24 = [((16, 520, 2064), dict(K_WAYS=2, CLUSTER_K=2)), ((40, 1000, 1040), dict(K_WAYS=2, CLUSTER_K=1)),
        ((100, 264, 1168), dict(K_WAYS=2, SPLIT_K=1, STAGES=4)), ((48, 264, 1552), dict(K_WAYS=2, BM=48)),
-       ((96, 136, 1040), dict(BM=96, BN=64, CLUSTER_K=2, STAGES=3)), ((24, 200, 528), dict(BM=24, SPLIT_K=1, STAGES=2))]
+       ((96, 136, 1040), dict(BM=96, BN=64, CLUSTER_K=2, STAGES=3)), ((24, 200, 528), dict(BM=24, SPLIT_K=1, STAGES=2)),
+       # CLUSTER_M=2: the rows over a cluster of 2 sharing B's tiles by multicast (a ring turning over; a row tile
+       # wholly past M; two consumers on alternate k-tiles over ragged M, N, K)
+       ((16, 520, 2064), dict(CLUSTER_M=2, BN=64)), ((7, 136, 528), dict(CLUSTER_M=2, BN=64, STAGES=2)),
+       ((40, 264, 1040), dict(CLUSTER_M=2, K_WAYS=2, STAGES=4))]
 for (m, n, k), extra in G24 if sys.argv[1:] == ["g24"] else CASES + G24:
     a = torch.randn(m, k, device=d, generator=g).to(torch.float8_e4m3fn)
     b = torch.randn(n, k, device=d, generator=g).to(torch.float8_e4m3fn)
@@ -38,6 +42,6 @@ for (m, n, k), extra in G24 if sys.argv[1:] == ["g24"] else CASES + G24:
     ref = (a.double() @ b.double().t()) * 0.125
     err = float((out.double() - ref).norm() / ref.norm())
     print("fp8 swap", m, n, k, "BM", p["BM"], "BN", p["BN"], "split", p["SPLIT_K"], "cluster", p["CLUSTER_K"],
-          "k_ways", p["K_WAYS"], "stages", p["STAGES"], "rel err", err, flush=True)
+          "k_ways", p["K_WAYS"], "cluster_m", p["CLUSTER_M"], "stages", p["STAGES"], "rel err", err, flush=True)
     assert err < 4e-3, err
 print("ok")

@@ -1,9 +1,10 @@
 """gemm_fp8's swap-AB split-K form for skinny rows (`gemm_fp8_swap`, SWAP=1: C^T = B @ A^T, A's rows the wgmma
 instruction's N) on a real GPU: against float64 of the e4m3 inputs and next to torch._scaled_mm on the same inputs,
-over every BM of the table (16, 32, 64, 128 rows; 24, 48, 96), two consumers on one tile (K_WAYS=2), unsplit and
-split (slots summed by splitk_sum_bf16, or summed in the kernel over a cluster: CLUSTER_K), ragged M, N and K (K a
-multiple of 16, not of the 128-wide k-tile), the decode shapes at full size, and the scaled tile's bf16 rounding; the
-skinny class's policy is this form. Outputs are poisoned with NaN first. Skips without a GPU."""
+over every BM of the table (16, 32, 64, 128 rows; 24, 48, 96), two consumers on one tile (K_WAYS=2), the rows over a
+cluster (CLUSTER_M=2), unsplit and split (slots summed by splitk_sum_bf16, or summed in the kernel over a cluster:
+CLUSTER_K), ragged M, N and K (K a multiple of 16, not of the 128-wide k-tile), the decode shapes at full size, and
+the scaled tile's bf16 rounding; the skinny class's policy is this form. Outputs are poisoned with NaN first. Skips
+without a GPU."""
 
 from __future__ import annotations
 
@@ -60,6 +61,14 @@ CASES = [
     ((48, 1000, 2064), dict(BM=48, K_WAYS=2)),
     ((96, 4096, 4096), dict(BM=96, BN=64)),
     ((192, 4096, 4096), dict(BM=96, K_WAYS=2)),              # two whole 96-row tiles
+    # CLUSTER_M=2 (G24): the rows split over a (2, 1, 1) cluster, B's tiles multicast into both blocks, no K split
+    ((16, 4096, 4096), dict(CLUSTER_M=2, BN=64)),            # BM 8 (n8) per block, one consumer
+    ((16, 4096, 4096), dict(CLUSTER_M=2, K_WAYS=2)),         # two consumers on alternate k-tiles
+    ((128, 4096, 4096), dict(CLUSTER_M=2, BN=64)),           # BM 64 per block
+    ((64, 4096, 14336), dict(CLUSTER_M=2, K_WAYS=2)),        # long K (112 k-tiles through a ring of 12)
+    ((7, 264, 1040), dict(CLUSTER_M=2, BN=64, STAGES=2)),    # the second row tile wholly past M, a ring of 2
+    ((100, 520, 1040), dict(CLUSTER_M=2, K_WAYS=2, STAGES=4)),   # ragged M, N, K (an odd k-tile count)
+    ((40, 1000, 2064), dict(CLUSTER_M=2, BN=128)),           # two consumers of 64 columns each, ragged
 ]
 
 
@@ -105,6 +114,28 @@ def test_cluster_split_gives_the_same_bits_twice():
         outs.append(out)
     torch.cuda.synchronize()
     assert torch.equal(outs[0], outs[1])
+
+
+@pytest.mark.parametrize("M", [24, 40, 96, 192])
+def test_exact_bm_policy_through_launch(M):
+    """G24's rows of the policy (BM the rows' own instruction N, K_WAYS=2, the cluster's split of 2 or unsplit) through
+    launch with no constexprs, at full size: against float64, like for like with _scaled_mm's fast accumulation."""
+    N = K = 4096
+    p = gemm_fp8.policy(M, N, K)
+    assert p["K_WAYS"] == 2 and p["BM"] < 128 and p["BM"] >= M / 2
+    g = torch.Generator(device="cuda").manual_seed(M)
+    a, sa = _quantize(torch.randn(M, K, device=DEV, generator=g))
+    b, sb = _quantize(torch.randn(N, K, device=DEV, generator=g))
+    out = torch.full((M, N), float("nan"), device=DEV, dtype=torch.bfloat16)
+    gemm_fp8.launch(a, b, sa, sb, out)
+    torch.cuda.synchronize()
+    ref = (a.double() @ b.double().t()) * sa.double() * sb.double()
+    assert not out.isnan().any()
+    err = float((out.double() - ref).norm() / ref.norm())
+    fast = torch._scaled_mm(a, b.t(), sa, sb, out_dtype=torch.bfloat16, use_fast_accum=True).double()
+    assert err <= 2.0**-8 and err <= 1.5 * float((fast - ref).norm() / ref.norm()) + 1e-5, err
+    mag = (a.double().abs() @ b.double().abs().t()) * sa.double() * sb.double()
+    assert bool(((out.double() - ref).abs() <= 2.0**-8 * ref.abs() + 2.0**-9 * mag).all())
 
 
 def test_skinny_policy_is_swap_through_launch():

@@ -72,6 +72,13 @@ CASES = [
     ((24, 136, 512), dict(SWAP=1, BM=24, BN=64)),
     ((48, 200, 1040), dict(SWAP=1, BM=48, K_WAYS=2)),
     ((96, 136, 784), dict(SWAP=1, BM=96, BN=64, CLUSTER_K=2, STAGES=3)),
+    # CLUSTER_M=2 (G24): the rows split over a (2, 1, 1) cluster, B's tiles multicast into both blocks (the ranks taking
+    # turns), no K split: BM 8 (n8); a second row tile wholly past M with a ring of 2 turning over; two consumers on
+    # alternate k-tiles over ragged M, N, K; 128-column tiles (two consumers of 64 columns)
+    ((16, 136, 1040), dict(SWAP=1, CLUSTER_M=2, BN=64)),
+    ((7, 136, 528), dict(SWAP=1, CLUSTER_M=2, BN=64, STAGES=2)),
+    ((100, 200, 1040), dict(SWAP=1, CLUSTER_M=2, K_WAYS=2, STAGES=4)),
+    ((40, 260, 784), dict(SWAP=1, CLUSTER_M=2, BN=128, STAGES=3)),
 ]
 
 
@@ -140,6 +147,8 @@ def test_swap_params_and_refusals():
         gemm_fp8.launch(a, b, sa, sb, out, SWAP=1, K_WAYS=2, STAGES=5)
     with pytest.raises(ValueError, match="BN = 64 \\* CONSUMERS / K_WAYS"):
         gemm_fp8.launch(a, b, sa, sb, out, SWAP=1, K_WAYS=2, BN=128)
+    with pytest.raises(ValueError, match="without a K split"):
+        gemm_fp8.launch(a, b, sa, sb, out, SWAP=1, CLUSTER_M=2, SPLIT_K=2)
 
 
 def test_swap_cluster_params():
@@ -159,10 +168,27 @@ def test_swap_cluster_params():
     # the policy: a split of 2 in the kernel, over 128-column tiles where theirs is 2, else over 64-column tiles
     for (M, N, K), (bn, ck, split) in {(16, 4096, 4096): (64, 2, 1), (128, 4096, 4096): (64, 2, 1),
                                        (256, 4096, 4096): (128, 2, 1), (16, 14336, 4096): (128, 1, 1),
-                                       (16, 4096, 14336): (64, 2, 1), (96, 4096, 4096): (64, 2, 1),
-                                       (192, 4096, 4096): (128, 1, 2)}.items():
+                                       (16, 4096, 14336): (64, 2, 1), (96, 4096, 14336): (64, 2, 1),
+                                       (192, 4096, 14336): (128, 1, 2)}.items():
         p = gemm_fp8.policy(M, N, K)
         assert (p["BN"], p["CONSUMERS"], p["CLUSTER_K"], p["SPLIT_K"]) == (bn, bn // 64, ck, split), (M, N, K, p)
+        assert p["K_WAYS"] == 1 and p == gemm_fp8.swap_policy(M, N, K, exact=False)
+    # G24: rows the table's BM pads, at K = 4096, where it splits K: BM the rows' own instruction N and two consumers
+    # on alternate k-tiles (K_WAYS=2) over 64-column tiles, the split of 2 in the kernel or unsplit (one full wave)
+    for (M, N, K), (bm, ck, stages) in {(24, 4096, 4096): (24, 2, 12), (48, 4096, 4096): (48, 2, 12),
+                                        (40, 4096, 4096): (48, 2, 12), (96, 4096, 4096): (96, 2, 8),
+                                        (192, 4096, 4096): (96, 1, 8)}.items():
+        p = gemm_fp8.policy(M, N, K)
+        assert (p["BM"], p["BN"], p["CONSUMERS"], p["K_WAYS"], p["CLUSTER_K"], p["SPLIT_K"], p["STAGES"]) == (
+            bm, 64, 2, 2, ck, 1, stages), (M, N, K, p)
+        assert p["INSTR"].n == bm and p != gemm_fp8.swap_policy(M, N, K, exact=False)
+    # not where the table's BM is the rows' own (16, 32, 64, 128), not at 16 rows or fewer, not past the measured K,
+    # not where the table does not split K (N = 14336), not with fewer than 8 stages (112 rows)
+    for M, N, K in ((16, 4096, 4096), (32, 4096, 4096), (64, 4096, 4096), (128, 4096, 4096), (8, 4096, 4096),
+                    (96, 4096, 14336), (24, 4096, 2048), (96, 14336, 4096), (112, 4096, 4096)):
+        assert gemm_fp8.policy(M, N, K) == gemm_fp8.swap_policy(M, N, K, exact=False), (M, N, K)
+    assert [gemm_fp8.swap_exact_bm(m) for m in (1, 17, 24, 40, 100, 128, 144, 192, 224, 256)] == [
+        8, 24, 24, 48, 104, 128, None, 96, 112, None]
     p = gemm_fp8.params_for(16, 4096, 4096, SWAP=1, SPLIT_K=2)
     assert (p["SPLIT_K"], p["CLUSTER_K"]) == (2, 1)
     p = gemm_fp8.params_for(256, 4096, 4096, SWAP=1, CLUSTER_K=1)
@@ -178,13 +204,17 @@ def test_swap_cluster_params():
                                            ((64, 4096, 4096), True), ((256, 4096, 4096), True),
                                            ((16, 4096, 4096), "policy"), ((128, 4096, 4096), "policy"),
                                            ((16, 4096, 4096), "kways"), ((128, 4096, 4096), "kways"),
-                                           ((192, 4096, 4096), "kways96"), ((96, 4096, 4096), "bm96")])
+                                           ((192, 4096, 4096), "kways96"), ((96, 4096, 4096), "bm96"),
+                                           ((16, 4096, 4096), "cm"), ((128, 4096, 4096), "cm_kw"),
+                                           ((24, 4096, 4096), "policy"), ((96, 4096, 4096), "policy")])
 def test_swap_verifies_clean(shape, cluster):
     """gemm_fp8_swap: the ring's pre-released stages, wait_group 1 with tile k - 1's stage released after it, the
     split's slots (disjoint per block) and the transposed store; CLUSTER_K's pushes (each receive tile waited on before
     it is read and before the block exits) and the ranks' disjoint column shares; K_WAYS=2's two consumers on
     alternate k-tiles of one ring (each releasing its own stages, tile k - 2's after wait_group 1) and the hand-over
-    tile (over a cluster of 2, and unsplit at BM 96); BM 96 (n96) over a cluster: clean."""
+    tile (over a cluster of 2, and unsplit at BM 96); BM 96 (n96) over a cluster; CLUSTER_M=2's multicast ring (each
+    stage refilled after both blocks' consumers released it, cluster barriers after the mbarriers and before exit),
+    one and two consumers: clean."""
     import tilepy_verify as tv
 
     if cluster == "policy":
@@ -195,10 +225,12 @@ def test_swap_verifies_clean(shape, cluster):
         p = gemm_fp8.swap_params(*shape, BM=96, k_ways=2, cluster=2)
     elif cluster == "bm96":
         p = gemm_fp8.swap_params(*shape, BM=96, BN=64, cluster=2)
+    elif cluster in ("cm", "cm_kw"):
+        p = gemm_fp8.swap_params(*shape, BN=64, cluster_m=2, k_ways=2 if cluster == "cm_kw" else 1)
     else:
         p = gemm_fp8.swap_params(*shape, cluster=4 * cluster)
     kernel, kp = gemm_fp8.kernel_of(p)
-    assert (kp["CLUSTER_K"] > 1) == (bool(cluster) and cluster != "kways96")    # (192 rows at BM 96: unsplit)
+    assert (kp["CLUSTER_K"] > 1) == (bool(cluster) and cluster not in ("kways96", "cm", "cm_kw"))   # (unsplit)
     assert kernel is gemm_fp8.gemm_fp8_swap
     report = tv.verify(kernel, target="sm_90a", **kp)
     assert report.ok and not report.findings, str(report)
