@@ -143,7 +143,8 @@ def _verify_ir(kir, names, key) -> Report:
     ctx = Context(analysis, solver, written)
     from .checks.cluster import findings as cluster_findings
 
-    early += cluster_findings(kir)  # thread-block clusters: releases reaching every multicast target, cluster barriers
+    early += cluster_findings(kir, _remote_writes_awaited)  # thread-block clusters: releases reaching every multicast
+    # target, cluster barriers
     findings = [f for f in early if f.check in names]
     try:
         for name in names:
@@ -256,6 +257,25 @@ def _tags_as_written(kir, ctx):
     except SolverUnknown:
         symbolic_ring.note_gaps(kir, ["a query ended unknown"])
         return None
+
+
+def _remote_writes_awaited(kir) -> bool:
+    """checks/cluster.remote_writes_awaited on the walk of the kernel as written that names mbarrier array elements
+    by term (the producer tail in place of the closing cluster barrier; asked only where that barrier is missing)."""
+    from .checks.cluster import remote_writes_awaited
+    from .domain import analyze
+    from .vc import Solver_
+
+    try:
+        analysis = analyze(kir, symbolic=True)
+    except Exception:  # noqa: BLE001 - a form the walk as written does not take: not proved
+        return False
+    solver = Solver_(unknown="possible")
+    solver.facts.update(analysis.trip_facts)
+    try:
+        return remote_writes_awaited(kir, analysis, lambda t: solver.check(t, small=False))
+    finally:
+        solver.close()
 
 
 def _dedupe(findings):

@@ -189,7 +189,10 @@ def _remote_stores(kir, evals, syncs) -> list:
     return out
 
 
-def findings(kir) -> list:
+def findings(kir, awaited=None) -> list:
+    """`awaited`: callable(kir) -> bool, True where every remote arrival into a block and every multicast copy into
+    it is waited for by the block itself (the producer tail that replaces the closing cluster barrier:
+    `remote_writes_awaited`); then no closing barrier is needed for them."""
     if getattr(kir, "cluster", (1, 1, 1)) == (1, 1, 1):
         return []
     evals: list = []
@@ -208,18 +211,20 @@ def findings(kir) -> list:
     remote = [(s, env, p) for s, env, p in evals
               if (s.call.op == "mbarrier_arrive" and len(s.call.args) > 1)
               or (s.call.op == "copy_bulk" and "multicast" in s.call.attrs)]
-    # (a relaxed cluster barrier orders no memory: it neither publishes mbarrier initializations nor another
-    # block's writes; it may close the kernel after remote loads whose values are used before it, below)
+    # (a relaxed cluster barrier orders no memory but the mbarrier initializations: tp.mbarrier's is fenced at
+    # cluster scope, fence.mbarrier_init.release.cluster, which barrier.cluster.arrive.relaxed + wait publishes
+    # (CUTLASS's cluster_arrive_relaxed / cluster_wait after its pipelines' init); not another block's writes; it
+    # may close the kernel after remote loads whose values are used before it, below)
     syncs = [p for s, _, p in evals if s.call.op == "cluster_sync" and len(p) == 1 and not s.call.attrs.get("relaxed")]
     relaxed = [p for s, _, p in evals if s.call.op == "cluster_sync" and len(p) == 1 and s.call.attrs.get("relaxed")]
     if remote:
         first, last = remote[0], remote[-1]
-        if not any(p < first[2] for p in syncs):
+        if not any(p < first[2] for p in syncs + relaxed):
             out.append(Finding(
                 "race", "error", "a remote arrival or multicast copy can reach another block of the cluster before "
                 "it initialized its mbarriers: no tp.cluster_sync() comes before it", first[0].span,
                 {"detail": "call tp.cluster_sync() after the tp.mbarrier() allocations, where every thread runs"}))
-        if not any(p > last[2] for p in syncs):
+        if not any(p > last[2] for p in syncs) and not (awaited is not None and awaited(kir)):
             out.append(Finding(
                 "race", "error", "a block can exit while another block of the cluster still arrives on its mbarriers "
                 "or multicasts into its shared memory: no tp.cluster_sync() comes after this", last[0].span,
@@ -302,3 +307,133 @@ def findings(kir) -> list:
                 {"detail": f"release to every rank of the mask (cta=r for each r), with '{guard}' counting one "
                            "release per block"}))
     return out
+
+
+def remote_writes_awaited(kir, analysis, solve) -> bool:
+    """Does every block wait, before it exits, for every remote arrival into it and every multicast copy into its
+    shared memory (the CUTLASS producer tail: after its ring the producer waits on `empty` for one more phase of
+    every stage, so every block's last releases have reached it; its consumers waited on `full` for every
+    multicast's phase)? Then no other block writes its shared memory after it exits, and no closing cluster
+    barrier is needed for them. `analysis`: the walk of the kernel as written naming array elements by term
+    (domain.analyze(kir, symbolic=True)); `solve(term)`: a model or None.
+
+    Counted per element e of each mbarrier array B a remote arrive (cta=) or a multicast copy completes on (the
+    blocks are alike: a block receives on B[e] the arrivals it sends, the walk's model, whose cluster side the
+    rules above judge): N(e), every arrive op's executions on e over the kernel, and some wait op on B whose last
+    execution on e waits for a phase q with (q + 1) C >= N(e): once it returns, all N(e) have landed (the phase
+    completes at its (q + 1) C-th arrival, and there are no more). A multicast copy must also be followed in its
+    role by an arrive on its element (so its phase is one of those, completed and waited for). Exact for arrive ops
+    unconditional at top level on a constant element or in a loop of step 1 on (k + d) % R or a constant element,
+    and wait ops on those elements in such a loop (their last execution on e in closed form); anything else: not
+    proved (False)."""
+    from ..periodic import _smax
+    from ..vc import AND, NOT, OR, cmp, const_of, linear_form, subst
+
+    arrays = {}
+    for x in analysis.arrives:
+        arrays.setdefault(x.bar, []).append(x)
+    ops = analysis.__dict__.get("_arrive_ops", {})
+    remote = set()
+    for s in ir.walk(kir.body):
+        if isinstance(s, ir.Eval) and ((s.call.op == "mbarrier_arrive" and len(s.call.args) > 1)
+                                       or (s.call.op == "copy_bulk" and "multicast" in s.call.attrs)):
+            b = s.call.args[0] if s.call.op == "mbarrier_arrive" else s.call.args[2]
+            if not (isinstance(b, ir.Call) and b.op == "mbarrier_at" and isinstance(b.args[0], ir.Var)):
+                return False  # (a plain mbarrier: not counted here)
+            remote.add(f"mbar:{b.args[0].name}")
+    stages = {}
+    for s in ir.walk(kir.body):
+        if isinstance(s, ir.Assign) and isinstance(s.value, ir.Call) and s.value.op == "mbarrier":
+            stages[f"mbar:{s.name}"] = s.value.attrs.get("stages")
+
+    def element(term, L):
+        """('const', c) | ('mod', d, R) of an element term in loop L (None: the loop's own), or None."""
+        c = const_of(term)
+        if c is not None:
+            return ("const", c)
+        if L is None or not (hasattr(term, "op") and term.op == "%"):
+            return None
+        R, lin = const_of(term.b), linear_form(term.a)
+        if R is None or R < 1 or lin is None or lin.get(L.var, 0) != 1 or set(lin) - {L.var, 1}:
+            return None
+        return ("mod", lin.get(1, 0), R)
+
+    def executions(x, e):
+        """How many times arrive op x arrives on element e (a term), or None."""
+        loops = tuple(x.point.loops)
+        if x.point.path is False:
+            return 0  # (under a guard the walk folded to False: never)
+        if x.point.path is not True or len(loops) > 1:
+            return None
+        L = loops[0] if loops else None
+        el = element(x.elem, L)
+        if el is None or (L is not None and const_of(L.step) != 1):
+            return None
+        if L is None:
+            return 1 if el[1] == e else 0
+        n = _smax(L.stop - L.start, 0)
+        if el[0] == "const":
+            return n if el[1] == e else 0
+        _, d, R = el
+        r = (e - d) % R  # iterations k = r (mod R) in [start, max(stop, start))
+        top = _smax(L.stop, L.start)
+        return (top - 1 - r) // R - (L.start - 1 - r) // R
+
+    for bar in sorted(remote):
+        S = stages.get(bar)
+        C = analysis.mbarriers.get(bar)
+        if not S or C is None or sum(n for (b, _r), n in ops.items() if b == bar) != len(arrays.get(bar, [])):
+            return False  # (an arrive op the walk did not record: not counted)
+        waits = [w for w in analysis.waits if w.bar == bar and w.phase is not None]
+        for e in range(S):
+            counts = [executions(x, e) for x in arrays.get(bar, [])]
+            if any(c is None for c in counts):
+                return False
+            total = sum(counts)
+            ok = [cmp("<=", total, 0)]  # (no arrival on e at all)
+            for w in waits:  # the last execution of w on e, and its phase covering every arrival
+                loops = tuple(w.point.loops)
+                if len(loops) != 1 or const_of(loops[0].step) != 1:
+                    continue
+                L = loops[0]
+                el = element(w.elem, L)
+                if el is None:
+                    continue
+                if el[0] == "const":
+                    if el[1] != e:
+                        continue
+                    k = L.stop - 1
+                else:
+                    _, d, R = el
+                    k = L.stop - 1 - (L.stop - 1 + d - e) % R
+                m = {L.var.name: k}
+                ok.append(AND(cmp(">=", k, L.start), subst(w.point.path, m),
+                              cmp(">=", (subst(w.phase, m) + 1) * C, total)))
+            if solve(NOT(OR(*ok))) is not None:
+                return False
+    # a multicast copy's phase must be one of those counted: an arrive on its element after it in its role
+    for a in analysis.accesses:
+        if a.kind != "async" or a.bar not in remote or not getattr(a.op, "attrs", {}).get("multicast"):
+            continue
+        if not any(x.bar == a.bar and tuple(x.point.loops) == tuple(a.point.loops) and x.point.path is True
+                   and x.elem is not None and a.elem is not None and _same_term(x.elem, a.elem)
+                   and _after(x.point, a.point) for x in arrays.get(a.bar, [])):
+            return False
+    return True
+
+
+def _same_term(a, b) -> bool:
+    from ..vc import linear_form
+
+    if a is b or a == b:
+        return True
+    la, lb = linear_form(a), linear_form(b)
+    return la is not None and la == lb
+
+
+def _after(p2, p1) -> bool:
+    """p2 comes after p1 in their (common) loop body: the statement counter T differs by a positive constant."""
+    from ..vc import linear_form
+
+    lin = linear_form(p2.counters.get("T", 0) - p1.counters.get("T", 0))
+    return lin is not None and not set(lin) - {1} and lin.get(1, 0) > 0
