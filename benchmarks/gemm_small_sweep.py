@@ -473,6 +473,13 @@ PLAN19 += [((m, 4096, 4096), _table(_before(m))[:2], ("bf16",)) for m in (48, 72
 BARRIER = ("policy", dict(PUSH=0, XCH=0))
 PLAN19 += [((m, 4096, 4096), _table(BARRIER), ("bf16",)) for m in (112, 128)]
 PLAN19 += [((112, 4096, 4096), _table(BARRIER)[:2], ("f32",))]
+# twentieth call (G23): where in K the split with XCH starts paying at BM 112 / 128 (the thresholds, 48 / 64 k-tiles,
+# were the barrier exchange's): forced against the policy there (K_WAYS over two shifted 64-row tiles, unsplit)
+XCH_ON = lambda m: dict(_forced_ck(m), PUSH=1, XCH=1)     # noqa: E731
+PLAN20 = [((112, 4096, 2048), _alt("xch", XCH_ON(112)), ("bf16",)), ((128, 4096, 3072), _alt("xch", XCH_ON(128)),
+                                                                        ("bf16",)),
+          ((112, 4096, 2560), _alt("xch", XCH_ON(112), twice=False), ("bf16",)),
+          ((128, 4096, 2048), _alt("xch", XCH_ON(128), twice=False), ("bf16",))]
 PLAN = [  # (shape, variants, output dtypes)
     ((16, 4096, 4096), DECODE, ("bf16", "f32")),
     ((64, 4096, 4096), DECODE, ("bf16", "f32")),
@@ -779,14 +786,15 @@ def main(argv=None):
                     "cluster split re-timed with its relaxed closing barrier, and its K thresholds, 15: its sums "
                     "exchanged by st.async (PUSH=1), 16: the policy with PUSH at more rows, n8 / n16, 17: A "
                     "multicast to pairs of column tiles (CLUSTER_N=2), 18: the pushed split's stages, BM, "
-                    "BN 128 (G23), 19: 4 stages per ring at BM 32-80 against the stages before, XCH at BM 112 / 128")
+                    "BN 128 (G23), 19: 4 stages per ring at BM 32-80 against the stages before, XCH at BM 112 / "
+                    "128, 20: XCH forced at shorter K")
     args = ap.parse_args(argv)
     if args.ncu_target:
         ncu_target(args.ncu_target, *(int(x) for x in args.shape.split(",")), plan=args.plan)
         return
     plan = {"1": PLAN, "2": PLAN2, "3": PLAN3, "4": PLAN4, "5": PLAN5, "6": PLAN6, "7": PLAN7, "8": PLAN8,
             "9": PLAN9, "10": PLAN10, "11": PLAN11, "12": PLAN12, "13": PLAN13, "14": PLAN14, "15": PLAN15,
-            "16": PLAN16, "17": PLAN17, "18": PLAN18, "19": PLAN19}[args.plan]
+            "16": PLAN16, "17": PLAN17, "18": PLAN18, "19": PLAN19, "20": PLAN20}[args.plan]
     if args.precompile:
         precompile(args.only, args.precompile, plan)
     props = torch.cuda.get_device_properties(0)
