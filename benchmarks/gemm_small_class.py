@@ -2,8 +2,8 @@
 on the same inputs, in one run, with the device time of each side's kernels (torch.profiler) beside the graph time,
 so that the fixed cost of a launch (prologue, first loads, epilogue) can be told from the cost per k-tile.
 
-    python benchmarks/gemm_small_class.py [--plan diag|confirm|cluster|g22] [--out DIR] [--name STEM] [--only REGEX]
-                                          [--precompile N]
+    python benchmarks/gemm_small_class.py [--plan diag|confirm|cluster|g22|g22b] [--out DIR] [--name STEM]
+                                          [--only REGEX] [--precompile N]
 
 Every candidate's output is checked against float64 (on the GPU) before it is timed; graph times are
 `benchmarks/gemm.py`'s rule (median of 15 CUDA-graph replays of 20 calls, ours and cuBLAS alternated twice, each the
@@ -153,7 +153,28 @@ PLAN_G22 = [
      + [("cl_rel_s8", _cl(), ("bf16",))]),
     ((2048, 1024, 1024), _again([("policy", None, BOTH), ("cl128_rel_s6", _cl(bm=128, consumers=2, stages=6), BOTH)])),
 ]
-PLANS = {"diag": PLAN_DIAG, "confirm": PLAN_CONFIRM, "cluster": PLAN_CLUSTER, "g22": PLAN_G22}
+# G22 call 3: cuBLAS's own tile (128 x 64, two consumer warpgroups of 64 x 64, 8 stages) unclustered (wait_group 0 /
+# 1) and in relaxed 2x1 clusters, against the policy (bf16 now 8 stages)
+
+
+def _h128x64(in_flight):
+    base = dict(BM=128, BN=64, CONSUMERS=2, INSTR=I64, IN_FLIGHT=in_flight, STAGES=8)
+    return ("out", {"bf16": dict(base, EPILOGUE=2), "f32": dict(base, EPILOGUE=0)})
+
+
+CL128x64 = _cl(bm=128, bn=64, consumers=2)
+PLAN_G22B = [
+    ((1024, 1024, 1024), _again([("policy", None, BOTH), ("cl128x64_rel_s8", CL128x64, BOTH),
+                                 ("h128x64_s8_w0", _h128x64(0), BOTH)])
+     + [("h128x64_s8_w1", _h128x64(1), BOTH), ("cl_rel_s8", _cl(), BOTH)]),
+    ((1024, 1024, 4096), _again([("policy", None, BOTH), ("cl128x64_rel_s8", CL128x64, BOTH),
+                                 ("h128x64_s8_w0", _h128x64(0), BOTH)]) + [("cl_rel_s8", _cl(), BOTH)]),
+    ((512, 2048, 4096), _again([("policy", None, BOTH), ("cl128x64_rel_s8", CL128x64, BOTH)])
+     + [("cl_rel_s8", _cl(), BOTH)]),
+    ((768, 768, 768), _again([("policy", None, BOTH), ("cl128x64_rel_s8", CL128x64, BOTH)])
+     + [("h128x64_s8_w0", _h128x64(0), BOTH)]),
+]
+PLANS = {"diag": PLAN_DIAG, "confirm": PLAN_CONFIRM, "cluster": PLAN_CLUSTER, "g22": PLAN_G22, "g22b": PLAN_G22B}
 DT = {"bf16": (torch.bfloat16, tp.bf16), "f32": (torch.float32, tp.f32)}
 
 

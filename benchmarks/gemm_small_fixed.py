@@ -128,9 +128,39 @@ def cluster_in_flight(src):
     return out
 
 
+def _tail_block(src):
+    """(start, end) of gemm_cluster RELAXED=1's producer tail (the loop over k_tiles + STAGES) in the source."""
+    m = re.search(r"\n    // tilepy[^\n]*\n    \{\n      const int tp_end\d+ = \(k_tiles \+ \d+\);\n", src)
+    if m is None:
+        raise ValueError("no producer tail (RELAXED=1) in the source")
+    end = src.index("\n    }\n", src.index("\n      }\n", m.end())) + len("\n    }\n")
+    return m.start() + 1, end
+
+
+def tail_first(src):
+    """RELAXED=1's tail moved before the producer's epilogue (it waits while the consumers stage c_s)."""
+    i, j = _tail_block(src)
+    tail, rest = src[i:j], src[:i] + src[j:]
+    k = rest.index("    tp_mbar_wait(staged_p, (0) & 1);")
+    k = rest.rindex("\n", 0, rest.rindex("\n", 0, k)) + 1     # before its `// tilepy` line
+    return rest[:k] + tail + rest[k:]
+
+
+def no_tail(src):
+    """RELAXED=1's tail removed (with relax_end: a relaxed closing barrier instead)."""
+    i, j = _tail_block(src)
+    return src[:i] + src[j:]
+
+
+def relax_end(src):
+    """A relaxed cluster barrier as the kernel's last statement."""
+    k = src.rstrip().rindex("}")
+    return src[:k] + "  tp_cluster_sync_relaxed();\n" + src[k:]
+
+
 EDITS = {"prefetch": prefetch_maps, "onesync": one_init_barrier, "nostore": no_tma_store, "empty": empty_kernel,
          "relax_close": relax_close, "relax_open": relax_open, "mc_split": split_multicast,
-         "inflight": cluster_in_flight}
+         "inflight": cluster_in_flight, "tail_first": tail_first, "no_tail": no_tail, "relax_end": relax_end}
 EXACT_OFF = {"nostore", "empty"}          # edits whose output is not the product
 
 
@@ -194,12 +224,26 @@ VARIANTS = [  # (tag, base constexprs, edits, Ks)
 ]
 
 
+# call 3: RELAXED=1's producer tail against a relaxed closing barrier (call 1's relax_both), and where the tail sits
+REL8 = {**CLUSTER, "RELAXED": 1, "STAGES": 8}
+VARIANTS_B = [
+    ("policy", dict(POLICY, STAGES=8), (), (64, 1024, 4096)),
+    ("rel8", REL8, (), (64, 1024, 4096)),
+    ("rel8+tail_first", REL8, ("tail_first",), (64, 1024, 4096)),
+    ("rel8+no_tail+relax_end", REL8, ("no_tail", "relax_end"), (64, 1024, 4096)),
+    ("rel8+relax_end", REL8, ("relax_end",), (64, 1024)),
+    ("cluster_s8+relax_both", dict(CLUSTER, STAGES=8), ("relax_open", "relax_close"), (64, 1024, 4096)),
+]
+PLANS = {"a": VARIANTS, "b": VARIANTS_B}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     ap.add_argument("--name", default="gemm-g22-fixed")
     ap.add_argument("--only", default=None)
     ap.add_argument("--ks", default="64,1024,4096")
+    ap.add_argument("--plan", default="a", choices=sorted(PLANS))
     args = ap.parse_args(argv)
     ks = [int(x) for x in args.ks.split(",")]
     props = torch.cuda.get_device_properties(0)
@@ -223,7 +267,7 @@ def main(argv=None):
         row["cublas"] = {"device": device_us(peer, "nvjet") or device_us(peer, "gemm"),
                          "graph": round(graph_seconds(peer) * 1e6, 3), "rel_err": peer_err}
         print(f"K={K:5d} cuBLAS device {row['cublas']['device']:7.2f} graph {row['cublas']['graph']:7.2f}", flush=True)
-        for tag, base, edits, vks in VARIANTS:
+        for tag, base, edits, vks in PLANS[args.plan]:
             if K not in vks or (args.only and not re.search(args.only, tag)):
                 continue
             try:

@@ -43,7 +43,8 @@ for policy_shape, (m, n, k) in CASES:
 I64, I128 = tp.nv.wgmma_m64n64k16_bf16, tp.nv.wgmma_m64n128k16_bf16
 CL = dict(BM=64, BN=128, CONSUMERS=1, INSTR=I128, IN_FLIGHT=0, CLUSTER_M=2, RELAXED=1, STAGES=8)
 for p0, (m, n, k) in ((CL, (900, 264, 700)), (CL, (130, 200, 64)), (dict(CL, BN=64, INSTR=I64), (300, 1001, 200)),
-                      (dict(CL, BM=128, CONSUMERS=2, STAGES=6), (900, 264, 500))):
+                      (dict(CL, BM=128, CONSUMERS=2, STAGES=6), (900, 264, 500)),
+                      (dict(CL, BM=128, BN=64, CONSUMERS=2, INSTR=I64), (900, 200, 300))):
     a = torch.randn(m, k, device=d, generator=g).bfloat16()
     b = torch.randn(k, n, device=d, generator=g).bfloat16()
     ref = a.double() @ b.double()

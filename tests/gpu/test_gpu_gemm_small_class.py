@@ -93,7 +93,8 @@ def test_small_class_sass(shape):
 _CL = dict(BM=64, BN=128, CONSUMERS=1, INSTR=tp.nv.wgmma_m64n128k16_bf16, IN_FLIGHT=0, CLUSTER_M=2, RELAXED=1,
            STAGES=8)
 RELAXED_FORMS = {"64x128_s8": _CL, "64x64_s8": dict(_CL, BN=64, INSTR=tp.nv.wgmma_m64n64k16_bf16),
-                 "128x128_s6": dict(_CL, BM=128, CONSUMERS=2, STAGES=6)}
+                 "128x128_s6": dict(_CL, BM=128, CONSUMERS=2, STAGES=6),
+                 "128x64_s8": dict(_CL, BM=128, BN=64, CONSUMERS=2, INSTR=tp.nv.wgmma_m64n64k16_bf16)}
 
 
 @pytest.mark.parametrize("out", [torch.float32, torch.bfloat16])
