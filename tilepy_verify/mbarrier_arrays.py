@@ -336,7 +336,8 @@ class _Expander:
             else:
                 the tile loop as written (its ring runs no iteration)
 
-        and the tile loop's iteration index `(t - a) // step` written as J // R. A ring phase of the form
+        and the tile loop's iteration index `(t - a) // step` written as J // R (a ring loop from a constant k0 > 0,
+        its first slots in the prologue, is the same with the copies k < k0 skipped). A ring phase of the form
         `((t - a) // step) * R + k // S` is then an affine count of the slots (the analysis orders single
         loops); the two forms run the same statements in the same order. None when the loop is not of
         this form (the caller keeps it nested)."""
@@ -353,7 +354,7 @@ class _Expander:
             return None
         if s.var in _assigned(s.body) or (isinstance(s.step, ir.Const) and not int(s.step.value) > 0):
             return None  # the tile index must be the loop's own, counted upward
-        if not (isinstance(lp.start, ir.Const) and lp.start.value == 0 and isinstance(lp.step, ir.Const)
+        if not (isinstance(lp.start, ir.Const) and lp.start.value >= 0 and isinstance(lp.step, ir.Const)
                 and lp.step.value == 1):
             return None
         S = self._stages_reached(lp, dict(env))
@@ -455,9 +456,12 @@ class _Expander:
         return [flat]
 
     def _unrolled(self, s: ir.For, S, kbase, env):
-        """The S copies of a ring body with k := kbase + c (an affine form), each under `if k < stop`."""
+        """The S copies of a ring body with k := kbase + c (an affine form), each under `if k < stop` (and
+        `start <= k` where the loop starts at a constant start > c: gemm_persistent DEFER=1's ring from k = 1, its
+        slot 0 in the tile's prologue)."""
         sp = s.span
         stop = self.expr(s.stop, env)
+        a0 = int(s.start.value) if isinstance(s.start, ir.Const) else 0
         inner = dict(env)
         for name in _assigned(s.body):
             inner.pop(name, None)
@@ -470,7 +474,10 @@ class _Expander:
             subst_k = map_stmts(s.body, lambda x, kf=kf: _build(kf, x.span)
                                 if isinstance(x, ir.Var) and x.name == s.var else None)
             body = [ir.Assign(sp, s.var, _build(kf, sp))] + self.stmts(subst_k, body_env)
-            out.append(ir.If(sp, _bin("<", _build(kf, sp), stop, sp, BOOL), body, [], "uniform"))
+            copy = ir.If(sp, _bin("<", _build(kf, sp), stop, sp, BOOL), body, [], "uniform")
+            if c < a0:  # (k = S j + c: before the loop's start in the tile's first round)
+                copy = ir.If(sp, _bin(">=", _build(kf, sp), _const(a0, sp), sp, BOOL), [copy], [], "uniform")
+            out.append(copy)
         for name in _assigned(s.body) | {s.var}:
             env.pop(name, None)
         return out
