@@ -33,6 +33,9 @@ from stdlib_kernels import gemm_fp32  # noqa: E402
 def forms(M, N, K, extra: bool) -> dict:
     """name -> launch's constexprs (B is (K, N))."""
     out = {"swap_kn": dict(SWAP=1), "unswapped": dict(SWAP=0)}
+    for form in (1, 2):     # each staged form of B's tile at its own widest column tile (KN_BN)
+        out[f"swap_kn_form{form}"] = dict(SWAP=1, **{"KSPLIT": 1, **gemm_fp32.swap_params(M, N, K, b_layout="kn",
+                                                                                 kn_form=form)})
     if extra:
         sw = gemm_fp32.swap_params(M, N, K, b_layout="kn")
         ks = sw.get("KSPLIT", 1)

@@ -112,8 +112,11 @@ def gemm_fp32(AH: tp.Tensor[tp.f32, "BA", "M", "K"], AL: tp.Tensor[tp.f32, "BA",
     BL).T).T; with A_RAW, the swap-AB form of a skinny product (`launch`'s SWAP): out = x @ W.T computed as
     (W @ x.T).T with the weight W read as it is, split in registers, and only the few rows of x pre-split.
     A_KN=1 (with A_RAW; `gemm_fp32_kt`, AH given as (BA, K, M)): A is read M-major, the (BK, BM) tile staged in
-    32-column blocks of 128-byte rows, and loaded transposed into the register fragments: the swap-AB form of
-    out = x @ B for a (K, N) B (torch.matmul's weight), (B.T @ x.T).T with B read as it is."""
+    32-column blocks of 128-byte rows under the 128-byte swizzle (2-way bank conflicts), and loaded transposed into
+    the register fragments: the swap-AB form of out = x @ B for a (K, N) B (torch.matmul's weight), (B.T @ x.T).T
+    with B read as it is. A_KN=2: the (BK, BM) tile row-major and unswizzled (4-way bank conflicts, but a thread's
+    16 fragment loads are one address register plus offsets, where the swizzled blocks' take 16: at BN=128 those
+    spill in the k-loop)."""
     zc = tp.block_id(2)
     z = zc // KSPLIT
     zb = tp.min(z, BH.shape[0] - 1)     # a B with one batch serves them all
@@ -129,7 +132,9 @@ def gemm_fp32(AH: tp.Tensor[tp.f32, "BA", "M", "K"], AL: tp.Tensor[tp.f32, "BA",
     group_m = num_m - first_m if num_m - first_m < GROUP_M else GROUP_M   # the last group may be short
     m0 = (first_m + (pid % in_group) % group_m) * BM
     n0 = ((pid % in_group) // group_m) * BN
-    if A_KN:    # the (BK, BM) tile as BM // 32 blocks of (BK, 32): rows of 128 bytes, one TMA box each
+    if A_KN == 2:   # the (BK, BM) tile row-major, unswizzled: one address register a thread (4-way bank conflict)
+        a_hi = tp.shared((BK, BM), tp.f32, stages=STAGES)
+    elif A_KN:    # the (BK, BM) tile as BM // 32 blocks of (BK, 32): rows of 128 bytes, one TMA box each
         a_hi = tp.shared((BK, BM), tp.f32, stages=STAGES, swizzle=SWIZZLE,
                          layout=tp.Layout((BK, (32, BM // 32)), (32, (1, 32 * BK))))
     else:
@@ -389,21 +394,27 @@ def launch_raw(a, b_split, c, target: str = "sm_90a", **constexprs):
 # and loaded transposed into the register fragments), so the weight, the one large operand, is read once as it is (split
 # in the consumers' registers) and only x's few rows are split by a pass (the unswapped form split the whole weight, 2 x
 # its bytes written and read back, on every call). The kernel's columns are x's rows: BN = M rounded up to 16, 32, 64
-# or 128 (the tf32 instruction's N, less padding than 128-wide tiles; "kn" stops at 64: its transposed fragment loads
-# take 16 address registers, and at 128 columns the consumers spill in the k-loop), 4 stages (the kernel's named
-# mbarriers), split-K by `policy`.
+# or 128 (the tf32 instruction's N, less padding than 128-wide tiles), 4 stages (the kernel's named mbarriers), split-K
+# by `policy`. "kn" stages B's (BK, BM) tile row-major and unswizzled (KN_FORM 2: a thread's 16 transposed fragment
+# loads are one address register plus offsets, 4-way bank conflicts); in 128-byte-swizzled 32-column blocks (KN_FORM
+# 1, 2-way conflicts) those loads take 16 address registers and at 128 columns the consumers spill in the k-loop, so
+# that form stops at 64 columns. H100, x SGEMM (torch.matmul), two rounds (benchmarks/results/gemm-fp32-kn-g25-call2-*):
+# 128 / 256 x 4096 x 4096 1.40-1.42 / 1.61-1.63 (form 1) -> 1.87-1.88 / 2.13-2.22 (form 2), 128 x 14336 x 4096 1.56-1.58
+# -> 2.49-2.51; 16-64 rows (the same column tiles) within 1% of each other.
 _TF32_N = {16: tp.nv.wgmma_m64n16k8_tf32, 32: tp.nv.wgmma_m64n32k8_tf32, 64: tp.nv.wgmma_m64n64k8_tf32,
            128: tp.nv.wgmma_m64n128k8_tf32}
 SWAP_ROWS = 256           # launch swaps products of at most this many rows (unbatched; "nk": K % 4 == 0, "kn": N % 4)
-KN_BN = 64                # the widest column tile of the "kn" swap (gemm_fp32_kt)
+KN_FORM = 2               # the "kn" swap's A_KN (gemm_fp32_kt's staged B tile: 1 swizzled blocks, 2 row-major)
+KN_BN = {1: 64, 2: 128}   # the widest column tile of each
 
 
-def swap_params(M: int, N: int, K: int, sms: int | None = None, b_layout: str = "nk") -> dict:
-    """The swap kernel's constexprs (gemm_fp32_ct for "nk", gemm_fp32_kt for "kn") for out (M, N) = x (M, K) @ W (N,
-    K).T or x @ B (K, N) by swap-AB (see SWAP_ROWS)."""
+def swap_params(M: int, N: int, K: int, sms: int | None = None, b_layout: str = "nk", kn_form: int = 0) -> dict:
+    """The swap kernel's constexprs (gemm_fp32_ct for "nk", gemm_fp32_kt for "kn", A_KN = kn_form or KN_FORM) for
+    out (M, N) = x (M, K) @ W (N, K).T or x @ B (K, N) by swap-AB (see SWAP_ROWS)."""
     p = PRESETS["sm_90a"]
-    bn = next(r for r in (16, 32, 64, 128) if r >= min(M, 128 if b_layout == "nk" else KN_BN))
-    kn = {"A_KN": 1} if b_layout == "kn" else {}
+    form = kn_form or KN_FORM
+    bn = next(r for r in (16, 32, 64, 128) if r >= min(M, 128 if b_layout == "nk" else KN_BN[form]))
+    kn = {"A_KN": form} if b_layout == "kn" else {}
     return {**p, **RAW, "BN": bn, "INSTR": _TF32_N[bn], "C_T": 1, **kn, **policy(N, M, K, sms=sms, bn=bn)}
 
 

@@ -30,17 +30,19 @@ for m, n, k, extra in ((16, 300, 1032, {}), (40, 130, 264, {}), (100, 520, 2000,
     assert err < 3e-7, err
 print("ok")
 
-for m, n, k, extra in ((16, 300, 1030, {}), (40, 132, 262, {}), (100, 520, 2000, dict(KSPLIT=3)),
-                       (130, 200, 517, dict(STAGES=2))):
-    x = torch.randn(m, k, device=d, generator=g)
-    b = torch.randn(k, n, device=d, generator=g)
-    c = torch.full((m, n), float("nan"), device=d)
-    gemm_fp32.launch(x, b, c, b_layout="kn", SWAP=1, **extra)
-    torch.cuda.synchronize()
-    ref = x.double() @ b.double()
-    err = float((c.double() - ref).norm() / ref.norm())
-    print("fp32 swap kn", m, n, k, extra, "rel err", err, flush=True)
-    assert err < 3e-7, err
+for form in (1, 2):      # B's staged tile: swizzled 32-column blocks, row-major (KN_FORM)
+    gemm_fp32.KN_FORM = form
+    for m, n, k, extra in ((16, 300, 1030, {}), (40, 132, 262, {}), (100, 520, 2000, dict(KSPLIT=3)),
+                           (130, 200, 517, dict(STAGES=2))):
+        x = torch.randn(m, k, device=d, generator=g)
+        b = torch.randn(k, n, device=d, generator=g)
+        c = torch.full((m, n), float("nan"), device=d)
+        gemm_fp32.launch(x, b, c, b_layout="kn", SWAP=1, **extra)
+        torch.cuda.synchronize()
+        ref = x.double() @ b.double()
+        err = float((c.double() - ref).norm() / ref.norm())
+        print("fp32 swap kn form", form, m, n, k, extra, "rel err", err, flush=True)
+        assert err < 3e-7, err
 print("ok")
 
 # launch_policy's 64-wide unsplit tiles (1024^3 on 132 SMs; here 256 x 256 x 1024 on a pretended 8)

@@ -53,11 +53,13 @@ def test_swap_error_no_worse_than_sgemm(m, n, k):
     assert err <= 1.5 * err0 + 2.0**-24, (err, err0)      # the same three products, in another order
 
 
+@pytest.mark.parametrize("form", [1, 2])
 @pytest.mark.parametrize("m,n,k,extra", [(16, 4096, 4096, {}), (128, 4096, 4096, {}), (64, 14336, 4096, {}),
                                          (256, 1000, 2048, {}), (7, 300, 518, {}), (40, 132, 1000, {}),
                                          (100, 3000, 2002, {}), (1024, 1024, 1024, dict(SWAP=1)),
                                          (33, 520, 777, dict(SWAP=1, KSPLIT=3, STAGES=2))])
-def test_swap_kn_error_no_worse_than_sgemm(m, n, k, extra):
+def test_swap_kn_error_no_worse_than_sgemm(monkeypatch, m, n, k, extra, form):
+    monkeypatch.setattr(gemm_fp32, "KN_FORM", form)     # B's staged tile: 1 swizzled 32-column blocks, 2 row-major
     g = torch.Generator(device=DEV).manual_seed(m * 5 + n * 11 + k)
     x = torch.randn(m, k, device=DEV, generator=g)
     b = torch.randn(k, n, device=DEV, generator=g)
