@@ -18,7 +18,9 @@
   stored through the TMA in 64-column pieces overlapped with the next tile's ring, 4 stages); `gemm_fp8_persistent`
   keeps the store from registers (PERSISTENT=1 without STORE_N).
 * `gemm_fp8_swap`: the skinny class's form (M <= 256: C^T = B @ A^T, A's rows the instruction's N), split-K summed
-  by a second kernel from slots or, with CLUSTER_K, inside the kernel over a thread-block cluster (`swap_policy`).
+  by a second kernel from slots or, with CLUSTER_K, inside the kernel over a thread-block cluster (`swap_policy`);
+  K_WAYS=2 puts two consumers on one tile (alternate k-tiles), CLUSTER_M=2 splits the rows over a cluster sharing B
+  by multicast (G24).
 
 `launch(a, b, scale_a, scale_b, out)` checks shapes and dtypes and picks the constexprs from `policy`.
 """
@@ -447,9 +449,10 @@ LARGE_PERSISTENT = dict(PERSISTENT=1, STORE_N=64, STAGES=4, PRODUCER_REGS=96, CO
 
 # Skinny rows with the operands swapped (gemm_fp8_swap): C^T's tile is BN = 128 columns of C over two consumer
 # warpgroups by BM rows (the instruction's N: the rows rounded up to 16, 32, 64 or 128; more rows take 128-row
-# tiles), a ring as deep as 220 KB of shared memory holds (at most 12 stages), and split-K so the tiles x shares
-# fill at most one wave of SMs with >= SWAP_MIN_SHARE k-tiles a share (slots summed by splitk_sum_bf16, or, with
-# `cluster`, summed in the kernel over a cluster: CLUSTER_K; the policy, swap_policy, takes CLUSTER_K=2, G21).
+# tiles; any e4m3 width of SWAP_INSTR by hand, and the policy's exact-BM rows, G24), a ring as deep as 220 KB of
+# shared memory holds (at most 12 stages), and split-K so the tiles x shares fill at most one wave of SMs with >=
+# SWAP_MIN_SHARE k-tiles a share (slots summed by splitk_sum_bf16, or, with `cluster`, summed in the kernel over a
+# cluster: CLUSTER_K; the policy, swap_policy, takes CLUSTER_K=2, G21).
 SWAP_INSTR = {n: getattr(tp.nv, f"wgmma_m64n{n}k32_e4m3") for n in (8, 16, 24, 32, 48, 64, 80, 96, 104, 112, 128)}
 SWAP_MIN_SHARE = 4
 SWAP_MAX_SPLIT = 8     # splitk_sum unrolls one load per slot
