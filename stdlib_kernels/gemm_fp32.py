@@ -25,7 +25,9 @@ Host API (what a lowering calls; torch tensors on a CUDA device, or numpy arrays
 * a: f32 (M, K) or (BATCH, M, K); c: f32 (M, N) or (BATCH, M, N), written (not accumulated into).
 * b_layout="kn": b is (K, N) or (BATCH | 1, K, N) -- torch.mm / bmm / matmul(a, b).
   b_layout="nk": b is (N, K) or (BATCH | 1, N, K) -- an nn.Linear weight: c = a @ b.T (F.linear).
-  A b with a batch of 1 (or none) serves every batch of a.
+  A b with a batch of 1 (or none) serves every batch of a. An unbatched product of at most SWAP_ROWS rows runs
+  swap-AB (`launch_swap`): out^T = W @ x.T by gemm_fp32_ct ("nk") or B.T @ x.T by gemm_fp32_kt ("kn", N % 4 ==
+  0), the weight read as it is and split in registers, x's few rows split by a pass.
 * Any M, N, K >= 1 (edges are masked); contiguous (row-major) tensors. Three launches: the two splits (into
   workspace tensors of (BATCH, M, KP) and (BB, N, KP) f32 x 2, KP = K rounded up to 4) and the GEMM on the
   grid (cdiv(M, BM) * cdiv(N, BN), 1, BATCH), which visits its tiles GROUP_M row tiles at a time. A weight
