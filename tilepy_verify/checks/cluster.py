@@ -13,8 +13,10 @@ releases reach every block whose multicasts write into it; this module checks th
   some blocks release to but not all (its `empty` completes on those, e.g. local releases only): it refills a stage
   that a block it multicasts into may still be reading (`pipeline_hazard`).
 * remote arrivals and multicast copies must come after a `tp.cluster_sync()` (the other blocks' mbarriers are
-  initialized before it), and the kernel must end with one after the last of them (a block must not exit while
-  others still write its shared memory): `race` otherwise.
+  initialized before it; a relaxed one suffices: every init is fenced at cluster scope), and the kernel must end
+  with one after the last of them (a block must not exit while others still write its shared memory), unless each
+  block waits for all of them itself before it exits (the producer tail: `remote_writes_awaited`): `race`
+  otherwise.
 * `tp.store_remote(dst, value, bar, cta)` is, to the walk, a store into the block's own `dst` completing its own
   `bar`: its targets must be a permutation of the ranks, a cluster barrier (relaxed or not) must come before the
   first, and a wait on `bar` after each in the same line (then no closing barrier is needed).
