@@ -907,6 +907,13 @@ SMALL_64x64 = dict(BM=64, BN=64, STAGES=8, CONSUMERS=1, INSTR=tp.nv.wgmma_m64n64
 #   through the TMA store: 256 x 4096 x 4096 bf16 26.0-26.5 -> 22.5-24.1, f32 25.9-26.7 -> 23.2-23.8 (three runs);
 #   not at 200 x 4096 x 4096 (24.4-26.3 either way, the cluster 0-2% slower in two runs of three).
 SKINNY_CLUSTER = dict(IN_FLIGHT=0, BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=tp.nv.wgmma_m64n128k16_bf16, CLUSTER_M=2)
+# G26 (H100, benchmarks/results/gemm-large-g26-call1-odd{a,b}-*.json, two runs alternating with the peer): B rows off
+# 128-byte lines with f32 out, 3000 x 5000 x 4096 x torch.mm(out_dtype=f32): the 2x1 cluster (4 stages, registers'
+# store, no setmaxnreg) 0.839 / 0.849 -> clusters of 4 (B read once per 4 row tiles) with 64 / 216 registers 0.868 /
+# 0.901 (the 2x1 cluster with 64 / 216 0.855 / 0.885). bf16 out keeps the 2x1 cluster (clusters of 4 0.851 / 0.861
+# against 0.853 / 0.876). 128 x 192 tiles (4.9 waves instead of 3.6) LOST in both: bf16 0.80, f32 0.76-0.79.
+# Taken where the row tiles are whole clusters of 4 (no empty row tiles).
+UNALIGNED_B_F32 = dict(CLUSTER_M=4, PRODUCER_REGS=64, CONSUMER_REGS=216)
 # * G11: 65-128 rows whose 64 x 64 tiles of C^T fill half a wave to one (two row tiles; N ~ 2100-4200): swap-AB with
 #   both consumer warpgroups on ONE 64 x 64 tile, consumer r taking the k-tiles 2j + r into an accumulator of its own
 #   (gemm_splitk_swap K_WAYS=2: two rings of 6 stages, the sums added through shared memory; cuBLAS's 384-thread
@@ -1086,6 +1093,8 @@ def policy(M: int, N: int, K: int, out=None, fixup: bool = False, forms: bool = 
         return p
     if cls == "large" and fixup and forms and (2 * N) % 128 and 2 * _cdiv(M, 128) * _cdiv(N, 256) > NUM_SMS:
         p["CLUSTER_M"] = 2   # B rows that are not whole 128-byte lines: multicast B in 2x1 clusters (above)
+        if out != tp.bf16 and _cdiv(M, p["BM"]) % 4 == 0:
+            p.update(UNALIGNED_B_F32)    # f32 out: clusters of 4, 64 / 216 registers (above)
     if cls == "large" and out == tp.bf16 and 2 * M * K > L2_BYTES and _cdiv(M, p["BM"]) > LARGE_GROUP_M:
         p["GROUP_M"] = LARGE_GROUP_M   # A overflows the L2: the grouped tile order (above; gemm_cluster ignores it)
     if (cls == "large" and out in (tp.bf16, tp.f32) and fixup and forms and not clustered(p)

@@ -475,3 +475,15 @@ def test_n192_clusters_on_the_interpreter(params, out):
     assert not np.isnan(c).any(), "an output tile was never written"
     tol = 1e-6 if out == tp.f32 else 2.0**-8
     assert np.abs(c - ref).max() <= tol * np.abs(ref).max()
+
+
+def test_unaligned_b_f32_policy_takes_clusters_of_four():
+    """B rows off 128-byte lines (the 2x1 cluster's class): f32 out in clusters of 4 with 64 / 216 registers where the
+    row tiles are whole clusters of 4 (G26: 3000 x 5000 x 4096 0.84-0.85 -> 0.87-0.90x), else the 2x1 cluster; bf16
+    out keeps the 2x1 cluster (clusters of 4 measured even)."""
+    f32 = gemm_hopper.policy(3000, 5000, 4096, tp.f32, fixup=True)
+    assert (f32["CLUSTER_M"], f32["PRODUCER_REGS"], f32["CONSUMER_REGS"]) == (4, 64, 216)
+    assert gemm_hopper.kernel_params(f32)["CLUSTER_M"] == 4
+    assert gemm_hopper.policy(2056, 4104, 1040, tp.f32, fixup=True)["CLUSTER_M"] == 2     # 17 row tiles
+    assert gemm_hopper.policy(3000, 5000, 4096, tp.bf16, fixup=True)["CLUSTER_M"] == 2
+    assert not gemm_hopper.clustered(gemm_hopper.policy(3000, 5000, 4096, tp.f32))        # the lowering's policy
