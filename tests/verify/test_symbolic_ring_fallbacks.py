@@ -231,3 +231,40 @@ def test_constant_elements_match_brute_force(a0, n, c, C, ops, e, q):
         assert valid is False, (m, valid)
     else:
         assert valid is True and int(m["k#0"]) == latest, (m, valid, latest)
+
+
+def _cluster_cases():
+    from . import cluster_kernels as CK
+
+    return [(CK.cluster_gemm, dict(BUG=b)) for b in range(6)] + [(CK.cluster_gemm_peer, dict(BUG=b)) for b in (0, 6)]
+
+
+CLUSTER = _cluster_cases()
+
+
+@pytest.mark.parametrize("kernel, cx", CLUSTER, ids=[f"{k.name}-{c['BUG']}" for k, c in CLUSTER])
+def test_cluster_rings_symbolic_and_as_the_copies(kernel, cx, monkeypatch):
+    """Multicast copies and remote arrives (`cta=`) on the ring's arrays: the walk as written takes them as the
+    copies' walk does (the block's own stage and element), so the cluster kernels' twins and bugs take the symbolic
+    form with the copies' findings (the bugs themselves are checks/cluster.py's and the copies' checks')."""
+    off, _ = _errors(kernel, False, monkeypatch, **cx)
+    on, report = _errors(kernel, True, monkeypatch, **cx)
+    assert on == off, f"switch on {on} != copies {off}\n{report}"
+    assert _gaps(kernel, **cx) == []
+    assert bool(on) == (cx["BUG"] != 0)
+
+
+def test_stdlib_cluster_rings_symbolic(monkeypatch):
+    """gemm_cluster (B multicast, releases to every rank) and gemm_splitk_swap K_WAYS=2 in 2x1 clusters: symbolic,
+    their assertions proved."""
+    import tilepy as tp
+    from stdlib_kernels import gemm_hopper, gemm_splitk_swap
+
+    monkeypatch.setattr(symbolic_ring, "ENABLED", True)
+    swap = dict(BM=32, BN=64, K_WAYS=2, STAGES=8, CLUSTER_M=2, INSTR=tp.nv.wgmma_m64n32k16_bf16)
+    for kernel, cx in ((gemm_hopper.gemm_cluster, {}), (gemm_splitk_swap.gemm_splitk_swap, swap)):
+        kernel._cache.clear()
+        kir = kernel.ir("sm_90a", **cx)
+        assert analyze(kir, symbolic=True).symbolic_gaps == [], kernel.name
+        report = tv.verify_ir(kir)
+        assert report.ok, str(report)
