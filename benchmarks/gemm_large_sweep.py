@@ -128,6 +128,7 @@ F32_VARIANTS = {
     "c2_n192_s3_tma": dict(CLUSTER_M=2, BN=192, INSTR=I192, STAGES=3, EPILOGUE=2, IN_FLIGHT=0, **R64),
     "c2_n192_s5_r64": dict(CLUSTER_M=2, BN=192, INSTR=I192, STAGES=5, EPILOGUE=0, IN_FLIGHT=0, **R64),
     "c4_s4_r64": dict(CLUSTER_M=4, STAGES=4, EPILOGUE=0, IN_FLIGHT=0, **R64),
+    "c2_s4_r0": dict(CLUSTER_M=2, STAGES=4, EPILOGUE=0, IN_FLIGHT=0, PRODUCER_REGS=0, CONSUMER_REGS=0),  # before G26
 }
 # fp8, constexprs over gemm_fp8's policy (128 x 256 x 128; since G10 the large class's is 3 stages, the TMA store,
 # 96 / 200): every knob named, so a variant means the same whatever the policy is

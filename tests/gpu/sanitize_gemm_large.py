@@ -105,7 +105,8 @@ for (m, n, k), extra in (((136, 260, 400), dict(STAGES=3, EPILOGUE=2, PRODUCER_R
     print("fp8", m, n, k, "rel err", float((out.double() - ref).norm() / ref.norm()), flush=True)
 # G26 (mode "held" alone, or all): DEFER=2 with HELD (the last piece(s) held in registers; f32 and bf16 out): the
 # one-buffer form with piece 3 held over 3 blocks and one block, 8 pieces of 32 with 2 held; and 128 x 192 tiles in
-# 2x1 clusters (TMA store, 3 row tiles: the grid rounded up to whole clusters), clusters of 4
+# 2x1 clusters (TMA store, 3 row tiles: the grid rounded up to whole clusters), clusters of 4; the f32 policy's
+# clusters of 4
 I192 = tp.nv.wgmma_m64n192k16_bf16
 for (m, k, n), extra, outs in (
         ((300, 520, 776), dict(gemm_hopper.LARGE_PERSISTENT_F32, NUM_SMS=3, GROUP_M=2, DEFER=2, HELD=1), "fb"),
@@ -114,7 +115,11 @@ for (m, k, n), extra, outs in (
                                DEFER=2, HELD=2), "f"),
         ((300, 520, 776), dict(CLUSTER_M=2, BN=192, INSTR=I192, STAGES=4, EPILOGUE=2, IN_FLIGHT=0, **R64), "b"),
         ((300, 520, 776), dict(CLUSTER_M=2, BN=192, INSTR=I192, STAGES=3, EPILOGUE=2, IN_FLIGHT=0, **R64), "f"),
-        ((300, 520, 776), dict(CLUSTER_M=4, STAGES=3, EPILOGUE=2, IN_FLIGHT=0, **R64), "b")):
+        ((300, 520, 776), dict(CLUSTER_M=4, STAGES=3, EPILOGUE=2, IN_FLIGHT=0, **R64), "b"),
+        # the f32 policy where B's rows are off 128-byte lines (UNALIGNED_B_F32: clusters of 4, registers' store),
+        # given and through launch (2048 x 1160 x 520: 16 x 5 tiles, B rows of 2320 bytes)
+        ((300, 520, 776), dict(CLUSTER_M=4, STAGES=4, EPILOGUE=0, IN_FLIGHT=0, **R64), "f"),
+        ((2048, 520, 1160), {}, "f")):
     if ONLY not in ("", "held"):
         continue
     a = torch.randn(m, k, device=d, generator=g).bfloat16()
@@ -122,7 +127,7 @@ for (m, k, n), extra, outs in (
     ref = a.double() @ b.double()
     for o in outs:
         c = torch.full((m, n), float("nan"), device=d, dtype=torch.float32 if o == "f" else torch.bfloat16)
-        gemm_hopper.launch(a, b, c, **{**P, **extra})
+        gemm_hopper.launch(a, b, c, **({**P, **extra} if extra else {}))
         torch.cuda.synchronize()
         print("held/n192", o, extra.get("HELD"), extra.get("BN"), extra.get("CLUSTER_M"), "rel err",
               float((c.double() - ref).norm() / ref.norm()), flush=True)

@@ -87,6 +87,7 @@ VARIANTS = {
     "c2_n192_s3_tma": dict(CLUSTER_M=2, BN=192, INSTR=I192, STAGES=3, EPILOGUE=2, IN_FLIGHT=0, **R64),
     "c2_n192_s5": dict(CLUSTER_M=2, BN=192, INSTR=I192, STAGES=5, EPILOGUE=0, IN_FLIGHT=0, **R64),
     "c4_s3_tma": dict(CLUSTER_M=4, STAGES=3, EPILOGUE=2, IN_FLIGHT=0, **R64),
+    "c4_s4_regs": dict(CLUSTER_M=4, STAGES=4, EPILOGUE=0, IN_FLIGHT=0, **R64),   # the f32 policy's (UNALIGNED_B_F32)
 }
 SMEM = 232448       # the H100's shared memory a block may opt into
 
