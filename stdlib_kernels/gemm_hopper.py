@@ -912,7 +912,9 @@ SKINNY_CLUSTER = dict(IN_FLIGHT=0, BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=t
 # store, no setmaxnreg) 0.839 / 0.849 -> clusters of 4 (B read once per 4 row tiles) with 64 / 216 registers 0.868 /
 # 0.901 (the 2x1 cluster with 64 / 216 0.855 / 0.885). bf16 out keeps the 2x1 cluster (clusters of 4 0.851 / 0.861
 # against 0.853 / 0.876). 128 x 192 tiles (4.9 waves instead of 3.6) LOST in both: bf16 0.80, f32 0.76-0.79.
-# Taken where the row tiles are whole clusters of 4 (no empty row tiles).
+# Taken where the row tiles are whole clusters of 4 (no empty row tiles). Confirmed (gemm-large-g26-call2-odd{a,b}-*):
+# this policy 0.885 / 0.888 against the one before 0.850 / 0.844, 4096 x 4104 x 4096 0.754 / 0.745 against 0.725 /
+# 0.728; most of it is the registers (the 2x1 cluster with 64 / 216: 0.861 / 0.867, 0.740 / 0.738).
 UNALIGNED_B_F32 = dict(CLUSTER_M=4, PRODUCER_REGS=64, CONSUMER_REGS=216)
 # * G11: 65-128 rows whose 64 x 64 tiles of C^T fill half a wave to one (two row tiles; N ~ 2100-4200): swap-AB with
 #   both consumer warpgroups on ONE 64 x 64 tile, consumer r taking the k-tiles 2j + r into an accumulator of its own
