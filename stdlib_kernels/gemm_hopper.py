@@ -992,12 +992,17 @@ CLUSTER_SPLIT_STAGES = {8: 8, 16: 8, 24: 8, 32: 4, 48: 4, 64: 4, 80: 4, 96: 4, 1
 # 43.49, 1.00); so 1-16 rows take it too. With PUSH against the barrier exchange (once): 20 rows 0.89 -> 0.92, 40 rows
 # 0.87 -> 0.91, 56 rows 0.82 -> 0.85, 72 rows (f32 out) 0.78 -> 0.85; at short K against the forms before: 48 x 4096 x
 # 512 0.49 -> 0.69, 24 x 4096 x 768 0.58 -> 0.75, 96 x 4096 x 1536 0.65 -> 0.69, 104 x 4096 x 2048 0.71 -> 0.78.
-CLUSTER_SPLIT_MIN_K_TILES = {64: 8, 96: 24, 104: 32, 112: 48, 128: 64}
+# G23 (gemm-g23-xch-k-*.json, bf16 out, us, x cuBLAS): with XCH at BM 112 / 128, forced against the policy there (K_WAYS
+# over two shifted 64-row tiles), alternated twice: 112 x 4096 x 2048 (32 k-tiles) 9.56 / 9.62 -> 8.38 / 8.35 (0.64-0.66
+# -> 0.76), 128 x 4096 x 3072 (48) 12.48 / 12.52 -> 10.74 / 10.77 (0.91-0.92 -> 1.05-1.06); once: 112 x 4096 x 2560
+# 11.16 -> 9.21 (0.66 -> 0.81), 128 x 4096 x 2048 9.71 -> 8.92 (0.90 -> 0.98, not adopted: one run). Below 32: not
+# measured.
+CLUSTER_SPLIT_MIN_K_TILES = {64: 8, 96: 24, 104: 32, 112: 32, 128: 48}
 CLUSTER_SPLIT_PUSH_BM = 104     # PUSH=1 up to this BM (its received tile beside CLUSTER_SPLIT_STAGES' stages)
 # past it (BM 112 / 128), PUSH=1 with XCH=1: the hand-over and received tiles in one, so 4 stages fit beside it (G23;
 # gemm-g23-stages-*.json, alternated twice with the barrier exchange's 4 stages, us, x cuBLAS: 112 rows 13.79-13.83 ->
 # 11.89-12.08 (0.75 -> 0.86), f32 out 13.88 -> 12.17 (0.74 -> 0.84); 128 rows 14.47-14.81 -> 12.64-12.65 (0.99-1.00 ->
-# 1.14)). Its K thresholds (48 / 64 k-tiles) are the barrier exchange's, not re-measured with it.
+# 1.14)). Its K thresholds: CLUSTER_SPLIT_MIN_K_TILES above.
 
 
 def cluster_split(M: int, N: int, K: int) -> dict | None:
