@@ -96,6 +96,10 @@ def cases():
         for target, params in mod.PRESETS.items():
             yield f"{k.name}[{target}]", k, target, params
         mark(k)
+    for b_layout, k in (("nk", gemm_fp32.gemm_fp32_ct), ("kn", gemm_fp32.gemm_fp32_kt)):   # the swap-AB forms
+        params = gemm_fp32.swap_params(128, 4096, 4096, b_layout=b_layout)
+        yield f"gemm_fp32_{'ct' if b_layout == 'nk' else 'kt'}[swap {b_layout} 128 rows]", k, "sm_90a", params
+    mark(gemm_fp32.gemm_fp32_ct, gemm_fp32.gemm_fp32_kt)
     for cls in gemm_fp8.POLICIES:  # the scaled fp8 GEMM's policy classes
         M, N, K = {"large": (4096,) * 3, "small": (1024,) * 3, "skinny": (128, 4096, 4096)}[cls]
         yield f"gemm_fp8[policy {cls}]", gemm_fp8.gemm_fp8, "sm_90a", gemm_fp8.policy(M, N, K, forms=False)
