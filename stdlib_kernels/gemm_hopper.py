@@ -348,7 +348,9 @@ def gemm_cluster(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"
     the inits: CUTLASS's arrive_relaxed / wait); the closing one is replaced by the producer's tail: after its last
     copy it waits on every stage of `empty` for one more phase, i.e. until the consumers of EVERY block have released
     every stage it filled. Those releases are the only remote writes into a block (a multicast into it completes on
-    its own `full`, which its consumers wait for), so once the tail has seen them the block may exit."""
+    its own `full`, which its consumers wait for), so once the tail has seen them the block may exit. The tail comes
+    before the producer's epilogue (TMA store): placed after it, it cost 0.5-1.4 us (1024 x 1024 x K, K = 64-4096;
+    the same as a relaxed closing barrier once moved)."""
     m0 = tp.block_id(0) * BM
     n0 = tp.block_id(1) * BN
     a_s = tp.shared((BM, BK), tp.bf16, stages=STAGES, swizzle=SWIZZLE)
@@ -377,16 +379,17 @@ def gemm_cluster(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"
             else:                       # (ablation: every block loads its own B; the releases stay cluster-wide)
                 tp.copy_bulk(B[k0:k0 + BK, n0:n0 + BN], b_s[k % STAGES], full[k % STAGES])
             tp.mbarrier_arrive(full[k % STAGES])
+        if RELAXED:
+            # the tail: every block's consumers released every stage this block filled (the last remote arrivals
+            # on its mbarriers): wait k_tiles .. k_tiles + STAGES - 1, as the loop would before its next copies.
+            # Before the epilogue: it waits while the consumers stage c_s (after it, the store: 0.5-1.4 us slower)
+            for k in range(k_tiles + STAGES):
+                if k >= k_tiles:
+                    tp.mbarrier_wait(empty[k % STAGES], k // STAGES)
         if EPILOGUE > 0:
             tp.mbarrier_wait(staged, 0)                # the consumers' accumulators are in c_s
             tp.store_bulk(c_s, C[m0:m0 + BM, n0:n0 + BN])
             tp.store_bulk_wait(c_s)
-        if RELAXED:
-            # the tail: every block's consumers released every stage this block filled (the last remote arrivals
-            # on its mbarriers): wait k_tiles .. k_tiles + STAGES - 1, as the loop would before its next copies
-            for k in range(k_tiles + STAGES):
-                if k >= k_tiles:
-                    tp.mbarrier_wait(empty[k % STAGES], k // STAGES)
     else:                               # consumer warpgroups: wgmma over their own threads, 64 rows each
         if CONSUMER_REGS > 0:
             tp.setmaxnreg(CONSUMER_REGS)
@@ -898,6 +901,26 @@ MID_128x128 = {tp.bf16: dict(STAGES=5, EPILOGUE=2), tp.f32: dict(STAGES=4, EPILO
 #   stages, no split (SMALL_64x64) instead of 64 x 128 tiles split 2 with atomics (and, for bf16, a workspace and a
 #   rounding pass): 512^3 bf16 10.30 (0.40x) -> 5.64 (0.69x); 64 x 128 tiles unsplit 6.38, split 2 with FIXUP=3 6.84.
 SMALL_64x64 = dict(BM=64, BN=64, STAGES=8, CONSUMERS=1, INSTR=tp.nv.wgmma_m64n64k16_bf16, IN_FLIGHT=1, EPILOGUE=0)
+# G22 (H100, benchmarks/results/gemm-g22-call{2,3}-*.json; graph us, alternated twice with the policy in one run, x
+# cuBLAS): gemm_cluster RELAXED=1 (2x1 clusters along M, B multicast, the cluster barriers' release / acquire gone: the
+# opening one relaxed, the closing one replaced by the producer's tail), 8 stages, taken by `launch` callers only
+# (fixup and forms; the lowering keeps the plain kernel):
+# * f32 out on 64 x 128 tiles with at least 16 k-tiles (the small class past half a wave, and the large class on these
+#   tiles): 1024 x 1024 x 4096 22.95 / 22.96 -> 21.43 / 21.13 (call 2), 23.43 / 23.51 -> 21.54 (call 3) (0.72 ->
+#   0.73-0.78); 512 x 2048 x 4096 23.06 / 23.03 -> 21.09 / 21.33, 23.78 / 23.61 -> 21.91 (0.74-0.81 -> 0.84-0.87);
+#   1024^3 9.27 / 9.20 -> 9.06 / 9.11, 9.31 / 9.27 -> 9.00 (0.77-0.79 -> 0.79-0.81); 768^3 (12 k-tiles) even (7.03 /
+#   6.97 -> 7.14 / 6.97): not taken there. (bf16 out on these tiles: with the tail before the epilogue 1024^3 7.55
+#   -> 7.33 us device, 1024 x 1024 x 4096 21.05 -> 19.46, one run of source edits (gemm-g22-tail-*.json): not yet
+#   alternated, not taken; 8 stages unclustered above.)
+# * bf16 out where SMALL_64x64 applies: those 64 x 64 tiles in the clusters, the TMA store: 640^3 6.45 / 6.44 ->
+#   5.91 / 5.94 (0.70 -> 0.78-0.79), 512^3 5.60 / 5.58 -> 5.46 / 5.39 (0.70-0.71 -> 0.72-0.73), measured with the tail
+#   after the store (the tail before it is faster on 64 x 128 tiles at every K). f32 out there mixed (640^3 5.94 /
+#   6.00 -> 5.77 / 6.20): not taken.
+CLUSTER_RELAXED = dict(IN_FLIGHT=0, CLUSTER_M=2, RELAXED=1, STAGES=8)
+SMALL_CLUSTER_F32 = dict(BM=64, BN=128, CONSUMERS=1, INSTR=tp.nv.wgmma_m64n128k16_bf16, EPILOGUE=0, **CLUSTER_RELAXED)
+SMALL_64x64_CLUSTER_BF16 = dict(BM=64, BN=64, CONSUMERS=1, INSTR=tp.nv.wgmma_m64n64k16_bf16, EPILOGUE=2,
+                                **CLUSTER_RELAXED)
+SMALL_CLUSTER_MIN_K_TILES = 16
 # * B rows a multiple of 16 bytes (TMA) but not of 128 (a 128-byte box row then spans two L2 lines): the large policy
 #   in 2x1 clusters, B's tile multicast (gemm_cluster), read once per pair: 3000 x 5000 x 4096 bf16 269.3-269.8 ->
 #   199.7 (0.64-0.66 -> 0.87x), f32 282.9 -> 210.1 (0.62 -> 0.90x); 4096 x 4104 x 4096 bf16 293.5 -> 270-272 (0.65 ->
@@ -1041,7 +1064,8 @@ def policy(M: int, N: int, K: int, out=None, fixup: bool = False, forms: bool = 
     gemm_splitk, which takes a workspace and tickets that `launch` keeps); without it (a caller that launches
     gemm_hopper itself, the lowering) the split adds into a target the caller zeroes. With `fixup` and `forms`, the
     kernel forms only `launch` runs: swap-AB for decode rows, 2x1 clusters for 225-256 rows and for B rows that are
-    not a multiple of 128 bytes (SWAP_DECODE, SKINNY_CLUSTER above)."""
+    not a multiple of 128 bytes (SWAP_DECODE, SKINNY_CLUSTER above), and gemm_cluster RELAXED=1 for the small class's
+    bf16 64 x 64 rows and its f32 64 x 128 rows of >= 16 k-tiles (SMALL_64x64_CLUSTER_BF16, SMALL_CLUSTER_F32)."""
     cls = shape_class(M, N, K)
     p = {**PRESETS["sm_90a"], **POLICIES[cls]}
     if fixup and forms and cluster_split(M, N, K) is not None:
@@ -1083,12 +1107,19 @@ def policy(M: int, N: int, K: int, out=None, fixup: bool = False, forms: bool = 
     else:
         p.update(F32_OUT.get(cls, {}))
     if cls == "small" and 2 * _cdiv(M, 64) * _cdiv(N, 128) <= NUM_SMS and _cdiv(K, 64) <= 16:
+        if out == tp.bf16 and fixup and forms:
+            return {**p, **SMALL_64x64_CLUSTER_BF16}    # (G22, above)
         return {**p, **SMALL_64x64}     # few 64 x 128 tiles, short K: twice the tiles, no split (G16, above)
+    if (cls == "small" and out != tp.bf16 and fixup and forms and 2 * _cdiv(M, 64) * _cdiv(N, 128) > NUM_SMS
+            and _cdiv(K, 64) >= SMALL_CLUSTER_MIN_K_TILES):
+        return {**p, **SMALL_CLUSTER_F32}       # f32 out, 64 x 128 tiles in relaxed clusters (G22, above)
     if (cls == "large" and 2 * _cdiv(M, 128) * _cdiv(N, 256) <= NUM_SMS
             and not NUM_SMS * 3 // 4 < _cdiv(M, 128) * _cdiv(N, 128) <= NUM_SMS
             and NUM_SMS * 3 // 4 < _cdiv(M, 64) * _cdiv(N, 128) <= NUM_SMS):
         # the small class's 64 x 128 tiles in one wave instead of 128 x 256 tiles split over K (G16, above)
         small = {**PRESETS["sm_90a"], **POLICIES["small"]}
+        if out != tp.bf16 and fixup and forms and _cdiv(K, 64) >= SMALL_CLUSTER_MIN_K_TILES:
+            return {**small, **SMALL_CLUSTER_F32}       # (G22, above)
         return {**small, **(BF16_OUT if out == tp.bf16 else F32_OUT)["small"]}
     if (cls == "large" and 2 * _cdiv(M, 128) * _cdiv(N, 256) <= NUM_SMS
             and NUM_SMS * 3 // 4 < _cdiv(M, 128) * _cdiv(N, 128) <= NUM_SMS):
