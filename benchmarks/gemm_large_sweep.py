@@ -86,6 +86,8 @@ VARIANTS = {
     # 256 x 128 tiles (two consumers of 128 rows) in pieces: two 32 KB buffers leave 3 stages of 48 KB
     "pers_256x128_n64_s3": dict(PERSISTENT=1, BM=256, BN=128, CONSUMERS=2, INSTR=I128, STAGES=3, EPILOGUE=2, STORE_N=64,
                                 **R64),
+    # G26: the policy's form (DEFER=2) with the store warp's pieces in a run-time loop (STORE_LOOP=1)
+    "pers_defer2_loop": dict(PERSISTENT=1, STAGES=4, EPILOGUE=2, STORE_N=64, DEFER=2, STORE_LOOP=1, **R64),
     # G26, 3000 x 5000 x 4096 (B rows of 10000 bytes: the policy's 2x1 cluster): 128 x 192 tiles (24 x 27 = 648 tiles,
     # 4.9 waves of 132 against 128 x 256's 480 = 3.6), in 2x1 clusters (B multicast) and not; clusters of 4 (B read
     # once per 4 row tiles)
@@ -129,6 +131,9 @@ F32_VARIANTS = {
     "c2_n192_s5_r64": dict(CLUSTER_M=2, BN=192, INSTR=I192, STAGES=5, EPILOGUE=0, IN_FLIGHT=0, **R64),
     "c4_s4_r64": dict(CLUSTER_M=4, STAGES=4, EPILOGUE=0, IN_FLIGHT=0, **R64),
     "c2_s4_r0": dict(CLUSTER_M=2, STAGES=4, EPILOGUE=0, IN_FLIGHT=0, PRODUCER_REGS=0, CONSUMER_REGS=0),  # before G26
+    # G26: the 8-piece HELD=2 form with the store warp's pieces in a run-time loop (STORE_LOOP=1: verifies in ~1 s)
+    "pers_n32_held2_loop": dict(PERS, STAGES=4, STORE_N=32, STORE_BUFS=2, STORE_SPAN=0, GROUP_M=8, DEFER=2, HELD=2,
+                                STORE_LOOP=1, **R64),
 }
 # fp8, constexprs over gemm_fp8's policy (128 x 256 x 128; since G10 the large class's is 3 stages, the TMA store,
 # 96 / 200): every knob named, so a variant means the same whatever the policy is

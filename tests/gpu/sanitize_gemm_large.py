@@ -113,6 +113,10 @@ for (m, k, n), extra, outs in (
         ((300, 520, 776), dict(gemm_hopper.LARGE_PERSISTENT_F32, NUM_SMS=1, GROUP_M=2, DEFER=2, HELD=1), "f"),
         ((300, 520, 776), dict(gemm_hopper.LARGE_PERSISTENT_F32, NUM_SMS=3, STORE_N=32, STORE_BUFS=2, GROUP_M=2,
                                DEFER=2, HELD=2), "f"),
+        # the store warp's pieces in a run-time loop (STORE_LOOP=1): the 8-piece HELD=2 form, the bf16 policy's form
+        ((300, 520, 776), dict(gemm_hopper.LARGE_PERSISTENT_F32, NUM_SMS=3, STORE_N=32, STORE_BUFS=2, GROUP_M=2,
+                               DEFER=2, HELD=2, STORE_LOOP=1), "f"),
+        ((300, 520, 776), dict(gemm_hopper.LARGE_PERSISTENT, NUM_SMS=3, GROUP_M=2, STORE_LOOP=1), "b"),
         ((300, 520, 776), dict(CLUSTER_M=2, BN=192, INSTR=I192, STAGES=4, EPILOGUE=2, IN_FLIGHT=0, **R64), "b"),
         ((300, 520, 776), dict(CLUSTER_M=2, BN=192, INSTR=I192, STAGES=3, EPILOGUE=2, IN_FLIGHT=0, **R64), "f"),
         ((300, 520, 776), dict(CLUSTER_M=4, STAGES=3, EPILOGUE=2, IN_FLIGHT=0, **R64), "b"),

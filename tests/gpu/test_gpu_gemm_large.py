@@ -81,6 +81,11 @@ VARIANTS = {
                              DEFER=2, HELD=1, **R64),
     "pers_n32_held2_1blk": dict(PERSISTENT=1, NUM_SMS=1, STAGES=4, EPILOGUE=2, STORE_N=32, STORE_BUFS=2, GROUP_M=2,
                                 DEFER=2, HELD=2, **R64),
+    # (G26) the store warp's pieces in a run-time loop (STORE_LOOP=1): the 8-piece HELD=2 form, the bf16 policy's form
+    "pers_n32_held2_loop_g3": dict(PERSISTENT=1, NUM_SMS=7, STAGES=4, EPILOGUE=2, STORE_N=32, STORE_BUFS=2, GROUP_M=3,
+                                   DEFER=2, HELD=2, STORE_LOOP=1, **R64),
+    "pers_defer2_loop_g3": dict(PERSISTENT=1, NUM_SMS=7, STAGES=4, EPILOGUE=2, STORE_N=64, GROUP_M=3, DEFER=2,
+                                STORE_LOOP=1, **R64),
     # (G26) 128 x 192 tiles (wgmma n192) in 2x1 clusters: the TMA store beside 4 stages (bf16) / 3 (f32), the
     # registers' store beside 5; clusters of 4 (rows rounded up to whole clusters)
     "c2_n192_s4_tma": dict(CLUSTER_M=2, BN=192, INSTR=I192, STAGES=4, EPILOGUE=2, IN_FLIGHT=0, **R64),
