@@ -5,7 +5,7 @@ gemm_fp8_persistent_tma (the pieces for fp8).
 
 compute-sanitizer --tool memcheck python3 tests/gpu/sanitize_gemm_large.py
 compute-sanitizer --tool racecheck python3 tests/gpu/sanitize_gemm_large.py [MODE: persistent, pieces, defer, f32,
-f32policy, f32b1 or held]
+f32policy, f32b1, held or loop]
 (defer: the DEFER=1 piece forms alone: pieces held in registers and written under the next tile's first k-tile;
 f32: the piece forms with f32 out alone, G18: 8 pieces of 32 columns through two 16 KB buffers (128-byte rows, and
 32-byte column blocks), 16 of 16 through four, 4 of 64 beside 3 stages, and the large f32 class through launch on a
@@ -50,7 +50,7 @@ for (m, k, n), extra in (((300, 520, 776), dict(STAGES=3, EPILOGUE=2, IN_FLIGHT=
                          ((300, 520, 776), dict(PERSISTENT=1, NUM_SMS=3, STAGES=4, EPILOGUE=2, STORE_N=64, GROUP_M=2,
                                                 DEFER=2, **R64))):
     if (ONLY == "persistent" and not extra.get("PERSISTENT") or ONLY == "pieces" and not extra.get("STORE_N")
-            or ONLY == "defer" and not extra.get("DEFER") or ONLY in ("f32", "f32policy", "f32b1", "held")):
+            or ONLY == "defer" and not extra.get("DEFER") or ONLY in ("f32", "f32policy", "f32b1", "held", "loop")):
         continue
     a = torch.randn(m, k, device=d, generator=g).bfloat16()
     b = torch.randn(k, n, device=d, generator=g).bfloat16()
@@ -92,7 +92,7 @@ for (m, n, k), extra in (((136, 260, 400), dict(STAGES=3, EPILOGUE=2, PRODUCER_R
                          # gemm_fp8_persistent_tma: 3 blocks over 3 x 3 tiles of 4 pieces, ragged M and K
                          ((300, 520, 272), dict(PERSISTENT=1, NUM_SMS=3, STORE_N=64, STAGES=4, GROUP_M=2,
                                                 PRODUCER_REGS=96, CONSUMER_REGS=200))):
-    if ONLY in ("persistent", "defer", "f32", "f32policy", "f32b1", "held") or ONLY == "pieces" and not extra.get(
+    if ONLY in ("persistent", "defer", "f32", "f32policy", "f32b1", "held", "loop") or ONLY == "pieces" and not extra.get(
             "STORE_N"):
         continue
     a = torch.randn(m, k, device=d, generator=g).to(torch.float8_e4m3fn)
@@ -124,7 +124,7 @@ for (m, k, n), extra, outs in (
         # given and through launch (2048 x 1160 x 520: 16 x 5 tiles, B rows of 2320 bytes)
         ((300, 520, 776), dict(CLUSTER_M=4, STAGES=4, EPILOGUE=0, IN_FLIGHT=0, **R64), "f"),
         ((2048, 520, 1160), {}, "f")):
-    if ONLY not in ("", "held"):
+    if ONLY not in ("", "held", "loop") or ONLY == "loop" and not extra.get("STORE_LOOP"):
         continue
     a = torch.randn(m, k, device=d, generator=g).bfloat16()
     b = torch.randn(k, n, device=d, generator=g).bfloat16()
