@@ -92,8 +92,8 @@ for (m, n, k), extra in (((136, 260, 400), dict(STAGES=3, EPILOGUE=2, PRODUCER_R
                          # gemm_fp8_persistent_tma: 3 blocks over 3 x 3 tiles of 4 pieces, ragged M and K
                          ((300, 520, 272), dict(PERSISTENT=1, NUM_SMS=3, STORE_N=64, STAGES=4, GROUP_M=2,
                                                 PRODUCER_REGS=96, CONSUMER_REGS=200))):
-    if ONLY in ("persistent", "defer", "f32", "f32policy", "f32b1", "held", "loop") or ONLY == "pieces" and not extra.get(
-            "STORE_N"):
+    if (ONLY in ("persistent", "defer", "f32", "f32policy", "f32b1", "held", "loop")
+            or ONLY == "pieces" and not extra.get("STORE_N")):
         continue
     a = torch.randn(m, k, device=d, generator=g).to(torch.float8_e4m3fn)
     b = torch.randn(n, k, device=d, generator=g).to(torch.float8_e4m3fn)
