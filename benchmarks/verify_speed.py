@@ -72,6 +72,12 @@ def cases():
     kern, params = gemm_hopper.plan_kernel(4096, 4096, tp.f32, gemm_hopper.policy(4096, 4096, 4096, tp.f32,
                                                                                     fixup=True), 4096)
     yield "gemm_persistent[policy large f32, TMA store]", kern, "sm_90a", params
+    # launch's small class in relaxed 2x1 clusters (G22: gemm_cluster RELAXED=1, the producer's tail as its close):
+    # f32 out on 64 x 128 tiles, bf16 out on 64 x 64 tiles through the TMA store
+    for shape, out in (((1024, 1024, 1024), tp.f32), ((512, 512, 512), tp.bf16)):
+        kern, params = gemm_hopper.plan_kernel(shape[0], shape[1], out, gemm_hopper.policy(*shape, out, fixup=True),
+                                               shape[2])
+        yield f"{kern.name}[policy small {out}, RELAXED]", kern, "sm_90a", params
     mark(gemm.gemm, gemm_hopper.gemm_hopper, gemm_hopper.gemm_persistent, gemm_hopper.gemm_persistent_flat)
     for d, params in attention.PRESETS.items():
         for causal in (False, True):
