@@ -145,7 +145,7 @@ def _cross(walker, alloc, P, stage):
         return "several roles write the ring's tile"
     if len(P.loops) not in (1, 2):
         return "the read is not directly in one loop, nor in a ring loop directly in a tile loop"
-    if len(P.loops) == 2 and len(cross) != 1:
+    if (len(P.loops) == 2 or any(len(w.point.loops) == 2 for w in cross)) and len(cross) != 1:
         return "several copy ops write a tile loop's ring tile"
     ring = []
     for w in cross:  # the structural conditions of every copy first: a gap is then found before any query
@@ -163,10 +163,11 @@ def _cross(walker, alloc, P, stage):
         if isinstance(waits, str):
             return waits
         ring += [(w, y, bar, C, role, W) for W in waits]
-        if len(y.point.loops) != len(P.loops):
+        nested = len(y.point.loops) == 2  # (the read in the ring loop, or in the tile loop: DEFER=2's prologue)
+        if len(y.point.loops) != len(P.loops) and not nested:
             return "the copy is not in a ring loop directly in a tile loop, as the read is" if len(P.loops) == 2 \
                 else "the copy is not directly in one loop"
-        if len(P.loops) == 2 and any(_tiled_phase(W) is None for W in waits):
+        if nested and any(_tiled_phase(W) is None for W in waits):
             return f"the wait's phase on {bar[5:]} is not the tile's first slot (the tile loop's index times the " \
                 "rounds a tile) plus a count within the tile"
     found, asked = [], set()
@@ -174,7 +175,7 @@ def _cross(walker, alloc, P, stage):
         if id(W) not in asked:  # (the copies of one mbarrier share its wait: asked once)
             asked.add(id(W))
             earlier = cmp("<=", _T(P), _T(W.point))
-            mono = _monotone(walker, W) if len(P.loops) == 1 else _tiled_monotone(walker, W)
+            mono = _monotone(walker, W) if len(y.point.loops) == 1 else _tiled_monotone(walker, W)
             if walker.solve(AND(P.constraint(), earlier)) is not None or not mono:
                 return f"the wait on {bar[5:]} is not before the read in every iteration, or its phase decreases"
         got = _latest(walker, y, bar, role, C, W)
@@ -299,7 +300,7 @@ def _tiled_phase(W):
     """(a, R, rest) where the wait's phase is a X R + rest, X the iteration index of the tile loop around its ring
     loop ((t - start) // step), a >= 1 a constant, R and rest not depending on the tile (R the ring's rounds a tile:
     X R the tile's first slot); or None."""
-    Lt, L = W.point.loops
+    Lt, L = (W.point.loops + (None,))[:2]
     X = Lt.index()
     lin = linear_form(W.phase)
     if lin is None:
@@ -311,7 +312,8 @@ def _tiled_phase(W):
     R = atom.b if atom.a == X else atom.a
     rest = build_linear({x: c for x, c in lin.items() if x is not atom})
     tile = {Lt.var.name, Lt.trip.name, *Lt.derived}
-    if term_vars(rest) & tile or term_vars(R) & (tile | {L.var.name, L.trip.name, *L.derived}):
+    ring = {L.var.name, L.trip.name, *L.derived} if L is not None else set()
+    if term_vars(rest) & tile or term_vars(R) & (tile | ring):
         return None
     return a, R, rest
 
@@ -324,6 +326,8 @@ def _tiled_monotone(walker, W) -> bool:
     if got is None:
         return False
     a, R, rest = got
+    if len(W.point.loops) == 1:  # a wait directly in the tile loop: a (X + 1) R + rest >= a X R + rest where R >= 0
+        return walker.solve(AND(W.point.constraint(), cmp("<", R, 0))) is None
     L = W.point.loops[1]
     k = L.var
     inner = AND(L.constraint(), cmp(">=", k - L.step, L.start), cmp(">", subst(rest, {k.name: k - L.step}), rest))
@@ -391,6 +395,8 @@ def _reader_waits(walker, bar, P):
     n = waits_in_line(A, bar, P.role)
     if n == 0 or not waits:
         return []  # no wait lands a copy before the read (a missing wait): reaching.py's general chain, as on copies
+    if n > 1 and len(P.loops) in (1, 2) and _in_tile_ring(walker, bar, P, waits):
+        return _tiled_reader_waits(walker, bar, P, waits, n)
     if n == 1 or len(P.loops) != 1:
         if n != 1:
             return f"the reading role does not wait on {bar[5:]} exactly once"
@@ -512,3 +518,62 @@ def _implied_prefix_closed(walker, L, g, h) -> bool:
     k2 = Var(L.var.name + "~pc")
     earlier = AND(cmp(">=", k2, L.start), cmp("<", k2, L.var), NOT(subst(g, {L.var.name: k2})))
     return walker.solve(AND(L.constraint(), g, earlier)) is None
+
+
+def _in_tile_ring(walker, bar, P, waits) -> bool:
+    """Do the reading role's waits on `bar` sit in a tile loop around a ring loop (P in the tile loop P.loops[0],
+    directly or in a ring loop in it, and some wait on `bar` in a ring loop directly in that tile loop)?"""
+    Lt = P.loops[0]
+    seen = waits + (Lt.mwaits or [])
+    return any(len(x.point.loops) == 2 and x.point.loops[0] is Lt for x in seen if x.bar == bar)
+
+
+def _tiled_reader_waits(walker, bar, P, waits, n):
+    """Several waits on the array in the reading role's line, in a tile loop around a ring loop (gemm_persistent
+    DEFER=2: the prologue's wait(full[0], turn) for k-tile 0, then the ring's wait(full[k % S], turn + k // S)): the
+    one wait op before the read in the read's own loops lands its copies, where no execution of any of the line's
+    waits before the read waited for a higher phase on its element. With every wait's phase a X R + rest_x
+    (`_tiled_phase`: the same a and R), that is: in an earlier tile, rest_x <= a R + rest (R >= 0); in the read's
+    tile, before it (a wait textually before the read, or an earlier iteration of the read's own ring loop),
+    rest_x <= rest. The wait's own op is left to `_tiled_monotone`. Or the reason the read is not of this form."""
+    Lt = P.loops[0]
+    now = [x for x in waits if tuple(x.point.loops) == tuple(P.loops) and x.point.path is not False]
+    if len(now) != 1 or now[0].phase is None or now[0].elem is None:
+        return f"not one wait on {bar[5:]} with a known phase and element before the read in its loops"
+    W = now[0]
+    got = _tiled_phase(W)
+    if got is None:
+        return f"the wait's phase on {bar[5:]} is not the tile's first slot plus a count within the tile"
+    a, R, rest = got
+    body = Lt.mwaits
+    if body is None:
+        return [W]  # the tile loop's first walk: the recording walk checks the other waits
+    body = [x for x in body if x.bar == bar and in_line(x.point.role, P.role)]
+    if len(body) != n or any(x.point.loops[0] is not Lt or len(x.point.loops) > 2 for x in body):
+        return f"a wait on {bar[5:]} in the reading role's line is not in the read's tile loop or a ring loop in it"
+    here = (getattr(P.span, "line", 0), getattr(P.span, "col", 0))
+    bad = []
+    for x in body:
+        gx = _tiled_phase(x) if x.phase is not None and x.elem is not None else None
+        if gx is None or gx[0] != a or not _same(gx[1], R):
+            return f"a wait on {bar[5:]} in the reading role's line has no phase of the tile's form"
+        if x.point.span == W.point.span:
+            continue  # the read's own wait op: _tiled_monotone
+        m = {}
+        if len(x.point.loops) == 2:
+            Lx = x.point.loops[1]
+            m = {Lx.var.name: Var(Lx.var.name + "~hi"), Lx.trip.name: Var(Lx.trip.name + "~hi")}
+        path = subst(x.point.path, m) if m else x.point.path
+        inner = subst(x.point.loops[1].constraint(), m) if m else True
+        ex, rx = (subst(v, m) if m else v for v in (x.elem, gx[2]))
+        bad.append(AND(path, inner, cmp("==", ex, W.elem), cmp(">", rx, a * R + rest)))  # an earlier tile
+        at = (getattr(x.point.span, "line", 0), getattr(x.point.span, "col", 0))
+        same_ring = len(x.point.loops) == 2 and len(P.loops) == 2 and x.point.loops[1].span == P.loops[1].span
+        if at < here or same_ring:  # the read's tile, before it
+            order = cmp("<=", m[Lx.var.name], P.loops[1].var) if same_ring else True
+            bad.append(AND(path, inner, order, cmp("==", ex, W.elem), cmp(">", rx, rest)))
+    if walker.solve(AND(P.constraint(), W.point.path, cmp("<", R, 0))) is not None:
+        return f"the rounds a tile of {bar[5:]}'s ring may be negative"
+    if bad and walker.solve(AND(P.constraint(), W.point.path, OR(*bad))) is not None:
+        return f"a wait on {bar[5:]} before the read is not for the highest phase its element was waited for"
+    return [W]

@@ -9,7 +9,11 @@ whole-ring form carries over. `first_slot` below is that shape on a small ring o
   the producer never issues (a real deadlock, on the interpreter too; gemm_persistent DEFER=1's remaining
   finding);
 * BUG == "shifted": the producer copies k-tile k + 1 into k's stage: every tag assertion fails (the prologue's and
-  the ring's), wrong sums on the interpreter."""
+  the ring's), wrong sums on the interpreter;
+* BUG == "prologue_late": the prologue waits for phase turn + 1 of full[0] (round 1's copy of stage 0).
+WHOLE=1 is gemm_persistent DEFER=2's form (the ring loop whole from slot 0, slot 0's wait repeated there, its load
+skipped): two waits on full in the consumer's tile loop, the prologue's directly in it, the ring's in the ring loop.
+The symbolic tag proof (symbolic_ring._tiled_reader_waits) matches both reads there."""
 
 import numpy as np
 import pytest
@@ -21,7 +25,7 @@ from tilepy.errors import InterpreterError
 
 @tp.kernel(threads=64)
 def first_slot(X: tp.Tensor[tp.f32, "T", "K"], Y: tp.Tensor[tp.f32, "T", 32], STAGES: tp.constexpr = 2,
-               BUG: tp.constexpr = "none"):
+               BUG: tp.constexpr = "none", WHOLE: tp.constexpr = 0):
     buf = tp.shared((1, 32), tp.f32, stages=STAGES)
     full = tp.mbarrier(1, stages=STAGES)
     empty = tp.mbarrier(1, stages=STAGES)
@@ -49,20 +53,33 @@ def first_slot(X: tp.Tensor[tp.f32, "T", "K"], Y: tp.Tensor[tp.f32, "T", 32], ST
             tp.mbarrier_arrive(empty[s])
         for t in range(first, n_t, step):
             turn = ((t - first) // step) * rounds
-            tp.mbarrier_wait(full[0], turn)             # slot 0 in the prologue: k-tile 0
+            if BUG == "prologue_late":
+                tp.mbarrier_wait(full[0], turn + 1)     # round 1's copy of stage 0
+            else:
+                tp.mbarrier_wait(full[0], turn)         # slot 0 in the prologue: k-tile 0
             x0 = tp.load(buf[0])
             tp.assert_tag(x0, lambda g, r, c: g == ("X", r, c),
                           at=((t + tp.arange(1))[:, None], tp.arange(32)[None, :]))
             acc = x0
-            tp.mbarrier_arrive(empty[0])
-            for k in range(1, rounds * STAGES):
-                tp.mbarrier_wait(full[k % STAGES], turn + k // STAGES)
-                if k < k_tiles:
-                    x = tp.load(buf[k % STAGES])
-                    tp.assert_tag(x, lambda g, r, c: g == ("X", r, c),
-                                  at=((t + tp.arange(1))[:, None], (k * 32 + tp.arange(32))[None, :]))
-                    acc = acc + x
-                tp.mbarrier_arrive(empty[k % STAGES])
+            if WHOLE:   # (gemm_persistent DEFER=2: the ring whole from slot 0, its load skipped)
+                for k in range(rounds * STAGES):
+                    tp.mbarrier_wait(full[k % STAGES], turn + k // STAGES)
+                    if k < k_tiles and k > 0:
+                        x = tp.load(buf[k % STAGES])
+                        tp.assert_tag(x, lambda g, r, c: g == ("X", r, c),
+                                      at=((t + tp.arange(1))[:, None], (k * 32 + tp.arange(32))[None, :]))
+                        acc = acc + x
+                    tp.mbarrier_arrive(empty[k % STAGES])
+            else:
+                tp.mbarrier_arrive(empty[0])
+                for k in range(1, rounds * STAGES):
+                    tp.mbarrier_wait(full[k % STAGES], turn + k // STAGES)
+                    if k < k_tiles:
+                        x = tp.load(buf[k % STAGES])
+                        tp.assert_tag(x, lambda g, r, c: g == ("X", r, c),
+                                      at=((t + tp.arange(1))[:, None], (k * 32 + tp.arange(32))[None, :]))
+                        acc = acc + x
+                    tp.mbarrier_arrive(empty[k % STAGES])
             tp.store(Y[t:t + 1, :], acc)
 
 
@@ -130,3 +147,38 @@ def test_shifted_copy_fails_both_assertions():
     fs = tv.verify(first_slot, BUG="shifted").errors
     lines = sorted({f.span.line for f in fs if f.check == "tag_assertion"})
     assert len(lines) == 2 and all(f.counterexample for f in fs), [str(f) for f in fs]
+
+
+WHOLE_CASES = [("none", 2), ("none", 3), ("shifted", 2), ("prologue_late", 2), ("k0", 2)]
+
+
+@pytest.mark.parametrize("bug, stages", WHOLE_CASES, ids=[f"{b}-{st}" for b, st in WHOLE_CASES])
+def test_whole_ring_with_prologue_wait_symbolic_same_findings(bug, stages, monkeypatch):
+    """DEFER=2's form: with the symbolic-ring switch on the same (check, line) findings as on the stage copies; the
+    twin (and the shifted copy, caught at both assertions) take the symbolic form (no fallback); right sums on the
+    interpreter for the twin."""
+    from tilepy_verify import symbolic_ring
+    from tilepy_verify.domain import analyze
+
+    found, reports = [], []
+    for on in (False, True):
+        monkeypatch.setattr(symbolic_ring, "ENABLED", on)
+        first_slot._cache.clear()
+        report = tv.verify(first_slot, BUG=bug, STAGES=stages, WHOLE=1)
+        found.append(sorted({(f.check, f.span.line) for f in report.errors}))
+        reports.append(str(report))
+    assert found[0] == found[1], (found, reports)
+    first_slot._cache.clear()
+    gaps = analyze(first_slot.ir(None, BUG=bug, STAGES=stages, WHOLE=1), symbolic=True).symbolic_gaps
+    if bug in ("none", "shifted"):
+        assert gaps == [], gaps
+    if bug == "none":
+        assert found[1] == []
+        x = np.random.default_rng(stages).standard_normal((5, 130)).astype(np.float32)
+        y = np.full((5, 32), np.nan, np.float32)
+        first_slot[(2,)](x, y, STAGES=stages, WHOLE=1)
+        np.testing.assert_allclose(y, _sums(x), rtol=1e-5, atol=1e-5)
+    elif bug == "shifted":
+        assert len({line for check, line in found[1] if check == "tag_assertion"}) == 2, found
+    else:
+        assert found[1], found
