@@ -113,15 +113,19 @@ def _stdlib_nested():
     kern, params = gemm_hopper.plan_kernel(4096, 4096, tp.f32, gemm_hopper.policy(4096, 4096, 4096, tp.f32,
                                                                                     fixup=True), 4096)
     yield "gemm_persistent policy large f32", kern, params
+    kern, params = gemm_hopper.plan_kernel(4096, 4096, tp.bf16, gemm_hopper.policy(4096, 4096, 4096, tp.bf16,
+                                                                                     fixup=True), 4096)
+    yield "gemm_persistent policy large bf16 (DEFER=2)", kern, params
     kern, params = gemm_fp8.kernel_of(gemm_fp8.policy(4096, 4096, 4096))
     yield "gemm_fp8_persistent_tma policy large", kern, params
 
 
-@pytest.mark.parametrize("case", range(4), ids=[n for n, *_ in _stdlib_nested()])
+@pytest.mark.parametrize("case", range(5), ids=[n for n, *_ in _stdlib_nested()])
 def test_stdlib_nested_rings_prove_their_tags_symbolically(case, monkeypatch):
     name, kernel, params = list(_stdlib_nested())[case]
-    if "f32" in name:
+    if "policy large" in name and "fp8" not in name:  # (the policy's own forms: pieces, DEFER=2 for bf16 out)
         assert kernel.name == "gemm_persistent" and params.get("STORE_N"), (kernel.name, params)
+        assert params.get("DEFER", 0) == (2 if "bf16" in name else 0), params
     kernel._cache.clear()
     kir = kernel.ir("sm_90a", **params)
     analysis = analyze(kir, symbolic=True)
