@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import logging
 import os
+from dataclasses import replace
 
 from tilepy import ir
 from tilepy.symbolic import BinOp, Var
@@ -417,9 +418,21 @@ def _reader_waits(walker, bar, P):
     live = [x for x in now if x.point.path is not False]
     if not live:
         return []  # none in the read's iteration before it: the general chain, as on the copies
-    if body is not None and not all(_highest_on_element(walker, W, P, now, body) for W in live):
-        return f"a wait on {bar[5:]} before the read is not for the highest phase its element was waited for"
-    return live
+    out = []
+    for i, W in enumerate(live):
+        # where another wait of this iteration before the read waited on W's element for a higher phase (or the
+        # same, earlier), that one decides: W's copies are candidates only where it is the highest (the earliest
+        # of the highest). Two candidates for one copy would hide each other (reaching.newest_of: strictly newer)
+        over = [AND(V.point.path, cmp("==", V.elem, W.elem), cmp(">" if j > i else ">=", V.phase, W.phase))
+                for j, V in enumerate(live) if j != i]
+        where = AND(W.point.path, *(NOT(o) for o in over))
+        if where is False:
+            continue
+        W = replace(W, point=replace(W.point, path=where)) if where is not W.point.path else W
+        if body is not None and not _highest_on_element(walker, W, P, [], body):
+            return f"a wait on {bar[5:]} before the read is not for the highest phase its element was waited for"
+        out.append(W)
+    return out
 
 
 def _highest_on_element(walker, W, P, now, body) -> bool:
@@ -535,7 +548,8 @@ def _tiled_reader_waits(walker, bar, P, waits, n):
     waits before the read waited for a higher phase on its element. With every wait's phase a X R + rest_x
     (`_tiled_phase`: the same a and R), that is: in an earlier tile, rest_x <= a R + rest (R >= 0); in the read's
     tile, before it (a wait textually before the read, or an earlier iteration of the read's own ring loop),
-    rest_x <= rest. The wait's own op is left to `_tiled_monotone`. Or the reason the read is not of this form."""
+    rest_x <= rest. The wait's own op is left to `_tiled_monotone`. Or the reason the read is not of this form.
+    (The element term must not read the tile index: an earlier tile's is asked at this tile's.)"""
     Lt = P.loops[0]
     now = [x for x in waits if tuple(x.point.loops) == tuple(P.loops) and x.point.path is not False]
     if len(now) != 1 or now[0].phase is None or now[0].elem is None:
@@ -557,6 +571,8 @@ def _tiled_reader_waits(walker, bar, P, waits, n):
         gx = _tiled_phase(x) if x.phase is not None and x.elem is not None else None
         if gx is None or gx[0] != a or not _same(gx[1], R):
             return f"a wait on {bar[5:]} in the reading role's line has no phase of the tile's form"
+        if term_vars(x.elem) & {Lt.var.name, *Lt.derived}:
+            return f"a wait on {bar[5:]} in the reading role's line has an element that depends on the tile"
         if x.point.span == W.point.span:
             continue  # the read's own wait op: _tiled_monotone
         m = {}
@@ -566,7 +582,8 @@ def _tiled_reader_waits(walker, bar, P, waits, n):
         path = subst(x.point.path, m) if m else x.point.path
         inner = subst(x.point.loops[1].constraint(), m) if m else True
         ex, rx = (subst(v, m) if m else v for v in (x.elem, gx[2]))
-        bad.append(AND(path, inner, cmp("==", ex, W.elem), cmp(">", rx, a * R + rest)))  # an earlier tile
+        # an earlier tile: its guard left out (it may read the tile index, which is not this tile's there)
+        bad.append(AND(inner, cmp("==", ex, W.elem), cmp(">", rx, a * R + rest)))
         at = (getattr(x.point.span, "line", 0), getattr(x.point.span, "col", 0))
         same_ring = len(x.point.loops) == 2 and len(P.loops) == 2 and x.point.loops[1].span == P.loops[1].span
         if at < here or same_ring:  # the read's tile, before it
