@@ -85,8 +85,10 @@ def cases(args):
 
 def _more_rings():
     """The ring shapes of tests/verify/symbolic_ring_kernels2.py (two waits, a self-filled ring, conv_tma's
-    unrolled stages, two producer roles), symbolic_ring_kernels.py's family and the cluster kernels' bugs."""
+    unrolled stages, two producer roles), symbolic_ring_kernels.py's family, several_waits_kernels.py (two waits an
+    iteration on one element, a tile prologue's wait) and the cluster kernels' bugs."""
     from tests.verify import cluster_kernels as CK
+    from tests.verify import several_waits_kernels as SW
     from tests.verify import symbolic_ring_kernels as K
     from tests.verify import symbolic_ring_kernels2 as K2
 
@@ -101,6 +103,13 @@ def _more_rings():
     for cx in ({}, {"D": 1}, {"D": 2, "STAGES": 4}, {"NX": 2}, {"NX": 2, "NB": 1}, {"D": 1, "NX": 3, "NB": 2},
                {"BUG": "rows"}, {"BUG": "phase"}, {"BUG": "elem", "NX": 2}, {"BUG": "elem", "D": 1, "NX": 2, "NB": 1}):
         yield f"family {cx}", K.ring, None, cx
+    for first in (0, -1):
+        for second in (0, -1, 1):
+            for claim in (0, -1):
+                cx = {"FIRST": first, "SECOND": second, "CLAIM": claim}
+                yield f"several_waits twice {cx}", SW.twice, None, cx
+    for b in ("none", "stale", "other"):
+        yield f"several_waits prologue BUG={b}", SW.prologue, None, {"BUG": b}
     for b in range(6):
         yield f"cluster_gemm BUG={b}", CK.cluster_gemm, None, {"BUG": b}
     for b in (0, 6):
