@@ -878,8 +878,16 @@ LARGE_PERSISTENT = dict(PERSISTENT=1, STAGES=4, EPILOGUE=2, STORE_N=64, PRODUCER
 # 0.978; 4096 x 14336 x 4096 0.971 / 0.970, 0.976 / 0.976; 4096^3 0.993 / 0.991, 0.992 / 0.984; 4096 x 4096 x 14336
 # 0.988 / 0.995, 1.021 / 0.993; 8192^3 1.025 / 1.001, 1.005 / 1.015: the policy is the one-buffer form.
 # (Spelled out, not derived from LARGE_PERSISTENT: a bf16-only knob there, DEFER, does not apply to one buffer.)
-LARGE_PERSISTENT_F32 = dict(PERSISTENT=1, STAGES=4, EPILOGUE=2, STORE_N=64, STORE_BUFS=1, PRODUCER_REGS=64,
-                            CONSUMER_REGS=216, GROUP_M=8)
+F32_ONE_BUFFER = dict(PERSISTENT=1, STAGES=4, EPILOGUE=2, STORE_N=64, STORE_BUFS=1, PRODUCER_REGS=64,
+                      CONSUMER_REGS=216, GROUP_M=8)
+# G26 (H100, f32 out x torch.mm(out_dtype=float32), benchmarks/results/gemm-large-g26-call{1,3}*-*.json, two runs each):
+# the 8 pieces of 32 through two buffers again, with the last two held in registers and written under the next tile's
+# first k-tile (DEFER=2, HELD=2: 16 registers a piece), the store warp walking the pieces in a run-time loop
+# (STORE_LOOP=1: one TMA store site, which the verifier proves clean in ~1 s CPU where the unrolled one took 4-5 s),
+# against the one-buffer form above: call 3 (the loop) 8192 x 8192 x 1024 0.958 / 0.963 -> 0.989 / 0.993, 4096 x
+# 14336 x 4096 0.974 / 0.972 -> 0.989 / 0.990, 4096^3 0.990 / 0.989 -> 1.006 / 0.997; call 1 (unrolled) also 4096 x
+# 4096 x 14336 1.005 / 0.996 -> 0.999 / 1.001 and 8192^3 0.986 / 0.997 -> 1.024 / 1.025. 168 registers, no spills.
+LARGE_PERSISTENT_F32 = dict(F32_ONE_BUFFER, STORE_N=32, STORE_BUFS=2, DEFER=2, HELD=2, STORE_LOOP=1)
 # G8 (H100, benchmarks/results/gemm-g8-small{,2}-*.json; bf16 / f32 out, us, cuBLAS timed beside each row). The forms
 # below are taken by `launch` callers only (`policy(..., fixup=True)`, `forms=True`: the lowering launches
 # gemm_hopper itself and cannot run gemm_splitk_swap or gemm_cluster).
@@ -1151,7 +1159,7 @@ def policy(M: int, N: int, K: int, out=None, fixup: bool = False, forms: bool = 
             and _cdiv(M, p["BM"]) * _cdiv(N, p["BN"]) > NUM_SMS):
         # the persistent grid, the TMA store overlapped with the next tile (LARGE_PERSISTENT above); GROUP_M 16 where
         # A overflows the L2 (measured the same as 8 there: 8192^3 1.017 / 1.014, 4096 x 4096 x 14336 0.996 / 0.997);
-        # f32 out in 64-column pieces through one buffer, GROUP_M 8 (LARGE_PERSISTENT_F32, G18)
+        # f32 out in 32-column pieces through two buffers, the last two held (LARGE_PERSISTENT_F32, G18 / G26)
         p.pop("IN_FLIGHT", None)
         pers = LARGE_PERSISTENT if out == tp.bf16 else LARGE_PERSISTENT_F32
         return {**p, **pers, "GROUP_M": p.get("GROUP_M", pers["GROUP_M"])}

@@ -9,7 +9,7 @@ f32policy, f32b1, held or loop]
 (defer: the DEFER=1 piece forms alone: pieces held in registers and written under the next tile's first k-tile;
 f32: the piece forms with f32 out alone, G18: 8 pieces of 32 columns through two 16 KB buffers (128-byte rows, and
 32-byte column blocks), 16 of 16 through four, 4 of 64 beside 3 stages, and the large f32 class through launch on a
-ragged shape; f32policy: the two 2056-row cases alone; f32b1: the policy's one-buffer form on the small ragged
+ragged shape; f32policy: the two 2056-row cases alone; f32b1: G18's one-buffer form (F32_ONE_BUFFER) on the small ragged
 shape alone)
 """
 
@@ -69,8 +69,8 @@ for (m, k, n), extra in (((300, 520, 776), dict(PERSISTENT=1, NUM_SMS=3, STAGES=
                          ((300, 520, 776), dict(PERSISTENT=1, NUM_SMS=3, STAGES=3, EPILOGUE=2, STORE_N=64,
                                                 STORE_SPAN=32, GROUP_M=2, **R64)),
                          # the policy's form (4 pieces of 64 through one buffer, 4 stages): 3 blocks, and 1 block
-                         ((300, 520, 776), dict(gemm_hopper.LARGE_PERSISTENT_F32, NUM_SMS=3, GROUP_M=2)),
-                         ((300, 520, 776), dict(gemm_hopper.LARGE_PERSISTENT_F32, NUM_SMS=1, GROUP_M=2)),
+                         ((300, 520, 776), dict(gemm_hopper.F32_ONE_BUFFER, NUM_SMS=3, GROUP_M=2)),
+                         ((300, 520, 776), dict(gemm_hopper.F32_ONE_BUFFER, NUM_SMS=1, GROUP_M=2)),
                          # the large f32 class through launch (its policy): 2056 x 4160 x 1040, 17 x 17 tiles
                          # (partial in M, N and K) on the policy's grid; and 4 pieces of 64 through one buffer
                          ((2056, 1040, 4160), {}),
@@ -109,13 +109,13 @@ for (m, n, k), extra in (((136, 260, 400), dict(STAGES=3, EPILOGUE=2, PRODUCER_R
 # clusters of 4
 I192 = tp.nv.wgmma_m64n192k16_bf16
 for (m, k, n), extra, outs in (
-        ((300, 520, 776), dict(gemm_hopper.LARGE_PERSISTENT_F32, NUM_SMS=3, GROUP_M=2, DEFER=2, HELD=1), "fb"),
-        ((300, 520, 776), dict(gemm_hopper.LARGE_PERSISTENT_F32, NUM_SMS=1, GROUP_M=2, DEFER=2, HELD=1), "f"),
-        ((300, 520, 776), dict(gemm_hopper.LARGE_PERSISTENT_F32, NUM_SMS=3, STORE_N=32, STORE_BUFS=2, GROUP_M=2,
+        ((300, 520, 776), dict(gemm_hopper.F32_ONE_BUFFER, NUM_SMS=3, GROUP_M=2, DEFER=2, HELD=1), "fb"),
+        ((300, 520, 776), dict(gemm_hopper.F32_ONE_BUFFER, NUM_SMS=1, GROUP_M=2, DEFER=2, HELD=1), "f"),
+        ((300, 520, 776), dict(gemm_hopper.F32_ONE_BUFFER, NUM_SMS=3, STORE_N=32, STORE_BUFS=2, GROUP_M=2,
                                DEFER=2, HELD=2), "f"),
         # the store warp's pieces in a run-time loop (STORE_LOOP=1): the 8-piece HELD=2 form, the bf16 policy's form
-        ((300, 520, 776), dict(gemm_hopper.LARGE_PERSISTENT_F32, NUM_SMS=3, STORE_N=32, STORE_BUFS=2, GROUP_M=2,
-                               DEFER=2, HELD=2, STORE_LOOP=1), "f"),
+        ((300, 520, 776), dict(gemm_hopper.LARGE_PERSISTENT_F32, NUM_SMS=3, GROUP_M=2), "f"),   # the f32 policy's
+        ((300, 520, 776), dict(gemm_hopper.LARGE_PERSISTENT_F32, NUM_SMS=1, GROUP_M=2), "f"),
         ((300, 520, 776), dict(gemm_hopper.LARGE_PERSISTENT, NUM_SMS=3, GROUP_M=2, STORE_LOOP=1), "b"),
         ((300, 520, 776), dict(CLUSTER_M=2, BN=192, INSTR=I192, STAGES=4, EPILOGUE=2, IN_FLIGHT=0, **R64), "b"),
         ((300, 520, 776), dict(CLUSTER_M=2, BN=192, INSTR=I192, STAGES=3, EPILOGUE=2, IN_FLIGHT=0, **R64), "f"),

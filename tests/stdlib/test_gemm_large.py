@@ -124,10 +124,10 @@ def test_launch_runs_the_large_bf16_class_persistent(shape):
     assert gemm_hopper.grid_of(M, N, p) == (gemm_hopper.NUM_SMS,)
     p32 = gemm_hopper.policy(M, N, K, tp.f32, fixup=True)
     assert {k: p32[k] for k in gemm_hopper.LARGE_PERSISTENT_F32} == gemm_hopper.LARGE_PERSISTENT_F32
-    assert gemm_hopper.LARGE_PERSISTENT_F32["STORE_N"] == 64 and "IN_FLIGHT" not in p32
+    assert gemm_hopper.LARGE_PERSISTENT_F32["STORE_N"] == 32 and "IN_FLIGHT" not in p32
     kernel, kp = gemm_hopper.plan_kernel(M, N, tp.f32, p32, K)
     assert kernel is gemm_hopper.kernel_for(tp.f32, persistent=True) and kp["EPILOGUE"] == 2
-    assert (kp["STORE_N"], kp["STORE_BUFS"]) == (64, 1) and not kp.get("DEFER")
+    assert (kp["STORE_N"], kp["STORE_BUFS"], kp["DEFER"], kp["HELD"], kp["STORE_LOOP"]) == (32, 2, 2, 2, 1)
     assert gemm_hopper.grid_of(M, N, p32) == (gemm_hopper.NUM_SMS,)
     assert not gemm_hopper.policy(M, N, K, tp.f32).get("PERSISTENT")
     assert not gemm_hopper.policy(M, N, K, tp.bf16).get("PERSISTENT")
@@ -223,7 +223,8 @@ def test_persistent_store_in_pieces_on_the_interpreter(m, k, n, params):
 @pytest.mark.parametrize("m,k,n,params", [
     # (G18) f32 out, the policy's form (4 pieces of 64 columns through one 32 KB buffer, 4 stages): 3 blocks over 3 x
     # 3 tiles with 4 k-tiles (one ring turn a tile), ragged M, N and K; 8 pieces of 32 through two 16 KB buffers
-    (300, 200, 600, dict(PIECES, **gemm_hopper.LARGE_PERSISTENT_F32, NUM_SMS=3)),
+    (300, 200, 600, dict(PIECES, **gemm_hopper.F32_ONE_BUFFER, NUM_SMS=3)),
+    (300, 200, 600, dict({**PIECES, **gemm_hopper.LARGE_PERSISTENT_F32}, NUM_SMS=3)),    # (G26: 8 x 32, 2 held)
     (300, 200, 600, dict(PIECES, NUM_SMS=3, STAGES=4, GROUP_M=2, STORE_N=32, PRODUCER_REGS=64, CONSUMER_REGS=216)),
     (300, 200, 600, dict(PIECES, NUM_SMS=3, STAGES=4, GROUP_M=2, STORE_N=32, STORE_SPAN=32)),   # 32-byte blocks
     (520, 330, 600, dict(PIECES, NUM_SMS=5, STAGES=3, GROUP_M=3, STORE_N=32)),      # 5 x 3 tiles, 2 turns a tile
@@ -330,7 +331,8 @@ def test_persistent_store_in_pieces_verifies_clean(params):
 
 
 def test_persistent_store_in_pieces_f32_verifies_clean():
-    """The f32 piece form at its policy's constexprs (4 pieces of 64 columns through one buffer, 4 stages, 64 / 216):
+    """The f32 piece form at its policy's constexprs (G26: 8 pieces of 32 columns through two buffers, the last two
+    held under the next tile's first k-tile, the store warp's pieces in a run-time loop; 4 stages, 64 / 216):
     no race, no deadlock, no pipeline hazard; the consumers' 8-byte writes of the accumulator's pairs into 128-byte
     swizzled rows are a 2-way bank conflict (a half-warp's four rows take the same two 16-byte chunks under the
     TMA's XOR; no TMA swizzle spreads them), reported as a performance finding, not a fault."""
@@ -338,7 +340,7 @@ def test_persistent_store_in_pieces_f32_verifies_clean():
 
     kernel, kp = gemm_hopper.plan_kernel(4096, 4096, tp.f32, gemm_hopper.policy(4096, 4096, 4096, tp.f32, fixup=True),
                                          4096)
-    assert kernel is gemm_hopper.kernel_for(tp.f32, persistent=True) and (kp["STORE_N"], kp["STORE_BUFS"]) == (64, 1)
+    assert kernel is gemm_hopper.kernel_for(tp.f32, persistent=True) and (kp["STORE_N"], kp["STORE_BUFS"]) == (32, 2)
     report = tv.verify(kernel, target="sm_90a", **kp)
     assert report.ok, str(report)
     assert {(f.check, f.severity) for f in report.findings} <= {("bank_conflict", "performance")}, str(report)
@@ -416,8 +418,8 @@ def test_a_strided_c_is_written_through_a_contiguous_buffer():
     # (G26) DEFER=2 with HELD: the last piece(s) held in registers in C's dtype, the pieces before them written at the
     # tile's end (those past the first STORE_BUFS waiting for their buffer's read inside the tile). One 64-column
     # buffer with piece 3 held: 3 blocks over 3 x 3 tiles (ragged M, N, K), one block over 9 tiles, one k-tile a tile
-    (300, 200, 600, dict({**PIECES, **gemm_hopper.LARGE_PERSISTENT_F32}, NUM_SMS=3, DEFER=2, HELD=1)),
-    (300, 64, 600, dict({**PIECES, **gemm_hopper.LARGE_PERSISTENT_F32, "STAGES": 2, "GROUP_M": 2}, NUM_SMS=1, DEFER=2,
+    (300, 200, 600, dict({**PIECES, **gemm_hopper.F32_ONE_BUFFER}, NUM_SMS=3, DEFER=2, HELD=1)),
+    (300, 64, 600, dict({**PIECES, **gemm_hopper.F32_ONE_BUFFER, "STAGES": 2, "GROUP_M": 2}, NUM_SMS=1, DEFER=2,
                         HELD=1)),
     (130, 64, 136, dict(PIECES, NUM_SMS=1, STAGES=3, GROUP_M=8, STORE_BUFS=1, DEFER=2, HELD=1)),
     # 8 pieces of 32 through two buffers, pieces 6 and 7 held (one a buffer) / 4-7 held (two a buffer: the first of
@@ -446,8 +448,8 @@ def test_held_pieces_on_the_interpreter(m, k, n, params, out):
 
 
 @pytest.mark.parametrize("out,params", [
-    (tp.f32, dict(gemm_hopper.LARGE_PERSISTENT_F32, STORE_N=32, STORE_BUFS=2, DEFER=2, HELD=2, STORE_LOOP=1)),
-    (tp.f32, dict(gemm_hopper.LARGE_PERSISTENT_F32, STORE_LOOP=1)),
+    (tp.f32, dict(gemm_hopper.LARGE_PERSISTENT_F32)),         # the f32 policy since G26: 8 x 32, 2 held, the loop
+    (tp.f32, dict(gemm_hopper.F32_ONE_BUFFER, STORE_LOOP=1)),
     (tp.bf16, dict(gemm_hopper.LARGE_PERSISTENT, STORE_LOOP=1)),
 ])
 def test_store_loop_forms_verify_clean(out, params):
@@ -481,7 +483,7 @@ def test_held_piece_f32_verifies_clean():
     f32 pairs (the policy form's own) is its one, performance, finding."""
     import tilepy_verify as tv
 
-    p = {**gemm_hopper.PRESETS["sm_90a"], **gemm_hopper.LARGE_PERSISTENT_F32, "DEFER": 2, "HELD": 1}
+    p = {**gemm_hopper.PRESETS["sm_90a"], **gemm_hopper.F32_ONE_BUFFER, "DEFER": 2, "HELD": 1}
     kernel, kp = gemm_hopper.plan_kernel(4096, 4096, tp.f32, p, 4096)
     report = tv.verify(kernel, target="sm_90a", **kp)
     assert report.ok, str(report)
