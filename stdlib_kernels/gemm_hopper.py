@@ -474,7 +474,9 @@ def gemm_persistent(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", 
     pieces go into the buffers as their reads complete, then the wgmma is waited for. The tensor cores work through
     the store's round trip instead of idling at the tile's end; a tile's pieces still go out in order 0, 1, ... (the
     store warp is unchanged), the last tile's held pieces after the loop. The first k-tile is taken out of the ring
-    loop (every tile has one: K >= 1); the held pieces' `staged` arrivals wait for that wgmma to retire. DEFER=2 is
+    loop (every tile has one: k_tiles at least 1, K = 0 multiplying one k-tile of zeros: without it the prologue
+    waited on full[0] for a copy never issued, the deadlock tilepy-verify reported); the held pieces' `staged`
+    arrivals wait for that wgmma to retire. Verified clean since 8d53c5d (the ring flattened from k = 1). DEFER=2 is
     the same schedule with the ring loop whole from slot 0 (slot 0's wait repeated, its mma skipped there; k_tiles
     at least 1): one ring loop per tile, the form the verifier's ring flattening takes, and proves: the prologue's wait
     on full[0] is a second wait op on it beside the ring's, and the read sees the copies of the higher phase
@@ -510,8 +512,8 @@ def gemm_persistent(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", 
     n_n = tp.cdiv(C.shape[1], BN)
     in_group = GROUP_M * n_n                       # output tiles per group of GROUP_M tile rows
     k_tiles = tp.cdiv(A.shape[1], BK)
-    if DEFER == 2:
-        k_tiles = tp.maximum(k_tiles, 1)           # k-tile 0 is multiplied before the ring: every tile has one
+    if DEFER:       # k-tile 0 is multiplied before the ring: every tile has one (DEFER=1 with K = 0 deadlocked)
+        k_tiles = tp.maximum(k_tiles, 1)
     rounds = tp.cdiv(k_tiles, STAGES)
     first = tp.block_id(0)
     step = tp.num_blocks(0)
