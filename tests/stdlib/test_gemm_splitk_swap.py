@@ -687,3 +687,32 @@ def test_cluster_k_one_exchange_tile_verifies_clean_and_fits_four_stages():
     report = tv.verify(gemm_splitk_swap, target="sm_90a", **dict(kw, BM=64, INSTR=tp.nv.wgmma_m64n64k16_bf16,
                                                                   STAGES=4, M_SHIFT=1, XCH=1))
     assert report.findings == [] and time.perf_counter() - t < 30, [str(f) for f in report.findings]
+
+
+@pytest.mark.xfail(strict=True, reason="known soundness gap (docs/verification.md, 'Known soundness gap: a tile that "
+                   "receives tp.store_remote'): a push is read as a write of the block's own tile in its own program "
+                   "order, so the other block's write into a tile read before it is not ordered by any edge checked")
+def test_cluster_k_one_exchange_tile_pushed_before_the_xfree_wait_is_reported(tmp_path):
+    """Seeded bug in XCH=1: the sum pushed into the other rank's `red` BEFORE the wait on `xfree` (the wait moved after
+    the push, so every push still has its wait: the other rank may still be reading consumer 1's hand-over in `red`).
+    The verifier should report a race on `red`; today it does not. (Dropping the wait altogether is reported: no
+    wait on `xfree` after its push.)"""
+    import importlib.util
+    import inspect
+
+    import tilepy_verify as tv
+    from stdlib_kernels import gemm_splitk_swap as mod0
+
+    src = inspect.getsource(mod0)
+    wait = "                    tp.mbarrier_wait(xfree, 0)\n"
+    push = "                    tp.store_remote(red, acc, recv_full, tp.cluster_rank() ^ 1)\n"
+    assert src.count(wait + push) == 1
+    path = tmp_path / "gemm_splitk_swap_seeded.py"
+    path.write_text(src.replace(wait + push, push + wait))
+    spec = importlib.util.spec_from_file_location("stdlib_kernels._gemm_splitk_swap_seeded", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    params = {k: v for k, v in gemm_hopper.cluster_split(128, 4096, 4096).items() if k in gemm_hopper.SWAP_KEYS}
+    assert params["XCH"] == 1
+    report = tv.verify(mod.gemm_splitk_swap, target="sm_90a", **params)
+    assert any(f.check == "race" and "red" in f.message for f in report.errors), [str(f) for f in report.findings]
