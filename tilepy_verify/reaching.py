@@ -316,13 +316,16 @@ def _summary(walker, chain, acc, stage):
         out.append(entry)
         if definite:
             if walker.solve(AND(where, *newer, NOT(match))) is None:
-                return out  # always matches when nothing newer did: nothing older reaches the read
+                # always matches when nothing newer did: nothing older reaches the read, and some definite entry
+                # matches wherever it runs (the closing entry: _tag_of gives no "nothing wrote it" alternative)
+                return out + [(None, {}, False, True)]
             newer.append(NOT(match))
     return out
 
 
 def _tag_of(chain, acc, stage):
     span = acc.span
+    closed = bool(chain) and chain[-1][0] is None and chain[-1][2] is False
     # when no write reaches an element of the read (uninitialized shared memory): a pipeline hazard of its own
     not_before = []
     shape = [int(c.max()) + 1 if c.size else 1 for c in acc.coords]
@@ -355,8 +358,10 @@ def _tag_of(chain, acc, stage):
                     not_before.append(NOT(AND(match, inside)))
             if definite:
                 not_before.append(NOT(match))
-        # nothing wrote the stage: uninitialized shared memory
-        alts.append(Alt(AND(*not_before), TOP, span))
+        # nothing wrote the stage: uninitialized shared memory (not where the chain is closed: a definite write
+        # matches wherever the read runs, ended_by_definite / _summary, so that condition cannot hold)
+        if not closed:
+            alts.append(Alt(AND(*not_before), TOP, span))
         return [a for a in alts if a.cond is not False]
 
     return tag
