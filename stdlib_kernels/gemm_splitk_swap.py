@@ -54,9 +54,9 @@ and stores half the tile's columns. XCH=1 (with PUSH=1; G23): `recv` is `red` it
 1's sum, pushes the sum's row totals into the other rank's `flag` (st.async completing its `xfree`: values computed
 from every thread's reads of `red`, so the signal cannot leave before them) and pushes its sum once its own `xfree`
 has completed (the other rank's `red` read): one (BN, BM) f32 tile instead of two (plus BN floats), so the pushed
-exchange fits beside 4 stages per ring at BM 112 / 128 (3 there before, which lost). The verifier reads a push as a
-store into the block's own tile, so it sees this hand-over as one role's program order: the cross-block order above
-is argued here, not proven by it.
+exchange fits beside 4 stages per ring at BM 112 / 128 (3 there before, which lost). tilepy-verify proves the
+cross-block order above (checks/cluster._receive_tile_order: a push into a tile read before it needs a signal
+computed from the read, waited for before the push; docs/verification.md).
 """
 
 import tilepy as tp

@@ -689,14 +689,12 @@ def test_cluster_k_one_exchange_tile_verifies_clean_and_fits_four_stages():
     assert report.findings == [] and time.perf_counter() - t < 30, [str(f) for f in report.findings]
 
 
-@pytest.mark.xfail(strict=True, reason="known soundness gap (docs/verification.md, 'Known soundness gap: a tile that "
-                   "receives tp.store_remote'): a push is read as a write of the block's own tile in its own program "
-                   "order, so the other block's write into a tile read before it is not ordered by any edge checked")
 def test_cluster_k_one_exchange_tile_pushed_before_the_xfree_wait_is_reported(tmp_path):
     """Seeded bug in XCH=1: the sum pushed into the other rank's `red` BEFORE the wait on `xfree` (the wait moved after
     the push, so every push still has its wait: the other rank may still be reading consumer 1's hand-over in `red`).
-    The verifier should report a race on `red`; today it does not. (Dropping the wait altogether is reported: no
-    wait on `xfree` after its push.)"""
+    The verifier reports a race on `red` (checks/cluster._receive_tile_order: the other block's push into a tile this
+    block read before it needs a signal computed from the read and waited for before the push). (Dropping the wait
+    altogether is reported too: no wait on `xfree` after its push.)"""
     import importlib.util
     import inspect
 
@@ -715,4 +713,5 @@ def test_cluster_k_one_exchange_tile_pushed_before_the_xfree_wait_is_reported(tm
     params = {k: v for k, v in gemm_hopper.cluster_split(128, 4096, 4096).items() if k in gemm_hopper.SWAP_KEYS}
     assert params["XCH"] == 1
     report = tv.verify(mod.gemm_splitk_swap, target="sm_90a", **params)
-    assert any(f.check == "race" and "red" in f.message for f in report.errors), [str(f) for f in report.findings]
+    assert any(f.check == "race" and "'red' receives" in f.message for f in report.errors), \
+        [str(f) for f in report.findings]

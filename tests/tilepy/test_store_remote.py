@@ -124,3 +124,61 @@ def test_misuse_is_an_error_at_the_line():
         _kernel("    tp.store_remote(X[0:128], tp.load(X[0:128]), bar, 1)").ir()
     with pytest.raises(KernelTypeError, match="uniform integer"):
         _kernel("    tp.store_remote(s, tp.load(X[0:128]), bar, tp.thread_id())").ir()
+
+
+# A receive tile the block also uses BEFORE the other block's push into it (checks/cluster._receive_tile_order): the
+# block's own tile is written and read, then the other block's sum is pushed into it. The push is ordered after the
+# reads only by a signal: the block pushes values computed from its reads into the other block's `flag` (completing
+# its `free`), and pushes into `recv` only once its own `free` has completed.
+@tp.kernel(threads=128, target="sm_90a", cluster=(2, 1, 1))
+def reuse_after_signal(X: tp.Tensor[tp.f32, "N"], Y: tp.Tensor[tp.f32, "N"]):
+    recv = tp.shared((128,), tp.f32)
+    flag = tp.shared((128,), tp.f32)
+    got = tp.mbarrier(1)
+    free = tp.mbarrier(1)
+    tp.cluster_sync(relaxed=True)
+    i0 = tp.block_id(0) * 128
+    tp.store(recv, tp.load(X[i0:i0 + 128]) * 2.0)
+    tp.barrier()
+    x = tp.load(recv)                            # the block's own use of the tile
+    tp.store_remote(flag, x * 0.0, free, tp.cluster_rank() ^ 1)     # computed from the read: leaves after it
+    tp.mbarrier_wait(free, 0)                    # the other block has read its tile too
+    tp.store_remote(recv, x, got, tp.cluster_rank() ^ 1)
+    tp.mbarrier_wait(got, 0)
+    tp.store(Y[i0:i0 + 128], x + tp.load(recv))
+
+
+def _reuse_variant(old: str, new: str):
+    src = reuse_after_signal.source
+    assert src.count(old) == 1
+    src = "import tilepy as tp\n\n" + src.replace(old, new).replace("def reuse_after_signal", "def k")
+    return tp.kernels_from_source(src, f"<reuse_{abs(hash(new))}>")["k"]
+
+
+def test_reuse_after_signal_verifies_clean_and_runs_right():
+    assert tv.verify(reuse_after_signal, target="sm_90a").findings == []
+    x = np.random.default_rng(1).standard_normal(512).astype(np.float32)
+    y = np.full(512, np.nan, np.float32)
+    reuse_after_signal[(4,)](x, y)
+    two = 2 * x
+    pair = [two[0:128] + two[128:256], two[256:384] + two[384:512]]
+    np.testing.assert_array_equal(y, np.concatenate([pair[0], pair[0], pair[1], pair[1]]))
+
+
+@pytest.mark.parametrize("old,new", [
+    # the push before the wait for the other block's signal: it may overwrite the tile the other block still reads
+    ("    tp.mbarrier_wait(free, 0)                    # the other block has read its tile too\n"
+     "    tp.store_remote(recv, x, got, tp.cluster_rank() ^ 1)\n",
+     "    tp.store_remote(recv, x, got, tp.cluster_rank() ^ 1)\n"
+     "    tp.mbarrier_wait(free, 0)\n"),
+    # the signal not computed from the read: a thread's signal may leave before another thread's read returned
+    ("x * 0.0, free", "tp.load(X[i0:i0 + 128]), free"),
+    # no signal at all: only the wait on `got` after the push
+    ("    tp.store_remote(flag, x * 0.0, free, tp.cluster_rank() ^ 1)     # computed from the read: leaves after it\n"
+     "    tp.mbarrier_wait(free, 0)                    # the other block has read its tile too\n", ""),
+    # the block's own store into the tile not ordered (no barrier) before the read the signal is computed from
+    ("    tp.barrier()\n", ""),
+])
+def test_receive_tile_used_before_the_push_needs_the_signal(old, new):
+    found = tv.verify(_reuse_variant(old, new), target="sm_90a").findings
+    assert any(f.check == "race" and "'recv' receives" in f.message for f in found), [str(f) for f in found]

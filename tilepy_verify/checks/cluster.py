@@ -19,7 +19,8 @@ releases reach every block whose multicasts write into it; this module checks th
   otherwise.
 * `tp.store_remote(dst, value, bar, cta)` is, to the walk, a store into the block's own `dst` completing its own
   `bar`: its targets must be a permutation of the ranks, a cluster barrier (relaxed or not) must come before the
-  first, and a wait on `bar` after each in the same line (then no closing barrier is needed).
+  first, and a wait on `bar` after each in the same line (then no closing barrier is needed); an access of `dst`
+  that can come before the other block's push into it must be ordered by a signal (`_receive_tile_order`).
 * a load of another block's shared tile (`tp.load(..., cta=r)`, distributed shared memory) is, to the walk, a load
   of the block's own tile; it must come after a `tp.cluster_sync()` (the other block wrote the tile before it) and
   the kernel must have one after it (the other block must not exit while its tile is read): `race` otherwise. A
@@ -188,7 +189,162 @@ def _remote_stores(kir, evals, syncs) -> list:
                 "race", "error", f"no wait on '{bar}' after this tp.store_remote in the same role: the block can exit "
                 "while its partner's store into it is still in flight", s.span,
                 {"detail": f"wait on '{bar}' (tp.mbarrier_wait) after the store, then read the tile"}))
+    out += _receive_tile_order(kir)
     return out
+
+
+def _events(stmts, env, out, key, role, dyn):
+    """(statement, static bindings, key, role key, run-time loops) of every Assign / Eval in program order, static
+    loops of constant bounds unrolled (the key holds the iteration); `role`: the key up to the innermost branch of a
+    role `if` (threads of one role run its statements in key order); `dyn`: the keys of the run-time loops around."""
+    for i, s in enumerate(stmts):
+        here = (*key, i)
+        if isinstance(s, ir.Assign | ir.Eval):
+            out.append((s, env, here, role, dyn))
+        elif isinstance(s, ir.For):
+            if s.kind == "static" and all(isinstance(x, ir.Const) or x is None for x in (s.start, s.stop, s.step)):
+                for it in range(*(d if x is None else x.value for x, d in ((s.start, 0), (s.stop, 0), (s.step, 1)))):
+                    _events(s.body, {**env, s.var: range(it, it + 1)}, out, (*here, it), role, dyn)
+            else:
+                _events(s.body, env, out, (*here, -1), role, (*dyn, here))
+        elif isinstance(s, ir.If):
+            for name, body in (("then", s.then), ("else", s.orelse)):
+                k = (*here, name)
+                _events(body, env, out, k, k if s.kind == "role" else role, dyn)
+
+
+def _tile_of(e, env):
+    """(tile name, element or None) of a shared tile argument: `t` or `t[i]` with i a static value."""
+    if isinstance(e, ir.Var):
+        return e.name, None
+    if isinstance(e, ir.Call) and e.op == "stage" and e.args and isinstance(e.args[0], ir.Var):
+        idx = e.args[1] if len(e.args) > 1 and isinstance(e.args[1], ir.Expr) else None
+        binding = {n: r.start for n, r in env.items()}
+        return e.args[0].name, None if idx is None else _value(idx, binding, 0)
+    return None, None
+
+
+def _receive_tile_order(kir) -> list:
+    """A tile that receives `tp.store_remote` and that the block also accesses BEFORE the push (program order, or
+    in a role running beside it): the walk reads the push as the block's own write at the push, but the write into
+    this block's tile comes from the other block, whose progress is not this block's program order. Under the
+    ranks' symmetry (a permutation of pushes, checked above) the other block's push P into this block follows this
+    block's access R of the tile when, before P, the pushing role waits (phase 0) on an mbarrier X (count 1) whose
+    only arrival is a `tp.store_remote` S (outside run-time loops) that this block makes after R:
+    - R in the pushing role: S's value is computed from R's result (every thread's read feeds the pushed values,
+      so no byte of S leaves before the reads have returned, and X completes only on all of them), S in a block
+      enclosing R; or a block barrier (tp.barrier()) orders R before such a read;
+    - R in another role: that role arrives on an mbarrier Y after R, and the pushing role waits on Y (phase 0, Y
+      of count 1 with that one arrive op) before S.
+    Elements of a staged tile that static loops name apart (recv[i]) are told apart. Anything else touching the
+    receive tile before its push is an error: not proved (docs/verification.md, "Known soundness gap")."""
+    evs: list = []
+    _events(kir.body, {}, evs, (), (), ())
+    counts, pushes_on, arrives_on = {}, {}, {}
+    for s in ir.walk(kir.body):
+        if isinstance(s, ir.Assign) and isinstance(s.value, ir.Call) and s.value.op == "mbarrier":
+            counts[s.name] = (s.value.attrs.get("count", 1), s.value.attrs.get("stages"))
+    for ev in evs:
+        c = ev[0].call if isinstance(ev[0], ir.Eval) else None
+        if c is not None and c.op == "store_remote":
+            pushes_on.setdefault(_bar_base(c.args[2]), []).append(ev)
+        if c is not None and c.op == "mbarrier_arrive":
+            arrives_on.setdefault(_bar_base(c.args[0]), []).append(ev)
+    out = []
+
+    def inside(key, ctx):
+        return key[:len(ctx)] == ctx
+
+    def waits_before(role, bar, upto):
+        return [ev for ev in evs if isinstance(ev[0], ir.Eval) and ev[0].call.op == "mbarrier_wait"
+                and _bar_base(ev[0].call.args[0]) == bar and ev[3] == role and inside(upto, ev[2][:-1])
+                and ev[2] < upto and not ev[4] and isinstance(ev[0].call.args[1], ir.Const)
+                and ev[0].call.args[1].value == 0]
+
+    def one_shot(bar, ops):
+        c = counts.get(bar)
+        return c is not None and c[0] == 1 and not c[1] and len(ops) == 1 and not ops[0][4]
+
+    for pe in [ev for evl in pushes_on.values() for ev in evl]:
+        ps, penv, pkey, prole, pdyn = pe
+        dst, delem = _tile_of(ps.call.args[0], penv)
+        if dst is None:
+            continue
+        for re_ in evs:
+            rs, renv, rkey, rrole, rdyn = re_
+            if re_ is pe:
+                continue
+            c = rs.call if isinstance(rs, ir.Eval) else None
+            if c is not None and c.op == "store_remote":
+                continue                                    # another push: a remote write, judged as P is
+            e = rs.value if isinstance(rs, ir.Assign) else rs.call
+            hits = [_tile_of(a, renv) for x in ir.walk_exprs(e) if isinstance(x, ir.Call) and x.op != "stage"
+                    for a in x.args if isinstance(a, ir.Var) or (isinstance(a, ir.Call) and a.op == "stage")]
+            if not any(t == dst and (el is None or delem is None or el == delem) for t, el in hits):
+                continue
+            same_role = rrole == prole
+            loop_shared = any(inside(rkey, d) for d in pdyn)
+            if same_role and rkey > pkey and not loop_shared:
+                continue                                    # after the push: the wait on its bar orders it
+            if loop_shared:
+                ok = False                                  # a later iteration's push after this access
+            elif same_role:
+                # R itself feeds a signal, or a block barrier orders it before a read R2 that does
+                later = [re_] + [r2 for r2 in evs if r2[3] == rrole and r2[2] > rkey and r2[2] < pkey
+                                 and isinstance(r2[0], ir.Assign) and any(
+                                     isinstance(b[0], ir.Eval) and b[0].call.op == "barrier" and b[3] == rrole
+                                     and rkey < b[2] < r2[2] and inside(rkey, b[2][:-1]) and inside(r2[2], b[2][:-1])
+                                     for b in evs)]
+                ok = any(_signal_after(se, r2, r2[0], pe, waits_before, one_shot, arrives_on, inside)
+                         for r2 in later for bar, sl in pushes_on.items() for se in sl
+                         if se is not pe and bar != _bar_base(ps.call.args[2]))
+            else:
+                ok = _other_role_ordered(re_, pe, pushes_on, arrives_on, waits_before, one_shot, inside)
+            if not ok:
+                out.append(Finding(
+                    "race", "error", f"'{dst}' receives the other block's tp.store_remote (line {ps.span.line}), "
+                    "but this access can come before that write: no signal this block sends after the access is "
+                    "waited for by the pushing role before the push (the other block's push is not ordered by "
+                    "this block's program order)", rs.span,
+                    {"detail": "after the last access, push a value computed from it into the other block "
+                               "(tp.store_remote on its own mbarrier) and wait on that mbarrier (phase 0) before "
+                               f"pushing into '{dst}'", "push_line": ps.span.line}))
+                break
+    return out
+
+
+def _signal_after(se, re_, rs, pe, waits_before, one_shot, arrives_on, inside) -> bool:
+    """S (`se`, a push on mbarrier X) after R (`re_`) by R's threads, computed from R's result, X one-shot and
+    waited for (phase 0) by the pushing role before P (`pe`)."""
+    ss, _, skey, srole, sdyn = se
+    x = _bar_base(ss.call.args[2])
+    if sdyn or srole != re_[3] or not inside(re_[2], skey[:-1]) or not skey > re_[2] or skey > pe[2]:
+        return False
+    if not isinstance(rs, ir.Assign) or not _uses(ss.call.args[1], rs.name, 0):
+        return False
+    if not one_shot(x, [se]) or arrives_on.get(x):
+        return False
+    return any(w[2] > skey for w in waits_before(pe[3], x, pe[2]))
+
+
+def _other_role_ordered(re_, pe, pushes_on, arrives_on, waits_before, one_shot, inside) -> bool:
+    """R in a role beside the pushing one: its role arrives on Y after R, the pushing role waits on Y (phase 0)
+    before a push S on X that it waits for (phase 0) before P."""
+    for y, arr in arrives_on.items():
+        a = arr[0]
+        if not one_shot(y, arr) or a[3] != re_[3] or not inside(re_[2], a[2][:-1]) or not a[2] > re_[2]:
+            continue
+        for wy in waits_before(pe[3], y, pe[2]):
+            for bar, sl in pushes_on.items():
+                for se in sl:
+                    ss, _, skey, srole, sdyn = se
+                    if se is pe or sdyn or srole != pe[3] or not skey > wy[2] or not inside(skey, wy[2][:-1]):
+                        continue
+                    if bar == _bar_base(pe[0].call.args[2]) or not one_shot(bar, [se]) or arrives_on.get(bar):
+                        continue
+                    if any(w[2] > skey for w in waits_before(pe[3], bar, pe[2])):
+                        return True
+    return False
 
 
 def findings(kir, awaited=None) -> list:
