@@ -182,3 +182,11 @@ def test_reuse_after_signal_verifies_clean_and_runs_right():
 def test_receive_tile_used_before_the_push_needs_the_signal(old, new):
     found = tv.verify(_reuse_variant(old, new), target="sm_90a").findings
     assert any(f.check == "race" and "'recv' receives" in f.message for f in found), [str(f) for f in found]
+
+
+def test_signal_from_a_reassigned_name_is_not_from_the_read():
+    """The signal's name `x` reassigned between the read and the signal: its value no longer comes from the read."""
+    kernel = _reuse_variant("    tp.store_remote(flag, x * 0.0, free",
+                            "    x = tp.load(X[i0:i0 + 128])\n    tp.store_remote(flag, x * 0.0, free")
+    found = tv.verify(kernel, target="sm_90a").findings
+    assert any(f.check == "race" and "'recv' receives" in f.message for f in found), [str(f) for f in found]

@@ -240,6 +240,7 @@ def _receive_tile_order(kir) -> list:
     receive tile before its push is an error: not proved (docs/verification.md, "Known soundness gap")."""
     evs: list = []
     _events(kir.body, {}, evs, (), (), ())
+    _EVS[:] = evs
     counts, pushes_on, arrives_on = {}, {}, {}
     for s in ir.walk(kir.body):
         if isinstance(s, ir.Assign) and isinstance(s.value, ir.Call) and s.value.op == "mbarrier":
@@ -313,6 +314,9 @@ def _receive_tile_order(kir) -> list:
     return out
 
 
+_EVS: list = []  # the events of the kernel being checked (_receive_tile_order)
+
+
 def _signal_after(se, re_, rs, pe, waits_before, one_shot, arrives_on, inside) -> bool:
     """S (`se`, a push on mbarrier X) after R (`re_`) by R's threads, computed from R's result, X one-shot and
     waited for (phase 0) by the pushing role before P (`pe`)."""
@@ -322,6 +326,8 @@ def _signal_after(se, re_, rs, pe, waits_before, one_shot, arrives_on, inside) -
         return False
     if not isinstance(rs, ir.Assign) or not _uses(ss.call.args[1], rs.name, 0):
         return False
+    if any(isinstance(o[0], ir.Assign) and o[0].name == rs.name and re_[2] < o[2] < skey for o in _EVS):
+        return False        # (the name reassigned in between: S's value need not come from R's read)
     if not one_shot(x, [se]) or arrives_on.get(x):
         return False
     return any(w[2] > skey for w in waits_before(pe[3], x, pe[2]))
