@@ -214,28 +214,24 @@ def gemm_splitk_swap(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K",
                 tp.assert_tag(tp.mma_operands(acc), lambda b, a: b[1] == a[2])   # B's k is A's k
                 tp.mbarrier_wait(red_full, 0)     # consumer 1's sum, added; then the tile is stored
                 acc = acc + tp.load(red, layout=LC)
-                if CLUSTER_K > 1 and PUSH and XCH:
-                    # `red` read: the other rank may push into it. The signal is the sum's rows pushed into its
-                    # `flag` (st.async completing its `xfree`): values computed from every thread's reads of `red`,
-                    # so no signal leaves before those reads have returned. This block pushes once its own `xfree`
-                    # completes (the other's `red` read too), then receives into its `red`
-                    tp.store_remote(flag, tp.sum(acc, axis=1), xfree, tp.cluster_rank() ^ 1)
-                    tp.mbarrier_wait(xfree, 0)
-                    tp.store_remote(red, acc, recv_full, tp.cluster_rank() ^ 1)
-                    tp.mbarrier_wait(recv_full, 0)
-                    acc = acc + tp.load(red, layout=LC)
-                    mine = tp.arange(BN)[None, :] * 2 // BN == tp.block_id(2)
-                    if M_SHIFT:
-                        tp.store(C[m0:m0 + BM, n0:n0 + BN], acc.T, mask=mine & (m0 + tp.arange(BM)[:, None] >= own))
-                    else:
-                        tp.store(C[m0:m0 + BM, n0:n0 + BN], acc.T, mask=mine)
-                elif CLUSTER_K > 1 and PUSH:
+                if CLUSTER_K > 1 and PUSH:
                     # the block's sum pushed into the other rank's `recv` (st.async, completing its recv_full: no
                     # cluster barrier, no fence), the other's received; each rank stores half the tile's columns of
                     # C (rows of C^T: consumer 0's warps 0-1 on rank 0, 2-3 on rank 1)
-                    tp.store_remote(recv, acc, recv_full, tp.cluster_rank() ^ 1)
-                    tp.mbarrier_wait(recv_full, 0)
-                    acc = acc + tp.load(recv, layout=LC)
+                    if XCH:
+                        # `red` read: the other rank may push into it. The signal is the sum's rows pushed into
+                        # its `flag` (st.async completing its `xfree`): values computed from every thread's reads
+                        # of `red`, so no signal leaves before those reads have returned. This block pushes once
+                        # its own `xfree` completes (the other's `red` read too), then receives into its `red`
+                        tp.store_remote(flag, tp.sum(acc, axis=1), xfree, tp.cluster_rank() ^ 1)
+                        tp.mbarrier_wait(xfree, 0)
+                        tp.store_remote(red, acc, recv_full, tp.cluster_rank() ^ 1)
+                        tp.mbarrier_wait(recv_full, 0)
+                        acc = acc + tp.load(red, layout=LC)
+                    else:
+                        tp.store_remote(recv, acc, recv_full, tp.cluster_rank() ^ 1)
+                        tp.mbarrier_wait(recv_full, 0)
+                        acc = acc + tp.load(recv, layout=LC)
                     mine = tp.arange(BN)[None, :] * 2 // BN == tp.block_id(2)
                     if M_SHIFT:
                         tp.store(C[m0:m0 + BM, n0:n0 + BN], acc.T, mask=mine & (m0 + tp.arange(BM)[:, None] >= own))
