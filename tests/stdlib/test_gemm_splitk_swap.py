@@ -702,8 +702,8 @@ def test_cluster_k_one_exchange_tile_pushed_before_the_xfree_wait_is_reported(tm
     from stdlib_kernels import gemm_splitk_swap as mod0
 
     src = inspect.getsource(mod0)
-    wait = "                    tp.mbarrier_wait(xfree, 0)\n"
-    push = "                    tp.store_remote(red, acc, recv_full, tp.cluster_rank() ^ 1)\n"
+    wait = "                        tp.mbarrier_wait(xfree, 0)\n"
+    push = "                        tp.store_remote(red, acc, recv_full, tp.cluster_rank() ^ 1)\n"
     assert src.count(wait + push) == 1
     path = tmp_path / "gemm_splitk_swap_seeded.py"
     path.write_text(src.replace(wait + push, push + wait))
