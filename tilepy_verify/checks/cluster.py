@@ -240,7 +240,6 @@ def _receive_tile_order(kir) -> list:
     receive tile before its push is an error: not proved (docs/verification.md, "Known soundness gap")."""
     evs: list = []
     _events(kir.body, {}, evs, (), (), ())
-    _EVS[:] = evs
     counts, pushes_on, arrives_on = {}, {}, {}
     for s in ir.walk(kir.body):
         if isinstance(s, ir.Assign) and isinstance(s.value, ir.Call) and s.value.op == "mbarrier":
@@ -265,6 +264,40 @@ def _receive_tile_order(kir) -> list:
     def one_shot(bar, ops):
         c = counts.get(bar)
         return c is not None and c[0] == 1 and not c[1] and len(ops) == 1 and not ops[0][4]
+
+    def signal_after(se, re_, pe) -> bool:
+        """S (`se`, a push on mbarrier X) after R (`re_`) by R's threads, computed from R's result (the name not
+        reassigned in between), X one-shot and waited for (phase 0) by the pushing role before P (`pe`)."""
+        ss, _, skey, srole, sdyn = se
+        rs, x = re_[0], _bar_base(ss.call.args[2])
+        if sdyn or srole != re_[3] or not inside(re_[2], skey[:-1]) or not skey > re_[2] or skey > pe[2]:
+            return False
+        if not isinstance(rs, ir.Assign) or not _uses(ss.call.args[1], rs.name, 0):
+            return False
+        if any(isinstance(o[0], ir.Assign) and o[0].name == rs.name and re_[2] < o[2] < skey for o in evs):
+            return False
+        if not one_shot(x, [se]) or arrives_on.get(x):
+            return False
+        return any(w[2] > skey for w in waits_before(pe[3], x, pe[2]))
+
+    def other_role_ordered(re_, pe) -> bool:
+        """R in a role beside the pushing one: its role arrives on Y after R, the pushing role waits on Y (phase 0)
+        before a push S on X that it waits for (phase 0) before P."""
+        for y, arr in arrives_on.items():
+            a = arr[0]
+            if not one_shot(y, arr) or a[3] != re_[3] or not inside(re_[2], a[2][:-1]) or not a[2] > re_[2]:
+                continue
+            for wy in waits_before(pe[3], y, pe[2]):
+                for bar, sl in pushes_on.items():
+                    for se in sl:
+                        _, _, skey, srole, sdyn = se
+                        if se is pe or sdyn or srole != pe[3] or not skey > wy[2] or not inside(skey, wy[2][:-1]):
+                            continue
+                        if bar == _bar_base(pe[0].call.args[2]) or not one_shot(bar, [se]) or arrives_on.get(bar):
+                            continue
+                        if any(w[2] > skey for w in waits_before(pe[3], bar, pe[2])):
+                            return True
+        return False
 
     for pe in [ev for evl in pushes_on.values() for ev in evl]:
         ps, penv, pkey, prole, pdyn = pe
@@ -296,11 +329,10 @@ def _receive_tile_order(kir) -> list:
                                      isinstance(b[0], ir.Eval) and b[0].call.op == "barrier" and b[3] == rrole
                                      and rkey < b[2] < r2[2] and inside(rkey, b[2][:-1]) and inside(r2[2], b[2][:-1])
                                      for b in evs)]
-                ok = any(_signal_after(se, r2, r2[0], pe, waits_before, one_shot, arrives_on, inside)
-                         for r2 in later for bar, sl in pushes_on.items() for se in sl
+                ok = any(signal_after(se, r2, pe) for r2 in later for bar, sl in pushes_on.items() for se in sl
                          if se is not pe and bar != _bar_base(ps.call.args[2]))
             else:
-                ok = _other_role_ordered(re_, pe, pushes_on, arrives_on, waits_before, one_shot, inside)
+                ok = other_role_ordered(re_, pe)
             if not ok:
                 out.append(Finding(
                     "race", "error", f"'{dst}' receives the other block's tp.store_remote (line {ps.span.line}), "
@@ -312,45 +344,6 @@ def _receive_tile_order(kir) -> list:
                                f"pushing into '{dst}'", "push_line": ps.span.line}))
                 break
     return out
-
-
-_EVS: list = []  # the events of the kernel being checked (_receive_tile_order)
-
-
-def _signal_after(se, re_, rs, pe, waits_before, one_shot, arrives_on, inside) -> bool:
-    """S (`se`, a push on mbarrier X) after R (`re_`) by R's threads, computed from R's result, X one-shot and
-    waited for (phase 0) by the pushing role before P (`pe`)."""
-    ss, _, skey, srole, sdyn = se
-    x = _bar_base(ss.call.args[2])
-    if sdyn or srole != re_[3] or not inside(re_[2], skey[:-1]) or not skey > re_[2] or skey > pe[2]:
-        return False
-    if not isinstance(rs, ir.Assign) or not _uses(ss.call.args[1], rs.name, 0):
-        return False
-    if any(isinstance(o[0], ir.Assign) and o[0].name == rs.name and re_[2] < o[2] < skey for o in _EVS):
-        return False        # (the name reassigned in between: S's value need not come from R's read)
-    if not one_shot(x, [se]) or arrives_on.get(x):
-        return False
-    return any(w[2] > skey for w in waits_before(pe[3], x, pe[2]))
-
-
-def _other_role_ordered(re_, pe, pushes_on, arrives_on, waits_before, one_shot, inside) -> bool:
-    """R in a role beside the pushing one: its role arrives on Y after R, the pushing role waits on Y (phase 0)
-    before a push S on X that it waits for (phase 0) before P."""
-    for y, arr in arrives_on.items():
-        a = arr[0]
-        if not one_shot(y, arr) or a[3] != re_[3] or not inside(re_[2], a[2][:-1]) or not a[2] > re_[2]:
-            continue
-        for wy in waits_before(pe[3], y, pe[2]):
-            for bar, sl in pushes_on.items():
-                for se in sl:
-                    ss, _, skey, srole, sdyn = se
-                    if se is pe or sdyn or srole != pe[3] or not skey > wy[2] or not inside(skey, wy[2][:-1]):
-                        continue
-                    if bar == _bar_base(pe[0].call.args[2]) or not one_shot(bar, [se]) or arrives_on.get(bar):
-                        continue
-                    if any(w[2] > skey for w in waits_before(pe[3], bar, pe[2])):
-                        return True
-    return False
 
 
 def findings(kir, awaited=None) -> list:
