@@ -1,0 +1,182 @@
+"""Issue 15, skinny bf16 rows with B streamed from DRAM (G27): the decode / skinny GEMM as a model's step runs it,
+its weight B not left in the L2 by the call before. Every figure rotates among input sets (benchmarks/timing.py:
+a rotation touches >= 2x the L2), ours and cuBLAS alike; the one-set ("hot") figure is kept beside.
+
+    python benchmarks/gemm_skinny_dram.py --plan 1 [--out DIR] [--name STEM] [--precompile N]
+    python benchmarks/gemm_skinny_dram.py --ncu-target   (the kernels ncu is to read, each a few times)
+
+Plan 1: (a) the floor: a plain read of a 4096 x 4096 bf16 B rotated (torch's B.sum in f32, a device copy, cuBLAS
+at one row), its TB/s; (b) the policy against cuBLAS at 16-256 rows of N = K = 4096 and the LLM decode shapes;
+(c) the pushed cluster split's depth (stages per ring, with and without the one-tile exchange XCH) and BN 128,
+each alternated twice with the policy. Times: benchmarks/gemm.py's rule (median of 15 CUDA-graph replays of 20
+calls, ours and cuBLAS alternated twice, the better of two medians each); every output checked against float64
+before it is timed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import gemm as gb  # noqa: E402  (benchmarks/gemm.py: the row / timing rules, rotated)
+import gemm_small_sweep as ss  # noqa: E402  (params_of, the variant forms)
+import torch  # noqa: E402
+from timing import graph_seconds, input_sets  # noqa: E402
+
+import tilepy_hip  # noqa: E402
+from stdlib_kernels import gemm_hopper  # noqa: E402
+
+SQ = 4096
+
+
+def _pol(**kw):
+    return ("policy", kw)
+
+
+def _twice(tag, spec):
+    return [("policy", None), (tag, spec), ("policy_again", None), (tag + "_again", spec)]
+
+
+TABLE_ROWS = [16, 32, 48, 64, 80, 96, 112, 128, 192, 256]
+PLAN1_TABLE = [((m, SQ, SQ), [("policy", None)], ("bf16",)) for m in TABLE_ROWS]
+PLAN1_TABLE += [((128, 14336, 4096), [("policy", None)], ("bf16",)), ((128, 4096, 14336), [("policy", None)],
+                                                                       ("bf16",)),
+                ((32, SQ, SQ), [("policy", None)], ("f32",)), ((128, SQ, SQ), [("policy", None)], ("f32",))]
+# the ring's depth with B from DRAM (G23 chose 4 stages per ring on a B the L2 kept: fewer were faster there);
+# XCH=1 (one exchange tile) leaves room for one or two stages more at BM 32-96
+PLAN1_SWEEP = [
+    ((32, SQ, SQ), _twice("s8", _pol(STAGES=8)) + [("s6", _pol(STAGES=6)), ("xch_s9", _pol(STAGES=9, XCH=1)),
+                                                   ("bn128_s4", _pol(BN=128))], ("bf16",)),
+    ((64, SQ, SQ), _twice("s6", _pol(STAGES=6)) + [("s5", _pol(STAGES=5)), ("xch_s6", _pol(STAGES=6, XCH=1))],
+     ("bf16",)),
+    ((80, SQ, SQ), _twice("s5", _pol(STAGES=5)) + [("xch_s5", _pol(STAGES=5, XCH=1))], ("bf16",)),
+    ((96, SQ, SQ), _twice("xch_s5", _pol(STAGES=5, XCH=1)), ("bf16",)),
+    ((128, SQ, SQ), [("policy", None), ("s3", _pol(STAGES=3))], ("bf16",)),     # (the slope of depth at BM 128)
+]
+PLANS = {"1": (PLAN1_TABLE, PLAN1_SWEEP)}
+
+
+def floor_rows(g) -> dict:
+    """A plain read of B (K x N bf16, 32 MB at 4096^2) rotated among input sets: B.sum in f32, a device copy into
+    a second buffer (read + write), cuBLAS at one row of A (torch.matmul (1, K) @ B)."""
+    sets = input_sets(SQ * SQ * 2)
+    bs = [torch.randn(SQ, SQ, device="cuda", generator=g).bfloat16() for _ in range(sets)]
+    dst = [torch.empty_like(b) for b in bs]
+    a1 = [torch.randn(1, SQ, device="cuda", generator=g).bfloat16() for _ in range(sets)]
+    a16 = [torch.randn(16, SQ, device="cuda", generator=g).bfloat16() for _ in range(sets)]
+    rows = {}
+    for tag, fns, nbytes in (
+            ("B.sum(f32)", [lambda b=b: b.sum(dtype=torch.float32) for b in bs], SQ * SQ * 2),
+            ("copy B", [lambda b=b, d=d: d.copy_(b) for b, d in zip(bs, dst)], 2 * SQ * SQ * 2),
+            ("cuBLAS 1 row", [lambda a=a, b=b: torch.matmul(a, b) for a, b in zip(a1, bs)], SQ * SQ * 2),
+            ("cuBLAS 16 rows", [lambda a=a, b=b: torch.matmul(a, b) for a, b in zip(a16, bs)], SQ * SQ * 2)):
+        t = min(graph_seconds(fns), graph_seconds(fns))
+        t_hot = graph_seconds(fns[0])
+        rows[tag] = {"us": t * 1e6, "TBps": nbytes / t / 1e12, "us_hot": t_hot * 1e6, "input_sets": sets}
+        print(f"floor {tag:16} {t * 1e6:7.2f} us  {nbytes / t / 1e12:5.2f} TB/s  (one set {t_hot * 1e6:.2f} us)",
+              flush=True)
+    return rows
+
+
+def variant_row(M, N, K, g, out_t, out, spec, mm_f32) -> dict:
+    p = ss.params_of(M, N, K, spec, out)
+    r0 = gb.f32out_row(M, N, K, g, mm_f32, out=out_t, params=p)
+    keys = ("us", "torch_us", "ratio", "rel_err", "torch_rel_err", "registers", "spills", "input_sets", "us_hot",
+            "torch_us_hot", "ratio_hot")
+    r = {k: r0[k] for k in keys if k in r0}
+    r["policy"] = gb._policy_text(p) + "".join(f" {k}={p[k]}" for k in ("SWAP_AB", "K_WAYS", "CLUSTER_K", "PUSH",
+                                                                         "XCH", "M_SHIFT") if p.get(k))
+    return r
+
+
+def ncu_target():
+    """ours (the policy through launch) and cuBLAS at 32 and 128 rows, then B.sum, each three times on one set
+    (ncu flushes the caches before each profiled kernel: B comes from DRAM)."""
+    g = torch.Generator(device="cuda").manual_seed(27)
+    b = torch.randn(SQ, SQ, device="cuda", generator=g).bfloat16()
+    for m in (32, 128):
+        a = torch.randn(m, SQ, device="cuda", generator=g).bfloat16()
+        c = torch.empty(m, SQ, device="cuda", dtype=torch.bfloat16)
+        for _ in range(3):
+            gemm_hopper.launch(a, b, c)
+        for _ in range(3):
+            torch.matmul(a, b)
+    for _ in range(3):
+        b.sum(dtype=torch.float32)
+    torch.cuda.synchronize()
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
+    ap.add_argument("--name", default="gemm-g27-dram")
+    ap.add_argument("--plan", default="1")
+    ap.add_argument("--precompile", type=int, default=0)
+    ap.add_argument("--no-floor", action="store_true")
+    ap.add_argument("--ncu-target", action="store_true")
+    args = ap.parse_args(argv)
+    if args.ncu_target:
+        ncu_target()
+        return
+    table, sweep = PLANS[args.plan]
+    plan = table + sweep
+    if args.precompile:
+        ss.precompile(None, args.precompile, plan)
+    props = torch.cuda.get_device_properties(0)
+    dev = re.sub(r"[^A-Za-z0-9_.-]+", "_", props.name).strip("_")
+    mm_f32 = gb._mm_f32out()
+    g = torch.Generator(device="cuda").manual_seed(27)
+    res = {"device": props.name, "torch": torch.__version__, "toolchain": tilepy_hip.toolchain_info()["nvidia"],
+           "time": time.strftime("%Y-%m-%d %H:%M:%S"), "l2_bytes": props.L2_cache_size,
+           "timing": "rotated among input sets (>= 2x L2 a rotation; one-set figures beside as *_hot); median of 15 "
+           "graph replays of 20 calls, ours and cuBLAS alternated twice, the better of two medians each",
+           "floor": {}, "rows": {}, "cublas_kernels": {}}
+    path = Path(args.out) / f"{args.name}-{dev}.json"
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    if not args.no_floor:
+        res["floor"] = floor_rows(g)
+        path.write_text(json.dumps(res, indent=1))
+    for (M, N, K), variants, outs in plan:
+        key = f"{M}x{N}x{K}"
+        row = res["rows"].setdefault(key, {})
+        for o in outs:
+            out_t, out = ss.DT[o]
+            if f"{key}/{o}" not in res["cublas_kernels"] and variants[0][1] is None and len(variants) == 1:
+                try:
+                    res["cublas_kernels"][f"{key}/{o}"] = [
+                        (x["kernel"][:120], round(x["us_each"], 2)) for x in ss.cublas_kernels(M, N, K, out_t, mm_f32)]
+                except Exception as e:  # noqa: BLE001 - a side note
+                    res["cublas_kernels"][f"{key}/{o}"] = f"{type(e).__name__}: {e}"[:200]
+            for tag, spec in variants:
+                name = f"{tag}/{o}"
+                try:
+                    r = variant_row(M, N, K, g, out_t, out, spec, mm_f32)
+                except Exception as e:  # noqa: BLE001 - a variant that fails: say so, go on
+                    print(f"{key:16} {name:22} FAILED {type(e).__name__}: {str(e).splitlines()[0][:140]}", flush=True)
+                    row[name] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
+                    continue
+                if name in row:
+                    name = f"{tag}_sweep/{o}"
+                row[name] = r
+                print(f"{key:16} {name:22} {r['us']:7.2f} us  cuBLAS {r['torch_us']:6.2f}  x {r['ratio']:.3f}  "
+                      f"[hot {r.get('us_hot', float('nan')):.2f} / {r.get('torch_us_hot', float('nan')):.2f} x "
+                      f"{r.get('ratio_hot', float('nan')):.2f}]  err {r['rel_err']:.1e}  "
+                      f"{r.get('registers', '')}/{r.get('spills', '')}  {r['policy']}", flush=True)
+                torch.cuda.empty_cache()
+        path.write_text(json.dumps(res, indent=1))
+    for k, v in res["cublas_kernels"].items():
+        print("cuBLAS", k, v, flush=True)
+    path.write_text(json.dumps(res, indent=1))
+    print("wrote", path)
+
+
+if __name__ == "__main__":
+    main()
