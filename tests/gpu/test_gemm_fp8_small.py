@@ -1,0 +1,105 @@
+"""The fp8 GEMM's small / mid forms (G28; stdlib_kernels/gemm_fp8.py) on a real GPU against float64 of the e4m3
+inputs and next to torch._scaled_mm on the same inputs: 64 x 128 / 64 x 64 / 128 x 128 tiles with deep rings, one
+wgmma group in flight or none, the TMA-store epilogue (its fallback where C's rows are not 16-byte multiples), and the
+persistent form on 128 x 128 tiles; ragged M, N and K (K a multiple of 16 but not of the 128-wide k-tile); outputs
+poisoned with NaN first; the forms' SASS. Skips without a GPU."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed")
+if not torch.cuda.is_available():
+    pytest.skip(
+        "no CUDA GPU here (torch.cuda.is_available() is False): GPU tests need the device machine",
+        allow_module_level=True,
+    )
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+
+import tilepy as tp  # noqa: E402
+import tilepy_hip  # noqa: E402
+from stdlib_kernels import gemm_fp8  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+DEV = torch.device("cuda")
+I128, I64 = tp.nv.wgmma_m64n128k32_e4m3, tp.nv.wgmma_m64n64k32_e4m3
+BASE = dict(gemm_fp8.PRESETS["sm_90a"], PRODUCER_REGS=0, CONSUMER_REGS=0, GROUP_M=8)
+FORMS = {
+    "64x128_s8_w1": dict(BM=64, BN=128, STAGES=8, CONSUMERS=1, INSTR=I128, IN_FLIGHT=1, EPILOGUE=2),
+    "64x128_s8_w0": dict(BM=64, BN=128, STAGES=8, CONSUMERS=1, INSTR=I128, IN_FLIGHT=0, EPILOGUE=2),
+    "64x128_s4_w1": dict(BM=64, BN=128, STAGES=4, CONSUMERS=1, INSTR=I128, IN_FLIGHT=1, EPILOGUE=2),
+    "64x64_s8_w1": dict(BM=64, BN=64, STAGES=8, CONSUMERS=1, INSTR=I64, IN_FLIGHT=1, EPILOGUE=2),
+    "64x64_s12_w1": dict(BM=64, BN=64, STAGES=12, CONSUMERS=1, INSTR=I64, IN_FLIGHT=1, EPILOGUE=2),
+    "128x128_s5_w1": dict(BM=128, BN=128, STAGES=5, CONSUMERS=2, INSTR=I128, IN_FLIGHT=1, EPILOGUE=2),
+    "128x128_s6_w0": dict(BM=128, BN=128, STAGES=6, CONSUMERS=2, INSTR=I128, IN_FLIGHT=0, EPILOGUE=2),
+    "p128x128_s6": dict(BM=128, BN=128, STAGES=6, CONSUMERS=2, INSTR=I128, PERSISTENT=1, STORE_N=64),
+}
+# ragged M, N, K; one k-tile under a deep ring; the ring turning over many times; C rows off 16 bytes (N % 8)
+SHAPES = [(200, 300, 1040), (130, 264, 64), (1000, 1000, 4096), (520, 1030, 528)]
+
+
+def _quantize(x):
+    scale = (x.abs().max().float() / 448.0).clamp(min=1e-12)
+    return (x / scale).to(torch.float8_e4m3fn), scale.reshape(1)
+
+
+def _rel(x, ref):
+    x = x.double()
+    assert torch.isfinite(x).all(), "NaN/inf in the output (an element not written?)"
+    return float((x - ref).norm() / ref.norm())
+
+
+def _params(name):
+    p = {**BASE, **FORMS[name]}
+    if p.get("PERSISTENT"):
+        p.pop("IN_FLIGHT", None)
+        p.pop("EPILOGUE", None)
+    return p
+
+
+@pytest.mark.parametrize("name", list(FORMS))
+@pytest.mark.parametrize("m,n,k", SHAPES)
+def test_small_forms_against_float64_and_scaled_mm(name, m, n, k):
+    p = _params(name)
+    if p.get("PERSISTENT") and n % 8:
+        pytest.skip("the persistent form's store is TMA only: C rows of 16-byte multiples (N % 8 == 0)")
+    g = torch.Generator(device=DEV).manual_seed(m * 7 + n * 13 + k)
+    a, sa = _quantize(torch.randn(m, k, device=DEV, generator=g))
+    b, sb = _quantize(torch.randn(n, k, device=DEV, generator=g) * 0.02)
+    out = torch.full((m, n), float("nan"), device=DEV, dtype=torch.bfloat16)
+    kernel, kp = gemm_fp8.kernel_of(p)
+    grid = gemm_fp8.grid_of(m, n, {**p, "NUM_SMS": 7} if p.get("PERSISTENT") else p)   # persistent: several tiles
+    kernel[grid](a, b, sa, sb, out, target="sm_90a", **kp)
+    torch.cuda.synchronize()
+    ref = (a.double() @ b.double().t()) * sa.double() * sb.double()
+    err = _rel(out, ref)
+    assert err <= 2.0**-8, err
+    if m % 16 == 0 and n % 16 == 0:
+        fast = torch._scaled_mm(a, b.t(), sa, sb, out_dtype=torch.bfloat16, use_fast_accum=True)
+        promoted = torch._scaled_mm(a, b.t(), sa, sb, out_dtype=torch.bfloat16)
+        err_fast, err_promoted = _rel(fast, ref), _rel(promoted, ref)
+        assert err <= 1.5 * err_fast + 1e-5 and err <= 2.0 * err_promoted + 1e-5, (err, err_fast, err_promoted)
+    mag = (a.double().abs() @ b.double().abs().t()) * sa.double() * sb.double()
+    excess = (out.double() - ref).abs() - (2.0**-8 * ref.abs() + 2.0**-9 * mag)
+    assert bool((excess <= 0).all()), (float(excess.max()), divmod(int(excess.argmax()), n))
+    again = torch.full_like(out, float("nan"))
+    kernel[grid](a, b, sa, sb, again, target="sm_90a", **kp)
+    torch.cuda.synchronize()
+    assert torch.equal(out, again)          # the same bits on a second call
+
+
+@pytest.mark.parametrize("name", list(FORMS))
+def test_sass_of_the_small_forms(name):
+    """QGMMA e4m3 of the tile's width, the TMA store, no local memory (no spills)."""
+    p = _params(name)
+    kernel, kp = gemm_fp8.kernel_of(p)
+    ck = tilepy_hip.compile(kernel, target="sm_90a", **kp)
+    sass = ck.sass()
+    assert f"QGMMA.64x{p['BN']}x32.F32.E4M3.E4M3" in sass, sorted(set(re.findall(r"\bQGMMA\.[\w.]+", sass)))
+    assert "UTMASTG" in sass and "UTMALDG" in sass
+    assert not re.findall(r"\b(?:LDL|STL)\b", sass), ck.resources
