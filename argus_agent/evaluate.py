@@ -318,11 +318,13 @@ def evaluate(problem, model_new_cls, *, tol: float = 1e-2, seed: int = 0, n_shap
         prev_out_storage |= _storages([run.output])
         trial = Trial(_shape_text(sh), True, _max_err(run.output, expected))
         if can_time and time_it and i < n_timed:
+            more = timing_sets(problem, sh, gen_seed, device, inputs)
             with matching_reference():
-                trial.ref_ms = _time(ref, inputs, warmup, runs)
-            trial.new_ms = _time(new, inputs, warmup, runs)
-            trial.ref_graph_ms, _ = _time_graph(ref, inputs, warmup, runs)
-            trial.new_graph_ms, trial.graph_note = _time_graph(new, inputs, warmup, runs)
+                trial.ref_ms = _time(ref, inputs, warmup, runs, more)
+            trial.new_ms = _time(new, inputs, warmup, runs, more)
+            trial.ref_graph_ms, _ = _time_graph(ref, inputs, warmup, runs, more)
+            trial.new_graph_ms, trial.graph_note = _time_graph(new, inputs, warmup, runs, more)
+            del more
         trials.append(trial)
     return finish(trials, launches, len(plan), n_timed, can_time and time_it, why, warmup, runs)
 
@@ -392,23 +394,51 @@ def _max_err(out, expected) -> float | None:
         return None
 
 
-def _time_graph(model, inputs, warmup: int, runs: int) -> tuple[float | None, str]:
+def _time_graph(model, inputs, warmup: int, runs: int, rotate=()) -> tuple[float | None, str]:
     """Milliseconds per replay of the forward captured once in a CUDA graph (a static host program launches the
-    same kernels for the same shapes, so one capture per shape replays it with no host work), or (None, why)."""
+    same kernels for the same shapes, so one capture per shape replays it with no host work), or (None, why).
+    `rotate`: more input sets (`timing_sets`), one capture each, replayed in turn."""
     from tilepy_hip.graphs import replay_ms
 
-    return replay_ms(model, list(inputs), warmup, runs)
+    return replay_ms(model, list(inputs), warmup, runs, rotate=[list(x) for x in rotate])
 
 
-def _time(model, inputs, warmup: int, runs: int) -> float:
+def _time(model, inputs, warmup: int, runs: int, rotate=()) -> float:
+    """Milliseconds per forward, device events around `runs` calls after `warmup`; the calls take `inputs` and
+    the sets in `rotate` in turn."""
+    sets = [inputs, *rotate]
     with torch.no_grad():
-        for _ in range(warmup):
-            model(*inputs)
+        for i in range(warmup):
+            model(*sets[i % len(sets)])
         torch.cuda.synchronize()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        for _ in range(runs):
-            model(*inputs)
+        for i in range(runs):
+            model(*sets[i % len(sets)])
         end.record()
         torch.cuda.synchronize()
     return start.elapsed_time(end) / runs
+
+
+ROTATE_MAX_SETS = 16  # at most this many input sets per timed shape (inputs of a few KB stay in the L2 anyway)
+
+
+def timing_sets(problem, shape, gen_seed: int, device: str, inputs) -> list:
+    """The input sets a timed shape's calls rotate over besides `inputs`: drawn like the trial's (seeds after its
+    own), as many as make the inputs' bytes at least twice the device's L2, so that neither the reference nor the
+    candidate is timed on inputs left in the cache by the call before (the benchmarks' rule, benchmarks/timing.py).
+    Empty on the CPU or where one set is already that large."""
+    if device == "cpu" or not torch.cuda.is_available():
+        return []
+    size = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
+    l2 = int(getattr(torch.cuda.get_device_properties(torch.device(device)), "L2_cache_size", 0) or 0)
+    n = rotation_count(size, l2) - 1
+    return [draw_trial(problem, shape, gen_seed + 104_729 * (j + 1), device) for j in range(n)]
+
+
+def rotation_count(size: int, l2: int, cap: int = ROTATE_MAX_SETS) -> int:
+    """Input sets of `size` bytes each that make at least twice `l2` bytes (1 where one set is, or where either
+    size is unknown), at most `cap`."""
+    if size <= 0 or l2 <= 0 or size >= 2 * l2:
+        return 1
+    return max(1, min(cap, math.ceil(2 * l2 / size)))

@@ -245,25 +245,28 @@ def _child_work(job: dict, send, conn):
     if not order.get("time"):
         return None
     send(stage="time")
-    from .evaluate import _time_graph
+    from .evaluate import _time_graph, timing_sets
 
     ms, graph = [], []
     del outputs
     for shape, gen_seed in plan[:order["shapes"]]:
         inputs = draw_trial(problem, shape, gen_seed, device)
-        ms.append(time_forward(new, inputs, job["warmup"], job["runs"]))
-        graph.append(_time_graph(new, inputs, job["warmup"], job["runs"]))  # (ms or None, why not)
+        more = timing_sets(problem, shape, gen_seed, device, inputs)  # the parent rotates the reference the same
+        ms.append(time_forward(new, inputs, job["warmup"], job["runs"], more))
+        graph.append(_time_graph(new, inputs, job["warmup"], job["runs"], more))  # (ms or None, why not)
+        del inputs, more
     return send(outcome="timed", new_ms=ms, new_graph=graph)
 
 
-def time_forward(model, inputs, warmup: int, runs: int) -> float:
+def time_forward(model, inputs, warmup: int, runs: int, rotate=()) -> float:
     """Milliseconds per call: the larger of the device-event time (evaluate._time) and the wall clock over the
-    same calls ended by a device-wide synchronize, so work hidden on another stream or deferred still counts."""
+    same calls ended by a device-wide synchronize, so work hidden on another stream or deferred still counts.
+    `rotate`: more input sets the calls take in turn (evaluate.timing_sets)."""
     from .evaluate import _time
 
     torch.cuda.synchronize()
     t0 = time.perf_counter()
-    ms = _time(model, inputs, warmup, runs)
+    ms = _time(model, inputs, warmup, runs, rotate)
     torch.cuda.synchronize()
     wall = (time.perf_counter() - t0) * 1e3 / max(1, warmup + runs)
     return max(ms, wall)
@@ -383,23 +386,25 @@ class Sandbox:
         return torch.load(path, weights_only=True, map_location=self.device)
 
     def reference_ms(self, shape, gen_seed: int) -> float:
-        from .evaluate import _shape_text, draw_trial
+        from .evaluate import _shape_text, draw_trial, timing_sets
 
         key = _shape_text(shape)
         if key not in self.ref_ms:
+            inputs = draw_trial(self.problem, shape, gen_seed, self.device)
+            more = timing_sets(self.problem, shape, gen_seed, self.device, inputs)  # as the child rotates
             with matching_reference():
-                self.ref_ms[key] = time_forward(self.ref, draw_trial(self.problem, shape, gen_seed, self.device),
-                                                self.warmup, self.runs)
+                self.ref_ms[key] = time_forward(self.ref, inputs, self.warmup, self.runs, more)
         return self.ref_ms[key]
 
     def reference_graph_ms(self, shape, gen_seed: int) -> float | None:
         """The reference's forward per CUDA-graph replay (None where torch's ops cannot be captured)."""
-        from .evaluate import _shape_text, _time_graph, draw_trial
+        from .evaluate import _shape_text, _time_graph, draw_trial, timing_sets
 
         key = _shape_text(shape)
         if key not in self.ref_graph_ms:
             inputs = draw_trial(self.problem, shape, gen_seed, self.device)
-            self.ref_graph_ms[key] = _time_graph(self.ref, inputs, self.warmup, self.runs)[0]
+            more = timing_sets(self.problem, shape, gen_seed, self.device, inputs)
+            self.ref_graph_ms[key] = _time_graph(self.ref, inputs, self.warmup, self.runs, more)[0]
         return self.ref_graph_ms[key]
 
     @staticmethod

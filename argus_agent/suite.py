@@ -114,6 +114,7 @@ def _over_compile(path: Path, task: dict, speedup_eager: float) -> float | None:
     the base shape here; None where torch.compile fails."""
     import torch
 
+    from .evaluate import timing_sets
     from .problem import load_problem
     from .sandbox import time_forward
 
@@ -121,11 +122,12 @@ def _over_compile(path: Path, task: dict, speedup_eager: float) -> float | None:
         problem = load_problem(path, cpu=False)
         model = problem.make_model().cuda()
         inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in problem.base_inputs]
-        eager = time_forward(model, inputs, 10, 50)
+        more = timing_sets(problem, problem.shapes(1)[0], 0, "cuda", inputs)  # rotated as the speed-up's own
+        eager = time_forward(model, inputs, 10, 50, more)
         compiled = torch.compile(model)
         with torch.no_grad():
             compiled(*inputs)
-        comp = time_forward(compiled, inputs, 10, 50)
+        comp = time_forward(compiled, inputs, 10, 50, more)
         return speedup_eager * comp / eager
     except Exception:
         return None

@@ -142,27 +142,31 @@ def _same(a, b) -> bool:
     return type(a) is type(b)
 
 
-def replay_ms(fn, inputs, warmup: int = 20, runs: int = 100) -> tuple[float | None, str]:
+def replay_ms(fn, inputs, warmup: int = 20, runs: int = 100, rotate=()) -> tuple[float | None, str]:
     """Milliseconds per replay of `fn(*inputs)` captured in a CUDA graph (CUDA events around `runs` replays
     after `warmup`), or (None, why not): the capture failed, or the replay's output differs from an eager
-    call's on the same inputs (what a host program that is not static gives)."""
+    call's on the same inputs (what a host program that is not static gives). `rotate`: more input sets of the
+    same shapes, each captured into its own graph; the replays take the graphs in turn (inputs that would stay
+    in the L2 between replays of one graph are then read from memory, as in a model's run)."""
     import torch
 
     with torch.no_grad():
+        graphs = []
         try:
-            g = capture(fn, *inputs)
+            for xs in [inputs, *rotate]:
+                graphs.append(capture(fn, *xs))
         except GraphCaptureError as exc:
             return None, str(exc)
         eager = fn(*inputs)
-        if not _same(g.replay(), eager):
+        if not _same(graphs[0].replay(), eager):
             return None, "the graph's replay differs from an eager call on the same inputs (not a static program)"
-        for _ in range(warmup):
-            g.replay()
+        for i in range(warmup):
+            graphs[i % len(graphs)].replay()
         torch.cuda.synchronize()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        for _ in range(runs):
-            g.replay()
+        for i in range(runs):
+            graphs[i % len(graphs)].replay()
         end.record()
         torch.cuda.synchronize()
     return start.elapsed_time(end) / runs, ""

@@ -164,3 +164,21 @@ def test_float64_reference_is_none_where_the_model_cannot_run_in_float64():
 
     assert float64_reference(Ints(), [torch.randn(4)]) is None
     assert float64_reference(F32Only(), [torch.randn(4, 4)]) is None
+
+
+def test_rotation_count_makes_twice_the_cache_and_stops_at_the_cap():
+    from argus_agent.evaluate import ROTATE_MAX_SETS, rotation_count
+
+    l2 = 50 << 20
+    assert rotation_count(40 << 20, l2) == 3           # 3 x 40 MB >= 100 MB, 2 x 40 MB is not
+    assert rotation_count(100 << 20, l2) == 1          # one set is already twice the cache
+    assert rotation_count(10 << 20, l2) == 10
+    assert rotation_count(1 << 10, l2) == ROTATE_MAX_SETS  # a few KB: at most the cap
+    assert rotation_count(0, l2) == 1 and rotation_count(1 << 20, 0) == 1
+
+
+def test_timing_sets_are_empty_on_the_cpu(examples):
+    from argus_agent.evaluate import timing_sets
+
+    problem = _session(examples).problem
+    assert timing_sets(problem, problem.shapes(1)[0], 0, "cpu", problem.base_inputs) == []

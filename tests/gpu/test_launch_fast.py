@@ -258,3 +258,40 @@ def test_evaluation_times_a_model_eagerly_and_by_graph_replay():
     eager = _time(net, [x], 2, 10)
     graph, note = _time_graph(net, [x], 2, 10)
     assert note == "" and 0 < graph and 0 < eager
+
+
+def test_timing_rotates_input_sets_eagerly_and_by_graph_replay():
+    """The agent's timers take the extra input sets in turn: eagerly each set is passed to forward; by graph
+    replay each set is captured into a graph of its own (its copy of the inputs), and the replays' outputs are
+    each set's own result."""
+    from argus_agent.evaluate import _time, _time_graph, rotation_count
+    from tilepy_hip import graphs
+
+    seen = []
+
+    class Net(torch.nn.Module):
+        def forward(self, x):
+            seen.append(x.data_ptr())
+            return x * 2.0
+
+    sets = [[torch.randn(1024, 1024, device=DEV)] for _ in range(3)]
+    ms = _time(Net(), sets[0], 3, 6, sets[1:])
+    assert ms > 0 and seen[-6:] == [s[0].data_ptr() for s in sets] * 2   # runs 0-5 cycle through the sets
+    captured = []
+    real_capture = graphs.capture
+
+    def recording(fn, *xs, **kw):
+        g = real_capture(fn, *xs, **kw)
+        captured.append((g, xs[0]))
+        return g
+
+    graphs.capture = recording
+    try:
+        graph_ms, note = _time_graph(Net(), sets[0], 2, 6, sets[1:])
+    finally:
+        graphs.capture = real_capture
+    assert note == "" and graph_ms > 0 and len(captured) == 3
+    for g, x in captured:
+        torch.testing.assert_close(g.replay(), x * 2.0, rtol=0, atol=0)   # each graph on its own set
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    assert rotation_count(8 << 20, l2) * (8 << 20) >= 2 * l2
