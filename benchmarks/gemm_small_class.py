@@ -2,7 +2,7 @@
 on the same inputs, in one run, with the device time of each side's kernels (torch.profiler) beside the graph time,
 so that the fixed cost of a launch (prologue, first loads, epilogue) can be told from the cost per k-tile.
 
-    python benchmarks/gemm_small_class.py [--plan diag|confirm|cluster|g22|g22b] [--out DIR] [--name STEM]
+    python benchmarks/gemm_small_class.py [--plan diag|confirm|cluster|g22|g22b|g29] [--out DIR] [--name STEM]
                                           [--only REGEX] [--precompile N]
 
 Every candidate's output is checked against float64 (on the GPU) before it is timed; graph times are
@@ -125,8 +125,8 @@ PLAN_CLUSTER = [((1024, 1024, k), [("policy", None, ("bf16",)), ("64x128_cl2_s6_
 # registers (the policy's own epilogues)
 
 
-def _cl(bm=64, bn=128, consumers=1, stages=8, f32_epi=0):
-    base = dict(BM=bm, BN=bn, CONSUMERS=consumers, INSTR=I128 if bn == 128 else I64, IN_FLIGHT=0, CLUSTER_M=2,
+def _cl(bm=64, bn=128, consumers=1, stages=8, f32_epi=0, cluster_m=2):
+    base = dict(BM=bm, BN=bn, CONSUMERS=consumers, INSTR=I128 if bn == 128 else I64, IN_FLIGHT=0, CLUSTER_M=cluster_m,
                 RELAXED=1, STAGES=stages)
     return ("out", {"bf16": dict(base, EPILOGUE=2), "f32": dict(base, EPILOGUE=f32_epi)})
 
@@ -174,7 +174,22 @@ PLAN_G22B = [
     ((768, 768, 768), _again([("policy", None, BOTH), ("cl128x64_rel_s8", CL128x64, BOTH)])
      + [("h128x64_s8_w0", _h128x64(0), BOTH)]),
 ]
-PLANS = {"diag": PLAN_DIAG, "confirm": PLAN_CONFIRM, "cluster": PLAN_CLUSTER, "g22": PLAN_G22, "g22b": PLAN_G22B}
+# G29 call 1 (rotated input sets, METHOD.md): bf16 out on 64 x 128 tiles in relaxed 2x1 clusters with the producer's
+# tail before the epilogue (G22's untried form) and in clusters of 4 row tiles (B read once per 4: 12 KB per block per
+# k-tile instead of 16 / 24), each alternated twice with the policy; f32 out: the policy (2x1 past 16 k-tiles) against
+# clusters of 4
+CL4 = _cl(cluster_m=4)
+PLAN_G29 = [
+    ((1024, 1024, 1024), _again([("policy", None, BOTH), ("cl_rel_s8", _cl(), ("bf16",)), ("cl4_rel_s8", CL4, BOTH)])),
+    ((1024, 1024, 4096), _again([("policy", None, BOTH), ("cl_rel_s8", _cl(), ("bf16",)), ("cl4_rel_s8", CL4, BOTH)])),
+    ((512, 2048, 4096), _again([("policy", None, ("bf16",)), ("cl_rel_s8", _cl(), ("bf16",)),
+                                ("cl4_rel_s8", CL4, ("bf16",))])),
+    ((768, 768, 768), _again([("policy", None, ("bf16",)), ("cl_rel_s8", _cl(), ("bf16",)),
+                              ("cl4_rel_s8", CL4, ("bf16",))])),
+    ((512, 512, 512), _again([("policy", None, ("bf16",)), ("cl4_rel_64x64_s8", _cl(bn=64, cluster_m=4), ("bf16",))])),
+]
+PLANS = {"diag": PLAN_DIAG, "confirm": PLAN_CONFIRM, "cluster": PLAN_CLUSTER, "g22": PLAN_G22, "g22b": PLAN_G22B,
+         "g29": PLAN_G29}
 DT = {"bf16": (torch.bfloat16, tp.bf16), "f32": (torch.float32, tp.f32)}
 
 
@@ -250,7 +265,9 @@ def main(argv=None):
     res = {"device": props.name, "torch": torch.__version__, "toolchain": tilepy_hip.toolchain_info()["nvidia"],
            "time": time.strftime("%Y-%m-%d %H:%M:%S"), "plan": args.plan,
            "timing": "graph: median of 15 CUDA-graph replays of 20 calls, ours and cuBLAS alternated twice, the better "
-                     "of two medians each; device: torch.profiler, 10 calls after 3, us per call per kernel",
+                     "of two medians each; rotated among input_sets sets of (a, b, c) where one set fits in the L2 "
+                     "(us / ratio; the one-set figures beside: us_hot / ratio_hot); device: torch.profiler, 10 calls "
+                     "after 3, one set, us per call per kernel",
            "rows": {}}
     path = Path(args.out) / f"{args.name}-{dev}.json"
     Path(args.out).mkdir(parents=True, exist_ok=True)
@@ -278,8 +295,8 @@ def main(argv=None):
                     if gemm_hopper._cdiv(M, p["BM"]) % p.get("CLUSTER_M", 1):
                         continue
                     r0 = gb.f32out_row(M, N, K, g, mm_f32, out=out_t, params=p)
-                    r = {k: r0[k] for k in ("us", "torch_us", "ratio", "rel_err", "torch_rel_err", "registers",
-                                            "spills")}
+                    r = {k: r0.get(k) for k in ("us", "torch_us", "ratio", "rel_err", "torch_rel_err", "registers",
+                                                "spills", "input_sets", "us_hot", "torch_us_hot", "ratio_hot")}
                     r["policy"] = _text(p)
                     c = torch.empty(M, N, device="cuda", dtype=out_t)
                     r["device"] = device_kernels(lambda a=a, b=b, c=c, p=p: gemm_hopper.launch(a, b, c, **p))
@@ -290,7 +307,8 @@ def main(argv=None):
                 row[name] = r
                 dev_us = sum(x[1] for x in r["device"])
                 cub = row.get(f"cublas/{o}", {}).get("device") or []
-                print(f"{key:16} {name:28} {r['us']:8.2f} us  cuBLAS {r['torch_us']:7.2f}  x {r['ratio']:.3f}  "
+                hot = f"[hot x {r['ratio_hot']:.3f}]  " if r.get("ratio_hot") else ""
+                print(f"{key:16} {name:28} {r['us']:8.2f} us  cuBLAS {r['torch_us']:7.2f}  x {r['ratio']:.3f}  {hot}"
                       f"device {dev_us:6.2f} vs {sum(x[1] for x in cub):6.2f}  err {r['rel_err']:.1e}  "
                       f"{r.get('registers', '')}/{r.get('spills', '')}  {r['policy']}", flush=True)
                 torch.cuda.empty_cache()

@@ -4,7 +4,9 @@ here, and 16 k-tiles with K not a multiple of BK), the small class's 64 x 128 ti
 for bf16 out), the small class's own with C rows a tensor map cannot describe (the store's fallback copy).
 
 compute-sanitizer --tool memcheck python3 tests/gpu/sanitize_gemm_small_class.py
-compute-sanitizer --tool racecheck python3 tests/gpu/sanitize_gemm_small_class.py
+compute-sanitizer --tool racecheck python3 tests/gpu/sanitize_gemm_small_class.py [cl4]
+
+(`cl4`: only the clusters of 4 row tiles, G29's form.)
 """
 
 import os
@@ -25,7 +27,8 @@ CASES = [((512, 512, 512), (130, 200, 300)),        # 64 x 64, 5 k-tiles in 8 st
          ((300, 500, 400), (70, 130, 1000)),        # 64 x 64, 16 k-tiles, K not a multiple of BK
          ((1024, 1024, 4096), (130, 264, 700)),     # 64 x 128 unsplit (from the large class)
          ((1024, 1024, 1024), (100, 1001, 200))]    # 64 x 128, C's rows 2002 bytes: the TMA store's fallback
-for policy_shape, (m, n, k) in CASES:
+ONLY_CL4 = sys.argv[1:] == ["cl4"]
+for policy_shape, (m, n, k) in [] if ONLY_CL4 else CASES:
     a = torch.randn(m, k, device=d, generator=g).bfloat16()
     b = torch.randn(k, n, device=d, generator=g).bfloat16()
     ref = a.double() @ b.double()
@@ -44,7 +47,12 @@ I64, I128 = tp.nv.wgmma_m64n64k16_bf16, tp.nv.wgmma_m64n128k16_bf16
 CL = dict(BM=64, BN=128, CONSUMERS=1, INSTR=I128, IN_FLIGHT=0, CLUSTER_M=2, RELAXED=1, STAGES=8)
 for p0, (m, n, k) in ((CL, (900, 264, 700)), (CL, (130, 200, 64)), (dict(CL, BN=64, INSTR=I64), (300, 1001, 200)),
                       (dict(CL, BM=128, CONSUMERS=2, STAGES=6), (900, 264, 500)),
-                      (dict(CL, BM=128, BN=64, CONSUMERS=2, INSTR=I64), (900, 200, 300))):
+                      (dict(CL, BM=128, BN=64, CONSUMERS=2, INSTR=I64), (900, 200, 300)),
+                      # G29: clusters of 4 row tiles (15 row tiles: the grid rounded to 16, one block past M; one
+                      # k-tile under 8 stages)
+                      (dict(CL, CLUSTER_M=4), (900, 264, 700)), (dict(CL, CLUSTER_M=4), (260, 200, 64))):
+    if ONLY_CL4 and p0["CLUSTER_M"] != 4:
+        continue
     a = torch.randn(m, k, device=d, generator=g).bfloat16()
     b = torch.randn(k, n, device=d, generator=g).bfloat16()
     ref = a.double() @ b.double()

@@ -100,7 +100,8 @@ _CL = dict(BM=64, BN=128, CONSUMERS=1, INSTR=tp.nv.wgmma_m64n128k16_bf16, IN_FLI
            STAGES=8)
 RELAXED_FORMS = {"64x128_s8": _CL, "64x64_s8": dict(_CL, BN=64, INSTR=tp.nv.wgmma_m64n64k16_bf16),
                  "128x128_s6": dict(_CL, BM=128, CONSUMERS=2, STAGES=6),
-                 "128x64_s8": dict(_CL, BM=128, BN=64, CONSUMERS=2, INSTR=tp.nv.wgmma_m64n64k16_bf16)}
+                 "128x64_s8": dict(_CL, BM=128, BN=64, CONSUMERS=2, INSTR=tp.nv.wgmma_m64n64k16_bf16),
+                 "64x128_s8_cl4": dict(_CL, CLUSTER_M=4)}     # G29: clusters of 4 row tiles (B read once per 4)
 
 
 @pytest.mark.parametrize("out", [torch.float32, torch.bfloat16])
@@ -111,7 +112,7 @@ def test_relaxed_cluster_forms(m, n, k, form, out):
     o = tp.bf16 if out == torch.bfloat16 else tp.f32
     p = dict(RELAXED_FORMS[form], EPILOGUE=2 if o == tp.bf16 else 0)
     kernel, kp = gemm_hopper.plan_kernel(m, n, o, p, k)
-    assert kernel.name == "gemm_cluster" and kp["RELAXED"] == 1 and kp["CLUSTER_M"] == 2, (kernel.name, kp)
+    assert kernel.name == "gemm_cluster" and kp["RELAXED"] == 1 and kp["CLUSTER_M"] == p["CLUSTER_M"], (kernel.name, kp)
     g = torch.Generator(device="cuda").manual_seed(m + n + k)
     a = torch.randn(m, k, device=DEV, generator=g).bfloat16()
     b = torch.randn(k, n, device=DEV, generator=g).bfloat16()

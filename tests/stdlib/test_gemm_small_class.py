@@ -113,7 +113,8 @@ def test_forms_verify_clean(policy_shape, out):
 _CL = dict(BM=64, BN=128, CONSUMERS=1, INSTR=tp.nv.wgmma_m64n128k16_bf16, IN_FLIGHT=0, CLUSTER_M=2, RELAXED=1,
            STAGES=8)
 RELAXED_FORMS = [_CL, dict(_CL, BN=64, INSTR=tp.nv.wgmma_m64n64k16_bf16), dict(_CL, BM=128, CONSUMERS=2, STAGES=6),
-                 dict(_CL, BM=128, BN=64, CONSUMERS=2, INSTR=tp.nv.wgmma_m64n64k16_bf16)]
+                 dict(_CL, BM=128, BN=64, CONSUMERS=2, INSTR=tp.nv.wgmma_m64n64k16_bf16),
+                 dict(_CL, CLUSTER_M=4)]     # G29: clusters of 4 row tiles, B multicast to 4
 
 
 @pytest.mark.parametrize("out", [tp.f32, tp.bf16])
