@@ -61,7 +61,84 @@ PLAN1_SWEEP = [
     ((96, SQ, SQ), _twice("xch_s5", _pol(STAGES=5, XCH=1)), ("bf16",)),
     ((128, SQ, SQ), [("policy", None), ("s3", _pol(STAGES=3))], ("bf16",)),     # (the slope of depth at BM 128)
 ]
-PLANS = {"1": (PLAN1_TABLE, PLAN1_SWEEP)}
+
+
+def _kw2(bm, stages):
+    """Two row tiles of BM rows (the last shifted back to end at M), K_WAYS=2, unsplit: 2 x N / 64 blocks each
+    streaming all of K, the second row tile's B from the L2 (cuBLAS's 64 x BM tiles of C^T at 32-256 rows, less
+    its 2-block clusters)."""
+    import tilepy as tp
+
+    return dict(gemm_hopper.SWAP_KWAYS, BM=bm, STAGES=stages, INSTR=getattr(tp.nv, f"wgmma_m64n{bm}k16_bf16"))
+
+
+# call 2: two unsplit row tiles at 96-256 rows against the policy (the cluster split to 128 rows; 128 x 128 split 2
+# into slots at 129-224; 64 x 128 in 2x1 clusters at 225-256); the 128 x 128 tiles' depth at 128 x 14336 x 4096
+PLAN2_TABLE = []
+PLAN2_SWEEP = [
+    ((192, SQ, SQ), _twice("kw2_96_s5", _kw2(96, 5)) + [("kw2_96_s4", _kw2(96, 4))], ("bf16",)),
+    ((256, SQ, SQ), _twice("kw2_128_s4", _kw2(128, 4)), ("bf16",)),
+    ((160, SQ, SQ), [("policy", None), ("kw2_80_s5", _kw2(80, 5))], ("bf16",)),
+    ((224, SQ, SQ), [("policy", None), ("kw2_112_s4", _kw2(112, 4))], ("bf16",)),
+    ((128, SQ, SQ), _twice("kw2_64_s6", _kw2(64, 6)), ("bf16",)),
+    ((96, SQ, SQ), [("policy", None), ("kw2_48_s7", _kw2(48, 7)), ("kw2_48_s5", _kw2(48, 5))], ("bf16",)),
+    ((112, SQ, SQ), [("policy", None), ("kw2_64_s6", _kw2(64, 6))], ("bf16",)),
+    ((128, 14336, 4096), [("policy", None), ("s5", _pol(STAGES=5)), ("s6", _pol(STAGES=6)), ("policy_again", None)],
+     ("bf16",)),
+    ((192, SQ, SQ), [("policy", None), ("kw2_96_s5", _kw2(96, 5))], ("f32",)),
+]
+PLANS = {"1": (PLAN1_TABLE, PLAN1_SWEEP), "2": (PLAN2_TABLE, PLAN2_SWEEP)}
+TRACE_ROWS = (32, 64, 128, 192)
+
+
+def trace_rows(g, rows=TRACE_ROWS, reps: int = 20) -> dict:
+    """Where a rotated call's period goes: a CUDA graph of `reps` calls (the input sets in turn) replayed three times
+    under torch.profiler; per kernel of the call its mean duration, and the period (start to next start of the
+    GEMM kernel) minus the durations of the call's kernels: the gap between calls (negative: overlapped)."""
+    import os
+    import tempfile
+
+    from torch.profiler import ProfilerActivity, profile
+
+    out = {}
+    for m in rows:
+        sets = input_sets(2 * (m * SQ + SQ * SQ + m * SQ))
+        abc = [(torch.randn(m, SQ, device="cuda", generator=g).bfloat16(),
+                torch.randn(SQ, SQ, device="cuda", generator=g).bfloat16(),
+                torch.empty(m, SQ, device="cuda", dtype=torch.bfloat16)) for _ in range(sets)]
+        for who, fns in (("ours", [lambda a=a, b=b, c=c: gemm_hopper.launch(a, b, c) for a, b, c in abc]),
+                         ("cuBLAS", [lambda a=a, b=b: torch.matmul(a, b) for a, b, _ in abc])):
+            for f in fns:
+                f()
+            torch.cuda.synchronize()
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                for i in range(reps):
+                    fns[i % len(fns)]()
+            graph.replay()
+            torch.cuda.synchronize()
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                for _ in range(3):
+                    graph.replay()
+                torch.cuda.synchronize()
+            fd, path = tempfile.mkstemp(suffix=".json")
+            os.close(fd)
+            prof.export_chrome_trace(path)
+            ev = sorted((e for e in json.loads(Path(path).read_text())["traceEvents"]
+                         if e.get("cat") == "kernel"), key=lambda e: e["ts"])
+            os.unlink(path)
+            names = sorted({e["name"] for e in ev})
+            main_name = max(names, key=lambda n: sum(e["dur"] for e in ev if e["name"] == n))
+            starts = [e["ts"] for e in ev if e["name"] == main_name]
+            periods = [b - a for a, b in zip(starts, starts[1:]) if b - a < 200]   # (within a replay)
+            per_call = {n: sum(e["dur"] for e in ev if e["name"] == n) / len(starts) for n in names}
+            period = sum(periods) / len(periods)
+            out[f"{m}/{who}"] = {"period_us": period, "kernels_us": {n[:80]: d for n, d in per_call.items()},
+                                 "gap_us": period - sum(per_call.values()), "input_sets": sets}
+            print(f"trace {m:4} rows {who:7} period {period:6.2f} us  kernels " + ", ".join(
+                f"{n[:40]} {d:.2f}" for n, d in per_call.items()) + f"  gap {period - sum(per_call.values()):+.2f}",
+                flush=True)
+    return out
 
 
 def floor_rows(g) -> dict:
@@ -121,6 +198,7 @@ def main(argv=None):
     ap.add_argument("--plan", default="1")
     ap.add_argument("--precompile", type=int, default=0)
     ap.add_argument("--no-floor", action="store_true")
+    ap.add_argument("--trace", action="store_true", help="the period / kernel / gap split of rotated graph calls")
     ap.add_argument("--ncu-target", action="store_true")
     args = ap.parse_args(argv)
     if args.ncu_target:
@@ -143,6 +221,12 @@ def main(argv=None):
     Path(args.out).mkdir(parents=True, exist_ok=True)
     if not args.no_floor:
         res["floor"] = floor_rows(g)
+        path.write_text(json.dumps(res, indent=1))
+    if args.trace:
+        try:
+            res["trace"] = trace_rows(g)
+        except Exception as e:  # noqa: BLE001 - a side note
+            print("trace FAILED", type(e).__name__, str(e)[:200], flush=True)
         path.write_text(json.dumps(res, indent=1))
     for (M, N, K), variants, outs in plan:
         key = f"{M}x{N}x{K}"
