@@ -87,7 +87,30 @@ PLAN2_SWEEP = [
      ("bf16",)),
     ((192, SQ, SQ), [("policy", None), ("kw2_96_s5", _kw2(96, 5))], ("f32",)),
 ]
-PLANS = {"1": (PLAN1_TABLE, PLAN1_SWEEP), "2": (PLAN2_TABLE, PLAN2_SWEEP)}
+# call 3: the unsplit row tiles with M = 2 x BM (no shift: the shifted store's row mask needs a power-of-two BM),
+# alternated twice where call 2 or this call adopts; their K reach at 128 rows (K = 14336), 100 / 120 rows
+KW2 = lambda bm, s, **kw: dict(_kw2(bm, s), **kw)     # noqa: E731
+PLAN3_TABLE = []
+PLAN3_SWEEP = [
+    ((192, SQ, SQ), _twice("kw2_96_s5", KW2(96, 5, M_SHIFT=0)) + [("kw2_96_s4", KW2(96, 4, M_SHIFT=0)),
+                                                                 ("kw2_128_s4", KW2(128, 4))], ("bf16",)),
+    ((160, SQ, SQ), [("policy", None), ("kw2_80_s5", KW2(80, 5, M_SHIFT=0)), ("kw2_128_s4", KW2(128, 4))],
+     ("bf16",)),
+    ((224, SQ, SQ), [("policy", None), ("kw2_112_s4", KW2(112, 4, M_SHIFT=0)), ("kw2_128_s4", KW2(128, 4))],
+     ("bf16",)),
+    ((256, SQ, SQ), _twice("kw2_128_s4", KW2(128, 4)), ("bf16",)),
+    ((96, SQ, SQ), [("policy", None), ("kw2_48_s7", KW2(48, 7, M_SHIFT=0)), ("kw2_48_s5", KW2(48, 5, M_SHIFT=0))],
+     ("bf16",)),
+    ((128, SQ, SQ), _twice("kw2_64_s6", KW2(64, 6)) + [("kw2_64_s4", KW2(64, 4))], ("bf16",)),
+    ((120, SQ, SQ), [("policy", None), ("kw2_64_s6", KW2(64, 6))], ("bf16",)),
+    ((112, SQ, SQ), _twice("kw2_64_s6", KW2(64, 6)), ("bf16",)),
+    ((100, SQ, SQ), [("policy", None), ("kw2_64_s6", KW2(64, 6))], ("bf16",)),
+    ((128, SQ, 14336), [("policy", None), ("kw2_64_s6", KW2(64, 6))], ("bf16",)),
+    ((128, 14336, 4096), _twice("s5", _pol(STAGES=5)), ("bf16",)),
+    ((128, SQ, SQ), [("policy", None), ("kw2_64_s6", KW2(64, 6))], ("f32",)),
+    ((192, SQ, SQ), [("policy", None), ("kw2_96_s5", KW2(96, 5, M_SHIFT=0))], ("f32",)),
+]
+PLANS = {"1": (PLAN1_TABLE, PLAN1_SWEEP), "2": (PLAN2_TABLE, PLAN2_SWEEP), "3": (PLAN3_TABLE, PLAN3_SWEEP)}
 TRACE_ROWS = (32, 64, 128, 192)
 
 
