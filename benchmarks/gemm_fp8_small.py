@@ -35,16 +35,21 @@ from stdlib_kernels import gemm_fp8  # noqa: E402
 
 I128, I64 = tp.nv.wgmma_m64n128k32_e4m3, tp.nv.wgmma_m64n64k32_e4m3
 BASE = dict(gemm_fp8.PRESETS["sm_90a"], PRODUCER_REGS=0, CONSUMER_REGS=0, GROUP_M=8)
-# every form spelled out over BASE (nothing inherited from a class row); smem = STAGES * (BM + BN) * 128 + c_s
+# every form spelled out over BASE (nothing inherited from a class row); smem = STAGES * (BM + BN) * 128 + c_s;
+# TMA_ONLY=1: the operands' copies without their per-element fallback (58-90 registers a thread instead of 250-255)
 FORMS = {
-    "64x128_s8_w1": dict(BM=64, BN=128, STAGES=8, CONSUMERS=1, INSTR=I128, IN_FLIGHT=1, EPILOGUE=2),
-    "64x128_s8_w0": dict(BM=64, BN=128, STAGES=8, CONSUMERS=1, INSTR=I128, IN_FLIGHT=0, EPILOGUE=2),
-    "64x128_s4_w1": dict(BM=64, BN=128, STAGES=4, CONSUMERS=1, INSTR=I128, IN_FLIGHT=1, EPILOGUE=2),  # 2 blocks/SM
-    "64x64_s8_w1": dict(BM=64, BN=64, STAGES=8, CONSUMERS=1, INSTR=I64, IN_FLIGHT=1, EPILOGUE=2),
-    "64x64_s12_w1": dict(BM=64, BN=64, STAGES=12, CONSUMERS=1, INSTR=I64, IN_FLIGHT=1, EPILOGUE=2),
-    "128x128_s5_w1": dict(BM=128, BN=128, STAGES=5, CONSUMERS=2, INSTR=I128, IN_FLIGHT=1, EPILOGUE=2),
-    "128x128_s5_w0": dict(BM=128, BN=128, STAGES=5, CONSUMERS=2, INSTR=I128, IN_FLIGHT=0, EPILOGUE=2),
-    "128x128_s6_w0": dict(BM=128, BN=128, STAGES=6, CONSUMERS=2, INSTR=I128, IN_FLIGHT=0, EPILOGUE=2),
+    "64x128_s8_w1": dict(BM=64, BN=128, STAGES=8, CONSUMERS=1, INSTR=I128, IN_FLIGHT=1, EPILOGUE=2, TMA_ONLY=1),
+    "64x128_s8_w0": dict(BM=64, BN=128, STAGES=8, CONSUMERS=1, INSTR=I128, IN_FLIGHT=0, EPILOGUE=2, TMA_ONLY=1),
+    # (s4 / s6: two blocks an SM)
+    "64x128_s4_w1": dict(BM=64, BN=128, STAGES=4, CONSUMERS=1, INSTR=I128, IN_FLIGHT=1, EPILOGUE=2, TMA_ONLY=1),
+    "64x64_s6_w1": dict(BM=64, BN=64, STAGES=6, CONSUMERS=1, INSTR=I64, IN_FLIGHT=1, EPILOGUE=2, TMA_ONLY=1),
+    "64x64_s8_w1": dict(BM=64, BN=64, STAGES=8, CONSUMERS=1, INSTR=I64, IN_FLIGHT=1, EPILOGUE=2, TMA_ONLY=1),
+    "64x64_s12_w1": dict(BM=64, BN=64, STAGES=12, CONSUMERS=1, INSTR=I64, IN_FLIGHT=1, EPILOGUE=2, TMA_ONLY=1),
+    # the copies' per-element fallback compiled in (ptxas sizes the block's registers for it: 252 a thread)
+    "64x128_s8_w1_fb": dict(BM=64, BN=128, STAGES=8, CONSUMERS=1, INSTR=I128, IN_FLIGHT=1, EPILOGUE=2),
+    "128x128_s5_w1": dict(BM=128, BN=128, STAGES=5, CONSUMERS=2, INSTR=I128, IN_FLIGHT=1, EPILOGUE=2, TMA_ONLY=1),
+    "128x128_s5_w0": dict(BM=128, BN=128, STAGES=5, CONSUMERS=2, INSTR=I128, IN_FLIGHT=0, EPILOGUE=2, TMA_ONLY=1),
+    "128x128_s6_w0": dict(BM=128, BN=128, STAGES=6, CONSUMERS=2, INSTR=I128, IN_FLIGHT=0, EPILOGUE=2, TMA_ONLY=1),
     # the large class's persistent form on 128 x 128 tiles (the store in two 64-column pieces)
     "p128x128_s6": dict(BM=128, BN=128, STAGES=6, CONSUMERS=2, INSTR=I128, PERSISTENT=1, STORE_N=64),
 }

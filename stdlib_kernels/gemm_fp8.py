@@ -42,7 +42,8 @@ def gemm_fp8(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "N", "K"], S
              BM: tp.constexpr = 128, BN: tp.constexpr = 256, BK: tp.constexpr = 128, STAGES: tp.constexpr = 4,
              CONSUMERS: tp.constexpr = 2, INSTR: tp.constexpr = tp.nv.wgmma_m64n256k32_e4m3,
              SWIZZLE: tp.constexpr = tp.Swizzle(3, 4, 3), IN_FLIGHT: tp.constexpr = 0, GROUP_M: tp.constexpr = 8,
-             PRODUCER_REGS: tp.constexpr = 0, CONSUMER_REGS: tp.constexpr = 0, EPILOGUE: tp.constexpr = 0):
+             PRODUCER_REGS: tp.constexpr = 0, CONSUMER_REGS: tp.constexpr = 0, EPILOGUE: tp.constexpr = 0,
+             TMA_ONLY: tp.constexpr = 0):
     # grouped tile order: GROUP_M row tiles sweep the columns together (any grid of cdiv(M, BM) * cdiv(N, BN)
     # blocks over x and y)
     pid = tp.block_id(0) + tp.num_blocks(0) * tp.block_id(1)
@@ -75,8 +76,10 @@ def gemm_fp8(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "N", "K"], S
             else:
                 tp.mbarrier_wait(empty[k % STAGES], k // STAGES)       # (the consumers pre-release every stage)
             k0 = k * BK
-            tp.copy_bulk(A[m0:m0 + BM, k0:k0 + BK], a_s[k % STAGES], full[k % STAGES])
-            tp.copy_bulk(B[n0:n0 + BN, k0:k0 + BK], b_s[k % STAGES], full[k % STAGES])
+            # (TMA_ONLY: no per-element copy compiled in beside the bulk copies, whose registers ptxas would size the
+            # whole block for: operands whose tensor maps can be made, as `launch` checks)
+            tp.copy_bulk(A[m0:m0 + BM, k0:k0 + BK], a_s[k % STAGES], full[k % STAGES], fallback=TMA_ONLY == 0)
+            tp.copy_bulk(B[n0:n0 + BN, k0:k0 + BK], b_s[k % STAGES], full[k % STAGES], fallback=TMA_ONLY == 0)
             tp.mbarrier_arrive(full[k % STAGES])
         if EPILOGUE == 2:
             tp.mbarrier_wait(staged, 0)                # the consumers' scaled tile is in c_s

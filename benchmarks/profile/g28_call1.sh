@@ -31,5 +31,5 @@ for f in memcheck racecheck; do
   grep -m5 -E "Error|Hazard|Invalid|Traceback" "$OUT/$f.log" | tee -a "$OUT/g28.log"
 done
 echo "== sanitizers done at +$(( $(date +%s) - t0 )) s" | tee -a "$OUT/g28.log"
-python3 benchmarks/gemm_fp8_small.py --tag -g28-call1 --out "$OUT" 2>&1 | grep -v "^  " | tee -a "$OUT/g28.log"
+python3 benchmarks/gemm_fp8_small.py --tag=-g28-call1 --out "$OUT" 2>&1 | grep -v "^  " | tee -a "$OUT/g28.log"
 echo "== bench done at +$(( $(date +%s) - t0 )) s" | tee -a "$OUT/g28.log"
