@@ -38,6 +38,13 @@ import tilepy_hip  # noqa: E402
 from stdlib_kernels import gemm_fp8  # noqa: E402
 
 REPS = 20
+STREAMS2 = {    # call 2: 16 KB boxes over fewer blocks
+    "stream_64x128_s12_split2": (64, 128, 12, 2, 0),
+    "stream_128x128_s6_split4": (128, 128, 6, 4, 0),
+    "stream_128x128_s10_split2": (128, 128, 10, 2, 0),    # 64 blocks (the 128-column tiles' cluster of 2)
+    "stream_128x128_s4_split2": (128, 128, 4, 2, 0),      # the same with 128 rows' 4 stages
+    "stream_128x128_s12_split1": (128, 128, 12, 1, 0),    # 32 blocks
+}
 STREAMS = {     # stream_b variants: (BN, BK, STAGES, SPLIT, WIDE); grid (1, N / BN, SPLIT)
     "stream_64x128_s12_split2": (64, 128, 12, 2, 0),      # the policy's ring at 16-64 rows (128 blocks)
     "stream_64x128_s12_split1": (64, 128, 12, 1, 0),      # 64 blocks, the whole K each
@@ -120,6 +127,28 @@ def ours_variants(M, N, K) -> dict:
     return out
 
 
+def call2_variants(M, N, K) -> dict:
+    """Call 2: B's boxes of 16 KB (128 rows x 128 bytes) instead of 8 KB: 128-column tiles (two consumers) with the
+    split of 2 in the cluster (64 blocks), the same over two row tiles of half the rows (128 blocks, B's second read
+    from the L2), a cluster of 4 (128 blocks), the slots of 4 (128 blocks and the sum's kernel)."""
+    pol = gemm_fp8.swap_policy(M, N, K)
+    out = {"policy": pol}
+
+    def form(**kw):
+        return gemm_fp8.params_for(M, N, K, SWAP=1, BN=128, CONSUMERS=2, K_WAYS=1, **kw)
+    out["bn128_ck2"] = form(CLUSTER_K=2)
+    half = next(n for n in sorted(gemm_fp8.SWAP_INSTR) if n >= -(-M // 2))
+    out["bn128_half_ck2"] = form(CLUSTER_K=2, BM=half, INSTR=gemm_fp8.SWAP_INSTR[half])
+    if M <= 64:
+        out["bn128_ck4"] = form(CLUSTER_K=4)
+    sl = gemm_fp8.swap_params(M, N, K, BN=128)
+    out["bn128_slots4"] = {**sl, "SPLIT_K": 4}
+    return {k: v for k, v in out.items() if k == "policy" or v["STAGES"] >= 3}
+
+
+PLANS = {"call1": ours_variants, "call2": call2_variants}
+
+
 def _build(job):
     kind, kw = job
     try:
@@ -133,13 +162,14 @@ def _build(job):
         return f"{type(e).__name__}: {str(e)[:200]}"
 
 
-def prebuild(rows, N, K, jobs=12):
+def prebuild(rows, N, K, jobs=12, plan=ours_variants, streams=None):
     """Every kernel this run times, built in parallel processes first (the cache keeps them)."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    work = [("ours", p) for M in rows for p in ours_variants(M, N, K).values()]
-    work += [("stream", dict(BN=bn, BK=bk, STAGES=st, SPLIT=sp, WIDE=w)) for bn, bk, st, sp, w in STREAMS.values()]
+    work = [("ours", p) for M in rows for p in plan(M, N, K).values()]
+    work += [("stream", dict(BN=bn, BK=bk, STAGES=st, SPLIT=sp, WIDE=w))
+             for bn, bk, st, sp, w in (streams or STREAMS).values()]
     with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as ex:
         return [e for e in ex.map(_build, work) if e]
 
@@ -150,10 +180,13 @@ def main(argv=None):
     ap.add_argument("--nk", default="4096,4096")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     ap.add_argument("--name", default="g30-trace")
+    ap.add_argument("--plan", default="call1", choices=sorted(PLANS))
+    ap.add_argument("--repeat", type=int, default=1, help="every shape's functions this many times, alternated")
     args = ap.parse_args(argv)
     N, K = (int(x) for x in args.nk.split(","))
     t = time.time()
-    fails = prebuild(args.rows, N, K)
+    plan, streams = PLANS[args.plan], STREAMS2 if args.plan == "call2" else STREAMS
+    fails = prebuild(args.rows, N, K, plan=plan, streams=streams)
     print(f"built in {time.time() - t:.1f} s; failures: {fails}", flush=True)
     props = torch.cuda.get_device_properties(0)
     res = {"device": props.name, "torch": torch.__version__, "toolchain": tilepy_hip.toolchain_info()["nvidia"],
@@ -167,31 +200,40 @@ def main(argv=None):
         a, b, sa, sb, o = sets[0]
         ref = (a.double() @ b.double().t()) * sa.double() * sb.double()
         out = {}
-        for tag, p in ours_variants(M, N, K).items():
+        table, fns_of, errs = plan(M, N, K), {}, {}
+        for tag, p in table.items():
             fns = [partial(gemm_fp8.launch, *x, **p) for x in sets]
             o.fill_(float("nan"))
             fns[0]()
             torch.cuda.synchronize()
-            err = _rel(o, ref)
+            errs[tag] = err = _rel(o, ref)
             if not err < 2e-2:
                 print(f"  {tag}: wrong, rel err {err:.2e}; not timed", flush=True)
                 continue
-            row(tag, fns, out, err)
-            out[tag]["params"] = {k: v for k, v in p.items() if k not in ("INSTR", "SWIZZLE")}
-        row("scaled_mm", [partial(_scaled, *x[:4]) for x in sets], out, _rel(_scaled(*sets[0][:4]), ref))
-        row("scaled_mm_fast", [partial(_scaled, *x[:4], fast=True) for x in sets], out,
-            _rel(_scaled(*sets[0][:4], fast=True), ref))
+            fns_of[tag] = fns
+        fns_of["scaled_mm"] = [partial(_scaled, *x[:4]) for x in sets]
+        errs["scaled_mm"] = _rel(_scaled(*sets[0][:4]), ref)
+        fns_of["scaled_mm_fast"] = [partial(_scaled, *x[:4], fast=True) for x in sets]
+        errs["scaled_mm_fast"] = _rel(_scaled(*sets[0][:4], fast=True), ref)
+        for rep in range(args.repeat):      # every function in turn, `repeat` times
+            for tag, fns in fns_of.items():
+                name = tag if args.repeat == 1 else f"{tag}#{rep}"
+                row(name, fns, out, errs[tag])
+                if tag in table:
+                    out[name]["params"] = {k: v for k, v in table[tag].items() if k not in ("INSTR", "SWIZZLE")}
         if M == args.rows[0]:       # the floors read B only: once
             sink = torch.empty(4 * N // 64, 128, device="cuda", dtype=torch.float32)
-            for tag, (bn, bk, st, split, wide) in STREAMS.items():
-                try:
-                    grid = (1, -(-N // bn), split)
-                    fns = [partial(stream_b[grid], x[1], sink, BN=bn, BK=bk, STAGES=st, SPLIT=split, WIDE=wide)
-                           for x in sets]
-                    row(tag, fns, out)
-                except Exception as e:  # noqa: BLE001 - a variant that does not build: say so, go on
-                    print(f"  {tag}: skipped: {type(e).__name__}: {str(e).splitlines()[0][:120]}", flush=True)
-            row("torch_int32_max", [partial(torch.amax, x[1].view(torch.int32)) for x in sets], out)
+            for rep in range(args.repeat):
+                for tag, (bn, bk, st, split, wide) in streams.items():
+                    try:
+                        grid = (1, -(-N // bn), split)
+                        fns = [partial(stream_b[grid], x[1], sink, BN=bn, BK=bk, STAGES=st, SPLIT=split, WIDE=wide)
+                               for x in sets]
+                        row(tag if args.repeat == 1 else f"{tag}#{rep}", fns, out)
+                    except Exception as e:  # noqa: BLE001 - a variant that does not build: say so, go on
+                        print(f"  {tag}: skipped: {type(e).__name__}: {str(e).splitlines()[0][:120]}", flush=True)
+            if args.plan == "call1":
+                row("torch_int32_max", [partial(torch.amax, x[1].view(torch.int32)) for x in sets], out)
         res["rows"][f"{M}x{N}x{K}"] = out
         Path(args.out).mkdir(parents=True, exist_ok=True)
         dev = re.sub(r"[^A-Za-z0-9_.-]+", "_", props.name).strip("_")
