@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import tilepy as tp  # noqa: E402
 from stdlib_kernels import gemm_fp8  # noqa: E402
 
-I128, I64 = tp.nv.wgmma_m64n128k32_e4m3, tp.nv.wgmma_m64n64k32_e4m3
+I128, I64, I32 = tp.nv.wgmma_m64n128k32_e4m3, tp.nv.wgmma_m64n64k32_e4m3, tp.nv.wgmma_m64n32k32_e4m3
 BASE = dict(gemm_fp8.PRESETS["sm_90a"], PRODUCER_REGS=0, CONSUMER_REGS=0, GROUP_M=8)
 # every form spelled out over BASE (nothing inherited from a class row); smem = STAGES * (BM + BN) * 128 + c_s;
 # TMA_ONLY=1: the operands' copies without their per-element fallback (58-90 registers a thread instead of 250-255)
@@ -52,9 +52,24 @@ FORMS = {
     "128x128_s6_w0": dict(BM=128, BN=128, STAGES=6, CONSUMERS=2, INSTR=I128, IN_FLIGHT=0, EPILOGUE=2, TMA_ONLY=1),
     # the large class's persistent form on 128 x 128 tiles (the store in two 64-column pieces)
     "p128x128_s6": dict(BM=128, BN=128, STAGES=6, CONSUMERS=2, INSTR=I128, PERSISTENT=1, STORE_N=64),
+    # call 3 (after call 2's sweep): narrower / shallower / deeper neighbours of the winners, the registers' store
+    # (EPILOGUE=0) where C's rows are off 16 bytes (the TMA store's per-element fallback), the large row with
+    # TMA_ONLY, and gemm_fp8_persistent (the registers' store) on 128 x 128 tiles
+    "64x32_s6_w1": dict(BM=64, BN=32, STAGES=6, CONSUMERS=1, INSTR=I32, IN_FLIGHT=1, EPILOGUE=0, TMA_ONLY=1),
+    "64x64_s4_w1": dict(BM=64, BN=64, STAGES=4, CONSUMERS=1, INSTR=I64, IN_FLIGHT=1, EPILOGUE=2, TMA_ONLY=1),
+    "64x128_s6_w1": dict(BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=I128, IN_FLIGHT=1, EPILOGUE=2, TMA_ONLY=1),
+    "128x128_s6_w1": dict(BM=128, BN=128, STAGES=6, CONSUMERS=2, INSTR=I128, IN_FLIGHT=1, EPILOGUE=2, TMA_ONLY=1),
+    "64x128_s8_w1_ep0": dict(BM=64, BN=128, STAGES=8, CONSUMERS=1, INSTR=I128, IN_FLIGHT=1, EPILOGUE=0, TMA_ONLY=1),
+    "64x128_s4_w1_ep0": dict(BM=64, BN=128, STAGES=4, CONSUMERS=1, INSTR=I128, IN_FLIGHT=1, EPILOGUE=0, TMA_ONLY=1),
+    "128x128_s6_w1_ep0": dict(BM=128, BN=128, STAGES=6, CONSUMERS=2, INSTR=I128, IN_FLIGHT=1, EPILOGUE=0,
+                              TMA_ONLY=1),
+    "large_tma_only": dict(gemm_fp8.POLICIES["large"], TMA_ONLY=1),
+    "pr128x128_s6": dict(BM=128, BN=128, STAGES=6, CONSUMERS=2, INSTR=I128, PERSISTENT=1),
 }
 SHAPES = [(512, 512, 512), (768, 768, 768), (1024, 1024, 1024), (1024, 1024, 4096), (2048, 1024, 4096),
           (2048, 2048, 2048), (4096, 1024, 1024), (2051, 2045, 1008)]
+MORE_SHAPES = [(640, 640, 640), (512, 2048, 4096), (1536, 1536, 1536), (2048, 512, 2048), (1024, 2048, 2048),
+               (1000, 1000, 1024)]
 
 
 def params_of(name: str) -> dict:
@@ -121,6 +136,16 @@ def shape_row(M, N, K, names, built, rounds, g) -> dict:
             fns["peer"][0]()
             torch.cuda.synchronize()
         row["peer_kernels"] = sorted({e.name for e in prof.events() if e.device_type.name == "CUDA"})
+    else:
+        # _scaled_mm takes multiples of 16 only: the same product on operands padded once to them (the pad not
+        # timed) as a point of reference, not the bar
+        mp, np_ = -(-M // 16) * 16, -(-N // 16) * 16
+        pads = [(torch.nn.functional.pad(x[0].view(torch.uint8), (0, 0, 0, mp - M)).view(torch.float8_e4m3fn),
+                 torch.nn.functional.pad(x[1].view(torch.uint8), (0, 0, 0, np_ - N)).view(torch.float8_e4m3fn),
+                 x[2], x[3]) for x in sets]
+        fns["peer_padded"] = [lambda x=x: torch._scaled_mm(x[0], x[1].t(), x[2], x[3], out_dtype=torch.bfloat16)
+                              for x in pads]
+        errs["peer_padded"] = rel(fns["peer_padded"][0]()[:M, :N])
     pol = gemm_fp8.policy(M, N, K)
     fns["policy"] = [lambda x=x: gemm_fp8.launch(*x, **pol) for x in sets]
     row["policy"] = {k: (v.name if hasattr(v, "name") else v) for k, v in pol.items() if k != "SWIZZLE"}
@@ -128,7 +153,7 @@ def shape_row(M, N, K, names, built, rounds, g) -> dict:
         if "error" in built[n]:
             continue
         p = params_of(n)
-        if p.get("PERSISTENT") and N % 8:
+        if p.get("STORE_N") and N % 8:
             row["forms"][n] = {"skipped": "TMA-only store needs N % 8 == 0"}
             continue
         kernel, kp = gemm_fp8.kernel_of(p)
@@ -136,7 +161,7 @@ def shape_row(M, N, K, names, built, rounds, g) -> dict:
         fns[n] = [lambda x=x, kernel=kernel, kp=kp, grid=grid: kernel[grid](*x, target="sm_90a", **kp)
                   for x in sets]
     for n in list(fns):
-        if n == "peer":
+        if n.startswith("peer"):
             continue
         out.fill_(float("nan"))
         try:
@@ -156,20 +181,25 @@ def shape_row(M, N, K, names, built, rounds, g) -> dict:
             times[n].append(graph_seconds(fns[n], 20, 15) * 1e6)
     med = {n: statistics.median(v) for n, v in times.items()}
     hot = {}
-    for n in ("peer", "policy"):
+    for n in ("peer", "peer_padded", "policy"):
         if n in fns:
             hot[n] = graph_seconds(fns[n][0], 20, 15) * 1e6
     row["hot_us"] = hot
     peer = med.get("peer")
     row["peer_us"], row["peer_times_us"], row["peer_rel_err"] = peer, times.get("peer"), errs.get("peer")
+    if "peer_padded" in med:
+        row["peer_padded_us"], row["peer_padded_times_us"] = med["peer_padded"], times["peer_padded"]
+        peer = med["peer_padded"]    # (ratios against the padded product: a reference point only)
+        row["ratio_against"] = "torch._scaled_mm on operands padded to multiples of 16 (pad not timed)"
     for n in fns:
-        if n == "peer":
+        if n.startswith("peer"):
             continue
         row["forms"][n] = {"us": med[n], "times_us": times[n], "rel_err": errs[n],
                            "ratio": (peer / med[n]) if peer else None,
                            "grid": list(gemm_fp8.grid_of(M, N, pol if n == "policy" else params_of(n)))}
     best = sorted(((v["us"], k) for k, v in row["forms"].items() if "us" in v))
-    print(f"{M} x {N} x {K} ({nsets} sets): peer {peer if peer is None else round(peer, 2)} us "
+    print(f"{M} x {N} x {K} ({nsets} sets): peer{' (padded)' if 'peer_padded' in med else ''} "
+          f"{peer if peer is None else round(peer, 2)} us "
           f"{row.get('peer_kernels', '')}  hot {({k: round(v, 2) for k, v in hot.items()})}", flush=True)
     for us, k in best:
         f = row["forms"][k]
@@ -187,10 +217,13 @@ def main(argv=None):
     ap.add_argument("--shapes", nargs="*", default=None, help="M,N,K triples")
     ap.add_argument("--forms", nargs="*", default=None, help="names of FORMS (default: all)")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--more", action="store_true", help="also MORE_SHAPES")
     ap.add_argument("--tag", default="")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     args = ap.parse_args(argv)
     shapes = [tuple(int(x) for x in s.split(",")) for s in args.shapes] if args.shapes else SHAPES
+    if args.more:
+        shapes += MORE_SHAPES
     names = args.forms or list(FORMS)
 
     t0 = time.time()
