@@ -146,7 +146,34 @@ def call2_variants(M, N, K) -> dict:
     return {k: v for k, v in out.items() if k == "policy" or v["STAGES"] >= 3}
 
 
-PLANS = {"call1": ours_variants, "call2": call2_variants}
+def call3_variants(M, N, K) -> dict:
+    """Call 3: no K split (the stream floor pulls as much through 64 blocks as through 128, and the split's exchange is
+    what grows with the rows): 64-column tiles unsplit with one consumer or two on alternate k-tiles (K_WAYS=2), the
+    same over two row tiles of half the rows (128 blocks, B's second read from the L2), and G24's rows over a cluster
+    of 2 sharing B by multicast (CLUSTER_M=2, K_WAYS=2)."""
+    pol = gemm_fp8.swap_policy(M, N, K)
+    out = {"policy": pol}
+
+    def form(**kw):
+        return gemm_fp8.params_for(M, N, K, SWAP=1, BN=64, SPLIT_K=1, CLUSTER_K=1, **kw)
+    bm = pol["BM"] if M <= 128 else 128
+    half = next(n for n in sorted(gemm_fp8.SWAP_INSTR) if n >= -(-min(M, 256) // 2))
+    out["unsplit"] = form(BM=bm, INSTR=gemm_fp8.SWAP_INSTR[bm], CONSUMERS=1, K_WAYS=1)
+    out["unsplit_kw"] = form(BM=bm, INSTR=gemm_fp8.SWAP_INSTR[bm], CONSUMERS=2, K_WAYS=2)
+    if half <= 128:
+        out["unsplit_half"] = form(BM=half, INSTR=gemm_fp8.SWAP_INSTR[half], CONSUMERS=1, K_WAYS=1)
+        out["unsplit_half_kw"] = form(BM=half, INSTR=gemm_fp8.SWAP_INSTR[half], CONSUMERS=2, K_WAYS=2)
+    out["cm_kw"] = gemm_fp8.swap_params(M, N, K, k_ways=2, cluster_m=2)
+    seen, uniq = set(), {}
+    for tag, p in out.items():      # (above 128 rows the half is the whole BM: one of each)
+        key = repr(sorted((k, str(v)) for k, v in p.items()))
+        if key not in seen:
+            seen.add(key)
+            uniq[tag] = p
+    return uniq
+
+
+PLANS = {"call1": ours_variants, "call2": call2_variants, "call3": call3_variants}
 
 
 def _build(job):
