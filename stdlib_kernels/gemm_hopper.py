@@ -932,8 +932,8 @@ SMALL_64x64 = dict(BM=64, BN=64, STAGES=8, CONSUMERS=1, INSTR=tp.nv.wgmma_m64n64
 #   0.73-0.78); 512 x 2048 x 4096 23.06 / 23.03 -> 21.09 / 21.33, 23.78 / 23.61 -> 21.91 (0.74-0.81 -> 0.84-0.87);
 #   1024^3 9.27 / 9.20 -> 9.06 / 9.11, 9.31 / 9.27 -> 9.00 (0.77-0.79 -> 0.79-0.81); 768^3 (12 k-tiles) even (7.03 /
 #   6.97 -> 7.14 / 6.97): not taken there. (bf16 out on these tiles: with the tail before the epilogue 1024^3 7.55
-#   -> 7.33 us device, 1024 x 1024 x 4096 21.05 -> 19.46, one run of source edits (gemm-g22-tail-*.json): not yet
-#   alternated, not taken; 8 stages unclustered above.)
+#   -> 7.33 us device, 1024 x 1024 x 4096 21.05 -> 19.46, one run of source edits (gemm-g22-tail-*.json); alternated
+#   and taken by G29: SMALL_CLUSTER_BF16 below.)
 # * bf16 out where SMALL_64x64 applies: those 64 x 64 tiles in the clusters, the TMA store: 640^3 6.45 / 6.44 ->
 #   5.91 / 5.94 (0.70 -> 0.78-0.79), 512^3 5.60 / 5.58 -> 5.46 / 5.39 (0.70-0.71 -> 0.72-0.73), measured with the tail
 #   after the store (the tail before it is faster on 64 x 128 tiles at every K). f32 out there mixed (640^3 5.94 /
@@ -943,6 +943,15 @@ SMALL_CLUSTER_F32 = dict(BM=64, BN=128, CONSUMERS=1, INSTR=tp.nv.wgmma_m64n128k1
 SMALL_64x64_CLUSTER_BF16 = dict(BM=64, BN=64, CONSUMERS=1, INSTR=tp.nv.wgmma_m64n64k16_bf16, EPILOGUE=2,
                                 **CLUSTER_RELAXED)
 SMALL_CLUSTER_MIN_K_TILES = 16
+# G29 (H100, benchmarks/results/gemm-g29-call1-*.json; graph us over rotated input sets (METHOD.md), alternated twice
+# with the policy in one run, x torch.matmul bf16): bf16 out on the same 64 x 128 tiles in the relaxed 2x1 clusters,
+# the producer's tail before the TMA store, where f32 out takes them (>= 16 k-tiles): 1024 x 1024 x 4096 22.28 /
+# 22.79 -> 20.64 / 20.74 (0.728 / 0.713 -> 0.787 / 0.777), 512 x 2048 x 4096 22.17 / 22.27 -> 20.61 / 20.51 (0.800 /
+# 0.772 -> 0.867 / 0.867), 1024^3 8.35 / 9.09 -> 8.54 / 9.07 (0.756 / 0.766 -> 0.776 / 0.773; device 7.51 / 7.63 ->
+# 7.24 / 7.44); 768^3 (12 k-tiles) 0.715 / 0.708 -> 0.701 / 0.690: not there. Clusters of 4 row tiles (B read once per
+# 4) LOST 2x at 128 blocks (1024^3 0.46, 1024 x 1024 x 4096 0.41: 13.4 / 36.9 us device against 7.2 / 19.8; four
+# blocks of 213 KB each must share a GPC, and fewer than 32 such clusters fit at once); even at 768^3 (72 blocks).
+SMALL_CLUSTER_BF16 = dict(SMALL_CLUSTER_F32, EPILOGUE=2)
 # * B rows a multiple of 16 bytes (TMA) but not of 128 (a 128-byte box row then spans two L2 lines): the large policy
 #   in 2x1 clusters, B's tile multicast (gemm_cluster), read once per pair: 3000 x 5000 x 4096 bf16 269.3-269.8 ->
 #   199.7 (0.64-0.66 -> 0.87x), f32 282.9 -> 210.1 (0.62 -> 0.90x); 4096 x 4104 x 4096 bf16 293.5 -> 270-272 (0.65 ->
@@ -1132,16 +1141,17 @@ def policy(M: int, N: int, K: int, out=None, fixup: bool = False, forms: bool = 
         if out == tp.bf16 and fixup and forms:
             return {**p, **SMALL_64x64_CLUSTER_BF16}    # (G22, above)
         return {**p, **SMALL_64x64}     # few 64 x 128 tiles, short K: twice the tiles, no split (G16, above)
-    if (cls == "small" and out != tp.bf16 and fixup and forms and 2 * _cdiv(M, 64) * _cdiv(N, 128) > NUM_SMS
+    if (cls == "small" and fixup and forms and 2 * _cdiv(M, 64) * _cdiv(N, 128) > NUM_SMS
             and _cdiv(K, 64) >= SMALL_CLUSTER_MIN_K_TILES):
-        return {**p, **SMALL_CLUSTER_F32}       # f32 out, 64 x 128 tiles in relaxed clusters (G22, above)
+        # 64 x 128 tiles in relaxed clusters: f32 out (G22), bf16 out through the TMA store (G29, above)
+        return {**p, **(SMALL_CLUSTER_BF16 if out == tp.bf16 else SMALL_CLUSTER_F32)}
     if (cls == "large" and 2 * _cdiv(M, 128) * _cdiv(N, 256) <= NUM_SMS
             and not NUM_SMS * 3 // 4 < _cdiv(M, 128) * _cdiv(N, 128) <= NUM_SMS
             and NUM_SMS * 3 // 4 < _cdiv(M, 64) * _cdiv(N, 128) <= NUM_SMS):
         # the small class's 64 x 128 tiles in one wave instead of 128 x 256 tiles split over K (G16, above)
         small = {**PRESETS["sm_90a"], **POLICIES["small"]}
-        if out != tp.bf16 and fixup and forms and _cdiv(K, 64) >= SMALL_CLUSTER_MIN_K_TILES:
-            return {**small, **SMALL_CLUSTER_F32}       # (G22, above)
+        if fixup and forms and _cdiv(K, 64) >= SMALL_CLUSTER_MIN_K_TILES:
+            return {**small, **(SMALL_CLUSTER_BF16 if out == tp.bf16 else SMALL_CLUSTER_F32)}    # (G22, G29, above)
         return {**small, **(BF16_OUT if out == tp.bf16 else F32_OUT)["small"]}
     if (cls == "large" and 2 * _cdiv(M, 128) * _cdiv(N, 256) <= NUM_SMS
             and NUM_SMS * 3 // 4 < _cdiv(M, 128) * _cdiv(N, 128) <= NUM_SMS):

@@ -48,8 +48,9 @@ def test_small_class_forms_through_launch(m, n, k, form, out):
     o = tp.bf16 if out == torch.bfloat16 else tp.f32
     p = gemm_hopper.policy(m, n, k, o, fixup=True)
     assert (p["BM"], p["BN"], p.get("SPLIT_K", 1)) == ((64, 64, 1) if form == "64x64" else (64, 128, 1)), p
-    # G22: launch's bf16 64 x 64 and f32 64 x 128 (>= 16 k-tiles) forms are gemm_cluster RELAXED=1
-    clustered = (form == "64x64") == (o == tp.bf16) and (form == "64x64" or -(-k // 64) >= 16)
+    # G22: launch's bf16 64 x 64 and f32 64 x 128 (>= 16 k-tiles) forms are gemm_cluster RELAXED=1; G29: bf16 64 x 128
+    # (>= 16 k-tiles) too
+    clustered = (form == "64x64" and o == tp.bf16) or (form == "64x128" and -(-k // 64) >= 16)
     assert p.get("CLUSTER_M", 1) == (2 if clustered else 1) and p.get("RELAXED", 0) == int(clustered), p
     assert p.get("EPILOGUE", 0) == (2 if o == tp.bf16 else 0), p
     g = torch.Generator(device="cuda").manual_seed(m + n + k)

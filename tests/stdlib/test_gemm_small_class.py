@@ -3,7 +3,8 @@
   stages, unsplit (SMALL_64x64) instead of 64 x 128 tiles split 2 with atomics;
 * large shapes whose 128 x 256 tiles would split K and whose 64 x 128 tiles fill 3/4 to one wave run the small
   class's tiles unsplit;
-* the small class's bf16 output goes out through the TMA store (EPILOGUE=2), with 8 stages (G22).
+* the small class's bf16 output goes out through the TMA store (EPILOGUE=2), with 8 stages (G22), and in relaxed 2x1
+  clusters where f32 out takes them (64 x 128 tiles, >= 16 k-tiles; G29).
 The policy table is checked by shape; each form runs on the interpreter through `launch` against float64 on ragged
 shapes (its constexprs taken from the shape it serves, run on a smaller one: the interpreter is slow), and verifies
 clean (its time: benchmarks/NOTES.md, G16)."""
@@ -24,9 +25,11 @@ def _small(p):
 
 
 # launch's forms (fixup and forms): gemm_cluster RELAXED=1 (G22) for bf16 out on 64 x 64 tiles and f32 out on 64 x 128
-# tiles with >= 16 k-tiles; the lowering (fixup=False, or forms=False) keeps gemm_hopper there
+# tiles with >= 16 k-tiles, bf16 out on those too through the TMA store (G29); the lowering (fixup=False, or
+# forms=False) keeps gemm_hopper there
 CL64_BF16 = dict(BM=64, BN=64, STAGES=8, CONSUMERS=1, SPLIT_K=None, EPILOGUE=2, PERSISTENT=None, CLUSTER_M=2)
 CL128_F32 = dict(BM=64, BN=128, STAGES=8, CONSUMERS=1, SPLIT_K=None, EPILOGUE=0, PERSISTENT=None, CLUSTER_M=2)
+CL128_BF16 = dict(CL128_F32, EPILOGUE=2)
 
 
 @pytest.mark.parametrize("fixup", [False, True])     # the lowering's policy and launch's
@@ -45,8 +48,12 @@ def test_policy_rows(fixup):
     assert gemm_hopper.policy(512, 512, 4096, fixup=fixup)["SPLIT_K"] == 4
     # more than half a wave of 64 x 128 tiles: those tiles, the TMA store for bf16 out
     for shape in ((768, 768, 768), (1024, 1024, 1024)):
-        assert _small(gemm_hopper.policy(*shape, tp.bf16, fixup=fixup)) == dict(
-            BM=64, BN=128, STAGES=8, CONSUMERS=1, SPLIT_K=None, EPILOGUE=2, PERSISTENT=None, CLUSTER_M=None)
+        p = gemm_hopper.policy(*shape, tp.bf16, fixup=fixup)
+        if fixup and shape[2] >= 1024:          # 16 k-tiles: the cluster form (768^3, 12: not)
+            assert _small(p) == CL128_BF16 and p["RELAXED"] == 1 and p["IN_FLIGHT"] == 0, (shape, p)
+            p = gemm_hopper.policy(*shape, tp.bf16, fixup=True, forms=False)
+        assert _small(p) == dict(BM=64, BN=128, STAGES=8, CONSUMERS=1, SPLIT_K=None, EPILOGUE=2, PERSISTENT=None,
+                                 CLUSTER_M=None), (shape, p)
         p = gemm_hopper.policy(*shape, tp.f32, fixup=fixup)
         if fixup and shape[2] >= 1024:          # 16 k-tiles: the cluster form (768^3, 12: not)
             assert _small(p) == CL128_F32 and p["RELAXED"] == 1, (shape, p)
@@ -56,8 +63,12 @@ def test_policy_rows(fixup):
     # the large class with few 128 x 256 tiles and a wave of 64 x 128 ones: those, unsplit
     for shape in ((1024, 1024, 4096), (1000, 1000, 4000), (512, 2048, 4096)):
         assert gemm_hopper.shape_class(*shape) == "large"
-        assert _small(gemm_hopper.policy(*shape, tp.bf16, fixup=fixup)) == dict(
-            BM=64, BN=128, STAGES=8, CONSUMERS=1, SPLIT_K=None, EPILOGUE=2, PERSISTENT=None, CLUSTER_M=None)
+        p = gemm_hopper.policy(*shape, tp.bf16, fixup=fixup)
+        if fixup:
+            assert _small(p) == CL128_BF16 and p["RELAXED"] == 1 and "PRODUCER_REGS" not in p, (shape, p)
+            p = gemm_hopper.policy(*shape, tp.bf16, fixup=True, forms=False)
+        assert _small(p) == dict(BM=64, BN=128, STAGES=8, CONSUMERS=1, SPLIT_K=None, EPILOGUE=2, PERSISTENT=None,
+                                 CLUSTER_M=None), (shape, p)
         p = gemm_hopper.policy(*shape, tp.f32, fixup=fixup)
         if fixup:
             assert _small(p) == CL128_F32 and p["RELAXED"] == 1 and "PRODUCER_REGS" not in p, (shape, p)
@@ -70,7 +81,7 @@ def test_policy_rows(fixup):
 
 
 # (the shape whose policy the form is, the shape it runs at here)
-# (launch's policy: bf16 out of the first two and f32 out of the last two run gemm_cluster RELAXED=1)
+# (launch's policy: bf16 out of all four (G29: the last two) and f32 out of the last two run gemm_cluster RELAXED=1)
 FORMS = [((512, 512, 512), (130, 200, 300)),       # SMALL_64x64: ragged M / N / K
          ((300, 500, 400), (70, 72, 1000)),        # SMALL_64x64: 16 k-tiles (K not a multiple of BK)
          ((1024, 1024, 4096), (130, 264, 200)),    # the large class on the small tiles: 64 x 128, TMA store (bf16)
