@@ -2,7 +2,7 @@
 on the same inputs, in one run, with the device time of each side's kernels (torch.profiler) beside the graph time,
 so that the fixed cost of a launch (prologue, first loads, epilogue) can be told from the cost per k-tile.
 
-    python benchmarks/gemm_small_class.py [--plan diag|confirm|cluster|g22|g22b|g29] [--out DIR] [--name STEM]
+    python benchmarks/gemm_small_class.py [--plan diag|confirm|cluster|g22|g22b|g29|g29b] [--out DIR] [--name STEM]
                                           [--only REGEX] [--precompile N]
 
 Every candidate's output is checked against float64 (on the GPU) before it is timed; graph times are
@@ -188,8 +188,26 @@ PLAN_G29 = [
                               ("cl4_rel_s8", CL4, ("bf16",))])),
     ((512, 512, 512), _again([("policy", None, ("bf16",)), ("cl4_rel_64x64_s8", _cl(bn=64, cluster_m=4), ("bf16",))])),
 ]
+# G29 call 2: two consumer warpgroups over ONE output tile on alternate k-tiles (gemm_splitk_swap K_WAYS=2, unsplit:
+# two rings of 4 stages, two wgmma chains in flight per SM; consumer 1's sum handed to consumer 0 through shared
+# memory, C^T's tile stored transposed from the registers), cuBLAS's 128 x 64 tile of C (C^T 64 x 128: m64n128k16) and
+# 64 x 128 (C^T 128 x 64: two m64n64k16 a k-step), unclustered and in 2x1 clusters (B multicast), each alternated
+# twice with the policy (bf16 out: the relaxed 2x1 cluster since call 1)
+KW = dict(SWAP_AB=1, K_WAYS=2, CONSUMERS=2, IN_FLIGHT=1, SPLIT_K=1, STAGES=4)
+KW128x64 = dict(KW, BM=128, BN=64, INSTR=I128)
+KW64x128 = dict(KW, BM=64, BN=128, INSTR=I64)
+PLAN_G29B = [
+    ((1024, 1024, 1024), _again([("policy", None, BOTH), ("kw128x64_s4", KW128x64, BOTH),
+                                 ("kw128x64_s4_cl2", dict(KW128x64, CLUSTER_M=2), ("bf16",))])
+     + [("kw64x128_s4", KW64x128, ("bf16",))]),
+    ((1024, 1024, 4096), _again([("policy", None, BOTH), ("kw128x64_s4", KW128x64, BOTH),
+                                 ("kw128x64_s4_cl2", dict(KW128x64, CLUSTER_M=2), ("bf16",))])
+     + [("kw64x128_s4", KW64x128, ("bf16",))]),
+    ((512, 2048, 4096), _again([("policy", None, ("bf16",)), ("kw128x64_s4", KW128x64, ("bf16",))])),
+    ((768, 768, 768), _again([("policy", None, ("bf16",)), ("kw128x64_s4", KW128x64, ("bf16",))])),
+]
 PLANS = {"diag": PLAN_DIAG, "confirm": PLAN_CONFIRM, "cluster": PLAN_CLUSTER, "g22": PLAN_G22, "g22b": PLAN_G22B,
-         "g29": PLAN_G29}
+         "g29": PLAN_G29, "g29b": PLAN_G29B}
 DT = {"bf16": (torch.bfloat16, tp.bf16), "f32": (torch.float32, tp.f32)}
 
 
