@@ -17,6 +17,9 @@
 * `gemm_fp8_persistent_tma`: the large class's form (a grid of one block per SM walking the tiles, the scaled tile
   stored through the TMA in 64-column pieces overlapped with the next tile's ring, 4 stages); `gemm_fp8_persistent`
   keeps the store from registers (PERSISTENT=1 without STORE_N).
+* Small and mid shapes (G28, `small_form`): gemm_fp8 on 64 x 64 / 64 x 128 / 128 x 128 tiles that fill the SMs, one
+  wgmma group in flight, deep rings, the TMA store, and TMA_ONLY=1 (the operands' copies without the per-element
+  fallback, which made ptxas size the block's registers for it).
 * `gemm_fp8_swap`: the skinny class's form (M <= 256: C^T = B @ A^T, A's rows the instruction's N), split-K summed
   by a second kernel from slots or, with CLUSTER_K, inside the kernel over a thread-block cluster (`swap_policy`);
   K_WAYS=2 puts two consumers on one tile (alternate k-tiles), CLUSTER_M=2 splits the rows over a cluster sharing B
@@ -449,6 +452,56 @@ POLICIES = {
 # epilogue was exposed once per block) and the 16 KB store buffers leave room for a 4th stage.
 LARGE_PERSISTENT = dict(PERSISTENT=1, STORE_N=64, STAGES=4, PRODUCER_REGS=96, CONSUMER_REGS=200, GROUP_M=16)
 
+# Small and mid shapes (G28, more than 256 rows; H100, rotated graph time x torch._scaled_mm, three alternated rounds a
+# call, two calls, benchmarks/NOTES.md "fp8 small and mid shapes", results/gemm-fp8-small-g28-call{1,3}-*.json): tiles
+# that fill the SMs with one wgmma group in flight, deep rings, the TMA store, and the operands' copies TMA only
+# (TMA_ONLY: 58-90 registers a thread where the per-element fallback compiled in beside them took 250-255; `launch`
+# drops it for operands a tensor map cannot describe). Chosen by how many tiles each size gives (`small_form`):
+# * 64 x 128 tiles in at most half a wave: 64 x 64 tiles, two blocks an SM (4 stages where K has at most 4 k-tiles,
+#   else 6): 512^3 0.55-0.57 -> 0.88-0.92, 640^3 0.60 -> 0.97;
+# * 64 x 128 tiles in at most one wave: those, 8 stages (one block an SM): 768^3 0.60-0.61 -> 0.89, 1024^3 0.62-0.64
+#   -> 0.91-0.92, 1000 x 1000 x 1024 0.87 (against _scaled_mm on operands padded to 16s), 1024 x 1024 x 4096 0.44-0.45
+#   -> 0.975-0.98, 512 x 2048 x 4096 0.47 -> 1.00, 2048 x 512 x 2048 0.52 -> 0.96;
+# * else 128 x 128 tiles (two consumers) in at most one wave where 128 x 256 tiles fill at most 3/4 of one: those, 5
+#   stages: 2048 x 1024 x 4096 0.60 -> 0.88-0.89, 1024 x 2048 x 2048 0.64 -> 0.87;
+# * C's rows off 16 bytes (N % 8: the TMA store's per-element fallback) store from the registers (EPILOGUE=0); the large
+#   class's 128 x 256 tiles there (no persistent form: its store is TMA only) run 128 x 128 tiles, 6 stages, the
+#   registers' store: 2051 x 2045 x 1008 69.9 -> 32.6 us (measured at that shape only; _scaled_mm cannot take it, on
+#   operands padded to 16s 15.0).
+# Where 128 x 256 tiles fill more (2048^3 0.93-0.94, 4096 x 1024 x 1024 0.86, 1536^3 0.76) the large row stays: every
+# form here measured slower there (64 x 128 s4 0.73-0.77, 128 x 128 0.64-0.81, the persistent 128 x 128 form 0.68-0.84;
+# the large row with TMA_ONLY the same, 168 registers either way at 384 threads).
+_I128, _I64 = tp.nv.wgmma_m64n128k32_e4m3, tp.nv.wgmma_m64n64k32_e4m3
+SMALL_64x64 = dict(BM=64, BN=64, STAGES=6, CONSUMERS=1, INSTR=_I64, IN_FLIGHT=1, EPILOGUE=2, TMA_ONLY=1,
+                   PRODUCER_REGS=0, CONSUMER_REGS=0)
+SMALL_64x128 = dict(BM=64, BN=128, STAGES=8, CONSUMERS=1, INSTR=_I128, IN_FLIGHT=1, EPILOGUE=2, TMA_ONLY=1,
+                    PRODUCER_REGS=0, CONSUMER_REGS=0)
+MID_128x128 = dict(BM=128, BN=128, STAGES=5, CONSUMERS=2, INSTR=_I128, IN_FLIGHT=1, EPILOGUE=2, TMA_ONLY=1,
+                   PRODUCER_REGS=0, CONSUMER_REGS=0)
+UNALIGNED_N_128x128 = dict(MID_128x128, STAGES=6, EPILOGUE=0)
+
+
+def small_form(M: int, N: int, K: int) -> dict | None:
+    """The small / mid form (G28, above) for more than 256 rows outside the large class's persistent grid, or None
+    where the class's row stays."""
+    t64, t128 = tp.cdiv(M, 64) * tp.cdiv(N, 128), tp.cdiv(M, 128) * tp.cdiv(N, 128)
+    t256 = tp.cdiv(M, 128) * tp.cdiv(N, 256)
+    if M <= 256 or (N % 8 == 0 and t256 > NUM_SMS):
+        return None
+    if 2 * t64 <= NUM_SMS:
+        form = dict(SMALL_64x64, STAGES=4 if tp.cdiv(K, 128) <= 4 else 6)
+    elif t64 <= NUM_SMS:
+        form = dict(SMALL_64x128)
+    elif t128 <= NUM_SMS and 4 * t256 <= 3 * NUM_SMS:
+        form = dict(MID_128x128)
+    elif N % 8 and shape_class(M, N, K) == "large" and t256 <= 2 * NUM_SMS:
+        return dict(UNALIGNED_N_128x128)
+    else:
+        return None
+    if N % 8:
+        form["EPILOGUE"] = 0
+    return form
+
 
 # Skinny rows with the operands swapped (gemm_fp8_swap): C^T's tile is BN = 128 columns of C over two consumer
 # warpgroups by BM rows (the instruction's N: the rows rounded up to 16, 32, 64 or 128; more rows take 128-row
@@ -577,6 +630,8 @@ def policy(M: int, N: int, K: int, forms: bool = True) -> dict:
         return {**PRESETS["sm_90a"], **LARGE_PERSISTENT}
     if forms and cls == "skinny":       # swap-AB (G20; the row below stays what a caller's constexprs lie over)
         return swap_policy(M, N, K)
+    if forms and small_form(M, N, K) is not None:    # the small / mid forms (G28, above)
+        return {**PRESETS["sm_90a"], **POLICIES[cls], **small_form(M, N, K)}
     return {**PRESETS["sm_90a"], **POLICIES[cls]}
 
 
@@ -717,6 +772,8 @@ def launch(a, b, scale_a, scale_b, out, target: str = "sm_90a", **constexprs):
     bf16 result (rounded to bf16)."""
     M, N, K = _check(a, b, scale_a, scale_b, out)
     params = params_for(M, N, K, **constexprs)
+    if params.get("TMA_ONLY") and "TMA_ONLY" not in constexprs and not _tma_bases(a, b):
+        params["TMA_ONLY"] = 0      # the policy's TMA-only copies need tensor maps: 16-byte aligned bases
     if tuple(scale_a.shape) == ():
         scale_a = scale_a.reshape(1)
     if tuple(scale_b.shape) == ():
@@ -730,6 +787,14 @@ def launch(a, b, scale_a, scale_b, out, target: str = "sm_90a", **constexprs):
             splitk_sum_bf16[(tp.cdiv(M, 8), tp.cdiv(N, 128))](ws, out, SPLIT_K=split)
         return r
     return kernel[grid_of(M, N, params)](a, b, scale_a, scale_b, out, target=target, **kp)
+
+
+def _tma_bases(a, b) -> bool:
+    """Whether a's and b's bases are 16-byte aligned (with contiguous rows of a multiple of 16 bytes, which `_check`
+    asks for, what a tensor map of either needs); numpy arrays (the interpreter) need none."""
+    if isinstance(a, np.ndarray):
+        return True
+    return a.data_ptr() % 16 == 0 and b.data_ptr() % 16 == 0
 
 
 _WS: dict = {}

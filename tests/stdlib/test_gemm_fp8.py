@@ -33,7 +33,7 @@ def _check_bf16_result(out, a, b, sa, sb):
 
 
 CASES = [
-    ((200, 300, 272), {}),                                    # small class: 128x128 tiles, wait_group 1
+    ((200, 300, 272), {}),                                    # small class: 64x64 tiles, registers' store (G28)
     ((136, 260, 144), dict(gemm_fp8.PRESETS["sm_90a"])),      # the large preset (128x256, 2 consumers) forced
     ((40, 200, 160), {}),                                     # skinny class: swap-AB (BM 64, unsplit)
     ((40, 200, 160), dict(STAGES=4)),                         # a caller's constexprs: the 64x128 row under them

@@ -64,3 +64,63 @@ def test_small_forms_verify_clean(name):
     report = tv.verify(kernel, target="sm_90a", **kp)
     assert report.ok and not report.findings, str(report)
     assert time.process_time() - t < 2.0
+
+
+# (shape, the form's BM, BN, STAGES, EPILOGUE) where `small_form` picks one, as measured (benchmarks/NOTES.md G28)
+PICKS = [((512, 512, 512), (64, 64, 4, 2)), ((640, 640, 640), (64, 64, 6, 2)), ((768, 768, 768), (64, 128, 8, 2)),
+         ((1024, 1024, 1024), (64, 128, 8, 2)), ((1024, 1024, 4096), (64, 128, 8, 2)),
+         ((512, 2048, 4096), (64, 128, 8, 2)), ((2048, 512, 2048), (64, 128, 8, 2)),
+         ((2048, 1024, 4096), (128, 128, 5, 2)), ((1024, 2048, 2048), (128, 128, 5, 2)),
+         ((2051, 2045, 1008), (128, 128, 6, 0)), ((300, 130, 400), (64, 64, 4, 0))]
+
+
+@pytest.mark.parametrize("shape,want", PICKS, ids=[f"{m}x{n}x{k}" for (m, n, k), _ in PICKS])
+def test_small_policy_picks(shape, want):
+    p = gemm_fp8.policy(*shape)
+    assert (p["BM"], p["BN"], p["STAGES"], p["EPILOGUE"]) == want
+    assert p["TMA_ONLY"] == 1 and p["IN_FLIGHT"] == 1 and p["INSTR"].n == p["BN"] and p["BM"] == 64 * p["CONSUMERS"]
+    assert not p.get("PRODUCER_REGS") and not p.get("CONSUMER_REGS")
+    smem = p["STAGES"] * (p["BM"] + p["BN"]) * p["BK"] + (2 * p["BM"] * p["BN"] if p["EPILOGUE"] == 2 else 0)
+    assert smem <= 227 * 1024
+    assert gemm_fp8.kernel_of(gemm_fp8.params_for(*shape))[0] is gemm_fp8.gemm_fp8
+    assert "TMA_ONLY" not in gemm_fp8.policy(*shape, forms=False)      # a caller's constexprs lie over the row
+
+
+def test_large_row_stays_where_its_tiles_fill_the_sms():
+    """Where 128 x 256 tiles fill more than 3/4 of a wave (2048^3, 4096 x 1024 x 1024, 1536^3: every small form
+    measured slower) or more than a wave (the persistent form), and skinny rows (swap-AB), no small form."""
+    for shape in ((2048, 2048, 2048), (4096, 1024, 1024), (1536, 1536, 1536), (4096, 4096, 4096), (128, 4096, 4096)):
+        assert gemm_fp8.small_form(*shape) is None, shape
+    assert gemm_fp8.policy(2048, 2048, 2048) == {**gemm_fp8.PRESETS["sm_90a"], **gemm_fp8.POLICIES["large"]}
+
+
+@pytest.mark.parametrize("shape", [(300, 136, 528), (600, 1000, 256), (300, 130, 400)],
+                         ids=["64x64_s6", "64x128_s8", "64x64_registers_store"])
+def test_small_policy_through_launch(shape):
+    M, N, K = shape
+    a, b, sa, sb = _inputs(M, N, K, seed=M * 3 + N + K)
+    out = np.full((M, N), np.nan, np.float32)
+    gemm_fp8.launch(a, b, sa, sb, out)
+    _check(out, a, b, sa, sb)
+
+
+def test_launch_drops_tma_only_for_unaligned_bases(monkeypatch):
+    """The policy's TMA_ONLY needs tensor maps (16-byte aligned bases): `launch` runs the copies' fallback for an
+    operand whose base is not (a view one byte into a buffer); a caller's own TMA_ONLY is kept."""
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    M, N, K = 300, 136, 528
+    a, b, sa, sb = _inputs(M, N, K, seed=5)
+    buf = torch.zeros(M * K + 1, dtype=torch.float8_e4m3fn)
+    ta = buf[1:].view(M, K)
+    ta.copy_(torch.from_numpy(a).to(torch.float8_e4m3fn))
+    tb = torch.from_numpy(b).to(torch.float8_e4m3fn)
+    assert ta.is_contiguous() and ta.data_ptr() % 16 == 1
+    seen = []
+    kernel_of = gemm_fp8.kernel_of
+    monkeypatch.setattr(gemm_fp8, "kernel_of", lambda p: seen.append(dict(p)) or kernel_of(p))
+    out = torch.full((M, N), float("nan"), dtype=torch.bfloat16)
+    gemm_fp8.launch(ta, tb, torch.from_numpy(sa), torch.from_numpy(sb), out)
+    _check(out.float().numpy(), a, b, sa, sb)
+    gemm_fp8.launch(ta, tb, torch.from_numpy(sa), torch.from_numpy(sb), out, TMA_ONLY=1)
+    assert seen[0]["TMA_ONLY"] == 0 and seen[1]["TMA_ONLY"] == 1
+    assert gemm_fp8.policy(M, N, K)["TMA_ONLY"] == 1
