@@ -224,10 +224,10 @@ def main(argv=None):
     shapes = [tuple(int(x) for x in s.split(",")) for s in args.shapes] if args.shapes else SHAPES
     if args.more:
         shapes += MORE_SHAPES
-    names = args.forms or list(FORMS)
+    names = [] if args.forms == ["none"] else (args.forms or list(FORMS))    # ("none": the policy alone)
 
     t0 = time.time()
-    with ProcessPoolExecutor(min(16, len(names)), mp_context=multiprocessing.get_context("fork")) as ex:
+    with ProcessPoolExecutor(max(1, min(16, len(names))), mp_context=multiprocessing.get_context("fork")) as ex:
         built = dict(zip(names, ex.map(build, [params_of(n) for n in names])))
     print(f"built {len(names)} forms in {time.time() - t0:.1f} s", flush=True)
     for n, b in built.items():

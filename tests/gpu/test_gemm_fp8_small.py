@@ -38,6 +38,12 @@ FORMS = {
     "128x128_s5_w1": dict(BM=128, BN=128, STAGES=5, CONSUMERS=2, INSTR=I128, IN_FLIGHT=1, EPILOGUE=2, TMA_ONLY=1),
     "128x128_s6_w0": dict(BM=128, BN=128, STAGES=6, CONSUMERS=2, INSTR=I128, IN_FLIGHT=0, EPILOGUE=2, TMA_ONLY=1),
     "p128x128_s6": dict(BM=128, BN=128, STAGES=6, CONSUMERS=2, INSTR=I128, PERSISTENT=1, STORE_N=64),
+    # the policy's forms (gemm_fp8.small_form) as the table spells them
+    "SMALL_64x64_s4": dict(gemm_fp8.SMALL_64x64, STAGES=4),
+    "SMALL_64x64": gemm_fp8.SMALL_64x64,
+    "SMALL_64x128": gemm_fp8.SMALL_64x128,
+    "MID_128x128": gemm_fp8.MID_128x128,
+    "UNALIGNED_N_128x128": gemm_fp8.UNALIGNED_N_128x128,
 }
 # ragged M, N, K; one k-tile under a deep ring; the ring turning over many times; C rows off 16 bytes (N % 8)
 SHAPES = [(200, 300, 1040), (130, 264, 64), (1000, 1000, 4096), (520, 1030, 528)]
@@ -101,5 +107,49 @@ def test_sass_of_the_small_forms(name):
     ck = tilepy_hip.compile(kernel, target="sm_90a", **kp)
     sass = ck.sass()
     assert f"QGMMA.64x{p['BN']}x32.F32.E4M3.E4M3" in sass, sorted(set(re.findall(r"\bQGMMA\.[\w.]+", sass)))
-    assert "UTMASTG" in sass and "UTMALDG" in sass
+    assert ("UTMASTG" in sass) == (p.get("EPILOGUE") == 2 or bool(p.get("STORE_N"))) and "UTMALDG" in sass
     assert not re.findall(r"\b(?:LDL|STL)\b", sass), ck.resources
+
+
+# shapes whose policy is each small form (and the ragged ones); a second call gives the same bits
+POLICY_SHAPES = [(512, 512, 512), (640, 640, 640), (1024, 1024, 1024), (1000, 1000, 1024), (1024, 1024, 4096),
+                 (2048, 1024, 4096), (2051, 2045, 1008), (300, 130, 400), (600, 1000, 272)]
+
+
+@pytest.mark.parametrize("m,n,k", POLICY_SHAPES)
+def test_small_policy_through_launch(m, n, k):
+    assert gemm_fp8.small_form(m, n, k) is not None
+    g = torch.Generator(device=DEV).manual_seed(m + 3 * n + 7 * k)
+    a, sa = _quantize(torch.randn(m, k, device=DEV, generator=g))
+    b, sb = _quantize(torch.randn(n, k, device=DEV, generator=g))
+    out = torch.full((m, n), float("nan"), device=DEV, dtype=torch.bfloat16)
+    gemm_fp8.launch(a, b, sa, sb, out)
+    torch.cuda.synchronize()
+    ref = (a.double() @ b.double().t()) * sa.double() * sb.double()
+    assert _rel(out, ref) <= 2.0**-8
+    mag = (a.double().abs() @ b.double().abs().t()) * sa.double() * sb.double()
+    assert bool(((out.double() - ref).abs() <= 2.0**-8 * ref.abs() + 2.0**-9 * mag).all())
+    again = torch.full_like(out, float("nan"))
+    gemm_fp8.launch(a, b, sa, sb, again)
+    torch.cuda.synchronize()
+    assert torch.equal(out, again)
+
+
+def test_small_policy_with_an_unaligned_base():
+    """An operand whose base is not 16-byte aligned (a view one byte into a buffer): `launch` drops the policy's
+    TMA_ONLY (the copies' fallback instead of a refused tensor map); the caller's own TMA_ONLY=1 is refused."""
+    m, n, k = 600, 1000, 272
+    g = torch.Generator(device=DEV).manual_seed(3)
+    a0, sa = _quantize(torch.randn(m, k, device=DEV, generator=g))
+    b, sb = _quantize(torch.randn(n, k, device=DEV, generator=g))
+    buf = torch.zeros(m * k + 1, device=DEV, dtype=torch.uint8)
+    a = buf[1:].view(torch.float8_e4m3fn).view(m, k)
+    a.copy_(a0)
+    assert a.data_ptr() % 16 == 1 and a.is_contiguous()
+    out = torch.full((m, n), float("nan"), device=DEV, dtype=torch.bfloat16)
+    gemm_fp8.launch(a, b, sa, sb, out)
+    torch.cuda.synchronize()
+    ref = (a0.double() @ b.double().t()) * sa.double() * sb.double()
+    assert _rel(out, ref) <= 2.0**-8
+    with pytest.raises(Exception, match="16"):
+        gemm_fp8.launch(a, b, sa, sb, out, TMA_ONLY=1)
