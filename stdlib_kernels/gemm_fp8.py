@@ -564,7 +564,7 @@ def swap_cluster_stages(BM: int, BN: int, cluster_k: int) -> int:
     return swap_stages(BM, BN, cluster_k)
 
 
-def swap_policy(M: int, N: int, K: int, exact: bool = True) -> dict:
+def swap_policy(M: int, N: int, K: int, exact: bool = True, whole: bool = True) -> dict:
     """The skinny class's form: swap-AB (swap_params) with a split of 2 summed in the kernel (CLUSTER_K=2) where it
     applies: over 128-column tiles where their split is 2 and the row tiles are whole (M % BM == 0), else over 64-column
     tiles (one consumer) where theirs is. H100, x torch._scaled_mm against the slots, two alternated runs
@@ -577,7 +577,13 @@ def swap_policy(M: int, N: int, K: int, exact: bool = True) -> dict:
     64-column tile taking alternate k-tiles (K_WAYS=2), where that runs as the cluster's split of 2 or unsplit, in one
     full wave, with >= 8 stages (exact=False: G21's table without it). H100, x torch._scaled_mm, four alternated runs
     over two calls (benchmarks/NOTES.md G24): 24 x 4096 x 4096 0.77-0.79 -> 0.81-0.82, 48 rows 0.70-0.71 -> 0.75-0.76,
-    96 rows 0.67-0.68 -> 0.74-0.76, 192 rows 0.74-0.76 -> 0.90-0.93 (measured at N = K = 4096 only)."""
+    96 rows 0.67-0.68 -> 0.74-0.76, 192 rows 0.74-0.76 -> 0.90-0.93 (measured at N = K = 4096 only).
+    Whole 128-row tiles past 128 rows (256), where the table splits K and SWAP_EXACT_K[0] <= K <= SWAP_EXACT_K[1]
+    (G30): 64-column tiles, one consumer, no K split (swap_params(BN=64): its row tiles x column tiles fill one wave,
+    9 stages) where that is one full wave (whole=False: without it). H100 with B from DRAM (input sets rotated, two
+    runs in turn, benchmarks/NOTES.md G30 call 3): 256 x 4096 x 4096 15.17 / 15.64 -> 14.24 / 14.70 us a call (kernel
+    14.1 -> 13.0-13.2), x torch._scaled_mm 0.81-0.83 -> 0.86-0.88. (Unsplit lost at 16-128 rows, where 64 blocks
+    each run the whole K, and at K = 14336.)"""
     p = swap_params(M, N, K, cluster=SWAP_CLUSTER)
     if p["CLUSTER_K"] > 1 and M % p["BM"]:
         p = swap_params(M, N, K)
@@ -592,11 +598,16 @@ def swap_policy(M: int, N: int, K: int, exact: bool = True) -> dict:
         blocks = tp.cdiv(M, bm) * tp.cdiv(N, q["BN"]) * q["CLUSTER_K"]
         if q["SPLIT_K"] == 1 and q["STAGES"] >= 8 and 0.9 * NUM_SMS <= blocks <= NUM_SMS:
             return q
+    if (whole and M > 128 and M % 128 == 0 and SWAP_EXACT_K[0] <= K <= SWAP_EXACT_K[1]
+            and max(p["SPLIT_K"], p["CLUSTER_K"]) > 1):
+        q = swap_params(M, N, K, BN=64)
+        if q["SPLIT_K"] == 1 and 0.9 * NUM_SMS <= tp.cdiv(M, q["BM"]) * tp.cdiv(N, 64) <= NUM_SMS:
+            return q
     return p
 
 
-# the K range where the exact-BM rows were measured (K = 4096; K_WAYS=2 lost at K = 14336 with BM 128, shorter K is
-# not measured)
+# the K range where the exact-BM rows (G24) and the whole 128-row tiles unsplit (G30) were measured (K = 4096; K_WAYS=2
+# lost at K = 14336 with BM 128, and unsplit tiles at 16-128 rows; shorter K is not measured)
 SWAP_EXACT_K = (4096, 4096)
 
 

@@ -2,8 +2,9 @@
 CLUSTER_K's in-kernel sum over a cluster),
 ragged rows / columns / K, BM 16 / 64 / 128, a ring that turns over; each output checked against float64.
 
-compute-sanitizer --tool memcheck python3 tests/gpu/sanitize_gemm_fp8_swap.py [g24]
-compute-sanitizer --tool racecheck python3 tests/gpu/sanitize_gemm_fp8_swap.py [g24]     (g24: K_WAYS / exact BM only)
+compute-sanitizer --tool memcheck python3 tests/gpu/sanitize_gemm_fp8_swap.py [g24 | g30]
+compute-sanitizer --tool racecheck python3 tests/gpu/sanitize_gemm_fp8_swap.py [g24 | g30]
+(g24: K_WAYS / exact BM / CLUSTER_M only; g30: whole 128-row tiles unsplit only)
 """
 
 import os
@@ -31,7 +32,12 @@ G24 = [((16, 520, 2064), dict(K_WAYS=2, CLUSTER_K=2)), ((40, 1000, 1040), dict(K
        # wholly past M; two consumers on alternate k-tiles over ragged M, N, K)
        ((16, 520, 2064), dict(CLUSTER_M=2, BN=64)), ((7, 136, 528), dict(CLUSTER_M=2, BN=64, STAGES=2)),
        ((40, 264, 1040), dict(CLUSTER_M=2, K_WAYS=2, STAGES=4))]
-for (m, n, k), extra in G24 if sys.argv[1:] == ["g24"] else CASES + G24:
+# G30: whole 128-row tiles over 64-column tiles, one consumer, no K split (256 rows' policy form): the second row tile
+# ragged, a ring of 3 turning over
+G30 = [((200, 264, 1040), dict(BM=128, BN=64, CONSUMERS=1, SPLIT_K=1, STAGES=3)),
+       ((256, 520, 2064), dict(BM=128, BN=64, CONSUMERS=1, SPLIT_K=1))]
+PICK = {"g24": G24, "g30": G30}
+for (m, n, k), extra in PICK.get(" ".join(sys.argv[1:]), CASES + G24 + G30):
     a = torch.randn(m, k, device=d, generator=g).to(torch.float8_e4m3fn)
     b = torch.randn(n, k, device=d, generator=g).to(torch.float8_e4m3fn)
     sa, sb = torch.full((1,), 0.5, device=d), torch.full((1,), 0.25, device=d)

@@ -69,6 +69,9 @@ CASES = [
     ((7, 264, 1040), dict(CLUSTER_M=2, BN=64, STAGES=2)),    # the second row tile wholly past M, a ring of 2
     ((100, 520, 1040), dict(CLUSTER_M=2, K_WAYS=2, STAGES=4)),   # ragged M, N, K (an odd k-tile count)
     ((40, 1000, 2064), dict(CLUSTER_M=2, BN=128)),           # two consumers of 64 columns each, ragged
+    # G30: whole 128-row tiles over 64-column tiles, one consumer, no K split (256 rows' policy form)
+    ((256, 4096, 4096), dict(BM=128, BN=64, CONSUMERS=1, SPLIT_K=1)),    # 128 blocks, 9 stages
+    ((200, 520, 1040), dict(BM=128, BN=64, CONSUMERS=1, SPLIT_K=1, STAGES=3)),   # ragged second row tile, ring of 3
 ]
 
 
@@ -159,3 +162,24 @@ def test_swap_split_reuses_its_workspace_and_follows_new_inputs():
     assert gemm_fp8.params_for(M, N, K, SWAP=1, CLUSTER_K=1)["SPLIT_K"] > 1
     for out, ref in zip(outs, refs):
         assert float((out.double() - ref).norm() / ref.norm()) < 4e-3
+
+
+def test_whole_row_tiles_policy_through_launch():
+    """G30's row of the policy (256 rows at K = 4096: two whole 128-row tiles over 64-column tiles, one consumer, no K
+    split) through launch with no constexprs: against float64, like for like with _scaled_mm's fast accumulation."""
+    M, N, K = 256, 4096, 4096
+    p = gemm_fp8.policy(M, N, K)
+    assert (p["BM"], p["BN"], p["SPLIT_K"], p["CLUSTER_K"], p["CONSUMERS"]) == (128, 64, 1, 1, 1)
+    g = torch.Generator(device="cuda").manual_seed(30)
+    a, sa = _quantize(torch.randn(M, K, device=DEV, generator=g))
+    b, sb = _quantize(torch.randn(N, K, device=DEV, generator=g))
+    out = torch.full((M, N), float("nan"), device=DEV, dtype=torch.bfloat16)
+    gemm_fp8.launch(a, b, sa, sb, out)
+    torch.cuda.synchronize()
+    ref = (a.double() @ b.double().t()) * sa.double() * sb.double()
+    assert not out.isnan().any()
+    err = float((out.double() - ref).norm() / ref.norm())
+    fast = torch._scaled_mm(a, b.t(), sa, sb, out_dtype=torch.bfloat16, use_fast_accum=True).double()
+    assert err <= 2.0**-8 and err <= 1.5 * float((fast - ref).norm() / ref.norm()) + 1e-5, err
+    mag = (a.double().abs() @ b.double().abs().t()) * sa.double() * sb.double()
+    assert bool(((out.double() - ref).abs() <= 2.0**-8 * ref.abs() + 2.0**-9 * mag).all())

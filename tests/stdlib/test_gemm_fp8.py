@@ -79,6 +79,9 @@ CASES = [
     ((7, 136, 528), dict(SWAP=1, CLUSTER_M=2, BN=64, STAGES=2)),
     ((100, 200, 1040), dict(SWAP=1, CLUSTER_M=2, K_WAYS=2, STAGES=4)),
     ((40, 260, 784), dict(SWAP=1, CLUSTER_M=2, BN=128, STAGES=3)),
+    # G30: 256 rows' policy form, whole 128-row tiles over 64-column tiles with one consumer and no K split: the second
+    # row tile ragged (72 of 128 rows), ragged N and K, a ring of 3 turning over
+    ((200, 136, 784), dict(SWAP=1, BM=128, BN=64, CONSUMERS=1, SPLIT_K=1, STAGES=3)),
 ]
 
 
@@ -170,9 +173,10 @@ def test_swap_cluster_params():
                                        (256, 4096, 4096): (128, 2, 1), (16, 14336, 4096): (128, 1, 1),
                                        (16, 4096, 14336): (64, 2, 1), (96, 4096, 14336): (64, 2, 1),
                                        (192, 4096, 14336): (128, 1, 2)}.items():
-        p = gemm_fp8.policy(M, N, K)
+        p = gemm_fp8.swap_policy(M, N, K, whole=False)      # (G30's whole row tiles aside: below)
         assert (p["BN"], p["CONSUMERS"], p["CLUSTER_K"], p["SPLIT_K"]) == (bn, bn // 64, ck, split), (M, N, K, p)
-        assert p["K_WAYS"] == 1 and p == gemm_fp8.swap_policy(M, N, K, exact=False)
+        assert p["K_WAYS"] == 1 and p == gemm_fp8.swap_policy(M, N, K, exact=False, whole=False)
+        assert p == gemm_fp8.policy(M, N, K) or (M, N, K) == (256, 4096, 4096)
     # G24: rows the table's BM pads, at K = 4096, where it splits K: BM the rows' own instruction N and two consumers
     # on alternate k-tiles (K_WAYS=2) over 64-column tiles, the split of 2 in the kernel or unsplit (one full wave)
     for (M, N, K), (bm, ck, stages) in {(24, 4096, 4096): (24, 2, 12), (48, 4096, 4096): (48, 2, 12),
@@ -187,6 +191,16 @@ def test_swap_cluster_params():
     for M, N, K in ((16, 4096, 4096), (32, 4096, 4096), (64, 4096, 4096), (128, 4096, 4096), (8, 4096, 4096),
                     (96, 4096, 14336), (24, 4096, 2048), (96, 14336, 4096), (112, 4096, 4096)):
         assert gemm_fp8.policy(M, N, K) == gemm_fp8.swap_policy(M, N, K, exact=False), (M, N, K)
+    # G30: whole 128-row tiles past 128 rows (256) at K = 4096, where the table splits K: 64-column tiles, one
+    # consumer, unsplit, one full wave (2 x 64 = 128 blocks) with the ring that fits (9 stages); not at K = 14336, not
+    # where the unsplit tiles are short of a wave (N = 2048), not for rows the 128-row tiles pad (240), not at <= 128
+    p = gemm_fp8.policy(256, 4096, 4096)
+    assert (p["BM"], p["BN"], p["CONSUMERS"], p["K_WAYS"], p["CLUSTER_K"], p["SPLIT_K"], p["STAGES"]) == (
+        128, 64, 1, 1, 1, 1, 9), p
+    assert p["INSTR"].n == 128 and gemm_fp8.grid_of(256, 4096, p) == (2, 64, 1)
+    assert p["STAGES"] * (p["BM"] + p["BN"]) * p["BK"] <= gemm_fp8.SWAP_SMEM
+    for M, N, K in ((256, 4096, 14336), (256, 2048, 4096), (240, 4096, 4096), (128, 4096, 4096), (256, 14336, 4096)):
+        assert gemm_fp8.policy(M, N, K) == gemm_fp8.swap_policy(M, N, K, whole=False), (M, N, K)
     assert [gemm_fp8.swap_exact_bm(m) for m in (1, 17, 24, 40, 100, 128, 144, 192, 224, 256)] == [
         8, 24, 24, 48, 104, 128, None, 96, 112, None]
     p = gemm_fp8.params_for(16, 4096, 4096, SWAP=1, SPLIT_K=2)
@@ -206,7 +220,8 @@ def test_swap_cluster_params():
                                            ((16, 4096, 4096), "kways"), ((128, 4096, 4096), "kways"),
                                            ((192, 4096, 4096), "kways96"), ((96, 4096, 4096), "bm96"),
                                            ((16, 4096, 4096), "cm"), ((128, 4096, 4096), "cm_kw"),
-                                           ((24, 4096, 4096), "policy"), ((96, 4096, 4096), "policy")])
+                                           ((24, 4096, 4096), "policy"), ((96, 4096, 4096), "policy"),
+                                           ((256, 4096, 4096), "policy_whole")])
 def test_swap_verifies_clean(shape, cluster):
     """gemm_fp8_swap: the ring's pre-released stages, wait_group 1 with tile k - 1's stage released after it, the
     split's slots (disjoint per block) and the transposed store; CLUSTER_K's pushes (each receive tile waited on before
@@ -217,7 +232,7 @@ def test_swap_verifies_clean(shape, cluster):
     one and two consumers: clean."""
     import tilepy_verify as tv
 
-    if cluster == "policy":
+    if cluster in ("policy", "policy_whole"):
         p = gemm_fp8.swap_policy(*shape)
     elif cluster == "kways":
         p = gemm_fp8.swap_params(*shape, k_ways=2, cluster=2)
@@ -230,7 +245,7 @@ def test_swap_verifies_clean(shape, cluster):
     else:
         p = gemm_fp8.swap_params(*shape, cluster=4 * cluster)
     kernel, kp = gemm_fp8.kernel_of(p)
-    assert (kp["CLUSTER_K"] > 1) == (bool(cluster) and cluster not in ("kways96", "cm", "cm_kw"))   # (unsplit)
+    assert (kp["CLUSTER_K"] > 1) == (bool(cluster) and cluster not in ("kways96", "cm", "cm_kw", "policy_whole"))
     assert kernel is gemm_fp8.gemm_fp8_swap
     report = tv.verify(kernel, target="sm_90a", **kp)
     assert report.ok and not report.findings, str(report)
