@@ -2,7 +2,7 @@
 on the same inputs, in one run, with the device time of each side's kernels (torch.profiler) beside the graph time,
 so that the fixed cost of a launch (prologue, first loads, epilogue) can be told from the cost per k-tile.
 
-    python benchmarks/gemm_small_class.py [--plan diag|confirm|cluster|g22|g22b|g29|g29b] [--out DIR] [--name STEM]
+    python benchmarks/gemm_small_class.py [--plan diag|confirm|cluster|g22|g22b|g29|g29b|g29c] [--out DIR] [--name STEM]
                                           [--only REGEX] [--precompile N]
 
 Every candidate's output is checked against float64 (on the GPU) before it is timed; graph times are
@@ -206,8 +206,23 @@ PLAN_G29B = [
     ((512, 2048, 4096), _again([("policy", None, ("bf16",)), ("kw128x64_s4", KW128x64, ("bf16",))])),
     ((768, 768, 768), _again([("policy", None, ("bf16",)), ("kw128x64_s4", KW128x64, ("bf16",))])),
 ]
+# G29 call 3: the policy after K_WAYS 128 x 64 took the large class's small-tile rows of >= 64 k-tiles ("policy")
+# against the relaxed 2x1 cluster it replaced ("cluster"), alternated twice; at 32 / 48 k-tiles (the cluster's
+# rows) K_WAYS against the policy
+
+
+def _cl_before():
+    return ("out", {"bf16": dict(T64x128, IN_FLIGHT=0, CLUSTER_M=2, RELAXED=1, STAGES=8, EPILOGUE=2),
+                    "f32": dict(T64x128, IN_FLIGHT=0, CLUSTER_M=2, RELAXED=1, STAGES=8, EPILOGUE=0)})
+
+
+PLAN_G29C = [(shape, _again([("policy", None, BOTH), ("cluster", _cl_before(), BOTH)]))
+             for shape in ((1024, 1024, 4096), (512, 2048, 4096), (2048, 512, 4096), (1000, 1000, 4096),
+                           (1024, 1024, 8192))] + [
+    (shape, _again([("policy", None, BOTH), ("kw128x64_s4", KW128x64, BOTH)]))
+    for shape in ((1024, 1024, 2048), (1024, 1024, 3072))]
 PLANS = {"diag": PLAN_DIAG, "confirm": PLAN_CONFIRM, "cluster": PLAN_CLUSTER, "g22": PLAN_G22, "g22b": PLAN_G22B,
-         "g29": PLAN_G29, "g29b": PLAN_G29B}
+         "g29": PLAN_G29, "g29b": PLAN_G29B, "g29c": PLAN_G29C}
 DT = {"bf16": (torch.bfloat16, tp.bf16), "f32": (torch.float32, tp.f32)}
 
 

@@ -952,6 +952,17 @@ SMALL_CLUSTER_MIN_K_TILES = 16
 # 4) LOST 2x at 128 blocks (1024^3 0.46, 1024 x 1024 x 4096 0.41: 13.4 / 36.9 us device against 7.2 / 19.8; four
 # blocks of 213 KB each must share a GPC, and fewer than 32 such clusters fit at once); even at 768^3 (72 blocks).
 SMALL_CLUSTER_BF16 = dict(SMALL_CLUSTER_F32, EPILOGUE=2)
+# G29 call 2 (gemm-g29-call2-*.json, the same rule): where those 64 x 128 tiles (the large class's branch below) have
+# >= 64 k-tiles, cuBLAS's 128 x 64 tile as two consumer warpgroups over ONE tile on alternate k-tiles (gemm_splitk_swap
+# K_WAYS=2 unsplit: two rings of 4 stages, two wgmma chains in flight per SM) against the relaxed 2x1 cluster: bf16 out
+# 512 x 2048 x 4096 20.99 / 20.84 -> 20.06 / 20.01 us, 1024 x 1024 x 4096 21.04 / 20.89 -> 20.61 / 20.78 (0.764 /
+# 0.783 -> 0.781 / 0.783); f32 out 1024 x 1024 x 4096 21.81 / 21.87 -> 21.07 / 21.00 (0.774 / 0.776 -> 0.804 /
+# 0.806). With one input set (operands in the L2) it is 2 us faster still (18.3 against 20.4: 0.88-0.90x): it pays
+# 2.4 us for operands from DRAM where the cluster pays 0.6 and cuBLAS nothing. At 16 k-tiles it loses (1024^3 bf16
+# 8.66 / 8.98 -> 10.04 / 9.98: the hand-over and C^T's register store), 768^3 too; in 2x1 clusters it loses.
+SMALL_KWAYS = dict(SWAP_AB=1, K_WAYS=2, CONSUMERS=2, IN_FLIGHT=1, SPLIT_K=1, STAGES=4, BM=128, BN=64,
+                   INSTR=tp.nv.wgmma_m64n128k16_bf16)
+SMALL_KWAYS_MIN_K_TILES = 64
 # * B rows a multiple of 16 bytes (TMA) but not of 128 (a 128-byte box row then spans two L2 lines): the large policy
 #   in 2x1 clusters, B's tile multicast (gemm_cluster), read once per pair: 3000 x 5000 x 4096 bf16 269.3-269.8 ->
 #   199.7 (0.64-0.66 -> 0.87x), f32 282.9 -> 210.1 (0.62 -> 0.90x); 4096 x 4104 x 4096 bf16 293.5 -> 270-272 (0.65 ->
@@ -1150,6 +1161,9 @@ def policy(M: int, N: int, K: int, out=None, fixup: bool = False, forms: bool = 
             and NUM_SMS * 3 // 4 < _cdiv(M, 64) * _cdiv(N, 128) <= NUM_SMS):
         # the small class's 64 x 128 tiles in one wave instead of 128 x 256 tiles split over K (G16, above)
         small = {**PRESETS["sm_90a"], **POLICIES["small"]}
+        if (fixup and forms and _cdiv(K, 64) >= SMALL_KWAYS_MIN_K_TILES
+                and _cdiv(M, SMALL_KWAYS["BM"]) * _cdiv(N, SMALL_KWAYS["BN"]) <= NUM_SMS):
+            return {**small, **SMALL_KWAYS}     # 128 x 64, two consumers on alternate k-tiles (G29, above)
         if fixup and forms and _cdiv(K, 64) >= SMALL_CLUSTER_MIN_K_TILES:
             return {**small, **(SMALL_CLUSTER_BF16 if out == tp.bf16 else SMALL_CLUSTER_F32)}    # (G22, G29, above)
         return {**small, **(BF16_OUT if out == tp.bf16 else F32_OUT)["small"]}

@@ -25,7 +25,7 @@ g = torch.Generator(device="cuda").manual_seed(16)
 # (the shape whose policy is the form, the shape it runs at)
 CASES = [((512, 512, 512), (130, 200, 300)),        # 64 x 64, 5 k-tiles in 8 stages, ragged M / N / K
          ((300, 500, 400), (70, 130, 1000)),        # 64 x 64, 16 k-tiles, K not a multiple of BK
-         ((1024, 1024, 4096), (130, 264, 700)),     # 64 x 128 unsplit (from the large class)
+         ((1024, 1024, 4096), (130, 264, 700)),     # K_WAYS 128 x 64 (G29; the large class), 11 k-tiles
          ((1024, 1024, 1024), (100, 1001, 200))]    # 64 x 128, C's rows 2002 bytes: the TMA store's fallback
 ONLY_CL4 = sys.argv[1:] == ["cl4"]
 for policy_shape, (m, n, k) in [] if ONLY_CL4 else CASES:

@@ -37,8 +37,10 @@ DEV = torch.device("cuda")
         (512, 512, 512, "64x64"),
         (500, 520, 1000, "64x64"),       # ragged M / N, K not a multiple of BK (16 k-tiles)
         (300, 1001, 200, "64x64"),       # B's rows padded (2002 bytes), C's not a tensor map's
-        (1024, 1024, 4096, "64x128"),    # the large class on the small tiles
-        (1000, 1000, 4000, "64x128"),
+        (1024, 1024, 4096, "kw"),        # the large class on the small tiles, >= 64 k-tiles: K_WAYS 128 x 64 (G29)
+        (1000, 1000, 4096, "kw"),        # ragged: the last row / column tiles part past M / N
+        (2048, 512, 4096, "kw"),
+        (1000, 1000, 4000, "64x128"),    # 63 k-tiles: the relaxed cluster
         (1024, 1024, 1024, "64x128"),    # the small class's own tile: the TMA store for bf16 out
         (1000, 1001, 1000, "64x128"),    # C's rows 2002 bytes: the store falls back to the producer's copy
         (768, 768, 768, "64x128"),
@@ -47,12 +49,22 @@ DEV = torch.device("cuda")
 def test_small_class_forms_through_launch(m, n, k, form, out):
     o = tp.bf16 if out == torch.bfloat16 else tp.f32
     p = gemm_hopper.policy(m, n, k, o, fixup=True)
+    if form == "kw":
+        assert (p["BM"], p["BN"], p.get("K_WAYS"), p.get("SWAP_AB"), p.get("SPLIT_K")) == (128, 64, 2, 1, 1), p
+        assert gemm_hopper.plan_kernel(m, n, o, p, k)[0].name == "gemm_splitk_swap"
+        _check_launch(m, n, k, out)
+        return
     assert (p["BM"], p["BN"], p.get("SPLIT_K", 1)) == ((64, 64, 1) if form == "64x64" else (64, 128, 1)), p
     # G22: launch's bf16 64 x 64 and f32 64 x 128 (>= 16 k-tiles) forms are gemm_cluster RELAXED=1; G29: bf16 64 x 128
     # (>= 16 k-tiles) too
     clustered = (form == "64x64" and o == tp.bf16) or (form == "64x128" and -(-k // 64) >= 16)
     assert p.get("CLUSTER_M", 1) == (2 if clustered else 1) and p.get("RELAXED", 0) == int(clustered), p
     assert p.get("EPILOGUE", 0) == (2 if o == tp.bf16 else 0), p
+    _check_launch(m, n, k, out)
+
+
+def _check_launch(m, n, k, out):
+    """launch (its own policy) against float64 and cuBLAS's error; the same bits twice."""
     g = torch.Generator(device="cuda").manual_seed(m + n + k)
     a = torch.randn(m, k, device=DEV, generator=g).bfloat16()
     b = torch.randn(k, n, device=DEV, generator=g).bfloat16()
@@ -83,8 +95,11 @@ def test_small_class_sass(shape):
         kernel, kp = gemm_hopper.plan_kernel(shape[0], shape[1], out, p, shape[2])
         ck = tilepy_hip.compile(kernel, target="sm_90a", **kp)
         sass = ck.sass()
-        assert kernel.name == ("gemm_cluster" if p.get("CLUSTER_M", 1) > 1 else "gemm_hopper")
-        assert f"HGMMA.64x{p['BN']}x16.F32.BF16" in sass
+        if p.get("K_WAYS") == 2:            # (G29) C^T's 64 x 128 tile: m64n128k16, two consumers
+            assert kernel.name == "gemm_splitk_swap" and f"HGMMA.64x{p['BM']}x16.F32.BF16" in sass
+        else:
+            assert kernel.name == ("gemm_cluster" if p.get("CLUSTER_M", 1) > 1 else "gemm_hopper")
+            assert f"HGMMA.64x{p['BN']}x16.F32.BF16" in sass
         if p.get("RELAXED"):
             assert "MEMBAR.ALL.GPU" not in sass
         assert "LDL" not in sass and "STL" not in sass       # no local memory (spills)

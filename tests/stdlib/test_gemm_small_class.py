@@ -30,6 +30,7 @@ def _small(p):
 CL64_BF16 = dict(BM=64, BN=64, STAGES=8, CONSUMERS=1, SPLIT_K=None, EPILOGUE=2, PERSISTENT=None, CLUSTER_M=2)
 CL128_F32 = dict(BM=64, BN=128, STAGES=8, CONSUMERS=1, SPLIT_K=None, EPILOGUE=0, PERSISTENT=None, CLUSTER_M=2)
 CL128_BF16 = dict(CL128_F32, EPILOGUE=2)
+KWAYS = dict(SWAP_AB=1, K_WAYS=2, CONSUMERS=2, BM=128, BN=64, STAGES=4, SPLIT_K=1, IN_FLIGHT=1, CLUSTER_M=None)
 
 
 @pytest.mark.parametrize("fixup", [False, True])     # the lowering's policy and launch's
@@ -60,19 +61,22 @@ def test_policy_rows(fixup):
         else:
             assert _small(p) == dict(BM=64, BN=128, STAGES=4, CONSUMERS=1, SPLIT_K=None, EPILOGUE=None,
                                      PERSISTENT=None, CLUSTER_M=None)
-    # the large class with few 128 x 256 tiles and a wave of 64 x 128 ones: those, unsplit
+    # the large class with few 128 x 256 tiles and a wave of 64 x 128 ones: those, unsplit; launch's forms: >= 64
+    # k-tiles cuBLAS's 128 x 64 tile as two consumers on alternate k-tiles (K_WAYS=2 swap-AB, G29), else the cluster
     for shape in ((1024, 1024, 4096), (1000, 1000, 4000), (512, 2048, 4096)):
         assert gemm_hopper.shape_class(*shape) == "large"
-        p = gemm_hopper.policy(*shape, tp.bf16, fixup=fixup)
-        if fixup:
-            assert _small(p) == CL128_BF16 and p["RELAXED"] == 1 and "PRODUCER_REGS" not in p, (shape, p)
-            p = gemm_hopper.policy(*shape, tp.bf16, fixup=True, forms=False)
+        kways = shape[2] >= 64 * 64
+        for out, cl in ((tp.bf16, CL128_BF16), (tp.f32, CL128_F32)):
+            p = gemm_hopper.policy(*shape, out, fixup=fixup)
+            if fixup and kways:
+                assert {k: p.get(k) for k in KWAYS} == KWAYS and "PRODUCER_REGS" not in p, (shape, p)
+                assert gemm_hopper.plan_kernel(*shape[:2], out, p, shape[2])[0].name == "gemm_splitk_swap"
+            elif fixup:
+                assert _small(p) == cl and p["RELAXED"] == 1 and "PRODUCER_REGS" not in p, (shape, p)
+        p = gemm_hopper.policy(*shape, tp.bf16, fixup=True, forms=False)
         assert _small(p) == dict(BM=64, BN=128, STAGES=8, CONSUMERS=1, SPLIT_K=None, EPILOGUE=2, PERSISTENT=None,
                                  CLUSTER_M=None), (shape, p)
-        p = gemm_hopper.policy(*shape, tp.f32, fixup=fixup)
-        if fixup:
-            assert _small(p) == CL128_F32 and p["RELAXED"] == 1 and "PRODUCER_REGS" not in p, (shape, p)
-            p = gemm_hopper.policy(*shape, tp.f32, fixup=True, forms=False)
+        p = gemm_hopper.policy(*shape, tp.f32, fixup=fixup, forms=False)
         assert _small(p) == dict(BM=64, BN=128, STAGES=4, CONSUMERS=1, SPLIT_K=None, EPILOGUE=None, PERSISTENT=None,
                                  CLUSTER_M=None)
         assert "PRODUCER_REGS" not in p and p["IN_FLIGHT"] == 1
@@ -81,10 +85,13 @@ def test_policy_rows(fixup):
 
 
 # (the shape whose policy the form is, the shape it runs at here)
-# (launch's policy: bf16 out of all four (G29: the last two) and f32 out of the last two run gemm_cluster RELAXED=1)
+# (launch's policy: gemm_cluster RELAXED=1 for bf16 out of the first two and both outputs of the last two;
+# gemm_splitk_swap K_WAYS=2 for both outputs of the third and fourth, G29)
 FORMS = [((512, 512, 512), (130, 200, 300)),       # SMALL_64x64: ragged M / N / K
          ((300, 500, 400), (70, 72, 1000)),        # SMALL_64x64: 16 k-tiles (K not a multiple of BK)
-         ((1024, 1024, 4096), (130, 264, 200)),    # the large class on the small tiles: 64 x 128, TMA store (bf16)
+         ((1024, 1024, 4096), (130, 264, 200)),    # the large class on the small tiles, 64 k-tiles: K_WAYS 128 x 64
+         ((1024, 1024, 4096), (200, 130, 300)),    # the same, 5 k-tiles (consumer 0 takes one more)
+         ((1000, 1000, 4000), (130, 264, 200)),    # 63 k-tiles: 64 x 128 in relaxed clusters, TMA store (bf16)
          ((1024, 1024, 1024), (100, 130, 70))]     # the small class's own: N one column past a tile
 
 
@@ -109,7 +116,7 @@ def test_forms_on_the_interpreter(policy_shape, shape, out):
 
 
 @pytest.mark.parametrize("out", [tp.f32, tp.bf16])
-@pytest.mark.parametrize("policy_shape", [(512, 512, 512), (1024, 1024, 4096), (1024, 1024, 1024)])
+@pytest.mark.parametrize("policy_shape", [(512, 512, 512), (1024, 1024, 4096), (1000, 1000, 4000), (1024, 1024, 1024)])
 def test_forms_verify_clean(policy_shape, out):
     import tilepy_verify as tv
 
