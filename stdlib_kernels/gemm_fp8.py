@@ -287,7 +287,8 @@ def gemm_fp8_swap(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "N", "K
                   BM: tp.constexpr = 16, BN: tp.constexpr = 128, BK: tp.constexpr = 128, STAGES: tp.constexpr = 10,
                   CONSUMERS: tp.constexpr = 2, INSTR: tp.constexpr = tp.nv.wgmma_m64n16k32_e4m3,
                   SWIZZLE: tp.constexpr = tp.Swizzle(3, 4, 3), SPLIT_K: tp.constexpr = 4,
-                  CLUSTER_K: tp.constexpr = 1, K_WAYS: tp.constexpr = 1, CLUSTER_M: tp.constexpr = 1):
+                  CLUSTER_K: tp.constexpr = 1, K_WAYS: tp.constexpr = 1, CLUSTER_M: tp.constexpr = 1,
+                  TMA_ONLY: tp.constexpr = 0):
     """Skinny rows (decode: M <= 256) with the operands swapped: C^T = B @ A^T, so A's few rows are the wgmma
     instruction's N (16-256) instead of padding its M (64), and B, the one large operand, streams through a deep
     ring. Both operands stay K-major, as fp8 wgmma reads them: B's (BN, BK) tile is the instruction's A operand as
@@ -318,7 +319,9 @@ def gemm_fp8_swap(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "N", "K
     each block loading its own rows of A; a stage is refilled only after the consumers of both blocks released it
     (empty[s] counts CLUSTER_M arrivals, made on every block), with a cluster barrier after the mbarriers'
     initialization and before exit (no block leaves while the other may still arrive on its mbarriers). Grid x is a
-    multiple of CLUSTER_M (a row tile wholly past M loads zeros and stores nothing)."""
+    multiple of CLUSTER_M (a row tile wholly past M loads zeros and stores nothing).
+    TMA_ONLY=1 (G30): the operands' copies without their per-element fallback (as gemm_fp8's TMA_ONLY; `launch` drops
+    it where a tensor map cannot describe an operand)."""
     m0 = tp.block_id(0) * BM
     n0 = tp.block_id(1) * BN
     LC = tp.accumulator(INSTR, (BN, BM), (CONSUMERS // K_WAYS, 1))
@@ -354,11 +357,11 @@ def gemm_fp8_swap(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "N", "K
         for k in range(k_tiles):
             tp.mbarrier_wait(empty[k % STAGES], k // STAGES)       # (the consumers pre-release the stages)
             k0 = (k_first + k) * BK
-            tp.copy_bulk(A[m0:m0 + BM, k0:k0 + BK], a_s[k % STAGES], full[k % STAGES])
+            tp.copy_bulk(A[m0:m0 + BM, k0:k0 + BK], a_s[k % STAGES], full[k % STAGES], fallback=TMA_ONLY == 0)
             # (CLUSTER_M: into the same stage of every block of the cluster, the ranks taking turns)
             tp.copy_bulk(B[n0:n0 + BN, k0:k0 + BK], b_s[k % STAGES], full[k % STAGES],
                          multicast=(1 << CLUSTER_M) - 1 if CLUSTER_M > 1 else 0,
-                         by=k % CLUSTER_M if CLUSTER_M > 1 else None)
+                         by=k % CLUSTER_M if CLUSTER_M > 1 else None, fallback=TMA_ONLY == 0)
             tp.mbarrier_arrive(full[k % STAGES])
     elif tp.warpgroup_id() == 2 if K_WAYS == 2 else False:   # K_WAYS=2's consumer 1: the odd k-tiles, its sum
         acc = tp.zeros((BN, BM), tp.f32, layout=LC)           # handed to consumer 0
@@ -620,7 +623,8 @@ def swap_exact_bm(M: int) -> int | None:
     return M // 2 if M < 256 and M % 2 == 0 and M // 2 in SWAP_INSTR else None
 
 
-SWAP_KEYS = ("BM", "BN", "BK", "STAGES", "CONSUMERS", "INSTR", "SWIZZLE", "SPLIT_K", "CLUSTER_K", "K_WAYS", "CLUSTER_M")
+SWAP_KEYS = ("BM", "BN", "BK", "STAGES", "CONSUMERS", "INSTR", "SWIZZLE", "SPLIT_K", "CLUSTER_K", "K_WAYS", "CLUSTER_M",
+             "TMA_ONLY")
 
 
 def shape_class(M: int, N: int, K: int) -> str:
@@ -684,7 +688,7 @@ def kernel_of(params: dict):
             raise ValueError(f"gemm_fp8: SWAP=1 with CLUSTER_M={cm}: the rows split over a cluster of 2 (CLUSTER_M=2) "
                              f"run without a K split (SPLIT_K=1, CLUSTER_K=1); got SPLIT_K={params['SPLIT_K']}, "
                              f"CLUSTER_K={ck}")
-        return gemm_fp8_swap, {k: params.get(k, 1) for k in SWAP_KEYS}
+        return gemm_fp8_swap, {k: params.get(k, 0 if k == "TMA_ONLY" else 1) for k in SWAP_KEYS}
     if params.get("PERSISTENT"):
         if params.get("IN_FLIGHT"):
             raise ValueError("gemm_fp8: PERSISTENT=1 runs wait_group 0; drop IN_FLIGHT or PERSISTENT")

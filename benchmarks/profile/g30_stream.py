@@ -11,7 +11,7 @@ import tilepy as tp
 @tp.kernel(threads=256, target="sm_90a")
 def stream_b(B: tp.Tensor[tp.e4m3, "N", "K"], O: tp.Tensor[tp.f32, "R", "C"], BN: tp.constexpr = 64,
              BK: tp.constexpr = 128, STAGES: tp.constexpr = 12, SPLIT: tp.constexpr = 2,
-             WIDE: tp.constexpr = 0):
+             WIDE: tp.constexpr = 0, TMA_ONLY: tp.constexpr = 0):
     n0 = tp.block_id(1) * BN
     if WIDE:        # unswizzled rows (BK up to 256 bytes a row)
         b_s = tp.shared((BN, BK), tp.e4m3, stages=STAGES)
@@ -25,7 +25,7 @@ def stream_b(B: tp.Tensor[tp.e4m3, "N", "K"], O: tp.Tensor[tp.f32, "R", "C"], BN
         for k in range(k_tiles):
             tp.mbarrier_wait(empty[k % STAGES], k // STAGES)
             k0 = (k_first + k) * BK
-            tp.copy_bulk(B[n0:n0 + BN, k0:k0 + BK], b_s[k % STAGES], full[k % STAGES])
+            tp.copy_bulk(B[n0:n0 + BN, k0:k0 + BK], b_s[k % STAGES], full[k % STAGES], fallback=TMA_ONLY == 0)
             tp.mbarrier_arrive(full[k % STAGES])
     else:
         for s in tp.static_range(STAGES):

@@ -45,6 +45,11 @@ STREAMS2 = {    # call 2: 16 KB boxes over fewer blocks
     "stream_128x128_s4_split2": (128, 128, 4, 2, 0),      # the same with 128 rows' 4 stages
     "stream_128x128_s12_split1": (128, 128, 12, 1, 0),    # 32 blocks
 }
+STREAMS4 = {    # call 4: the copies TMA only (a sixth field: TMA_ONLY)
+    "stream_64x128_s12_split2": (64, 128, 12, 2, 0),
+    "stream_64x128_s12_split2_tma": (64, 128, 12, 2, 0, 1),
+    "stream_64x128_s12_split1_tma": (64, 128, 12, 1, 0, 1),
+}
 STREAMS = {     # stream_b variants: (BN, BK, STAGES, SPLIT, WIDE); grid (1, N / BN, SPLIT)
     "stream_64x128_s12_split2": (64, 128, 12, 2, 0),      # the policy's ring at 16-64 rows (128 blocks)
     "stream_64x128_s12_split1": (64, 128, 12, 1, 0),      # 64 blocks, the whole K each
@@ -173,7 +178,29 @@ def call3_variants(M, N, K) -> dict:
     return uniq
 
 
-PLANS = {"call1": ours_variants, "call2": call2_variants, "call3": call3_variants}
+def call4_variants(M, N, K) -> dict:
+    """Call 4: the operands' copies TMA only (TMA_ONLY=1: no per-element fallback compiled in beside them; 34-101
+    registers a thread where the policy's forms took 135-245) on the policy's forms; at 16-32 rows the unsplit forms
+    again with it (is their per-k-tile chain the fallback's registers?); at 256 rows G21's table (whole=False) beside
+    the adopted row."""
+    pol = gemm_fp8.swap_policy(M, N, K)
+    out = {"policy": pol, "policy_tma": {**pol, "TMA_ONLY": 1}}
+    if M <= 32:
+        for tag, p in call3_variants(M, N, K).items():
+            if tag in ("unsplit", "unsplit_half_kw"):
+                out[tag + "_tma"] = {**p, "TMA_ONLY": 1}
+    if M == 256:
+        g21 = gemm_fp8.swap_policy(M, N, K, whole=False)
+        out["g21"], out["g21_tma"] = g21, {**g21, "TMA_ONLY": 1}
+    return out
+
+
+PLANS = {"call1": ours_variants, "call2": call2_variants, "call3": call3_variants, "call4": call4_variants}
+
+
+def _stream_kw(v):
+    bn, bk, st, sp, w = v[:5]
+    return dict(BN=bn, BK=bk, STAGES=st, SPLIT=sp, WIDE=w, TMA_ONLY=v[5] if len(v) > 5 else 0)
 
 
 def _build(job):
@@ -195,8 +222,7 @@ def prebuild(rows, N, K, jobs=12, plan=ours_variants, streams=None):
     from concurrent.futures import ProcessPoolExecutor
 
     work = [("ours", p) for M in rows for p in plan(M, N, K).values()]
-    work += [("stream", dict(BN=bn, BK=bk, STAGES=st, SPLIT=sp, WIDE=w))
-             for bn, bk, st, sp, w in (streams or STREAMS).values()]
+    work += [("stream", _stream_kw(v)) for v in (streams or STREAMS).values()]
     with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as ex:
         return [e for e in ex.map(_build, work) if e]
 
@@ -212,7 +238,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     N, K = (int(x) for x in args.nk.split(","))
     t = time.time()
-    plan, streams = PLANS[args.plan], STREAMS2 if args.plan == "call2" else STREAMS
+    plan, streams = PLANS[args.plan], {"call2": STREAMS2, "call4": STREAMS4}.get(args.plan, STREAMS)
     fails = prebuild(args.rows, N, K, plan=plan, streams=streams)
     print(f"built in {time.time() - t:.1f} s; failures: {fails}", flush=True)
     props = torch.cuda.get_device_properties(0)
@@ -251,11 +277,11 @@ def main(argv=None):
         if M == args.rows[0]:       # the floors read B only: once
             sink = torch.empty(4 * N // 64, 128, device="cuda", dtype=torch.float32)
             for rep in range(args.repeat):
-                for tag, (bn, bk, st, split, wide) in streams.items():
+                for tag, v in streams.items():
                     try:
-                        grid = (1, -(-N // bn), split)
-                        fns = [partial(stream_b[grid], x[1], sink, BN=bn, BK=bk, STAGES=st, SPLIT=split, WIDE=wide)
-                               for x in sets]
+                        kw = _stream_kw(v)
+                        grid = (1, -(-N // kw["BN"]), kw["SPLIT"])
+                        fns = [partial(stream_b[grid], x[1], sink, **kw) for x in sets]
                         row(tag if args.repeat == 1 else f"{tag}#{rep}", fns, out)
                     except Exception as e:  # noqa: BLE001 - a variant that does not build: say so, go on
                         print(f"  {tag}: skipped: {type(e).__name__}: {str(e).splitlines()[0][:120]}", flush=True)

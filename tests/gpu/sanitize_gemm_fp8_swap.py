@@ -4,7 +4,7 @@ ragged rows / columns / K, BM 16 / 64 / 128, a ring that turns over; each output
 
 compute-sanitizer --tool memcheck python3 tests/gpu/sanitize_gemm_fp8_swap.py [g24 | g30]
 compute-sanitizer --tool racecheck python3 tests/gpu/sanitize_gemm_fp8_swap.py [g24 | g30]
-(g24: K_WAYS / exact BM / CLUSTER_M only; g30: whole 128-row tiles unsplit only)
+(g24: K_WAYS / exact BM / CLUSTER_M only; g30: whole 128-row tiles unsplit and TMA_ONLY only)
 """
 
 import os
@@ -33,9 +33,14 @@ G24 = [((16, 520, 2064), dict(K_WAYS=2, CLUSTER_K=2)), ((40, 1000, 1040), dict(K
        ((16, 520, 2064), dict(CLUSTER_M=2, BN=64)), ((7, 136, 528), dict(CLUSTER_M=2, BN=64, STAGES=2)),
        ((40, 264, 1040), dict(CLUSTER_M=2, K_WAYS=2, STAGES=4))]
 # G30: whole 128-row tiles over 64-column tiles, one consumer, no K split (256 rows' policy form): the second row tile
-# ragged, a ring of 3 turning over
+# ragged, a ring of 3 turning over; TMA_ONLY=1
 G30 = [((200, 264, 1040), dict(BM=128, BN=64, CONSUMERS=1, SPLIT_K=1, STAGES=3)),
-       ((256, 520, 2064), dict(BM=128, BN=64, CONSUMERS=1, SPLIT_K=1))]
+       ((256, 520, 2064), dict(BM=128, BN=64, CONSUMERS=1, SPLIT_K=1)),
+       # the copies TMA only (TMA_ONLY=1): the cluster's split over ragged M, N, K with a ring turning over; the slots;
+       # the rows over a cluster with B multicast; whole 128-row tiles
+       ((40, 264, 1040), dict(CLUSTER_K=2, STAGES=2, TMA_ONLY=1)), ((100, 300, 528), dict(SPLIT_K=2, TMA_ONLY=1)),
+       ((16, 520, 2064), dict(CLUSTER_M=2, K_WAYS=2, TMA_ONLY=1)),
+       ((200, 264, 1040), dict(BM=128, BN=64, CONSUMERS=1, SPLIT_K=1, STAGES=3, TMA_ONLY=1))]
 PICK = {"g24": G24, "g30": G30}
 for (m, n, k), extra in PICK.get(" ".join(sys.argv[1:]), CASES + G24 + G30):
     a = torch.randn(m, k, device=d, generator=g).to(torch.float8_e4m3fn)

@@ -72,6 +72,15 @@ CASES = [
     # G30: whole 128-row tiles over 64-column tiles, one consumer, no K split (256 rows' policy form)
     ((256, 4096, 4096), dict(BM=128, BN=64, CONSUMERS=1, SPLIT_K=1)),    # 128 blocks, 9 stages
     ((200, 520, 1040), dict(BM=128, BN=64, CONSUMERS=1, SPLIT_K=1, STAGES=3)),   # ragged second row tile, ring of 3
+    # G30: the copies TMA only (TMA_ONLY=1): the cluster's split at 16 / 128 rows, ragged (the copy engine's zeros past
+    # M, N, K), slots, K_WAYS=2 unsplit, the rows over a cluster with B multicast, whole 128-row tiles
+    ((16, 4096, 4096), dict(TMA_ONLY=1)),
+    ((128, 4096, 4096), dict(BN=64, CONSUMERS=1, CLUSTER_K=2, TMA_ONLY=1)),
+    ((40, 1000, 2064), dict(CLUSTER_K=2, TMA_ONLY=1)),
+    ((100, 520, 1040), dict(SPLIT_K=3, TMA_ONLY=1)),
+    ((100, 520, 1168), dict(K_WAYS=2, SPLIT_K=1, STAGES=4, TMA_ONLY=1)),
+    ((16, 4096, 4096), dict(CLUSTER_M=2, K_WAYS=2, TMA_ONLY=1)),
+    ((256, 4096, 4096), dict(BM=128, BN=64, CONSUMERS=1, SPLIT_K=1, TMA_ONLY=1)),
 ]
 
 

@@ -82,6 +82,10 @@ CASES = [
     # G30: 256 rows' policy form, whole 128-row tiles over 64-column tiles with one consumer and no K split: the second
     # row tile ragged (72 of 128 rows), ragged N and K, a ring of 3 turning over
     ((200, 136, 784), dict(SWAP=1, BM=128, BN=64, CONSUMERS=1, SPLIT_K=1, STAGES=3)),
+    # G30: the copies TMA only (TMA_ONLY=1, no per-element fallback): the cluster's split over ragged M, N, K; the rows
+    # over a cluster with B multicast
+    ((40, 200, 1040), dict(SWAP=1, CLUSTER_K=2, STAGES=2, TMA_ONLY=1)),
+    ((16, 136, 1040), dict(SWAP=1, CLUSTER_M=2, BN=64, TMA_ONLY=1)),
 ]
 
 
@@ -221,7 +225,7 @@ def test_swap_cluster_params():
                                            ((192, 4096, 4096), "kways96"), ((96, 4096, 4096), "bm96"),
                                            ((16, 4096, 4096), "cm"), ((128, 4096, 4096), "cm_kw"),
                                            ((24, 4096, 4096), "policy"), ((96, 4096, 4096), "policy"),
-                                           ((256, 4096, 4096), "policy_whole")])
+                                           ((256, 4096, 4096), "policy_whole"), ((16, 4096, 4096), "policy_tma")])
 def test_swap_verifies_clean(shape, cluster):
     """gemm_fp8_swap: the ring's pre-released stages, wait_group 1 with tile k - 1's stage released after it, the
     split's slots (disjoint per block) and the transposed store; CLUSTER_K's pushes (each receive tile waited on before
@@ -234,6 +238,8 @@ def test_swap_verifies_clean(shape, cluster):
 
     if cluster in ("policy", "policy_whole"):
         p = gemm_fp8.swap_policy(*shape)
+    elif cluster == "policy_tma":
+        p = {**gemm_fp8.swap_policy(*shape), "TMA_ONLY": 1}
     elif cluster == "kways":
         p = gemm_fp8.swap_params(*shape, k_ways=2, cluster=2)
     elif cluster == "kways96":
