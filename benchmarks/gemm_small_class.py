@@ -216,7 +216,11 @@ def _cl_before():
                     "f32": dict(T64x128, IN_FLIGHT=0, CLUSTER_M=2, RELAXED=1, STAGES=8, EPILOGUE=0)})
 
 
-PLAN_G29C = [(shape, _again([("policy", None, BOTH), ("cluster", _cl_before(), BOTH)]))
+# K_WAYS with wait_group 0 (kw_w0): each ring's 4 stages all in flight (wait_group 1 keeps one stage back: 6 k-tiles
+# of lookahead instead of 8), for the operands from DRAM
+KW_W0 = dict(KW128x64, IN_FLIGHT=0)
+PLAN_G29C = [(shape, _again([("policy", None, BOTH), ("cluster", _cl_before(), BOTH)]
+                            + ([("kw_w0", KW_W0, BOTH)] if shape[1] != 512 else [])))
              for shape in ((1024, 1024, 4096), (512, 2048, 4096), (2048, 512, 4096), (1000, 1000, 4096),
                            (1024, 1024, 8192))] + [
     (shape, _again([("policy", None, BOTH), ("kw128x64_s4", KW128x64, BOTH)]))
