@@ -277,6 +277,94 @@ def gemm_fp8_persistent_tma(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m
                 tp.mbarrier_arrive(staged[p % 2])
 
 
+CLUSTER_KEYS = ("BM", "BN", "BK", "STAGES", "CONSUMERS", "INSTR", "SWIZZLE", "IN_FLIGHT", "EPILOGUE", "TMA_ONLY",
+                "CLUSTER_M")
+
+
+def _cluster_m(c):
+    return (c["CLUSTER_M"], 1, 1)
+
+
+@tp.kernel(threads=_threads, target="sm_90a", cluster=_cluster_m)
+def gemm_fp8_cluster(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "N", "K"], SA: tp.Tensor[tp.f32, "SA"],
+                     SB: tp.Tensor[tp.f32, "SB"], C: tp.Tensor[tp.bf16, "M", "N"],
+                     BM: tp.constexpr = 64, BN: tp.constexpr = 128, BK: tp.constexpr = 128, STAGES: tp.constexpr = 8,
+                     CONSUMERS: tp.constexpr = 1, INSTR: tp.constexpr = tp.nv.wgmma_m64n128k32_e4m3,
+                     SWIZZLE: tp.constexpr = tp.Swizzle(3, 4, 3), IN_FLIGHT: tp.constexpr = 1,
+                     EPILOGUE: tp.constexpr = 2, TMA_ONLY: tp.constexpr = 1, CLUSTER_M: tp.constexpr = 2):
+    """gemm_fp8 on (CLUSTER_M, 1, 1) thread-block clusters along M (G28; gemm_hopper.gemm_cluster RELAXED=1's form for
+    e4m3): the blocks of a cluster compute vertically adjacent output tiles (block (x, y): rows x * BM, columns y * BN;
+    grid x a multiple of CLUSTER_M, a row tile wholly past M loads zeros and stores nothing), so B's tile of every
+    k-step is loaded once per cluster by a TMA multicast (issued by rank k % CLUSTER_M) into the same stage of every
+    block. `empty[s]` counts CLUSTER_M arrivals: each block's consumers release a stage on every block of the cluster,
+    so a producer refills it only when every reader of its multicast is done. The opening cluster barrier is relaxed
+    (the mbarriers' initialization is fenced at cluster scope); instead of a closing one the producer's tail waits,
+    after its last copy, for every stage it filled to be released by every block (the only remote writes into a
+    block), before the epilogue. IN_FLIGHT=1: one wgmma group in flight, tile k - 1's stage released after
+    wait_group 1, the last tile's after wait_group 0 (so the tail sees every release)."""
+    m0 = tp.block_id(0) * BM
+    n0 = tp.block_id(1) * BN
+    a_s = tp.shared((BM, BK), tp.e4m3, stages=STAGES, swizzle=SWIZZLE)
+    b_s = tp.shared((BN, BK), tp.e4m3, stages=STAGES, swizzle=SWIZZLE)
+    if EPILOGUE == 2:
+        c_s = tp.shared((BM, BN), tp.bf16, swizzle=tp.Swizzle(3, 3, 3), layout=b_layout(BM, BN, 64))
+        staged = tp.mbarrier(1)
+    full = tp.mbarrier(1, stages=STAGES)
+    empty = tp.mbarrier(CLUSTER_M, stages=STAGES)    # the consumers of every block of the cluster
+    tp.tag(A, lambda i, k: ("A", i, k))
+    tp.tag(B, lambda j, k: ("B", k, j))
+    k_tiles = tp.cdiv(A.shape[1], BK)
+    tp.cluster_sync(relaxed=True)       # every block's mbarriers are initialized before any other block uses them
+    if tp.warpgroup_id() == 0:          # producer warpgroup: one thread issues the bulk tensor copies
+        for k in range(k_tiles):
+            tp.mbarrier_wait(empty[k % STAGES], k // STAGES)    # every block's consumers released the stage
+            k0 = k * BK
+            tp.copy_bulk(A[m0:m0 + BM, k0:k0 + BK], a_s[k % STAGES], full[k % STAGES], fallback=TMA_ONLY == 0)
+            tp.copy_bulk(B[n0:n0 + BN, k0:k0 + BK], b_s[k % STAGES], full[k % STAGES], fallback=TMA_ONLY == 0,
+                         multicast=(1 << CLUSTER_M) - 1, by=k % CLUSTER_M)
+            tp.mbarrier_arrive(full[k % STAGES])
+        # the tail: every block's consumers released every stage this block filled (the last remote arrivals on its
+        # mbarriers): wait k_tiles .. k_tiles + STAGES - 1, as the loop would before its next copies
+        for k in range(k_tiles + STAGES):
+            if k >= k_tiles:
+                tp.mbarrier_wait(empty[k % STAGES], k // STAGES)
+        if EPILOGUE == 2:
+            tp.mbarrier_wait(staged, 0)                # the consumers' scaled tile is in c_s
+            tp.store_bulk(c_s, C[m0:m0 + BM, n0:n0 + BN])
+            tp.store_bulk_wait(c_s)
+    else:                               # consumer warpgroups: wgmma over their own threads, 64 rows each
+        scale = (tp.load(SA[0:1]) * tp.load(SB[0:1]))[:, None]
+        acc = tp.zeros((BM, BN), tp.f32, layout=tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1)))
+        if IN_FLIGHT == 0:
+            for s in tp.static_range(STAGES):          # every stage starts released, in every block of the cluster
+                for r in tp.static_range(CLUSTER_M):
+                    tp.mbarrier_arrive(empty[s], cta=r)
+            for k in range(k_tiles):
+                tp.mbarrier_wait(full[k % STAGES], k // STAGES)
+                acc = tp.mma(a_s[k % STAGES], b_s[k % STAGES].T, acc)
+                for r in tp.static_range(CLUSTER_M):                # released to every block that multicasts
+                    tp.mbarrier_arrive(empty[k % STAGES], cta=r)
+        else:
+            for s in tp.static_range(STAGES - 1):      # every stage but the last starts released
+                for r in tp.static_range(CLUSTER_M):
+                    tp.mbarrier_arrive(empty[s], cta=r)
+            for k in range(k_tiles + 1):    # one step past the last tile: wait_group 0 and its stage's release
+                if k < k_tiles:
+                    tp.mbarrier_wait(full[k % STAGES], k // STAGES)
+                    acc = tp.mma_async(a_s[k % STAGES], b_s[k % STAGES].T, acc)
+                    tp.mma_wait(1)
+                else:
+                    tp.mma_wait(0)
+                for r in tp.static_range(CLUSTER_M):                # tile k - 1's stage
+                    tp.mbarrier_arrive(empty[(k + STAGES - 1) % STAGES], cta=r)
+        tp.assert_tag(tp.mma_operands(acc), lambda a, b: a[2] == b[1])
+        if EPILOGUE == 2:
+            tp.store(c_s, acc * scale)
+            tp.mbarrier_arrive(staged)
+        else:
+            tp.store(C[m0:m0 + BM, n0:n0 + BN], acc * scale)
+
+
 def _swap_cluster(c):
     return (c.get("CLUSTER_M", 1), 1, c["CLUSTER_K"])
 
@@ -655,6 +743,9 @@ def grid_of(M: int, N: int, params: dict) -> tuple:
         cm = params.get("CLUSTER_M", 1)      # (grid x a multiple of the cluster's row tiles)
         return (cm * tp.cdiv(tp.cdiv(M, params["BM"]), cm), tp.cdiv(N, params["BN"]),
                 max(params.get("SPLIT_K", 1), params.get("CLUSTER_K", 1)))
+    if params.get("CLUSTER_M", 1) > 1:      # gemm_fp8_cluster: grid x a multiple of the cluster's row tiles
+        cm = params["CLUSTER_M"]
+        return (cm * tp.cdiv(tp.cdiv(M, params["BM"]), cm), tp.cdiv(N, params["BN"]))
     tiles = tp.cdiv(M, params["BM"]) * tp.cdiv(N, params["BN"])
     if params.get("PERSISTENT"):
         return (min(tiles, params.get("NUM_SMS", NUM_SMS)),)
@@ -689,6 +780,11 @@ def kernel_of(params: dict):
                              f"run without a K split (SPLIT_K=1, CLUSTER_K=1); got SPLIT_K={params['SPLIT_K']}, "
                              f"CLUSTER_K={ck}")
         return gemm_fp8_swap, {k: params.get(k, 0 if k == "TMA_ONLY" else 1) for k in SWAP_KEYS}
+    if params.get("CLUSTER_M", 1) > 1:      # (G28) the small forms on 2x1 clusters, B multicast
+        if params.get("PERSISTENT") or params.get("PRODUCER_REGS") or params.get("CONSUMER_REGS"):
+            raise ValueError("gemm_fp8: CLUSTER_M > 1 (gemm_fp8_cluster) runs no persistent grid and no setmaxnreg; "
+                             "drop PERSISTENT / PRODUCER_REGS / CONSUMER_REGS or CLUSTER_M")
+        return gemm_fp8_cluster, {k: v for k, v in params.items() if k in CLUSTER_KEYS}
     if params.get("PERSISTENT"):
         if params.get("IN_FLIGHT"):
             raise ValueError("gemm_fp8: PERSISTENT=1 runs wait_group 0; drop IN_FLIGHT or PERSISTENT")

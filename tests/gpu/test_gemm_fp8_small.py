@@ -44,6 +44,12 @@ FORMS = {
     "SMALL_64x128": gemm_fp8.SMALL_64x128,
     "MID_128x128": gemm_fp8.MID_128x128,
     "UNALIGNED_N_128x128": gemm_fp8.UNALIGNED_N_128x128,
+    # gemm_fp8_cluster: the forms on 2x1 clusters, B multicast (a second row tile wholly past M at 130 / 520 rows)
+    "c64x128_s8_w0": dict(gemm_fp8.SMALL_64x128, IN_FLIGHT=0, CLUSTER_M=2),
+    "c64x128_s8_w1": dict(gemm_fp8.SMALL_64x128, CLUSTER_M=2),
+    "c64x64_s6_w0": dict(gemm_fp8.SMALL_64x64, IN_FLIGHT=0, CLUSTER_M=2),
+    "c128x128_s5_w0": dict(gemm_fp8.MID_128x128, IN_FLIGHT=0, CLUSTER_M=2),
+    "c128x128_s5_w1": dict(gemm_fp8.MID_128x128, CLUSTER_M=2),
 }
 # ragged M, N, K; one k-tile under a deep ring; the ring turning over many times; C rows off 16 bytes (N % 8)
 SHAPES = [(200, 300, 1040), (130, 264, 64), (1000, 1000, 4096), (520, 1030, 528)]
@@ -108,6 +114,7 @@ def test_sass_of_the_small_forms(name):
     sass = ck.sass()
     assert f"QGMMA.64x{p['BN']}x32.F32.E4M3.E4M3" in sass, sorted(set(re.findall(r"\bQGMMA\.[\w.]+", sass)))
     assert ("UTMASTG" in sass) == (p.get("EPILOGUE") == 2 or bool(p.get("STORE_N"))) and "UTMALDG" in sass
+    assert ("UTMALDG.2D.MULTICAST" in sass) == (p.get("CLUSTER_M", 1) > 1)
     assert not re.findall(r"\b(?:LDL|STL)\b", sass), ck.resources
 
 
