@@ -2,8 +2,8 @@
 on the same inputs, in one run, with the device time of each side's kernels (torch.profiler) beside the graph time,
 so that the fixed cost of a launch (prologue, first loads, epilogue) can be told from the cost per k-tile.
 
-    python benchmarks/gemm_small_class.py [--plan diag|confirm|cluster|g22|g22b|g29|g29b|g29c] [--out DIR] [--name STEM]
-                                          [--only REGEX] [--precompile N]
+    python benchmarks/gemm_small_class.py [--plan diag|confirm|cluster|g22|g22b|g29|g29b|g29c|g29d] [--out DIR]
+                                          [--name STEM] [--only REGEX] [--precompile N]
 
 Every candidate's output is checked against float64 (on the GPU) before it is timed; graph times are
 `benchmarks/gemm.py`'s rule (median of 15 CUDA-graph replays of 20 calls, ours and cuBLAS alternated twice, each the
@@ -225,8 +225,13 @@ PLAN_G29C = [(shape, _again([("policy", None, BOTH), ("cluster", _cl_before(), B
                            (1024, 1024, 8192))] + [
     (shape, _again([("policy", None, BOTH), ("kw128x64_s4", KW128x64, BOTH)]))
     for shape in ((1024, 1024, 2048), (1024, 1024, 3072))]
+# G29 call 4: the policy after SMALL_KWAYS was restricted (B's rows whole 128-byte lines, row tiles <= column tiles)
+# against the cluster, alternated twice, at the measured wins and a ragged M it now takes
+PLAN_G29D = [(shape, _again([("policy", None, BOTH), ("cluster", _cl_before(), BOTH)]))
+             for shape in ((1024, 1024, 4096), (512, 2048, 4096), (1000, 1024, 4096))]
 PLANS = {"diag": PLAN_DIAG, "confirm": PLAN_CONFIRM, "cluster": PLAN_CLUSTER, "g22": PLAN_G22, "g22b": PLAN_G22B,
-         "g29": PLAN_G29, "g29b": PLAN_G29B, "g29c": PLAN_G29C}
+         "g29": PLAN_G29, "g29b": PLAN_G29B, "g29c": PLAN_G29C,
+         "g29d": PLAN_G29D}
 DT = {"bf16": (torch.bfloat16, tp.bf16), "f32": (torch.float32, tp.f32)}
 
 

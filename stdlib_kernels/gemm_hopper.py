@@ -960,6 +960,16 @@ SMALL_CLUSTER_BF16 = dict(SMALL_CLUSTER_F32, EPILOGUE=2)
 # 0.806). With one input set (operands in the L2) it is 2 us faster still (18.3 against 20.4: 0.88-0.90x): it pays
 # 2.4 us for operands from DRAM where the cluster pays 0.6 and cuBLAS nothing. At 16 k-tiles it loses (1024^3 bf16
 # 8.66 / 8.98 -> 10.04 / 9.98: the hand-over and C^T's register store), 768^3 too; in 2x1 clusters it loses.
+# Call 3 (gemm-g29-call3-*.json, alternated twice against the cluster): 1024 x 1024 x 4096 bf16 21.07 / 21.04 -> 20.08
+# / 20.72, f32 21.84 / 21.48 -> 21.37 / 21.39; 512 x 2048 x 4096 bf16 21.53 / 21.22 -> 20.23 / 20.52, f32 22.28 / 22.01
+# -> 20.58 / 20.68 (0.82-0.84 -> 0.93-0.95); 1024 x 1024 x 8192 bf16 38.74 / 38.78 -> 35.77 / 36.27 (0.71-0.75 ->
+# 0.81-0.83), f32 40.30 / 39.75 -> 36.38 / 36.27; but LOST at 2048 x 512 x 4096 (16 row tiles over 8 column tiles: bf16
+# 22.04 / 21.90 -> 27.66 / 27.27, f32 22.74 / 22.44 -> 27.01 / 27.76, with one set too: not understood) and at 1000 x
+# 1000 x 4096 (B's rows 2000 bytes, off 128-byte lines: each 128-byte box row spans two lines, read by every row tile
+# where the cluster multicasts it; bf16 25.52 / 25.70 -> 32.87 / 33.91). Hence taken where B's rows are whole lines
+# and the row tiles are no more than the column tiles (the measured wins; the rule is fitted to these five shapes).
+# At 32 / 48 k-tiles even (1024 x 1024 x 2048 bf16 13.61 / 13.37 -> 13.95 / 14.01; 3072 f32 18.2-18.4 -> 17.8-17.9).
+# wait_group 0 (each ring's 4 stages all in flight) mixed: not taken.
 SMALL_KWAYS = dict(SWAP_AB=1, K_WAYS=2, CONSUMERS=2, IN_FLIGHT=1, SPLIT_K=1, STAGES=4, BM=128, BN=64,
                    INSTR=tp.nv.wgmma_m64n128k16_bf16)
 SMALL_KWAYS_MIN_K_TILES = 64
@@ -1161,7 +1171,8 @@ def policy(M: int, N: int, K: int, out=None, fixup: bool = False, forms: bool = 
             and NUM_SMS * 3 // 4 < _cdiv(M, 64) * _cdiv(N, 128) <= NUM_SMS):
         # the small class's 64 x 128 tiles in one wave instead of 128 x 256 tiles split over K (G16, above)
         small = {**PRESETS["sm_90a"], **POLICIES["small"]}
-        if (fixup and forms and _cdiv(K, 64) >= SMALL_KWAYS_MIN_K_TILES
+        if (fixup and forms and _cdiv(K, 64) >= SMALL_KWAYS_MIN_K_TILES and (2 * N) % 128 == 0
+                and _cdiv(M, SMALL_KWAYS["BM"]) <= _cdiv(N, SMALL_KWAYS["BN"])
                 and _cdiv(M, SMALL_KWAYS["BM"]) * _cdiv(N, SMALL_KWAYS["BN"]) <= NUM_SMS):
             return {**small, **SMALL_KWAYS}     # 128 x 64, two consumers on alternate k-tiles (G29, above)
         if fixup and forms and _cdiv(K, 64) >= SMALL_CLUSTER_MIN_K_TILES:

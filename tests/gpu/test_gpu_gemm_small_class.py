@@ -38,8 +38,10 @@ DEV = torch.device("cuda")
         (500, 520, 1000, "64x64"),       # ragged M / N, K not a multiple of BK (16 k-tiles)
         (300, 1001, 200, "64x64"),       # B's rows padded (2002 bytes), C's not a tensor map's
         (1024, 1024, 4096, "kw"),        # the large class on the small tiles, >= 64 k-tiles: K_WAYS 128 x 64 (G29)
-        (1000, 1000, 4096, "kw"),        # ragged: the last row / column tiles part past M / N
-        (2048, 512, 4096, "kw"),
+        (1000, 1024, 4096, "kw"),        # ragged M: the last row tile part past M
+        (512, 2048, 4096, "kw"),
+        (1000, 1000, 4096, "64x128"),    # B's rows off 128-byte lines: the relaxed cluster (G29 call 3)
+        (2048, 512, 4096, "64x128"),     # more row tiles than column tiles: the relaxed cluster
         (1000, 1000, 4000, "64x128"),    # 63 k-tiles: the relaxed cluster
         (1024, 1024, 1024, "64x128"),    # the small class's own tile: the TMA store for bf16 out
         (1000, 1001, 1000, "64x128"),    # C's rows 2002 bytes: the store falls back to the producer's copy

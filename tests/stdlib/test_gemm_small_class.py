@@ -63,9 +63,11 @@ def test_policy_rows(fixup):
                                      PERSISTENT=None, CLUSTER_M=None)
     # the large class with few 128 x 256 tiles and a wave of 64 x 128 ones: those, unsplit; launch's forms: >= 64
     # k-tiles cuBLAS's 128 x 64 tile as two consumers on alternate k-tiles (K_WAYS=2 swap-AB, G29), else the cluster
-    for shape in ((1024, 1024, 4096), (1000, 1000, 4000), (512, 2048, 4096)):
+    # (not where B's rows are off 128-byte lines, 1000 x 1000, nor with more row tiles than column tiles, 2048 x 512)
+    for shape in ((1024, 1024, 4096), (1000, 1000, 4000), (512, 2048, 4096), (1000, 1000, 4096), (2048, 512, 4096),
+                  (1000, 1024, 4096)):
         assert gemm_hopper.shape_class(*shape) == "large"
-        kways = shape[2] >= 64 * 64
+        kways = shape[2] >= 64 * 64 and shape[1] % 64 == 0 and -(-shape[0] // 128) <= shape[1] // 64
         for out, cl in ((tp.bf16, CL128_BF16), (tp.f32, CL128_F32)):
             p = gemm_hopper.policy(*shape, out, fixup=fixup)
             if fixup and kways:
