@@ -277,8 +277,7 @@ def gemm_fp8_persistent_tma(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m
                 tp.mbarrier_arrive(staged[p % 2])
 
 
-CLUSTER_KEYS = ("BM", "BN", "BK", "STAGES", "CONSUMERS", "INSTR", "SWIZZLE", "IN_FLIGHT", "EPILOGUE", "TMA_ONLY",
-                "CLUSTER_M")
+CLUSTER_KEYS = ("BM", "BN", "BK", "STAGES", "CONSUMERS", "INSTR", "SWIZZLE", "EPILOGUE", "TMA_ONLY", "CLUSTER_M")
 
 
 def _cluster_m(c):
@@ -290,8 +289,8 @@ def gemm_fp8_cluster(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "N",
                      SB: tp.Tensor[tp.f32, "SB"], C: tp.Tensor[tp.bf16, "M", "N"],
                      BM: tp.constexpr = 64, BN: tp.constexpr = 128, BK: tp.constexpr = 128, STAGES: tp.constexpr = 8,
                      CONSUMERS: tp.constexpr = 1, INSTR: tp.constexpr = tp.nv.wgmma_m64n128k32_e4m3,
-                     SWIZZLE: tp.constexpr = tp.Swizzle(3, 4, 3), IN_FLIGHT: tp.constexpr = 1,
-                     EPILOGUE: tp.constexpr = 2, TMA_ONLY: tp.constexpr = 1, CLUSTER_M: tp.constexpr = 2):
+                     SWIZZLE: tp.constexpr = tp.Swizzle(3, 4, 3), EPILOGUE: tp.constexpr = 2,
+                     TMA_ONLY: tp.constexpr = 1, CLUSTER_M: tp.constexpr = 2):
     """gemm_fp8 on (CLUSTER_M, 1, 1) thread-block clusters along M (G28; gemm_hopper.gemm_cluster RELAXED=1's form for
     e4m3): the blocks of a cluster compute vertically adjacent output tiles (block (x, y): rows x * BM, columns y * BN;
     grid x a multiple of CLUSTER_M, a row tile wholly past M loads zeros and stores nothing), so B's tile of every
@@ -300,8 +299,12 @@ def gemm_fp8_cluster(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "N",
     so a producer refills it only when every reader of its multicast is done. The opening cluster barrier is relaxed
     (the mbarriers' initialization is fenced at cluster scope); instead of a closing one the producer's tail waits,
     after its last copy, for every stage it filled to be released by every block (the only remote writes into a
-    block), before the epilogue. IN_FLIGHT=1: one wgmma group in flight, tile k - 1's stage released after
-    wait_group 1, the last tile's after wait_group 0 (so the tail sees every release)."""
+    block), before the epilogue. wait_group 0 (the stage released after its tile's wgmma).
+
+    Not in the policy: on the H100 it LOST to the unclustered forms at every measured shape (G28 call 5, benchmarks/
+    NOTES.md: 1024 x 1024 x 4096 15.9 against 11.9 us, 1024^3 7.6 against 6.8, 2048 x 1024 x 4096 on 128 x 128 tiles
+    20.8 against 17.2); a wait_group 1 form (each stage released a tile late) lost more and its producer tail was not
+    proved by tilepy-verify, so it was taken out."""
     m0 = tp.block_id(0) * BM
     n0 = tp.block_id(1) * BN
     a_s = tp.shared((BM, BK), tp.e4m3, stages=STAGES, swizzle=SWIZZLE)
@@ -335,28 +338,14 @@ def gemm_fp8_cluster(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "N",
     else:                               # consumer warpgroups: wgmma over their own threads, 64 rows each
         scale = (tp.load(SA[0:1]) * tp.load(SB[0:1]))[:, None]
         acc = tp.zeros((BM, BN), tp.f32, layout=tp.accumulator(INSTR, (BM, BN), (CONSUMERS, 1)))
-        if IN_FLIGHT == 0:
-            for s in tp.static_range(STAGES):          # every stage starts released, in every block of the cluster
-                for r in tp.static_range(CLUSTER_M):
-                    tp.mbarrier_arrive(empty[s], cta=r)
-            for k in range(k_tiles):
-                tp.mbarrier_wait(full[k % STAGES], k // STAGES)
-                acc = tp.mma(a_s[k % STAGES], b_s[k % STAGES].T, acc)
-                for r in tp.static_range(CLUSTER_M):                # released to every block that multicasts
-                    tp.mbarrier_arrive(empty[k % STAGES], cta=r)
-        else:
-            for s in tp.static_range(STAGES - 1):      # every stage but the last starts released
-                for r in tp.static_range(CLUSTER_M):
-                    tp.mbarrier_arrive(empty[s], cta=r)
-            for k in range(k_tiles + 1):    # one step past the last tile: wait_group 0 and its stage's release
-                if k < k_tiles:
-                    tp.mbarrier_wait(full[k % STAGES], k // STAGES)
-                    acc = tp.mma_async(a_s[k % STAGES], b_s[k % STAGES].T, acc)
-                    tp.mma_wait(1)
-                else:
-                    tp.mma_wait(0)
-                for r in tp.static_range(CLUSTER_M):                # tile k - 1's stage
-                    tp.mbarrier_arrive(empty[(k + STAGES - 1) % STAGES], cta=r)
+        for s in tp.static_range(STAGES):              # every stage starts released, in every block of the cluster
+            for r in tp.static_range(CLUSTER_M):
+                tp.mbarrier_arrive(empty[s], cta=r)
+        for k in range(k_tiles):
+            tp.mbarrier_wait(full[k % STAGES], k // STAGES)
+            acc = tp.mma(a_s[k % STAGES], b_s[k % STAGES].T, acc)
+            for r in tp.static_range(CLUSTER_M):                    # released to every block that multicasts
+                tp.mbarrier_arrive(empty[k % STAGES], cta=r)
         tp.assert_tag(tp.mma_operands(acc), lambda a, b: a[2] == b[1])
         if EPILOGUE == 2:
             tp.store(c_s, acc * scale)
@@ -781,9 +770,10 @@ def kernel_of(params: dict):
                              f"CLUSTER_K={ck}")
         return gemm_fp8_swap, {k: params.get(k, 0 if k == "TMA_ONLY" else 1) for k in SWAP_KEYS}
     if params.get("CLUSTER_M", 1) > 1:      # (G28) the small forms on 2x1 clusters, B multicast
-        if params.get("PERSISTENT") or params.get("PRODUCER_REGS") or params.get("CONSUMER_REGS"):
-            raise ValueError("gemm_fp8: CLUSTER_M > 1 (gemm_fp8_cluster) runs no persistent grid and no setmaxnreg; "
-                             "drop PERSISTENT / PRODUCER_REGS / CONSUMER_REGS or CLUSTER_M")
+        if (params.get("PERSISTENT") or params.get("PRODUCER_REGS") or params.get("CONSUMER_REGS")
+                or params.get("IN_FLIGHT")):
+            raise ValueError("gemm_fp8: CLUSTER_M > 1 (gemm_fp8_cluster) runs wait_group 0, no persistent grid and no "
+                             "setmaxnreg; drop IN_FLIGHT / PERSISTENT / PRODUCER_REGS / CONSUMER_REGS or CLUSTER_M")
         return gemm_fp8_cluster, {k: v for k, v in params.items() if k in CLUSTER_KEYS}
     if params.get("PERSISTENT"):
         if params.get("IN_FLIGHT"):

@@ -5,7 +5,8 @@ set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 t0=$(date +%s)
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$OUT/g28.log"
-C="c64x128_s8_w0 c64x128_s8_w1 c64x64_s6_w0 c128x128_s5_w0 c128x128_s5_w1"
+# (call 5 also ran c64x128_s8_w1 and c128x128_s5_w1, wait_group 1 in the cluster: lost, removed since)
+C="c64x128_s8_w0 c64x64_s6_w0 c128x128_s5_w0"
 python3 benchmarks/gemm_fp8_small.py --forms $C --shapes 64,64,64 --rounds 1 --out /tmp/warm 2>&1 | grep "^  c" | tee -a "$OUT/g28.log"
 ( compute-sanitizer --tool memcheck python3 tests/gpu/sanitize_gemm_fp8_small.py $C > "$OUT/memcheck.log" 2>&1; echo "rc=$?" >> "$OUT/memcheck.log" ) &
 m=$!

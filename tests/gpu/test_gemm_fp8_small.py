@@ -46,10 +46,8 @@ FORMS = {
     "UNALIGNED_N_128x128": gemm_fp8.UNALIGNED_N_128x128,
     # gemm_fp8_cluster: the forms on 2x1 clusters, B multicast (a second row tile wholly past M at 130 / 520 rows)
     "c64x128_s8_w0": dict(gemm_fp8.SMALL_64x128, IN_FLIGHT=0, CLUSTER_M=2),
-    "c64x128_s8_w1": dict(gemm_fp8.SMALL_64x128, CLUSTER_M=2),
     "c64x64_s6_w0": dict(gemm_fp8.SMALL_64x64, IN_FLIGHT=0, CLUSTER_M=2),
     "c128x128_s5_w0": dict(gemm_fp8.MID_128x128, IN_FLIGHT=0, CLUSTER_M=2),
-    "c128x128_s5_w1": dict(gemm_fp8.MID_128x128, CLUSTER_M=2),
 }
 # ragged M, N, K; one k-tile under a deep ring; the ring turning over many times; C rows off 16 bytes (N % 8)
 SHAPES = [(200, 300, 1040), (130, 264, 64), (1000, 1000, 4096), (520, 1030, 528)]

@@ -124,3 +124,47 @@ def test_launch_drops_tma_only_for_unaligned_bases(monkeypatch):
     gemm_fp8.launch(ta, tb, torch.from_numpy(sa), torch.from_numpy(sb), out, TMA_ONLY=1)
     assert seen[0]["TMA_ONLY"] == 0 and seen[1]["TMA_ONLY"] == 1
     assert gemm_fp8.policy(M, N, K)["TMA_ONLY"] == 1
+
+
+CLUSTER_FORMS = {   # gemm_fp8_cluster (2x1 clusters, B multicast, wait_group 0; not in the policy: it measured slower)
+    "c64x128": dict(BM=64, BN=128, STAGES=3, CONSUMERS=1, INSTR=I128, EPILOGUE=2),
+    "c64x128_registers_store": dict(BM=64, BN=128, STAGES=2, CONSUMERS=1, INSTR=I128, EPILOGUE=0),
+    "c128x128": dict(BM=128, BN=128, STAGES=2, CONSUMERS=2, INSTR=I128, EPILOGUE=2),
+}
+
+
+@pytest.mark.parametrize("name", list(CLUSTER_FORMS))
+@pytest.mark.parametrize("shape", [(200, 300, 1040), (130, 136, 64)], ids=["turns", "a_row_tile_past_m"])
+def test_cluster_forms_against_float64(name, shape):
+    """Through kernel_of / grid_of (CLUSTER_M=2): grid x a multiple of 2; at 130 rows on 64-row tiles the fourth row
+    tile (the second cluster's rank 1) lies wholly past M: it loads zeros, shares its B multicast, stores nothing."""
+    M, N, K = shape
+    p = {**BASE, **CLUSTER_FORMS[name], "CLUSTER_M": 2}
+    kernel, kp = gemm_fp8.kernel_of(p)
+    assert kernel is gemm_fp8.gemm_fp8_cluster and "GROUP_M" not in kp
+    grid = gemm_fp8.grid_of(M, N, p)
+    assert grid[0] % 2 == 0
+    a, b, sa, sb = _inputs(M, N, K, seed=M + 2 * N + K)
+    out = np.full((M, N), np.nan, np.float32)
+    kernel[grid](a, b, sa, sb, out, target="sm_90a", **kp)
+    _check(out, a, b, sa, sb)
+
+
+@pytest.mark.parametrize("params", [{}, dict(BM=128, BN=128, CONSUMERS=2, STAGES=5), dict(BN=64, INSTR=I64, STAGES=6),
+                                    dict(EPILOGUE=0)], ids=["default", "128x128", "64x64", "registers_store"])
+def test_cluster_forms_verify_clean(params):
+    """The relaxed opening barrier and the producer's tail (every stage's last releases from both blocks awaited
+    before the block exits) prove clean, in under 2 s."""
+    import tilepy_verify as tv
+
+    t = time.process_time()
+    report = tv.verify(gemm_fp8.gemm_fp8_cluster, target="sm_90a", **params)
+    assert report.ok and not report.findings, str(report)
+    assert time.process_time() - t < 2.0
+
+
+def test_cluster_refusals():
+    with pytest.raises(ValueError, match="wait_group 0"):
+        gemm_fp8.kernel_of({**gemm_fp8.SMALL_64x128, "CLUSTER_M": 2})          # IN_FLIGHT=1
+    with pytest.raises(ValueError, match="setmaxnreg"):
+        gemm_fp8.kernel_of({**gemm_fp8.PRESETS["sm_90a"], **gemm_fp8.POLICIES["large"], "CLUSTER_M": 2})
