@@ -980,8 +980,8 @@ SMALL_KWAYS_MIN_K_TILES = 64
 #   unaligned instead (4096 x 4096 x 4104): the policy as it is, 0.94; the cluster 0.85-0.88.)
 # * 225-256 rows whose 64 x 128 tiles fill one wave: those tiles in 2x1 clusters (B multicast), 6 stages, bf16 out
 #   through the TMA store: 256 x 4096 x 4096 bf16 26.0-26.5 -> 22.5-24.1, f32 25.9-26.7 -> 23.2-23.8 (three runs);
-#   not at 200 x 4096 x 4096 (24.4-26.3 either way, the cluster 0-2% slower in two runs of three).
-SKINNY_CLUSTER = dict(IN_FLIGHT=0, BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=tp.nv.wgmma_m64n128k16_bf16, CLUSTER_M=2)
+#   not at 200 x 4096 x 4096 (24.4-26.3 either way, the cluster 0-2% slower in two runs of three). (G27 replaced them
+#   with two unsplit row tiles of swap-AB, `row_tiles2` below: 0.4-0.5 us faster, rotated, in four alternations.)
 # G26 (H100, benchmarks/results/gemm-large-g26-call1-odd{a,b}-*.json, two runs alternating with the peer): B rows off
 # 128-byte lines with f32 out, 3000 x 5000 x 4096 x torch.mm(out_dtype=f32): the 2x1 cluster (4 stages, registers'
 # store, no setmaxnreg) 0.839 / 0.849 -> clusters of 4 (B read once per 4 row tiles) with 64 / 216 registers 0.868 /
@@ -1078,6 +1078,40 @@ CLUSTER_SPLIT_PUSH_BM = 104     # PUSH=1 up to this BM (its received tile beside
 # gemm-g23-stages-*.json, alternated twice with the barrier exchange's 4 stages, us, x cuBLAS: 112 rows 13.79-13.83 ->
 # 11.89-12.08 (0.75 -> 0.86), f32 out 13.88 -> 12.17 (0.74 -> 0.84); 128 rows 14.47-14.81 -> 12.64-12.65 (0.99-1.00 ->
 # 1.14)). Its K thresholds: CLUSTER_SPLIT_MIN_K_TILES above.
+# G27 (H100; every figure over rotated input sets, B from DRAM as in a model's decode step, METHOD.md; bf16 out, us, x
+# cuBLAS; gemm-g27-rowtiles{,2}-*.json): the split's 1.14 at 128 rows was an L2-resident B (0.87 rotated). At 97-128
+# rows two unsplit 64-row tiles (SWAP_KWAYS: 128 blocks, each streaming all of K, the second row tile's B from the L2)
+# beat it: 128 rows 17.75-18.31 -> 17.08-17.88 (0.87 -> 0.90-0.91, alternated twice in each of two calls; f32 out
+# 18.39 -> 17.56), 112 rows 17.25-17.35 -> 16.98-17.03 (0.87 -> 0.88, twice), 120 rows 17.74 -> 17.07 (0.91 -> 0.94),
+# 100 rows 17.65 -> 17.05 (0.85 -> 0.88), 128 x 4096 x 14336 46.16 -> 45.72 (1.14, even); with one set (B in the L2)
+# the split stays faster (128 rows 12.8-13.4 against 15.7-16.3): taken on the rotated figures. At 96 rows two 48-row
+# tiles (7 stages) beat it too: 17.41 -> 16.33, 18.26-18.29 -> 17.43-17.52, 17.20 -> 16.35 (0.86-0.88 -> 0.91-0.92,
+# four alternations in three calls; f32 out 17.43 -> 16.57), 88 rows 17.24-17.36 -> 16.07-16.51 (0.86 -> 0.91-0.92,
+# twice), 96 x 4096 x 1024 against SWAP_KWAYS's 64-row tiles 7.96 -> 7.85; 80 rows 17.72 -> 17.29 (0.90 -> 0.92, once:
+# not taken). So the cluster split runs to 80 rows;
+# `cluster_split` still gives its 81-128-row forms (XCH past BM 104) to callers that ask.
+CLUSTER_SPLIT_MAX_M = 80
+# 129-256 rows whose 64-column tiles, two row tiles of them, fill half a wave to one: two unsplit row tiles of BM =
+# M / 2 rounded up to n80 / n96 / n112 / n128 (K_WAYS=2 swap-AB: cuBLAS's 64 x M/2 tiles of C^T, less its clusters),
+# M_SHIFT at BM 128 only (the shifted store's row mask needs a power-of-two BM; below it, the last tile's rows past M
+# are zeros in A's box). G27, against 128 x 128 tiles split 2 into slots + splitk_sum (129-224 rows) and 64 x 128 tiles
+# in 2x1 clusters (225-256): 160 rows 25.36 -> 18.48 (0.63 -> 0.87), 192 rows 23.73-24.43 -> 19.26-19.40 (0.70 ->
+# 0.88-0.89, twice; f32 out 24.67 -> 19.63, 0.70 -> 0.89), 224 rows 24.54 -> 20.56 (0.74 -> 0.88), 256 rows
+# 21.55-22.53 -> 21.13-21.93 (twice in each of two calls; cuBLAS 17.2-19.9 in those runs: 0.78-0.90 -> 0.81-0.88).
+# Stages: 192 rows 5 19.26-19.40, 4 19.99. A call after the change (gemm-g27-policy-*.json) against the forms before at
+# rows call 3 had not timed: 136 rows 27.20-28.55 -> 19.15-19.17 (0.61-0.64 -> 0.90, twice), 200 rows 25.88 -> 21.62
+# (0.76 -> 0.92), 250 rows 23.04 -> 22.30 (0.93 -> 0.96), 192 x 4096 x 1024 14.32 -> 9.89 (0.53 -> 0.77).
+# The same form at 81-128 rows: BM 48 (7 stages, unshifted) at 81-96 rows, SWAP_KWAYS's BM 64 at 97-128 (above).
+ROW_TILES2_STAGES = {48: 7, 64: 6, 80: 5, 96: 5, 112: 4, 128: 4}
+
+
+def row_tiles2(M: int, N: int, K: int) -> dict | None:
+    """G27's form for 81-256 rows (above): two unsplit row tiles, K_WAYS=2 swap-AB; None where it does not apply."""
+    if not CLUSTER_SPLIT_MAX_M < M <= 256 or not NUM_SMS // 2 < 2 * _cdiv(N, 64) <= NUM_SMS:
+        return None
+    bm = min(b for b in ROW_TILES2_STAGES if 2 * b >= M)
+    return dict(SWAP_KWAYS, BM=bm, STAGES=ROW_TILES2_STAGES[bm], M_SHIFT=int(bm in (64, 128)),
+                INSTR=getattr(tp.nv, f"wgmma_m64n{bm}k16_bf16"))
 
 
 def cluster_split(M: int, N: int, K: int) -> dict | None:
@@ -1115,12 +1149,13 @@ def policy(M: int, N: int, K: int, out=None, fixup: bool = False, forms: bool = 
     share (each split keeps >= 4). `fixup`: a split gets the class's reduction from SPLIT_FIXUP (FIXUP 1-3:
     gemm_splitk, which takes a workspace and tickets that `launch` keeps); without it (a caller that launches
     gemm_hopper itself, the lowering) the split adds into a target the caller zeroes. With `fixup` and `forms`, the
-    kernel forms only `launch` runs: swap-AB for decode rows, 2x1 clusters for 225-256 rows and for B rows that are
-    not a multiple of 128 bytes (SWAP_DECODE, SKINNY_CLUSTER above), and gemm_cluster RELAXED=1 for the small class's
-    bf16 64 x 64 rows and its f32 64 x 128 rows of >= 16 k-tiles (SMALL_64x64_CLUSTER_BF16, SMALL_CLUSTER_F32)."""
+    kernel forms only `launch` runs: swap-AB for decode and skinny rows (SWAP_DECODE, SWAP_KWAYS, cluster_split,
+    row_tiles2 above), 2x1 clusters for B rows off 128-byte lines, and gemm_cluster RELAXED=1 for the small class's
+    bf16 64 x 64 rows and its 64 x 128 rows of >= 16 k-tiles (SMALL_64x64_CLUSTER_BF16, SMALL_CLUSTER_F32 /
+    SMALL_CLUSTER_BF16)."""
     cls = shape_class(M, N, K)
     p = {**PRESETS["sm_90a"], **POLICIES[cls]}
-    if fixup and forms and cluster_split(M, N, K) is not None:
+    if fixup and forms and M <= CLUSTER_SPLIT_MAX_M and cluster_split(M, N, K) is not None:
         return {**p, **cluster_split(M, N, K)}    # K split over a cluster's two blocks, one row tile (above)
     if cls == "decode" and fixup and forms and M <= 32:
         sw = {**p, "SWAP_AB": 1, "BN": 128, "CONSUMERS": 2, "IN_FLIGHT": 1,
@@ -1129,12 +1164,11 @@ def policy(M: int, N: int, K: int, out=None, fixup: bool = False, forms: bool = 
         split = min(NUM_SMS // tiles, _cdiv(K, sw["BK"]) // 4, MAX_SLOTS) if 2 * tiles <= NUM_SMS else 1
         if split > 1:
             return {**sw, "SPLIT_K": split, "FIXUP": 3}
+    if cls == "skinny" and fixup and forms and row_tiles2(M, N, K) is not None:
+        return {**p, **row_tiles2(M, N, K)}     # two unsplit row tiles of C^T, alternate k-tiles (G27, above)
     if (cls == "skinny" and fixup and forms and M <= 128
             and NUM_SMS // 2 < _cdiv(M, 64) * _cdiv(N, 64) <= NUM_SMS):
         return {**p, **SWAP_KWAYS}     # two consumers over one 64 x 64 tile of C^T, alternate k-tiles (above)
-    if (cls == "skinny" and fixup and forms and M > 224
-            and NUM_SMS // 2 < _cdiv(M, 64) * _cdiv(N, 128) <= NUM_SMS):
-        return {**p, **SKINNY_CLUSTER, **({"EPILOGUE": 2} if out == tp.bf16 else {})}
     fix_cls = cls
     if (cls == "skinny" and fixup and M > 128 and SPLIT_FIXUP.get("skinny_128x128") and _cdiv(K, 64) >= 8
             and NUM_SMS // 3 < _cdiv(M, 128) * _cdiv(N, 128) <= NUM_SMS // 2):
@@ -1200,6 +1234,11 @@ def policy(M: int, N: int, K: int, out=None, fixup: bool = False, forms: bool = 
         p.pop("IN_FLIGHT", None)
         pers = LARGE_PERSISTENT if out == tp.bf16 else LARGE_PERSISTENT_F32
         return {**p, **pers, "GROUP_M": p.get("GROUP_M", pers["GROUP_M"])}
+    if (cls == "skinny" and out == tp.bf16 and M <= 128 and (p["BM"], p["BN"]) == (128, 128)
+            and NUM_SMS // 2 < _cdiv(N, 128) <= NUM_SMS):
+        # one row of 128 x 128 tiles filling half a wave to one (128 x 14336 x 4096: 112 blocks): 5 stages, not 4 (G27,
+        # rotated, bf16 out, alternated twice: 47.63-47.66 -> 46.49 us, 0.95-0.96 -> 0.97-0.98x cuBLAS; 6 stages 48.38)
+        p["STAGES"] = 5
     tiles = _cdiv(M, p["BM"]) * _cdiv(N, p["BN"])
     k_tiles = _cdiv(K, p["BK"])
     split = 1

@@ -217,6 +217,7 @@ def test_rows_lower_to_the_cluster_split(tmp_path, form, monkeypatch):
     from stdlib_kernels import gemm_hopper
 
     monkeypatch.setattr(gemm_hopper, "CLUSTER_SPLIT_MIN_K_TILES", {128: 8})
+    monkeypatch.setattr(gemm_hopper, "CLUSTER_SPLIT_MAX_M", 128)     # (G27: 81-128 rows take two row tiles now)
     want, grid, constexprs = _lowered_swap_gemm(tmp_path, form, 100, 2176, 520, "clusterk")
     assert (want.get("SWAP_AB"), want.get("CLUSTER_K"), want["SPLIT_K"], want["BM"], want["BN"]) == (1, 2, 1, 104, 64)
     assert constexprs["CLUSTER_K"] == 2 and grid == (1, 34, 2)

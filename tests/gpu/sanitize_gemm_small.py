@@ -10,7 +10,8 @@ compute-sanitizer --tool racecheck python3 tests/gpu/sanitize_gemm_small.py
 hand-over through shared memory; unsplit / split / clusters / B as (N, K), odd k-tile counts, ragged M / N / K;
 --clusterk: only G14's CLUSTER_K=2 cases, K split over a cluster's two blocks, summed through distributed shared memory;
 --clusterk-small: only its pushed form below 17 rows, n8 / n16, and the policy there; --clusterk-stages: the
-policy's split with 4 stages per ring at 32-80 rows and XCH at 105-128 rows, G23)
+policy's split with 4 stages per ring at 32-80 rows and XCH at 105-128 rows, G23; --rowtiles: the policy's two
+unsplit swap-AB row tiles at 81-256 rows, G27)
 """
 
 import os
@@ -148,9 +149,30 @@ def cluster_split_stages_cases():
     its pushed exchange in one tile (XCH=1): each ring turning over several times, odd k-tile counts, N not a multiple
     of 64."""
     for m, n, k in ((32, 2200, 3100), (72, 2200, 3100), (112, 2200, 3100), (120, 2200, 4100)):
-        p = gemm_hopper.policy(m, n, k, tp.f32, fixup=True)
+        # (105-128 rows: the split's own form since G27, the policy there being two unsplit row tiles)
+        given = gemm_hopper.cluster_split(m, n, k) if m > gemm_hopper.CLUSTER_SPLIT_MAX_M else {}
+        p = {**gemm_hopper.policy(m, n, k, tp.f32, fixup=True), **given}
         assert p.get("CLUSTER_K") == 2 and p.get("PUSH") == 1 and p["STAGES"] == 4, p
         assert p.get("XCH", 0) == (m > 104), p     # (105-128 rows: the exchange in one tile)
+        a = torch.randn(m, k, device=d, generator=g).bfloat16()
+        b = torch.randn(k, n, device=d, generator=g).bfloat16()
+        ref = a.double() @ b.double()
+        for out in (torch.float32, torch.bfloat16):
+            c = torch.full((m, n), float("nan"), device=d, dtype=out)
+            gemm_hopper.launch(a, b, c, **given)
+            torch.cuda.synchronize()
+            err = float((c.double() - ref).norm() / ref.norm())
+            print("cluster split, 4 stages", m, n, k, out, "rel err", err, flush=True)
+            assert err < (4e-3 if out == torch.bfloat16 else 1e-5), err
+
+
+def row_tiles_cases():
+    """G27: the policy's two unsplit swap-AB row tiles at 81-256 rows (BM 48, 64 shifted, 80 / 96 / 112 with rows past
+    M, 128 shifted): odd k-tile counts, N not a multiple of 64, K not a multiple of 64."""
+    for m, n, k in ((88, 2200, 3100), (112, 2200, 3100), (136, 2200, 3100), (192, 2200, 1100), (200, 2200, 1001),
+                    (250, 2200, 700)):
+        p = gemm_hopper.policy(m, n, k, tp.f32, fixup=True)
+        assert p.get("K_WAYS") == 2 and p.get("SPLIT_K", 1) == 1 and p.get("CLUSTER_K", 1) == 1, p
         a = torch.randn(m, k, device=d, generator=g).bfloat16()
         b = torch.randn(k, n, device=d, generator=g).bfloat16()
         ref = a.double() @ b.double()
@@ -159,10 +181,14 @@ def cluster_split_stages_cases():
             gemm_hopper.launch(a, b, c)
             torch.cuda.synchronize()
             err = float((c.double() - ref).norm() / ref.norm())
-            print("cluster split, 4 stages", m, n, k, out, "rel err", err, flush=True)
+            print("row tiles", m, n, k, out, p["BM"], p["STAGES"], p.get("M_SHIFT"), "rel err", err, flush=True)
             assert err < (4e-3 if out == torch.bfloat16 else 1e-5), err
 
 
+if "--rowtiles" in sys.argv:
+    row_tiles_cases()
+    print("ok")
+    sys.exit(0)
 if "--clusterk-stages" in sys.argv:
     cluster_split_stages_cases()
     print("ok")

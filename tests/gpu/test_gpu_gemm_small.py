@@ -1,8 +1,8 @@
 """G8's policy forms on a real GPU, through `gemm_hopper.launch` as callers get them: swap-AB split-K for <= 32
-decode rows (gemm_splitk_swap, FIXUP=3 slots + splitk_sum), 2x1 clusters (gemm_cluster) for 193-256 rows and for B
-rows that are not whole 128-byte lines, 128 x 128 tiles for the mid-size shapes the large class used to split. Every
-output is poisoned with NaN first and checked against float64 (computed on the GPU); a second call through the same
-plan gives the same bits (no atomics in these forms). Skips without a GPU."""
+decode rows (gemm_splitk_swap, FIXUP=3 slots + splitk_sum), swap-AB row tiles for 81-256 rows (G27), 2x1 clusters
+(gemm_cluster) for B rows that are not whole 128-byte lines, 128 x 128 tiles for the mid-size shapes the large class
+used to split. Every output is poisoned with NaN first and checked against float64 (computed on the GPU); a second
+call through the same plan gives the same bits (no atomics in these forms). Skips without a GPU."""
 
 from __future__ import annotations
 
@@ -36,8 +36,8 @@ DEV = torch.device("cuda")
         (1, 1024, 4096, "swap"),
         (32, 4096, 4096, "swap"),
         (20, 4096, 1100, "swap"),        # K not a multiple of BK
-        (256, 4096, 4096, "cluster"),
-        (240, 4096, 1000, "cluster"),    # 4 row tiles, the last one 48 rows
+        (256, 4096, 4096, "swap"),       # (G27: two row tiles of 128, K_WAYS; 2x1 clusters before)
+        (240, 4096, 1000, "swap"),       # the second row tile shifted back to end at M
         (2048, 1024, 1024, "mid"),
         (1800, 1000, 1200, "mid"),     # ragged tiles in M and N
         (3000, 5000, 1000, "cluster"),   # B's rows 10000 bytes
@@ -423,11 +423,12 @@ def test_cluster_split_four_stages_sass():
     (32, 2048, 1100, dict(BM=32, INSTR=I32, STAGES=4)),                            # 18 k-tiles
 ])
 def test_cluster_split_one_exchange_tile_through_launch(m, n, k, extra, out):
-    """XCH=1 (G23): the pushed exchange with one tile for consumer 1's hand-over and the other rank's sum (the policy
-    at 105-128 rows, 4 stages per ring): against float64, NaN-poisoned C, the same bits twice."""
+    """XCH=1 (G23): the pushed exchange with one tile for consumer 1's hand-over and the other rank's sum (the cluster
+    split's form at 105-128 rows, 4 stages per ring): against float64, NaN-poisoned C, the same bits twice."""
     o = tp.bf16 if out == torch.bfloat16 else tp.f32
-    given = {} if extra is None else {**CK, **extra, "PUSH": 1, "XCH": 1}
-    p = {**gemm_hopper.policy(m, n, k, o, fixup=True), **given}
+    # (extra None: the cluster split's own 105-128-row form, the policy there until G27)
+    given = gemm_hopper.cluster_split(m, n, k) if extra is None else {**CK, **extra, "PUSH": 1, "XCH": 1}
+    p = {**gemm_hopper.policy(m, n, k, o, fixup=True, forms=False), **given}
     assert p.get("CLUSTER_K") == 2 and p.get("PUSH") == 1 and p.get("XCH") == 1 and p["STAGES"] == 4, p
     g = torch.Generator(device="cuda").manual_seed(m + n + k + 29)
     a = torch.randn(m, k, device=DEV, generator=g).bfloat16()
@@ -451,10 +452,55 @@ def test_cluster_split_one_exchange_tile_sass():
 
     for m in (112, 128):
         for out in (tp.f32, tp.bf16):
-            p = gemm_hopper.policy(m, 4096, 4096, out, fixup=True)
+            # (as `launch` lays a caller's constexprs: over the policy without its forms)
+            p = {**gemm_hopper.policy(m, 4096, 4096, out, fixup=True, forms=False),
+                 **gemm_hopper.cluster_split(m, 4096, 4096)}
             kernel, kp = gemm_hopper.plan_kernel(m, 4096, out, p, 4096)
             ck = tilepy_hip.compile(kernel, target="sm_90a", **kp)
             sass = ck.sass()
             assert kp["XCH"] == 1 and kp["STAGES"] == 4 and f"HGMMA.64x{m}x16" in sass and "STAS.128" in sass, kp
             assert "MEMBAR.ALL.GPU" not in sass, kp
+            assert "LDL" not in sass and "STL" not in sass and ck.resources["spill_stores"] == 0, kp
+
+
+@pytest.mark.parametrize("out", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("m,n,k", [(136, 2200, 3100), (192, 4096, 4096), (200, 4095, 1001), (224, 4096, 520),
+                                   (250, 2200, 700), (256, 4096, 4096), (112, 4096, 4096), (128, 4096, 14336),
+                                   (96, 4096, 4096), (88, 2200, 3100)])
+def test_two_unsplit_row_tiles_policy_through_launch(m, n, k, out):
+    """G27: `launch`'s policy at 81-256 rows (two unsplit swap-AB row tiles, K_WAYS=2: BM 48 at 81-96 rows, 64 shifted
+    at 97-128, BM 80 / 96 / 112 unshifted with rows past M, BM 128 shifted at 225-256): against float64, NaN-poisoned
+    C, the same bits twice; N = 4095 / K = 1001 (rows padded by the plan), odd k-tile counts (3100: 49)."""
+    o = tp.bf16 if out == torch.bfloat16 else tp.f32
+    p = gemm_hopper.policy(m, n, k, o, fixup=True)
+    assert p.get("K_WAYS") == 2 and p.get("SPLIT_K", 1) == 1 and p.get("CLUSTER_K", 1) == 1, p
+    assert gemm_hopper.grid_of(m, n, p)[0] == 2
+    g = torch.Generator(device="cuda").manual_seed(m + n + k + 27)
+    a = torch.randn(m, k, device=DEV, generator=g).bfloat16()
+    b = torch.randn(k, n, device=DEV, generator=g).bfloat16()
+    ref = a.double() @ b.double()
+    c = torch.full((m, n), float("nan"), device=DEV, dtype=out)
+    gemm_hopper.launch(a, b, c)
+    torch.cuda.synchronize()
+    err = float((c.double() - ref).norm() / ref.norm())
+    assert torch.isfinite(c).all() and err < (3e-3 if out == torch.bfloat16 else 1e-5), err
+    first = c.clone()
+    c.fill_(float("nan"))
+    gemm_hopper.launch(a, b, c)
+    torch.cuda.synchronize()
+    assert torch.equal(c, first)
+
+
+def test_two_unsplit_row_tiles_sass():
+    """G27's row tiles (BM 48 / 64 / 80 / 96 / 112 / 128, both outputs): HGMMA at BM with the transposed A operand,
+    no local memory, no spills."""
+    import tilepy_hip
+
+    for m in (96, 128, 160, 192, 224, 256):
+        for out in (tp.f32, tp.bf16):
+            p = gemm_hopper.policy(m, 4096, 4096, out, fixup=True)
+            kernel, kp = gemm_hopper.plan_kernel(m, 4096, out, p, 4096)
+            ck = tilepy_hip.compile(kernel, target="sm_90a", **kp)
+            sass = ck.sass()
+            assert kp["K_WAYS"] == 2 and f"HGMMA.64x{kp['BM']}x16" in sass and ".tnspA" in sass, kp
             assert "LDL" not in sass and "STL" not in sass and ck.resources["spill_stores"] == 0, kp

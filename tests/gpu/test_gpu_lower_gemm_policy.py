@@ -135,13 +135,14 @@ def test_lowered_split_k_linear_reads_weight_in_place_on_gpu(tmp_path, M, N, K):
 
 @pytest.mark.parametrize("M,N,K,form", [(128, 4096, 4096, "linear"), (100, 4096, 1000, "mm"),
                                          (80, 2200, 448, "linear"), (64, 4096, 4096, "linear"),
-                                         (24, 4096, 4096, "linear"), (16, 4096, 4096, "linear")])
+                                         (24, 4096, 4096, "linear"), (16, 4096, 4096, "linear"),
+                                         (192, 4096, 1000, "linear")])
 def test_lowered_skinny_rows_run_k_ways_on_gpu(tmp_path, M, N, K, form):
     """65-128 rows whose 64 x 64 tiles of C^T fill half a wave to one lower to gemm_splitk_swap K_WAYS=2 (two consumer
     warpgroups over one tile, alternate k-tiles; unsplit, no splitk_sum), a Linear's weight read in place: on the
     GPU, twice, against float64 of the bf16 operands. With enough k-tiles (32-64 by rows) it is G14's cluster split
     (CLUSTER_K=2, one row tile, rank 1's sum read through distributed shared memory); shorter K keeps G11's unsplit
-    two row tiles (M_SHIFT)."""
+    two row tiles (M_SHIFT), and so do 81-128 rows at any K and 129-256 rows (two row tiles of M / 2: G27)."""
     g = torch.Generator().manual_seed(M + N + K)
     a = torch.randn(M, K, generator=g).bfloat16()
     if form == "linear":
@@ -157,7 +158,7 @@ def test_lowered_skinny_rows_run_k_ways_on_gpu(tmp_path, M, N, K, form):
     src = render_program(lower_model(model, inputs, "sm_90a"))
     assert "launch(gemm_splitk_swap" in src and "K_WAYS=2" in src and "launch(splitk_sum" not in src, src[-1500:]
     assert ("B_NK=1" in src) == (form == "linear")
-    assert ("CLUSTER_K=2" in src) == (K >= 4096), src[-1500:]
+    assert ("CLUSTER_K=2" in src) == (K >= 4096 and M <= 80), src[-1500:]
     p = tmp_path / f"kways_{form}_{M}.py"
     p.write_text(src)
     spec = importlib.util.spec_from_file_location(f"gpu_kways_{form}_{M}_{N}_{K}", p)

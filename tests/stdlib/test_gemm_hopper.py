@@ -104,16 +104,15 @@ def test_policy_table_by_shape_class():
     wide = gemm_hopper.policy(256, 4096, 4096)
     assert (wide["BM"], wide["BN"], wide["CONSUMERS"], wide.get("SPLIT_K", 1)) == (64, 128, 1, 1)
     assert gemm_hopper.policy(256, 14336, 4096)["BM"] == 128          # 448 such tiles: more than a wave
-    # through launch (fixup): 129-256 rows whose 128 x 128 tiles fill a third to a half of the SMs take them, split 2
-    # with FIXUP=3 (6 stages); the lowering (no fixup) keeps the unsplit 64 x 128 tiles
-    # (without the forms only launch runs; with them, 225-256 rows take 64 x 128 tiles in 2x1 clusters, unsplit)
+    # through launch (fixup) without the forms: 129-256 rows whose 128 x 128 tiles fill a third to a half of the SMs
+    # take them, split 2 with FIXUP=3 (6 stages); the lowering (no fixup) keeps the unsplit 64 x 128 tiles
+    # (with the forms, G27: two unsplit swap-AB row tiles, tests/stdlib/test_gemm_splitk_swap.py)
     for m in (200, 256):
-        wide_f = gemm_hopper.policy(m, 4096, 4096, fixup=True, forms=m <= 224)
+        wide_f = gemm_hopper.policy(m, 4096, 4096, fixup=True, forms=False)
         assert (wide_f["BM"], wide_f["BN"], wide_f["CONSUMERS"], wide_f["STAGES"]) == (128, 128, 2, 6)
         assert (wide_f["SPLIT_K"], wide_f["FIXUP"]) == (2, 3) and "MIN_BLOCKS" not in wide_f
-    cl = gemm_hopper.policy(256, 4096, 4096, fixup=True)
-    assert (cl["BM"], cl["BN"], cl["CONSUMERS"], cl["CLUSTER_M"], cl.get("SPLIT_K", 1)) == (64, 128, 1, 2, 1)
-    assert gemm_hopper.policy(256, 4096, 256, fixup=True)["BM"] == 64      # 4 k-tiles: no split, 64 x 128 tiles
+        assert gemm_hopper.policy(m, 4096, 4096, fixup=True)["K_WAYS"] == 2
+    assert gemm_hopper.policy(256, 4096, 256, fixup=True, forms=False)["BM"] == 64   # 4 k-tiles: no split, 64 x 128
     assert gemm_hopper.policy(256, 2048, 4096, fixup=True)["BM"] == 64     # 32 such tiles: not this branch
 
 

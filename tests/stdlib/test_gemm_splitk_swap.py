@@ -149,8 +149,8 @@ def _premature_release(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K
 
 
 def test_g8_policy_forms_for_launch_only():
-    """The forms `launch` runs (swap-AB for <= 32 decode rows, 2x1 clusters for 193-256 rows and for B rows that are
-    not whole 128-byte lines) come with fixup=True only; the lowering's policy (fixup=False) never has them."""
+    """The forms `launch` runs (swap-AB for decode and skinny rows, 2x1 clusters for B rows that are not whole 128-byte
+    lines) come with fixup=True only; the lowering's policy (fixup=False) never has them."""
     for m, n, bm in ((1, 4096, 8), (16, 4096, 16), (17, 4096, 24), (32, 4096, 32), (1, 8192, 16), (16, 8192, 16)):
         p = gemm_hopper.policy(m, n, 4096, tp.bf16, fixup=True)
         # 1-32 rows at N ~ 4096 (G14, G19 below 17): both consumers over one 64-column tile on alternate k-tiles
@@ -167,11 +167,10 @@ def test_g8_policy_forms_for_launch_only():
     assert gemm_hopper.policy(16, 2048, 14336, fixup=True)["SPLIT_K"] == 8     # (16 x 4096 x 14336: the cluster split)
     assert gemm_hopper.policy(16, 512, 65536, fixup=True)["SPLIT_K"] == gemm_hopper.MAX_SLOTS   # the unrolled sum
     for out in (tp.bf16, tp.f32):
-        sk = gemm_hopper.policy(256, 4096, 4096, out, fixup=True)
-        assert (sk["CLUSTER_M"], sk["BM"], sk["CONSUMERS"], sk.get("EPILOGUE", 0)) == (2, 64, 1, 2 if out == tp.bf16
-                                                                                        else 0)
+        sk = gemm_hopper.policy(256, 4096, 4096, out, fixup=True)     # (G27: two swap-AB row tiles, not clusters)
+        assert not gemm_hopper.clustered(sk) and (sk["SWAP_AB"], sk["K_WAYS"], sk["BM"]) == (1, 2, 128)
         assert not gemm_hopper.clustered(gemm_hopper.policy(256, 4096, 4096, out))
-        assert not gemm_hopper.clustered(gemm_hopper.policy(200, 4096, 4096, out, fixup=True))   # measured even
+        assert not gemm_hopper.clustered(gemm_hopper.policy(200, 4096, 4096, out, fixup=True))
         pitch = gemm_hopper.policy(3000, 5000, 4096, out, fixup=True)       # B rows of 10000 bytes
         assert pitch["CLUSTER_M"] == (2 if out == tp.bf16 else 4) and pitch["BN"] == 256 and "SPLIT_K" not in pitch
         assert not gemm_hopper.clustered(gemm_hopper.policy(3000, 5000, 4096, out))
@@ -405,8 +404,9 @@ def test_k_ways_policy_rows():
             assert gemm_hopper.grid_of(m, 4096, p) == (2, 64, 1)
             assert "K_WAYS" not in gemm_hopper.policy(m, 4096, 448, out, fixup=True, forms=False)
             assert "K_WAYS" not in gemm_hopper.policy(m, 4096, 4096, out)          # gemm_hopper's own callers
-        for m, n in ((128, 14336), (129, 4096), (64, 1024), (16, 8192), (128, 1024), (1024, 1024)):
-            assert gemm_hopper.policy(m, n, 4096, out, fixup=True).get("K_WAYS", 1) == 1, (m, n)
+        for m, n in ((128, 14336), (257, 4096), (64, 1024), (16, 8192), (128, 1024), (1024, 1024)):
+            k = 2048 if m == 1024 else 4096      # (1024 x 1024 x 4096: G29's SMALL_KWAYS, from 64 k-tiles)
+            assert gemm_hopper.policy(m, n, k, out, fixup=True).get("K_WAYS", 1) == 1, (m, n)
 
 
 @pytest.mark.parametrize("out", [tp.f32, tp.bf16])
@@ -617,27 +617,29 @@ def test_cluster_k_policy_rows():
     elsewhere the policies before (16 rows, 129 rows, 14336 columns, 1024 columns, short K: 100 x 2200 x 1000 lost)."""
     for out in (tp.f32, tp.bf16):
         for m, bm, stages in ((1, 8, 8), (8, 8, 8), (9, 16, 8), (16, 16, 8), (17, 24, 8), (24, 24, 8), (25, 32, 4),
-                              (32, 32, 4), (33, 48, 4), (48, 48, 4), (64, 64, 4), (65, 80, 4), (80, 80, 4),
-                              (96, 96, 4), (100, 104, 4), (112, 112, 4), (128, 128, 4)):
+                              (32, 32, 4), (33, 48, 4), (48, 48, 4), (64, 64, 4), (65, 80, 4), (80, 80, 4)):
             p = gemm_hopper.policy(m, 4096, 4096, out, fixup=True)
             assert (p["SWAP_AB"], p["K_WAYS"], p["CLUSTER_K"], p["BM"], p["BN"], p["STAGES"], p["SPLIT_K"]) == \
                 (1, 2, 2, bm, 64, stages, 1), (m, p)
             kp = gemm_hopper.kernel_params(p)
             assert kp["INSTR"].n == bm and kp["CLUSTER_K"] == 2 and "FIXUP" not in kp
-            assert kp["PUSH"] == 1, (m, kp)     # (G19: the sums exchanged by st.async)
-            assert kp.get("XCH", 0) == (1 if bm > 104 else 0), (m, kp)   # (G23: in one tile, beside 4 stages)
+            assert kp["PUSH"] == 1 and kp.get("XCH", 0) == 0, (m, kp)     # (G19: the sums exchanged by st.async)
             assert gemm_hopper.grid_of(m, 4096, p) == (1, 64, 2)
-            # the k-tiles it needs (G19's break-evens, the sums pushed up to BM 104; G23's with XCH past it): 8 at 1-64
-            # rows, 24 at 65-96, 32 at 97-112, 48 at 113-128
-            need = 8 if m <= 64 else 24 if m <= 96 else 32 if m <= 112 else 48
+            # the k-tiles it needs (G19's break-evens, the sums pushed up to BM 104): 8 at 1-64 rows, 24 at 65-96
+            need = 8 if m <= 64 else 24
             assert gemm_hopper.policy(m, 4096, 64 * need, out, fixup=True)["CLUSTER_K"] == 2
             assert gemm_hopper.policy(m, 4096, 64 * need - 64, out, fixup=True).get("CLUSTER_K", 1) == 1
             assert "CLUSTER_K" not in gemm_hopper.policy(m, 4096, 4096, out, fixup=True, forms=False)
             assert "CLUSTER_K" not in gemm_hopper.policy(m, 4096, 4096, out)
         for m, n, k in ((16, 4096, 448), (20, 4096, 448), (129, 4096, 4096), (128, 14336, 4096),
                         (64, 1024, 4096), (100, 4096, 448), (100, 2200, 1000), (128, 4096, 2560),
-                        (1024, 1024, 1024)):
+                        (1024, 1024, 1024), (81, 4096, 4096), (96, 4096, 4096), (97, 4096, 4096),
+                        (112, 4096, 4096), (128, 4096, 4096),
+                        (128, 4096, 14336)):   # (G27: 81-128 rows take two unsplit row tiles, B from DRAM)
             assert gemm_hopper.policy(m, n, k, out, fixup=True).get("CLUSTER_K", 1) == 1, (m, n, k)
+        for bm in (96, 104, 112, 128):      # (the 81-128-row forms, XCH past BM 104, for callers that ask)
+            kp = gemm_hopper.kernel_params(gemm_hopper.cluster_split(bm, 4096, 4096))
+            assert kp["CLUSTER_K"] == 2 and kp["PUSH"] == 1 and kp.get("XCH", 0) == (bm > 104)
 
 
 @pytest.mark.parametrize("out", [tp.f32, tp.bf16])
@@ -715,3 +717,79 @@ def test_cluster_k_one_exchange_tile_pushed_before_the_xfree_wait_is_reported(tm
     report = tv.verify(mod.gemm_splitk_swap, target="sm_90a", **params)
     assert any(f.check == "race" and "'red' receives" in f.message for f in report.errors), \
         [str(f) for f in report.findings]
+
+
+@pytest.mark.parametrize("out", [tp.f32, tp.bf16])
+@pytest.mark.parametrize("m,k,n,bm,params", [
+    (192, 330, 200, 96, dict(STAGES=2)),            # two n96 row tiles, M = 2 x BM; 6 k-tiles, ring 1's last zeros
+    (160, 264, 136, 80, dict(STAGES=3)),            # n80; 5 k-tiles
+    (210, 300, 70, 112, dict(STAGES=2)),            # n112, the second tile 14 rows past M (unshifted)
+    (200, 200, 130, 128, dict(STAGES=2, M_SHIFT=1)),   # n128, the second tile shifted back to end at M
+])
+def test_two_unsplit_row_tiles_on_the_interpreter(m, k, n, bm, params, out):
+    """G27: 129-256 rows as two row tiles of BM rows (K_WAYS=2, unsplit: each block streams all of K, the second row
+    tile's B read again, from the L2 when the pair runs together), wgmma n80 / n96 / n112 unshifted and n128 shifted:
+    against float64, NaN-poisoned C."""
+    given = {**KW, **params, "FIXUP": 0, "BM": bm, "INSTR": getattr(tp.nv, f"wgmma_m64n{bm}k16_bf16")}
+    c = _launched(m, k, n, given, out, m * 7 + k + n)
+    plan = gemm_hopper._PLANS[(m, n, k, c.dtype, out, "sm_90a", *given.items())]
+    assert plan.summer is None and gemm_hopper.grid_of(m, n, given) == (2, -(-n // 64), 1)
+
+
+def test_two_unsplit_row_tiles_policy_rows():
+    """G27 (rotated input sets: B from DRAM): `launch`'s policy at 81-96 rows is two unsplit 48-row tiles (7 stages,
+    unshifted), at 97-128 rows two unsplit 64-row tiles (SWAP_KWAYS, the last shifted), at every K, and at 129-256 rows
+    two unsplit row tiles of BM = M / 2 rounded up to n80 / n96 / n112 / n128 (5 / 5 / 4 / 4 stages per ring, shifted
+    at BM 128 only), where 2 x N / 64 blocks fill half a wave to one; without the forms, and past N ~ 4200 or below
+    ~2100, the policies before; 65-80 rows keep the cluster split (and SWAP_KWAYS at short K)."""
+    for out in (tp.f32, tp.bf16):
+        for m, k, bm, stages, shift in ((81, 4096, 48, 7, 0), (96, 4096, 48, 7, 0), (96, 448, 48, 7, 0),
+                                        (97, 4096, 64, 6, 1), (112, 3100, 64, 6, 1), (128, 4096, 64, 6, 1),
+                                        (128, 14336, 64, 6, 1), (128, 448, 64, 6, 1)):
+            p = gemm_hopper.policy(m, 4096, k, out, fixup=True)
+            assert (p["SWAP_AB"], p["K_WAYS"], p["BM"], p["STAGES"], p["SPLIT_K"], p["M_SHIFT"]) == \
+                (1, 2, bm, stages, 1, shift), (m, k, p)
+            assert p.get("CLUSTER_K", 1) == 1 and gemm_hopper.grid_of(m, 4096, p) == (2, 64, 1)
+        assert gemm_hopper.policy(80, 4096, 4096, out, fixup=True)["CLUSTER_K"] == 2
+        assert gemm_hopper.policy(80, 4096, 448, out, fixup=True)["BM"] == 64       # (SWAP_KWAYS, short K)
+        for m, bm, stages, shift in ((129, 80, 5, 0), (160, 80, 5, 0), (161, 96, 5, 0), (192, 96, 5, 0),
+                                     (200, 112, 4, 0), (224, 112, 4, 0), (225, 128, 4, 1), (256, 128, 4, 1)):
+            for n, k in ((4096, 4096), (2200, 1000)):
+                p = gemm_hopper.policy(m, n, k, out, fixup=True)
+                assert (p["SWAP_AB"], p["K_WAYS"], p["BM"], p["BN"], p["STAGES"], p["SPLIT_K"], p["M_SHIFT"]) == \
+                    (1, 2, bm, 64, stages, 1, shift), (m, n, p)
+                kp = gemm_hopper.kernel_params(p)
+                assert kp["INSTR"].n == bm and "FIXUP" not in kp and kp.get("CLUSTER_K", 1) == 1
+                assert gemm_hopper.grid_of(m, n, p) == (2, -(-n // 64), 1)
+            assert "SWAP_AB" not in gemm_hopper.policy(m, 4096, 4096, out, fixup=True, forms=False)
+            assert "SWAP_AB" not in gemm_hopper.policy(m, 4096, 4096, out)
+            for n in (8192, 2048):      # 256 / 64 blocks: not this form
+                assert gemm_hopper.policy(m, n, 4096, out, fixup=True).get("K_WAYS", 1) == 1, (m, n)
+        assert gemm_hopper.row_tiles2(257, 4096, 4096) is None and gemm_hopper.row_tiles2(80, 4096, 4096) is None
+
+
+def test_one_row_of_wide_tiles_takes_five_stages_for_bf16_out():
+    """G27: 128 x 14336 x 4096 (one row of 112 128 x 128 tiles) bf16 out runs 5 stages (4 before); f32 out, more rows
+    of tiles and other widths keep 4."""
+    assert gemm_hopper.policy(128, 14336, 4096, tp.bf16, fixup=True)["STAGES"] == 5
+    assert gemm_hopper.policy(128, 14336, 4096, tp.bf16)["STAGES"] == 5
+    assert gemm_hopper.policy(128, 14336, 4096, tp.f32, fixup=True)["STAGES"] == 4
+    assert gemm_hopper.policy(256, 8192, 4096, tp.bf16, fixup=True)["STAGES"] == 4
+    assert gemm_hopper.policy(128, 40960, 4096, tp.bf16, fixup=True)["STAGES"] == 4
+
+
+def test_two_unsplit_row_tiles_verify_clean():
+    """G27's policy forms at 129-256 rows (BM 80 / 96 / 112 unshifted, 128 shifted) verify clean (0.3-0.4 CPU s each at
+    rest; 30 s a hang guard under load), both outputs."""
+    import time
+
+    import tilepy_verify as tv
+
+    for m in (160, 192, 224, 256):
+        for out in (tp.f32, tp.bf16):
+            p = gemm_hopper.policy(m, 4096, 4096, out, fixup=True)
+            kernel, kp = gemm_hopper.plan_kernel(m, 4096, out, p, 4096)
+            t = time.perf_counter()
+            report = tv.verify(kernel, target="sm_90a", **kp)
+            assert report.findings == [], [str(f) for f in report.findings]
+            assert time.perf_counter() - t < 30 and kp["K_WAYS"] == 2
