@@ -110,7 +110,36 @@ PLAN3_SWEEP = [
     ((128, SQ, SQ), [("policy", None), ("kw2_64_s6", KW2(64, 6))], ("f32",)),
     ((192, SQ, SQ), [("policy", None), ("kw2_96_s5", KW2(96, 5, M_SHIFT=0))], ("f32",)),
 ]
-PLANS = {"1": (PLAN1_TABLE, PLAN1_SWEEP), "2": (PLAN2_TABLE, PLAN2_SWEEP), "3": (PLAN3_TABLE, PLAN3_SWEEP)}
+# call 4: after the policy change (two unsplit row tiles at 97-256 rows, 5 stages at 128 x 14336 x 4096 bf16): the
+# table again, and the new rows against the forms they replaced where call 3 did not measure them (ragged 136 / 200 /
+# 250 rows, short K); 96 / 80 rows as two 48-row tiles against the cluster split
+I128 = gemm_hopper.SMALL_TILE["INSTR"]
+OLD_SPLIT = dict(BM=128, BN=128, STAGES=6, CONSUMERS=2, IN_FLIGHT=1, SPLIT_K=2, FIXUP=3, INSTR=I128)
+OLD_CLUSTER = dict(IN_FLIGHT=0, BM=64, BN=128, STAGES=6, CONSUMERS=1, INSTR=I128, CLUSTER_M=2, EPILOGUE=2)
+PLAN4_TABLE = [((m, SQ, SQ), [("policy", None)], ("bf16",)) for m in (16, 32, 64, 96, 112, 128, 160, 192, 224, 256)]
+PLAN4_TABLE += [((128, 14336, 4096), [("policy", None)], ("bf16",)), ((128, 4096, 14336), [("policy", None)],
+                                                                       ("bf16",)),
+                ((128, SQ, SQ), [("policy", None)], ("f32",)), ((192, SQ, SQ), [("policy", None)], ("f32",))]
+PLAN4_SWEEP = [
+    ((136, SQ, SQ), _twice("before", OLD_SPLIT), ("bf16",)),
+    ((200, SQ, SQ), [("policy", None), ("before", OLD_SPLIT)], ("bf16",)),
+    ((250, SQ, SQ), [("policy", None), ("before", OLD_CLUSTER)], ("bf16",)),
+    ((192, SQ, 1024), [("policy", None), ("before", OLD_SPLIT)], ("bf16",)),
+    ((96, SQ, SQ), _twice("kw2_48_s7", KW2(48, 7, M_SHIFT=0)), ("bf16",)),
+    ((80, SQ, SQ), [("policy", None), ("kw2_48_s7", KW2(48, 7, M_SHIFT=0))], ("bf16",)),
+]
+# call 5: 81-96 rows as two 48-row tiles (the policy now) against the forms before (the cluster split from 24 k-tiles,
+# SWAP_KWAYS's 64-row tiles below), at 88 / 96 rows and short K
+SPLIT96 = ("policy", dict(gemm_hopper.cluster_split(96, SQ, SQ), M_SHIFT=0))
+PLAN5_TABLE = []
+PLAN5_SWEEP = [
+    ((88, SQ, SQ), _twice("before", SPLIT96), ("bf16",)),
+    ((96, SQ, SQ), [("policy", None), ("before", SPLIT96)], ("bf16",)),
+    ((96, SQ, 1024), [("policy", None), ("before", dict(gemm_hopper.SWAP_KWAYS))], ("bf16",)),
+    ((96, SQ, SQ), [("policy", None), ("before", SPLIT96)], ("f32",)),
+]
+PLANS = {"1": (PLAN1_TABLE, PLAN1_SWEEP), "2": (PLAN2_TABLE, PLAN2_SWEEP), "3": (PLAN3_TABLE, PLAN3_SWEEP),
+         "4": (PLAN4_TABLE, PLAN4_SWEEP), "5": (PLAN5_TABLE, PLAN5_SWEEP)}
 TRACE_ROWS = (32, 64, 128, 192)
 
 
