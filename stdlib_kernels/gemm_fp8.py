@@ -644,7 +644,8 @@ def swap_cluster_stages(BM: int, BN: int, cluster_k: int) -> int:
     return swap_stages(BM, BN, cluster_k)
 
 
-def swap_policy(M: int, N: int, K: int, exact: bool = True, whole: bool = True) -> dict:
+def swap_policy(M: int, N: int, K: int, exact: bool = True, whole: bool = True, unsplit: bool = True,
+                tma_only: bool = True) -> dict:
     """The skinny class's form: swap-AB (swap_params) with a split of 2 summed in the kernel (CLUSTER_K=2) where it
     applies: over 128-column tiles where their split is 2 and the row tiles are whole (M % BM == 0), else over 64-column
     tiles (one consumer) where theirs is. H100, x torch._scaled_mm against the slots, two alternated runs
@@ -663,7 +664,28 @@ def swap_policy(M: int, N: int, K: int, exact: bool = True, whole: bool = True) 
     9 stages) where that is one full wave (whole=False: without it). H100 with B from DRAM (input sets rotated, two
     runs in turn, benchmarks/NOTES.md G30 call 3): 256 x 4096 x 4096 15.17 / 15.64 -> 14.24 / 14.70 us a call (kernel
     14.1 -> 13.0-13.2), x torch._scaled_mm 0.81-0.83 -> 0.86-0.88. (Unsplit lost at 16-128 rows, where 64 blocks
-    each run the whole K, and at K = 14336.)"""
+    each run the whole K, and at K = 14336.)
+    At most 16 rows at K = 4096 where 64-column tiles give about half a wave (0.45-0.5 x the SMs: N = 4096 on an H100;
+    G30 call 4): those tiles unsplit (64 blocks, 12 stages, one consumer; unsplit=False: without it). With the copies
+    TMA only it beats the split: 16 x 4096 x 4096 kernel 8.87-8.96 -> 8.51-8.54 us, 9.93-9.97 -> 9.57-9.58 us a call
+    (without TMA_ONLY the unsplit form was 1.0 us SLOWER than the split, call 3).
+    Every row with TMA_ONLY=1 (tma_only=False: without; `launch` drops it where a base is not 16-byte aligned): the
+    per-element fallback compiled in beside the copies sized the block's registers (135-245 a thread; 34-154 without
+    it). H100, B from DRAM, two runs in turn (G30 call 4), kernel us: 16-128 x 4096 x 4096 -0.13 to -0.24, 192 rows
+    12.2 -> 11.6, 256 rows 13.2-13.3 -> 11.8-11.9 (x torch._scaled_mm 0.85-0.86 -> 0.93-0.94 by the call), K = 14336
+    at 16 / 64 / 128 rows -0.1 / -0.1 / -0.4 (at 16 x 4096 x 14336 the call's time went +0.2-0.5 us against the kernel's
+    -0.15: within the graph times' spread, which is 0.3-0.8 us at 16 rows)."""
+    p = _swap_table(M, N, K, exact, whole)
+    if (unsplit and M <= 16 and SWAP_EXACT_K[0] <= K <= SWAP_EXACT_K[1] and max(p["SPLIT_K"], p["CLUSTER_K"]) > 1
+            and 0.45 * NUM_SMS <= tp.cdiv(N, 64) <= NUM_SMS // 2):
+        p = swap_params(M, N, K, BN=64)
+        p.update(SPLIT_K=1, CLUSTER_K=1)
+    return {**p, "TMA_ONLY": 1} if tma_only else p
+
+
+def _swap_table(M: int, N: int, K: int, exact: bool, whole: bool) -> dict:
+    """swap_policy's table before G30's unsplit 16 rows and TMA_ONLY (G21's split in the cluster, G24's exact-BM rows,
+    G30's whole 128-row tiles)."""
     p = swap_params(M, N, K, cluster=SWAP_CLUSTER)
     if p["CLUSTER_K"] > 1 and M % p["BM"]:
         p = swap_params(M, N, K)

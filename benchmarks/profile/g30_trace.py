@@ -195,7 +195,15 @@ def call4_variants(M, N, K) -> dict:
     return out
 
 
-PLANS = {"call1": ours_variants, "call2": call2_variants, "call3": call3_variants, "call4": call4_variants}
+def call5_variants(M, N, K) -> dict:
+    """Call 5: the adopted policy (TMA_ONLY everywhere, 16 rows unsplit, 256 rows whole tiles) against the table
+    before G30 (G21 / G24's rows, the fallback compiled in)."""
+    return {"policy": gemm_fp8.swap_policy(M, N, K),
+            "before_g30": gemm_fp8.swap_policy(M, N, K, whole=False, unsplit=False, tma_only=False)}
+
+
+PLANS = {"call1": ours_variants, "call2": call2_variants, "call3": call3_variants, "call4": call4_variants,
+         "call5": call5_variants}
 
 
 def _stream_kw(v):
@@ -238,7 +246,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     N, K = (int(x) for x in args.nk.split(","))
     t = time.time()
-    plan, streams = PLANS[args.plan], {"call2": STREAMS2, "call4": STREAMS4}.get(args.plan, STREAMS)
+    plan, streams = PLANS[args.plan], {"call2": STREAMS2, "call4": STREAMS4, "call5": {}}.get(args.plan, STREAMS)
     fails = prebuild(args.rows, N, K, plan=plan, streams=streams)
     print(f"built in {time.time() - t:.1f} s; failures: {fails}", flush=True)
     props = torch.cuda.get_device_properties(0)

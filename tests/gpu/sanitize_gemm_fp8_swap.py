@@ -40,7 +40,9 @@ G30 = [((200, 264, 1040), dict(BM=128, BN=64, CONSUMERS=1, SPLIT_K=1, STAGES=3))
        # the rows over a cluster with B multicast; whole 128-row tiles
        ((40, 264, 1040), dict(CLUSTER_K=2, STAGES=2, TMA_ONLY=1)), ((100, 300, 528), dict(SPLIT_K=2, TMA_ONLY=1)),
        ((16, 520, 2064), dict(CLUSTER_M=2, K_WAYS=2, TMA_ONLY=1)),
-       ((200, 264, 1040), dict(BM=128, BN=64, CONSUMERS=1, SPLIT_K=1, STAGES=3, TMA_ONLY=1))]
+       ((200, 264, 1040), dict(BM=128, BN=64, CONSUMERS=1, SPLIT_K=1, STAGES=3, TMA_ONLY=1)),
+       # 16 rows' policy form (64-column tiles unsplit, 12 stages turning over, TMA only), 7 rows in it
+       ((7, 520, 2064), dict(BM=16, BN=64, CONSUMERS=1, SPLIT_K=1, TMA_ONLY=1))]
 PICK = {"g24": G24, "g30": G30}
 for (m, n, k), extra in PICK.get(" ".join(sys.argv[1:]), CASES + G24 + G30):
     a = torch.randn(m, k, device=d, generator=g).to(torch.float8_e4m3fn)

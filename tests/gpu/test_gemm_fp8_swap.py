@@ -173,13 +173,17 @@ def test_swap_split_reuses_its_workspace_and_follows_new_inputs():
         assert float((out.double() - ref).norm() / ref.norm()) < 4e-3
 
 
-def test_whole_row_tiles_policy_through_launch():
-    """G30's row of the policy (256 rows at K = 4096: two whole 128-row tiles over 64-column tiles, one consumer, no K
-    split) through launch with no constexprs: against float64, like for like with _scaled_mm's fast accumulation."""
-    M, N, K = 256, 4096, 4096
+@pytest.mark.parametrize("M", [1, 16, 32, 128, 256])
+def test_g30_policy_through_launch(M):
+    """G30's policy through launch with no constexprs: the copies TMA only at every row, 16 rows or fewer unsplit over
+    64-column tiles (64 blocks), 256 rows as two whole 128-row tiles unsplit; against float64, like for like with
+    _scaled_mm's fast accumulation (16-row multiples)."""
+    N = K = 4096
     p = gemm_fp8.policy(M, N, K)
-    assert (p["BM"], p["BN"], p["SPLIT_K"], p["CLUSTER_K"], p["CONSUMERS"]) == (128, 64, 1, 1, 1)
-    g = torch.Generator(device="cuda").manual_seed(30)
+    assert p["TMA_ONLY"] == 1
+    if M <= 16 or M == 256:
+        assert (p["BN"], p["SPLIT_K"], p["CLUSTER_K"], p["CONSUMERS"]) == (64, 1, 1, 1), p
+    g = torch.Generator(device="cuda").manual_seed(30 + M)
     a, sa = _quantize(torch.randn(M, K, device=DEV, generator=g))
     b, sb = _quantize(torch.randn(N, K, device=DEV, generator=g))
     out = torch.full((M, N), float("nan"), device=DEV, dtype=torch.bfloat16)
@@ -188,7 +192,36 @@ def test_whole_row_tiles_policy_through_launch():
     ref = (a.double() @ b.double().t()) * sa.double() * sb.double()
     assert not out.isnan().any()
     err = float((out.double() - ref).norm() / ref.norm())
-    fast = torch._scaled_mm(a, b.t(), sa, sb, out_dtype=torch.bfloat16, use_fast_accum=True).double()
-    assert err <= 2.0**-8 and err <= 1.5 * float((fast - ref).norm() / ref.norm()) + 1e-5, err
+    assert err <= 2.0**-8, err
+    if M % 16 == 0:
+        fast = torch._scaled_mm(a, b.t(), sa, sb, out_dtype=torch.bfloat16, use_fast_accum=True).double()
+        assert err <= 1.5 * float((fast - ref).norm() / ref.norm()) + 1e-5, err
     mag = (a.double().abs() @ b.double().abs().t()) * sa.double() * sb.double()
     assert bool(((out.double() - ref).abs() <= 2.0**-8 * ref.abs() + 2.0**-9 * mag).all())
+
+
+@pytest.mark.parametrize("M", [16, 256])
+def test_g30_policy_on_unaligned_bases(M):
+    """The policy's TMA_ONLY needs tensor maps (16-byte aligned bases): launch drops it for operands that start off
+    16 bytes, and the per-element copies compute the same product as the aligned operands through the TMA."""
+    N, K = 520, 1040
+    g = torch.Generator(device="cuda").manual_seed(M)
+    a, sa = _quantize(torch.randn(M, K, device=DEV, generator=g))
+    b, sb = _quantize(torch.randn(N, K, device=DEV, generator=g))
+    a_off = torch.empty(M * K + 1, device=DEV, dtype=a.dtype)[1:].view(M, K)
+    b_off = torch.empty(N * K + 3, device=DEV, dtype=b.dtype)[3:].view(N, K)
+    a_off.copy_(a)
+    b_off.copy_(b)
+    assert a_off.data_ptr() % 16 and b_off.data_ptr() % 16 and a_off.is_contiguous()
+    outs = []
+    for x, y in ((a, b), (a_off, b_off)):
+        out = torch.full((M, N), float("nan"), device=DEV, dtype=torch.bfloat16)
+        gemm_fp8.launch(x, y, sa, sb, out)
+        outs.append(out)
+    torch.cuda.synchronize()
+    ref = (a.double() @ b.double().t()) * sa.double() * sb.double()
+    for out in outs:
+        assert not out.isnan().any()
+        assert float((out.double() - ref).norm() / ref.norm()) <= 2.0**-8
+    mag = (a.double().abs() @ b.double().abs().t()) * sa.double() * sb.double()
+    assert bool(((outs[1].double() - outs[0].double()).abs() <= 2.0**-8 * ref.abs() + 2.0**-8 * mag).all())

@@ -177,10 +177,10 @@ def test_swap_cluster_params():
                                        (256, 4096, 4096): (128, 2, 1), (16, 14336, 4096): (128, 1, 1),
                                        (16, 4096, 14336): (64, 2, 1), (96, 4096, 14336): (64, 2, 1),
                                        (192, 4096, 14336): (128, 1, 2)}.items():
-        p = gemm_fp8.swap_policy(M, N, K, whole=False)      # (G30's whole row tiles aside: below)
+        p = gemm_fp8.swap_policy(M, N, K, whole=False, unsplit=False)    # (G30's rows aside: below)
         assert (p["BN"], p["CONSUMERS"], p["CLUSTER_K"], p["SPLIT_K"]) == (bn, bn // 64, ck, split), (M, N, K, p)
-        assert p["K_WAYS"] == 1 and p == gemm_fp8.swap_policy(M, N, K, exact=False, whole=False)
-        assert p == gemm_fp8.policy(M, N, K) or (M, N, K) == (256, 4096, 4096)
+        assert p["K_WAYS"] == 1 and p == gemm_fp8.swap_policy(M, N, K, exact=False, whole=False, unsplit=False)
+        assert p == gemm_fp8.policy(M, N, K) or (M, N, K) in ((256, 4096, 4096), (16, 4096, 4096))
     # G24: rows the table's BM pads, at K = 4096, where it splits K: BM the rows' own instruction N and two consumers
     # on alternate k-tiles (K_WAYS=2) over 64-column tiles, the split of 2 in the kernel or unsplit (one full wave)
     for (M, N, K), (bm, ck, stages) in {(24, 4096, 4096): (24, 2, 12), (48, 4096, 4096): (48, 2, 12),
@@ -205,6 +205,23 @@ def test_swap_cluster_params():
     assert p["STAGES"] * (p["BM"] + p["BN"]) * p["BK"] <= gemm_fp8.SWAP_SMEM
     for M, N, K in ((256, 4096, 14336), (256, 2048, 4096), (240, 4096, 4096), (128, 4096, 4096), (256, 14336, 4096)):
         assert gemm_fp8.policy(M, N, K) == gemm_fp8.swap_policy(M, N, K, whole=False), (M, N, K)
+    # G30: at most 16 rows at K = 4096 where 64-column tiles are about half a wave (N = 4096): those tiles unsplit, one
+    # consumer, 12 stages; not at K = 14336, not at 17 rows, not where the tiles are a whole wave or a quarter of one
+    for M in (1, 8, 16):
+        p = gemm_fp8.policy(M, 4096, 4096)
+        assert (p["BM"], p["BN"], p["CONSUMERS"], p["K_WAYS"], p["CLUSTER_K"], p["SPLIT_K"], p["STAGES"]) == (
+            16, 64, 1, 1, 1, 1, 12), (M, p)
+        assert gemm_fp8.grid_of(M, 4096, p) == (1, 64, 1)
+        assert gemm_fp8.swap_policy(M, 4096, 4096, unsplit=False)["CLUSTER_K"] == 2
+    for M, N, K in ((16, 4096, 14336), (17, 4096, 4096), (16, 8192, 4096), (16, 2048, 4096), (16, 14336, 4096)):
+        assert gemm_fp8.policy(M, N, K) == gemm_fp8.swap_policy(M, N, K, unsplit=False), (M, N, K)
+    # every row of the policy copies TMA only (G30); tma_only=False is the table without it
+    for M, N, K in ((1, 4096, 4096), (32, 4096, 4096), (96, 4096, 4096), (192, 4096, 4096), (256, 4096, 4096),
+                    (16, 14336, 4096), (128, 4096, 14336), (40, 1000, 2064)):
+        p = gemm_fp8.policy(M, N, K)
+        q = gemm_fp8.swap_policy(M, N, K, tma_only=False)
+        assert p["TMA_ONLY"] == 1 and "TMA_ONLY" not in q and p == {**q, "TMA_ONLY": 1}, (M, N, K)
+        assert gemm_fp8.kernel_of(p)[1]["TMA_ONLY"] == 1 and gemm_fp8.kernel_of(q)[1]["TMA_ONLY"] == 0
     assert [gemm_fp8.swap_exact_bm(m) for m in (1, 17, 24, 40, 100, 128, 144, 192, 224, 256)] == [
         8, 24, 24, 48, 104, 128, None, 96, 112, None]
     p = gemm_fp8.params_for(16, 4096, 4096, SWAP=1, SPLIT_K=2)
@@ -220,12 +237,13 @@ def test_swap_cluster_params():
 @pytest.mark.parametrize("shape,cluster", [((16, 4096, 4096), False), ((128, 4096, 4096), False),
                                            ((64, 14336, 4096), False), ((16, 4096, 4096), True),
                                            ((64, 4096, 4096), True), ((256, 4096, 4096), True),
-                                           ((16, 4096, 4096), "policy"), ((128, 4096, 4096), "policy"),
+                                           ((32, 4096, 4096), "policy"), ((128, 4096, 4096), "policy"),
                                            ((16, 4096, 4096), "kways"), ((128, 4096, 4096), "kways"),
                                            ((192, 4096, 4096), "kways96"), ((96, 4096, 4096), "bm96"),
                                            ((16, 4096, 4096), "cm"), ((128, 4096, 4096), "cm_kw"),
                                            ((24, 4096, 4096), "policy"), ((96, 4096, 4096), "policy"),
-                                           ((256, 4096, 4096), "policy_whole"), ((16, 4096, 4096), "policy_tma")])
+                                           ((256, 4096, 4096), "policy_whole"), ((16, 4096, 4096), "policy_unsplit"),
+                                           ((32, 4096, 4096), "policy_fallback")])
 def test_swap_verifies_clean(shape, cluster):
     """gemm_fp8_swap: the ring's pre-released stages, wait_group 1 with tile k - 1's stage released after it, the
     split's slots (disjoint per block) and the transposed store; CLUSTER_K's pushes (each receive tile waited on before
@@ -236,10 +254,10 @@ def test_swap_verifies_clean(shape, cluster):
     one and two consumers: clean."""
     import tilepy_verify as tv
 
-    if cluster in ("policy", "policy_whole"):
+    if cluster in ("policy", "policy_whole", "policy_unsplit"):    # (the policy's copies are TMA only: G30)
         p = gemm_fp8.swap_policy(*shape)
-    elif cluster == "policy_tma":
-        p = {**gemm_fp8.swap_policy(*shape), "TMA_ONLY": 1}
+    elif cluster == "policy_fallback":
+        p = gemm_fp8.swap_policy(*shape, tma_only=False)
     elif cluster == "kways":
         p = gemm_fp8.swap_params(*shape, k_ways=2, cluster=2)
     elif cluster == "kways96":
@@ -251,7 +269,8 @@ def test_swap_verifies_clean(shape, cluster):
     else:
         p = gemm_fp8.swap_params(*shape, cluster=4 * cluster)
     kernel, kp = gemm_fp8.kernel_of(p)
-    assert (kp["CLUSTER_K"] > 1) == (bool(cluster) and cluster not in ("kways96", "cm", "cm_kw", "policy_whole"))
+    assert (kp["CLUSTER_K"] > 1) == (bool(cluster) and cluster not in ("kways96", "cm", "cm_kw", "policy_whole",
+                                                                       "policy_unsplit"))
     assert kernel is gemm_fp8.gemm_fp8_swap
     report = tv.verify(kernel, target="sm_90a", **kp)
     assert report.ok and not report.findings, str(report)
