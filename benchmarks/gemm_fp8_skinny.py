@@ -1,7 +1,10 @@
 """fp8 GEMM on skinny rows (decode: M = 16-256 of N = K = 4096, N = 14336 / K = 4096 and N = 4096 / K = 14336):
 the swap-AB split-K form (`gemm_fp8.gemm_fp8_swap`, SWAP=1) beside the skinny class's unswapped 64 x 128 tiles, each
 against torch._scaled_mm on the same inputs (benchmarks/gemm_fp8.py's row: outputs checked against float64 first,
-medians of graph replays, three rounds interleaved with the peer). Writes gemm_fp8_skinny-<device>.json.
+medians of graph replays, three rounds interleaved with the peer, each timed function rotating among input sets that
+touch twice the L2 as gemm_fp8.fp8_row does since the lead's rotation change, so B comes from DRAM; the one-set
+figures beside where fp8_row times the peer). Writes gemm_fp8_skinny-<device>.json. G30's rotated sweeps and the
+kernels' durations inside the graph: benchmarks/profile/g30_trace.py.
 
     python benchmarks/gemm_fp8_skinny.py [--rows 16 32 64 128 256] [--nk 4096,4096 14336,4096 4096,14336] [--out DIR]
     python benchmarks/gemm_fp8_skinny.py --cluster --repeat 2 --name NAME ...    (G21: slots against CLUSTER_K)

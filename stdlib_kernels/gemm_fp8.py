@@ -674,7 +674,10 @@ def swap_policy(M: int, N: int, K: int, exact: bool = True, whole: bool = True, 
     it). H100, B from DRAM, two runs in turn (G30 call 4), kernel us: 16-128 x 4096 x 4096 -0.13 to -0.24, 192 rows
     12.2 -> 11.6, 256 rows 13.2-13.3 -> 11.8-11.9 (x torch._scaled_mm 0.85-0.86 -> 0.93-0.94 by the call), K = 14336
     at 16 / 64 / 128 rows -0.1 / -0.1 / -0.4 (at 16 x 4096 x 14336 the call's time went +0.2-0.5 us against the kernel's
-    -0.15: within the graph times' spread, which is 0.3-0.8 us at 16 rows)."""
+    -0.15: within the graph times' spread, which is 0.3-0.8 us at 16 rows). The whole G30 policy against the table
+    before it, three runs (call 5): faster at every shape measured, x torch._scaled_mm 1 row 1.03-1.10, 16 rows
+    0.96-0.97, 32 0.89-0.90, 64 0.90-0.94, 96 / 128 0.84-0.85, 192 0.90-0.91, 256 0.94-0.98, 16 x 4096 x 14336
+    1.09-1.11, 128 x 4096 x 14336 0.95-0.96."""
     p = _swap_table(M, N, K, exact, whole)
     if (unsplit and M <= 16 and SWAP_EXACT_K[0] <= K <= SWAP_EXACT_K[1] and max(p["SPLIT_K"], p["CLUSTER_K"]) > 1
             and 0.45 * NUM_SMS <= tp.cdiv(N, 64) <= NUM_SMS // 2):
