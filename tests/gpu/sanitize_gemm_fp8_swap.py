@@ -2,9 +2,10 @@
 CLUSTER_K's in-kernel sum over a cluster),
 ragged rows / columns / K, BM 16 / 64 / 128, a ring that turns over; each output checked against float64.
 
-compute-sanitizer --tool memcheck python3 tests/gpu/sanitize_gemm_fp8_swap.py [g24 | g30]
-compute-sanitizer --tool racecheck python3 tests/gpu/sanitize_gemm_fp8_swap.py [g24 | g30]
-(g24: K_WAYS / exact BM / CLUSTER_M only; g30: whole 128-row tiles unsplit and TMA_ONLY only)
+compute-sanitizer --tool memcheck python3 tests/gpu/sanitize_gemm_fp8_swap.py [g24 | g30 | g32]
+compute-sanitizer --tool racecheck python3 tests/gpu/sanitize_gemm_fp8_swap.py [g24 | g30 | g32]
+(g24: K_WAYS / exact BM / CLUSTER_M only; g30: whole 128-row tiles unsplit and TMA_ONLY only; g32: CLUSTER_M with
+TMA_ONLY only)
 """
 
 import os
@@ -43,8 +44,13 @@ G30 = [((200, 264, 1040), dict(BM=128, BN=64, CONSUMERS=1, SPLIT_K=1, STAGES=3))
        ((200, 264, 1040), dict(BM=128, BN=64, CONSUMERS=1, SPLIT_K=1, STAGES=3, TMA_ONLY=1)),
        # 16 rows' policy form (64-column tiles unsplit, 12 stages turning over, TMA only), 7 rows in it
        ((7, 520, 2064), dict(BM=16, BN=64, CONSUMERS=1, SPLIT_K=1, TMA_ONLY=1))]
-PICK = {"g24": G24, "g30": G30}
-for (m, n, k), extra in PICK.get(" ".join(sys.argv[1:]), CASES + G24 + G30):
+# G32: the rows over a cluster of 2 with the copies TMA only and one consumer: BM 16 with a ring of 2 turning over and a
+# row tile wholly past M; BM 48 over ragged N and K; the deepest ring (20 stages at BM 16)
+G32 = [((7, 264, 528), dict(CLUSTER_M=2, BN=64, STAGES=2, TMA_ONLY=1)),
+       ((96, 200, 1040), dict(CLUSTER_M=2, BN=64, BM=48, TMA_ONLY=1)),
+       ((32, 520, 4096), dict(CLUSTER_M=2, BN=64, BM=16, STAGES=20, TMA_ONLY=1))]
+PICK = {"g24": G24, "g30": G30, "g32": G32}
+for (m, n, k), extra in PICK.get(" ".join(sys.argv[1:]), CASES + G24 + G30 + G32):
     a = torch.randn(m, k, device=d, generator=g).to(torch.float8_e4m3fn)
     b = torch.randn(n, k, device=d, generator=g).to(torch.float8_e4m3fn)
     sa, sb = torch.full((1,), 0.5, device=d), torch.full((1,), 0.25, device=d)
