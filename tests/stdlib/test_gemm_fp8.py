@@ -86,6 +86,10 @@ CASES = [
     # over a cluster with B multicast
     ((40, 200, 1040), dict(SWAP=1, CLUSTER_K=2, STAGES=2, TMA_ONLY=1)),
     ((16, 136, 1040), dict(SWAP=1, CLUSTER_M=2, BN=64, TMA_ONLY=1)),
+    # G32: the rows over a cluster with the copies TMA only, one consumer: a row tile wholly past M with a ring of 2
+    # turning over; BM 24 (n24) over ragged N and K with a ring deeper than the k-tiles (20 stages, 7 k-tiles)
+    ((7, 136, 528), dict(SWAP=1, CLUSTER_M=2, BN=64, STAGES=2, TMA_ONLY=1)),
+    ((48, 200, 784), dict(SWAP=1, CLUSTER_M=2, BN=64, BM=24, INSTR=gemm_fp8.SWAP_INSTR[24], STAGES=20, TMA_ONLY=1)),
 ]
 
 
@@ -243,7 +247,9 @@ def test_swap_cluster_params():
                                            ((16, 4096, 4096), "cm"), ((128, 4096, 4096), "cm_kw"),
                                            ((24, 4096, 4096), "policy"), ((96, 4096, 4096), "policy"),
                                            ((256, 4096, 4096), "policy_whole"), ((16, 4096, 4096), "policy_unsplit"),
-                                           ((32, 4096, 4096), "policy_fallback")])
+                                           ((32, 4096, 4096), "policy_fallback"),
+                                           ((32, 4096, 4096), "cm_tma"), ((128, 4096, 4096), "cm_kw_tma"),
+                                           ((64, 4096, 4096), "cm_deep_tma")])
 def test_swap_verifies_clean(shape, cluster):
     """gemm_fp8_swap: the ring's pre-released stages, wait_group 1 with tile k - 1's stage released after it, the
     split's slots (disjoint per block) and the transposed store; CLUSTER_K's pushes (each receive tile waited on before
@@ -266,11 +272,16 @@ def test_swap_verifies_clean(shape, cluster):
         p = gemm_fp8.swap_params(*shape, BM=96, BN=64, cluster=2)
     elif cluster in ("cm", "cm_kw"):
         p = gemm_fp8.swap_params(*shape, BN=64, cluster_m=2, k_ways=2 if cluster == "cm_kw" else 1)
+    elif cluster.startswith("cm_"):     # G32: CLUSTER_M=2 with the copies TMA only (18 stages: the deepest ring)
+        p = {**gemm_fp8.swap_params(*shape, BN=64, cluster_m=2, k_ways=2 if "kw" in cluster else 1), "TMA_ONLY": 1}
+        if "deep" in cluster:
+            p["STAGES"] = 18
     else:
         p = gemm_fp8.swap_params(*shape, cluster=4 * cluster)
     kernel, kp = gemm_fp8.kernel_of(p)
     assert (kp["CLUSTER_K"] > 1) == (bool(cluster) and cluster not in ("kways96", "cm", "cm_kw", "policy_whole",
-                                                                       "policy_unsplit"))
+                                                                       "policy_unsplit", "cm_tma", "cm_kw_tma",
+                                                                       "cm_deep_tma"))
     assert kernel is gemm_fp8.gemm_fp8_swap
     report = tv.verify(kernel, target="sm_90a", **kp)
     assert report.ok and not report.findings, str(report)
