@@ -72,7 +72,7 @@ def gemm_hopper(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"]
                 SWIZZLE: tp.constexpr = tp.Swizzle(3, 3, 3), IN_FLIGHT: tp.constexpr = 0,
                 PRODUCER_REGS: tp.constexpr = 0, CONSUMER_REGS: tp.constexpr = 0, SPLIT_K: tp.constexpr = 1,
                 B_SWIZZLE: tp.constexpr = 0, EPILOGUE: tp.constexpr = 0, MIN_BLOCKS: tp.constexpr = 0,
-                B_NK: tp.constexpr = 0, GROUP_M: tp.constexpr = 0):
+                B_NK: tp.constexpr = 0, GROUP_M: tp.constexpr = 0, TMA_ONLY: tp.constexpr = 0):
     if GROUP_M > 0:
         # grouped (L2-friendly) tile order: the blocks in launch order (x fastest) take GROUP_M row tiles at a time
         # down each column, so a wave reads a band of A's rows and of B's columns instead of all of A (a bijection
@@ -140,11 +140,13 @@ def gemm_hopper(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"]
             else:
                 tp.mbarrier_wait(empty[k % STAGES], k // STAGES)       # (the consumers pre-release every stage)
             k0 = (k_first + k) * BK
-            tp.copy_bulk(A[m0:m0 + BM, k0:k0 + BK], a_s[k % STAGES], full[k % STAGES])
+            # TMA_ONLY=1: no per-element copy compiled in beside the bulk copies (ptxas sized the whole block's
+            # registers for it); `launch` drops it where an operand's base is not 16-byte aligned
+            tp.copy_bulk(A[m0:m0 + BM, k0:k0 + BK], a_s[k % STAGES], full[k % STAGES], fallback=TMA_ONLY == 0)
             if B_NK:
-                tp.copy_bulk(B[n0:n0 + BN, k0:k0 + BK], b_s[k % STAGES], full[k % STAGES])
+                tp.copy_bulk(B[n0:n0 + BN, k0:k0 + BK], b_s[k % STAGES], full[k % STAGES], fallback=TMA_ONLY == 0)
             else:
-                tp.copy_bulk(B[k0:k0 + BK, n0:n0 + BN], b_s[k % STAGES], full[k % STAGES])
+                tp.copy_bulk(B[k0:k0 + BK, n0:n0 + BN], b_s[k % STAGES], full[k % STAGES], fallback=TMA_ONLY == 0)
             tp.mbarrier_arrive(full[k % STAGES])
         if EPILOGUE > 0 and SPLIT_K == 1:
             tp.mbarrier_wait(staged, 0)                # the consumers' accumulators are in c_s
@@ -205,7 +207,7 @@ def gemm_splitk(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"]
                 SWIZZLE: tp.constexpr = tp.Swizzle(3, 3, 3), IN_FLIGHT: tp.constexpr = 1,
                 PRODUCER_REGS: tp.constexpr = 0, CONSUMER_REGS: tp.constexpr = 0, SPLIT_K: tp.constexpr = 4,
                 B_SWIZZLE: tp.constexpr = 0, FIXUP: tp.constexpr = 2, MIN_BLOCKS: tp.constexpr = 0,
-                SLOT_ROWS: tp.constexpr = 0):
+                SLOT_ROWS: tp.constexpr = 0, TMA_ONLY: tp.constexpr = 0):
     """gemm_hopper's split-K with the reduction in the kernel: no zeroing pass before it and no rounding pass
     after it. Block (i, j, z) sums its share of the k-tiles of output tile t = i * grid_y + j (as gemm_hopper's
     SPLIT_K) and puts the partial tile in an f32 workspace, then takes a ticket on LOCKS[t] (an acq_rel atomic:
@@ -247,8 +249,8 @@ def gemm_splitk(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"]
             else:
                 tp.mbarrier_wait(empty[k % STAGES], k // STAGES)
             k0 = (k_first + k) * BK
-            tp.copy_bulk(A[m0:m0 + BM, k0:k0 + BK], a_s[k % STAGES], full[k % STAGES])
-            tp.copy_bulk(B[k0:k0 + BK, n0:n0 + BN], b_s[k % STAGES], full[k % STAGES])
+            tp.copy_bulk(A[m0:m0 + BM, k0:k0 + BK], a_s[k % STAGES], full[k % STAGES], fallback=TMA_ONLY == 0)
+            tp.copy_bulk(B[k0:k0 + BK, n0:n0 + BN], b_s[k % STAGES], full[k % STAGES], fallback=TMA_ONLY == 0)
             tp.mbarrier_arrive(full[k % STAGES])
     else:                               # consumer warpgroups: wgmma over their own threads, 64 rows each
         if CONSUMER_REGS > 0:
@@ -330,7 +332,7 @@ def gemm_cluster(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"
                  CONSUMERS: tp.constexpr = 2, INSTR: tp.constexpr = tp.nv.wgmma_m64n256k16_bf16,
                  SWIZZLE: tp.constexpr = tp.Swizzle(3, 3, 3), PRODUCER_REGS: tp.constexpr = 0,
                  CONSUMER_REGS: tp.constexpr = 0, EPILOGUE: tp.constexpr = 0, CLUSTER_M: tp.constexpr = 2,
-                 MULTICAST: tp.constexpr = True, RELAXED: tp.constexpr = 0):
+                 MULTICAST: tp.constexpr = True, RELAXED: tp.constexpr = 0, TMA_ONLY: tp.constexpr = 0):
     """gemm_hopper on thread-block clusters of CLUSTER_M blocks along M: the blocks of a cluster compute
     vertically adjacent output tiles (the same columns n0), so they share B's tile of every k-step. It is loaded
     once per cluster with a TMA multicast (issued by rank k % CLUSTER_M, taking turns) into the same stage of
@@ -372,12 +374,12 @@ def gemm_cluster(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"
         for k in range(k_tiles):
             tp.mbarrier_wait(empty[k % STAGES], k // STAGES)    # every block's consumers released the stage
             k0 = k * BK
-            tp.copy_bulk(A[m0:m0 + BM, k0:k0 + BK], a_s[k % STAGES], full[k % STAGES])
+            tp.copy_bulk(A[m0:m0 + BM, k0:k0 + BK], a_s[k % STAGES], full[k % STAGES], fallback=TMA_ONLY == 0)
             if MULTICAST:
                 tp.copy_bulk(B[k0:k0 + BK, n0:n0 + BN], b_s[k % STAGES], full[k % STAGES],
-                             multicast=(1 << CLUSTER_M) - 1, by=k % CLUSTER_M)
+                             multicast=(1 << CLUSTER_M) - 1, by=k % CLUSTER_M, fallback=TMA_ONLY == 0)
             else:                       # (ablation: every block loads its own B; the releases stay cluster-wide)
-                tp.copy_bulk(B[k0:k0 + BK, n0:n0 + BN], b_s[k % STAGES], full[k % STAGES])
+                tp.copy_bulk(B[k0:k0 + BK, n0:n0 + BN], b_s[k % STAGES], full[k % STAGES], fallback=TMA_ONLY == 0)
             tp.mbarrier_arrive(full[k % STAGES])
         if RELAXED:
             # the tail: every block's consumers released every stage this block filled (the last remote arrivals
@@ -423,7 +425,8 @@ def gemm_persistent(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", 
                     SWIZZLE: tp.constexpr = tp.Swizzle(3, 3, 3), PRODUCER_REGS: tp.constexpr = 0,
                     CONSUMER_REGS: tp.constexpr = 0, GROUP_M: tp.constexpr = 8, EPILOGUE: tp.constexpr = 0,
                     STORE_N: tp.constexpr = 0, STORE_BUFS: tp.constexpr = 2, DEFER: tp.constexpr = 0,
-                    STORE_SPAN: tp.constexpr = 0, HELD: tp.constexpr = 0, STORE_LOOP: tp.constexpr = 0):
+                    STORE_SPAN: tp.constexpr = 0, HELD: tp.constexpr = 0, STORE_LOOP: tp.constexpr = 0,
+                    TMA_ONLY: tp.constexpr = 0):
     """gemm_hopper on a persistent grid: a 1-D grid of at most one block per SM, block b walking output tiles
     b, b + grid, ... in a grouped (L2-friendly) order, GROUP_M row tiles sweeping the columns together. The
     ring runs on across a block's output tiles, so the producer loads the next output tile's stages while the
@@ -569,8 +572,10 @@ def gemm_persistent(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", 
                 for k in range(rounds * STAGES):
                     tp.mbarrier_wait(empty[k % STAGES], turn + k // STAGES)   # the consumers released the stage
                     if k < k_tiles:
-                        tp.copy_bulk(A[m0:m0 + BM, k * BK:k * BK + BK], a_s[k % STAGES], full[k % STAGES])
-                        tp.copy_bulk(B[k * BK:k * BK + BK, n0:n0 + BN], b_s[k % STAGES], full[k % STAGES])
+                        tp.copy_bulk(A[m0:m0 + BM, k * BK:k * BK + BK], a_s[k % STAGES], full[k % STAGES],
+                                     fallback=TMA_ONLY == 0)
+                        tp.copy_bulk(B[k * BK:k * BK + BK, n0:n0 + BN], b_s[k % STAGES], full[k % STAGES],
+                                     fallback=TMA_ONLY == 0)
                     tp.mbarrier_arrive(full[k % STAGES])
                 if EPILOGUE == 2:
                     it = (t - first) // step
@@ -1143,7 +1148,24 @@ def shape_class(M: int, N: int, K: int) -> str:
     return "large"
 
 
+# G31: `launch`'s gemm_hopper / gemm_splitk / gemm_cluster forms copy the operands with TMA only (TMA_ONLY=1: no
+# per-element fallback compiled in beside the bulk copies, whose registers ptxas sized the whole block for, as G28
+# found in gemm_fp8); `launch` drops it where A's or B's base is not 16-byte aligned (their rows are padded to 16-byte
+# multiples already). Only `fixup` + `forms` callers (launch): the lowering launches gemm_hopper on tensors it does not
+# check. gemm_splitk_swap and the persistent form's STORE_N copies are TMA only already.
+LAUNCH_TMA_ONLY = True
+
+
 def policy(M: int, N: int, K: int, out=None, fixup: bool = False, forms: bool = True) -> dict:
+    """`_policy` (below), plus TMA_ONLY=1 for the forms only `launch` runs (`fixup` and `forms`) on gemm_hopper,
+    gemm_splitk or gemm_cluster (LAUNCH_TMA_ONLY above)."""
+    p = _policy(M, N, K, out, fixup, forms)
+    if fixup and forms and LAUNCH_TMA_ONLY and not p.get("SWAP_AB") and not p.get("PERSISTENT"):
+        p = {**p, "TMA_ONLY": 1}
+    return p
+
+
+def _policy(M: int, N: int, K: int, out=None, fixup: bool = False, forms: bool = True) -> dict:
     """The constexprs for an (M, N, K) GEMM: the shape class's policy (and, for `out` = tp.bf16, its bf16-output
     entries), plus SPLIT_K where the output tiles alone fill less than half the SMs and K has enough k-tiles to
     share (each split keeps >= 4). `fixup`: a split gets the class's reduction from SPLIT_FIXUP (FIXUP 1-3:
@@ -1537,7 +1559,7 @@ def launch(a, b, c, target: str = "sm_90a", out_dtype=None, **constexprs):
         key = (M, N, K, c.dtype, out_dtype, target, *constexprs.items())
         if M * N * K > 1024 ** 3 and not _tma_storable(c):   # the persistent form's TMA-only store cannot write C
             key += ("C not TMA-storable",)
-        if M <= 256 and not (_tma_storable(a) and _tma_storable(b)):   # K_WAYS=2's TMA-only loads cannot read them
+        if not (_tma_storable(a) and _tma_storable(b)):   # K_WAYS=2's and TMA_ONLY's TMA-only loads cannot read them
             key += ("A / B not TMA-loadable",)
         plan = _PLANS.get(key)
     except TypeError:
@@ -1567,6 +1589,8 @@ def launch(a, b, c, target: str = "sm_90a", out_dtype=None, **constexprs):
             for k in ("MIN_BLOCKS", "FIXUP"):
                 if k not in constexprs:
                     params.pop(k, None)
+        if params.get("TMA_ONLY") and "TMA_ONLY" not in constexprs and not _tma_loadable(a, b):
+            params["TMA_ONLY"] = 0      # the policy's TMA-only copies need tensor maps: 16-byte aligned bases
         if constexprs.get("CLUSTER_M", 1) > 1:   # asked for by the caller: the shape's wait_group / split-K /
             # persistent policy yields, and its epilogue where gemm_cluster has no such (1: the staged copy)
             for k in (*STEADY_ONLY, "PERSISTENT"):
@@ -1589,6 +1613,12 @@ def _tma_storable(c) -> bool:
     if isinstance(c, np.ndarray):
         return True
     return bool(c.is_contiguous()) and c.data_ptr() % 16 == 0
+
+
+def _tma_loadable(a, b) -> bool:
+    """Whether the operands the kernel reads can be described by tensor maps (TMA_ONLY's copies): A and B as given, or
+    the zero-padded copies `_Plan` makes of rows that are not 16-byte multiples (fresh, aligned)."""
+    return all((2 * x.shape[1]) % 16 != 0 or _tma_storable(x) for x in (a, b))
 
 
 def _f32(is_torch: bool):
