@@ -396,7 +396,9 @@ def gemm_fp8_swap(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "N", "K
     each block loading its own rows of A; a stage is refilled only after the consumers of both blocks released it
     (empty[s] counts CLUSTER_M arrivals, made on every block), with a cluster barrier after the mbarriers'
     initialization and before exit (no block leaves while the other may still arrive on its mbarriers). Grid x is a
-    multiple of CLUSTER_M (a row tile wholly past M loads zeros and stores nothing).
+    multiple of CLUSTER_M (a row tile wholly past M loads zeros and stores nothing). Not in the policy: slower at
+    every measured row count, also with TMA_ONLY=1 and B from DRAM (G32, H100, rotated, benchmarks/NOTES.md: kernel
+    +1.4 to +2.5 us at 32-192 x 4096 x 4096; at 192 rows the policy's own BM 96 / K_WAYS=2 form made a cluster +1.6).
     TMA_ONLY=1 (G30): the operands' copies without their per-element fallback (as gemm_fp8's TMA_ONLY; `launch` drops
     it where a tensor map cannot describe an operand)."""
     m0 = tp.block_id(0) * BM

@@ -272,7 +272,7 @@ def test_swap_verifies_clean(shape, cluster):
         p = gemm_fp8.swap_params(*shape, BM=96, BN=64, cluster=2)
     elif cluster in ("cm", "cm_kw"):
         p = gemm_fp8.swap_params(*shape, BN=64, cluster_m=2, k_ways=2 if cluster == "cm_kw" else 1)
-    elif cluster.startswith("cm_"):     # G32: CLUSTER_M=2 with the copies TMA only (18 stages: the deepest ring)
+    elif isinstance(cluster, str) and cluster.startswith("cm_"):   # G32: CLUSTER_M=2, TMA only (deep: 18 stages)
         p = {**gemm_fp8.swap_params(*shape, BN=64, cluster_m=2, k_ways=2 if "kw" in cluster else 1), "TMA_ONLY": 1}
         if "deep" in cluster:
             p["STAGES"] = 18
