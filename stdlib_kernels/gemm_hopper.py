@@ -1153,6 +1153,17 @@ def shape_class(M: int, N: int, K: int) -> str:
 # found in gemm_fp8); `launch` drops it where A's or B's base is not 16-byte aligned (their rows are padded to 16-byte
 # multiples already). Only `fixup` + `forms` callers (launch): the lowering launches gemm_hopper on tensors it does not
 # check. gemm_splitk_swap and the persistent form's STORE_N copies are TMA only already.
+# H100, rotated input sets, TMA_ONLY against the fallback alternated in one process (on / off / on, then off / on / off
+# / on; benchmarks/results/gemm-g31*-*.json, us a call, x torch.matmul bf16 / torch.mm(out_dtype=f32) in the same run):
+# 512^3 bf16 (64 x 64 relaxed cluster) 5.3 -> 4.5 / 5.3 (0.74 -> 0.81 / 0.82), f32 (64 x 64) 5.2 -> 4.4 / 4.8 (0.78 ->
+# 0.93); 640^3 f32 6.1 / 6.2 -> 5.2 / 5.1 (0.79-0.80 -> 0.94-0.95), bf16 5.6 / 5.6 -> 5.5 / 5.4 (0.82-0.83 -> 0.85);
+# 768^3 (64 x 128 s8, TMA store) bf16 7.0 -> 6.2 / 6.3 (0.68 -> 0.75), f32 7.6 -> 7.3 / 7.3 (0.66 -> 0.69); even at
+# 2048 x 2048 x 1024, 16 x 14336 x 4096, 2051 x 2045 x 1000, the f32 64 x 128 relaxed clusters (1024^3, 1024 x 1024 x
+# 2048, 2048 x 512 x 4096) and 3000 x 5000 x 4096 (190-222 us either way: noisy). SLOWER on bf16 out's 64 x 128
+# relaxed clusters with the TMA store (SMALL_CLUSTER_BF16; registers 128 -> 95), by a cost growing with K: 1024^3 8.1 /
+# 8.3 / 10.2 -> 8.8 / 8.8 / 9.2 / 10.4, 1024 x 1024 x 2048 12.3-12.6 -> 14.0-14.2, 2048 x 512 x 4096 21.2-21.3 ->
+# 23.9-24.0 (1000 x 1000 x 4096 even, 25.1 -> 24.4 / 25.1): that form keeps the fallback (`_fallback_kept`; not
+# understood: no occupancy change, one block an SM by shared memory either way).
 LAUNCH_TMA_ONLY = True
 
 
@@ -1160,9 +1171,16 @@ def policy(M: int, N: int, K: int, out=None, fixup: bool = False, forms: bool = 
     """`_policy` (below), plus TMA_ONLY=1 for the forms only `launch` runs (`fixup` and `forms`) on gemm_hopper,
     gemm_splitk or gemm_cluster (LAUNCH_TMA_ONLY above)."""
     p = _policy(M, N, K, out, fixup, forms)
-    if fixup and forms and LAUNCH_TMA_ONLY and not p.get("SWAP_AB") and not p.get("PERSISTENT"):
+    if (fixup and forms and LAUNCH_TMA_ONLY and not p.get("SWAP_AB") and not p.get("PERSISTENT")
+            and not _fallback_kept(p)):
         p = {**p, "TMA_ONLY": 1}
     return p
+
+
+def _fallback_kept(p: dict) -> bool:
+    """The form that keeps the per-element fallback: bf16 out's 64 x 128 tiles in relaxed 2x1 clusters with the TMA
+    store (SMALL_CLUSTER_BF16), where TMA_ONLY measured SLOWER by a cost growing with K (G31, above)."""
+    return clustered(p) and bool(p.get("RELAXED")) and p.get("BN") == 128 and p.get("EPILOGUE") == 2
 
 
 def _policy(M: int, N: int, K: int, out=None, fixup: bool = False, forms: bool = True) -> dict:
@@ -1573,10 +1591,13 @@ def launch(a, b, c, target: str = "sm_90a", out_dtype=None, **constexprs):
         base = policy(M, N, K, out, fixup=True) if target == "sm_90a" else None
         if base is not None and ((constexprs and (base.get("SWAP_AB") or clustered(base) or base.get("PERSISTENT")))
                                  or (base.get("PERSISTENT") and not _tma_storable(c))
-                                 or (base.get("K_WAYS", 1) > 1 and not (_tma_storable(a) and _tma_storable(b)))):
+                                 or (base.get("K_WAYS", 1) > 1 and not (_tma_storable(a) and _tma_storable(b)))
+                                 or (clustered(base) and not _tma_loadable(a, b))):
             # the policy's swap-AB / cluster / persistent form was measured as a whole: a caller's own constexprs are
             # laid over the policy without it (the kernel that form replaced); so is a C that the persistent form's
-            # TMA-only store cannot write (not contiguous, base not 16-byte aligned)
+            # TMA-only store cannot write (not contiguous, base not 16-byte aligned), and an A or B that TMA-only
+            # loads cannot read (K_WAYS=2's copies; gemm_cluster's B multicast is TMA only: G31 found a B 2 bytes
+            # off 16 refused there)
             base = policy(M, N, K, out, fixup=True, forms=False)
         params = {**base, **constexprs} if base is not None else {**PRESETS[target], **constexprs}
         if "SPLIT_K" in constexprs and "FIXUP" not in constexprs:

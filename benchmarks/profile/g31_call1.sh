@@ -13,11 +13,11 @@ timeout ${BENCH_S:-150} python3 benchmarks/profile/g31_gemm.py --order ${ORDER:-
   --shapes 512,512,512 768,768,768 1024,1024,1024 2048,2048,1024 1000,1000,4096 16,14336,4096 \
   2051,2045,1000 3000,5000,4096 2>&1 | grep -v Warning | grep -v "^ *$" | grep -v _warn_once | tee -a "$LOG"
 echo "== bench $(el)" | tee -a "$LOG"
-timeout 80 python3 -m pytest -v -n 8 -p no:cacheprovider tests/gpu/test_gpu_gemm_tma_only.py \
+timeout 70 python3 -m pytest -v -n 8 -p no:cacheprovider tests/gpu/test_gpu_gemm_tma_only.py \
   > "$OUT/g31-pytest.log" 2>&1 &
 for t in memcheck racecheck; do
   for s in small_class tma_only; do
-    ( timeout 80 compute-sanitizer --tool $t python3 tests/gpu/sanitize_gemm_$s.py > "$OUT/$t-$s.tmp" 2>&1;
+    ( timeout 70 compute-sanitizer --tool $t python3 tests/gpu/sanitize_gemm_$s.py > "$OUT/$t-$s.tmp" 2>&1;
       echo "$t $s rc=$?" >> "$OUT/$t-$s.tmp" ) &
   done
 done

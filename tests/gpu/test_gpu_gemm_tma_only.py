@@ -2,7 +2,8 @@
 the per-element fallback) on a real GPU, at the shapes whose policy they are and on ragged ones, against float64
 (computed on the GPU) within cuBLAS's own error on the same inputs (x 1.5); and launch on an operand whose base is
 2 bytes off 16 (a view into a larger buffer): the policy's form with the fallback (TMA_ONLY dropped), the same answer.
-SASS of the TMA_ONLY forms: HGMMA, no local memory. Skips without a GPU."""
+(gemm_cluster's B multicast is TMA only whatever TMA_ONLY says: launch takes the unclustered form there.) SASS of the
+TMA_ONLY forms: HGMMA, no local memory. Skips without a GPU."""
 
 from __future__ import annotations
 
@@ -46,12 +47,15 @@ def _operands(m, n, k, offset: int, seed: int):
 
 
 def _check(a, b, c, out):
+    """The bar of the other GEMM GPU tests (tests/gpu/test_gpu_gemm_small_class.py): against float64, and for bf16 out
+    within 1.5x cuBLAS's error on the same values (aligned copies: cuBLAS takes other kernels for an offset base)."""
     ref = a.double() @ b.double()
     err = float((c.double() - ref).norm() / ref.norm())
-    peer = (torch.mm(a, b, out_dtype=torch.float32) if out == torch.float32 else torch.matmul(a, b)).double()
-    bar = max(1.5 * float((peer - ref).norm() / ref.norm()), 1e-6 if out == torch.float32 else 4e-3)
-    assert not torch.isnan(c).any()
-    assert err <= bar, (err, bar)
+    assert torch.isfinite(c).all()
+    assert err < (3e-3 if out == torch.bfloat16 else 1e-5), err
+    if out == torch.bfloat16:           # one rounding of the f32 sum, as cuBLAS's
+        peer = torch.matmul(a.clone(), b.clone()).double()
+        assert err <= 1.5 * float((peer - ref).norm() / ref.norm()), err
 
 
 @pytest.mark.parametrize("out", [torch.float32, torch.bfloat16])
@@ -61,13 +65,13 @@ def test_policy_forms(policy_shape, shape, offset, out):
     m, n, k = shape
     o = tp.f32 if out == torch.float32 else tp.bf16
     p = gemm_hopper.policy(*policy_shape, o, fixup=True)
-    assert p["TMA_ONLY"] == 1
+    assert p.get("TMA_ONLY", 0) == (0 if gemm_hopper._fallback_kept(p) else 1)    # (1024^3 bf16: the fallback kept)
     a, b = _operands(m, n, k, offset, m + n + k)
     if offset:
         assert not gemm_hopper._tma_loadable(a, b)
-    # the policy itself as callers get it (launch drops TMA_ONLY for the offset view), or the form at a ragged shape:
-    # TMA_ONLY=1 given for aligned operands, left to launch for the offset ones
-    given = {} if policy_shape == shape else p if not offset else {k_: v for k_, v in p.items() if k_ != "TMA_ONLY"}
+    # the form at a ragged shape (its constexprs given, TMA_ONLY=1 among them), or the policy itself as callers get it
+    # (for the offset views: launch drops TMA_ONLY, and takes the unclustered form for gemm_cluster's TMA-only B)
+    given = p if policy_shape != shape and not offset else {}
     for _ in range(2):      # twice through one plan
         c = torch.full((m, n), float("nan"), device=DEV, dtype=out)
         gemm_hopper.launch(a, b, c, **given)
