@@ -428,17 +428,11 @@ def timing_sets(problem, shape, gen_seed: int, device: str, inputs) -> list:
     own), as many as make the inputs' bytes at least twice the device's L2, so that neither the reference nor the
     candidate is timed on inputs left in the cache by the call before (the benchmarks' rule, benchmarks/timing.py).
     Empty on the CPU or where one set is already that large."""
+    from tilepy_hip.graphs import rotation_count
+
     if device == "cpu" or not torch.cuda.is_available():
         return []
     size = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
     l2 = int(getattr(torch.cuda.get_device_properties(torch.device(device)), "L2_cache_size", 0) or 0)
-    n = rotation_count(size, l2) - 1
+    n = rotation_count(size, l2, ROTATE_MAX_SETS) - 1
     return [draw_trial(problem, shape, gen_seed + 104_729 * (j + 1), device) for j in range(n)]
-
-
-def rotation_count(size: int, l2: int, cap: int = ROTATE_MAX_SETS) -> int:
-    """Input sets of `size` bytes each that make at least twice `l2` bytes (1 where one set is, or where either
-    size is unknown), at most `cap`."""
-    if size <= 0 or l2 <= 0 or size >= 2 * l2:
-        return 1
-    return max(1, min(cap, math.ceil(2 * l2 / size)))

@@ -8,7 +8,6 @@ set) calls them in turn."""
 
 from __future__ import annotations
 
-import math
 import statistics
 
 
@@ -19,12 +18,15 @@ def l2_bytes() -> int:
     return int(torch.cuda.get_device_properties(0).L2_cache_size)
 
 
-def input_sets(footprint_bytes: int, times: float = 2.0, cap: int = 64) -> int:
+def input_sets(footprint_bytes: int, cap: int = 64) -> int:
     """How many sets of a call's buffers (`footprint_bytes` each: inputs and output) a rotation needs so that
-    the bytes it touches between two calls on one set are at least `times` x the L2 (1 where one set is)."""
+    the bytes it touches between two calls on one set are at least twice the L2 (1 where one set is; the agent's
+    rule, `tilepy_hip.graphs.rotation_count`, with a higher cap)."""
+    from tilepy_hip.graphs import rotation_count
+
     if footprint_bytes <= 0:
         raise ValueError(f"footprint_bytes={footprint_bytes}: expected the bytes a call touches (> 0)")
-    return max(1, min(cap, math.ceil(times * l2_bytes() / footprint_bytes)))
+    return rotation_count(footprint_bytes, l2_bytes(), cap)
 
 
 def graph_seconds(fn, reps: int = 20, replays: int = 15) -> float:

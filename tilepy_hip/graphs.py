@@ -142,6 +142,15 @@ def _same(a, b) -> bool:
     return type(a) is type(b)
 
 
+def rotation_count(size: int, l2: int, cap: int = 16) -> int:
+    """How many input sets of `size` bytes each a timing rotates over so that the bytes it touches between two calls
+    on one set are at least twice the `l2` cache (1 where one set already is, or where either size is unknown), at
+    most `cap`: the rule of the agent's timers (`rotate=` here) and of the benchmarks (benchmarks/timing.py)."""
+    if size <= 0 or l2 <= 0 or size >= 2 * l2:
+        return 1
+    return max(1, min(cap, -(-2 * l2 // size)))
+
+
 def replay_ms(fn, inputs, warmup: int = 20, runs: int = 100, rotate=()) -> tuple[float | None, str]:
     """Milliseconds per replay of `fn(*inputs)` captured in a CUDA graph (CUDA events around `runs` replays
     after `warmup`), or (None, why not): the capture failed, or the replay's output differs from an eager

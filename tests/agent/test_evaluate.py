@@ -167,7 +167,8 @@ def test_float64_reference_is_none_where_the_model_cannot_run_in_float64():
 
 
 def test_rotation_count_makes_twice_the_cache_and_stops_at_the_cap():
-    from argus_agent.evaluate import ROTATE_MAX_SETS, rotation_count
+    from argus_agent.evaluate import ROTATE_MAX_SETS
+    from tilepy_hip.graphs import rotation_count
 
     l2 = 50 << 20
     assert rotation_count(40 << 20, l2) == 3           # 3 x 40 MB >= 100 MB, 2 x 40 MB is not

@@ -264,8 +264,9 @@ def test_timing_rotates_input_sets_eagerly_and_by_graph_replay():
     """The agent's timers take the extra input sets in turn: eagerly each set is passed to forward; by graph
     replay each set is captured into a graph of its own (its copy of the inputs), and the replays' outputs are
     each set's own result."""
-    from argus_agent.evaluate import _time, _time_graph, rotation_count
+    from argus_agent.evaluate import _time, _time_graph
     from tilepy_hip import graphs
+    from tilepy_hip.graphs import rotation_count
 
     seen = []
 
