@@ -2,7 +2,7 @@
 on the same inputs, in one run, with the device time of each side's kernels (torch.profiler) beside the graph time,
 so that the fixed cost of a launch (prologue, first loads, epilogue) can be told from the cost per k-tile.
 
-    python benchmarks/gemm_small_class.py [--plan diag|confirm|cluster|g22|g22b|g29|g29b|g29c|g29d] [--out DIR]
+    python benchmarks/gemm_small_class.py [--plan diag|confirm|cluster|g22|g22b|g29|g29b|g29c|g29d|g33] [--out DIR]
                                           [--name STEM] [--only REGEX] [--precompile N]
 
 Every candidate's output is checked against float64 (on the GPU) before it is timed; graph times are
@@ -229,9 +229,28 @@ PLAN_G29C = [(shape, _again([("policy", None, BOTH), ("cluster", _cl_before(), B
 # against the cluster, alternated twice, at the measured wins and a ragged M it now takes
 PLAN_G29D = [(shape, _again([("policy", None, BOTH), ("cluster", _cl_before(), BOTH)]))
              for shape in ((1024, 1024, 4096), (512, 2048, 4096), (1000, 1024, 4096))]
+# G33 call 1: K_WAYS 128 x 64 (SMALL_KWAYS) in 1x2 clusters of adjacent column tiles sharing A's tile by multicast
+# (cuBLAS's nvjet 128x64_64x8_1x2), with the relaxed coupling (RELAXED=1: the opening cluster barrier without
+# release / acquire, the producer's tail in place of the closing one) and with the full cluster barriers (the coupling's
+# cost); the B-multicast 2x1 form relaxed and not; each new form alternated twice with the policy
+KW_CN2_REL = dict(KW128x64, CLUSTER_N=2, RELAXED=1)
+KW_CN2 = dict(KW128x64, CLUSTER_N=2)
+KW_CM2_REL = dict(KW128x64, CLUSTER_M=2, RELAXED=1)
+KW_CM2 = dict(KW128x64, CLUSTER_M=2)
+PLAN_G33 = [
+    ((1024, 1024, 4096), _again([("policy", None, BOTH), ("kw_cn2_rel", KW_CN2_REL, BOTH),
+                                 ("kw_cn2", KW_CN2, ("bf16",)), ("kw_cm2_rel", KW_CM2_REL, ("bf16",))])
+     + [("kw_cm2", KW_CM2, ("bf16",))]),
+    ((1024, 1024, 1024), _again([("policy", None, BOTH), ("kw_cn2_rel", KW_CN2_REL, BOTH), ("kw", KW128x64, ("bf16",)),
+                                 ("kw_cn2", KW_CN2, ("bf16",))])),
+    ((1024, 1024, 8192), _again([("policy", None, ("bf16",)), ("kw_cn2_rel", KW_CN2_REL, ("bf16",))])),
+    ((512, 2048, 4096), _again([("policy", None, ("bf16",)), ("kw_cn2_rel", KW_CN2_REL, ("bf16",))])),
+    ((768, 768, 768), _again([("policy", None, ("bf16",)), ("kw_cn2_rel", KW_CN2_REL, ("bf16",))])),
+    ((512, 512, 512), _again([("policy", None, ("bf16",)), ("kw_cn2_rel", KW_CN2_REL, ("bf16",))])),
+]
 PLANS = {"diag": PLAN_DIAG, "confirm": PLAN_CONFIRM, "cluster": PLAN_CLUSTER, "g22": PLAN_G22, "g22b": PLAN_G22B,
          "g29": PLAN_G29, "g29b": PLAN_G29B, "g29c": PLAN_G29C,
-         "g29d": PLAN_G29D}
+         "g29d": PLAN_G29D, "g33": PLAN_G33}
 DT = {"bf16": (torch.bfloat16, tp.bf16), "f32": (torch.float32, tp.f32)}
 
 
@@ -285,8 +304,8 @@ def precompile(plan, only, workers):
 
 
 def _text(p):
-    return gb._policy_text(p) + "".join(f" {k}={p[k]}" for k in ("CLUSTER_M", "SWAP_AB", "K_WAYS", "RELAXED")
-                                        if p.get(k))
+    return gb._policy_text(p) + "".join(f" {k}={p[k]}" for k in ("CLUSTER_M", "CLUSTER_N", "SWAP_AB", "K_WAYS",
+                                                                  "RELAXED") if p.get(k))
 
 
 def main(argv=None):

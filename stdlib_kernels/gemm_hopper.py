@@ -1318,7 +1318,7 @@ STEADY_ONLY = ("IN_FLIGHT", "SPLIT_K", "EPILOGUE", "B_SWIZZLE", "FIXUP", "MIN_BL
 CLUSTER_ONLY = ("CLUSTER_M", "RELAXED")                  # gemm_cluster's (CLUSTER_M > 1 picks it)
 # gemm_splitk_swap's constexprs (SWAP_AB=1 picks it)
 SWAP_KEYS = ("BM", "BN", "BK", "STAGES", "CONSUMERS", "INSTR", "SWIZZLE", "SPLIT_K", "IN_FLIGHT", "CLUSTER_M", "B_NK",
-             "K_WAYS", "M_SHIFT", "CLUSTER_K", "PUSH", "XCH")
+             "K_WAYS", "M_SHIFT", "CLUSTER_K", "PUSH", "XCH", "CLUSTER_N", "RELAXED")
 
 
 def clustered(params: dict) -> bool:
@@ -1359,6 +1359,18 @@ def kernel_params(params: dict) -> dict:
                              f"(got CLUSTER_K={params.get('CLUSTER_K')}, K_WAYS={params.get('K_WAYS', 1)}, SPLIT_K="
                              f"{params.get('SPLIT_K', 1)}, CLUSTER_M={params.get('CLUSTER_M', 1)}); CLUSTER_K is 1 "
                              f"or 2")
+        cn = params.get("CLUSTER_N", 1)
+        if cn != 1 and (cn not in (2, 4) or params.get("K_WAYS", 1) != 2 or clustered(params)
+                        or params.get("CLUSTER_K", 1) != 1):
+            raise ValueError(f"gemm_hopper: CLUSTER_N (gemm_splitk_swap: clusters of adjacent column tiles sharing "
+                             f"A's tile by multicast) is 1, 2 or 4 and needs K_WAYS=2 with CLUSTER_M=1 and CLUSTER_K=1 "
+                             f"(got CLUSTER_N={cn}, K_WAYS={params.get('K_WAYS', 1)}, CLUSTER_M="
+                             f"{params.get('CLUSTER_M', 1)}, CLUSTER_K={params.get('CLUSTER_K', 1)})")
+        if params.get("RELAXED") and (params.get("K_WAYS", 1) != 2 or (not clustered(params) and cn == 1)):
+            raise ValueError(f"gemm_hopper: RELAXED=1 with SWAP_AB=1 (gemm_splitk_swap: the relaxed opening cluster "
+                             f"barrier, the producer's tail in place of the closing one) needs K_WAYS=2 and a cluster "
+                             f"(CLUSTER_M or CLUSTER_N > 1); got K_WAYS={params.get('K_WAYS', 1)}, CLUSTER_M="
+                             f"{params.get('CLUSTER_M', 1)}, CLUSTER_N={cn}")
         if params.get("PUSH") and params.get("CLUSTER_K", 1) != 2:
             raise ValueError(f"gemm_hopper: PUSH=1 (gemm_splitk_swap: the cluster split's sums exchanged by st.async) "
                              f"needs CLUSTER_K=2 (got CLUSTER_K={params.get('CLUSTER_K', 1)})")

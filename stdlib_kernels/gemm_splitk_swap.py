@@ -80,7 +80,7 @@ def _recv_layout(BN, BM):
 
 
 def _cluster(c):
-    return (c["CLUSTER_M"], 1, c["CLUSTER_K"])
+    return (c["CLUSTER_M"], c["CLUSTER_N"], c["CLUSTER_K"])
 
 
 @tp.kernel(threads=_threads, target="sm_90a", cluster=_cluster)
@@ -91,7 +91,8 @@ def gemm_splitk_swap(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K",
                      INSTR: tp.constexpr = tp.nv.wgmma_m64n16k16_bf16, SWIZZLE: tp.constexpr = tp.Swizzle(3, 3, 3),
                      SPLIT_K: tp.constexpr = 4, IN_FLIGHT: tp.constexpr = 1, CLUSTER_M: tp.constexpr = 1,
                      B_NK: tp.constexpr = 0, K_WAYS: tp.constexpr = 1, M_SHIFT: tp.constexpr = 0,
-                     CLUSTER_K: tp.constexpr = 1, PUSH: tp.constexpr = 0, XCH: tp.constexpr = 0):
+                     CLUSTER_K: tp.constexpr = 1, PUSH: tp.constexpr = 0, XCH: tp.constexpr = 0,
+                     CLUSTER_N: tp.constexpr = 1, RELAXED: tp.constexpr = 0):
     m0 = tp.block_id(0) * BM
     n0 = tp.block_id(1) * BN
     # C^T's tile: 64 of its rows (C's columns) per consumer; with K_WAYS=2 the whole tile in each consumer
@@ -112,8 +113,9 @@ def gemm_splitk_swap(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K",
             b_s1 = tp.shared((BK, BN), tp.bf16, stages=STAGES, swizzle=SWIZZLE, layout=b_layout(BK, BN))
         full0 = tp.mbarrier(1, stages=STAGES)
         full1 = tp.mbarrier(1, stages=STAGES)
-        empty0 = tp.mbarrier(CLUSTER_M, stages=STAGES)
-        empty1 = tp.mbarrier(CLUSTER_M, stages=STAGES)
+        # with a cluster (of row tiles sharing B, or of column tiles sharing A): the consumers of every block of it
+        empty0 = tp.mbarrier(CLUSTER_M * CLUSTER_N, stages=STAGES)
+        empty1 = tp.mbarrier(CLUSTER_M * CLUSTER_N, stages=STAGES)
         if CLUSTER_K > 1 and PUSH and XCH:
             # one tile for both hand-overs (G23): consumer 1's sum, then, once consumer 0 has read it, the other
             # rank's (pushed after this block's arrival on its `xfree`): PUSH beside 4 stages at BM 112 / 128
@@ -151,8 +153,10 @@ def gemm_splitk_swap(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K",
             # the last row tile ends at M (M >= BM): its A box lies wholly inside A (rows past M in the box cost
             # time); its rows below `own` are the previous tile's, computed twice and stored once, by that tile
             m0 = tp.minimum(own, A.shape[0] - BM)
-        if CLUSTER_M > 1:
-            tp.cluster_sync()
+        if CLUSTER_M * CLUSTER_N > 1:
+            # every block's mbarriers are initialized before any other block multicasts or arrives into them (RELAXED:
+            # an execution barrier, tp.mbarrier's init being fenced at cluster scope; no release, no MEMBAR)
+            tp.cluster_sync(relaxed=RELAXED == 1)
         if CLUSTER_K > 1 and PUSH:
             # the other block's recv_full is initialized before this block pushes into it (tp.mbarrier's init is
             # fenced at cluster scope, so an execution barrier publishes it: no release, no MEMBAR)
@@ -161,7 +165,11 @@ def gemm_splitk_swap(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K",
             for j in range(pairs):
                 tp.mbarrier_wait(empty0[j % STAGES], j // STAGES)        # (the consumers pre-release the stages)
                 k0 = (k_first + 2 * j) * BK
-                tp.copy_bulk(A[m0:m0 + BM, k0:k0 + BK], a_s0[j % STAGES], full0[j % STAGES], fallback=False)
+                if CLUSTER_N > 1:   # A's tile multicast into every block of the cluster (one row tile), in turns
+                    tp.copy_bulk(A[m0:m0 + BM, k0:k0 + BK], a_s0[j % STAGES], full0[j % STAGES],
+                                 multicast=(1 << CLUSTER_N) - 1, by=j % CLUSTER_N, fallback=False)
+                else:
+                    tp.copy_bulk(A[m0:m0 + BM, k0:k0 + BK], a_s0[j % STAGES], full0[j % STAGES], fallback=False)
                 if CLUSTER_M > 1:   # B's tile multicast into every block of the cluster, the ranks taking turns
                     if B_NK:
                         tp.copy_bulk(B[n0:n0 + BN, k0:k0 + BK], b_s0[j % STAGES], full0[j % STAGES],
@@ -176,7 +184,11 @@ def gemm_splitk_swap(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K",
                 tp.mbarrier_arrive(full0[j % STAGES])
                 tp.mbarrier_wait(empty1[j % STAGES], j // STAGES)
                 k0 = (k_first + 2 * j + 1) * BK
-                tp.copy_bulk(A[m0:m0 + BM, k0:k0 + BK], a_s1[j % STAGES], full1[j % STAGES], fallback=False)
+                if CLUSTER_N > 1:   # A's tile multicast into every block of the cluster (one row tile), in turns
+                    tp.copy_bulk(A[m0:m0 + BM, k0:k0 + BK], a_s1[j % STAGES], full1[j % STAGES],
+                                 multicast=(1 << CLUSTER_N) - 1, by=j % CLUSTER_N, fallback=False)
+                else:
+                    tp.copy_bulk(A[m0:m0 + BM, k0:k0 + BK], a_s1[j % STAGES], full1[j % STAGES], fallback=False)
                 if CLUSTER_M > 1:
                     if B_NK:
                         tp.copy_bulk(B[n0:n0 + BN, k0:k0 + BK], b_s1[j % STAGES], full1[j % STAGES],
@@ -189,12 +201,22 @@ def gemm_splitk_swap(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K",
                 else:
                     tp.copy_bulk(B[k0:k0 + BK, n0:n0 + BN], b_s1[j % STAGES], full1[j % STAGES], fallback=False)
                 tp.mbarrier_arrive(full1[j % STAGES])
+            if RELAXED:
+                # the tail, in place of the closing cluster barrier: it waits for every release the consumers of
+                # every block make into this block (the only remote writes but the multicasts, which complete on
+                # its own `full`, waited for by its consumers). A ring's consumers release STAGES - IN_FLIGHT
+                # stages up front and one a pair, the last IN_FLIGHT pairs' never (nobody waits for them): its
+                # releases number pairs + STAGES - IN_FLIGHT, the loop above waited for the first `pairs`
+                for j in range(pairs + STAGES - IN_FLIGHT):
+                    if j >= pairs:
+                        tp.mbarrier_wait(empty0[j % STAGES], j // STAGES)
+                        tp.mbarrier_wait(empty1[j % STAGES], j // STAGES)
         else:
             if tp.warpgroup_id() == 1:   # consumer 0: ring 0, the k-tiles 2j + 0
                 acc = tp.zeros((BN, BM), tp.f32, layout=LC)
                 for s in tp.static_range(STAGES - IN_FLIGHT):     # the ring's stages start released
-                    if CLUSTER_M > 1:
-                        for q in tp.static_range(CLUSTER_M):
+                    if CLUSTER_M * CLUSTER_N > 1:
+                        for q in tp.static_range(CLUSTER_M * CLUSTER_N):
                             tp.mbarrier_arrive(empty0[s], cta=q)
                     else:
                         tp.mbarrier_arrive(empty0[s])
@@ -205,8 +227,8 @@ def gemm_splitk_swap(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K",
                     else:
                         acc = tp.mma_async(b_s0[j % STAGES].T, a_s0[j % STAGES].T, acc)
                     tp.mma_wait(IN_FLIGHT)
-                    if CLUSTER_M > 1:
-                        for q in tp.static_range(CLUSTER_M):
+                    if CLUSTER_M * CLUSTER_N > 1:
+                        for q in tp.static_range(CLUSTER_M * CLUSTER_N):
                             tp.mbarrier_arrive(empty0[(j + STAGES - IN_FLIGHT) % STAGES], cta=q)
                     else:
                         tp.mbarrier_arrive(empty0[(j + STAGES - IN_FLIGHT) % STAGES])   # pair j - IN_FLIGHT's: retired
@@ -254,8 +276,8 @@ def gemm_splitk_swap(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K",
             else:                             # consumer 1: ring 1, the k-tiles 2j + 1
                 acc = tp.zeros((BN, BM), tp.f32, layout=LC)
                 for s in tp.static_range(STAGES - IN_FLIGHT):     # the ring's stages start released
-                    if CLUSTER_M > 1:
-                        for q in tp.static_range(CLUSTER_M):
+                    if CLUSTER_M * CLUSTER_N > 1:
+                        for q in tp.static_range(CLUSTER_M * CLUSTER_N):
                             tp.mbarrier_arrive(empty1[s], cta=q)
                     else:
                         tp.mbarrier_arrive(empty1[s])
@@ -266,8 +288,8 @@ def gemm_splitk_swap(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K",
                     else:
                         acc = tp.mma_async(b_s1[j % STAGES].T, a_s1[j % STAGES].T, acc)
                     tp.mma_wait(IN_FLIGHT)
-                    if CLUSTER_M > 1:
-                        for q in tp.static_range(CLUSTER_M):
+                    if CLUSTER_M * CLUSTER_N > 1:
+                        for q in tp.static_range(CLUSTER_M * CLUSTER_N):
                             tp.mbarrier_arrive(empty1[(j + STAGES - IN_FLIGHT) % STAGES], cta=q)
                     else:
                         tp.mbarrier_arrive(empty1[(j + STAGES - IN_FLIGHT) % STAGES])   # pair j - IN_FLIGHT's: retired
@@ -290,8 +312,8 @@ def gemm_splitk_swap(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K",
             # (relaxed: no release, whose MEMBAR.ALL.GPU waited for C's stores, 0.6 us on an H100; the remote values
             # are stored above, so rank 0's reads have returned before it arrives)
             tp.cluster_sync(relaxed=True)
-        if CLUSTER_M > 1:
-            tp.cluster_sync()
+        if CLUSTER_M * CLUSTER_N > 1 and not RELAXED:
+            tp.cluster_sync()           # no block leaves while another may still arrive on its mbarriers
     else:
         a_s = tp.shared((BM, BK), tp.bf16, stages=STAGES, swizzle=SWIZZLE)
         if B_NK:
