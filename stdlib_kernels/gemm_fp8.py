@@ -358,6 +358,12 @@ def _swap_cluster(c):
     return (c.get("CLUSTER_M", 1), 1, c["CLUSTER_K"])
 
 
+def _half_layout(layout, BN, BM):
+    """HALF_SUM's half of the (BN, BM) accumulator `layout`: its (BN, BM / 2) column window (either half: the same
+    layout)."""
+    return layout.window((0, 0), (BN, BM // 2))
+
+
 @tp.kernel(threads=_threads, target="sm_90a", cluster=_swap_cluster)
 def gemm_fp8_swap(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "N", "K"], SA: tp.Tensor[tp.f32, "SA"],
                   SB: tp.Tensor[tp.f32, "SB"], C: tp.Tensor[tp.bf16, "M", "N"], WS: tp.Tensor[tp.f32, "WR", "WC"],
@@ -365,7 +371,7 @@ def gemm_fp8_swap(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "N", "K
                   CONSUMERS: tp.constexpr = 2, INSTR: tp.constexpr = tp.nv.wgmma_m64n16k32_e4m3,
                   SWIZZLE: tp.constexpr = tp.Swizzle(3, 4, 3), SPLIT_K: tp.constexpr = 4,
                   CLUSTER_K: tp.constexpr = 1, K_WAYS: tp.constexpr = 1, CLUSTER_M: tp.constexpr = 1,
-                  TMA_ONLY: tp.constexpr = 0):
+                  TMA_ONLY: tp.constexpr = 0, HALF_SUM: tp.constexpr = 0, STORE_T: tp.constexpr = 0):
     """Skinny rows (decode: M <= 256) with the operands swapped: C^T = B @ A^T, so A's few rows are the wgmma
     instruction's N (16-256) instead of padding its M (64), and B, the one large operand, streams through a deep
     ring. Both operands stay K-major, as fp8 wgmma reads them: B's (BN, BK) tile is the instruction's A operand as
@@ -400,7 +406,18 @@ def gemm_fp8_swap(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "N", "K
     every measured row count, also with TMA_ONLY=1 and B from DRAM (G32, H100, rotated, benchmarks/NOTES.md: kernel
     +1.4 to +2.5 us at 32-192 x 4096 x 4096; at 192 rows the policy's own BM 96 / K_WAYS=2 form made a cluster +1.6).
     TMA_ONLY=1 (G30): the operands' copies without their per-element fallback (as gemm_fp8's TMA_ONLY; `launch` drops
-    it where a tensor map cannot describe an operand)."""
+    it where a tensor map cannot describe an operand).
+    HALF_SUM=1 (CLUSTER_K=2, BM a multiple of 16; G34): the exchange as a reduce-scatter over C's rows (the tile's
+    columns of C^T) instead of the all-reduce: rank r pushes only the half of its scaled tile that its partner stores
+    (columns [(1 - r) * BM / 2, ...) of C^T, a register window: no data moves), waits for the partner's push of its own
+    half, adds and stores rows [r * BM / 2, (r + 1) * BM / 2) of the row tile, unmasked: half the bytes through
+    distributed shared memory, half the receive tile, half the adds, the store's masked half gone.
+    STORE_T=1 (SPLIT_K=1; CLUSTER_K=1 or HALF_SUM=1; G34): C's tile leaves through shared memory and one TMA store
+    instead of two-byte stores of the transposed accumulator from the registers (each thread's values of C^T are
+    single bf16 elements of C's rows): the consumer writes the scaled tile transposed into c_s (bf16, rows of 128
+    bytes, 128-byte swizzle), arrives on `staged`, and the producer warpgroup's thread stores it with
+    `cp.async.bulk.tensor` (rows past M not written) and waits for its read before exit. Needs C's rows on 16 bytes
+    (N % 8 == 0, `launch` drops it otherwise)."""
     m0 = tp.block_id(0) * BM
     n0 = tp.block_id(1) * BN
     LC = tp.accumulator(INSTR, (BN, BM), (CONSUMERS // K_WAYS, 1))
@@ -409,11 +426,17 @@ def gemm_fp8_swap(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "N", "K
     full = tp.mbarrier(1, stages=STAGES)
     empty = tp.mbarrier(CLUSTER_M, stages=STAGES)      # (CLUSTER_M: the consumers of every block of the cluster)
     if CLUSTER_K > 1:       # round i's receive tile (written once, by rank r ^ 2^i) and its mbarrier
-        recv = tp.shared((BN, BM), tp.f32, stages=CLUSTER_K // 2, layout=_recv_layout(BN, BM))
+        # (HALF_SUM: the half of the tile this rank stores, pushed by its partner)
+        recv = tp.shared((BN, BM // (1 + HALF_SUM)), tp.f32, stages=CLUSTER_K // 2,
+                         layout=_recv_layout(BN, BM // (1 + HALF_SUM)))
         recv_full = tp.mbarrier(1, stages=CLUSTER_K // 2)
     if K_WAYS == 2:         # consumer 1's sum, handed to consumer 0
         red = tp.shared((BN, BM), tp.f32, layout=_recv_layout(BN, BM))
         red_full = tp.mbarrier(1)
+    if STORE_T == 1:        # C's (rows, BN) bf16 tile for the TMA store (HALF_SUM: this rank's half of the rows)
+        c_s = tp.shared((BM // (1 + HALF_SUM), BN), tp.bf16, swizzle=tp.Swizzle(3, 3, 3),
+                        layout=b_layout(BM // (1 + HALF_SUM), BN, 64))
+        staged = tp.mbarrier(1)
     tp.tag(A, lambda i, k: ("A", i, k))
     tp.tag(B, lambda j, k: ("B", k, j))
     if SPLIT_K > 1:
@@ -442,6 +465,16 @@ def gemm_fp8_swap(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "N", "K
                          multicast=(1 << CLUSTER_M) - 1 if CLUSTER_M > 1 else 0,
                          by=k % CLUSTER_M if CLUSTER_M > 1 else None, fallback=TMA_ONLY == 0)
             tp.mbarrier_arrive(full[k % STAGES])
+        if STORE_T == 1:
+            tp.mbarrier_wait(staged, 0)                 # the consumer's scaled tile is in c_s
+            if HALF_SUM == 1:       # this rank's half of the row tile (rows / columns past M / N not written)
+                for h in tp.static_range(2):
+                    if tp.block_id(2) == h:
+                        tp.store_bulk(c_s, C[m0 + h * (BM // 2):m0 + h * (BM // 2) + BM // 2, n0:n0 + BN],
+                                      fallback=False)
+            else:
+                tp.store_bulk(c_s, C[m0:m0 + BM, n0:n0 + BN], fallback=False)
+            tp.store_bulk_wait(c_s)                     # c_s is read before the block exits
     elif tp.warpgroup_id() == 2 if K_WAYS == 2 else False:   # K_WAYS=2's consumer 1: the odd k-tiles, its sum
         acc = tp.zeros((BN, BM), tp.f32, layout=LC)           # handed to consumer 0
         for s in tp.static_range(1, STAGES - 2, 2):           # its stages (s % 2 == 1) but the last start released
@@ -491,6 +524,20 @@ def gemm_fp8_swap(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "N", "K
         if SPLIT_K > 1:
             mine = (z * tp.num_blocks(0) + tp.block_id(0)) * BM      # split z's slot
             tp.store(WS[mine:mine + BM, n0:n0 + BN], (acc * scale).T)
+        elif HALF_SUM == 1:     # (CLUSTER_K=2) reduce-scatter: push the partner's half, add the own half
+            total = acc * scale
+            r = tp.cluster_rank()
+            lo, hi = total[:, 0:BM // 2], total[:, BM // 2:BM]     # register windows (the same layout)
+            tp.store_remote(recv[0], tp.where(r == 0, hi, lo), recv_full[0], r ^ 1)   # rank r ^ 1 stores that half
+            tp.mbarrier_wait(recv_full[0], 0)
+            mine = tp.where(r == 0, lo, hi) + tp.load(recv[0], layout=_half_layout(LC, BN, BM))
+            if STORE_T == 1:
+                tp.store(c_s, mine.T)               # this rank's rows, the producer warpgroup stores them
+                tp.mbarrier_arrive(staged)
+            else:
+                for h in tp.static_range(2):
+                    if tp.block_id(2) == h:         # rank h's rows: h * BM / 2 .. of the row tile
+                        tp.store(C[m0 + h * (BM // 2):m0 + h * (BM // 2) + BM // 2, n0:n0 + BN], mine.T)
         elif CLUSTER_K > 1:
             total = acc * scale
             for i in tp.static_range(CLUSTER_K // 2):        # butterfly rounds: partner r ^ 1, then r ^ 2
@@ -499,6 +546,9 @@ def gemm_fp8_swap(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "N", "K
                 total = total + tp.load(recv[i], layout=LC)
             mine = tp.arange(BN)[None, :] * CLUSTER_K // BN == tp.block_id(2)    # this rank's columns of C
             tp.store(C[m0:m0 + BM, n0:n0 + BN], total.T, mask=mine)
+        elif STORE_T == 1:
+            tp.store(c_s, (acc * scale).T)          # rounded to bf16, transposed, into the staged tile
+            tp.mbarrier_arrive(staged)              # the producer warpgroup stores it
         else:
             tp.store(C[m0:m0 + BM, n0:n0 + BN], (acc * scale).T)
     if CLUSTER_M > 1:
@@ -633,11 +683,13 @@ SWAP_CLUSTER_MIN_STAGES = 4
 SWAP_MAX_STAGES = 12
 
 
-def swap_stages(BM: int, BN: int, cluster_k: int = 1, k_ways: int = 1) -> int:
-    """The ring's depth beside CLUSTER_K's receive tiles (cluster_k // 2 f32 (BN, BM) tiles) and K_WAYS=2's hand-over
-    tile (one more) in SWAP_SMEM, at most SWAP_MAX_STAGES; with K_WAYS=2 an even count (each consumer its half)."""
-    tiles = cluster_k // 2 + (k_ways == 2)
-    stages = min(SWAP_MAX_STAGES, (SWAP_SMEM - tiles * BN * BM * 4) // ((BN + BM) * 128))
+def swap_stages(BM: int, BN: int, cluster_k: int = 1, k_ways: int = 1, half_sum: int = 0, store_t: int = 0) -> int:
+    """The ring's depth beside CLUSTER_K's receive tiles (cluster_k // 2 f32 (BN, BM) tiles; HALF_SUM: (BN, BM / 2)),
+    K_WAYS=2's hand-over tile (one more (BN, BM)) and STORE_T's bf16 tile of C in SWAP_SMEM, at most SWAP_MAX_STAGES;
+    with K_WAYS=2 an even count (each consumer its half)."""
+    side = ((cluster_k // 2) * BN * BM * 4 // (1 + half_sum) + (k_ways == 2) * BN * BM * 4
+            + store_t * BN * BM * 2 // (1 + half_sum))
+    stages = min(SWAP_MAX_STAGES, (SWAP_SMEM - side) // ((BN + BM) * 128))
     return stages - stages % 2 if k_ways == 2 else stages
 
 
@@ -728,7 +780,8 @@ def swap_exact_bm(M: int) -> int | None:
 
 
 SWAP_KEYS = ("BM", "BN", "BK", "STAGES", "CONSUMERS", "INSTR", "SWIZZLE", "SPLIT_K", "CLUSTER_K", "K_WAYS", "CLUSTER_M",
-             "TMA_ONLY")
+             "TMA_ONLY", "HALF_SUM", "STORE_T")
+SWAP_ZERO_KEYS = ("TMA_ONLY", "HALF_SUM", "STORE_T")      # (absent: 0)
 
 
 def shape_class(M: int, N: int, K: int) -> str:
@@ -795,7 +848,16 @@ def kernel_of(params: dict):
             raise ValueError(f"gemm_fp8: SWAP=1 with CLUSTER_M={cm}: the rows split over a cluster of 2 (CLUSTER_M=2) "
                              f"run without a K split (SPLIT_K=1, CLUSTER_K=1); got SPLIT_K={params['SPLIT_K']}, "
                              f"CLUSTER_K={ck}")
-        return gemm_fp8_swap, {k: params.get(k, 0 if k == "TMA_ONLY" else 1) for k in SWAP_KEYS}
+        hs, st = params.get("HALF_SUM", 0), params.get("STORE_T", 0)
+        if hs and (ck != 2 or params["BM"] % 16):
+            raise ValueError(f"gemm_fp8: SWAP=1 with HALF_SUM=1 sums the halves of the tile's rows over a cluster of 2 "
+                             f"(CLUSTER_K=2) and a BM of whole 8-row halves (a multiple of 16); got CLUSTER_K={ck}, "
+                             f"BM={params['BM']}; or pass HALF_SUM=0")
+        if st and (params["SPLIT_K"] != 1 or (ck > 1 and not hs)):
+            raise ValueError(f"gemm_fp8: SWAP=1 with STORE_T=1 stores C's tile (or, with HALF_SUM=1, the rank's half "
+                             f"of its rows) by one TMA store: SPLIT_K=1 and CLUSTER_K=1 or HALF_SUM=1; got SPLIT_K="
+                             f"{params['SPLIT_K']}, CLUSTER_K={ck}, HALF_SUM={hs}; or pass STORE_T=0")
+        return gemm_fp8_swap, {k: params.get(k, 0 if k in SWAP_ZERO_KEYS else 1) for k in SWAP_KEYS}
     if params.get("CLUSTER_M", 1) > 1:      # (G28) the small forms on 2x1 clusters, B multicast
         if (params.get("PERSISTENT") or params.get("PRODUCER_REGS") or params.get("CONSUMER_REGS")
                 or params.get("IN_FLIGHT")):
@@ -878,6 +940,10 @@ def params_for(M: int, N: int, K: int, **constexprs) -> dict:
         elif ck == 1 and sw["CLUSTER_K"] > 1:   # the slots asked for: the table's split as slots
             slots = swap_params(M, N, K, BN=sw["BN"], BM=sw["BM"], k_ways=kw)
             sw.update(SPLIT_K=slots["SPLIT_K"], CLUSTER_K=1, STAGES=slots["STAGES"])
+        hs, st = constexprs.get("HALF_SUM", 0), constexprs.get("STORE_T", 0)
+        if hs or st:        # (G34) the ring beside the half receive tile / C's staged tile
+            sw["STAGES"] = swap_stages(sw["BM"], sw["BN"], max(sw["CLUSTER_K"], constexprs.get("CLUSTER_K", 1)), kw,
+                                       hs, st)
         return {**sw, **constexprs}
     pol = policy(M, N, K, forms=not constexprs)
     params = {**pol, **constexprs}
@@ -902,6 +968,8 @@ def launch(a, b, scale_a, scale_b, out, target: str = "sm_90a", **constexprs):
     params = params_for(M, N, K, **constexprs)
     if params.get("TMA_ONLY") and "TMA_ONLY" not in constexprs and not _tma_bases(a, b):
         params["TMA_ONLY"] = 0      # the policy's TMA-only copies need tensor maps: 16-byte aligned bases
+    if params.get("STORE_T") and not _tma_out(out):
+        params["STORE_T"] = 0       # swap-AB's TMA store of C needs a tensor map of C: the registers' store instead
     if tuple(scale_a.shape) == ():
         scale_a = scale_a.reshape(1)
     if tuple(scale_b.shape) == ():
@@ -923,6 +991,14 @@ def _tma_bases(a, b) -> bool:
     if isinstance(a, np.ndarray):
         return True
     return a.data_ptr() % 16 == 0 and b.data_ptr() % 16 == 0
+
+
+def _tma_out(out) -> bool:
+    """Whether a tensor map can describe C for a bulk store: rows of a multiple of 16 bytes (N % 8 == 0 in bf16) on a
+    16-byte aligned base (numpy arrays, the interpreter: any)."""
+    if isinstance(out, np.ndarray):
+        return True
+    return out.shape[1] % 8 == 0 and out.stride(1) == 1 and out.stride(0) % 8 == 0 and out.data_ptr() % 16 == 0
 
 
 _WS: dict = {}

@@ -2,10 +2,10 @@
 CLUSTER_K's in-kernel sum over a cluster),
 ragged rows / columns / K, BM 16 / 64 / 128, a ring that turns over; each output checked against float64.
 
-compute-sanitizer --tool memcheck python3 tests/gpu/sanitize_gemm_fp8_swap.py [g24 | g30 | g32]
-compute-sanitizer --tool racecheck python3 tests/gpu/sanitize_gemm_fp8_swap.py [g24 | g30 | g32]
+compute-sanitizer --tool memcheck python3 tests/gpu/sanitize_gemm_fp8_swap.py [g24 | g30 | g32 | g34]
+compute-sanitizer --tool racecheck python3 tests/gpu/sanitize_gemm_fp8_swap.py [g24 | g30 | g32 | g34]
 (g24: K_WAYS / exact BM / CLUSTER_M only; g30: whole 128-row tiles unsplit and TMA_ONLY only; g32: CLUSTER_M with
-TMA_ONLY only)
+TMA_ONLY only; g34: HALF_SUM / STORE_T only)
 """
 
 import os
@@ -49,8 +49,16 @@ G30 = [((200, 264, 1040), dict(BM=128, BN=64, CONSUMERS=1, SPLIT_K=1, STAGES=3))
 G32 = [((7, 264, 528), dict(CLUSTER_M=2, BN=64, STAGES=2, TMA_ONLY=1)),
        ((96, 200, 1040), dict(CLUSTER_M=2, BN=64, BM=48, TMA_ONLY=1)),
        ((32, 520, 4096), dict(CLUSTER_M=2, BN=64, BM=16, STAGES=20, TMA_ONLY=1))]
-PICK = {"g24": G24, "g30": G30, "g32": G32}
-for (m, n, k), extra in PICK.get(" ".join(sys.argv[1:]), CASES + G24 + G30 + G32):
+# G34: HALF_SUM (the cluster's split as a reduce-scatter of C's rows) with a ring turning over and ragged M / N / K, two
+# consumers (K_WAYS=2) at BM 96; STORE_T (C's tile by one TMA store) with it, unsplit, and at 200 rows (the second row
+# tile ragged)
+G34 = [((40, 264, 1040), dict(BN=64, CLUSTER_K=2, HALF_SUM=1, STAGES=2, TMA_ONLY=1)),
+       ((96, 136, 1040), dict(BM=96, K_WAYS=2, CLUSTER_K=2, HALF_SUM=1, STORE_T=1, STAGES=4)),
+       ((130, 264, 1552), dict(BN=64, CLUSTER_K=2, HALF_SUM=1, STORE_T=1, STAGES=3, TMA_ONLY=1)),
+       ((16, 520, 2064), dict(BN=64, SPLIT_K=1, STORE_T=1, TMA_ONLY=1)),
+       ((200, 264, 1040), dict(BM=128, BN=64, CONSUMERS=1, SPLIT_K=1, STORE_T=1, STAGES=3, TMA_ONLY=1))]
+PICK = {"g24": G24, "g30": G30, "g32": G32, "g34": G34}
+for (m, n, k), extra in PICK.get(" ".join(sys.argv[1:]), CASES + G24 + G30 + G32 + G34):
     a = torch.randn(m, k, device=d, generator=g).to(torch.float8_e4m3fn)
     b = torch.randn(n, k, device=d, generator=g).to(torch.float8_e4m3fn)
     sa, sb = torch.full((1,), 0.5, device=d), torch.full((1,), 0.25, device=d)

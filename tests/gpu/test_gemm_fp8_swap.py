@@ -225,3 +225,64 @@ def test_g30_policy_on_unaligned_bases(M):
         assert float((out.double() - ref).norm() / ref.norm()) <= 2.0**-8
     mag = (a.double().abs() @ b.double().abs().t()) * sa.double() * sb.double()
     assert bool(((outs[1].double() - outs[0].double()).abs() <= 2.0**-8 * ref.abs() + 2.0**-8 * mag).all())
+
+
+G34 = [((128, 4096, 4096), dict(BN=64, CLUSTER_K=2, HALF_SUM=1, TMA_ONLY=1)),
+       ((128, 4096, 4096), dict(BN=64, CLUSTER_K=2, HALF_SUM=1, STORE_T=1, TMA_ONLY=1)),
+       ((96, 4096, 4096), dict(BM=96, K_WAYS=2, CLUSTER_K=2, HALF_SUM=1, STORE_T=1, TMA_ONLY=1)),
+       ((32, 4096, 14336), dict(BN=64, CLUSTER_K=2, HALF_SUM=1, TMA_ONLY=1)),
+       ((40, 1000, 1040), dict(BN=64, CLUSTER_K=2, HALF_SUM=1, STORE_T=1, STAGES=2)),
+       ((130, 264, 784), dict(BN=64, CLUSTER_K=2, HALF_SUM=1, STAGES=3)),
+       ((16, 4096, 4096), dict(BN=64, SPLIT_K=1, STORE_T=1, TMA_ONLY=1)),
+       ((192, 4096, 4096), dict(BM=96, K_WAYS=2, SPLIT_K=1, STORE_T=1, TMA_ONLY=1)),
+       ((200, 520, 1040), dict(BM=128, BN=64, CONSUMERS=1, SPLIT_K=1, STORE_T=1, STAGES=3))]
+
+
+G34_IDS = [f"{m}x{n}x{k}-" + "-".join(e for e in x if e in ("HALF_SUM", "STORE_T")) for (m, n, k), x in G34]
+
+
+@pytest.mark.parametrize("shape,extra", G34, ids=G34_IDS)
+def test_g34_half_sum_and_tma_store(shape, extra):
+    """G34's forms: HALF_SUM=1 (the cluster's split summed as a reduce-scatter: each rank pushes the half of C's rows
+    its partner stores and stores its own half) and STORE_T=1 (C's tile transposed into shared memory and stored by
+    one TMA store; with HALF_SUM the rank's half), over full-size decode rows and ragged M / N / K with a ring turning
+    over: against float64 of the e4m3 inputs, NaN-poisoned output; like for like with _scaled_mm's fast accumulation."""
+    M, N, K = shape
+    g = torch.Generator(device="cuda").manual_seed(34 + M + N)
+    a, sa = _quantize(torch.randn(M, K, device=DEV, generator=g))
+    b, sb = _quantize(torch.randn(N, K, device=DEV, generator=g))
+    out = torch.full((M, N), float("nan"), device=DEV, dtype=torch.bfloat16)
+    p = gemm_fp8.params_for(M, N, K, SWAP=1, **extra)
+    assert all(p[k] == v for k, v in extra.items()), p
+    gemm_fp8.launch(a, b, sa, sb, out, SWAP=1, **extra)
+    torch.cuda.synchronize()
+    ref = (a.double() @ b.double().t()) * sa.double() * sb.double()
+    assert not out.isnan().any()
+    err = float((out.double() - ref).norm() / ref.norm())
+    assert err <= 2.0**-8, err
+    if M % 16 == 0:
+        fast = torch._scaled_mm(a, b.t(), sa, sb, out_dtype=torch.bfloat16, use_fast_accum=True).double()
+        assert err <= 1.5 * float((fast - ref).norm() / ref.norm()) + 1e-5, err
+    mag = (a.double().abs() @ b.double().abs().t()) * sa.double() * sb.double()
+    assert bool(((out.double() - ref).abs() <= 2.0**-8 * ref.abs() + 2.0**-9 * mag).all())
+
+
+def test_g34_tma_store_dropped_where_c_has_no_tensor_map():
+    """STORE_T needs a tensor map of C (rows of 16-byte multiples on a 16-byte aligned base): launch stores from the
+    registers otherwise (N % 8 != 0; C's base 2 bytes off 16), with the same product as the TMA store."""
+    g = torch.Generator(device="cuda").manual_seed(341)
+    for M, N, K in ((64, 260, 1040), (64, 264, 1040)):
+        a, sa = _quantize(torch.randn(M, K, device=DEV, generator=g))
+        b, sb = _quantize(torch.randn(N, K, device=DEV, generator=g))
+        ref = (a.double() @ b.double().t()) * sa.double() * sb.double()
+        outs = [torch.full((M, N), float("nan"), device=DEV, dtype=torch.bfloat16)]
+        off = torch.full((M * N + 1,), float("nan"), device=DEV, dtype=torch.bfloat16)[1:].view(M, N)
+        assert off.data_ptr() % 16
+        outs.append(off)
+        for out in outs:
+            gemm_fp8.launch(a, b, sa, sb, out, SWAP=1, BN=64, CLUSTER_K=2, HALF_SUM=1, STORE_T=1)
+        torch.cuda.synchronize()
+        for out in outs:
+            assert not out.isnan().any()
+            assert float((out.double() - ref).norm() / ref.norm()) <= 2.0**-8
+        assert torch.equal(outs[0], outs[1])

@@ -90,6 +90,15 @@ CASES = [
     # turning over; BM 24 (n24) over ragged N and K with a ring deeper than the k-tiles (20 stages, 7 k-tiles)
     ((7, 136, 528), dict(SWAP=1, CLUSTER_M=2, BN=64, STAGES=2, TMA_ONLY=1)),
     ((48, 200, 784), dict(SWAP=1, CLUSTER_M=2, BN=64, BM=24, INSTR=gemm_fp8.SWAP_INSTR[24], STAGES=20, TMA_ONLY=1)),
+    # G34: HALF_SUM (the cluster's split as a reduce-scatter of C's rows: each rank pushes the half its partner stores):
+    # two consumers of 64 columns over ragged M / N / K with a ring of 2 (rank 1's rows 32-63 partly past M); one
+    # consumer, two 128-row tiles (the second's halves 2 and 0 rows), with STORE_T (the half's TMA store); K_WAYS=2 at
+    # BM 96. STORE_T unsplit: one consumer over ragged M / N; K_WAYS=2 over 100 rows of a 128-row tile
+    ((40, 200, 1040), dict(SWAP=1, CLUSTER_K=2, STAGES=2, HALF_SUM=1)),
+    ((130, 136, 784), dict(SWAP=1, BN=64, CONSUMERS=1, CLUSTER_K=2, STAGES=2, HALF_SUM=1, STORE_T=1, TMA_ONLY=1)),
+    ((96, 136, 784), dict(SWAP=1, BM=96, BN=64, K_WAYS=2, CLUSTER_K=2, STAGES=4, HALF_SUM=1)),
+    ((40, 200, 528), dict(SWAP=1, BN=64, CONSUMERS=1, SPLIT_K=1, STAGES=3, STORE_T=1)),
+    ((100, 136, 1040), dict(SWAP=1, K_WAYS=2, SPLIT_K=1, STAGES=4, STORE_T=1)),
 ]
 
 
@@ -285,6 +294,43 @@ def test_swap_verifies_clean(shape, cluster):
     assert kernel is gemm_fp8.gemm_fp8_swap
     report = tv.verify(kernel, target="sm_90a", **kp)
     assert report.ok and not report.findings, str(report)
+
+
+@pytest.mark.parametrize("shape,extra", [((128, 4096, 4096), dict(BN=64, CLUSTER_K=2, HALF_SUM=1, TMA_ONLY=1)),
+                                         ((128, 4096, 4096), dict(BN=64, CLUSTER_K=2, HALF_SUM=1, STORE_T=1)),
+                                         ((96, 4096, 4096), dict(BM=96, K_WAYS=2, CLUSTER_K=2, HALF_SUM=1, STORE_T=1)),
+                                         ((32, 4096, 4096), dict(BN=64, CLUSTER_K=2, HALF_SUM=1, TMA_ONLY=1)),
+                                         ((40, 200, 1040), dict(CLUSTER_K=2, HALF_SUM=1)),
+                                         ((16, 4096, 4096), dict(BN=64, SPLIT_K=1, STORE_T=1, TMA_ONLY=1)),
+                                         ((256, 4096, 4096), dict(BN=64, SPLIT_K=1, STORE_T=1, TMA_ONLY=1))])
+def test_g34_forms_verify_clean(shape, extra):
+    """G34: HALF_SUM's push of the partner's half (one st.async exchange, the receive tile waited on before it is read)
+    and the ranks' disjoint halves of C's rows; STORE_T's staged tile (written by the consumer, arrived on, stored by
+    the producer's thread, its read waited for before exit): clean."""
+    import tilepy_verify as tv
+
+    p = gemm_fp8.params_for(*shape, SWAP=1, **extra)
+    kernel, kp = gemm_fp8.kernel_of(p)
+    assert kernel is gemm_fp8.gemm_fp8_swap and all(kp[k] == v for k, v in extra.items())
+    report = tv.verify(kernel, target="sm_90a", **kp)
+    assert report.ok and not report.findings, str(report)
+
+
+def test_g34_refusals_and_stages():
+    """HALF_SUM runs over a cluster of 2 with whole 8-row halves; STORE_T without slots (and, over a cluster, with
+    HALF_SUM); the ring re-sized beside the half receive tile and C's staged tile."""
+    a, b, sa, sb = _inputs(24, 136, 512)
+    out = np.zeros((24, 136), np.float32)
+    for bad in (dict(HALF_SUM=1, CLUSTER_K=1), dict(HALF_SUM=1, BM=24, CLUSTER_K=2), dict(STORE_T=1, SPLIT_K=2),
+                dict(STORE_T=1, CLUSTER_K=2)):
+        with pytest.raises(ValueError, match="HALF_SUM|STORE_T"):
+            gemm_fp8.launch(a, b, sa, sb, out, SWAP=1, **bad)
+    assert gemm_fp8.swap_stages(128, 64, 2) == 7 and gemm_fp8.swap_stages(128, 64, 2, half_sum=1) == 8
+    assert gemm_fp8.swap_stages(128, 64, 1) == 9 and gemm_fp8.swap_stages(128, 64, 1, store_t=1) == 8
+    for M, extra in ((128, dict(BN=64, CLUSTER_K=2, HALF_SUM=1, STORE_T=1)), (256, dict(BN=64, SPLIT_K=1, STORE_T=1))):
+        p = gemm_fp8.params_for(M, 4096, 4096, SWAP=1, **extra)
+        side = p["BN"] * p["BM"] * (4 * (p["CLUSTER_K"] // 2) + 2) // (1 + p.get("HALF_SUM", 0))
+        assert p["STAGES"] * (p["BN"] + p["BM"]) * 128 + side <= gemm_fp8.SWAP_SMEM, p
 
 
 def test_launch_refuses_bad_shapes_and_dtypes():

@@ -1,0 +1,41 @@
+"""G34: the forms of gemm_fp8_swap timed against the skinny fp8 policy (imported by g34_trace.py and g34_sass.py).
+HALF_SUM=1 (the K split's exchange as a reduce-scatter: each rank pushes only the half of C's rows its partner stores,
+then stores its own half unmasked) on the policy's CLUSTER_K=2 rows, with the ring re-sized beside the half receive
+tile; STORE_T=1 (C's tile through shared memory and one TMA store instead of two-byte stores of the transposed
+accumulator) on the policy's unsplit rows and with HALF_SUM; and G30's unsplit two-row-tile forms (128 blocks, B's
+second read from the L2) with the copies TMA only at 64-128 rows, where they were timed only with the fallback."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from stdlib_kernels import gemm_fp8  # noqa: E402
+
+
+def _stages(p, half_sum=0, store_t=0):
+    return gemm_fp8.swap_stages(p["BM"], p["BN"], p["CLUSTER_K"], p["K_WAYS"], half_sum, store_t)
+
+
+def call1_variants(M, N, K) -> dict:
+    """Call 1: the policy against HALF_SUM / HALF_SUM + STORE_T (CLUSTER_K=2 rows), STORE_T (unsplit rows), and the
+    unsplit two-row-tile forms with TMA_ONLY (64-128 rows)."""
+    pol = gemm_fp8.swap_policy(M, N, K)
+    out = {"policy": pol}
+    if pol["CLUSTER_K"] == 2 and pol["BM"] % 16 == 0:
+        out["half"] = {**pol, "HALF_SUM": 1, "STAGES": _stages(pol, 1)}
+        if N % 8 == 0:
+            out["half_st"] = {**pol, "HALF_SUM": 1, "STORE_T": 1, "STAGES": _stages(pol, 1, 1)}
+    if pol["CLUSTER_K"] == 1 and pol["SPLIT_K"] == 1 and N % 8 == 0:
+        out["st"] = {**pol, "STORE_T": 1, "STAGES": _stages(pol, 0, 1)}
+    if 64 <= M <= 128 and K == 4096:
+        half = next(n for n in sorted(gemm_fp8.SWAP_INSTR) if n >= -(-M // 2))
+
+        def form(**kw):
+            return gemm_fp8.params_for(M, N, K, SWAP=1, BN=64, SPLIT_K=1, CLUSTER_K=1, TMA_ONLY=1, BM=half,
+                                       INSTR=gemm_fp8.SWAP_INSTR[half], **kw)
+        out["rows2"] = form(CONSUMERS=1, K_WAYS=1)
+        out["rows2_kw"] = form(CONSUMERS=2, K_WAYS=2)
+    return out
