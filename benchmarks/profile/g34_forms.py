@@ -2,8 +2,9 @@
 HALF_SUM=1 (the K split's exchange as a reduce-scatter: each rank pushes only the half of C's rows its partner stores,
 then stores its own half unmasked) on the policy's CLUSTER_K=2 rows, with the ring re-sized beside the half receive
 tile; STORE_T=1 (C's tile through shared memory and one TMA store instead of two-byte stores of the transposed
-accumulator) on the policy's unsplit rows and with HALF_SUM; and G30's unsplit two-row-tile forms (128 blocks, B's
-second read from the L2) with the copies TMA only at 64-128 rows, where they were timed only with the fallback."""
+accumulator) on the policy's unsplit rows and with HALF_SUM; and G30's unsplit forms with the copies TMA only at
+32-128 rows (two row tiles, 128 blocks, B's second read from the L2; one row tile with two consumers on alternate
+k-tiles, 64 blocks), which G30 timed there only with the fallback compiled in."""
 
 from __future__ import annotations
 
@@ -30,12 +31,15 @@ def call1_variants(M, N, K) -> dict:
             out["half_st"] = {**pol, "HALF_SUM": 1, "STORE_T": 1, "STAGES": _stages(pol, 1, 1)}
     if pol["CLUSTER_K"] == 1 and pol["SPLIT_K"] == 1 and N % 8 == 0:
         out["st"] = {**pol, "STORE_T": 1, "STAGES": _stages(pol, 0, 1)}
-    if 64 <= M <= 128 and K == 4096:
+    if 32 <= M <= 128 and K == 4096:
         half = next(n for n in sorted(gemm_fp8.SWAP_INSTR) if n >= -(-M // 2))
 
-        def form(**kw):
-            return gemm_fp8.params_for(M, N, K, SWAP=1, BN=64, SPLIT_K=1, CLUSTER_K=1, TMA_ONLY=1, BM=half,
-                                       INSTR=gemm_fp8.SWAP_INSTR[half], **kw)
-        out["rows2"] = form(CONSUMERS=1, K_WAYS=1)
-        out["rows2_kw"] = form(CONSUMERS=2, K_WAYS=2)
+        def form(bm, **kw):
+            return gemm_fp8.params_for(M, N, K, SWAP=1, BN=64, SPLIT_K=1, CLUSTER_K=1, TMA_ONLY=1, BM=bm,
+                                       INSTR=gemm_fp8.SWAP_INSTR[bm], **kw)
+        out["rows2"] = form(half, CONSUMERS=1, K_WAYS=1)
+        out["rows2_kw"] = form(half, CONSUMERS=2, K_WAYS=2)
+        # one row tile over the whole K (64 blocks, no cluster), two consumers on alternate k-tiles: each consumer's
+        # chain of wgmma groups half the k-tiles, as the split's (G30 call 3 timed it only with the fallback)
+        out["unsplit_kw"] = form(pol["BM"], CONSUMERS=2, K_WAYS=2)
     return out
