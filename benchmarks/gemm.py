@@ -532,26 +532,33 @@ def streamk_rows(g, shapes, outs=(torch.bfloat16, torch.float32)) -> list:
 
 
 def fp32_row(M, N, K, g, b_layout="kn", **constexprs):
-    # the form launch runs: A split in the GEMM's registers (RAW) where K % 4 == 0 and the sum is promoted,
-    # and split-K by gemm_fp32.policy where no tile is named
+    # the form launch runs: swap-AB for skinny rows (gemm_fp32.swap_ok: the weight split in registers, x's rows by a
+    # pass), else A split in the GEMM's registers (RAW) where K % 4 == 0 and the sum is promoted, with
+    # gemm_fp32.launch_policy's tile (split-K, 64- or 96-wide tiles) where no tile is named
     named = dict(constexprs)
-    if not gemm_fp32.tile_named(constexprs):
-        constexprs = {**gemm_fp32.policy(M, N, K), **constexprs}
-    raw = constexprs.get("A_RAW", int(gemm_fp32.raw_ok(K) and constexprs.get("PROMOTE", True)))
-    p = {**gemm_fp32.PRESETS["sm_90a"], **(gemm_fp32.RAW if raw else {}), **constexprs}
     a = torch.randn(M, K, device="cuda", generator=g)
     b = torch.randn((K, N) if b_layout == "kn" else (N, K), device="cuda", generator=g)
     c = torch.full((M, N), float("nan"), device="cuda")
-    ck = tilepy_hip.compile(gemm_fp32.gemm_fp32, target="sm_90a", **p)
+    swap = gemm_fp32.swap_ok(a, b, b_layout, constexprs)
+    if swap:
+        p = {**gemm_fp32.swap_params(M, N, K, b_layout=b_layout), **{k: v for k, v in constexprs.items()
+                                                                       if k != "SWAP"}}
+        raw = 1
+        ck = tilepy_hip.compile(gemm_fp32.gemm_fp32_kt if b_layout == "kn" else gemm_fp32.gemm_fp32_ct,
+                                target="sm_90a", **p)
+    else:
+        constexprs.pop("SWAP", None)
+        if not gemm_fp32.tile_named(constexprs):
+            constexprs = {**gemm_fp32.launch_policy(M, N, K), **constexprs}
+        raw = constexprs.get("A_RAW", int(gemm_fp32.raw_ok(K) and constexprs.get("PROMOTE", True)))
+        p = {**gemm_fp32.PRESETS["sm_90a"], **(gemm_fp32.RAW if raw else {}), **constexprs}
+        ck = tilepy_hip.compile(gemm_fp32.gemm_fp32, target="sm_90a", **p)
     gemm_fp32.launch(a, b, c, b_layout, **named)
     bb = b if b_layout == "kn" else b.t()
     ref = a.double() @ bb.double()
     err = rel(c, ref)
     torch.backends.cuda.matmul.allow_tf32 = False
     err_sgemm = rel(torch.matmul(a, bb), ref)
-    (ah, al), (bh, bl) = gemm_fp32.split(a), gemm_fp32.split(b, b_layout)
-    grid = gemm_fp32.grid(a, c, **constexprs)
-    args = [a[None], a[None], bh, bl, c[None]] if raw else [ah, al, bh, bl, c[None]]
     # where one call's buffers fit in the L2, ours and SGEMM rotate among input sets (the one-set figures beside)
     sets = [(a, b, c)] + [(torch.randn_like(a), torch.randn_like(b), torch.empty_like(c))
                           for _ in range(input_sets(_bytes(a, b, c)) - 1)]
@@ -559,17 +566,28 @@ def fp32_row(M, N, K, g, b_layout="kn", **constexprs):
     sgemm_all = [partial(torch.matmul, x, y if b_layout == "kn" else y.t()) for x, y, _ in sets]
     t_all, t_sgemm = _alternated(ours_all, sgemm_all)
     hot = _hot(*_alternated(ours_all[0], sgemm_all[0])) if len(sets) > 1 else {}
-    if constexprs.get("KSPLIT", 1) > 1:     # B (and A unless raw) split beforehand; the partial products' sum
-        kw = {k: v for k, v in constexprs.items() if k != "A_RAW"}
-        t_gemm = timeit(lambda: gemm_fp32.launch_raw(a, (bh, bl), c, **kw) if raw
-                        else gemm_fp32.launch_split((ah, al), (bh, bl), c, **kw))
+    ks = p.get("KSPLIT", 1)
+    if swap:    # the swap kernel alone (x split beforehand), into its partial products where split
+        xh, xl = gemm_fp32.split(a, "nk")
+        w3, part = b[None], torch.empty(ks, M, N, device="cuda")
+        kern = gemm_fp32.gemm_fp32_kt if b_layout == "kn" else gemm_fp32.gemm_fp32_ct
+        gr = (tp.cdiv(N, p["BM"]) * tp.cdiv(M, p["BN"]), 1, ks)
+        t_gemm = timeit(lambda: kern[gr](w3, w3, xh, xl, part, **p))
     else:
-        t_gemm = timeit(lambda: launch_compiled(ck, grid, args))    # B (and A unless raw) split beforehand
+        (ah, al), (bh, bl) = gemm_fp32.split(a), gemm_fp32.split(b, b_layout)
+        kw = {k: v for k, v in constexprs.items() if k != "A_RAW"}
+        if ks > 1:     # B (and A unless raw) split beforehand; the partial products' sum
+            t_gemm = timeit(lambda: gemm_fp32.launch_raw(a, (bh, bl), c, **kw) if raw
+                            else gemm_fp32.launch_split((ah, al), (bh, bl), c, **kw))
+        else:
+            args = [a[None], a[None], bh, bl, c[None]] if raw else [ah, al, bh, bl, c[None]]
+            grid = gemm_fp32.grid(a, c, **constexprs)
+            t_gemm = timeit(lambda: launch_compiled(ck, grid, args))    # B (and A unless raw) split beforehand
     t_sgemm_one = timeit(lambda: torch.matmul(a, bb))  # one set, as the GEMM alone is timed
     return {**_row(M, N, K, t_all, t_sgemm, err, err_sgemm, ck, against="SGEMM (torch.matmul f32, TF32 off)"),
             **hot, "input_sets": len(sets),
-            "b_layout": b_layout, "tile": [p["BM"], p["BN"], p["BK"]], "stages": p["STAGES"], "a_raw": bool(raw),
-            "ksplit": p.get("KSPLIT", 1),
+            "b_layout": b_layout, "swap": bool(swap), "tile": [p["BM"], p["BN"], p["BK"]], "stages": p["STAGES"],
+            "a_raw": bool(raw), "ksplit": ks, "tma_only": bool(p.get("TMA_ONLY")),
             "promote": p.get("PROMOTE", True), "gemm_only_us": t_gemm * 1e6, "gemm_only_ratio": t_sgemm_one / t_gemm,
             "error_no_worse": err <= err_sgemm}
 

@@ -6,7 +6,8 @@ cluster barriers' release / acquire, the wgmma group kept in flight, the multica
 immediate return for the launch floor). The edits are diagnostics only: a form that pays is then written in the
 language (gemm_hopper's constexprs) and measured and verified there.
 
-    python benchmarks/gemm_small_fixed.py [--out DIR] [--name STEM] [--only REGEX] [--ks 64,1024,4096]
+    python benchmarks/gemm_small_fixed.py [--out DIR] [--name STEM] [--only REGEX] [--ks 64,1024,4096] [--plan a|b|c]
+                                          [--rotate 1|0]
 
 Per variant and K (1024 x 1024 x K, bf16 out, cuBLAS's torch.matmul beside it): device us per call (torch.profiler,
 10 calls after 3, this kernel alone) and the graph time (median of 15 CUDA-graph replays of 20 calls); outputs that
@@ -30,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import torch  # noqa: E402
-from timing import graph_seconds  # noqa: E402
+from timing import graph_seconds, input_sets  # noqa: E402
 
 import tilepy as tp  # noqa: E402
 import tilepy_hip  # noqa: E402
@@ -158,10 +159,33 @@ def relax_end(src):
     return src[:k] + "  tp_cluster_sync_relaxed();\n" + src[k:]
 
 
+def kw_nostore(src):
+    """gemm_splitk_swap K_WAYS=2: consumer 0's register stores of C (C^T's tile transposed: 2-byte stores a row
+    apart) dropped; the hand-over and the sum stay."""
+    return _sub(r"\n\s*if \([^\n]*\) C\[[^\n]*\] = [^\n]*;", "")(src)
+
+
+def kw_nohand(src):
+    """gemm_splitk_swap K_WAYS=2: the hand-over's shared traffic dropped (consumer 1 stores nothing into `red`,
+    consumer 0 adds zeros); its mbarrier stays."""
+    src = _sub(r"\n\s*red\[[^\n]*\] = [^\n]*;", "")(src)
+    return _sub(r"= red\[[^\n]*\];", "= 0.0f;")(src)
+
+
+def mc_by_ring(src):
+    """K_WAYS in clusters of 2: rank 0 multicasts ring 0's tile, rank 1 ring 1's, every pair (instead of rank j % 2
+    both)."""
+    src = _sub(r"if \(tp_cluster_rank\(\) == \(tp_mod<int>\(j, 2\)\)\) \{(\n\s*tp_tma_load_2d_mc[^\n]*a_s0)",
+               r"if (tp_cluster_rank() == 0) {\1", count=1)(src)
+    return _sub(r"if \(tp_cluster_rank\(\) == \(tp_mod<int>\(j, 2\)\)\) \{(\n\s*tp_tma_load_2d_mc[^\n]*a_s1)",
+                r"if (tp_cluster_rank() == 1) {\1", count=1)(src)
+
+
 EDITS = {"prefetch": prefetch_maps, "onesync": one_init_barrier, "nostore": no_tma_store, "empty": empty_kernel,
          "relax_close": relax_close, "relax_open": relax_open, "mc_split": split_multicast,
-         "inflight": cluster_in_flight, "tail_first": tail_first, "no_tail": no_tail, "relax_end": relax_end}
-EXACT_OFF = {"nostore", "empty"}          # edits whose output is not the product
+         "inflight": cluster_in_flight, "tail_first": tail_first, "no_tail": no_tail, "relax_end": relax_end,
+         "kw_nostore": kw_nostore, "kw_nohand": kw_nohand, "mc_by_ring": mc_by_ring}
+EXACT_OFF = {"nostore", "empty", "kw_nostore", "kw_nohand"}          # edits whose output is not the product
 
 
 # ------------------------------------------------------------------------------------------------ building
@@ -234,7 +258,26 @@ VARIANTS_B = [
     ("rel8+relax_end", REL8, ("relax_end",), (64, 1024)),
     ("cluster_s8+relax_both", dict(CLUSTER, STAGES=8), ("relax_open", "relax_close"), (64, 1024, 4096)),
 ]
-PLANS = {"a": VARIANTS, "b": VARIANTS_B}
+# G33: where K_WAYS=2's fixed cost goes (the policy's SMALL_KWAYS: 128 x 64 tiles of C, two consumers on alternate
+# k-tiles, C^T's tile handed over and stored from the registers), and its cluster forms' cost per k-tile: wait_group 0
+# (each stage released as soon as its group retires), the multicast issued per ring
+KW = {**gemm_hopper.PRESETS["sm_90a"], **ZERO, **gemm_hopper.SMALL_KWAYS}
+KWC = dict(KW, CLUSTER_N=2, RELAXED=1)
+VARIANTS_C = [
+    ("kw", KW, (), (128, 1024, 4096)),
+    ("kw+empty", KW, ("empty",), (128,)),
+    ("kw+nostore", KW, ("kw_nostore",), (128, 1024, 4096)),
+    ("kw+nohand", KW, ("kw_nohand",), (128, 1024, 4096)),
+    ("kw+nostore+nohand", KW, ("kw_nostore", "kw_nohand"), (128, 1024, 4096)),
+    ("kw_s3", dict(KW, STAGES=3), (), (128, 1024, 4096)),
+    ("kw_w0", dict(KW, IN_FLIGHT=0), (), (1024, 4096)),
+    ("kw_cn2_rel", KWC, (), (128, 1024, 4096)),
+    ("kw_cn2_rel_w0", dict(KWC, IN_FLIGHT=0), (), (128, 1024, 4096)),
+    ("kw_cn2_rel+mc_by_ring", KWC, ("mc_by_ring",), (1024, 4096)),
+    ("kw_cn2_rel_w0+mc_by_ring", dict(KWC, IN_FLIGHT=0), ("mc_by_ring",), (1024, 4096)),
+    ("kw_cm2_rel_w0", dict(KW, CLUSTER_M=2, RELAXED=1, IN_FLIGHT=0), (), (1024, 4096)),
+]
+PLANS = {"a": VARIANTS, "b": VARIANTS_B, "c": VARIANTS_C}
 
 
 def main(argv=None):
@@ -244,14 +287,16 @@ def main(argv=None):
     ap.add_argument("--only", default=None)
     ap.add_argument("--ks", default="64,1024,4096")
     ap.add_argument("--plan", default="a", choices=sorted(PLANS))
+    ap.add_argument("--rotate", type=int, default=1, help="graph figures over rotated input sets (1) or one set (0)")
     args = ap.parse_args(argv)
     ks = [int(x) for x in args.ks.split(",")]
     props = torch.cuda.get_device_properties(0)
     dev = re.sub(r"[^A-Za-z0-9_.-]+", "_", props.name).strip("_")
     res = {"device": props.name, "torch": torch.__version__, "toolchain": tilepy_hip.toolchain_info()["nvidia"],
            "time": time.strftime("%Y-%m-%d %H:%M:%S"), "shape": "1024 x 1024 x K, bf16 in and out",
-           "timing": "device: torch.profiler, 10 calls after 3, us per call of the GEMM kernel; graph: median of 15 "
-                     "CUDA-graph replays of 20 calls", "rows": {}}
+           "timing": "device: torch.profiler, 10 calls after 3, one input set, us per call of the GEMM kernel; graph: "
+                     "median of 15 CUDA-graph replays of 20 calls, over rotated input sets (--rotate 1, the default "
+                     "since G33) or one set", "rotate": args.rotate, "plan": args.plan, "rows": {}}
     path = Path(args.out) / f"{args.name}-{dev}.json"
     Path(args.out).mkdir(parents=True, exist_ok=True)
     g = torch.Generator(device="cuda").manual_seed(22)
@@ -261,11 +306,18 @@ def main(argv=None):
         b = torch.randn(K, N, device="cuda", generator=g).bfloat16()
         ref = a.double() @ b.double()
         c = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
+        # rotated input sets (METHOD.md), the first set the checked one; graph figures over the rotation, ours and
+        # the peer's (`rotate` 0: one set, as G22 measured)
+        n_sets = input_sets(2 * (M * K + K * N + M * N)) if args.rotate else 1
+        sets = [(a, b, c)] + [(torch.randn(M, K, device="cuda", generator=g).bfloat16(),
+                               torch.randn(K, N, device="cuda", generator=g).bfloat16(),
+                               torch.empty(M, N, device="cuda", dtype=torch.bfloat16)) for _ in range(n_sets - 1)]
+        peers = [(lambda a=x, b=y: torch.matmul(a, b)) for x, y, _ in sets]
         row = res["rows"].setdefault(f"{M}x{N}x{K}", {})
         peer = (lambda a=a, b=b: torch.matmul(a, b))
         peer_err = float((peer().double() - ref).norm() / ref.norm())
         row["cublas"] = {"device": device_us(peer, "nvjet") or device_us(peer, "gemm"),
-                         "graph": round(graph_seconds(peer) * 1e6, 3), "rel_err": peer_err}
+                         "graph": round(graph_seconds(peers) * 1e6, 3), "rel_err": peer_err, "input_sets": n_sets}
         print(f"K={K:5d} cuBLAS device {row['cublas']['device']:7.2f} graph {row['cublas']['graph']:7.2f}", flush=True)
         for tag, base, edits, vks in PLANS[args.plan]:
             if K not in vks or (args.only and not re.search(args.only, tag)):
@@ -274,6 +326,7 @@ def main(argv=None):
                 ck, grid = build(base, edits, M, N, K)
                 prep = prepare(ck, [a, b, c])
                 fn = (lambda prep=prep, grid=grid, args=(a, b, c): prep.call(grid, list(args)))
+                fns = [(lambda prep=prep, grid=grid, args=st: prep.call(grid, list(args))) for st in sets]
                 c.fill_(float("nan"))
                 fn()
                 torch.cuda.synchronize()
@@ -281,8 +334,8 @@ def main(argv=None):
                 if not set(edits) & EXACT_OFF and not err < 3e-3:
                     raise AssertionError(f"rel err {err} against float64")
                 dus = device_us(fn, ck.name)
-                gus = graph_seconds(fn) * 1e6
-                gpeer = graph_seconds(peer) * 1e6
+                gus = graph_seconds(fns) * 1e6
+                gpeer = graph_seconds(peers) * 1e6
                 r = {"device": dus, "graph": round(gus, 3), "cublas_graph_beside": round(gpeer, 3),
                      "rel_err": err, "registers": ck.resources.get("registers"),
                      "spills": ck.resources.get("spill_stores"), "edits": list(edits)}

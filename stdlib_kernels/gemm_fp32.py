@@ -84,8 +84,13 @@ def split_tf32_t(X: tp.Tensor[tp.f32, "Z", "R", "C"], HI: tp.Tensor[tp.f32, "Z",
 _RS_TF32 = {tp.nv.wgmma_m64n8k8_tf32.name: tp.nv.wgmma_m64n8k8_tf32_rs,
             tp.nv.wgmma_m64n16k8_tf32.name: tp.nv.wgmma_m64n16k8_tf32_rs,
             tp.nv.wgmma_m64n32k8_tf32.name: tp.nv.wgmma_m64n32k8_tf32_rs,
+            tp.nv.wgmma_m64n48k8_tf32.name: tp.nv.wgmma_m64n48k8_tf32_rs,
             tp.nv.wgmma_m64n64k8_tf32.name: tp.nv.wgmma_m64n64k8_tf32_rs,
+            tp.nv.wgmma_m64n80k8_tf32.name: tp.nv.wgmma_m64n80k8_tf32_rs,
+            tp.nv.wgmma_m64n96k8_tf32.name: tp.nv.wgmma_m64n96k8_tf32_rs,
+            tp.nv.wgmma_m64n112k8_tf32.name: tp.nv.wgmma_m64n112k8_tf32_rs,
             tp.nv.wgmma_m64n128k8_tf32.name: tp.nv.wgmma_m64n128k8_tf32_rs,
+            tp.nv.wgmma_m64n192k8_tf32.name: tp.nv.wgmma_m64n192k8_tf32_rs,
             tp.nv.wgmma_m64n256k8_tf32.name: tp.nv.wgmma_m64n256k8_tf32_rs}
 
 
@@ -103,7 +108,8 @@ def gemm_fp32(AH: tp.Tensor[tp.f32, "BA", "M", "K"], AL: tp.Tensor[tp.f32, "BA",
               PROMOTE: tp.constexpr = True, SWIZZLE: tp.constexpr = tp.Swizzle(3, 2, 3),
               GROUP_M: tp.constexpr = 8, KSPLIT: tp.constexpr = 1, PASSES: tp.constexpr = 3,
               A_RAW: tp.constexpr = 0, WAIT_ONCE: tp.constexpr = 0, PRODUCER_REGS: tp.constexpr = 0,
-              CONSUMER_REGS: tp.constexpr = 0, C_T: tp.constexpr = 0, A_KN: tp.constexpr = 0):
+              CONSUMER_REGS: tp.constexpr = 0, C_T: tp.constexpr = 0, A_KN: tp.constexpr = 0,
+              TMA_ONLY: tp.constexpr = 0):
     """C[z] = (AH + AL)[z] @ (BH + BL)[zb].T from the TF32 halves (K-major, K % 4 == 0); zb = min(z, BB - 1).
     Split-K (KSPLIT > 1): block z' = z * KSPLIT + q of the grid's z sums the q-th share of the k-tiles into
     C[z'] (C holds BA * KSPLIT partial products; the caller adds them up).
@@ -183,14 +189,14 @@ def gemm_fp32(AH: tp.Tensor[tp.f32, "BA", "M", "K"], AL: tp.Tensor[tp.f32, "BA",
                         tp.mbarrier_wait(empty[s], j - 1)    # the consumers released stage s (round j - 1)
                     k0 = (k_first + k) * BK
                     if A_KN:
-                        tp.copy_bulk(AH[z, k0:k0 + BK, m0:m0 + BM], a_hi[s], full[s])
+                        tp.copy_bulk(AH[z, k0:k0 + BK, m0:m0 + BM], a_hi[s], full[s], fallback=TMA_ONLY == 0)
                     else:
-                        tp.copy_bulk(AH[z, m0:m0 + BM, k0:k0 + BK], a_hi[s], full[s])
+                        tp.copy_bulk(AH[z, m0:m0 + BM, k0:k0 + BK], a_hi[s], full[s], fallback=TMA_ONLY == 0)
                     if PASSES == 3 and not A_RAW:
-                        tp.copy_bulk(AL[z, m0:m0 + BM, k0:k0 + BK], a_lo[s], full[s])
-                    tp.copy_bulk(BH[zb, n0:n0 + BN, k0:k0 + BK], b_hi[s], full[s])
+                        tp.copy_bulk(AL[z, m0:m0 + BM, k0:k0 + BK], a_lo[s], full[s], fallback=TMA_ONLY == 0)
+                    tp.copy_bulk(BH[zb, n0:n0 + BN, k0:k0 + BK], b_hi[s], full[s], fallback=TMA_ONLY == 0)
                     if PASSES == 3:
-                        tp.copy_bulk(BL[zb, n0:n0 + BN, k0:k0 + BK], b_lo[s], full[s])
+                        tp.copy_bulk(BL[zb, n0:n0 + BN, k0:k0 + BK], b_lo[s], full[s], fallback=TMA_ONLY == 0)
                     tp.mbarrier_arrive(full[s])
     else:                               # consumers: three TF32 products per k-tile, small terms first
         if CONSUMER_REGS > 0:
@@ -290,21 +296,55 @@ def policy(M: int, N: int, K: int, batch: int = 1, sms: int | None = None, bn: i
 
 
 NARROW_KT = 32           # launch_policy: 64-wide unsplit tiles only up to this many k-tiles (K <= 1024)
+# launch_policy's tile widths by waves: 96-wide tiles where the waves of blocks they take, times their width, come
+# to at most WAVE_GAIN of 128-wide tiles' (the last wave of 128-wide tiles is mostly idle SMs and the 96-wide tiles'
+# is fuller). H100, rotated, x SGEMM, two alternated rounds (benchmarks/NOTES.md G36, results/gemm-fp32-g36-call1-*):
+# 2051 x 2045 x 1000 (272 -> 374 tiles, 3 waves either way) 1.61-1.62 -> 2.01-2.05, 1536^3 (144 -> 192 tiles, 2
+# waves) 1.63 -> 2.11; 2048^3 (2 -> 3 waves) 2.12-2.21 -> 1.90-2.04 (stays 128); 3000 x 5000 x 4096 (8 x 128 ->
+# 10 x 96, 0.94) 2.01-2.10 -> 2.11-2.13, within the spread (stays 128).
+WAVE_GAIN = 0.9
+# TMA_ONLY (the operands' copies without their per-element fallback compiled in) on the tiles narrower than 128: the
+# fallback took registers the consumers needed (128 x 64: 168 registers and 88 bytes of spill stores -> 122, none)
+# H100, rotated: 1024^3 1.73-1.76 -> 2.04-2.08. Not on 128-wide tiles (168 registers either way, 0 -> 256 bytes of
+# spill stores: 2048^3 2.12-2.21 -> 1.91-1.92) except the "kn" swap form's (8 -> 20 bytes, in the transposed store):
+# 128 x 4096 x 4096 1.87-1.88 -> 2.00-2.02.
+_N64, _N96 = tp.nv.wgmma_m64n64k8_tf32, tp.nv.wgmma_m64n96k8_tf32
+
+
+def waves(tiles: int, sms: int | None = None) -> int:
+    """Rounds of one block an SM that `tiles` blocks take."""
+    return -(-tiles // (sms or SMS))
 
 
 def launch_policy(M: int, N: int, K: int, batch: int = 1, sms: int | None = None) -> dict:
-    """What `launch` adds when the caller names no tile: `policy`'s split-K, except for a short K (<= NARROW_KT
-    k-tiles) where it would split 128 x 128 tiles that as 128 x 64 tiles (BN=64) fill at least 3/4 of a wave of
-    `sms` unsplit: those, with no partial products to add up. H100, x SGEMM through launch (benchmarks/NOTES.md G20):
-    1024^3 (32 k-tiles) split 2 1.57-1.60 -> 1.77-1.78; with longer K the split won (512 x 2048 x 2048, 64 k-tiles:
-    1.47 split, 1.43 narrow; 256 x 4096 x 4096, 128 k-tiles: 1.15 / 1.05), hence NARROW_KT. The lowering keeps
-    `policy` (its split_k)."""
+    """What `launch` adds when the caller names no tile: `policy`'s split-K, except
+    * a short K (<= NARROW_KT k-tiles) where it would split 128 x 128 tiles that as 128 x 64 tiles (BN=64) fill at
+      least 3/4 of a wave of `sms` unsplit: those, with no partial products to add up. H100, x SGEMM through launch
+      (benchmarks/NOTES.md G20): 1024^3 (32 k-tiles) split 2 1.57-1.60 -> 1.77-1.78; with longer K the split won (512
+      x 2048 x 2048, 64 k-tiles: 1.47 split, 1.43 narrow; 256 x 4096 x 4096, 128 k-tiles: 1.15 / 1.05), hence
+      NARROW_KT;
+    * unsplit, 128 x 96 tiles where their waves (`waves`) times 96 are at most WAVE_GAIN of 128 x 128 tiles' waves
+      times 128.
+    Both narrower forms take TMA_ONLY (`launch` drops it for an A whose base a tensor map cannot take). The lowering
+    keeps `policy` (its split_k)."""
     pol, sms = policy(M, N, K, batch, sms), sms or SMS
-    narrow = batch * -(-M // PRESETS["sm_90a"]["BM"]) * -(-N // 64)
+    rows = batch * -(-M // PRESETS["sm_90a"]["BM"])
+    narrow = rows * -(-N // 64)
     if (pol.get("KSPLIT", 1) > 1 and -(-K // PRESETS["sm_90a"]["BK"]) <= NARROW_KT and 4 * narrow >= 3 * sms
             and narrow <= sms):
-        return {"BN": 64, "INSTR": tp.nv.wgmma_m64n64k8_tf32}
+        return {"BN": 64, "INSTR": _N64, "TMA_ONLY": 1}
+    if (pol.get("KSPLIT", 1) == 1
+            and waves(rows * -(-N // 96), sms) * 96 <= WAVE_GAIN * waves(rows * -(-N // 128), sms) * 128):
+        return {"BN": 96, "INSTR": _N96, "TMA_ONLY": 1}
     return pol
+
+
+def tma_ok(x) -> bool:
+    """Whether a tensor map can describe `x` for TMA_ONLY's copies: contiguous, its base 16-byte aligned (its rows are
+    16-byte multiples where the forms read it as it is). numpy arrays (the interpreter) always."""
+    if isinstance(x, np.ndarray):
+        return True
+    return bool(x.is_contiguous()) and x.data_ptr() % 16 == 0
 
 
 def tile_named(constexprs) -> bool:
@@ -408,6 +448,10 @@ _TF32_N = {16: tp.nv.wgmma_m64n16k8_tf32, 32: tp.nv.wgmma_m64n32k8_tf32, 64: tp.
 SWAP_ROWS = 256           # launch swaps products of at most this many rows (unbatched; "nk": K % 4 == 0, "kn": N % 4)
 KN_FORM = 2               # the "kn" swap's A_KN (gemm_fp32_kt's staged B tile: 1 swizzled blocks, 2 row-major)
 KN_BN = {1: 64, 2: 128}   # the widest column tile of each
+# The "kn" swap takes TMA_ONLY (see WAVE_GAIN's note); at 128 columns with register budgets (setmaxnreg 40 for the
+# producer, 232 for the consumers): without them ptxas spilled at 168 registers a thread, loads and stores of the stack
+# in the k-loop (20 bytes with TMA_ONLY, 8 without), none with them
+KN_REGS = dict(PRODUCER_REGS=40, CONSUMER_REGS=232)
 
 
 def swap_params(M: int, N: int, K: int, sms: int | None = None, b_layout: str = "nk", kn_form: int = 0) -> dict:
@@ -416,7 +460,7 @@ def swap_params(M: int, N: int, K: int, sms: int | None = None, b_layout: str = 
     p = PRESETS["sm_90a"]
     form = kn_form or KN_FORM
     bn = next(r for r in (16, 32, 64, 128) if r >= min(M, 128 if b_layout == "nk" else KN_BN[form]))
-    kn = {"A_KN": form} if b_layout == "kn" else {}
+    kn = {"A_KN": form, "TMA_ONLY": 1, **(KN_REGS if bn == 128 else {})} if b_layout == "kn" else {}
     return {**p, **RAW, "BN": bn, "INSTR": _TF32_N[bn], "C_T": 1, **kn, **policy(N, M, K, sms=sms, bn=bn)}
 
 
@@ -451,6 +495,11 @@ def launch_swap(a, w, c, target: str = "sm_90a", b_layout: str = "nk", **constex
         raise ValueError(f"shapes do not agree: a {tuple(a.shape)}, w {tuple(w.shape)} ({b_layout}), c "
                          f"{tuple(c.shape)}")
     params = {**swap_params(M, N, K, b_layout=b_layout), **{k: v for k, v in constexprs.items() if k != "SWAP"}}
+    if params.get("TMA_ONLY") and "TMA_ONLY" not in constexprs and not tma_ok(w):
+        # the weight is read as it is: its tensor map needs a 16-byte aligned base; the form before G36 then (the
+        # copies' fallback, no register budgets: a producer of 40 registers would spill the fallback's addresses)
+        params["TMA_ONLY"] = 0
+        params.update({k: 0 for k in KN_REGS if k not in constexprs})
     if params.get("PASSES", 3) != 3 or not params.get("PROMOTE", True) or not params.get("A_RAW") \
             or not params.get("C_T") or bool(params.get("A_KN")) != (b_layout == "kn"):
         raise ValueError("gemm_fp32 swap-AB reads the weight raw (A_RAW=1, three promoted passes; A_KN=1 for a 'kn' "
@@ -487,7 +536,10 @@ def launch(a, b, c, b_layout: str = "kn", target: str = "sm_90a", **constexprs):
         return launch_swap(a, b, c, target=target, b_layout=b_layout, **constexprs)
     constexprs.pop("SWAP", None)
     if not tile_named(constexprs):        # split-K (or narrower tiles) where the tiles leave SMs idle
-        constexprs = {**launch_policy(a3.shape[1], c.shape[-1], a3.shape[2], a3.shape[0]), **constexprs}
+        pol = launch_policy(a3.shape[1], c.shape[-1], a3.shape[2], a3.shape[0])
+        if pol.get("TMA_ONLY") and "TMA_ONLY" not in constexprs and not tma_ok(a):
+            pol.pop("TMA_ONLY")     # A is read as it is (A_RAW): its tensor map needs a 16-byte aligned base
+        constexprs = {**pol, **constexprs}
     raw = constexprs.get("A_RAW")     # unnamed: raw where TMA can read A and the sum is promoted (the default)
     if raw or (raw is None and raw_ok(a3.shape[2]) and constexprs.get("PROMOTE", True)):
         return launch_raw(a3, split(b, b_layout), c, target=target, **constexprs)

@@ -84,7 +84,7 @@ def test_launch_takes_64_wide_tiles_where_they_fill_the_wave_unsplit(monkeypatch
     """launch_policy: where the split-K policy would split 128 x 128 tiles of a short K (<= 32 k-tiles) that as
     128 x 64 tiles fill >= 3/4 of a wave unsplit (1024^3 on 132 SMs; here 256 x 256 x 1024 on 8), launch runs
     those, no partial products; the lowering's policy keeps its split."""
-    assert gemm_fp32.launch_policy(1024, 1024, 1024) == {"BN": 64, "INSTR": tp.nv.wgmma_m64n64k8_tf32}
+    assert gemm_fp32.launch_policy(1024, 1024, 1024) == {"BN": 64, "INSTR": tp.nv.wgmma_m64n64k8_tf32, "TMA_ONLY": 1}
     assert gemm_fp32.launch_policy(128, 4096, 4096) == gemm_fp32.policy(128, 4096, 4096) == {"KSPLIT": 4}
     assert gemm_fp32.launch_policy(4096, 4096, 4096) == {}
     for longer_k in ((512, 2048, 2048), (256, 4096, 4096)):    # measured: the split wins there
@@ -102,3 +102,50 @@ def test_launch_takes_64_wide_tiles_where_they_fill_the_wave_unsplit(monkeypatch
     assert seen[-1]["BN"] == 64 and seen[-1].get("KSPLIT", 1) == 1
     ref = gemm_fp32.reference(a, b)
     assert _rel(c, ref) < 3e-7 and np.abs(c - ref).max() <= 2 * np.abs(a @ b - ref).max()
+
+
+def test_launch_policy_takes_96_wide_tiles_where_their_waves_are_fuller():
+    """launch_policy (G36): unsplit, 128 x 96 tiles (TMA_ONLY) where waves(96-wide tiles) x 96 <= WAVE_GAIN x
+    waves(128-wide) x 128 on 132 SMs. Measured (H100, rotated, x SGEMM): 2051 x 2045 x 1000 1.62 -> 2.05, 1536^3 1.63
+    -> 2.11; 2048^3 stays 128 wide (96 measured slower), as do the large shapes."""
+    n96 = {"BN": 96, "INSTR": tp.nv.wgmma_m64n96k8_tf32, "TMA_ONLY": 1}
+    for shape in ((2051, 2045, 1000), (1536, 1536, 1536), (3072, 3072, 1024), (1600, 1600, 1600)):
+        assert gemm_fp32.launch_policy(*shape) == n96, shape
+    for shape in ((2048, 2048, 2048), (3000, 5000, 4096), (4096, 4096, 4096), (8192, 8192, 8192),
+                  (4096, 14336, 4096), (8192, 8192, 1024), (2304, 2304, 2304)):
+        assert gemm_fp32.launch_policy(*shape) == {}, shape
+    assert gemm_fp32.waves(272) == 3 and gemm_fp32.waves(374) == 3 and gemm_fp32.waves(132) == 1
+
+
+def test_launch_runs_the_96_wide_tiles_and_matches_float64(monkeypatch):
+    """Through launch on the interpreter with a pretended 4 SMs: 256 x 300 takes 6 tiles 128 wide (2 waves) or 8 tiles
+    96 wide (2 waves, 192 <= 0.9 x 256): the 96-wide form, ragged N (300 = 3 x 96 + 12), TMA_ONLY, vs float64."""
+    monkeypatch.setattr(gemm_fp32, "SMS", 4)
+    seen = []
+    real = gemm_fp32.launch_split
+    monkeypatch.setattr(gemm_fp32, "launch_split", lambda *a, **k: seen.append(k) or real(*a, **k))
+    rng = np.random.default_rng(96)
+    a = rng.standard_normal((256, 200)).astype(np.float32)
+    b = rng.standard_normal((200, 300)).astype(np.float32)
+    c = np.full((256, 300), np.nan, np.float32)
+    gemm_fp32.launch(a, b, c, SWAP=0)
+    assert seen[-1]["BN"] == 96 and seen[-1]["TMA_ONLY"] == 1 and seen[-1].get("KSPLIT", 1) == 1
+    ref = gemm_fp32.reference(a, b)
+    assert _rel(c, ref) < 3e-7 and np.abs(c - ref).max() <= 2 * np.abs(a @ b - ref).max()
+
+
+@pytest.mark.parametrize("params", [
+    dict(BN=96, INSTR=tp.nv.wgmma_m64n96k8_tf32, TMA_ONLY=1),
+    dict(BN=64, INSTR=tp.nv.wgmma_m64n64k8_tf32, TMA_ONLY=1),
+])
+def test_launch_policy_forms_verify_clean(params):
+    """The forms launch_policy takes (A split in registers, 4 stages, TMA_ONLY copies): clean, fast."""
+    import time
+
+    import tilepy_verify as tv
+
+    t = time.process_time()
+    report = tv.verify(gemm_fp32.gemm_fp32, target="sm_90a", **{**gemm_fp32.PRESETS["sm_90a"], **gemm_fp32.RAW,
+                                                                 **params})
+    assert report.ok and not report.findings, str(report)
+    assert time.process_time() - t < 2.0

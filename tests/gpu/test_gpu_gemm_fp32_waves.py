@@ -1,0 +1,100 @@
+"""gemm_fp32 through `launch` under G36's policy on a real GPU: launch_policy's 128 x 96 tiles where their waves are
+fuller (2051 x 2045 x 1000, 1536^3, 1600^3) and 128 x 64 tiles (1024^3, 1000^3), both with TMA_ONLY copies, and the
+"kn" swap form with TMA_ONLY and register budgets (128 rows); each against float64 next to cuBLAS SGEMM's error on the
+same inputs (NaN-poisoned outputs). An operand whose base a tensor map cannot take (a view 4 bytes off 16) runs the
+form with the copies' fallback, as accurate. SASS of the policy's forms: HGMMA, no local memory. Skips without a GPU."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed")
+if not torch.cuda.is_available():
+    pytest.skip(
+        "no CUDA GPU here (torch.cuda.is_available() is False): GPU tests need the device machine",
+        allow_module_level=True,
+    )
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+
+import tilepy_hip  # noqa: E402
+from stdlib_kernels import gemm_fp32  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+DEV = torch.device("cuda")
+
+
+def _rel(x, ref):
+    return float((x.double() - ref).norm() / ref.norm())
+
+
+def _offset(shape, g):
+    """A contiguous tensor of `shape` whose base is 4 bytes past a 16-byte boundary."""
+    n = 1
+    for d in shape:
+        n *= d
+    return torch.randn(n + 1, device=DEV, generator=g)[1:].view(*shape)
+
+
+def _spy(monkeypatch):
+    seen = []
+    real = gemm_fp32.launch_split
+    monkeypatch.setattr(gemm_fp32, "launch_split", lambda *a, **k: seen.append(k) or real(*a, **k))
+    return seen
+
+
+@pytest.mark.parametrize("offset", [False, True])
+@pytest.mark.parametrize("m,n,k,bn", [(2051, 2045, 1000, 96), (1536, 1536, 1536, 96), (1600, 1600, 1600, 96),
+                                      (1024, 1024, 1024, 64), (1000, 1000, 1000, 64)])
+def test_launch_policy_forms_error_no_worse_than_sgemm(monkeypatch, m, n, k, bn, offset):
+    assert gemm_fp32.SMS == 132 and gemm_fp32.launch_policy(m, n, k)["BN"] == bn
+    seen = _spy(monkeypatch)
+    g = torch.Generator(device=DEV).manual_seed(m + n + k + offset)
+    a = _offset((m, k), g) if offset else torch.randn(m, k, device=DEV, generator=g)
+    b = torch.randn(k, n, device=DEV, generator=g)
+    c = torch.full((m, n), float("nan"), device=DEV)
+    gemm_fp32.launch(a, b, c)
+    torch.cuda.synchronize()
+    assert seen[-1]["BN"] == bn and bool(seen[-1].get("TMA_ONLY")) == (not offset), seen[-1]
+    torch.backends.cuda.matmul.allow_tf32 = False
+    ref = a.double() @ b.double()
+    err, err_sgemm = _rel(c, ref), _rel(a @ b, ref)
+    assert err <= err_sgemm, (err, err_sgemm)
+
+
+@pytest.mark.parametrize("offset", [False, True])
+@pytest.mark.parametrize("m,n,k", [(128, 4096, 4096), (100, 1000, 1000), (256, 520, 2000), (16, 4096, 1024)])
+def test_kn_swap_tma_only_error_no_worse_than_sgemm(monkeypatch, m, n, k, offset):
+    seen = []
+    real = gemm_fp32.launch_swap
+    monkeypatch.setattr(gemm_fp32, "launch_swap", lambda *a, **kw: seen.append(kw) or real(*a, **kw))
+    g = torch.Generator(device=DEV).manual_seed(m * 3 + n + k + offset)
+    x = torch.randn(m, k, device=DEV, generator=g)
+    b = _offset((k, n), g) if offset else torch.randn(k, n, device=DEV, generator=g)
+    c = torch.full((m, n), float("nan"), device=DEV)
+    gemm_fp32.launch(x, b, c)
+    torch.cuda.synchronize()
+    assert seen, "a skinny kn product swaps"
+    torch.backends.cuda.matmul.allow_tf32 = False
+    ref = x.double() @ b.double()
+    err, err_sgemm = _rel(c, ref), _rel(x @ b, ref)
+    assert err <= err_sgemm or err <= 2.0**-22, (err, err_sgemm)
+
+
+def test_sass_of_the_policy_forms():
+    """128 x 96 / 128 x 64 with TMA_ONLY and the kn swap's 128 columns with TMA_ONLY and register budgets: HGMMA .TF32
+    with A from registers, no LDL / STL anywhere (the fallback's registers spilled 128 x 64 before G36)."""
+    base = {**gemm_fp32.PRESETS["sm_90a"], **gemm_fp32.RAW}
+    forms = [(gemm_fp32.gemm_fp32, {**base, **gemm_fp32.launch_policy(2051, 2045, 1000)}, "64x96x8"),
+             (gemm_fp32.gemm_fp32, {**base, **gemm_fp32.launch_policy(1024, 1024, 1024)}, "64x64x8"),
+             (gemm_fp32.gemm_fp32_kt, gemm_fp32.swap_params(128, 4096, 4096, b_layout="kn"), "64x128x8")]
+    for kernel, params, shape in forms:
+        ck = tilepy_hip.compile(kernel, target="sm_90a", **params)
+        sass = ck.sass()
+        hgmma = re.findall(rf"HGMMA\.{shape}\.F32\.TF32[^;]*", sass)
+        assert hgmma and all(re.search(r"TF32\S* R\d+, R\d+, gdesc", h) for h in hgmma), (shape, hgmma[:3])
+        assert not re.findall(r"\b(?:LDL|STL)\b", sass), (shape, ck.resources)
