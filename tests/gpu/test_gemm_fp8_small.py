@@ -28,6 +28,7 @@ from stdlib_kernels import gemm_fp8  # noqa: E402
 pytestmark = pytest.mark.gpu
 DEV = torch.device("cuda")
 I128, I64 = tp.nv.wgmma_m64n128k32_e4m3, tp.nv.wgmma_m64n64k32_e4m3
+I144, I192, I256 = tp.nv.wgmma_m64n144k32_e4m3, tp.nv.wgmma_m64n192k32_e4m3, tp.nv.wgmma_m64n256k32_e4m3
 BASE = dict(gemm_fp8.PRESETS["sm_90a"], PRODUCER_REGS=0, CONSUMER_REGS=0, GROUP_M=8)
 FORMS = {
     "64x128_s8_w1": dict(BM=64, BN=128, STAGES=8, CONSUMERS=1, INSTR=I128, IN_FLIGHT=1, EPILOGUE=2, TMA_ONLY=1),
@@ -48,6 +49,14 @@ FORMS = {
     "c64x128_s8_w0": dict(gemm_fp8.SMALL_64x128, IN_FLIGHT=0, CLUSTER_M=2),
     "c64x64_s6_w0": dict(gemm_fp8.SMALL_64x64, IN_FLIGHT=0, CLUSTER_M=2),
     "c128x128_s5_w0": dict(gemm_fp8.MID_128x128, IN_FLIGHT=0, CLUSTER_M=2),
+    # (G35) wave-filling widths storing from the registers (128 x 144: 1536 columns in 11 tiles, the last 96 wide;
+    # 128 x 192), and the large tile storing from the registers (C's rows off 16 bytes)
+    "g35_128x144_s6_w1_ep0": dict(BM=128, BN=144, STAGES=6, CONSUMERS=2, INSTR=I144, IN_FLIGHT=1, EPILOGUE=0,
+                                  TMA_ONLY=1),
+    "g35_128x192_s5_w1_ep0": dict(BM=128, BN=192, STAGES=5, CONSUMERS=2, INSTR=I192, IN_FLIGHT=1, EPILOGUE=0,
+                                  TMA_ONLY=1),
+    "g35_128x256_s4_w1_ep0": dict(BM=128, BN=256, STAGES=4, CONSUMERS=2, INSTR=I256, IN_FLIGHT=1, EPILOGUE=0,
+                                  TMA_ONLY=1),
 }
 # ragged M, N, K; one k-tile under a deep ring; the ring turning over many times; C rows off 16 bytes (N % 8)
 SHAPES = [(200, 300, 1040), (130, 264, 64), (1000, 1000, 4096), (520, 1030, 528)]

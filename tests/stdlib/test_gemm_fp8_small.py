@@ -13,6 +13,7 @@ from stdlib_kernels import gemm_fp8
 from tilepy.dtypes import round_bf16, round_e4m3
 
 I128, I64 = tp.nv.wgmma_m64n128k32_e4m3, tp.nv.wgmma_m64n64k32_e4m3
+I144, I192, I256 = tp.nv.wgmma_m64n144k32_e4m3, tp.nv.wgmma_m64n192k32_e4m3, tp.nv.wgmma_m64n256k32_e4m3
 BASE = dict(gemm_fp8.PRESETS["sm_90a"], PRODUCER_REGS=0, CONSUMER_REGS=0, GROUP_M=8)
 FORMS = {   # (the forms of benchmarks/gemm_fp8_small.py; stages cut where the interpreter needs the ring to turn)
     "64x128_w1": dict(BM=64, BN=128, STAGES=3, CONSUMERS=1, INSTR=I128, IN_FLIGHT=1, EPILOGUE=2, TMA_ONLY=1),
@@ -20,6 +21,11 @@ FORMS = {   # (the forms of benchmarks/gemm_fp8_small.py; stages cut where the i
     "64x64_w1": dict(BM=64, BN=64, STAGES=2, CONSUMERS=1, INSTR=I64, IN_FLIGHT=1, EPILOGUE=2, TMA_ONLY=1),
     "128x128_w1": dict(BM=128, BN=128, STAGES=2, CONSUMERS=2, INSTR=I128, IN_FLIGHT=1, EPILOGUE=2, TMA_ONLY=1),
     "128x128_w0_s6": dict(BM=128, BN=128, STAGES=6, CONSUMERS=2, INSTR=I128, IN_FLIGHT=0, EPILOGUE=2, TMA_ONLY=1),
+    # (G35) wave-filling widths: 128 x 144 (1536 columns in 11 tiles, the last 96 wide) and 128 x 192, the registers'
+    # store; the large tile storing from the registers (C's rows off 16 bytes)
+    "128x144_w1_ep0": dict(BM=128, BN=144, STAGES=3, CONSUMERS=2, INSTR=I144, IN_FLIGHT=1, EPILOGUE=0, TMA_ONLY=1),
+    "128x192_w1_ep0": dict(BM=128, BN=192, STAGES=2, CONSUMERS=2, INSTR=I192, IN_FLIGHT=1, EPILOGUE=0, TMA_ONLY=1),
+    "128x256_w1_ep0": dict(BM=128, BN=256, STAGES=3, CONSUMERS=2, INSTR=I256, IN_FLIGHT=1, EPILOGUE=0, TMA_ONLY=1),
 }
 
 
@@ -58,7 +64,10 @@ def test_small_forms_against_float64(name, shape):
 def test_small_forms_verify_clean(name):
     import tilepy_verify as tv
 
-    p = {**BASE, **FORMS[name], "STAGES": 8 if FORMS[name]["BM"] == 64 else 6}     # the timed depths
+    f = FORMS[name]
+    c_s = 2 * f["BM"] * f["BN"] if f["EPILOGUE"] == 2 else 0
+    deepest = (227 * 1024 - c_s) // ((f["BM"] + f["BN"]) * 128)
+    p = {**BASE, **f, "STAGES": 8 if f["BM"] == 64 else min(6, deepest)}     # the timed depths
     kernel, kp = gemm_fp8.kernel_of(p)
     t = time.process_time()
     report = tv.verify(kernel, target="sm_90a", **kp)
