@@ -699,7 +699,7 @@ def swap_cluster_stages(BM: int, BN: int, cluster_k: int) -> int:
 
 
 def swap_policy(M: int, N: int, K: int, exact: bool = True, whole: bool = True, unsplit: bool = True,
-                tma_only: bool = True) -> dict:
+                tma_only: bool = True, g34: bool = True) -> dict:
     """The skinny class's form: swap-AB (swap_params) with a split of 2 summed in the kernel (CLUSTER_K=2) where it
     applies: over 128-column tiles where their split is 2 and the row tiles are whole (M % BM == 0), else over 64-column
     tiles (one consumer) where theirs is. H100, x torch._scaled_mm against the slots, two alternated runs
@@ -737,7 +737,33 @@ def swap_policy(M: int, N: int, K: int, exact: bool = True, whole: bool = True, 
             and 0.45 * NUM_SMS <= tp.cdiv(N, 64) <= NUM_SMS // 2):
         p = swap_params(M, N, K, BN=64)
         p.update(SPLIT_K=1, CLUSTER_K=1)
+    if g34:
+        p = _swap_g34(M, N, K, p)
     return {**p, "TMA_ONLY": 1} if tma_only else p
+
+
+# G34 (H100, B from DRAM, rotated, every form three times in turn in one call; benchmarks/NOTES.md G34): the rows where
+# two row tiles of half the rows, unsplit, one consumer over 64-column tiles (128 blocks, no cluster: B's second read
+# from the L2) beat the K split over a cluster (SWAP_EXACT_K's K only, where 2 x N / 64 blocks fill 0.9-1 wave)
+SWAP_ROWS2 = ((25, 32), (81, 96))
+
+
+def _swap_g34(M: int, N: int, K: int, p: dict) -> dict:
+    """G34's rows over the table: two unsplit row tiles at SWAP_ROWS2's rows; HALF_SUM=1 (the cluster's split summed as
+    a reduce-scatter of C's rows) on every CLUSTER_K=2 row of 64-column tiles with whole 8-row halves; STORE_T=1 (C's
+    tile by one TMA store) on the whole 128-row tiles unsplit (G30's 256 rows); each with its ring re-sized."""
+    if (any(lo <= M <= hi for lo, hi in SWAP_ROWS2) and SWAP_EXACT_K[0] <= K <= SWAP_EXACT_K[1]
+            and max(p["SPLIT_K"], p["CLUSTER_K"]) > 1 and 0.9 * NUM_SMS <= 2 * tp.cdiv(N, 64) <= NUM_SMS):
+        bm = next(n for n in sorted(SWAP_INSTR) if n >= tp.cdiv(M, 2))
+        q = swap_params(M, N, K, BN=64, BM=bm)
+        q.update(SPLIT_K=1, CLUSTER_K=1)
+        return q
+    if p["CLUSTER_K"] == 2 and p["BN"] == 64 and p["BM"] % 16 == 0:
+        return {**p, "HALF_SUM": 1, "STAGES": swap_stages(p["BM"], 64, 2, p["K_WAYS"], 1)}
+    if (p["CLUSTER_K"] == 1 and p["SPLIT_K"] == 1 and p["BM"] == 128 and p["BN"] == 64 and p["K_WAYS"] == 1
+            and M % 128 == 0 and N % 8 == 0):
+        return {**p, "STORE_T": 1, "STAGES": swap_stages(128, 64, 1, 1, 0, 1)}
+    return p
 
 
 def _swap_table(M: int, N: int, K: int, exact: bool, whole: bool) -> dict:

@@ -43,3 +43,23 @@ def call1_variants(M, N, K) -> dict:
         # chain of wgmma groups half the k-tiles, as the split's (G30 call 3 timed it only with the fallback)
         out["unsplit_kw"] = form(pol["BM"], CONSUMERS=2, K_WAYS=2)
     return out
+
+
+def call2_variants(M, N, K) -> dict:
+    """Call 2: the G34 policy (swap_policy: two row tiles at SWAP_ROWS2's rows, HALF_SUM on the cluster's split,
+    STORE_T on whole 128-row tiles) against the table before it (g34=False); two unsplit row tiles of half the rows
+    at the rows where the policy does not take them (17-128 rows; one consumer at 129-255 rows, where the table runs
+    two consumers on alternate k-tiles or the slots), to place SWAP_ROWS2's bounds; HALF_SUM on the table where the
+    policy takes the row tiles instead."""
+    pol = gemm_fp8.swap_policy(M, N, K)
+    before = gemm_fp8.swap_policy(M, N, K, g34=False)
+    out = {"before": before, "policy": pol}
+    if K == 4096 and 17 <= M < 256:
+        half = next(n for n in sorted(gemm_fp8.SWAP_INSTR) if n >= -(-M // 2))
+        rows2 = gemm_fp8.params_for(M, N, K, SWAP=1, BN=64, SPLIT_K=1, CLUSTER_K=1, TMA_ONLY=1, BM=half,
+                                    INSTR=gemm_fp8.SWAP_INSTR[half], CONSUMERS=1, K_WAYS=1)
+        if rows2 != pol:
+            out["rows2"] = rows2
+    if pol["BM"] < M <= 128 and before["CLUSTER_K"] == 2 and before["BM"] % 16 == 0:
+        out["half"] = {**before, "HALF_SUM": 1, "STAGES": _stages(before, 1)}
+    return out

@@ -2,7 +2,7 @@
 rotate B out of the L2, METHOD.md; the graph traced for every kernel's duration) over g34_forms' plans, no stream
 floors. Writes <name>-<device>.json.
 
-    python benchmarks/profile/g34_trace.py --plan g34-call1 [--rows 16 32 64 96 128 192 256] [--nk 4096,4096]
+    python benchmarks/profile/g34_trace.py --plan g34-call1|g34-call2 [--rows 16 32 64 96 128 192 256] [--nk 4096,4096]
         [--repeat 3] [--out DIR] [--name NAME]
 """
 
@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import g30_trace  # noqa: E402
 import g34_forms  # noqa: E402
 
-g30_trace.PLANS.update({"g34-call1": g34_forms.call1_variants})
+g30_trace.PLANS.update({"g34-call1": g34_forms.call1_variants, "g34-call2": g34_forms.call2_variants})
 g30_trace.STREAMS = {}      # (the floors were G30's; none timed here)
 
 if __name__ == "__main__":

@@ -171,10 +171,12 @@ def test_swap_params_and_refusals():
         gemm_fp8.launch(a, b, sa, sb, out, SWAP=1, CLUSTER_M=2, SPLIT_K=2)
 
 
-def test_swap_cluster_params():
+def test_swap_cluster_params(monkeypatch):
     """CLUSTER_K's table: a split of 2 or 4 becomes the cluster where its receive tiles (CLUSTER_K / 2 f32 (BN, BM)
     tiles) leave at least SWAP_CLUSTER_MIN_STAGES stages in SWAP_SMEM; a caller's CLUSTER_K gets the ring that fits
-    beside them, a caller's SPLIT_K (or CLUSTER_K=1) the slots."""
+    beside them, a caller's SPLIT_K (or CLUSTER_K=1) the slots. (The table before G34's rows, which
+    test_g34_policy checks over it.)"""
+    monkeypatch.setattr(gemm_fp8, "_swap_g34", lambda M, N, K, p: p)
     for (M, N, K, bn, most), (ck, split) in {(16, 4096, 4096, 128, 4): (4, 1), (16, 4096, 4096, 128, 2): (1, 4),
                                              (64, 4096, 4096, 128, 4): (4, 1), (128, 4096, 4096, 128, 4): (1, 4),
                                              (128, 4096, 4096, 64, 2): (2, 1), (16, 14336, 4096, 128, 2): (1, 1),
@@ -288,9 +290,9 @@ def test_swap_verifies_clean(shape, cluster):
     else:
         p = gemm_fp8.swap_params(*shape, cluster=4 * cluster)
     kernel, kp = gemm_fp8.kernel_of(p)
-    assert (kp["CLUSTER_K"] > 1) == (bool(cluster) and cluster not in ("kways96", "cm", "cm_kw", "policy_whole",
-                                                                       "policy_unsplit", "cm_tma", "cm_kw_tma",
-                                                                       "cm_deep_tma"))
+    rows2 = cluster in ("policy", "policy_fallback") and any(lo <= shape[0] <= hi for lo, hi in gemm_fp8.SWAP_ROWS2)
+    assert (kp["CLUSTER_K"] > 1) == (bool(cluster) and not rows2 and cluster not in (
+        "kways96", "cm", "cm_kw", "policy_whole", "policy_unsplit", "cm_tma", "cm_kw_tma", "cm_deep_tma"))
     assert kernel is gemm_fp8.gemm_fp8_swap
     report = tv.verify(kernel, target="sm_90a", **kp)
     assert report.ok and not report.findings, str(report)
@@ -314,6 +316,40 @@ def test_g34_forms_verify_clean(shape, extra):
     assert kernel is gemm_fp8.gemm_fp8_swap and all(kp[k] == v for k, v in extra.items())
     report = tv.verify(kernel, target="sm_90a", **kp)
     assert report.ok and not report.findings, str(report)
+
+
+def test_g34_policy():
+    """G34's rows over the table (swap_policy(g34=False)): two unsplit row tiles of half the rows, one consumer over
+    64-column tiles (128 blocks, no cluster) at SWAP_ROWS2's rows where the table splits K at K = 4096 and 2 x N / 64
+    blocks fill 0.9-1 wave; HALF_SUM on the table's CLUSTER_K=2 rows of 64-column tiles whose BM halves are whole
+    (not BM 24; not 128-column tiles); STORE_T on whole 128-row tiles unsplit (256 rows); each ring re-sized, in
+    SWAP_SMEM."""
+    for M in (25, 32, 81, 96):
+        p = gemm_fp8.policy(M, 4096, 4096)
+        bm = 16 if M <= 32 else 48
+        assert (p["BM"], p["BN"], p["CONSUMERS"], p["K_WAYS"], p["CLUSTER_K"], p["SPLIT_K"], p["STAGES"]) == (
+            bm, 64, 1, 1, 1, 1, 12), (M, p)
+        assert gemm_fp8.grid_of(M, 4096, p) == (2, 64, 1) and p["INSTR"].n == bm
+        assert gemm_fp8.swap_policy(M, 4096, 4096, g34=False)["CLUSTER_K"] == 2
+    for M, N, K in ((32, 4096, 14336), (96, 4096, 14336), (32, 14336, 4096), (96, 2048, 4096), (24, 4096, 4096),
+                    (64, 4096, 4096), (112, 4096, 4096)):     # (one row tile: not past the measured K, nor where the
+        p = gemm_fp8.policy(M, N, K)                          # table does not split or the tiles miss a wave)
+        assert gemm_fp8.grid_of(M, N, p)[0] == 1 and p["BM"] >= M, (M, N, K, p)
+    for M, N, K in ((16, 4096, 14336), (40, 4096, 4096), (48, 4096, 4096), (64, 4096, 4096), (80, 4096, 4096),
+                    (112, 4096, 4096), (128, 4096, 4096), (64, 4096, 14336), (128, 4096, 14336)):
+        p, q = gemm_fp8.policy(M, N, K), gemm_fp8.swap_policy(M, N, K, g34=False)
+        assert q["CLUSTER_K"] == 2 and q["BN"] == 64 and p.get("HALF_SUM") == 1, (M, N, K, p)
+        assert p == {**q, "TMA_ONLY": 1, "HALF_SUM": 1, "STAGES": p["STAGES"]} and p["STAGES"] >= q["STAGES"]
+        recv = p["BN"] * p["BM"] * 2 + (p["K_WAYS"] == 2) * p["BN"] * p["BM"] * 4
+        assert p["STAGES"] * (p["BN"] + p["BM"]) * 128 + recv <= gemm_fp8.SWAP_SMEM, p
+        assert gemm_fp8.kernel_of(p)[1]["HALF_SUM"] == 1
+    for M, N, K in ((24, 4096, 4096), (256, 4096, 14336), (16, 4096, 4096), (192, 4096, 4096)):
+        assert "HALF_SUM" not in gemm_fp8.policy(M, N, K), (M, N, K)
+    p = gemm_fp8.policy(256, 4096, 4096)
+    assert p == {**gemm_fp8.swap_policy(256, 4096, 4096, g34=False), "TMA_ONLY": 1, "STORE_T": 1, "STAGES": 8}
+    assert p["STAGES"] * (64 + 128) * 128 + 128 * 64 * 2 <= gemm_fp8.SWAP_SMEM
+    for M, N, K in ((256, 4096, 14336), (192, 4096, 4096), (16, 4096, 4096), (256, 14336, 4096)):
+        assert "STORE_T" not in gemm_fp8.policy(M, N, K), (M, N, K)
 
 
 def test_g34_refusals_and_stages():
