@@ -309,6 +309,8 @@ WAVE_GAIN = 0.9
 # spill stores: 2048^3 2.12-2.21 -> 1.91-1.92) except the "kn" swap form's (8 -> 20 bytes, in the transposed store):
 # 128 x 4096 x 4096 1.87-1.88 -> 2.00-2.02.
 _N64, _N96 = tp.nv.wgmma_m64n64k8_tf32, tp.nv.wgmma_m64n96k8_tf32
+# A short K whose 128 x 64 tiles fill less than half a wave: 64 x 64 tiles, one consumer warpgroup, unsplit (G36)
+SMALL_64 = dict(BM=64, BN=64, CONSUMERS=1, INSTR=_N64, TMA_ONLY=1)
 
 
 def waves(tiles: int, sms: int | None = None) -> int:
@@ -330,9 +332,11 @@ def launch_policy(M: int, N: int, K: int, batch: int = 1, sms: int | None = None
     pol, sms = policy(M, N, K, batch, sms), sms or SMS
     rows = batch * -(-M // PRESETS["sm_90a"]["BM"])
     narrow = rows * -(-N // 64)
-    if (pol.get("KSPLIT", 1) > 1 and -(-K // PRESETS["sm_90a"]["BK"]) <= NARROW_KT and 4 * narrow >= 3 * sms
-            and narrow <= sms):
-        return {"BN": 64, "INSTR": _N64, "TMA_ONLY": 1}
+    if pol.get("KSPLIT", 1) > 1 and -(-K // PRESETS["sm_90a"]["BK"]) <= NARROW_KT:
+        if 2 * narrow >= sms and narrow <= sms:
+            return {"BN": 64, "INSTR": _N64, "TMA_ONLY": 1}
+        if batch * -(-M // 64) * -(-N // 64) <= 2 * sms:     # (two blocks an SM: 122 registers, 96 KB)
+            return dict(SMALL_64)
     if (pol.get("KSPLIT", 1) == 1
             and waves(rows * -(-N // 96), sms) * 96 <= WAVE_GAIN * waves(rows * -(-N // 128), sms) * 128):
         return {"BN": 96, "INSTR": _N96, "TMA_ONLY": 1}
@@ -460,8 +464,9 @@ def swap_params(M: int, N: int, K: int, sms: int | None = None, b_layout: str = 
     p = PRESETS["sm_90a"]
     form = kn_form or KN_FORM
     bn = next(r for r in (16, 32, 64, 128) if r >= min(M, 128 if b_layout == "nk" else KN_BN[form]))
-    kn = {"A_KN": form, "TMA_ONLY": 1, **(KN_REGS if bn == 128 else {})} if b_layout == "kn" else {}
-    return {**p, **RAW, "BN": bn, "INSTR": _TF32_N[bn], "C_T": 1, **kn, **policy(N, M, K, sms=sms, bn=bn)}
+    kn = {"A_KN": form, "TMA_ONLY": 1} if b_layout == "kn" else {}
+    regs = {"TMA_ONLY": 1, **KN_REGS} if bn == 128 else {}     # (both layouts at 128 columns)
+    return {**p, **RAW, "BN": bn, "INSTR": _TF32_N[bn], "C_T": 1, **kn, **regs, **policy(N, M, K, sms=sms, bn=bn)}
 
 
 def _swap_layout_ok(a3, b3, b_layout: str) -> bool:

@@ -18,7 +18,9 @@ SHAPES="2051,2045,1000:kn:policy+bn128+policy0
 256,4096,4096:kn:policy+swapT+swapT0
 16,4096,4096:kn:policy+swapT0
 64,4096,4096:kn:policy+swapT0
-128,4096,4096:nk:policy+swapTR"
+128,4096,4096:nk:policy+swapTR
+512,512,512:kn:policy+m64bn64T+m64bn64ks2T
+768,768,768:kn:policy+m64bn64T+bn64T"
 timeout 80 python3 benchmarks/profile/g36_fp32.py --build-only --precompile 10 --shapes $SHAPES > "$OUT/build.log" 2>&1 &
 b1=$!
 timeout 110 python3 -m pytest -v -n 4 -p no:cacheprovider tests/gpu/test_gpu_gemm_fp32_waves.py \

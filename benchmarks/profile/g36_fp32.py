@@ -45,6 +45,9 @@ FORMS = {   # name -> launch's constexprs (a tile named keeps the policy out); "
     "m64": dict(BM=64, CONSUMERS=1, **_bn(128)),
     "m64bn64": dict(BM=64, CONSUMERS=1, **_bn(64)),
     "m64bn96": dict(BM=64, CONSUMERS=1, **_bn(96)),
+    "m64bn64ks2": dict(BM=64, CONSUMERS=1, KSPLIT=2, **_bn(64)),
+    "ks2": dict(KSPLIT=2),              # 128 x 128 tiles split 2 / 3 (the policy before G36 at 512^3-768^3)
+    "ks3": dict(KSPLIT=3),
     "policy0": dict(TMA_ONLY=0),        # launch's tile with the copies' fallback compiled in (before G36)
 }
 # the swap form's variants (rows <= SWAP_ROWS): its own constexprs over swap_params

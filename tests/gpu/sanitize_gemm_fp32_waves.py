@@ -34,9 +34,9 @@ def check(name, a, b, c):
 
 
 gemm_fp32.SMS = 4       # 256 x 300: 6 tiles 128 wide or 8 tiles 96 wide, 2 waves either way: the 96-wide form
-for m, n, k, bn in ((256, 300, 264, 96), (250, 301, 260, 96), (256, 256, 1024, 64)):
-    if bn == 64:
-        gemm_fp32.SMS = 8
+for m, n, k, bn in ((256, 300, 264, 96), (250, 301, 260, 96), (256, 256, 1024, 64), (130, 100, 520, 64)):
+    if bn == 64:    # 128 x 64 tiles over half a wave of 8 SMs, then (130 x 100 on 16) SMALL_64's 64 x 64 tiles
+        gemm_fp32.SMS = 8 if m == 256 else 16
     assert gemm_fp32.launch_policy(m, n, k).get("BN") == bn, gemm_fp32.launch_policy(m, n, k)
     for off in (False, True):
         a = offset((m, k)) if off else torch.randn(m, k, device=d, generator=g)
@@ -45,6 +45,14 @@ for m, n, k, bn in ((256, 300, 264, 96), (250, 301, 260, 96), (256, 256, 1024, 6
         gemm_fp32.launch(a, b, c, SWAP=0)
         check(f"fp32 BN={bn} offset={off}", a, b, c)
 gemm_fp32.SMS = 132
+print("ok")
+
+for m, n, k in ((100, 520, 1032), (130, 264, 516)):     # the nk swap at 128 columns: TMA_ONLY + register budgets
+    x = torch.randn(m, k, device=d, generator=g)
+    w = torch.randn(n, k, device=d, generator=g)
+    c = torch.full((m, n), float("nan"), device=d)
+    gemm_fp32.launch(x, w, c, b_layout="nk", SWAP=1)
+    check("fp32 nk swap", x, w.t(), c)
 print("ok")
 
 for m, n, k, extra in ((128, 520, 1032, {}), (100, 264, 2000, dict(KSPLIT=3)), (130, 200, 516, {}),

@@ -39,10 +39,11 @@ def test_policy_values_at_the_benchmarked_shapes():
 
 
 @pytest.mark.parametrize("b_layout", ["kn", "nk"])
-@pytest.mark.parametrize("M,K,raw,ks", [(37, 531, False, 2), (70, 800, True, 3)])
+@pytest.mark.parametrize("M,K,raw,ks", [(37, 1331, False, 4), (70, 1640, True, 4)])
 def test_launch_runs_the_policy_split_and_matches_float64(monkeypatch, b_layout, M, K, raw, ks):
-    """Ragged M, K not a multiple of the share (531: 17 k-tiles in shares of 9; 800: 25 in shares of 9, 9, 7),
-    both the split form (K % 4 != 0) and A split in registers; a small `sms` makes the policy split."""
+    """Ragged M, K not a multiple of the share (1331: 42 k-tiles in shares of 11, 11, 11, 9; 1640: 52 in shares of
+    13), both the split form (K % 4 != 0) and A split in registers; a small `sms` makes the policy split (K past
+    NARROW_KT k-tiles: a shorter K runs launch_policy's unsplit narrow tiles)."""
     monkeypatch.setattr(gemm_fp32, "SMS", 4)
     seen = []
     real = gemm_fp32.gemm_fp32.__getitem__
@@ -109,6 +110,9 @@ def test_launch_policy_takes_96_wide_tiles_where_their_waves_are_fuller():
     waves(128-wide) x 128 on 132 SMs. Measured (H100, rotated, x SGEMM): 2051 x 2045 x 1000 1.62 -> 2.05, 1536^3 1.63
     -> 2.11; 2048^3 stays 128 wide (96 measured slower), as do the large shapes."""
     n96 = {"BN": 96, "INSTR": tp.nv.wgmma_m64n96k8_tf32, "TMA_ONLY": 1}
+    assert gemm_fp32.launch_policy(768, 768, 768)["BN"] == 64          # 72 tiles 128 x 64: >= half a wave, unsplit
+    for shape in ((512, 512, 512), (640, 640, 640)):                    # under half a wave: 64 x 64, one consumer
+        assert gemm_fp32.launch_policy(*shape) == gemm_fp32.SMALL_64, shape
     for shape in ((2051, 2045, 1000), (1536, 1536, 1536), (3072, 3072, 1024), (1600, 1600, 1600)):
         assert gemm_fp32.launch_policy(*shape) == n96, shape
     for shape in ((2048, 2048, 2048), (3000, 5000, 4096), (4096, 4096, 4096), (8192, 8192, 8192),
@@ -135,7 +139,7 @@ def test_launch_runs_the_96_wide_tiles_and_matches_float64(monkeypatch):
 
 
 @pytest.mark.parametrize("params", [
-    dict(BN=96, INSTR=tp.nv.wgmma_m64n96k8_tf32, TMA_ONLY=1),
+    dict(BN=96, INSTR=tp.nv.wgmma_m64n96k8_tf32, TMA_ONLY=1), gemm_fp32.SMALL_64,
     dict(BN=64, INSTR=tp.nv.wgmma_m64n64k8_tf32, TMA_ONLY=1),
 ])
 def test_launch_policy_forms_verify_clean(params):
@@ -149,3 +153,23 @@ def test_launch_policy_forms_verify_clean(params):
                                                                  **params})
     assert report.ok and not report.findings, str(report)
     assert time.process_time() - t < 2.0
+
+
+def test_launch_runs_64x64_tiles_for_a_short_k_under_half_a_wave(monkeypatch):
+    """A short K (<= NARROW_KT k-tiles) that the split-K policy would split and whose 128 x 64 tiles fill less than
+    half a wave runs unsplit 64 x 64 tiles of one consumer warpgroup (SMALL_64; 512^3 on 132 SMs, here 130 x 100 x
+    200 on a pretended 16: 3 x 2 = 6 tiles 128 x 64 < 8, 3 x 2 = 6 of 64 x 64 <= 32), ragged M / N, vs float64."""
+    monkeypatch.setattr(gemm_fp32, "SMS", 16)
+    assert gemm_fp32.policy(130, 100, 520).get("KSPLIT", 1) > 1
+    assert gemm_fp32.launch_policy(130, 100, 520) == gemm_fp32.SMALL_64
+    seen = []
+    real = gemm_fp32.launch_split
+    monkeypatch.setattr(gemm_fp32, "launch_split", lambda *a, **k: seen.append(k) or real(*a, **k))
+    rng = np.random.default_rng(64)
+    a = rng.standard_normal((130, 520)).astype(np.float32)
+    b = rng.standard_normal((520, 100)).astype(np.float32)
+    c = np.full((130, 100), np.nan, np.float32)
+    gemm_fp32.launch(a, b, c, SWAP=0)
+    assert (seen[-1]["BM"], seen[-1]["BN"], seen[-1]["CONSUMERS"]) == (64, 64, 1) and seen[-1].get("KSPLIT", 1) == 1
+    ref = gemm_fp32.reference(a, b)
+    assert _rel(c, ref) < 3e-7 and np.abs(c - ref).max() <= 2 * np.abs(a @ b - ref).max()

@@ -81,7 +81,9 @@ def test_kn_swap_table():
     assert (p["TMA_ONLY"], p["PRODUCER_REGS"], p["CONSUMER_REGS"]) == (1, 40, 232)
     p64 = gemm_fp32.swap_params(64, 4096, 4096, b_layout="kn")
     assert p64["TMA_ONLY"] == 1 and "CONSUMER_REGS" not in p64
-    assert "TMA_ONLY" not in gemm_fp32.swap_params(128, 4096, 4096)
+    nk = gemm_fp32.swap_params(128, 4096, 4096)         # the nk swap at 128 columns too (G36 call 2)
+    assert (nk["TMA_ONLY"], nk["PRODUCER_REGS"], nk["CONSUMER_REGS"]) == (1, 40, 232)
+    assert "TMA_ONLY" not in gemm_fp32.swap_params(64, 4096, 4096)
     assert gemm_fp32.swap_params(256, 4096, 4096, b_layout="kn")["KSPLIT"] == 2
     p1 = gemm_fp32.swap_params(128, 4096, 4096, b_layout="kn", kn_form=1)
     assert (p1["A_KN"], p1["BN"], p1["KSPLIT"]) == (1, 64, 2)
