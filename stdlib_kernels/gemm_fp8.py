@@ -23,7 +23,8 @@
 * `gemm_fp8_swap`: the skinny class's form (M <= 256: C^T = B @ A^T, A's rows the instruction's N), split-K summed
   by a second kernel from slots or, with CLUSTER_K, inside the kernel over a thread-block cluster (`swap_policy`);
   K_WAYS=2 puts two consumers on one tile (alternate k-tiles), CLUSTER_M=2 splits the rows over a cluster sharing B
-  by multicast (G24).
+  by multicast (G24); HALF_SUM=1 sums the cluster's split as a reduce-scatter of C's rows, STORE_T=1 stores C's tile
+  by one TMA store (G34).
 
 `launch(a, b, scale_a, scale_b, out)` checks shapes and dtypes and picks the constexprs from `policy`.
 """
@@ -731,7 +732,12 @@ def swap_policy(M: int, N: int, K: int, exact: bool = True, whole: bool = True, 
     -0.15: within the graph times' spread, which is 0.3-0.8 us at 16 rows). The whole G30 policy against the table
     before it, three runs (call 5): faster at every shape measured, x torch._scaled_mm 1 row 1.03-1.10, 16 rows
     0.96-0.97, 32 0.89-0.90, 64 0.90-0.94, 96 / 128 0.84-0.85, 192 0.90-0.91, 256 0.94-0.98, 16 x 4096 x 14336
-    1.09-1.11, 128 x 4096 x 14336 0.95-0.96."""
+    1.09-1.11, 128 x 4096 x 14336 0.95-0.96.
+    G34's rows over that table (`_swap_g34`; g34=False: without them): two unsplit row tiles at SWAP_ROWS2's rows,
+    HALF_SUM on the cluster's split over 64-column tiles, STORE_T on whole 128-row tiles unsplit (H100, B from DRAM,
+    x torch._scaled_mm, benchmarks/NOTES.md G34 call 1, three runs in turn: 32 rows 0.87-0.94 -> 0.93-0.96, 64 rows
+    0.91-0.92 -> 0.95-0.96, 96 rows 0.81-0.88 -> 0.86-0.91, 128 rows 0.86-0.87 -> 0.92-0.93, 256 rows 0.93 ->
+    0.96-0.97, 128 x 4096 x 14336 0.95 -> 0.99)."""
     p = _swap_table(M, N, K, exact, whole)
     if (unsplit and M <= 16 and SWAP_EXACT_K[0] <= K <= SWAP_EXACT_K[1] and max(p["SPLIT_K"], p["CLUSTER_K"]) > 1
             and 0.45 * NUM_SMS <= tp.cdiv(N, 64) <= NUM_SMS // 2):
