@@ -2,7 +2,7 @@
 on the same inputs, in one run, with the device time of each side's kernels (torch.profiler) beside the graph time,
 so that the fixed cost of a launch (prologue, first loads, epilogue) can be told from the cost per k-tile.
 
-    python benchmarks/gemm_small_class.py [--plan diag|confirm|cluster|g22|g22b|g29|g29b|g29c|g29d|g33] [--out DIR]
+    python benchmarks/gemm_small_class.py [--plan diag|confirm|cluster|g22|g22b|g29|g29b|g29c|g29d|g33|g33b] [--out DIR]
                                           [--name STEM] [--only REGEX] [--precompile N]
 
 Every candidate's output is checked against float64 (on the GPU) before it is timed; graph times are
@@ -248,9 +248,17 @@ PLAN_G33 = [
     ((768, 768, 768), _again([("policy", None, ("bf16",)), ("kw_cn2_rel", KW_CN2_REL, ("bf16",))])),
     ((512, 512, 512), _again([("policy", None, ("bf16",)), ("kw_cn2_rel", KW_CN2_REL, ("bf16",))])),
 ]
+# G33 call 3: with the role-relative thread index in [0, size) (K_WAYS's hand-over and C^T store no longer signed
+# divisions), the policy at the small class's shapes (both outputs), and K_WAYS against the relaxed cluster below its
+# 64 k-tiles (1024^3: 16, 1024 x 1024 x 2048: 32; 768^3: 12), alternated twice
+PLAN_G33B = [((1024, 1024, k), _again([("policy", None, BOTH), ("kw", KW128x64, BOTH)]))
+             for k in (1024, 2048)] + [
+    ((768, 768, 768), _again([("policy", None, ("bf16",)), ("kw", KW128x64, ("bf16",))]))] + [
+    (shape, [("policy", None, BOTH)]) for shape in ((1024, 1024, 4096), (1024, 1024, 8192), (512, 2048, 4096),
+                                                   (512, 512, 512))]
 PLANS = {"diag": PLAN_DIAG, "confirm": PLAN_CONFIRM, "cluster": PLAN_CLUSTER, "g22": PLAN_G22, "g22b": PLAN_G22B,
          "g29": PLAN_G29, "g29b": PLAN_G29B, "g29c": PLAN_G29C,
-         "g29d": PLAN_G29D, "g33": PLAN_G33}
+         "g29d": PLAN_G29D, "g33": PLAN_G33, "g33b": PLAN_G33B}
 DT = {"bf16": (torch.bfloat16, tp.bf16), "f32": (torch.float32, tp.f32)}
 
 

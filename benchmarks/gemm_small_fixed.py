@@ -181,10 +181,16 @@ def mc_by_ring(src):
                 r"if (tp_cluster_rank() == 1) {\1", count=1)(src)
 
 
+def signed_rt(src):
+    """The role-relative thread index as it was rendered before G33: `tp_tid - lo` (signed, negative below the role)
+    instead of `(int)((unsigned)(tp_tid - lo) % size)`, so every layout division / remainder of it is signed."""
+    return _sub(r"\(int\)\(\(unsigned\)\(tp_tid - (\d+)\) % \d+u\)", r"tp_tid - \1")(src)
+
+
 EDITS = {"prefetch": prefetch_maps, "onesync": one_init_barrier, "nostore": no_tma_store, "empty": empty_kernel,
          "relax_close": relax_close, "relax_open": relax_open, "mc_split": split_multicast,
          "inflight": cluster_in_flight, "tail_first": tail_first, "no_tail": no_tail, "relax_end": relax_end,
-         "kw_nostore": kw_nostore, "kw_nohand": kw_nohand, "mc_by_ring": mc_by_ring}
+         "kw_nostore": kw_nostore, "kw_nohand": kw_nohand, "mc_by_ring": mc_by_ring, "signed_rt": signed_rt}
 EXACT_OFF = {"nostore", "empty", "kw_nostore", "kw_nohand"}          # edits whose output is not the product
 
 
@@ -277,7 +283,24 @@ VARIANTS_C = [
     ("kw_cn2_rel_w0+mc_by_ring", dict(KWC, IN_FLIGHT=0), ("mc_by_ring",), (1024, 4096)),
     ("kw_cm2_rel_w0", dict(KW, CLUSTER_M=2, RELAXED=1, IN_FLIGHT=0), (), (1024, 4096)),
 ]
-PLANS = {"a": VARIANTS, "b": VARIANTS_B, "c": VARIANTS_C}
+# G33 call 3: the role-relative thread index in [0, size) (tilepy_hip.render.walk.role_tid) against the signed one it
+# replaced (`signed_rt`, a source edit back), alternated twice, on K_WAYS (the policy at >= 64 k-tiles) and on the
+# small class's relaxed 2x1 cluster (its policy at 16-63 k-tiles); the epilogue's remaining cost (K_WAYS without its
+# stores / hand-over) and the A-multicast cluster with the fix
+CLB = {**gemm_hopper.PRESETS["sm_90a"], **ZERO, **gemm_hopper.SMALL_CLUSTER_BF16}
+VARIANTS_D = [
+    ("kw", KW, (), (1024, 4096, 8192)),
+    ("kw+signed_rt", KW, ("signed_rt",), (1024, 4096, 8192)),
+    ("cluster_bf16", CLB, (), (1024, 2048, 4096)),
+    ("cluster_bf16+signed_rt", CLB, ("signed_rt",), (1024, 2048, 4096)),
+    ("kw_again", KW, (), (1024, 4096, 8192)),
+    ("kw+signed_rt_again", KW, ("signed_rt",), (1024, 4096, 8192)),
+    ("cluster_bf16_again", CLB, (), (1024, 2048, 4096)),
+    ("cluster_bf16+signed_rt_again", CLB, ("signed_rt",), (1024, 2048, 4096)),
+    ("kw+nostore+nohand", KW, ("kw_nostore", "kw_nohand"), (1024, 4096)),
+    ("kw_cn2_rel", KWC, (), (1024, 4096)),
+]
+PLANS = {"a": VARIANTS, "b": VARIANTS_B, "c": VARIANTS_C, "d": VARIANTS_D}
 
 
 def main(argv=None):
@@ -313,6 +336,8 @@ def main(argv=None):
                                torch.randn(K, N, device="cuda", generator=g).bfloat16(),
                                torch.empty(M, N, device="cuda", dtype=torch.bfloat16)) for _ in range(n_sets - 1)]
         peers = [(lambda a=x, b=y: torch.matmul(a, b)) for x, y, _ in sets]
+        ws1 = torch.zeros(1, 1, device="cuda", dtype=torch.float32)
+        locks1 = torch.zeros(1, device="cuda", dtype=torch.int32)
         row = res["rows"].setdefault(f"{M}x{N}x{K}", {})
         peer = (lambda a=a, b=b: torch.matmul(a, b))
         peer_err = float((peer().double() - ref).norm() / ref.norm())
@@ -324,9 +349,11 @@ def main(argv=None):
                 continue
             try:
                 ck, grid = build(base, edits, M, N, K)
-                prep = prepare(ck, [a, b, c])
-                fn = (lambda prep=prep, grid=grid, args=(a, b, c): prep.call(grid, list(args)))
-                fns = [(lambda prep=prep, grid=grid, args=st: prep.call(grid, list(args))) for st in sets]
+                # (gemm_splitk_swap takes gemm_splitk's WS and LOCKS too, unused unsplit: launch's one-element ones)
+                extra = (ws1, locks1) if base.get("SWAP_AB") else ()
+                prep = prepare(ck, [a, b, c, *extra])
+                fn = (lambda prep=prep, grid=grid, args=(a, b, c, *extra): prep.call(grid, list(args)))
+                fns = [(lambda prep=prep, grid=grid, args=(*st, *extra): prep.call(grid, list(args))) for st in sets]
                 c.fill_(float("nan"))
                 fn()
                 torch.cuda.synchronize()

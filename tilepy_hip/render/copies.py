@@ -28,7 +28,7 @@ class CopyOps:
                     "branch on warp or warpgroup ids, e.g. if tp.warpgroup_id() == 0",
                 )
             lo, size = self.ctx.role
-            self.tid_name = self.hoist(f"tp_tid - {lo}", stem="rt") if lo else "tp_tid"
+            self.tid_name = self.role_tid(lo, size)
             self.num_threads = size
         try:
             self._emit_copy(src, dst, async_)

@@ -614,7 +614,7 @@ def _cooperative_copy(r, view, sref, lo: int, size: int):
     time; single elements otherwise), so loads coalesce. Each thread loads a batch of chunks into registers
     before storing them to shared memory, zero-filling outside the tensor, through the tile's layout + swizzle."""
     em = r.em
-    ct = r.hoist(f"tp_tid - {lo}", stem="rt") if lo else "tp_tid"
+    ct = r.role_tid(lo, size)
     vec = _coop_vec(r, view, sref)
     if vec > 1:
         em.open(f"if ({r._uniform_ok(view, vec)})")

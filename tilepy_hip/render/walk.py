@@ -165,11 +165,19 @@ class Renderer(AnalysisOps, ScalarOps, TileOps, CopyOps, GatherOps, ScanOps, Rem
             return "tp_tid"
         lo, size = self.role_range()
         if n == size:
-            return self.hoist(f"tp_tid - {lo}", stem="rt") if lo else "tp_tid"
+            return self.role_tid(lo, size)
         raise self.error(
             f"a tile laid out over {n} threads is used where {size} threads run",
             "lay the tile out over the threads of the role that uses it",
         )
+
+    def role_tid(self, lo: int, size: int) -> str:
+        """C name of the thread's index within the role of threads [lo, lo + size), renumbered from 0. Taken
+        modulo `size` in unsigned arithmetic: the identity for the role's own threads (the only ones that use it),
+        and the compiler then knows it lies in [0, size), so a layout's divisions and remainders of it by powers
+        of two are shifts and masks. (As `tp_tid - lo`, negative for the threads below the role, each was a signed
+        division: ~25 SASS instructions per element of gemm_splitk_swap K_WAYS=2's hand-over, G33.)"""
+        return self.hoist(f"(int)((unsigned)(tp_tid - {lo}) % {size}u)", stem="rt") if lo else "tp_tid"
 
     def role_range(self) -> tuple[int, int]:
         """(first thread, thread count) of the threads running the current statement."""
