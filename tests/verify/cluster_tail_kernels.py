@@ -10,7 +10,10 @@ BUG "early": the tail waits one phase early (the last round of releases is not w
 BUG "notail": no tail and no closing barrier.
 BUG "extra": the consumers release stage 0 once more after their loop, to every rank (an arrival the tail does not
        wait for).
-BUG "strictopen": the opening barrier missing (only the tail): remote traffic before the peer's mbarrier init."""
+BUG "strictopen": the opening barrier missing (only the tail): remote traffic before the peer's mbarrier init.
+BUG "mcast_a": A's tile multicast instead of B's (G33): the blocks of the cluster are row tiles, each needs its own
+       rows of A, and every block receives the issuing block's (tests/verify/test_cluster_multicast_source.py).
+BUG "mcast_a_shifted": the same, A's first row reassigned (as gemm_splitk_swap's M_SHIFT does) before the copy."""
 
 import tilepy as tp
 
@@ -30,13 +33,19 @@ def cluster_tail(A: tp.Tensor[tp.bf16, "M", "K"], B: tp.Tensor[tp.bf16, "K", "N"
     tp.tag(A, lambda i, k: ("A", i, k))
     tp.tag(B, lambda k, j: ("B", k, j))
     k_tiles = tp.cdiv(A.shape[1], BK)
+    if BUG == "mcast_a_shifted":
+        m0 = tp.minimum(m0, A.shape[0] - BM)
     if BUG != "strictopen":
         tp.cluster_sync(relaxed=True)
     if tp.warpgroup_id() == 0:
         for k in range(k_tiles):
             tp.mbarrier_wait(empty[k % S], k // S)
-            tp.copy_bulk(A[m0:m0 + BM, k * BK:(k + 1) * BK], a_s[k % S], full[k % S])
-            tp.copy_bulk(B[k * BK:(k + 1) * BK, n0:n0 + BN], b_s[k % S], full[k % S], multicast=0b11, by=k % 2)
+            if BUG == "mcast_a" or BUG == "mcast_a_shifted":
+                tp.copy_bulk(A[m0:m0 + BM, k * BK:(k + 1) * BK], a_s[k % S], full[k % S], multicast=0b11, by=k % 2)
+                tp.copy_bulk(B[k * BK:(k + 1) * BK, n0:n0 + BN], b_s[k % S], full[k % S])
+            else:
+                tp.copy_bulk(A[m0:m0 + BM, k * BK:(k + 1) * BK], a_s[k % S], full[k % S])
+                tp.copy_bulk(B[k * BK:(k + 1) * BK, n0:n0 + BN], b_s[k % S], full[k % S], multicast=0b11, by=k % 2)
             tp.mbarrier_arrive(full[k % S])
         if BUG != "notail":
             for k in range(k_tiles + (S - 1 if BUG == "short" else S)):

@@ -26,6 +26,11 @@ releases reach every block whose multicasts write into it; this module checks th
   the kernel must have one after it (the other block must not exit while its tile is read): `race` otherwise. A
   relaxed barrier (`relaxed=True`, no release / acquire) counts for neither rule but the last, and there only once
   each loaded value has been stored before it.
+* a multicast copy writes the tile the issuing block reads into every block of the mask, which the walk reads as each
+  block's copy of its own source: so the source must be the same tile in every block of the cluster. Its coordinates
+  may not depend on `tp.block_id(d)` for an axis d the cluster spans, nor on `tp.cluster_rank()` (followed through
+  every assignment of a variable and the bounds of the loops whose counters it uses): `race` otherwise (e.g. A's
+  rows multicast over a cluster of row tiles, where each block needs its own rows).
 A `cta=` is evaluated per rank (constants, `tp.static_range` variables, `tp.cluster_rank()` and + - * // % ^ & | of
 them); one that is something else is not judged here.
 """
@@ -346,6 +351,49 @@ def _receive_tile_order(kir) -> list:
     return out
 
 
+def _rank_dependent(e, kir, assigned, loops, seen) -> str | None:
+    """What makes expression `e` differ between the blocks of one cluster: 'tp.block_id(d)' for an axis d the
+    cluster spans, 'tp.cluster_rank()', through every assignment of the variables it reads and the bounds of the
+    loops whose counters it reads; None where nothing does."""
+    for x in ir.walk_exprs(e):
+        if isinstance(x, ir.Call) and x.op == "block_id" and kir.cluster[x.attrs.get("axis", 0)] > 1:
+            return f"tp.block_id({x.attrs.get('axis', 0)})"
+        if isinstance(x, ir.Call) and x.op == "cluster_rank":
+            return "tp.cluster_rank()"
+        if isinstance(x, ir.Var) and x.name not in seen:
+            seen.add(x.name)
+            for v in assigned.get(x.name, []) + [b for lp in loops.get(x.name, [])
+                                                   for b in (lp.start, lp.stop, lp.step) if isinstance(b, ir.Expr)]:
+                why = _rank_dependent(v, kir, assigned, loops, seen)
+                if why is not None:
+                    return why
+    return None
+
+
+def _multicast_sources(kir, evals, assigned) -> list:
+    """A multicast copy's source must be one tile for every block of the cluster (module docstring)."""
+    loops: dict = {}
+    for s in ir.walk(kir.body):
+        if isinstance(s, ir.For):
+            loops.setdefault(s.var, []).append(s)
+    out = []
+    for s, _env, _p in evals:
+        if s.call.op != "copy_bulk" or "multicast" not in s.call.attrs:
+            continue
+        src = s.call.args[0]
+        coords = src.args[1:] if isinstance(src, ir.Call) and src.op == "view" else (src,)
+        why = next((w for c in coords if isinstance(c, ir.Expr)
+                    for w in [_rank_dependent(c, kir, assigned, loops, set())] if w is not None), None)
+        if why is not None:
+            out.append(Finding(
+                "race", "error", f"multicast copy of a source tile that differs between the blocks of the cluster "
+                f"(its coordinates depend on {why}): every block of the mask receives the tile of the block that "
+                "issues it, not its own", s.span,
+                {"detail": "multicast only an operand tile the blocks of the cluster share (e.g. B's tile over a "
+                           "cluster of row tiles, A's over a cluster of column tiles); load the others per block"}))
+    return out
+
+
 def findings(kir, awaited=None) -> list:
     """`awaited`: callable(kir) -> bool, True where every remote arrival into a block and every multicast copy into
     it is waited for by the block itself (the producer tail that replaces the closing cluster barrier:
@@ -408,6 +456,7 @@ def findings(kir, awaited=None) -> list:
                 "values are stored)", last[0].span,
                 {"detail": "end the kernel with tp.cluster_sync(), after the role branches join"}))
     out += _remote_stores(kir, evals, syncs + relaxed)
+    out += _multicast_sources(kir, evals, assigned)
     for i, (s, _env, p) in enumerate(evals):
         c = s.call
         if c.op != "copy_bulk" or "multicast" not in c.attrs:
