@@ -32,12 +32,19 @@
 import numpy as np
 
 import tilepy as tp
-from stdlib_kernels.gemm_hopper import b_layout, splitk_sum_bf16
+from stdlib_kernels.gemm_hopper import _log2, b_layout, splitk_sum_bf16
 from stdlib_kernels.gemm_splitk_swap import _recv_layout
 
 
 def _threads(c):
     return 128 * (1 + c["CONSUMERS"])
+
+
+def _staged_swizzle(bn: int):
+    """EPILOGUE=1's c_s swizzle (bf16 rows of `bn`): a row's 16-byte units XORed with bits of the offset that differ
+    over 8 consecutive rows (the row's own for a power of two, the 128-byte lines' for an odd multiple of 64)."""
+    sh = _log2(bn) - 3 if bn & (bn - 1) == 0 else 3
+    return tp.Swizzle(min(3, sh), 3, sh)
 
 
 @tp.kernel(threads=_threads, target="sm_90a")
@@ -62,8 +69,21 @@ def gemm_fp8(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "N", "K"], S
     if EPILOGUE == 2:
         # the TMA store (gemm_hopper's EPILOGUE=2): the consumers write the scaled bf16 tile into c_s (column
         # blocks of 128-byte rows, 128-byte swizzle: what a bulk tensor store reads), the producer warpgroup's
-        # first thread stores it with `cp.async.bulk.tensor` and waits for the read before the block exits
-        c_s = tp.shared((BM, BN), tp.bf16, swizzle=tp.Swizzle(3, 3, 3), layout=b_layout(BM, BN, 64))
+        # first thread stores it with `cp.async.bulk.tensor` and waits for the read before the block exits.
+        # (G35) A BN that is not a multiple of 64 (128 x 144: 1536 columns in 11 tiles) takes column blocks of 16
+        # (32-byte rows, 32-byte swizzle), one bulk store each
+        if BN % 64 == 0:
+            c_s = tp.shared((BM, BN), tp.bf16, swizzle=tp.Swizzle(3, 3, 3), layout=b_layout(BM, BN, 64))
+        else:
+            c_s = tp.shared((BM, BN), tp.bf16, swizzle=tp.Swizzle(1, 3, 3), layout=b_layout(BM, BN, 16))
+        staged = tp.mbarrier(1)
+    if EPILOGUE == 1:
+        # (G35) the tile staged in shared memory and stored by the producer warpgroup in 16-byte chunks of
+        # consecutive columns where aligned, else element by element, coalesced along C's rows (gemm_hopper's
+        # EPILOGUE=1): C's rows off 16 bytes (N % 8), which no tensor map describes, without the accumulator's
+        # column pairs 8 rows apart (`_staged_swizzle`: a row's 16-byte units XORed with offset bits that differ over
+        # 8 rows)
+        c_s = tp.shared((BM, BN), tp.bf16, swizzle=_staged_swizzle(BN))
         staged = tp.mbarrier(1)
     full = tp.mbarrier(1, stages=STAGES)
     empty = tp.mbarrier(1, stages=STAGES)
@@ -89,6 +109,9 @@ def gemm_fp8(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "N", "K"], S
             tp.mbarrier_wait(staged, 0)                # the consumers' scaled tile is in c_s
             tp.store_bulk(c_s, C[m0:m0 + BM, n0:n0 + BN])  # TMA store (rows / columns past M / N not written)
             tp.store_bulk_wait(c_s)                    # c_s is read before the block exits
+        if EPILOGUE == 1:
+            tp.mbarrier_wait(staged, 0)
+            tp.copy(c_s, C[m0:m0 + BM, n0:n0 + BN])    # shared -> global, coalesced (the ragged edge masked)
     else:                               # consumer warpgroups: wgmma over their own threads, 64 rows each
         if CONSUMER_REGS > 0:
             tp.setmaxnreg(CONSUMER_REGS)
@@ -111,7 +134,7 @@ def gemm_fp8(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "N", "K"], S
                 tp.mbarrier_arrive(empty[(k + STAGES - 1) % STAGES])   # tile k - 1's stage
             tp.mma_wait(0)
         tp.assert_tag(tp.mma_operands(acc), lambda a, b: a[2] == b[1])
-        if EPILOGUE == 2:
+        if EPILOGUE > 0:
             tp.store(c_s, acc * scale)                 # rounded to bf16 into the staged tile
             tp.mbarrier_arrive(staged)                 # the producer warpgroup stores it
         else:
@@ -748,23 +771,26 @@ def swap_policy(M: int, N: int, K: int, exact: bool = True, whole: bool = True, 
     return {**p, "TMA_ONLY": 1} if tma_only else p
 
 
-# G34 (H100, B from DRAM, rotated, every form three times in turn in one call; benchmarks/NOTES.md G34): the rows where
-# two row tiles of half the rows, unsplit, one consumer over 64-column tiles (128 blocks, no cluster: B's second read
-# from the L2) beat the K split over a cluster (SWAP_EXACT_K's K only, where 2 x N / 64 blocks fill 0.9-1 wave)
-SWAP_ROWS2 = ((25, 32), (81, 96))
+# G34 (H100, B from DRAM, rotated, each form alternated with the table in one call; benchmarks/NOTES.md G34 calls 1-2):
+# the rows where two row tiles of half the rows, unsplit, one consumer over 64-column tiles (128 blocks, no cluster: B's
+# second read from the L2) beat the table (the K split over a cluster, two consumers on alternate k-tiles, the slots):
+# 24-48, 96, 136-224 rows; even at 80 / 160, behind HALF_SUM at 64 / 112 / 128 (SWAP_EXACT_K's K only, where 2 x N / 64
+# blocks fill 0.9-1 wave)
+SWAP_ROWS2 = ((17, 48), (81, 96), (129, 255))
 
 
 def _swap_g34(M: int, N: int, K: int, p: dict) -> dict:
     """G34's rows over the table: two unsplit row tiles at SWAP_ROWS2's rows; HALF_SUM=1 (the cluster's split summed as
-    a reduce-scatter of C's rows) on every CLUSTER_K=2 row of 64-column tiles with whole 8-row halves; STORE_T=1 (C's
-    tile by one TMA store) on the whole 128-row tiles unsplit (G30's 256 rows); each with its ring re-sized."""
+    a reduce-scatter of C's rows) on the other CLUSTER_K=2 rows of 64-column tiles with whole 8-row halves and BM >= 32
+    (at BM 16, 16 x 4096 x 14336, it was within the spread); STORE_T=1 (C's tile by one TMA store) on the whole
+    128-row tiles unsplit (G30's 256 rows); each with its ring re-sized."""
     if (any(lo <= M <= hi for lo, hi in SWAP_ROWS2) and SWAP_EXACT_K[0] <= K <= SWAP_EXACT_K[1]
-            and max(p["SPLIT_K"], p["CLUSTER_K"]) > 1 and 0.9 * NUM_SMS <= 2 * tp.cdiv(N, 64) <= NUM_SMS):
+            and 0.9 * NUM_SMS <= 2 * tp.cdiv(N, 64) <= NUM_SMS):
         bm = next(n for n in sorted(SWAP_INSTR) if n >= tp.cdiv(M, 2))
         q = swap_params(M, N, K, BN=64, BM=bm)
         q.update(SPLIT_K=1, CLUSTER_K=1)
         return q
-    if p["CLUSTER_K"] == 2 and p["BN"] == 64 and p["BM"] % 16 == 0:
+    if p["CLUSTER_K"] == 2 and p["BN"] == 64 and p["BM"] % 16 == 0 and p["BM"] >= 32:
         return {**p, "HALF_SUM": 1, "STAGES": swap_stages(p["BM"], 64, 2, p["K_WAYS"], 1)}
     if (p["CLUSTER_K"] == 1 and p["SPLIT_K"] == 1 and p["BM"] == 128 and p["BN"] == 64 and p["K_WAYS"] == 1
             and M % 128 == 0 and N % 8 == 0):

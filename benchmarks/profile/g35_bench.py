@@ -43,6 +43,17 @@ G35_FORMS = {
     "large_ep0_w0": dict(BM=128, BN=256, STAGES=4, CONSUMERS=2, INSTR=I256, IN_FLIGHT=0, EPILOGUE=0, TMA_ONLY=1),
     # the large class's persistent piece store where one wave of 128 x 256 tiles (or fewer) runs
     "lp": dict(gemm_fp8.LARGE_PERSISTENT),
+    # call 2: the tile staged in shared memory and stored coalesced by the producer warpgroup (EPILOGUE=1: C's rows
+    # off 16 bytes); 192 x 192 tiles over three consumers (2051 x 2045: 11 x 11 = 121 tiles, one wave, where 128 x 256
+    # gives 17 x 8 = 136); 128 x 144 with the TMA store in 16-column blocks
+    "128x256_s3_w1_ep1": dict(BM=128, BN=256, STAGES=3, CONSUMERS=2, INSTR=I256, IN_FLIGHT=1, EPILOGUE=1, TMA_ONLY=1),
+    "128x128_s5_w1_ep1": dict(BM=128, BN=128, STAGES=5, CONSUMERS=2, INSTR=tp.nv.wgmma_m64n128k32_e4m3, IN_FLIGHT=1,
+                              EPILOGUE=1, TMA_ONLY=1),
+    "192x192_s3_w1_ep1": dict(BM=192, BN=192, STAGES=3, CONSUMERS=3, INSTR=I192, IN_FLIGHT=1, EPILOGUE=1, TMA_ONLY=1),
+    "192x192_s3_w1_ep1_r": dict(BM=192, BN=192, STAGES=3, CONSUMERS=3, INSTR=I192, IN_FLIGHT=1, EPILOGUE=1,
+                                TMA_ONLY=1, PRODUCER_REGS=40, CONSUMER_REGS=152),
+    "192x192_s4_w1_ep0": dict(BM=192, BN=192, STAGES=4, CONSUMERS=3, INSTR=I192, IN_FLIGHT=1, EPILOGUE=0, TMA_ONLY=1),
+    "128x144_s5_w1_ep2": dict(BM=128, BN=144, STAGES=5, CONSUMERS=2, INSTR=I144, IN_FLIGHT=1, EPILOGUE=2, TMA_ONLY=1),
 }
 small.FORMS.update(G35_FORMS)
 PAD_FORMS = ("128x128_s6_w1_ep0", "large_ep0", "128x144_s6_w1_ep0", "64x128_s8_w1_ep0")
@@ -57,6 +68,16 @@ PLANS = {
         ((1536, 1536, 1536), ["policy", "128x144_s6_w1_ep0", "128x144_s6_w0_ep0", "128x192_s5_w1_ep0", "lp"]),
         ((4096, 1024, 1024), ["policy", "lp", "large_ep0"]),
         ((2048, 2048, 2048), ["policy", "lp"]),
+    ],
+    "call2": [
+        ((2051, 2045, 1008), ["policy", "large_ep0", "128x256_s3_w1_ep1", "128x128_s5_w1_ep1", "192x192_s3_w1_ep1",
+                              "192x192_s3_w1_ep1_r", "192x192_s4_w1_ep0"]),
+        ((2048, 2048, 1008), ["policy", "192x192_s3_w1_ep1", "192x192_s4_w1_ep0"]),
+        ((1536, 1536, 1536), ["policy", "128x144_s5_w1_ep2", "128x144_s6_w1_ep0", "lp"]),
+        ((4096, 1024, 1024), ["policy", "lp"]),
+        ((2048, 2048, 2048), ["policy", "lp"]),
+        ((1024, 2048, 2048), ["policy", "lp"]),
+        ((2048, 1024, 4096), ["policy", "lp"]),
     ],
 }
 

@@ -57,6 +57,16 @@ FORMS = {
                                   TMA_ONLY=1),
     "g35_128x256_s4_w1_ep0": dict(BM=128, BN=256, STAGES=4, CONSUMERS=2, INSTR=I256, IN_FLIGHT=1, EPILOGUE=0,
                                   TMA_ONLY=1),
+    # the tile staged in shared memory, stored coalesced by the producer warpgroup (EPILOGUE=1); 192 x 192 tiles over
+    # three consumers; 128 x 144 with the TMA store in 16-column blocks
+    "g35_128x256_s3_w1_ep1": dict(BM=128, BN=256, STAGES=3, CONSUMERS=2, INSTR=I256, IN_FLIGHT=1, EPILOGUE=1,
+                                  TMA_ONLY=1),
+    "g35_192x192_s3_w1_ep1": dict(BM=192, BN=192, STAGES=3, CONSUMERS=3, INSTR=I192, IN_FLIGHT=1, EPILOGUE=1,
+                                  TMA_ONLY=1),
+    "g35_192x192_s4_w1_ep0": dict(BM=192, BN=192, STAGES=4, CONSUMERS=3, INSTR=I192, IN_FLIGHT=1, EPILOGUE=0,
+                                  TMA_ONLY=1),
+    "g35_128x144_s5_w1_ep2": dict(BM=128, BN=144, STAGES=5, CONSUMERS=2, INSTR=I144, IN_FLIGHT=1, EPILOGUE=2,
+                                  TMA_ONLY=1),
 }
 # ragged M, N, K; one k-tile under a deep ring; the ring turning over many times; C rows off 16 bytes (N % 8)
 SHAPES = [(200, 300, 1040), (130, 264, 64), (1000, 1000, 4096), (520, 1030, 528)]

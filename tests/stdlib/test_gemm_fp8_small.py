@@ -26,6 +26,12 @@ FORMS = {   # (the forms of benchmarks/gemm_fp8_small.py; stages cut where the i
     "128x144_w1_ep0": dict(BM=128, BN=144, STAGES=3, CONSUMERS=2, INSTR=I144, IN_FLIGHT=1, EPILOGUE=0, TMA_ONLY=1),
     "128x192_w1_ep0": dict(BM=128, BN=192, STAGES=2, CONSUMERS=2, INSTR=I192, IN_FLIGHT=1, EPILOGUE=0, TMA_ONLY=1),
     "128x256_w1_ep0": dict(BM=128, BN=256, STAGES=3, CONSUMERS=2, INSTR=I256, IN_FLIGHT=1, EPILOGUE=0, TMA_ONLY=1),
+    # the tile staged in shared memory and stored by the producer warpgroup (EPILOGUE=1); 192 x 192 over three
+    # consumers; 128 x 144 with the TMA store in 16-column blocks
+    "128x128_w1_ep1": dict(BM=128, BN=128, STAGES=2, CONSUMERS=2, INSTR=I128, IN_FLIGHT=1, EPILOGUE=1, TMA_ONLY=1),
+    "192x192_w1_ep1": dict(BM=192, BN=192, STAGES=2, CONSUMERS=3, INSTR=I192, IN_FLIGHT=1, EPILOGUE=1, TMA_ONLY=1),
+    "192x192_w1_ep0": dict(BM=192, BN=192, STAGES=3, CONSUMERS=3, INSTR=I192, IN_FLIGHT=1, EPILOGUE=0, TMA_ONLY=1),
+    "128x144_w1_ep2": dict(BM=128, BN=144, STAGES=3, CONSUMERS=2, INSTR=I144, IN_FLIGHT=1, EPILOGUE=2, TMA_ONLY=1),
 }
 
 
@@ -65,7 +71,7 @@ def test_small_forms_verify_clean(name):
     import tilepy_verify as tv
 
     f = FORMS[name]
-    c_s = 2 * f["BM"] * f["BN"] if f["EPILOGUE"] == 2 else 0
+    c_s = 2 * f["BM"] * f["BN"] if f["EPILOGUE"] > 0 else 0
     deepest = (227 * 1024 - c_s) // ((f["BM"] + f["BN"]) * 128)
     p = {**BASE, **f, "STAGES": 8 if f["BM"] == 64 else min(6, deepest)}     # the timed depths
     kernel, kp = gemm_fp8.kernel_of(p)
