@@ -63,3 +63,9 @@ def call2_variants(M, N, K) -> dict:
     if pol["BM"] < M <= 128 and before["CLUSTER_K"] == 2 and before["BM"] % 16 == 0:
         out["half"] = {**before, "HALF_SUM": 1, "STAGES": _stages(before, 1)}
     return out
+
+
+def call3_variants(M, N, K) -> dict:
+    """Call 3: the final G34 policy (SWAP_ROWS2 17-48 / 81-96 / 129-255) against the table before it, at rows call 2
+    did not time as the policy."""
+    return {"before": gemm_fp8.swap_policy(M, N, K, g34=False), "policy": gemm_fp8.swap_policy(M, N, K)}

@@ -128,18 +128,19 @@ def test_cluster_split_gives_the_same_bits_twice():
     assert torch.equal(outs[0], outs[1])
 
 
-@pytest.mark.parametrize("M", [24, 40, 192])
+@pytest.mark.parametrize("M", [24, 40, 96, 192])
 def test_exact_bm_policy_through_launch(M):
-    """G24's rows of the policy (BM the rows' own instruction N, K_WAYS=2, the cluster's split of 2 or unsplit) through
-    launch with no constexprs, at full size: against float64, like for like with _scaled_mm's fast accumulation."""
+    """G24's rows of the table (BM the rows' own instruction N, K_WAYS=2, the cluster's split of 2 or unsplit; the
+    policy before G34's row tiles: swap_policy(g34=False)) through launch, at full size: against float64, like for
+    like with _scaled_mm's fast accumulation."""
     N = K = 4096
-    p = gemm_fp8.policy(M, N, K)
+    p = gemm_fp8.swap_policy(M, N, K, g34=False)
     assert p["K_WAYS"] == 2 and p["BM"] < 128 and p["BM"] >= M / 2
     g = torch.Generator(device="cuda").manual_seed(M)
     a, sa = _quantize(torch.randn(M, K, device=DEV, generator=g))
     b, sb = _quantize(torch.randn(N, K, device=DEV, generator=g))
     out = torch.full((M, N), float("nan"), device=DEV, dtype=torch.bfloat16)
-    gemm_fp8.launch(a, b, sa, sb, out)
+    gemm_fp8.launch(a, b, sa, sb, out, **p)
     torch.cuda.synchronize()
     ref = (a.double() @ b.double().t()) * sa.double() * sb.double()
     assert not out.isnan().any()
@@ -288,12 +289,15 @@ def test_g34_tma_store_dropped_where_c_has_no_tensor_map():
         assert torch.equal(outs[0], outs[1])
 
 
-@pytest.mark.parametrize("shape", [(32, 4096, 4096), (64, 4096, 4096), (96, 4096, 4096), (128, 4096, 4096),
-                                   (256, 4096, 4096), (128, 4096, 14336), (40, 1000, 2064)])
+@pytest.mark.parametrize("shape", [(17, 4096, 4096), (32, 4096, 4096), (40, 4096, 4096), (64, 4096, 4096),
+                                   (96, 4096, 4096), (128, 4096, 4096), (136, 4096, 4096), (200, 4096, 4096),
+                                   (224, 4096, 4096), (250, 4096, 4096), (256, 4096, 4096), (128, 4096, 14336),
+                                   (40, 1000, 2064)])
 def test_g34_policy_through_launch(shape):
-    """G34's policy through launch with no constexprs: two unsplit row tiles at 32 / 96 rows, HALF_SUM at 64 / 128 rows
-    and 128 x 4096 x 14336, STORE_T at 256 rows, the table elsewhere; against float64, like for like with
-    _scaled_mm's fast accumulation."""
+    """G34's policy through launch with no constexprs: two unsplit row tiles (one consumer) at 17-48 / 81-96 / 129-255
+    rows (BM 16-128, the second tile ragged at 17 / 136 / 200 / 250 rows), HALF_SUM at 64 / 128 rows and 128 x 4096 x
+    14336, STORE_T at 256 rows, the table elsewhere; against float64, like for like with _scaled_mm's fast
+    accumulation."""
     M, N, K = shape
     g = torch.Generator(device="cuda").manual_seed(3400 + M)
     a, sa = _quantize(torch.randn(M, K, device=DEV, generator=g))

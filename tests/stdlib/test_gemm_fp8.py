@@ -99,6 +99,8 @@ CASES = [
     ((96, 136, 784), dict(SWAP=1, BM=96, BN=64, K_WAYS=2, CLUSTER_K=2, STAGES=4, HALF_SUM=1)),
     ((40, 200, 528), dict(SWAP=1, BN=64, CONSUMERS=1, SPLIT_K=1, STAGES=3, STORE_T=1)),
     ((100, 136, 1040), dict(SWAP=1, K_WAYS=2, SPLIT_K=1, STAGES=4, STORE_T=1)),
+    # G34's policy rows at 129-255: two unsplit row tiles of BM 104 (n104), one consumer, the second ragged (96 rows)
+    ((200, 136, 784), dict(SWAP=1, BM=104, BN=64, CONSUMERS=1, SPLIT_K=1, STAGES=3, TMA_ONLY=1)),
 ]
 
 
@@ -319,36 +321,37 @@ def test_g34_forms_verify_clean(shape, extra):
 
 
 def test_g34_policy():
-    """G34's rows over the table (swap_policy(g34=False)): two unsplit row tiles of half the rows, one consumer over
-    64-column tiles (128 blocks, no cluster) at SWAP_ROWS2's rows where the table splits K at K = 4096 and 2 x N / 64
-    blocks fill 0.9-1 wave; HALF_SUM on the table's CLUSTER_K=2 rows of 64-column tiles whose BM halves are whole
-    (not BM 24; not 128-column tiles); STORE_T on whole 128-row tiles unsplit (256 rows); each ring re-sized, in
-    SWAP_SMEM."""
-    for M in (25, 32, 81, 96):
+    """G34's rows over the table (swap_policy(g34=False)): two unsplit row tiles of half the rows (BM the e4m3
+    instruction N holding them), one consumer over 64-column tiles (128 blocks, no cluster) at SWAP_ROWS2's rows
+    (17-48, 81-96, 129-255) at K = 4096 where 2 x N / 64 blocks fill 0.9-1 wave; HALF_SUM on the table's other
+    CLUSTER_K=2 rows of 64-column tiles with BM >= 32 in whole 8-row halves (not BM 16 or 24; not 128-column tiles);
+    STORE_T on whole 128-row tiles unsplit (256 rows); each ring re-sized, in SWAP_SMEM."""
+    for M, bm, stages in ((17, 16, 12), (24, 16, 12), (32, 16, 12), (40, 24, 12), (48, 24, 12), (81, 48, 12),
+                          (96, 48, 12), (129, 80, 12), (136, 80, 12), (160, 80, 12), (192, 96, 11), (200, 104, 10),
+                          (224, 112, 10), (255, 128, 9)):
         p = gemm_fp8.policy(M, 4096, 4096)
-        bm = 16 if M <= 32 else 48
         assert (p["BM"], p["BN"], p["CONSUMERS"], p["K_WAYS"], p["CLUSTER_K"], p["SPLIT_K"], p["STAGES"]) == (
-            bm, 64, 1, 1, 1, 1, 12), (M, p)
-        assert gemm_fp8.grid_of(M, 4096, p) == (2, 64, 1) and p["INSTR"].n == bm
-        assert gemm_fp8.swap_policy(M, 4096, 4096, g34=False)["CLUSTER_K"] == 2
-    for M, N, K in ((32, 4096, 14336), (96, 4096, 14336), (32, 14336, 4096), (96, 2048, 4096), (24, 4096, 4096),
-                    (64, 4096, 4096), (112, 4096, 4096)):     # (one row tile: not past the measured K, nor where the
-        p = gemm_fp8.policy(M, N, K)                          # table does not split or the tiles miss a wave)
-        assert gemm_fp8.grid_of(M, N, p)[0] == 1 and p["BM"] >= M, (M, N, K, p)
-    for M, N, K in ((16, 4096, 14336), (40, 4096, 4096), (48, 4096, 4096), (64, 4096, 4096), (80, 4096, 4096),
-                    (112, 4096, 4096), (128, 4096, 4096), (64, 4096, 14336), (128, 4096, 14336)):
+            bm, 64, 1, 1, 1, 1, stages), (M, p)
+        assert gemm_fp8.grid_of(M, 4096, p) == (2, 64, 1) and p["INSTR"].n == bm and p["TMA_ONLY"] == 1
+        assert p["STAGES"] * (64 + bm) * 128 <= gemm_fp8.SWAP_SMEM
+    # one row tile: not past the measured K, not where the tiles miss a wave, not at 49-80 / 97-128 rows
+    for M, N, K in ((32, 4096, 14336), (96, 4096, 14336), (32, 14336, 4096), (96, 2048, 4096), (64, 4096, 4096),
+                    (80, 4096, 4096), (112, 4096, 4096), (16, 4096, 4096)):
+        assert gemm_fp8.grid_of(M, N, gemm_fp8.policy(M, N, K))[0] == 1, (M, N, K)
+    for M, N, K in ((64, 4096, 4096), (80, 4096, 4096), (112, 4096, 4096), (128, 4096, 4096), (32, 4096, 14336),
+                    (64, 4096, 14336), (128, 4096, 14336)):
         p, q = gemm_fp8.policy(M, N, K), gemm_fp8.swap_policy(M, N, K, g34=False)
         assert q["CLUSTER_K"] == 2 and q["BN"] == 64 and p.get("HALF_SUM") == 1, (M, N, K, p)
         assert p == {**q, "TMA_ONLY": 1, "HALF_SUM": 1, "STAGES": p["STAGES"]} and p["STAGES"] >= q["STAGES"]
         recv = p["BN"] * p["BM"] * 2 + (p["K_WAYS"] == 2) * p["BN"] * p["BM"] * 4
         assert p["STAGES"] * (p["BN"] + p["BM"]) * 128 + recv <= gemm_fp8.SWAP_SMEM, p
         assert gemm_fp8.kernel_of(p)[1]["HALF_SUM"] == 1
-    for M, N, K in ((24, 4096, 4096), (256, 4096, 14336), (16, 4096, 4096), (192, 4096, 4096)):
+    for M, N, K in ((16, 4096, 14336), (256, 4096, 14336), (16, 4096, 4096), (192, 4096, 4096)):
         assert "HALF_SUM" not in gemm_fp8.policy(M, N, K), (M, N, K)
     p = gemm_fp8.policy(256, 4096, 4096)
     assert p == {**gemm_fp8.swap_policy(256, 4096, 4096, g34=False), "TMA_ONLY": 1, "STORE_T": 1, "STAGES": 8}
     assert p["STAGES"] * (64 + 128) * 128 + 128 * 64 * 2 <= gemm_fp8.SWAP_SMEM
-    for M, N, K in ((256, 4096, 14336), (192, 4096, 4096), (16, 4096, 4096), (256, 14336, 4096)):
+    for M, N, K in ((256, 4096, 14336), (192, 4096, 4096), (16, 4096, 4096), (256, 14336, 4096), (255, 4096, 4096)):
         assert "STORE_T" not in gemm_fp8.policy(M, N, K), (M, N, K)
 
 
