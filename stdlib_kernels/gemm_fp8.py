@@ -635,12 +635,20 @@ SMALL_64x128 = dict(BM=64, BN=128, STAGES=8, CONSUMERS=1, INSTR=_I128, IN_FLIGHT
 MID_128x128 = dict(BM=128, BN=128, STAGES=5, CONSUMERS=2, INSTR=_I128, IN_FLIGHT=1, EPILOGUE=2, TMA_ONLY=1,
                    PRODUCER_REGS=0, CONSUMER_REGS=0)
 UNALIGNED_N_128x128 = dict(MID_128x128, STAGES=6, EPILOGUE=0)
+# (G35; H100, rotated, x torch._scaled_mm, benchmarks/NOTES.md G35, results/gemm-fp8-g35-call{2,3}-*.json) where 128 x
+# 128 tiles spill into a second wave and 128 x 144 tiles do not (1536^3: 144 against 12 x 11 = 132, cuBLASLt's
+# count), 128 x 144 tiles, 5 stages, the TMA store in 16-column blocks: 1536^3 0.74-0.77 (the large row's 72 tiles)
+# -> 0.91 (the registers' store on the same tiles 0.72-0.73)
+_I144 = tp.nv.wgmma_m64n144k32_e4m3
+WAVE_128x144 = dict(BM=128, BN=144, STAGES=5, CONSUMERS=2, INSTR=_I144, IN_FLIGHT=1, EPILOGUE=2, TMA_ONLY=1,
+                    PRODUCER_REGS=0, CONSUMER_REGS=0)
 
 
 def small_form(M: int, N: int, K: int) -> dict | None:
     """The small / mid form (G28, above) for more than 256 rows outside the large class's persistent grid, or None
     where the class's row stays."""
     t64, t128 = tp.cdiv(M, 64) * tp.cdiv(N, 128), tp.cdiv(M, 128) * tp.cdiv(N, 128)
+    t144 = tp.cdiv(M, 128) * tp.cdiv(N, 144)
     t256 = tp.cdiv(M, 128) * tp.cdiv(N, 256)
     if M <= 256 or (N % 8 == 0 and t256 > NUM_SMS):
         return None
@@ -650,6 +658,8 @@ def small_form(M: int, N: int, K: int) -> dict | None:
         form = dict(SMALL_64x128)
     elif t128 <= NUM_SMS and 4 * t256 <= 3 * NUM_SMS:
         form = dict(MID_128x128)
+    elif N % 8 == 0 and t144 <= NUM_SMS < t128 and 4 * t256 <= 3 * NUM_SMS:
+        return dict(WAVE_128x144)
     elif N % 8 and shape_class(M, N, K) == "large" and t256 <= 2 * NUM_SMS:
         return dict(UNALIGNED_N_128x128)
     else:
@@ -856,7 +866,11 @@ def policy(M: int, N: int, K: int, forms: bool = True) -> dict:
     (`swap_params`: H100, x torch._scaled_mm, above the unswapped 64 x 128 row at all 15 measured decode shapes,
     benchmarks/NOTES.md G20)."""
     cls = shape_class(M, N, K)
-    if forms and cls == "large" and N % 8 == 0 and tp.cdiv(M, 128) * tp.cdiv(N, 256) > NUM_SMS:
+    if forms and cls == "large" and N % 8 == 0 and (tp.cdiv(M, 128) * tp.cdiv(N, 256) > NUM_SMS
+                                                    or small_form(M, N, K) is None):
+        # (G35: also where one wave or less of 128 x 256 tiles keeps the large tile: the pieces' store overlapped with
+        # the consumers' next piece, 4 stages; H100, rotated, x torch._scaled_mm, two calls: 4096 x 1024 x 1024
+        # 0.85-0.87 -> 0.90, 2048^3 0.93-0.94 -> 0.95-0.96)
         return {**PRESETS["sm_90a"], **LARGE_PERSISTENT}
     if forms and cls == "skinny":       # swap-AB (G20; the row below stays what a caller's constexprs lie over)
         return swap_policy(M, N, K)

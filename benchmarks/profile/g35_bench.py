@@ -54,6 +54,10 @@ G35_FORMS = {
                                 TMA_ONLY=1, PRODUCER_REGS=40, CONSUMER_REGS=152),
     "192x192_s4_w1_ep0": dict(BM=192, BN=192, STAGES=4, CONSUMERS=3, INSTR=I192, IN_FLIGHT=1, EPILOGUE=0, TMA_ONLY=1),
     "128x144_s5_w1_ep2": dict(BM=128, BN=144, STAGES=5, CONSUMERS=2, INSTR=I144, IN_FLIGHT=1, EPILOGUE=2, TMA_ONLY=1),
+    # call 3: 192 x 192 with the TMA store (into C padded to rows of 16-byte multiples: `padc_` forms)
+    "192x192_s3_w1_ep2": dict(BM=192, BN=192, STAGES=3, CONSUMERS=3, INSTR=I192, IN_FLIGHT=1, EPILOGUE=2, TMA_ONLY=1),
+    "large_s3_ep2": dict(gemm_fp8.POLICIES["large"], TMA_ONLY=1),
+    "old_large": dict(gemm_fp8.POLICIES["large"]),     # the large row, the policy before G35 where it stayed
 }
 small.FORMS.update(G35_FORMS)
 PAD_FORMS = ("128x128_s6_w1_ep0", "large_ep0", "128x144_s6_w1_ep0", "64x128_s8_w1_ep0")
@@ -78,6 +82,16 @@ PLANS = {
         ((2048, 2048, 2048), ["policy", "lp"]),
         ((1024, 2048, 2048), ["policy", "lp"]),
         ((2048, 1024, 4096), ["policy", "lp"]),
+    ],
+    "call3": [     # (the policy: G35's, adopted after call 2; old_large: the row it replaced)
+        ((2051, 2045, 1008), ["policy", "192x192_s3_w1_ep1", "large_ep0", "padc_192x192_s3_w1_ep2", "padc_lp",
+                              "padc_large_s3_ep2", "copyc"]),
+        ((1536, 1536, 1536), ["policy", "old_large"]),
+        ((4096, 1024, 1024), ["policy", "old_large"]),
+        ((2048, 2048, 2048), ["policy", "old_large"]),
+        ((2048, 2048, 1008), ["policy", "old_large"]),
+        ((2560, 1536, 2048), ["policy", "old_large"]),
+        ((1600, 1600, 1600), ["policy", "old_large", "128x144_s5_w1_ep2"]),
     ],
 }
 
@@ -129,6 +143,23 @@ def shape_row(M, N, K, names, rounds, g) -> dict:
             row["policy"] = {k: getattr(v, "name", v) for k, v in pol.items() if k != "SWIZZLE"}
             fns[n] = [lambda x=x, pol=pol: gemm_fp8.launch(*x, **pol) for x in sets]
             continue
+        if n.startswith("padc_"):     # C computed into (M, N rounded up to 8) with the TMA store, then copied out
+            p = small.params_of(n[len("padc_"):])
+            kernel, kp = gemm_fp8.kernel_of(p)
+            n8 = -(-N // 8) * 8
+            grid = gemm_fp8.grid_of(M, n8, p)
+            cps = [torch.empty(M, n8, device="cuda", dtype=torch.bfloat16) for _ in sets]
+
+            def fc(x, cp, kernel=kernel, kp=kp, grid=grid):
+                kernel[grid](x[0], x[1], x[2], x[3], cp, target="sm_90a", **kp)
+                x[4].copy_(cp[:, :N])
+
+            fns[n] = [lambda x=x, cp=cp, fc=fc: fc(x, cp) for x, cp in zip(sets, cps)]
+            continue
+        if n == "copyc":            # that copy alone
+            cps = [torch.zeros(M, -(-N // 8) * 8, device="cuda", dtype=torch.bfloat16) for _ in sets]
+            fns[n] = [lambda x=x, cp=cp: x[4].copy_(cp[:, :N]) for x, cp in zip(sets, cps)]
+            continue
         if n.startswith("pad"):
             if padded is None:      # zeroed once: the copies write columns [0, K) only
                 padded = [(torch.zeros(M, kp128, device="cuda", dtype=torch.uint8).view(torch.float8_e4m3fn),
@@ -157,7 +188,7 @@ def shape_row(M, N, K, names, rounds, g) -> dict:
         grid = gemm_fp8.grid_of(M, N, p)
         fns[n] = [lambda x=x, kernel=kernel, kp=kp, grid=grid: kernel[grid](*x, target="sm_90a", **kp) for x in sets]
     for n in list(fns):
-        if n == "peer" or n == "padcopy":
+        if n in ("peer", "padcopy", "copyc"):
             continue
         out.fill_(float("nan"))
         try:
@@ -204,8 +235,8 @@ def main(argv=None):
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     args = ap.parse_args(argv)
     plan = PLANS[args.plan]
-    names = sorted({n[len("padk_"):] if n.startswith("padk_") else n for _, ns in plan for n in ns}
-                   - {"policy", "padcopy"})
+    names = sorted({n.split("_", 1)[1] if n.startswith(("padk_", "padc_")) else n for _, ns in plan for n in ns}
+                   - {"policy", "padcopy", "copyc"})
     t0 = time.time()
     with ProcessPoolExecutor(max(1, min(16, len(names))), mp_context=multiprocessing.get_context("fork")) as ex:
         built = dict(zip(names, ex.map(small.build, [small.params_of(n) for n in names])))
@@ -227,7 +258,8 @@ def main(argv=None):
            "rows": []}
     g = torch.Generator(device="cuda").manual_seed(35)
     for (M, N, K), ns in plan:
-        ns = [n for n in ns if n in ("policy", "padcopy") or "error" not in built[n.removeprefix("padk_")]]
+        ns = [n for n in ns if n in ("policy", "padcopy", "copyc")
+              or "error" not in built[n.split("_", 1)[1] if n.startswith(("padk_", "padc_")) else n]]
         res["rows"].append(shape_row(M, N, K, ns, args.rounds, g))
         torch.cuda.empty_cache()
     Path(args.out).mkdir(parents=True, exist_ok=True)

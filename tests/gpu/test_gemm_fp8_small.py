@@ -137,13 +137,34 @@ def test_sass_of_the_small_forms(name):
 
 # shapes whose policy is each small form (and the ragged ones); a second call gives the same bits
 POLICY_SHAPES = [(512, 512, 512), (640, 640, 640), (1024, 1024, 1024), (1000, 1000, 1024), (1024, 1024, 4096),
-                 (2048, 1024, 4096), (2051, 2045, 1008), (300, 130, 400), (600, 1000, 272)]
+                 (2048, 1024, 4096), (2051, 2045, 1008), (300, 130, 400), (600, 1000, 272), (1536, 1536, 1536)]
 
 
 @pytest.mark.parametrize("m,n,k", POLICY_SHAPES)
 def test_small_policy_through_launch(m, n, k):
     assert gemm_fp8.small_form(m, n, k) is not None
     g = torch.Generator(device=DEV).manual_seed(m + 3 * n + 7 * k)
+    a, sa = _quantize(torch.randn(m, k, device=DEV, generator=g))
+    b, sb = _quantize(torch.randn(n, k, device=DEV, generator=g))
+    out = torch.full((m, n), float("nan"), device=DEV, dtype=torch.bfloat16)
+    gemm_fp8.launch(a, b, sa, sb, out)
+    torch.cuda.synchronize()
+    ref = (a.double() @ b.double().t()) * sa.double() * sb.double()
+    assert _rel(out, ref) <= 2.0**-8
+    mag = (a.double().abs() @ b.double().abs().t()) * sa.double() * sb.double()
+    assert bool(((out.double() - ref).abs() <= 2.0**-8 * ref.abs() + 2.0**-9 * mag).all())
+    again = torch.full_like(out, float("nan"))
+    gemm_fp8.launch(a, b, sa, sb, again)
+    torch.cuda.synchronize()
+    assert torch.equal(out, again)
+
+
+@pytest.mark.parametrize("m,n,k", [(2048, 2048, 1008), (1600, 1600, 1600), (1000, 4104, 1040)])
+def test_one_wave_large_policy_through_launch(m, n, k):
+    """(G35) the large class on one wave or less of 128 x 256 tiles: the persistent piece store (LARGE_PERSISTENT),
+    ragged M and K, against float64; a second call gives the same bits."""
+    assert gemm_fp8.policy(m, n, k).get("STORE_N") == 64
+    g = torch.Generator(device=DEV).manual_seed(m + n + k)
     a, sa = _quantize(torch.randn(m, k, device=DEV, generator=g))
     b, sb = _quantize(torch.randn(n, k, device=DEV, generator=g))
     out = torch.full((m, n), float("nan"), device=DEV, dtype=torch.bfloat16)
