@@ -66,6 +66,8 @@ def call2_variants(M, N, K) -> dict:
 
 
 def call3_variants(M, N, K) -> dict:
-    """Call 3: the final G34 policy (SWAP_ROWS2 17-48 / 81-96 / 129-255) against the table before it, at rows call 2
-    did not time as the policy."""
-    return {"before": gemm_fp8.swap_policy(M, N, K, g34=False), "policy": gemm_fp8.swap_policy(M, N, K)}
+    """Call 3: call 2's plan again on the final policy (SWAP_ROWS2 17-48 / 81-96 / 129-255, HALF_SUM at BM >= 32) and
+    with the renderer's role-relative thread index as unsigned (G33's f33002c, which took 0.8-1.3 us off bf16's
+    K_WAYS=2 forms): the table before G34 (two consumers on alternate k-tiles at 24-48 / 96 / 160-224 rows), the
+    policy, and the other of rows2 / HALF_SUM."""
+    return call2_variants(M, N, K)
