@@ -640,6 +640,13 @@ UNALIGNED_N_128x128 = dict(MID_128x128, STAGES=6, EPILOGUE=0)
 # count), 128 x 144 tiles, 5 stages, the TMA store in 16-column blocks: 1536^3 0.74-0.77 (the large row's 72 tiles)
 # -> 0.91 (the registers' store on the same tiles 0.72-0.73)
 _I144 = tp.nv.wgmma_m64n144k32_e4m3
+# (G35) C's rows off 16 bytes (no tensor map, so no TMA store) where 192 x 192 tiles fill one wave: three consumers,
+# 3 stages, the tile staged in shared memory and stored coalesced by the producer warpgroup (EPILOGUE=1): 2051 x 2045 x
+# 1008 (11 x 11 = 121 tiles where 128 x 256 gives 136: two waves) 31.8-32.3 -> 28.5-28.8 us (0.45-0.46 -> 0.51-0.52x
+# _scaled_mm on operands padded to 16s, calls 2-3). What is left there is C's store: on the aligned 2048 x 2048 x 1008
+# the registers' store costs 5-6 us over the TMA store at 128 x 256, the staged store more (benchmarks/NOTES.md G35)
+UNALIGNED_N_192x192 = dict(BM=192, BN=192, STAGES=3, CONSUMERS=3, INSTR=tp.nv.wgmma_m64n192k32_e4m3, IN_FLIGHT=1,
+                           EPILOGUE=1, TMA_ONLY=1, PRODUCER_REGS=0, CONSUMER_REGS=0)
 WAVE_128x144 = dict(BM=128, BN=144, STAGES=5, CONSUMERS=2, INSTR=_I144, IN_FLIGHT=1, EPILOGUE=2, TMA_ONLY=1,
                     PRODUCER_REGS=0, CONSUMER_REGS=0)
 
@@ -660,6 +667,8 @@ def small_form(M: int, N: int, K: int) -> dict | None:
         form = dict(MID_128x128)
     elif N % 8 == 0 and t144 <= NUM_SMS < t128 and 4 * t256 <= 3 * NUM_SMS:
         return dict(WAVE_128x144)
+    elif N % 8 and shape_class(M, N, K) == "large" and tp.cdiv(M, 192) * tp.cdiv(N, 192) <= NUM_SMS:
+        return dict(UNALIGNED_N_192x192)
     elif N % 8 and shape_class(M, N, K) == "large" and t256 <= 2 * NUM_SMS:
         return dict(UNALIGNED_N_128x128)
     else:
@@ -866,11 +875,13 @@ def policy(M: int, N: int, K: int, forms: bool = True) -> dict:
     (`swap_params`: H100, x torch._scaled_mm, above the unswapped 64 x 128 row at all 15 measured decode shapes,
     benchmarks/NOTES.md G20)."""
     cls = shape_class(M, N, K)
-    if forms and cls == "large" and N % 8 == 0 and (tp.cdiv(M, 128) * tp.cdiv(N, 256) > NUM_SMS
-                                                    or small_form(M, N, K) is None):
-        # (G35: also where one wave or less of 128 x 256 tiles keeps the large tile: the pieces' store overlapped with
-        # the consumers' next piece, 4 stages; H100, rotated, x torch._scaled_mm, two calls: 4096 x 1024 x 1024
-        # 0.85-0.87 -> 0.90, 2048^3 0.93-0.94 -> 0.95-0.96)
+    t256 = tp.cdiv(M, 128) * tp.cdiv(N, 256)
+    if forms and cls == "large" and N % 8 == 0 and (t256 > NUM_SMS or (
+            4 * t256 > 3 * NUM_SMS and K % 128 == 0 and small_form(M, N, K) is None)):
+        # (G35: also on one wave of 128 x 256 tiles filled past 3/4 with whole k-tiles: the pieces' store overlapped
+        # with the consumers' next piece, 4 stages; H100, rotated, x torch._scaled_mm, calls 1-3: 4096 x 1024 x 1024
+        # 0.85-0.88 -> 0.90 (three calls), 2048^3 0.93-0.95 -> 0.95-0.96, 2560 x 1536 x 2048 0.95 -> 0.96. Slower
+        # where measured outside that: 2048 x 2048 x 1008 0.94 -> 0.91, 1600^3 (91 tiles) 0.75 -> 0.73)
         return {**PRESETS["sm_90a"], **LARGE_PERSISTENT}
     if forms and cls == "skinny":       # swap-AB (G20; the row below stays what a caller's constexprs lie over)
         return swap_policy(M, N, K)

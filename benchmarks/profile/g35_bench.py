@@ -58,6 +58,7 @@ G35_FORMS = {
     "192x192_s3_w1_ep2": dict(BM=192, BN=192, STAGES=3, CONSUMERS=3, INSTR=I192, IN_FLIGHT=1, EPILOGUE=2, TMA_ONLY=1),
     "large_s3_ep2": dict(gemm_fp8.POLICIES["large"], TMA_ONLY=1),
     "old_large": dict(gemm_fp8.POLICIES["large"]),     # the large row, the policy before G35 where it stayed
+    "old_unaligned": dict(gemm_fp8.UNALIGNED_N_128x128),  # the ragged row before G35
 }
 small.FORMS.update(G35_FORMS)
 PAD_FORMS = ("128x128_s6_w1_ep0", "large_ep0", "128x144_s6_w1_ep0", "64x128_s8_w1_ep0")
@@ -92,6 +93,16 @@ PLANS = {
         ((2048, 2048, 1008), ["policy", "old_large"]),
         ((2560, 1536, 2048), ["policy", "old_large"]),
         ((1600, 1600, 1600), ["policy", "old_large", "128x144_s5_w1_ep2"]),
+    ],
+    "call4": [     # the final policy (G35) against the rows it replaced, alternated
+        ((2051, 2045, 1008), ["policy", "old_unaligned"]),
+        ((1536, 1536, 1536), ["policy", "old_large"]),
+        ((4096, 1024, 1024), ["policy", "old_large"]),
+        ((2048, 2048, 2048), ["policy", "old_large"]),
+        ((2560, 1536, 2048), ["policy", "old_large"]),
+        ((2048, 2048, 1008), ["policy"]),
+        ((1024, 2048, 2048), ["policy"]),
+        ((2048, 1024, 4096), ["policy"]),
     ],
 }
 
