@@ -2,8 +2,8 @@
 on the same inputs, in one run, with the device time of each side's kernels (torch.profiler) beside the graph time,
 so that the fixed cost of a launch (prologue, first loads, epilogue) can be told from the cost per k-tile.
 
-    python benchmarks/gemm_small_class.py [--plan diag|confirm|cluster|g22|g22b|g29|g29b|g29c|g29d|g33|g33b] [--out DIR]
-                                          [--name STEM] [--only REGEX] [--precompile N]
+    python benchmarks/gemm_small_class.py [--plan diag|confirm|cluster|g22|g22b|g29|g29b|g29c|g29d|g33|g33b|g33c]
+                                          [--out DIR] [--name STEM] [--only REGEX] [--precompile N]
 
 Every candidate's output is checked against float64 (on the GPU) before it is timed; graph times are
 `benchmarks/gemm.py`'s rule (median of 15 CUDA-graph replays of 20 calls, ours and cuBLAS alternated twice, each the
@@ -256,9 +256,14 @@ PLAN_G33B = [((1024, 1024, k), _again([("policy", None, BOTH), ("kw", KW128x64, 
     ((768, 768, 768), _again([("policy", None, ("bf16",)), ("kw", KW128x64, ("bf16",))]))] + [
     (shape, [("policy", None, BOTH)]) for shape in ((1024, 1024, 4096), (1024, 1024, 8192), (512, 2048, 4096),
                                                    (512, 512, 512))]
+# G33 call 4: the policy with SMALL_KWAYS from 32 k-tiles against the relaxed cluster it replaced there, alternated
+# twice (32-63 k-tiles, B's rows whole 128-byte lines, row tiles <= column tiles)
+PLAN_G33C = [(shape, _again([("policy", None, BOTH), ("cluster", _cl_before(), BOTH)]))
+             for shape in ((1024, 1024, 2048), (1024, 1024, 3072), (512, 2048, 2048), (1000, 1024, 3000))]
 PLANS = {"diag": PLAN_DIAG, "confirm": PLAN_CONFIRM, "cluster": PLAN_CLUSTER, "g22": PLAN_G22, "g22b": PLAN_G22B,
          "g29": PLAN_G29, "g29b": PLAN_G29B, "g29c": PLAN_G29C,
-         "g29d": PLAN_G29D, "g33": PLAN_G33, "g33b": PLAN_G33B}
+         "g29d": PLAN_G29D, "g33": PLAN_G33, "g33b": PLAN_G33B,
+         "g33c": PLAN_G33C}
 DT = {"bf16": (torch.bfloat16, tp.bf16), "f32": (torch.float32, tp.f32)}
 
 

@@ -977,7 +977,12 @@ SMALL_CLUSTER_BF16 = dict(SMALL_CLUSTER_F32, EPILOGUE=2)
 # wait_group 0 (each ring's 4 stages all in flight) mixed: not taken.
 SMALL_KWAYS = dict(SWAP_AB=1, K_WAYS=2, CONSUMERS=2, IN_FLIGHT=1, SPLIT_K=1, STAGES=4, BM=128, BN=64,
                    INSTR=tp.nv.wgmma_m64n128k16_bf16)
-SMALL_KWAYS_MIN_K_TILES = 64
+# G33 (H100, rotated, alternated twice in one process, results/gemm-g33-call3-*.json): with the role-relative thread
+# index known to lie in [0, size) (tilepy_hip.render.walk.role_tid: K_WAYS's hand-over and C^T store no longer signed
+# divisions, 0.8-1.3 us of device time a call) K_WAYS passes the relaxed cluster at 32 k-tiles: 1024 x 1024 x 2048 bf16
+# 12.84 / 12.64 -> 12.39 / 12.56 us (0.78 -> 0.79-0.80x), f32 13.34 / 13.74 -> 13.08 / 13.00 (0.76-0.77 -> 0.81-0.82);
+# not at 16 (1024^3: the small class keeps the cluster, 8.16-8.73 against K_WAYS's 9.10-9.17 rotated)
+SMALL_KWAYS_MIN_K_TILES = 32
 # * B rows a multiple of 16 bytes (TMA) but not of 128 (a 128-byte box row then spans two L2 lines): the large policy
 #   in 2x1 clusters, B's tile multicast (gemm_cluster), read once per pair: 3000 x 5000 x 4096 bf16 269.3-269.8 ->
 #   199.7 (0.64-0.66 -> 0.87x), f32 282.9 -> 210.1 (0.62 -> 0.90x); 4096 x 4104 x 4096 bf16 293.5 -> 270-272 (0.65 ->

@@ -405,7 +405,7 @@ def test_k_ways_policy_rows():
             assert "K_WAYS" not in gemm_hopper.policy(m, 4096, 448, out, fixup=True, forms=False)
             assert "K_WAYS" not in gemm_hopper.policy(m, 4096, 4096, out)          # gemm_hopper's own callers
         for m, n in ((128, 14336), (257, 4096), (64, 1024), (16, 8192), (128, 1024), (1024, 1024)):
-            k = 2048 if m == 1024 else 4096      # (1024 x 1024 x 4096: G29's SMALL_KWAYS, from 64 k-tiles)
+            k = 1024 if m == 1024 else 4096      # (1024 x 1024 x 2048 and up: SMALL_KWAYS, from 32 k-tiles, G33)
             assert gemm_hopper.policy(m, n, k, out, fixup=True).get("K_WAYS", 1) == 1, (m, n)
 
 
