@@ -71,3 +71,14 @@ def call3_variants(M, N, K) -> dict:
     K_WAYS=2 forms): the table before G34 (two consumers on alternate k-tiles at 24-48 / 96 / 160-224 rows), the
     policy, and the other of rows2 / HALF_SUM."""
     return call2_variants(M, N, K)
+
+
+def call4_variants(M, N, K) -> dict:
+    """Call 4: STORE_T on the policy's two unsplit row tiles (one consumer; call 1 measured it only on 16 rows, where
+    it lost, on two consumers at 192 rows, where it lost, and on whole 128-row tiles, where it won 0.5 us)."""
+    pol = gemm_fp8.swap_policy(M, N, K)
+    out = {"policy": pol}
+    if (pol["CLUSTER_K"] == 1 and pol["SPLIT_K"] == 1 and pol["K_WAYS"] == 1 and pol["BN"] == 64 and N % 8 == 0
+            and not pol.get("STORE_T")):
+        out["policy_st"] = {**pol, "STORE_T": 1, "STAGES": _stages(pol, 0, 1)}
+    return out

@@ -15,7 +15,7 @@ import g30_trace  # noqa: E402
 import g34_forms  # noqa: E402
 
 g30_trace.PLANS.update({"g34-call1": g34_forms.call1_variants, "g34-call2": g34_forms.call2_variants,
-                        "g34-call3": g34_forms.call3_variants})
+                        "g34-call3": g34_forms.call3_variants, "g34-call4": g34_forms.call4_variants})
 g30_trace.STREAMS = {}      # (the floors were G30's; none timed here)
 
 if __name__ == "__main__":

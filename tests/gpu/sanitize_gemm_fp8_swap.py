@@ -60,7 +60,10 @@ G34 = [((40, 264, 1040), dict(BN=64, CLUSTER_K=2, HALF_SUM=1, STAGES=2, TMA_ONLY
        # the policy's two row tiles at 129-255 rows: BM 104 / 80, one consumer, unsplit, the second tile ragged, a ring
        # turning over (10 stages, 17 k-tiles) and one deeper than the k-tiles
        ((200, 264, 2064), dict(BM=104, BN=64, CONSUMERS=1, SPLIT_K=1, STAGES=10, TMA_ONLY=1)),
-       ((136, 200, 784), dict(BM=80, BN=64, CONSUMERS=1, SPLIT_K=1, STAGES=12, TMA_ONLY=1))]
+       ((136, 200, 784), dict(BM=80, BN=64, CONSUMERS=1, SPLIT_K=1, STAGES=12, TMA_ONLY=1)),
+       # STORE_T on those row tiles (the second ragged; 9 stages turning over)
+       ((200, 264, 2064), dict(BM=104, BN=64, CONSUMERS=1, SPLIT_K=1, STAGES=9, STORE_T=1, TMA_ONLY=1)),
+       ((40, 200, 784), dict(BM=24, BN=64, CONSUMERS=1, SPLIT_K=1, STORE_T=1, TMA_ONLY=1))]
 PICK = {"g24": G24, "g30": G30, "g32": G32, "g34": G34}
 for (m, n, k), extra in PICK.get(" ".join(sys.argv[1:]), CASES + G24 + G30 + G32 + G34):
     a = torch.randn(m, k, device=d, generator=g).to(torch.float8_e4m3fn)

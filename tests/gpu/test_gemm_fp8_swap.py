@@ -236,7 +236,11 @@ G34 = [((128, 4096, 4096), dict(BN=64, CLUSTER_K=2, HALF_SUM=1, TMA_ONLY=1)),
        ((130, 264, 784), dict(BN=64, CLUSTER_K=2, HALF_SUM=1, STAGES=3)),
        ((16, 4096, 4096), dict(BN=64, SPLIT_K=1, STORE_T=1, TMA_ONLY=1)),
        ((192, 4096, 4096), dict(BM=96, K_WAYS=2, SPLIT_K=1, STORE_T=1, TMA_ONLY=1)),
-       ((200, 520, 1040), dict(BM=128, BN=64, CONSUMERS=1, SPLIT_K=1, STORE_T=1, STAGES=3))]
+       ((200, 520, 1040), dict(BM=128, BN=64, CONSUMERS=1, SPLIT_K=1, STORE_T=1, STAGES=3)),
+       # STORE_T on the policy's two unsplit row tiles (one consumer): BM 104 / 80 / 24, the second tile ragged
+       ((200, 4096, 4096), dict(BM=104, BN=64, CONSUMERS=1, SPLIT_K=1, STORE_T=1, TMA_ONLY=1)),
+       ((136, 1000, 2064), dict(BM=80, BN=64, CONSUMERS=1, SPLIT_K=1, STORE_T=1, TMA_ONLY=1)),
+       ((40, 4096, 4096), dict(BM=24, BN=64, CONSUMERS=1, SPLIT_K=1, STORE_T=1, TMA_ONLY=1))]
 
 
 G34_IDS = [f"{m}x{n}x{k}-" + "-".join(e for e in x if e in ("HALF_SUM", "STORE_T")) for (m, n, k), x in G34]

@@ -101,6 +101,9 @@ CASES = [
     ((100, 136, 1040), dict(SWAP=1, K_WAYS=2, SPLIT_K=1, STAGES=4, STORE_T=1)),
     # G34's policy rows at 129-255: two unsplit row tiles of BM 104 (n104), one consumer, the second ragged (96 rows)
     ((200, 136, 784), dict(SWAP=1, BM=104, BN=64, CONSUMERS=1, SPLIT_K=1, STAGES=3, TMA_ONLY=1)),
+    # ... and with STORE_T: BM 104 (the second tile's 96 rows clipped by the bulk store), BM 24 over 40 rows
+    ((200, 136, 784), dict(SWAP=1, BM=104, BN=64, CONSUMERS=1, SPLIT_K=1, STAGES=3, STORE_T=1)),
+    ((40, 200, 528), dict(SWAP=1, BM=24, BN=64, CONSUMERS=1, SPLIT_K=1, STAGES=3, STORE_T=1)),
 ]
 
 
