@@ -31,6 +31,7 @@ from .templates import (
     Fp32GemmTemplate,
     MatmulTemplate,
     conv_weight_preps,
+    fp32_tile,
     fuse_epilogues,
     matmul_source,
     preset_source,
@@ -209,7 +210,8 @@ def render_program(prog, precision: str | None = None) -> str:
     arg_names = [f"x{gi.index}" for gi in user]
     host = [f"def argus_forward(model, {', '.join(arg_names)}):" if arg_names else "def argus_forward(model):"]
     dev = None
-    tma_only = any(isinstance(k, AttentionTemplate) for k in prog.kernels)
+    tma_only = any(isinstance(k, AttentionTemplate)
+                   or (isinstance(k, Fp32GemmTemplate) and fp32_tile(k).get("TMA_ONLY")) for k in prog.kernels)
     for gi in user:
         b = prog.placeholders.get(gi.name)
         if b is None:
@@ -220,7 +222,8 @@ def render_program(prog, precision: str | None = None) -> str:
                     f"lowered; lower it again for x{gi.index}=' + repr(x{gi.index}))"
                 )
             continue
-        # TMA-only kernels (attention) take the inputs as they are: one at an odd address is copied aligned
+        # TMA-only kernels (attention, gemm_fp32's narrower tiles) take the inputs as they are: one at an odd
+        # address is copied aligned
         bind = f"aligned16(x{gi.index}.contiguous())" if tma_only else f"x{gi.index}.contiguous()"
         host.append(f"    {b.name} = {bind}.view(-1)")
         dev = dev or f"x{gi.index}.device"

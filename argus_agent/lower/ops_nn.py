@@ -127,13 +127,15 @@ def _fp32_gemm(ctx, a, b, batch, M, N, K, base):
         # one B for every batch and A contiguous (ensured above): one GEMM over the batch's rows stacked, not
         # nbatch GEMMs of M rows (a Linear on (L, N, E) gave 1024 GEMMs of 16 rows: level1/175 at 0.47x eager)
         M, nbatch, bb = nbatch * M, 1, 1
-    ks = split_k(nbatch, M, N, K)
+    ks, tile = fp32_tiling(nbatch, M, N, K)
+    if bufs[sa[0]].kind in ("param", "buffer"):   # a model's tensor as A, read as it is: its base may be anywhere
+        tile = tuple((k, v) for k, v in tile if k != "TMA_ONLY")
     prec = getattr(ctx, "precision", None)
     passes = 1 if prec is not None and prec.matmul == "tf32" else 3    # tf32: one TF32 product per k-tile
     if ks == 1:
         out = ctx.add_buffer(base, batch + (rows, N), torch.float32)
         ctx.kernels.append(Fp32GemmTemplate(out, bufs[sa[0]], bufs[sb[0]], nbatch, M, N, K, bb, layout, ctx.note,
-                                            passes=passes))
+                                            passes=passes, tile=tile))
         return buffer_tensor(out)
     # split-K: KS partial products per output tile (enough blocks to fill the GPU), then their sum
     part = ctx.add_buffer(base + "_part", (nbatch, ks, M, N), torch.float32)
@@ -151,12 +153,16 @@ def _fp32_gemm(ctx, a, b, batch, M, N, K, base):
     return LTensor(batch + (M, N), torch.float32, lambda c: red([flatten(c[:-2], batch)] + list(c[-2:])))
 
 
-def split_k(nbatch: int, M: int, N: int, K: int, sms: int = 132) -> int:
-    """How many shares of K each 128 x 128 output tile of the fp32 GEMM is split into: stdlib gemm_fp32's
-    `policy` (what its own launch runs): one wave of blocks where the tiles leave SMs idle, >= 8 k-tiles a share."""
+def fp32_tiling(nbatch: int, M: int, N: int, K: int, sms: int | None = None) -> tuple[int, tuple]:
+    """(shares of K each output tile is split into, the narrower tile's constexprs as (name, value) pairs) of the
+    fp32 GEMM: stdlib gemm_fp32's `launch_policy`, what its own launch runs (split-K where 128 x 128 tiles leave
+    SMs idle and K is long; unsplit 128 x 64 / 64 x 64 tiles where K is short; 128 x 96 tiles where their waves
+    are fuller), so a lowered fp32 matmul runs the form measured for its shape."""
     from stdlib_kernels import gemm_fp32
 
-    return gemm_fp32.policy(M, N, K, nbatch, sms).get("KSPLIT", 1)
+    pol = dict(gemm_fp32.launch_policy(M, N, K, nbatch, sms))
+    ks = pol.pop("KSPLIT", 1)
+    return ks, tuple(sorted(pol.items()))
 
 
 def _contig(shape):

@@ -99,6 +99,7 @@ class Fp32GemmTemplate:
     epilogue: object = None     # a fused Pointwise kernel spec (fuse_epilogues), written instead of `out`
     ksplit: int = 1             # split-K: out holds (BATCH, KSPLIT, M, N) partial products
     passes: int = 3             # 3: 3xTF32 (fp32-accurate); 1: one TF32 product (--precision tf32)
+    tile: tuple = ()            # gemm_fp32.launch_policy's narrower tile, (name, value) pairs: the kernel's defaults
 
 
 def fp32_gemm_ok(target: str, M: int, N: int, K: int, batch: int) -> bool:
@@ -380,6 +381,23 @@ def fp32_gemm_raw(t: Fp32GemmTemplate) -> bool:
     from stdlib_kernels import gemm_fp32
 
     return gemm_fp32.raw_ok(t.K)
+
+
+def fp32_tile(t: Fp32GemmTemplate) -> dict:
+    """The narrower tile a gemm_fp32 template runs: launch_policy's (`t.tile`), except where a fused epilogue's
+    loads, register tiles BN columns wide, would need a width that is not a power of two (96): the preset's 128
+    columns there (launch_policy takes 96 only where it does not split K, so nothing else changes)."""
+    tile = dict(t.tile)
+    bn = tile.get("BN", 128)
+    return {} if t.epilogue is not None and bn & (bn - 1) else tile
+
+
+def fp32_kernel_name(raw: bool, tile: dict) -> str:
+    """The name of gemm_fp32 with A_RAW (`raw`) and a narrower tile (`tile`, launch_policy's) as its defaults:
+    gemm_fp32_raw, gemm_fp32_raw_bn96_tma, gemm_fp32_bm64_bn64_consumers1_tma, ..."""
+    tags = [f"{k.lower()}{v}" for k, v in sorted(tile.items()) if k not in ("INSTR", "TMA_ONLY")]
+    tags += ["tma"] if tile.get("TMA_ONLY") else []
+    return "_".join(["gemm_fp32"] + (["raw"] if raw else []) + tags)
 
 
 def render_fp32_gemm(t: Fp32GemmTemplate, n: int) -> list[str]:
@@ -737,21 +755,27 @@ def render_gemm_template(t, n: int, target: str, buffers: dict, done: set, wprep
         done.add(t.kernel)
     kname, extra = t.kernel, []
     raw = isinstance(t, Fp32GemmTemplate) and fp32_gemm_raw(t)
-    if raw:     # gemm_fp32 A_RAW: its RAW constexprs as the defaults (the build gate compiles what runs)
+    # gemm_fp32's A_RAW (RAW's constexprs) and launch_policy's narrower tile as the kernel's defaults: the build
+    # gate compiles each kernel at its defaults, so it checks what runs
+    own = {}
+    if raw:
         from stdlib_kernels.gemm_fp32 import RAW
-    if raw and t.epilogue is None:
-        kname = "gemm_fp32_raw"
+
+        own.update(RAW)
+    if isinstance(t, Fp32GemmTemplate):
+        own.update(fp32_tile(t))
+    if own and t.epilogue is None:
+        kname = fp32_kernel_name(raw, fp32_tile(t))
         if kname not in done:
             src = _kernel_only(preset_source(t.kernel, target), t.kernel)
             src = src.replace(f"def {t.kernel}(", f"def {kname}(", 1)
-            srcs.append(with_defaults(src, RAW, kernel=kname))
+            srcs.append(with_defaults(src, own, kernel=kname))
             done.add(kname)
     if t.epilogue is not None:
         src, kname, extra = _fused_source(t, n, target, buffers)
         if isinstance(t, ConvTemplate):
             src = with_defaults(src, conv_params(t), kernel=kname)
-        if raw:
-            src = with_defaults(src, RAW, kernel=kname)
+        src = with_defaults(src, own, kernel=kname)
         srcs.append(src)
     out = t.epilogue.out if t.epilogue is not None else t.out
     xcopy = None

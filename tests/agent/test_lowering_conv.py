@@ -296,10 +296,10 @@ def test_fp32_gemm_epilogue_bias_activation_scale_residual(tmp_path):
 
 def test_fp32_mm_with_long_k_splits_k(tmp_path):
     """Few output tiles over a long K (level1/077's shape class): split-K partial products and their sum."""
-    from argus_agent.lower.ops_nn import split_k
+    from argus_agent.lower.ops_nn import fp32_tiling
 
-    # stdlib gemm_fp32.policy: one wave of 132 blocks (4 tiles x 33 shares), none where the tiles fill the GPU
-    assert split_k(1, 256, 256, 131072) == 33 and split_k(1, 4096, 4096, 131072) == 1 and split_k(1, 64, 64, 128) == 1
+    # stdlib gemm_fp32.launch_policy: one wave of 132 blocks (4 tiles x 33 shares), none where the tiles fill the GPU
+    assert [fp32_tiling(1, *s)[0] for s in ((256, 256, 131072), (4096, 4096, 131072), (64, 64, 128))] == [33, 1, 1]
 
     class MM(nn.Module):
         def forward(self, a, b):

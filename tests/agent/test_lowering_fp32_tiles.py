@@ -1,0 +1,124 @@
+"""fp32 matmuls lowered for sm_90a run the tile gemm_fp32's own `launch` runs for their shape
+(`launch_policy`): unsplit 128 x 96 tiles where their waves are fuller, 128 x 64 or 64 x 64 tiles where a short K
+would otherwise be split, with TMA_ONLY copies; the tile is the kernel's defaults (the build gate compiles what
+runs), the inputs are bound 16-byte aligned, and a model's own tensor read as A keeps the per-element fallback.
+The SM count is shrunk so that small shapes take each form; run on the CPU interpreter against float64, within
+the error of PyTorch's own fp32 matmul on the same inputs (the 3xTF32 GEMM is fp32-accurate)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+import torch.nn as nn
+
+from argus_agent.lower.templates import Fp32GemmTemplate, fuse_epilogues
+from stdlib_kernels import gemm_fp32
+
+from .lowered import run_lowered
+
+
+class MM(nn.Module):
+    def forward(self, a, b):
+        return a @ b
+
+
+class WeightFirst(nn.Module):
+    """The model's own tensor as the GEMM's A (W @ x)."""
+
+    def __init__(self, m, k):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(m, k))
+
+    def forward(self, x):
+        return self.w @ x
+
+
+def _defaults(src: str, name: str) -> dict:
+    sig = src.split(f"def {name}(", 1)[1]
+    sig = sig[:sig.index('"""')]
+    return {k: v.rstrip("):") for k, v in re.findall(r"(\w+): tp\.constexpr = ([^,\n]+)", sig)}
+
+
+def _check_fp32(out, ref, torch_f32):
+    """out within twice the error of PyTorch's own fp32 result `torch_f32` on the same inputs (plus 1e-6 of the
+    largest |ref|)."""
+    f32 = (torch_f32.double() - ref).abs().max().item()
+    err = (out.double() - ref).abs().max().item()
+    assert err <= 2 * f32 + 1e-6 * ref.abs().max().item(), (err, f32)
+
+
+@pytest.mark.parametrize("M,N,K,want", [
+    (256, 288, 128, "gemm_fp32_raw_bn96_tma"),                 # unsplit, 96-wide tiles fill the waves better
+    (256, 288, 126, "gemm_fp32_bn96_tma"),                     # the same with A split first (K % 4 != 0)
+    (256, 256, 512, "gemm_fp32_raw_bn64_tma"),                 # a short K: 128 x 64 tiles instead of split-K
+    (128, 128, 1024, "gemm_fp32_raw_bm64_bn64_consumers1_tma"),  # under half a wave: 64 x 64, one consumer
+], ids=["bn96", "bn96_split_a", "bn64", "small64"])
+def test_lowered_fp32_takes_launch_policy_tile(tmp_path, monkeypatch, M, N, K, want):
+    monkeypatch.setattr(gemm_fp32, "SMS", 8)
+    torch.manual_seed(M + N + K)
+    a, b = torch.randn(M, K), torch.randn(K, N)
+    pol = gemm_fp32.launch_policy(M, N, K)
+    prog, src, out, ref = run_lowered(MM(), [a, b], tmp_path, want)
+    gemms = [k for k in fuse_epilogues(prog.kernels, prog.buffers, prog.outputs)[0] if isinstance(k, Fp32GemmTemplate)]
+    assert len(gemms) == 1 and gemms[0].ksplit == 1 and dict(gemms[0].tile) == pol
+    assert re.findall(r"launch\((gemm_fp32\w*),", src) == [want]
+    d = _defaults(src, want)
+    assert d["BN"] == str(pol["BN"]) and d["TMA_ONLY"] == "1" and d["INSTR"] == f"tp.{pol['INSTR'].name}"
+    assert d["BM"] == str(pol.get("BM", 128)) and d["CONSUMERS"] == str(pol.get("CONSUMERS", 2))
+    assert "aligned16(x0.contiguous())" in src and "aligned16(x1.contiguous())" in src
+    _check_fp32(out, ref, a @ b)
+
+
+def test_lowered_fp32_keeps_split_k_for_long_k(tmp_path, monkeypatch):
+    """Past NARROW_KT k-tiles the split stays (launch_policy = policy there): partial products and their sum."""
+    monkeypatch.setattr(gemm_fp32, "SMS", 8)
+    torch.manual_seed(3)
+    a, b = torch.randn(128, 2048), torch.randn(2048, 128)
+    prog, src, out, ref = run_lowered(MM(), [a, b], tmp_path, "long_k")
+    gemms = [k for k in prog.kernels if isinstance(k, Fp32GemmTemplate)]
+    assert len(gemms) == 1 and gemms[0].ksplit == gemm_fp32.launch_policy(128, 128, 2048)["KSPLIT"] > 1
+    assert gemms[0].tile == () and re.findall(r"launch\((gemm_fp32\w*),", src) == ["gemm_fp32_raw"]
+    assert "aligned16(x" not in src
+    _check_fp32(out, ref, a @ b)
+
+
+def test_model_tensor_as_a_keeps_the_fallback(tmp_path, monkeypatch):
+    """A parameter read as A in place may start anywhere: its tile drops TMA_ONLY (the per-element copy stays)."""
+    monkeypatch.setattr(gemm_fp32, "SMS", 8)
+    torch.manual_seed(5)
+    model, x = WeightFirst(256, 128), torch.randn(128, 288)
+    prog, src, out, ref = run_lowered(model, [x], tmp_path, "weight_first")
+    (g,) = [k for k in prog.kernels if isinstance(k, Fp32GemmTemplate)]
+    assert g.a.kind == "param" and dict(g.tile) == {"BN": 96, "INSTR": gemm_fp32._N96}
+    assert re.findall(r"launch\((gemm_fp32\w*),", src) == ["gemm_fp32_raw_bn96"]
+    assert _defaults(src, "gemm_fp32_raw_bn96")["TMA_ONLY"] == "0"
+    with torch.no_grad():
+        _check_fp32(out, ref, model(x))
+
+
+def test_misaligned_input_is_copied_aligned(tmp_path, monkeypatch):
+    """An input view 4 bytes into its storage: the program binds an aligned copy, the result is the same."""
+    monkeypatch.setattr(gemm_fp32, "SMS", 8)
+    torch.manual_seed(7)
+    base, b = torch.randn(256 * 128 + 1), torch.randn(128, 288)
+    a = base[1:].view(256, 128)
+    assert a.data_ptr() % 16 != 0
+    prog, src, out, ref = run_lowered(MM(), [a, b], tmp_path, "misaligned")
+    assert "gemm_fp32_raw_bn96_tma" in src
+    _check_fp32(out, ref, a @ b)
+
+
+@pytest.mark.parametrize("M,N,K,bn", [(256, 288, 128, 128), (256, 256, 512, 64)], ids=["bn96_to_preset", "bn64"])
+def test_fused_epilogue_takes_the_tile_its_loads_allow(tmp_path, monkeypatch, M, N, K, bn):
+    """A fused epilogue (bias, relu) loads register tiles BN columns wide, a power of two: the 96-wide tile falls
+    back to the preset's 128 (unsplit either way), the 64-wide one stays, both as the fused kernel's defaults."""
+    monkeypatch.setattr(gemm_fp32, "SMS", 8)
+    torch.manual_seed(M + K)
+    model, x = nn.Sequential(nn.Linear(K, N), nn.ReLU()), torch.randn(M, K)
+    prog, src, out, ref = run_lowered(model, [x], tmp_path, f"fused{bn}")
+    (name,) = re.findall(r"launch\((gemm_fp32\w*),", src)
+    assert name.startswith("gemm_fp32_e") and _defaults(src, name)["BN"] == str(bn)
+    with torch.no_grad():
+        _check_fp32(out, ref, model(x))
