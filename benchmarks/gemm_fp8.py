@@ -7,9 +7,11 @@ Each row: e4m3 a (M, K) and b (N, K) quantized per tensor from random normal dat
 bf16 out; ours is `gemm_fp8.launch(a, b, scale_a, scale_b, out)` with the shape's policy, the peer
 `torch._scaled_mm(a, b.t(), scale_a, scale_b, out_dtype=torch.bfloat16)` (cuBLASLt; by default it promotes
 the tensor cores' fp8 accumulation into f32 adds, which ours does not), and beside it the like-for-like
-`use_fast_accum=True` form, on the same inputs. All outputs are checked against float64 of the e4m3 values
-before timing. A time is the median over 30 replays of a CUDA graph of 10 calls (after a warm-up replay), three
-rounds interleaved with the peers' (the clock drifts under fp8 load): GPU time only. `--sweep` adds tile /
+`use_fast_accum=True` form, on the same inputs (on a ragged M or N, which _scaled_mm refuses, both peers run on a and
+b padded once with zero rows to multiples of 16, the pad not timed: a reference point, said so in the JSON). All
+outputs are checked against float64 of the e4m3 values before timing. A time is the median over 30 replays of a
+CUDA graph of 10 calls (after a warm-up replay), three rounds interleaved with the peers' (the clock drifts under fp8
+load): GPU time only. `--sweep` adds tile /
 stage / wait_group / persistent variants per shape (timed against the policy row's peer times).
 """
 
@@ -34,7 +36,7 @@ import tilepy as tp  # noqa: E402
 import tilepy_hip  # noqa: E402
 from stdlib_kernels import gemm_fp8  # noqa: E402
 
-SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (4096, 14336, 4096), (128, 4096, 4096)]
+SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (4096, 14336, 4096), (128, 4096, 4096), (2051, 2045, 1008)]
 I128, I64, I32 = tp.nv.wgmma_m64n128k32_e4m3, tp.nv.wgmma_m64n64k32_e4m3, tp.nv.wgmma_m64n32k32_e4m3
 SWEEP = {  # constexprs over PRESETS["sm_90a"] (128x256x128, 4 stages, 2 consumers, wait_group 0)
     "128x256_s4_wait1": dict(IN_FLIGHT=1),
@@ -54,6 +56,12 @@ def median_us(fn, reps: int = 10, runs: int = 30) -> float:
 
 def _scaled(a, b, sa, sb, fast=False):
     return torch._scaled_mm(a, b.t(), sa, sb, out_dtype=torch.bfloat16, use_fast_accum=fast)
+
+
+def _pad_rows(x, m):
+    """x (an e4m3 (R, K) tensor) with zero rows appended up to a multiple of m (a fresh tensor)."""
+    r = -(-x.shape[0] // m) * m
+    return torch.nn.functional.pad(x.view(torch.uint8), (0, 0, 0, r - x.shape[0])).view(torch.float8_e4m3fn)
 
 
 def _quantize(x):
@@ -93,11 +101,15 @@ def fp8_row(M, N, K, g, params=None, data=None, t_peer=None) -> dict:
     sets = [(a, b, sa, sb, out)] + [(*inputs(M, N, K, g), torch.empty_like(out))
                                     for _ in range(input_sets(a.numel() + b.numel() + 2 * out.numel()) - 1)]
     ours_all = [partial(gemm_fp8.launch, *x, **p) for x in sets]
-    peer_all = [partial(_scaled, *x[:4]) for x in sets]
-    fast_all = [partial(_scaled, *x[:4], fast=True) for x in sets]
+    # _scaled_mm takes M and N multiples of 16 only: on a ragged shape the peer runs on operands padded once with zero
+    # rows to multiples of 16 (the pad not timed, its output's extra rows / columns not read): a reference point
+    peer_sets = [x[:4] if (M % 16, N % 16) == (0, 0) else (_pad_rows(x[0], 16), _pad_rows(x[1], 16), x[2], x[3])
+                 for x in sets]
+    peer_all = [partial(_scaled, *x) for x in peer_sets]
+    fast_all = [partial(_scaled, *x, fast=True) for x in peer_sets]
     ours_all[0]()
     ref = (a.double() @ b.double().t()) * sa.double() * sb.double()
-    err, err_peer, err_fast = _rel(out, ref), _rel(peer_all[0](), ref), _rel(fast_all[0](), ref)
+    err, err_peer, err_fast = _rel(out, ref), _rel(peer_all[0]()[:M, :N], ref), _rel(fast_all[0]()[:M, :N], ref)
     # ours and the peers interleaved, three rounds each (the clock drifts under fp8 load): medians of all
     ts = {"ours": [], "peer": [], "fast": []}
     for _ in range(3):
@@ -118,7 +130,8 @@ def fp8_row(M, N, K, g, params=None, data=None, t_peer=None) -> dict:
     flops = 2 * M * N * K
     return {"shape": [M, N, K], "us": t_ours, "torch_us": t_peer, "ratio": t_peer / t_ours,
             "TFLOPs": flops / t_ours / 1e6, "torch_TFLOPs": flops / t_peer / 1e6, "rel_err": err,
-            "torch_rel_err": err_peer, "against": "torch._scaled_mm (bf16 out, default: promoted accumulation)",
+            "torch_rel_err": err_peer, "against": "torch._scaled_mm (bf16 out, default: promoted accumulation)"
+            + ("" if peer_sets[0][0] is a else " on a and b padded with zero rows to multiples of 16 (pad not timed)"),
             "fast_accum_us": t_fast, "ratio_fast_accum": t_fast / t_ours, "fast_accum_rel_err": err_fast,
             "times_us": ts, "input_sets": len(sets), **hot,
             "shape_class": gemm_fp8.shape_class(M, N, K), "policy": _policy_text(p),
