@@ -19,7 +19,9 @@
   keeps the store from registers (PERSISTENT=1 without STORE_N).
 * Small and mid shapes (G28, `small_form`): gemm_fp8 on 64 x 64 / 64 x 128 / 128 x 128 tiles that fill the SMs, one
   wgmma group in flight, deep rings, the TMA store, and TMA_ONLY=1 (the operands' copies without the per-element
-  fallback, which made ptxas size the block's registers for it).
+  fallback, which made ptxas size the block's registers for it); G35: 128 x 144 tiles where they fill one wave
+  (WAVE_128x144), 192 x 192 tiles over three consumers with the tile staged in shared memory (EPILOGUE=1) where C's
+  rows are off 16 bytes (UNALIGNED_N_192x192).
 * `gemm_fp8_swap`: the skinny class's form (M <= 256: C^T = B @ A^T, A's rows the instruction's N), split-K summed
   by a second kernel from slots or, with CLUSTER_K, inside the kernel over a thread-block cluster (`swap_policy`);
   K_WAYS=2 puts two consumers on one tile (alternate k-tiles), CLUSTER_M=2 splits the rows over a cluster sharing B
@@ -623,10 +625,11 @@ LARGE_PERSISTENT = dict(PERSISTENT=1, STORE_N=64, STAGES=4, PRODUCER_REGS=96, CO
 # * C's rows off 16 bytes (N % 8: the TMA store's per-element fallback) store from the registers (EPILOGUE=0); the large
 #   class's 128 x 256 tiles there (no persistent form: its store is TMA only) run 128 x 128 tiles, 6 stages, the
 #   registers' store: 2051 x 2045 x 1008 69.9 -> 32.6 us (measured at that shape only; _scaled_mm cannot take it, on
-#   operands padded to 16s 15.0).
+#   operands padded to 16s 15.0; since G35 UNALIGNED_N_192x192 first, below).
 # Where 128 x 256 tiles fill more (2048^3 0.93-0.94, 4096 x 1024 x 1024 0.86, 1536^3 0.76) the large row stays: every
 # form here measured slower there (64 x 128 s4 0.73-0.77, 128 x 128 0.64-0.81, the persistent 128 x 128 form 0.68-0.84;
-# the large row with TMA_ONLY the same, 168 registers either way at 384 threads).
+# the large row with TMA_ONLY the same, 168 registers either way at 384 threads). (G35: 1536^3 runs WAVE_128x144, and
+# one wave filled past 3/4 with whole k-tiles LARGE_PERSISTENT, `policy`.)
 _I128, _I64 = tp.nv.wgmma_m64n128k32_e4m3, tp.nv.wgmma_m64n64k32_e4m3
 SMALL_64x64 = dict(BM=64, BN=64, STAGES=6, CONSUMERS=1, INSTR=_I64, IN_FLIGHT=1, EPILOGUE=2, TMA_ONLY=1,
                    PRODUCER_REGS=0, CONSUMER_REGS=0)
