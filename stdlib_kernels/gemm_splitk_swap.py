@@ -43,6 +43,14 @@ the producer's code and spilled at 168 registers); `launch` pads rows that are n
 M_SHIFT=1 (with K_WAYS=2, M >= BM): the last row tile is shifted back to end at M, so A's box holds no rows past M
 (they cost the K_WAYS kernel time: H100, 80 x 4096 x 4096 20.7 us as given against 16.5 with A padded to whole
 tiles); its rows below the tile's own first row belong to the previous tile and are masked out of its store.
+CLUSTER_N (2 or 4, with K_WAYS=2; G33): the grid's column tiles in (1, CLUSTER_N, 1) clusters over one row tile, A's
+tile multicast into every block (cuBLAS's nvjet 128x64_64x8_1x2 at 1024-row shapes), each release sent to every block.
+RELAXED=1 (with CLUSTER_M or CLUSTER_N, K_WAYS=2; G33): the opening cluster barrier relaxed (the mbarriers' init is
+fenced at cluster scope) and no closing one: the producer's tail waits, per ring, for the releases pairs .. pairs +
+STAGES - IN_FLIGHT - 1 (every release any block's consumers make into this block; the last IN_FLIGHT pairs' stages
+are never released, nobody waits for them), tilepy-verify's `remote_writes_awaited`. 1.0-1.1 us a call cheaper than
+the full barriers, but the clustered forms lose to the unclustered one by ~0.07 us a k-tile (H100, benchmarks/NOTES.md
+G33): not in the policy.
 CLUSTER_K=2 (with K_WAYS=2, SPLIT_K=1; G14): grid z = 2 is a (1, 1, 2) cluster, rank r summing half of the k-tiles;
 consumer 0 of each block writes the block's sum into its hand-over tile, a cluster barrier publishes it, rank 0's
 consumer 0 adds rank 1's tile read through distributed shared memory (`tp.load(red, cta=1)`) and stores C, and a
