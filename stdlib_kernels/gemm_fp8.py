@@ -799,18 +799,24 @@ def swap_policy(M: int, N: int, K: int, exact: bool = True, whole: bool = True, 
 # 24-48, 96, 136-224 rows; even at 80 / 160, behind HALF_SUM at 64 / 112 / 128 (SWAP_EXACT_K's K only, where 2 x N / 64
 # blocks fill 0.9-1 wave)
 SWAP_ROWS2 = ((17, 48), (81, 96), (129, 255))
+# ... with C's tile stored by one TMA store (STORE_T) where that won in call 4 (three runs in turn): BM 80 (136 / 160
+# rows -0.25 / -0.3 us a call), 112 (224 rows -0.2), 128 (240 rows -0.5); even at BM 96, slower at BM 104 (+0.75) and
+# at BM <= 48 (+0.1)
+SWAP_ROWS2_STORE_T = (80, 112, 128)
 
 
 def _swap_g34(M: int, N: int, K: int, p: dict) -> dict:
     """G34's rows over the table: two unsplit row tiles at SWAP_ROWS2's rows; HALF_SUM=1 (the cluster's split summed as
     a reduce-scatter of C's rows) on the other CLUSTER_K=2 rows of 64-column tiles with whole 8-row halves and BM >= 32
-    (at BM 16, 16 x 4096 x 14336, it was within the spread); STORE_T=1 (C's tile by one TMA store) on the whole
-    128-row tiles unsplit (G30's 256 rows); each with its ring re-sized."""
+    (at BM 16, 16 x 4096 x 14336, it was within the spread); STORE_T=1 (C's tile by one TMA store) on the row tiles of
+    SWAP_ROWS2_STORE_T's BM and on the whole 128-row tiles unsplit (G30's 256 rows); each with its ring re-sized."""
     if (any(lo <= M <= hi for lo, hi in SWAP_ROWS2) and SWAP_EXACT_K[0] <= K <= SWAP_EXACT_K[1]
             and 0.9 * NUM_SMS <= 2 * tp.cdiv(N, 64) <= NUM_SMS):
         bm = next(n for n in sorted(SWAP_INSTR) if n >= tp.cdiv(M, 2))
         q = swap_params(M, N, K, BN=64, BM=bm)
         q.update(SPLIT_K=1, CLUSTER_K=1)
+        if bm in SWAP_ROWS2_STORE_T and N % 8 == 0:
+            q.update(STORE_T=1, STAGES=swap_stages(bm, 64, 1, 1, 0, 1))
         return q
     if p["CLUSTER_K"] == 2 and p["BN"] == 64 and p["BM"] % 16 == 0 and p["BM"] >= 32:
         return {**p, "HALF_SUM": 1, "STAGES": swap_stages(p["BM"], 64, 2, p["K_WAYS"], 1)}

@@ -328,15 +328,19 @@ def test_g34_policy():
     instruction N holding them), one consumer over 64-column tiles (128 blocks, no cluster) at SWAP_ROWS2's rows
     (17-48, 81-96, 129-255) at K = 4096 where 2 x N / 64 blocks fill 0.9-1 wave; HALF_SUM on the table's other
     CLUSTER_K=2 rows of 64-column tiles with BM >= 32 in whole 8-row halves (not BM 16 or 24; not 128-column tiles);
-    STORE_T on whole 128-row tiles unsplit (256 rows); each ring re-sized, in SWAP_SMEM."""
+    STORE_T on the row tiles of BM 80 / 112 / 128 and on whole 128-row tiles unsplit (256 rows); each ring re-sized,
+    in SWAP_SMEM."""
+    # (and C's tile by one TMA store at BM 80 / 112 / 128: SWAP_ROWS2_STORE_T, call 4)
     for M, bm, stages in ((17, 16, 12), (24, 16, 12), (32, 16, 12), (40, 24, 12), (48, 24, 12), (81, 48, 12),
-                          (96, 48, 12), (129, 80, 12), (136, 80, 12), (160, 80, 12), (192, 96, 11), (200, 104, 10),
-                          (224, 112, 10), (255, 128, 9)):
+                          (96, 48, 12), (129, 80, 11), (136, 80, 11), (160, 80, 11), (192, 96, 11), (200, 104, 10),
+                          (224, 112, 9), (255, 128, 8)):
         p = gemm_fp8.policy(M, 4096, 4096)
         assert (p["BM"], p["BN"], p["CONSUMERS"], p["K_WAYS"], p["CLUSTER_K"], p["SPLIT_K"], p["STAGES"]) == (
             bm, 64, 1, 1, 1, 1, stages), (M, p)
         assert gemm_fp8.grid_of(M, 4096, p) == (2, 64, 1) and p["INSTR"].n == bm and p["TMA_ONLY"] == 1
-        assert p["STAGES"] * (64 + bm) * 128 <= gemm_fp8.SWAP_SMEM
+        assert p.get("STORE_T", 0) == (bm in (80, 112, 128)), (M, p)
+        assert p["STAGES"] * (64 + bm) * 128 + p.get("STORE_T", 0) * bm * 64 * 2 <= gemm_fp8.SWAP_SMEM
+    assert "STORE_T" not in gemm_fp8.policy(136, 4100, 4096)      # (C's rows off 16 bytes: no tensor map)
     # one row tile: not past the measured K, not where the tiles miss a wave, not at 49-80 / 97-128 rows
     for M, N, K in ((32, 4096, 14336), (96, 4096, 14336), (32, 14336, 4096), (96, 2048, 4096), (64, 4096, 4096),
                     (80, 4096, 4096), (112, 4096, 4096), (16, 4096, 4096)):
@@ -354,7 +358,7 @@ def test_g34_policy():
     p = gemm_fp8.policy(256, 4096, 4096)
     assert p == {**gemm_fp8.swap_policy(256, 4096, 4096, g34=False), "TMA_ONLY": 1, "STORE_T": 1, "STAGES": 8}
     assert p["STAGES"] * (64 + 128) * 128 + 128 * 64 * 2 <= gemm_fp8.SWAP_SMEM
-    for M, N, K in ((256, 4096, 14336), (192, 4096, 4096), (16, 4096, 4096), (256, 14336, 4096), (255, 4096, 4096)):
+    for M, N, K in ((256, 4096, 14336), (192, 4096, 4096), (16, 4096, 4096), (256, 14336, 4096), (200, 4096, 4096)):
         assert "STORE_T" not in gemm_fp8.policy(M, N, K), (M, N, K)
 
 
