@@ -157,12 +157,25 @@ def fp32_tiling(nbatch: int, M: int, N: int, K: int, sms: int | None = None) -> 
     """(shares of K each output tile is split into, the narrower tile's constexprs as (name, value) pairs) of the
     fp32 GEMM: stdlib gemm_fp32's `launch_policy`, what its own launch runs (split-K where 128 x 128 tiles leave
     SMs idle and K is long; unsplit 128 x 64 / 64 x 64 tiles where K is short; 128 x 96 tiles where their waves
-    are fuller), so a lowered fp32 matmul runs the form measured for its shape."""
+    are fuller), so a lowered fp32 matmul runs the form measured for its shape; the split where the narrower
+    tiles lost inside the lowered program (LOWERED_BN64_MIN_K)."""
     from stdlib_kernels import gemm_fp32
 
     pol = dict(gemm_fp32.launch_policy(M, N, K, nbatch, sms))
+    if "KSPLIT" not in pol and pol and (not gemm_fp32.raw_ok(K) or (
+            pol.get("BN") == 64 and "BM" not in pol and K < LOWERED_BN64_MIN_K)):
+        pol = gemm_fp32.policy(M, N, K, nbatch, sms)
     ks = pol.pop("KSPLIT", 1)
     return ks, tuple(sorted(pol.items()))
+
+
+# The lowered program (B split by a pass each call unless a weight, the split-K sum its own kernel) against the same
+# program on `policy`'s tiles, H100, rotated, two rounds, x SGEMM (benchmarks/lowered_fp32.py; NOTES "Lowered fp32
+# matmuls"): launch_policy's tiles win where A is read as it is (1024^3 1.73-1.77 -> 1.96-1.98, 2051 x 2045 x 1000
+# 1.67 -> 1.92-1.93, 1536^3 1.64-1.66 -> 1.92-1.99, 512^3 0.75-0.76 -> 0.98-0.99) but lose where A is split first
+# (1000 x 1000 x 1002, 128 x 64: 1.20 -> 1.09) and where 128 x 64 tiles replace a split of fewer than 32 k-tiles
+# (768^3: 1.52-1.53 -> 1.46-1.47): there the lowering keeps the split.
+LOWERED_BN64_MIN_K = 1024
 
 
 def _contig(shape):

@@ -51,10 +51,9 @@ def _check_fp32(out, ref, torch_f32):
 
 @pytest.mark.parametrize("M,N,K,want", [
     (256, 288, 128, "gemm_fp32_raw_bn96_tma"),                 # unsplit, 96-wide tiles fill the waves better
-    (256, 288, 126, "gemm_fp32_bn96_tma"),                     # the same with A split first (K % 4 != 0)
-    (256, 256, 512, "gemm_fp32_raw_bn64_tma"),                 # a short K: 128 x 64 tiles instead of split-K
+    (256, 256, 1024, "gemm_fp32_raw_bn64_tma"),                # a short K: 128 x 64 tiles instead of split-K
     (128, 128, 1024, "gemm_fp32_raw_bm64_bn64_consumers1_tma"),  # under half a wave: 64 x 64, one consumer
-], ids=["bn96", "bn96_split_a", "bn64", "small64"])
+], ids=["bn96", "bn64", "small64"])
 def test_lowered_fp32_takes_launch_policy_tile(tmp_path, monkeypatch, M, N, K, want):
     monkeypatch.setattr(gemm_fp32, "SMS", 8)
     torch.manual_seed(M + N + K)
@@ -68,6 +67,25 @@ def test_lowered_fp32_takes_launch_policy_tile(tmp_path, monkeypatch, M, N, K, w
     assert d["BN"] == str(pol["BN"]) and d["TMA_ONLY"] == "1" and d["INSTR"] == f"tp.{pol['INSTR'].name}"
     assert d["BM"] == str(pol.get("BM", 128)) and d["CONSUMERS"] == str(pol.get("CONSUMERS", 2))
     assert "aligned16(x0.contiguous())" in src and "aligned16(x1.contiguous())" in src
+    _check_fp32(out, ref, a @ b)
+
+
+@pytest.mark.parametrize("M,N,K,why", [(256, 256, 512, "k16"), (256, 256, 1022, "split_a"), (256, 288, 126, "a96")])
+def test_lowered_fp32_keeps_policy_where_narrow_tiles_lost(tmp_path, monkeypatch, M, N, K, why):
+    """128 x 64 tiles in place of a split of fewer than LOWERED_BN64_MIN_K / 32 k-tiles, and any narrower tile
+    where A is split by a pass first (K % 4 != 0), lost inside the lowered program: there `policy` stays."""
+    from argus_agent.lower.ops_nn import LOWERED_BN64_MIN_K, fp32_tiling
+
+    monkeypatch.setattr(gemm_fp32, "SMS", 8)
+    assert gemm_fp32.launch_policy(M, N, K).get("BN") in (64, 96)
+    assert (why == "k16") == (K < LOWERED_BN64_MIN_K and gemm_fp32.raw_ok(K))
+    ks = gemm_fp32.policy(M, N, K).get("KSPLIT", 1)
+    assert fp32_tiling(1, M, N, K) == (ks, ())
+    torch.manual_seed(M + K)
+    a, b = torch.randn(M, K), torch.randn(K, N)
+    prog, src, out, ref = run_lowered(MM(), [a, b], tmp_path, f"keep_{why}")
+    (g,) = [k for k in prog.kernels if isinstance(k, Fp32GemmTemplate)]
+    assert g.tile == () and g.ksplit == ks and "_tma" not in src
     _check_fp32(out, ref, a @ b)
 
 
@@ -88,7 +106,7 @@ def test_model_tensor_as_a_keeps_the_fallback(tmp_path, monkeypatch):
     """A parameter read as A in place may start anywhere: its tile drops TMA_ONLY (the per-element copy stays)."""
     monkeypatch.setattr(gemm_fp32, "SMS", 8)
     torch.manual_seed(5)
-    model, x = WeightFirst(256, 128), torch.randn(128, 288)
+    model, x = WeightFirst(256, 128), torch.randn(128, 288)     # 128 x 96 tiles (as bn96 above)
     prog, src, out, ref = run_lowered(model, [x], tmp_path, "weight_first")
     (g,) = [k for k in prog.kernels if isinstance(k, Fp32GemmTemplate)]
     assert g.a.kind == "param" and dict(g.tile) == {"BN": 96, "INSTR": gemm_fp32._N96}
@@ -110,7 +128,7 @@ def test_misaligned_input_is_copied_aligned(tmp_path, monkeypatch):
     _check_fp32(out, ref, a @ b)
 
 
-@pytest.mark.parametrize("M,N,K,bn", [(256, 288, 128, 128), (256, 256, 512, 64)], ids=["bn96_to_preset", "bn64"])
+@pytest.mark.parametrize("M,N,K,bn", [(256, 288, 128, 128), (256, 256, 1024, 64)], ids=["bn96_to_preset", "bn64"])
 def test_fused_epilogue_takes_the_tile_its_loads_allow(tmp_path, monkeypatch, M, N, K, bn):
     """A fused epilogue (bias, relu) loads register tiles BN columns wide, a power of two: the 96-wide tile falls
     back to the preset's 128 (unsplit either way), the 64-wide one stays, both as the fused kernel's defaults."""

@@ -58,7 +58,7 @@ def _sgemm_err(f, ref):
     (2051, 2045, 1000, "gemm_fp32_raw_bn96_tma"),
     (1536, 1536, 1536, "gemm_fp32_raw_bn96_tma"),
     (512, 512, 512, "gemm_fp32_raw_bm64_bn64_consumers1_tma"),
-    (1000, 1000, 1002, "gemm_fp32_bn64_tma"),            # K % 4 != 0: A split first
+    (1000, 1000, 1002, "gemm_fp32"),       # K % 4 != 0: A split first, policy's split-K (the narrow tile lost)
 ], ids=["1024", "ragged", "1536", "512", "k1002"])
 @pytest.mark.parametrize("offset", [0, 1], ids=["aligned", "offset4"])
 def test_lowered_fp32_tiles_on_gpu(tmp_path, M, N, K, name, offset):
