@@ -981,7 +981,14 @@ SMALL_KWAYS = dict(SWAP_AB=1, K_WAYS=2, CONSUMERS=2, IN_FLIGHT=1, SPLIT_K=1, STA
 # index known to lie in [0, size) (tilepy_hip.render.walk.role_tid: K_WAYS's hand-over and C^T store no longer signed
 # divisions, 0.8-1.3 us of device time a call) K_WAYS passes the relaxed cluster at 32 k-tiles: 1024 x 1024 x 2048 bf16
 # 12.84 / 12.64 -> 12.39 / 12.56 us (0.78 -> 0.79-0.80x), f32 13.34 / 13.74 -> 13.08 / 13.00 (0.76-0.77 -> 0.81-0.82);
-# not at 16 (1024^3: the small class keeps the cluster, 8.16-8.73 against K_WAYS's 9.10-9.17 rotated)
+# not at 16 (1024^3: the small class keeps the cluster, 8.16-8.73 against K_WAYS's 9.10-9.17 rotated). Call 4
+# (gemm-g33-call4-*.json, the policy against the cluster it replaced, alternated twice): 1024 x 1024 x 2048 bf16 12.73 /
+# 12.79 -> 12.17 / 12.53, f32 13.62 / 13.60 -> 12.99 / 12.87; 1024 x 1024 x 3072 bf16 16.61 / 16.73 -> 15.99 / 15.64
+# (0.76-0.82 -> 0.83x), f32 17.54 / 17.57 -> 16.42 / 16.36; 512 x 2048 x 2048 bf16 12.84 / 12.56 -> 12.22 / 12.30, f32
+# 13.58 / 13.72 -> 13.01 / 12.72 (0.81-0.84 -> 0.88-0.90). But where A's rows are not whole 128-byte lines (1000 x 1024
+# x 3000: 6000 bytes) K_WAYS LOST, 20.05 / 20.40 -> 27.35 / 27.27 (device 17.4 -> 25.2 us; f32 the same), as G29 saw for
+# B's rows (its 128-byte box rows each span two lines, and K_WAYS reads A's tile once per column tile where nothing
+# multicasts it): K_WAYS needs A's rows whole lines too
 SMALL_KWAYS_MIN_K_TILES = 32
 # * B rows a multiple of 16 bytes (TMA) but not of 128 (a 128-byte box row then spans two L2 lines): the large policy
 #   in 2x1 clusters, B's tile multicast (gemm_cluster), read once per pair: 3000 x 5000 x 4096 bf16 269.3-269.8 ->
@@ -1250,7 +1257,7 @@ def _policy(M: int, N: int, K: int, out=None, fixup: bool = False, forms: bool =
             and NUM_SMS * 3 // 4 < _cdiv(M, 64) * _cdiv(N, 128) <= NUM_SMS):
         # the small class's 64 x 128 tiles in one wave instead of 128 x 256 tiles split over K (G16, above)
         small = {**PRESETS["sm_90a"], **POLICIES["small"]}
-        if (fixup and forms and _cdiv(K, 64) >= SMALL_KWAYS_MIN_K_TILES and (2 * N) % 128 == 0
+        if (fixup and forms and _cdiv(K, 64) >= SMALL_KWAYS_MIN_K_TILES and (2 * N) % 128 == 0 and (2 * K) % 128 == 0
                 and _cdiv(M, SMALL_KWAYS["BM"]) <= _cdiv(N, SMALL_KWAYS["BN"])
                 and _cdiv(M, SMALL_KWAYS["BM"]) * _cdiv(N, SMALL_KWAYS["BN"]) <= NUM_SMS):
             return {**small, **SMALL_KWAYS}     # 128 x 64, two consumers on alternate k-tiles (G29, above)
