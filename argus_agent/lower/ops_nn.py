@@ -132,15 +132,18 @@ def _fp32_gemm(ctx, a, b, batch, M, N, K, base):
         tile = tuple((k, v) for k, v in tile if k != "TMA_ONLY")
     prec = getattr(ctx, "precision", None)
     passes = 1 if prec is not None and prec.matmul == "tf32" else 3    # tf32: one TF32 product per k-tile
+    swap = fp32_swap(nbatch, bb, M, N, K, layout, passes)
+    if swap:
+        ks, tile = dict(swap).get("KSPLIT", 1), ()
     if ks == 1:
         out = ctx.add_buffer(base, batch + (rows, N), torch.float32)
         ctx.kernels.append(Fp32GemmTemplate(out, bufs[sa[0]], bufs[sb[0]], nbatch, M, N, K, bb, layout, ctx.note,
-                                            passes=passes, tile=tile))
+                                            passes=passes, tile=tile, swap=swap))
         return buffer_tensor(out)
     # split-K: KS partial products per output tile (enough blocks to fill the GPU), then their sum
     part = ctx.add_buffer(base + "_part", (nbatch, ks, M, N), torch.float32)
     ctx.kernels.append(Fp32GemmTemplate(part, bufs[sa[0]], bufs[sb[0]], nbatch, M, N, K, bb, layout, ctx.note,
-                                        ksplit=ks, passes=passes))
+                                        ksplit=ks, passes=passes, swap=swap))
     pt = buffer_tensor(part)
     red = ctx.reduce("sum", (nbatch, M, N), (ks,), lambda oc, rc: pt([oc[0], rc[0], oc[1], oc[2]]), torch.float32,
                      base=base)
@@ -167,6 +170,18 @@ def fp32_tiling(nbatch: int, M: int, N: int, K: int, sms: int | None = None) -> 
         pol = gemm_fp32.policy(M, N, K, nbatch, sms)
     ks = pol.pop("KSPLIT", 1)
     return ks, tuple(sorted(pol.items()))
+
+
+def fp32_swap(nbatch: int, bb: int, M: int, N: int, K: int, layout: str, passes: int) -> tuple:
+    """gemm_fp32's swap-AB constexprs ((name, value) pairs) where its own `launch` swaps: one product of at most
+    SWAP_ROWS rows whose B TMA can read as it is ("nk": K % 4 == 0, "kn": N % 4 == 0), fp32-accurate (three passes);
+    () elsewhere. The weight is then read once as it is, split in registers, where the unswapped form reads its
+    TF32 halves (twice its bytes; split by a pass on every call where B is not a weight)."""
+    from stdlib_kernels import gemm_fp32
+
+    if nbatch != 1 or bb != 1 or M > gemm_fp32.SWAP_ROWS or passes != 3 or (K % 4 if layout == "nk" else N % 4):
+        return ()
+    return tuple(sorted(gemm_fp32.swap_params(M, N, K, b_layout=layout).items()))
 
 
 # The lowered program (B split by a pass each call unless a weight, the split-K sum its own kernel) against the same

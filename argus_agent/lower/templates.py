@@ -100,6 +100,7 @@ class Fp32GemmTemplate:
     ksplit: int = 1             # split-K: out holds (BATCH, KSPLIT, M, N) partial products
     passes: int = 3             # 3: 3xTF32 (fp32-accurate); 1: one TF32 product (--precision tf32)
     tile: tuple = ()            # gemm_fp32.launch_policy's narrower tile, (name, value) pairs: the kernel's defaults
+    swap: tuple = ()            # swap-AB (gemm_fp32.swap_params' (name, value) pairs): out^T = B^T x^T, B read raw
 
 
 def fp32_gemm_ok(target: str, M: int, N: int, K: int, batch: int) -> bool:
@@ -400,6 +401,36 @@ def fp32_kernel_name(raw: bool, tile: dict) -> str:
     return "_".join(["gemm_fp32"] + (["raw"] if raw else []) + tags)
 
 
+def fp32_swap_source(t: Fp32GemmTemplate, kname: str, target: str) -> str:
+    """gemm_fp32 as the swap-AB kernel `kname` (gemm_fp32_ct for an "nk" weight, gemm_fp32_kt for "kn": their
+    retyped parameters written into the signature) with the template's swap constexprs as its defaults."""
+    src = _kernel_only(preset_source("gemm_fp32", target), "gemm_fp32").replace("def gemm_fp32(", f"def {kname}(", 1)
+    retype = {'C: tp.Tensor[tp.f32, "BC", "M", "N"]': 'C: tp.Tensor[tp.f32, "BC", "N", "M"]'}
+    if t.b_layout == "kn":
+        for x in ("AH", "AL"):
+            retype[f'{x}: tp.Tensor[tp.f32, "BA", "M", "K"]'] = f'{x}: tp.Tensor[tp.f32, "BA", "KA", "M"]'
+    for old, new in retype.items():
+        if src.count(old) != 1:
+            raise AssertionError(f"gemm_fp32's signature changed: {old!r} not found once")
+        src = src.replace(old, new)
+    return with_defaults(src, dict(t.swap), kernel=kname)
+
+
+def render_fp32_swap(t: Fp32GemmTemplate, n: int, kname: str) -> list[str]:
+    """Host lines of a swap-AB fp32 GEMM: x's few rows split into TF32 halves by one pass (K padded to 4), then
+    out^T = W x^T with the weight read as it is (copied only where its base is not 16-byte aligned: TMA)."""
+    kp = -(-t.K // 4) * 4
+    xh, xl = f"ws{n}_xh", f"ws{n}_xl"
+    ks = dict(t.swap).get("KSPLIT", 1)
+    w = f"{t.b.name}.view(1, {t.N}, {t.K})" if t.b_layout == "nk" else f"{t.b.name}.view(1, {t.K}, {t.N})"
+    return [f"{xh} = torch.empty((1, {t.M}, {kp}), dtype=torch.float32, device=dev)",
+            f"{xl} = torch.empty((1, {t.M}, {kp}), dtype=torch.float32, device=dev)",
+            f"launch(split_tf32, ({-(-t.M // 16)}, {-(-kp // 128)}), {t.a.name}.view({t.M}, {t.K}), "
+            f"{xh}.view({t.M}, {kp}), {xl}.view({t.M}, {kp}))",
+            f"launch({kname}, lambda m: (tp.cdiv({t.N}, m['BM']) * tp.cdiv({t.M}, m['BN']), 1, {ks}), "
+            f"aligned16({w}), aligned16({w}), {xh}, {xl}, {t.out.name}.view({ks}, {t.M}, {t.N}))"]
+
+
 def render_fp32_gemm(t: Fp32GemmTemplate, n: int) -> list[str]:
     """Host lines: split B (and A, unless the GEMM splits it in registers: fp32_gemm_raw) into TF32 halves (K
     padded to 4), then the GEMM over (M, N, BATCH); the raw form's kernel is `gemm_fp32_raw` (RAW defaults).
@@ -555,7 +586,7 @@ def fuse_epilogues(kernels: list, buffers: list, outputs: list) -> tuple[list, l
     out_names = {b.name for b in outputs}
     dropped = set()
     for t in [k for k in kernels if isinstance(k, (Fp32GemmTemplate, ConvTemplate, MatmulTemplate))
-              and k.epilogue is None and getattr(k, "ksplit", 1) == 1]:
+              and k.epilogue is None and getattr(k, "ksplit", 1) == 1 and not getattr(k, "swap", ())]:
         name = t.out.name
         if name in out_names:
             continue
@@ -743,6 +774,9 @@ def render_gemm_template(t, n: int, target: str, buffers: dict, done: set, wprep
     if "gemm_fp32" not in done:         # split_tf32 serves both
         srcs.append(preset_source("gemm_fp32", target))
         done.add("gemm_fp32")
+    if isinstance(t, Fp32GemmTemplate) and t.swap:     # (never fused: fuse_epilogues leaves swap-AB alone)
+        kname = f"gemm_fp32_s{n}"
+        return srcs + [fp32_swap_source(t, kname, target)], render_fp32_swap(t, n, kname)
     if isinstance(t, ConvTemplate) and t.kernel not in done:
         # the launch's constexprs as the defaults (the build gate compiles kernels at their defaults)
         src = with_defaults(preset_source(t.kernel, target), conv_params(t), kernel=t.kernel)

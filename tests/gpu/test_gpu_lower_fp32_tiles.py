@@ -84,3 +84,36 @@ def test_lowered_fp32_fused_epilogue_on_small_tiles(tmp_path):
         ref = torch.relu(x.double() @ model[0].weight.double().T + model[0].bias.double())
         err = (out.double() - ref).abs().max().item()
     assert err <= 2 * _sgemm_err(lambda: model(x), ref) + 1e-6 * ref.abs().max().item(), err
+
+
+class _Lin(torch.nn.Module):
+    def __init__(self, k, n):
+        super().__init__()
+        self.fc = torch.nn.Linear(k, n)
+
+    def forward(self, x):
+        return torch.relu(self.fc(x))
+
+
+@pytest.mark.parametrize("M,N,K,form", [(128, 4096, 4096, "linear"), (16, 1024, 4096, "linear"),
+                                         (64, 4096, 4096, "mm"), (24, 1024, 1000, "mm"), (256, 2048, 1024, "mm")])
+@pytest.mark.parametrize("offset", [0, 1], ids=["aligned", "offset4"])
+def test_lowered_fp32_swap_ab_on_gpu(tmp_path, M, N, K, form, offset):
+    """At most SWAP_ROWS rows: the swap-AB kernel (the weight read as it is; one 4 bytes into its storage is copied
+    aligned for its tensor map), split-K's sum with the bias and ReLU, twice, against float64."""
+    g = torch.Generator(device=DEV).manual_seed(M + N + K + offset)
+    x = torch.randn(M * K + offset, device=DEV, generator=g)[offset:].view(M, K)
+    if form == "linear":
+        model = _Lin(K, N).to(DEV)
+        inputs = [x]
+        with torch.no_grad():
+            ref = torch.relu(x.double() @ model.fc.weight.double().T + model.fc.bias.double())
+    else:
+        model = MM()
+        b = torch.randn(K * N + offset, device=DEV, generator=g)[offset:].view(K, N)
+        inputs = [x, b]
+        ref = x.double() @ b.double()
+    src, out = _run(tmp_path, model, inputs, f"swap_{form}_{M}_{offset}")
+    assert re.findall(r"launch\((gemm_fp32\w*),", src) == ["gemm_fp32_s0"]
+    err = (out.double() - ref).abs().max().item()
+    assert err <= 2 * _sgemm_err(lambda: model(*inputs), ref) + 1e-6 * ref.abs().max().item(), err
