@@ -285,7 +285,7 @@ class LinearChain(nn.Module):
 def test_fp32_gemm_epilogue_bias_activation_scale_residual(tmp_path):
     torch.manual_seed(3)
     model = LinearChain()
-    x, r = torch.randn(70, 96), torch.randn(70, 80)
+    x, r = torch.randn(300, 96), torch.randn(300, 80)     # more than SWAP_ROWS (swap-AB has no epilogue)
     prog, src, out, ref = _run(model, [x, r], tmp_path, "linear")
     kernels, _ = fuse_epilogues(prog.kernels, prog.buffers, prog.outputs)
     gemms = [k for k in kernels if isinstance(k, Fp32GemmTemplate)]
@@ -309,7 +309,9 @@ def test_fp32_mm_with_long_k_splits_k(tmp_path):
     a, b = torch.randn(20, 8192), torch.randn(8192, 24)
     prog, src, out, ref = _run(MM(), [a, b], tmp_path, "splitk")
     gemms = [k for k in prog.kernels if isinstance(k, Fp32GemmTemplate)]
-    assert [g.ksplit for g in gemms] == [32] and "KSPLIT=32" in src     # 256 k-tiles in 32 shares of 8
+    ks = dict(gemms[0].swap).get("KSPLIT")       # 20 rows: swap-AB, its split as the kernel's default
+    assert [g.ksplit for g in gemms] == [ks] and ks > 1 and f"KSPLIT: tp.constexpr = {ks}," in src
+    assert "reduce_sum" in src
     _close(out, ref, 1e-4)
 
 

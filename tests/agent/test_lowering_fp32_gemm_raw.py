@@ -74,7 +74,7 @@ def test_raw_kernels_default_to_what_they_launch(tmp_path):
             return self.b(torch.relu(self.a(x)))     # a: fused epilogue (bias, relu); b: plain (the output)
 
     torch.manual_seed(1)
-    model, x = Two(), torch.randn(256, 64)
+    model, x = Two(), torch.randn(300, 64)      # more than SWAP_ROWS rows (swap-AB reads the weight raw instead)
     p = tmp_path / "two.py"
     p.write_text(render_program(lower_model(model, [x], "sm_90a")))
     spec = importlib.util.spec_from_file_location("lowered_fp32_raw_two", p)

@@ -74,12 +74,12 @@ def _case(monkeypatch, tmp_path, model, x, weight, name, tol=1e-4, prep=None):
 def test_lowered_linear_splits_its_weight_once(monkeypatch, tmp_path):
     torch.manual_seed(1)
     lin = nn.Linear(96, 80, bias=False)
-    _case(monkeypatch, tmp_path, lin, torch.randn(40, 96), lambda m: m.weight, "linear")
+    _case(monkeypatch, tmp_path, lin, torch.randn(300, 96), lambda m: m.weight, "linear")   # (<= 256 rows: swap-AB)
 
 
 def test_lowered_matmul_with_a_kn_parameter_splits_it_once(monkeypatch, tmp_path):
     torch.manual_seed(2)
-    _case(monkeypatch, tmp_path, MatmulParam(96, 72), torch.randn(48, 96), lambda m: m.w, "matmul_kn")
+    _case(monkeypatch, tmp_path, MatmulParam(96, 72), torch.randn(300, 96), lambda m: m.w, "matmul_kn")
 
 
 class _Pairs:

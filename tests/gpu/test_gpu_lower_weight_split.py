@@ -1,6 +1,6 @@
 """A lowered fp32 Linear on a real GPU splits its weight into TF32 halves once (argus_agent.runtime.weight_split)
 and again after an in-place change of the weight: outputs against float64 before and after the change, and the
-number of split launches. Skinny rows (128 x 1024 -> 2048): the GEMM also runs the split-K policy. Skips
+number of split launches. 300 x 2048 -> 2048 (3 row tiles, 64 k-tiles): the GEMM also runs the split-K policy. Skips
 without a GPU."""
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def _rel(x, ref):
 
 def test_lowered_linear_splits_its_weight_once_per_state(tmp_path, monkeypatch):
     torch.manual_seed(17)
-    lin, x = torch.nn.Linear(1024, 2048), torch.randn(128, 1024)
+    lin, x = torch.nn.Linear(2048, 2048), torch.randn(300, 2048)     # (at most 256 rows: swap-AB, no split)
     src = render_program(lower_model(lin, [x], "sm_90a"))
     assert "weight_split(split_tf32" in src and "KSPLIT=" in src
     seen = []
