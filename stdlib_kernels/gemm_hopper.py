@@ -988,8 +988,11 @@ SMALL_KWAYS = dict(SWAP_AB=1, K_WAYS=2, CONSUMERS=2, IN_FLIGHT=1, SPLIT_K=1, STA
 # 13.58 / 13.72 -> 13.01 / 12.72 (0.81-0.84 -> 0.88-0.90). But where A's rows are not whole 128-byte lines (1000 x 1024
 # x 3000: 6000 bytes) K_WAYS LOST, 20.05 / 20.40 -> 27.35 / 27.27 (device 17.4 -> 25.2 us; f32 the same), as G29 saw for
 # B's rows (its 128-byte box rows each span two lines, and K_WAYS reads A's tile once per column tile where nothing
-# multicasts it): K_WAYS needs A's rows whole lines too
-SMALL_KWAYS_MIN_K_TILES = 32
+# multicasts it): K_WAYS needs A's rows whole lines too (kept). The role thread index in [0, size) was taken back out of
+# the renderer (it made the large persistent GEMM spill: tilepy_hip.render.walk.role_tid), so K_WAYS is again 0.8-1.3
+# us slower a call than G33 measured it, and at 32-63 k-tiles the relaxed cluster was faster without it (G29 above,
+# 1024 x 1024 x 2048: 13.61 / 13.37 against 13.95 / 14.01): K_WAYS from 64 k-tiles, as G29 measured.
+SMALL_KWAYS_MIN_K_TILES = 64
 # * B rows a multiple of 16 bytes (TMA) but not of 128 (a 128-byte box row then spans two L2 lines): the large policy
 #   in 2x1 clusters, B's tile multicast (gemm_cluster), read once per pair: 3000 x 5000 x 4096 bf16 269.3-269.8 ->
 #   199.7 (0.64-0.66 -> 0.87x), f32 282.9 -> 210.1 (0.62 -> 0.90x); 4096 x 4104 x 4096 bf16 293.5 -> 270-272 (0.65 ->

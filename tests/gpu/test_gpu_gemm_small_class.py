@@ -40,8 +40,8 @@ DEV = torch.device("cuda")
         (1024, 1024, 4096, "kw"),        # the large class on the small tiles, >= 64 k-tiles: K_WAYS 128 x 64 (G29)
         (1000, 1024, 4096, "kw"),        # ragged M: the last row tile part past M
         (512, 2048, 4096, "kw"),
-        (1024, 1024, 2048, "kw"),        # 32 k-tiles: K_WAYS since G33
-        (1000, 1024, 3072, "kw"),        # 48 k-tiles, ragged M
+        (1024, 1024, 2048, "64x128"),    # 32 k-tiles: the relaxed cluster (K_WAYS from 64 k-tiles again, G33's
+        (1000, 1024, 3072, "64x128"),    # 48 k-tiles, ragged M                      render change taken back)
         (1000, 1024, 3000, "64x128"),    # A's rows 6000 bytes, off 128-byte lines: the relaxed cluster (G33 call 4)
         (1000, 1000, 4096, "64x128"),    # B's rows off 128-byte lines: the relaxed cluster (G29 call 3)
         (2048, 512, 4096, "64x128"),     # more row tiles than column tiles: the relaxed cluster

@@ -172,12 +172,14 @@ class Renderer(AnalysisOps, ScalarOps, TileOps, CopyOps, GatherOps, ScanOps, Rem
         )
 
     def role_tid(self, lo: int, size: int) -> str:
-        """C name of the thread's index within the role of threads [lo, lo + size), renumbered from 0. Taken
-        modulo `size` in unsigned arithmetic: the identity for the role's own threads (the only ones that use it),
-        and the compiler then knows it lies in [0, size), so a layout's divisions and remainders of it by powers
-        of two are shifts and masks. (As `tp_tid - lo`, negative for the threads below the role, each was a signed
-        division: ~25 SASS instructions per element of gemm_splitk_swap K_WAYS=2's hand-over, G33.)"""
-        return self.hoist(f"(int)((unsigned)(tp_tid - {lo}) % {size}u)", stem="rt") if lo else "tp_tid"
+        """C name of the thread's index within the role of threads [lo, lo + size), renumbered from 0:
+        `tp_tid - lo`, hoisted. (G33 wrote it as (int)((unsigned)(tp_tid - lo) % size): the identity for the role's
+        threads and known to lie in [0, size), so a layout's divisions by powers of two became shifts and masks,
+        which took gemm_splitk_swap K_WAYS=2's hand-over and C^T store 0.8-1.3 us faster; but ptxas then spilled
+        76 bytes in the large persistent GEMM (test_sass_of_the_grouped_large_policy: 39 LDL / STL) and the large
+        rows ran 1-4% slower in the closing table, so it is back to the plain difference until a form keeps both;
+        benchmarks/NOTES.md "The role thread index".)"""
+        return self.hoist(f"tp_tid - {lo}", stem="rt") if lo else "tp_tid"
 
     def role_range(self) -> tuple[int, int]:
         """(first thread, thread count) of the threads running the current statement."""
