@@ -5,12 +5,11 @@ closing barrier) or the full barriers. On the interpreter against float64 at rag
 the grid rounded up to whole clusters, a block wholly past N; one k-tile; an odd k-tile count), clean under
 tilepy-verify, rendered without the non-relaxed barriers, and launch's checks of the constexprs."""
 
-import numpy as np
 import pytest
+from bf16_gemm_checks import check_launch_twice  # (tests/stdlib is on sys.path: pytest prepends it)
 
 import tilepy as tp
 from stdlib_kernels import gemm_hopper
-from tilepy.dtypes import round_bf16
 
 KW = dict(SWAP_AB=1, K_WAYS=2, CONSUMERS=2, IN_FLIGHT=1, SPLIT_K=1, STAGES=4, BM=128, BN=64,
           INSTR=tp.nv.wgmma_m64n128k16_bf16)
@@ -27,19 +26,7 @@ def test_kways_cluster_on_the_interpreter(shape, form, out):
     p = FORMS[form]
     kernel, kp = gemm_hopper.plan_kernel(m, n, out, p, k)
     assert kernel.name == "gemm_splitk_swap" and kp.get("CLUSTER_N", 1) == p.get("CLUSTER_N", 1)
-    rng = np.random.default_rng(m + n + k)
-    a = round_bf16(rng.standard_normal((m, k)).astype(np.float32))
-    b = round_bf16(rng.standard_normal((k, n)).astype(np.float32))
-    ref = a.astype(np.float64) @ b.astype(np.float64)
-    for _ in range(2):                  # twice through one plan
-        c = np.full((m, n), np.nan, np.float32)
-        gemm_hopper.launch(a, b, c, out_dtype=out, **p)
-        assert not np.isnan(c).any()
-        if out == tp.bf16:
-            assert np.abs(c - ref).max() <= 2.0**-8 * np.abs(ref).max()
-            np.testing.assert_array_equal(c, round_bf16(c))
-        else:
-            np.testing.assert_allclose(c, ref, rtol=1e-5, atol=1e-4 * np.abs(ref).max())
+    check_launch_twice(m, n, k, out, p)
 
 
 @pytest.mark.parametrize("out", [tp.f32, tp.bf16])

@@ -11,12 +11,11 @@ clean (its time: benchmarks/NOTES.md, G16)."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
+from bf16_gemm_checks import check_launch_twice  # (tests/stdlib is on sys.path: pytest prepends it)
 
 import tilepy as tp
 from stdlib_kernels import gemm_hopper
-from tilepy.dtypes import round_bf16
 
 
 def _small(p):
@@ -103,20 +102,7 @@ FORMS = [((512, 512, 512), (130, 200, 300)),       # SMALL_64x64: ragged M / N /
 @pytest.mark.parametrize("policy_shape,shape", FORMS)
 def test_forms_on_the_interpreter(policy_shape, shape, out):
     m, n, k = shape
-    p = gemm_hopper.policy(*policy_shape, out, fixup=True)
-    rng = np.random.default_rng(m + n + k)
-    a = round_bf16(rng.standard_normal((m, k)).astype(np.float32))
-    b = round_bf16(rng.standard_normal((k, n)).astype(np.float32))
-    ref = gemm_hopper.reference(a, b)
-    for _ in range(2):                  # twice through one plan
-        c = np.full((m, n), np.nan, np.float32)
-        gemm_hopper.launch(a, b, c, out_dtype=out, **p)
-        assert not np.isnan(c).any()
-        if out == tp.bf16:              # one bf16 rounding of the f32 sum
-            assert np.abs(c - ref).max() <= 2.0**-8 * np.abs(ref).max()
-            np.testing.assert_array_equal(c, round_bf16(c))
-        else:
-            np.testing.assert_allclose(c, ref, rtol=1e-5, atol=1e-4 * np.abs(ref).max())
+    check_launch_twice(m, n, k, out, gemm_hopper.policy(*policy_shape, out, fixup=True))
 
 
 @pytest.mark.parametrize("out", [tp.f32, tp.bf16])
@@ -147,19 +133,7 @@ def test_relaxed_cluster_on_the_interpreter(shape, form, out):
     p = dict(RELAXED_FORMS[form], EPILOGUE=2 if out == tp.bf16 else 0)
     kernel, kp = gemm_hopper.plan_kernel(m, n, out, p, k)
     assert kernel.name == "gemm_cluster" and kp["RELAXED"] == 1
-    rng = np.random.default_rng(m + n + k)
-    a = round_bf16(rng.standard_normal((m, k)).astype(np.float32))
-    b = round_bf16(rng.standard_normal((k, n)).astype(np.float32))
-    ref = gemm_hopper.reference(a, b)
-    for _ in range(2):                  # twice through one plan
-        c = np.full((m, n), np.nan, np.float32)
-        gemm_hopper.launch(a, b, c, out_dtype=out, **p)
-        assert not np.isnan(c).any()
-        if out == tp.bf16:
-            assert np.abs(c - ref).max() <= 2.0**-8 * np.abs(ref).max()
-            np.testing.assert_array_equal(c, round_bf16(c))
-        else:
-            np.testing.assert_allclose(c, ref, rtol=1e-5, atol=1e-4 * np.abs(ref).max())
+    check_launch_twice(m, n, k, out, p)
 
 
 def test_relaxed_cluster_source():
