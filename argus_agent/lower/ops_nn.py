@@ -127,14 +127,15 @@ def _fp32_gemm(ctx, a, b, batch, M, N, K, base):
         # one B for every batch and A contiguous (ensured above): one GEMM over the batch's rows stacked, not
         # nbatch GEMMs of M rows (a Linear on (L, N, E) gave 1024 GEMMs of 16 rows: level1/175 at 0.47x eager)
         M, nbatch, bb = nbatch * M, 1, 1
-    ks, tile = fp32_tiling(nbatch, M, N, K)
-    if bufs[sa[0]].kind in ("param", "buffer"):   # a model's tensor as A, read as it is: its base may be anywhere
-        tile = tuple((k, v) for k, v in tile if k != "TMA_ONLY")
     prec = getattr(ctx, "precision", None)
     passes = 1 if prec is not None and prec.matmul == "tf32" else 3    # tf32: one TF32 product per k-tile
     swap = fp32_swap(nbatch, bb, M, N, K, layout, passes)
     if swap:
         ks, tile = dict(swap).get("KSPLIT", 1), ()
+    else:
+        ks, tile = fp32_tiling(nbatch, M, N, K)
+        if bufs[sa[0]].kind in ("param", "buffer"):   # a model's tensor as A, read as it is: its base may be anywhere
+            tile = tuple((k, v) for k, v in tile if k != "TMA_ONLY")
     if ks == 1:
         out = ctx.add_buffer(base, batch + (rows, N), torch.float32)
         ctx.kernels.append(Fp32GemmTemplate(out, bufs[sa[0]], bufs[sb[0]], nbatch, M, N, K, bb, layout, ctx.note,

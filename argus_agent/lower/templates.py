@@ -282,13 +282,10 @@ def render_matmul(t: MatmulTemplate, n: int, target: str, buffers: dict) -> tupl
         src, kname, extra = _fused_source(t, n, target, buffers)
     else:
         kname, extra = f"{t.kernel}_nk{n}", []
-        src = _kernel_only(preset_source(t.kernel, target), t.kernel).replace(f"def {t.kernel}(", f"def {kname}(", 1)
+        src = _kernel_as(t.kernel, kname, target)
     bview = f"{t.b.name}.view({t.K}, {t.N})"
     if t.b_layout == "nk":
-        kn, nk = 'B: tp.Tensor[tp.bf16, "K", "N"]', 'B: tp.Tensor[tp.bf16, "N", "K"]'
-        if src.count(kn) != 1:
-            raise AssertionError(f"{t.kernel}: parameter {kn!r} not found")
-        src = src.replace(kn, nk)
+        src = _retyped(src, t.kernel, _B_NK)
         params = {**params, "B_NK": 1}
         bview = f"{t.b.name}.view({t.N}, {t.K})"
     src = with_defaults(src, params, kernel=kname)
@@ -312,11 +309,7 @@ def render_swap(t: MatmulTemplate, n: int) -> tuple[list, list]:
     bview = f"{t.b.name}.view({t.K}, {t.N})"
     if t.b_layout == "nk":
         kname = f"{SWAP}_nk{n}"
-        src = _kernel_only(preset_source(SWAP, "sm_90a"), SWAP).replace(f"def {SWAP}(", f"def {kname}(", 1)
-        kn, nk = 'B: tp.Tensor[tp.bf16, "K", "N"]', 'B: tp.Tensor[tp.bf16, "N", "K"]'
-        if src.count(kn) != 1:
-            raise AssertionError(f"{SWAP}: parameter {kn!r} not found")
-        srcs.append(with_defaults(src.replace(kn, nk), params, kernel=kname))
+        srcs.append(with_defaults(_retyped(_kernel_as(SWAP, kname, "sm_90a"), SWAP, _B_NK), params, kernel=kname))
         bview = f"{t.b.name}.view({t.N}, {t.K})"
     split = params["SPLIT_K"]
     full = {**swap_policy(t.M, t.N, t.K), "SPLIT_K": split}
@@ -404,15 +397,11 @@ def fp32_kernel_name(raw: bool, tile: dict) -> str:
 def fp32_swap_source(t: Fp32GemmTemplate, kname: str, target: str) -> str:
     """gemm_fp32 as the swap-AB kernel `kname` (gemm_fp32_ct for an "nk" weight, gemm_fp32_kt for "kn": their
     retyped parameters written into the signature) with the template's swap constexprs as its defaults."""
-    src = _kernel_only(preset_source("gemm_fp32", target), "gemm_fp32").replace("def gemm_fp32(", f"def {kname}(", 1)
     retype = {'C: tp.Tensor[tp.f32, "BC", "M", "N"]': 'C: tp.Tensor[tp.f32, "BC", "N", "M"]'}
     if t.b_layout == "kn":
         for x in ("AH", "AL"):
             retype[f'{x}: tp.Tensor[tp.f32, "BA", "M", "K"]'] = f'{x}: tp.Tensor[tp.f32, "BA", "KA", "M"]'
-    for old, new in retype.items():
-        if src.count(old) != 1:
-            raise AssertionError(f"gemm_fp32's signature changed: {old!r} not found once")
-        src = src.replace(old, new)
+    src = _retyped(_kernel_as("gemm_fp32", kname, target), "gemm_fp32", retype)
     return with_defaults(src, dict(t.swap), kernel=kname)
 
 
@@ -422,13 +411,14 @@ def render_fp32_swap(t: Fp32GemmTemplate, n: int, kname: str) -> list[str]:
     kp = -(-t.K // 4) * 4
     xh, xl = f"ws{n}_xh", f"ws{n}_xl"
     ks = dict(t.swap).get("KSPLIT", 1)
-    w = f"{t.b.name}.view(1, {t.N}, {t.K})" if t.b_layout == "nk" else f"{t.b.name}.view(1, {t.K}, {t.N})"
-    return [f"{xh} = torch.empty((1, {t.M}, {kp}), dtype=torch.float32, device=dev)",
+    w, shape = f"ws{n}_w", (1, t.N, t.K) if t.b_layout == "nk" else (1, t.K, t.N)
+    return [f"{w} = aligned16({t.b.name}).view{shape}",
+            f"{xh} = torch.empty((1, {t.M}, {kp}), dtype=torch.float32, device=dev)",
             f"{xl} = torch.empty((1, {t.M}, {kp}), dtype=torch.float32, device=dev)",
             f"launch(split_tf32, ({-(-t.M // 16)}, {-(-kp // 128)}), {t.a.name}.view({t.M}, {t.K}), "
             f"{xh}.view({t.M}, {kp}), {xl}.view({t.M}, {kp}))",
             f"launch({kname}, lambda m: (tp.cdiv({t.N}, m['BM']) * tp.cdiv({t.M}, m['BN']), 1, {ks}), "
-            f"aligned16({w}), aligned16({w}), {xh}, {xl}, {t.out.name}.view({ks}, {t.M}, {t.N}))"]
+            f"{w}, {w}, {xh}, {xl}, {t.out.name}.view({ks}, {t.M}, {t.N}))"]
 
 
 def render_fp32_gemm(t: Fp32GemmTemplate, n: int) -> list[str]:
@@ -766,6 +756,23 @@ def _kernel_only(src: str, name: str) -> str:
     raise AssertionError(f"no kernel {name}")
 
 
+def _kernel_as(name: str, kname: str, target: str) -> str:
+    """The stdlib kernel `name` (its module's, the target's preset as defaults) as a kernel of its own, `kname`."""
+    return _kernel_only(preset_source(name, target), name).replace(f"def {name}(", f"def {kname}(", 1)
+
+
+_B_NK = {'B: tp.Tensor[tp.bf16, "K", "N"]': 'B: tp.Tensor[tp.bf16, "N", "K"]'}   # B read as (N, K): B_NK=1
+
+
+def _retyped(src: str, who: str, changes: dict) -> str:
+    """`src` with each parameter annotation `old` of `changes` written as its `new` (each must stand once)."""
+    for old, new in changes.items():
+        if src.count(old) != 1:
+            raise AssertionError(f"{who}: parameter {old!r} not found once")
+        src = src.replace(old, new)
+    return src
+
+
 def render_gemm_template(t, n: int, target: str, buffers: dict, done: set, wprep: tuple | None = None
                          ) -> tuple[list, list]:
     """(kernel sources to add, host lines) for an Fp32GemmTemplate or a ConvTemplate, fused epilogue or not
@@ -801,9 +808,7 @@ def render_gemm_template(t, n: int, target: str, buffers: dict, done: set, wprep
     if own and t.epilogue is None:
         kname = fp32_kernel_name(raw, fp32_tile(t))
         if kname not in done:
-            src = _kernel_only(preset_source(t.kernel, target), t.kernel)
-            src = src.replace(f"def {t.kernel}(", f"def {kname}(", 1)
-            srcs.append(with_defaults(src, own, kernel=kname))
+            srcs.append(with_defaults(_kernel_as(t.kernel, kname, target), own, kernel=kname))
             done.add(kname)
     if t.epilogue is not None:
         src, kname, extra = _fused_source(t, n, target, buffers)
