@@ -397,7 +397,8 @@ def gemm_fp8_swap(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "N", "K
                   CONSUMERS: tp.constexpr = 2, INSTR: tp.constexpr = tp.nv.wgmma_m64n16k32_e4m3,
                   SWIZZLE: tp.constexpr = tp.Swizzle(3, 4, 3), SPLIT_K: tp.constexpr = 4,
                   CLUSTER_K: tp.constexpr = 1, K_WAYS: tp.constexpr = 1, CLUSTER_M: tp.constexpr = 1,
-                  TMA_ONLY: tp.constexpr = 0, HALF_SUM: tp.constexpr = 0, STORE_T: tp.constexpr = 0):
+                  TMA_ONLY: tp.constexpr = 0, HALF_SUM: tp.constexpr = 0, STORE_T: tp.constexpr = 0,
+                  RELAXED: tp.constexpr = 0):
     """Skinny rows (decode: M <= 256) with the operands swapped: C^T = B @ A^T, so A's few rows are the wgmma
     instruction's N (16-256) instead of padding its M (64), and B, the one large operand, streams through a deep
     ring. Both operands stay K-major, as fp8 wgmma reads them: B's (BN, BK) tile is the instruction's A operand as
@@ -443,7 +444,12 @@ def gemm_fp8_swap(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "N", "K
     single bf16 elements of C's rows): the consumer writes the scaled tile transposed into c_s (bf16, rows of 128
     bytes, 128-byte swizzle), arrives on `staged`, and the producer warpgroup's thread stores it with
     `cp.async.bulk.tensor` (rows past M not written) and waits for its read before exit. Needs C's rows on 16 bytes
-    (N % 8 == 0, `launch` drops it otherwise)."""
+    (N % 8 == 0, `launch` drops it otherwise).
+    RELAXED=1 (CLUSTER_M=2, K_WAYS=1; G39): the rows' cluster with gemm_splitk_swap RELAXED's coupling: the opening
+    cluster barrier relaxed (tp.mbarrier's init is fenced at cluster scope: no release, no MEMBAR.ALL.GPU) and no
+    closing one: the producer's tail waits for the releases k_tiles .. k_tiles + STAGES - 2 of both blocks' consumers
+    (every remote arrival into its block) before the block may exit. tilepy-verify proves it for one consumer; over
+    K_WAYS=2's alternate k-tiles it does not follow the tail (`kernel_of` refuses that)."""
     m0 = tp.block_id(0) * BM
     n0 = tp.block_id(1) * BN
     LC = tp.accumulator(INSTR, (BN, BM), (CONSUMERS // K_WAYS, 1))
@@ -476,7 +482,9 @@ def gemm_fp8_swap(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "N", "K
         k_tiles = tp.cdiv(A.shape[1], BK)
         k_first = 0
     if CLUSTER_M > 1:
-        tp.cluster_sync()       # every block's mbarriers initialized before the other's multicasts and arrivals
+        # every block's mbarriers initialized before the other's multicasts and arrivals (RELAXED: an execution
+        # barrier, tp.mbarrier's init being fenced at cluster scope: no release, no MEMBAR.ALL.GPU)
+        tp.cluster_sync(relaxed=RELAXED == 1)
     elif CLUSTER_K > 1:
         # every rank's recv_full is initialized before another rank pushes into it (the mbarrier's init is fenced at
         # cluster scope: an execution barrier publishes it)
@@ -491,6 +499,15 @@ def gemm_fp8_swap(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "N", "K
                          multicast=(1 << CLUSTER_M) - 1 if CLUSTER_M > 1 else 0,
                          by=k % CLUSTER_M if CLUSTER_M > 1 else None, fallback=TMA_ONLY == 0)
             tp.mbarrier_arrive(full[k % STAGES])
+        if CLUSTER_M > 1 and RELAXED == 1:
+            # (G39) the tail, in place of the closing cluster barrier (gemm_splitk_swap RELAXED's): it waits for every
+            # release the consumers of every block make into this block (the only remote writes but the multicasts,
+            # which complete on its own `full`, waited for by its consumers). The consumers release STAGES - K_WAYS
+            # stages up front and then, per k-tile, the stage K_WAYS tiles back, the last K_WAYS tiles' never: the
+            # releases number k_tiles + STAGES - K_WAYS, the loop above waited for the first k_tiles
+            for k in range(k_tiles + STAGES - K_WAYS):
+                if k >= k_tiles:
+                    tp.mbarrier_wait(empty[k % STAGES], k // STAGES)
         if STORE_T == 1:
             tp.mbarrier_wait(staged, 0)                 # the consumer's scaled tile is in c_s
             if HALF_SUM == 1:       # this rank's half of the row tile (rows / columns past M / N not written)
@@ -577,7 +594,7 @@ def gemm_fp8_swap(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "N", "K
             tp.mbarrier_arrive(staged)              # the producer warpgroup stores it
         else:
             tp.store(C[m0:m0 + BM, n0:n0 + BN], (acc * scale).T)
-    if CLUSTER_M > 1:
+    if CLUSTER_M > 1 and RELAXED == 0:
         tp.cluster_sync()       # (the other block's last releases arrive on this block's mbarriers)
 
 
@@ -866,8 +883,8 @@ def swap_exact_bm(M: int) -> int | None:
 
 
 SWAP_KEYS = ("BM", "BN", "BK", "STAGES", "CONSUMERS", "INSTR", "SWIZZLE", "SPLIT_K", "CLUSTER_K", "K_WAYS", "CLUSTER_M",
-             "TMA_ONLY", "HALF_SUM", "STORE_T")
-SWAP_ZERO_KEYS = ("TMA_ONLY", "HALF_SUM", "STORE_T")      # (absent: 0)
+             "TMA_ONLY", "HALF_SUM", "STORE_T", "RELAXED")
+SWAP_ZERO_KEYS = ("TMA_ONLY", "HALF_SUM", "STORE_T", "RELAXED")      # (absent: 0)
 
 
 def shape_class(M: int, N: int, K: int) -> str:
@@ -940,6 +957,11 @@ def kernel_of(params: dict):
             raise ValueError(f"gemm_fp8: SWAP=1 with CLUSTER_M={cm}: the rows split over a cluster of 2 (CLUSTER_M=2) "
                              f"run without a K split (SPLIT_K=1, CLUSTER_K=1); got SPLIT_K={params['SPLIT_K']}, "
                              f"CLUSTER_K={ck}")
+        if params.get("RELAXED", 0) and (cm != 2 or kw != 1):
+            raise ValueError(f"gemm_fp8: SWAP=1 with RELAXED=1 relaxes the coupling of the rows' cluster (CLUSTER_M=2, "
+                             f"one consumer: K_WAYS=1; a relaxed opening barrier, the producer's tail instead of the "
+                             f"closing one, which tilepy-verify does not follow over K_WAYS=2's alternate k-tiles); "
+                             f"got CLUSTER_M={cm}, K_WAYS={kw}; or pass RELAXED=0")
         hs, st = params.get("HALF_SUM", 0), params.get("STORE_T", 0)
         if hs and (ck != 2 or params["BM"] % 16):
             raise ValueError(f"gemm_fp8: SWAP=1 with HALF_SUM=1 sums the halves of the tile's rows over a cluster of 2 "

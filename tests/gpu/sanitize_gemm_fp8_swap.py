@@ -2,8 +2,8 @@
 CLUSTER_K's in-kernel sum over a cluster),
 ragged rows / columns / K, BM 16 / 64 / 128, a ring that turns over; each output checked against float64.
 
-compute-sanitizer --tool memcheck python3 tests/gpu/sanitize_gemm_fp8_swap.py [g24 | g30 | g32 | g34]
-compute-sanitizer --tool racecheck python3 tests/gpu/sanitize_gemm_fp8_swap.py [g24 | g30 | g32 | g34]
+compute-sanitizer --tool memcheck python3 tests/gpu/sanitize_gemm_fp8_swap.py [g24 | g30 | g32 | g34 | g39]
+compute-sanitizer --tool racecheck python3 tests/gpu/sanitize_gemm_fp8_swap.py [g24 | g30 | g32 | g34 | g39]
 (g24: K_WAYS / exact BM / CLUSTER_M only; g30: whole 128-row tiles unsplit and TMA_ONLY only; g32: CLUSTER_M with
 TMA_ONLY only; g34: HALF_SUM / STORE_T only)
 """
@@ -64,8 +64,14 @@ G34 = [((40, 264, 1040), dict(BN=64, CLUSTER_K=2, HALF_SUM=1, STAGES=2, TMA_ONLY
        # STORE_T on those row tiles (the second ragged; 9 stages turning over)
        ((200, 264, 2064), dict(BM=104, BN=64, CONSUMERS=1, SPLIT_K=1, STAGES=9, STORE_T=1, TMA_ONLY=1)),
        ((40, 200, 784), dict(BM=24, BN=64, CONSUMERS=1, SPLIT_K=1, STORE_T=1, TMA_ONLY=1))]
-PICK = {"g24": G24, "g30": G30, "g32": G32, "g34": G34}
-for (m, n, k), extra in PICK.get(" ".join(sys.argv[1:]), CASES + G24 + G30 + G32 + G34):
+# G39: the rows over a cluster of 2 with the relaxed coupling (RELAXED=1: relaxed opening barrier, the producer's tail
+# instead of the closing barrier): BM 48 over ragged N / K, a ring turning over; a row tile wholly past M, a ring of 2;
+# BM 64 at full width with a ring deeper than the k-tiles
+G39 = [((96, 200, 2064), dict(CLUSTER_M=2, BN=64, BM=48, STAGES=5, TMA_ONLY=1, RELAXED=1)),
+       ((7, 264, 528), dict(CLUSTER_M=2, BN=64, STAGES=2, TMA_ONLY=1, RELAXED=1)),
+       ((128, 4096, 784), dict(CLUSTER_M=2, BN=64, BM=64, TMA_ONLY=1, RELAXED=1))]
+PICK = {"g24": G24, "g30": G30, "g32": G32, "g34": G34, "g39": G39}
+for (m, n, k), extra in PICK.get(" ".join(sys.argv[1:]), CASES + G24 + G30 + G32 + G34 + G39):
     a = torch.randn(m, k, device=d, generator=g).to(torch.float8_e4m3fn)
     b = torch.randn(n, k, device=d, generator=g).to(torch.float8_e4m3fn)
     sa, sb = torch.full((1,), 0.5, device=d), torch.full((1,), 0.25, device=d)

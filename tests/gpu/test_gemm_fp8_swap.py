@@ -272,6 +272,44 @@ def test_g34_half_sum_and_tma_store(shape, extra):
     assert bool(((out.double() - ref).abs() <= 2.0**-8 * ref.abs() + 2.0**-9 * mag).all())
 
 
+G39 = [((96, 4096, 4096), dict(BN=64, BM=48, CLUSTER_M=2, TMA_ONLY=1, RELAXED=1)),
+       ((128, 4096, 4096), dict(BN=64, BM=64, CLUSTER_M=2, TMA_ONLY=1, RELAXED=1)),
+       ((112, 4096, 4096), dict(BN=64, BM=64, CLUSTER_M=2, TMA_ONLY=1, RELAXED=1)),
+       ((100, 1000, 2064), dict(BN=64, BM=64, CLUSTER_M=2, STAGES=3, RELAXED=1)),
+       ((7, 264, 528), dict(BN=64, CLUSTER_M=2, STAGES=2, TMA_ONLY=1, RELAXED=1))]
+
+
+@pytest.mark.parametrize("shape,extra", G39, ids=[f"{m}x{n}x{k}" for (m, n, k), _ in G39])
+def test_g39_relaxed_rows_cluster(shape, extra):
+    """G39: the rows over a cluster of 2 sharing B by multicast (CLUSTER_M=2) with the relaxed coupling (RELAXED=1: a
+    relaxed opening barrier, the producer's tail waiting for every release into its block instead of the closing
+    barrier): full-size decode rows (the second row tile ragged at 112 rows), ragged M / N / K with a ring of 3 turning
+    over, a row tile wholly past M: against float64 of the e4m3 inputs, NaN-poisoned output, twice (the same bits);
+    like for like with _scaled_mm's fast accumulation."""
+    M, N, K = shape
+    g = torch.Generator(device="cuda").manual_seed(39 + M + N)
+    a, sa = _quantize(torch.randn(M, K, device=DEV, generator=g))
+    b, sb = _quantize(torch.randn(N, K, device=DEV, generator=g))
+    p = gemm_fp8.params_for(M, N, K, SWAP=1, **extra)
+    assert all(p[k] == v for k, v in extra.items()), p
+    ref = (a.double() @ b.double().t()) * sa.double() * sb.double()
+    outs = []
+    for _ in range(2):
+        out = torch.full((M, N), float("nan"), device=DEV, dtype=torch.bfloat16)
+        gemm_fp8.launch(a, b, sa, sb, out, SWAP=1, **extra)
+        torch.cuda.synchronize()
+        assert not out.isnan().any()
+        outs.append(out)
+    assert torch.equal(outs[0], outs[1])
+    err = float((outs[0].double() - ref).norm() / ref.norm())
+    assert err <= 2.0**-8, err
+    if M % 16 == 0:
+        fast = torch._scaled_mm(a, b.t(), sa, sb, out_dtype=torch.bfloat16, use_fast_accum=True).double()
+        assert err <= 1.5 * float((fast - ref).norm() / ref.norm()) + 1e-5, err
+    mag = (a.double().abs() @ b.double().abs().t()) * sa.double() * sb.double()
+    assert bool(((outs[0].double() - ref).abs() <= 2.0**-8 * ref.abs() + 2.0**-9 * mag).all())
+
+
 def test_g34_tma_store_dropped_where_c_has_no_tensor_map():
     """STORE_T needs a tensor map of C (rows of 16-byte multiples on a 16-byte aligned base): launch stores from the
     registers otherwise (N % 8 != 0; C's base 2 bytes off 16), with the same product as the TMA store."""

@@ -104,6 +104,15 @@ CASES = [
     # ... and with STORE_T: BM 104 (the second tile's 96 rows clipped by the bulk store), BM 24 over 40 rows
     ((200, 136, 784), dict(SWAP=1, BM=104, BN=64, CONSUMERS=1, SPLIT_K=1, STAGES=3, STORE_T=1)),
     ((40, 200, 528), dict(SWAP=1, BM=24, BN=64, CONSUMERS=1, SPLIT_K=1, STAGES=3, STORE_T=1)),
+    # G39: CLUSTER_M=2 with RELAXED=1 (a relaxed opening barrier, the producer's tail waiting for every release into
+    # its block instead of the closing barrier): BM 48 over 96 rows, ragged N / K, a ring of 3 turning over; a second
+    # row tile wholly past M with a ring of 2; BM 64 over 100 rows (the second tile 36 of 64), a ring deeper than the
+    # k-tiles (12 stages, 7 k-tiles)
+    ((96, 200, 1040), dict(SWAP=1, CLUSTER_M=2, BN=64, BM=48, INSTR=gemm_fp8.SWAP_INSTR[48], STAGES=3, TMA_ONLY=1,
+                           RELAXED=1)),
+    ((7, 136, 528), dict(SWAP=1, CLUSTER_M=2, BN=64, STAGES=2, RELAXED=1)),
+    ((100, 136, 784), dict(SWAP=1, CLUSTER_M=2, BN=64, BM=64, INSTR=gemm_fp8.SWAP_INSTR[64], STAGES=12, TMA_ONLY=1,
+                           RELAXED=1)),
 ]
 
 
@@ -174,6 +183,10 @@ def test_swap_params_and_refusals():
         gemm_fp8.launch(a, b, sa, sb, out, SWAP=1, K_WAYS=2, BN=128)
     with pytest.raises(ValueError, match="without a K split"):
         gemm_fp8.launch(a, b, sa, sb, out, SWAP=1, CLUSTER_M=2, SPLIT_K=2)
+    with pytest.raises(ValueError, match="RELAXED=1 .*CLUSTER_M=1, K_WAYS=1"):     # (G39) no rows' cluster
+        gemm_fp8.launch(a, b, sa, sb, out, SWAP=1, RELAXED=1)
+    with pytest.raises(ValueError, match="RELAXED=1 .*CLUSTER_M=2, K_WAYS=2"):     # its tail is for one consumer
+        gemm_fp8.launch(a, b, sa, sb, out, SWAP=1, CLUSTER_M=2, K_WAYS=2, RELAXED=1)
 
 
 def test_swap_cluster_params(monkeypatch):
@@ -319,6 +332,22 @@ def test_g34_forms_verify_clean(shape, extra):
     p = gemm_fp8.params_for(*shape, SWAP=1, **extra)
     kernel, kp = gemm_fp8.kernel_of(p)
     assert kernel is gemm_fp8.gemm_fp8_swap and all(kp[k] == v for k, v in extra.items())
+    report = tv.verify(kernel, target="sm_90a", **kp)
+    assert report.ok and not report.findings, str(report)
+
+
+@pytest.mark.parametrize("shape,extra", [((96, 4096, 4096), dict(BN=64, BM=48, CLUSTER_M=2, TMA_ONLY=1, RELAXED=1)),
+                                         ((128, 4096, 4096), dict(BN=64, BM=64, CLUSTER_M=2, TMA_ONLY=1, RELAXED=1)),
+                                         ((7, 136, 528), dict(BN=64, CLUSTER_M=2, STAGES=2, RELAXED=1))])
+def test_g39_relaxed_rows_cluster_verifies_clean(shape, extra):
+    """G39: CLUSTER_M=2 with RELAXED=1: the opening cluster barrier relaxed and, instead of the closing one, the
+    producer's tail waiting for the releases k_tiles .. k_tiles + STAGES - 2 of every block's consumer (the only remote
+    arrivals into its block): clean (no block exits while the other still arrives on its mbarriers)."""
+    import tilepy_verify as tv
+
+    p = gemm_fp8.params_for(*shape, SWAP=1, **extra)
+    kernel, kp = gemm_fp8.kernel_of(p)
+    assert kernel is gemm_fp8.gemm_fp8_swap and all(kp[k] == v for k, v in extra.items() if k != "BM")
     report = tv.verify(kernel, target="sm_90a", **kp)
     assert report.ok and not report.findings, str(report)
 
