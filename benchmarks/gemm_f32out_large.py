@@ -3,10 +3,11 @@ store, LARGE_PERSISTENT_F32) against torch.mm(a, b, out_dtype=torch.float32), fo
 
     python benchmarks/gemm_f32out_large.py [--shapes M,N,K ...] [--forms NAME ...] [--rounds 2] [--tag NAME] [--out DIR]
 
-Every form's output is checked against float64 (on the GPU) before it is timed. A timing is timing.graph_seconds: the
-median over 15 replays of a CUDA graph of 20 calls, the calls rotating among input sets whose footprint is at least
-twice the L2 (timing.input_sets; one set at these shapes, whose C alone is past the L2); each form and the peer are
-timed one after the other, and the whole list of forms `--rounds` times in turn (the forms alternated). Writes
+Every form's output is checked against float64 (on the GPU) before it is timed. A timing is the median over 15
+replays of a CUDA graph of 20 calls (benchmarks/timing.py's graph_seconds), the calls rotating among input sets whose
+footprint is at least twice the L2 (timing.input_sets; one set at these shapes, whose C alone is past the L2); a
+form's replays alternate with the peer's replay by replay (ratio: the median of the pairs' peer / ours), and the
+whole list of forms is timed `--rounds` times in turn (the forms alternated). Writes
 benchmarks/results/gemm-f32out-large<tag>-<device>.json after each shape (or --out DIR).
 """
 
@@ -43,6 +44,11 @@ FORMS = {
     "s3_held2": dict(STAGES=3),            # (the 4th stage's share, against the policy)
     "g16": dict(GROUP_M=16),
     "g4": dict(GROUP_M=4),
+    # the tile's first two (three) k-tiles' wgmmas issued before the held pieces are written: their waits for the
+    # buffers' reads run under two (three) k-tiles of tensor work (DEFER_K; the verifier follows one mma_async a
+    # loop iteration: not provable as written, timed only)
+    "dk2": dict(DEFER_K=2),
+    "dk3": dict(DEFER_K=3),
     # G18's one buffer of 64 columns (the policy before G26)
     "one_buffer": dict(gemm_hopper.F32_ONE_BUFFER, DEFER=0, HELD=0, STORE_LOOP=0),
 }
@@ -70,9 +76,41 @@ def _resources(M, N, K, p) -> dict:
     return {**ck.resources, "hgmma": sass.count("HGMMA"), "ldl_stl": len(re.findall(r"\b(?:LDL|STL)\b", sass))}
 
 
-def rows_of(shape, forms, rounds, g, out_rows, save):
+REPS = 20      # calls a graph
+
+
+def _graph(fns):
+    """A CUDA graph calling `fns` in turn (one per input set), REPS calls in all, after a warm-up call of each."""
     import torch
-    from timing import graph_seconds, input_sets
+
+    for f in fns:
+        f()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for i in range(max(REPS, len(fns))):
+            fns[i % len(fns)]()
+    graph.replay()
+    torch.cuda.synchronize()
+    return graph, max(REPS, len(fns))
+
+
+def _replay(gr) -> float:
+    """Seconds per call of one replay of (graph, calls)."""
+    import torch
+
+    graph, reps = gr
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    graph.replay()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / 1e3 / reps
+
+
+def rows_of(shape, forms, rounds, g, out_rows, save, replays=15):
+    import torch
+    from timing import input_sets
 
     M, N, K = shape
     a = torch.randn(M, K, device="cuda", generator=g).bfloat16()
@@ -108,17 +146,24 @@ def rows_of(shape, forms, rounds, g, out_rows, save):
         if ok:
             ok_forms.append(name)
     del ref
+    # each form's graph and the peer's replayed in turn, replay by replay (the clock moved ours and the peer's times
+    # together by up to 15% between rows of call 1, where each was timed whole before the other)
+    peer_graph = _graph(peer)
+    graphs = {name: _graph([partial(gemm_hopper.launch, x, y, z, **{**base, **FORMS[name]}) for x, y, z in sets])
+              for name in ok_forms}
     for r in range(rounds):
         for name in ok_forms:
-            p = {**base, **FORMS[name]}
-            ours = [partial(gemm_hopper.launch, x, y, z, **p) for x, y, z in sets]
-            t = graph_seconds(ours)
-            tp_ = graph_seconds(peer)
+            ts, ps = [], []
+            for _ in range(replays):
+                ts.append(_replay(graphs[name]))
+                ps.append(_replay(peer_graph))
+            t, tp_ = statistics.median(ts), statistics.median(ps)
+            ratio = statistics.median(p / q for p, q in zip(ps, ts))
             row[name]["us"].append(t * 1e6)
             row[name]["peer_us"].append(tp_ * 1e6)
-            row[name]["ratio"].append(tp_ / t)
-            print(f"{M}x{N}x{K} round {r} {name:14s} {t * 1e6:8.1f} us  peer {tp_ * 1e6:8.1f} us  x{tp_ / t:.3f}",
-                  flush=True)
+            row[name]["ratio"].append(ratio)
+            print(f"{M}x{N}x{K} round {r} {name:14s} {t * 1e6:8.1f} us  peer {tp_ * 1e6:8.1f} us  x{ratio:.3f} "
+                  f"(pairs' median)", flush=True)
     for name in ok_forms:
         row[name]["ratio_median"] = statistics.median(row[name]["ratio"])
     out_rows[f"{M}x{N}x{K}"] = {"input_sets": len(sets), "forms": row}
@@ -148,8 +193,9 @@ def main(argv=None):
     rows = {}
     meta = {"device": dev, "torch": torch.__version__, "cuda": torch.version.cuda, "python": platform.python_version(),
             "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "peer": "torch.mm(a, b, out_dtype=float32)",
-            "timing": "timing.graph_seconds (median of 15 replays of a graph of 20 calls, rotated over input sets), "
-                      "each form then the peer, the forms alternated --rounds times", "rounds": args.rounds}
+            "timing": "median of 15 replays of a graph of 20 calls (rotated over input sets), ours and the peer "
+                      "alternating replay by replay, ratio the median of the pairs' ratios; the forms alternated "
+                      "--rounds times", "rounds": args.rounds}
 
     def save():
         path.parent.mkdir(parents=True, exist_ok=True)
