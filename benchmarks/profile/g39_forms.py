@@ -27,3 +27,25 @@ def cm_forms(M, N, K) -> dict:
 def call1_variants(M, N, K) -> dict:
     """Call 1: the policy against CLUSTER_M=2 with the full and the relaxed coupling."""
     return {"policy": gemm_fp8.swap_policy(M, N, K), **cm_forms(M, N, K)}
+
+
+def call2_variants(M, N, K) -> dict:
+    """Call 2: the policy's own forms with shallower rings (call 1: the deeper ring of CLUSTER_M was 0.2-0.4 us slower;
+    G30 call 1: 6 stages took 0.25-0.3 us off the split's kernel at 32 / 64 rows, within the spread then). Skinny rows:
+    4 / 6 / 8 / 10 stages under the policy's; mid shapes: one and two stages fewer, and the persistent one-wave row
+    with GROUP_M 8."""
+    pol = gemm_fp8.policy(M, N, K)
+    out = {"policy": pol}
+    if pol.get("SWAP"):
+        for s in (4, 6, 8, 10):
+            if s < pol["STAGES"]:
+                out[f"s{s}"] = {**pol, "STAGES": s}
+        return out
+    for d in (1, 2):
+        if pol["STAGES"] - d >= 3:
+            out[f"s{pol['STAGES'] - d}"] = {**pol, "STAGES": pol["STAGES"] - d}
+    if pol.get("PERSISTENT"):
+        out["g8"] = {**pol, "GROUP_M": 8}
+    if pol.get("BN") == 128 and pol.get("STAGES") == 5:     # MID_128x128: a sixth stage fits beside C's tile
+        out["s6"] = {**pol, "STAGES": 6}
+    return out
