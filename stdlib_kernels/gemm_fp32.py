@@ -79,6 +79,27 @@ def split_tf32_t(X: tp.Tensor[tp.f32, "Z", "R", "C"], HI: tp.Tensor[tp.f32, "Z",
     tp.store(LO[z, c0:c0 + T, r0:r0 + T], tp.convert_layout(lo.T, rows))
 
 
+# split_tf32_tw's register tile: X's (32, 128) tile over 128 threads, transposed in registers. Thread t holds rows
+# 4 (t % 4) + v (v < 4) + 16 r (r < 2) of columns (t // 4) % 8 + 8 (t // 32) + 32 c (c < 4), the rows its fastest
+# values: X is read one element a value (a warp: 4 rows x 32 bytes, whole sectors) and X.T written 16 bytes a vector
+# (a warp: 8 rows x 64 bytes), with no shared memory and no barrier
+TW_LAYOUT = tp.TVLayout((32, 128), (4, 8, 4), (4, 2, 4), (((4, 0, 0), (1, 16, 0)), ((0, 1, 8), (0, 0, 32))))
+
+
+@tp.kernel(threads=128)
+def split_tf32_tw(X: tp.Tensor[tp.f32, "Z", "R", "C"], HI: tp.Tensor[tp.f32, "Z", "C", "RP"],
+                  LO: tp.Tensor[tp.f32, "Z", "C", "RP"]):
+    """split_tf32_t's halves (X[z].T as K-major (N, KP) hi and lo, zeros past R) from (32, 128) tiles of X transposed
+    in registers (`TW_LAYOUT`); the grid is (cdiv(RP, 32), cdiv(C, 128), Z)."""
+    z = tp.block_id(2)
+    r0 = tp.block_id(0) * 32
+    c0 = tp.block_id(1) * 128
+    x = tp.load(X[z, r0:r0 + 32, c0:c0 + 128], layout=TW_LAYOUT)
+    hi = tp.round_tf32(x)
+    tp.store(HI[z, c0:c0 + 128, r0:r0 + 32], hi.T)
+    tp.store(LO[z, c0:c0 + 128, r0:r0 + 32], tp.round_tf32(x - hi).T)
+
+
 # The register-A twin of each wgmma .tf32 instruction, named directly (a candidate module may not reach
 # attributes by string: the agent's policy refuses getattr)
 _RS_TF32 = {tp.nv.wgmma_m64n8k8_tf32.name: tp.nv.wgmma_m64n8k8_tf32_rs,
@@ -368,6 +389,14 @@ def _empty(like, shape):
     return torch.empty(shape, dtype=torch.float32, device=like.device)
 
 
+# A "kn" B's transposed split by split_tf32_tw ((32, 128) tiles transposed in registers) rather than split_tf32_t
+# ((32, 32) tiles through shared memory): off. H100, rotated, two alternated rounds (benchmarks/NOTES.md G38,
+# results/gemm-fp32-g38-call1-*): the pass alone 5.4 -> 5.1 us at 1024^3, 8.9 -> 8.2 at 2051 x 2045 x 1000, 74.1 ->
+# 75.9 at 4096^3 (both at 2.3-3.0 TB/s counting B read and its halves written, past a device copy's 1.8-2.9), and the
+# whole call no faster (1024^3 27.5 / 27.8 -> 27.8 / 28.4 us, 2051 x 2045 x 1000 100.1 / 101.9 -> 100.1 / 102.4)
+KN_SPLIT_WIDE = False
+
+
 def split(x, b_layout: str = "nk"):
     """(hi, lo): the TF32 halves of an operand, 3-D, K-major, K padded to a multiple of 4. `x` is an A
     ((BATCH,) M, K) or an "nk" B ((BATCH,) N, K) as it is, or a "kn" B ((BATCH,) K, N), transposed."""
@@ -376,7 +405,10 @@ def split(x, b_layout: str = "nk"):
         Z, K, N = x3.shape
         KP = -(-K // 4) * 4
         hi, lo = _empty(x, (Z, N, KP)), _empty(x, (Z, N, KP))
-        split_tf32_t[(tp.cdiv(KP, 32), tp.cdiv(N, 32), Z)](x3, hi, lo)
+        if KN_SPLIT_WIDE:
+            split_tf32_tw[(tp.cdiv(KP, 32), tp.cdiv(N, 128), Z)](x3, hi, lo)
+        else:
+            split_tf32_t[(tp.cdiv(KP, 32), tp.cdiv(N, 32), Z)](x3, hi, lo)
         return hi, lo
     if b_layout != "nk":
         raise ValueError(f"b_layout is 'kn' ((K, N), torch.matmul) or 'nk' ((N, K), F.linear), not {b_layout!r}")

@@ -167,6 +167,34 @@ def test_split_pads_k_and_transposes(b_layout):
     assert not hi[..., K:].any() and not lo[..., K:].any()
 
 
+@pytest.mark.parametrize("z,k,n", [(1, 70, 45), (2, 33, 130), (1, 100, 257), (1, 32, 128)])
+def test_split_tw_is_split_t_bit_for_bit(z, k, n):
+    """split_tf32_tw (32 x 128 tiles transposed in registers) writes split_tf32_t's halves: the tails of every tile
+    (K past a multiple of 32, N past 128), K padded to 4 with zeros, a batch."""
+    rng = np.random.default_rng(k * n)
+    x = rng.standard_normal((z, k, n)).astype(np.float32)
+    kp = -(-k // 4) * 4
+    h0, l0, h1, l1 = (np.full((z, n, kp), np.nan, np.float32) for _ in range(4))
+    gemm_fp32.split_tf32_t[(-(-kp // 32), -(-n // 32), z)](x, h0, l0)
+    gemm_fp32.split_tf32_tw[(-(-kp // 32), -(-n // 128), z)](x, h1, l1)
+    np.testing.assert_array_equal(h1, h0)
+    np.testing.assert_array_equal(l1, l0)
+    np.testing.assert_array_equal(h1[..., :k], round_tf32(np.swapaxes(x, 1, 2)))
+    assert not h1[..., k:].any() and not l1[..., k:].any()
+
+
+def test_split_kn_runs_the_wide_pass_when_asked(monkeypatch):
+    monkeypatch.setattr(gemm_fp32, "KN_SPLIT_WIDE", True)
+    seen = []
+    real = gemm_fp32.split_tf32_tw
+    monkeypatch.setattr(gemm_fp32, "split_tf32_tw", type("Spy", (), {"__getitem__": lambda _, g: (
+        seen.append(g) or real[g])})())
+    x = np.random.default_rng(1).standard_normal((37, 150)).astype(np.float32)
+    hi, _ = gemm_fp32.split(x, "kn")
+    assert seen == [(2, 2, 1)]
+    np.testing.assert_array_equal(hi[0, :, :37], round_tf32(x.T))
+
+
 def test_gemm_fp32_single_accumulator_is_also_right_on_the_interpreter():
     rng = np.random.default_rng(5)
     a = rng.standard_normal((64, 96)).astype(np.float32)
