@@ -44,9 +44,9 @@ FORMS = {
     "s3_held2": dict(STAGES=3),            # (the 4th stage's share, against the policy)
     "g16": dict(GROUP_M=16),
     "g4": dict(GROUP_M=4),
-    # the tile's first two (three) k-tiles' wgmmas issued before the held pieces are written: their waits for the
-    # buffers' reads run under two (three) k-tiles of tensor work (DEFER_K; the verifier follows one mma_async a
-    # loop iteration: not provable as written, timed only)
+    # with benchmarks/profile/g40_defer_k.patch applied (gemm_persistent DEFER_K: the tile's first two / three k-tiles'
+    # wgmmas issued before the held pieces are written; not in the kernel: 3-5% SLOWER in G40 call 2, and the
+    # verifier follows one mma_async a loop iteration); without it these forms report "failed"
     "dk2": dict(DEFER_K=2),
     "dk3": dict(DEFER_K=3),
     # G18's one buffer of 64 columns (the policy before G26)
