@@ -398,7 +398,7 @@ def gemm_fp8_swap(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "N", "K
                   SWIZZLE: tp.constexpr = tp.Swizzle(3, 4, 3), SPLIT_K: tp.constexpr = 4,
                   CLUSTER_K: tp.constexpr = 1, K_WAYS: tp.constexpr = 1, CLUSTER_M: tp.constexpr = 1,
                   TMA_ONLY: tp.constexpr = 0, HALF_SUM: tp.constexpr = 0, STORE_T: tp.constexpr = 0,
-                  RELAXED: tp.constexpr = 0, MC_HALF: tp.constexpr = 0):
+                  RELAXED: tp.constexpr = 0):
     """Skinny rows (decode: M <= 256) with the operands swapped: C^T = B @ A^T, so A's few rows are the wgmma
     instruction's N (16-256) instead of padding its M (64), and B, the one large operand, streams through a deep
     ring. Both operands stay K-major, as fp8 wgmma reads them: B's (BN, BK) tile is the instruction's A operand as
@@ -449,11 +449,7 @@ def gemm_fp8_swap(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "N", "K
     cluster barrier relaxed (tp.mbarrier's init is fenced at cluster scope: no release, no MEMBAR.ALL.GPU) and no
     closing one: the producer's tail waits for the releases k_tiles .. k_tiles + STAGES - 2 of both blocks' consumers
     (every remote arrival into its block) before the block may exit. tilepy-verify proves it for one consumer; over
-    K_WAYS=2's alternate k-tiles it does not follow the tail (`kernel_of` refuses that).
-    MC_HALF=1 (CLUSTER_M=2; G39, a diagnostic form): B's tile multicast in two halves of its rows, rank h issuing half h
-    into both blocks every k-tile (CUTLASS's split multicast) instead of one rank the whole tile in turns. Interpreter
-    and GPU tests against float64; tilepy-verify does NOT prove it (its model of the ring does not follow a multicast
-    into part of a stage: it reports the stage unwritten), so it is not a policy candidate as it stands."""
+    K_WAYS=2's alternate k-tiles it does not follow the tail (`kernel_of` refuses that)."""
     m0 = tp.block_id(0) * BM
     n0 = tp.block_id(1) * BN
     LC = tp.accumulator(INSTR, (BN, BM), (CONSUMERS // K_WAYS, 1))
@@ -498,18 +494,10 @@ def gemm_fp8_swap(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "N", "K
             tp.mbarrier_wait(empty[k % STAGES], k // STAGES)       # (the consumers pre-release the stages)
             k0 = (k_first + k) * BK
             tp.copy_bulk(A[m0:m0 + BM, k0:k0 + BK], a_s[k % STAGES], full[k % STAGES], fallback=TMA_ONLY == 0)
-            if MC_HALF == 1:
-                # (G39, CLUSTER_M=2) B's tile in two halves of its rows, rank h multicasting half h into the same
-                # stage of both blocks every k-tile (CUTLASS's split multicast), instead of one rank the whole tile
-                for h in tp.static_range(2):
-                    tp.copy_bulk(B[n0 + h * (BN // 2):n0 + (h + 1) * (BN // 2), k0:k0 + BK],
-                                 b_s[k % STAGES][h * (BN // 2):(h + 1) * (BN // 2), :], full[k % STAGES],
-                                 multicast=3, by=h, fallback=TMA_ONLY == 0)
-            else:
-                # (CLUSTER_M: into the same stage of every block of the cluster, the ranks taking turns)
-                tp.copy_bulk(B[n0:n0 + BN, k0:k0 + BK], b_s[k % STAGES], full[k % STAGES],
-                             multicast=(1 << CLUSTER_M) - 1 if CLUSTER_M > 1 else 0,
-                             by=k % CLUSTER_M if CLUSTER_M > 1 else None, fallback=TMA_ONLY == 0)
+            # (CLUSTER_M: into the same stage of every block of the cluster, the ranks taking turns)
+            tp.copy_bulk(B[n0:n0 + BN, k0:k0 + BK], b_s[k % STAGES], full[k % STAGES],
+                         multicast=(1 << CLUSTER_M) - 1 if CLUSTER_M > 1 else 0,
+                         by=k % CLUSTER_M if CLUSTER_M > 1 else None, fallback=TMA_ONLY == 0)
             tp.mbarrier_arrive(full[k % STAGES])
         if CLUSTER_M > 1 and RELAXED == 1:
             # (G39) the tail, in place of the closing cluster barrier (gemm_splitk_swap RELAXED's): it waits for every
@@ -895,8 +883,8 @@ def swap_exact_bm(M: int) -> int | None:
 
 
 SWAP_KEYS = ("BM", "BN", "BK", "STAGES", "CONSUMERS", "INSTR", "SWIZZLE", "SPLIT_K", "CLUSTER_K", "K_WAYS", "CLUSTER_M",
-             "TMA_ONLY", "HALF_SUM", "STORE_T", "RELAXED", "MC_HALF")
-SWAP_ZERO_KEYS = ("TMA_ONLY", "HALF_SUM", "STORE_T", "RELAXED", "MC_HALF")      # (absent: 0)
+             "TMA_ONLY", "HALF_SUM", "STORE_T", "RELAXED")
+SWAP_ZERO_KEYS = ("TMA_ONLY", "HALF_SUM", "STORE_T", "RELAXED")      # (absent: 0)
 
 
 def shape_class(M: int, N: int, K: int) -> str:
@@ -974,9 +962,6 @@ def kernel_of(params: dict):
                              f"one consumer: K_WAYS=1; a relaxed opening barrier, the producer's tail instead of the "
                              f"closing one, which tilepy-verify does not follow over K_WAYS=2's alternate k-tiles); "
                              f"got CLUSTER_M={cm}, K_WAYS={kw}; or pass RELAXED=0")
-        if params.get("MC_HALF", 0) and cm != 2:
-            raise ValueError(f"gemm_fp8: SWAP=1 with MC_HALF=1 multicasts B's tile in two halves over the rows "
-                             f"' cluster (CLUSTER_M=2); got CLUSTER_M={cm}; or pass MC_HALF=0")
         hs, st = params.get("HALF_SUM", 0), params.get("STORE_T", 0)
         if hs and (ck != 2 or params["BM"] % 16):
             raise ValueError(f"gemm_fp8: SWAP=1 with HALF_SUM=1 sums the halves of the tile's rows over a cluster of 2 "

@@ -49,14 +49,3 @@ def call2_variants(M, N, K) -> dict:
     if pol.get("BN") == 128 and pol.get("STAGES") == 5:     # MID_128x128: a sixth stage fits beside C's tile
         out["s6"] = {**pol, "STAGES": 6}
     return out
-
-
-def call3_variants(M, N, K) -> dict:
-    """Call 3 (diagnostic): the relaxed rows' cluster with B's tile multicast in two halves, rank h issuing half h into
-    both blocks every k-tile (MC_HALF=1, CUTLASS's split multicast), against the whole tile by alternate ranks and the
-    policy. (tilepy-verify does not follow a multicast into part of a stage: not a policy candidate as it stands.)"""
-    out = {"policy": gemm_fp8.swap_policy(M, N, K)}
-    rel = cm_forms(M, N, K)["cm_rel"]
-    out["cm_rel"] = rel
-    out["cm_rel_half"] = {**rel, "MC_HALF": 1}
-    return out

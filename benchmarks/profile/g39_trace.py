@@ -14,8 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import g30_trace  # noqa: E402
 import g39_forms  # noqa: E402
 
-g30_trace.PLANS.update({"g39-call1": g39_forms.call1_variants, "g39-call2": g39_forms.call2_variants,
-                        "g39-call3": g39_forms.call3_variants})
+g30_trace.PLANS.update({"g39-call1": g39_forms.call1_variants, "g39-call2": g39_forms.call2_variants})
 g30_trace.STREAMS = {}      # (the floors were G30's; none timed here)
 
 if __name__ == "__main__":

@@ -113,10 +113,6 @@ CASES = [
     ((7, 136, 528), dict(SWAP=1, CLUSTER_M=2, BN=64, STAGES=2, RELAXED=1)),
     ((100, 136, 784), dict(SWAP=1, CLUSTER_M=2, BN=64, BM=64, INSTR=gemm_fp8.SWAP_INSTR[64], STAGES=12, TMA_ONLY=1,
                            RELAXED=1)),
-    # G39 (diagnostic): B's tile multicast in two halves, rank h issuing half h into both blocks (MC_HALF=1)
-    ((96, 200, 1040), dict(SWAP=1, CLUSTER_M=2, BN=64, BM=48, INSTR=gemm_fp8.SWAP_INSTR[48], STAGES=3, RELAXED=1,
-                           MC_HALF=1)),
-    ((7, 136, 528), dict(SWAP=1, CLUSTER_M=2, BN=64, STAGES=2, MC_HALF=1)),
 ]
 
 
