@@ -17,9 +17,12 @@ Limits: B's rows must be 16-byte multiples (N % 4 == 0) and A's too (K % 4 == 0)
 CONSUMERS and be a power of two (register tiles): 64 or 128 (not the 96-wide tiles of launch_policy, and not
 2051 x 2045 x 1000, whose B rows are 8180 bytes). STAGES even is not needed (the halves' buffer is k % 2).
 
-Interpreter: bit for bit launch's product (tests/stdlib/test_gemm_fp32_bkn.py); tilepy-verify clean (0.6 s). Host
-SASS (sm_90a): BN 64 123 registers, no local memory, 48 HGMMA; BN 128 with setmaxnreg 40 / 232 168 registers and 4
-bytes of spill (9 LDL / STL), without budgets 236 bytes of spill stores.
+AHEAD=1 makes tile k + 1's halves while tile k's chains run (the conversion off the consumers' critical path).
+
+Interpreter: bit for bit launch's product, both forms (tests/stdlib/test_gemm_fp32_bkn.py); tilepy-verify clean
+(0.2-1.0 s; it finds the race without `made`, and AHEAD's with one halves buffer). Host SASS (sm_90a): BN 64 123
+registers (AHEAD 161), no local memory, 48 HGMMA, ptxas does not serialize the wgmma; BN 128 with setmaxnreg 40 / 232
+168 registers and 4 bytes of spill (9 LDL / STL; AHEAD 14), without budgets 236 bytes of spill stores.
 """
 
 import numpy as np
@@ -46,8 +49,12 @@ def gemm_fp32_bkn(A: tp.Tensor[tp.f32, "BA", "M", "K"], B: tp.Tensor[tp.f32, "BB
                   BM: tp.constexpr = 128, BN: tp.constexpr = 64, BK: tp.constexpr = 32, STAGES: tp.constexpr = 4,
                   CONSUMERS: tp.constexpr = 2, INSTR: tp.constexpr = tp.nv.wgmma_m64n64k8_tf32,
                   SWIZZLE: tp.constexpr = tp.Swizzle(3, 2, 3), GROUP_M: tp.constexpr = 8, TMA_ONLY: tp.constexpr = 1,
-                  PRODUCER_REGS: tp.constexpr = 0, CONSUMER_REGS: tp.constexpr = 0):
-    """C[z] = A[z] @ B[zb] (zb = min(z, BB - 1)) in fp32 accuracy from plain f32 A (K % 4 == 0) and B (N % 4 == 0)."""
+                  PRODUCER_REGS: tp.constexpr = 0, CONSUMER_REGS: tp.constexpr = 0, AHEAD: tp.constexpr = 0):
+    """C[z] = A[z] @ B[zb] (zb = min(z, BB - 1)) in fp32 accuracy from plain f32 A (K % 4 == 0) and B (N % 4 == 0).
+    AHEAD=1: tile k + 1's halves are made while tile k's chains run (between their issue and their wait), into the
+    other buffer; the arrivals (the raw stage's release, `made`) after the wait, so a consumer past `made` at k has
+    retired its chains of k - 1, the last reader of the buffer being written (with one buffer the verifier finds
+    the race)."""
     z = tp.block_id(2)
     zb = tp.min(z, B.shape[0] - 1)
     pid = tp.block_id(0) + tp.num_blocks(0) * tp.block_id(1)
@@ -59,8 +66,9 @@ def gemm_fp32_bkn(A: tp.Tensor[tp.f32, "BA", "M", "K"], B: tp.Tensor[tp.f32, "BB
     n0 = ((pid % in_group) // group_m) * BN
     a_raw = tp.shared((BM, BK), tp.f32, stages=STAGES, swizzle=SWIZZLE)
     b_raw = tp.shared((BK, BN), tp.f32, stages=STAGES)              # B's tile as it lies (N-major)
-    b_hi = tp.shared((BN, BK), tp.f32, stages=2, swizzle=SWIZZLE)   # its K-major halves, made by the consumers
-    b_lo = tp.shared((BN, BK), tp.f32, stages=2, swizzle=SWIZZLE)
+    NB = 2                                                          # buffers of B's halves
+    b_hi = tp.shared((BN, BK), tp.f32, stages=NB, swizzle=SWIZZLE)  # its K-major halves, made by the consumers
+    b_lo = tp.shared((BN, BK), tp.f32, stages=NB, swizzle=SWIZZLE)
     full = tp.mbarrier(1, stages=4)             # stage s's two copies landed (STAGES <= 4)
     empty = tp.mbarrier(1, stages=4)            # the consumers hold stage s's tiles in registers
     made = tp.mbarrier(1)                       # B's halves of this k-tile are in shared memory
@@ -89,27 +97,62 @@ def gemm_fp32_bkn(A: tp.Tensor[tp.f32, "BA", "M", "K"], B: tp.Tensor[tp.f32, "BB
         if CONSUMER_REGS > 0:
             tp.setmaxnreg(CONSUMER_REGS)
         acc = tp.zeros((BM, BN), tp.f32, layout=LC)
-        for j in range(rounds):
-            for s in tp.static_range(STAGES):
-                k = j * STAGES + s
-                if k < k_tiles:
-                    tp.mbarrier_wait(full[s], j)
-                    ra = tp.load(a_raw[s], layout=LA)
-                    rb = tp.load(b_raw[s], layout=LB)
-                    tp.mbarrier_arrive(empty[s])
-                    bh = tp.round_tf32(rb)
-                    tp.store(b_hi[k % 2], bh.T)
-                    tp.store(b_lo[k % 2], tp.round_tf32(rb - bh).T)
-                    tp.mbarrier_arrive(made)            # every consumer's share of the halves written ...
-                    tp.mbarrier_wait(made, k)           # ... before any consumer's wgmma reads them
-                    ah = tp.round_tf32(ra)
-                    al = tp.round_tf32(ra - ah)         # (exact in f32)
-                    part = tp.zeros((BM, BN), tp.f32, layout=LC)
-                    part = tp.mma_async(al, b_hi[k % 2].T, part, instr=RS)
-                    part = tp.mma_async(ah, b_lo[k % 2].T, part, instr=RS)
-                    part = tp.mma_async(ah, b_hi[k % 2].T, part, instr=RS)
-                    tp.mma_wait(0)
-                    acc = acc + part                    # round-to-nearest f32 adds across k-tiles
+        if AHEAD:
+            ra = tp.zeros((BM, BK), tp.f32, layout=LA)
+            if k_tiles > 0:                             # tile 0's halves before the loop
+                tp.mbarrier_wait(full[0], 0)
+                ra = tp.load(a_raw[0], layout=LA)
+                rb = tp.load(b_raw[0], layout=LB)
+                tp.mbarrier_arrive(empty[0])
+                bh = tp.round_tf32(rb)
+                tp.store(b_hi[0], bh.T)
+                tp.store(b_lo[0], tp.round_tf32(rb - bh).T)
+                tp.mbarrier_arrive(made)
+            for j in range(rounds):
+                for s in tp.static_range(STAGES):
+                    k = j * STAGES + s
+                    if k < k_tiles:
+                        tp.mbarrier_wait(made, k)           # tile k's halves from every consumer
+                        ah = tp.round_tf32(ra)
+                        al = tp.round_tf32(ra - ah)
+                        part = tp.zeros((BM, BN), tp.f32, layout=LC)
+                        part = tp.mma_async(al, b_hi[k % NB].T, part, instr=RS)
+                        part = tp.mma_async(ah, b_lo[k % NB].T, part, instr=RS)
+                        part = tp.mma_async(ah, b_hi[k % NB].T, part, instr=RS)
+                        if k + 1 < k_tiles:                 # tile k + 1's halves while the chains run
+                            tp.mbarrier_wait(full[(s + 1) % STAGES], j + (s + 1) // STAGES)
+                            ra = tp.load(a_raw[(s + 1) % STAGES], layout=LA)
+                            rb = tp.load(b_raw[(s + 1) % STAGES], layout=LB)
+                            bh = tp.round_tf32(rb)
+                            tp.store(b_hi[(k + 1) % NB], bh.T)
+                            tp.store(b_lo[(k + 1) % NB], tp.round_tf32(rb - bh).T)
+                        tp.mma_wait(0)
+                        if k + 1 < k_tiles:                 # (the arrivals after the wait: no stage is
+                            tp.mbarrier_arrive(empty[(s + 1) % STAGES])     # released under a running group)
+                            tp.mbarrier_arrive(made)
+                        acc = acc + part
+        else:
+            for j in range(rounds):
+                for s in tp.static_range(STAGES):
+                    k = j * STAGES + s
+                    if k < k_tiles:
+                        tp.mbarrier_wait(full[s], j)
+                        ra = tp.load(a_raw[s], layout=LA)
+                        rb = tp.load(b_raw[s], layout=LB)
+                        tp.mbarrier_arrive(empty[s])
+                        bh = tp.round_tf32(rb)
+                        tp.store(b_hi[k % NB], bh.T)
+                        tp.store(b_lo[k % NB], tp.round_tf32(rb - bh).T)
+                        tp.mbarrier_arrive(made)            # every consumer's share of the halves written ...
+                        tp.mbarrier_wait(made, k)           # ... before any consumer's wgmma reads them
+                        ah = tp.round_tf32(ra)
+                        al = tp.round_tf32(ra - ah)         # (exact in f32)
+                        part = tp.zeros((BM, BN), tp.f32, layout=LC)
+                        part = tp.mma_async(al, b_hi[k % NB].T, part, instr=RS)
+                        part = tp.mma_async(ah, b_lo[k % NB].T, part, instr=RS)
+                        part = tp.mma_async(ah, b_hi[k % NB].T, part, instr=RS)
+                        tp.mma_wait(0)
+                        acc = acc + part                    # round-to-nearest f32 adds across k-tiles
         tp.store(C[z, m0:m0 + BM, n0:n0 + BN], acc)
 
 

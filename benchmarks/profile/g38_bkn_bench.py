@@ -1,7 +1,8 @@
 """G38 lever 2 on the GPU (NOT RUN YET): the one-launch prototype (benchmarks/profile/g38_bkn.py: B read as it is, split
-by the consumers in shared memory) against gemm_fp32.launch (split_tf32_t pass + the A_RAW GEMM) and cuBLAS SGEMM
-(torch.matmul f32, TF32 off), rotated input sets, `--rounds` alternating rounds; every output checked first (bit for
-bit launch's at the same tile width, and against float64 next to SGEMM's error), then SASS (registers, LDL / STL).
+by the consumers in shared memory, in line or a tile ahead with AHEAD) against gemm_fp32.launch (split_tf32_t pass +
+the A_RAW GEMM) and cuBLAS SGEMM (torch.matmul f32, TF32 off), rotated input sets, `--rounds` alternating rounds; every
+output checked first (bit for bit launch's at the same tile width, and against float64 next to SGEMM's error), then
+SASS (registers, LDL / STL).
 
     python benchmarks/profile/g38_bkn_bench.py [--shapes 1024,1024,1024:64 ...] [--rounds 2] [--out DIR] [--tag T]
 """
@@ -40,31 +41,38 @@ def row(M, N, K, bn, g, rounds):
     ref = a.double() @ b.double()
     p = g38_bkn.params(bn)
     instr = {64: tp.nv.wgmma_m64n64k8_tf32, 128: tp.nv.wgmma_m64n128k8_tf32}[bn]
-    c, c0 = (torch.full((M, N), float("nan"), device="cuda") for _ in range(2))
+    c, c0, c1 = (torch.full((M, N), float("nan"), device="cuda") for _ in range(3))
     g38_bkn.launch_bkn(a, b, c, **p)
+    g38_bkn.launch_bkn(a, b, c1, **p, AHEAD=1)
     gemm_fp32.launch(a, b, c0, "kn", BN=bn, INSTR=instr, SWAP=0, **({"TMA_ONLY": 1} if bn == 64 else {}))
     torch.cuda.synchronize()
     out = {"shape": [M, N, K], "bn": bn, "input_sets": nsets, "policy": {k: str(v) for k, v in
                                                                          gemm_fp32.launch_policy(M, N, K).items()},
-           "bitwise_launch": bool(torch.equal(c, c0)), "rel_err": rel(c, ref),
+           "bitwise_launch": bool(torch.equal(c, c0) and torch.equal(c1, c0)), "rel_err": rel(c, ref),
            "sgemm_rel_err": rel(torch.matmul(a, b), ref), "us": {}}
     ck = tilepy_hip.compile(g38_bkn.gemm_fp32_bkn, target="sm_90a", **p)
     out["resources"] = dict(ck.resources)
     out["ldl_stl"] = len(re.findall(r"\b(?:LDL|STL)\b", ck.sass()))
+    ck1 = tilepy_hip.compile(g38_bkn.gemm_fp32_bkn, target="sm_90a", **p, AHEAD=1)
+    out["resources_ahead"] = dict(ck1.resources)
+    out["ldl_stl_ahead"] = len(re.findall(r"\b(?:LDL|STL)\b", ck1.sass()))
     cs = [torch.empty(M, N, device="cuda") for _ in sets]
     fns = {"sgemm": [lambda x=x, y=y: torch.matmul(x, y) for x, y in sets],
            "launch": [lambda x=x, y=y, c=c: gemm_fp32.launch(x, y, c, "kn") for (x, y), c in zip(sets, cs)],
-           "bkn": [lambda x=x, y=y, c=c: g38_bkn.launch_bkn(x, y, c, **p) for (x, y), c in zip(sets, cs)]}
+           "bkn": [lambda x=x, y=y, c=c: g38_bkn.launch_bkn(x, y, c, **p) for (x, y), c in zip(sets, cs)],
+           "bkn_ahead": [lambda x=x, y=y, c=c: g38_bkn.launch_bkn(x, y, c, **p, AHEAD=1)
+                         for (x, y), c in zip(sets, cs)]}
     order = list(fns)
     for r in range(rounds):
         for name in (order if r % 2 == 0 else order[::-1]):
             out["us"].setdefault(name, []).append(graph_seconds(fns[name]) * 1e6)
-    for w in ("launch", "bkn"):
+    for w in ("launch", "bkn", "bkn_ahead"):
         out[f"ratio_{w}"] = [s / x for s, x in zip(out["us"]["sgemm"], out["us"][w])]
     print(f"{M}x{N}x{K} BN {bn} ({nsets} sets): " + ", ".join(f"{k} {'/'.join(f'{t:.1f}' for t in v)}"
                                                           for k, v in out["us"].items())
-          + f"; x SGEMM launch {'/'.join(f'{x:.3f}' for x in out['ratio_launch'])}, bkn "
-          f"{'/'.join(f'{x:.3f}' for x in out['ratio_bkn'])}; bitwise {out['bitwise_launch']}, err "
+          + "; x SGEMM " + ", ".join(f"{w} {'/'.join(f'{x:.3f}' for x in out[f'ratio_{w}'])}"
+                                     for w in ("launch", "bkn", "bkn_ahead"))
+          + f"; bitwise {out['bitwise_launch']}, err "
           f"{out['rel_err']:.2e} (SGEMM {out['sgemm_rel_err']:.2e}); {out['resources']}, LDL/STL {out['ldl_stl']}",
           flush=True)
     return out
