@@ -78,6 +78,32 @@ def row(M, N, K, bn, g, rounds):
     return out
 
 
+def build():
+    """Every kernel the sanitizer script and the bench run, built in parallel (nvcc runs in subprocesses)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    jobs = [(g38_bkn.gemm_fp32_bkn, {**g38_bkn.params(bn), "STAGES": st, "AHEAD": ah})
+            for bn in (64, 128) for st in (2, 3, 4) for ah in (0, 1)]
+    base = {**gemm_fp32.PRESETS["sm_90a"], **gemm_fp32.RAW}
+    for bn, instr in ((64, tp.nv.wgmma_m64n64k8_tf32), (128, tp.nv.wgmma_m64n128k8_tf32)):
+        for st in (2, 3, 4):
+            jobs.append((gemm_fp32.gemm_fp32, {**base, "BN": bn, "INSTR": instr, "STAGES": st}))
+        jobs.append((gemm_fp32.gemm_fp32, {**base, "BN": bn, "INSTR": instr, "TMA_ONLY": 1}))
+    for M, N, K in ((1024, 1024, 1024), (1536, 1536, 1536), (2048, 2048, 2048), (4096, 4096, 4096)):
+        jobs.append((gemm_fp32.gemm_fp32, {**base, **gemm_fp32.launch_policy(M, N, K)}))
+    jobs.append((gemm_fp32.split_tf32_t, {}))
+
+    def one(job):
+        try:
+            return tilepy_hip.compile(job[0], target="sm_90a", **job[1]).resources
+        except Exception as e:  # noqa: BLE001 - reported, the run goes on
+            return f"FAILED {type(e).__name__}: {str(e)[:200]}"
+
+    with ThreadPoolExecutor(12) as ex:
+        for r in ex.map(one, jobs):
+            print("built", r, flush=True)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shapes", nargs="*", default=["1024,1024,1024:64", "1536,1536,1536:64", "2048,2048,2048:128",
@@ -85,7 +111,11 @@ def main(argv=None):
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     ap.add_argument("--tag", default="")
+    ap.add_argument("--build-only", action="store_true")
     args = ap.parse_args(argv)
+    if args.build_only:
+        build()
+        return
     name = torch.cuda.get_device_name(0)
     res = {"device": name, "torch": torch.__version__, "date": time.strftime("%Y-%m-%d %H:%M:%S"),
            "against": "gemm_fp32.launch and SGEMM (torch.matmul f32, TF32 off); rotated, alternating rounds",
