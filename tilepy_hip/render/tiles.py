@@ -11,6 +11,7 @@ puts that element in another thread, after a trip through shared memory.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from itertools import product as cartesian
@@ -74,6 +75,52 @@ def _colex(v: int, shape) -> list[int]:
         out.append(v % n)
         v //= n
     return out
+
+
+BANK_TURN_ENV = "TILEPY_HIP_BANK_TURN"       # "0": every register tile's shared stores in value order
+
+
+def wavefronts(addr, nbytes: int) -> int:
+    """Shared-memory wavefronts of one store instruction of `nbytes` a lane, addr [warp, lane] in bytes (NVIDIA:
+    32 banks of 4 bytes; a warp's accesses in phases of 128 bytes' worth of lanes, each phase as many wavefronts
+    as the most distinct words one bank holds)."""
+    phase = max(1, 128 // nbytes)
+    words = max(1, nbytes // 4)
+    total = 0
+    for w in range(addr.shape[0]):
+        for p0 in range(0, addr.shape[1], phase):
+            per_bank: dict = {}
+            for x in addr[w, p0:p0 + phase] // 4:
+                for k in range(words):
+                    per_bank.setdefault(int(x + k) % 32, set()).add(int(x + k))
+            total += max(len(v) for v in per_bank.values())
+    return total
+
+
+def turned(first, bit: int, d: int):
+    """[warp, lane, instruction] byte addresses when the lanes with lane-id bit `bit` set store group g ^ d in the
+    instruction where the others store group g (first: [warp, lane, group])."""
+    lanes = np.arange(first.shape[1])
+    g = np.arange(first.shape[2])
+    pick = g[None, :] ^ (((lanes >> bit) & 1) * d)[:, None]          # [lane, instruction] -> group
+    return np.take_along_axis(first, np.broadcast_to(pick, first.shape), axis=2)
+
+
+def bank_turn(first, nbytes: int):
+    """(bit, d): the per-lane order of a register tile's vector stores (`turned`) with the fewest wavefronts, if
+    fewer than in order; None otherwise. first: [warp, lane, group] byte address of each group's store."""
+    groups = first.shape[2]
+
+    def cost(addr):
+        return sum(wavefronts(addr[:, :, i], nbytes) for i in range(groups))
+
+    base, best = cost(first), None
+    for bit in range(5):
+        for d in range(1, groups):
+            c = cost(turned(first, bit, d))
+            if c < base and (best is None or c < best[0]):
+                best = (c, bit, d)
+    return None if best is None else best[1:]
 
 
 class TileOps:
@@ -537,6 +584,56 @@ class TileOps:
             vec //= 2
         return 1
 
+    def _bank_turn(self, sref, coords, V: int, vec: int):
+        """(bit, d) where a register tile's vector stores into shared memory are bank conflicts that a per-lane
+        order of the stores removes: the lanes whose lane-id bit `bit` is set store value group g ^ d where the
+        others store g (each lane still stores every group once; only which group goes out in which
+        instruction changes). Chosen at compile time from the layouts' address tables (NVIDIA's banks: 32 of 4
+        bytes, a warp's 8-byte accesses in half-warp phases, 16-byte ones in quarter-warp phases) as the turn
+        with the fewest shared-memory wavefronts, kept only if that is fewer than in-order; None otherwise.
+        Where it pays: wgmma's f32 accumulator pairs into 128-byte swizzled rows (the large class's f32 pieces),
+        where two rows of a half-warp share a 16-byte chunk in order (2-way) and every bank once turned."""
+        eb = sref.dtype.bytes
+        role = self.ctx.role
+        if os.environ.get(BANK_TURN_ENV, "1") == "0":        # the in-order stores (an ablation switch)
+            return None
+        if vec < 2 or self.t.warp_size != 32 or (role is not None and role[0] % 32):
+            return None
+        groups = V // vec
+        if groups < 2 or groups & (groups - 1):
+            return None
+        try:
+            off = np.asarray(sref.stype.offset([c.arr for c in coords]), dtype=np.int64) * eb
+        except (ValueError, TypeError):
+            return None
+        if off.ndim != 2 or off.shape[0] % 32 or off.shape[1] != V:
+            return None
+        return bank_turn(off[:, ::vec].reshape(-1, 32, groups), vec * eb)
+
+    def _turned_stores(self, sref, coords, V: int, vec: int, arr: str, turn):
+        """The stores of `_bank_turn`: group g from the lanes with bit `bit` clear, group g ^ d from the others
+        (the values and the tile coordinates' constant parts picked by a select on the lane)."""
+        em = self.em
+        bit, d = turn
+        T = ctype(sref.dtype)
+        p = self.tmp("p")
+        em(f"const bool {p} = (tp_lane >> {bit}) & 1;")
+        for g in range(0, V, vec):
+            h = (g // vec ^ d) * vec
+            parts = []
+            for c in coords:
+                a, b = c.vals[g], c.vals[h]
+                k = Const(a) if a == b else var(self.tmp("k"))
+                if a != b:
+                    em(f"const int {k.name} = {p} ? {b} : {a};")
+                parts.append(k if c.tname is None else var(c.tname) + k)
+            off = sym_c(sref.stype.offset(parts))
+            q = self.tmp("q")
+            em(f"tp_pack<{T}, {vec}> {q};")
+            for j in range(vec):
+                em(f"{q}.v[{j}] = {p} ? {arr}[{h + j}] : {arr}[{g + j}];")
+            em(f"tp_stvec<{T}, {vec}>({sref.ptr} + {off}, {q});")
+
     def shared_access(self, sref, layout, coords, mask, kind, arr, other=None):
         em = self.em
         V = layout.num_values
@@ -552,7 +649,12 @@ class TileOps:
         vec = self.shared_vector_width(sref, coords, V)
         done = set()
         T = ctype(sref.dtype)
-        for g in range(0, V if vec > 1 else 0, vec):
+        turn = self._bank_turn(sref, coords, V, vec) if kind == "store" and not ms and not cond and all(keep) \
+            else None
+        if turn is not None:
+            self._turned_stores(sref, coords, V, vec, arr, turn)
+            done.update(range(V))
+        for g in range(0, V if vec > 1 and turn is None else 0, vec):
             slots = range(g, g + vec)
             if any(v in ms or not keep[v] for v in slots):
                 continue
