@@ -125,6 +125,7 @@ class KernelIR:
     var_types: dict = field(default_factory=dict)
     cluster: tuple = (1, 1, 1)  # thread-block cluster shape (blocks per cluster along x, y, z)
     min_blocks: int = 0         # blocks per multiprocessor the register budget must allow (0: no such bound)
+    unsigned_role_index: bool = False  # a warp role's thread index outside loops as an unsigned remainder (render)
 
     @property
     def cluster_size(self) -> int:

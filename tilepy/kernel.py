@@ -57,10 +57,12 @@ class Kernel:
     # launches a call whose argument signature it has checked before and returns its result, else None.
     gpu_launch = None
 
-    def __init__(self, fn, threads=128, target: str | None = None, cluster=None, min_blocks=None):
+    def __init__(self, fn, threads=128, target: str | None = None, cluster=None, min_blocks=None,
+                 unsigned_role_index: bool = False):
         self.fn = fn
         self.cluster = cluster
         self.min_blocks = min_blocks
+        self.unsigned_role_index = bool(unsigned_role_index)
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__
         self.name = fn.__name__
@@ -187,6 +189,7 @@ class Kernel:
             kir = Translator(self._src, self.params, values, tgt, threads, cluster).translate()
             mb = self.min_blocks(values) if callable(self.min_blocks) else self.min_blocks
             kir.min_blocks = int(mb or 0)
+            kir.unsigned_role_index = self.unsigned_role_index
             self._cache[key] = kir
         return self._cache[key]
 
@@ -314,7 +317,8 @@ def kernels_from_source(source: str, filename: str, namespace: dict | None = Non
     return {k: v for k, v in env.items() if isinstance(v, Kernel)}
 
 
-def kernel(fn=None, *, threads=128, target: str | None = None, cluster=None, min_blocks=None):
+def kernel(fn=None, *, threads=128, target: str | None = None, cluster=None, min_blocks=None,
+           unsigned_role_index: bool = False):
     """Decorate a Python function as a tilepy kernel.
 
     `threads` (int, or a function of the constexprs dict) is the block size; `target` the default target;
@@ -323,7 +327,14 @@ def kernel(fn=None, *, threads=128, target: str | None = None, cluster=None, min
     or a function of the constexprs dict; 0 / None: none) asks the compiler to fit that many blocks per
     multiprocessor in registers (CUDA's `__launch_bounds__(threads, min_blocks)`; a memory-bound row kernel that
     would otherwise take 2 registers past 65536 / (threads * min_blocks) loses a block of occupancy).
+    `unsigned_role_index` (GPU renders; the value is the same either way): outside loops, a warp role's thread index
+    is written at each use as an unsigned remainder the compiler knows lies in [0, role size), so the divisions and
+    remainders of it in layouts (an epilogue's hand-over through shared memory, a transposed store) are shifts and
+    masks instead of signed divisions; off by default, because in kernels near their register cap it moved the
+    compiler's register allocation into spills (tilepy_hip.render.walk.Renderer.role_tid).
     """
+    opts = dict(threads=threads, target=target, cluster=cluster, min_blocks=min_blocks,
+                unsigned_role_index=unsigned_role_index)
     if fn is None:
-        return lambda f: Kernel(f, threads=threads, target=target, cluster=cluster, min_blocks=min_blocks)
-    return Kernel(fn, threads=threads, target=target, cluster=cluster, min_blocks=min_blocks)
+        return lambda f: Kernel(f, **opts)
+    return Kernel(fn, **opts)

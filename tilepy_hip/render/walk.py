@@ -172,14 +172,21 @@ class Renderer(AnalysisOps, ScalarOps, TileOps, CopyOps, GatherOps, ScanOps, Rem
         )
 
     def role_tid(self, lo: int, size: int) -> str:
-        """C name of the thread's index within the role of threads [lo, lo + size), renumbered from 0:
-        `tp_tid - lo`, hoisted. (G33 wrote it as (int)((unsigned)(tp_tid - lo) % size): the identity for the role's
-        threads and known to lie in [0, size), so a layout's divisions by powers of two became shifts and masks,
-        which took gemm_splitk_swap K_WAYS=2's hand-over and C^T store 0.8-1.3 us faster; but ptxas then spilled
-        76 bytes in the large persistent GEMM (test_sass_of_the_grouped_large_policy: 39 LDL / STL) and the large
-        rows ran 1-4% slower in the closing table, so it is back to the plain difference until a form keeps both;
-        benchmarks/NOTES.md "The role thread index".)"""
-        return self.hoist(f"tp_tid - {lo}", stem="rt") if lo else "tp_tid"
+        """C expression of the thread's index within the role of threads [lo, lo + size), renumbered from 0:
+        `tp_tid - lo`, hoisted. In a kernel declared with `unsigned_role_index` (`@tp.kernel`), outside loops and for
+        a role of a power-of-two size, written at each use as `(int)((unsigned)(tp_tid - lo) % size)` instead: the
+        identity for the role's own threads (the only ones that use it), known to lie in [0, size), so a layout's
+        divisions and remainders of it are shifts and masks (signed, 20-40 SASS instructions per element of
+        gemm_splitk_swap K_WAYS=2's hand-over and C^T store; G33, G37: 0.6-1.1 us a call faster). Not the default
+        (G37, benchmarks/NOTES.md "G37"): hoisted into one variable it made ptxas spill 76 bytes in the large grouped
+        GEMM (G33); written inside loops it made gemm_fp32 rebuild its swizzled register-A addresses every k-tile
+        (128 x 64: 1784 -> 1968 SASS instructions, 9% slower, G38); and even outside loops only it made gemm_fp32's
+        128 x 128 register-A form spill 272 bytes (its epilogue's coordinates then recomputed beside the loop's)."""
+        if not lo:
+            return "tp_tid"
+        if not self.kir.unsigned_role_index or self.ctx.loop_depth or size & (size - 1):
+            return self.hoist(f"tp_tid - {lo}", stem="rt")
+        return f"((int)((unsigned)(tp_tid - {lo}) % {size}u))"
 
     def role_range(self) -> tuple[int, int]:
         """(first thread, thread count) of the threads running the current statement."""
