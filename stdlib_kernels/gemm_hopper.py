@@ -992,7 +992,14 @@ SMALL_KWAYS = dict(SWAP_AB=1, K_WAYS=2, CONSUMERS=2, IN_FLIGHT=1, SPLIT_K=1, STA
 # the renderer (it made the large persistent GEMM spill: tilepy_hip.render.walk.role_tid), so K_WAYS is again 0.8-1.3
 # us slower a call than G33 measured it, and at 32-63 k-tiles the relaxed cluster was faster without it (G29 above,
 # 1024 x 1024 x 2048: 13.61 / 13.37 against 13.95 / 14.01): K_WAYS from 64 k-tiles, as G29 measured.
-SMALL_KWAYS_MIN_K_TILES = 64
+# G37 (H100, rotated, results/gemm-g37-call1-*.json): gemm_splitk_swap alone takes the unsigned role index back
+# (@tp.kernel(unsigned_role_index=True): outside loops only, so no other kernel's render changes); K_WAYS then beats
+# the relaxed cluster at 32-48 k-tiles in all eight pairs, alternated twice: 1024 x 1024 x 2048 bf16 12.17 / 12.23 ->
+# 11.79 / 11.75 us (0.77-0.79 -> 0.81x), f32 12.67 / 12.90 -> 12.23 / 12.46; 1024 x 1024 x 3072 bf16 16.21 / 16.32 ->
+# 15.11 / 15.13 (0.78 -> 0.81); 512 x 2048 x 2048 bf16 12.17 / 12.17 -> 11.37 / 11.61 (0.82-0.84 -> 0.90) (with the
+# signed index K_WAYS ran 12.66-12.85, 16.47-16.73, 12.54-12.68: behind the cluster, as G29 found). From 32 k-tiles
+# again; at 16 (1024^3) the cluster stays (G33: K_WAYS 9.10-9.17 against 8.16-8.73 us).
+SMALL_KWAYS_MIN_K_TILES = 32
 # * B rows a multiple of 16 bytes (TMA) but not of 128 (a 128-byte box row then spans two L2 lines): the large policy
 #   in 2x1 clusters, B's tile multicast (gemm_cluster), read once per pair: 3000 x 5000 x 4096 bf16 269.3-269.8 ->
 #   199.7 (0.64-0.66 -> 0.87x), f32 282.9 -> 210.1 (0.62 -> 0.90x); 4096 x 4104 x 4096 bf16 293.5 -> 270-272 (0.65 ->

@@ -37,15 +37,15 @@ DEV = torch.device("cuda")
         (512, 512, 512, "64x64"),
         (500, 520, 1000, "64x64"),       # ragged M / N, K not a multiple of BK (16 k-tiles)
         (300, 1001, 200, "64x64"),       # B's rows padded (2002 bytes), C's not a tensor map's
-        (1024, 1024, 4096, "kw"),        # the large class on the small tiles, >= 64 k-tiles: K_WAYS 128 x 64 (G29)
+        (1024, 1024, 4096, "kw"),        # the large class on the small tiles, >= 32 k-tiles: K_WAYS 128 x 64 (G29)
         (1000, 1024, 4096, "kw"),        # ragged M: the last row tile part past M
         (512, 2048, 4096, "kw"),
-        (1024, 1024, 2048, "64x128"),    # 32 k-tiles: the relaxed cluster (K_WAYS from 64 k-tiles again, G33's
-        (1000, 1024, 3072, "64x128"),    # 48 k-tiles, ragged M                      render change taken back)
+        (1024, 1024, 2048, "kw"),        # 32 k-tiles: K_WAYS (from 32 k-tiles with its unsigned role index, G37)
+        (1000, 1024, 3072, "kw"),        # 48 k-tiles, ragged M
         (1000, 1024, 3000, "64x128"),    # A's rows 6000 bytes, off 128-byte lines: the relaxed cluster (G33 call 4)
         (1000, 1000, 4096, "64x128"),    # B's rows off 128-byte lines: the relaxed cluster (G29 call 3)
         (2048, 512, 4096, "64x128"),     # more row tiles than column tiles: the relaxed cluster
-        (1000, 1000, 4000, "64x128"),    # 63 k-tiles: the relaxed cluster
+        (1000, 1000, 4000, "64x128"),    # 63 k-tiles, B's rows off 128-byte lines: the relaxed cluster
         (1024, 1024, 1024, "64x128"),    # the small class's own tile: the TMA store for bf16 out
         (1000, 1001, 1000, "64x128"),    # C's rows 2002 bytes: the store falls back to the producer's copy
         (768, 768, 768, "64x128"),
@@ -111,6 +111,30 @@ def test_small_class_sass(shape):
         assert ck.resources.get("spill_stores", 0) == 0     # (a kernel built in-process by launch has no ptxas log)
         if p.get("EPILOGUE") == 2:
             assert "UTMASTG" in sass
+
+
+@pytest.mark.parametrize("shape", [(1024, 1024, 2048), (64, 4096, 4096), (128, 4096, 4096)])
+def test_k_ways_sass_with_the_unsigned_role_index(shape):
+    """G37: gemm_splitk_swap's role index outside loops as an unsigned remainder (unsigned_role_index): its hand-over
+    and C^T store lose the signed divisions (at least a quarter of the kernel's SASS instructions), with no local
+    memory; the same kernel without it keeps them."""
+    import re
+
+    import tilepy_hip
+
+    for out in (tp.f32, tp.bf16):
+        p = gemm_hopper.policy(*shape, out, fixup=True)
+        kernel, kp = gemm_hopper.plan_kernel(shape[0], shape[1], out, p, shape[2])
+        assert kernel.name == "gemm_splitk_swap" and p.get("K_WAYS") == 2 and kernel.unsigned_role_index
+        plain = kernel.retyped()
+        plain.unsigned_role_index = False
+        n_ins = {}
+        for tag, k in (("unsigned", kernel), ("plain", plain)):
+            ck = tilepy_hip.compile(k, target="sm_90a", **kp)
+            sass = ck.sass()
+            assert not re.findall(r"\b(?:LDL|STL)\b", sass), (tag, ck.resources)
+            n_ins[tag] = len(re.findall(r"^\s+/\*[0-9a-f]{4,}\*/", sass, re.M))
+        assert n_ins["unsigned"] < 0.75 * n_ins["plain"], n_ins
 
 
 # G22: gemm_cluster's RELAXED=1 forms (the opening cluster barrier relaxed, the closing one replaced by the producer's

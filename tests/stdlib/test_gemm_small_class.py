@@ -60,11 +60,12 @@ def test_policy_rows(fixup):
         else:
             assert _small(p) == dict(BM=64, BN=128, STAGES=4, CONSUMERS=1, SPLIT_K=None, EPILOGUE=None,
                                      PERSISTENT=None, CLUSTER_M=None)
-    # the large class with few 128 x 256 tiles and a wave of 64 x 128 ones: those, unsplit; launch's forms: >= 64
-    # k-tiles cuBLAS's 128 x 64 tile as two consumers on alternate k-tiles (K_WAYS=2 swap-AB, G29), else the cluster
+    # the large class with few 128 x 256 tiles and a wave of 64 x 128 ones: those, unsplit; launch's forms: >= 32
+    # k-tiles cuBLAS's 128 x 64 tile as two consumers on alternate k-tiles (K_WAYS=2 swap-AB, G29 G37), else the cluster
     # (not where B's rows are off 128-byte lines, 1000 x 1000, nor with more row tiles than column tiles, 2048 x 512)
     for shape in ((1024, 1024, 4096), (1000, 1000, 4000), (512, 2048, 4096), (1000, 1000, 4096), (2048, 512, 4096),
-                  (1000, 1024, 4096), (1024, 1024, 2048), (1024, 1024, 4032),    # (32 / 63 k-tiles: under the bound)
+                  (1000, 1024, 4096), (1024, 1024, 2048), (1024, 1024, 4032),    # (32 / 63 k-tiles)
+                  (1024, 1024, 1984),                                            # (31: under the bound)
                   (1000, 1024, 3000), (1024, 1024, 4000)):     # (A's rows off 128-byte lines: the cluster, G33)
         assert gemm_hopper.shape_class(*shape) == "large"
         kways = (-(-shape[2] // 64) >= gemm_hopper.SMALL_KWAYS_MIN_K_TILES and shape[1] % 64 == 0
