@@ -10,8 +10,8 @@ import pytest
 
 import tilepy as tp
 from stdlib_kernels import gemm_hopper
+from tilepy.banks import bank_turn, turned, wavefronts
 from tilepy_hip.render import render_source
-from tilepy_hip.render.tiles import bank_turn, turned, wavefronts
 
 
 def accumulator_pairs(swizzle: bool, warps: int = 4, cols: int = 32):

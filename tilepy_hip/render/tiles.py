@@ -20,6 +20,7 @@ import numpy as np
 
 from tilepy import dtypes as dt
 from tilepy import ir
+from tilepy.banks import bank_turn
 from tilepy.ops import ATOMICS, REDUCTIONS, SCANS
 from tilepy.symbolic import Const
 from tilepy.tv_layout import TVLayout
@@ -78,49 +79,6 @@ def _colex(v: int, shape) -> list[int]:
 
 
 BANK_TURN_ENV = "TILEPY_HIP_BANK_TURN"       # "0": every register tile's shared stores in value order
-
-
-def wavefronts(addr, nbytes: int) -> int:
-    """Shared-memory wavefronts of one store instruction of `nbytes` a lane, addr [warp, lane] in bytes (NVIDIA:
-    32 banks of 4 bytes; a warp's accesses in phases of 128 bytes' worth of lanes, each phase as many wavefronts
-    as the most distinct words one bank holds)."""
-    phase = max(1, 128 // nbytes)
-    words = max(1, nbytes // 4)
-    total = 0
-    for w in range(addr.shape[0]):
-        for p0 in range(0, addr.shape[1], phase):
-            per_bank: dict = {}
-            for x in addr[w, p0:p0 + phase] // 4:
-                for k in range(words):
-                    per_bank.setdefault(int(x + k) % 32, set()).add(int(x + k))
-            total += max(len(v) for v in per_bank.values())
-    return total
-
-
-def turned(first, bit: int, d: int):
-    """[warp, lane, instruction] byte addresses when the lanes with lane-id bit `bit` set store group g ^ d in the
-    instruction where the others store group g (first: [warp, lane, group])."""
-    lanes = np.arange(first.shape[1])
-    g = np.arange(first.shape[2])
-    pick = g[None, :] ^ (((lanes >> bit) & 1) * d)[:, None]          # [lane, instruction] -> group
-    return np.take_along_axis(first, np.broadcast_to(pick, first.shape), axis=2)
-
-
-def bank_turn(first, nbytes: int):
-    """(bit, d): the per-lane order of a register tile's vector stores (`turned`) with the fewest wavefronts, if
-    fewer than in order; None otherwise. first: [warp, lane, group] byte address of each group's store."""
-    groups = first.shape[2]
-
-    def cost(addr):
-        return sum(wavefronts(addr[:, :, i], nbytes) for i in range(groups))
-
-    base, best = cost(first), None
-    for bit in range(5):
-        for d in range(1, groups):
-            c = cost(turned(first, bit, d))
-            if c < base and (best is None or c < best[0]):
-                best = (c, bit, d)
-    return None if best is None else best[1:]
 
 
 class TileOps:
@@ -600,8 +558,6 @@ class TileOps:
         if vec < 2 or self.t.warp_size != 32 or (role is not None and role[0] % 32):
             return None
         groups = V // vec
-        if groups < 2 or groups & (groups - 1):
-            return None
         try:
             off = np.asarray(sref.stype.offset([c.arr for c in coords]), dtype=np.int64) * eb
         except (ValueError, TypeError):

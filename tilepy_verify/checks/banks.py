@@ -5,11 +5,18 @@ consecutive, aligned addresses, up to 16 bytes). A warp's vector access is serve
 banks * bank_bytes bytes (8 lanes for 16-byte accesses, 16 for 8-byte, all for 4 bytes or less); the
 degree of a phase is the largest number of distinct 4-byte words that fall into one bank (lanes reading one
 word share it). The stage base is taken as stage 0 (stage sizes are multiples of 128 bytes in practice).
-Descriptor-based reads (wgmma) and bulk copies (TMA) are skipped: the hardware's access pattern is not per lane."""
+Descriptor-based reads (wgmma) and bulk copies (TMA) are skipped: the hardware's access pattern is not per lane.
+A register tile's unmasked store (`tp.store(shared, tile)`) of whole warps is judged in the order the GPU render
+emits it: where its vector stores conflict in value order, each lane stores them in the per-lane order of
+`tilepy.banks.bank_turn` (warps of 32 lanes), so only what is left after that order is reported."""
 
 from __future__ import annotations
 
 import numpy as np
+
+from tilepy import ir
+from tilepy.banks import bank_turn, turned
+from tilepy.types import RegType
 
 from ..report import Finding
 
@@ -31,6 +38,33 @@ def vector_width(table, eb) -> int:
     return 1
 
 
+def rendered_order(acc, base, eb: int, nbytes: int, target):
+    """base [thread, group] (element offset of each vector access, -1 absent) in the order the GPU render stores a
+    register tile: per lane as `tilepy.banks.bank_turn` picks, for an unmasked `tp.store` of a register tile in
+    vector stores (2 or more values each) by whole warps of 32 lanes (tilepy_hip.render.tiles `_bank_turn`'s
+    conditions); otherwise (reads, copies, single-value, masked or partial stores) as it is."""
+    op = acc.op
+    ws = target.warp_size
+    if (acc.kind != "write" or acc.partial or ws != 32 or nbytes <= eb or not isinstance(op, ir.Call)
+            or op.op != "store"
+            or len(op.args) < 2 or not isinstance(getattr(op.args[1], "type", None), RegType)):
+        return base
+    T, G = base.shape
+    if T % ws:
+        return base
+    b = base.reshape(T // ws, ws, G)
+    have = b >= 0
+    full = have.all(axis=(1, 2))
+    if not full.any() or (have.any(axis=(1, 2)) & ~full).any():    # a warp in part: the render keeps value order
+        return base
+    turn = bank_turn(b[full] * eb, nbytes, target.banks, target.bank_bytes)
+    if turn is None:
+        return base
+    out = b.copy()
+    out[full] = turned(b[full], *turn)
+    return out.reshape(T, G)
+
+
 def analyse(acc, num_threads, target):
     """(degree, warp, value, lanes, byte address, bank) of the worst phase of one access, or None."""
     eb = acc.eb
@@ -44,6 +78,7 @@ def analyse(acc, num_threads, target):
     ws = target.warp_size
     G = V // w
     base = table.reshape(num_threads, G, w)[:, :, 0]  # element offset of each vector access, -1 absent
+    base = rendered_order(acc, base, eb, nbytes, target)
     t = np.arange(num_threads)
     warp, lane = t // ws, t % ws
     phase = lane // lanes_per_phase
