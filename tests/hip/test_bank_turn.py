@@ -67,3 +67,24 @@ def _render(out):
 @pytest.mark.parametrize("out, expect", [(tp.f32, True), (tp.bf16, False)])
 def test_the_persistent_gemm_turns_only_its_f32_pieces(out, expect):
     assert ("(tp_lane >> " in _render(out)) is expect
+
+
+def _wavefronts_by_lane(addr, nbytes):
+    """The bank model written out lane by lane (an independent reference for the vectorized count)."""
+    phase, words, total = max(1, 128 // max(nbytes, 4)), max(1, nbytes // 4), 0
+    for w in range(addr.shape[0]):
+        for p0 in range(0, addr.shape[1], phase):
+            per_bank: dict = {}
+            for x in addr[w, p0:p0 + phase] // 4:
+                for k in range(words):
+                    per_bank.setdefault(int(x + k) % 32, set()).add(int(x + k))
+            total += max(len(v) for v in per_bank.values())
+    return total
+
+
+@pytest.mark.parametrize("nbytes", [4, 8, 16])
+def test_wavefronts_match_the_lane_by_lane_model(nbytes):
+    rng = np.random.default_rng(nbytes)
+    for _ in range(50):
+        addr = rng.integers(0, 512, size=(3, 32)) * nbytes         # aligned accesses over 4-8 KB
+        assert wavefronts(addr, nbytes) == _wavefronts_by_lane(addr, nbytes)
