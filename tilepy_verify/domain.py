@@ -261,7 +261,7 @@ class _Walker(MemoryEvents):
         """{key: does v holding at iteration n imply it held at every earlier one} for the validity terms `vs`
         (one per mbarrier counter; a ring unrolled per stage has one per stage): one query for all of them, each
         alone only when that one has a model. The disjunction is asked through its linear abstraction first
-        (`_unsat_abstracted`), then as it is. (Asking it as it is for tickets.QUICK_S first cost gemm_streamk
+        (`_unsat_abstracted`), then as it is. (Asking it as it is for tickets.QUICK_RLIMIT first cost gemm_streamk
         narrow 0.2-0.4 s: encoding the large disjunction as it is, then the abstraction anyway.)"""
         qs = {k: self._not_prefix_closed(lp, v) for k, v in vs.items()}
         if len(qs) > 1:

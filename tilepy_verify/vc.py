@@ -27,9 +27,20 @@ WIDTH = 64
 MAX_DIM = 1 << 24
 MAX_GRID = 1 << 20
 
+# Solver budgets (Solver_): every budget that steers the analysis (how long a try runs before concrete sizes are
+# tried, the small-model search, tickets' and coverage's quick checks, the query itself) is a Z3 resource limit
+# ("rlimit": Z3's count of its own steps, set per check), so the same kernel gets the same answers on any machine
+# and load (for one Z3 version). On the 2-core sandbox Z3 spends 0.2-10 million units a second, about 3M on most
+# queries. The one wall-clock limit is a last-resort safety net per solver check. The values below are calibrated
+# on every current kernel and test (docs/verification.md, "Solver budgets").
 QUERY_TIMEOUT_ENV = "TILEPY_VERIFY_QUERY_TIMEOUT"
-DEFAULT_QUERY_TIMEOUT_S = 60.0
-SMALL_MODEL_TIMEOUT_S = 5.0  # the search for a small counterexample is an optional refinement
+DEFAULT_QUERY_TIMEOUT_S = 300.0  # the safety net: the query budget below lasts under 2 min even at 0.13M a second
+QUERY_RLIMIT_ENV = "TILEPY_VERIFY_QUERY_RLIMIT"
+# a query's whole budget: the largest query a current kernel settles past its first try spent 11-18M (the stream-K
+# ticket tests' nonlinear races, at 0.5-1.4M a second)
+DEFAULT_QUERY_RLIMIT = 20_000_000
+# the search for a small counterexample (an optional refinement), per bound: the largest one settled 5M
+SMALL_MODEL_RLIMIT = 6_000_000
 
 CMP = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,
        "!=": operator.ne}
@@ -572,9 +583,13 @@ class _Z3:
         return z3.ExprRef(a, self.ctx)
 
 
-FIRST_TRY_S = 2.0  # a query not settled by then is tried with concrete sizes (Solver_._answer)
-SEED_TRY_S = 1.0
-WITNESS_FIRST_TRY_S = 0.1  # Solver_.satisfiable's first try (its questions usually have models)
+# a query not settled within FIRST_TRY_RLIMIT is tried with concrete sizes (Solver_._answer). Of the 66000 first
+# tries of the stdlib kernels, corpora and tests 8 settled past 1.5M (up to 4.7M; they now go on to the seeded tries
+# and the rest of the query, the same answer); a higher budget only waits longer on the queries that need seeds
+# (their nonlinear search runs at 0.1-1M units a second: 5M cost the stream-K ticket tests minutes)
+FIRST_TRY_RLIMIT = 1_500_000
+SEED_TRY_RLIMIT = 300_000  # the seeded tries that settle: 1k-0.6M (7 of 70 past 0.3M)
+WITNESS_FIRST_TRY_RLIMIT = 250_000  # Solver_.satisfiable's first try (its questions usually have models)
 SEED_TRIES = 8
 _SEEDS = {"dim:": (300, 129, 520, 70, 1000, 2049, 200, 64), "grid": (2, 3, 4, 1, 7, 5, 2, 3),
           "p:": (3, 5, 1, 8, 2, 7, 4, 6)}
@@ -810,7 +825,8 @@ class Encoder:
 
 
 def query_timeout_s() -> float:
-    """Seconds one solver query may take (`TILEPY_VERIFY_QUERY_TIMEOUT`, default 60; 0 or less: no limit)."""
+    """The wall-clock safety net: seconds one solver check may take (`TILEPY_VERIFY_QUERY_TIMEOUT`, default 300; 0
+    or less: no limit). Only a query that outruns its resource budget's pace hits it (`query_rlimit` steers)."""
     raw = os.environ.get(QUERY_TIMEOUT_ENV, "")
     if not raw.strip():
         return DEFAULT_QUERY_TIMEOUT_S
@@ -820,20 +836,52 @@ def query_timeout_s() -> float:
         raise ValueError(f"{QUERY_TIMEOUT_ENV}={raw!r} is not a number of seconds") from None
 
 
-class SolverUnknown(Exception):
-    """Z3 answered "unknown" (a timeout or an incomplete theory): neither a proof nor a counterexample."""
+def query_rlimit() -> int:
+    """Z3 resource units one solver query may spend (`TILEPY_VERIFY_QUERY_RLIMIT`, default DEFAULT_QUERY_RLIMIT;
+    0: no limit): a deterministic budget, the same answer on any machine and load."""
+    raw = os.environ.get(QUERY_RLIMIT_ENV, "")
+    if not raw.strip():
+        return DEFAULT_QUERY_RLIMIT
+    try:
+        value = int(raw.replace("_", ""))
+    except ValueError:
+        raise ValueError(f"{QUERY_RLIMIT_ENV}={raw!r} is not a whole number of Z3 resource units") from None
+    if value < 0:
+        raise ValueError(f"{QUERY_RLIMIT_ENV}={raw!r}: expected 0 (no limit) or a positive number of units")
+    return value
 
-    def __init__(self, reason: str, seconds: float):
-        super().__init__(f"the solver gave up after {seconds:g} s ({reason})")
+
+class SolverUnknown(Exception):
+    """Z3 answered "unknown" (a limit reached or an incomplete theory): neither a proof nor a counterexample.
+    `rlimit`: the resource budget it ran out of; `seconds`: the wall-clock safety net it ran into (one or neither
+    is set)."""
+
+    def __init__(self, reason: str, seconds: float | None = None, rlimit: int | None = None):
+        if rlimit is not None:
+            what = f"gave up at resource limit {rlimit}"
+        elif seconds is not None:
+            what = f"gave up after {seconds:g} s"
+        else:
+            what = "answered unknown"
+        super().__init__(f"the solver {what} ({reason})")
         self.reason = reason
         self.seconds = seconds
+        self.rlimit = rlimit
+
+    @property
+    def env(self) -> str:
+        """The environment variable that allows the limit it hit to grow."""
+        return QUERY_TIMEOUT_ENV if self.seconds is not None else QUERY_RLIMIT_ENV
 
 
 class Solver_:
     """One Z3 solver for a whole verification run, with a cache of answers keyed by the query term (by
     identity) and by the formula (Z3 hash-conses its terms, so equal queries are the same AST).
 
-    Every query is bounded by `query_timeout_s()`. An "unknown" answer is never taken as a proof:
+    Every query is bounded by `query_rlimit()` Z3 resource units (deterministic: its tries' budgets below are
+    resource limits too) and each solver check by `query_timeout_s()` seconds (the safety net, wall clock); after
+    a check that ended unknown the next query gets a fresh Z3 solver (`_try`). An
+    "unknown" answer is never taken as a proof:
     `unknown="raise"` (the checks) raises `SolverUnknown`, which `verify_ir` reports as an error finding of the
     check that asked; `unknown="possible"` (the analysis's own questions, where only None means proven) answers
     with an empty model, i.e. "not proven"."""
@@ -844,16 +892,19 @@ class Solver_:
         self.enc = Encoder(ranges)
         self.solver = z3.Solver(ctx=self.enc.z.ctx)
         self.unknown = unknown
-        self.timeout_s = query_timeout_s()
-        self._set_timeout(self.timeout_s)
+        self.timeout_s = query_timeout_s()  # the safety net, per solver check
+        self.rlimit = query_rlimit()  # the query's budget (checks/tickets._quick and checks/coverage lower it)
+        self._budgets: dict = {}  # resource units -> Z3 parameters setting them (made once)
+        self._abandoned = False  # a check ended unknown since the solver was made (`_try`)
+        self._hit = None  # the limit the last unknown check ran into: ("rlimit", units) or ("time", seconds)
         self.cache: dict = {}  # formula id -> (formula, model)
         self.terms: dict = {}  # (id(term), want_vars, small) -> (term, model)
         self.queries = 0
         self.facts: dict = {}  # variable name -> a term defining it (trip counts), added when it occurs
-        self.first_try_s = FIRST_TRY_S  # as it is, before concrete sizes are tried (`_answer`)
+        self.first_try = FIRST_TRY_RLIMIT  # as it is, before concrete sizes are tried (`_answer`)
         self._good_seed = None  # the concrete sizes of the last seeded model (tried first next time)
         self._witness = False  # inside `satisfiable`: a model is what is wanted
-        self.small_timeout_s = None  # the small-model search's limit where not the query's (checks/tickets._quick)
+        self.small_rlimit = None  # the small-model search's budget where not the query's (checks/tickets._quick)
 
     def check(self, term, want_vars=(), small=True) -> dict | None:
         """A model (name -> int, plus bool vars) of `term` together with the ranges of its variables, or
@@ -887,27 +938,28 @@ class Solver_:
         facts), and only the terms it does not satisfy are asked again, the same way."""
         out = [t is not False for t in terms]
         todo = [i for i, t in enumerate(terms) if out[i]]
-        saved = self.first_try_s
-        # a witness question (is this assertion reached?): concrete sizes are tried after WITNESS_FIRST_TRY_S, not
-        # FIRST_TRY_S (a reached assertion in a stream-K share needs a nonlinear model: 2 s of search each time)
-        self.first_try_s = min(saved, WITNESS_FIRST_TRY_S)
+        saved = self.first_try
+        # a witness question (is this assertion reached?): concrete sizes are tried after WITNESS_FIRST_TRY_RLIMIT,
+        # not FIRST_TRY_RLIMIT (a reached assertion in a stream-K share needs a nonlinear model: 2 s of search each
+        # time)
+        self.first_try = min(saved, WITNESS_FIRST_TRY_RLIMIT)
         self._witness = True
         try:
             return self._satisfiable(terms, out, todo)
         finally:
-            self.first_try_s = saved
+            self.first_try = saved
             self._witness = False
 
     def witness(self, term) -> dict | None:
         """A model of `term` or None, asked as a witness question (as `satisfiable`: concrete sizes and block 0
         tried early); an unknown answer raises SolverUnknown."""
-        saved = self.first_try_s
-        self.first_try_s = min(saved, WITNESS_FIRST_TRY_S)
+        saved = self.first_try
+        self.first_try = min(saved, WITNESS_FIRST_TRY_RLIMIT)
         self._witness = True
         try:
             return self.check(term, small=False)
         finally:
-            self.first_try_s = saved
+            self.first_try = saved
             self._witness = False
 
     def _satisfiable(self, terms, out, todo):
@@ -959,6 +1011,9 @@ class Solver_:
         if hit is not None:
             return hit[1]
         self.queries += 1
+        if self._abandoned:  # a check ended unknown: this query in a fresh solver (`_try`)
+            self.solver = z3.Solver(ctx=self.enc.z.ctx)
+            self._abandoned = False
         self.solver.push()
         self._seeded = 0
         try:
@@ -967,7 +1022,9 @@ class Solver_:
             if answer == z3.unknown:
                 reason = self.solver.reason_unknown()
                 if self.unknown == "raise":
-                    raise SolverUnknown(reason, self.timeout_s)
+                    kind, limit = self._hit or (None, None)
+                    raise SolverUnknown(reason, seconds=limit if kind == "time" else None,
+                                        rlimit=limit if kind == "rlimit" else None)
                 model = {}  # not proven: callers read only None as a proof
                 small = False
             elif answer != z3.sat:
@@ -982,51 +1039,72 @@ class Solver_:
         return model
 
     def _answer(self, term, names):
-        """sat / unsat / unknown for the asserted formula. A query Z3 does not settle in FIRST_TRY_S is one
+        """sat / unsat / unknown for the asserted formula. A query Z3 does not settle in FIRST_TRY_RLIMIT is one
         whose models need nonlinear arithmetic (a run-time tile count times the grid, a division by a run-time
         size): it is tried again with the sizes that make it nonlinear fixed to a few concrete values (then its
         products and divisions are by constants: linear), a model of which is a model of the query (never a
-        proof: an unsat there says nothing), and only then for the rest of the query's time as it is."""
-        limit = self.timeout_s if self.timeout_s and self.timeout_s > 0 else None
-        first = self.first_try_s
+        proof: an unsat there says nothing), and only then as it is for the rest of the query's budget. Every
+        budget is in Z3 resource units, so which of these paths a query takes does not depend on the machine's
+        load."""
+        limit = self.rlimit if self.rlimit > 0 else None
+        first = self.first_try
         if limit is not None and limit <= first:
-            return self.solver.check()
-        t0 = time.perf_counter()
-        self._set_timeout(first)
-        try:
-            answer = self.solver.check()
-            if answer != z3.unknown:
-                return answer
-            seeds = _seedable(term)  # only now: walking a large query costs
-            self._set_timeout(SEED_TRY_S)
-            tries = list(_seed_values(seeds)) if seeds else []
-            good = self._good_seed
-            if good is not None and tries and set(seeds) <= set(good):  # the sizes of the last seeded model
-                tries.insert(0, {n: good[n] for n in seeds})  # first: a ring's next stage copy often has one there
-            if self._witness and tries:  # is it reached at all: block 0 first (its share starts at 0)
-                zero = {n: 0 for n in sorted(names) if n.startswith("block")}
-                tries = [{**v, **zero} for v in tries] + tries
-            for values in tries:
-                self.solver.push()
-                self._assert(self.enc.formula(AND(*(cmp("==", Var(n), v) for n, v in values.items()))))
-                if self.solver.check() == z3.sat:
-                    self._seeded = 1  # the model stays readable until the caller pops this frame too
-                    self._good_seed = values
-                    return z3.sat
-                self.solver.pop()
-            rest = None if limit is None else limit - (time.perf_counter() - t0)
-            if rest is not None and rest <= 0:
-                return z3.unknown
-            self._set_timeout(rest if rest is not None else 0)
-            return self.solver.check()
-        finally:
-            self._set_timeout(self.timeout_s)
+            return self._try(limit)
+        answer = self._try(first)
+        if answer != z3.unknown:
+            return answer
+        seeds = _seedable(term)  # only now: walking a large query costs
+        tries = list(_seed_values(seeds)) if seeds else []
+        good = self._good_seed
+        if good is not None and tries and set(seeds) <= set(good):  # the sizes of the last seeded model
+            tries.insert(0, {n: good[n] for n in seeds})  # first: a ring's next stage copy often has one there
+        if self._witness and tries:  # is it reached at all: block 0 first (its share starts at 0)
+            zero = {n: 0 for n in sorted(names) if n.startswith("block")}
+            tries = [{**v, **zero} for v in tries] + tries
+        start = self._count()
+        for values in tries:
+            self.solver.push()
+            self._assert(self.enc.formula(AND(*(cmp("==", Var(n), v) for n, v in values.items()))))
+            if self._try(SEED_TRY_RLIMIT) == z3.sat:
+                self._seeded = 1  # the model stays readable until the caller pops this frame too
+                self._good_seed = values
+                return z3.sat
+            self.solver.pop()
+        end = self._count()
+        # what the first try (all of its budget: it ran out) and the seeded tries spent
+        spent = first + (end - start if start is not None and end is not None else SEED_TRY_RLIMIT * len(tries))
+        rest = None if limit is None else limit - spent
+        if rest is not None and rest <= 0:
+            self._hit = ("rlimit", limit)
+            return z3.unknown
+        answer = self._try(rest if rest is not None else 0)
+        if answer == z3.unknown and self._hit[0] == "rlimit" and limit is not None:
+            self._hit = ("rlimit", limit)  # the query's budget, not its last part, is what it ran out of
+        return answer
 
-    def _set_timeout(self, seconds):
-        if seconds and seconds > 0:
-            self.solver.set("timeout", max(1, int(seconds * 1000)))
-        else:
-            self.solver.set("timeout", 4294967295)  # Z3's "no limit"
+    def _try(self, units):
+        """solver.check() within `units` Z3 resource units (0: no limit; relative to the count at the check, so
+        each try gets its own) and the safety net's seconds. On "unknown", `_hit` names the limit it ran into."""
+        params = self._budgets.get(units)
+        if params is None:
+            params = self._budgets[units] = z3.ParamsRef(self.enc.z.ctx)
+            params.set("rlimit", units)
+            params.set("timeout", max(1, int(self.timeout_s * 1000)) if self.timeout_s > 0 else 4294967295)
+        z = self.enc.z
+        z3.z3core.Z3_solver_set_params(z.c, self.solver.solver, params.params)
+        t0 = time.perf_counter()
+        answer = self.solver.check()
+        if answer == z3.unknown:
+            # Z3's incremental solver carries its search state (the nonlinear solver's adaptive limits, restarts,
+            # activities) from check to check, and a check stopped at a limit (or unknown for another reason)
+            # leaves it wherever the search stopped: the next query is asked in a fresh solver (`_check`). Without
+            # that the correct stream-K fix-up (tests/verify/test_ticket_protocol.py) ran past 20M units on full
+            # queries that settle in 0.1M once their quick checks (50k) had run out, and the resource budgets were
+            # reverted on 2026-11-25 05:51
+            self._abandoned = True
+            late = self.timeout_s > 0 and time.perf_counter() - t0 >= 0.98 * self.timeout_s
+            self._hit = ("time", self.timeout_s) if late else ("rlimit", units) if units else (None, None)
+        return answer
 
     def _assert(self, f):
         z = self.enc.z
@@ -1045,20 +1123,23 @@ class Solver_:
                     model["?" + n] = z3.is_true(v)
         return model
 
+    def _count(self):
+        """Z3's resource count (the context's, deterministic), or None where this Z3 does not report it."""
+        try:
+            return int(self.solver.statistics().get_key_value("rlimit count"))
+        except (z3.Z3Exception, KeyError, TypeError, ValueError):
+            return None
+
     def _small(self, formula, names, want_vars):
         """A model with small blocks, sizes and iterations, so a counterexample replays on a small launch."""
         keys = [n for n in names if n.startswith(("block", "dim:", "p:", "grid")) or "#" in n]
         if not keys:
             return None
-        limit = self.timeout_s
-        own = self.small_timeout_s if self.small_timeout_s is not None else limit
-        self._set_timeout(min(own, SMALL_MODEL_TIMEOUT_S) if own and own > 0 else SMALL_MODEL_TIMEOUT_S)
-        try:
-            return self._small_search(formula, names, want_vars, keys)
-        finally:
-            self._set_timeout(limit)
+        own = self.small_rlimit if self.small_rlimit is not None else self.rlimit
+        units = min(own, SMALL_MODEL_RLIMIT) if own > 0 else SMALL_MODEL_RLIMIT
+        return self._small_search(formula, names, want_vars, keys, units)
 
-    def _small_search(self, formula, names, want_vars, keys):
+    def _small_search(self, formula, names, want_vars, keys, units):
         for bound in (2, 4, 16, 64, 256, 1024):
             conds = AND(*(AND(cmp(">=", Var(n), -bound), cmp("<=", Var(n), bound)) for n in keys),
                         *(cmp("<=", Var(n), bound) for n in keys if n.startswith("dim:")))
@@ -1066,10 +1147,10 @@ class Solver_:
             try:
                 self._assert(formula)
                 self._assert(self.enc.formula(conds))
-                answer = self.solver.check()
+                answer = self._try(units)
                 if answer == z3.sat:
                     return self._model(names | set(want_vars))
-                if answer == z3.unknown:  # out of time: larger bounds are no easier; keep the plain model
+                if answer == z3.unknown:  # out of budget: larger bounds are no easier; keep the plain model
                     return None
             finally:
                 self.solver.pop()

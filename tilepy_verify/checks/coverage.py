@@ -24,7 +24,7 @@ from tilepy.symbolic import BinOp, Const, Var
 
 from ..counterexample import dims_of
 from ..report import Finding
-from ..vc import AND, OR, cmp, subst, term_vars
+from ..vc import AND, OR, SolverUnknown, cmp, subst, term_vars
 from .global_race import _division_lemmas
 from .instances import _grid_axes, _persistent_axis
 
@@ -121,17 +121,19 @@ def _store(ctx, a, lp):
 
 
 BOUND = 16  # sizes searched: 1 .. BOUND (a finding is a real one; a miss beyond it is possible)
-TIMEOUT_MS = 1000
+RLIMIT = 5_000_000  # Z3 resource units for its query (deterministic, vc.py's solver budgets; ~2 s; its queries: 25k)
 
 
 def _bounded_check(solver, query):
-    """solver.check with a time limit (an answer that times out is no finding)."""
-    z = solver.solver
-    z.set("timeout", TIMEOUT_MS)
+    """solver.check within RLIMIT Z3 resource units (an answer it does not settle is no finding)."""
+    saved = solver.rlimit
+    solver.rlimit = RLIMIT
     try:
         return solver.check(query)
+    except SolverUnknown:
+        return None
     finally:
-        z.set("timeout", 4294967295)
+        solver.rlimit = saved
 
 
 def _at_ones(e):

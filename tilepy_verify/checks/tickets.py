@@ -524,7 +524,7 @@ def check_linear_first(ctx, cond):
     lemmas = nonlinear_lemmas(cond)
     if not lemmas:  # linear already
         return ctx.solver.check(cond)
-    answer = _quick(ctx, cond, seconds=LINEAR_FIRST_QUICK_S)  # many such queries Z3 settles at once as they are
+    answer = _quick(ctx, cond, units=LINEAR_FIRST_QUICK_RLIMIT)  # many such queries Z3 settles at once as they are
     if answer is not _UNKNOWN:
         return answer
     full = AND(cond, *lemmas)
@@ -533,39 +533,37 @@ def check_linear_first(ctx, cond):
     return ctx.solver.check(full)
 
 
-QUICK_S = 0.1
+# Budgets in Z3 resource units (deterministic: vc.py's solver budgets; ~3M a second on the 2-core sandbox)
+QUICK_RLIMIT = 100_000  # ~0.02-0.1 s
 # check_linear_first's as-is try: the global race pairs Z3 settles as they are take 1-10 ms (2-core sandbox, loaded);
 # those it does not settle in 0.1 s (gemm_streamk's two ticket pairs) have a linear abstraction unsatisfiable in
 # 10 ms, so a longer try only waits (0.2 s of gemm_streamk's 0.7)
-LINEAR_FIRST_QUICK_S = 0.02
+LINEAR_FIRST_QUICK_RLIMIT = 50_000  # ~0.01-0.03 s (the pairs settled as they are: 1-50k)
 _UNKNOWN = object()
 
 
-def _quick(ctx, cond, small=True, seconds=None):
-    """solver.check(cond) within `seconds` (QUICK_S): its answer, or _UNKNOWN (never a proof). A model's search
-    for small sizes (`small`) keeps QUICK_S whatever `seconds` is: a shorter try must not leave larger
-    counterexamples (a replay allocates their sizes)."""
+def _quick(ctx, cond, small=True, units=None):
+    """solver.check(cond) within `units` Z3 resource units (QUICK_RLIMIT): its answer, or _UNKNOWN (never a
+    proof). A model's search for small sizes (`small`) keeps QUICK_RLIMIT whatever `units` is: a shorter try must
+    not leave larger counterexamples (a replay allocates their sizes)."""
     from ..vc import SolverUnknown
 
     solver = ctx.solver
     if solver.unknown != "raise":  # an unknown would read as a model there
         return _UNKNOWN
-    saved, saved_small = solver.timeout_s, solver.small_timeout_s
-    budget = QUICK_S if seconds is None else seconds
-    solver.timeout_s = budget
-    solver.small_timeout_s = QUICK_S
-    solver._set_timeout(budget)
+    saved, saved_small = solver.rlimit, solver.small_rlimit
+    solver.rlimit = QUICK_RLIMIT if units is None else units
+    solver.small_rlimit = QUICK_RLIMIT
     try:
         return solver.check(cond, small=small)
     except SolverUnknown:
         return _UNKNOWN
     finally:
-        solver.timeout_s, solver.small_timeout_s = saved, saved_small
-        solver._set_timeout(saved)
+        solver.rlimit, solver.small_rlimit = saved, saved_small
 
 
 def none_quick_then_linear(ctx, terms, parts) -> bool:
-    """True when no term of `terms` has a model: their disjunction asked as it is for QUICK_S (most settle at
+    """True when no term of `terms` has a model: their disjunction asked as it is for QUICK_RLIMIT (most settle at
     once), then, where that does not settle it, each of `parts` (terms whose disjunction covers `terms`)
     through its own linear abstraction (`each_unsat_by_abstraction`), then the disjunction in full
     (solver.none_of: an unknown raises SolverUnknown)."""
