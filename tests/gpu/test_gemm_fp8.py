@@ -11,15 +11,9 @@ import sys
 
 import numpy as np
 import pytest
+from gpu_prologue import cuda_torch
 
-torch = pytest.importorskip("torch", reason="torch is not installed")
-if not torch.cuda.is_available():
-    pytest.skip(
-        "no CUDA GPU here (torch.cuda.is_available() is False): GPU tests need the device machine",
-        allow_module_level=True,
-    )
-
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+torch = cuda_torch()
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tilepy"))
 
 from test_e4m3 import _casts, _random_inputs  # noqa: E402

@@ -7,20 +7,12 @@ form with the copies' fallback, as accurate. SASS of the policy's forms: HGMMA, 
 
 from __future__ import annotations
 
-import os
 import re
-import sys
 
 import pytest
+from gpu_prologue import cuda_torch
 
-torch = pytest.importorskip("torch", reason="torch is not installed")
-if not torch.cuda.is_available():
-    pytest.skip(
-        "no CUDA GPU here (torch.cuda.is_available() is False): GPU tests need the device machine",
-        allow_module_level=True,
-    )
-
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+torch = cuda_torch()
 
 import tilepy_hip  # noqa: E402
 from stdlib_kernels import gemm_fp32  # noqa: E402

@@ -8,13 +8,9 @@ import os
 
 import numpy as np
 import pytest
+from gpu_prologue import cuda_torch
 
-torch = pytest.importorskip("torch", reason="torch is not installed")
-if not torch.cuda.is_available():
-    pytest.skip(
-        "no CUDA GPU here (torch.cuda.is_available() is False): GPU tests need the device machine",
-        allow_module_level=True,
-    )
+torch = cuda_torch()
 
 from stdlib_kernels import llm_ops as L  # noqa: E402
 

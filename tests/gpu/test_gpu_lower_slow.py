@@ -6,17 +6,11 @@ without a GPU."""
 from __future__ import annotations
 
 import importlib.util
-import os
-import sys
 
 import pytest
+from gpu_prologue import cuda_torch
 
-torch = pytest.importorskip("torch", reason="torch is not installed")
-if not torch.cuda.is_available():
-    pytest.skip("no CUDA GPU here (torch.cuda.is_available() is False): GPU tests need the device machine",
-                allow_module_level=True)
-
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+torch = cuda_torch()
 
 import torch.nn.functional as F  # noqa: E402
 

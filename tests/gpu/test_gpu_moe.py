@@ -9,13 +9,9 @@ from __future__ import annotations
 import os
 
 import pytest
+from gpu_prologue import cuda_torch
 
-torch = pytest.importorskip("torch", reason="torch is not installed")
-if not torch.cuda.is_available():
-    pytest.skip(
-        "no CUDA GPU here (torch.cuda.is_available() is False): GPU tests need the device machine",
-        allow_module_level=True,
-    )
+torch = cuda_torch()
 
 from stdlib_kernels import moe  # noqa: E402
 

@@ -6,13 +6,9 @@ import importlib
 import threading
 
 import pytest
+from gpu_prologue import cuda_torch
 
-torch = pytest.importorskip("torch", reason="torch is not installed")
-if not torch.cuda.is_available():
-    pytest.skip(
-        "no CUDA GPU here (torch.cuda.is_available() is False): GPU tests need the device machine",
-        allow_module_level=True,
-    )
+torch = cuda_torch()
 
 import tilepy as tp  # noqa: E402
 import tilepy_hip  # noqa: E402
