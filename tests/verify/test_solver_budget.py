@@ -17,22 +17,10 @@ import sys
 import pytest
 import z3
 
-import tilepy as tp
-from tilepy.symbolic import Var
 from tilepy_verify import checks, verify
 from tilepy_verify.vc import AND, Solver_, SolverUnknown, cmp, query_rlimit
 
-X, Y, Z = Var("x#0"), Var("y#0"), Var("z#0")
-# x^3 + y^3 = z^3 in positive integers: no solution (Fermat, n = 3), and nonlinear integer arithmetic that Z3
-# neither refutes nor satisfies: it runs until a limit stops it
-FERMAT = AND(cmp(">=", X, 1), cmp(">=", Y, 1), cmp(">=", Z, 1), cmp("<=", X, 1 << 20), cmp("<=", Y, 1 << 20),
-             cmp("==", X * X * X + Y * Y * Y, Z * Z * Z))
-
-
-@tp.kernel
-def copy_kernel(X: tp.Tensor[tp.f32, "N"], Y: tp.Tensor[tp.f32, "N"], BLOCK: tp.constexpr = 128):
-    i0 = tp.block_id(0) * BLOCK
-    tp.store(Y[i0:i0 + BLOCK], tp.load(X[i0:i0 + BLOCK]))
+from .undecidable import FERMAT, X, copy_kernel
 
 
 def test_rlimit_comes_from_the_environment(monkeypatch):
