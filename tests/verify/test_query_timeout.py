@@ -4,10 +4,9 @@ solver answers "not proven" (a model, not None)."""
 
 import pytest
 
-from tilepy_verify import checks, verify
 from tilepy_verify.vc import AND, Solver_, SolverUnknown, cmp, query_timeout_s
 
-from .undecidable import FERMAT, X, copy_kernel
+from .undecidable import FERMAT, X, copy_kernel, stuck_race_errors
 
 
 def test_timeout_comes_from_the_environment(monkeypatch):
@@ -44,14 +43,6 @@ def test_unknown_is_not_a_proof_for_the_analysis(monkeypatch):
 
 def test_an_undecided_check_is_an_error_finding(monkeypatch):
     monkeypatch.setenv("TILEPY_VERIFY_QUERY_TIMEOUT", "0.05")
-
-    def stuck_race(ctx):
-        ctx.solver.check(FERMAT, small=False)
-        return []
-
-    monkeypatch.setitem(checks.ALL, "race", stuck_race)
-    rep = verify(copy_kernel, checks=["race", "out_of_bounds"], BLOCK=64)
-    errs = [f for f in rep.findings if f.severity == "error"]
-    assert [f.check for f in errs] == ["race"], [str(f) for f in rep.findings]
+    errs = stuck_race_errors(monkeypatch, BLOCK=64)
     assert "not proven" in errs[0].message and "TILEPY_VERIFY_QUERY_TIMEOUT" in errs[0].message
     assert errs[0].span.line == copy_kernel.ir(BLOCK=64).line

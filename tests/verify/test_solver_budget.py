@@ -17,10 +17,9 @@ import sys
 import pytest
 import z3
 
-from tilepy_verify import checks, verify
 from tilepy_verify.vc import AND, Solver_, SolverUnknown, cmp, query_rlimit
 
-from .undecidable import FERMAT, X, copy_kernel
+from .undecidable import FERMAT, X, stuck_race_errors
 
 
 def test_rlimit_comes_from_the_environment(monkeypatch):
@@ -102,15 +101,7 @@ def test_a_query_past_its_first_try_names_the_query_budget(monkeypatch):
 def test_an_undecided_check_names_the_resource_limit(monkeypatch):
     monkeypatch.setenv("TILEPY_VERIFY_QUERY_RLIMIT", "300000")
     monkeypatch.setenv("TILEPY_VERIFY_QUERY_TIMEOUT", "600")
-
-    def stuck_race(ctx):
-        ctx.solver.check(FERMAT, small=False)
-        return []
-
-    monkeypatch.setitem(checks.ALL, "race", stuck_race)
-    rep = verify(copy_kernel, checks=["race", "out_of_bounds"], BLOCK=32)
-    errs = [f for f in rep.findings if f.severity == "error"]
-    assert [f.check for f in errs] == ["race"], [str(f) for f in rep.findings]
+    errs = stuck_race_errors(monkeypatch, BLOCK=32)
     assert "not proven" in errs[0].message and "resource limit 300000" in errs[0].message
     assert "TILEPY_VERIFY_QUERY_RLIMIT" in errs[0].message
 

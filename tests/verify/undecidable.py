@@ -15,3 +15,19 @@ FERMAT = AND(cmp(">=", X, 1), cmp(">=", Y, 1), cmp(">=", Z, 1), cmp("<=", X, 1 <
 def copy_kernel(X: tp.Tensor[tp.f32, "N"], Y: tp.Tensor[tp.f32, "N"], BLOCK: tp.constexpr = 128):
     i0 = tp.block_id(0) * BLOCK
     tp.store(Y[i0:i0 + BLOCK], tp.load(X[i0:i0 + BLOCK]))
+
+
+def stuck_race_errors(monkeypatch, **constexprs):
+    """The error findings of copy_kernel verified with a race check that asks FERMAT (so it runs into the solver's
+    limit) beside the out-of-bounds check."""
+    from tilepy_verify import checks, verify
+
+    def stuck_race(ctx):
+        ctx.solver.check(FERMAT, small=False)
+        return []
+
+    monkeypatch.setitem(checks.ALL, "race", stuck_race)
+    rep = verify(copy_kernel, checks=["race", "out_of_bounds"], **constexprs)
+    errs = [f for f in rep.findings if f.severity == "error"]
+    assert [f.check for f in errs] == ["race"], [str(f) for f in rep.findings]
+    return errs
