@@ -390,7 +390,21 @@ def _half_layout(layout, BN, BM):
     return layout.window((0, 0), (BN, BM // 2))
 
 
-@tp.kernel(threads=_threads, target="sm_90a", cluster=_swap_cluster)
+def _swap_unsigned_role_index(c):
+    """Whether a gemm_fp8_swap form writes its role thread index outside loops as the unsigned remainder
+    (`@tp.kernel(unsigned_role_index=...)`, G37): the one-consumer forms with no exchange of halves and no rows'
+    cluster or slots (the policy's unsplit BM 16, two row tiles of BM 48 / 96, STORE_T's whole 128-row tiles, the
+    cluster's split at BM 16). H100, rotated, paired with torch._scaled_mm replay by replay, two calls (NOTES
+    H2; off against on, five rounds): 96 x 4096 x 4096 10.31-10.59 -> 10.13-10.41 us a call (x 0.883-0.895 ->
+    0.902-0.909), 192 rows 11.86-11.99 -> 11.59-11.75 (0.909-0.913 -> 0.927-0.935), 256 rows 11.88-11.98 -> 11.74-11.86
+    (0.976-0.987 -> 0.988-0.996), 16 x 4096 x 14336 23.23-23.43 -> 23.00-23.18 (1.087-1.090 -> 1.096-1.102), 32 x 4096 x
+    4096 0.01-0.10 us, 16 rows even; 6-8% fewer SASS instructions, no spills. Not the HALF_SUM forms (64 / 128 rows
+    even, 32 x 4096 x 14336 0.45 us SLOWER: its k loop 78 -> 81 instructions) nor the two-consumer ones (128 x 14336 x
+    4096 0.18 us slower, the others even); the rows' cluster and the slots were not measured with it."""
+    return c["CONSUMERS"] == 1 and c["HALF_SUM"] == 0 and c["CLUSTER_M"] == 1 and c["SPLIT_K"] == 1
+
+
+@tp.kernel(threads=_threads, target="sm_90a", cluster=_swap_cluster, unsigned_role_index=_swap_unsigned_role_index)
 def gemm_fp8_swap(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "N", "K"], SA: tp.Tensor[tp.f32, "SA"],
                   SB: tp.Tensor[tp.f32, "SB"], C: tp.Tensor[tp.bf16, "M", "N"], WS: tp.Tensor[tp.f32, "WR", "WC"],
                   BM: tp.constexpr = 16, BN: tp.constexpr = 128, BK: tp.constexpr = 128, STAGES: tp.constexpr = 10,

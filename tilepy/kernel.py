@@ -58,11 +58,12 @@ class Kernel:
     gpu_launch = None
 
     def __init__(self, fn, threads=128, target: str | None = None, cluster=None, min_blocks=None,
-                 unsigned_role_index: bool = False):
+                 unsigned_role_index=False):
         self.fn = fn
         self.cluster = cluster
         self.min_blocks = min_blocks
-        self.unsigned_role_index = bool(unsigned_role_index)
+        # a bool, or a function of the constexprs dict (chosen per specialization, as min_blocks)
+        self.unsigned_role_index = unsigned_role_index if callable(unsigned_role_index) else bool(unsigned_role_index)
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__
         self.name = fn.__name__
@@ -189,7 +190,8 @@ class Kernel:
             kir = Translator(self._src, self.params, values, tgt, threads, cluster).translate()
             mb = self.min_blocks(values) if callable(self.min_blocks) else self.min_blocks
             kir.min_blocks = int(mb or 0)
-            kir.unsigned_role_index = self.unsigned_role_index
+            uri = self.unsigned_role_index
+            kir.unsigned_role_index = bool(uri(values) if callable(uri) else uri)
             self._cache[key] = kir
         return self._cache[key]
 
@@ -318,7 +320,7 @@ def kernels_from_source(source: str, filename: str, namespace: dict | None = Non
 
 
 def kernel(fn=None, *, threads=128, target: str | None = None, cluster=None, min_blocks=None,
-           unsigned_role_index: bool = False):
+           unsigned_role_index=False):
     """Decorate a Python function as a tilepy kernel.
 
     `threads` (int, or a function of the constexprs dict) is the block size; `target` the default target;
@@ -331,7 +333,8 @@ def kernel(fn=None, *, threads=128, target: str | None = None, cluster=None, min
     is written at each use as an unsigned remainder the compiler knows lies in [0, role size), so the divisions and
     remainders of it in layouts (an epilogue's hand-over through shared memory, a transposed store) are shifts and
     masks instead of signed divisions; off by default, because in kernels near their register cap it moved the
-    compiler's register allocation into spills (tilepy_hip.render.walk.Renderer.role_tid).
+    compiler's register allocation into spills (tilepy_hip.render.walk.Renderer.role_tid). A bool, or a function of
+    the constexprs dict choosing it per specialization (as `min_blocks`).
     """
     opts = dict(threads=threads, target=target, cluster=cluster, min_blocks=min_blocks,
                 unsigned_role_index=unsigned_role_index)
