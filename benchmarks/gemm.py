@@ -13,8 +13,11 @@ Rows, each compared like with like, on the same random inputs, in the same run:
 * fp8: `gemm_fp8` (e4m3 in with per-tensor f32 scales, bf16 out) against `torch._scaled_mm` on the shapes of
   benchmarks/gemm_fp8.py (which has the rows and an fp8 variant sweep of its own).
 Every output is checked against float64 (computed on the GPU) before it is timed; a timing is the median of
-CUDA-graph replays (GPU time only), the fp32 rows both with the splits and without (operands split
-beforehand; where launch reads A as it is and splits it in registers, `gemm_fp32` A_RAW, only B).
+CUDA-graph replays (GPU time only), ours and the peer replayed in turn, replay by replay (timing.paired_graph_seconds:
+a clock drift within the call moves both alike); `ratio` is the medians' peer / ours, `ratio_pairs` the median of the
+rounds' ratios (the table's `paired` column) and `ratio_pairs_spread` their [min, quartiles, max]. The fp32 rows are
+timed both with the splits and without (operands split beforehand; where launch reads A as it is and splits it in
+registers, `gemm_fp32` A_RAW, only B), each paired with SGEMM.
 `--sweep` adds the fp32 kernel's tile/stage variants at 4096^3.
 
 `gemm_hopper` runs with the policy its shape class gets from `gemm_hopper.policy(M, N, K, out)` (large / small /
@@ -44,7 +47,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
-from timing import graph_seconds, input_sets  # noqa: E402
+from timing import graph_seconds, input_sets, paired_graph_seconds  # noqa: E402
 
 import tilepy as tp  # noqa: E402
 import tilepy_hip  # noqa: E402
@@ -65,37 +68,6 @@ FP32_SWEEP = {  # b_layout, constexprs over launch's form (A split in registers,
     "kn_128x256_s2_one_accumulator": ("kn", dict(BN=256, STAGES=2, PROMOTE=False,
                                                  INSTR=tp.nv.wgmma_m64n256k8_tf32)),
 }
-
-
-def timeit(fn, reps: int = 10, batches: int = 5) -> float:
-    """Seconds per call of the GPU work: the best of `batches` replays of a CUDA graph of `reps` calls (no
-    host overhead: the launch path's own cost is benchmarks/launch_overhead.py's subject)."""
-    fn()
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    try:
-        with torch.cuda.graph(graph):
-            for _ in range(reps):
-                fn()
-        replay = graph.replay
-    except RuntimeError as e:  # a launch path that cannot be captured: time it eagerly, and say so
-        print(f"  (no CUDA graph: {str(e).splitlines()[0][:100]}; eager timing)", flush=True)
-        torch.cuda.synchronize()
-
-        def replay():
-            for _ in range(reps):
-                fn()
-    replay()
-    torch.cuda.synchronize()
-    best = float("inf")
-    for _ in range(batches):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        replay()
-        end.record()
-        end.synchronize()
-        best = min(best, start.elapsed_time(end) / 1e3 / reps)
-    return best
 
 
 def rel(x, ref) -> float:
@@ -138,20 +110,22 @@ def f32out_row(M, N, K, g, mm_f32, out=torch.float32, params=None):
     err = rel(c, ref)
     torch_fn = mm_f32 or (lambda x, y: torch.matmul(x, y))
     err_torch = rel(torch_fn(a, b), ref)
-    # the median of CUDA-graph replays (20 calls each, 15 replays after a warm-up), ours and cuBLAS alternated
-    # twice and each taken as the better of its two medians (the same rule for both); where one call's buffers fit
-    # in the L2, the calls rotate among input sets (`rotated`), and the one-set ("hot") figures are kept beside
+    # ours and cuBLAS replay by replay (timing.paired_graph_seconds: a CUDA graph of 20 calls each, 30 rounds of
+    # one replay of each, the order reversed every other round): each one's median, and the median of the rounds'
+    # ratios; where one call's buffers fit in the L2, the calls rotate among input sets, and the one-set ("hot")
+    # figures are kept beside
     sets = [(a, b, c)] + [(torch.randn(M, K, device="cuda", generator=g).bfloat16(),
                            torch.randn(K, N, device="cuda", generator=g).bfloat16(), torch.empty_like(c))
                           for _ in range(input_sets(_bytes(a, b, c)) - 1)]
     ours_all = [fn] + [partial(gemm_hopper.launch, x, y, z, **p) for x, y, z in sets[1:]]
     torch_all = [partial(torch_fn, x, y) for x, y, _ in sets]
-    t_ours, t_torch = _alternated(ours_all, torch_all)
-    row = {**_row(M, N, K, t_ours, t_torch, err, err_torch, ck,
+    pr = paired_graph_seconds(ours_all, torch_all)
+    row = {**_row(M, N, K, pr.ours, pr.peer, err, err_torch, ck,
                   against="torch.mm(out_dtype=float32)" if mm_f32 else "torch.matmul bf16 (bf16 out)"),
-           "shape_class": gemm_hopper.shape_class(M, N, K), "policy": _policy_text(p), "input_sets": len(sets)}
+           **_pairs(pr), "shape_class": gemm_hopper.shape_class(M, N, K), "policy": _policy_text(p),
+           "input_sets": len(sets)}
     if len(sets) > 1:
-        row.update(_hot(*_alternated(fn, torch_all[0])))
+        row.update(_hot(paired_graph_seconds(fn, torch_all[0])))
     return row
 
 
@@ -159,15 +133,18 @@ def _bytes(*tensors) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
-def _alternated(ours, peer) -> tuple:
-    """(ours, peer) seconds per call: each the better of two medians of graph replays, taken alternately."""
-    t_ours, t_peer = timeit_median(ours), timeit_median(peer)
-    return min(t_ours, timeit_median(ours)), min(t_peer, timeit_median(peer))
+def _pairs(pr, key="ratio") -> dict:
+    """A paired timing's ratio fields: `<key>_pairs` the median of the rounds' peer / ours ratios, and
+    `<key>_pairs_spread` [min, lower quartile, upper quartile, max] of them (`<key>` itself is the medians' ratio)."""
+    return {f"{key}_pairs": pr.ratio, f"{key}_pairs_spread": [pr.ratio_min, pr.ratio_q1, pr.ratio_q3, pr.ratio_max],
+            f"{key}_pairs_rounds": pr.rounds}
 
 
-def _hot(t_ours, t_peer) -> dict:
-    """The one-input-set figures (the operands stay in the L2 between calls), beside a rotated row's."""
-    return {"us_hot": t_ours * 1e6, "torch_us_hot": t_peer * 1e6, "ratio_hot": t_peer / t_ours}
+def _hot(pr) -> dict:
+    """The one-input-set figures (the operands stay in the L2 between calls), beside a rotated row's: a paired
+    timing (timing.Paired)."""
+    return {"us_hot": pr.ours * 1e6, "torch_us_hot": pr.peer * 1e6, "ratio_hot": pr.peer / pr.ours,
+            **_pairs(pr, "ratio_hot")}
 
 
 def _policy_text(p) -> str:
@@ -564,31 +541,33 @@ def fp32_row(M, N, K, g, b_layout="kn", **constexprs):
                           for _ in range(input_sets(_bytes(a, b, c)) - 1)]
     ours_all = [partial(gemm_fp32.launch, x, y, z, b_layout, **named) for x, y, z in sets]
     sgemm_all = [partial(torch.matmul, x, y if b_layout == "kn" else y.t()) for x, y, _ in sets]
-    t_all, t_sgemm = _alternated(ours_all, sgemm_all)
-    hot = _hot(*_alternated(ours_all[0], sgemm_all[0])) if len(sets) > 1 else {}
+    whole = paired_graph_seconds(ours_all, sgemm_all)   # replay by replay, as f32out_row
+    hot = _hot(paired_graph_seconds(ours_all[0], sgemm_all[0])) if len(sets) > 1 else {}
     ks = p.get("KSPLIT", 1)
     if swap:    # the swap kernel alone (x split beforehand), into its partial products where split
         xh, xl = gemm_fp32.split(a, "nk")
         w3, part = b[None], torch.empty(ks, M, N, device="cuda")
         kern = gemm_fp32.gemm_fp32_kt if b_layout == "kn" else gemm_fp32.gemm_fp32_ct
         gr = (tp.cdiv(N, p["BM"]) * tp.cdiv(M, p["BN"]), 1, ks)
-        t_gemm = timeit(lambda: kern[gr](w3, w3, xh, xl, part, **p))
+        gemm_alone = lambda: kern[gr](w3, w3, xh, xl, part, **p)  # noqa: E731
     else:
         (ah, al), (bh, bl) = gemm_fp32.split(a), gemm_fp32.split(b, b_layout)
         kw = {k: v for k, v in constexprs.items() if k != "A_RAW"}
         if ks > 1:     # B (and A unless raw) split beforehand; the partial products' sum
-            t_gemm = timeit(lambda: gemm_fp32.launch_raw(a, (bh, bl), c, **kw) if raw
-                            else gemm_fp32.launch_split((ah, al), (bh, bl), c, **kw))
+            gemm_alone = (partial(gemm_fp32.launch_raw, a, (bh, bl), c, **kw) if raw
+                          else partial(gemm_fp32.launch_split, (ah, al), (bh, bl), c, **kw))
         else:
             args = [a[None], a[None], bh, bl, c[None]] if raw else [ah, al, bh, bl, c[None]]
             grid = gemm_fp32.grid(a, c, **constexprs)
-            t_gemm = timeit(lambda: launch_compiled(ck, grid, args))    # B (and A unless raw) split beforehand
-    t_sgemm_one = timeit(lambda: torch.matmul(a, bb))  # one set, as the GEMM alone is timed
-    return {**_row(M, N, K, t_all, t_sgemm, err, err_sgemm, ck, against="SGEMM (torch.matmul f32, TF32 off)"),
-            **hot, "input_sets": len(sets),
+            gemm_alone = partial(launch_compiled, ck, grid, args)    # B (and A unless raw) split beforehand
+    # the GEMM alone against SGEMM on one set (the GEMM alone's operands are split once, on set 0), replay by replay
+    alone = paired_graph_seconds(gemm_alone, sgemm_all[0])
+    return {**_row(M, N, K, whole.ours, whole.peer, err, err_sgemm, ck, against="SGEMM (torch.matmul f32, TF32 off)"),
+            **_pairs(whole), **hot, "input_sets": len(sets),
             "b_layout": b_layout, "swap": bool(swap), "tile": [p["BM"], p["BN"], p["BK"]], "stages": p["STAGES"],
             "a_raw": bool(raw), "ksplit": ks, "tma_only": bool(p.get("TMA_ONLY")),
-            "promote": p.get("PROMOTE", True), "gemm_only_us": t_gemm * 1e6, "gemm_only_ratio": t_sgemm_one / t_gemm,
+            "promote": p.get("PROMOTE", True), "gemm_only_us": alone.ours * 1e6, "gemm_only_sgemm_us": alone.peer * 1e6,
+            "gemm_only_ratio": alone.peer / alone.ours, **_pairs(alone, "gemm_only_ratio"),
             "error_no_worse": err <= err_sgemm}
 
 
@@ -630,17 +609,24 @@ def main(argv=None):
            "time": time.strftime("%Y-%m-%d %H:%M:%S"), "bf16out": [], "f32out": [], "fp32": [], "fp32_sweep": {}}
     print(f"{props.name}, torch {torch.__version__}; f32-out baseline: "
           f"{'torch.mm(out_dtype=float32)' if mm_f32 else 'torch.matmul bf16'}")
-    print(f"{'kind':8} {'M x N x K':22} {'ours us':>9} {'torch us':>9} {'ratio':>6} {'TFLOP/s':>8} "
-          f"{'rel err':>9} {'torch err':>9} {'gemm-only us':>12} {'ratio':>6}")
+    print(f"{'kind':8} {'M x N x K':22} {'ours us':>9} {'torch us':>9} {'ratio':>6} {'paired [quartiles]':>20} "
+          f"{'TFLOP/s':>8} {'rel err':>9} {'torch err':>9} {'gemm-only us':>12} {'ratio':>6} {'paired':>6}")
+
+    def paired(r, key="ratio"):
+        if f"{key}_pairs" not in r:
+            return ""
+        q = r[f"{key}_pairs_spread"]
+        return f"{r[f'{key}_pairs']:.3f} [{q[1]:.3f}-{q[2]:.3f}]"
 
     def show(kind, r):
         M, N, K = r["shape"]
         print(f"{kind:8} {f'{M} x {N} x {K}':22} {r['us']:9.1f} {r['torch_us']:9.1f} {r['ratio']:6.2f} "
-              f"{r['TFLOPs']:8.1f} {r['rel_err']:9.2e} {r['torch_rel_err']:9.2e}"
-              + (f" {r['gemm_only_us']:12.1f} {r['gemm_only_ratio']:6.2f}" if "gemm_only_us" in r else "")
+              f"{paired(r):>20} {r['TFLOPs']:8.1f} {r['rel_err']:9.2e} {r['torch_rel_err']:9.2e}"
+              + (f" {r['gemm_only_us']:12.1f} {r['gemm_only_ratio']:6.2f} "
+                 f"{r.get('gemm_only_ratio_pairs', float('nan')):6.3f}" if "gemm_only_us" in r else "")
               + (f"  [{r['shape_class']}: {r['policy']}]" if "policy" in r else "")
               + (f"  (rotated over {r['input_sets']} input sets; one set: {r['us_hot']:.1f} / {r['torch_us_hot']:.1f}"
-                 f" us, {r['ratio_hot']:.2f})" if "us_hot" in r else ""), flush=True)
+                 f" us, {r['ratio_hot']:.2f}, paired {paired(r, 'ratio_hot')})" if "us_hot" in r else ""), flush=True)
 
     if args.precompile:  # the table's kernels (policy per output dtype) and the sweep's, in parallel processes
         kinds = [] if args.only is None else args.only.split(",")

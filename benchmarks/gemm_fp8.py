@@ -9,10 +9,12 @@ bf16 out; ours is `gemm_fp8.launch(a, b, scale_a, scale_b, out)` with the shape'
 the tensor cores' fp8 accumulation into f32 adds, which ours does not), and beside it the like-for-like
 `use_fast_accum=True` form, on the same inputs (on a ragged M or N, which _scaled_mm refuses, both peers run on a and
 b padded once with zero rows to multiples of 16, the pad not timed: a reference point, said so in the JSON). All
-outputs are checked against float64 of the e4m3 values before timing. A time is the median over 30 replays of a
-CUDA graph of 10 calls (after a warm-up replay), three rounds interleaved with the peers' (the clock drifts under fp8
-load): GPU time only. `--sweep` adds tile /
-stage / wait_group / persistent variants per shape (timed against the policy row's peer times).
+outputs are checked against float64 of the e4m3 values before timing. Ours and both peers are timed replay by replay
+(timing.interleaved_graph_seconds: a CUDA graph of 10 calls each, after a warm-up replay, replayed in turn for 90
+rounds, the order reversed every other round; the clock drifts under fp8 load): each one's median, and `ratio_pairs`
+the median of the rounds' peer / ours (its [min, quartiles, max] beside): GPU time only. `--sweep` adds tile /
+stage / wait_group / persistent variants per shape (ours alone, three medians of 30 replays, against the policy
+row's peer times).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
-from timing import graph_seconds, input_sets  # noqa: E402
+from timing import graph_seconds, input_sets, interleaved_graph_seconds, pair_stats, paired_graph_seconds  # noqa: E402
 
 import tilepy as tp  # noqa: E402
 import tilepy_hip  # noqa: E402
@@ -110,30 +112,37 @@ def fp8_row(M, N, K, g, params=None, data=None, t_peer=None) -> dict:
     ours_all[0]()
     ref = (a.double() @ b.double().t()) * sa.double() * sb.double()
     err, err_peer, err_fast = _rel(out, ref), _rel(peer_all[0]()[:M, :N], ref), _rel(fast_all[0]()[:M, :N], ref)
-    # ours and the peers interleaved, three rounds each (the clock drifts under fp8 load): medians of all
-    ts = {"ours": [], "peer": [], "fast": []}
-    for _ in range(3):
-        ts["ours"].append(median_us(ours_all))
-        if t_peer is None:
-            ts["peer"].append(median_us(peer_all))
-            ts["fast"].append(median_us(fast_all))
-    t_ours = statistics.median(ts["ours"])
+    # with the peers (t_peer None): ours, _scaled_mm and its fast accumulation replayed in turn, replay by replay
+    # (timing.interleaved_graph_seconds: graphs of 10 calls, 90 rounds, the order reversed every other round; the
+    # clock drifts under fp8 load), each one's median and the median of the rounds' ratios; given t_peer (a sweep's
+    # variant against its base row's peers), ours alone, three medians of 30 replays
+    ts, pairs, hot = {"ours": [], "peer": [], "fast": []}, {}, {}
     if t_peer is None:
-        t_peer, t_fast = statistics.median(ts["peer"]), statistics.median(ts["fast"])
+        rounds = interleaved_graph_seconds([ours_all, peer_all, fast_all], reps=10, replays=90)
+        t_ours, t_peer, t_fast = (statistics.median(x) * 1e6 for x in rounds)
+        ps, pf = pair_stats(rounds[0], rounds[1]), pair_stats(rounds[0], rounds[2])
+        pairs = {"ratio_pairs": ps.ratio, "ratio_pairs_spread": [ps.ratio_min, ps.ratio_q1, ps.ratio_q3, ps.ratio_max],
+                 "ratio_pairs_rounds": ps.rounds, "ratio_fast_accum_pairs": pf.ratio,
+                 "ratio_fast_accum_pairs_spread": [pf.ratio_min, pf.ratio_q1, pf.ratio_q3, pf.ratio_max]}
+        # each one's median over each third of the rounds (as the three rounds before the pairing)
+        ts = {k: [statistics.median(x[30 * i:30 * (i + 1)]) * 1e6 for i in range(3)] for k, x in zip(ts, rounds)}
+        if len(sets) > 1:
+            h = paired_graph_seconds(ours_all[0], peer_all[0], reps=10, replays=60)
+            hot = {"us_hot": h.ours * 1e6, "torch_us_hot": h.peer * 1e6, "ratio_hot": h.peer / h.ours,
+                   "ratio_hot_pairs": h.ratio, "ratio_hot_pairs_spread": [h.ratio_min, h.ratio_q1, h.ratio_q3,
+                                                                          h.ratio_max]}
     else:
+        for _ in range(3):
+            ts["ours"].append(median_us(ours_all))
+        t_ours = statistics.median(ts["ours"])
         t_peer, t_fast = t_peer
-    hot = {}
-    if len(sets) > 1 and len(ts["peer"]):
-        h_ours, h_peer = median_us(ours_all[0]), median_us(peer_all[0])
-        h_ours, h_peer = min(h_ours, median_us(ours_all[0])), min(h_peer, median_us(peer_all[0]))
-        hot = {"us_hot": h_ours, "torch_us_hot": h_peer, "ratio_hot": h_peer / h_ours}
     flops = 2 * M * N * K
     return {"shape": [M, N, K], "us": t_ours, "torch_us": t_peer, "ratio": t_peer / t_ours,
             "TFLOPs": flops / t_ours / 1e6, "torch_TFLOPs": flops / t_peer / 1e6, "rel_err": err,
             "torch_rel_err": err_peer, "against": "torch._scaled_mm (bf16 out, default: promoted accumulation)"
             + ("" if peer_sets[0][0] is a else " on a and b padded with zero rows to multiples of 16 (pad not timed)"),
             "fast_accum_us": t_fast, "ratio_fast_accum": t_fast / t_ours, "fast_accum_rel_err": err_fast,
-            "times_us": ts, "input_sets": len(sets), **hot,
+            "times_us": ts, "input_sets": len(sets), **pairs, **hot,
             "shape_class": gemm_fp8.shape_class(M, N, K), "policy": _policy_text(p),
             "registers": ck.resources.get("registers"), "spills": ck.resources.get("spill_stores"),
             "tensor_maps": len(ck.tensor_maps)}
