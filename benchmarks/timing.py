@@ -65,6 +65,11 @@ def event_ms(fn, runs: int, warmup: int = 3) -> float:
 # session"), so two functions each timed whole, one after the other, can differ by the drift alone. The paired timer
 # builds one graph per function and replays them in turn, replay by replay (the order reversed every other round, so
 # that neither always runs first), and gives each function's median beside the median of the rounds' ratios.
+# The reversal also makes both replays of a round follow the same graph: a replay leaves a power / clock state that
+# moves the next one (H100, fp32 4096^3, benchmarks/NOTES.md H1 call 2: SGEMM 7% and gemm_fp32 4-6% slower after a
+# gemm_fp32 replay than after an SGEMM one), so a fixed order (each always after the other) favours the one that
+# follows the lighter load (2.50 against the reversed rounds' 2.40 / 2.46 by parity). Where that state moves the
+# replays, each function's times fall in two modes and the medians' ratio lands in either; report the pairs' median.
 
 
 def graph_of(fn, reps: int = 20):
