@@ -90,6 +90,55 @@ def tma_tile(X: tp.Tensor[tp.bf16, "M", "N"], Y: tp.Tensor[tp.f32, "M", "N"], BR
     tp.store(Y[r0 : r0 + BR, c0 : c0 + BC], tp.load(s).to(tp.f32))
 
 
+# A bulk tensor copy / store must start on a 16-byte column (H100: an illegal instruction otherwise): column starts off
+# it, literal (C0) and run-time (the block's column), which the render sends to the copy (benchmarks/profile/
+# lead_tma_offset.py measured the fault and the fix)
+@tp.kernel(threads=128, target="sm_90a")
+def load_at(X: tp.Tensor[tp.bf16, "M", "N"], Y: tp.Tensor[tp.bf16, "M", "N"], C0: tp.constexpr = 0):
+    r0 = tp.block_id(0) * 64
+    s = tp.shared((64, 64), tp.bf16, swizzle=tp.Swizzle(3, 3, 3))
+    bar = tp.mbarrier(1)
+    tp.copy_bulk(X[r0:r0 + 64, C0:C0 + 64], s, bar)
+    tp.mbarrier_arrive(bar)
+    tp.mbarrier_wait(bar, 0)
+    tp.store(Y[r0:r0 + 64, C0:C0 + 64], tp.load(s))
+
+
+@tp.kernel(threads=128, target="sm_90a")
+def store_at(X: tp.Tensor[tp.bf16, "M", "N"], Y: tp.Tensor[tp.bf16, "M", "N"], C0: tp.constexpr = 0):
+    r0 = tp.block_id(0) * 64
+    s = tp.shared((64, 64), tp.bf16, swizzle=tp.Swizzle(3, 3, 3))
+    tp.store(s, tp.load(X[r0:r0 + 64, C0:C0 + 64]))
+    tp.barrier()
+    tp.store_bulk(s, Y[r0:r0 + 64, C0:C0 + 64])
+    tp.store_bulk_wait(s)
+
+
+@tp.kernel(threads=128, target="sm_90a")
+def store_dyn(X: tp.Tensor[tp.bf16, "M", "N"], Y: tp.Tensor[tp.bf16, "M", "N"]):
+    """Block (i, j) stores columns j .. j + 63: a run-time first column (the render's guard takes the copy where it
+    is off 16 bytes); overlapping blocks write the same values."""
+    r0 = tp.block_id(0) * 64
+    c0 = tp.block_id(1)
+    s = tp.shared((64, 64), tp.bf16, swizzle=tp.Swizzle(3, 3, 3))
+    tp.store(s, tp.load(X[r0:r0 + 64, c0:c0 + 64]))
+    tp.barrier()
+    tp.store_bulk(s, Y[r0:r0 + 64, c0:c0 + 64])
+    tp.store_bulk_wait(s)
+
+
+@tp.kernel(threads=128, target="sm_90a")
+def load_dyn(X: tp.Tensor[tp.bf16, "M", "N"], Y: tp.Tensor[tp.bf16, "M", "N"]):
+    r0 = tp.block_id(0) * 64
+    c0 = tp.block_id(1)
+    s = tp.shared((64, 64), tp.bf16, swizzle=tp.Swizzle(3, 3, 3))
+    bar = tp.mbarrier(1)
+    tp.copy_bulk(X[r0:r0 + 64, c0:c0 + 64], s, bar)
+    tp.mbarrier_arrive(bar)
+    tp.mbarrier_wait(bar, 0)
+    tp.store(Y[r0:r0 + 64, c0:c0 + 64], tp.load(s))
+
+
 def stdlib_constexprs(name, target):
     """The constexprs to build stdlib kernel `name` for `target` with (gemm_hopper exists on sm_90a only)."""
     if name == "gemm_hopper" and target != "sm_90a":

@@ -29,11 +29,11 @@ def test_swizzle_modes_become_tensor_maps(bc, swizzle, mode):
     src, _, maps = render_kernel(extra.tma_tile.ir("sm_90a", BC=bc, SWIZZLE=swizzle))
     assert maps == [TensorMapSpec("X", "bf16", 2, (bc, 64), mode)]
     assert "const __grid_constant__ tp_tensor_map tp_tmap0" in src and "const unsigned tp_tma_ok" in src
-    assert "tp_tma_load_2d(" in src and "if (tp_tma_ok & 1u)" in src
+    assert "tp_tma_load_2d(" in src and "if (tp_tma_ok & 1u && (((c0) & 7) == 0))" in src  # (c0: run-time)
     assert f"tp_mbar_expect_tx(bar_p, {bc * 64 * 2});" in src
     # the run-time fallback when the launch cannot encode the map: every thread copies (16-byte chunks when
     # aligned), fences the async proxy and meets the others at a barrier; no transaction bytes are expected
-    fallback = src[src.index("else", src.index("if (tp_tma_ok & 1u)")):]
+    fallback = src[src.index("else", src.index("if (tp_tma_ok & 1u")):]
     assert "tp_ldvec<tp_bf16, 8>(X + " in fallback and "fence.proxy.async.shared::cta" in fallback
     assert "__syncthreads();" in fallback and "tp_mbar_expect_tx" not in fallback
 
@@ -77,7 +77,7 @@ def test_gemm_hopper_fallback_is_cooperative():
     loop), fence the async proxy and sync on a named barrier of their own before arriving; the phase's TMA copies
     keep their expect_tx, the fallback adds no transaction bytes."""
     src, _, _ = render_kernel(gemm_hopper.gemm_hopper.ir("sm_90a", **gemm_hopper.PRESETS["sm_90a"]))
-    body = src[src.index("if (tp_tma_ok & 2u)"):]
+    body = src[src.index("if (tp_tma_ok & 2u"):]
     stage0 = body[: body.index("tp_mbar_arrive((full_p + (tp_mod<int>(k, 4))));")]
     tma, fallback = stage0[: stage0.index("else")], stage0[stage0.index("else"):]
     assert "if (tp_tid == 0)" in tma and "tp_mbar_expect_tx((full_p + (tp_mod<int>(k, 4))), 32768);" in tma
@@ -173,7 +173,7 @@ def test_tma_only_copy_has_no_fallback_path():
     assert "tp_tma_load_2d(" in src and "if (tp_tma_ok &" not in src
     assert "tp_ldvec<tp_bf16, 8>(X + " not in src and "fence.proxy.async" not in src   # (s is read in vectors)
     with_fallback, _, _ = render_kernel(extra.tma_tile.ir("sm_90a"))
-    assert "if (tp_tma_ok & 1u)" in with_fallback and "tp_ldvec<tp_bf16, 8>(X + " in with_fallback
+    assert "if (tp_tma_ok & 1u" in with_fallback and "tp_ldvec<tp_bf16, 8>(X + " in with_fallback
 
 
 def test_tma_only_store_has_no_fallback_path():
@@ -184,7 +184,7 @@ def test_tma_only_store_has_no_fallback_path():
     stores = [m for m in maps if m.param == "C"]
     assert stores and all(m.required for m in stores)
     assert src.count("cp.async.bulk.tensor.2d.global.shared::cta") == 2 * 4  # 4 column blocks, in and after the loop
-    guards = {int(i) for i in re.findall(r"if \(tp_tma_ok & (\d+)u\)", src)}
+    guards = {int(i) for i in re.findall(r"if \(tp_tma_ok & (\d+)u[) ]", src)}
     assert all(1 << maps.index(m) not in guards for m in stores)
 
 
@@ -223,3 +223,36 @@ def test_attention_policies_have_no_local_memory(d, sq, causal):
     sass = ck.sass()
     assert "HGMMA.64x" in sass and "UTMALDG" in sass
     assert not re.search(r"\b(LDL|STL)\b", sass) and ck.resources["spill_stores"] == 0
+
+
+# ------------------------------------------------------------------- a first column on a 16-byte boundary
+@pytest.mark.parametrize("kernel", [extra.load_at, extra.store_at])
+def test_a_literal_first_column_off_16_bytes_is_no_bulk_copy(kernel):
+    """The copy engine faults on a box that starts off a 16-byte boundary (H100: an illegal instruction, loads and
+    stores): a literal start of 1, 4 or 5 bf16 columns takes the cooperative copy, no map; 0 and 8 the TMA."""
+    for c0 in (1, 4, 5):
+        src, _, maps = render_kernel(kernel.ir("sm_90a", C0=c0))
+        assert maps == [] and "cp.async.bulk.tensor" not in src and "tp_tma_load_2d(" not in src
+    for c0 in (0, 8):
+        src, _, maps = render_kernel(kernel.ir("sm_90a", C0=c0))
+        assert len(maps) == 1 and "if (tp_tma_ok & 1u)" in src   # (a literal start on 16 bytes: no run-time test)
+
+
+@pytest.mark.parametrize("kernel", [extra.load_dyn, extra.store_dyn])
+def test_a_run_time_first_column_is_tested_beside_the_map_bit(kernel):
+    src, _, maps = render_kernel(kernel.ir("sm_90a"))
+    assert len(maps) == 1 and "if (tp_tma_ok & 1u && (((c0) & 7) == 0))" in src
+
+
+def test_a_tma_only_store_at_a_literal_column_off_16_bytes_is_a_compile_error():
+    @tp.kernel(threads=128, target="sm_90a")
+    def off_store(X: tp.Tensor[tp.bf16, "M", "N"], Y: tp.Tensor[tp.bf16, "M", "N"]):
+        s = tp.shared((64, 64), tp.bf16, swizzle=tp.Swizzle(3, 3, 3))
+        tp.store(s, tp.load(X[0:64, 3:67]))
+        tp.barrier()
+        tp.store_bulk(s, Y[0:64, 3:67], fallback=False)
+        tp.store_bulk_wait(s)
+
+    with pytest.raises(tp.CompileError, match=r"first column \(3\) is not on a 16-byte boundary") as e:
+        render_kernel(off_store.ir("sm_90a"))
+    assert e.value.span.line > 0 and "fallback=True" in str(e.value)

@@ -420,6 +420,10 @@ def emit_copy_bulk(r, call):
     if not known:
         em.open(f"if (tp_tid == {lo})")
     tplan, why = tma.plan(view, sref.stype, sref.align)
+    guard = tma.start_guard(view, sref.stype.dtype.bytes) if tplan is not None else True
+    if guard is False:
+        tplan, why = None, (f"its first column ({view.starts[-1]}) is not on a 16-byte boundary, where a bulk tensor "
+                            "copy must start")
     mask = call.attrs.get("multicast")
     if mask is not None:
         _multicast_copy(r, call, view, sref, bar, tplan, why, lo, known)
@@ -438,8 +442,8 @@ def emit_copy_bulk(r, call):
         if spec not in r.tensor_maps:
             r.tensor_maps.append(spec)
         i = r.tensor_maps.index(spec)
-        if fallback:  # TMA when the launch could encode the map, else the per-row / per-element copy
-            em.open(f"if (tp_tma_ok & {1 << i}u)")
+        if fallback:  # TMA when the launch could encode the map (and the first column is on 16 bytes), else the
+            em.open(f"if (tp_tma_ok & {1 << i}u{'' if guard is True else ' && ' + guard})")  # per-row / element copy
         if known:
             em.open(f"if (tp_tid == {lo})")
         em(f"tp_mbar_expect_tx({bar}, {tplan.nbytes});")
@@ -510,6 +514,10 @@ def emit_store_bulk(r, call):
     _role_sync(r, "store_bulk", lo, size)
     tplan, why = tma.plan(view, sref.stype, sref.align)
     fallback = call.attrs.get("fallback", True)
+    guard = tma.start_guard(view, sref.stype.dtype.bytes) if tplan is not None else True
+    if guard is False:
+        tplan, why = None, (f"its first column ({view.starts[-1]}) is not on a 16-byte boundary, where a bulk tensor "
+                            "store must start")
     if tplan is None and not fallback:
         raise r.error(f"tp.store_bulk(..., fallback=False) cannot be a bulk tensor store (TMA): {why}",
                       "let it fall back (fallback=True), or make the tile TMA-shaped")
@@ -521,10 +529,10 @@ def emit_store_bulk(r, call):
     if spec not in r.tensor_maps:
         r.tensor_maps.append(spec)
     i = r.tensor_maps.index(spec)
-    if not fallback:   # TMA only: the launch refused a tensor its map cannot describe
-        em.open(f"if (tp_tid == {lo})")
+    if not fallback:   # TMA only: the launch refused a tensor its map cannot describe (and the caller promises
+        em.open(f"if (tp_tid == {lo})")   # a first column on a 16-byte boundary: docs/language.md, store_bulk)
     else:
-        em.open(f"if (tp_tma_ok & {1 << i}u)")
+        em.open(f"if (tp_tma_ok & {1 << i}u{'' if guard is True else ' && ' + guard})")
         em.open(f"if (tp_tid == {lo})")
     coords = list(reversed(view.starts))  # innermost first
     rank = tplan.spec.rank

@@ -19,6 +19,13 @@ What the planner accepts (anything else keeps the per-row / cooperative copy of 
 What only the launch can check (a 16-byte aligned base address, byte strides that are multiples of 16, sizes
 under the engine's limits) picks the path at run time: the host sets bit i of `tp_tma_ok` when tensor map i
 could be encoded, and the kernel takes the fallback otherwise.
+
+A bulk tensor copy or store must also start on a 16-byte boundary: its innermost start coordinate times the element
+bytes a multiple of 16 (H100 raises an illegal instruction otherwise, loads and stores alike, measured:
+benchmarks/profile/lead_tma_offset.py). `start_guard` decides it at compile time for a literal start (off 16 bytes:
+no TMA) and gives the run-time test, beside the `tp_tma_ok` bit, for any other; a TMA-only copy (fallback=False,
+multicast) with a run-time start has no other path, so its start must be on 16 bytes (the stdlib's are multiples of
+the tile width).
 """
 
 from __future__ import annotations
@@ -50,6 +57,19 @@ class TmaPlan:
     spec: TensorMapSpec
     copies: tuple  # (inner coordinate offset in elements, shared element offset) per instruction
     nbytes: int  # transaction bytes of the whole tile
+
+
+def start_guard(view, eb: int):
+    """Whether the view's innermost start is a 16-byte column: True or False where the start is a literal, else the
+    C condition that tests it at run time."""
+    start = str(view.starts[-1]).strip()
+    q = 16 // eb if 16 % eb == 0 else 0
+    if q <= 1:
+        return True
+    try:
+        return int(start.strip("()")) % q == 0
+    except ValueError:
+        return f"((({start}) & {q - 1}) == 0)"
 
 
 def _log2(n: int) -> int:
