@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 
 from tilepy.errors import Span
 
-CHECKS = ("race", "barrier_divergence", "deadlock", "out_of_bounds", "bank_conflict", "pipeline_hazard",
-          "mma_layout", "tag_assertion", "global_race", "coverage")
+CHECKS = ("race", "barrier_divergence", "deadlock", "out_of_bounds", "bulk_copy_start", "bank_conflict",
+          "pipeline_hazard", "mma_layout", "tag_assertion", "global_race", "coverage")
 
 _ORDER = ["block", "other_block", "element", "warp", "lane", "thread", "value", "iteration", "coords", "tags",
           "stage", "address", "degree", "lanes", "other_thread", "other_iteration", "other_value", "other_coords",
