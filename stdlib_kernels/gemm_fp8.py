@@ -718,7 +718,8 @@ def small_form(M: int, N: int, K: int) -> dict | None:
 # shared memory holds (at most 12 stages), and split-K so the tiles x shares fill at most one wave of SMs with >=
 # SWAP_MIN_SHARE k-tiles a share (slots summed by splitk_sum_bf16, or, with `cluster`, summed in the kernel over a
 # cluster: CLUSTER_K; the policy, swap_policy, takes CLUSTER_K=2, G21).
-SWAP_INSTR = {n: getattr(tp.nv, f"wgmma_m64n{n}k32_e4m3") for n in (8, 16, 24, 32, 48, 64, 80, 96, 104, 112, 128)}
+SWAP_INSTR = {n: getattr(tp.nv, f"wgmma_m64n{n}k32_e4m3")
+              for n in (8, 16, 24, 32, 48, 64, 80, 96, 104, 112, 128, 144, 192, 256)}
 SWAP_MIN_SHARE = 4
 SWAP_MAX_SPLIT = 8     # splitk_sum unrolls one load per slot
 SWAP_SMEM = 220 * 1024
@@ -776,7 +777,7 @@ def swap_cluster_stages(BM: int, BN: int, cluster_k: int) -> int:
 
 
 def swap_policy(M: int, N: int, K: int, exact: bool = True, whole: bool = True, unsplit: bool = True,
-                tma_only: bool = True, g34: bool = True) -> dict:
+                tma_only: bool = True, g34: bool = True, h3: bool = True) -> dict:
     """The skinny class's form: swap-AB (swap_params) with a split of 2 summed in the kernel (CLUSTER_K=2) where it
     applies: over 128-column tiles where their split is 2 and the row tiles are whole (M % BM == 0), else over 64-column
     tiles (one consumer) where theirs is. H100, x torch._scaled_mm against the slots, two alternated runs
@@ -813,7 +814,12 @@ def swap_policy(M: int, N: int, K: int, exact: bool = True, whole: bool = True, 
     HALF_SUM on the cluster's split over 64-column tiles, STORE_T on whole 128-row tiles unsplit (H100, B from DRAM,
     x torch._scaled_mm, benchmarks/NOTES.md G34 call 1, three runs in turn: 32 rows 0.87-0.94 -> 0.93-0.96, 64 rows
     0.91-0.92 -> 0.95-0.96, 96 rows 0.81-0.88 -> 0.86-0.91, 128 rows 0.86-0.87 -> 0.92-0.93, 256 rows 0.93 ->
-    0.96-0.97, 128 x 4096 x 14336 0.95 -> 0.99)."""
+    0.96-0.97, 128 x 4096 x 14336 0.95 -> 0.99).
+    H3's rows over those (`_swap_h3`; h3=False: without them): 129-192 rows where N's 128-column tiles fill 3/4 to one
+    wave (N = 14336) at SWAP_LONG_N_K, one row tile of BM 192; 129-256 rows where N's 64-column tiles fill about half a
+    wave (N = 4096) at SWAP_LONG_K, two unsplit row tiles with STORE_T (BM 80 / 112 / 128) or one row tile of BM 192
+    over the cluster's split as HALF_SUM (161-192 rows). (`policy` runs the large class's persistent 128 x 256 form at
+    193-256 rows x a long N: `skinny_persistent`.)"""
     p = _swap_table(M, N, K, exact, whole)
     if (unsplit and M <= 16 and SWAP_EXACT_K[0] <= K <= SWAP_EXACT_K[1] and max(p["SPLIT_K"], p["CLUSTER_K"]) > 1
             and 0.45 * NUM_SMS <= tp.cdiv(N, 64) <= NUM_SMS // 2):
@@ -821,6 +827,8 @@ def swap_policy(M: int, N: int, K: int, exact: bool = True, whole: bool = True, 
         p.update(SPLIT_K=1, CLUSTER_K=1)
     if g34:
         p = _swap_g34(M, N, K, p)
+    if h3:
+        p = _swap_h3(M, N, K, p)
     return {**p, "TMA_ONLY": 1} if tma_only else p
 
 
@@ -882,6 +890,61 @@ def _swap_table(M: int, N: int, K: int, exact: bool, whole: bool) -> dict:
     return p
 
 
+# H3 (H100, B from DRAM, rotated, each form and the peer in one interleaved set of graphs, paired with
+# torch._scaled_mm replay by replay; benchmarks/NOTES.md H3 call 1, four blocks of 40 rounds, x peer):
+# * 129-256 rows x 14336 x 4096: the table's two 128-row tiles unsplit are 2 x 112 = 224 blocks (1.7 waves; 128 rows'
+#   one tile 27.3 us, 160 rows 44.1, 192 rows 41.5). All the rows in ONE tile (BM 192, the e4m3 instruction N; 128
+#   columns over two consumers, 5 stages; 112 blocks, B read once): 160 rows 0.624-0.630 -> 0.944-0.947, 192 rows
+#   0.715-0.719 -> 0.992-0.995 (29.9 us). BM 256 (4 stages) less: 224 rows 0.94, 256 rows 0.88; there the large
+#   class's persistent 128 x 256 grid (2 x 56 = 112 tiles, `skinny_persistent`) instead: 224 rows 0.813-0.823 ->
+#   0.978-0.991, 256 rows 0.797-0.802 -> 0.935-0.937 (it ran 0.921-0.923 at 160 rows and 0.983-0.985 at 192: behind BM
+#   192 in every block). The K split over a cluster on 128-row tiles (448 blocks) ran 0.48-0.55.
+# * 129-256 rows x 4096 x 14336: the table's slots of 2 over 128 x 128 tiles (160-224 rows) or the cluster's split
+#   (256). Two unsplit row tiles of half the rows over 64-column tiles (G34's form, 128 blocks) with C by one TMA
+#   store (STORE_T, BM 80 / 112 / 128): 160 rows 0.777-0.779 -> 0.924-0.933, 224 rows 0.865-0.876 -> 0.903-0.920,
+#   256 rows 0.894-0.899 -> 0.977-1.005; at 192 rows (BM 96, no STORE_T) 0.79-0.85, spread: there one row tile of BM
+#   192 over the cluster's split of 2 summed as HALF_SUM (64 x 2 = 128 blocks, 6 stages): 0.807-0.818 -> 0.996-1.010
+#   (at BM 256, 4 stages, 224 / 256 rows 0.88 / 0.95: behind the two row tiles).
+# Call 2 (the policy against the table without these rows, 4 blocks): 144 / 160 / 192 / 208 / 224 / 256 x 14336 x 4096
+# 0.60-0.80 -> 0.945 / 0.945 / 0.99 / 0.96 / 0.97-0.98 / 0.93; 144 / 160 / 176 / 192 / 224 / 240 / 256 x 4096 x 14336
+# 0.71-0.91 -> 0.93 / 0.92-0.93 / 0.98-0.99 / 1.01 / 0.92-0.95 / 1.01-1.03 / 0.99-1.01 (every block won).
+# Measured at these (N, K) only: the rows' (N, K) windows below (SWAP_LONG_N_K: the K with N's 128-column tiles
+# filling 3/4 to one wave; SWAP_LONG_K: the K with 2 x N / 64 blocks filling 0.9-1 wave, G34's N condition).
+SWAP_LONG_N_K = (4096, 4096)
+SWAP_LONG_K = (14336, 14336)
+
+
+def _long_n(M: int, N: int, K: int) -> bool:
+    return (128 < M <= 256 and SWAP_LONG_N_K[0] <= K <= SWAP_LONG_N_K[1]
+            and 0.75 * NUM_SMS <= tp.cdiv(N, 128) <= NUM_SMS)
+
+
+def skinny_persistent(M: int, N: int, K: int) -> bool:
+    """Whether the skinny class runs the large class's persistent 128 x 256 form (LARGE_PERSISTENT; H3, above): 193-256
+    rows x a long N (N's 128-column tiles 3/4 to one wave at SWAP_LONG_N_K; C's rows on 16 bytes for its TMA store)."""
+    return M > 192 and N % 8 == 0 and _long_n(M, N, K)
+
+
+def _swap_h3(M: int, N: int, K: int, p: dict) -> dict:
+    """H3's rows over the table (above): 129-192 rows x a long N, one row tile of BM 192 (128 columns, two consumers,
+    unsplit); 129-256 rows x a long K, two unsplit row tiles of BM 80 / 112 / 128 with STORE_T, or at 161-192 rows
+    (BM 96) one row tile of BM 192 over the cluster's split as HALF_SUM."""
+    if M <= 192 and _long_n(M, N, K):
+        return swap_params(M, N, K, BN=128, BM=192)
+    if (128 < M <= 256 and SWAP_LONG_K[0] <= K <= SWAP_LONG_K[1] and N % 8 == 0
+            and 0.9 * NUM_SMS <= 2 * tp.cdiv(N, 64) <= NUM_SMS):
+        bm = next(n for n in sorted(SWAP_INSTR) if n >= tp.cdiv(M, 2))
+        if bm in SWAP_ROWS2_STORE_T:
+            q = swap_params(M, N, K, BN=64, BM=bm)
+            q.update(SPLIT_K=1, CLUSTER_K=1, STORE_T=1, STAGES=swap_stages(bm, 64, 1, 1, 0, 1))
+            return q
+        if bm == 96:
+            q = swap_params(M, N, K, BN=64, BM=192, cluster=2)
+            if q["CLUSTER_K"] == 2:
+                return {**q, "HALF_SUM": 1, "STAGES": swap_stages(192, 64, 2, 1, 1)}
+    return p
+
+
 # the K range where the exact-BM rows (G24) and the whole 128-row tiles unsplit (G30) were measured (K = 4096; K_WAYS=2
 # lost at K = 14336 with BM 128, and unsplit tiles at 16-128 rows; shorter K is not measured)
 SWAP_EXACT_K = (4096, 4096)
@@ -924,6 +987,8 @@ def policy(M: int, N: int, K: int, forms: bool = True) -> dict:
         # where measured outside that: 2048 x 2048 x 1008 0.94 -> 0.91, 1600^3 (91 tiles) 0.75 -> 0.73)
         return {**PRESETS["sm_90a"], **LARGE_PERSISTENT}
     if forms and cls == "skinny":       # swap-AB (G20; the row below stays what a caller's constexprs lie over)
+        if skinny_persistent(M, N, K):      # (H3: 193-256 rows x a long N, the 128 x 256 persistent grid)
+            return {**PRESETS["sm_90a"], **LARGE_PERSISTENT}
         return swap_policy(M, N, K)
     if forms and small_form(M, N, K) is not None:    # the small / mid forms (G28, above)
         return {**PRESETS["sm_90a"], **POLICIES[cls], **small_form(M, N, K)}

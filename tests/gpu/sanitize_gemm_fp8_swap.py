@@ -5,7 +5,7 @@ ragged rows / columns / K, BM 16 / 64 / 128, a ring that turns over; each output
 compute-sanitizer --tool memcheck python3 tests/gpu/sanitize_gemm_fp8_swap.py [g24 | g30 | g32 | g34 | g39]
 compute-sanitizer --tool racecheck python3 tests/gpu/sanitize_gemm_fp8_swap.py [g24 | g30 | g32 | g34 | g39]
 (g24: K_WAYS / exact BM / CLUSTER_M only; g30: whole 128-row tiles unsplit and TMA_ONLY only; g32: CLUSTER_M with
-TMA_ONLY only; g34: HALF_SUM / STORE_T only)
+TMA_ONLY only; g34: HALF_SUM / STORE_T only; h3: BM 192 / 256 only; h3p: H3's policy rows at full size)
 """
 
 import os
@@ -70,8 +70,31 @@ G34 = [((40, 264, 1040), dict(BN=64, CLUSTER_K=2, HALF_SUM=1, STAGES=2, TMA_ONLY
 G39 = [((96, 200, 2064), dict(CLUSTER_M=2, BN=64, BM=48, STAGES=5, TMA_ONLY=1, RELAXED=1)),
        ((7, 264, 528), dict(CLUSTER_M=2, BN=64, STAGES=2, TMA_ONLY=1, RELAXED=1)),
        ((128, 4096, 784), dict(CLUSTER_M=2, BN=64, BM=64, TMA_ONLY=1, RELAXED=1))]
-PICK = {"g24": G24, "g30": G30, "g32": G32, "g34": G34, "g39": G39}
-for (m, n, k), extra in PICK.get(" ".join(sys.argv[1:]), CASES + G24 + G30 + G32 + G34 + G39):
+# H3: one row tile of all the rows (BM 192 / 256, the instruction N past 128): 128 columns over two consumers unsplit
+# (rows past M in A's box, a ring of 3 turning over; ragged N / K), 64 columns with the cluster's split as a
+# reduce-scatter (HALF_SUM; rows past M, a ring of 3 turning over; the second rank's half wholly past M)
+H3 = [((200, 264, 1040), dict(BM=256, BN=128, SPLIT_K=1, STAGES=3, TMA_ONLY=1)),
+      ((192, 520, 2064), dict(BM=192, BN=128, SPLIT_K=1, TMA_ONLY=1)),
+      ((160, 264, 1552), dict(BM=192, BN=64, CLUSTER_K=2, HALF_SUM=1, STAGES=3, TMA_ONLY=1)),
+      ((120, 200, 2064), dict(BM=256, BN=64, CLUSTER_K=2, HALF_SUM=1, TMA_ONLY=1))]
+PICK = {"g24": G24, "g30": G30, "g32": G32, "g34": G34, "g39": G39, "h3": H3}
+# H3's policy rows at full size through launch with no constexprs (`h3p` alone; racecheck on the persistent grid runs
+# long): one row tile of BM 192 at 144 rows x 14336 x 4096 (rows past M), the persistent 128 x 256 grid at 208 rows
+# (the second row tile ragged), two row tiles with STORE_T (BM 80) and BM 192's HALF_SUM at K = 14336
+H3_POLICY = [(144, 14336, 4096), (208, 14336, 4096), (144, 4096, 14336), (176, 4096, 14336)]
+ARG = " ".join(sys.argv[1:])
+for m, n, k in (H3_POLICY if ARG == "h3p" else []):
+    a = torch.randn(m, k, device=d, generator=g).to(torch.float8_e4m3fn)
+    b = torch.randn(n, k, device=d, generator=g).to(torch.float8_e4m3fn)
+    sa, sb = torch.full((1,), 0.5, device=d), torch.full((1,), 0.25, device=d)
+    out = torch.full((m, n), float("nan"), device=d, dtype=torch.bfloat16)
+    gemm_fp8.launch(a, b, sa, sb, out)
+    torch.cuda.synchronize()
+    ref = (a.double() @ b.double().t()) * 0.125
+    err = float((out.double() - ref).norm() / ref.norm())
+    print("fp8 swap policy", m, n, k, gemm_fp8.kernel_of(gemm_fp8.policy(m, n, k))[0].name, "rel err", err, flush=True)
+    assert err < 4e-3, err
+for (m, n, k), extra in ([] if ARG == "h3p" else PICK.get(ARG, CASES + G24 + G30 + G32 + G34 + G39 + H3)):
     a = torch.randn(m, k, device=d, generator=g).to(torch.float8_e4m3fn)
     b = torch.randn(n, k, device=d, generator=g).to(torch.float8_e4m3fn)
     sa, sb = torch.full((1,), 0.5, device=d), torch.full((1,), 0.25, device=d)

@@ -347,3 +347,70 @@ def test_g34_policy_through_launch(shape):
         assert err <= 1.5 * float((fast - ref).norm() / ref.norm()) + 1e-5, err
     mag = (a.double().abs() @ b.double().abs().t()) * sa.double() * sb.double()
     assert bool(((out.double() - ref).abs() <= 2.0**-8 * ref.abs() + 2.0**-9 * mag).all())
+
+
+# H3: one row tile of all the rows (BM the e4m3 instruction N 144 / 192 / 256, past 128), 128 columns over two consumers
+# unsplit (112 blocks at N = 14336: one wave where 128-row tiles made 224), and over 64 columns with the cluster's split
+# summed as a reduce-scatter (HALF_SUM); full size, rows past M in A's box (224 / 200 / 160 rows), ragged N / K, a ring
+# turning over, the per-element copies beside the TMA
+H3 = [((192, 14336, 4096), dict(BM=192, BN=128, SPLIT_K=1, CLUSTER_K=1, TMA_ONLY=1)),
+      ((256, 14336, 4096), dict(BM=256, BN=128, SPLIT_K=1, CLUSTER_K=1, TMA_ONLY=1)),
+      ((224, 14336, 4096), dict(BM=256, BN=128, SPLIT_K=1, CLUSTER_K=1, TMA_ONLY=1)),
+      ((200, 520, 1040), dict(BM=256, BN=128, SPLIT_K=1, STAGES=3)),
+      ((160, 1000, 2064), dict(BM=192, BN=128, SPLIT_K=1, TMA_ONLY=1)),
+      ((144, 264, 784), dict(BM=144, BN=128, SPLIT_K=1, TMA_ONLY=1)),
+      ((192, 4096, 14336), dict(BM=192, BN=64, CLUSTER_K=2, HALF_SUM=1, TMA_ONLY=1)),
+      ((256, 4096, 14336), dict(BM=256, BN=64, CLUSTER_K=2, HALF_SUM=1, TMA_ONLY=1)),
+      ((200, 264, 1552), dict(BM=256, BN=64, CLUSTER_K=2, HALF_SUM=1, STAGES=3)),
+      ((160, 264, 1552), dict(BM=192, BN=64, CLUSTER_K=2, HALF_SUM=1, STAGES=3, TMA_ONLY=1))]
+
+
+@pytest.mark.parametrize("shape,extra", H3, ids=[f"{m}x{n}x{k}-BM{e['BM']}-BN{e['BN']}" for (m, n, k), e in H3])
+def test_h3_wide_row_tiles(shape, extra):
+    """H3's forms: all the rows in one tile (BM 144-256), against float64 of the e4m3 inputs, NaN-poisoned output; like
+    for like with _scaled_mm's fast accumulation (16-row multiples); elementwise within half a bf16 ulp plus a share of
+    the sum of |products|."""
+    M, N, K = shape
+    g = torch.Generator(device="cuda").manual_seed(300 + M + N)
+    a, sa = _quantize(torch.randn(M, K, device=DEV, generator=g))
+    b, sb = _quantize(torch.randn(N, K, device=DEV, generator=g))
+    out = torch.full((M, N), float("nan"), device=DEV, dtype=torch.bfloat16)
+    p = gemm_fp8.params_for(M, N, K, SWAP=1, **extra)
+    assert all(p[k] == v for k, v in extra.items()), p
+    gemm_fp8.launch(a, b, sa, sb, out, SWAP=1, **extra)
+    torch.cuda.synchronize()
+    ref = (a.double() @ b.double().t()) * sa.double() * sb.double()
+    assert not out.isnan().any()
+    err = float((out.double() - ref).norm() / ref.norm())
+    assert err <= 2.0**-8, err
+    if M % 16 == 0 and N % 16 == 0:
+        fast = torch._scaled_mm(a, b.t(), sa, sb, out_dtype=torch.bfloat16, use_fast_accum=True).double()
+        assert err <= 1.5 * float((fast - ref).norm() / ref.norm()) + 1e-5, err
+    mag = (a.double().abs() @ b.double().abs().t()) * sa.double() * sb.double()
+    assert bool(((out.double() - ref).abs() <= 2.0**-8 * ref.abs() + 2.0**-9 * mag).all())
+
+
+@pytest.mark.parametrize("shape", [(144, 14336, 4096), (192, 14336, 4096), (208, 14336, 4096), (256, 14336, 4096),
+                                   (144, 4096, 14336), (176, 4096, 14336), (224, 4096, 14336), (256, 4096, 14336)])
+def test_h3_policy_through_launch(shape):
+    """H3's policy rows through launch with no constexprs: one row tile of BM 192 (rows past M at 144), the large
+    class's persistent 128 x 256 grid at 193-256 rows x 14336 x 4096 (the second row tile ragged at 208), two unsplit
+    row tiles with STORE_T and BM 192 over the cluster's split as HALF_SUM at K = 14336; against float64, like for like
+    with _scaled_mm's fast accumulation."""
+    M, N, K = shape
+    g = torch.Generator(device="cuda").manual_seed(3000 + M + N)
+    a, sa = _quantize(torch.randn(M, K, device=DEV, generator=g))
+    b, sb = _quantize(torch.randn(N, K, device=DEV, generator=g))
+    out = torch.full((M, N), float("nan"), device=DEV, dtype=torch.bfloat16)
+    p = gemm_fp8.policy(M, N, K)
+    assert p != gemm_fp8.swap_policy(M, N, K, h3=False)
+    gemm_fp8.launch(a, b, sa, sb, out)
+    torch.cuda.synchronize()
+    ref = (a.double() @ b.double().t()) * sa.double() * sb.double()
+    assert not out.isnan().any()
+    err = float((out.double() - ref).norm() / ref.norm())
+    assert err <= 2.0**-8, err
+    fast = torch._scaled_mm(a, b.t(), sa, sb, out_dtype=torch.bfloat16, use_fast_accum=True).double()
+    assert err <= 1.5 * float((fast - ref).norm() / ref.norm()) + 1e-5, err
+    mag = (a.double().abs() @ b.double().abs().t()) * sa.double() * sb.double()
+    assert bool(((out.double() - ref).abs() <= 2.0**-8 * ref.abs() + 2.0**-9 * mag).all())

@@ -195,6 +195,8 @@ def test_swap_cluster_params(monkeypatch):
     beside them, a caller's SPLIT_K (or CLUSTER_K=1) the slots. (The table before G34's rows, which
     test_g34_policy checks over it.)"""
     monkeypatch.setattr(gemm_fp8, "_swap_g34", lambda M, N, K, p: p)
+    monkeypatch.setattr(gemm_fp8, "_swap_h3", lambda M, N, K, p: p)       # (H3's rows: test_h3_policy)
+    monkeypatch.setattr(gemm_fp8, "skinny_persistent", lambda M, N, K: False)
     for (M, N, K, bn, most), (ck, split) in {(16, 4096, 4096, 128, 4): (4, 1), (16, 4096, 4096, 128, 2): (1, 4),
                                              (64, 4096, 4096, 128, 4): (4, 1), (128, 4096, 4096, 128, 4): (1, 4),
                                              (128, 4096, 4096, 64, 2): (2, 1), (16, 14336, 4096, 128, 2): (1, 1),
@@ -352,7 +354,7 @@ def test_g39_relaxed_rows_cluster_verifies_clean(shape, extra):
     assert report.ok and not report.findings, str(report)
 
 
-def test_g34_policy():
+def test_g34_policy(monkeypatch):
     """G34's rows over the table (swap_policy(g34=False)): two unsplit row tiles of half the rows (BM the e4m3
     instruction N holding them), one consumer over 64-column tiles (128 blocks, no cluster) at SWAP_ROWS2's rows
     (17-48, 81-96, 129-255) at K = 4096 where 2 x N / 64 blocks fill 0.9-1 wave; HALF_SUM on the table's other
@@ -360,6 +362,7 @@ def test_g34_policy():
     STORE_T on the row tiles of BM 80 / 112 / 128 and on whole 128-row tiles unsplit (256 rows); each ring re-sized,
     in SWAP_SMEM."""
     # (and C's tile by one TMA store at BM 80 / 112 / 128: SWAP_ROWS2_STORE_T, call 4)
+    monkeypatch.setattr(gemm_fp8, "_swap_h3", lambda M, N, K, p: p)       # (H3's rows: test_h3_policy)
     for M, bm, stages in ((17, 16, 12), (24, 16, 12), (32, 16, 12), (40, 24, 12), (48, 24, 12), (81, 48, 12),
                           (96, 48, 12), (129, 80, 11), (136, 80, 11), (160, 80, 11), (192, 96, 11), (200, 104, 10),
                           (224, 112, 9), (255, 128, 8)):
@@ -406,6 +409,63 @@ def test_g34_refusals_and_stages():
         p = gemm_fp8.params_for(M, 4096, 4096, SWAP=1, **extra)
         side = p["BN"] * p["BM"] * (4 * (p["CLUSTER_K"] // 2) + 2) // (1 + p.get("HALF_SUM", 0))
         assert p["STAGES"] * (p["BN"] + p["BM"]) * 128 + side <= gemm_fp8.SWAP_SMEM, p
+
+
+def test_h3_policy():
+    """H3's rows (swap_policy(h3=False) is the table without them): 129-192 rows x 14336 x 4096, one row tile of BM 192
+    (128 columns over two consumers, unsplit, 5 stages: 112 blocks); 193-256 rows there, the large class's persistent
+    128 x 256 form (gemm_fp8_persistent_tma, 112 tiles); 129-256 rows x 4096 x 14336, two unsplit row tiles of half
+    the rows with STORE_T where that BM is 80 / 112 / 128 (128 blocks), one row tile of BM 192 over the cluster's split
+    as HALF_SUM at 161-192 rows (BM 96's), the table at 193-208 rows (BM 104); not outside the measured (N, K)."""
+    for M in (129, 160, 176, 192):
+        p = gemm_fp8.policy(M, 14336, 4096)
+        assert (p["BM"], p["BN"], p["CONSUMERS"], p["K_WAYS"], p["CLUSTER_K"], p["SPLIT_K"], p["STAGES"]) == (
+            192, 128, 2, 1, 1, 1, 5), (M, p)
+        assert p["INSTR"] is tp.nv.wgmma_m64n192k32_e4m3 and p["TMA_ONLY"] == 1 and "STORE_T" not in p
+        assert gemm_fp8.grid_of(M, 14336, p) == (1, 112, 1) and gemm_fp8.kernel_of(p)[0] is gemm_fp8.gemm_fp8_swap
+        assert p["STAGES"] * (192 + 128) * 128 <= gemm_fp8.SWAP_SMEM
+        assert gemm_fp8.swap_policy(M, 14336, 4096, h3=False)["BM"] == 128
+    for M in (193, 224, 256):
+        p = gemm_fp8.policy(M, 14336, 4096)
+        assert p == {**gemm_fp8.PRESETS["sm_90a"], **gemm_fp8.LARGE_PERSISTENT}, (M, p)
+        kernel, kp = gemm_fp8.kernel_of(p)
+        assert kernel is gemm_fp8.gemm_fp8_persistent_tma and gemm_fp8.grid_of(M, 14336, p) == (112,)
+    for M, bm, stages in ((129, 80, 11), (160, 80, 11), (209, 112, 9), (224, 112, 9), (225, 128, 8), (256, 128, 8)):
+        p = gemm_fp8.policy(M, 4096, 14336)
+        assert (p["BM"], p["BN"], p["CONSUMERS"], p["CLUSTER_K"], p["SPLIT_K"], p["STAGES"], p["STORE_T"]) == (
+            bm, 64, 1, 1, 1, stages, 1), (M, p)
+        assert gemm_fp8.grid_of(M, 4096, p) == (2, 64, 1) and p["INSTR"].n == bm and p["TMA_ONLY"] == 1
+        assert p["STAGES"] * (64 + bm) * 128 + bm * 64 * 2 <= gemm_fp8.SWAP_SMEM
+    for M in (161, 192):
+        p = gemm_fp8.policy(M, 4096, 14336)
+        assert (p["BM"], p["BN"], p["CONSUMERS"], p["CLUSTER_K"], p["SPLIT_K"], p["HALF_SUM"], p["STAGES"]) == (
+            192, 64, 1, 2, 1, 1, 6), (M, p)
+        assert gemm_fp8.grid_of(M, 4096, p) == (1, 64, 2) and "STORE_T" not in p
+        assert p["STAGES"] * (64 + 192) * 128 + 64 * 96 * 4 <= gemm_fp8.SWAP_SMEM
+    # the table: at 193-208 rows x 4096 x 14336 (BM 104), at 128 rows, past the measured K or N, C's rows off 16 bytes
+    for M, N, K in ((200, 4096, 14336), (128, 14336, 4096), (128, 4096, 14336), (192, 14336, 8192),
+                    (192, 14336, 2048), (256, 14336, 14336), (192, 8192, 4096), (256, 8192, 4096), (192, 4096, 8192),
+                    (256, 2048, 14336), (256, 14340, 4096), (160, 4100, 14336)):
+        assert gemm_fp8.policy(M, N, K) == gemm_fp8.swap_policy(M, N, K, h3=False), (M, N, K)
+        assert not gemm_fp8.skinny_persistent(M, N, K)
+    for M in (192, 256):    # (G34's rows at K = 4096 stay)
+        assert gemm_fp8.policy(M, 4096, 4096) == gemm_fp8.swap_policy(M, 4096, 4096, h3=False)
+
+
+@pytest.mark.parametrize("shape,extra", [((160, 14336, 4096), None), ((256, 14336, 4096), None),
+                                         ((192, 4096, 14336), None), ((224, 4096, 14336), None),
+                                         ((256, 14336, 4096), dict(BM=256, BN=128, SPLIT_K=1, TMA_ONLY=1)),
+                                         ((256, 4096, 14336), dict(BM=256, BN=64, CLUSTER_K=2, HALF_SUM=1))])
+def test_h3_forms_verify_clean(shape, extra):
+    """H3's policy rows (one row tile of BM 192; the persistent 128 x 256 grid at 256 rows; BM 192 over the cluster's
+    split as HALF_SUM; two row tiles with STORE_T) and BM 256 (n256) over 128 columns unsplit and over HALF_SUM:
+    clean."""
+    import tilepy_verify as tv
+
+    p = gemm_fp8.policy(*shape) if extra is None else gemm_fp8.params_for(*shape, SWAP=1, **extra)
+    kernel, kp = gemm_fp8.kernel_of(p)
+    report = tv.verify(kernel, target="sm_90a", **kp)
+    assert report.ok and not report.findings, str(report)
 
 
 def test_launch_refuses_bad_shapes_and_dtypes():
