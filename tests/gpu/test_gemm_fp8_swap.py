@@ -13,6 +13,7 @@ from gpu_prologue import cuda_torch
 
 torch = cuda_torch()
 
+import tilepy as tp  # noqa: E402
 from stdlib_kernels import gemm_fp8  # noqa: E402
 
 pytestmark = pytest.mark.gpu
@@ -237,14 +238,12 @@ G34 = [((128, 4096, 4096), dict(BN=64, CLUSTER_K=2, HALF_SUM=1, TMA_ONLY=1)),
 G34_IDS = [f"{m}x{n}x{k}-" + "-".join(e for e in x if e in ("HALF_SUM", "STORE_T")) for (m, n, k), x in G34]
 
 
-@pytest.mark.parametrize("shape,extra", G34, ids=G34_IDS)
-def test_g34_half_sum_and_tma_store(shape, extra):
-    """G34's forms: HALF_SUM=1 (the cluster's split summed as a reduce-scatter: each rank pushes the half of C's rows
-    its partner stores and stores its own half) and STORE_T=1 (C's tile transposed into shared memory and stored by
-    one TMA store; with HALF_SUM the rank's half), over full-size decode rows and ragged M / N / K with a ring turning
-    over: against float64 of the e4m3 inputs, NaN-poisoned output; like for like with _scaled_mm's fast accumulation."""
+def _forced_form_against_float64(shape, extra, seed):
+    """A swap form forced through launch (SWAP=1 and `extra`): against float64 of the e4m3 inputs, NaN-poisoned
+    output; like for like with _scaled_mm's fast accumulation where it takes the shape (16-multiples); elementwise
+    within half a bf16 ulp plus a share of the sum of |products|."""
     M, N, K = shape
-    g = torch.Generator(device="cuda").manual_seed(34 + M + N)
+    g = torch.Generator(device="cuda").manual_seed(seed + M + N)
     a, sa = _quantize(torch.randn(M, K, device=DEV, generator=g))
     b, sb = _quantize(torch.randn(N, K, device=DEV, generator=g))
     out = torch.full((M, N), float("nan"), device=DEV, dtype=torch.bfloat16)
@@ -256,11 +255,20 @@ def test_g34_half_sum_and_tma_store(shape, extra):
     assert not out.isnan().any()
     err = float((out.double() - ref).norm() / ref.norm())
     assert err <= 2.0**-8, err
-    if M % 16 == 0:
+    if M % 16 == 0 and N % 16 == 0:
         fast = torch._scaled_mm(a, b.t(), sa, sb, out_dtype=torch.bfloat16, use_fast_accum=True).double()
         assert err <= 1.5 * float((fast - ref).norm() / ref.norm()) + 1e-5, err
     mag = (a.double().abs() @ b.double().abs().t()) * sa.double() * sb.double()
     assert bool(((out.double() - ref).abs() <= 2.0**-8 * ref.abs() + 2.0**-9 * mag).all())
+
+
+@pytest.mark.parametrize("shape,extra", G34, ids=G34_IDS)
+def test_g34_half_sum_and_tma_store(shape, extra):
+    """G34's forms: HALF_SUM=1 (the cluster's split summed as a reduce-scatter: each rank pushes the half of C's rows
+    its partner stores and stores its own half) and STORE_T=1 (C's tile transposed into shared memory and stored by
+    one TMA store; with HALF_SUM the rank's half), over full-size decode rows and ragged M / N / K with a ring turning
+    over: against float64 of the e4m3 inputs, NaN-poisoned output; like for like with _scaled_mm's fast accumulation."""
+    _forced_form_against_float64(shape, extra, 34)
 
 
 G39 = [((96, 4096, 4096), dict(BN=64, BM=48, CLUSTER_M=2, TMA_ONLY=1, RELAXED=1)),
@@ -370,24 +378,7 @@ def test_h3_wide_row_tiles(shape, extra):
     """H3's forms: all the rows in one tile (BM 144-256), against float64 of the e4m3 inputs, NaN-poisoned output; like
     for like with _scaled_mm's fast accumulation (16-row multiples); elementwise within half a bf16 ulp plus a share of
     the sum of |products|."""
-    M, N, K = shape
-    g = torch.Generator(device="cuda").manual_seed(300 + M + N)
-    a, sa = _quantize(torch.randn(M, K, device=DEV, generator=g))
-    b, sb = _quantize(torch.randn(N, K, device=DEV, generator=g))
-    out = torch.full((M, N), float("nan"), device=DEV, dtype=torch.bfloat16)
-    p = gemm_fp8.params_for(M, N, K, SWAP=1, **extra)
-    assert all(p[k] == v for k, v in extra.items()), p
-    gemm_fp8.launch(a, b, sa, sb, out, SWAP=1, **extra)
-    torch.cuda.synchronize()
-    ref = (a.double() @ b.double().t()) * sa.double() * sb.double()
-    assert not out.isnan().any()
-    err = float((out.double() - ref).norm() / ref.norm())
-    assert err <= 2.0**-8, err
-    if M % 16 == 0 and N % 16 == 0:
-        fast = torch._scaled_mm(a, b.t(), sa, sb, out_dtype=torch.bfloat16, use_fast_accum=True).double()
-        assert err <= 1.5 * float((fast - ref).norm() / ref.norm()) + 1e-5, err
-    mag = (a.double().abs() @ b.double().abs().t()) * sa.double() * sb.double()
-    assert bool(((out.double() - ref).abs() <= 2.0**-8 * ref.abs() + 2.0**-9 * mag).all())
+    _forced_form_against_float64(shape, extra, 300)
 
 
 @pytest.mark.parametrize("shape", [(144, 14336, 4096), (192, 14336, 4096), (208, 14336, 4096), (256, 14336, 4096),
@@ -412,5 +403,47 @@ def test_h3_policy_through_launch(shape):
     assert err <= 2.0**-8, err
     fast = torch._scaled_mm(a, b.t(), sa, sb, out_dtype=torch.bfloat16, use_fast_accum=True).double()
     assert err <= 1.5 * float((fast - ref).norm() / ref.norm()) + 1e-5, err
+    mag = (a.double().abs() @ b.double().abs().t()) * sa.double() * sb.double()
+    assert bool(((out.double() - ref).abs() <= 2.0**-8 * ref.abs() + 2.0**-9 * mag).all())
+
+
+# H4 (H3's call 3 forms): one row tile of 144 rows (BM 144, 128 columns over two consumers, unsplit, 6 stages); one row
+# tile of 256 rows swapped with 64-wide k-tiles (64-byte swizzle, a ring of 8); gemm_fp8 unswapped with one row tile of
+# 256 rows as four consumers of 64 (128 columns, the registers' store). Full size (rows past M at 224) and small ragged
+# (rows past M, N off the tile, K off the k-tile, rings turning over)
+_I128 = gemm_fp8.SWAP_INSTR[128]
+_C4 = {**gemm_fp8.PRESETS["sm_90a"], "BM": 256, "BN": 128, "CONSUMERS": 4, "STAGES": 4, "INSTR": _I128,
+       "EPILOGUE": 0, "IN_FLIGHT": 1, "TMA_ONLY": 1}
+_BK64 = dict(SWAP=1, BM=256, BN=128, BK=64, SWIZZLE=tp.Swizzle(2, 4, 3), STAGES=8, SPLIT_K=1, CLUSTER_K=1,
+             TMA_ONLY=1)
+H4 = [("bm144", (144, 14336, 4096), dict(SWAP=1, BM=144, BN=128, SPLIT_K=1, CLUSTER_K=1, TMA_ONLY=1)),
+      ("bm144", (130, 520, 1040), dict(SWAP=1, BM=144, BN=128, SPLIT_K=1, CLUSTER_K=1, STAGES=3, TMA_ONLY=1)),
+      ("c4", (224, 14336, 4096), _C4), ("c4", (256, 14336, 4096), _C4),
+      ("c4", (200, 264, 1040), dict(_C4, STAGES=3)),
+      ("bk64", (224, 14336, 4096), _BK64), ("bk64", (256, 14336, 4096), _BK64),
+      ("bk64", (200, 264, 2064), _BK64)]
+
+
+@pytest.mark.parametrize("name,shape,form", H4, ids=[f"{n}-{m}x{nn}x{k}" for n, (m, nn, k), _ in H4])
+def test_h4_forms(name, shape, form):
+    """H4's forms through launch with their constexprs: against float64 of the e4m3 inputs, NaN-poisoned output; like
+    for like with _scaled_mm's fast accumulation (16-row multiples); elementwise within half a bf16 ulp plus a share of
+    the sum of |products|."""
+    M, N, K = shape
+    g = torch.Generator(device="cuda").manual_seed(400 + M + N)
+    a, sa = _quantize(torch.randn(M, K, device=DEV, generator=g))
+    b, sb = _quantize(torch.randn(N, K, device=DEV, generator=g))
+    out = torch.full((M, N), float("nan"), device=DEV, dtype=torch.bfloat16)
+    p = gemm_fp8.params_for(M, N, K, **form)
+    assert all(p[k] == v for k, v in form.items()), p
+    gemm_fp8.launch(a, b, sa, sb, out, **form)
+    torch.cuda.synchronize()
+    ref = (a.double() @ b.double().t()) * sa.double() * sb.double()
+    assert not out.isnan().any()
+    err = float((out.double() - ref).norm() / ref.norm())
+    assert err <= 2.0**-8, err
+    if M % 16 == 0 and N % 16 == 0:
+        fast = torch._scaled_mm(a, b.t(), sa, sb, out_dtype=torch.bfloat16, use_fast_accum=True).double()
+        assert err <= 1.5 * float((fast - ref).norm() / ref.norm()) + 1e-5, err
     mag = (a.double().abs() @ b.double().abs().t()) * sa.double() * sb.double()
     assert bool(((out.double() - ref).abs() <= 2.0**-8 * ref.abs() + 2.0**-9 * mag).all())
