@@ -5,7 +5,8 @@ ragged rows / columns / K, BM 16 / 64 / 128, a ring that turns over; each output
 compute-sanitizer --tool memcheck python3 tests/gpu/sanitize_gemm_fp8_swap.py [g24 | g30 | g32 | g34 | g39]
 compute-sanitizer --tool racecheck python3 tests/gpu/sanitize_gemm_fp8_swap.py [g24 | g30 | g32 | g34 | g39]
 (g24: K_WAYS / exact BM / CLUSTER_M only; g30: whole 128-row tiles unsplit and TMA_ONLY only; g32: CLUSTER_M with
-TMA_ONLY only; g34: HALF_SUM / STORE_T only; h3: BM 192 / 256 only; h3p: H3's policy rows at full size)
+TMA_ONLY only; g34: HALF_SUM / STORE_T only; h3: BM 192 / 256 only; h3p: H3's policy rows at full size; h4: H3's
+call 3 forms)
 """
 
 import os
@@ -15,6 +16,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 
+import tilepy as tp  # noqa: E402
 from stdlib_kernels import gemm_fp8  # noqa: E402
 
 d = torch.device("cuda")
@@ -82,7 +84,29 @@ PICK = {"g24": G24, "g30": G30, "g32": G32, "g34": G34, "g39": G39, "h3": H3}
 # long): one row tile of BM 192 at 144 rows x 14336 x 4096 (rows past M), the persistent 128 x 256 grid at 208 rows
 # (the second row tile ragged), two row tiles with STORE_T (BM 80) and BM 192's HALF_SUM at K = 14336
 H3_POLICY = [(144, 14336, 4096), (208, 14336, 4096), (144, 4096, 14336), (176, 4096, 14336)]
+# H4 (`h4` alone; H3's call 3 forms through launch with their own constexprs): BM 144 over 128 columns unsplit (rows
+# past M, ragged N / K, a ring of 3 turning over); swap BM 256 with 64-wide k-tiles (64-byte swizzle, a ring of 8
+# turning over, rows past M, K off the k-tile); gemm_fp8 unswapped with one row tile of 256 rows as four consumers
+# (rows past M, ragged N / K, a ring of 3 turning over, the registers' store)
+H4 = [((130, 520, 1040), dict(SWAP=1, BM=144, BN=128, SPLIT_K=1, CLUSTER_K=1, STAGES=3, TMA_ONLY=1)),
+      ((200, 264, 2064), dict(SWAP=1, BM=256, BN=128, BK=64, SWIZZLE=tp.Swizzle(2, 4, 3), STAGES=8, SPLIT_K=1,
+                              CLUSTER_K=1, TMA_ONLY=1)),
+      ((200, 264, 1040), {**gemm_fp8.PRESETS["sm_90a"], "BM": 256, "BN": 128, "CONSUMERS": 4, "STAGES": 3,
+                          "INSTR": gemm_fp8.SWAP_INSTR[128], "EPILOGUE": 0, "IN_FLIGHT": 1, "TMA_ONLY": 1})]
 ARG = " ".join(sys.argv[1:])
+for (m, n, k), extra in (H4 if ARG == "h4" else []):
+    a = torch.randn(m, k, device=d, generator=g).to(torch.float8_e4m3fn)
+    b = torch.randn(n, k, device=d, generator=g).to(torch.float8_e4m3fn)
+    sa, sb = torch.full((1,), 0.5, device=d), torch.full((1,), 0.25, device=d)
+    out = torch.full((m, n), float("nan"), device=d, dtype=torch.bfloat16)
+    gemm_fp8.launch(a, b, sa, sb, out, **extra)
+    torch.cuda.synchronize()
+    ref = (a.double() @ b.double().t()) * 0.125
+    err = float((out.double() - ref).norm() / ref.norm())
+    print("fp8 swap h4", m, n, k, gemm_fp8.kernel_of(gemm_fp8.params_for(m, n, k, **extra))[0].name, "BM", extra["BM"],
+          "BK", extra.get("BK", 128), "consumers", extra.get("CONSUMERS", 2), "stages", extra["STAGES"], "rel err", err,
+          flush=True)
+    assert err < 4e-3, err
 for m, n, k in (H3_POLICY if ARG == "h3p" else []):
     a = torch.randn(m, k, device=d, generator=g).to(torch.float8_e4m3fn)
     b = torch.randn(n, k, device=d, generator=g).to(torch.float8_e4m3fn)
@@ -94,7 +118,7 @@ for m, n, k in (H3_POLICY if ARG == "h3p" else []):
     err = float((out.double() - ref).norm() / ref.norm())
     print("fp8 swap policy", m, n, k, gemm_fp8.kernel_of(gemm_fp8.policy(m, n, k))[0].name, "rel err", err, flush=True)
     assert err < 4e-3, err
-for (m, n, k), extra in ([] if ARG == "h3p" else PICK.get(ARG, CASES + G24 + G30 + G32 + G34 + G39 + H3)):
+for (m, n, k), extra in ([] if ARG in ("h3p", "h4") else PICK.get(ARG, CASES + G24 + G30 + G32 + G34 + G39 + H3)):
     a = torch.randn(m, k, device=d, generator=g).to(torch.float8_e4m3fn)
     b = torch.randn(n, k, device=d, generator=g).to(torch.float8_e4m3fn)
     sa, sb = torch.full((1,), 0.5, device=d), torch.full((1,), 0.25, device=d)
