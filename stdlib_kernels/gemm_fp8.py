@@ -816,10 +816,10 @@ def swap_policy(M: int, N: int, K: int, exact: bool = True, whole: bool = True, 
     0.91-0.92 -> 0.95-0.96, 96 rows 0.81-0.88 -> 0.86-0.91, 128 rows 0.86-0.87 -> 0.92-0.93, 256 rows 0.93 ->
     0.96-0.97, 128 x 4096 x 14336 0.95 -> 0.99).
     H3's rows over those (`_swap_h3`; h3=False: without them): 129-192 rows where N's 128-column tiles fill 3/4 to one
-    wave (N = 14336) at SWAP_LONG_N_K, one row tile of BM 192; 129-256 rows where N's 64-column tiles fill about half a
-    wave (N = 4096) at SWAP_LONG_K, two unsplit row tiles with STORE_T (BM 80 / 112 / 128) or one row tile of BM 192
-    over the cluster's split as HALF_SUM (161-192 rows). (`policy` runs the large class's persistent 128 x 256 form at
-    193-256 rows x a long N: `skinny_persistent`.)"""
+    wave (N = 14336) at SWAP_LONG_N_K, one row tile of BM 192 (BM 144 at 129-144 rows, H4); 129-256 rows where N's
+    64-column tiles fill about half a wave (N = 4096) at SWAP_LONG_K, two unsplit row tiles with STORE_T (BM 80 / 112 /
+    128) or one row tile of BM 192 over the cluster's split as HALF_SUM (161-192 rows). (`policy` runs the large
+    class's persistent 128 x 256 form at 193-256 rows x a long N: `skinny_persistent`.)"""
     p = _swap_table(M, N, K, exact, whole)
     if (unsplit and M <= 16 and SWAP_EXACT_K[0] <= K <= SWAP_EXACT_K[1] and max(p["SPLIT_K"], p["CLUSTER_K"]) > 1
             and 0.45 * NUM_SMS <= tp.cdiv(N, 64) <= NUM_SMS // 2):
@@ -908,6 +908,13 @@ def _swap_table(M: int, N: int, K: int, exact: bool, whole: bool) -> dict:
 # Call 2 (the policy against the table without these rows, 4 blocks): 144 / 160 / 192 / 208 / 224 / 256 x 14336 x 4096
 # 0.60-0.80 -> 0.945 / 0.945 / 0.99 / 0.96 / 0.97-0.98 / 0.93; 144 / 160 / 176 / 192 / 224 / 240 / 256 x 4096 x 14336
 # 0.71-0.91 -> 0.93 / 0.92-0.93 / 0.98-0.99 / 1.01 / 0.92-0.95 / 1.01-1.03 / 0.99-1.01 (every block won).
+# H4 (H3's call 3; benchmarks/NOTES.md H3 "Call 3 (H4)", results/h3-skinny-long-call3-*.json; H100, rotated, paired
+# replay by replay, 4 blocks of 40 rounds): at 129-144 rows x a long N one row tile of BM 144 (the e4m3 instruction
+# n144, 6 stages, 98 registers) in place of BM 192's: 144 x 14336 x 4096 28.61-29.00 -> 28.05-28.31 us, x peer
+# 0.946-0.948 -> 0.967-0.970 (every block; measured at 144 rows: below it the same kernel with rows past M). At 224 /
+# 256 rows there one row tile of 256 rows lost to the persistent grid in every block: gemm_fp8 as four consumers (4
+# stages, the registers' store) 0.86 / 0.79, swapped with 64-wide k-tiles (8 stages) 0.81 / 0.78, against 1.00 / 0.93.
+SWAP_LONG_N_BM144 = 144     # the most rows of the long N that take BM 144's tile (H4)
 # Measured at these (N, K) only: the rows' (N, K) windows below (SWAP_LONG_N_K: the K with N's 128-column tiles
 # filling 3/4 to one wave; SWAP_LONG_K: the K with 2 x N / 64 blocks filling 0.9-1 wave, G34's N condition).
 SWAP_LONG_N_K = (4096, 4096)
@@ -927,10 +934,10 @@ def skinny_persistent(M: int, N: int, K: int) -> bool:
 
 def _swap_h3(M: int, N: int, K: int, p: dict) -> dict:
     """H3's rows over the table (above): 129-192 rows x a long N, one row tile of BM 192 (128 columns, two consumers,
-    unsplit); 129-256 rows x a long K, two unsplit row tiles of BM 80 / 112 / 128 with STORE_T, or at 161-192 rows
-    (BM 96) one row tile of BM 192 over the cluster's split as HALF_SUM."""
-    if M <= 192 and _long_n(M, N, K):
-        return swap_params(M, N, K, BN=128, BM=192)
+    unsplit; BM 144 at 129-144 rows, H4); 129-256 rows x a long K, two unsplit row tiles of BM 80 / 112 / 128 with
+    STORE_T, or at 161-192 rows (BM 96) one row tile of BM 192 over the cluster's split as HALF_SUM."""
+    if M <= 192 and _long_n(M, N, K):       # (H4: BM 144 where that holds the rows)
+        return swap_params(M, N, K, BN=128, BM=144 if M <= SWAP_LONG_N_BM144 else 192)
     if (128 < M <= 256 and SWAP_LONG_K[0] <= K <= SWAP_LONG_K[1] and N % 8 == 0
             and 0.9 * NUM_SMS <= 2 * tp.cdiv(N, 64) <= NUM_SMS):
         bm = next(n for n in sorted(SWAP_INSTR) if n >= tp.cdiv(M, 2))

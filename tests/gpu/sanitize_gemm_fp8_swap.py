@@ -81,7 +81,7 @@ H3 = [((200, 264, 1040), dict(BM=256, BN=128, SPLIT_K=1, STAGES=3, TMA_ONLY=1)),
       ((120, 200, 2064), dict(BM=256, BN=64, CLUSTER_K=2, HALF_SUM=1, TMA_ONLY=1))]
 PICK = {"g24": G24, "g30": G30, "g32": G32, "g34": G34, "g39": G39, "h3": H3}
 # H3's policy rows at full size through launch with no constexprs (`h3p` alone; racecheck on the persistent grid runs
-# long): one row tile of BM 192 at 144 rows x 14336 x 4096 (rows past M), the persistent 128 x 256 grid at 208 rows
+# long): one row tile of BM 144 at 144 rows x 14336 x 4096 (BM 192 before H4), the persistent 128 x 256 grid at 208 rows
 # (the second row tile ragged), two row tiles with STORE_T (BM 80) and BM 192's HALF_SUM at K = 14336
 H3_POLICY = [(144, 14336, 4096), (208, 14336, 4096), (144, 4096, 14336), (176, 4096, 14336)]
 # H4 (`h4` alone; H3's call 3 forms through launch with their own constexprs): BM 144 over 128 columns unsplit (rows

@@ -384,10 +384,10 @@ def test_h3_wide_row_tiles(shape, extra):
 @pytest.mark.parametrize("shape", [(144, 14336, 4096), (192, 14336, 4096), (208, 14336, 4096), (256, 14336, 4096),
                                    (144, 4096, 14336), (176, 4096, 14336), (224, 4096, 14336), (256, 4096, 14336)])
 def test_h3_policy_through_launch(shape):
-    """H3's policy rows through launch with no constexprs: one row tile of BM 192 (rows past M at 144), the large
-    class's persistent 128 x 256 grid at 193-256 rows x 14336 x 4096 (the second row tile ragged at 208), two unsplit
-    row tiles with STORE_T and BM 192 over the cluster's split as HALF_SUM at K = 14336; against float64, like for like
-    with _scaled_mm's fast accumulation."""
+    """H3's policy rows through launch with no constexprs: one row tile of 144 rows (BM 144 since H4; BM 192 at 145-192
+    rows), the large class's persistent 128 x 256 grid at 193-256 rows x 14336 x 4096 (the second row tile ragged at
+    208), two unsplit row tiles with STORE_T and BM 192 over the cluster's split as HALF_SUM at K = 14336; against
+    float64, like for like with _scaled_mm's fast accumulation."""
     M, N, K = shape
     g = torch.Generator(device="cuda").manual_seed(3000 + M + N)
     a, sa = _quantize(torch.randn(M, K, device=DEV, generator=g))

@@ -413,17 +413,20 @@ def test_g34_refusals_and_stages():
 
 def test_h3_policy():
     """H3's rows (swap_policy(h3=False) is the table without them): 129-192 rows x 14336 x 4096, one row tile of BM 192
-    (128 columns over two consumers, unsplit, 5 stages: 112 blocks); 193-256 rows there, the large class's persistent
-    128 x 256 form (gemm_fp8_persistent_tma, 112 tiles); 129-256 rows x 4096 x 14336, two unsplit row tiles of half
-    the rows with STORE_T where that BM is 80 / 112 / 128 (128 blocks), one row tile of BM 192 over the cluster's split
-    as HALF_SUM at 161-192 rows (BM 96's), the table at 193-208 rows (BM 104); not outside the measured (N, K)."""
-    for M in (129, 160, 176, 192):
+    (128 columns over two consumers, unsplit, 5 stages: 112 blocks), BM 144 at 129-144 rows (6 stages; H4); 193-256
+    rows there, the large class's persistent 128 x 256 form (gemm_fp8_persistent_tma, 112 tiles); 129-256 rows x 4096
+    x 14336, two unsplit row tiles of half the rows with STORE_T where that BM is 80 / 112 / 128 (128 blocks), one row
+    tile of BM 192 over the cluster's split as HALF_SUM at 161-192 rows (BM 96's), the table at 193-208 rows (BM 104);
+    not outside the measured (N, K)."""
+    for M, bm, stages in ((129, 144, 6), (136, 144, 6), (144, 144, 6), (145, 192, 5), (160, 192, 5), (176, 192, 5),
+                          (192, 192, 5)):
         p = gemm_fp8.policy(M, 14336, 4096)
         assert (p["BM"], p["BN"], p["CONSUMERS"], p["K_WAYS"], p["CLUSTER_K"], p["SPLIT_K"], p["STAGES"]) == (
-            192, 128, 2, 1, 1, 1, 5), (M, p)
-        assert p["INSTR"] is tp.nv.wgmma_m64n192k32_e4m3 and p["TMA_ONLY"] == 1 and "STORE_T" not in p
+            bm, 128, 2, 1, 1, 1, stages), (M, p)
+        assert p["INSTR"] is gemm_fp8.SWAP_INSTR[bm] and p["INSTR"].n == bm
+        assert p["TMA_ONLY"] == 1 and "STORE_T" not in p
         assert gemm_fp8.grid_of(M, 14336, p) == (1, 112, 1) and gemm_fp8.kernel_of(p)[0] is gemm_fp8.gemm_fp8_swap
-        assert p["STAGES"] * (192 + 128) * 128 <= gemm_fp8.SWAP_SMEM
+        assert p["STAGES"] * (bm + 128) * 128 <= gemm_fp8.SWAP_SMEM < (p["STAGES"] + 1) * (bm + 128) * 128
         assert gemm_fp8.swap_policy(M, 14336, 4096, h3=False)["BM"] == 128
     for M in (193, 224, 256):
         p = gemm_fp8.policy(M, 14336, 4096)
@@ -452,14 +455,15 @@ def test_h3_policy():
         assert gemm_fp8.policy(M, 4096, 4096) == gemm_fp8.swap_policy(M, 4096, 4096, h3=False)
 
 
-@pytest.mark.parametrize("shape,extra", [((160, 14336, 4096), None), ((256, 14336, 4096), None),
+@pytest.mark.parametrize("shape,extra", [((144, 14336, 4096), None), ((160, 14336, 4096), None),
+                                         ((256, 14336, 4096), None),
                                          ((192, 4096, 14336), None), ((224, 4096, 14336), None),
                                          ((256, 14336, 4096), dict(BM=256, BN=128, SPLIT_K=1, TMA_ONLY=1)),
                                          ((256, 4096, 14336), dict(BM=256, BN=64, CLUSTER_K=2, HALF_SUM=1))])
 def test_h3_forms_verify_clean(shape, extra):
-    """H3's policy rows (one row tile of BM 192; the persistent 128 x 256 grid at 256 rows; BM 192 over the cluster's
-    split as HALF_SUM; two row tiles with STORE_T) and BM 256 (n256) over 128 columns unsplit and over HALF_SUM:
-    clean."""
+    """H3's policy rows (one row tile of BM 144 (H4) or 192; the persistent 128 x 256 grid at 256 rows; BM 192 over
+    the cluster's split as HALF_SUM; two row tiles with STORE_T) and BM 256 (n256) over 128 columns unsplit and over
+    HALF_SUM: clean."""
     import tilepy_verify as tv
 
     p = gemm_fp8.policy(*shape) if extra is None else gemm_fp8.params_for(*shape, SWAP=1, **extra)
