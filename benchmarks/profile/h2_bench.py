@@ -217,7 +217,7 @@ def row(kind, M, N, K, g, l2, rounds, replays, arms=("off", "on")):
     s0 = sets[0]
     ref = _ref(kind, s0)
     err_peer = _rel(_peer(kind, s0)(), ref)
-    tol = 4e-3 if kind == "fp8" else 1e-2
+    tol = 2.0**-8   # C is bf16 either way: its rounding bounds the relative error (ours and the peer's ~1.7e-3)
     out = {"kind": kind, "shape": [M, N, K], "input_sets": len(sets), "peer_rel_err": err_peer, "arms": {}}
     graphs, srcs = {}, []
     for name in arms:

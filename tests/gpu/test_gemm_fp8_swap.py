@@ -238,18 +238,18 @@ G34 = [((128, 4096, 4096), dict(BN=64, CLUSTER_K=2, HALF_SUM=1, TMA_ONLY=1)),
 G34_IDS = [f"{m}x{n}x{k}-" + "-".join(e for e in x if e in ("HALF_SUM", "STORE_T")) for (m, n, k), x in G34]
 
 
-def _forced_form_against_float64(shape, extra, seed):
-    """A swap form forced through launch (SWAP=1 and `extra`): against float64 of the e4m3 inputs, NaN-poisoned
-    output; like for like with _scaled_mm's fast accumulation where it takes the shape (16-multiples); elementwise
-    within half a bf16 ulp plus a share of the sum of |products|."""
+def _forced_form_against_float64(shape, form, seed):
+    """A form forced through launch (its constexprs `form`, SWAP=1 for the swap forms): against float64 of the e4m3
+    inputs, NaN-poisoned output; like for like with _scaled_mm's fast accumulation where it takes the shape
+    (16-multiples); elementwise within half a bf16 ulp plus a share of the sum of |products|."""
     M, N, K = shape
     g = torch.Generator(device="cuda").manual_seed(seed + M + N)
     a, sa = _quantize(torch.randn(M, K, device=DEV, generator=g))
     b, sb = _quantize(torch.randn(N, K, device=DEV, generator=g))
     out = torch.full((M, N), float("nan"), device=DEV, dtype=torch.bfloat16)
-    p = gemm_fp8.params_for(M, N, K, SWAP=1, **extra)
-    assert all(p[k] == v for k, v in extra.items()), p
-    gemm_fp8.launch(a, b, sa, sb, out, SWAP=1, **extra)
+    p = gemm_fp8.params_for(M, N, K, **form)
+    assert all(p[k] == v for k, v in form.items()), p
+    gemm_fp8.launch(a, b, sa, sb, out, **form)
     torch.cuda.synchronize()
     ref = (a.double() @ b.double().t()) * sa.double() * sb.double()
     assert not out.isnan().any()
@@ -268,7 +268,7 @@ def test_g34_half_sum_and_tma_store(shape, extra):
     its partner stores and stores its own half) and STORE_T=1 (C's tile transposed into shared memory and stored by
     one TMA store; with HALF_SUM the rank's half), over full-size decode rows and ragged M / N / K with a ring turning
     over: against float64 of the e4m3 inputs, NaN-poisoned output; like for like with _scaled_mm's fast accumulation."""
-    _forced_form_against_float64(shape, extra, 34)
+    _forced_form_against_float64(shape, {"SWAP": 1, **extra}, 34)
 
 
 G39 = [((96, 4096, 4096), dict(BN=64, BM=48, CLUSTER_M=2, TMA_ONLY=1, RELAXED=1)),
@@ -378,7 +378,7 @@ def test_h3_wide_row_tiles(shape, extra):
     """H3's forms: all the rows in one tile (BM 144-256), against float64 of the e4m3 inputs, NaN-poisoned output; like
     for like with _scaled_mm's fast accumulation (16-row multiples); elementwise within half a bf16 ulp plus a share of
     the sum of |products|."""
-    _forced_form_against_float64(shape, extra, 300)
+    _forced_form_against_float64(shape, {"SWAP": 1, **extra}, 300)
 
 
 @pytest.mark.parametrize("shape", [(144, 14336, 4096), (192, 14336, 4096), (208, 14336, 4096), (256, 14336, 4096),
@@ -429,21 +429,4 @@ def test_h4_forms(name, shape, form):
     """H4's forms through launch with their constexprs: against float64 of the e4m3 inputs, NaN-poisoned output; like
     for like with _scaled_mm's fast accumulation (16-row multiples); elementwise within half a bf16 ulp plus a share of
     the sum of |products|."""
-    M, N, K = shape
-    g = torch.Generator(device="cuda").manual_seed(400 + M + N)
-    a, sa = _quantize(torch.randn(M, K, device=DEV, generator=g))
-    b, sb = _quantize(torch.randn(N, K, device=DEV, generator=g))
-    out = torch.full((M, N), float("nan"), device=DEV, dtype=torch.bfloat16)
-    p = gemm_fp8.params_for(M, N, K, **form)
-    assert all(p[k] == v for k, v in form.items()), p
-    gemm_fp8.launch(a, b, sa, sb, out, **form)
-    torch.cuda.synchronize()
-    ref = (a.double() @ b.double().t()) * sa.double() * sb.double()
-    assert not out.isnan().any()
-    err = float((out.double() - ref).norm() / ref.norm())
-    assert err <= 2.0**-8, err
-    if M % 16 == 0 and N % 16 == 0:
-        fast = torch._scaled_mm(a, b.t(), sa, sb, out_dtype=torch.bfloat16, use_fast_accum=True).double()
-        assert err <= 1.5 * float((fast - ref).norm() / ref.norm()) + 1e-5, err
-    mag = (a.double().abs() @ b.double().abs().t()) * sa.double() * sb.double()
-    assert bool(((out.double() - ref).abs() <= 2.0**-8 * ref.abs() + 2.0**-9 * mag).all())
+    _forced_form_against_float64(shape, form, 400)

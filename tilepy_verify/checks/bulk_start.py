@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from tilepy.symbolic import BinOp, Const, Var
 
-from ..counterexample import block_of, dims_of, iteration_of
+from ..counterexample import dims_of, iteration_of
 from ..report import Finding
 from ..vc import AND, cmp, subst
 from .instances import _block_ranges, _instance, grid_axes
@@ -78,10 +78,9 @@ def check(ctx) -> list:
             if model is None:
                 continue
         col = start0 if isinstance(start0, int) else int(ctx.eval(start0, model))
-        blk = tuple(int(model.get(f"block{k}@1", 0)) for k in range(3)) if model else block_of(model)
         what = "tp.store_bulk" if e.op == "store_bulk" else "tp.copy_bulk"
-        cex = {"block": blk, "iteration": iteration_of(a.point, model, "@1") if model else {},
-               "dims": dims_of(model) if model else {},
+        cex = {"block": tuple(int(model.get(f"block{k}@1", 0)) for k in range(3)),
+               "iteration": iteration_of(a.point, model, "@1"), "dims": dims_of(model),
                "detail": f"first column {col}: {col * eb} bytes, not a multiple of 16"}
         out.append(Finding(
             "bulk_copy_start", "error",
