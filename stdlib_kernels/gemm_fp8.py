@@ -56,7 +56,7 @@ def gemm_fp8(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "N", "K"], S
              CONSUMERS: tp.constexpr = 2, INSTR: tp.constexpr = tp.nv.wgmma_m64n256k32_e4m3,
              SWIZZLE: tp.constexpr = tp.Swizzle(3, 4, 3), IN_FLIGHT: tp.constexpr = 0, GROUP_M: tp.constexpr = 8,
              PRODUCER_REGS: tp.constexpr = 0, CONSUMER_REGS: tp.constexpr = 0, EPILOGUE: tp.constexpr = 0,
-             TMA_ONLY: tp.constexpr = 0):
+             TMA_ONLY: tp.constexpr = 0, STORE_ALL: tp.constexpr = 0):
     # grouped tile order: GROUP_M row tiles sweep the columns together (any grid of cdiv(M, BM) * cdiv(N, BN)
     # blocks over x and y)
     pid = tp.block_id(0) + tp.num_blocks(0) * tp.block_id(1)
@@ -86,7 +86,8 @@ def gemm_fp8(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "N", "K"], S
         # column pairs 8 rows apart (`_staged_swizzle`: a row's 16-byte units XORed with offset bits that differ over
         # 8 rows)
         c_s = tp.shared((BM, BN), tp.bf16, swizzle=_staged_swizzle(BN))
-        staged = tp.mbarrier(1)
+        if STORE_ALL == 0:
+            staged = tp.mbarrier(1)
     full = tp.mbarrier(1, stages=STAGES)
     empty = tp.mbarrier(1, stages=STAGES)
     tp.tag(A, lambda i, k: ("A", i, k))
@@ -111,7 +112,7 @@ def gemm_fp8(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "N", "K"], S
             tp.mbarrier_wait(staged, 0)                # the consumers' scaled tile is in c_s
             tp.store_bulk(c_s, C[m0:m0 + BM, n0:n0 + BN])  # TMA store (rows / columns past M / N not written)
             tp.store_bulk_wait(c_s)                    # c_s is read before the block exits
-        if EPILOGUE == 1:
+        if EPILOGUE == 1 and STORE_ALL == 0:
             tp.mbarrier_wait(staged, 0)
             tp.copy(c_s, C[m0:m0 + BM, n0:n0 + BN])    # shared -> global, coalesced (the ragged edge masked)
     else:                               # consumer warpgroups: wgmma over their own threads, 64 rows each
@@ -138,9 +139,15 @@ def gemm_fp8(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "N", "K"], S
         tp.assert_tag(tp.mma_operands(acc), lambda a, b: a[2] == b[1])
         if EPILOGUE > 0:
             tp.store(c_s, acc * scale)                 # rounded to bf16 into the staged tile
-            tp.mbarrier_arrive(staged)                 # the producer warpgroup stores it
+            if EPILOGUE == 2 or STORE_ALL == 0:
+                tp.mbarrier_arrive(staged)             # the producer warpgroup stores it
         else:
             tp.store(C[m0:m0 + BM, n0:n0 + BN], acc * scale)
+    if EPILOGUE == 1 and STORE_ALL == 1:
+        # every warpgroup stores the staged tile (4x the threads of the producer's store: C's rows off 16 bytes are
+        # realigned row by row, tilepy_hip/render/copies.py)
+        tp.barrier()
+        tp.copy(c_s, C[m0:m0 + BM, n0:n0 + BN])
 
 
 @tp.kernel(threads=_threads, target="sm_90a")
@@ -656,7 +663,8 @@ LARGE_PERSISTENT = dict(PERSISTENT=1, STORE_N=64, STAGES=4, PRODUCER_REGS=96, CO
 # * C's rows off 16 bytes (N % 8: the TMA store's per-element fallback) store from the registers (EPILOGUE=0); the large
 #   class's 128 x 256 tiles there (no persistent form: its store is TMA only) run 128 x 128 tiles, 6 stages, the
 #   registers' store: 2051 x 2045 x 1008 69.9 -> 32.6 us (measured at that shape only; _scaled_mm cannot take it, on
-#   operands padded to 16s 15.0; since G35 UNALIGNED_N_192x192 first, below).
+#   operands padded to 16s 15.0; since G35 UNALIGNED_N_192x192 first, below; since the realigned store every form
+#   there stages C, LARGE_STAGED below).
 # Where 128 x 256 tiles fill more (2048^3 0.93-0.94, 4096 x 1024 x 1024 0.86, 1536^3 0.76) the large row stays: every
 # form here measured slower there (64 x 128 s4 0.73-0.77, 128 x 128 0.64-0.81, the persistent 128 x 128 form 0.68-0.84;
 # the large row with TMA_ONLY the same, 168 registers either way at 384 threads). (G35: 1536^3 runs WAVE_128x144, and
@@ -679,8 +687,17 @@ _I144 = tp.nv.wgmma_m64n144k32_e4m3
 # 1008 (11 x 11 = 121 tiles where 128 x 256 gives 136: two waves) 31.8-32.3 -> 28.5-28.8 us (0.45-0.46 -> 0.51-0.52x
 # _scaled_mm on operands padded to 16s, calls 2-3). What is left there is C's store: on the aligned 2048 x 2048 x 1008
 # the registers' store costs 5-6 us over the TMA store at 128 x 256, the staged store more (benchmarks/NOTES.md G35)
+#
+# C's rows off 16 bytes (realign session, benchmarks/NOTES.md "Rows off 16 bytes"): the staged tile's store realigned
+# row by row in the render (16-byte stores of each row's aligned body) and taken by every warpgroup (STORE_ALL=1, 4x
+# the producer's threads): 2051 x 2045 x 1008 0.50 -> 0.83x the padded peer. Every form with C's rows off 16 bytes
+# stages C so (`small_form`): 192 x 192 where its tiles fill the waves better than the large row's by 0.1
+# (`_wave_fill`), else the large row's 128 x 256 tiles (LARGE_STAGED: without setmaxnreg, which STORE_ALL's common
+# code cannot keep), and the small / mid forms with the same epilogue
 UNALIGNED_N_192x192 = dict(BM=192, BN=192, STAGES=3, CONSUMERS=3, INSTR=tp.nv.wgmma_m64n192k32_e4m3, IN_FLIGHT=1,
-                           EPILOGUE=1, TMA_ONLY=1, PRODUCER_REGS=0, CONSUMER_REGS=0)
+                           EPILOGUE=1, STORE_ALL=1, TMA_ONLY=1, PRODUCER_REGS=0, CONSUMER_REGS=0)
+LARGE_STAGED = dict(BM=128, BN=256, STAGES=3, CONSUMERS=2, INSTR=tp.nv.wgmma_m64n256k32_e4m3, EPILOGUE=1, STORE_ALL=1,
+                    PRODUCER_REGS=0, CONSUMER_REGS=0)
 WAVE_128x144 = dict(BM=128, BN=144, STAGES=5, CONSUMERS=2, INSTR=_I144, IN_FLIGHT=1, EPILOGUE=2, TMA_ONLY=1,
                     PRODUCER_REGS=0, CONSUMER_REGS=0)
 
@@ -701,15 +718,19 @@ def small_form(M: int, N: int, K: int) -> dict | None:
         form = dict(MID_128x128)
     elif N % 8 == 0 and t144 <= NUM_SMS < t128 and 4 * t256 <= 3 * NUM_SMS:
         return dict(WAVE_128x144)
-    elif N % 8 and shape_class(M, N, K) == "large" and tp.cdiv(M, 192) * tp.cdiv(N, 192) <= NUM_SMS:
-        return dict(UNALIGNED_N_192x192)
-    elif N % 8 and shape_class(M, N, K) == "large" and t256 <= 2 * NUM_SMS:
-        return dict(UNALIGNED_N_128x128)
+    elif N % 8 and shape_class(M, N, K) == "large":
+        t192 = tp.cdiv(M, 192) * tp.cdiv(N, 192)
+        return dict(UNALIGNED_N_192x192 if _wave_fill(t192) >= _wave_fill(t256) + 0.1 else LARGE_STAGED)
     else:
         return None
     if N % 8:
-        form["EPILOGUE"] = 0
+        form.update(EPILOGUE=1, STORE_ALL=1)    # (the staged tile, realigned, stored by every warpgroup)
     return form
+
+
+def _wave_fill(tiles: int) -> float:
+    """The share of the SMs' block slots that `tiles` one-block-per-SM tiles keep busy over their waves."""
+    return tiles / (tp.cdiv(tiles, NUM_SMS) * NUM_SMS)
 
 
 # Skinny rows with the operands swapped (gemm_fp8_swap): C^T's tile is BN = 128 columns of C over two consumer
@@ -1058,6 +1079,14 @@ def kernel_of(params: dict):
                              f"of its rows) by one TMA store: SPLIT_K=1 and CLUSTER_K=1 or HALF_SUM=1; got SPLIT_K="
                              f"{params['SPLIT_K']}, CLUSTER_K={ck}, HALF_SUM={hs}; or pass STORE_T=0")
         return gemm_fp8_swap, {k: params.get(k, 0 if k in SWAP_ZERO_KEYS else 1) for k in SWAP_KEYS}
+    if params.get("STORE_ALL") and (params.get("EPILOGUE") != 1 or params.get("PRODUCER_REGS")
+                                    or params.get("CONSUMER_REGS") or params.get("PERSISTENT")
+                                    or params.get("CLUSTER_M", 1) > 1):
+        raise ValueError("gemm_fp8: STORE_ALL=1 has every warpgroup store the staged tile (EPILOGUE=1) after the "
+                         "roles, code common to both, where setmaxnreg's per-role budgets do not hold (ptxas "
+                         "spills there): EPILOGUE=1 with PRODUCER_REGS=0, CONSUMER_REGS=0, no PERSISTENT / "
+                         f"CLUSTER_M; got EPILOGUE={params.get('EPILOGUE')}, PRODUCER_REGS="
+                         f"{params.get('PRODUCER_REGS')}, CONSUMER_REGS={params.get('CONSUMER_REGS')}")
     if params.get("CLUSTER_M", 1) > 1:      # (G28) the small forms on 2x1 clusters, B multicast
         if (params.get("PERSISTENT") or params.get("PRODUCER_REGS") or params.get("CONSUMER_REGS")
                 or params.get("IN_FLIGHT")):
@@ -1170,6 +1199,11 @@ def launch(a, b, scale_a, scale_b, out, target: str = "sm_90a", **constexprs):
         params["TMA_ONLY"] = 0      # the policy's TMA-only copies need tensor maps: 16-byte aligned bases
     if params.get("STORE_T") and not _tma_out(out):
         params["STORE_T"] = 0       # swap-AB's TMA store of C needs a tensor map of C: the registers' store instead
+    if (params.get("EPILOGUE") == 2 and not params.get("SWAP") and not params.get("PERSISTENT")
+            and "EPILOGUE" not in constexprs and not _tma_out(out)):
+        # the TMA store needs a tensor map of C (its fallback is one thread's copy): the staged tile stored by every
+        # warpgroup instead, without setmaxnreg (STORE_ALL's common code)
+        params.update(EPILOGUE=1, STORE_ALL=1, PRODUCER_REGS=0, CONSUMER_REGS=0)
     if tuple(scale_a.shape) == ():
         scale_a = scale_a.reshape(1)
     if tuple(scale_b.shape) == ():

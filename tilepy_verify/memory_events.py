@@ -311,7 +311,16 @@ class MemoryEvents:
         """(real thread, value) of every slot of `layout` that runs, as the interpreter distributes it."""
         T, V = layout.num_threads, layout.num_values
         if owners:
-            flat = layout.flat.ravel()
+            # threads past the layout's replicating (all-zero-stride) slowest thread modes repeat the first ones,
+            # so every element's first owner lies among those (a copy's odd tile held by one thread: 128-512x fewer
+            # slots than the whole [threads, values] grid to sort)
+            n = _distinct_threads(layout)
+            if n == T:
+                flat = layout.flat.ravel()
+            else:
+                t, v = np.arange(n, dtype=np.int64)[:, None], np.arange(V, dtype=np.int64)[None, :]
+                flat = np.ravel_multi_index(tuple(np.broadcast_to(np.asarray(c, dtype=np.int64), (n, V))
+                                                  for c in layout.coord(t, v)), layout.tile).ravel()
             _, first = np.unique(flat, return_index=True)
             t_idx, v_idx = np.divmod(first, V)
         else:
@@ -359,7 +368,10 @@ class MemoryEvents:
             pos = np.searchsorted(st.threads, tids)
         else:
             pos = np.asarray(tids) % T
-        return tuple(c[pos, vals] for c in layout.coords)
+        # the slots' own coordinates (not the whole [threads, values] grid: a copy's odd tile held by one thread
+        # and replicated over 512 is 19M slots)
+        pos, vals = np.asarray(pos, dtype=np.int64), np.asarray(vals, dtype=np.int64)
+        return tuple(np.broadcast_to(np.asarray(c, dtype=np.int64), pos.shape) for c in layout.coord(pos, vals))
 
     def record_write(self, acc: Access, st, tag):
         self.writes.append(WriteRec(acc, acc.point, tag or untagged))
@@ -395,3 +407,16 @@ def bar_name(e) -> str:
 
 def _at_array(e) -> bool:
     return isinstance(e, ir.Call) and e.op == "mbarrier_at" and isinstance(e.args[0], ir.Var)
+
+
+def _distinct_threads(layout: TVLayout) -> int:
+    """The threads [0, n) of `layout` past which its slowest thread modes only replicate (zero stride in every
+    tile dimension): every (thread, value) from n on holds what a thread below n holds."""
+    n = layout.num_threads
+    if not layout.tile:
+        return n
+    for k in range(len(layout.thread_shape) - 1, -1, -1):
+        if any(layout.strides[d][0][k] for d in range(len(layout.tile))):
+            break
+        n //= layout.thread_shape[k]
+    return max(n, 1)

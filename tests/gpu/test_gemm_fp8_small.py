@@ -38,6 +38,7 @@ FORMS = {
     "MID_128x128": gemm_fp8.MID_128x128,
     "UNALIGNED_N_128x128": gemm_fp8.UNALIGNED_N_128x128,
     "UNALIGNED_N_192x192": gemm_fp8.UNALIGNED_N_192x192,
+    "LARGE_STAGED": gemm_fp8.LARGE_STAGED,
     "WAVE_128x144": gemm_fp8.WAVE_128x144,
     # gemm_fp8_cluster: the forms on 2x1 clusters, B multicast (a second row tile wholly past M at 130 / 520 rows)
     "c64x128_s8_w0": dict(gemm_fp8.SMALL_64x128, IN_FLIGHT=0, CLUSTER_M=2),
@@ -131,7 +132,10 @@ def test_sass_of_the_small_forms(name):
 
 # shapes whose policy is each small form (and the ragged ones); a second call gives the same bits
 POLICY_SHAPES = [(512, 512, 512), (640, 640, 640), (1024, 1024, 1024), (1000, 1000, 1024), (1024, 1024, 4096),
-                 (2048, 1024, 4096), (2051, 2045, 1008), (300, 130, 400), (600, 1000, 272), (1536, 1536, 1536)]
+                 (2048, 1024, 4096), (2051, 2045, 1008), (300, 130, 400), (600, 1000, 272), (1536, 1536, 1536),
+                 # C's rows off 16 bytes: the staged tile stored by every warpgroup (192 x 192, the large row's tiles,
+                 # 64 x 128)
+                 (3000, 3001, 2048), (1536, 1530, 1536), (4096, 4090, 1024), (768, 765, 768)]
 
 
 @pytest.mark.parametrize("m,n,k", POLICY_SHAPES)
@@ -192,3 +196,23 @@ def test_small_policy_with_an_unaligned_base():
     assert _rel(out, ref) <= 2.0**-8
     with pytest.raises(Exception, match="16"):
         gemm_fp8.launch(a, b, sa, sb, out, TMA_ONLY=1)
+
+
+def test_large_row_with_c_off_16_bytes_stages_c():
+    """C on a base off 16 bytes (a view one element into a buffer) under the large row's TMA store: `launch` takes the
+    staged tile stored by every warpgroup instead (the TMA store's fallback is one thread's copy); exact against
+    float64 as the aligned output, the buffer's first element untouched."""
+    m, n, k = 2048, 2048, 1008
+    assert gemm_fp8.policy(m, n, k)["EPILOGUE"] == 2
+    g = torch.Generator(device=DEV).manual_seed(11)
+    a, sa = _quantize(torch.randn(m, k, device=DEV, generator=g))
+    b, sb = _quantize(torch.randn(n, k, device=DEV, generator=g))
+    buf = torch.full((m * n + 1,), 5.0, device=DEV, dtype=torch.bfloat16)
+    out = buf[1:].view(m, n)
+    assert out.data_ptr() % 16 == 2
+    gemm_fp8.launch(a, b, sa, sb, out)
+    aligned = torch.full((m, n), float("nan"), device=DEV, dtype=torch.bfloat16)
+    gemm_fp8.launch(a, b, sa, sb, aligned)
+    torch.cuda.synchronize()
+    ref = (a.double() @ b.double().t()) * sa.double() * sb.double()
+    assert _rel(out, ref) <= 2.0**-8 and torch.equal(out, aligned) and buf[0].item() == 5.0

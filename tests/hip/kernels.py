@@ -150,3 +150,42 @@ def stdlib_constexprs(name, target):
     if name in ("conv2d", "conv_transpose2d"):
         return conv.PRESETS[target]
     return gemm.PRESETS[target] if name == "gemm" else {}
+
+
+# Shared -> global copies into rows whose addresses are off 16 bytes (an odd width, a base or first column mid-chunk):
+# the render stores each row's aligned body in 16-byte vectors and its head and tail by element
+# (tilepy_hip/render/copies.py _store_rows_realigned). One kernel per element size: 2, 4 and 1 bytes.
+@tp.kernel(threads=128)
+def rows_out_bf16(X: tp.Tensor[tp.bf16, "M", "N"], Y: tp.Tensor[tp.bf16, "M", "N"], BM: tp.constexpr = 32,
+                  BN: tp.constexpr = 64, C0: tp.constexpr = 0, SWIZZLED: tp.constexpr = 1):
+    r0 = tp.block_id(0) * BM
+    c0 = tp.block_id(1) * BN + C0
+    if SWIZZLED:
+        s = tp.shared((BM, BN), tp.bf16, swizzle=tp.Swizzle(3, 3, 3))
+    else:
+        s = tp.shared((BM, BN), tp.bf16)
+    tp.store(s, tp.load(X[r0:r0 + BM, c0:c0 + BN]))
+    tp.barrier()
+    tp.copy(s, Y[r0:r0 + BM, c0:c0 + BN])
+
+
+@tp.kernel(threads=128)
+def rows_out_f32(X: tp.Tensor[tp.f32, "M", "N"], Y: tp.Tensor[tp.f32, "M", "N"], BM: tp.constexpr = 32,
+                 BN: tp.constexpr = 64, C0: tp.constexpr = 0):
+    r0 = tp.block_id(0) * BM
+    c0 = tp.block_id(1) * BN + C0
+    s = tp.shared((BM, BN), tp.f32)
+    tp.store(s, tp.load(X[r0:r0 + BM, c0:c0 + BN]))
+    tp.barrier()
+    tp.copy(s, Y[r0:r0 + BM, c0:c0 + BN])
+
+
+@tp.kernel(threads=128)
+def rows_out_e4m3(X: tp.Tensor[tp.e4m3, "M", "N"], Y: tp.Tensor[tp.e4m3, "M", "N"], BM: tp.constexpr = 32,
+                  BN: tp.constexpr = 64, C0: tp.constexpr = 0):
+    r0 = tp.block_id(0) * BM
+    c0 = tp.block_id(1) * BN + C0
+    s = tp.shared((BM, BN), tp.e4m3)
+    tp.copy(X[r0:r0 + BM, c0:c0 + BN], s)
+    tp.barrier()
+    tp.copy(s, Y[r0:r0 + BM, c0:c0 + BN])

@@ -145,6 +145,31 @@ template <class T, int N> static __device__ __forceinline__ tp_pack<T, N> tp_ldv
 template <class T, int N> static __device__ __forceinline__ void tp_stvec(T* p, const tp_pack<T, N>& v) {
   *(tp_pack<T, N>*)p = v;
 }
+// Elements sh .. sh + N - 1 of the 2N elements a ++ b (0 <= sh < N; N * sizeof(T) a multiple of 4): a vector of
+// consecutive columns that starts mid-chunk, from the two aligned chunks it spans, without indexing registers by a
+// run-time value (each word picked by comparisons, then a funnel shift by the bytes left over).
+template <class T, int N> static __device__ __forceinline__ tp_pack<T, N> tp_shift_pack(const tp_pack<T, N>& a,
+                                                                                      const tp_pack<T, N>& b, int sh) {
+  constexpr int NW = (int)(sizeof(T) * N / 4);
+  static_assert(sizeof(T) * N % 4 == 0, "tp_shift_pack: whole 32-bit words");
+  const unsigned* wa = (const unsigned*)&a;
+  const unsigned* wb = (const unsigned*)&b;
+  const int bs = sh * (int)sizeof(T), q = bs >> 2, r8 = (bs & 3) * 8;
+  unsigned x[NW + 1];
+#pragma unroll
+  for (int i = 0; i <= NW; ++i) {
+    unsigned t = 0u;
+#pragma unroll
+    for (int p = 0; p < NW; ++p)
+      if (q == p) t = i + p < NW ? wa[i + p] : (i + p < 2 * NW ? wb[i + p - NW] : 0u);
+    x[i] = t;
+  }
+  tp_pack<T, N> out;
+  unsigned* wo = (unsigned*)&out;
+#pragma unroll
+  for (int i = 0; i < NW; ++i) wo[i] = (unsigned)((((unsigned long long)x[i + 1] << 32) | x[i]) >> r8);
+  return out;
+}
 
 static __device__ __forceinline__ float tp_fmod_py(float a, float b) { return a - tp_floorf(a / b) * b; }
 static __device__ __forceinline__ unsigned tp_pack2(tp_bf16 lo, tp_bf16 hi) { return (unsigned)lo.x | ((unsigned)hi.x << 16); }

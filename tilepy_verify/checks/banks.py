@@ -69,13 +69,16 @@ def analyse(acc, num_threads, target):
     """(degree, warp, value, lanes, byte address, bank) of the worst phase of one access, or None."""
     eb = acc.eb
     V = int(acc.val.max()) + 1 if acc.val.size else 1
+    # the threads from the last warp with an access on hold none (a copy's odd tile held by one thread)
+    ws = target.warp_size
+    if acc.thr.size:
+        num_threads = min(num_threads, -(-(int(acc.thr.max()) + 1) // ws) * ws)
     table = np.full((num_threads, V), -1, dtype=np.int64)
     table[acc.thr, acc.val] = acc.off
     w = vector_width(table, eb)
     nbytes = w * eb
     words = max(1, nbytes // target.bank_bytes)
     lanes_per_phase = max(1, (target.banks * target.bank_bytes) // max(nbytes, target.bank_bytes))
-    ws = target.warp_size
     G = V // w
     base = table.reshape(num_threads, G, w)[:, :, 0]  # element offset of each vector access, -1 absent
     base = rendered_order(acc, base, eb, nbytes, target)
