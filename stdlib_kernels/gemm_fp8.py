@@ -1201,7 +1201,8 @@ def launch(a, b, scale_a, scale_b, out, target: str = "sm_90a", **constexprs):
         params["STORE_T"] = 0       # swap-AB's TMA store of C needs a tensor map of C: the registers' store instead
     if (params.get("EPILOGUE") == 2 and not params.get("SWAP") and not params.get("PERSISTENT")
             and "EPILOGUE" not in constexprs and not _tma_out(out)):
-        # the TMA store needs a tensor map of C (its fallback is one thread's copy): the staged tile stored by every
+        # the TMA store needs a tensor map of C (its fallback: the producer's copy, element by element, of c_s's column
+        # blocks, which the render's 16-byte paths do not take): the staged tile stored by every
         # warpgroup instead, without setmaxnreg (STORE_ALL's common code)
         params.update(EPILOGUE=1, STORE_ALL=1, PRODUCER_REGS=0, CONSUMER_REGS=0)
     if tuple(scale_a.shape) == ():

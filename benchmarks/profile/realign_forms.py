@@ -2,7 +2,7 @@
 policy's form against the staged tile stored by every warpgroup (STORE_ALL=1) and the staged epilogue on the small
 and large rows, each paired replay by replay with torch._scaled_mm on operands padded to 16s (pad not timed).
 
-    python benchmarks/profile/realign_forms.py OUT.json [M,N,K ... | --call3 | --call4]
+    python benchmarks/profile/realign_forms.py OUT.json [M,N,K ... | --call3 | --call4 | --call5]
 """
 
 import json
@@ -67,6 +67,21 @@ def forms_call4(M, N, K):
     return out
 
 
+CALL5_SHAPES = [(2048, 2048, 1008), (2051, 2045, 1008)]
+
+
+def forms_call5(M, N, K):
+    """call 5: where 2051 x 2045 x 1008's time goes: the 192 x 192 form's epilogues on the aligned 2048^3-ish shape
+    (the TMA store, the staged tile by the producer, by every warpgroup) beside the ragged one."""
+    u = dict(gemm_fp8.UNALIGNED_N_192x192)
+    out = {"u192_store_all": u, "u192_producer_store": dict(u, STORE_ALL=0),
+           "u192_registers": dict(u, STORE_ALL=0, EPILOGUE=0)}
+    if N % 8 == 0:
+        out["u192_tma_store"] = dict(u, STORE_ALL=0, EPILOGUE=2)
+        out["policy"] = gemm_fp8.policy(M, N, K)
+    return out
+
+
 def forms_call3(M, N, K):
     return {name: gemm_fp8.policy(M, N, K) if name == "policy" else CALL3[name](M, N, K)
             for name in CALL3_SHAPES[(M, N, K)]}
@@ -74,10 +89,10 @@ def forms_call3(M, N, K):
 
 def main():
     dest = sys.argv[1]
-    plan = sys.argv[2] if sys.argv[2:3] in (["--call3"], ["--call4"]) else None
-    shapes = (list(CALL3_SHAPES) if plan == "--call3" else CALL4_SHAPES if plan == "--call4"
-              else [tuple(int(x) for x in s.split(",")) for s in sys.argv[2:]] or SHAPES)
-    pick = {"--call3": forms_call3, "--call4": forms_call4}.get(plan, forms)
+    plan = sys.argv[2] if sys.argv[2:3] in (["--call3"], ["--call4"], ["--call5"]) else None
+    shapes = {"--call3": list(CALL3_SHAPES), "--call4": CALL4_SHAPES, "--call5": CALL5_SHAPES}.get(plan) or [
+        tuple(int(x) for x in s.split(",")) for s in sys.argv[2:]] or SHAPES
+    pick = {"--call3": forms_call3, "--call4": forms_call4, "--call5": forms_call5}.get(plan, forms)
     g = torch.Generator(device="cuda").manual_seed(8)
     res = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": []}
     for M, N, K in shapes:
