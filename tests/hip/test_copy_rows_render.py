@@ -32,7 +32,7 @@ def test_rows_off_16_bytes_store_16_byte_vectors(kernel, kw):
     assert not re.search(r"\b(LDL|STL)\b", sass)
 
 
-@pytest.mark.skipif(AMD is None, reason="no AMDGPU-capable clang here (apt-get install clang-19 or pip install ziglang)")
+@pytest.mark.skipif(AMD is None, reason="no AMDGPU-capable clang (apt-get install clang-19 or pip install ziglang)")
 @pytest.mark.parametrize("kernel,kw", CASES, ids=IDS)
 def test_rows_off_16_bytes_build_for_gfx942(kernel, kw):
     ck = tilepy_hip.compile(kernel, target="gfx942", **kw)
