@@ -49,6 +49,12 @@ def _staged_swizzle(bn: int):
     return tp.Swizzle(min(3, sh), 3, sh)
 
 
+def _staged_pitch(bn: int) -> int:
+    """EPILOGUE=1's c_s row pitch (bf16 elements) for a width that `_staged_swizzle` does not serve: an odd number
+    of 16-byte units, so rows r .. r + 7 start in 8 distinct bank quads."""
+    return bn if bn % 16 == 8 else bn + 8
+
+
 @tp.kernel(threads=_threads, target="sm_90a")
 def gemm_fp8(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "N", "K"], SA: tp.Tensor[tp.f32, "SA"],
              SB: tp.Tensor[tp.f32, "SB"], C: tp.Tensor[tp.bf16, "M", "N"],
@@ -85,7 +91,12 @@ def gemm_fp8(A: tp.Tensor[tp.e4m3, "M", "K"], B: tp.Tensor[tp.e4m3, "N", "K"], S
         # EPILOGUE=1): C's rows off 16 bytes (N % 8), which no tensor map describes, without the accumulator's
         # column pairs 8 rows apart (`_staged_swizzle`: a row's 16-byte units XORed with offset bits that differ over
         # 8 rows)
-        c_s = tp.shared((BM, BN), tp.bf16, swizzle=_staged_swizzle(BN))
+        if BN & (BN - 1) == 0 or BN % 128 == 64:
+            c_s = tp.shared((BM, BN), tp.bf16, swizzle=_staged_swizzle(BN))
+        else:
+            # (other widths, 176: 11 x 12 tiles of 192 x 176 fill 132 SMs at 2051 x 2045) rows padded to a pitch of an
+            # odd number of 16-byte units: the 8 rows of an accumulator store in distinct banks
+            c_s = tp.shared((BM, BN), tp.bf16, layout=tp.Layout((BM, BN), (_staged_pitch(BN), 1)))
         if STORE_ALL == 0:
             staged = tp.mbarrier(1)
     full = tp.mbarrier(1, stages=STAGES)
@@ -691,11 +702,14 @@ _I144 = tp.nv.wgmma_m64n144k32_e4m3
 # C's rows off 16 bytes (realign session, benchmarks/NOTES.md "Rows off 16 bytes"): the staged tile's store realigned
 # row by row in the render (16-byte stores of each row's aligned body) and taken by every warpgroup (STORE_ALL=1, 4x
 # the producer's threads): 2051 x 2045 x 1008 0.50 -> 0.83x the padded peer. Every form with C's rows off 16 bytes
-# stages C so (`small_form`): 192 x 192 where its tiles fill the waves better than the large row's by 0.1
+# stages C so (`small_form`): 192 x 192 or 192 x 176 where its tiles fill the waves better than the large row's by 0.1
 # (`_wave_fill`), else the large row's 128 x 256 tiles (LARGE_STAGED: without setmaxnreg, which STORE_ALL's common
 # code cannot keep), and the small / mid forms with the same epilogue
 UNALIGNED_N_192x192 = dict(BM=192, BN=192, STAGES=3, CONSUMERS=3, INSTR=tp.nv.wgmma_m64n192k32_e4m3, IN_FLIGHT=1,
                            EPILOGUE=1, STORE_ALL=1, TMA_ONLY=1, PRODUCER_REGS=0, CONSUMER_REGS=0)
+# 192 x 176 tiles (c_s rows padded to 184, `_staged_pitch`): 2051 x 2045's 11 x 12 = 132 tiles fill the SMs where 192 x
+# 192 leaves 11 idle: 2051 x 2045 x 1008 0.82 -> 0.86, x 4096 0.83 -> 0.88-0.89 (call 6, NOTES "Rows off 16 bytes")
+UNALIGNED_N_192x176 = dict(UNALIGNED_N_192x192, BN=176, INSTR=tp.nv.wgmma_m64n176k32_e4m3)
 LARGE_STAGED = dict(BM=128, BN=256, STAGES=3, CONSUMERS=2, INSTR=tp.nv.wgmma_m64n256k32_e4m3, EPILOGUE=1, STORE_ALL=1,
                     PRODUCER_REGS=0, CONSUMER_REGS=0)
 WAVE_128x144 = dict(BM=128, BN=144, STAGES=5, CONSUMERS=2, INSTR=_I144, IN_FLIGHT=1, EPILOGUE=2, TMA_ONLY=1,
@@ -719,8 +733,9 @@ def small_form(M: int, N: int, K: int) -> dict | None:
     elif N % 8 == 0 and t144 <= NUM_SMS < t128 and 4 * t256 <= 3 * NUM_SMS:
         return dict(WAVE_128x144)
     elif N % 8 and shape_class(M, N, K) == "large":
-        t192 = tp.cdiv(M, 192) * tp.cdiv(N, 192)
-        return dict(UNALIGNED_N_192x192 if _wave_fill(t192) >= _wave_fill(t256) + 0.1 else LARGE_STAGED)
+        fill, form = max((_wave_fill(tp.cdiv(M, 192) * tp.cdiv(N, f["BN"])), -i, f)
+                         for i, f in enumerate((UNALIGNED_N_192x192, UNALIGNED_N_192x176)))[::2]
+        return dict(form if fill >= _wave_fill(t256) + 0.1 else LARGE_STAGED)
     else:
         return None
     if N % 8:

@@ -181,7 +181,7 @@ for _ins in (
     # tf32: the widths gemm_fp32's wave-filling tiles take (N a multiple of 8, as PTX allows)
     *(_wgmma(n, dt.f32, "tf32") for n in (8, 16, 32, 48, 64, 80, 96, 112, 128, 192, 256)),
     # e4m3 x e4m3 -> f32, both operands K-major (N a multiple of 8, as PTX allows; the bf16 list's widths)
-    *(_wgmma(n, dt.e4m3) for n in (8, 16, 24, 32, 48, 64, 80, 96, 104, 112, 128, 144, 192, 256)),
+    *(_wgmma(n, dt.e4m3) for n in (8, 16, 24, 32, 48, 64, 80, 96, 104, 112, 128, 144, 160, 176, 192, 256)),
     *(_wgmma_rs(n, ab) for n in (8, 16, 32, 64, 128, 256) for ab in (dt.bf16, dt.f16)),
     *(_wgmma_rs_tf32(n) for n in (8, 16, 32, 48, 64, 80, 96, 112, 128, 192, 256)),
     _mfma32(dt.bf16), _mfma32(dt.f16), _mfma16(dt.bf16), _mfma16(dt.f16),

@@ -2,7 +2,7 @@
 policy's form against the staged tile stored by every warpgroup (STORE_ALL=1) and the staged epilogue on the small
 and large rows, each paired replay by replay with torch._scaled_mm on operands padded to 16s (pad not timed).
 
-    python benchmarks/profile/realign_forms.py OUT.json [M,N,K ... | --call3 | --call4 | --call5]
+    python benchmarks/profile/realign_forms.py OUT.json [M,N,K ... | --call3 | --call4 | --call5 | --call6]
 """
 
 import json
@@ -82,6 +82,19 @@ def forms_call5(M, N, K):
     return out
 
 
+CALL6_SHAPES = [(2051, 2045, 1008), (2051, 2045, 4096), (4096, 4090, 1024), (2048, 2048, 1008)]
+
+
+def forms_call6(M, N, K):
+    """call 6: 192 x 176 tiles (11 x 12 = 132 at 2051 x 2045) against 192 x 192 and the large row's tiles, staged for
+    every warpgroup; on the aligned 2048 x 2048 x 1008 with the TMA store."""
+    u176, u192 = dict(gemm_fp8.UNALIGNED_N_192x176), dict(gemm_fp8.UNALIGNED_N_192x192)
+    if N % 8 == 0:
+        return {"policy": gemm_fp8.policy(M, N, K), "u176_tma_store": dict(u176, STORE_ALL=0, EPILOGUE=2),
+                "u192_tma_store": dict(u192, STORE_ALL=0, EPILOGUE=2)}
+    return {"policy": gemm_fp8.policy(M, N, K), "u176": u176, "u192": u192, "large": dict(gemm_fp8.LARGE_STAGED)}
+
+
 def forms_call3(M, N, K):
     return {name: gemm_fp8.policy(M, N, K) if name == "policy" else CALL3[name](M, N, K)
             for name in CALL3_SHAPES[(M, N, K)]}
@@ -89,10 +102,10 @@ def forms_call3(M, N, K):
 
 def main():
     dest = sys.argv[1]
-    plan = sys.argv[2] if sys.argv[2:3] in (["--call3"], ["--call4"], ["--call5"]) else None
-    shapes = {"--call3": list(CALL3_SHAPES), "--call4": CALL4_SHAPES, "--call5": CALL5_SHAPES}.get(plan) or [
+    plan = sys.argv[2] if sys.argv[2:3] in (["--call3"], ["--call4"], ["--call5"], ["--call6"]) else None
+    shapes = {"--call3": list(CALL3_SHAPES), "--call4": CALL4_SHAPES, "--call5": CALL5_SHAPES, "--call6": CALL6_SHAPES}.get(plan) or [
         tuple(int(x) for x in s.split(",")) for s in sys.argv[2:]] or SHAPES
-    pick = {"--call3": forms_call3, "--call4": forms_call4, "--call5": forms_call5}.get(plan, forms)
+    pick = {"--call3": forms_call3, "--call4": forms_call4, "--call5": forms_call5, "--call6": forms_call6}.get(plan, forms)
     g = torch.Generator(device="cuda").manual_seed(8)
     res = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": []}
     for M, N, K in shapes:

@@ -39,6 +39,7 @@ FORMS = {
     "UNALIGNED_N_128x128": gemm_fp8.UNALIGNED_N_128x128,
     "UNALIGNED_N_192x192": gemm_fp8.UNALIGNED_N_192x192,
     "LARGE_STAGED": gemm_fp8.LARGE_STAGED,
+    "UNALIGNED_N_192x176": gemm_fp8.UNALIGNED_N_192x176,
     "WAVE_128x144": gemm_fp8.WAVE_128x144,
     # gemm_fp8_cluster: the forms on 2x1 clusters, B multicast (a second row tile wholly past M at 130 / 520 rows)
     "c64x128_s8_w0": dict(gemm_fp8.SMALL_64x128, IN_FLIGHT=0, CLUSTER_M=2),
