@@ -102,10 +102,12 @@ def forms_call3(M, N, K):
 
 def main():
     dest = sys.argv[1]
-    plan = sys.argv[2] if sys.argv[2:3] in (["--call3"], ["--call4"], ["--call5"], ["--call6"]) else None
-    shapes = {"--call3": list(CALL3_SHAPES), "--call4": CALL4_SHAPES, "--call5": CALL5_SHAPES, "--call6": CALL6_SHAPES}.get(plan) or [
-        tuple(int(x) for x in s.split(",")) for s in sys.argv[2:]] or SHAPES
-    pick = {"--call3": forms_call3, "--call4": forms_call4, "--call5": forms_call5, "--call6": forms_call6}.get(plan, forms)
+    plans = {"--call3": (list(CALL3_SHAPES), forms_call3), "--call4": (CALL4_SHAPES, forms_call4),
+             "--call5": (CALL5_SHAPES, forms_call5), "--call6": (CALL6_SHAPES, forms_call6)}
+    if sys.argv[2:3] and sys.argv[2] in plans:
+        shapes, pick = plans[sys.argv[2]]
+    else:
+        shapes, pick = [tuple(int(x) for x in s.split(",")) for s in sys.argv[2:]] or SHAPES, forms
     g = torch.Generator(device="cuda").manual_seed(8)
     res = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": []}
     for M, N, K in shapes:
