@@ -112,7 +112,8 @@ def cases():
     kern, params = gemm_fp8.kernel_of(gemm_fp8.policy(4096, 4096, 4096))   # the large class's persistent form
     yield f"{kern.name}[policy large]", kern, "sm_90a", params
     for name, shape in (("SMALL_64x64", (512,) * 3), ("SMALL_64x128", (1024,) * 3),   # the small / mid forms (G28)
-                        ("MID_128x128", (2048, 1024, 4096)), ("UNALIGNED_N_128x128", (2051, 2045, 1008))):
+                        ("MID_128x128", (2048, 1024, 4096)), ("UNALIGNED_N_192x176", (2051, 2045, 1008)),
+                        ("UNALIGNED_N_192x192", (3000, 3001, 2048)), ("LARGE_STAGED", (4096, 4090, 1024))):
         yield f"gemm_fp8[policy {name}]", gemm_fp8.gemm_fp8, "sm_90a", gemm_fp8.kernel_of(gemm_fp8.policy(*shape))[1]
     mark(gemm_fp8.gemm_fp8, kern)
     for table in ("PRESETS", "SMALL_M", "TINY"):
