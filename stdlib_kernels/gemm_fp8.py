@@ -733,8 +733,8 @@ def small_form(M: int, N: int, K: int) -> dict | None:
     elif N % 8 == 0 and t144 <= NUM_SMS < t128 and 4 * t256 <= 3 * NUM_SMS:
         return dict(WAVE_128x144)
     elif N % 8 and shape_class(M, N, K) == "large":
-        fill, form = max((_wave_fill(tp.cdiv(M, 192) * tp.cdiv(N, f["BN"])), -i, f)
-                         for i, f in enumerate((UNALIGNED_N_192x192, UNALIGNED_N_192x176)))[::2]
+        fill192, fill176 = (_wave_fill(tp.cdiv(M, 192) * tp.cdiv(N, bn)) for bn in (192, 176))
+        form, fill = (UNALIGNED_N_192x176, fill176) if fill176 > fill192 else (UNALIGNED_N_192x192, fill192)
         return dict(form if fill >= _wave_fill(t256) + 0.1 else LARGE_STAGED)
     else:
         return None

@@ -224,8 +224,9 @@ class CopyOps:
         width, a view starting mid-chunk): each row's body in vec-element stores from its first aligned column on,
         its head (the columns before) and its tail by element. A row of W columns is W // vec + 1 segments taken by
         consecutive threads: segment 0 is the head [0, h), segment j >= 1 the columns [h + vec (j - 1), h + vec j)
-        clipped to the tile and the tensor, gathered from shared memory element by element (any layout) into one
-        vector. G35: the element-by-element store was ~12 us of 2051 x 2045 x 1008's 28 on the H100."""
+        clipped to the tile and the tensor, built from the tile's aligned chunks j - 1 and j shifted by h
+        (`tp_shift_pack`; element by element where a vector is not whole 32-bit words). G35: the element-by-element
+        store was ~12 us of 2051 x 2045 x 1008's 28 on the H100."""
         em = self.em
         shape, dtype = sref.stype.shape, sref.dtype
         T, eb = ctype(dtype), dtype.bytes
@@ -236,10 +237,9 @@ class CopyOps:
         slots = seg
         for n in shape[:-1]:
             slots *= n
-        tid = self.tid_name if self.tid_name != "0" else "0"
         step = self.num_threads if self.tid_name != "0" else 1
         s, h, cl, lim, v = (self.tmp(x) for x in ("s", "h", "cl", "lim", "v"))
-        em.open(f"for (int {s} = {tid}; {s} < {slots}; {s} += {step})")
+        em.open(f"for (int {s} = {self.tid_name}; {s} < {slots}; {s} += {step})")
         rem, rows = Var(s) // seg, []
         for d in range(len(shape) - 2, -1, -1):
             rows.append(rem % shape[d] if d > 0 else rem)
